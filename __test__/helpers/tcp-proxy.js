@@ -1,0 +1,100 @@
+'use strict'
+
+// A loopback TCP proxy between the client and Redis, for fault tests.
+// - partition(): stops moving bytes both ways and leaves new connections hanging, as a
+//   network that drops packets does (TCP retransmits, so nothing is lost: it arrives late);
+// - heal(): moves everything that waited, in order;
+// - setDelay(ms): delays every chunk by `ms` in each direction (order kept).
+const net = require('node:net')
+
+class TcpProxy {
+  #server
+  #pairs = new Set()
+  #partitioned = false
+  #delayMs = 0
+
+  constructor(targetPort, targetHost = '127.0.0.1') {
+    this.targetPort = targetPort
+    this.targetHost = targetHost
+    this.port = undefined
+  }
+
+  async start() {
+    this.#server = net.createServer((client) => this.#accept(client))
+    await new Promise((resolve) => this.#server.listen(0, '127.0.0.1', resolve))
+    this.port = this.#server.address().port
+    return this
+  }
+
+  get url() {
+    return `redis://127.0.0.1:${this.port}`
+  }
+
+  #accept(client) {
+    const pair = { client, upstream: null, queues: [], paused: false }
+    this.#pairs.add(pair)
+    const upstream = net.connect(this.targetPort, this.targetHost)
+    pair.upstream = upstream
+    const close = () => {
+      this.#pairs.delete(pair)
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on('error', close).on('close', close)
+    upstream.on('error', close).on('close', close)
+    this.#pipe(client, upstream)
+    this.#pipe(upstream, client)
+    if (this.#partitioned) {
+      client.pause()
+      upstream.pause()
+    }
+  }
+
+  #pipe(from, to) {
+    // One chain per direction keeps the order; each chunk leaves `delay` ms after it
+    // arrived (latency, not a throughput limit: chunks in flight overlap).
+    let chain = Promise.resolve()
+    from.on('data', (chunk) => {
+      const due = performance.now() + this.#delayMs
+      chain = chain.then(() => {
+        const wait = due - performance.now()
+        if (wait <= 0) return to.write(chunk)
+        return new Promise((resolve) => setTimeout(() => resolve(to.write(chunk)), wait))
+      })
+    })
+  }
+
+  partition() {
+    this.#partitioned = true
+    for (const { client, upstream } of this.#pairs) {
+      client.pause()
+      upstream.pause()
+    }
+  }
+
+  heal() {
+    this.#partitioned = false
+    for (const { client, upstream } of this.#pairs) {
+      client.resume()
+      upstream.resume()
+    }
+  }
+
+  setDelay(ms) {
+    this.#delayMs = ms
+  }
+
+  async close() {
+    for (const { client, upstream } of this.#pairs) {
+      client.destroy()
+      upstream.destroy()
+    }
+    await new Promise((resolve) => this.#server.close(resolve))
+  }
+}
+
+async function startProxy(targetPort) {
+  return new TcpProxy(targetPort).start()
+}
+
+module.exports = { startProxy, TcpProxy }

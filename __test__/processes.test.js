@@ -1,0 +1,206 @@
+'use strict'
+
+// The lock across real OS processes: mutual exclusion, a holder that dies (SIGKILL) without
+// releasing, and that the library never keeps a process alive.
+const { test, describe, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const readline = require('node:readline')
+const Redis = require('ioredis')
+const { startRedis } = require('./helpers/redis-server')
+const { DistributedLock } = require('..')
+
+const FIXTURES = path.join(__dirname, 'fixtures')
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+let server
+let client
+const children = new Set()
+
+/** A child node process whose stdout lines are collected with the time each arrived. */
+class Child {
+  constructor(script, args, env) {
+    this.lines = []
+    this.waiters = []
+    this.stderr = ''
+    this.proc = spawn(process.execPath, [path.join(FIXTURES, script), ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    children.add(this.proc)
+    this.exited = new Promise((resolve) => {
+      this.proc.once('exit', (code, signal) => {
+        children.delete(this.proc)
+        resolve({ code, signal, at: performance.now() })
+      })
+    })
+    this.proc.stderr.on('data', (chunk) => {
+      this.stderr += chunk
+    })
+    readline.createInterface({ input: this.proc.stdout }).on('line', (line) => {
+      this.lines.push({ line, at: performance.now() })
+      for (const waiter of [...this.waiters]) waiter()
+    })
+  }
+
+  get pid() {
+    return this.proc.pid
+  }
+
+  /** Resolves with the first line matching `predicate` (with its arrival time). */
+  waitForLine(predicate, timeoutMs = 15_000) {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const found = this.lines.find(({ line }) => predicate(line))
+        if (found) {
+          this.waiters = this.waiters.filter((w) => w !== check)
+          clearTimeout(timer)
+          resolve(found)
+        }
+      }
+      const timer = setTimeout(() => {
+        this.waiters = this.waiters.filter((w) => w !== check)
+        reject(new Error(`child ${this.pid} printed no matching line; stderr: ${this.stderr}`))
+      }, timeoutMs)
+      this.waiters.push(check)
+      this.exited.then(() => setImmediate(check))
+      check()
+    })
+  }
+}
+
+before(async () => {
+  server = await startRedis()
+  client = new Redis(server.url)
+})
+
+after(async () => {
+  for (const proc of children) {
+    try {
+      process.kill(proc.pid, 'SIGKILL')
+    } catch {}
+  }
+  client?.disconnect()
+  await server?.close()
+})
+
+describe('mutual exclusion across processes', () => {
+  const PROCESSES = 4
+  const ITERATIONS = 200
+
+  /** Starts PROCESSES increment.js children, releases them together, waits for all. */
+  async function runIncrementers(name, mode) {
+    const keys = {
+      LOCK_KEY: `proc:${name}:lock`,
+      COUNTER_KEY: `proc:${name}:counter`,
+      GO_KEY: `proc:${name}:go`,
+    }
+    const env = { REDIS_URL: server.url, ITERATIONS: String(ITERATIONS), MODE: mode, RETRY_DELAY_MS: '10', ...keys }
+    const kids = Array.from({ length: PROCESSES }, () => new Child('increment.js', [], env))
+    await Promise.all(kids.map((kid) => kid.waitForLine((line) => line === 'ready')))
+    await client.rpush(keys.GO_KEY, ...kids.map((_, i) => `go-${i}`))
+    const exits = await Promise.all(kids.map((kid) => kid.exited))
+    exits.forEach((exit, i) => {
+      assert.equal(exit.code, 0, `child ${i} exited with ${exit.code}/${exit.signal}: ${kids[i].stderr}`)
+    })
+    const reports = await Promise.all(kids.map((kid) => kid.waitForLine((line) => line.startsWith('{'), 1000)))
+    const counter = Number(await client.get(keys.COUNTER_KEY))
+    return { counter, reports: reports.map(({ line }) => JSON.parse(line)) }
+  }
+
+  test(`${PROCESSES} processes x ${ITERATIONS} locked read-modify-writes lose no update`, async () => {
+    const { counter, reports } = await runIncrementers('locked', 'lock')
+    assert.equal(counter, PROCESSES * ITERATIONS)
+    // Every critical section had its own fencing token, and they are consecutive.
+    const fences = reports.flatMap((r) => r.fences).map(Number)
+    reports.forEach((r) => assert.equal(r.fences.length, ITERATIONS))
+    assert.equal(new Set(fences).size, PROCESSES * ITERATIONS, 'fencing tokens are unique')
+    const sorted = [...fences].sort((a, b) => a - b)
+    assert.equal(sorted[sorted.length - 1] - sorted[0], PROCESSES * ITERATIONS - 1)
+    for (const r of reports) {
+      const own = r.fences.map(Number)
+      assert.ok(own.every((f, i) => i === 0 || f > own[i - 1]), 'fences increase within a process')
+    }
+  })
+
+  test('control: the same read-modify-writes without the lock do lose updates', async () => {
+    const { counter } = await runIncrementers('unlocked', 'nolock')
+    assert.ok(counter > 0)
+    assert.ok(counter < PROCESSES * ITERATIONS, `no update was lost (${counter}): the control proves nothing`)
+  })
+})
+
+describe('a holder killed with SIGKILL', () => {
+  test('its lock stays held until its TTL (1000 ms) runs out, then is acquirable', async () => {
+    const key = 'proc:victim'
+    const lock = new DistributedLock(server.url)
+    const holder = new Child('hold.js', [], { REDIS_URL: server.url, LOCK_KEY: key })
+    const report = await holder.waitForLine((line) => line.startsWith('{'))
+    await holder.waitForLine((line) => line === 'held')
+    process.kill(holder.pid, 'SIGKILL')
+    const exit = await holder.exited
+    assert.equal(exit.signal, 'SIGKILL')
+    const { fence, heldAt, expiresAt } = JSON.parse(report.line)
+    const sentAt = expiresAt - 1000 // the holder sent its SET at or after this instant
+
+    assert.equal(await lock.tryAcquire(key, 5000), null, 'still held right after the holder died')
+    assert.equal(await lock.isLocked(key), true)
+
+    let handle = null
+    const deadline = Date.now() + 3000
+    while (handle === null && Date.now() < deadline) {
+      handle = await lock.tryAcquire(key, 5000)
+      if (handle === null) await sleep(10)
+    }
+    const freedAt = Date.now()
+    assert.ok(handle, 'the lock never became free')
+    try {
+      assert.ok(freedAt - sentAt >= 950, `acquirable ${freedAt - sentAt} ms after the holder asked for it, before its TTL`)
+      assert.ok(freedAt - heldAt < 1600, `acquirable only ${freedAt - heldAt} ms after the holder took it`)
+      assert.ok(handle.fence > fence, `new fence ${handle.fence} should follow the dead holder's ${fence}`)
+      assert.equal(handle.isHeld, true)
+    } finally {
+      await handle.release()
+    }
+  })
+})
+
+describe('nothing keeps the process alive', () => {
+  async function runLifecycle(mode, prefix) {
+    const kid = new Child('lifecycle.js', [mode], { REDIS_URL: server.url, KEY_PREFIX: prefix })
+    const done = await kid.waitForLine((line) => line.startsWith('done'))
+    const exit = await kid.exited
+    assert.equal(exit.code, 0, `exit ${exit.code}/${exit.signal}: ${kid.stderr}`)
+    const lingered = exit.at - done.at
+    assert.ok(lingered < 1000, `the process lived on ${lingered.toFixed(0)} ms after its work was done`)
+    return JSON.parse(done.line.slice('done '.length))
+  }
+
+  test('after acquiring, extending and releasing locks, the process exits on its own', async () => {
+    const prefix = 'proc:life-full'
+    const result = await runLifecycle('full', prefix)
+    assert.equal(result.fences.length, 3)
+    assert.deepEqual(result.held, [false, false, false])
+    const lock = new DistributedLock(server.url)
+    for (const name of ['a', 'b', 'c']) assert.equal(await lock.isLocked(`${prefix}:${name}`), false)
+  })
+
+  test('a DistributedLock that never called Redis does not keep the process alive', async () => {
+    const result = await runLifecycle('idle', 'proc:life-idle')
+    assert.equal(result, null)
+  })
+
+  test('a tryAcquire that finds the key held (null) does not keep the process alive', async () => {
+    const prefix = 'proc:life-contended'
+    const lock = new DistributedLock(server.url)
+    const held = await lock.acquire(`${prefix}:held-by-parent`, 10_000)
+    try {
+      const result = await runLifecycle('contended', prefix)
+      assert.deepEqual(result, { handle: null })
+      assert.equal(await lock.isLocked(`${prefix}:held-by-parent`), true)
+    } finally {
+      await held.release()
+    }
+  })
+})

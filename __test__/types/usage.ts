@@ -1,0 +1,106 @@
+// Type-checked with `tsc --noEmit --strict` by __test__/types.test.js; never executed.
+import Redis from 'ioredis'
+import {
+  DistributedLock,
+  LockHandle,
+  LockAcquisitionError,
+  InvalidLockError,
+  LockError,
+  type LockInfo,
+  type LockOptions,
+} from 'native-redis-lock'
+import * as sub from 'native-redis-lock/distributed-lock'
+
+async function main(): Promise<void> {
+  const options: LockOptions = { keyPrefix: 'myapp:', defaultTtlMs: 5000, maxRetries: 3, retryDelayMs: 100 }
+  const lock = new DistributedLock(new Redis(), options)
+  new DistributedLock('redis://localhost:6379/1')
+  new DistributedLock({ host: 'localhost', port: 6379, password: 'x', db: 2 })
+  new sub.DistributedLock('rediss://cache:6380', { commandTimeoutMs: 1000, connectTimeoutMs: 500 })
+
+  const handle: LockHandle = await lock.acquire('user:123', 10_000)
+  const fence: string = handle.fence
+  const info: LockInfo = handle.info
+  const held: boolean = handle.isHeld && info.isHeld
+  const expires: number = info.expiresAt - info.acquiredAt
+  await handle.extend(5000)
+  await handle.release()
+  await handle[Symbol.asyncDispose]()
+
+  const kept = await lock.acquire('leader', 3000, { autoRefresh: true, onLost: (err) => void err.key })
+  const lostErr: LockLostError = await Promise.race([kept.lost, Promise.reject(new Error('not lost'))])
+  const written: boolean = await lock.fencedSet('resource', 'value', kept.fence)
+  void [lostErr, written]
+  const maybe = await lock.tryAcquire('user:123')
+  // @ts-expect-error tryAcquire may resolve null
+  maybe.release()
+  if (maybe) await maybe.release()
+
+  const controller = new AbortController()
+  const waited = await lock.waitForLock('user:123', 5000, undefined, { signal: controller.signal })
+  await waited.release()
+  const locked: boolean = await lock.isLocked('user:123')
+
+  const n: number = await lock.using('job:1', async (h) => (h.isHeld ? 1 : 0), { ttlMs: 1000, timeoutMs: 200 })
+  const s: string = await lock.using('job:2', () => 'sync result')
+
+  try {
+    await lock.acquire('x')
+  } catch (err) {
+    if (err instanceof LockAcquisitionError) {
+      const k: string = err.key
+      const r: number = err.retriesAttempted
+      const c: 'ELOCKED' = err.code
+      void [k, r, c]
+    } else if (err instanceof InvalidLockError) {
+      const c: 'ENOTHELD' = err.code
+      void c
+    } else if (err instanceof LockError) {
+      const c: string = err.code
+      void c
+    }
+  }
+
+  // @ts-expect-error keys are strings
+  await lock.acquire(123)
+  // @ts-expect-error LockHandle is not constructed by users
+  new LockHandle()
+  // @ts-expect-error unknown option
+  new DistributedLock('redis://x', { keyprefix: 'typo' })
+
+  void [fence, held, expires, locked, n, s]
+}
+
+void main
+
+import ExclusiveLock = require('native-redis-lock/exclusive-lock')
+import DistributedLockService = require('native-redis-lock/maestro')
+import { LockLostError, type LockInspection } from 'native-redis-lock'
+
+async function exclusive(): Promise<void> {
+  const lock = new ExclusiveLock({ name: 'app', cache_connection: 'redis://localhost', lock_contents: 'pod-1' })
+  lock.on('acquired', (key: string) => void key)
+  lock.on('refreshed', ({ key, lock_ttl_ms }) => void [key.length, lock_ttl_ms.toFixed()])
+  lock.on('error', (err) => {
+    if (err instanceof LockLostError) void err.key
+  })
+  // @ts-expect-error unknown event
+  lock.on('lost', () => {})
+  const won: boolean = await lock.acquire()
+  const seen: LockInspection | null = await lock.inspect()
+  const fence: string | null = lock.fence
+  lock.unref().ref()
+  await lock.release()
+  // @ts-expect-error name is required
+  new ExclusiveLock({ cache_connection: 'redis://localhost' })
+
+  const service = new DistributedLockService('job-lock', 60_000, 'redis://localhost')
+  const got: boolean = await service.acquire(1000, 5000)
+  const released: boolean = await service.release()
+  const status = service.getStatus()
+  const locked: boolean = status.isLocked
+  await service.disconnect()
+  void [won, seen, fence, got, released, locked, service.getLockKey(), service.getLockTtl()]
+}
+
+void exclusive

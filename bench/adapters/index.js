@@ -1,0 +1,17 @@
+'use strict'
+
+// Every adapter exposes { name, kind, package, create({ port, url }) } and create() resolves
+//   { acquire(key, ttlMs) -> handle | null, release(handle), waitAcquire(key, ttlMs, worker)
+//     -> handle, close(), and for scenario (e) hold(key, ttlMs, refreshMs) and lost }.
+const ADAPTERS = {
+  'ours-distributed-lock': require('./ours-distributed-lock'),
+  'ours-exclusive-lock': require('./ours-exclusive-lock'),
+  'ours-lock-service': require('./ours-lock-service'),
+  redlock4: require('./redlock4'),
+  'sesamecare-redlock': require('./sesamecare-redlock'),
+  'redis-semaphore': require('./redis-semaphore'),
+  'redlock-universal': require('./redlock-universal'),
+  'ioredis-raw': require('./ioredis-raw'),
+}
+
+module.exports = ADAPTERS

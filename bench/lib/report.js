@@ -1,0 +1,320 @@
+'use strict'
+
+// Turns bench/results.json into bench/RESULTS.md (tables) and bench/chart.svg (a hand-written
+// bar chart of ours against the best peer per scenario). Returns the summary table as text.
+const fs = require('node:fs')
+const path = require('node:path')
+const { median, fmt } = require('./util')
+
+const OURS = ['ours-distributed-lock', 'ours-exclusive-lock', 'ours-lock-service']
+const OURS_SHORT = { 'ours-distributed-lock': 'DistributedLock', 'ours-exclusive-lock': 'ExclusiveLock', 'ours-lock-service': 'DistributedLockService' }
+const COLORS = { 'ours-distributed-lock': '#1f77b4', 'ours-exclusive-lock': '#ff7f0e', 'ours-lock-service': '#2ca02c' }
+const SCENARIO_TITLE = {
+  a: '(a) serial acquire + release on one key',
+  b: '(b) 256 acquire + release pairs in flight on distinct keys',
+  c: '(c) one key, 8 async workers, GET + SET of a counter inside the lock',
+  d: '(d) the physical limit: redis-benchmark against the same server',
+  e: '(e) held locks with auto-refresh',
+}
+
+const values = (rounds, key) => rounds.map((r) => r[key]).filter((v) => typeof v === 'number' && Number.isFinite(v))
+const stat = (rounds, key) => {
+  const v = values(rounds, key)
+  return { median: median(v), min: Math.min(...v), max: Math.max(...v), n: v.length }
+}
+const range = (s, digits) => (s.n ? `${fmt(s.median, digits)} (${fmt(s.min, digits)}–${fmt(s.max, digits)})` : 'n/a')
+const adapterEntries = (result) => Object.entries(result).filter(([id]) => !id.startsWith('_'))
+const ratio = (x) => (Number.isFinite(x) ? `${x >= 10 ? x.toFixed(1) : x.toFixed(2)}×` : 'n/a')
+
+function table(header, rows, leftColumns = [0]) {
+  const lines = [`| ${header.join(' | ')} |`, `|${header.map((h, i) => (leftColumns.includes(i) ? '---' : '---:')).join('|')}|`]
+  for (const row of rows) lines.push(`| ${row.join(' | ')} |`)
+  return lines.join('\n')
+}
+
+/** Best peer (kind 'peer', highest median `key`) of one scenario result. */
+function bestPeer(meta, result, key = 'rate', lowerIsBetter = false) {
+  let best = null
+  for (const [id, r] of Object.entries(result ?? {})) {
+    if (id.startsWith('_') || meta.adapters[id]?.kind !== 'peer' || r.error || !r.rounds?.length) continue
+    const m = stat(r.rounds, key).median
+    if (!Number.isFinite(m)) continue
+    if (!best || (lowerIsBetter ? m < best.value : m > best.value)) best = { id, name: meta.adapters[id].name, value: m }
+  }
+  return best
+}
+
+/** Per scenario and placement: { ours id -> { value, vsPeer, vsRaw } } plus the best peer. */
+function comparisons(results) {
+  const { meta } = results
+  const out = []
+  for (const [placement, data] of Object.entries(results.placements)) {
+    for (const scenario of ['a', 'b', 'c']) {
+      const result = data[scenario]
+      if (!result) continue
+      const peer = bestPeer(meta, result)
+      const raw = result['ioredis-raw']?.rounds?.length ? stat(result['ioredis-raw'].rounds, 'rate').median : NaN
+      const ours = {}
+      for (const id of OURS) {
+        if (!result[id]?.rounds?.length) continue
+        const value = stat(result[id].rounds, 'rate').median
+        ours[id] = { value, advantage: peer ? value / peer.value : NaN, ratio: peer ? value / peer.value : NaN, vsRaw: value / raw }
+      }
+      const unit = scenario === 'c' ? 'sections/s' : 'pairs/s'
+      out.push({ scenario, metric: `${unit}`, placement, peer, raw, ours, lowerIsBetter: false })
+    }
+    const e = data.e
+    if (e?.['ours-exclusive-lock']?.rounds?.length) {
+      for (const [key, metric] of [
+        ['rssPerLockKB', 'RSS per held lock, KB'],
+        ['cpuPercent', 'CPU of 1,000 held locks, % of a core'],
+      ]) {
+        const peer = bestPeer(meta, e, key, true)
+        const value = stat(e['ours-exclusive-lock'].rounds, key).median
+        out.push({
+          scenario: 'e',
+          metric,
+          placement,
+          peer,
+          raw: NaN,
+          lowerIsBetter: true,
+          ours: { 'ours-exclusive-lock': { value, ratio: peer ? value / peer.value : NaN, advantage: peer ? peer.value / value : NaN } },
+        })
+      }
+    }
+  }
+  return out
+}
+
+function summaryTable(results) {
+  const rows = comparisons(results).map((c) => {
+    const cell = (id) => {
+      const o = c.ours[id]
+      if (!o) return '—'
+      return `${fmt(o.value, c.scenario === 'e' ? 2 : undefined)} (**${ratio(o.ratio)}**)`
+    }
+    return [
+      `(${c.scenario}) ${c.metric}${c.lowerIsBetter ? ' (lower is better)' : ''}`,
+      c.placement,
+      c.peer ? `${fmt(c.peer.value, c.scenario === 'e' ? 2 : undefined)} ${c.peer.name}` : 'n/a',
+      ...OURS.map(cell),
+      Number.isFinite(c.raw) ? fmt(c.raw) : '—',
+    ]
+  })
+  return table(
+    ['scenario (median of rounds)', 'placement', 'best peer', 'ours: DistributedLock (÷ best peer)', 'ours: ExclusiveLock (÷ best peer)', 'ours: DistributedLockService (÷ best peer)', 'raw ioredis'],
+    rows,
+    [0, 1],
+  )
+}
+
+function scenarioSection(results, scenario) {
+  const { meta } = results
+  const parts = [`## ${SCENARIO_TITLE[scenario]}`, '']
+  for (const [placement, data] of Object.entries(results.placements)) {
+    const result = data[scenario]
+    if (!result) continue
+    parts.push(`### ${placement}`, '')
+    if (scenario === 'a' || scenario === 'b') {
+      const peer = bestPeer(meta, result)
+      const rows = adapterEntries(result).map(([id, r]) => {
+        const name = meta.adapters[id]?.name ?? id
+        if (r.error && !r.rounds.length) return [name, `failed: ${r.error}`]
+        const s = stat(r.rounds, 'rate')
+        const failed = r.rounds.reduce((n, x) => n + (x.failed ?? 0), 0)
+        return [
+          name,
+          range(s),
+          peer?.id === id ? 'best peer' : ratio(s.median / (peer?.value ?? NaN)),
+          ...(scenario === 'a' ? [r.monitor ? `${fmt(r.monitor.requests, 1)} + ${fmt(r.monitor.scriptCommands, 1)}` : 'n/a'] : []),
+          fmt(stat(r.rounds, 'commandsPerOp').median, 2),
+          fmt(stat(r.rounds, 'nodeCpuUsPerOp').median, 1),
+          fmt(stat(r.rounds, 'redisCpuPercent').median, 0),
+          failed ? String(failed) : '0',
+        ]
+      })
+      parts.push(
+        table(
+          ['library', 'pairs/s median (min–max)', '÷ best peer', ...(scenario === 'a' ? ['requests + in-script cmds per pair (MONITOR)'] : []), 'Redis cmds/pair (commandstats, incl. in-script)', 'Node CPU µs/pair', 'Redis CPU %', 'failed acquires'],
+          rows,
+        ),
+        '',
+      )
+      const plain = result._plainCommand
+      if (plain?.ours?.length) {
+        const o = stat(plain.ours, 'rate')
+        const i = stat(plain.ioredis, 'rate')
+        parts.push(
+          'One call that does no lock work, serially (the per-call cost of crossing into the native side and back):',
+          '',
+          table(
+            ['call', 'calls/s median (min–max)', 'µs per call'],
+            [
+              ['ours: `DistributedLock.isLocked` (one EXISTS)', range(o), fmt(1e6 / o.median, 0)],
+              ['ioredis: `exists` (one EXISTS)', range(i), fmt(1e6 / i.median, 0)],
+            ],
+          ),
+          '',
+        )
+      }
+    } else if (scenario === 'c') {
+      const peer = bestPeer(meta, result)
+      const rows = adapterEntries(result).map(([id, r]) => {
+        const name = meta.adapters[id]?.name ?? id
+        if (r.error && !r.rounds.length) return [name, `failed: ${r.error}`]
+        const s = stat(r.rounds, 'rate')
+        const exact = r.rounds.every((x) => x.exact)
+        const errors = r.rounds.reduce((n, x) => n + (x.errors ?? 0), 0)
+        return [
+          name,
+          range(s),
+          peer?.id === id ? 'best peer' : ratio(s.median / (peer?.value ?? NaN)),
+          fmt(stat(r.rounds, 'ownerChangesPerSec').median),
+          `${fmt(stat(r.rounds, 'waitP50').median, 2)} / ${fmt(stat(r.rounds, 'waitP99').median, 1)} / ${fmt(Math.max(...values(r.rounds, 'waitMax')), 0)}`,
+          fmt(stat(r.rounds, 'commandsPerOp').median, 2),
+          fmt(stat(r.rounds, 'nodeCpuUsPerOp').median, 0),
+          exact ? 'yes' : `**NO** (${r.rounds.map((x) => `${x.counter}/${x.ops}`).join(', ')})`,
+          String(errors),
+        ]
+      })
+      parts.push(
+        table(
+          ['library', 'critical sections/s median (min–max)', '÷ best peer', 'owner changes/s', 'wait ms p50 / p99 / max', 'Redis cmds/section (commandstats, incl. 2 for the counter)', 'Node CPU µs/section', 'counter exact', 'wait errors'],
+          rows,
+        ),
+        '',
+      )
+    } else if (scenario === 'd') {
+      const rows = Object.values(result).map((c) => [c.label, range(stat(c.rounds, 'rate')), `\`${c.command}\``])
+      const r = (id) => stat(result[id]?.rounds ?? [], 'rate').median
+      const pair1 = 1 / (1 / r('set-1') + 1 / r('evalsha-1'))
+      const pair16 = 1 / (1 / r('set-16') + 1 / r('evalsha-16'))
+      rows.push(['⇒ acquire + release pairs/s, 1 connection (harmonic)', fmt(pair1), 'compare with (a)'])
+      rows.push(['⇒ acquire + release pairs/s, 1 connection, 16 in flight', fmt(pair16), 'compare with (b)'])
+      parts.push(table(['redis-benchmark', 'requests/s median (min–max)', 'command (`<port>`: the private server)'], rows, [0, 2]), '')
+    } else if (scenario === 'e') {
+      const p = meta.params
+      const rows = Object.entries(result).map(([id, r]) => {
+        const name = meta.adapters[id]?.name ?? id
+        if (!r.rounds.length) return [name, `failed: ${r.error}`, '', '', '', '', '']
+        return [
+          name,
+          range(stat(r.rounds, 'rssPerLockKB'), 2),
+          fmt(stat(r.rounds, 'heapPerLockKB').median, 2),
+          range(stat(r.rounds, 'cpuPercent'), 2),
+          fmt(stat(r.rounds, 'redisCpuPercent').median, 2),
+          fmt(stat(r.rounds, 'commandsPerSec').median),
+          String(r.rounds.reduce((n, x) => n + x.lost, 0)),
+        ]
+      })
+      parts.push(
+        `${fmt(p.heldLocks, 0)} locks held for RSS, then ${fmt(p.heldCpuLocks, 0)} held for ${p.heldSeconds} s for CPU; TTL ${p.heldTtlMs} ms, refresh every ${p.heldRefreshMs} ms for both. One process per library and round.`,
+        '',
+        table(
+          ['library', 'RSS per held lock, KB median (min–max)', 'JS heap per lock, KB', `CPU of ${fmt(p.heldCpuLocks, 0)} held locks, % of a core (min–max)`, 'Redis CPU %', 'Redis cmds/s (commandstats)', 'lost locks'],
+          rows,
+        ),
+        '',
+      )
+    }
+  }
+  return parts.join('\n')
+}
+
+function chart(results) {
+  const bars = []
+  for (const c of comparisons(results)) {
+    const group = `${c.scenario === 'e' ? (c.metric.startsWith('RSS') ? '(e) RSS/lock' : '(e) CPU') : `(${c.scenario}) ${c.metric}`}`
+    for (const id of OURS) if (c.ours[id] && Number.isFinite(c.ours[id].advantage)) bars.push({ group, placement: c.placement, id, value: c.ours[id].advantage })
+  }
+  const groups = []
+  for (const b of bars) {
+    const key = `${b.group}|${b.placement}`
+    let g = groups.find((x) => x.key === key)
+    if (!g) groups.push((g = { key, group: b.group, placement: b.placement, bars: [] }))
+    g.bars.push(b)
+  }
+  const bw = 22
+  const gap = 26
+  const left = 70
+  const top = 60
+  const plotH = 300
+  const groupW = (g) => Math.max(g.bars.length * bw, 70)
+  const width = left + groups.reduce((w, g) => w + groupW(g) + gap, 0) + 40
+  const height = top + plotH + 110
+  const vals = bars.map((b) => b.value)
+  const lo = Math.min(-1, Math.floor(Math.log10(Math.min(...vals, 1)) * 2) / 2)
+  const hi = Math.max(1, Math.ceil(Math.log10(Math.max(...vals, 1)) * 2) / 2)
+  const y = (v) => top + plotH - ((Math.log10(v) - lo) / (hi - lo)) * plotH
+  const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;')
+  const svg = []
+  svg.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="11">`)
+  svg.push(`<rect width="100%" height="100%" fill="white"/>`)
+  svg.push(`<text x="${left}" y="20" font-size="14" font-weight="bold">native-redis-lock vs the best JS peer (log scale; above 1 = ours better)</text>`)
+  svg.push(`<text x="${left}" y="38" fill="#555">rates: ours ÷ best peer; costs (e): best peer ÷ ours. ${esc(results.meta.command)}, ${esc(results.meta.date.slice(0, 10))}</text>`)
+  for (const t of [0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]) {
+    if (Math.log10(t) < lo - 1e-9 || Math.log10(t) > hi + 1e-9) continue
+    const yy = y(t).toFixed(1)
+    svg.push(`<line x1="${left}" x2="${width - 30}" y1="${yy}" y2="${yy}" stroke="${t === 1 ? '#000' : '#ddd'}" stroke-width="${t === 1 ? 1.5 : 1}"/>`)
+    svg.push(`<text x="${left - 6}" y="${(+yy + 4).toFixed(1)}" text-anchor="end">${t}×</text>`)
+  }
+  let x = left + gap / 2
+  for (const g of groups) {
+    const gx = x
+    x += (groupW(g) - g.bars.length * bw) / 2
+    for (const b of g.bars) {
+      const y1 = Math.min(y(b.value), y(1))
+      const h = Math.abs(y(b.value) - y(1))
+      svg.push(`<rect x="${x}" y="${y1.toFixed(1)}" width="${bw - 3}" height="${Math.max(1, h).toFixed(1)}" fill="${COLORS[b.id]}"><title>${esc(OURS_SHORT[b.id])} ${esc(g.group)} ${g.placement}: ${b.value.toFixed(2)}×</title></rect>`)
+      const ty = b.value >= 1 ? y(b.value) - 3 : y(b.value) + 11
+      svg.push(`<text x="${x + (bw - 3) / 2}" y="${ty.toFixed(1)}" text-anchor="middle" font-size="9">${b.value.toFixed(b.value >= 10 ? 0 : 2)}</text>`)
+      x += bw
+    }
+    x = gx + groupW(g)
+    const cx = gx + groupW(g) / 2
+    svg.push(`<text x="${cx}" y="${top + plotH + 18}" text-anchor="middle">${esc(g.group)}</text>`)
+    svg.push(`<text x="${cx}" y="${top + plotH + 32}" text-anchor="middle" fill="#555">${g.placement}</text>`)
+    x += gap
+  }
+  let lx = left
+  for (const id of OURS) {
+    svg.push(`<rect x="${lx}" y="${top + plotH + 55}" width="12" height="12" fill="${COLORS[id]}"/>`)
+    svg.push(`<text x="${lx + 16}" y="${top + plotH + 65}">ours: ${OURS_SHORT[id]}</text>`)
+    lx += 190
+  }
+  svg.push('</svg>')
+  return `${svg.join('\n')}\n`
+}
+
+function writeReport(results, dir) {
+  const { meta } = results
+  const summary = summaryTable(results)
+  const md = [
+    '# Benchmark results',
+    '',
+    `Command: \`${meta.command}\` (from the repository root), ${meta.date}${meta.quick ? ' — **quick mode**: short rounds, fewer of them; use the full run for figures to quote' : ''}.`,
+    `Took ${fmt(meta.seconds ?? NaN, 0)} s.`,
+    '',
+    `Machine: ${meta.cpu}, ${meta.kernel}; Node ${meta.node}; ${meta.redis ?? 'redis-server'} (private, on loopback).`,
+    `Versions: ${Object.entries(meta.versions).map(([k, v]) => `${k} ${v ?? '?'}`).join(', ')}.`,
+    `Rounds: ${meta.params.rounds} per library for (a)–(c), ${fmt(meta.params.roundMs, 0)} ms each after a ${fmt(meta.params.warmupMs, 0)} ms warm-up, in an order rotated every round; (d) ${meta.params.benchRounds} round(s) of \`-n ${meta.params.benchN}\`; (e) ${meta.params.heldRounds} round(s) per library.`,
+    'Placements: **unpinned** (the scheduler places Redis, the Node JS thread and our tokio threads on any core) and **pinned** (Redis and the whole Node worker process on core 0 via `taskset`).',
+    '',
+    'Figures are medians of the rounds, with min–max in brackets. "÷ best peer" is ours divided by the best JavaScript lock package in the same placement (for (e), lower is better). The raw ioredis row is not a lock package: it is the JS ceiling (SET NX PX + an EVALSHA compare-and-delete, nothing else).',
+    '',
+    '![ratios](chart.svg)',
+    '',
+    '## Summary',
+    '',
+    summary,
+    '',
+    ...['a', 'b', 'c', 'd', 'e'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
+    'See README.md for what each scenario measures and how to read the figures.',
+    '',
+  ].join('\n')
+  fs.writeFileSync(path.join(dir, 'RESULTS.md'), md)
+  fs.writeFileSync(path.join(dir, 'chart.svg'), chart(results))
+  return summary
+}
+
+module.exports = { writeReport, comparisons }

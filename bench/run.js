@@ -1,0 +1,231 @@
+'use strict'
+
+// npm run bench [-- --quick] [--only=a,b,c,d,e] [--placements=unpinned,pinned] [--adapters=id,...]
+//               [--report-only]
+//
+// Runs our package (through its three APIs) and the JavaScript lock peers against one private
+// redis-server, scenario by scenario, rounds interleaved with a rotating order, in two CPU
+// placements: unpinned, and Redis + Node both pinned to core 0 (when taskset exists). Writes
+// bench/results.json, bench/RESULTS.md and bench/chart.svg. See bench/README.md.
+const { spawn, execFileSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { startRedis } = require('../__test__/helpers/redis-server')
+const ADAPTERS = require('./adapters')
+const { connect } = require('./lib/redis')
+const { rotate, fmt } = require('./lib/util')
+const { writeReport } = require('./lib/report')
+
+const argv = process.argv.slice(2)
+const flag = (name) => argv.includes(`--${name}`)
+const option = (name) => argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1]
+
+const QUICK = flag('quick')
+const PARAMS = QUICK
+  ? { rounds: 2, roundMs: 700, warmupMs: 250, benchN: 100_000, benchRounds: 1, heldRounds: 1, heldSeconds: 3 }
+  : { rounds: 5, roundMs: 2000, warmupMs: 1000, benchN: 100_000, benchRounds: 3, heldRounds: 2, heldSeconds: 10 }
+PARAMS.heldLocks = 10_000
+PARAMS.heldCpuLocks = 1_000
+PARAMS.heldTtlMs = 2000
+PARAMS.heldRefreshMs = 1000
+
+const SCENARIOS = (option('only') ?? 'a,b,c,d,e').split(',')
+const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
+const HELD_ADAPTERS = ['ours-exclusive-lock', 'redis-semaphore'].filter((id) => ADAPTER_IDS.includes(id))
+const OUT_JSON = path.join(__dirname, 'results.json')
+
+function which(cmd) {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).trim() || null
+  } catch {
+    return null
+  }
+}
+
+const TASKSET = which('taskset')
+const REDIS_BENCHMARK = which('redis-benchmark')
+const PLACEMENTS = (option('placements') ?? (TASKSET ? 'unpinned,pinned' : 'unpinned'))
+  .split(',')
+  .filter((p) => p === 'unpinned' || (p === 'pinned' && TASKSET))
+
+const started = Date.now()
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(0)} s`
+const log = (text) => process.stderr.write(`${text}\n`)
+
+/** Runs a command (under `taskset -c 0` when pinned); resolves its stdout, rejects on failure. */
+function exec(pinned, cmd, args, { inheritStderr = true } = {}) {
+  const [file, fileArgs] = pinned ? [TASKSET, ['-c', '0', cmd, ...args]] : [cmd, args]
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, fileArgs, { stdio: ['ignore', 'pipe', inheritStderr ? 'inherit' : 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (d) => (out += d))
+    child.on('error', reject)
+    child.on('exit', (code, signal) =>
+      code === 0 ? resolve(out) : reject(new Error(`${cmd} ${args[0] ?? ''} exited with ${code ?? signal}`)),
+    )
+  })
+}
+
+async function runNode(pinned, script, config) {
+  const outFile = path.join(os.tmpdir(), `nrl-bench-${process.pid}-${Date.now()}.json`)
+  try {
+    await exec(pinned, process.execPath, ['--expose-gc', path.join(__dirname, script), JSON.stringify(config), outFile])
+    return JSON.parse(fs.readFileSync(outFile, 'utf8'))
+  } finally {
+    fs.rmSync(outFile, { force: true })
+  }
+}
+
+// (d) the physical limit: redis-benchmark with one connection, unpipelined and -P 16.
+async function physicalLimit(server, pinned, label) {
+  const client = await connect(server.port)
+  const sha = await client.script(
+    'LOAD',
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
+  )
+  await client.quit()
+  const base = ['-h', '127.0.0.1', '-p', String(server.port), '-n', String(PARAMS.benchN), '-q', '-c', '1', '-r', '1000000']
+  const configs = [
+    { id: 'set-1', label: 'SET NX PX, 1 connection', args: [...base, 'SET', 'bench:d:__rand_int__', 'token', 'NX', 'PX', '10000'] },
+    { id: 'evalsha-1', label: 'EVALSHA compare-and-delete, 1 connection', args: [...base, 'EVALSHA', sha, '1', 'bench:d:__rand_int__', 'token'] },
+    { id: 'set-16', label: 'SET NX PX, 1 connection, -P 16', args: [...base, '-P', '16', 'SET', 'bench:d:__rand_int__', 'token', 'NX', 'PX', '10000'] },
+    { id: 'evalsha-16', label: 'EVALSHA compare-and-delete, 1 connection, -P 16', args: [...base, '-P', '16', 'EVALSHA', sha, '1', 'bench:d:__rand_int__', 'token'] },
+  ]
+  const result = {}
+  for (const c of configs) result[c.id] = { label: c.label, command: `redis-benchmark ${c.args.join(' ')}`.replace(sha, '<sha>').replace(`-p ${server.port} `, '-p <port> '), rounds: [] }
+  for (let r = 0; r < PARAMS.benchRounds; r++) {
+    for (const c of rotate(configs, r)) {
+      const out = await exec(pinned, REDIS_BENCHMARK, c.args, { inheritStderr: false })
+      const matches = [...out.matchAll(/([\d.]+) requests per second/g)]
+      const rate = matches.length ? Number(matches[matches.length - 1][1]) : NaN
+      result[c.id].rounds.push({ rate })
+      log(`[${label}] (d) round ${r + 1}/${PARAMS.benchRounds} ${c.label.padEnd(48)} ${fmt(rate).padStart(9)} requests/s  (${elapsed()})`)
+    }
+  }
+  return result
+}
+
+async function heldLocks(server, pinned, label) {
+  const result = {}
+  for (const id of HELD_ADAPTERS) result[id] = { rounds: [] }
+  for (let r = 0; r < PARAMS.heldRounds; r++) {
+    for (const id of rotate(HELD_ADAPTERS, r)) {
+      const config = {
+        port: server.port,
+        url: server.url,
+        redisPid: server.pid,
+        adapter: id,
+        locks: PARAMS.heldLocks,
+        cpuLocks: PARAMS.heldCpuLocks,
+        ttlMs: PARAMS.heldTtlMs,
+        refreshMs: PARAMS.heldRefreshMs,
+        seconds: PARAMS.heldSeconds,
+        round: r,
+        label: `${label} ${elapsed()}`,
+      }
+      try {
+        result[id].rounds.push(await runNode(pinned, 'held.js', config))
+      } catch (err) {
+        log(`[${label}] (e) ${id}: ${err.message}`)
+        result[id].error = err.message
+      }
+    }
+  }
+  return result
+}
+
+async function placement(name) {
+  const pinned = name === 'pinned'
+  const server = await startRedis()
+  try {
+    if (pinned) execFileSync(TASKSET, ['-cp', '0', String(server.pid)], { stdio: 'ignore' })
+    log(`== ${name}: redis-server pid ${server.pid} on port ${server.port}${pinned ? ', Redis and Node pinned to core 0' : ''}`)
+    const out = {}
+    for (const scenario of SCENARIOS) {
+      if (['a', 'b', 'c'].includes(scenario)) {
+        const config = {
+          port: server.port,
+          url: server.url,
+          redisPid: server.pid,
+          scenario,
+          rounds: PARAMS.rounds,
+          roundMs: PARAMS.roundMs,
+          warmupMs: PARAMS.warmupMs,
+          adapters: ADAPTER_IDS,
+          label: name,
+        }
+        log(`[${name}] (${scenario}) ${PARAMS.rounds} rounds of ${PARAMS.roundMs} ms per library  (${elapsed()})`)
+        try {
+          out[scenario] = await runNode(pinned, 'worker.js', config)
+        } catch (err) {
+          log(`[${name}] (${scenario}) failed: ${err.message}`)
+        }
+      } else if (scenario === 'd') {
+        if (!REDIS_BENCHMARK) log(`[${name}] (d) skipped: redis-benchmark is not installed`)
+        else out.d = await physicalLimit(server, pinned, name)
+      } else if (scenario === 'e') {
+        out.e = await heldLocks(server, pinned, name)
+      }
+    }
+    return out
+  } finally {
+    await server.close()
+  }
+}
+
+function meta() {
+  const version = (pkg) => {
+    try {
+      return require(path.join(__dirname, 'node_modules', pkg, 'package.json')).version
+    } catch {
+      return null
+    }
+  }
+  const ours = require('../package.json').version
+  const versions = { 'native-redis-lock': ours }
+  for (const spec of Object.values(ADAPTERS)) if (spec.package !== 'native-redis-lock') versions[spec.package] = version(spec.package)
+  let redis = null
+  try {
+    redis = execFileSync('redis-server', ['--version'], { encoding: 'utf8' }).trim()
+  } catch {}
+  return {
+    command: `npm run bench${argv.length ? ` -- ${argv.join(' ')}` : ''}`,
+    date: new Date().toISOString(),
+    quick: QUICK,
+    params: PARAMS,
+    node: process.version,
+    redis,
+    cpu: `${os.cpus()[0]?.model ?? 'unknown'} x ${os.cpus().length}`,
+    kernel: `${os.type()} ${os.release()}`,
+    taskset: Boolean(TASKSET),
+    versions,
+    adapters: Object.fromEntries(ADAPTER_IDS.map((id) => [id, { name: ADAPTERS[id].name, kind: ADAPTERS[id].kind }])),
+  }
+}
+
+async function main() {
+  if (flag('report-only')) {
+    writeReport(JSON.parse(fs.readFileSync(OUT_JSON, 'utf8')), __dirname)
+    log('wrote bench/RESULTS.md and bench/chart.svg from bench/results.json')
+    return
+  }
+  for (const id of ADAPTER_IDS) if (!ADAPTERS[id]) throw new Error(`unknown adapter ${id}; known: ${Object.keys(ADAPTERS).join(', ')}`)
+  log(`native-redis-lock bench${QUICK ? ' (quick)' : ''}: scenarios ${SCENARIOS.join(',')}; placements ${PLACEMENTS.join(', ')}`)
+  if (!TASKSET) log('taskset not found: only the unpinned placement runs')
+  const results = { meta: meta(), placements: {} }
+  for (const name of PLACEMENTS) results.placements[name] = await placement(name)
+  results.meta.seconds = (Date.now() - started) / 1000
+  fs.writeFileSync(OUT_JSON, `${JSON.stringify(results, null, 1)}\n`)
+  const summary = writeReport(results, __dirname)
+  process.stdout.write(`\n${summary}\n`)
+  log(`done in ${elapsed()}: bench/RESULTS.md, bench/chart.svg, bench/results.json`)
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err)
+    process.exit(1)
+  },
+)

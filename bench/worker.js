@@ -1,0 +1,281 @@
+'use strict'
+
+// One scenario, all adapters, in one Node process: rounds interleaved A B C ... with the
+// order rotated every round. Started by run.js (under `taskset -c 0` for the pinned
+// placement); prints progress on stderr and writes its JSON result to the file in argv[3].
+//   node bench/worker.js '<json config>' <out.json>
+process.env.MO_DISTRIBUTED_LOCK_RETRY_DELAY_MS ??= '10'
+process.env.MO_BACKOFF_MAX_DELAY_MS ??= '10'
+
+const fs = require('node:fs')
+const ADAPTERS = require('./adapters')
+const { connect, commandCalls, diffCalls } = require('./lib/redis')
+const { rotate, quantile, fmt, sleep } = require('./lib/util')
+
+const config = JSON.parse(process.argv[2])
+const outFile = process.argv[3]
+const { port, url, redisPid, scenario, rounds, roundMs, warmupMs, label } = config
+const TTL_MS = 10_000
+
+function progress(text) {
+  process.stderr.write(`[${label}] ${text}\n`)
+}
+
+/** utime + stime of a process in ms, from /proc (Linux); null elsewhere. */
+function processCpuMs(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100 // CLK_TCK is 100 on Linux
+  } catch {
+    return null
+  }
+}
+
+// (a) serial acquire + release pairs on one key.
+async function serial(adapter, keyBase, ms, _data, limit = Infinity) {
+  const key = `${keyBase}:one`
+  let ops = 0
+  let failed = 0
+  const end = performance.now() + ms
+  while (performance.now() < end && ops < limit) {
+    const handle = await adapter.acquire(key, TTL_MS)
+    if (!handle) {
+      failed++
+      continue
+    }
+    await adapter.release(handle)
+    ops++
+  }
+  return { ops, failed }
+}
+
+/**
+ * Requests each adapter sends per uncontended pair, counted with MONITOR (which, unlike INFO
+ * commandstats, tells the client's own commands from those run inside a Lua script).
+ */
+async function requestsPerPair(adapter, keyBase, port) {
+  const client = await connect(port)
+  const monitor = await client.monitor()
+  let fromClient = 0
+  let fromScripts = 0
+  const mine = `${keyBase}`
+  monitor.on('monitor', (time, args, source) => {
+    if (source === 'lua') fromScripts++
+    else if (!/^(info|ping|monitor|client|hello|select|script)$/i.test(String(args[0]))) fromClient++
+  })
+  await sleep(50)
+  const pairs = 200
+  await serial(adapter, mine, 10_000, null, pairs)
+  await sleep(100)
+  monitor.disconnect()
+  client.disconnect()
+  return { requests: fromClient / pairs, scriptCommands: fromScripts / pairs }
+}
+
+// (b) 256 pairs in flight, each loop on its own key.
+async function inflight(adapter, keyBase, ms, _data, width = 256) {
+  let ops = 0
+  let failed = 0
+  const end = performance.now() + ms
+  const loop = async (i) => {
+    const key = `${keyBase}:${i}`
+    while (performance.now() < end) {
+      const handle = await adapter.acquire(key, TTL_MS)
+      if (!handle) {
+        failed++
+        continue
+      }
+      await adapter.release(handle)
+      ops++
+    }
+  }
+  await Promise.all(Array.from({ length: width }, (_, i) => loop(i)))
+  return { ops, failed }
+}
+
+// (c) one key, 8 async workers, each doing GET + SET of a counter inside the lock.
+async function contended(adapter, keyBase, ms, data, workers = 8) {
+  const key = `${keyBase}:hot`
+  const counterKey = `${keyBase}:counter`
+  await data.set(counterKey, '0')
+  const waits = []
+  let sections = 0
+  let ownerChanges = 0
+  let lastOwner = -1
+  let inside = 0
+  let overlaps = 0
+  let errors = 0
+  const end = performance.now() + ms
+  const worker = async (w) => {
+    while (performance.now() < end) {
+      const t0 = performance.now()
+      let handle
+      try {
+        handle = await adapter.waitAcquire(key, TTL_MS, w)
+      } catch (err) {
+        errors++
+        continue
+      }
+      waits.push(performance.now() - t0)
+      if (++inside > 1) overlaps++
+      if (lastOwner !== w) {
+        ownerChanges++
+        lastOwner = w
+      }
+      const value = Number(await data.get(counterKey))
+      await data.set(counterKey, String(value + 1))
+      sections++
+      inside--
+      await adapter.release(handle)
+    }
+  }
+  await Promise.all(Array.from({ length: workers }, (_, w) => worker(w)))
+  const counter = Number(await data.get(counterKey))
+  waits.sort((a, b) => a - b)
+  return {
+    ops: sections,
+    ownerChanges,
+    counter,
+    exact: counter === sections && overlaps === 0,
+    overlaps,
+    errors,
+    waitP50: quantile(waits, 0.5),
+    waitP99: quantile(waits, 0.99),
+    waitMax: waits.length ? waits[waits.length - 1] : NaN,
+  }
+}
+
+const RUN = { a: serial, b: inflight, c: contended }
+
+/**
+ * With (a): the cost of one call that does no lock work, serially: ours isLocked (one EXISTS)
+ * against ioredis EXISTS on the same server. The difference is what crossing from JS to the
+ * native side and back costs per call.
+ */
+async function plainCommand(kind, client, ms) {
+  let calls = 0
+  const end = performance.now() + ms
+  if (kind === 'ours') while (performance.now() < end && (await client.isLocked('bench:plain'), true)) calls++
+  else while (performance.now() < end && (await client.exists('bench:plain'), true)) calls++
+  return calls
+}
+
+async function main() {
+  const admin = await connect(port)
+  const data = await connect(port)
+  const adapters = []
+  for (const id of config.adapters) {
+    const spec = ADAPTERS[id]
+    try {
+      const instance = await spec.create({ port, url })
+      adapters.push({ id, spec, instance })
+    } catch (err) {
+      progress(`${spec.name}: cannot start (${err.message}); skipped`)
+    }
+  }
+  const results = {}
+  for (const { id } of adapters) results[id] = { rounds: [] }
+  const run = RUN[scenario]
+
+  // Warm-up (JIT, connections, script cache); not recorded.
+  for (const { id, spec, instance } of adapters) {
+    try {
+      await run(instance, `bench:${scenario}:warm:${id}`, warmupMs, data)
+    } catch (err) {
+      progress(`${spec.name}: warm-up failed: ${err.stack}`)
+      results[id].error = String(err.message)
+    }
+  }
+
+  if (scenario === 'a') {
+    for (const { id, spec, instance } of adapters) {
+      if (results[id].error) continue
+      try {
+        results[id].monitor = await requestsPerPair(instance, `bench:monitor:${id}`, port)
+        progress(`(a) ${spec.name}: ${results[id].monitor.requests} requests + ${results[id].monitor.scriptCommands} commands inside scripts per pair (MONITOR)`)
+      } catch (err) {
+        progress(`${spec.name}: MONITOR count failed: ${err.message}`)
+      }
+    }
+  }
+
+  let plain = null
+  if (scenario === 'a' && config.adapters.includes('ours-distributed-lock')) {
+    const { DistributedLock } = require('./lib/util').requireOurs('')
+    plain = { ours: new DistributedLock(url), ioredis: admin, rounds: { ours: [], ioredis: [] } }
+    await plainCommand('ours', plain.ours, warmupMs / 2)
+    await plainCommand('ioredis', plain.ioredis, warmupMs / 2)
+  }
+
+  for (let r = 0; r < rounds; r++) {
+    if (plain) {
+      for (const kind of r % 2 ? ['ioredis', 'ours'] : ['ours', 'ioredis']) {
+        const t0 = performance.now()
+        const calls = await plainCommand(kind, plain[kind], roundMs / 2)
+        const rate = calls / ((performance.now() - t0) / 1000)
+        plain.rounds[kind].push({ rate, usPerCall: 1e6 / rate })
+        progress(`(a) round ${r + 1}/${rounds} one plain EXISTS, ${kind === 'ours' ? 'ours isLocked' : 'ioredis exists'}: ${fmt(rate)} calls/s (${fmt(1e6 / rate, 0)} µs/call)`)
+      }
+    }
+    for (const { id, spec, instance } of rotate(adapters, r)) {
+      if (results[id].error) continue
+      global.gc?.()
+      await sleep(20)
+      const calls0 = await commandCalls(admin)
+      const redis0 = processCpuMs(redisPid)
+      const cpu0 = process.cpuUsage()
+      const t0 = performance.now()
+      let out
+      try {
+        out = await run(instance, `bench:${scenario}:${r}:${id}`, roundMs, data)
+      } catch (err) {
+        progress(`${spec.name}: round ${r + 1} failed: ${err.stack}`)
+        results[id].error = String(err.message)
+        continue
+      }
+      const seconds = (performance.now() - t0) / 1000
+      const cpu = process.cpuUsage(cpu0)
+      const redisCpu = redis0 === null ? null : processCpuMs(redisPid) - redis0
+      const calls = diffCalls(await commandCalls(admin), calls0)
+      const round = {
+        ...out,
+        seconds,
+        rate: out.ops / seconds,
+        commandsPerOp: calls.total / Math.max(1, out.ops),
+        commands: calls.perCommand,
+        nodeCpuUsPerOp: ((cpu.user + cpu.system) / Math.max(1, out.ops)),
+        nodeCpuPercent: ((cpu.user + cpu.system) / 1000 / (seconds * 1000)) * 100,
+        redisCpuPercent: redisCpu === null ? null : (redisCpu / (seconds * 1000)) * 100,
+      }
+      if (scenario === 'c') round.ownerChangesPerSec = out.ownerChanges / seconds
+      results[id].rounds.push(round)
+      let extra = ''
+      if (scenario === 'c') {
+        extra = `, ${fmt(round.ownerChangesPerSec)} owner changes/s, wait p99 ${fmt(out.waitP99, 1)} ms, counter ${out.exact ? 'exact' : `WRONG (${out.counter} vs ${out.ops}, overlaps ${out.overlaps})`}`
+      }
+      if (out.failed) extra += `, ${out.failed} failed acquires`
+      if (out.errors) extra += `, ${out.errors} wait errors`
+      progress(`(${scenario}) round ${r + 1}/${rounds} ${spec.name.padEnd(30)} ${fmt(round.rate).padStart(9)} /s, ${fmt(round.commandsPerOp, 2)} cmds/op${extra}`)
+    }
+  }
+
+  for (const { spec, instance } of adapters) {
+    try {
+      await instance.close()
+    } catch (err) {
+      progress(`${spec.name}: close failed: ${err.message}`)
+    }
+  }
+  await admin.quit()
+  await data.quit()
+  fs.writeFileSync(outFile, JSON.stringify(plain ? { ...results, _plainCommand: plain.rounds } : results))
+}
+
+main().then(
+  () => process.exit(0), // a peer's stray timer must not keep the worker alive
+  (err) => {
+    console.error(err)
+    process.exit(1)
+  },
+)

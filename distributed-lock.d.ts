@@ -1,0 +1,12 @@
+export {
+  DistributedLock,
+  LockHandle,
+  LockError,
+  LockAcquisitionError,
+  InvalidLockError,
+  type LockOptions,
+  type LockInfo,
+  type AcquireOptions,
+  type UsingOptions,
+  type RedisInput,
+} from './index'

@@ -1,0 +1,3 @@
+import { ExclusiveLock } from './index'
+
+export = ExclusiveLock

@@ -1,0 +1,4 @@
+import ExclusiveLock from './exclusive-lock.js'
+
+export default ExclusiveLock
+export { ExclusiveLock }

@@ -1,0 +1,270 @@
+// Public types of native-redis-lock. Hand-written: the generated binding.d.ts is private.
+
+import { EventEmitter } from 'node:events'
+
+/** Anything with an ioredis-like `options` object (ioredis `Redis`). */
+export interface IoredisLike {
+  options: object
+  status: string
+  sendCommand(...args: never[]): unknown
+}
+
+/** A node-redis v4+ client (`createClient()`). */
+export interface NodeRedisLike {
+  options?: object
+  isOpen: boolean
+  sendCommand(...args: never[]): unknown
+}
+
+/** TLS settings, in the shape ioredis and node-redis take them. */
+export interface TlsOptions {
+  /** CA certificate(s), PEM; without it the system's roots are used. */
+  ca?: string | Buffer | Array<string | Buffer>
+  /** Client certificate and key, PEM, when the server requires client certificates. */
+  cert?: string | Buffer
+  key?: string | Buffer
+  /** Must equal the host when given (the certificate is always checked against the host). */
+  servername?: string
+  /** `false` turns certificate checking off. */
+  rejectUnauthorized?: boolean
+}
+
+/** Connection settings, when no client is passed. */
+export interface RedisConnectionOptions {
+  /** `redis://[user:pass@]host[:port][/db]`, `rediss://...` (TLS) or `unix:///path`. */
+  url?: string
+  host?: string
+  port?: number
+  /** Unix socket path; wins over host and port. */
+  path?: string
+  /** Connect with TLS; never falls back to plain text. */
+  tls?: boolean | TlsOptions
+  db?: number
+  username?: string
+  password?: string
+}
+
+/** An ioredis or node-redis client (only its settings are read), a URL, or settings. */
+export type RedisInput = IoredisLike | NodeRedisLike | RedisConnectionOptions | string
+
+export interface LockOptions {
+  /** Prefix of every lock key. Default `'lock:'`. */
+  keyPrefix?: string
+  /** TTL used when a call passes none, in ms. Default 30000. */
+  defaultTtlMs?: number
+  /** First retry delay of `acquire` (then doubled each retry), and the poll interval of `waitForLock`, in ms. Default 100. */
+  retryDelayMs?: number
+  /** Retries of `acquire` after the first attempt. Default 0. */
+  maxRetries?: number
+  /** Bound on opening the connection, in ms. Default 5000. */
+  connectTimeoutMs?: number
+  /** Bound on every Redis call, in ms. Default 5000. */
+  commandTimeoutMs?: number
+}
+
+export interface RefreshOptions {
+  /** Keep the lock alive on the native watchdog (refresh every TTL/3) until released or lost. */
+  autoRefresh?: boolean
+  /** With `autoRefresh`: called once when the lock is lost. */
+  onLost?: (err: LockLostError) => void
+}
+
+export interface AcquireOptions extends RefreshOptions {
+  /** Stops retrying or waiting; the promise rejects with `signal.reason`. */
+  signal?: AbortSignal
+}
+
+export interface UsingOptions extends AcquireOptions {
+  ttlMs?: number
+  /** Wait up to this long for the lock (as `waitForLock`); without it, `acquire`'s retries apply. */
+  timeoutMs?: number
+}
+
+export interface LockInfo {
+  key: string
+  token: string
+  /** Epoch ms when Redis granted the lock. */
+  acquiredAt: number
+  /** Epoch ms by which the lock expires at the latest (counted from when the request was sent). */
+  expiresAt: number
+  isHeld: boolean
+  /** Fencing token: strictly increasing per key, 15-digit zero-padded decimal. */
+  fence: string
+}
+
+export declare class LockHandle {
+  private constructor()
+  readonly key: string
+  readonly token: string
+  /** Fencing token: strictly increasing per key, 15-digit zero-padded decimal. */
+  readonly fence: string
+  /** Local state: not released, and not past its TTL by a conservative monotonic clock. */
+  readonly isHeld: boolean
+  readonly info: LockInfo
+  /** With `autoRefresh`: resolves with a LockLostError when the lock is lost; pending otherwise. */
+  readonly lost: Promise<LockLostError>
+  /** Deletes the lock if it is still ours. Releasing again is a no-op. */
+  release(): Promise<void>
+  /** Adds `additionalMs` to the lock's remaining TTL. Rejects with InvalidLockError when the lock is no longer ours. */
+  extend(additionalMs: number): Promise<void>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+export declare class DistributedLock {
+  constructor(redis: RedisInput, options?: LockOptions)
+  /** Acquires `key`, retrying `maxRetries` times with exponential backoff; rejects with LockAcquisitionError. */
+  acquire(key: string, ttlMs?: number, options?: AcquireOptions): Promise<LockHandle>
+  /** One attempt; resolves `null` when the key is held. */
+  tryAcquire(key: string, ttlMs?: number, options?: RefreshOptions): Promise<LockHandle | null>
+  /** Waits up to `timeoutMs` for the lock; rejects with LockAcquisitionError on timeout. */
+  waitForLock(key: string, timeoutMs: number, ttlMs?: number, options?: AcquireOptions): Promise<LockHandle>
+  /** Whether anyone holds `key`; rejects (never `false`) when Redis cannot be asked. */
+  isLocked(key: string): Promise<boolean>
+  /** Writes `value` to the hash at `key` unless a higher fencing token wrote there; `false` when rejected as stale. */
+  fencedSet(key: string, value: string, fence: string): Promise<boolean>
+  /** Acquires, runs `fn`, releases in `finally`; resolves with `fn`'s result. */
+  using<T>(key: string, fn: (handle: LockHandle) => T | Promise<T>, options?: UsingOptions): Promise<T>
+}
+
+/** Stable error codes. */
+export type LockErrorCode =
+  | 'ELOCKED'
+  | 'ELOST'
+  | 'ENOTHELD'
+  | 'ECONNECTION'
+  | 'ETIMEDOUT'
+  | 'EAUTH'
+  | 'EREDIS'
+  | 'EABORTED'
+  | 'EINVAL'
+  | 'EINTERNAL'
+
+export declare class LockError extends Error {
+  constructor(message: string, code: LockErrorCode, options?: ErrorOptions)
+  readonly code: LockErrorCode
+}
+
+export declare class LockAcquisitionError extends LockError {
+  constructor(key: string, retriesAttempted: number, message?: string)
+  readonly code: 'ELOCKED'
+  readonly key: string
+  readonly retriesAttempted: number
+}
+
+export declare class InvalidLockError extends LockError {
+  constructor(key: string, message?: string)
+  readonly code: 'ENOTHELD'
+  readonly key: string
+}
+
+/** An auto-refreshed lock is gone: deleted, taken over, unconfirmed until its TTL ran out, or given up (stall, max hold). */
+export declare class LockLostError extends LockError {
+  constructor(key: string, message?: string)
+  readonly code: 'ELOST'
+  readonly key: string
+}
+
+/** A logger in pino's shape; every method is optional. */
+export interface Logger {
+  info?(...args: unknown[]): void
+  warn?(...args: unknown[]): void
+  error?(...args: unknown[]): void
+  debug?(...args: unknown[]): void
+  trace?(...args: unknown[]): void
+  isLevelEnabled?(level: string): boolean
+}
+
+export interface ExclusiveLockOptions {
+  /** Names the lock; slugified into the key. Required. */
+  name: string
+  /** An ioredis or node-redis client (only its settings are read), a URL, or `{ host, port, ... }`. Required. */
+  cache_connection: RedisInput
+  /** Default: silent. */
+  log?: Logger
+  /** Lock TTL in ms; give together with `lock_refresh_ms`. Default 3000. */
+  lock_ttl_ms?: number
+  /** Refresh period in ms, at least 500 below `lock_ttl_ms`. Default 1000. */
+  lock_refresh_ms?: number
+  /** Value stored in the lock key (e.g. a pod name). Default `'1'`. */
+  lock_contents?: string
+  /** Default `'exclusive-lock'`. */
+  key_prefix?: string
+  /** Give the lock up when the JS thread has been blocked this long (0: never). Default 3 x `lock_ttl_ms`. */
+  max_stall_ms?: number
+  /** Give the lock up this long after acquiring it, whatever happens. Default: no limit. */
+  max_hold_ms?: number
+}
+
+export interface ExclusiveLockEvents {
+  acquired: [key: string]
+  refreshed: [payload: { key: string; lock_ttl_ms: number }]
+  released: [key: string]
+  error: [err: Error]
+}
+
+export interface LockInspection {
+  /** Remaining TTL in ms (-1: no TTL). */
+  lock_ttl_ms: number
+  lock_contents: string
+}
+
+/** Drop-in for @logdna/exclusive-lock. */
+export declare class ExclusiveLock extends EventEmitter<ExclusiveLockEvents> {
+  constructor(options: ExclusiveLockOptions)
+  readonly key: string
+  readonly name: string
+  readonly acquired: boolean
+  /** Fencing token of the current hold, or null when not held. */
+  readonly fence: string | null
+  readonly lock_ttl_ms: number
+  readonly lock_refresh_ms: number
+  readonly lock_contents: string
+  readonly max_stall_ms: number
+  readonly max_hold_ms: number | undefined
+  readonly log: Logger
+  readonly cache_connection: RedisInput
+  /** One attempt; `true` when this instance holds the lock. */
+  acquire(): Promise<boolean>
+  /** Contents and remaining TTL of whoever holds the lock, or `null`. */
+  inspect(): Promise<LockInspection | null>
+  /** Stops refreshing and deletes the lock if it is still ours. Idempotent. */
+  release(): Promise<void>
+  /** Lets the process exit while the lock is held. */
+  unref(): this
+  /** Keeps the process alive while the lock is held (the default). */
+  ref(): this
+}
+
+export interface LockServiceStatus {
+  lockKey: string
+  lockValue: string | null
+  ttl: number
+  isLocked: boolean
+  hasAutoRefresh: boolean
+  cacheConnected: unknown
+  hasCacheLayer: boolean
+}
+
+/** Drop-in for @jonaskahn/maestro's DistributedLockService. */
+export declare class DistributedLockService {
+  constructor(
+    lockKey: string,
+    ttlMs?: number,
+    cacheInstance?: RedisInput | object | null,
+    options?: { logger?: Logger },
+  )
+  readonly lockKey: string
+  readonly ttl: number
+  readonly lockValue: string | null
+  readonly isLocked: boolean
+  readonly cacheLayer: unknown
+  /** `true` once held; `false` after `maxWaitTime` (default 3 x TTL) or on a Redis error. */
+  acquire(lockTtl?: number, maxWaitTime?: number): Promise<boolean>
+  /** `true` when released or already gone; `false` when another holder has it, or on error. */
+  release(): Promise<boolean>
+  /** Releases, then calls `cacheInstance.disconnect()` as the original does. */
+  disconnect(): Promise<void>
+  getStatus(): LockServiceStatus
+  getLockKey(): string
+  getLockTtl(): number
+}

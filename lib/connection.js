@@ -1,0 +1,204 @@
+'use strict'
+
+// Reads connection settings from whatever the user hands us, without touching the user's
+// client: we open our own connection (from Rust) and never close or reconfigure theirs.
+const { invalidArgument } = require('./errors')
+const check = require('./validate')
+
+const EXPECTED =
+  'redis must be an ioredis client, a node-redis client, a redis:// or rediss:// URL, or a { host, port } object'
+
+// TLS options as ioredis (`tls: {...}`) and node-redis (`socket: { tls: true, ... }`) take
+// them, that is, Node's tls.connect options. We honour these; the PEM travels as bytes.
+// Options that we cannot honour and whose loss would weaken or change the connection are
+// refused by name rather than ignored.
+const UNSUPPORTED_TLS = {
+  pfx: 'pass the PEM certificate and key as cert and key',
+  passphrase: 'pass an unencrypted PEM key',
+  secureContext: 'pass ca, cert and key instead',
+  crl: 'certificate revocation lists are not supported',
+  checkServerIdentity: 'the certificate is always checked against the host',
+  ciphers: 'cipher suites are fixed (TLS 1.2 and 1.3 with forward secrecy only)',
+  secureProtocol: 'TLS 1.2 and 1.3 are used',
+  pskCallback: 'pre-shared keys are not supported',
+}
+// We speak TLS 1.2 or 1.3, so these bounds hold anyway.
+const MIN_VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2']
+const MAX_VERSIONS = ['TLSv1.3']
+
+/** PEM as Node takes it (a string, a Buffer or typed array, or an array of them) as one Buffer. */
+function pem(value, name, { many = true } = {}) {
+  if (value === undefined || value === null) return undefined
+  const parts = Array.isArray(value) ? value : [value]
+  if (parts.length === 0 || (!many && parts.length > 1)) {
+    const what = many ? 'at least one PEM entry' : 'exactly one PEM entry'
+    throw invalidArgument(TypeError, name, `${name} must hold ${what}, got an array of ${parts.length}`)
+  }
+  const buffers = parts.map((part) => {
+    // Node also takes a key as { pem, passphrase }.
+    if (part !== null && typeof part === 'object' && !ArrayBuffer.isView(part) && 'pem' in part) {
+      if (part.passphrase !== undefined) {
+        throw invalidArgument(TypeError, `${name}.passphrase`, `${name}.passphrase is not supported: ${UNSUPPORTED_TLS.passphrase}`)
+      }
+      part = part.pem
+    }
+    if (typeof part === 'string') return Buffer.from(part, 'utf8')
+    if (ArrayBuffer.isView(part)) return Buffer.from(part.buffer, part.byteOffset, part.byteLength)
+    // Never print the value: it may be a key.
+    throw invalidArgument(TypeError, name, `${name} must be a PEM string or Buffer, got ${check.describe(part)}`)
+  })
+  return buffers.length === 1 ? Buffer.from(buffers[0]) : Buffer.concat(buffers.flatMap((b) => [b, Buffer.from('\n')]))
+}
+
+/**
+ * Connection fields for a TLS setting: `true`, or an options object (`{ ca, cert, key,
+ * servername, rejectUnauthorized }`). `false`/`undefined` give no fields (plain text unless a
+ * rediss:// URL says otherwise).
+ */
+function tlsFields(tls, name) {
+  if (tls === undefined || tls === null || tls === false) return {}
+  if (tls === true) return { tls: true }
+  if (typeof tls !== 'object' || Array.isArray(tls)) {
+    throw invalidArgument(TypeError, name, `${name} must be a boolean or a TLS options object, got ${check.describe(tls)}`)
+  }
+  for (const [option, why] of Object.entries(UNSUPPORTED_TLS)) {
+    if (tls[option] !== undefined) {
+      throw invalidArgument(TypeError, `${name}.${option}`, `${name}.${option} is not supported: ${why}`)
+    }
+  }
+  if (tls.minVersion !== undefined && !MIN_VERSIONS.includes(tls.minVersion)) {
+    throw invalidArgument(TypeError, `${name}.minVersion`, `${name}.minVersion must be one of ${MIN_VERSIONS.join(', ')} (TLS 1.2 and 1.3 are used)`)
+  }
+  if (tls.maxVersion !== undefined && !MAX_VERSIONS.includes(tls.maxVersion)) {
+    throw invalidArgument(TypeError, `${name}.maxVersion`, `${name}.maxVersion must be TLSv1.3 (TLS 1.2 and 1.3 are used)`)
+  }
+  check.optionalString(tls.servername, `${name}.servername`)
+  check.optionalBoolean(tls.rejectUnauthorized, `${name}.rejectUnauthorized`)
+  return {
+    tls: true,
+    tlsCa: pem(tls.ca, `${name}.ca`),
+    tlsCert: pem(tls.cert, `${name}.cert`),
+    tlsKey: pem(tls.key, `${name}.key`, { many: false }),
+    tlsServername: tls.servername,
+    tlsRejectUnauthorized: tls.rejectUnauthorized,
+  }
+}
+
+function isIoredis(client) {
+  return typeof client.options === 'object' && client.options !== null &&
+    typeof client.status === 'string' && typeof client.sendCommand === 'function'
+}
+
+function isNodeRedis(client) {
+  return typeof client.options === 'object' && typeof client.sendCommand === 'function' &&
+    'isOpen' in client
+}
+
+function fromIoredis(client) {
+  if (client.isCluster) {
+    throw invalidArgument(TypeError, 'redis', 'ioredis Cluster clients are not supported yet; pass a single-node client')
+  }
+  const o = client.options
+  if (Array.isArray(o.sentinels) && o.sentinels.length > 0) {
+    throw invalidArgument(TypeError, 'redis', 'ioredis Sentinel clients are not supported yet; pass the master address')
+  }
+  return {
+    connection: {
+      host: o.path ? undefined : o.host,
+      port: o.path ? undefined : o.port,
+      path: o.path || undefined,
+      ...tlsFields(o.tls, 'tls'),
+      db: o.db || undefined,
+      username: o.username || undefined,
+      password: o.password || undefined,
+    },
+    clientKeyPrefix: o.keyPrefix || undefined,
+  }
+}
+
+function fromNodeRedis(client) {
+  const o = client.options ?? {}
+  const socket = o.socket ?? {}
+  return {
+    connection: {
+      url: o.url || undefined,
+      host: socket.path ? undefined : socket.host,
+      port: socket.path ? undefined : socket.port,
+      path: socket.path || undefined,
+      // node-redis reads the TLS options from the socket object, and only when `tls` is set.
+      ...(socket.tls ? tlsFields(typeof socket.tls === 'object' ? { ...socket, ...socket.tls } : socket, 'socket') : {}),
+      db: o.database || undefined,
+      username: o.username || undefined,
+      password: o.password || undefined,
+    },
+  }
+}
+
+function fromObject(o) {
+  check.optionalString(o.url, 'redis.url')
+  check.optionalString(o.host, 'redis.host')
+  check.optionalNumber(o.port, 'redis.port')
+  check.optionalString(o.path, 'redis.path')
+  check.optionalString(o.username, 'redis.username')
+  check.optionalString(o.password, 'redis.password')
+  check.optionalNumber(o.db, 'redis.db')
+  if (o.tls === null) {
+    throw invalidArgument(TypeError, 'redis.tls', 'redis.tls must be a boolean or a TLS options object, got null')
+  }
+  for (const [name, value] of [['redis.port', o.port], ['redis.db', o.db]]) {
+    if (value !== undefined && !(Number.isInteger(value) && value >= 0)) {
+      throw invalidArgument(RangeError, name, `${name} must be a whole number of 0 or more, got ${value}`)
+    }
+  }
+  return {
+    connection: {
+      url: o.url,
+      host: o.host,
+      port: o.port,
+      path: o.path,
+      // `tls: false` is passed on, so that it cannot quietly turn a rediss:// URL into plain text.
+      ...(o.tls === false ? { tls: false } : tlsFields(o.tls, 'redis.tls')),
+      db: o.db,
+      username: o.username,
+      password: o.password,
+    },
+  }
+}
+
+/**
+ * `{ connection, clientKeyPrefix }` for the native constructor. `clientKeyPrefix` is the
+ * ioredis `keyPrefix`, which ioredis silently adds to every key the original package wrote.
+ */
+// The native side takes 32-bit numbers; a larger one would silently wrap around.
+function checkRanges(result) {
+  const { port, db } = result.connection
+  if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
+    throw invalidArgument(RangeError, 'redis.port', `redis.port must be a whole number from 0 to 65535, got ${port}`)
+  }
+  if (db !== undefined && !(Number.isInteger(db) && db >= 0 && db <= 2 ** 31 - 1)) {
+    throw invalidArgument(RangeError, 'redis.db', `redis.db must be a database index of 0 or more, got ${db}`)
+  }
+  return result
+}
+
+function connectionOptions(redis) {
+  return checkRanges(readConnection(redis))
+}
+
+function readConnection(redis) {
+  if (typeof redis === 'string') {
+    if (redis.length === 0) throw invalidArgument(TypeError, 'redis', EXPECTED)
+    return { connection: { url: redis } }
+  }
+  if (redis === null || typeof redis !== 'object') {
+    throw invalidArgument(TypeError, 'redis', `${EXPECTED}, got ${check.describe(redis)}`)
+  }
+  if (isIoredis(redis)) return fromIoredis(redis)
+  if (isNodeRedis(redis)) return fromNodeRedis(redis)
+  if (typeof redis.sendCommand === 'function' || typeof redis.set === 'function') {
+    throw invalidArgument(TypeError, 'redis', `${EXPECTED}; this client type is not recognised`)
+  }
+  return fromObject(redis)
+}
+
+module.exports = { connectionOptions }

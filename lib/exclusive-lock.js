@@ -1,0 +1,224 @@
+'use strict'
+
+const EventEmitter = require('node:events')
+const { NativeExclusiveLock } = require('./native')
+const { connectionOptions } = require('./connection')
+const { LockLostError, fromNative } = require('./errors')
+const { heartbeat, KeepAlive, Beating } = require('./liveness')
+
+// The original's default logger (abstract-logging) is silent.
+const noop = () => {}
+const SILENT = Object.freeze({ info: noop, warn: noop, error: noop, debug: noop, trace: noop })
+
+const DEFAULTS = { lock_ttl_ms: 3000, lock_refresh_ms: 1000, lock_contents: '1', key_prefix: 'exclusive-lock' }
+
+// The original validates with an ajv schema and reports the first failure in ajv's words.
+function schemaError(opts) {
+  if (opts === null || typeof opts !== 'object' || Array.isArray(opts)) return ['', 'must be object']
+  for (const name of ['name', 'cache_connection']) {
+    if (opts[name] === undefined) return ['', `must have required property '${name}'`]
+  }
+  const ttl = opts.lock_ttl_ms !== undefined
+  const refresh = opts.lock_refresh_ms !== undefined
+  if (ttl && !refresh) return ['', 'must have property lock_refresh_ms when property lock_ttl_ms is present']
+  if (refresh && !ttl) return ['', 'must have property lock_ttl_ms when property lock_refresh_ms is present']
+  const types = {
+    name: 'string',
+    log: 'object',
+    lock_ttl_ms: 'number',
+    lock_refresh_ms: 'number',
+    lock_contents: 'string',
+    key_prefix: 'string',
+    max_stall_ms: 'number',
+    max_hold_ms: 'number',
+  }
+  for (const [name, type] of Object.entries(types)) {
+    const value = opts[name]
+    if (value === undefined) continue
+    if (typeof value !== type || value === null) return [`/${name}`, `must be ${type}`]
+  }
+  if (opts.name.length < 1) return ['/name', 'must NOT have fewer than 1 characters']
+  return null
+}
+
+function einval(err, extra) {
+  err.code = 'EINVAL'
+  return Object.assign(err, extra)
+}
+
+/**
+ * Drop-in for @logdna/exclusive-lock: one exclusive, auto-refreshed lock per instance. The
+ * refresh timer runs on the native (tokio) side; this class only turns its news into events.
+ */
+class ExclusiveLock extends EventEmitter {
+  #native
+  #acquired = false
+  // The hold whose native events count; an attempt that loses never replaces it.
+  #hold = null
+  #keepAlive = new KeepAlive()
+  #beating = new Beating()
+  #refed = true
+  #stallGuarded
+
+  constructor(opts) {
+    super()
+    const log = opts && typeof opts.log === 'object' && opts.log !== null ? opts.log : SILENT
+    const failure = schemaError(opts)
+    if (failure) {
+      const err = einval(new Error('Input validation failed'), {
+        errors: [{ instancePath: failure[0], message: failure[1] }],
+      })
+      log.error?.({ err }, 'Input validation failed')
+      throw err
+    }
+    let connection
+    try {
+      connection = connectionOptions(opts.cache_connection)
+    } catch (err) {
+      // A connection with a bad TLS option keeps its own message; the rest is the original's.
+      if (err.argument?.startsWith('redis.tls')) throw err
+      throw einval(new TypeError('A valid cache_connection to a cache store is required'))
+    }
+    const o = { ...DEFAULTS, ...opts }
+    const diff = o.lock_ttl_ms - o.lock_refresh_ms
+    if (!(diff >= 500)) {
+      throw einval(new RangeError('lock_refresh_ms must be at least 500ms less than lock_ttl_ms'), {
+        meta: { lock_ttl_ms: o.lock_ttl_ms, lock_refresh_ms: o.lock_refresh_ms, diff },
+      })
+    }
+    const maxStall = o.max_stall_ms ?? 3 * o.lock_ttl_ms
+    try {
+      this.#native = new NativeExclusiveLock(
+        connection.connection,
+        {
+          name: o.name,
+          keyPrefix: o.key_prefix,
+          clientKeyPrefix: connection.clientKeyPrefix,
+          lockContents: o.lock_contents,
+          lockTtlMs: o.lock_ttl_ms,
+          lockRefreshMs: o.lock_refresh_ms,
+          maxStallMs: maxStall,
+          maxHoldMs: o.max_hold_ms,
+        },
+        heartbeat,
+      )
+    } catch (err) {
+      throw fromNative(err)
+    }
+    this.#stallGuarded = maxStall > 0
+    this.name = this.#native.name
+    this.log = log
+    this.cache_connection = opts.cache_connection
+    this.lock_ttl_ms = o.lock_ttl_ms
+    this.lock_refresh_ms = o.lock_refresh_ms
+    this.lock_contents = o.lock_contents
+    this.max_stall_ms = maxStall
+    this.max_hold_ms = o.max_hold_ms
+    // `refreshed` crosses from Rust into JS only while someone listens for it or the logger
+    // records refreshes (the original logged each one at trace level).
+    const traced = typeof log.isLevelEnabled === 'function' && log.isLevelEnabled('trace') === true
+    this.#native.wantRefreshed(traced)
+    this.on('newListener', (event) => event === 'refreshed' && this.#native.wantRefreshed(true))
+    this.on('removeListener', (event) => {
+      if (event === 'refreshed') this.#native.wantRefreshed(traced || this.listenerCount('refreshed') > 0)
+    })
+  }
+
+  get [Symbol.toStringTag]() {
+    return 'ExclusiveLock'
+  }
+
+  get key() {
+    return this.#native.key
+  }
+
+  get acquired() {
+    return this.#acquired
+  }
+
+  /** Fencing token of the current hold (15-digit decimal string), or null when not held. */
+  get fence() {
+    return this.#acquired ? this.#native.fence : null
+  }
+
+  /** One attempt; `true` when this instance holds the lock (again, when it already did). */
+  async acquire() {
+    if (this.#acquired) {
+      this.log.warn({ key: this.key }, 'Lock already acquired')
+      return true
+    }
+    const hold = {}
+    let won
+    try {
+      won = await this.#native.acquire((event, code, message) => this.#onNative(hold, event, message))
+    } catch (err) {
+      throw fromNative(err, this.key)
+    }
+    if (!won) return false
+    this.#hold = hold
+    this.#acquired = true
+    this.#keepAlive.set(this.#refed)
+    this.#beating.set(this.#stallGuarded)
+    this.log.info({ key: this.key }, 'Lock acquired')
+    this.emit('acquired', this.key)
+    return true
+  }
+
+  /** `{ lock_ttl_ms, lock_contents }` of whoever holds the lock, or `null`. */
+  async inspect() {
+    try {
+      return (await this.#native.inspect()) ?? null
+    } catch (err) {
+      this.log.error({ err }, 'Error inspecting lock')
+      throw fromNative(err, this.key)
+    }
+  }
+
+  /** Stops refreshing and deletes the lock if it is still ours. A no-op when not held. */
+  async release() {
+    if (!this.#acquired) return
+    this.#hold = null
+    this.#keepAlive.set(false)
+    this.#beating.set(false)
+    try {
+      await this.#native.release()
+      this.log.info({ key: this.key }, 'Lock released')
+      this.emit('released', this.key)
+    } catch (err) {
+      throw fromNative(err, this.key)
+    } finally {
+      this.#acquired = false
+    }
+  }
+
+  /** Lets the process exit while the lock is held (the refreshes go on while it runs). */
+  unref() {
+    this.#refed = false
+    this.#keepAlive.set(false)
+    return this
+  }
+
+  /** Keeps the process alive while the lock is held (the default). */
+  ref() {
+    this.#refed = true
+    this.#keepAlive.set(this.#acquired)
+    return this
+  }
+
+  #onNative(hold, event, message) {
+    if (hold !== this.#hold) return
+    if (event === 'refreshed') {
+      this.log.trace?.({ key: this.key }, 'Lock refreshed')
+      this.emit('refreshed', { key: this.key, lock_ttl_ms: this.lock_ttl_ms })
+      return
+    }
+    const err = new LockLostError(this.key, message)
+    this.log.error({ err }, 'Lock lost')
+    // As the original: report, then release. Emitting 'error' with no listener throws, by
+    // EventEmitter's rule, exactly as the original's refresh failure did.
+    this.emit('error', err)
+    this.release().catch((releaseError) => this.emit('error', fromNative(releaseError, this.key)))
+  }
+}
+
+module.exports = { ExclusiveLock }

@@ -1,0 +1,80 @@
+'use strict'
+
+// Type checks only: JavaScript types are known here, value rules (empty keys, TTL ranges)
+// live in the Rust core so every API shares them.
+const { invalidArgument } = require('./errors')
+
+function describe(value) {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'number' || typeof value === 'bigint') return `${typeof value} ${String(value)}`
+  return `type ${typeof value}`
+}
+
+function string(value, name) {
+  if (typeof value !== 'string') {
+    throw invalidArgument(TypeError, name, `${name} must be a non-empty string, got ${describe(value)}`)
+  }
+  return value
+}
+
+function number(value, name) {
+  if (typeof value !== 'number') {
+    throw invalidArgument(TypeError, name, `${name} must be a number, got ${describe(value)}`)
+  }
+  return value
+}
+
+function optionalNumber(value, name) {
+  return value === undefined ? undefined : number(value, name)
+}
+
+function optionalString(value, name) {
+  return value === undefined ? undefined : string(value, name)
+}
+
+function object(value, name) {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw invalidArgument(TypeError, name, `${name} must be an object, got ${describe(value)}`)
+  }
+  return value
+}
+
+function optionalObject(value, name) {
+  return value === undefined ? {} : object(value, name)
+}
+
+function optionalFunction(value, name) {
+  if (value !== undefined && typeof value !== 'function') {
+    throw invalidArgument(TypeError, name, `${name} must be a function, got ${describe(value)}`)
+  }
+  return value
+}
+
+function optionalBoolean(value, name) {
+  if (value !== undefined && typeof value !== 'boolean') {
+    throw invalidArgument(TypeError, name, `${name} must be a boolean, got ${describe(value)}`)
+  }
+  return value
+}
+
+function optionalSignal(value, name) {
+  if (value === undefined) return undefined
+  if (!(value instanceof AbortSignal)) {
+    throw invalidArgument(TypeError, name, `${name} must be an AbortSignal, got ${describe(value)}`)
+  }
+  return value
+}
+
+module.exports = {
+  describe,
+  string,
+  number,
+  optionalNumber,
+  optionalString,
+  object,
+  optionalObject,
+  optionalFunction,
+  optionalBoolean,
+  optionalSignal,
+}

@@ -1,0 +1,3 @@
+import { DistributedLockService } from './index'
+
+export = DistributedLockService

@@ -1,0 +1,4 @@
+import DistributedLockService from './maestro.js'
+
+export default DistributedLockService
+export { DistributedLockService }

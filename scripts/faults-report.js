@@ -1,0 +1,47 @@
+'use strict'
+
+// Writes the README's fault-suite section from the figures the last `npm run test:faults`
+// recorded (__test__/faults/results.json), between the faults:begin/end markers.
+const fs = require('node:fs')
+const path = require('node:path')
+const { FILE } = require('../__test__/faults/figures')
+
+const README = path.join(__dirname, '..', 'README.md')
+const BEGIN = '<!-- faults:begin (written by scripts/faults-report.js) -->'
+const END = '<!-- faults:end -->'
+
+// What each scenario proves, in the order the README lists them.
+const SCENARIOS = [
+  ['contention', '4 OS processes x 10 s of non-atomic GET/SET increments under the lock: no lost update.'],
+  ['paused-holder', 'A holder SIGSTOPped for 2 x TTL, then writing: fencing rejects every stale write, `isHeld` is false after the local deadline, the holder is told on resuming.'],
+  ['restart', 'Redis restarted empty mid-hold: the holder is told as soon as Redis accepts connections, and the same client works again.'],
+  ['partition', 'A black-holing proxy for 2 x TTL: the holder is told at its local deadline, before a contender can acquire; every call settles within its bound; work resumes after the heal.'],
+  ['slow-redis', '50 ms added each way: no false loss and no gap in the lock at TTL 1000 and 300.'],
+  ['blocked-loop', 'A blocked JS event loop: the native refresh keeps the lock through 2 x TTL; past the stall budget it is given up and the holder told on unblocking.'],
+  ['hostile-input', 'Hostile input: rejected before any Redis call, or locked byte-exact; no crash, hang or coercion.'],
+  ['soak', 'Soak: RSS and handle count flat after warm-up; the process exits promptly.'],
+]
+
+function main() {
+  const results = JSON.parse(fs.readFileSync(FILE, 'utf8'))
+  const lines = [BEGIN, '', '| scenario | what it proves | latest figures |', '|---|---|---|']
+  for (const [id, proves] of SCENARIOS) {
+    const result = results[id]
+    const figures = result
+      ? Object.entries(result.figures)
+          .map(([name, value]) => `${name} ${value}`)
+          .join(', ')
+      : 'not run'
+    lines.push(`| ${result?.title ?? id} | ${proves} | ${figures} |`)
+  }
+  const dates = Object.values(results).map((r) => r.at).sort()
+  lines.push('', `Figures from the run of ${dates.at(-1)?.slice(0, 16).replace('T', ' ') ?? 'never'} UTC on a 2-core VM (\`npm run test:faults\`).`, '', END)
+  const readme = fs.readFileSync(README, 'utf8')
+  const start = readme.indexOf(BEGIN)
+  const stop = readme.indexOf(END)
+  if (start < 0 || stop < 0) throw new Error('README.md has no faults markers')
+  fs.writeFileSync(README, readme.slice(0, start) + lines.join('\n') + readme.slice(stop + END.length))
+  console.log(`README.md fault figures updated (${Object.keys(results).length} scenarios)`)
+}
+
+main()

@@ -1,0 +1,27 @@
+use super::error::Result;
+use super::options::ConnectionOptions;
+use crate::core::store::Store;
+use crate::core::watchdog::Watchdog;
+use napi_derive::napi;
+
+/// What the refreshes of one connection have cost so far (for tests and benchmarks).
+#[napi(object)]
+pub struct WatchdogStats {
+    /// Pipelines sent: one round trip each.
+    pub pipelines: f64,
+    /// Refresh commands inside them.
+    pub refreshes: f64,
+    /// Locks being kept alive now.
+    pub watched: f64,
+}
+
+#[napi]
+pub fn watchdog_stats(connection: ConnectionOptions) -> Result<WatchdogStats> {
+    let store = Store::shared(connection.endpoint()?);
+    let stats = Watchdog::of(&store).stats();
+    Ok(WatchdogStats {
+        pipelines: stats.pipelines as f64,
+        refreshes: stats.refreshes as f64,
+        watched: stats.watched as f64,
+    })
+}

@@ -1,0 +1,307 @@
+use super::cancel::NativeCancel;
+use super::completions::{Completer, NativeCompletions, Outcome};
+use super::error::{OrThrow, Result};
+use super::events::{EventArgs, JsSink};
+use super::handle::{HandleSink, NativeLockHandle};
+use super::heartbeat::NativeHeartbeat;
+use super::options::ConnectionOptions;
+use crate::core::error::LockError;
+use crate::core::lease::Lease;
+use crate::core::lock::{Attempt, Locker, DEFAULT_COMMAND_TIMEOUT};
+use crate::core::store::Store;
+use crate::core::validate;
+use crate::core::watchdog::{Heartbeat, Limits, Watchdog};
+use napi::bindgen_prelude::Function;
+use napi_derive::napi;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Options of `new DistributedLock(redis, options)`, defaults as in @lilith/distributed-lock.
+#[napi(object)]
+pub struct DistributedLockOptions {
+    /// Prefix of every lock key. Default `'lock:'`.
+    pub key_prefix: Option<String>,
+    /// The `keyPrefix` of the user's ioredis client, which the original's keys carry too.
+    pub client_key_prefix: Option<String>,
+    /// TTL when a call gives none. Default 30000.
+    pub default_ttl_ms: Option<f64>,
+    /// First backoff delay of `acquire`, and the poll interval of `waitForLock`. Default 100.
+    pub retry_delay_ms: Option<f64>,
+    /// Retries of `acquire` after the first attempt. Default 0.
+    pub max_retries: Option<f64>,
+    /// Bound on every Redis call. Default 5000.
+    pub command_timeout_ms: Option<f64>,
+}
+
+const DEFAULT_PREFIX: &str = "lock:";
+const DEFAULT_TTL: Duration = Duration::from_millis(30_000);
+const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+#[napi]
+pub struct NativeDistributedLock {
+    locker: Arc<Locker>,
+    default_ttl: Duration,
+    retry_delay: Duration,
+    max_retries: u32,
+    heartbeat: Arc<Heartbeat>,
+    /// The user's ioredis `keyPrefix`: fenced resources carry it, not our lock prefix.
+    client_prefix: String,
+    completer: Completer,
+}
+
+/// What an `autoRefresh` acquisition needs, prepared on the JS thread.
+struct AutoRefresh {
+    js: JsSink,
+    limits: Limits,
+}
+
+impl AutoRefresh {
+    /// Keeps `lease` alive from now on, refreshing every third of its TTL.
+    fn start(self, locker: &Arc<Locker>, lease: Lease, completer: Completer) -> NativeLockHandle {
+        let lease = Arc::new(lease);
+        let target = locker.target(&lease, lease.ttl() / 3);
+        let sink = Arc::new(HandleSink {
+            lease: lease.clone(),
+            js: self.js,
+        });
+        let watchdog = Watchdog::of(locker.store());
+        let watch = watchdog.watch(&target, lease.sent().at, self.limits, sink);
+        NativeLockHandle::new(locker.clone(), lease, Some(watch), completer)
+    }
+}
+
+/// Hands the lease out, kept alive by the watchdog when `auto` asks for it.
+fn finish(
+    locker: &Arc<Locker>,
+    lease: Lease,
+    auto: Option<AutoRefresh>,
+    completer: Completer,
+) -> NativeLockHandle {
+    match auto {
+        Some(auto) => auto.start(locker, lease, completer),
+        None => NativeLockHandle::new(locker.clone(), Arc::new(lease), None, completer),
+    }
+}
+
+/// Loads the refresh script before the lock is taken, so every refresh is one round trip.
+async fn prepare(
+    locker: &Locker,
+    auto: &Option<AutoRefresh>,
+) -> std::result::Result<(), LockError> {
+    if auto.is_some() {
+        let watchdog = Watchdog::of(locker.store());
+        watchdog.prepare(locker.command_timeout()).await?;
+    }
+    Ok(())
+}
+
+fn outcome(result: std::result::Result<NativeLockHandle, LockError>) -> Outcome {
+    match result {
+        Ok(handle) => Outcome::Handle(handle),
+        Err(err) => Outcome::Failed(err),
+    }
+}
+
+fn cancel_token(cancel: Option<&NativeCancel>) -> CancellationToken {
+    cancel.map(|c| c.token.clone()).unwrap_or_default()
+}
+
+#[napi]
+impl NativeDistributedLock {
+    #[napi(constructor)]
+    pub fn new(
+        connection: ConnectionOptions,
+        options: DistributedLockOptions,
+        heartbeat: &NativeHeartbeat,
+        completions: &NativeCompletions,
+    ) -> Result<Self> {
+        let ms = |value: Option<f64>, arg, default| -> Result<Duration> {
+            value
+                .map(|v| validate::positive_ms(arg, v))
+                .unwrap_or(Ok(default))
+                .or_throw()
+        };
+        let default_ttl = ms(options.default_ttl_ms, "defaultTtlMs", DEFAULT_TTL)?;
+        let command_timeout = ms(
+            options.command_timeout_ms,
+            "commandTimeoutMs",
+            DEFAULT_COMMAND_TIMEOUT,
+        )?;
+        let retry_delay = options
+            .retry_delay_ms
+            .map(|v| validate::non_negative_ms("retryDelayMs", v))
+            .unwrap_or(Ok(DEFAULT_RETRY_DELAY))
+            .or_throw()?;
+        let max_retries = options
+            .max_retries
+            .map(|v| validate::count("maxRetries", v, validate::MAX_RETRIES))
+            .unwrap_or(Ok(0))
+            .or_throw()?;
+        let client_prefix = options.client_key_prefix.unwrap_or_default();
+        let prefix = format!(
+            "{client_prefix}{}",
+            options.key_prefix.as_deref().unwrap_or(DEFAULT_PREFIX)
+        );
+        let store = Store::shared(connection.endpoint()?);
+        Ok(NativeDistributedLock {
+            locker: Arc::new(Locker::new(store, prefix, command_timeout)),
+            default_ttl,
+            retry_delay,
+            max_retries,
+            heartbeat: heartbeat.inner.clone(),
+            client_prefix,
+            completer: completions.completer(),
+        })
+    }
+
+    /// `on_event` present means `autoRefresh`: events go there, and the hold is given up
+    /// after 3 x TTL of a blocked JS thread.
+    fn auto_refresh(
+        &self,
+        ttl: Duration,
+        on_event: Option<Function<EventArgs, ()>>,
+    ) -> Result<Option<AutoRefresh>> {
+        let Some(on_event) = on_event else {
+            return Ok(None);
+        };
+        let callback = on_event
+            .build_threadsafe_function::<EventArgs>()
+            .weak::<true>()
+            .build()?;
+        self.heartbeat.beat();
+        Ok(Some(AutoRefresh {
+            js: JsSink {
+                callback,
+                want_refreshed: Arc::new(AtomicBool::new(false)),
+            },
+            limits: Limits {
+                stall: Some((self.heartbeat.clone(), ttl.saturating_mul(3))),
+                hold_until: None,
+            },
+        }))
+    }
+
+    fn ttl(&self, ttl_ms: Option<f64>) -> Result<Duration> {
+        match ttl_ms {
+            Some(ms) => validate::positive_ms("ttlMs", ms).or_throw(),
+            None => Ok(self.default_ttl),
+        }
+    }
+
+    /// Settles completion `id` with a handle, after up to `maxRetries` retries.
+    #[napi]
+    pub fn acquire(
+        &self,
+        id: u32,
+        key: String,
+        ttl_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+        on_event: Option<Function<EventArgs, ()>>,
+    ) -> Result<()> {
+        validate::key("key", &key).or_throw()?;
+        let ttl = self.ttl(ttl_ms)?;
+        let auto = self.auto_refresh(ttl, on_event)?;
+        let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
+        let (cancel, completer) = (cancel_token(cancel), self.completer.clone());
+        self.completer.run(id, async move {
+            outcome(
+                async {
+                    prepare(&locker, &auto).await?;
+                    let lease = locker.acquire(&key, ttl, retries, delay, &cancel).await?;
+                    Ok(finish(&locker, lease, auto, completer))
+                }
+                .await,
+            )
+        });
+        Ok(())
+    }
+
+    /// Settles completion `id` with a handle, or with none when the key is held.
+    #[napi]
+    pub fn try_acquire(
+        &self,
+        id: u32,
+        key: String,
+        ttl_ms: Option<f64>,
+        on_event: Option<Function<EventArgs, ()>>,
+    ) -> Result<()> {
+        validate::key("key", &key).or_throw()?;
+        let ttl = self.ttl(ttl_ms)?;
+        let auto = self.auto_refresh(ttl, on_event)?;
+        let (locker, completer) = (self.locker.clone(), self.completer.clone());
+        self.completer.run(id, async move {
+            if let Err(err) = prepare(&locker, &auto).await {
+                return Outcome::Failed(err);
+            }
+            match locker.attempt(&key, ttl).await {
+                Ok(Attempt::Acquired(lease)) => {
+                    Outcome::Handle(finish(&locker, lease, auto, completer))
+                }
+                Ok(Attempt::Held { .. }) => Outcome::NoHandle,
+                Err(err) => Outcome::Failed(err),
+            }
+        });
+        Ok(())
+    }
+
+    /// Settles completion `id` with a handle once won, or fails after `timeout_ms`.
+    #[napi]
+    pub fn wait_for_lock(
+        &self,
+        id: u32,
+        key: String,
+        timeout_ms: f64,
+        ttl_ms: Option<f64>,
+        cancel: Option<&NativeCancel>,
+        on_event: Option<Function<EventArgs, ()>>,
+    ) -> Result<()> {
+        validate::key("key", &key).or_throw()?;
+        let timeout = validate::non_negative_ms("timeoutMs", timeout_ms).or_throw()?;
+        let ttl = self.ttl(ttl_ms)?;
+        let auto = self.auto_refresh(ttl, on_event)?;
+        let (locker, poll) = (self.locker.clone(), self.retry_delay);
+        let (cancel, completer) = (cancel_token(cancel), self.completer.clone());
+        self.completer.run(id, async move {
+            outcome(
+                async {
+                    prepare(&locker, &auto).await?;
+                    let lease = locker.wait(&key, ttl, timeout, poll, &cancel).await?;
+                    Ok(finish(&locker, lease, auto, completer))
+                }
+                .await,
+            )
+        });
+        Ok(())
+    }
+
+    /// Settles completion `id` with whether the fenced write landed.
+    #[napi]
+    pub fn fenced_set(&self, id: u32, key: String, value: String, fence: String) -> Result<()> {
+        validate::key("key", &key).or_throw()?;
+        let redis_key = format!("{}{key}", self.client_prefix).into_bytes();
+        let locker = self.locker.clone();
+        self.completer.run(id, async move {
+            match locker.fenced_set(&redis_key, &value, &fence).await {
+                Ok(written) => Outcome::Bool(written),
+                Err(err) => Outcome::Failed(err),
+            }
+        });
+        Ok(())
+    }
+
+    /// Settles completion `id` with whether anyone holds `key`.
+    #[napi]
+    pub fn is_locked(&self, id: u32, key: String) -> Result<()> {
+        validate::key("key", &key).or_throw()?;
+        let locker = self.locker.clone();
+        self.completer.run(id, async move {
+            match locker.is_locked(&key).await {
+                Ok(locked) => Outcome::Bool(locked),
+                Err(err) => Outcome::Failed(err),
+            }
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,80 @@
+use super::error::{OrThrow, Result};
+use crate::core::endpoint::{Endpoint, EndpointSpec};
+use crate::core::error::LockError;
+use crate::core::validate;
+use napi::bindgen_prelude::Buffer;
+use napi_derive::napi;
+
+/// Where to connect. `lib/connection.js` fills this from an ioredis or node-redis client, a
+/// URL or a plain options object.
+#[napi(object)]
+pub struct ConnectionOptions {
+    pub url: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<u32>,
+    /// A Unix socket path; wins over host and port.
+    pub path: Option<String>,
+    /// Connect with TLS. A `rediss://` URL or any `tls*` field below also asks for TLS, and
+    /// `tls: false` with either is refused: TLS that was asked for is never dropped.
+    pub tls: Option<bool>,
+    /// Trusted root certificates, PEM (one or more); without it the system's roots are used.
+    pub tls_ca: Option<Buffer>,
+    /// Client certificate (chain), PEM, for servers that require one; needs `tlsKey`.
+    pub tls_cert: Option<Buffer>,
+    /// Private key of `tlsCert`, PEM, unencrypted.
+    pub tls_key: Option<Buffer>,
+    /// The name the server certificate must carry; only the host itself is supported.
+    pub tls_servername: Option<String>,
+    /// `false` turns off verification of the server certificate.
+    pub tls_reject_unauthorized: Option<bool>,
+    pub db: Option<u32>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+    pub connect_timeout_ms: Option<f64>,
+}
+
+impl ConnectionOptions {
+    pub fn endpoint(self) -> Result<Endpoint> {
+        let port = self
+            .port
+            .map(|port| {
+                u16::try_from(port).map_err(|_| {
+                    LockError::invalid_range(
+                        "port",
+                        format!("port must be from 0 to 65535, got {port}"),
+                    )
+                })
+            })
+            .transpose()
+            .or_throw()?;
+        let connect_timeout = self
+            .connect_timeout_ms
+            .map(|ms| validate::positive_ms("connectTimeoutMs", ms))
+            .transpose()
+            .or_throw()?;
+        Endpoint::from_spec(EndpointSpec {
+            url: self.url,
+            host: self.host,
+            port,
+            path: self.path,
+            tls: self.tls,
+            tls_ca: self.tls_ca.map(|pem| pem.to_vec()),
+            tls_cert: self.tls_cert.map(|pem| pem.to_vec()),
+            tls_key: self.tls_key.map(|pem| pem.to_vec()),
+            tls_servername: self.tls_servername,
+            tls_reject_unauthorized: self.tls_reject_unauthorized,
+            db: self.db.map(i64::from),
+            username: self.username,
+            password: self.password,
+            connect_timeout,
+        })
+        .or_throw()
+    }
+}
+
+/// The TTL rule every API shares, for JS code paths that create no native lock (a
+/// DistributedLockService without a cache still rejects what the others reject).
+#[napi]
+pub fn validate_ttl_ms(value: f64) -> Result<()> {
+    validate::positive_ms("ttlMs", value).map(|_| ()).or_throw()
+}

@@ -1,0 +1,173 @@
+use std::fmt;
+
+/// Which JavaScript error class a validation failure maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidKind {
+    Type,
+    Range,
+}
+
+/// Every failure the core reports. Each variant has a stable string code that the JS layer
+/// turns into an error class; contention is never an error here, only the caller's policy
+/// (give up after N retries, a deadline) makes it one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockError {
+    /// Bad input, found before any Redis call.
+    Invalid {
+        kind: InvalidKind,
+        arg: &'static str,
+        message: String,
+    },
+    /// Redis could not be reached, or dropped the connection.
+    Connection(String),
+    /// Redis did not answer within the call's bound.
+    Timeout(String),
+    /// Redis refused our credentials or an ACL rule.
+    Auth(String),
+    /// Redis answered with an error we did not expect (e.g. WRONGTYPE).
+    Redis(String),
+    /// The lock stayed held by someone else for as long as the caller was willing to wait.
+    Locked { key: String, retries: u32 },
+    /// The handle no longer owns its lock (released, expired or taken over).
+    NotHeld { key: String },
+    /// The caller cancelled the operation.
+    Aborted,
+    /// A bug of ours (a panic) caught before it reached Node.
+    Internal(String),
+    /// A lock we were keeping alive is gone: deleted, taken, expired while Redis could not be
+    /// reached, or given up on purpose (stalled holder, maximum hold time).
+    Lost { key: String, reason: String },
+}
+
+impl LockError {
+    pub fn invalid_type(arg: &'static str, message: impl Into<String>) -> Self {
+        LockError::Invalid {
+            kind: InvalidKind::Type,
+            arg,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid_range(arg: &'static str, message: impl Into<String>) -> Self {
+        LockError::Invalid {
+            kind: InvalidKind::Range,
+            arg,
+            message: message.into(),
+        }
+    }
+
+    /// The stable code users match on; never changes for a given variant.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LockError::Invalid { .. } => "EINVAL",
+            LockError::Connection(_) => "ECONNECTION",
+            LockError::Timeout(_) => "ETIMEDOUT",
+            LockError::Auth(_) => "EAUTH",
+            LockError::Redis(_) => "EREDIS",
+            LockError::Locked { .. } => "ELOCKED",
+            LockError::NotHeld { .. } => "ENOTHELD",
+            LockError::Aborted => "EABORTED",
+            LockError::Lost { .. } => "ELOST",
+            LockError::Internal(_) => "EINTERNAL",
+        }
+    }
+
+    /// True when the failure says nothing about who holds the lock: Redis was not asked, or
+    /// did not answer.
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(
+            self,
+            LockError::Connection(_) | LockError::Timeout(_) | LockError::Auth(_)
+        )
+    }
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Invalid { message, .. } => f.write_str(message),
+            LockError::Connection(m) => write!(f, "cannot reach Redis: {m}"),
+            LockError::Timeout(m) => write!(f, "Redis did not answer in time: {m}"),
+            LockError::Auth(m) => write!(f, "Redis refused the credentials: {m}"),
+            LockError::Redis(m) => write!(f, "Redis error: {m}"),
+            LockError::Locked { key, retries } => {
+                write!(
+                    f,
+                    "could not acquire lock \"{key}\" after {retries} retries"
+                )
+            }
+            LockError::NotHeld { key } => write!(f, "lock \"{key}\" is no longer held"),
+            LockError::Aborted => f.write_str("the operation was aborted"),
+            LockError::Internal(m) => write!(f, "internal error in native-redis-lock: {m}"),
+            LockError::Lost { key, reason } => write!(f, "lock \"{key}\" was lost: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+impl From<redis::RedisError> for LockError {
+    fn from(err: redis::RedisError) -> Self {
+        use redis::ErrorKind;
+        let detail = redis_detail(&err);
+        if err.is_timeout() {
+            return LockError::Timeout(detail);
+        }
+        if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
+            return LockError::Connection(detail);
+        }
+        // The crate files codes it has no variant for (WRONGPASS, NOAUTH) under `Extension`,
+        // so the code is checked whatever the kind.
+        // A command denied inside a script comes back as a plain ERR with this text.
+        let denied_in_script = detail.contains("user executing the script can't run");
+        if err.kind() == ErrorKind::AuthenticationFailed
+            || is_auth_code(err.code())
+            || denied_in_script
+        {
+            LockError::Auth(detail)
+        } else {
+            LockError::Redis(detail)
+        }
+    }
+}
+
+fn is_auth_code(code: Option<&str>) -> bool {
+    matches!(code, Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
+/// The redis crate's messages name the failing command and the server's reply; neither
+/// carries credentials (AUTH arguments are never echoed), so they are safe to pass on.
+fn redis_detail(err: &redis::RedisError) -> String {
+    let text = err.to_string();
+    if text.len() > 300 {
+        let mut end = 300;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}...", &text[..end])
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_stable() {
+        assert_eq!(LockError::invalid_type("key", "x").code(), "EINVAL");
+        assert_eq!(LockError::Connection("x".into()).code(), "ECONNECTION");
+        assert_eq!(LockError::Timeout("x".into()).code(), "ETIMEDOUT");
+        assert_eq!(LockError::Aborted.code(), "EABORTED");
+        assert_eq!(LockError::NotHeld { key: "k".into() }.code(), "ENOTHELD");
+    }
+
+    #[test]
+    fn refused_connection_is_infrastructure() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let err = LockError::from(redis::RedisError::from(io));
+        assert_eq!(err.code(), "ECONNECTION");
+        assert!(err.is_infrastructure());
+    }
+}

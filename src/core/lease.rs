@@ -1,0 +1,112 @@
+//! A lock we acquired: its identity and what we locally know of its validity.
+
+use super::clock::Stamp;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The state a handle reads and a release or extend updates. `deadline` is when the lock
+/// expires at the latest as far as we can tell: the TTL counted from when the request was
+/// *sent*, so network delay can only make us think it expires earlier, never later.
+#[derive(Debug, Clone, Copy)]
+struct Validity {
+    released: bool,
+    /// The watchdog found it gone, or could not confirm it before its deadline.
+    lost: bool,
+    deadline: Instant,
+    expires_at_ms: u64,
+}
+
+#[derive(Debug)]
+pub struct Lease {
+    /// The key as the user gave it, without prefixes.
+    pub key: String,
+    /// The full Redis key.
+    pub redis_key: Vec<u8>,
+    pub token: String,
+    pub fence: u64,
+    pub acquired_at_ms: u64,
+    /// The TTL it was acquired with.
+    ttl: Duration,
+    /// When the acquiring request was sent.
+    sent: Stamp,
+    validity: Mutex<Validity>,
+}
+
+impl Lease {
+    pub fn new(
+        key: String,
+        redis_key: Vec<u8>,
+        token: String,
+        fence: u64,
+        sent: Stamp,
+        ttl: Duration,
+    ) -> Self {
+        Lease {
+            key,
+            redis_key,
+            token,
+            fence,
+            acquired_at_ms: super::clock::wall_ms(),
+            ttl,
+            sent,
+            validity: Mutex::new(Validity {
+                released: false,
+                lost: false,
+                deadline: sent.at + super::clock::validity(ttl),
+                expires_at_ms: sent.wall_ms + ttl.as_millis() as u64,
+            }),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    pub fn sent(&self) -> Stamp {
+        self.sent
+    }
+
+    fn validity(&self) -> std::sync::MutexGuard<'_, Validity> {
+        // Plain copyable data: a poisoned lock still holds a consistent value.
+        super::sync::lock(&self.validity)
+    }
+
+    /// Held means: not released, and its TTL has not run out by our conservative clock.
+    pub fn is_held(&self) -> bool {
+        let v = *self.validity();
+        !v.released && !v.lost && Instant::now() < v.deadline
+    }
+
+    /// How long the lock stays valid by our clock (zero once it has run out).
+    pub fn remaining(&self) -> Duration {
+        self.validity()
+            .deadline
+            .saturating_duration_since(Instant::now())
+    }
+
+    pub fn mark_lost(&self) {
+        self.validity().lost = true;
+    }
+
+    pub fn is_released(&self) -> bool {
+        self.validity().released
+    }
+
+    pub fn expires_at_ms(&self) -> u64 {
+        self.validity().expires_at_ms
+    }
+
+    /// Redis confirmed a new TTL for a request sent at `sent_at`. A release that landed while
+    /// the extend was in flight wins: the lock stays released.
+    pub fn extended(&self, sent: Stamp, ttl: Duration) {
+        let mut v = self.validity();
+        if !v.released && !v.lost {
+            v.deadline = sent.at + super::clock::validity(ttl);
+            v.expires_at_ms = sent.wall_ms + ttl.as_millis() as u64;
+        }
+    }
+
+    pub fn mark_released(&self) {
+        self.validity().released = true;
+    }
+}

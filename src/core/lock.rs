@@ -1,0 +1,336 @@
+//! The lock operations: one attempt, retries with backoff, waiting with a deadline, release,
+//! extend and the held check. Contention is an answer here, not an error; only the caller's
+//! policy (retries used up, deadline passed) turns it into `LockError::Locked`.
+
+use super::backoff;
+use super::clock::Stamp;
+use super::error::LockError;
+use super::keys;
+use super::lease::Lease;
+use super::scripts;
+use super::store::{Connection, Replay, Store};
+use super::token;
+use redis::Cmd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_millis(5_000);
+
+/// Slack on bounds derived from a deadline, so a call that starts just before it can finish.
+/// Half the 50 ms we promise: the rest is for the hop back to the JS thread.
+const GRACE: Duration = Duration::from_millis(25);
+
+/// Locks under one key prefix, on one shared connection.
+pub struct Locker {
+    store: Arc<Store>,
+    prefix: Vec<u8>,
+    command_timeout: Duration,
+}
+
+/// What one attempt found.
+pub enum Attempt {
+    Acquired(Lease),
+    /// Someone else holds it; `ttl` is the holder's remaining time when it has one.
+    Held {
+        ttl: Option<Duration>,
+    },
+}
+
+impl Locker {
+    pub fn new(store: Arc<Store>, prefix: impl Into<Vec<u8>>, command_timeout: Duration) -> Self {
+        Locker {
+            store,
+            prefix: prefix.into(),
+            command_timeout,
+        }
+    }
+
+    pub fn redis_key(&self, key: &str) -> Vec<u8> {
+        let mut full = Vec::with_capacity(self.prefix.len() + key.len());
+        full.extend_from_slice(&self.prefix);
+        full.extend_from_slice(key.as_bytes());
+        full
+    }
+
+    /// One SET NX PX attempt with a fresh token, numbered with the next fencing token when
+    /// it wins.
+    pub async fn attempt(&self, key: &str, ttl: Duration) -> Result<Attempt, LockError> {
+        self.attempt_within(key, ttl, self.command_timeout).await
+    }
+
+    async fn attempt_within(
+        &self,
+        key: &str,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Attempt, LockError> {
+        self.attempt_bounded(key, token::new_token(), ttl, timeout)
+            .await
+    }
+
+    async fn attempt_bounded(
+        &self,
+        key: &str,
+        token: String,
+        ttl: Duration,
+        timeout: Duration,
+    ) -> Result<Attempt, LockError> {
+        let redis_key = self.redis_key(key);
+        let ttl_ms = ttl.as_millis() as u64;
+        let mut invocation = scripts::ACQUIRE.key(&redis_key);
+        invocation
+            .key(keys::fence_key(&redis_key))
+            .arg(&token)
+            .arg(ttl_ms);
+        let sent = Stamp::now();
+        match self
+            .store
+            .eval_tracked::<(i64, i64)>(&invocation, timeout)
+            .await
+        {
+            Ok((1, fence)) => Ok(Attempt::Acquired(Lease::new(
+                key.to_owned(),
+                redis_key,
+                token,
+                fence.max(0) as u64,
+                sent,
+                ttl,
+            ))),
+            Ok((_, holder_ttl)) => Ok(Attempt::Held {
+                ttl: u64::try_from(holder_ttl).ok().map(Duration::from_millis),
+            }),
+            Err((err, Some(connection))) => {
+                // The SET may still run after we stopped waiting; free it so the key does not
+                // sit locked by a token nobody holds until its TTL runs out.
+                self.forget(connection, redis_key, token, ttl);
+                Err(err)
+            }
+            Err((err, None)) => Err(err),
+        }
+    }
+
+    /// Sent on the connection the timed-out attempt went out on, so it runs after that
+    /// attempt whenever it runs; worth waiting for only as long as the lock could live.
+    fn forget(&self, connection: Connection, redis_key: Vec<u8>, token: String, ttl: Duration) {
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let mut invocation = scripts::RELEASE.key(&redis_key);
+            invocation.arg(&token);
+            let _ignored: Result<i64, _> = store.eval_on(&connection, &invocation, ttl).await;
+        });
+    }
+
+    /// One attempt plus up to `max_retries` more after `base`, `2 x base`, ... of sleep.
+    pub async fn acquire(
+        &self,
+        key: &str,
+        ttl: Duration,
+        max_retries: u32,
+        base_delay: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
+        let mut retries = 0;
+        loop {
+            check(cancel)?;
+            if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
+                return self.unless_cancelled(lease, cancel).await;
+            }
+            if retries == max_retries {
+                return Err(LockError::Locked {
+                    key: key.to_owned(),
+                    retries,
+                });
+            }
+            sleep(backoff::retry_delay(base_delay, retries), cancel).await?;
+            retries += 1;
+        }
+    }
+
+    /// Attempts until `timeout` has passed, polling every `poll` (sooner when the holder's
+    /// TTL runs out first). The last attempt is made at the deadline.
+    pub async fn wait(
+        &self,
+        key: &str,
+        ttl: Duration,
+        timeout: Duration,
+        poll: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
+        let deadline = Instant::now() + timeout;
+        let mut retries = 0;
+        loop {
+            check(cancel)?;
+            // No attempt may outlive the wait by more than a little grace.
+            let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
+            let bound = self.command_timeout.min(left);
+            let holder_ttl = match self.attempt_within(key, ttl, bound).await? {
+                Attempt::Acquired(lease) => return self.unless_cancelled(lease, cancel).await,
+                Attempt::Held { ttl } => ttl,
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(LockError::Locked {
+                    key: key.to_owned(),
+                    retries,
+                });
+            }
+            sleep(backoff::poll_delay(poll, holder_ttl, remaining), cancel).await?;
+            retries += 1;
+        }
+    }
+
+    /// Attempts until `max_wait` has passed, sleeping `delay(n)` after the n-th
+    /// failure (never past the deadline). `None` when the lock stayed held.
+    pub async fn acquire_within(
+        &self,
+        key: &str,
+        ttl: Duration,
+        max_wait: Duration,
+        delay: impl Fn(u32) -> Duration,
+    ) -> Result<Option<Lease>, LockError> {
+        let deadline = Instant::now() + max_wait;
+        let mut failures = 0;
+        loop {
+            if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
+                return Ok(Some(lease));
+            }
+            failures += 1;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Ok(None);
+            }
+            tokio::time::sleep(delay(failures).min(remaining)).await;
+        }
+    }
+
+    /// The refresh target of a lease: its key holds the token, nothing beside it.
+    pub fn target(&self, lease: &Lease, every: Duration) -> super::watchdog::Target {
+        super::watchdog::Target {
+            name: lease.key.clone(),
+            keys: vec![lease.redis_key.clone()],
+            token: lease.token.clone(),
+            expected: None,
+            ttl: lease.ttl(),
+            every,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    pub fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
+    /// A lock won after the caller gave up is released at once, not handed out.
+    async fn unless_cancelled(
+        &self,
+        lease: Lease,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
+        if cancel.is_cancelled() {
+            let _ignored = self.release(&lease).await;
+            return Err(LockError::Aborted);
+        }
+        Ok(lease)
+    }
+
+    /// Deletes the lock if it is still ours. Releasing twice, or after expiry, is a no-op;
+    /// the answer says whether Redis still had our lock.
+    pub async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
+        if lease.is_released() {
+            return Ok(false);
+        }
+        let mut invocation = scripts::RELEASE.key(&lease.redis_key);
+        invocation.arg(&lease.token);
+        let deleted: i64 = match self
+            .store
+            .eval(&invocation, self.bound_for(lease), Replay::Safe)
+            .await
+        {
+            Ok(deleted) => deleted,
+            // Redis did not answer before the lock ran out: it is gone either way.
+            Err(LockError::Timeout(_)) if lease.remaining().is_zero() => 0,
+            Err(err) => return Err(err),
+        };
+        lease.mark_released();
+        Ok(deleted == 1)
+    }
+
+    /// Adds `extra` to the lock's remaining TTL, if the lock is still ours.
+    pub async fn extend(&self, lease: &Lease, extra: Duration) -> Result<(), LockError> {
+        let not_held = || LockError::NotHeld {
+            key: lease.key.clone(),
+        };
+        if lease.is_released() {
+            return Err(not_held());
+        }
+        let mut invocation = scripts::EXTEND.key(&lease.redis_key);
+        invocation.arg(&lease.token).arg(extra.as_millis() as u64);
+        self.store.ensure_scripts(self.bound_for(lease)).await?;
+        let sent = Stamp::now();
+        let new_ttl: i64 = self
+            .store
+            .eval(&invocation, self.bound_for(lease), Replay::Never)
+            .await?;
+        if new_ttl <= 0 {
+            lease.mark_released();
+            return Err(not_held());
+        }
+        lease.extended(sent, Duration::from_millis(new_ttl as u64));
+        Ok(())
+    }
+
+    /// Waiting on a release or extend past the lock's own validity helps nobody: by then the
+    /// lock has expired either way.
+    fn bound_for(&self, lease: &Lease) -> Duration {
+        self.command_timeout.min(lease.remaining() + GRACE)
+    }
+
+    /// Writes `value` to the hash at `redis_key` unless a higher fence already wrote there.
+    pub async fn fenced_set(
+        &self,
+        redis_key: &[u8],
+        value: &str,
+        fence: &str,
+    ) -> Result<bool, LockError> {
+        if fence.len() != 15 || !fence.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(LockError::invalid_range(
+                "fence",
+                "fence must be a fencing token: 15 decimal digits, as handle.fence gives it",
+            ));
+        }
+        let mut invocation = scripts::FENCED_SET.key(redis_key);
+        invocation.arg(value).arg(fence);
+        let written: i64 = self
+            .store
+            .eval(&invocation, self.command_timeout, Replay::Safe)
+            .await?;
+        Ok(written == 1)
+    }
+
+    /// Whether anyone holds `key`. An unreachable Redis is an error, never `false`.
+    pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
+        let mut cmd = Cmd::new();
+        cmd.arg("EXISTS").arg(self.redis_key(key));
+        let count: i64 = self.store.query(&cmd, self.command_timeout).await?;
+        Ok(count > 0)
+    }
+}
+
+fn check(cancel: &CancellationToken) -> Result<(), LockError> {
+    if cancel.is_cancelled() {
+        Err(LockError::Aborted)
+    } else {
+        Ok(())
+    }
+}
+
+async fn sleep(delay: Duration, cancel: &CancellationToken) -> Result<(), LockError> {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => Ok(()),
+        _ = cancel.cancelled() => Err(LockError::Aborted),
+    }
+}

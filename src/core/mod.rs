@@ -1,0 +1,16 @@
+//! The lock engine: Redis, tokio and time, and nothing of JavaScript.
+
+pub mod backoff;
+pub mod clock;
+pub mod endpoint;
+pub mod error;
+pub mod exclusive;
+pub mod keys;
+pub mod lease;
+pub mod lock;
+pub mod scripts;
+pub mod store;
+pub mod sync;
+pub mod token;
+pub mod validate;
+pub mod watchdog;

@@ -1,0 +1,37 @@
+-- Take a free lock and number it in one step, so fence order is acquisition order.
+-- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] (optional) owner key; all one hash slot.
+-- ARGV[1] value of the lock key, ARGV[2] ttl in ms, ARGV[3] (with KEYS[3]) owner token.
+-- DistributedLock stores its token as the lock's value. ExclusiveLock stores the user's
+-- contents there, as the original package does, and its token in the owner key beside it;
+-- both keys get one absolute expiry, computed once (Redis before 7.2 reads the clock anew
+-- for every PX, so two PX in one script can differ), which refresh and release check.
+-- Every attempt has a fresh token, so finding our own token means this is the same attempt
+-- sent again after its connection dropped under it: it already won, and wins again with the
+-- fence it drew (the client counts validity from the first send, so nothing is extended).
+-- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
+local function won_before(owner_key, token)
+  -- pcall: a key of another type is simply not ours.
+  if redis.pcall('GET', owner_key) == token then
+    return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
+  end
+end
+
+if not KEYS[3] then
+  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {1, redis.call('INCR', KEYS[2])}
+  end
+  return won_before(KEYS[1], ARGV[1]) or {0, redis.call('PTTL', KEYS[1])}
+end
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  local ours = redis.pcall('GET', KEYS[1]) == ARGV[1] and same_expiry(KEYS[1], KEYS[3])
+  return (ours and won_before(KEYS[3], ARGV[3])) or {0, redis.call('PTTL', KEYS[1])}
+end
+local now = redis.call('TIME')
+local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], at)
+redis.call('SET', KEYS[3], ARGV[3])
+redis.call('PEXPIREAT', KEYS[3], at)
+return {1, redis.call('INCR', KEYS[2])}

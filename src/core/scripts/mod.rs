@@ -1,0 +1,33 @@
+//! The atomic operations, one Lua file each. A `Script` knows its SHA-1, so every call is an
+//! EVALSHA. The store loads every script once per connection (`Store::ensure_scripts`)
+//! before a lock is taken, so that an acquire is one round trip and its TTL is counted from
+//! the EVALSHA that ran; the redis crate still reloads and retries on a NOSCRIPT that slips
+//! through (a SCRIPT FLUSH without a reconnect). Lua scripts cannot share functions, so the
+//! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended.
+
+use redis::Script;
+use std::sync::LazyLock;
+
+const ACQUIRE_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("acquire.lua"));
+const RELEASE_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("release.lua"));
+const EXTEND_SOURCE: &str = include_str!("extend.lua");
+const REFRESH_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("refresh.lua"));
+const INSPECT_SOURCE: &str = include_str!("inspect.lua");
+const FENCED_SET_SOURCE: &str = include_str!("fenced_set.lua");
+
+/// Every script's source, for loading them all at once.
+pub const ALL_SOURCES: [&str; 6] = [
+    ACQUIRE_SOURCE,
+    RELEASE_SOURCE,
+    EXTEND_SOURCE,
+    REFRESH_SOURCE,
+    INSPECT_SOURCE,
+    FENCED_SET_SOURCE,
+];
+
+pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
+pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
+pub static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SOURCE));
+pub static REFRESH: LazyLock<Script> = LazyLock::new(|| Script::new(REFRESH_SOURCE));
+pub static INSPECT: LazyLock<Script> = LazyLock::new(|| Script::new(INSPECT_SOURCE));
+pub static FENCED_SET: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_SET_SOURCE));

@@ -1,0 +1,308 @@
+//! One multiplexed, self-reconnecting connection per distinct endpoint in the process, and
+//! the only way the rest of the core talks to Redis: every call is bounded by a timeout.
+
+use super::endpoint::Endpoint;
+use super::error::LockError;
+use super::sync::lock;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation};
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+const REFUSAL_BUDGET: Duration = Duration::from_millis(300);
+const REFUSAL_FIRST_PAUSE: Duration = Duration::from_millis(10);
+const REFUSAL_MAX_PAUSE: Duration = Duration::from_millis(50);
+
+/// Whether a call may be sent again after its connection dropped mid-request, when nobody
+/// can tell if Redis ran it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Running it twice leaves Redis as running it once did (a read, a compare-and-delete, an
+    /// absolute expiry, an acquire that re-grants its own token).
+    Safe,
+    /// A second run would change more (extend adds to the remaining TTL).
+    Never,
+}
+
+/// One connection, kept by a caller that must send a follow-up on the same socket.
+#[derive(Clone)]
+pub struct Connection(ConnectionManager);
+
+pub struct Store {
+    endpoint: Endpoint,
+    manager: Mutex<Option<ConnectionManager>>,
+    /// Set once the server turned down HELLO 3; from then on we speak RESP2.
+    resp2_only: AtomicBool,
+    watchdog: super::watchdog::Slot,
+    /// Signalled when the socket drops (or a call timed out and the connection was
+    /// abandoned), so the watchdog re-checks its locks as soon as Redis answers again.
+    dropped: Arc<Notify>,
+    /// Every script is loaded on the current connection (cleared when it drops or is
+    /// abandoned: a restarted Redis has an empty script cache).
+    scripts_ready: Arc<AtomicBool>,
+}
+
+static REGISTRY: LazyLock<Mutex<HashMap<Endpoint, Weak<Store>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+impl Store {
+    /// The store for `endpoint`, shared with every other live user of the same settings. The
+    /// connection itself opens on the first command, so constructing never blocks or fails.
+    pub fn shared(endpoint: Endpoint) -> Arc<Store> {
+        let mut registry = lock(&REGISTRY);
+        if let Some(store) = registry.get(&endpoint).and_then(Weak::upgrade) {
+            return store;
+        }
+        registry.retain(|_, store| store.strong_count() > 0);
+        let store = Arc::new(Store {
+            endpoint: endpoint.clone(),
+            manager: Mutex::new(None),
+            resp2_only: AtomicBool::new(false),
+            watchdog: Mutex::new(Weak::new()),
+            dropped: Arc::new(Notify::new()),
+            scripts_ready: Arc::new(AtomicBool::new(false)),
+        });
+        registry.insert(endpoint, Arc::downgrade(&store));
+        store
+    }
+
+    pub(crate) fn watchdog_slot(&self) -> MutexGuard<'_, Weak<super::watchdog::Watchdog>> {
+        lock(&self.watchdog)
+    }
+
+    /// Resolves after the connection dropped (one waiter: the watchdog).
+    pub fn dropped(&self) -> &Notify {
+        &self.dropped
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Must run inside the tokio runtime: the manager spawns its driver task there.
+    fn manager(&self) -> Result<ConnectionManager, LockError> {
+        let mut slot = lock(&self.manager);
+        if let Some(manager) = slot.as_ref() {
+            return Ok(manager.clone());
+        }
+        let resp3 = !self.resp2_only.load(Ordering::Relaxed);
+        let client = self.endpoint.client(resp3)?;
+        // No retries inside the manager: it would retry a rejected AUTH as patiently as a
+        // refused connection. `call_tracked` retries refused connections itself, and the
+        // manager reconnects whenever a call finds the connection dead. Per-call timeouts
+        // bound everything, so the manager has no response timeout.
+        let mut config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
+            .set_connection_timeout(Some(self.endpoint.connect_timeout))
+            .set_response_timeout(None);
+        if resp3 {
+            let (dropped, scripts_ready) = (self.dropped.clone(), self.scripts_ready.clone());
+            config = config.set_push_sender(move |push: redis::PushInfo| {
+                if push.kind == redis::PushKind::Disconnection {
+                    scripts_ready.store(false, Ordering::Relaxed);
+                    dropped.notify_one();
+                }
+                Ok::<(), std::convert::Infallible>(())
+            });
+        }
+        let manager = ConnectionManager::new_lazy_with_config(client, config)?;
+        *slot = Some(manager.clone());
+        Ok(manager)
+    }
+
+    /// Forget the manager after an error that reconnecting with the same manager cannot fix
+    /// (a rejected AUTH leaves its shared connect future failed for good).
+    fn discard_manager(&self) {
+        *lock(&self.manager) = None;
+        self.scripts_ready.store(false, Ordering::Relaxed);
+    }
+
+    /// Loads every script on the current connection, once: one round trip after each
+    /// (re)connect, so no lock's TTL is counted from an EVALSHA that came back NOSCRIPT.
+    pub async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
+        if self.scripts_ready.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut pipe = Pipeline::with_capacity(super::scripts::ALL_SOURCES.len());
+        for source in super::scripts::ALL_SOURCES {
+            pipe.cmd("SCRIPT").arg("LOAD").arg(source);
+        }
+        let _hashes: Vec<String> = self
+            .call(timeout, Replay::Safe, |mut con| {
+                let pipe = &pipe;
+                async move { pipe.query_async(&mut con).await }
+            })
+            .await?;
+        self.scripts_ready.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A NOSCRIPT came back: the scripts must be loaded again.
+    pub fn scripts_lost(&self) {
+        self.scripts_ready.store(false, Ordering::Relaxed);
+    }
+
+    /// Runs `op` on the shared connection within `timeout`. A server that turns down RESP3
+    /// gets one transparent retry over RESP2, within the same bound.
+    async fn call<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        replay: Replay,
+        op: F,
+    ) -> Result<T, LockError>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        self.call_tracked(timeout, replay, op)
+            .await
+            .map_err(|(err, _)| err)
+    }
+
+    /// As `call`; a timeout also hands back the connection the unanswered request went out
+    /// on, which the connection slot no longer holds.
+    async fn call_tracked<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        replay: Replay,
+        op: F,
+    ) -> Result<T, (LockError, Option<Connection>)>
+    where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut refused_since = None;
+        let mut pause = REFUSAL_FIRST_PAUSE;
+        loop {
+            let started = tokio::time::Instant::now();
+            let manager = self.manager().map_err(|err| (err, None))?;
+            let reply = tokio::time::timeout_at(deadline, op(manager.clone())).await;
+            let err = match reply {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) => err,
+                Err(_) => {
+                    // A request that got no reply keeps its place in the connection's reply
+                    // queue; if its bytes were lost, every later reply would go to the wrong
+                    // caller. Start afresh. (Every operation checks the owner token, so a late
+                    // execution on the old socket is harmless.)
+                    self.discard_manager();
+                    self.dropped.notify_one();
+                    let err =
+                        LockError::Timeout(format!("no reply within {} ms", timeout.as_millis()));
+                    return Err((err, Some(Connection(manager))));
+                }
+            };
+            if refuses_resp3(&err) && !self.resp2_only.swap(true, Ordering::Relaxed) {
+                self.discard_manager();
+                continue;
+            }
+            // A refused connection means the command was never sent, so trying again is
+            // safe: every failed call makes the manager reconnect. Brief pauses (10 ms
+            // doubling to 50 ms, about 0.3 s in all) carry a call across a Redis restart and
+            // find Redis within 50 ms of it accepting again; a longer outage is reported.
+            // A connection reset under a request (a restarting Redis still completes TCP
+            // handshakes until its process exits) may or may not have run it, so only a call
+            // that is safe to run twice goes again.
+            let resendable = err.is_connection_refusal()
+                || (replay == Replay::Safe && err.is_connection_dropped());
+            if resendable {
+                let since = *refused_since.get_or_insert(started);
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if since.elapsed() < REFUSAL_BUDGET && left > pause {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(REFUSAL_MAX_PAUSE);
+                    continue;
+                }
+            }
+            // Rejected credentials leave the manager's connect future failed for good, so
+            // start afresh next time; a NOPERM on one key is no reason to reconnect.
+            if err.kind() == redis::ErrorKind::AuthenticationFailed
+                || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+            {
+                self.discard_manager();
+            }
+            return Err((LockError::from(err), None));
+        }
+    }
+
+    /// As `eval`; on a timeout, also the connection the request is still queued on.
+    pub async fn eval_tracked<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+    ) -> Result<T, (LockError, Option<Connection>)> {
+        self.call_tracked(timeout, Replay::Safe, |mut con| async move {
+            invocation.invoke_async(&mut con).await
+        })
+        .await
+    }
+
+    /// Runs a script on one given connection, behind whatever is still queued on it.
+    pub async fn eval_on<T: FromRedisValue>(
+        &self,
+        connection: &Connection,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+    ) -> Result<T, LockError> {
+        let mut con = connection.0.clone();
+        match tokio::time::timeout(timeout, invocation.invoke_async(&mut con)).await {
+            Ok(reply) => reply.map_err(LockError::from),
+            Err(_) => Err(LockError::Timeout(format!(
+                "no reply within {} ms",
+                timeout.as_millis()
+            ))),
+        }
+    }
+
+    pub async fn eval<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+        replay: Replay,
+    ) -> Result<T, LockError> {
+        self.call(timeout, replay, |mut con| async move {
+            invocation.invoke_async(&mut con).await
+        })
+        .await
+    }
+
+    /// Sends a whole pipeline in one write and returns each command's own result, so one
+    /// failing command does not hide the answers to the others.
+    pub async fn pipeline(
+        &self,
+        pipe: &Pipeline,
+        timeout: Duration,
+    ) -> Result<Vec<RedisResult<i64>>, LockError> {
+        self.call(timeout, Replay::Safe, |mut con| async move {
+            pipe.query_async(&mut con).await
+        })
+        .await
+    }
+
+    pub async fn query<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        timeout: Duration,
+    ) -> Result<T, LockError> {
+        self.call(timeout, Replay::Safe, |mut con| async move {
+            cmd.query_async(&mut con).await
+        })
+        .await
+    }
+}
+
+/// Redis before 6 answers HELLO with "unknown command"; a server with HELLO renamed away does
+/// the same. The manager's connect then fails for good, so we fall back to RESP2.
+fn refuses_resp3(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    text.contains("HELLO") && (text.contains("unknown command") || text.contains("NOPROTO"))
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -1,0 +1,133 @@
+// Each test binary compiles this module on its own and uses only part of it.
+#![allow(dead_code)]
+
+//! A private redis-server on a free loopback port, stopped by its pid when dropped.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct RedisServer {
+    pub port: u16,
+    child: Child,
+    extra: Vec<String>,
+    _dir: TempDir,
+}
+
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr").port()
+}
+
+fn ready(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0u8; 16];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream
+            .read(&mut reply)
+            .map(|n| reply[..n].starts_with(b"+PONG"))
+            .unwrap_or(false)
+}
+
+impl RedisServer {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(extra: &[&str]) -> Self {
+        let port = free_port();
+        let (child, dir) = Self::spawn(port, extra);
+        let server = RedisServer {
+            port,
+            child,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            _dir: TempDir(dir),
+        };
+        server.wait_ready();
+        server
+    }
+
+    /// Stops the server and starts an empty one on the same port.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let (child, _dir) = Self::spawn(self.port, &extra);
+        self.child = child;
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ready(self.port) {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn spawn(port: u16, extra: &[&str]) -> (Child, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("nrl-rust-{port}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--logfile", ""])
+            .arg("--dir")
+            .arg(&dir)
+            .args(extra)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect(
+                "redis-server must be installed to run these tests (apt-get install redis-server)",
+            );
+        (child, dir)
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A plain connection for checking what the lock wrote.
+    pub fn raw(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("raw connection")
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,235 @@
+//! The core against a real redis-server: what lands in Redis, and how the operations behave.
+
+mod common;
+
+use common::RedisServer;
+use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::error::LockError;
+use native_redis_lock::core::lock::{Attempt, Locker};
+use native_redis_lock::core::store::Store;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+fn locker(server: &RedisServer, prefix: &str, timeout: Duration) -> Arc<Locker> {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(server.url()),
+        connect_timeout: Some(timeout),
+        ..Default::default()
+    })
+    .expect("endpoint");
+    Arc::new(Locker::new(Store::shared(endpoint), prefix, timeout))
+}
+
+async fn take(locker: &Locker, key: &str, ttl: Duration) -> native_redis_lock::core::lease::Lease {
+    match locker.attempt(key, ttl).await.expect("attempt") {
+        Attempt::Acquired(lease) => lease,
+        Attempt::Held { .. } => panic!("{key} unexpectedly held"),
+    }
+}
+
+#[tokio::test]
+async fn acquire_stores_the_token_under_the_prefixed_key_with_the_ttl() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let lease = take(&locks, "user:1", MS(5000)).await;
+    let mut raw = server.raw();
+    let value: String = redis::cmd("GET")
+        .arg("lock:user:1")
+        .query(&mut raw)
+        .unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("lock:user:1")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(value, lease.token);
+    assert!((4000..=5000).contains(&ttl), "{ttl}");
+    let fence: i64 = redis::cmd("GET")
+        .arg("{lock:user:1}:fence")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(fence as u64, lease.fence);
+}
+
+#[tokio::test]
+async fn a_held_lock_reports_its_holders_remaining_ttl() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let _lease = take(&locks, "k", MS(3000)).await;
+    match locks.attempt("k", MS(1000)).await.unwrap() {
+        Attempt::Held { ttl: Some(ttl) } => assert!(ttl > MS(2000) && ttl <= MS(3000)),
+        _ => panic!("expected the lock to be held with a ttl"),
+    }
+}
+
+#[tokio::test]
+async fn fences_increase_across_holders() {
+    let server = RedisServer::start();
+    let a = locker(&server, "lock:", MS(2000));
+    let b = locker(&server, "lock:", MS(2000));
+    let mut last = 0;
+    for i in 0..10 {
+        let locks = if i % 2 == 0 { &a } else { &b };
+        let lease = take(locks, "fenced", MS(1000)).await;
+        assert!(lease.fence > last);
+        last = lease.fence;
+        assert!(locks.release(&lease).await.unwrap());
+    }
+}
+
+#[tokio::test]
+async fn release_and_extend_never_touch_another_holders_lock() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let stale = take(&locks, "shared", MS(100)).await;
+    tokio::time::sleep(MS(150)).await;
+    let current = take(&locks, "shared", MS(5000)).await;
+    assert!(!locks.release(&stale).await.unwrap());
+    let err = locks.extend(&stale, MS(60_000)).await.unwrap_err();
+    assert_eq!(err.code(), "ENOTHELD");
+    let mut raw = server.raw();
+    let value: String = redis::cmd("GET")
+        .arg("lock:shared")
+        .query(&mut raw)
+        .unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg("lock:shared")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(value, current.token);
+    assert!(ttl <= 5000);
+}
+
+#[tokio::test]
+async fn extend_adds_to_the_remaining_ttl() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let lease = take(&locks, "ext", MS(2000)).await;
+    let before = lease.expires_at_ms();
+    locks.extend(&lease, MS(3000)).await.unwrap();
+    let mut raw = server.raw();
+    let ttl: i64 = redis::cmd("PTTL").arg("lock:ext").query(&mut raw).unwrap();
+    assert!((4500..=5000).contains(&ttl), "{ttl}");
+    assert!(lease.expires_at_ms() >= before + 2900);
+    assert!(lease.is_held());
+}
+
+#[tokio::test]
+async fn retries_back_off_exponentially_then_give_up() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let _held = take(&locks, "busy", MS(10_000)).await;
+    let started = Instant::now();
+    let err = locks
+        .acquire("busy", MS(1000), 2, MS(50), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    assert_eq!(
+        err,
+        LockError::Locked {
+            key: "busy".into(),
+            retries: 2
+        }
+    );
+    assert!(elapsed >= MS(150) && elapsed < MS(600), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn waiting_ends_when_the_holder_releases() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let held = take(&locks, "wait", MS(10_000)).await;
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .wait(
+                    "wait",
+                    MS(1000),
+                    MS(3000),
+                    MS(20),
+                    &CancellationToken::new(),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(MS(100)).await;
+    locks.release(&held).await.unwrap();
+    let lease = waiter.await.unwrap().expect("acquired after release");
+    assert!(lease.fence > held.fence);
+}
+
+#[tokio::test]
+async fn cancelling_stops_a_wait_at_once() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let _held = take(&locks, "cancel", MS(10_000)).await;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(MS(50)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let err = locks
+        .wait("cancel", MS(1000), MS(5000), MS(1000), &cancel)
+        .await
+        .unwrap_err();
+    assert_eq!(err, LockError::Aborted);
+    assert!(started.elapsed() < MS(500));
+}
+
+#[tokio::test]
+async fn a_paused_server_times_out_within_the_bound() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(200));
+    assert!(!locks.is_locked("x").await.unwrap());
+    server.signal("-STOP");
+    let started = Instant::now();
+    let err = locks.is_locked("x").await.unwrap_err();
+    let elapsed = started.elapsed();
+    server.signal("-CONT");
+    assert_eq!(err.code(), "ETIMEDOUT");
+    assert!(elapsed >= MS(190) && elapsed < MS(1000), "{elapsed:?}");
+}
+
+#[tokio::test]
+async fn nothing_listening_is_a_connection_error_not_contention() {
+    let server = RedisServer::start();
+    let port = server.port;
+    drop(server);
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        port: Some(port),
+        ..Default::default()
+    })
+    .unwrap();
+    let locks = Locker::new(Store::shared(endpoint), "lock:", MS(1000));
+    let err = locks.is_locked("x").await.unwrap_err();
+    assert_eq!(err.code(), "ECONNECTION");
+    let err = locks.attempt("x", MS(1000)).await.err().expect("must fail");
+    assert!(err.is_infrastructure());
+}
+
+#[tokio::test]
+async fn a_server_without_hello_is_spoken_to_in_resp2() {
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let locks = locker(&server, "lock:", MS(2000));
+    let lease = take(&locks, "old-server", MS(1000)).await;
+    assert!(locks.is_locked("old-server").await.unwrap());
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+// Multi-threaded so the connection's background tasks run while this thread blocks in
+// `restart`, as they do under Node, where the runtime never waits on the JS thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn the_first_call_after_a_restart_succeeds() {
+    let mut server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let _lease = take(&locks, "restart", MS(10_000)).await;
+    server.restart();
+    // The restarted server is empty: the lock is gone, and the call reconnects by itself.
+    assert!(!locks.is_locked("restart").await.unwrap());
+}

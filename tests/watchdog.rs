@@ -1,0 +1,253 @@
+//! The refresh scheduler against a real redis-server.
+
+mod common;
+
+use common::RedisServer;
+use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::error::LockError;
+use native_redis_lock::core::lease::Lease;
+use native_redis_lock::core::lock::{Attempt, Locker};
+use native_redis_lock::core::store::Store;
+use native_redis_lock::core::watchdog::{Heartbeat, Limits, Sink, Target, Watch, Watchdog};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+#[derive(Default)]
+struct Recorder {
+    refreshed: Mutex<u32>,
+    lost: Mutex<Option<(Instant, LockError)>>,
+}
+
+impl Sink for Recorder {
+    fn refreshed(&self, _sent: Instant, _ttl: Duration) {
+        *self.refreshed.lock().unwrap() += 1;
+    }
+    fn lost(&self, error: LockError) {
+        *self.lost.lock().unwrap() = Some((Instant::now(), error));
+    }
+}
+
+impl Recorder {
+    fn refreshes(&self) -> u32 {
+        *self.refreshed.lock().unwrap()
+    }
+    fn lost_at(&self) -> Option<(Instant, String)> {
+        self.lost
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(at, e)| (*at, e.code().to_string()))
+    }
+}
+
+struct Fixture {
+    server: RedisServer,
+    store: Arc<Store>,
+    locks: Locker,
+}
+
+fn fixture() -> Fixture {
+    let server = RedisServer::start();
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(server.url()),
+        ..Default::default()
+    })
+    .unwrap();
+    let store = Store::shared(endpoint);
+    let locks = Locker::new(store.clone(), "lock:", MS(1000));
+    Fixture {
+        server,
+        store,
+        locks,
+    }
+}
+
+impl Fixture {
+    async fn hold(
+        &self,
+        key: &str,
+        ttl: Duration,
+        every: Duration,
+        limits: Limits,
+    ) -> (Lease, Arc<Recorder>, Watch) {
+        let sent = Instant::now();
+        let lease = match self.locks.attempt(key, ttl).await.unwrap() {
+            Attempt::Acquired(lease) => lease,
+            Attempt::Held { .. } => panic!("{key} is held"),
+        };
+        let watchdog = Watchdog::of(&self.store);
+        watchdog.prepare(MS(1000)).await.unwrap();
+        let recorder = Arc::new(Recorder::default());
+        let target = Target {
+            name: key.into(),
+            keys: vec![lease.redis_key.clone()],
+            token: lease.token.clone(),
+            expected: None,
+            ttl,
+            every,
+        };
+        let watch = watchdog.watch(&target, sent, limits, recorder.clone());
+        (lease, recorder, watch)
+    }
+
+    fn pttl(&self, key: &str) -> i64 {
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut self.server.raw())
+            .unwrap()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn keeps_a_lock_alive_for_many_ttls_and_stops_when_told() {
+    let f = fixture();
+    let (_lease, recorder, watch) = f.hold("alive", MS(300), MS(100), Limits::default()).await;
+    tokio::time::sleep(MS(1500)).await;
+    assert!(f.pttl("lock:alive") > 100, "TTL was not pushed back");
+    assert!(recorder.refreshes() >= 10, "{}", recorder.refreshes());
+    assert!(recorder.lost_at().is_none());
+    watch.stop();
+    let after = recorder.refreshes();
+    tokio::time::sleep(MS(400)).await;
+    assert_eq!(recorder.refreshes(), after);
+    assert_eq!(f.pttl("lock:alive"), -2, "the lock should have expired");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_deleted_lock_is_reported_lost_at_the_next_refresh() {
+    let f = fixture();
+    let (_lease, recorder, _watch) = f
+        .hold("deleted", MS(1000), MS(100), Limits::default())
+        .await;
+    tokio::time::sleep(MS(150)).await;
+    let _: i64 = redis::cmd("DEL")
+        .arg("lock:deleted")
+        .query(&mut f.server.raw())
+        .unwrap();
+    let deleted_at = Instant::now();
+    tokio::time::sleep(MS(300)).await;
+    let (at, code) = recorder.lost_at().expect("lost");
+    assert_eq!(code, "ELOST");
+    assert!(at.duration_since(deleted_at) < MS(200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn an_overwritten_lock_is_lost_and_never_extended() {
+    let f = fixture();
+    let (_lease, recorder, _watch) = f.hold("taken", MS(1000), MS(100), Limits::default()).await;
+    let _: () = redis::cmd("SET")
+        .arg("lock:taken")
+        .arg("someone-else")
+        .arg("PX")
+        .arg(5000)
+        .query(&mut f.server.raw())
+        .unwrap();
+    tokio::time::sleep(MS(400)).await;
+    assert!(recorder.lost_at().is_some());
+    let value: String = redis::cmd("GET")
+        .arg("lock:taken")
+        .query(&mut f.server.raw())
+        .unwrap();
+    assert_eq!(value, "someone-else");
+    assert!(f.pttl("lock:taken") <= 5000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn an_unreachable_redis_means_lost_at_the_deadline_not_later() {
+    let f = fixture();
+    let (_lease, recorder, _watch) = f
+        .hold("partition", MS(600), MS(200), Limits::default())
+        .await;
+    tokio::time::sleep(MS(250)).await;
+    f.server.signal("-STOP");
+    let paused_at = Instant::now();
+    tokio::time::sleep(MS(900)).await;
+    f.server.signal("-CONT");
+    let (at, code) = recorder.lost_at().expect("lost while Redis was paused");
+    assert_eq!(code, "ELOST");
+    // The last confirmed refresh was sent at most 200 ms before the pause: deadline <= 600 ms.
+    assert!(
+        at.duration_since(paused_at) <= MS(650),
+        "{:?}",
+        at.duration_since(paused_at)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_stalled_heartbeat_stops_the_refreshes() {
+    let f = fixture();
+    let heartbeat = Arc::new(Heartbeat::default());
+    heartbeat.beat();
+    let limits = Limits {
+        stall: Some((heartbeat.clone(), MS(300))),
+        hold_until: None,
+    };
+    let (_lease, recorder, _watch) = f.hold("stall", MS(400), MS(100), limits).await;
+    for _ in 0..6 {
+        tokio::time::sleep(MS(100)).await;
+        heartbeat.beat();
+    }
+    assert!(
+        recorder.lost_at().is_none(),
+        "beating holder must keep the lock"
+    );
+    let stopped = Instant::now();
+    tokio::time::sleep(MS(500)).await;
+    let (at, _) = recorder.lost_at().expect("given up after max stall");
+    assert!(at.duration_since(stopped) >= MS(200) && at.duration_since(stopped) < MS(450));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn max_hold_gives_a_lock_up() {
+    let f = fixture();
+    let limits = Limits {
+        stall: None,
+        hold_until: Some(tokio::time::Instant::now() + MS(300)),
+    };
+    let (_lease, recorder, _watch) = f.hold("hold", MS(400), MS(100), limits).await;
+    tokio::time::sleep(MS(500)).await;
+    assert!(recorder.lost_at().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn refreshes_survive_a_script_flush() {
+    let f = fixture();
+    let (_lease, recorder, _watch) = f.hold("flush", MS(300), MS(100), Limits::default()).await;
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut f.server.raw())
+        .unwrap();
+    tokio::time::sleep(MS(700)).await;
+    assert!(recorder.lost_at().is_none());
+    assert!(f.pttl("lock:flush") > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_thousand_locks_cost_one_pipeline_per_tick() {
+    let f = fixture();
+    let watchdog = Watchdog::of(&f.store);
+    let mut held = Vec::new();
+    for i in 0..1000 {
+        held.push(
+            f.hold(&format!("many:{i}"), MS(600), MS(200), Limits::default())
+                .await,
+        );
+    }
+    // Locks acquired one after another start in many phases; give them two periods to merge.
+    tokio::time::sleep(MS(400)).await;
+    let before = watchdog.stats();
+    tokio::time::sleep(MS(1000)).await;
+    let after = watchdog.stats();
+    let pipelines = after.pipelines - before.pipelines;
+    let refreshes = after.refreshes - before.refreshes;
+    assert_eq!(after.watched, 1000);
+    assert!(refreshes >= 4000, "{refreshes} refreshes in 1 s");
+    // Five periods in a second, at most two pipelines each once merged: far from 1000 per tick.
+    assert!(
+        pipelines <= 12,
+        "{pipelines} pipelines for {refreshes} refreshes"
+    );
+    assert!(held.iter().all(|(_, r, _)| r.lost_at().is_none()));
+}
