@@ -10,6 +10,7 @@ use super::lease::Lease;
 use super::scripts;
 use super::store::{Connection, Replay, Store};
 use super::token;
+use super::wake::{self, Ticket};
 use redis::Cmd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -131,6 +132,7 @@ impl Locker {
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
         let mut retries = 0;
+        let mut ticket: Option<Ticket> = None;
         loop {
             check(cancel)?;
             if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
@@ -142,7 +144,14 @@ impl Locker {
                     retries,
                 });
             }
-            sleep(backoff::retry_delay(base_delay, retries), cancel).await?;
+            let ticket = ticket.get_or_insert_with(|| self.join(key));
+            let due = Instant::now() + backoff::retry_delay(base_delay, retries);
+            if let Some(lease) = self
+                .attempts_on_release(key, ttl, ticket, due, cancel)
+                .await?
+            {
+                return self.unless_cancelled(lease, cancel).await;
+            }
             retries += 1;
         }
     }
@@ -159,6 +168,7 @@ impl Locker {
     ) -> Result<Lease, LockError> {
         let deadline = Instant::now() + timeout;
         let mut retries = 0;
+        let ticket = self.join(key);
         loop {
             check(cancel)?;
             // No attempt may outlive the wait by more than a little grace.
@@ -175,7 +185,9 @@ impl Locker {
                     retries,
                 });
             }
-            sleep(backoff::poll_delay(poll, holder_ttl, remaining), cancel).await?;
+            let due = Instant::now() + backoff::poll_delay(poll, holder_ttl, remaining);
+            // A release cuts the poll short; the next attempt is the loop's own.
+            self.pause_until(&ticket, due, cancel).await?;
             retries += 1;
         }
     }
@@ -191,6 +203,8 @@ impl Locker {
     ) -> Result<Option<Lease>, LockError> {
         let deadline = Instant::now() + max_wait;
         let mut failures = 0;
+        let ticket = self.join(key);
+        let never = CancellationToken::new();
         loop {
             if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
                 return Ok(Some(lease));
@@ -200,7 +214,13 @@ impl Locker {
             if remaining.is_zero() {
                 return Ok(None);
             }
-            tokio::time::sleep(delay(failures).min(remaining)).await;
+            let due = Instant::now() + delay(failures).min(remaining);
+            let won = self
+                .attempts_on_release(key, ttl, &ticket, due, &never)
+                .await?;
+            if won.is_some() {
+                return Ok(won);
+            }
         }
     }
 
@@ -244,7 +264,9 @@ impl Locker {
             return Ok(false);
         }
         let mut invocation = scripts::RELEASE.key(&lease.redis_key);
-        invocation.arg(&lease.token);
+        invocation
+            .arg(&lease.token)
+            .arg(wake::channel(&lease.redis_key));
         let deleted: i64 = match self
             .store
             .eval(&invocation, self.bound_for(lease), Replay::Safe)
@@ -283,6 +305,58 @@ impl Locker {
         Ok(())
     }
 
+    /// Queues a waiter for `key`'s release announcements.
+    fn join(&self, key: &str) -> Ticket {
+        self.store.wakes().join(wake::channel(&self.redis_key(key)))
+    }
+
+    /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and
+    /// says which. Subscribes first (once per lock and connection; best effort: the sleep is
+    /// the safety net, so a wait never fails for want of a subscription).
+    async fn pause_until(
+        &self,
+        ticket: &Ticket,
+        due: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Pause, LockError> {
+        if !ticket.is_subscribed() {
+            let left = due.saturating_duration_since(Instant::now());
+            self.store
+                .subscribe(ticket, left.min(self.command_timeout))
+                .await;
+        }
+        let left = due.saturating_duration_since(Instant::now());
+        let pause = tokio::select! {
+            _ = ticket.woken() => Pause::Woken,
+            result = sleep(left, cancel) => {
+                result?;
+                Pause::Due
+            }
+        };
+        // From here on, a release announced is news for this waiter again.
+        ticket.rearm();
+        Ok(pause)
+    }
+
+    /// Until `due` (a retry's scheduled time), tries again whenever a release is announced.
+    /// Those tries are extra: a failed one leaves the retry count and its schedule as they
+    /// were, so the caller's backoff stays the original package's.
+    async fn attempts_on_release(
+        &self,
+        key: &str,
+        ttl: Duration,
+        ticket: &Ticket,
+        due: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Lease>, LockError> {
+        while self.pause_until(ticket, due, cancel).await? == Pause::Woken {
+            if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
+                return Ok(Some(lease));
+            }
+        }
+        Ok(None)
+    }
+
     /// Waiting on a release or extend past the lock's own validity helps nobody: by then the
     /// lock has expired either way.
     fn bound_for(&self, lease: &Lease) -> Duration {
@@ -318,6 +392,12 @@ impl Locker {
         let count: i64 = self.store.query(&cmd, self.command_timeout).await?;
         Ok(count > 0)
     }
+}
+
+#[derive(PartialEq, Eq)]
+enum Pause {
+    Woken,
+    Due,
 }
 
 fn check(cancel: &CancellationToken) -> Result<(), LockError> {

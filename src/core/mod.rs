@@ -13,4 +13,5 @@ pub mod store;
 pub mod sync;
 pub mod token;
 pub mod validate;
+pub mod wake;
 pub mod watchdog;

@@ -4,6 +4,7 @@
 use super::endpoint::Endpoint;
 use super::error::LockError;
 use super::sync::lock;
+use super::wake::{Ticket, Wakes};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation};
 use std::collections::HashMap;
@@ -16,6 +17,9 @@ use tokio::sync::Notify;
 const REFUSAL_BUDGET: Duration = Duration::from_millis(300);
 const REFUSAL_FIRST_PAUSE: Duration = Duration::from_millis(10);
 const REFUSAL_MAX_PAUSE: Duration = Duration::from_millis(50);
+/// Channels nobody waits on stay subscribed (the next wait on the same lock skips the
+/// SUBSCRIBE) until there are more than this many.
+const IDLE_SUBSCRIPTIONS: usize = 64;
 
 /// Whether a call may be sent again after its connection dropped mid-request, when nobody
 /// can tell if Redis ran it.
@@ -44,6 +48,7 @@ pub struct Store {
     /// Every script is loaded on the current connection (cleared when it drops or is
     /// abandoned: a restarted Redis has an empty script cache).
     scripts_ready: Arc<AtomicBool>,
+    wakes: Arc<Wakes>,
 }
 
 static REGISTRY: LazyLock<Mutex<HashMap<Endpoint, Weak<Store>>>> =
@@ -65,6 +70,7 @@ impl Store {
             watchdog: Mutex::new(Weak::new()),
             dropped: Arc::new(Notify::new()),
             scripts_ready: Arc::new(AtomicBool::new(false)),
+            wakes: Arc::new(Wakes::default()),
         });
         registry.insert(endpoint, Arc::downgrade(&store));
         store
@@ -101,13 +107,25 @@ impl Store {
             .set_response_timeout(None);
         if resp3 {
             let (dropped, scripts_ready) = (self.dropped.clone(), self.scripts_ready.clone());
-            config = config.set_push_sender(move |push: redis::PushInfo| {
-                if push.kind == redis::PushKind::Disconnection {
-                    scripts_ready.store(false, Ordering::Relaxed);
-                    dropped.notify_one();
-                }
-                Ok::<(), std::convert::Infallible>(())
-            });
+            let wakes = self.wakes.clone();
+            config = config.set_automatic_resubscription().set_push_sender(
+                move |push: redis::PushInfo| {
+                    match push.kind {
+                        redis::PushKind::Disconnection => {
+                            scripts_ready.store(false, Ordering::Relaxed);
+                            dropped.notify_one();
+                            wakes.connection_lost();
+                        }
+                        redis::PushKind::Message => {
+                            if let Some(redis::Value::BulkString(channel)) = push.data.first() {
+                                wakes.released(channel);
+                            }
+                        }
+                        _ => {}
+                    }
+                    Ok::<(), std::convert::Infallible>(())
+                },
+            );
         }
         let manager = ConnectionManager::new_lazy_with_config(client, config)?;
         *slot = Some(manager.clone());
@@ -119,6 +137,39 @@ impl Store {
     fn discard_manager(&self) {
         *lock(&self.manager) = None;
         self.scripts_ready.store(false, Ordering::Relaxed);
+        self.wakes.connection_lost();
+    }
+
+    pub fn wakes(&self) -> &Arc<Wakes> {
+        &self.wakes
+    }
+
+    /// Subscribes the connection to a waiter's channel. `false` when it could not: a RESP2
+    /// connection carries no pushes beside replies, and a failed SUBSCRIBE is no reason to
+    /// fail a wait that polls anyway.
+    pub async fn subscribe(&self, ticket: &Ticket, timeout: Duration) -> bool {
+        if self.resp2_only.load(Ordering::Relaxed) {
+            return false;
+        }
+        let work = async {
+            let _switching = self.wakes.switching.lock().await;
+            if ticket.is_subscribed() {
+                return true;
+            }
+            let Ok(mut manager) = self.manager() else {
+                return false;
+            };
+            let idle = self.wakes.take_idle(IDLE_SUBSCRIPTIONS);
+            if !idle.is_empty() && manager.unsubscribe(idle).await.is_err() {
+                return false;
+            }
+            if manager.subscribe(ticket.channel()).await.is_err() {
+                return false;
+            }
+            self.wakes.mark_subscribed(ticket.channel());
+            true
+        };
+        tokio::time::timeout(timeout, work).await.unwrap_or(false)
     }
 
     /// Loads every script on the current connection, once: one round trip after each

@@ -1,0 +1,126 @@
+//! Wake-up on release: waiters poll rarely here (5 s), so only the release can explain a
+//! prompt acquisition.
+
+mod common;
+
+use common::RedisServer;
+use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::lock::{Attempt, Locker};
+use native_redis_lock::core::store::Store;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+const SLOW_POLL: Duration = Duration::from_secs(5);
+
+/// A locker on its own connection, as a separate process would have (settings that differ
+/// in anything, here the connect timeout, get connections of their own).
+fn process(server: &RedisServer, n: u64) -> Arc<Locker> {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(server.url()),
+        connect_timeout: Some(MS(2000 + n)),
+        ..Default::default()
+    })
+    .expect("endpoint");
+    Arc::new(Locker::new(Store::shared(endpoint), "lock:", MS(2000)))
+}
+
+async fn take(locks: &Locker, key: &str) -> native_redis_lock::core::lease::Lease {
+    match locks.attempt(key, MS(30_000)).await.expect("attempt") {
+        Attempt::Acquired(lease) => lease,
+        Attempt::Held { .. } => panic!("{key} held"),
+    }
+}
+
+fn wait_for(locks: &Arc<Locker>, key: &str) -> tokio::task::JoinHandle<Instant> {
+    let (locks, key) = (locks.clone(), key.to_owned());
+    tokio::spawn(async move {
+        let lease = locks
+            .wait(
+                &key,
+                MS(30_000),
+                MS(20_000),
+                SLOW_POLL,
+                &CancellationToken::new(),
+            )
+            .await
+            .expect("wait");
+        let at = Instant::now();
+        locks.release(&lease).await.expect("release");
+        at
+    })
+}
+
+#[tokio::test]
+async fn a_release_wakes_a_waiter_in_another_process_at_once() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (process(&server, 1), process(&server, 2));
+    let lease = take(&holder, "job").await;
+    let waiting = wait_for(&waiter, "job");
+    tokio::time::sleep(MS(300)).await;
+    assert!(!waiting.is_finished());
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let got = waiting.await.unwrap();
+    let after = got.duration_since(released);
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the release"
+    );
+}
+
+#[tokio::test]
+async fn a_release_wakes_one_waiter_the_one_that_asked_first() {
+    let server = RedisServer::start();
+    let (holder, waiters) = (process(&server, 1), process(&server, 2));
+    let lease = take(&holder, "one").await;
+    let first = wait_for(&waiters, "one");
+    tokio::time::sleep(MS(200)).await;
+    let second = wait_for(&waiters, "one");
+    tokio::time::sleep(MS(200)).await;
+    let mut monitor = server.raw();
+    let before = attempts(&mut monitor);
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let first_at = first.await.unwrap();
+    // The first waiter's own release wakes the second in turn.
+    let second_at = second.await.unwrap();
+    assert!(first_at <= second_at);
+    let after = second_at.duration_since(released);
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the releases"
+    );
+    // Two acquisitions and nothing else: nobody tried and failed in between.
+    assert_eq!(attempts(&mut monitor) - before, 2);
+}
+
+/// Acquire scripts run so far (each attempt is one).
+fn attempts(raw: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_set:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_server_without_resp3_still_gets_the_lock_by_polling() {
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let holder = process(&server, 1);
+    let waiter = process(&server, 2);
+    let lease = take(&holder, "old").await;
+    let (locks, started) = (waiter.clone(), Instant::now());
+    let waiting = tokio::spawn(async move {
+        locks
+            .wait("old", MS(5000), MS(5000), MS(50), &CancellationToken::new())
+            .await
+    });
+    tokio::time::sleep(MS(200)).await;
+    assert!(holder.release(&lease).await.unwrap());
+    let lease = waiting.await.unwrap().expect("wait");
+    assert!(started.elapsed() < MS(2000));
+    assert!(waiter.release(&lease).await.unwrap());
+}
