@@ -124,3 +124,41 @@ async fn a_server_without_resp3_still_gets_the_lock_by_polling() {
     assert!(started.elapsed() < MS(2000));
     assert!(waiter.release(&lease).await.unwrap());
 }
+
+#[tokio::test]
+async fn a_holder_that_waits_again_queues_behind_the_waiter_it_woke() {
+    let server = RedisServer::start();
+    let locks = process(&server, 1);
+    let first = locks
+        .wait(
+            "turns",
+            MS(30_000),
+            MS(1000),
+            SLOW_POLL,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let other = wait_for(&locks, "turns");
+    tokio::time::sleep(MS(200)).await;
+    let mut monitor = server.raw();
+    let before = attempts(&mut monitor);
+    // Release and at once ask again, as a worker loop does: the waiter woken by the release
+    // must get the lock, and the newcomer wait behind it without trying.
+    assert!(locks.release(&first).await.unwrap());
+    let again = locks
+        .wait(
+            "turns",
+            MS(30_000),
+            MS(20_000),
+            SLOW_POLL,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let again_at = Instant::now();
+    let other_at = other.await.unwrap();
+    assert!(other_at < again_at, "the newcomer jumped the queue");
+    assert_eq!(attempts(&mut monitor) - before, 2, "a failed attempt in between");
+    assert!(locks.release(&again).await.unwrap());
+}

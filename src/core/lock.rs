@@ -169,6 +169,11 @@ impl Locker {
         let deadline = Instant::now() + timeout;
         let mut retries = 0;
         let ticket = self.join(key);
+        // Behind waiters of this process: wait to be woken in turn (or for the poll).
+        if ticket.is_behind_others() {
+            let due = Instant::now() + poll.min(timeout);
+            self.pause_until(&ticket, due, cancel).await?;
+        }
         loop {
             check(cancel)?;
             // No attempt may outlive the wait by more than a little grace.
@@ -205,6 +210,10 @@ impl Locker {
         let mut failures = 0;
         let ticket = self.join(key);
         let never = CancellationToken::new();
+        if ticket.is_behind_others() {
+            let due = Instant::now() + delay(0).min(max_wait);
+            self.pause_until(&ticket, due, &never).await?;
+        }
         loop {
             if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
                 return Ok(Some(lease));

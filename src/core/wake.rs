@@ -131,6 +131,16 @@ impl Ticket {
         self.waiter.notify.notified().await;
     }
 
+    /// Whether others of this process were already waiting for the lock when this waiter
+    /// joined: a newcomer that tries at once would jump the queue (and usually lose to the
+    /// waiter the release woke, at the cost of a failed attempt).
+    pub fn is_behind_others(&self) -> bool {
+        lock(&self.wakes.channels)
+            .get(&self.channel)
+            .and_then(|entry| entry.waiters.front())
+            .is_some_and(|first| !Arc::ptr_eq(first, &self.waiter))
+    }
+
     /// About to try: a message from now on is news for this waiter.
     pub fn rearm(&self) {
         self.waiter.woken.store(false, Ordering::Release);
