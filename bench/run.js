@@ -30,7 +30,7 @@ PARAMS.heldCpuLocks = 1_000
 PARAMS.heldTtlMs = 2000
 PARAMS.heldRefreshMs = 1000
 
-const SCENARIOS = (option('only') ?? 'a,b,c,d,e').split(',')
+const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e').split(',')
 const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
 const HELD_ADAPTERS = ['ours-exclusive-lock', 'redis-semaphore'].filter((id) => ADAPTER_IDS.includes(id))
 const OUT_JSON = path.join(__dirname, 'results.json')
@@ -143,7 +143,7 @@ async function placement(name) {
     log(`== ${name}: redis-server pid ${server.pid} on port ${server.port}${pinned ? ', Redis and Node pinned to core 0' : ''}`)
     const out = {}
     for (const scenario of SCENARIOS) {
-      if (['a', 'b', 'c'].includes(scenario)) {
+      if (['a', 'b', 'c', 'c4'].includes(scenario)) {
         const config = {
           port: server.port,
           url: server.url,

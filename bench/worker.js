@@ -8,6 +8,8 @@ process.env.MO_DISTRIBUTED_LOCK_RETRY_DELAY_MS ??= '10'
 process.env.MO_BACKOFF_MAX_DELAY_MS ??= '10'
 
 const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
 const ADAPTERS = require('./adapters')
 const { connect, commandCalls, diffCalls } = require('./lib/redis')
 const { rotate, quantile, fmt, sleep } = require('./lib/util')
@@ -146,7 +148,74 @@ async function contended(adapter, keyBase, ms, data, workers = 8) {
   }
 }
 
-const RUN = { a: serial, b: inflight, c: contended }
+// (c4) one key, 4 processes with one worker each (bench/contender.js), the same section.
+async function contendedProcesses(_adapter, keyBase, ms, data, id, processes = 4) {
+  const key = `${keyBase}:hot`
+  const counterKey = `${keyBase}:counter`
+  await data.set(counterKey, '0')
+  const children = Array.from({ length: processes }, () => {
+    const child = spawn(process.execPath, [path.join(__dirname, 'contender.js'), JSON.stringify({ port, url, adapter: id, key, counterKey, ms, ttlMs: TTL_MS })], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+    })
+    const lines = []
+    let buffer = ''
+    const exited = new Promise((resolve) => child.on('exit', resolve))
+    const ready = new Promise((resolve, reject) => {
+      child.stdout.on('data', (chunk) => {
+        buffer += chunk
+        let at
+        while ((at = buffer.indexOf('\n')) >= 0) {
+          const line = buffer.slice(0, at)
+          buffer = buffer.slice(at + 1)
+          if (line === 'ready') resolve()
+          else lines.push(line)
+        }
+      })
+      exited.then((code) => reject(new Error(`a contender exited with ${code} before it was ready`)))
+    })
+    return { child, lines, ready, exited }
+  })
+  try {
+    await Promise.all(children.map((c) => c.ready))
+  } catch (err) {
+    for (const c of children) c.child.kill()
+    throw err
+  }
+  const calls0 = await commandCalls(data)
+  const t0 = performance.now()
+  for (const c of children) c.child.stdin.write('go\n')
+  const codes = await Promise.all(children.map((c) => c.exited))
+  const seconds = Math.min(performance.now() - t0, ms) / 1000
+  const calls = diffCalls(await commandCalls(data), calls0)
+  if (codes.some((code) => code !== 0)) throw new Error(`contenders exited with ${codes.join(', ')}`)
+  const results = children.map((c) => JSON.parse(c.lines.at(-1)))
+  // Each section read a distinct counter value, in lock order: sorting by it replays the order
+  // the lock went round in.
+  const order = results.flatMap((r, p) => r.seen.map((value) => [value, p])).sort((x, y) => x[0] - y[0])
+  let ownerChanges = 0
+  for (let i = 1; i < order.length; i++) if (order[i][1] !== order[i - 1][1]) ownerChanges++
+  const sections = order.length
+  const distinct = order.every(([value], i) => value === i)
+  const counter = Number(await data.get(counterKey))
+  const waits = results.flatMap((r) => r.waits).sort((a, b) => a - b)
+  return {
+    ops: sections,
+    ownerChanges,
+    counter,
+    exact: counter === sections && distinct,
+    overlaps: distinct ? 0 : 1,
+    errors: results.reduce((n, r) => n + r.errors, 0),
+    waitP50: quantile(waits, 0.5),
+    waitP99: quantile(waits, 0.99),
+    waitMax: waits.length ? waits[waits.length - 1] : NaN,
+    // Measured here, not around the call: the processes start and warm up first.
+    seconds,
+    commands: calls,
+    cpuUs: results.reduce((n, r) => n + r.cpuUs, 0),
+  }
+}
+
+const RUN = { a: serial, b: inflight, c: contended, c4: contendedProcesses }
 
 /**
  * With (a): the cost of one call that does no lock work, serially: ours isLocked (one EXISTS)
@@ -178,8 +247,9 @@ async function main() {
   for (const { id } of adapters) results[id] = { rounds: [] }
   const run = RUN[scenario]
 
-  // Warm-up (JIT, connections, script cache); not recorded.
-  for (const { id, spec, instance } of adapters) {
+  // Warm-up (JIT, connections, script cache); not recorded. The processes of (c4) warm
+  // themselves up.
+  for (const { id, spec, instance } of scenario === 'c4' ? [] : adapters) {
     try {
       await run(instance, `bench:${scenario}:warm:${id}`, warmupMs, data)
     } catch (err) {
@@ -228,16 +298,17 @@ async function main() {
       const t0 = performance.now()
       let out
       try {
-        out = await run(instance, `bench:${scenario}:${r}:${id}`, roundMs, data)
+        out = await run(instance, `bench:${scenario}:${r}:${id}`, roundMs, data, id)
       } catch (err) {
         progress(`${spec.name}: round ${r + 1} failed: ${err.stack}`)
         results[id].error = String(err.message)
         continue
       }
-      const seconds = (performance.now() - t0) / 1000
+      const seconds = out.seconds ?? (performance.now() - t0) / 1000
       const cpu = process.cpuUsage(cpu0)
+      if (out.cpuUs !== undefined) Object.assign(cpu, { user: out.cpuUs, system: 0 })
       const redisCpu = redis0 === null ? null : processCpuMs(redisPid) - redis0
-      const calls = diffCalls(await commandCalls(admin), calls0)
+      const calls = out.commands ?? diffCalls(await commandCalls(admin), calls0)
       const round = {
         ...out,
         seconds,
@@ -248,10 +319,10 @@ async function main() {
         nodeCpuPercent: ((cpu.user + cpu.system) / 1000 / (seconds * 1000)) * 100,
         redisCpuPercent: redisCpu === null ? null : (redisCpu / (seconds * 1000)) * 100,
       }
-      if (scenario === 'c') round.ownerChangesPerSec = out.ownerChanges / seconds
+      if (scenario === 'c' || scenario === 'c4') round.ownerChangesPerSec = out.ownerChanges / seconds
       results[id].rounds.push(round)
       let extra = ''
-      if (scenario === 'c') {
+      if (scenario === 'c' || scenario === 'c4') {
         extra = `, ${fmt(round.ownerChangesPerSec)} owner changes/s, wait p99 ${fmt(out.waitP99, 1)} ms, counter ${out.exact ? 'exact' : `WRONG (${out.counter} vs ${out.ops}, overlaps ${out.overlaps})`}`
       }
       if (out.failed) extra += `, ${out.failed} failed acquires`

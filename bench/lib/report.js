@@ -13,6 +13,7 @@ const SCENARIO_TITLE = {
   a: '(a) serial acquire + release on one key',
   b: '(b) 256 acquire + release pairs in flight on distinct keys',
   c: '(c) one key, 8 async workers, GET + SET of a counter inside the lock',
+  c4: '(c4) one key, 4 processes with one worker each, GET + SET of a counter inside the lock',
   d: '(d) the physical limit: redis-benchmark against the same server',
   e: '(e) held locks with auto-refresh',
 }
@@ -49,7 +50,7 @@ function comparisons(results) {
   const { meta } = results
   const out = []
   for (const [placement, data] of Object.entries(results.placements)) {
-    for (const scenario of ['a', 'b', 'c']) {
+    for (const scenario of ['a', 'b', 'c', 'c4']) {
       const result = data[scenario]
       if (!result) continue
       const peer = bestPeer(meta, result)
@@ -60,7 +61,7 @@ function comparisons(results) {
         const value = stat(result[id].rounds, 'rate').median
         ours[id] = { value, advantage: peer ? value / peer.value : NaN, ratio: peer ? value / peer.value : NaN, vsRaw: value / raw }
       }
-      const unit = scenario === 'c' ? 'sections/s' : 'pairs/s'
+      const unit = scenario.startsWith('c') ? 'sections/s' : 'pairs/s'
       out.push({ scenario, metric: `${unit}`, placement, peer, raw, ours, lowerIsBetter: false })
     }
     const e = data.e
@@ -157,7 +158,7 @@ function scenarioSection(results, scenario) {
           '',
         )
       }
-    } else if (scenario === 'c') {
+    } else if (scenario === 'c' || scenario === 'c4') {
       const peer = bestPeer(meta, result)
       const rows = adapterEntries(result).map(([id, r]) => {
         const name = meta.adapters[id]?.name ?? id
@@ -308,7 +309,7 @@ function writeReport(results, dir) {
     '',
     summary,
     '',
-    ...['a', 'b', 'c', 'd', 'e'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
+    ...['a', 'b', 'c', 'c4', 'd', 'e'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
     'See README.md for what each scenario measures and how to read the figures.',
     '',
   ].join('\n')
