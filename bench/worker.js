@@ -149,7 +149,7 @@ async function contended(adapter, keyBase, ms, data, workers = 8) {
 }
 
 // (c4) one key, 4 processes with one worker each (bench/contender.js), the same section.
-async function contendedProcesses(_adapter, keyBase, ms, data, id, processes = 4) {
+async function contendedProcesses({ id }, keyBase, ms, data, processes = 4) {
   const key = `${keyBase}:hot`
   const counterKey = `${keyBase}:counter`
   await data.set(counterKey, '0')
@@ -298,7 +298,7 @@ async function main() {
       const t0 = performance.now()
       let out
       try {
-        out = await run(instance, `bench:${scenario}:${r}:${id}`, roundMs, data, id)
+        out = await run(scenario === 'c4' ? { id } : instance, `bench:${scenario}:${r}:${id}`, roundMs, data)
       } catch (err) {
         progress(`${spec.name}: round ${r + 1} failed: ${err.stack}`)
         results[id].error = String(err.message)
