@@ -42,9 +42,10 @@ async function syncMonitor() {
 function attemptsOn(key, exclude = []) {
   const byToken = new Map()
   for (const { ms, args } of events) {
-    // acquire: EVALSHA sha 2 <lock key> <fence key> <token> <ttl>
-    if (args[0].toLowerCase() !== 'evalsha' || args[2] !== '2' || args[3] !== PREFIX + key) continue
-    const token = args[5]
+    // acquire: EVALSHA sha 2 <lock key> <fence key> <token> <ttl> ...; a waiter's adds its
+    // queue key: EVALSHA sha 3 <lock key> <fence key> <queue key> <token> ...
+    if (args[0].toLowerCase() !== 'evalsha' || args[3] !== PREFIX + key || !args[4]?.endsWith(':fence')) continue
+    const token = args[3 + Number(args[2])]
     if (exclude.includes(token)) continue
     byToken.set(token, ms)
   }

@@ -159,6 +159,68 @@ async fn a_holder_that_waits_again_queues_behind_the_waiter_it_woke() {
     let again_at = Instant::now();
     let other_at = other.await.unwrap();
     assert!(other_at < again_at, "the newcomer jumped the queue");
-    assert_eq!(attempts(&mut monitor) - before, 2, "a failed attempt in between");
+    assert_eq!(
+        attempts(&mut monitor) - before,
+        2,
+        "a failed attempt in between"
+    );
     assert!(locks.release(&again).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_release_wakes_one_waiter_across_processes_in_the_order_they_queued() {
+    let server = RedisServer::start();
+    let holder = process(&server, 1);
+    let lease = take(&holder, "herd").await;
+    let mut waiting = Vec::new();
+    for n in 2..5 {
+        waiting.push(wait_for(&process(&server, n), "herd"));
+        tokio::time::sleep(MS(150)).await;
+    }
+    let mut monitor = server.raw();
+    let before = attempts(&mut monitor);
+    assert!(holder.release(&lease).await.unwrap());
+    let mut times = Vec::new();
+    for handle in waiting {
+        times.push(handle.await.unwrap());
+    }
+    // Each release woke exactly the next process: one successful attempt each, no losers.
+    assert_eq!(attempts(&mut monitor) - before, 3);
+    assert!(
+        times.windows(2).all(|pair| pair[0] <= pair[1]),
+        "not in queue order"
+    );
+    let queue: i64 = redis::cmd("EXISTS")
+        .arg("{lock:herd}:waiting")
+        .query(&mut monitor)
+        .unwrap();
+    assert_eq!(queue, 0, "the queue outlived its waiters");
+}
+
+#[tokio::test]
+async fn a_wake_for_a_process_whose_waiter_gave_up_is_passed_on() {
+    let server = RedisServer::start();
+    let holder = process(&server, 1);
+    let lease = take(&holder, "gone").await;
+    let quitter = process(&server, 2);
+    let gave_up = quitter
+        .wait(
+            "gone",
+            MS(30_000),
+            MS(300),
+            SLOW_POLL,
+            &CancellationToken::new(),
+        )
+        .await;
+    assert!(gave_up.is_err(), "the lock was held");
+    // The quitter's connection is still first in the queue.
+    let patient = wait_for(&process(&server, 3), "gone");
+    tokio::time::sleep(MS(200)).await;
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let after = patient.await.unwrap().duration_since(released);
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the passed-on wake"
+    );
 }

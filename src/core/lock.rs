@@ -66,30 +66,60 @@ impl Locker {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
-        self.attempt_bounded(key, token::new_token(), ttl, timeout)
-            .await
+        self.attempt_bounded(key, ttl, timeout, None).await
+    }
+
+    /// An attempt by a waiter: a failed one keeps its connection queued for a wake-up.
+    async fn attempt_waiting(
+        &self,
+        key: &str,
+        ttl: Duration,
+        timeout: Duration,
+        ticket: &Ticket,
+    ) -> Result<Attempt, LockError> {
+        self.attempt_bounded(key, ttl, timeout, Some(ticket)).await
     }
 
     async fn attempt_bounded(
         &self,
         key: &str,
-        token: String,
         ttl: Duration,
         timeout: Duration,
+        waiting: Option<&Ticket>,
     ) -> Result<Attempt, LockError> {
+        let token = token::new_token();
         let redis_key = self.redis_key(key);
         let ttl_ms = ttl.as_millis() as u64;
-        let mut invocation = scripts::ACQUIRE.key(&redis_key);
+        // Only a connection that listens on the lock's channel may queue: a wake popped for
+        // one that does not would be lost to every waiter.
+        let queueing = waiting.filter(|ticket| ticket.is_subscribed());
+        let company = queueing.is_some_and(Ticket::has_company);
+        let mut invocation = match queueing {
+            Some(_) => scripts::ACQUIRE_QUEUED.key(&redis_key),
+            None => scripts::ACQUIRE.key(&redis_key),
+        };
         invocation
             .key(keys::fence_key(&redis_key))
             .arg(&token)
             .arg(ttl_ms);
+        if queueing.is_some() {
+            invocation
+                .key(wake::queue_key(&redis_key))
+                .arg(self.store.id())
+                .arg(wall_micros())
+                .arg(if company { "1" } else { "0" })
+                .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
+        }
         let sent = Stamp::now();
-        match self
+        let reply = self
             .store
             .eval_tracked::<(i64, i64)>(&invocation, timeout)
-            .await
-        {
+            .await;
+        if let (Some(ticket), Ok((won, _))) = (queueing, &reply) {
+            let wakes = ticket.wakes();
+            wakes.mark_queued(ticket.channel(), *won != 1 || company);
+        }
+        match reply {
             Ok((1, fence)) => Ok(Attempt::Acquired(Lease::new(
                 key.to_owned(),
                 redis_key,
@@ -135,7 +165,12 @@ impl Locker {
         let mut ticket: Option<Ticket> = None;
         loop {
             check(cancel)?;
-            if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
+            let timeout = self.command_timeout;
+            let attempt = match &ticket {
+                Some(ticket) => self.attempt_waiting(key, ttl, timeout, ticket).await?,
+                None => self.attempt(key, ttl).await?,
+            };
+            if let Attempt::Acquired(lease) = attempt {
                 return self.unless_cancelled(lease, cancel).await;
             }
             if retries == max_retries {
@@ -179,7 +214,7 @@ impl Locker {
             // No attempt may outlive the wait by more than a little grace.
             let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
             let bound = self.command_timeout.min(left);
-            let holder_ttl = match self.attempt_within(key, ttl, bound).await? {
+            let holder_ttl = match self.attempt_waiting(key, ttl, bound, &ticket).await? {
                 Attempt::Acquired(lease) => return self.unless_cancelled(lease, cancel).await,
                 Attempt::Held { ttl } => ttl,
             };
@@ -215,7 +250,10 @@ impl Locker {
             self.pause_until(&ticket, due, &never).await?;
         }
         loop {
-            if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
+            let timeout = self.command_timeout;
+            if let Attempt::Acquired(lease) =
+                self.attempt_waiting(key, ttl, timeout, &ticket).await?
+            {
                 return Ok(Some(lease));
             }
             failures += 1;
@@ -272,10 +310,15 @@ impl Locker {
         if lease.is_released() {
             return Ok(false);
         }
-        let mut invocation = scripts::RELEASE.key(&lease.redis_key);
+        let channel = wake::channel(&lease.redis_key);
+        // Waiters of our own go first, woken here; otherwise the queue decides.
+        let ours_wait = self.store.wakes().has_waiters(&channel);
+        let mut invocation = scripts::RELEASE_WAKE.key(&lease.redis_key);
         invocation
+            .key(wake::queue_key(&lease.redis_key))
             .arg(&lease.token)
-            .arg(wake::channel(&lease.redis_key));
+            .arg(&channel)
+            .arg(if ours_wait { "1" } else { "0" });
         let deleted: i64 = match self
             .store
             .eval(&invocation, self.bound_for(lease), Replay::Safe)
@@ -287,6 +330,9 @@ impl Locker {
             Err(err) => return Err(err),
         };
         lease.mark_released();
+        if deleted == 1 && ours_wait {
+            self.store.wakes().wake_local(&channel);
+        }
         Ok(deleted == 1)
     }
 
@@ -316,7 +362,7 @@ impl Locker {
 
     /// Queues a waiter for `key`'s release announcements.
     fn join(&self, key: &str) -> Ticket {
-        self.store.wakes().join(wake::channel(&self.redis_key(key)))
+        self.store.wakes().join(&self.redis_key(key))
     }
 
     /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and
@@ -328,11 +374,21 @@ impl Locker {
         due: Instant,
         cancel: &CancellationToken,
     ) -> Result<Pause, LockError> {
-        if !ticket.is_subscribed() {
+        let bound = || {
             let left = due.saturating_duration_since(Instant::now());
-            self.store
-                .subscribe(ticket, left.min(self.command_timeout))
-                .await;
+            left.min(self.command_timeout)
+        };
+        if !ticket.is_subscribed() {
+            self.store.subscribe(ticket, bound()).await;
+        }
+        // Queued only where a wake can reach us: a wake popped for a connection that is not
+        // listening would be lost to every waiter.
+        if ticket.is_subscribed() && ticket.needs_queueing() {
+            let lock_key = ticket.lock_key();
+            if self.store.enqueue(&lock_key, bound()).await == Some(true) {
+                ticket.rearm();
+                return Ok(Pause::Woken);
+            }
         }
         let left = due.saturating_duration_since(Instant::now());
         let pause = tokio::select! {
@@ -359,7 +415,10 @@ impl Locker {
         cancel: &CancellationToken,
     ) -> Result<Option<Lease>, LockError> {
         while self.pause_until(ticket, due, cancel).await? == Pause::Woken {
-            if let Attempt::Acquired(lease) = self.attempt(key, ttl).await? {
+            let timeout = self.command_timeout;
+            if let Attempt::Acquired(lease) =
+                self.attempt_waiting(key, ttl, timeout, ticket).await?
+            {
                 return Ok(Some(lease));
             }
         }
@@ -422,4 +481,13 @@ async fn sleep(delay: Duration, cancel: &CancellationToken) -> Result<(), LockEr
         _ = tokio::time::sleep(delay) => Ok(()),
         _ = cancel.cancelled() => Err(LockError::Aborted),
     }
+}
+
+/// Microseconds of the wall clock: the queue order of waiting connections (clocks of
+/// different hosts differ a little; the order is a courtesy, never a safety property).
+fn wall_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_micros() as u64)
+        .unwrap_or(0)
 }

@@ -4,9 +4,9 @@
 use super::endpoint::Endpoint;
 use super::error::LockError;
 use super::sync::lock;
-use super::wake::{Ticket, Wakes};
+use super::wake::{self, Ticket, Turn, Wakes};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation, Value};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +20,8 @@ const REFUSAL_MAX_PAUSE: Duration = Duration::from_millis(50);
 /// Channels nobody waits on stay subscribed (the next wait on the same lock skips the
 /// SUBSCRIBE) until there are more than this many.
 const IDLE_SUBSCRIPTIONS: usize = 64;
+/// Bound of the calls a connection makes on its own (queueing again, passing a wake on).
+const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Whether a call may be sent again after its connection dropped mid-request, when nobody
 /// can tell if Redis ran it.
@@ -49,6 +51,8 @@ pub struct Store {
     /// abandoned: a restarted Redis has an empty script cache).
     scripts_ready: Arc<AtomicBool>,
     wakes: Arc<Wakes>,
+    /// This connection's name in the queues of waiting connections (see wake.rs).
+    id: String,
 }
 
 static REGISTRY: LazyLock<Mutex<HashMap<Endpoint, Weak<Store>>>> =
@@ -71,7 +75,9 @@ impl Store {
             dropped: Arc::new(Notify::new()),
             scripts_ready: Arc::new(AtomicBool::new(false)),
             wakes: Arc::new(Wakes::default()),
+            id: super::token::new_token(),
         });
+        let _first = store.wakes.store.set(Arc::downgrade(&store));
         registry.insert(endpoint, Arc::downgrade(&store));
         store
     }
@@ -107,7 +113,7 @@ impl Store {
             .set_response_timeout(None);
         if resp3 {
             let (dropped, scripts_ready) = (self.dropped.clone(), self.scripts_ready.clone());
-            let wakes = self.wakes.clone();
+            let (wakes, me) = (self.wakes.clone(), self.wakes.store.get().cloned());
             config = config.set_automatic_resubscription().set_push_sender(
                 move |push: redis::PushInfo| {
                     match push.kind {
@@ -117,8 +123,14 @@ impl Store {
                             wakes.connection_lost();
                         }
                         redis::PushKind::Message => {
-                            if let Some(redis::Value::BulkString(channel)) = push.data.first() {
-                                wakes.released(channel);
+                            if let (
+                                Some(store),
+                                [Value::BulkString(channel), Value::BulkString(to)],
+                            ) = (me.as_ref().and_then(Weak::upgrade), push.data.as_slice())
+                            {
+                                if to.as_slice() == store.id.as_bytes() {
+                                    store.take_turn(channel);
+                                }
                             }
                         }
                         _ => {}
@@ -144,6 +156,50 @@ impl Store {
         &self.wakes
     }
 
+    /// This connection's name in the queues of waiting connections.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// A release popped this connection off a lock's queue and told us: wake our first
+    /// waiter, or pass the wake on if nobody waits here.
+    fn take_turn(&self, channel: &[u8]) {
+        match self.wakes.take_turn(channel) {
+            Turn::Woke => {}
+            Turn::PassOn(lock_key) => self.pass_on(lock_key),
+        }
+    }
+
+    /// Hands a wake nobody here will use to the next connection in the lock's queue.
+    pub(crate) fn pass_on(&self, lock_key: Vec<u8>) {
+        let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        if lock_key.is_empty() {
+            return;
+        }
+        spawn(async move {
+            let mut invocation = super::scripts::WAKE_NEXT.key(wake::queue_key(&lock_key));
+            invocation.arg(wake::channel(&lock_key));
+            let _ignored: Result<i64, _> = store
+                .eval(&invocation, BACKGROUND_TIMEOUT, Replay::Safe)
+                .await;
+        });
+    }
+
+    /// Puts this connection in the queue for `lock_key` (it keeps its place if already
+    /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
+    /// ACL without sorted sets, say): the waiter then only polls.
+    pub async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<bool> {
+        let mut invocation = super::scripts::ENQUEUE.key(wake::queue_key(lock_key));
+        invocation
+            .key(lock_key)
+            .arg(&self.id)
+            .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
+        let free: i64 = self.eval(&invocation, timeout, Replay::Safe).await.ok()?;
+        self.wakes.mark_queued(&wake::channel(lock_key), true);
+        Some(free == 1)
+    }
     /// Subscribes the connection to a waiter's channel. `false` when it could not: a RESP2
     /// connection carries no pushes beside replies, and a failed SUBSCRIBE is no reason to
     /// fail a wait that polls anyway.
@@ -357,3 +413,11 @@ fn refuses_resp3(err: &redis::RedisError) -> bool {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+/// Runs `work` on the current runtime; outside one (a drop during shutdown) it is skipped,
+/// which only leaves the waiters to their polls.
+fn spawn(work: impl Future<Output = ()> + Send + 'static) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(work);
+    }
+}

@@ -1,15 +1,23 @@
-//! Wake-up on release. A release that deletes a lock publishes on the lock's channel; every
-//! process waiting for that lock is subscribed (on its ordinary connection: RESP3 carries
-//! pushes beside replies) and wakes exactly one of its waiters, the one that asked first.
-//! The others sleep on, so a release never sets off a herd. Polling stays as the safety net
-//! for what sends no message: a lock that expires, or a message lost with a connection.
+//! Wake-up on release, one waiter per release across every process. A connection with
+//! waiters for a lock subscribes to the lock's channel (RESP3 carries pushes beside replies
+//! on the ordinary connection) and queues itself in Redis, in a sorted set beside the lock.
+//! A release pops the connection that queued first and publishes its id; only that
+//! connection reacts, waking its own first waiter (in request order). Everyone else sleeps
+//! on, so a release never sets off a herd. Polling stays as the safety net for what sends no
+//! message: a lock that expires, or a message lost with a connection.
 
 use super::keys;
+use super::store::Store;
 use super::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+/// How long a queue outlives the last connection that joined it. A connection that waits
+/// longer rejoins with its next failed attempt.
+pub const QUEUE_LIFETIME: Duration = Duration::from_secs(60);
 
 /// The channel a lock's release is announced on: in the lock key's hash slot, so sharded
 /// pub/sub can carry it on a cluster.
@@ -17,71 +25,137 @@ pub fn channel(lock_key: &[u8]) -> Vec<u8> {
     keys::sibling_key(lock_key, "released")
 }
 
-#[derive(Default)]
-struct Waiter {
-    notify: Notify,
-    /// Told of a release it has not acted on yet; the next message goes to the next waiter.
-    woken: AtomicBool,
+/// The queue of connections waiting for a lock.
+pub fn queue_key(lock_key: &[u8]) -> Vec<u8> {
+    keys::sibling_key(lock_key, "waiting")
 }
 
 #[derive(Default)]
+struct Waiter {
+    notify: Notify,
+    /// Told of a release it has not acted on yet; the next wake goes to the next waiter.
+    woken: AtomicBool,
+}
+
 struct Channel {
+    lock_key: Vec<u8>,
     /// In request order.
     waiters: VecDeque<Arc<Waiter>>,
     subscribed: bool,
+    /// Whether this connection is in the lock's queue as far as we know (a wake for us took
+    /// us off it; so may a lost connection or an expired queue, which the next failed
+    /// attempt repairs).
+    queued: Option<Instant>,
 }
 
 /// Every waiter of one connection, by channel.
 #[derive(Default)]
 pub struct Wakes {
     channels: Mutex<HashMap<Vec<u8>, Channel>>,
+    /// The connection, to queue again or pass a wake on from where no caller is waiting.
+    pub(crate) store: OnceLock<Weak<Store>>,
     /// Serialises SUBSCRIBE and UNSUBSCRIBE, so the server sees them in the order our state
     /// changed in.
     pub(crate) switching: tokio::sync::Mutex<()>,
 }
 
+/// What a wake addressed to this connection asks of it.
+pub enum Turn {
+    /// A waiter was woken. Its attempt keeps the connection queued if others here wait.
+    Woke,
+    /// Nobody here waits any more: pass the wake on to the next connection (lock key).
+    PassOn(Vec<u8>),
+}
+
 impl Wakes {
-    /// Queues a waiter for `channel`, behind those already waiting.
-    pub fn join(self: &Arc<Self>, channel: Vec<u8>) -> Ticket {
+    /// Queues a waiter for `lock_key`, behind those of this connection already waiting.
+    pub fn join(self: &Arc<Self>, lock_key: &[u8]) -> Ticket {
         let waiter = Arc::new(Waiter::default());
+        let name = channel(lock_key);
         let mut channels = lock(&self.channels);
         channels
-            .entry(channel.clone())
-            .or_default()
+            .entry(name.clone())
+            .or_insert_with(|| Channel {
+                lock_key: lock_key.to_vec(),
+                waiters: VecDeque::new(),
+                subscribed: false,
+                queued: None,
+            })
             .waiters
             .push_back(waiter.clone());
         Ticket {
             wakes: self.clone(),
-            channel,
+            channel: name,
             waiter,
         }
     }
 
-    fn is_subscribed(&self, channel: &[u8]) -> bool {
-        lock(&self.channels)
-            .get(channel)
-            .is_some_and(|entry| entry.subscribed)
+    fn with<T>(&self, channel: &[u8], read: impl FnOnce(&mut Channel) -> T) -> Option<T> {
+        lock(&self.channels).get_mut(channel).map(read)
     }
 
     pub(crate) fn mark_subscribed(&self, channel: &[u8]) {
-        if let Some(entry) = lock(&self.channels).get_mut(channel) {
-            entry.subscribed = true;
+        self.with(channel, |entry| entry.subscribed = true);
+    }
+
+    pub(crate) fn mark_queued(&self, channel: &[u8], queued: bool) {
+        self.with(channel, |entry| {
+            entry.queued = queued.then(Instant::now);
+        });
+    }
+
+    /// Whether waiters of this connection wait for the lock behind `channel`.
+    pub fn has_waiters(&self, channel: &[u8]) -> bool {
+        self.with(channel, |entry| !entry.waiters.is_empty())
+            .unwrap_or(false)
+    }
+
+    /// Our own release freed the lock: the first of our waiters not already woken goes
+    /// next, without a round trip through the queue.
+    pub fn wake_local(&self, channel: &[u8]) {
+        self.with(channel, |entry| {
+            if let Some(next) = entry
+                .waiters
+                .iter()
+                .find(|w| !w.woken.swap(true, Ordering::AcqRel))
+            {
+                next.notify.notify_one();
+            }
+        });
+    }
+
+    /// A release was announced to this connection: it is off the queue, and its first waiter
+    /// not already woken goes next.
+    pub fn take_turn(&self, channel: &[u8]) -> Turn {
+        let mut channels = lock(&self.channels);
+        let Some(entry) = channels.get_mut(channel) else {
+            return Turn::PassOn(Vec::new());
+        };
+        entry.queued = None;
+        let next = entry
+            .waiters
+            .iter()
+            .find(|waiter| !waiter.woken.swap(true, Ordering::AcqRel));
+        match next {
+            Some(next) => {
+                next.notify.notify_one();
+                Turn::Woke
+            }
+            None => Turn::PassOn(entry.lock_key.clone()),
         }
     }
 
-    /// A release was announced: wake the first waiter not already woken.
-    pub fn released(&self, channel: &[u8]) {
-        if let Some(entry) = lock(&self.channels).get(channel) {
-            wake_first(entry);
-        }
-    }
-
-    /// The connection dropped or was abandoned: subscriptions and any message in flight may
-    /// be gone. Each channel's first waiter tries again at once and subscribes anew.
+    /// The connection dropped or was abandoned: subscriptions, queue places and any message
+    /// in flight may be gone. Each channel's first waiter tries again at once, and waiters
+    /// subscribe and queue anew.
     pub fn connection_lost(&self) {
         for entry in lock(&self.channels).values_mut() {
             entry.subscribed = false;
-            wake_first(entry);
+            entry.queued = None;
+            if let Some(first) = entry.waiters.front() {
+                first.woken.store(true, Ordering::Release);
+                first.notify.notify_one();
+            }
         }
     }
 
@@ -98,7 +172,9 @@ impl Wakes {
         }
         let mut names = Vec::with_capacity(idle);
         channels.retain(|name, entry| {
-            let keep = !entry.waiters.is_empty();
+            // A connection still queued keeps the lock key, to pass on a wake that comes.
+            let queued = entry.queued.is_some_and(|at| at.elapsed() < QUEUE_LIFETIME);
+            let keep = !entry.waiters.is_empty() || queued;
             if !keep && entry.subscribed {
                 names.push(name.clone());
             }
@@ -108,17 +184,7 @@ impl Wakes {
     }
 }
 
-fn wake_first(entry: &Channel) {
-    let next = entry
-        .waiters
-        .iter()
-        .find(|waiter| !waiter.woken.swap(true, Ordering::AcqRel));
-    if let Some(waiter) = next {
-        waiter.notify.notify_one();
-    }
-}
-
-/// One waiter's place in its channel's queue; leaving (drop) passes on a wake it did not use.
+/// One waiter's place in its connection's queue for a lock.
 pub struct Ticket {
     wakes: Arc<Wakes>,
     channel: Vec<u8>,
@@ -131,7 +197,12 @@ impl Ticket {
         self.waiter.notify.notified().await;
     }
 
-    /// Whether others of this process were already waiting for the lock when this waiter
+    /// About to try: a wake from now on is news for this waiter.
+    pub fn rearm(&self) {
+        self.waiter.woken.store(false, Ordering::Release);
+    }
+
+    /// Whether others of this connection were already waiting for the lock when this waiter
     /// joined: a newcomer that tries at once would jump the queue (and usually lose to the
     /// waiter the release woke, at the cost of a failed attempt).
     pub fn is_behind_others(&self) -> bool {
@@ -141,17 +212,38 @@ impl Ticket {
             .is_some_and(|first| !Arc::ptr_eq(first, &self.waiter))
     }
 
-    /// About to try: a message from now on is news for this waiter.
-    pub fn rearm(&self) {
-        self.waiter.woken.store(false, Ordering::Release);
+    pub fn is_subscribed(&self) -> bool {
+        self.wakes
+            .with(&self.channel, |entry| entry.subscribed)
+            .unwrap_or(false)
     }
 
-    pub fn is_subscribed(&self) -> bool {
-        self.wakes.is_subscribed(&self.channel)
+    /// Whether the connection must queue itself before this waiter sleeps.
+    pub fn needs_queueing(&self) -> bool {
+        self.wakes
+            .with(&self.channel, |entry| entry.queued.is_none())
+            .unwrap_or(true)
+    }
+
+    /// Whether other waiters of this connection wait for the same lock.
+    pub fn has_company(&self) -> bool {
+        self.wakes
+            .with(&self.channel, |entry| entry.waiters.len() > 1)
+            .unwrap_or(false)
+    }
+
+    pub fn wakes(&self) -> &Arc<Wakes> {
+        &self.wakes
     }
 
     pub fn channel(&self) -> &[u8] {
         &self.channel
+    }
+
+    pub fn lock_key(&self) -> Vec<u8> {
+        self.wakes
+            .with(&self.channel, |entry| entry.lock_key.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -162,9 +254,25 @@ impl Drop for Ticket {
             return;
         };
         entry.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
-        // A wake meant for us that we will never act on belongs to the next in line.
-        if self.waiter.woken.load(Ordering::Acquire) {
-            wake_first(entry);
+        // A wake meant for us that we will never act on belongs to the next in line: here,
+        // or with nobody left here, the next connection in the lock's queue.
+        if !self.waiter.woken.load(Ordering::Acquire) {
+            return;
+        }
+        let next = entry
+            .waiters
+            .iter()
+            .find(|w| !w.woken.swap(true, Ordering::AcqRel));
+        match next {
+            Some(next) => next.notify.notify_one(),
+            None if entry.queued.is_none() => {
+                let lock_key = entry.lock_key.clone();
+                drop(channels);
+                if let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) {
+                    store.pass_on(lock_key);
+                }
+            }
+            None => {}
         }
     }
 }

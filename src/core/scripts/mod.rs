@@ -14,15 +14,23 @@ const EXTEND_SOURCE: &str = include_str!("extend.lua");
 const REFRESH_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("refresh.lua"));
 const INSPECT_SOURCE: &str = include_str!("inspect.lua");
 const FENCED_SET_SOURCE: &str = include_str!("fenced_set.lua");
+const RELEASE_WAKE_SOURCE: &str = include_str!("release_wake.lua");
+const WAKE_NEXT_SOURCE: &str = include_str!("wake_next.lua");
+const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");
+const ACQUIRE_QUEUED_SOURCE: &str = include_str!("acquire_queued.lua");
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 6] = [
+pub const ALL_SOURCES: [&str; 10] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
     REFRESH_SOURCE,
     INSPECT_SOURCE,
     FENCED_SET_SOURCE,
+    RELEASE_WAKE_SOURCE,
+    WAKE_NEXT_SOURCE,
+    ENQUEUE_SOURCE,
+    ACQUIRE_QUEUED_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -31,3 +39,7 @@ pub static EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(EXTEND_SOURCE
 pub static REFRESH: LazyLock<Script> = LazyLock::new(|| Script::new(REFRESH_SOURCE));
 pub static INSPECT: LazyLock<Script> = LazyLock::new(|| Script::new(INSPECT_SOURCE));
 pub static FENCED_SET: LazyLock<Script> = LazyLock::new(|| Script::new(FENCED_SET_SOURCE));
+pub static RELEASE_WAKE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_WAKE_SOURCE));
+pub static WAKE_NEXT: LazyLock<Script> = LazyLock::new(|| Script::new(WAKE_NEXT_SOURCE));
+pub static ENQUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE_SOURCE));
+pub static ACQUIRE_QUEUED: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_QUEUED_SOURCE));

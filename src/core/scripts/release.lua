@@ -1,8 +1,7 @@
 -- Delete the lock only while it is still ours: an expired lock that someone else took since
 -- must survive our late release.
 -- KEYS[1] the key holding our token; KEYS[2] (optional) the lock key beside it.
--- ARGV[1] owner token; ARGV[2] with KEYS[2] the value the lock key must hold, without it the
--- channel that tells waiters the lock is free (see src/core/wake.rs).
+-- ARGV[1] owner token; ARGV[2] (with KEYS[2]) the value the lock key must hold.
 -- With two keys the lock key is ours only if it holds our value and shares the owner key's
 -- absolute expiry (both were set together; a lock re-created or re-timed by another client
 -- has its own).
@@ -11,12 +10,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 if not KEYS[2] then
-  redis.call('DEL', KEYS[1])
-  if ARGV[2] then
-    -- pcall: a user whose ACL allows no channels still releases; its waiters poll.
-    redis.pcall('PUBLISH', ARGV[2], '')
-  end
-  return 1
+  return redis.call('DEL', KEYS[1])
 end
 local ours = redis.call('GET', KEYS[2]) == ARGV[2] and same_expiry(KEYS[2], KEYS[1])
 redis.call('DEL', KEYS[1])

@@ -1,0 +1,29 @@
+-- acquire.lua for a waiter (DistributedLock only): the same attempt, and the waiter's
+-- connection keeps its place in the lock's queue of waiting connections (see wake.rs) in the
+-- same step, so no release can slip between a failed attempt and the queueing.
+-- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue; all one hash slot.
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the connection's id, ARGV[4] its queue score
+-- (microseconds of its clock), ARGV[5] '1' while other waiters of that connection remain,
+-- ARGV[6] lifetime of the queue in ms.
+-- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
+-- Queue commands run under pcall: a user whose ACL allows no sorted sets just polls.
+local function stay_queued()
+  if redis.pcall('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[3]) == 1 then
+    redis.pcall('PEXPIRE', KEYS[3], ARGV[6])
+  end
+end
+
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[5] == '1' then
+    stay_queued()
+  else
+    redis.pcall('ZREM', KEYS[3], ARGV[3])
+  end
+  return {1, redis.call('INCR', KEYS[2])}
+end
+-- Our own token: this attempt, sent again after its connection dropped under it.
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
+end
+stay_queued()
+return {0, redis.call('PTTL', KEYS[1])}
