@@ -3,13 +3,24 @@
 /// second worker only competes with Node and Redis for the CPU.
 #[napi_derive::module_init]
 fn init() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder
         .worker_threads(1)
         .thread_name("native-redis-lock")
-        .enable_all()
-        .build();
+        .enable_all();
+    // With the LIFO slot, the connection's writer task runs right after each call that woke
+    // it and writes one command per syscall; without it, the calls that are ready run first
+    // and the writer sends them in one write (bench (b): +20 % pairs/s, -20 % CPU per pair).
+    // The switch is tokio-unstable, enabled in .cargo/config.toml.
+    #[cfg(tokio_unstable)]
+    builder.disable_lifo_slot();
     // If the OS refuses the thread, napi falls back to its own default runtime.
-    if let Ok(runtime) = runtime {
+    if let Ok(runtime) = builder.build() {
         napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
     }
 }
+
+/// Tasks are allocated on the JS thread and freed on the runtime's; mimalloc frees across
+/// threads without the lock contention of glibc's arenas.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
