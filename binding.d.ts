@@ -22,8 +22,10 @@ export declare class NativeCancel {
  * Settles the JS promises of many calls per wake-up of the JS thread. napi's own async
  * functions create a threadsafe function (a libuv handle) for every promise; on the hot
  * path that costs more than the Redis round trip. Here finished calls join one queue, and
- * the first to join wakes JS once to drain everything that finished meanwhile. The wake-up
- * is weak: the JS layer keeps the process alive while calls are pending.
+ * the first to join wakes JS once to drain everything that finished meanwhile. Watchdog
+ * news for held locks travels the same queue (a threadsafe function per held lock would
+ * cost kilobytes each), in order with the calls. The wake-up is weak: the JS layer keeps
+ * the process alive while calls are pending or locks are held.
  */
 export declare class NativeCompletions {
   /** `wake` is called (with no arguments) when completions are waiting in `drain()`. */
@@ -35,11 +37,11 @@ export declare class NativeCompletions {
 export declare class NativeDistributedLock {
   constructor(connection: ConnectionOptions, options: DistributedLockOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
   /** Settles completion `id` with a handle, after up to `maxRetries` retries. */
-  acquire(id: number, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, onEvent?: ((arg: EventArgs) => void) | undefined | null): void
+  acquire(id: number, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): void
   /** Settles completion `id` with a handle, or with none when the key is held. */
-  tryAcquire(id: number, key: string, ttlMs?: number | undefined | null, onEvent?: ((arg: EventArgs) => void) | undefined | null): void
+  tryAcquire(id: number, key: string, ttlMs?: number | undefined | null, listener?: number | undefined | null): void
   /** Settles completion `id` with a handle once won, or fails after `timeout_ms`. */
-  waitForLock(id: number, key: string, timeoutMs: number, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, onEvent?: ((arg: EventArgs) => void) | undefined | null): void
+  waitForLock(id: number, key: string, timeoutMs: number, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): void
   /** Settles completion `id` with whether the fenced write landed. */
   fencedSet(id: number, key: string, value: string, fence: string): void
   /** Settles completion `id` with whether anyone holds `key`. */
@@ -47,7 +49,7 @@ export declare class NativeDistributedLock {
 }
 
 export declare class NativeExclusiveLock {
-  constructor(connection: ConnectionOptions, options: ExclusiveLockOptions, heartbeat: NativeHeartbeat)
+  constructor(connection: ConnectionOptions, options: ExclusiveLockOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
   get key(): string
   get name(): string
   /** The fencing token of the current hold, if any. */
@@ -55,13 +57,17 @@ export declare class NativeExclusiveLock {
   /** Whether `refreshed` events should cross into JavaScript. */
   wantRefreshed(want: boolean): void
   /**
-   * One attempt. On success the watchdog refreshes the lock and reports through
-   * `on_event('refreshed')` / `on_event('lost', code, message)`.
+   * One attempt; settles `id` with whether it won. While held, the watchdog refreshes the
+   * lock and tells `listener` of `refreshed` and `lost`.
    */
-  acquire(onEvent: (arg: EventArgs) => void): Promise<boolean>
-  /** Stops refreshing and deletes the lock if it is still ours. */
-  release(): Promise<boolean>
-  inspect(): Promise<Inspection | undefined | null>
+  acquire(id: number, listener: number): void
+  /**
+   * Stops refreshing and deletes the lock if it is still ours; settles `id` with whether
+   * it was.
+   */
+  release(id: number): void
+  /** Settles `id` with the holder's contents and TTL, or nothing when the lock is free. */
+  inspect(id: number): void
 }
 
 /**
@@ -89,28 +95,38 @@ export declare class NativeLockHandle {
 }
 
 export declare class NativeLockService {
-  constructor(connection: ConnectionOptions, options: LockServiceOptions, heartbeat: NativeHeartbeat)
+  constructor(connection: ConnectionOptions, options: LockServiceOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
   get lockValue(): string
   /** Held and not known to be lost. */
   get isLocked(): boolean
   /**
-   * Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff; on success the
-   * watchdog refreshes the lock every third of its TTL.
+   * Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and settles
+   * `id` with whether it won; on success the watchdog refreshes the lock every third of
+   * its TTL and tells `listener` if it is lost.
    */
-  acquire(lockTtlMs: number | undefined | null, maxWaitMs: number | undefined | null, onEvent: (arg: EventArgs) => void): Promise<boolean>
+  acquire(id: number, lockTtlMs: number | undefined | null, maxWaitMs: number | undefined | null, listener: number): void
   /**
-   * Stops refreshing and deletes the lock if it is ours. `true` when it was ours or is
-   * already gone, `false` when someone else holds it now, as the original answers.
+   * Stops refreshing and deletes the lock if it is ours. Settles `id` with `true` when it
+   * was ours or is already gone, `false` when someone else holds it now, as the original
+   * answers.
    */
-  release(): Promise<boolean>
+  release(id: number): void
 }
 
-/** One settled call; `error` is the encoded `[CODE ...] message` of a failure. */
+/**
+ * One settled call (`id`; `error` is the encoded `[CODE ...] message` of a failure), or an
+ * event for `listener` (`id` 0; a lost lock's error comes as `code` and `message`).
+ */
 export interface Completion {
   id: number
   handle?: NativeLockHandle
   value?: boolean
+  inspection?: Inspection
   error?: string
+  listener?: number
+  event?: string
+  code?: string
+  message?: string
 }
 
 /**
@@ -179,7 +195,7 @@ export interface ExclusiveLockOptions {
   commandTimeoutMs?: number
 }
 
-/** `inspect()`'s answer, in the original's field names. */
+/** ExclusiveLock `inspect()`'s answer, in the original's field names. */
 export interface Inspection {
   lock_ttl_ms: number
   lock_contents: string

@@ -5,7 +5,7 @@ const { connectionOptions } = require('./connection')
 const { withSignal } = require('./abort')
 const { fromNative, LockLostError } = require('./errors')
 const { heartbeat, Beating } = require('./liveness')
-const { completions, call } = require('./completions')
+const { completions, call, listen, unlisten } = require('./completions')
 const check = require('./validate')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
@@ -13,7 +13,7 @@ const CONSTRUCTING = Symbol('LockHandle')
 
 /**
  * The loss notice of an `autoRefresh` hold: created before the native call (which needs its
- * callback), handed to the LockHandle after. The heartbeat runs from the start of the wait,
+ * listener id), handed to the LockHandle after. The heartbeat runs from the start of the wait,
  * so a lock won after a long wait is not taken for a stalled one.
  */
 class LossNotice {
@@ -26,17 +26,18 @@ class LossNotice {
     this.#onLost = onLost
     this.promise = new Promise((resolve) => (this.#resolve = resolve))
     this.#beating.set(true)
-    this.callback = (event, code, message) => {
+    this.listener = listen((event, code, message) => {
       if (event !== 'lost') return
-      this.#beating.set(false)
+      this.stop()
       const err = new LockLostError(key, message)
       this.#resolve(err)
       this.#onLost?.(err)
-    }
+    })
   }
 
   stop() {
     this.#beating.set(false)
+    unlisten(this.listener)
   }
 }
 
@@ -165,8 +166,8 @@ class DistributedLock {
     check.optionalNumber(ttlMs, 'ttlMs')
     const o = check.optionalObject(options, 'options')
     const signal = check.optionalSignal(o.signal, 'options.signal')
-    return this.#acquiring(key, signal, lossNotice(key, o), (cancel, onEvent) =>
-      call((id) => this.#native.acquire(id, key, ttlMs, cancel, onEvent)),
+    return this.#acquiring(key, signal, lossNotice(key, o), (cancel, listener) =>
+      call((id) => this.#native.acquire(id, key, ttlMs, cancel, listener)),
     )
   }
 
@@ -176,7 +177,7 @@ class DistributedLock {
     check.optionalNumber(ttlMs, 'ttlMs')
     const notice = lossNotice(key, check.optionalObject(options, 'options'))
     try {
-      const native = await call((id) => this.#native.tryAcquire(id, key, ttlMs, notice?.callback))
+      const native = await call((id) => this.#native.tryAcquire(id, key, ttlMs, notice?.listener))
       return wrap(native, notice)
     } catch (err) {
       notice?.stop()
@@ -191,8 +192,8 @@ class DistributedLock {
     check.optionalNumber(ttlMs, 'ttlMs')
     const o = check.optionalObject(options, 'options')
     const signal = check.optionalSignal(o.signal, 'options.signal')
-    return this.#acquiring(key, signal, lossNotice(key, o), (cancel, onEvent) =>
-      call((id) => this.#native.waitForLock(id, key, timeoutMs, ttlMs, cancel, onEvent)),
+    return this.#acquiring(key, signal, lossNotice(key, o), (cancel, listener) =>
+      call((id) => this.#native.waitForLock(id, key, timeoutMs, ttlMs, cancel, listener)),
     )
   }
 
@@ -234,7 +235,7 @@ class DistributedLock {
   async #acquiring(key, signal, notice, start) {
     try {
       const handle = await withSignal(signal, (cancel) =>
-        start(cancel, notice?.callback).then((native) => wrap(native, notice)),
+        start(cancel, notice?.listener).then((native) => wrap(native, notice)),
       )
       if (signal?.aborted) {
         // Won in the instant after the caller gave up: hand it back rather than out.

@@ -5,6 +5,7 @@ const { NativeExclusiveLock } = require('./native')
 const { connectionOptions } = require('./connection')
 const { LockLostError, fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
+const { completions, call, listen, unlisten } = require('./completions')
 
 // The original's default logger (abstract-logging) is silent.
 const noop = () => {}
@@ -101,6 +102,7 @@ class ExclusiveLock extends EventEmitter {
           maxHoldMs: o.max_hold_ms,
         },
         heartbeat,
+        completions,
       )
     } catch (err) {
       throw fromNative(err)
@@ -148,13 +150,18 @@ class ExclusiveLock extends EventEmitter {
       return true
     }
     const hold = {}
+    hold.listener = listen((event, code, message) => this.#onNative(hold, event, message))
     let won
     try {
-      won = await this.#native.acquire((event, code, message) => this.#onNative(hold, event, message))
+      won = await call((id) => this.#native.acquire(id, hold.listener))
     } catch (err) {
+      unlisten(hold.listener)
       throw fromNative(err, this.key)
     }
-    if (!won) return false
+    if (!won) {
+      unlisten(hold.listener)
+      return false
+    }
     this.#hold = hold
     this.#acquired = true
     this.#keepAlive.set(this.#refed)
@@ -167,7 +174,7 @@ class ExclusiveLock extends EventEmitter {
   /** `{ lock_ttl_ms, lock_contents }` of whoever holds the lock, or `null`. */
   async inspect() {
     try {
-      return (await this.#native.inspect()) ?? null
+      return (await call((id) => this.#native.inspect(id))) ?? null
     } catch (err) {
       this.log.error({ err }, 'Error inspecting lock')
       throw fromNative(err, this.key)
@@ -177,11 +184,12 @@ class ExclusiveLock extends EventEmitter {
   /** Stops refreshing and deletes the lock if it is still ours. A no-op when not held. */
   async release() {
     if (!this.#acquired) return
+    unlisten(this.#hold?.listener)
     this.#hold = null
     this.#keepAlive.set(false)
     this.#beating.set(false)
     try {
-      await this.#native.release()
+      await call((id) => this.#native.release(id))
       this.log.info({ key: this.key }, 'Lock released')
       this.emit('released', this.key)
     } catch (err) {

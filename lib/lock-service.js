@@ -5,6 +5,7 @@ const { NativeLockService, validateTtlMs } = require('./native')
 const { connectionOptions } = require('./connection')
 const { fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
+const { completions, call, listen, unlisten } = require('./completions')
 
 // maestro's TtlConfig, read once at load as maestro does: a set variable that is not a
 // non-negative integer falls back to the computed default.
@@ -56,6 +57,7 @@ class DistributedLockService {
   #keepAlive = new KeepAlive()
   #beating = new Beating()
   #generation = 0
+  #listener
   #logger
   #initialValue
 
@@ -86,6 +88,7 @@ class DistributedLockService {
             maxStallMs: 3 * ttlMs,
           },
           heartbeat,
+          completions,
         )
       } catch (err) {
         throw fromNative(err, lockKey)
@@ -111,13 +114,17 @@ class DistributedLockService {
     }
     if (this.isLocked) return true
     const generation = ++this.#generation
+    unlisten(this.#listener)
+    const listener = listen((event, code, message) => {
+      if (event !== 'lost' || generation !== this.#generation) return
+      unlisten(listener)
+      this.#keepAlive.set(false)
+      this.#beating.set(false)
+      this.#logger.warn(`Lock lost: ${this.lockKey} (${message})`)
+    })
+    this.#listener = listener
     try {
-      const won = await this.#native.acquire(lockTtl, maxWaitTime, (event, code, message) => {
-        if (event !== 'lost' || generation !== this.#generation) return
-        this.#keepAlive.set(false)
-        this.#beating.set(false)
-        this.#logger.warn(`Lock lost: ${this.lockKey} (${message})`)
-      })
+      const won = await call((id) => this.#native.acquire(id, lockTtl, maxWaitTime, listener))
       if (won) {
         this.#keepAlive.set(true)
         this.#beating.set(true)
@@ -138,10 +145,11 @@ class DistributedLockService {
   async release() {
     if (!this.#native) return true
     this.#generation++
+    unlisten(this.#listener)
     this.#keepAlive.set(false)
     this.#beating.set(false)
     try {
-      return await this.#native.release()
+      return await call((id) => this.#native.release(id))
     } catch (err) {
       this.#logger.error(`Lock release error for ${this.lockKey}`, fromNative(err, this.lockKey))
       return false

@@ -1,7 +1,7 @@
 use super::cancel::NativeCancel;
 use super::completions::{Completer, NativeCompletions, Outcome};
 use super::error::{OrThrow, Result};
-use super::events::{EventArgs, JsSink};
+use super::events::JsSink;
 use super::handle::{HandleSink, NativeLockHandle};
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
@@ -11,7 +11,6 @@ use crate::core::lock::{Attempt, Locker, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::store::Store;
 use crate::core::validate;
 use crate::core::watchdog::{Heartbeat, Limits, Watchdog};
-use napi::bindgen_prelude::Function;
 use napi_derive::napi;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -156,26 +155,16 @@ impl NativeDistributedLock {
         })
     }
 
-    /// `on_event` present means `autoRefresh`: events go there, and the hold is given up
+    /// `listener` present means `autoRefresh`: events go there, and the hold is given up
     /// after 3 x TTL of a blocked JS thread.
-    fn auto_refresh(
-        &self,
-        ttl: Duration,
-        on_event: Option<Function<EventArgs, ()>>,
-    ) -> Result<Option<AutoRefresh>> {
-        let Some(on_event) = on_event else {
+    fn auto_refresh(&self, ttl: Duration, listener: Option<u32>) -> Result<Option<AutoRefresh>> {
+        let Some(listener) = listener else {
             return Ok(None);
         };
-        let callback = on_event
-            .build_threadsafe_function::<EventArgs>()
-            .weak::<true>()
-            .build()?;
         self.heartbeat.beat();
+        let never_refreshed = Arc::new(AtomicBool::new(false));
         Ok(Some(AutoRefresh {
-            js: JsSink {
-                callback,
-                want_refreshed: Arc::new(AtomicBool::new(false)),
-            },
+            js: JsSink::new(self.completer.clone(), listener, never_refreshed),
             limits: Limits {
                 stall: Some((self.heartbeat.clone(), ttl.saturating_mul(3))),
                 hold_until: None,
@@ -198,11 +187,11 @@ impl NativeDistributedLock {
         key: String,
         ttl_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
-        on_event: Option<Function<EventArgs, ()>>,
+        listener: Option<u32>,
     ) -> Result<()> {
         validate::key("key", &key).or_throw()?;
         let ttl = self.ttl(ttl_ms)?;
-        let auto = self.auto_refresh(ttl, on_event)?;
+        let auto = self.auto_refresh(ttl, listener)?;
         let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
         let (cancel, completer) = (cancel_token(cancel), self.completer.clone());
         self.completer.run(id, async move {
@@ -225,11 +214,11 @@ impl NativeDistributedLock {
         id: u32,
         key: String,
         ttl_ms: Option<f64>,
-        on_event: Option<Function<EventArgs, ()>>,
+        listener: Option<u32>,
     ) -> Result<()> {
         validate::key("key", &key).or_throw()?;
         let ttl = self.ttl(ttl_ms)?;
-        let auto = self.auto_refresh(ttl, on_event)?;
+        let auto = self.auto_refresh(ttl, listener)?;
         let (locker, completer) = (self.locker.clone(), self.completer.clone());
         self.completer.run(id, async move {
             if let Err(err) = prepare(&locker, &auto).await {
@@ -255,12 +244,12 @@ impl NativeDistributedLock {
         timeout_ms: f64,
         ttl_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
-        on_event: Option<Function<EventArgs, ()>>,
+        listener: Option<u32>,
     ) -> Result<()> {
         validate::key("key", &key).or_throw()?;
         let timeout = validate::non_negative_ms("timeoutMs", timeout_ms).or_throw()?;
         let ttl = self.ttl(ttl_ms)?;
-        let auto = self.auto_refresh(ttl, on_event)?;
+        let auto = self.auto_refresh(ttl, listener)?;
         let (locker, poll) = (self.locker.clone(), self.retry_delay);
         let (cancel, completer) = (cancel_token(cancel), self.completer.clone());
         self.completer.run(id, async move {

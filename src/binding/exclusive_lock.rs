@@ -1,5 +1,6 @@
+use super::completions::{Completer, Inspection, NativeCompletions, Outcome};
 use super::error::{to_napi, OrThrow, Result};
-use super::events::{EventArgs, JsSink};
+use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
 use crate::core::error::LockError;
@@ -10,8 +11,6 @@ use crate::core::sync;
 use crate::core::token::format_fence;
 use crate::core::validate;
 use crate::core::watchdog::{Heartbeat, Limits, Watch, Watchdog};
-use napi::bindgen_prelude::{Function, PromiseRaw};
-use napi::Env;
 use napi_derive::napi;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,15 +34,6 @@ pub struct ExclusiveLockOptions {
     pub command_timeout_ms: Option<f64>,
 }
 
-/// `inspect()`'s answer, in the original's field names.
-#[napi(object)]
-pub struct Inspection {
-    #[napi(js_name = "lock_ttl_ms")]
-    pub lock_ttl_ms: f64,
-    #[napi(js_name = "lock_contents")]
-    pub lock_contents: String,
-}
-
 struct Held {
     token: String,
     fence: u64,
@@ -58,6 +48,7 @@ pub struct NativeExclusiveLock {
     max_hold: Option<Duration>,
     held: Arc<Mutex<Option<Held>>>,
     want_refreshed: Arc<AtomicBool>,
+    completer: Completer,
 }
 
 #[napi]
@@ -67,6 +58,7 @@ impl NativeExclusiveLock {
         connection: ConnectionOptions,
         options: ExclusiveLockOptions,
         heartbeat: &NativeHeartbeat,
+        completions: &NativeCompletions,
     ) -> Result<Self> {
         let ttl = validate::positive_ms("lock_ttl_ms", options.lock_ttl_ms).or_throw()?;
         let refresh =
@@ -108,6 +100,7 @@ impl NativeExclusiveLock {
             max_hold,
             held: Arc::new(Mutex::new(None)),
             want_refreshed: Arc::new(AtomicBool::new(false)),
+            completer: completions.completer(),
         })
     }
 
@@ -135,31 +128,28 @@ impl NativeExclusiveLock {
         self.want_refreshed.store(want, Ordering::Relaxed);
     }
 
-    /// One attempt. On success the watchdog refreshes the lock and reports through
-    /// `on_event('refreshed')` / `on_event('lost', code, message)`.
+    /// One attempt; settles `id` with whether it won. While held, the watchdog refreshes the
+    /// lock and tells `listener` of `refreshed` and `lost`.
     #[napi]
-    pub fn acquire<'env>(
-        &self,
-        env: &'env Env,
-        on_event: Function<EventArgs, ()>,
-    ) -> Result<PromiseRaw<'env, bool>> {
-        let callback = on_event
-            .build_threadsafe_function::<EventArgs>()
-            .weak::<true>()
-            .build()?;
-        let sink = Arc::new(JsSink {
-            callback,
-            want_refreshed: self.want_refreshed.clone(),
-        });
+    pub fn acquire(&self, id: u32, listener: u32) {
+        let sink = Arc::new(JsSink::new(
+            self.completer.clone(),
+            listener,
+            self.want_refreshed.clone(),
+        ));
         // A beat now, on the JS thread: the heartbeat may be stale from before this hold.
         self.heartbeat.beat();
         let limits_stall = self.max_stall.map(|max| (self.heartbeat.clone(), max));
         let (lock, held, max_hold) = (self.lock.clone(), self.held.clone(), self.max_hold);
-        env.spawn_future(async move {
+        self.completer.run(id, async move {
             let watchdog = Watchdog::of(lock.store());
-            watchdog.prepare(lock.command_timeout()).await.or_throw()?;
-            let Some(claim) = lock.acquire().await.or_throw()? else {
-                return Ok(false);
+            if let Err(err) = watchdog.prepare(lock.command_timeout()).await {
+                return Outcome::Failed(err);
+            }
+            let claim = match lock.acquire().await {
+                Ok(Some(claim)) => claim,
+                Ok(None) => return Outcome::Bool(false),
+                Err(err) => return Outcome::Failed(err),
             };
             let limits = Limits {
                 stall: limits_stall,
@@ -171,13 +161,14 @@ impl NativeExclusiveLock {
                 fence: claim.fence,
                 watch,
             });
-            Ok(true)
-        })
+            Outcome::Bool(true)
+        });
     }
 
-    /// Stops refreshing and deletes the lock if it is still ours.
+    /// Stops refreshing and deletes the lock if it is still ours; settles `id` with whether
+    /// it was.
     #[napi]
-    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
+    pub fn release(&self, id: u32) {
         // Stopped now, on the JS thread: no refresh is sent after this point, and the answer
         // of one already in flight is dropped, so it cannot report our own delete as a loss.
         let held = sync::lock(&self.held).take();
@@ -185,23 +176,29 @@ impl NativeExclusiveLock {
             held.watch.stop();
         }
         let lock = self.lock.clone();
-        env.spawn_future(async move {
+        self.completer.run(id, async move {
             match held {
-                Some(held) => lock.release(&held.token).await.or_throw(),
-                None => Ok(false),
+                Some(held) => match lock.release(&held.token).await {
+                    Ok(deleted) => Outcome::Bool(deleted),
+                    Err(err) => Outcome::Failed(err),
+                },
+                None => Outcome::Bool(false),
             }
-        })
+        });
     }
 
+    /// Settles `id` with the holder's contents and TTL, or nothing when the lock is free.
     #[napi]
-    pub fn inspect<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, Option<Inspection>>> {
+    pub fn inspect(&self, id: u32) {
         let lock = self.lock.clone();
-        env.spawn_future(async move {
-            let found = lock.inspect().await.or_throw()?;
-            Ok(found.map(|i| Inspection {
-                lock_ttl_ms: i.ttl_ms as f64,
-                lock_contents: i.contents,
-            }))
-        })
+        self.completer.run(id, async move {
+            match lock.inspect().await {
+                Ok(found) => Outcome::Inspected(found.map(|i| Inspection {
+                    lock_ttl_ms: i.ttl_ms as f64,
+                    lock_contents: i.contents,
+                })),
+                Err(err) => Outcome::Failed(err),
+            }
+        });
     }
 }

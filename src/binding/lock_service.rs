@@ -1,5 +1,6 @@
+use super::completions::{Completer, NativeCompletions, Outcome};
 use super::error::{OrThrow, Result};
-use super::events::{EventArgs, JsSink};
+use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
 use crate::core::backoff;
@@ -10,8 +11,6 @@ use crate::core::sync;
 use crate::core::token;
 use crate::core::validate;
 use crate::core::watchdog::{Heartbeat, Limits, Watch, Watchdog};
-use napi::bindgen_prelude::{Function, PromiseRaw};
-use napi::Env;
 use napi_derive::napi;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +49,7 @@ pub struct NativeLockService {
     lost: Arc<AtomicBool>,
     heartbeat: Arc<Heartbeat>,
     max_stall: Option<Duration>,
+    completer: Completer,
 }
 
 #[napi]
@@ -59,6 +59,7 @@ impl NativeLockService {
         connection: ConnectionOptions,
         options: LockServiceOptions,
         heartbeat: &NativeHeartbeat,
+        completions: &NativeCompletions,
     ) -> Result<Self> {
         let max_stall = validate::non_negative_ms("maxStallMs", options.max_stall_ms).or_throw()?;
         validate::key("lockKey", &options.lock_key).or_throw()?;
@@ -83,6 +84,7 @@ impl NativeLockService {
             lost: Arc::new(AtomicBool::new(false)),
             heartbeat: heartbeat.inner.clone(),
             max_stall: (!max_stall.is_zero()).then_some(max_stall),
+            completer: completions.completer(),
         })
     }
 
@@ -97,16 +99,17 @@ impl NativeLockService {
         sync::lock(&self.held).is_some() && !self.lost.load(Ordering::Relaxed)
     }
 
-    /// Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff; on success the
-    /// watchdog refreshes the lock every third of its TTL.
+    /// Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and settles
+    /// `id` with whether it won; on success the watchdog refreshes the lock every third of
+    /// its TTL and tells `listener` if it is lost.
     #[napi]
-    pub fn acquire<'env>(
+    pub fn acquire(
         &self,
-        env: &'env Env,
+        id: u32,
         lock_ttl_ms: Option<f64>,
         max_wait_ms: Option<f64>,
-        on_event: Function<EventArgs, ()>,
-    ) -> Result<PromiseRaw<'env, bool>> {
+        listener: u32,
+    ) -> Result<()> {
         let ttl = match lock_ttl_ms {
             Some(ms) => validate::positive_ms("lockTtl", ms).or_throw()?,
             None => self.ttl,
@@ -116,17 +119,12 @@ impl NativeLockService {
             None => ttl.saturating_mul(3),
         };
         if self.is_locked() {
-            return env.spawn_future(async { Ok(true) });
+            self.completer.run(id, async { Outcome::Bool(true) });
+            return Ok(());
         }
-        let callback = on_event
-            .build_threadsafe_function::<EventArgs>()
-            .weak::<true>()
-            .build()?;
+        let never_refreshed = Arc::new(AtomicBool::new(false));
         let sink = Arc::new(LostFlag {
-            js: JsSink {
-                callback,
-                want_refreshed: Arc::new(AtomicBool::new(false)),
-            },
+            js: JsSink::new(self.completer.clone(), listener, never_refreshed),
             lost: self.lost.clone(),
         });
         let (locker, key, value) = (self.locker.clone(), self.key.clone(), self.value.clone());
@@ -141,19 +139,16 @@ impl NativeLockService {
             stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
             hold_until: None,
         };
-        env.spawn_future(async move {
+        self.completer.run(id, async move {
             let watchdog = Watchdog::of(locker.store());
-            watchdog
-                .prepare(locker.command_timeout())
-                .await
-                .or_throw()?;
+            if let Err(err) = watchdog.prepare(locker.command_timeout()).await {
+                return Outcome::Failed(err);
+            }
             let delay = |n| backoff::maestro_delay(base, cap, n, backoff::unit_random());
-            let Some(lease) = locker
-                .acquire_within(&key, ttl, max_wait, delay)
-                .await
-                .or_throw()?
-            else {
-                return Ok(false);
+            let lease = match locker.acquire_within(&key, ttl, max_wait, delay).await {
+                Ok(Some(lease)) => lease,
+                Ok(None) => return Outcome::Bool(false),
+                Err(err) => return Outcome::Failed(err),
             };
             let mut target = locker.target(&lease, every.max(Duration::from_millis(1)));
             target.ttl = refresh_ttl;
@@ -161,30 +156,37 @@ impl NativeLockService {
             lost.store(false, Ordering::Relaxed);
             *sync::lock(&value) = lease.token.clone();
             *sync::lock(&held) = Some(Held { lease, watch });
-            Ok(true)
-        })
+            Outcome::Bool(true)
+        });
+        Ok(())
     }
 
-    /// Stops refreshing and deletes the lock if it is ours. `true` when it was ours or is
-    /// already gone, `false` when someone else holds it now, as the original answers.
+    /// Stops refreshing and deletes the lock if it is ours. Settles `id` with `true` when it
+    /// was ours or is already gone, `false` when someone else holds it now, as the original
+    /// answers.
     #[napi]
-    pub fn release<'env>(&self, env: &'env Env) -> Result<PromiseRaw<'env, bool>> {
+    pub fn release(&self, id: u32) {
         // Stopped on the JS thread, before the release is sent (see NativeExclusiveLock).
         let held = sync::lock(&self.held).take();
         if let Some(held) = &held {
             held.watch.stop();
         }
         let locker = self.locker.clone();
-        env.spawn_future(async move {
+        self.completer.run(id, async move {
             let Some(held) = held else {
-                return Ok(true);
+                return Outcome::Bool(true);
             };
-            if locker.release(&held.lease).await.or_throw()? {
-                return Ok(true);
+            let answer = async {
+                if locker.release(&held.lease).await? {
+                    return Ok(true);
+                }
+                Ok(!locker.is_locked(&held.lease.key).await?)
+            };
+            match answer.await {
+                Ok(answer) => Outcome::Bool(answer),
+                Err(err) => Outcome::Failed(err),
             }
-            let someone_else = locker.is_locked(&held.lease.key).await.or_throw()?;
-            Ok(!someone_else)
-        })
+        });
     }
 }
 
