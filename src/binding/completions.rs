@@ -177,6 +177,9 @@ impl Completer {
     where
         F: Future<Output = Outcome> + Send + 'static,
     {
+        // Boxed first: an acquire's future is over 2 KB, and spawning moves the task by value
+        // several times on the JS thread; a box moves as a pointer.
+        let work = Box::pin(work);
         let completer = self.clone();
         napi::bindgen_prelude::spawn(async move {
             // A panic must still settle the promise, or the caller would wait forever.
