@@ -276,3 +276,7 @@ impl Drop for Ticket {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "wake_tests.rs"]
+mod tests;
