@@ -366,29 +366,18 @@ impl Locker {
     }
 
     /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and
-    /// says which. Subscribes first (once per lock and connection; best effort: the sleep is
-    /// the safety net, so a wait never fails for want of a subscription).
+    /// says which. The first time, the connection subscribes and queues for the lock in the
+    /// background (best effort: the sleep is the safety net, so a wait never fails or
+    /// lingers for want of a subscription).
     async fn pause_until(
         &self,
         ticket: &Ticket,
         due: Instant,
         cancel: &CancellationToken,
     ) -> Result<Pause, LockError> {
-        let bound = || {
-            let left = due.saturating_duration_since(Instant::now());
-            left.min(self.command_timeout)
-        };
-        if !ticket.is_subscribed() {
-            self.store.subscribe(ticket, bound()).await;
-        }
-        // Queued only where a wake can reach us: a wake popped for a connection that is not
-        // listening would be lost to every waiter.
-        if ticket.is_subscribed() && ticket.needs_queueing() {
-            let lock_key = ticket.lock_key();
-            if self.store.enqueue(&lock_key, bound()).await == Some(true) {
-                ticket.rearm();
-                return Ok(Pause::Woken);
-            }
+        if ticket.needs_preparing() {
+            self.store
+                .prepare_wake(ticket.lock_key(), self.command_timeout);
         }
         let left = due.saturating_duration_since(Instant::now());
         let pause = tokio::select! {

@@ -4,7 +4,7 @@
 use super::endpoint::Endpoint;
 use super::error::LockError;
 use super::sync::lock;
-use super::wake::{self, Ticket, Turn, Wakes};
+use super::wake::{self, Turn, Wakes};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation, Value};
 use std::collections::HashMap;
@@ -200,16 +200,38 @@ impl Store {
         self.wakes.mark_queued(&wake::channel(lock_key), true);
         Some(free == 1)
     }
-    /// Subscribes the connection to a waiter's channel. `false` when it could not: a RESP2
+    /// Makes a lock's waiters wakeable, in the background: the connection subscribes to the
+    /// lock's channel, then queues for the lock. No waiter waits for either (its poll is the
+    /// safety net); if the lock turns out free meanwhile, a waiter is woken to try.
+    pub fn prepare_wake(self: &Arc<Self>, lock_key: Vec<u8>, timeout: Duration) {
+        let channel = wake::channel(&lock_key);
+        if !self.wakes.begin_preparing(&channel) {
+            return;
+        }
+        let store = self.clone();
+        spawn(async move {
+            // Queued only where a wake can reach us: a wake popped for a connection that is
+            // not listening would be lost to every waiter.
+            if store.subscribe(&channel, timeout).await
+                && store.wakes.needs_queueing(&channel)
+                && store.enqueue(&lock_key, timeout).await == Some(true)
+            {
+                store.wakes.wake_local(&channel);
+            }
+            store.wakes.end_preparing(&channel);
+        });
+    }
+
+    /// Subscribes the connection to a lock's channel. `false` when it could not: a RESP2
     /// connection carries no pushes beside replies, and a failed SUBSCRIBE is no reason to
     /// fail a wait that polls anyway.
-    pub async fn subscribe(&self, ticket: &Ticket, timeout: Duration) -> bool {
+    async fn subscribe(&self, channel: &[u8], timeout: Duration) -> bool {
         if self.resp2_only.load(Ordering::Relaxed) {
             return false;
         }
         let work = async {
             let _switching = self.wakes.switching.lock().await;
-            if ticket.is_subscribed() {
+            if self.wakes.is_subscribed(channel) {
                 return true;
             }
             let Ok(mut manager) = self.manager() else {
@@ -219,13 +241,21 @@ impl Store {
             if !idle.is_empty() && manager.unsubscribe(idle).await.is_err() {
                 return false;
             }
-            if manager.subscribe(ticket.channel()).await.is_err() {
+            if manager.subscribe(channel).await.is_err() {
                 return false;
             }
-            self.wakes.mark_subscribed(ticket.channel());
+            self.wakes.mark_subscribed(channel);
             true
         };
-        tokio::time::timeout(timeout, work).await.unwrap_or(false)
+        match tokio::time::timeout(timeout, work).await {
+            Ok(subscribed) => subscribed,
+            Err(_) => {
+                // As for any call without an answer (see `call_tracked`): start afresh.
+                self.discard_manager();
+                self.dropped.notify_one();
+                false
+            }
+        }
     }
 
     /// Loads every script on the current connection, once: one round trip after each

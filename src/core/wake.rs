@@ -42,6 +42,8 @@ struct Channel {
     /// In request order.
     waiters: VecDeque<Arc<Waiter>>,
     subscribed: bool,
+    /// A background task is subscribing and queueing this connection for the lock.
+    preparing: bool,
     /// Whether this connection is in the lock's queue as far as we know (a wake for us took
     /// us off it; so may a lost connection or an expired queue, which the next failed
     /// attempt repairs).
@@ -79,6 +81,7 @@ impl Wakes {
                 lock_key: lock_key.to_vec(),
                 waiters: VecDeque::new(),
                 subscribed: false,
+                preparing: false,
                 queued: None,
             })
             .waiters
@@ -92,6 +95,32 @@ impl Wakes {
 
     fn with<T>(&self, channel: &[u8], read: impl FnOnce(&mut Channel) -> T) -> Option<T> {
         lock(&self.channels).get_mut(channel).map(read)
+    }
+
+    pub(crate) fn is_subscribed(&self, channel: &[u8]) -> bool {
+        self.with(channel, |entry| entry.subscribed)
+            .unwrap_or(false)
+    }
+
+    pub(crate) fn needs_queueing(&self, channel: &[u8]) -> bool {
+        self.with(channel, |entry| entry.queued.is_none())
+            .unwrap_or(false)
+    }
+
+    /// Claims the job of making a lock's waiters wakeable (subscribed, queued); `false` when
+    /// there is nothing to do or another task is at it.
+    pub(crate) fn begin_preparing(&self, channel: &[u8]) -> bool {
+        self.with(channel, |entry| {
+            let needed = !entry.subscribed || entry.queued.is_none();
+            let claim = needed && !entry.preparing && !entry.waiters.is_empty();
+            entry.preparing |= claim;
+            claim
+        })
+        .unwrap_or(false)
+    }
+
+    pub(crate) fn end_preparing(&self, channel: &[u8]) {
+        self.with(channel, |entry| entry.preparing = false);
     }
 
     pub(crate) fn mark_subscribed(&self, channel: &[u8]) {
@@ -213,15 +242,16 @@ impl Ticket {
     }
 
     pub fn is_subscribed(&self) -> bool {
-        self.wakes
-            .with(&self.channel, |entry| entry.subscribed)
-            .unwrap_or(false)
+        self.wakes.is_subscribed(&self.channel)
     }
 
-    /// Whether the connection must queue itself before this waiter sleeps.
-    pub fn needs_queueing(&self) -> bool {
+    /// Whether the connection still has to subscribe or queue before a wake can reach this
+    /// waiter.
+    pub fn needs_preparing(&self) -> bool {
         self.wakes
-            .with(&self.channel, |entry| entry.queued.is_none())
+            .with(&self.channel, |entry| {
+                !entry.subscribed || entry.queued.is_none()
+            })
             .unwrap_or(true)
     }
 

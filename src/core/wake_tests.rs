@@ -69,9 +69,9 @@ async fn a_lost_connection_forgets_subscriptions_and_queue_places_and_wakes_the_
     let waiter = wakes.join(LOCK);
     wakes.mark_subscribed(&channel(LOCK));
     wakes.mark_queued(&channel(LOCK), true);
-    assert!(waiter.is_subscribed() && !waiter.needs_queueing());
+    assert!(waiter.is_subscribed() && !waiter.needs_preparing());
     wakes.connection_lost();
-    assert!(!waiter.is_subscribed() && waiter.needs_queueing());
+    assert!(!waiter.is_subscribed() && waiter.needs_preparing());
     assert!(is_woken(&waiter).await);
 }
 
