@@ -106,7 +106,7 @@ impl Locker {
             invocation
                 .key(wake::queue_key(&redis_key))
                 .arg(self.store.id())
-                .arg(wall_micros())
+                .arg(wake::queue_score())
                 .arg(if company { "1" } else { "0" })
                 .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
         }
@@ -470,13 +470,4 @@ async fn sleep(delay: Duration, cancel: &CancellationToken) -> Result<(), LockEr
         _ = tokio::time::sleep(delay) => Ok(()),
         _ = cancel.cancelled() => Err(LockError::Aborted),
     }
-}
-
-/// Microseconds of the wall clock: the queue order of waiting connections (clocks of
-/// different hosts differ a little; the order is a courtesy, never a safety property).
-fn wall_micros() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|since| since.as_micros() as u64)
-        .unwrap_or(0)
 }

@@ -172,12 +172,12 @@ impl Store {
 
     /// Hands a wake nobody here will use to the next connection in the lock's queue.
     pub(crate) fn pass_on(&self, lock_key: Vec<u8>) {
-        let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) else {
-            return;
-        };
         if lock_key.is_empty() {
             return;
         }
+        let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) else {
+            return;
+        };
         spawn(async move {
             let mut invocation = super::scripts::WAKE_NEXT.key(wake::queue_key(&lock_key));
             invocation.arg(wake::channel(&lock_key));
@@ -190,11 +190,12 @@ impl Store {
     /// Puts this connection in the queue for `lock_key` (it keeps its place if already
     /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
     /// ACL without sorted sets, say): the waiter then only polls.
-    pub async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<bool> {
+    async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<bool> {
         let mut invocation = super::scripts::ENQUEUE.key(wake::queue_key(lock_key));
         invocation
             .key(lock_key)
             .arg(&self.id)
+            .arg(wake::queue_score())
             .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
         let free: i64 = self.eval(&invocation, timeout, Replay::Safe).await.ok()?;
         self.wakes.mark_queued(&wake::channel(lock_key), true);

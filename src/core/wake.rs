@@ -25,6 +25,16 @@ pub fn channel(lock_key: &[u8]) -> Vec<u8> {
     keys::sibling_key(lock_key, "released")
 }
 
+/// A connection's place in a lock's queue: microseconds of its wall clock (clocks of
+/// different hosts differ a little; the order is a courtesy, never a safety property).
+/// Every way into the queue uses it, so all places compare alike.
+pub fn queue_score() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|since| since.as_micros() as u64)
+        .unwrap_or(0)
+}
+
 /// The queue of connections waiting for a lock.
 pub fn queue_key(lock_key: &[u8]) -> Vec<u8> {
     keys::sibling_key(lock_key, "waiting")
@@ -142,15 +152,7 @@ impl Wakes {
     /// Our own release freed the lock: the first of our waiters not already woken goes
     /// next, without a round trip through the queue.
     pub fn wake_local(&self, channel: &[u8]) {
-        self.with(channel, |entry| {
-            if let Some(next) = entry
-                .waiters
-                .iter()
-                .find(|w| !w.woken.swap(true, Ordering::AcqRel))
-            {
-                next.notify.notify_one();
-            }
-        });
+        self.with(channel, wake_next);
     }
 
     /// A release was announced to this connection: it is off the queue, and its first waiter
@@ -161,16 +163,10 @@ impl Wakes {
             return Turn::PassOn(Vec::new());
         };
         entry.queued = None;
-        let next = entry
-            .waiters
-            .iter()
-            .find(|waiter| !waiter.woken.swap(true, Ordering::AcqRel));
-        match next {
-            Some(next) => {
-                next.notify.notify_one();
-                Turn::Woke
-            }
-            None => Turn::PassOn(entry.lock_key.clone()),
+        if wake_next(entry) {
+            Turn::Woke
+        } else {
+            Turn::PassOn(entry.lock_key.clone())
         }
     }
 
@@ -211,6 +207,18 @@ impl Wakes {
         });
         names
     }
+}
+
+/// Wakes the first waiter not already woken; `false` when there is none.
+fn wake_next(entry: &mut Channel) -> bool {
+    let next = entry
+        .waiters
+        .iter()
+        .find(|waiter| !waiter.woken.swap(true, Ordering::AcqRel));
+    if let Some(next) = next {
+        next.notify.notify_one();
+    }
+    next.is_some()
 }
 
 /// One waiter's place in its connection's queue for a lock.
@@ -289,20 +297,13 @@ impl Drop for Ticket {
         if !self.waiter.woken.load(Ordering::Acquire) {
             return;
         }
-        let next = entry
-            .waiters
-            .iter()
-            .find(|w| !w.woken.swap(true, Ordering::AcqRel));
-        match next {
-            Some(next) => next.notify.notify_one(),
-            None if entry.queued.is_none() => {
-                let lock_key = entry.lock_key.clone();
-                drop(channels);
-                if let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) {
-                    store.pass_on(lock_key);
-                }
-            }
-            None => {}
+        if wake_next(entry) || entry.queued.is_some() {
+            return;
+        }
+        let lock_key = entry.lock_key.clone();
+        drop(channels);
+        if let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) {
+            store.pass_on(lock_key);
         }
     }
 }
