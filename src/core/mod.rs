@@ -8,6 +8,7 @@ pub mod exclusive;
 pub mod keys;
 pub mod lease;
 pub mod lock;
+pub mod resp;
 pub mod scripts;
 pub mod store;
 pub mod sync;
