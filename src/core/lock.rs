@@ -87,7 +87,20 @@ impl Locker {
         timeout: Duration,
         waiting: Option<&Ticket>,
     ) -> Result<Attempt, LockError> {
-        let token = token::new_token();
+        self.attempt_with(key, token::new_token(), ttl, timeout, waiting)
+            .await
+    }
+
+    /// An attempt with `token`: fresh, or the token of an attempt that may have run already
+    /// (the script then grants it again, see acquire.lua).
+    async fn attempt_with(
+        &self,
+        key: &str,
+        token: String,
+        ttl: Duration,
+        timeout: Duration,
+        waiting: Option<&Ticket>,
+    ) -> Result<Attempt, LockError> {
         let redis_key = self.redis_key(key);
         let ttl_ms = ttl.as_millis() as u64;
         // Only a connection that listens on the lock's channel may queue: a wake popped for
@@ -161,18 +174,45 @@ impl Locker {
         base_delay: Duration,
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
+        check(cancel)?;
+        match self.attempt(key, ttl).await? {
+            Attempt::Acquired(lease) => self.unless_cancelled(lease, cancel).await,
+            Attempt::Held { .. } => self.retry(key, ttl, max_retries, base_delay, cancel).await,
+        }
+    }
+
+    /// `acquire` carried on from an attempt sent elsewhere (the JS thread's connection)
+    /// whose outcome is unknown: the same token again, then the retries.
+    pub async fn acquire_again(
+        &self,
+        request: AttemptRequest,
+        timeout: Duration,
+        max_retries: u32,
+        base_delay: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
+        check(cancel)?;
+        let AttemptRequest {
+            key, token, ttl, ..
+        } = request;
+        match self.attempt_with(&key, token, ttl, timeout, None).await? {
+            Attempt::Acquired(lease) => self.unless_cancelled(lease, cancel).await,
+            Attempt::Held { .. } => self.retry(&key, ttl, max_retries, base_delay, cancel).await,
+        }
+    }
+
+    /// The retries of `acquire`, after a first attempt found the lock held.
+    pub async fn retry(
+        &self,
+        key: &str,
+        ttl: Duration,
+        max_retries: u32,
+        base_delay: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
         let mut retries = 0;
-        let mut ticket: Option<Ticket> = None;
+        let mut ticket = None;
         loop {
-            check(cancel)?;
-            let timeout = self.command_timeout;
-            let attempt = match &ticket {
-                Some(ticket) => self.attempt_waiting(key, ttl, timeout, ticket).await?,
-                None => self.attempt(key, ttl).await?,
-            };
-            if let Attempt::Acquired(lease) = attempt {
-                return self.unless_cancelled(lease, cancel).await;
-            }
             if retries == max_retries {
                 return Err(LockError::Locked {
                     key: key.to_owned(),
@@ -188,6 +228,13 @@ impl Locker {
                 return self.unless_cancelled(lease, cancel).await;
             }
             retries += 1;
+            check(cancel)?;
+            let timeout = self.command_timeout;
+            if let Attempt::Acquired(lease) =
+                self.attempt_waiting(key, ttl, timeout, ticket).await?
+            {
+                return self.unless_cancelled(lease, cancel).await;
+            }
         }
     }
 
@@ -319,21 +366,15 @@ impl Locker {
             .arg(&lease.token)
             .arg(&channel)
             .arg(if ours_wait { "1" } else { "0" });
-        let deleted: i64 = match self
+        let reply = self
             .store
             .eval(&invocation, self.bound_for(lease), Replay::Safe)
-            .await
-        {
-            Ok(deleted) => deleted,
-            // Redis did not answer before the lock ran out: it is gone either way.
-            Err(LockError::Timeout(_)) if lease.remaining().is_zero() => 0,
-            Err(err) => return Err(err),
-        };
-        lease.mark_released();
-        if deleted == 1 && ours_wait {
+            .await;
+        let deleted = Self::release_outcome(lease, reply)?;
+        if deleted && ours_wait {
             self.store.wakes().wake_local(&channel);
         }
-        Ok(deleted == 1)
+        Ok(deleted)
     }
 
     /// Adds `extra` to the lock's remaining TTL, if the lock is still ours.
@@ -470,4 +511,126 @@ async fn sleep(delay: Duration, cancel: &CancellationToken) -> Result<(), LockEr
         _ = tokio::time::sleep(delay) => Ok(()),
         _ = cancel.cancelled() => Err(LockError::Aborted),
     }
+}
+
+/// An acquire attempt sent on a connection of its own (the JS thread's, see
+/// binding/direct), and what its reply means.
+pub struct AttemptRequest {
+    pub key: String,
+    pub redis_key: Vec<u8>,
+    pub token: String,
+    pub ttl: Duration,
+    pub sent: Stamp,
+}
+
+impl AttemptRequest {
+    /// The fence it drew when the reply says it won, `None` when the lock was held.
+    pub fn won(&self, reply: redis::Value) -> Result<Option<u64>, LockError> {
+        Ok(match typed::<(i64, i64)>(reply)? {
+            (1, fence) => Some(fence.max(0) as u64),
+            _ => None,
+        })
+    }
+
+    pub fn into_lease(self, fence: u64) -> Lease {
+        Lease::new(
+            self.key,
+            self.redis_key,
+            self.token,
+            fence,
+            self.sent,
+            self.ttl,
+        )
+    }
+}
+
+impl Locker {
+    /// A first attempt (as `attempt`) as a command to send elsewhere; `sent` is now.
+    pub fn attempt_request(&self, key: &str, ttl: Duration) -> (AttemptRequest, Cmd) {
+        let request = AttemptRequest {
+            key: key.to_owned(),
+            redis_key: self.redis_key(key),
+            token: token::new_token(),
+            ttl,
+            sent: Stamp::now(),
+        };
+        let mut cmd = Cmd::new();
+        cmd.arg("EVALSHA")
+            .arg(scripts::ACQUIRE.get_hash())
+            .arg(2)
+            .arg(&request.redis_key)
+            .arg(keys::fence_key(&request.redis_key))
+            .arg(&request.token)
+            .arg(ttl.as_millis() as u64);
+        (request, cmd)
+    }
+
+    /// A release (as `release`) as a command to send elsewhere, and its bound. `None` when it
+    /// must go through `release`: already released, or waiters of this process are to be
+    /// woken by it.
+    pub fn release_request(&self, lease: &Lease) -> Option<(Cmd, Duration)> {
+        let channel = wake::channel(&lease.redis_key);
+        if lease.is_released() || self.store.wakes().has_waiters(&channel) {
+            return None;
+        }
+        Some((
+            forget_request(&lease.redis_key, &lease.token),
+            self.bound_for(lease),
+        ))
+    }
+
+    /// Frees a lock an attempt may have won after its caller stopped waiting, through the
+    /// tokio connection (the attempt's own connection is gone), bounded by the lock's TTL.
+    pub async fn abandon(&self, request: &AttemptRequest) {
+        let cmd = forget_request(&request.redis_key, &request.token);
+        let _ignored: Result<i64, _> = self.store.query(&cmd, request.ttl).await;
+    }
+
+    /// The reply to `release_request`'s command, or its lack within the bound.
+    pub fn release_outcome(
+        lease: &Lease,
+        reply: Result<redis::Value, LockError>,
+    ) -> Result<bool, LockError> {
+        let deleted: i64 = match reply.and_then(typed) {
+            Ok(deleted) => deleted,
+            // Redis did not answer before the lock ran out: it is gone either way.
+            Err(LockError::Timeout(_)) if lease.remaining().is_zero() => 0,
+            Err(err) => return Err(err),
+        };
+        lease.mark_released();
+        Ok(deleted == 1)
+    }
+
+    /// An attempt's won lock that nobody will hold, freed as a release would (its waiters
+    /// woken), as a command to send elsewhere.
+    pub fn forget_request(request: &AttemptRequest) -> Cmd {
+        forget_request(&request.redis_key, &request.token)
+    }
+
+    /// `is_locked` as a command to send elsewhere.
+    pub fn exists_request(&self, key: &str) -> Cmd {
+        let mut cmd = Cmd::new();
+        cmd.arg("EXISTS").arg(self.redis_key(key));
+        cmd
+    }
+}
+
+/// A reply read outside the redis crate's connection, as that connection would convert it.
+fn typed<T: redis::FromRedisValue>(reply: redis::Value) -> Result<T, LockError> {
+    let reply = reply.extract_error()?;
+    redis::from_redis_value(reply).map_err(|err| LockError::from(redis::RedisError::from(err)))
+}
+
+/// RELEASE_WAKE for a token, with no local waiters to wake.
+fn forget_request(redis_key: &[u8], token: &str) -> Cmd {
+    let mut cmd = Cmd::new();
+    cmd.arg("EVALSHA")
+        .arg(scripts::RELEASE_WAKE.get_hash())
+        .arg(2)
+        .arg(redis_key)
+        .arg(wake::queue_key(redis_key))
+        .arg(token)
+        .arg(wake::channel(redis_key))
+        .arg("0");
+    cmd
 }

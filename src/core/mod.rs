@@ -2,6 +2,7 @@
 
 pub mod backoff;
 pub mod clock;
+pub mod direct;
 pub mod endpoint;
 pub mod error;
 pub mod exclusive;

@@ -8,13 +8,14 @@
 use redis::Script;
 use std::sync::LazyLock;
 
-const ACQUIRE_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("acquire.lua"));
+pub(crate) const ACQUIRE_SOURCE: &str =
+    concat!(include_str!("same_expiry.lua"), include_str!("acquire.lua"));
 const RELEASE_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("release.lua"));
 const EXTEND_SOURCE: &str = include_str!("extend.lua");
 const REFRESH_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("refresh.lua"));
 const INSPECT_SOURCE: &str = include_str!("inspect.lua");
 const FENCED_SET_SOURCE: &str = include_str!("fenced_set.lua");
-const RELEASE_WAKE_SOURCE: &str = include_str!("release_wake.lua");
+pub(crate) const RELEASE_WAKE_SOURCE: &str = include_str!("release_wake.lua");
 const WAKE_NEXT_SOURCE: &str = include_str!("wake_next.lua");
 const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");
 const ACQUIRE_QUEUED_SOURCE: &str = include_str!("acquire_queued.lua");
