@@ -24,11 +24,6 @@ after(async () => {
   await server.close()
 })
 
-async function lockConnections() {
-  const list = await admin.client('LIST')
-  return list.split('\n').filter((line) => line.includes('addr=') && !line.includes('name=test-admin')).length
-}
-
 test('the addon runs on one small runtime whose threads are named for the package', () => {
   const names = fs.readdirSync('/proc/self/task').map((tid) =>
     fs.readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim(),
@@ -39,19 +34,37 @@ test('the addon runs on one small runtime whose threads are named for the packag
   assert.equal(names.filter((name) => name.startsWith('tokio-')).length, 0)
 })
 
-test('locks with equal settings share one connection; other settings get their own', async () => {
+// Per endpoint: one tokio connection (RESP3) and one driven by the JS thread (RESP2), which
+// opens in the background after the first call.
+async function connectionsByKind() {
+  let found
+  for (let tries = 0; tries < 50; tries++) {
+    const lines = (await admin.client('LIST')).split('\n').filter((l) => l.includes('addr=') && !l.includes('name=test-admin'))
+    found = { tokio: lines.filter((l) => / resp=3/.test(l)).length, direct: lines.filter((l) => / resp=2/.test(l)).length }
+    if (found.direct >= found.tokio) break
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  return found
+}
+
+test('locks with equal settings share their connections; other settings get their own', async () => {
   const url = `redis://127.0.0.1:${server.port}`
   const locks = [
     new DistributedLock(url),
     new DistributedLock(url, { keyPrefix: 'other:' }),
     new DistributedLock({ host: '127.0.0.1', port: server.port }),
   ]
-  await Promise.all(locks.map((lock, i) => lock.isLocked(`shared-${i}`)))
-  assert.equal(await lockConnections(), 1)
+  for (let round = 0; round < 3; round++) {
+    await Promise.all(locks.map((lock, i) => lock.isLocked(`shared-${i}`)))
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  assert.deepEqual(await connectionsByKind(), { tokio: 1, direct: 1 })
 
   const elsewhere = new DistributedLock(`${url}/3`)
   await elsewhere.isLocked('db3')
-  assert.equal(await lockConnections(), 2)
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  await elsewhere.isLocked('db3')
+  assert.deepEqual(await connectionsByKind(), { tokio: 2, direct: 2 })
 })
 
 test('scripts are reloaded after SCRIPT FLUSH (NOSCRIPT is handled)', async () => {

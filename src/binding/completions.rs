@@ -1,3 +1,4 @@
+use super::direct::Settler;
 use super::error::{to_napi, Result};
 use super::handle::NativeLockHandle;
 use crate::core::error::LockError;
@@ -5,10 +6,11 @@ use crate::core::sync::lock;
 use futures_util::FutureExt;
 use napi::bindgen_prelude::Function;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::Status;
+use napi::{JsValue, Status};
 use napi_derive::napi;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 /// How a call ended, as the JS layer settles its promise.
@@ -72,6 +74,8 @@ struct Queue {
 #[napi]
 pub struct NativeCompletions {
     completer: Completer,
+    /// Settles calls of the JS-thread connections from this thread's loop.
+    settler: Option<Rc<Settler>>,
 }
 
 /// The sending side, held by every native object that settles promises through the queue.
@@ -83,6 +87,9 @@ impl NativeCompletions {
     /// `wake` is called (with no arguments) when completions are waiting in `drain()`.
     #[napi(constructor)]
     pub fn new(wake: Function<(), ()>) -> Result<Self> {
+        let drain = wake.value();
+        // SAFETY: a constructor runs on the JS thread that owns `wake`.
+        let settler = unsafe { super::direct::settler(drain.env, drain.value) };
         let wake = wake
             .build_threadsafe_function::<()>()
             .weak::<true>()
@@ -92,6 +99,7 @@ impl NativeCompletions {
                 done: Mutex::new(Vec::new()),
                 wake,
             })),
+            settler,
         })
     }
 
@@ -107,6 +115,10 @@ impl NativeCompletions {
 impl NativeCompletions {
     pub fn completer(&self) -> Completer {
         self.completer.clone()
+    }
+
+    pub fn settler(&self) -> Option<&Rc<Settler>> {
+        self.settler.as_ref()
     }
 }
 
@@ -157,6 +169,17 @@ impl Completer {
             event,
             error,
         });
+    }
+
+    /// Tells queues apart.
+    pub fn address(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
+    /// Queues the outcome of call `id` without waking JS, for a caller on the JS thread
+    /// that runs the drain itself right after (see binding/direct).
+    pub fn settle_here(&self, id: u32, outcome: Outcome) {
+        lock(&self.0.done).push(Entry::Settled(id, outcome));
     }
 
     fn push(&self, entry: Entry) {

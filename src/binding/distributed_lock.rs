@@ -1,5 +1,6 @@
 use super::cancel::NativeCancel;
 use super::completions::{Completer, NativeCompletions, Outcome};
+use super::direct::{Link, Mode, Work};
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::handle::{HandleSink, NativeLockHandle};
@@ -12,6 +13,7 @@ use crate::core::store::Store;
 use crate::core::validate;
 use crate::core::watchdog::{Heartbeat, Limits, Watchdog};
 use napi_derive::napi;
+use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,6 +50,8 @@ pub struct NativeDistributedLock {
     /// The user's ioredis `keyPrefix`: fenced resources carry it, not our lock prefix.
     client_prefix: String,
     completer: Completer,
+    /// The JS-thread connection for one-round-trip calls, where the endpoint allows one.
+    direct: Option<Rc<Link>>,
 }
 
 /// What an `autoRefresh` acquisition needs, prepared on the JS thread.
@@ -144,14 +148,16 @@ impl NativeDistributedLock {
             options.key_prefix.as_deref().unwrap_or(DEFAULT_PREFIX)
         );
         let store = Store::shared(connection.endpoint()?);
+        let completer = completions.completer();
         Ok(NativeDistributedLock {
+            direct: Link::of(&store, &completer, completions.settler()),
             locker: Arc::new(Locker::new(store, prefix, command_timeout)),
             default_ttl,
             retry_delay,
             max_retries,
             heartbeat: heartbeat.inner.clone(),
             client_prefix,
-            completer: completions.completer(),
+            completer,
         })
     }
 
@@ -170,6 +176,28 @@ impl NativeDistributedLock {
                 hold_until: None,
             },
         }))
+    }
+
+    /// Sends a first attempt on the JS-thread connection; `false` when it is not open.
+    fn send_attempt(&self, id: u32, key: &str, ttl: Duration, mode: impl FnOnce() -> Mode) -> bool {
+        let Some(link) = &self.direct else {
+            return false;
+        };
+        link.send(id, || {
+            let locker = self.locker.clone();
+            let (request, cmd) = locker.attempt_request(key, ttl);
+            let bound = locker.command_timeout();
+            let mode = mode();
+            (
+                cmd,
+                bound,
+                Work::Acquire {
+                    locker,
+                    request,
+                    mode,
+                },
+            )
+        })
     }
 
     fn ttl(&self, ttl_ms: Option<f64>) -> Result<Duration> {
@@ -194,6 +222,16 @@ impl NativeDistributedLock {
         let auto = self.auto_refresh(ttl, listener)?;
         let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
         let (cancel, completer) = (cancel_token(cancel), self.completer.clone());
+        if auto.is_none()
+            && !cancel.is_cancelled()
+            && self.send_attempt(id, &key, ttl, || Mode::Retries {
+                retries,
+                delay,
+                cancel: cancel.clone(),
+            })
+        {
+            return Ok(());
+        }
         self.completer.run(id, async move {
             outcome(
                 async {
@@ -219,6 +257,9 @@ impl NativeDistributedLock {
         validate::key("key", &key).or_throw()?;
         let ttl = self.ttl(ttl_ms)?;
         let auto = self.auto_refresh(ttl, listener)?;
+        if auto.is_none() && self.send_attempt(id, &key, ttl, || Mode::Try) {
+            return Ok(());
+        }
         let (locker, completer) = (self.locker.clone(), self.completer.clone());
         self.completer.run(id, async move {
             if let Err(err) = prepare(&locker, &auto).await {
@@ -285,6 +326,23 @@ impl NativeDistributedLock {
     pub fn is_locked(&self, id: u32, key: String) -> Result<()> {
         validate::key("key", &key).or_throw()?;
         let locker = self.locker.clone();
+        if let Some(link) = &self.direct {
+            let sent = link.send(id, || {
+                let cmd = locker.exists_request(&key);
+                let bound = locker.command_timeout();
+                (
+                    cmd,
+                    bound,
+                    Work::Exists {
+                        locker: locker.clone(),
+                        key: key.clone(),
+                    },
+                )
+            });
+            if sent {
+                return Ok(());
+            }
+        }
         self.completer.run(id, async move {
             match locker.is_locked(&key).await {
                 Ok(locked) => Outcome::Bool(locked),

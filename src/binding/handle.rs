@@ -1,4 +1,5 @@
 use super::completions::{Completer, Outcome};
+use super::direct::{Link, Work};
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use crate::core::clock::Stamp;
@@ -101,6 +102,14 @@ impl NativeLockHandle {
     pub fn release(&self, id: u32) {
         // Before the release is sent, on the JS thread (see NativeExclusiveLock::release).
         self.stop_refreshing();
+        if let Some(link) = Link::existing(self.locker.store(), &self.completer) {
+            if let Some((cmd, bound)) = self.locker.release_request(&self.lease) {
+                let (locker, lease) = (self.locker.clone(), self.lease.clone());
+                if link.send(id, || (cmd, bound, Work::Release { locker, lease })) {
+                    return;
+                }
+            }
+        }
         let (locker, lease) = (self.locker.clone(), self.lease.clone());
         self.completer.run(id, async move {
             match locker.release(&lease).await {

@@ -3,6 +3,7 @@
 pub mod cancel;
 pub mod completions;
 pub mod diagnostics;
+pub mod direct;
 pub mod distributed_lock;
 pub mod error;
 pub mod events;

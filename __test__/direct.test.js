@@ -1,0 +1,154 @@
+'use strict'
+
+// The JS-thread connection (src/binding/direct): the one-round-trip calls go over a socket
+// driven by the JS thread's own loop. What it must keep from the tokio path: a broken
+// connection loses no call (each goes again through tokio), a silent server bounds every call
+// and a lock won after its caller gave up is freed, Redis errors read as they always did, and
+// a worker thread that ends takes its connection with it.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { Worker } = require('node:worker_threads')
+const Redis = require('ioredis')
+const { startRedis } = require('./helpers/redis-server')
+const { DistributedLock } = require('..')
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const unhandled = []
+process.on('unhandledRejection', (reason) => unhandled.push(reason))
+
+let server
+let admin
+
+before(async () => {
+  server = await startRedis()
+  admin = new Redis(server.port, { lazyConnect: true })
+  await admin.connect()
+  await admin.client('SETNAME', 'test-admin')
+})
+
+after(async () => {
+  admin?.disconnect()
+  await server?.close()
+  assert.deepEqual(unhandled, [])
+})
+
+/** Ids of our JS-thread connections (RESP2; the tokio one speaks RESP3). */
+async function directConnections() {
+  const lines = (await admin.client('LIST')).split('\n')
+  return lines.filter((l) => / resp=2/.test(l) && !l.includes('name=test-admin')).map((l) => /id=(\d+)/.exec(l)[1])
+}
+
+/** Makes calls until the JS-thread connection is open (it opens after the first call). */
+async function withDirect(lock) {
+  for (let tries = 0; tries < 100; tries++) {
+    await lock.isLocked('warm-up')
+    if ((await directConnections()).length > 0) return
+    await sleep(10)
+  }
+  throw new Error('the JS-thread connection never opened')
+}
+
+test('calls go over the JS-thread connection once it is open', async () => {
+  const lock = new DistributedLock(server.url)
+  await withDirect(lock)
+  const before = await admin.info('commandstats')
+  const calls = (info) => Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0)
+  const [id] = await directConnections()
+  const handle = await lock.acquire('direct:used', 5000)
+  assert.equal(await lock.isLocked('direct:used'), true)
+  await handle.release()
+  assert.equal(await lock.isLocked('direct:used'), false)
+  assert.equal(calls(await admin.info('commandstats')) - calls(before), 2)
+  // The same connection served them: its command counter moved.
+  const line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))
+  assert.match(line, /cmd=(evalsha|exists)/)
+})
+
+test('a connection killed under 400 calls in flight loses none of them', async () => {
+  const lock = new DistributedLock(server.url)
+  await withDirect(lock)
+  const [id] = await directConnections()
+  const acquiring = Array.from({ length: 400 }, (_, i) => lock.acquire(`direct:killed:${i}`, 10_000))
+  await admin.client('KILL', 'ID', id)
+  const handles = await Promise.all(acquiring)
+  assert.equal(handles.length, 400)
+  const fences = new Set(handles.map((h) => h.key))
+  assert.equal(fences.size, 400)
+  for (let i = 0; i < 400; i += 37) {
+    assert.equal(await admin.get(`lock:direct:killed:${i}`), handles[i].token)
+  }
+  await Promise.all(handles.map((h) => h.release()))
+  assert.equal((await admin.keys('lock:direct:killed:*')).filter((k) => !k.endsWith(':fence')).length, 0)
+})
+
+test('a silent server: the call ends at its bound, and a lock won meanwhile is freed', async () => {
+  const lock = new DistributedLock(server.url, { commandTimeoutMs: 200 })
+  await withDirect(lock)
+  server.pause()
+  let failure
+  const started = performance.now()
+  try {
+    await lock.acquire('direct:silent', 30_000)
+  } catch (err) {
+    failure = err
+  } finally {
+    setTimeout(() => server.resume(), 300)
+  }
+  const elapsed = performance.now() - started
+  assert.equal(failure?.code, 'ETIMEDOUT', String(failure))
+  assert.ok(elapsed < 400, `told after ${elapsed.toFixed(0)} ms`)
+  // The attempt ran once Redis resumed; nobody holds it, so it must not stay locked.
+  let exists = 1
+  for (let tries = 0; tries < 100 && exists; tries++) {
+    await sleep(20)
+    exists = await admin.exists('lock:direct:silent')
+  }
+  assert.equal(exists, 0, 'the late grant was not freed')
+  const handle = await lock.acquire('direct:silent', 1000)
+  await handle.release()
+})
+
+test('Redis errors read as on the tokio connection; NOSCRIPT is handled', async () => {
+  const lock = new DistributedLock(server.url)
+  await withDirect(lock)
+  await admin.config('SET', 'maxmemory', '1')
+  try {
+    await assert.rejects(lock.acquire('direct:oom', 1000), (err) => err.code === 'EREDIS' && /OOM/.test(err.message))
+  } finally {
+    await admin.config('SET', 'maxmemory', '0')
+  }
+  await admin.script('FLUSH')
+  const handle = await lock.acquire('direct:flushed', 1000)
+  await admin.script('FLUSH')
+  await handle.release()
+  assert.equal(await admin.exists('lock:direct:flushed'), 0)
+})
+
+test('a worker thread that locks and ends (or is terminated mid-call) leaves the process well', async () => {
+  const source = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { DistributedLock } = require(${JSON.stringify(require.resolve('..'))})
+    const lock = new DistributedLock(workerData.url)
+    ;(async () => {
+      for (let i = 0; i < 200; i++) {
+        const handle = await lock.acquire('direct:worker:' + workerData.n, 5000)
+        await handle.release()
+      }
+      parentPort.postMessage('done')
+      if (workerData.hang) for (;;) await lock.isLocked('direct:worker:busy')
+    })()
+  `
+  const run = (n, hang) =>
+    new Promise((resolve, reject) => {
+      const worker = new Worker(source, { eval: true, workerData: { url: server.url, n, hang } })
+      worker.once('error', reject)
+      worker.once('message', () => {
+        if (hang) setTimeout(() => worker.terminate(), 50)
+      })
+      worker.once('exit', resolve)
+    })
+  assert.equal(await run(1, false), 0)
+  assert.equal(await run(2, true), 1)
+  const lock = new DistributedLock(server.url)
+  assert.equal(await lock.isLocked('direct:worker:1'), false)
+})

@@ -1,0 +1,438 @@
+//! A Redis connection driven by the JS thread's own event loop: commands are written from the
+//! JS call itself (batched until the loop turns), replies are read and settled in a libuv
+//! poll callback. No thread hand-off on the way out or back (see bench/README.md).
+//!
+//! Replies come in the order requests were sent, so the pending calls form a queue. A call
+//! whose bound passes is told so at once, and its place in the queue kept for its late
+//! reply; the connection then takes no new calls (a silent server is not to be trusted with
+//! more) and closes once everything sent on it has been answered, or after `LINGER`. A
+//! connection that breaks hands every unanswered call to the tokio connection.
+
+use super::super::completions::Completer;
+use super::settle::Settler;
+use super::uv::{self, Handle, Handles, Uv};
+use super::work::{Next, Work};
+use crate::core::resp;
+use redis::Cmd;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_void};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// How long a connection that takes no new calls waits for the replies still due to it.
+const LINGER: Duration = Duration::from_secs(60);
+
+struct Pending {
+    /// 0 for work nobody waits on.
+    id: u32,
+    bound: Duration,
+    deadline: Instant,
+    work: Work,
+    timed_out: bool,
+}
+
+pub struct Connection {
+    uv: &'static Uv,
+    socket: std::net::TcpStream,
+    handles: Option<Handles>,
+    settler: Rc<Settler>,
+    completer: Completer,
+    out: Vec<u8>,
+    input: Vec<u8>,
+    pending: VecDeque<Pending>,
+    writable_polled: bool,
+    flush_scheduled: bool,
+    /// Inside the poll callback, which flushes at its end.
+    in_callback: bool,
+    timer_due: Option<Instant>,
+    /// Takes no new calls; closes at this instant at the latest.
+    retired: Option<Instant>,
+    broken: bool,
+    /// Calls settled here since JS last drained.
+    settled: bool,
+}
+
+pub type Shared = RefCell<Connection>;
+
+thread_local! {
+    /// Every open connection of this thread; libuv's handles point into these.
+    static LIVE: RefCell<Vec<Rc<Shared>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Starts polling `socket` on the settler's loop; `None` if libuv refused.
+pub fn open(
+    uv: &'static Uv,
+    socket: std::net::TcpStream,
+    settler: Rc<Settler>,
+    completer: Completer,
+) -> Option<Rc<Shared>> {
+    let event_loop = settler.event_loop();
+    let fd = socket.as_raw_fd();
+    let shared = Rc::new(RefCell::new(Connection {
+        uv,
+        socket,
+        handles: None,
+        settler,
+        completer,
+        out: Vec::with_capacity(4096),
+        input: Vec::with_capacity(4096),
+        pending: VecDeque::new(),
+        writable_polled: false,
+        flush_scheduled: false,
+        in_callback: false,
+        timer_due: None,
+        retired: None,
+        broken: false,
+        settled: false,
+    }));
+    let data = Rc::as_ptr(&shared) as *mut c_void;
+    // SAFETY: on the loop's thread; the socket is closed only after the handles.
+    let handles = unsafe { uv.handles(event_loop, fd, data)? };
+    // SAFETY: the handle was just initialised on this thread.
+    if unsafe { (uv.poll_start)(handles.poll, uv::READABLE, on_poll) } != 0 {
+        // SAFETY: as above; closed once.
+        unsafe { uv.close(&handles) };
+        return None;
+    }
+    shared.borrow_mut().handles = Some(handles);
+    LIVE.with(|live| live.borrow_mut().push(shared.clone()));
+    Some(shared)
+}
+
+/// No new calls on this connection; closed at once if nothing is due to it.
+pub fn retire(shared: &Rc<Shared>) {
+    let idle = match shared.try_borrow_mut() {
+        Ok(mut conn) => {
+            conn.retire();
+            conn.pending.is_empty()
+        }
+        Err(_) => false,
+    };
+    if idle {
+        close(shared);
+    }
+}
+
+/// Closes every connection of this thread (its JS environment is going away).
+pub fn close_all() {
+    let all = LIVE.with(|live| live.borrow().clone());
+    for shared in all {
+        if let Ok(mut conn) = shared.try_borrow_mut() {
+            conn.pending.clear();
+        }
+        close(&shared);
+    }
+}
+
+impl Connection {
+    pub fn is_usable(&self) -> bool {
+        self.retired.is_none() && !self.broken && self.handles.is_some()
+    }
+
+    /// Queues `cmd` for the next write; the call ends with its reply or its bound.
+    pub fn submit(&mut self, id: u32, cmd: &Cmd, bound: Duration, work: Work) {
+        cmd.write_packed_command(&mut self.out);
+        let deadline = Instant::now() + bound;
+        self.pending.push_back(Pending {
+            id,
+            bound,
+            deadline,
+            work,
+            timed_out: false,
+        });
+        if self.timer_due.is_none_or(|due| due > deadline) {
+            self.arm_timer(deadline);
+        }
+        if !self.in_callback && !self.flush_scheduled {
+            if let Some(handles) = &self.handles {
+                // SAFETY: a live handle of this thread.
+                unsafe { (self.uv.idle_start)(handles.idle, on_idle) };
+                self.flush_scheduled = true;
+            }
+        }
+    }
+
+    /// No new calls from now on.
+    pub fn retire(&mut self) {
+        if self.retired.is_none() {
+            self.retired = Some(Instant::now() + LINGER);
+        }
+    }
+
+    fn arm_timer(&mut self, due: Instant) {
+        let Some(handles) = &self.handles else {
+            return;
+        };
+        // libuv counts whole milliseconds from its cached loop time: round up, plus one.
+        let wait = due.saturating_duration_since(Instant::now());
+        let ms = wait.as_millis() as u64 + 1;
+        // SAFETY: a live handle of this thread.
+        unsafe { (self.uv.timer_start)(handles.timer, on_timer, ms, 0) };
+        self.timer_due = Some(due);
+    }
+
+    fn flush(&mut self) {
+        let mut written = 0;
+        while written < self.out.len() {
+            match self.socket.write(&self.out[written..]) {
+                Ok(0) => {
+                    self.broken = true;
+                    break;
+                }
+                Ok(n) => written += n,
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.broken = true;
+                    break;
+                }
+            }
+        }
+        self.out.drain(..written);
+        let want_writable = !self.out.is_empty() && !self.broken;
+        if want_writable != self.writable_polled {
+            if let Some(handles) = &self.handles {
+                let events = uv::READABLE | if want_writable { uv::WRITABLE } else { 0 };
+                // SAFETY: a live handle of this thread.
+                unsafe { (self.uv.poll_start)(handles.poll, events, on_poll) };
+                self.writable_polled = want_writable;
+            }
+        }
+    }
+
+    /// Reads everything the socket has and answers the calls it completes.
+    fn read(&mut self) {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            match self.socket.read(&mut chunk) {
+                Ok(0) => {
+                    self.broken = true;
+                    break;
+                }
+                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                Err(err) if err.kind() == ErrorKind::Interrupted => {}
+                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.broken = true;
+                    break;
+                }
+            }
+        }
+        let mut used = 0;
+        loop {
+            let reply = match resp::parse(&self.input[used..]) {
+                Ok(Some((reply, len))) => {
+                    used += len;
+                    reply
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    self.broken = true;
+                    break;
+                }
+            };
+            let Some(call) = self.pending.pop_front() else {
+                // A reply nobody asked for: the stream cannot be trusted.
+                self.broken = true;
+                break;
+            };
+            self.answer(call, reply);
+        }
+        self.input.drain(..used);
+    }
+
+    fn answer(&mut self, call: Pending, reply: redis::Value) {
+        if call.timed_out {
+            if let Some((cmd, work)) = call.work.answered_late(reply) {
+                let bound = LINGER;
+                cmd.write_packed_command(&mut self.out);
+                self.pending.push_back(Pending {
+                    id: 0,
+                    bound,
+                    deadline: Instant::now() + bound,
+                    work,
+                    timed_out: true,
+                });
+            }
+            return;
+        }
+        match call.work.answered(call.id, reply, &self.completer) {
+            Next::Settled(outcome) => {
+                self.completer.settle_here(call.id, outcome);
+                self.settled = true;
+            }
+            Next::Elsewhere => {}
+        }
+    }
+
+    /// Tells every call past its bound; re-arms for the next bound.
+    fn expire(&mut self) {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        let mut expired = false;
+        for call in self.pending.iter_mut().filter(|call| !call.timed_out) {
+            if call.deadline <= now {
+                call.timed_out = true;
+                expired = true;
+                if call.id != 0 {
+                    let outcome = call.work.timed_out(call.bound);
+                    self.completer.settle_here(call.id, outcome);
+                    self.settled = true;
+                }
+            } else if next.is_none_or(|due| due > call.deadline) {
+                next = Some(call.deadline);
+            }
+        }
+        if expired {
+            self.retire();
+        }
+        self.timer_due = None;
+        if let Some(due) = next.or(self.retired) {
+            self.arm_timer(due);
+        }
+    }
+
+    /// Whether it is time to close: broken, or retired with nothing left to wait for.
+    fn done(&self) -> bool {
+        self.broken
+            || self
+                .retired
+                .is_some_and(|until| self.pending.is_empty() || Instant::now() >= until)
+    }
+
+    /// Hands every unanswered call to tokio (or frees what a timed-out attempt may hold).
+    fn hand_over_all(&mut self) {
+        let now = Instant::now();
+        for call in std::mem::take(&mut self.pending) {
+            if call.timed_out {
+                call.work.abandon();
+            } else {
+                let left = call.deadline.saturating_duration_since(now);
+                call.work.hand_over(
+                    call.id,
+                    Some(left.max(Duration::from_millis(1))),
+                    &self.completer,
+                );
+            }
+        }
+    }
+}
+
+/// Settles what the connection answered (running JS), then flushes what JS sent meanwhile,
+/// and closes the connection when it is done.
+fn after_callback(shared: &Rc<Shared>) {
+    let settler = {
+        let mut conn = shared.borrow_mut();
+        std::mem::take(&mut conn.settled).then(|| conn.settler.clone())
+    };
+    if let Some(settler) = settler {
+        // SAFETY: called from a libuv callback of this thread, with no borrow held.
+        unsafe { settler.run() };
+    }
+    let done = {
+        let mut conn = shared.borrow_mut();
+        conn.in_callback = false;
+        if !conn.broken {
+            conn.flush();
+        }
+        conn.done()
+    };
+    if done {
+        close(shared);
+    }
+}
+
+fn close(shared: &Rc<Shared>) {
+    let settler = {
+        let Ok(mut conn) = shared.try_borrow_mut() else {
+            return;
+        };
+        conn.retire();
+        conn.hand_over_all();
+        if let Some(handles) = conn.handles.take() {
+            // SAFETY: live handles of this thread, closed once (taken out of the option).
+            unsafe { conn.uv.close(&handles) };
+        }
+        std::mem::take(&mut conn.settled).then(|| conn.settler.clone())
+    };
+    LIVE.with(|live| live.borrow_mut().retain(|c| !Rc::ptr_eq(c, shared)));
+    if let Some(settler) = settler {
+        // SAFETY: as in `after_callback`.
+        unsafe { settler.run() };
+    }
+}
+
+/// The connection behind a handle's `data`, if it is still open.
+fn from_handle(handle: *mut Handle) -> Option<Rc<Shared>> {
+    // SAFETY: libuv passes back a handle we made; `data` is null once closed.
+    let data = unsafe { uv::data(handle) } as *const Shared;
+    if data.is_null() {
+        return None;
+    }
+    LIVE.with(|live| {
+        live.borrow()
+            .iter()
+            .find(|c| std::ptr::eq(Rc::as_ptr(c), data))
+            .cloned()
+    })
+}
+
+/// Runs a callback's body; a panic must not unwind into libuv, so it breaks the connection.
+fn guarded(handle: *mut Handle, body: impl FnOnce(&Rc<Shared>)) {
+    let Some(shared) = from_handle(handle) else {
+        return;
+    };
+    if catch_unwind(AssertUnwindSafe(|| body(&shared))).is_err() {
+        if let Ok(mut conn) = shared.try_borrow_mut() {
+            conn.broken = true;
+        }
+        let _ = catch_unwind(AssertUnwindSafe(|| close(&shared)));
+    }
+}
+
+unsafe extern "C" fn on_poll(handle: *mut Handle, status: c_int, events: c_int) {
+    guarded(handle, |shared| {
+        {
+            let mut conn = shared.borrow_mut();
+            conn.in_callback = true;
+            if status < 0 {
+                conn.broken = true;
+            }
+            if events & uv::WRITABLE != 0 && !conn.broken {
+                conn.flush();
+            }
+            if events & uv::READABLE != 0 && !conn.broken {
+                conn.read();
+            }
+        }
+        after_callback(shared);
+    });
+}
+
+unsafe extern "C" fn on_idle(handle: *mut Handle) {
+    guarded(handle, |shared| {
+        {
+            let mut conn = shared.borrow_mut();
+            conn.flush_scheduled = false;
+            // SAFETY: the handle libuv just called us with.
+            unsafe { (conn.uv.idle_stop)(handle) };
+            conn.in_callback = true;
+        }
+        after_callback(shared);
+    });
+}
+
+unsafe extern "C" fn on_timer(handle: *mut Handle) {
+    guarded(handle, |shared| {
+        {
+            let mut conn = shared.borrow_mut();
+            conn.in_callback = true;
+            conn.expire();
+        }
+        after_callback(shared);
+    });
+}

@@ -1,0 +1,191 @@
+//! The hot path: a second connection per endpoint and JS thread, driven by that thread's own
+//! libuv loop, for the calls that are one round trip (an acquire's first attempt, release,
+//! isLocked). A call through tokio crosses to the runtime's thread and back, two wake-ups
+//! that cost more than the Redis round trip on a small machine; here the command is written
+//! from the JS call and the promise settled in the loop's poll callback.
+//!
+//! Everything else (waits, retries, refreshes, TLS, Unix sockets) stays on the tokio
+//! connection, and so does every call while this connection is opening, after it broke, or
+//! when `NATIVE_REDIS_LOCK_DIRECT=0` is set. A call it cannot finish goes again through
+//! tokio, as a call is replayed there after a dropped connection.
+
+mod connection;
+mod settle;
+mod uv;
+mod work;
+
+pub use work::{Mode, Work};
+
+use super::completions::Completer;
+use crate::core::direct;
+use crate::core::error::LockError;
+use crate::core::store::Store;
+use crate::core::sync::lock;
+use connection::Shared;
+pub use settle::Settler;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+type Opened = Arc<Mutex<Option<Result<std::net::TcpStream, LockError>>>>;
+
+enum State {
+    Idle,
+    Opening(Opened),
+    Open(Rc<Shared>),
+    /// Opening failed: tokio carries every call until then.
+    Resting(Instant),
+}
+
+/// One endpoint's JS-thread connection, reopened as needed.
+pub struct Link {
+    store: Arc<Store>,
+    settler: Rc<Settler>,
+    completer: Completer,
+    state: RefCell<State>,
+}
+
+thread_local! {
+    /// By the addresses of the store they serve and of their completion queue (both kept
+    /// alive by the link).
+    static LINKS: RefCell<HashMap<(usize, usize), Weak<Link>>> = RefCell::new(HashMap::new());
+    static CLEANUP_REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// What a completion queue needs to be settled from this thread's loop: `None` when the
+/// direct connection is switched off or Node refused.
+///
+/// # Safety
+/// On the JS thread of `env`; `drain` (the JS side of the queue) is a function of that thread.
+pub unsafe fn settler(
+    env: napi::sys::napi_env,
+    drain: napi::sys::napi_value,
+) -> Option<Rc<Settler>> {
+    if !enabled() {
+        return None;
+    }
+    let settler = Settler::new(env, drain)?;
+    if !CLEANUP_REGISTERED.with(|done| done.replace(true)) {
+        napi::sys::napi_add_env_cleanup_hook(env, Some(cleanup), std::ptr::null_mut());
+    }
+    Some(Rc::new(settler))
+}
+
+unsafe extern "C" fn cleanup(_arg: *mut std::ffi::c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        connection::close_all();
+        LINKS.with(|links| links.borrow_mut().clear());
+    });
+}
+
+fn enabled() -> bool {
+    std::env::var("NATIVE_REDIS_LOCK_DIRECT").map_or(true, |v| v != "0")
+}
+
+fn key(store: &Arc<Store>, completer: &Completer) -> (usize, usize) {
+    (Arc::as_ptr(store) as usize, completer.address())
+}
+
+impl Link {
+    /// The link of `store` on this thread, made on first use. `None` when the endpoint or the
+    /// environment cannot have one.
+    pub fn of(
+        store: &Arc<Store>,
+        completer: &Completer,
+        settler: Option<&Rc<Settler>>,
+    ) -> Option<Rc<Link>> {
+        let settler = settler?.clone();
+        if let Some(link) = Link::existing(store, completer) {
+            return Some(link);
+        }
+        uv::uv()?;
+        if !direct::supports(store.endpoint()) {
+            return None;
+        }
+        let link = Rc::new(Link {
+            store: store.clone(),
+            settler,
+            completer: completer.clone(),
+            state: RefCell::new(State::Idle),
+        });
+        LINKS.with(|links| {
+            let mut links = links.borrow_mut();
+            links.retain(|_, link| link.strong_count() > 0);
+            links.insert(key(store, completer), Rc::downgrade(&link));
+        });
+        Some(link)
+    }
+
+    /// The link made for `store` and the queue of `completer` on this thread, if any.
+    pub fn existing(store: &Arc<Store>, completer: &Completer) -> Option<Rc<Link>> {
+        let id = key(store, completer);
+        LINKS.with(|links| links.borrow().get(&id).and_then(Weak::upgrade))
+    }
+
+    /// Sends what `call` builds if the connection is open and returns `true`; otherwise
+    /// starts opening it (the caller goes through tokio this time).
+    pub fn send(
+        &self,
+        id: u32,
+        call: impl FnOnce() -> (redis::Cmd, std::time::Duration, Work),
+    ) -> bool {
+        let Some(shared) = self.connection() else {
+            return false;
+        };
+        let (cmd, bound, work) = call();
+        shared.borrow_mut().submit(id, &cmd, bound, work);
+        true
+    }
+
+    fn connection(&self) -> Option<Rc<Shared>> {
+        let mut state = self.state.borrow_mut();
+        let next = match &*state {
+            State::Open(shared) => {
+                if shared.try_borrow().is_ok_and(|conn| conn.is_usable()) {
+                    return Some(shared.clone());
+                }
+                self.start()
+            }
+            State::Opening(opened) => match lock(opened).take() {
+                None => return None,
+                Some(Ok(socket)) => {
+                    let uv = uv::uv()?;
+                    match connection::open(uv, socket, self.settler.clone(), self.completer.clone())
+                    {
+                        Some(shared) => State::Open(shared),
+                        None => State::Resting(Instant::now() + direct::RETRY_AFTER),
+                    }
+                }
+                Some(Err(_)) => State::Resting(Instant::now() + direct::RETRY_AFTER),
+            },
+            State::Resting(until) if Instant::now() < *until => return None,
+            State::Idle | State::Resting(_) => self.start(),
+        };
+        *state = next;
+        match &*state {
+            State::Open(shared) => Some(shared.clone()),
+            _ => None,
+        }
+    }
+
+    /// Opens a connection on the runtime; the next call picks it up.
+    fn start(&self) -> State {
+        let opened: Opened = Arc::new(Mutex::new(None));
+        let (slot, store) = (opened.clone(), self.store.clone());
+        napi::bindgen_prelude::spawn(async move {
+            let socket = direct::open(store.endpoint()).await;
+            *lock(&slot) = Some(socket);
+        });
+        State::Opening(opened)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if let State::Open(shared) = &*self.state.borrow() {
+            connection::retire(shared);
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! What a call sent on the JS-thread connection is waiting for, and how it ends: with its
+//! reply, with its bound passed, or handed to the tokio connection when the JS-thread one
+//! broke (or answered with an error) under it.
+
+use super::super::completions::{Completer, Outcome};
+use super::super::handle::NativeLockHandle;
+use crate::core::error::LockError;
+use crate::core::lease::Lease;
+use crate::core::lock::{AttemptRequest, Locker};
+use redis::{Cmd, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// `acquire` gives up after its retries with an error; `tryAcquire` answers with no handle.
+pub enum Mode {
+    Try,
+    Retries {
+        retries: u32,
+        delay: Duration,
+        cancel: CancellationToken,
+    },
+}
+
+pub enum Work {
+    Acquire {
+        locker: Arc<Locker>,
+        request: AttemptRequest,
+        mode: Mode,
+    },
+    Release {
+        locker: Arc<Locker>,
+        lease: Arc<Lease>,
+    },
+    Exists {
+        locker: Arc<Locker>,
+        key: String,
+    },
+    /// Frees a lock won by an attempt whose caller stopped waiting; nobody waits for it.
+    Forget,
+}
+
+/// What the connection does after a reply.
+pub enum Next {
+    Settled(Outcome),
+    /// Handed to tokio, which settles it (or nothing to settle).
+    Elsewhere,
+}
+
+fn failed(result: Result<Outcome, LockError>) -> Outcome {
+    result.unwrap_or_else(Outcome::Failed)
+}
+
+impl Work {
+    /// The reply came. A server error is not interpreted here: the call goes again through
+    /// tokio (safe: every call here may run twice), which reloads scripts on NOSCRIPT and
+    /// reports anything else exactly as it would have.
+    pub fn answered(self, id: u32, reply: Value, completer: &Completer) -> Next {
+        if matches!(reply, Value::ServerError(_)) {
+            self.hand_over(id, None, completer);
+            return Next::Elsewhere;
+        }
+        match self {
+            Work::Acquire {
+                locker,
+                request,
+                mode,
+            } => match request.won(reply) {
+                Ok(Some(fence)) => {
+                    Next::Settled(won(locker, request.into_lease(fence), &mode, completer))
+                }
+                Ok(None) => held(id, locker, request, mode, completer),
+                Err(err) => Next::Settled(Outcome::Failed(err)),
+            },
+            Work::Release { lease, .. } => Next::Settled(failed(
+                Locker::release_outcome(&lease, Ok(reply)).map(|_| Outcome::Done),
+            )),
+            Work::Exists { .. } => Next::Settled(match redis::from_redis_value::<i64>(reply) {
+                Ok(count) => Outcome::Bool(count > 0),
+                Err(err) => Outcome::Failed(redis::RedisError::from(err).into()),
+            }),
+            Work::Forget => Next::Elsewhere,
+        }
+    }
+
+    /// The reply came after the caller was told of the timeout: a lock won meanwhile is
+    /// freed at once, on the same connection (so after the attempt, whenever it ran).
+    pub fn answered_late(self, reply: Value) -> Option<(Cmd, Work)> {
+        let Work::Acquire { request, .. } = self else {
+            return None;
+        };
+        match request.won(reply) {
+            Ok(Some(_)) => Some((Locker::forget_request(&request), Work::Forget)),
+            _ => None,
+        }
+    }
+
+    /// The bound passed with no reply. The reply may still come (see `answered_late`).
+    pub fn timed_out(&self, bound: Duration) -> Outcome {
+        let err = LockError::Timeout(format!("no reply within {} ms", bound.as_millis()));
+        match self {
+            Work::Release { lease, .. } => {
+                failed(Locker::release_outcome(lease, Err(err)).map(|_| Outcome::Done))
+            }
+            _ => Outcome::Failed(err),
+        }
+    }
+
+    /// The connection is gone with this call unanswered: it goes again through tokio within
+    /// what is left of its bound (`left`, or the call's own bound when `None`).
+    pub fn hand_over(self, id: u32, left: Option<Duration>, completer: &Completer) {
+        match self {
+            Work::Acquire {
+                locker,
+                request,
+                mode,
+            } => {
+                let timeout = left.unwrap_or(locker.command_timeout());
+                let settle = completer.clone();
+                completer.run(id, async move {
+                    let (retries, delay, cancel) = match &mode {
+                        Mode::Try => (0, Duration::ZERO, CancellationToken::new()),
+                        Mode::Retries {
+                            retries,
+                            delay,
+                            cancel,
+                        } => (*retries, *delay, cancel.clone()),
+                    };
+                    let result = locker
+                        .acquire_again(request, timeout, retries, delay, &cancel)
+                        .await;
+                    match (result, mode) {
+                        (Ok(lease), _) => handle(locker, lease, settle),
+                        (Err(LockError::Locked { .. }), Mode::Try) => Outcome::NoHandle,
+                        (Err(err), _) => Outcome::Failed(err),
+                    }
+                });
+            }
+            Work::Release { locker, lease } => completer.run(id, async move {
+                failed(locker.release(&lease).await.map(|_| Outcome::Done))
+            }),
+            Work::Exists { locker, key } => completer.run(id, async move {
+                failed(locker.is_locked(&key).await.map(Outcome::Bool))
+            }),
+            Work::Forget => {}
+        }
+    }
+
+    /// The connection is gone with this call unanswered and its caller already told of the
+    /// timeout: an attempt that may have won is freed through tokio.
+    pub fn abandon(self) {
+        if let Work::Acquire {
+            locker, request, ..
+        } = self
+        {
+            napi::bindgen_prelude::spawn(async move { locker.abandon(&request).await });
+        }
+    }
+}
+
+fn handle(locker: Arc<Locker>, lease: Lease, completer: Completer) -> Outcome {
+    Outcome::Handle(NativeLockHandle::new(
+        locker,
+        Arc::new(lease),
+        None,
+        completer,
+    ))
+}
+
+/// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed out.
+fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode, completer: &Completer) -> Outcome {
+    if let Mode::Retries { cancel, .. } = mode {
+        if cancel.is_cancelled() {
+            napi::bindgen_prelude::spawn(async move {
+                let _ignored = locker.release(&lease).await;
+            });
+            return Outcome::Failed(LockError::Aborted);
+        }
+    }
+    handle(locker, lease, completer.clone())
+}
+
+/// A held lock: `tryAcquire` answers, `acquire` retries through tokio (its waits and
+/// wake-ups live there).
+fn held(
+    id: u32,
+    locker: Arc<Locker>,
+    request: AttemptRequest,
+    mode: Mode,
+    completer: &Completer,
+) -> Next {
+    match mode {
+        Mode::Try => Next::Settled(Outcome::NoHandle),
+        Mode::Retries { retries: 0, .. } => Next::Settled(Outcome::Failed(LockError::Locked {
+            key: request.key,
+            retries: 0,
+        })),
+        Mode::Retries {
+            retries,
+            delay,
+            cancel,
+        } => {
+            let settle = completer.clone();
+            completer.run(id, async move {
+                let (key, ttl) = (request.key, request.ttl);
+                match locker.retry(&key, ttl, retries, delay, &cancel).await {
+                    Ok(lease) => handle(locker, lease, settle),
+                    Err(err) => Outcome::Failed(err),
+                }
+            });
+            Next::Elsewhere
+        }
+    }
+}
