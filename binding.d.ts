@@ -18,34 +18,51 @@ export declare class NativeCancel {
   cancel(): void
 }
 
-/**
- * Settles the JS promises of many calls per wake-up of the JS thread. napi's own async
- * functions create a threadsafe function (a libuv handle) for every promise; on the hot
- * path that costs more than the Redis round trip. Here finished calls join one queue, and
- * the first to join wakes JS once to drain everything that finished meanwhile. Watchdog
- * news for held locks travels the same queue (a threadsafe function per held lock would
- * cost kilobytes each), in order with the calls. The wake-up is weak: the JS layer keeps
- * the process alive while calls are pending or locks are held.
- */
+/** The native end of one JS thread's calls: its promises and the queue the runtime fills. */
 export declare class NativeCompletions {
-  /** `wake` is called (with no arguments) when completions are waiting in `drain()`. */
-  constructor(wake: () => void)
-  /** Everything that finished since the last drain. */
-  drain(): Array<Completion>
+  /** `perfNow` is `performance.now()`: deadlines handed to JS are on that clock. */
+  constructor(perfNow?: number | undefined | null)
+  /** Registers one of the functions settlements call: `handle`, `error` or `event`. */
+  hook(name: string, callback: (arg?: unknown) => unknown): void
+  /** A held lock that keeps the process alive (`true`), or no longer does (`false`). */
+  keepAlive(on: boolean): void
 }
 
+/**
+ * The native side of one DistributedLock. Handles are plain JS objects holding their
+ * lock's token and deadline; their `release` and `extend` come back here with those.
+ */
 export declare class NativeDistributedLock {
   constructor(connection: ConnectionOptions, options: DistributedLockOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
-  /** Settles completion `id` with a handle, after up to `maxRetries` retries. */
-  acquire(id: number, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): void
-  /** Settles completion `id` with a handle, or with none when the key is held. */
-  tryAcquire(id: number, key: string, ttlMs?: number | undefined | null, listener?: number | undefined | null): void
-  /** Settles completion `id` with a handle once won, or fails after `timeout_ms`. */
-  waitForLock(id: number, key: string, timeoutMs: number, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): void
-  /** Settles completion `id` with whether the fenced write landed. */
-  fencedSet(id: number, key: string, value: string, fence: string): void
-  /** Settles completion `id` with whether anyone holds `key`. */
-  isLocked(id: number, key: string): void
+  /** Resolves with `owner` filled in as the handle, after up to `maxRetries` retries. */
+  acquire(owner: object, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): Promise<unknown>
+  /** Resolves with `owner` filled in as the handle, or with `null` when the key is held. */
+  tryAcquire(owner: object, key: string, ttlMs?: number | undefined | null, listener?: number | undefined | null): Promise<unknown>
+  /** Resolves with `owner` filled in as the handle once won; rejects after `timeout_ms`. */
+  waitForLock(owner: object, key: string, timeoutMs: number, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): Promise<unknown>
+  /** Resolves with whether the fenced write landed. */
+  fencedSet(key: string, value: string, fence: string): Promise<boolean>
+  /** Resolves with whether anyone holds `key`. */
+  isLocked(key: string): Promise<boolean>
+  /**
+   * Stops the refreshes of `watch`, then deletes the lock if it is still ours. Resolves
+   * once Redis answered (or the lock ran out meanwhile); `owner` is the handle.
+   */
+  release(owner: object, key: string, token: string, deadline: number, watch: number): Promise<void>
+  /**
+   * Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched
+   * lock, until its next refresh sets the TTL back to the hold's own); resolves with
+   * `[deadline, expiresAt]`: the new deadline on `performance.now()`'s clock, and when
+   * Redis expires the lock (epoch ms).
+   */
+  extend(owner: object, key: string, token: string, additionalMs: number, deadline: number, watch: number): Promise<[number, number]>
+  /** Whether the watchdog still keeps `watch` alive and its TTL has not run out. */
+  watchHeld(watch: number): boolean
+  /**
+   * When Redis expires `watch` after its last confirmed refresh (epoch ms); NaN when it
+   * is no longer watched.
+   */
+  watchExpiresAt(watch: number): number
 }
 
 export declare class NativeExclusiveLock {
@@ -57,17 +74,17 @@ export declare class NativeExclusiveLock {
   /** Whether `refreshed` events should cross into JavaScript. */
   wantRefreshed(want: boolean): void
   /**
-   * One attempt; settles `id` with whether it won. While held, the watchdog refreshes the
+   * One attempt; resolves with whether it won. While held, the watchdog refreshes the
    * lock and tells `listener` of `refreshed` and `lost`.
    */
-  acquire(id: number, listener: number): void
+  acquire(listener: number): Promise<boolean>
   /**
-   * Stops refreshing and deletes the lock if it is still ours; settles `id` with whether
-   * it was.
+   * Stops refreshing and deletes the lock if it is still ours; resolves with whether it
+   * was.
    */
-  release(id: number): void
-  /** Settles `id` with the holder's contents and TTL, or nothing when the lock is free. */
-  inspect(id: number): void
+  release(): Promise<boolean>
+  /** Resolves with the holder's `{ lock_ttl_ms, lock_contents }`, or null when free. */
+  inspect(): Promise<{ lock_ttl_ms: number, lock_contents: string } | null>
 }
 
 /**
@@ -80,53 +97,23 @@ export declare class NativeHeartbeat {
   beat(): void
 }
 
-/** A held lock. Reads are local and synchronous; release and extend go to Redis. */
-export declare class NativeLockHandle {
-  get key(): string
-  get token(): string
-  get fence(): string
-  get acquiredAt(): number
-  get expiresAt(): number
-  get isHeld(): boolean
-  /** Settles completion `id` when the lock is deleted (or was no longer ours). */
-  release(id: number): void
-  /** Settles completion `id` when Redis confirmed the longer TTL. */
-  extend(id: number, additionalMs: number): void
-}
-
 export declare class NativeLockService {
   constructor(connection: ConnectionOptions, options: LockServiceOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
   get lockValue(): string
   /** Held and not known to be lost. */
   get isLocked(): boolean
   /**
-   * Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and settles
-   * `id` with whether it won; on success the watchdog refreshes the lock every third of
-   * its TTL and tells `listener` if it is lost.
+   * Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and resolves
+   * with whether it won; on success the watchdog refreshes the lock every third of its
+   * TTL and tells `listener` if it is lost.
    */
-  acquire(id: number, lockTtlMs: number | undefined | null, maxWaitMs: number | undefined | null, listener: number): void
+  acquire(lockTtlMs: number | undefined | null, maxWaitMs: number | undefined | null, listener: number): Promise<boolean>
   /**
-   * Stops refreshing and deletes the lock if it is ours. Settles `id` with `true` when it
-   * was ours or is already gone, `false` when someone else holds it now, as the original
+   * Stops refreshing and deletes the lock if it is ours. Resolves with `true` when it was
+   * ours or is already gone, `false` when someone else holds it now, as the original
    * answers.
    */
-  release(id: number): void
-}
-
-/**
- * One settled call (`id`; `error` is the encoded `[CODE ...] message` of a failure), or an
- * event for `listener` (`id` 0; a lost lock's error comes as `code` and `message`).
- */
-export interface Completion {
-  id: number
-  handle?: NativeLockHandle
-  value?: boolean
-  inspection?: Inspection
-  error?: string
-  listener?: number
-  event?: string
-  code?: string
-  message?: string
+  release(): Promise<boolean>
 }
 
 /**
@@ -193,12 +180,6 @@ export interface ExclusiveLockOptions {
   /** Give the lock up this long after acquiring it, whatever happens. */
   maxHoldMs?: number
   commandTimeoutMs?: number
-}
-
-/** ExclusiveLock `inspect()`'s answer, in the original's field names. */
-export interface Inspection {
-  lock_ttl_ms: number
-  lock_contents: string
 }
 
 /**

@@ -840,7 +840,6 @@ module.exports.NativeCompletions = nativeBinding.NativeCompletions
 module.exports.NativeDistributedLock = nativeBinding.NativeDistributedLock
 module.exports.NativeExclusiveLock = nativeBinding.NativeExclusiveLock
 module.exports.NativeHeartbeat = nativeBinding.NativeHeartbeat
-module.exports.NativeLockHandle = nativeBinding.NativeLockHandle
 module.exports.NativeLockService = nativeBinding.NativeLockService
 module.exports.validateTtlMs = nativeBinding.validateTtlMs
 module.exports.watchdogStats = nativeBinding.watchdogStats

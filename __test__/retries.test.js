@@ -36,16 +36,22 @@ async function syncMonitor() {
 
 /**
  * Acquire attempts on `key` seen by the server, oldest first, one per attempt: every attempt
- * carries a fresh token (ARGV[1]), so a NOSCRIPT-answered EVALSHA that the client re-sends after
+ * carries a fresh token, so a NOSCRIPT-answered EVALSHA that the client re-sends after
  * SCRIPT LOAD counts once, at the time of its last (answered) send. `exclude`: holders' tokens.
  */
 function attemptsOn(key, exclude = []) {
   const byToken = new Map()
-  for (const { ms, args } of events) {
-    // acquire: EVALSHA sha 2 <lock key> <fence key> <token> <ttl> ...; a waiter's adds its
-    // queue key: EVALSHA sha 3 <lock key> <fence key> <queue key> <token> ...
-    if (args[0].toLowerCase() !== 'evalsha' || args[3] !== PREFIX + key || !args[4]?.endsWith(':fence')) continue
-    const token = args[3 + Number(args[2])]
+  for (const { ms, args, source } of events) {
+    const command = args[0].toLowerCase()
+    let token
+    if (command === 'evalsha' && args[3] === PREFIX + key && args[4]?.endsWith(':fence')) {
+      // acquire: EVALSHA sha 2 <lock key> <fence key> <token> <ttl> ...; a waiter's adds its
+      // queue key: EVALSHA sha 3 <lock key> <fence key> <queue key> <token> ...
+      token = args[3 + Number(args[2])]
+    } else if (command === 'set' && source !== 'lua' && args[1] === PREFIX + key && args[3] === 'NX') {
+      // a first attempt sent as MULTI / SET <lock key> <token> NX PX <ttl> / INCR / EXEC
+      token = args[2]
+    } else continue
     if (exclude.includes(token)) continue
     byToken.set(token, ms)
   }
@@ -73,7 +79,9 @@ before(async () => {
   await h.extend(1000)
   await h.release()
   monitor = await client.monitor()
-  monitor.on('monitor', (time, args) => events.push({ ms: serverMs(time), args: args.map(String) }))
+  monitor.on('monitor', (time, args, source) =>
+    events.push({ ms: serverMs(time), args: args.map(String), source: String(source) }),
+  )
 })
 
 after(async () => {

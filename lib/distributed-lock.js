@@ -1,59 +1,83 @@
 'use strict'
 
-const { NativeDistributedLock, NativeLockHandle } = require('./native')
+const { NativeDistributedLock } = require('./native')
 const { connectionOptions } = require('./connection')
 const { withSignal } = require('./abort')
-const { fromNative, LockLostError } = require('./errors')
+const { fromNative, InvalidLockError, LockLostError } = require('./errors')
 const { heartbeat, Beating } = require('./liveness')
-const { completions, call, listen, unlisten } = require('./completions')
+const { completions, listen, unlisten, EVENT, FAILED } = require('./completions')
 const check = require('./validate')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const CONSTRUCTING = Symbol('LockHandle')
-
-/**
- * The loss notice of an `autoRefresh` hold: created before the native call (which needs its
- * listener id), handed to the LockHandle after. The heartbeat runs from the start of the wait,
- * so a lock won after a long wait is not taken for a stalled one.
- */
-class LossNotice {
-  #beating = new Beating()
-  #resolve
-  #onLost
-
-  constructor(key, onLost) {
-    this.key = key
-    this.#onLost = onLost
-    this.promise = new Promise((resolve) => (this.#resolve = resolve))
-    this.#beating.set(true)
-    this.listener = listen((event, code, message) => {
-      if (event !== 'lost') return
-      this.stop()
-      const err = new LockLostError(key, message)
-      this.#resolve(err)
-      this.#onLost?.(err)
-    })
-  }
-
-  stop() {
-    this.#beating.set(false)
-    unlisten(this.listener)
-  }
-}
-
+/** The listener id a handle's acquisition passes to the native call (0: not `autoRefresh`). */
+const LISTENER = Symbol('listener')
+/** The acquisition did not win, or ended in an error: no news or beats are wanted. */
+const STOP = Symbol('stop')
 const NEVER = new Promise(() => {})
 
-/** A lock acquired through DistributedLock. */
+let fill
+
+/**
+ * A lock acquired through DistributedLock. A plain object: it holds its lock's key, token
+ * and deadline (on the monotonic clock of `performance.now()`, counted from when the
+ * acquiring request was sent), and hands them to the native side to release or extend.
+ */
 class LockHandle {
   #native
-  #notice
+  #key
+  #token = ''
+  #fence = 0
+  #deadline = 0
+  #acquiredAt = 0
+  #expiresAt = 0
+  #filled = false
+  #released = false
+  #releasing = false
+  // autoRefresh holds only: the watchdog entry, the listener id, and the loss notice.
+  #watch = 0
+  #listener = 0
+  #beating = null
+  #onLost = undefined
+  #lostError = null
+  #lostPromise = null
+  #lostResolve = null
 
-  constructor(native, token, notice) {
-    if (token !== CONSTRUCTING || !(native instanceof NativeLockHandle)) {
+  constructor(token, native, key, autoRefresh) {
+    if (token !== CONSTRUCTING || !(native instanceof NativeDistributedLock)) {
       throw new TypeError('LockHandle instances are created by DistributedLock, not directly')
     }
     this.#native = native
-    this.#notice = notice
+    this.#key = key
+    if (autoRefresh) {
+      this.#onLost = autoRefresh.onLost
+      this.#listener = listen(this)
+      // From the start of the wait: a lock won after a long wait is not a stalled one.
+      this.#beating = new Beating()
+      this.#beating.set(true)
+    }
+  }
+
+  static {
+    // The native side fills a handle in when its acquisition wins (see lib/completions.js).
+    fill = (handle, token, fence, deadline, acquiredAt, expiresAt, watch) => {
+      handle.#token = token
+      handle.#fence = fence
+      handle.#deadline = deadline
+      handle.#acquiredAt = acquiredAt
+      handle.#expiresAt = expiresAt
+      handle.#watch = watch
+      handle.#filled = true
+      return handle
+    }
+  }
+
+  get [LISTENER]() {
+    return this.#listener
+  }
+
+  [STOP]() {
+    this.#stopListening()
   }
 
   /**
@@ -61,73 +85,115 @@ class LockHandle {
    * gone or cannot confirm it before its TTL runs out. Pending forever otherwise.
    */
   get lost() {
-    return this.#notice?.promise ?? NEVER
+    if (this.#listener === 0) return NEVER
+    this.#lostPromise ??= this.#lostError
+      ? Promise.resolve(this.#lostError)
+      : new Promise((resolve) => (this.#lostResolve = resolve))
+    return this.#lostPromise
   }
 
+  /** The key as locked: a lone surrogate went to Redis (as to ioredis) as U+FFFD. */
   get key() {
-    return this.#native.key
+    return this.#key.toWellFormed()
   }
 
   get token() {
-    return this.#native.token
+    return this.#token
   }
 
   /** Fencing token: strictly increasing per lock key, 15-digit zero-padded decimal. */
   get fence() {
-    return this.#native.fence
+    return String(this.#fence).padStart(15, '0')
   }
 
   /** Local state: not released and not past its TTL by our (conservative) monotonic clock. */
   get isHeld() {
-    return this.#native.isHeld
+    if (this.#released || !this.#filled) return false
+    if (this.#watch !== 0) return this.#native.watchHeld(this.#watch)
+    return performance.now() < this.#deadline
   }
 
   get info() {
-    const n = this.#native
     return {
-      key: n.key,
-      token: n.token,
-      acquiredAt: n.acquiredAt,
-      expiresAt: n.expiresAt,
-      isHeld: n.isHeld,
-      fence: n.fence,
+      key: this.key,
+      token: this.#token,
+      acquiredAt: this.#acquiredAt,
+      expiresAt: this.#expiresAtNow(),
+      isHeld: this.isHeld,
+      fence: this.fence,
     }
   }
 
-  async release() {
-    this.#notice?.stop()
+  release() {
+    if (this.#released || !this.#filled) return Promise.resolve()
+    this.#released = true
+    this.#releasing = true
+    this.#stopListening()
     try {
-      await call((id) => this.#native.release(id))
+      return this.#native.release(this, this.#key, this.#token, this.#deadline, this.#watch)
     } catch (err) {
-      throw fromNative(err, this.#native.key)
+      this[FAILED]()
+      return Promise.reject(fromNative(err, this.#key))
     }
   }
 
   async extend(additionalMs) {
     check.number(additionalMs, 'additionalMs')
+    if (this.#released || !this.#filled) throw new InvalidLockError(this.#key)
+    let extended
     try {
-      await call((id) => this.#native.extend(id, additionalMs))
+      extended = await this.#native.extend(this, this.#key, this.#token, additionalMs, this.#deadline, this.#watch)
     } catch (err) {
-      throw fromNative(err, this.#native.key)
+      throw fromNative(err, this.#key)
     }
+    // A release that landed while the extend was in flight wins: the lock stays released.
+    if (!this.#released) [this.#deadline, this.#expiresAt] = extended
   }
 
   async [asyncDispose]() {
     await this.release()
   }
+
+  /** A native call made for this handle failed with `code`. */
+  [FAILED](code) {
+    if (code === 'ENOTHELD') this.#released = true
+    else if (this.#releasing) {
+      // The release may not have happened: the lock is still ours to release again.
+      this.#releasing = false
+      this.#released = false
+    }
+  }
+
+  /** News of an `autoRefresh` hold from the watchdog. */
+  [EVENT](event, code, message, expiresAt) {
+    if (event !== 'lost' || this.#lostError) return
+    if (expiresAt !== undefined) this.#expiresAt = expiresAt
+    this.#stopListening()
+    this.#lostError = new LockLostError(this.#key, message)
+    this.#lostResolve?.(this.#lostError)
+    this.#onLost?.(this.#lostError)
+  }
+
+  #stopListening() {
+    if (this.#listener === 0) return
+    unlisten(this.#listener)
+    this.#beating.set(false)
+  }
+
+  #expiresAtNow() {
+    if (this.#watch === 0 || this.#released) return this.#expiresAt
+    const confirmed = this.#native.watchExpiresAt(this.#watch)
+    return Number.isNaN(confirmed) ? this.#expiresAt : confirmed
+  }
 }
 
-function wrap(native, notice) {
-  if (native) return new LockHandle(native, CONSTRUCTING, notice)
-  notice?.stop()
-  return null
-}
+completions.hook('handle', fill)
 
-/** Reads `{ autoRefresh, onLost }`; a LossNotice when the hold is to be kept alive. */
-function lossNotice(key, o) {
+/** Reads `{ autoRefresh, onLost }`; what a handle needs to be kept alive, if it is to be. */
+function autoRefreshOf(o) {
   check.optionalBoolean(o.autoRefresh, 'options.autoRefresh')
   check.optionalFunction(o.onLost, 'options.onLost')
-  return o.autoRefresh ? new LossNotice(key, o.onLost) : undefined
+  return o.autoRefresh ? { onLost: o.onLost } : undefined
 }
 
 /** Drop-in for @lilith/distributed-lock's DistributedLock. */
@@ -161,49 +227,40 @@ class DistributedLock {
   }
 
   /** Acquires `key`, retrying `maxRetries` times with exponential backoff. */
-  async acquire(key, ttlMs, options) {
-    check.string(key, 'key')
-    check.optionalNumber(ttlMs, 'ttlMs')
-    const o = check.optionalObject(options, 'options')
-    const signal = check.optionalSignal(o.signal, 'options.signal')
-    return this.#acquiring(key, signal, lossNotice(key, o), (cancel, listener) =>
-      call((id) => this.#native.acquire(id, key, ttlMs, cancel, listener)),
+  acquire(key, ttlMs, options) {
+    return this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
+      this.#native.acquire(handle, key, ttlMs, cancel, listener),
     )
   }
 
   /** One attempt; `null` when someone else holds the lock. */
-  async tryAcquire(key, ttlMs, options) {
-    check.string(key, 'key')
-    check.optionalNumber(ttlMs, 'ttlMs')
-    const notice = lossNotice(key, check.optionalObject(options, 'options'))
-    try {
-      const native = await call((id) => this.#native.tryAcquire(id, key, ttlMs, notice?.listener))
-      return wrap(native, notice)
-    } catch (err) {
-      notice?.stop()
-      throw fromNative(err, key)
-    }
+  tryAcquire(key, ttlMs, options) {
+    return this.#attempting(key, ttlMs, options, false, (handle, _cancel, listener) =>
+      this.#native.tryAcquire(handle, key, ttlMs, listener),
+    )
   }
 
   /** Waits up to `timeoutMs` for the lock, however many attempts that takes. */
-  async waitForLock(key, timeoutMs, ttlMs, options) {
-    check.string(key, 'key')
-    check.number(timeoutMs, 'timeoutMs')
-    check.optionalNumber(ttlMs, 'ttlMs')
-    const o = check.optionalObject(options, 'options')
-    const signal = check.optionalSignal(o.signal, 'options.signal')
-    return this.#acquiring(key, signal, lossNotice(key, o), (cancel, listener) =>
-      call((id) => this.#native.waitForLock(id, key, timeoutMs, ttlMs, cancel, listener)),
+  waitForLock(key, timeoutMs, ttlMs, options) {
+    try {
+      check.string(key, 'key')
+      check.number(timeoutMs, 'timeoutMs')
+      check.optionalNumber(ttlMs, 'ttlMs')
+    } catch (err) {
+      return Promise.reject(fromNative(err, key))
+    }
+    return this.#acquiring(key, options, true, (handle, cancel, listener) =>
+      this.#native.waitForLock(handle, key, timeoutMs, ttlMs, cancel, listener),
     )
   }
 
   /** Whether anyone holds `key`. Rejects, never answers `false`, when Redis cannot be asked. */
-  async isLocked(key) {
-    check.string(key, 'key')
+  isLocked(key) {
     try {
-      return await call((id) => this.#native.isLocked(id, key))
+      check.string(key, 'key')
+      return this.#native.isLocked(key)
     } catch (err) {
-      throw fromNative(err, key)
+      return Promise.reject(fromNative(err, key))
     }
   }
 
@@ -232,19 +289,34 @@ class DistributedLock {
     return result
   }
 
-  async #acquiring(key, signal, notice, start) {
+  /** `acquire` and `tryAcquire`: without options, straight to the native call. */
+  #attempting(key, ttlMs, options, cancellable, start) {
     try {
-      const handle = await withSignal(signal, (cancel) =>
-        start(cancel, notice?.listener).then((native) => wrap(native, notice)),
-      )
-      if (signal?.aborted) {
+      check.string(key, 'key')
+      check.optionalNumber(ttlMs, 'ttlMs')
+      if (options === undefined) return start(new LockHandle(CONSTRUCTING, this.#native, key))
+    } catch (err) {
+      return Promise.reject(fromNative(err, key))
+    }
+    return this.#acquiring(key, options, cancellable, start)
+  }
+
+  /** The slow path: options (a signal, `autoRefresh`) to read and honour. */
+  async #acquiring(key, options, cancellable, start) {
+    const o = check.optionalObject(options, 'options')
+    const signal = cancellable ? check.optionalSignal(o.signal, 'options.signal') : undefined
+    const handle = new LockHandle(CONSTRUCTING, this.#native, key, autoRefreshOf(o))
+    try {
+      const won = await withSignal(signal, (cancel) => start(handle, cancel, handle[LISTENER] || undefined))
+      if (won === null) handle[STOP]()
+      if (won !== null && signal?.aborted) {
         // Won in the instant after the caller gave up: hand it back rather than out.
-        await handle.release().catch(() => {})
+        await won.release().catch(() => {})
         throw signal.reason
       }
-      return handle
+      return won
     } catch (err) {
-      notice?.stop()
+      handle[STOP]()
       throw fromNative(err, key)
     }
   }
@@ -254,14 +326,14 @@ class DistributedLock {
    * landed there: the fenced store that makes a paused, expired holder's late write harmless.
    * Resolves `true` when written, `false` when rejected as stale.
    */
-  async fencedSet(key, value, fence) {
-    check.string(key, 'key')
-    check.string(value, 'value')
-    check.string(fence, 'fence')
+  fencedSet(key, value, fence) {
     try {
-      return await call((id) => this.#native.fencedSet(id, key, value, fence))
+      check.string(key, 'key')
+      check.string(value, 'value')
+      check.string(fence, 'fence')
+      return this.#native.fencedSet(key, value, fence)
     } catch (err) {
-      throw fromNative(err, key)
+      return Promise.reject(fromNative(err, key))
     }
   }
 }

@@ -5,7 +5,7 @@ const { NativeExclusiveLock } = require('./native')
 const { connectionOptions } = require('./connection')
 const { LockLostError, fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
-const { completions, call, listen, unlisten } = require('./completions')
+const { completions, listen, unlisten } = require('./completions')
 
 // The original's default logger (abstract-logging) is silent.
 const noop = () => {}
@@ -153,7 +153,7 @@ class ExclusiveLock extends EventEmitter {
     hold.listener = listen((event, code, message) => this.#onNative(hold, event, message))
     let won
     try {
-      won = await call((id) => this.#native.acquire(id, hold.listener))
+      won = await this.#native.acquire(hold.listener)
     } catch (err) {
       unlisten(hold.listener)
       throw fromNative(err, this.key)
@@ -174,7 +174,7 @@ class ExclusiveLock extends EventEmitter {
   /** `{ lock_ttl_ms, lock_contents }` of whoever holds the lock, or `null`. */
   async inspect() {
     try {
-      return (await call((id) => this.#native.inspect(id))) ?? null
+      return (await this.#native.inspect()) ?? null
     } catch (err) {
       this.log.error({ err }, 'Error inspecting lock')
       throw fromNative(err, this.key)
@@ -189,7 +189,7 @@ class ExclusiveLock extends EventEmitter {
     this.#keepAlive.set(false)
     this.#beating.set(false)
     try {
-      await call((id) => this.#native.release(id))
+      await this.#native.release()
       this.log.info({ key: this.key }, 'Lock released')
       this.emit('released', this.key)
     } catch (err) {

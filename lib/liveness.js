@@ -1,19 +1,16 @@
 'use strict'
 
-// Process liveness for auto-refreshed locks, shared by every instance in this JS thread:
-// - one ref'd timer keeps Node alive while any held lock wants it (the original's interval
-//   did this per lock); `unref()` opts a lock out;
+// Process liveness for held locks, shared by every instance in this JS thread:
+// - a held ExclusiveLock (or DistributedLockService) keeps Node alive, as the original's
+//   setInterval did: a native count, refered to Node like pending I/O; `unref()` opts out;
 // - one unref'd timer beats the native heartbeat while any lock has a stall guard, so the
 //   Rust watchdog can tell a blocked event loop from a busy one.
 const { NativeHeartbeat } = require('./native')
+const { completions } = require('./completions')
 
 const heartbeat = new NativeHeartbeat()
 const BEAT_MS = 100
-// Long enough to never fire in practice, short enough for setInterval's 32-bit limit.
-const KEEP_ALIVE_MS = 2 ** 30
 
-let keepers = 0
-let keepAliveTimer = null
 let beaters = 0
 let beatTimer = null
 
@@ -24,12 +21,19 @@ class KeepAlive {
   set(on) {
     if (on === this.#on) return
     this.#on = on
-    if (on && keepers++ === 0) keepAliveTimer = setInterval(() => {}, KEEP_ALIVE_MS)
-    if (!on && --keepers === 0) {
-      clearInterval(keepAliveTimer)
-      keepAliveTimer = null
-    }
+    completions.keepAlive(on)
   }
+}
+
+// The timer outlives the last beater by up to one period instead of being cleared and made
+// again for every hold: cheap when locks are taken and released many times a second.
+function beat() {
+  if (beaters === 0) {
+    clearInterval(beatTimer)
+    beatTimer = null
+    return
+  }
+  heartbeat.beat()
 }
 
 /** One lock's claim on the heartbeat; `set` as above. */
@@ -39,14 +43,14 @@ class Beating {
   set(on) {
     if (on === this.#on) return
     this.#on = on
-    if (on && beaters++ === 0) {
-      heartbeat.beat()
-      beatTimer = setInterval(() => heartbeat.beat(), BEAT_MS)
-      beatTimer.unref()
+    if (!on) {
+      beaters--
+      return
     }
-    if (!on && --beaters === 0) {
-      clearInterval(beatTimer)
-      beatTimer = null
+    if (beaters++ === 0) heartbeat.beat()
+    if (beatTimer === null) {
+      beatTimer = setInterval(beat, BEAT_MS)
+      beatTimer.unref()
     }
   }
 }

@@ -5,7 +5,7 @@ const { NativeLockService, validateTtlMs } = require('./native')
 const { connectionOptions } = require('./connection')
 const { fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
-const { completions, call, listen, unlisten } = require('./completions')
+const { completions, listen, unlisten } = require('./completions')
 
 // maestro's TtlConfig, read once at load as maestro does: a set variable that is not a
 // non-negative integer falls back to the computed default.
@@ -124,7 +124,7 @@ class DistributedLockService {
     })
     this.#listener = listener
     try {
-      const won = await call((id) => this.#native.acquire(id, lockTtl, maxWaitTime, listener))
+      const won = await this.#native.acquire(lockTtl, maxWaitTime, listener)
       if (won) {
         this.#keepAlive.set(true)
         this.#beating.set(true)
@@ -149,7 +149,7 @@ class DistributedLockService {
     this.#keepAlive.set(false)
     this.#beating.set(false)
     try {
-      return await call((id) => this.#native.release(id))
+      return await this.#native.release()
     } catch (err) {
       this.#logger.error(`Lock release error for ${this.lockKey}`, fromNative(err, this.lockKey))
       return false

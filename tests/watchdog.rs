@@ -8,7 +8,9 @@ use native_redis_lock::core::error::LockError;
 use native_redis_lock::core::lease::Lease;
 use native_redis_lock::core::lock::{Attempt, Locker};
 use native_redis_lock::core::store::Store;
-use native_redis_lock::core::watchdog::{Heartbeat, Limits, Sink, Target, Watch, Watchdog};
+use native_redis_lock::core::watchdog::{
+    Confirmed, Heartbeat, Limits, Sink, Target, Watch, Watchdog,
+};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,7 +26,7 @@ impl Sink for Recorder {
     fn refreshed(&self, _sent: Instant, _ttl: Duration) {
         *self.refreshed.lock().unwrap() += 1;
     }
-    fn lost(&self, error: LockError) {
+    fn lost(&self, error: LockError, _last: Confirmed) {
         *self.lost.lock().unwrap() = Some((Instant::now(), error));
     }
 }

@@ -1,114 +1,128 @@
-use super::direct::Settler;
-use super::error::{to_napi, Result};
-use super::handle::NativeLockHandle;
+use super::direct;
+use super::error::Result;
+use super::promises::{Hook, JsThread};
+use super::waker::Waker;
+use crate::core::clock::Stamp;
 use crate::core::error::LockError;
 use crate::core::sync::lock;
 use futures_util::FutureExt;
-use napi::bindgen_prelude::Function;
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{JsValue, Status};
+use napi::bindgen_prelude::{Env, Function, PromiseRaw};
+use napi::sys;
+use napi::JsValue;
 use napi_derive::napi;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-/// How a call ended, as the JS layer settles its promise.
+/// A lock won for a DistributedLock call: what its handle is made of.
+pub struct Granted {
+    pub token: String,
+    pub fence: u64,
+    /// When the winning request was sent: validity counts from there.
+    pub sent: Stamp,
+    pub ttl: Duration,
+    /// The watchdog entry that keeps it alive (`autoRefresh`), if any.
+    pub watch: Option<u64>,
+}
+
+/// How a call ended, as its promise settles.
 pub enum Outcome {
-    Handle(NativeLockHandle),
+    Lease(Granted),
     NoHandle,
     Bool(bool),
     Done,
-    Inspected(Option<Inspection>),
+    /// A lock's new local deadline and its expiry in Redis, epoch ms (`extend`).
+    Extended {
+        deadline: Instant,
+        expires_at_ms: u64,
+    },
+    Inspected(Option<crate::core::exclusive::Inspection>),
     Failed(LockError),
 }
 
 /// What happened, in order: a call that ended (`id`), or news for a listener.
-enum Entry {
+pub enum Entry {
     Settled(u32, Outcome),
     Event {
         listener: u32,
         event: &'static str,
         error: Option<LockError>,
+        /// A lost lock's last confirmed expiry in Redis (epoch ms).
+        expires_at_ms: Option<u64>,
     },
 }
 
-/// ExclusiveLock `inspect()`'s answer, in the original's field names.
-#[napi(object)]
-pub struct Inspection {
-    #[napi(js_name = "lock_ttl_ms")]
-    pub lock_ttl_ms: f64,
-    #[napi(js_name = "lock_contents")]
-    pub lock_contents: String,
-}
-
-/// One settled call (`id`; `error` is the encoded `[CODE ...] message` of a failure), or an
-/// event for `listener` (`id` 0; a lost lock's error comes as `code` and `message`).
-#[napi(object, object_from_js = false)]
-pub struct Completion {
-    pub id: u32,
-    pub handle: Option<NativeLockHandle>,
-    pub value: Option<bool>,
-    pub inspection: Option<Inspection>,
-    pub error: Option<String>,
-    pub listener: Option<u32>,
-    pub event: Option<String>,
-    pub code: Option<String>,
-    pub message: Option<String>,
-}
-
-type Wake = ThreadsafeFunction<(), (), (), Status, false, true>;
-
-struct Queue {
+/// What the runtime finished for one JS thread, waiting for that thread to take it.
+pub struct Queue {
     done: Mutex<Vec<Entry>>,
-    wake: Wake,
+    waker: OnceLock<Arc<Waker>>,
 }
 
-/// Settles the JS promises of many calls per wake-up of the JS thread. napi's own async
-/// functions create a threadsafe function (a libuv handle) for every promise; on the hot
-/// path that costs more than the Redis round trip. Here finished calls join one queue, and
-/// the first to join wakes JS once to drain everything that finished meanwhile. Watchdog
-/// news for held locks travels the same queue (a threadsafe function per held lock would
-/// cost kilobytes each), in order with the calls. The wake-up is weak: the JS layer keeps
-/// the process alive while calls are pending or locks are held.
-#[napi]
-pub struct NativeCompletions {
-    completer: Completer,
-    /// Settles calls of the JS-thread connections from this thread's loop.
-    settler: Option<Rc<Settler>>,
+impl Queue {
+    pub fn take(&self) -> Vec<Entry> {
+        std::mem::take(&mut *lock(&self.done))
+    }
 }
 
-/// The sending side, held by every native object that settles promises through the queue.
+/// The sending side, held by every native object that settles promises from the runtime.
+/// The first entry to join an empty queue wakes the JS thread once for all that follow.
 #[derive(Clone)]
 pub struct Completer(Arc<Queue>);
 
+/// The native end of one JS thread's calls: its promises and the queue the runtime fills.
+#[napi]
+pub struct NativeCompletions {
+    completer: Completer,
+    thread: Rc<JsThread>,
+}
+
 #[napi]
 impl NativeCompletions {
-    /// `wake` is called (with no arguments) when completions are waiting in `drain()`.
+    /// `perfNow` is `performance.now()`: deadlines handed to JS are on that clock.
     #[napi(constructor)]
-    pub fn new(wake: Function<(), ()>) -> Result<Self> {
-        let drain = wake.value();
-        // SAFETY: a constructor runs on the JS thread that owns `wake`.
-        let settler = unsafe { super::direct::settler(drain.env, drain.value) };
-        let wake = wake
-            .build_threadsafe_function::<()>()
-            .weak::<true>()
-            .build()?;
+    pub fn new(env: Env, perf_now: Option<f64>) -> Result<Self> {
+        let perf_now = perf_now.filter(|ms| ms.is_finite()).unwrap_or(0.0);
+        let queue = Arc::new(Queue {
+            done: Mutex::new(Vec::new()),
+            waker: OnceLock::new(),
+        });
+        // SAFETY: a constructor runs on its JS thread.
+        let thread = unsafe { JsThread::new(env.raw(), perf_now, queue.clone()) }
+            .ok_or_else(|| napi::Error::from_reason("Node-API refused to set up promises"))?;
+        if let Some(waker) = thread.waker() {
+            let _first = queue.waker.set(waker);
+        }
+        // SAFETY: as above.
+        unsafe { direct::register_cleanup(env.raw()) };
         Ok(NativeCompletions {
-            completer: Completer(Arc::new(Queue {
-                done: Mutex::new(Vec::new()),
-                wake,
-            })),
-            settler,
+            completer: Completer(queue),
+            thread,
         })
     }
 
-    /// Everything that finished since the last drain.
+    /// Registers one of the functions settlements call: `handle`, `error` or `event`.
     #[napi]
-    pub fn drain(&self) -> Vec<Completion> {
-        let queue = &self.completer.0;
-        let done = std::mem::take(&mut *lock(&queue.done));
-        done.into_iter().map(completion).collect()
+    pub fn hook(&self, name: String, callback: Function<'_>) -> Result<()> {
+        let hook = match name.as_str() {
+            "handle" => Hook::Handle,
+            "error" => Hook::Error,
+            "event" => Hook::Event,
+            _ => return Err(napi::Error::from_reason(format!("no hook named {name:?}"))),
+        };
+        // SAFETY: on this JS thread, with a function value of it.
+        if unsafe { self.thread.set_hook(hook, callback.raw()) } {
+            Ok(())
+        } else {
+            Err(napi::Error::from_reason("Node-API refused a reference"))
+        }
+    }
+
+    /// A held lock that keeps the process alive (`true`), or no longer does (`false`).
+    #[napi]
+    pub fn keep_alive(&self, on: bool) {
+        self.thread.keep(if on { 1 } else { -1 });
     }
 }
 
@@ -117,69 +131,46 @@ impl NativeCompletions {
         self.completer.clone()
     }
 
-    pub fn settler(&self) -> Option<&Rc<Settler>> {
-        self.settler.as_ref()
+    pub fn thread(&self) -> &Rc<JsThread> {
+        &self.thread
     }
 }
 
-fn completion(entry: Entry) -> Completion {
-    let mut completion = Completion {
-        id: 0,
-        handle: None,
-        value: None,
-        inspection: None,
-        error: None,
-        listener: None,
-        event: None,
-        code: None,
-        message: None,
-    };
-    match entry {
-        Entry::Settled(id, outcome) => {
-            completion.id = id;
-            match outcome {
-                Outcome::Handle(handle) => completion.handle = Some(handle),
-                Outcome::NoHandle | Outcome::Done => {}
-                Outcome::Bool(value) => completion.value = Some(value),
-                Outcome::Inspected(found) => completion.inspection = found,
-                Outcome::Failed(err) => completion.error = Some(to_napi(err).reason),
-            }
-        }
-        Entry::Event {
-            listener,
-            event,
-            error,
-        } => {
-            completion.listener = Some(listener);
-            completion.event = Some(event.to_owned());
-            if let Some(err) = error {
-                completion.code = Some(err.code().to_owned());
-                completion.message = Some(err.to_string());
-            }
-        }
+/// A promise for a call made now, settled later through `id`.
+pub struct Call<'env> {
+    pub id: u32,
+    pub promise: PromiseRaw<'env, ()>,
+}
+
+impl JsThread {
+    /// A new promise; `owner` (a JS object) stays alive until it settles and is passed to
+    /// the hooks that make its value.
+    pub fn call<'env>(&self, owner: Option<sys::napi_value>) -> Result<Call<'env>> {
+        // SAFETY: every caller is a #[napi] method running on this JS thread.
+        let (id, promise) = unsafe { self.promise(owner)? };
+        Ok(Call {
+            id,
+            promise: PromiseRaw::new(self.env(), promise),
+        })
     }
-    completion
 }
 
 impl Completer {
-    /// Queues news for a JS listener (`refreshed`, or `lost` with its error).
-    pub fn event(&self, listener: u32, event: &'static str, error: Option<LockError>) {
+    /// Queues news for a JS listener (`refreshed`, or `lost` with its error and the lock's
+    /// last confirmed expiry).
+    pub fn event(
+        &self,
+        listener: u32,
+        event: &'static str,
+        error: Option<LockError>,
+        expires_at_ms: Option<u64>,
+    ) {
         self.push(Entry::Event {
             listener,
             event,
             error,
+            expires_at_ms,
         });
-    }
-
-    /// Tells queues apart.
-    pub fn address(&self) -> usize {
-        Arc::as_ptr(&self.0) as usize
-    }
-
-    /// Queues the outcome of call `id` without waking JS, for a caller on the JS thread
-    /// that runs the drain itself right after (see binding/direct).
-    pub fn settle_here(&self, id: u32, outcome: Outcome) {
-        lock(&self.0.done).push(Entry::Settled(id, outcome));
     }
 
     fn push(&self, entry: Entry) {
@@ -190,12 +181,13 @@ impl Completer {
             done.len() == 1
         };
         if wake {
-            // A closing environment refuses the call; nobody is left to settle.
-            let _status = queue.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            if let Some(waker) = queue.waker.get() {
+                waker.wake();
+            }
         }
     }
 
-    /// Runs `work` on the runtime and queues its outcome under `id`.
+    /// Runs `work` on the runtime and settles promise `id` with its outcome.
     pub fn run<F>(&self, id: u32, work: F)
     where
         F: Future<Output = Outcome> + Send + 'static,

@@ -1,17 +1,19 @@
 use super::cancel::NativeCancel;
-use super::completions::{Completer, NativeCompletions, Outcome};
+use super::completions::{Completer, Granted, NativeCompletions, Outcome};
 use super::direct::{Link, Mode, Work};
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
-use super::handle::{HandleSink, NativeLockHandle};
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
+use super::promises::JsThread;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
 use crate::core::lock::{Attempt, Locker, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::store::Store;
 use crate::core::validate;
 use crate::core::watchdog::{Heartbeat, Limits, Watchdog};
+use napi::bindgen_prelude::{Object, PromiseRaw};
+use napi::JsValue;
 use napi_derive::napi;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -40,18 +42,21 @@ const DEFAULT_PREFIX: &str = "lock:";
 const DEFAULT_TTL: Duration = Duration::from_millis(30_000);
 const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
+/// The native side of one DistributedLock. Handles are plain JS objects holding their
+/// lock's token and deadline; their `release` and `extend` come back here with those.
 #[napi]
 pub struct NativeDistributedLock {
-    locker: Arc<Locker>,
+    pub(super) locker: Arc<Locker>,
     default_ttl: Duration,
     retry_delay: Duration,
     max_retries: u32,
     heartbeat: Arc<Heartbeat>,
     /// The user's ioredis `keyPrefix`: fenced resources carry it, not our lock prefix.
     client_prefix: String,
-    completer: Completer,
+    pub(super) completer: Completer,
+    pub(super) thread: Rc<JsThread>,
     /// The JS-thread connection for one-round-trip calls, where the endpoint allows one.
-    direct: Option<Rc<Link>>,
+    pub(super) direct: Option<Rc<Link>>,
 }
 
 /// What an `autoRefresh` acquisition needs, prepared on the JS thread.
@@ -62,30 +67,29 @@ struct AutoRefresh {
 
 impl AutoRefresh {
     /// Keeps `lease` alive from now on, refreshing every third of its TTL.
-    fn start(self, locker: &Arc<Locker>, lease: Lease, completer: Completer) -> NativeLockHandle {
-        let lease = Arc::new(lease);
-        let target = locker.target(&lease, lease.ttl() / 3);
-        let sink = Arc::new(HandleSink {
-            lease: lease.clone(),
-            js: self.js,
-        });
+    fn start(self, locker: &Locker, lease: &Lease) -> u64 {
+        let target = locker.target(lease, lease.ttl() / 3);
         let watchdog = Watchdog::of(locker.store());
-        let watch = watchdog.watch(&target, lease.sent().at, self.limits, sink);
-        NativeLockHandle::new(locker.clone(), lease, Some(watch), completer)
+        watchdog.watch_id(&target, lease.sent().at, self.limits, Arc::new(self.js))
+    }
+}
+
+impl Granted {
+    pub fn of(lease: &Lease, watch: Option<u64>) -> Granted {
+        Granted {
+            token: lease.token.clone(),
+            fence: lease.fence,
+            sent: lease.sent(),
+            ttl: lease.ttl(),
+            watch,
+        }
     }
 }
 
 /// Hands the lease out, kept alive by the watchdog when `auto` asks for it.
-fn finish(
-    locker: &Arc<Locker>,
-    lease: Lease,
-    auto: Option<AutoRefresh>,
-    completer: Completer,
-) -> NativeLockHandle {
-    match auto {
-        Some(auto) => auto.start(locker, lease, completer),
-        None => NativeLockHandle::new(locker.clone(), Arc::new(lease), None, completer),
-    }
+fn finish(locker: &Locker, lease: Lease, auto: Option<AutoRefresh>) -> Outcome {
+    let watch = auto.map(|auto| auto.start(locker, &lease));
+    Outcome::Lease(Granted::of(&lease, watch))
 }
 
 /// Loads the refresh script before the lock is taken, so every refresh is one round trip.
@@ -100,11 +104,8 @@ async fn prepare(
     Ok(())
 }
 
-fn outcome(result: std::result::Result<NativeLockHandle, LockError>) -> Outcome {
-    match result {
-        Ok(handle) => Outcome::Handle(handle),
-        Err(err) => Outcome::Failed(err),
-    }
+fn settled(result: std::result::Result<Outcome, LockError>) -> Outcome {
+    result.unwrap_or_else(Outcome::Failed)
 }
 
 fn cancel_token(cancel: Option<&NativeCancel>) -> CancellationToken {
@@ -149,8 +150,9 @@ impl NativeDistributedLock {
         );
         let store = Store::shared(connection.endpoint()?);
         let completer = completions.completer();
+        let thread = completions.thread().clone();
         Ok(NativeDistributedLock {
-            direct: Link::of(&store, &completer, completions.settler()),
+            direct: Link::of(&store, &thread, &completer),
             locker: Arc::new(Locker::new(store, prefix, command_timeout)),
             default_ttl,
             retry_delay,
@@ -158,24 +160,23 @@ impl NativeDistributedLock {
             heartbeat: heartbeat.inner.clone(),
             client_prefix,
             completer,
+            thread,
         })
     }
 
     /// `listener` present means `autoRefresh`: events go there, and the hold is given up
     /// after 3 x TTL of a blocked JS thread.
-    fn auto_refresh(&self, ttl: Duration, listener: Option<u32>) -> Result<Option<AutoRefresh>> {
-        let Some(listener) = listener else {
-            return Ok(None);
-        };
+    fn auto_refresh(&self, ttl: Duration, listener: Option<u32>) -> Option<AutoRefresh> {
+        let listener = listener?;
         self.heartbeat.beat();
         let never_refreshed = Arc::new(AtomicBool::new(false));
-        Ok(Some(AutoRefresh {
+        Some(AutoRefresh {
             js: JsSink::new(self.completer.clone(), listener, never_refreshed),
             limits: Limits {
                 stall: Some((self.heartbeat.clone(), ttl.saturating_mul(3))),
                 hold_until: None,
             },
-        }))
+        })
     }
 
     /// Sends a first attempt on the JS-thread connection; `false` when it is not open.
@@ -183,20 +184,15 @@ impl NativeDistributedLock {
         let Some(link) = &self.direct else {
             return false;
         };
-        link.send(id, || {
-            let locker = self.locker.clone();
-            let (request, cmd) = locker.attempt_request(key, ttl);
-            let bound = locker.command_timeout();
-            let mode = mode();
-            (
-                cmd,
-                bound,
-                Work::Acquire {
-                    locker,
-                    request,
-                    mode,
-                },
-            )
+        link.send(id, |out, form| {
+            let request = self.locker.attempt_request(key, ttl);
+            let replies = request.write(out, form);
+            let work = Work::Acquire {
+                locker: self.locker.clone(),
+                request,
+                mode: mode(),
+            };
+            (replies, self.locker.command_timeout(), work)
         })
     }
 
@@ -207,148 +203,153 @@ impl NativeDistributedLock {
         }
     }
 
-    /// Settles completion `id` with a handle, after up to `maxRetries` retries.
-    #[napi]
-    pub fn acquire(
+    /// Resolves with `owner` filled in as the handle, after up to `maxRetries` retries.
+    #[napi(ts_return_type = "Promise<unknown>")]
+    pub fn acquire<'env>(
         &self,
-        id: u32,
+        owner: Object<'env>,
         key: String,
         ttl_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
         listener: Option<u32>,
-    ) -> Result<()> {
+    ) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw()?;
         let ttl = self.ttl(ttl_ms)?;
-        let auto = self.auto_refresh(ttl, listener)?;
+        let call = self.thread.call(Some(owner.raw()))?;
+        let auto = self.auto_refresh(ttl, listener);
         let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
-        let (cancel, completer) = (cancel_token(cancel), self.completer.clone());
+        let cancel = cancel_token(cancel);
         if auto.is_none()
             && !cancel.is_cancelled()
-            && self.send_attempt(id, &key, ttl, || Mode::Retries {
+            && self.send_attempt(call.id, &key, ttl, || Mode::Retries {
                 retries,
                 delay,
                 cancel: cancel.clone(),
             })
         {
-            return Ok(());
+            return Ok(call.promise);
         }
-        self.completer.run(id, async move {
-            outcome(
+        self.completer.run(call.id, async move {
+            settled(
                 async {
                     prepare(&locker, &auto).await?;
                     let lease = locker.acquire(&key, ttl, retries, delay, &cancel).await?;
-                    Ok(finish(&locker, lease, auto, completer))
+                    Ok(finish(&locker, lease, auto))
                 }
                 .await,
             )
         });
-        Ok(())
+        Ok(call.promise)
     }
 
-    /// Settles completion `id` with a handle, or with none when the key is held.
-    #[napi]
-    pub fn try_acquire(
+    /// Resolves with `owner` filled in as the handle, or with `null` when the key is held.
+    #[napi(ts_return_type = "Promise<unknown>")]
+    pub fn try_acquire<'env>(
         &self,
-        id: u32,
+        owner: Object<'env>,
         key: String,
         ttl_ms: Option<f64>,
         listener: Option<u32>,
-    ) -> Result<()> {
+    ) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw()?;
         let ttl = self.ttl(ttl_ms)?;
-        let auto = self.auto_refresh(ttl, listener)?;
-        if auto.is_none() && self.send_attempt(id, &key, ttl, || Mode::Try) {
-            return Ok(());
+        let call = self.thread.call(Some(owner.raw()))?;
+        let auto = self.auto_refresh(ttl, listener);
+        if auto.is_none() && self.send_attempt(call.id, &key, ttl, || Mode::Try) {
+            return Ok(call.promise);
         }
-        let (locker, completer) = (self.locker.clone(), self.completer.clone());
-        self.completer.run(id, async move {
+        let locker = self.locker.clone();
+        self.completer.run(call.id, async move {
             if let Err(err) = prepare(&locker, &auto).await {
                 return Outcome::Failed(err);
             }
             match locker.attempt(&key, ttl).await {
-                Ok(Attempt::Acquired(lease)) => {
-                    Outcome::Handle(finish(&locker, lease, auto, completer))
-                }
+                Ok(Attempt::Acquired(lease)) => finish(&locker, lease, auto),
                 Ok(Attempt::Held { .. }) => Outcome::NoHandle,
                 Err(err) => Outcome::Failed(err),
             }
         });
-        Ok(())
+        Ok(call.promise)
     }
 
-    /// Settles completion `id` with a handle once won, or fails after `timeout_ms`.
-    #[napi]
-    pub fn wait_for_lock(
+    /// Resolves with `owner` filled in as the handle once won; rejects after `timeout_ms`.
+    #[napi(ts_return_type = "Promise<unknown>")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn wait_for_lock<'env>(
         &self,
-        id: u32,
+        owner: Object<'env>,
         key: String,
         timeout_ms: f64,
         ttl_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
         listener: Option<u32>,
-    ) -> Result<()> {
+    ) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw()?;
         let timeout = validate::non_negative_ms("timeoutMs", timeout_ms).or_throw()?;
         let ttl = self.ttl(ttl_ms)?;
-        let auto = self.auto_refresh(ttl, listener)?;
+        let call = self.thread.call(Some(owner.raw()))?;
+        let auto = self.auto_refresh(ttl, listener);
         let (locker, poll) = (self.locker.clone(), self.retry_delay);
-        let (cancel, completer) = (cancel_token(cancel), self.completer.clone());
-        self.completer.run(id, async move {
-            outcome(
+        let cancel = cancel_token(cancel);
+        self.completer.run(call.id, async move {
+            settled(
                 async {
                     prepare(&locker, &auto).await?;
                     let lease = locker.wait(&key, ttl, timeout, poll, &cancel).await?;
-                    Ok(finish(&locker, lease, auto, completer))
+                    Ok(finish(&locker, lease, auto))
                 }
                 .await,
             )
         });
-        Ok(())
+        Ok(call.promise)
     }
 
-    /// Settles completion `id` with whether the fenced write landed.
-    #[napi]
-    pub fn fenced_set(&self, id: u32, key: String, value: String, fence: String) -> Result<()> {
+    /// Resolves with whether the fenced write landed.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn fenced_set<'env>(
+        &self,
+        key: String,
+        value: String,
+        fence: String,
+    ) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw()?;
         let redis_key = format!("{}{key}", self.client_prefix).into_bytes();
+        let call = self.thread.call(None)?;
         let locker = self.locker.clone();
-        self.completer.run(id, async move {
+        self.completer.run(call.id, async move {
             match locker.fenced_set(&redis_key, &value, &fence).await {
                 Ok(written) => Outcome::Bool(written),
                 Err(err) => Outcome::Failed(err),
             }
         });
-        Ok(())
+        Ok(call.promise)
     }
 
-    /// Settles completion `id` with whether anyone holds `key`.
-    #[napi]
-    pub fn is_locked(&self, id: u32, key: String) -> Result<()> {
+    /// Resolves with whether anyone holds `key`.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn is_locked<'env>(&self, key: String) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw()?;
+        let call = self.thread.call(None)?;
         let locker = self.locker.clone();
         if let Some(link) = &self.direct {
-            let sent = link.send(id, || {
-                let cmd = locker.exists_request(&key);
-                let bound = locker.command_timeout();
-                (
-                    cmd,
-                    bound,
-                    Work::Exists {
-                        locker: locker.clone(),
-                        key: key.clone(),
-                    },
-                )
+            let sent = link.send(call.id, |out, _| {
+                locker.write_exists(out, &key);
+                let work = Work::Exists {
+                    locker: locker.clone(),
+                    key: key.clone(),
+                };
+                (1, locker.command_timeout(), work)
             });
             if sent {
-                return Ok(());
+                return Ok(call.promise);
             }
         }
-        self.completer.run(id, async move {
+        self.completer.run(call.id, async move {
             match locker.is_locked(&key).await {
                 Ok(locked) => Outcome::Bool(locked),
                 Err(err) => Outcome::Failed(err),
             }
         });
-        Ok(())
+        Ok(call.promise)
     }
 }

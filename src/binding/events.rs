@@ -1,6 +1,6 @@
 use super::completions::Completer;
 use crate::core::error::LockError;
-use crate::core::watchdog::Sink;
+use crate::core::watchdog::{Confirmed, Sink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -22,19 +22,20 @@ impl JsSink {
         }
     }
 
-    pub fn lost(&self, error: LockError) {
-        self.completer.event(self.listener, "lost", Some(error));
+    pub fn lost(&self, error: LockError, last: Confirmed) {
+        self.completer
+            .event(self.listener, "lost", Some(error), Some(last.expires_at_ms));
     }
 }
 
 impl Sink for JsSink {
     fn refreshed(&self, _sent: std::time::Instant, _ttl: std::time::Duration) {
         if self.want_refreshed.load(Ordering::Relaxed) {
-            self.completer.event(self.listener, "refreshed", None);
+            self.completer.event(self.listener, "refreshed", None, None);
         }
     }
 
-    fn lost(&self, error: LockError) {
-        JsSink::lost(self, error);
+    fn lost(&self, error: LockError, last: Confirmed) {
+        JsSink::lost(self, error, last);
     }
 }

@@ -1,8 +1,9 @@
-use super::completions::{Completer, Inspection, NativeCompletions, Outcome};
+use super::completions::{Completer, NativeCompletions, Outcome};
 use super::error::{to_napi, OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
+use super::promises::JsThread;
 use crate::core::error::LockError;
 use crate::core::exclusive::{Exclusive, ExclusiveSpec};
 use crate::core::lock::DEFAULT_COMMAND_TIMEOUT;
@@ -11,7 +12,9 @@ use crate::core::sync;
 use crate::core::token::format_fence;
 use crate::core::validate;
 use crate::core::watchdog::{Heartbeat, Limits, Watch, Watchdog};
+use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -49,6 +52,7 @@ pub struct NativeExclusiveLock {
     held: Arc<Mutex<Option<Held>>>,
     want_refreshed: Arc<AtomicBool>,
     completer: Completer,
+    thread: Rc<JsThread>,
 }
 
 #[napi]
@@ -101,6 +105,7 @@ impl NativeExclusiveLock {
             held: Arc::new(Mutex::new(None)),
             want_refreshed: Arc::new(AtomicBool::new(false)),
             completer: completions.completer(),
+            thread: completions.thread().clone(),
         })
     }
 
@@ -128,10 +133,11 @@ impl NativeExclusiveLock {
         self.want_refreshed.store(want, Ordering::Relaxed);
     }
 
-    /// One attempt; settles `id` with whether it won. While held, the watchdog refreshes the
+    /// One attempt; resolves with whether it won. While held, the watchdog refreshes the
     /// lock and tells `listener` of `refreshed` and `lost`.
-    #[napi]
-    pub fn acquire(&self, id: u32, listener: u32) {
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn acquire<'env>(&self, listener: u32) -> Result<PromiseRaw<'env, ()>> {
+        let call = self.thread.call(None)?;
         let sink = Arc::new(JsSink::new(
             self.completer.clone(),
             listener,
@@ -141,7 +147,7 @@ impl NativeExclusiveLock {
         self.heartbeat.beat();
         let limits_stall = self.max_stall.map(|max| (self.heartbeat.clone(), max));
         let (lock, held, max_hold) = (self.lock.clone(), self.held.clone(), self.max_hold);
-        self.completer.run(id, async move {
+        self.completer.run(call.id, async move {
             let watchdog = Watchdog::of(lock.store());
             if let Err(err) = watchdog.prepare(lock.command_timeout()).await {
                 return Outcome::Failed(err);
@@ -163,12 +169,14 @@ impl NativeExclusiveLock {
             });
             Outcome::Bool(true)
         });
+        Ok(call.promise)
     }
 
-    /// Stops refreshing and deletes the lock if it is still ours; settles `id` with whether
-    /// it was.
-    #[napi]
-    pub fn release(&self, id: u32) {
+    /// Stops refreshing and deletes the lock if it is still ours; resolves with whether it
+    /// was.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release<'env>(&self) -> Result<PromiseRaw<'env, ()>> {
+        let call = self.thread.call(None)?;
         // Stopped now, on the JS thread: no refresh is sent after this point, and the answer
         // of one already in flight is dropped, so it cannot report our own delete as a loss.
         let held = sync::lock(&self.held).take();
@@ -176,7 +184,7 @@ impl NativeExclusiveLock {
             held.watch.stop();
         }
         let lock = self.lock.clone();
-        self.completer.run(id, async move {
+        self.completer.run(call.id, async move {
             match held {
                 Some(held) => match lock.release(&held.token).await {
                     Ok(deleted) => Outcome::Bool(deleted),
@@ -185,20 +193,20 @@ impl NativeExclusiveLock {
                 None => Outcome::Bool(false),
             }
         });
+        Ok(call.promise)
     }
 
-    /// Settles `id` with the holder's contents and TTL, or nothing when the lock is free.
-    #[napi]
-    pub fn inspect(&self, id: u32) {
+    /// Resolves with the holder's `{ lock_ttl_ms, lock_contents }`, or null when free.
+    #[napi(ts_return_type = "Promise<{ lock_ttl_ms: number, lock_contents: string } | null>")]
+    pub fn inspect<'env>(&self) -> Result<PromiseRaw<'env, ()>> {
+        let call = self.thread.call(None)?;
         let lock = self.lock.clone();
-        self.completer.run(id, async move {
+        self.completer.run(call.id, async move {
             match lock.inspect().await {
-                Ok(found) => Outcome::Inspected(found.map(|i| Inspection {
-                    lock_ttl_ms: i.ttl_ms as f64,
-                    lock_contents: i.contents,
-                })),
+                Ok(found) => Outcome::Inspected(found),
                 Err(err) => Outcome::Failed(err),
             }
         });
+        Ok(call.promise)
     }
 }

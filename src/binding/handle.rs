@@ -1,135 +1,138 @@
-use super::completions::{Completer, Outcome};
-use super::direct::{Link, Work};
+//! What a DistributedLock handle asks of its lock: release, extend, and (for `autoRefresh`
+//! holds) what the watchdog last confirmed. A handle is a plain JS object holding its key,
+//! token and deadline (see lib/distributed-lock.js); it passes them back here, so no native
+//! object exists per handle.
+
+use super::completions::Outcome;
+use super::direct::Work;
+use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
-use super::events::JsSink;
-use crate::core::clock::Stamp;
-use crate::core::error::LockError;
 use crate::core::lease::Lease;
-use crate::core::lock::Locker;
-use crate::core::sync::lock;
-use crate::core::token::format_fence;
+use crate::core::lock;
 use crate::core::validate;
-use crate::core::watchdog::{Sink, Watch};
+use crate::core::watchdog::Watchdog;
+use napi::bindgen_prelude::{Object, PromiseRaw};
+use napi::JsValue;
 use napi_derive::napi;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-/// A held lock. Reads are local and synchronous; release and extend go to Redis.
-#[napi]
-pub struct NativeLockHandle {
-    locker: Arc<Locker>,
-    lease: Arc<Lease>,
-    /// Present while the watchdog keeps the lock alive (`autoRefresh: true`).
-    watch: Mutex<Option<Watch>>,
-    completer: Completer,
-}
-
-impl NativeLockHandle {
-    pub fn new(
-        locker: Arc<Locker>,
-        lease: Arc<Lease>,
-        watch: Option<Watch>,
-        completer: Completer,
-    ) -> Self {
-        NativeLockHandle {
-            locker,
-            lease,
-            watch: Mutex::new(watch),
-            completer,
-        }
-    }
-
-    fn stop_refreshing(&self) {
-        let watch = lock(&self.watch).take();
-        if let Some(watch) = watch {
-            watch.stop();
-        }
-    }
-}
-
-/// Keeps an auto-refreshed handle's local validity in step with what Redis confirmed, and
-/// tells JavaScript when the lock is lost.
-pub struct HandleSink {
-    pub lease: Arc<Lease>,
-    pub js: JsSink,
-}
-
-impl Sink for HandleSink {
-    fn refreshed(&self, sent: Instant, ttl: Duration) {
-        self.lease.extended(Stamp::at(sent), ttl);
-    }
-
-    fn lost(&self, error: LockError) {
-        self.lease.mark_lost();
-        self.js.lost(error);
-    }
+/// Watch ids come from JS as numbers; 0 (or anything not a positive integer) is none.
+fn watch_id(watch: f64) -> Option<u64> {
+    (watch >= 1.0 && watch.fract() == 0.0 && watch < 9.0e15).then_some(watch as u64)
 }
 
 #[napi]
-impl NativeLockHandle {
-    #[napi(getter)]
-    pub fn key(&self) -> String {
-        self.lease.key.clone()
+impl NativeDistributedLock {
+    /// The lease a handle describes. A watched lock's deadline is the watchdog's (the
+    /// handle's own is its acquisition's, which the refreshes moved on since).
+    fn lease(
+        &self,
+        key: String,
+        token: String,
+        deadline: f64,
+        watch: Option<u64>,
+    ) -> Result<Lease> {
+        validate::key("key", &key).or_throw()?;
+        let redis_key = self.locker.redis_key(&key);
+        let confirmed = watch.and_then(|id| Watchdog::of(self.locker.store()).confirmed(id));
+        let deadline = match confirmed {
+            Some(confirmed) => confirmed.deadline,
+            None => self.thread.instant(deadline),
+        };
+        Ok(Lease::resumed(key, redis_key, token, deadline))
     }
 
-    #[napi(getter)]
-    pub fn token(&self) -> String {
-        self.lease.token.clone()
-    }
-
-    #[napi(getter)]
-    pub fn fence(&self) -> String {
-        format_fence(self.lease.fence)
-    }
-
-    #[napi(getter)]
-    pub fn acquired_at(&self) -> f64 {
-        self.lease.acquired_at_ms as f64
-    }
-
-    #[napi(getter)]
-    pub fn expires_at(&self) -> f64 {
-        self.lease.expires_at_ms() as f64
-    }
-
-    #[napi(getter)]
-    pub fn is_held(&self) -> bool {
-        self.lease.is_held()
-    }
-
-    /// Settles completion `id` when the lock is deleted (or was no longer ours).
-    #[napi]
-    pub fn release(&self, id: u32) {
-        // Before the release is sent, on the JS thread (see NativeExclusiveLock::release).
-        self.stop_refreshing();
-        if let Some(link) = Link::existing(self.locker.store(), &self.completer) {
-            if let Some((cmd, bound)) = self.locker.release_request(&self.lease) {
-                let (locker, lease) = (self.locker.clone(), self.lease.clone());
-                if link.send(id, || (cmd, bound, Work::Release { locker, lease })) {
-                    return;
-                }
+    /// Stops the refreshes of `watch`, then deletes the lock if it is still ours. Resolves
+    /// once Redis answered (or the lock ran out meanwhile); `owner` is the handle.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn release<'env>(
+        &self,
+        owner: Object<'env>,
+        key: String,
+        token: String,
+        deadline: f64,
+        watch: f64,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let watch = watch_id(watch);
+        let lease = Arc::new(self.lease(key, token, deadline, watch)?);
+        // Before the release is sent, on the JS thread: no refresh goes out after it, and a
+        // refresh in flight cannot report our own delete as a loss.
+        if let Some(id) = watch {
+            Watchdog::of(self.locker.store()).stop(id);
+        }
+        let call = self.thread.call(Some(owner.raw()))?;
+        if let (Some(link), Some(bound)) = (&self.direct, self.locker.release_request(&lease)) {
+            let sent = link.send(call.id, |out, _| {
+                lock::write_release(out, &lease.redis_key, &lease.token);
+                let work = Work::Release {
+                    locker: self.locker.clone(),
+                    lease: lease.clone(),
+                };
+                (1, bound, work)
+            });
+            if sent {
+                return Ok(call.promise);
             }
         }
-        let (locker, lease) = (self.locker.clone(), self.lease.clone());
-        self.completer.run(id, async move {
+        let locker = self.locker.clone();
+        self.completer.run(call.id, async move {
             match locker.release(&lease).await {
                 Ok(_) => Outcome::Done,
                 Err(err) => Outcome::Failed(err),
             }
         });
+        Ok(call.promise)
     }
 
-    /// Settles completion `id` when Redis confirmed the longer TTL.
-    #[napi]
-    pub fn extend(&self, id: u32, additional_ms: f64) -> Result<()> {
+    /// Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched
+    /// lock, until its next refresh sets the TTL back to the hold's own); resolves with
+    /// `[deadline, expiresAt]`: the new deadline on `performance.now()`'s clock, and when
+    /// Redis expires the lock (epoch ms).
+    #[napi(ts_return_type = "Promise<[number, number]>")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn extend<'env>(
+        &self,
+        owner: Object<'env>,
+        key: String,
+        token: String,
+        additional_ms: f64,
+        deadline: f64,
+        watch: f64,
+    ) -> Result<PromiseRaw<'env, ()>> {
         let extra = validate::positive_ms("additionalMs", additional_ms).or_throw()?;
-        let (locker, lease) = (self.locker.clone(), self.lease.clone());
-        self.completer.run(id, async move {
+        let watch = watch_id(watch);
+        let lease = self.lease(key, token, deadline, watch)?;
+        let call = self.thread.call(Some(owner.raw()))?;
+        let locker = self.locker.clone();
+        // A watched lock's deadline stays the watchdog's: its next refresh sets the TTL back
+        // to the hold's own, and a refresh Redis ran without our hearing must not leave us
+        // counting on the longer one.
+        self.completer.run(call.id, async move {
             match locker.extend(&lease, extra).await {
-                Ok(()) => Outcome::Done,
+                Ok(()) => Outcome::Extended {
+                    deadline: lease.deadline(),
+                    expires_at_ms: lease.expires_at_ms(),
+                },
                 Err(err) => Outcome::Failed(err),
             }
         });
-        Ok(())
+        Ok(call.promise)
+    }
+
+    /// Whether the watchdog still keeps `watch` alive and its TTL has not run out.
+    #[napi]
+    pub fn watch_held(&self, watch: f64) -> bool {
+        watch_id(watch)
+            .and_then(|id| Watchdog::of(self.locker.store()).confirmed(id))
+            .is_some_and(|confirmed| std::time::Instant::now() < confirmed.deadline)
+    }
+
+    /// When Redis expires `watch` after its last confirmed refresh (epoch ms); NaN when it
+    /// is no longer watched.
+    #[napi]
+    pub fn watch_expires_at(&self, watch: f64) -> f64 {
+        watch_id(watch)
+            .and_then(|id| Watchdog::of(self.locker.store()).confirmed(id))
+            .map_or(f64::NAN, |confirmed| confirmed.expires_at_ms as f64)
     }
 }

@@ -3,6 +3,7 @@ use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
+use super::promises::JsThread;
 use crate::core::backoff;
 use crate::core::lease::Lease;
 use crate::core::lock::{Locker, DEFAULT_COMMAND_TIMEOUT};
@@ -11,7 +12,9 @@ use crate::core::sync;
 use crate::core::token;
 use crate::core::validate;
 use crate::core::watchdog::{Heartbeat, Limits, Watch, Watchdog};
+use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,6 +53,7 @@ pub struct NativeLockService {
     heartbeat: Arc<Heartbeat>,
     max_stall: Option<Duration>,
     completer: Completer,
+    thread: Rc<JsThread>,
 }
 
 #[napi]
@@ -85,6 +89,7 @@ impl NativeLockService {
             heartbeat: heartbeat.inner.clone(),
             max_stall: (!max_stall.is_zero()).then_some(max_stall),
             completer: completions.completer(),
+            thread: completions.thread().clone(),
         })
     }
 
@@ -99,17 +104,16 @@ impl NativeLockService {
         sync::lock(&self.held).is_some() && !self.lost.load(Ordering::Relaxed)
     }
 
-    /// Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and settles
-    /// `id` with whether it won; on success the watchdog refreshes the lock every third of
-    /// its TTL and tells `listener` if it is lost.
-    #[napi]
-    pub fn acquire(
+    /// Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and resolves
+    /// with whether it won; on success the watchdog refreshes the lock every third of its
+    /// TTL and tells `listener` if it is lost.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn acquire<'env>(
         &self,
-        id: u32,
         lock_ttl_ms: Option<f64>,
         max_wait_ms: Option<f64>,
         listener: u32,
-    ) -> Result<()> {
+    ) -> Result<PromiseRaw<'env, ()>> {
         let ttl = match lock_ttl_ms {
             Some(ms) => validate::positive_ms("lockTtl", ms).or_throw()?,
             None => self.ttl,
@@ -118,9 +122,10 @@ impl NativeLockService {
             Some(ms) => validate::non_negative_ms("maxWaitTime", ms).or_throw()?,
             None => ttl.saturating_mul(3),
         };
+        let call = self.thread.call(None)?;
         if self.is_locked() {
-            self.completer.run(id, async { Outcome::Bool(true) });
-            return Ok(());
+            self.completer.run(call.id, async { Outcome::Bool(true) });
+            return Ok(call.promise);
         }
         let never_refreshed = Arc::new(AtomicBool::new(false));
         let sink = Arc::new(LostFlag {
@@ -139,7 +144,7 @@ impl NativeLockService {
             stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
             hold_until: None,
         };
-        self.completer.run(id, async move {
+        self.completer.run(call.id, async move {
             let watchdog = Watchdog::of(locker.store());
             if let Err(err) = watchdog.prepare(locker.command_timeout()).await {
                 return Outcome::Failed(err);
@@ -158,21 +163,22 @@ impl NativeLockService {
             *sync::lock(&held) = Some(Held { lease, watch });
             Outcome::Bool(true)
         });
-        Ok(())
+        Ok(call.promise)
     }
 
-    /// Stops refreshing and deletes the lock if it is ours. Settles `id` with `true` when it
-    /// was ours or is already gone, `false` when someone else holds it now, as the original
+    /// Stops refreshing and deletes the lock if it is ours. Resolves with `true` when it was
+    /// ours or is already gone, `false` when someone else holds it now, as the original
     /// answers.
-    #[napi]
-    pub fn release(&self, id: u32) {
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn release<'env>(&self) -> Result<PromiseRaw<'env, ()>> {
+        let call = self.thread.call(None)?;
         // Stopped on the JS thread, before the release is sent (see NativeExclusiveLock).
         let held = sync::lock(&self.held).take();
         if let Some(held) = &held {
             held.watch.stop();
         }
         let locker = self.locker.clone();
-        self.completer.run(id, async move {
+        self.completer.run(call.id, async move {
             let Some(held) = held else {
                 return Outcome::Bool(true);
             };
@@ -187,6 +193,7 @@ impl NativeLockService {
                 Err(err) => Outcome::Failed(err),
             }
         });
+        Ok(call.promise)
     }
 }
 
@@ -199,8 +206,8 @@ struct LostFlag {
 impl crate::core::watchdog::Sink for LostFlag {
     fn refreshed(&self, _sent: std::time::Instant, _ttl: Duration) {}
 
-    fn lost(&self, error: crate::core::error::LockError) {
+    fn lost(&self, error: crate::core::error::LockError, last: crate::core::watchdog::Confirmed) {
         self.lost.store(true, Ordering::Relaxed);
-        self.js.lost(error);
+        self.js.lost(error, last);
     }
 }

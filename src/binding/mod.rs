@@ -12,4 +12,6 @@ pub mod handle;
 pub mod heartbeat;
 pub mod lock_service;
 pub mod options;
+pub mod promises;
 pub mod runtime;
+pub mod waker;

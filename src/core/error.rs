@@ -72,6 +72,16 @@ impl LockError {
         }
     }
 
+    /// The lock the failure is about, for the variants that name one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            LockError::Locked { key, .. }
+            | LockError::NotHeld { key }
+            | LockError::Lost { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
     /// True when the failure says nothing about who holds the lock: Redis was not asked, or
     /// did not answer.
     pub fn is_infrastructure(&self) -> bool {

@@ -58,6 +58,32 @@ impl Lease {
         }
     }
 
+    /// A lease a caller kept the parts of (a JS handle): valid until `deadline` by our clock.
+    pub fn resumed(key: String, redis_key: Vec<u8>, token: String, deadline: Instant) -> Self {
+        let sent = super::clock::Stamp::now();
+        let left = deadline.saturating_duration_since(sent.at);
+        Lease {
+            key,
+            redis_key,
+            token,
+            fence: 0,
+            acquired_at_ms: sent.wall_ms,
+            ttl: left,
+            sent,
+            validity: Mutex::new(Validity {
+                released: false,
+                lost: false,
+                deadline,
+                expires_at_ms: sent.wall_ms + left.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// Until when the lock counts as ours by our clock.
+    pub fn deadline(&self) -> Instant {
+        self.validity().deadline
+    }
+
     pub fn ttl(&self) -> Duration {
         self.ttl
     }

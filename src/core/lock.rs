@@ -7,6 +7,7 @@ use super::clock::Stamp;
 use super::error::LockError;
 use super::keys;
 use super::lease::Lease;
+use super::resp;
 use super::scripts;
 use super::store::{Connection, Replay, Store};
 use super::token;
@@ -523,9 +524,71 @@ pub struct AttemptRequest {
     pub sent: Stamp,
 }
 
+/// How an attempt is written on such a connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum AttemptForm {
+    /// `MULTI`, `SET NX PX`, `INCR` of the fence, `EXEC`: atomic, and far cheaper for Redis
+    /// than a script. The counter also moves on a failed attempt, which keeps every fence
+    /// strictly increasing (gaps are allowed).
+    Transaction,
+    /// The acquire script, for a user whose ACL forbids MULTI.
+    Script,
+}
+
 impl AttemptRequest {
-    /// The fence it drew when the reply says it won, `None` when the lock was held.
+    /// Appends the attempt to `out`; the answer is how many replies it gets (the last one
+    /// is what `won` reads).
+    pub fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        let fence_key = keys::fence_key(&self.redis_key);
+        let ttl = resp::decimal(self.ttl.as_millis() as u64);
+        match form {
+            AttemptForm::Transaction => {
+                resp::write_command(out, &[b"MULTI"]);
+                resp::write_command(
+                    out,
+                    &[
+                        b"SET",
+                        &self.redis_key,
+                        self.token.as_bytes(),
+                        b"NX",
+                        b"PX",
+                        ttl.as_bytes(),
+                    ],
+                );
+                resp::write_command(out, &[b"INCR", &fence_key]);
+                resp::write_command(out, &[b"EXEC"]);
+                4
+            }
+            AttemptForm::Script => {
+                resp::write_command(
+                    out,
+                    &[
+                        b"EVALSHA",
+                        scripts::ACQUIRE.get_hash().as_bytes(),
+                        b"2",
+                        &self.redis_key,
+                        &fence_key,
+                        self.token.as_bytes(),
+                        ttl.as_bytes(),
+                    ],
+                );
+                1
+            }
+        }
+    }
+
+    /// The fence it drew when the reply says it won, `None` when the lock was held. Reads
+    /// both forms: EXEC's `[OK or nil, fence]` and the script's `[1 or 0, fence or pttl]`.
     pub fn won(&self, reply: redis::Value) -> Result<Option<u64>, LockError> {
+        use redis::Value;
+        let reply = reply.extract_error()?;
+        if let Value::Array(items) = &reply {
+            if let [set @ (Value::Okay | Value::SimpleString(_) | Value::Nil), Value::Int(fence)] =
+                items.as_slice()
+            {
+                return Ok((!matches!(set, Value::Nil)).then_some((*fence).max(0) as u64));
+            }
+        }
         Ok(match typed::<(i64, i64)>(reply)? {
             (1, fence) => Some(fence.max(0) as u64),
             _ => None,
@@ -545,48 +608,44 @@ impl AttemptRequest {
 }
 
 impl Locker {
-    /// A first attempt (as `attempt`) as a command to send elsewhere; `sent` is now.
-    pub fn attempt_request(&self, key: &str, ttl: Duration) -> (AttemptRequest, Cmd) {
-        let request = AttemptRequest {
+    /// A first attempt (as `attempt`) to send elsewhere; `sent` is now.
+    pub fn attempt_request(&self, key: &str, ttl: Duration) -> AttemptRequest {
+        AttemptRequest {
             key: key.to_owned(),
             redis_key: self.redis_key(key),
             token: token::new_token(),
             ttl,
             sent: Stamp::now(),
-        };
-        let mut cmd = Cmd::new();
-        cmd.arg("EVALSHA")
-            .arg(scripts::ACQUIRE.get_hash())
-            .arg(2)
-            .arg(&request.redis_key)
-            .arg(keys::fence_key(&request.redis_key))
-            .arg(&request.token)
-            .arg(ttl.as_millis() as u64);
-        (request, cmd)
+        }
     }
 
-    /// A release (as `release`) as a command to send elsewhere, and its bound. `None` when it
+    /// The bound of a release sent elsewhere (written by `write_release`). `None` when it
     /// must go through `release`: already released, or waiters of this process are to be
     /// woken by it.
-    pub fn release_request(&self, lease: &Lease) -> Option<(Cmd, Duration)> {
+    pub fn release_request(&self, lease: &Lease) -> Option<Duration> {
         let channel = wake::channel(&lease.redis_key);
         if lease.is_released() || self.store.wakes().has_waiters(&channel) {
             return None;
         }
-        Some((
-            forget_request(&lease.redis_key, &lease.token),
-            self.bound_for(lease),
-        ))
+        Some(self.bound_for(lease))
     }
 
     /// Frees a lock an attempt may have won after its caller stopped waiting, through the
     /// tokio connection (the attempt's own connection is gone), bounded by the lock's TTL.
     pub async fn abandon(&self, request: &AttemptRequest) {
-        let cmd = forget_request(&request.redis_key, &request.token);
-        let _ignored: Result<i64, _> = self.store.query(&cmd, request.ttl).await;
+        let mut invocation = scripts::RELEASE_WAKE.key(&request.redis_key);
+        invocation
+            .key(wake::queue_key(&request.redis_key))
+            .arg(&request.token)
+            .arg(wake::channel(&request.redis_key))
+            .arg("0");
+        let _ignored: Result<i64, _> = self
+            .store
+            .eval(&invocation, request.ttl, Replay::Safe)
+            .await;
     }
 
-    /// The reply to `release_request`'s command, or its lack within the bound.
+    /// The reply to `write_release`'s command, or its lack within the bound.
     pub fn release_outcome(
         lease: &Lease,
         reply: Result<redis::Value, LockError>,
@@ -601,17 +660,9 @@ impl Locker {
         Ok(deleted == 1)
     }
 
-    /// An attempt's won lock that nobody will hold, freed as a release would (its waiters
-    /// woken), as a command to send elsewhere.
-    pub fn forget_request(request: &AttemptRequest) -> Cmd {
-        forget_request(&request.redis_key, &request.token)
-    }
-
-    /// `is_locked` as a command to send elsewhere.
-    pub fn exists_request(&self, key: &str) -> Cmd {
-        let mut cmd = Cmd::new();
-        cmd.arg("EXISTS").arg(self.redis_key(key));
-        cmd
+    /// `is_locked` written to `out` (one reply).
+    pub fn write_exists(&self, out: &mut Vec<u8>, key: &str) {
+        resp::write_command(out, &[b"EXISTS", &self.redis_key(key)]);
     }
 }
 
@@ -621,16 +672,20 @@ fn typed<T: redis::FromRedisValue>(reply: redis::Value) -> Result<T, LockError> 
     redis::from_redis_value(reply).map_err(|err| LockError::from(redis::RedisError::from(err)))
 }
 
-/// RELEASE_WAKE for a token, with no local waiters to wake.
-fn forget_request(redis_key: &[u8], token: &str) -> Cmd {
-    let mut cmd = Cmd::new();
-    cmd.arg("EVALSHA")
-        .arg(scripts::RELEASE_WAKE.get_hash())
-        .arg(2)
-        .arg(redis_key)
-        .arg(wake::queue_key(redis_key))
-        .arg(token)
-        .arg(wake::channel(redis_key))
-        .arg("0");
-    cmd
+/// The release script for a lock and token, with no local waiters to wake (one reply): also
+/// what frees a lock an attempt won after its caller stopped waiting.
+pub fn write_release(out: &mut Vec<u8>, redis_key: &[u8], token: &str) {
+    resp::write_command(
+        out,
+        &[
+            b"EVALSHA",
+            scripts::RELEASE_WAKE.get_hash().as_bytes(),
+            b"2",
+            redis_key,
+            &wake::queue_key(redis_key),
+            token.as_bytes(),
+            &wake::channel(redis_key),
+            b"0",
+        ],
+    );
 }

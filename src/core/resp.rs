@@ -1,6 +1,7 @@
-//! Replies of the JS-thread connection (see binding/direct): RESP2 read from a byte buffer
-//! that may end mid-reply. Only what our commands get back is needed, but every RESP2 type
-//! is read, so an unexpected reply is reported as such instead of desynchronising the stream.
+//! The JS-thread connection's side of the protocol (see binding/direct): commands written
+//! straight into its output buffer, and RESP2 replies read from a byte buffer that may end
+//! mid-reply. Only what our commands get back is needed, but every RESP2 type is read, so an
+//! unexpected reply is reported as such instead of desynchronising the stream.
 
 use redis::Value;
 
@@ -92,6 +93,52 @@ fn error(line: &[u8]) -> Result<Value, ProtocolError> {
         Ok(value @ Value::ServerError(_)) => Ok(value),
         _ => Err(ProtocolError("malformed error reply")),
     }
+}
+
+/// Appends one command, as a RESP array of bulk strings.
+pub fn write_command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.push(b'*');
+    write_decimal(out, args.len() as u64);
+    out.extend_from_slice(b"\r\n");
+    for arg in args {
+        out.push(b'$');
+        write_decimal(out, arg.len() as u64);
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// `n` in decimal, as command arguments carry numbers.
+pub fn decimal(n: u64) -> Decimal {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    Decimal { digits, at }
+}
+
+/// The digits of a number, kept on the stack.
+pub struct Decimal {
+    digits: [u8; 20],
+    at: usize,
+}
+
+impl Decimal {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.at..]
+    }
+}
+
+fn write_decimal(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(decimal(n).as_bytes());
 }
 
 #[cfg(test)]

@@ -50,3 +50,21 @@ fn garbage_is_a_protocol_error() {
     let deep = [b"*1\r\n".repeat(20), b":1\r\n".to_vec()].concat();
     assert!(parse(&deep).is_err());
 }
+
+#[test]
+fn commands_are_written_as_the_redis_crate_packs_them() {
+    let mut ours = Vec::new();
+    write_command(
+        &mut ours,
+        &[b"SET", b"k\r\n", b"", decimal(10_000).as_bytes()],
+    );
+    let theirs = redis::cmd("SET")
+        .arg("k\r\n")
+        .arg("")
+        .arg(10_000)
+        .get_packed_command();
+    assert_eq!(ours, theirs);
+    for n in [0, 7, 10, 99, 100, 4_294_967_295, u64::MAX] {
+        assert_eq!(decimal(n).as_bytes(), n.to_string().as_bytes());
+    }
+}

@@ -20,7 +20,8 @@ use tokio::time::Instant;
 pub trait Sink: Send + Sync {
     /// Redis confirmed the TTL `ttl` for a refresh sent at `sent`.
     fn refreshed(&self, sent: std::time::Instant, ttl: Duration);
-    fn lost(&self, error: LockError);
+    /// The lock is gone; `last` is what was last confirmed of it.
+    fn lost(&self, error: LockError, last: Confirmed);
 }
 
 /// What to keep alive: the refresh script's keys and arguments.
@@ -85,6 +86,14 @@ struct Entry {
 }
 
 impl Entry {
+    fn confirmed(&self) -> Confirmed {
+        let sent = self.deadline.into_std() - validity(self.ttl);
+        Confirmed {
+            deadline: self.deadline.into_std(),
+            expires_at_ms: super::clock::Stamp::at(sent).wall_ms + self.ttl.as_millis() as u64,
+        }
+    }
+
     /// Why this lock must be given up now, if it must.
     fn verdict(&self, now: Instant) -> Option<LockError> {
         let lost = |reason: &str| {
@@ -163,16 +172,22 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn stop(&self) {
-        if lock(&self.watchdog.state)
-            .entries
-            .remove(&self.id)
-            .is_some()
-        {
-            // Lets the scheduler exit now when this was its last lock.
-            self.watchdog.wake.notify_one();
-        }
+    pub fn new(watchdog: Arc<Watchdog>, id: u64) -> Self {
+        Watch { id, watchdog }
     }
+
+    pub fn stop(&self) {
+        self.watchdog.stop(self.id);
+    }
+}
+
+/// What the watchdog last confirmed of a lock it keeps alive.
+#[derive(Debug, Clone, Copy)]
+pub struct Confirmed {
+    /// Until when the lock counts as ours by our clock.
+    pub deadline: std::time::Instant,
+    /// When Redis expires it, as far as we know: the TTL from the last confirmed request.
+    pub expires_at_ms: u64,
 }
 
 impl Drop for Watch {
@@ -217,15 +232,29 @@ impl Watchdog {
         self.store.ensure_scripts(timeout).await
     }
 
-    /// Starts keeping `target` alive. `sent` is when the request that last set its TTL was
-    /// sent. Must be called on the runtime (it may start the scheduler task).
-    pub fn watch(
+    /// Stops keeping lock `id` alive (a no-op when it is not watched any more).
+    pub fn stop(&self, id: u64) {
+        if lock(&self.state).entries.remove(&id).is_some() {
+            // Lets the scheduler exit now when this was its last lock.
+            self.wake.notify_one();
+        }
+    }
+
+    /// What was last confirmed of lock `id`; `None` once it is lost or no longer watched.
+    pub fn confirmed(&self, id: u64) -> Option<Confirmed> {
+        lock(&self.state).entries.get(&id).map(Entry::confirmed)
+    }
+
+    /// Starts keeping `target` alive; the answer names it for `stop`. `sent` is when the
+    /// request that last set its TTL was sent. Must be called on the runtime (it may start
+    /// the scheduler task).
+    pub fn watch_id(
         self: &Arc<Self>,
         target: &Target,
         sent: std::time::Instant,
         limits: Limits,
         sink: Arc<dyn Sink>,
-    ) -> Watch {
+    ) -> u64 {
         let sent = Instant::from_std(sent);
         let mut command = Cmd::new();
         command
@@ -250,8 +279,9 @@ impl Watchdog {
             sink,
         };
         let mut state = lock(&self.state);
-        let id = state.next_id;
+        // From 1: callers use 0 for "not watched".
         state.next_id += 1;
+        let id = state.next_id;
         state.entries.insert(id, entry);
         if !state.running {
             state.running = true;
@@ -259,10 +289,18 @@ impl Watchdog {
         } else {
             self.wake.notify_one();
         }
-        Watch {
-            id,
-            watchdog: self.clone(),
-        }
+        id
+    }
+
+    /// As `watch_id`, stopped when the answer is dropped.
+    pub fn watch(
+        self: &Arc<Self>,
+        target: &Target,
+        sent: std::time::Instant,
+        limits: Limits,
+        sink: Arc<dyn Sink>,
+    ) -> Watch {
+        Watch::new(self.clone(), self.watch_id(target, sent, limits, sink))
     }
 
     async fn run(self: Arc<Self>) {
@@ -275,7 +313,7 @@ impl Watchdog {
                 let mut state = lock(&self.state);
                 state.entries.retain(|_, entry| match entry.verdict(now) {
                     Some(err) => {
-                        lost.push((entry.sink.clone(), err));
+                        lost.push((entry.sink.clone(), err, entry.confirmed()));
                         false
                     }
                     None => true,
@@ -346,7 +384,7 @@ impl Watchdog {
                             key: entry.name.clone(),
                             reason: "it was deleted or taken by another holder".into(),
                         };
-                        lost.push((entry.sink.clone(), err));
+                        lost.push((entry.sink.clone(), err, entry.confirmed()));
                         state.entries.remove(&item.id);
                     }
                     // Redis unreachable or slow: try again soon (so a lock is re-checked
@@ -436,9 +474,9 @@ fn unreachable_replies(n: usize) -> Vec<RedisResult<i64>> {
         .collect()
 }
 
-fn report_lost(lost: Vec<(Arc<dyn Sink>, LockError)>) {
-    for (sink, err) in lost {
-        sink.lost(err);
+fn report_lost(lost: Vec<(Arc<dyn Sink>, LockError, Confirmed)>) {
+    for (sink, err, last) in lost {
+        sink.lost(err, last);
     }
 }
 

@@ -8,12 +8,12 @@
 //! more) and closes once everything sent on it has been answered, or after `LINGER`. A
 //! connection that breaks hands every unanswered call to the tokio connection.
 
-use super::super::completions::Completer;
-use super::settle::Settler;
+use super::super::completions::{Completer, Entry};
+use super::super::promises::JsThread;
 use super::uv::{self, Handle, Handles, Uv};
 use super::work::{Next, Work};
+use crate::core::lock::AttemptForm;
 use crate::core::resp;
-use redis::Cmd;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
@@ -26,9 +26,17 @@ use std::time::{Duration, Instant};
 /// How long a connection that takes no new calls waits for the replies still due to it.
 const LINGER: Duration = Duration::from_secs(60);
 
+/// Bytes read per `read` call; a shorter read means the socket is drained for now.
+const READ_CHUNK: usize = 16 * 1024;
+
 struct Pending {
     /// 0 for work nobody waits on.
     id: u32,
+    /// Replies still to come before the one that answers the call (a transaction's
+    /// `+OK` and `+QUEUED`s).
+    leading: usize,
+    /// An error among those leading replies: the call's answer, whatever comes last.
+    refused: Option<redis::Value>,
     bound: Duration,
     deadline: Instant,
     work: Work,
@@ -39,10 +47,13 @@ pub struct Connection {
     uv: &'static Uv,
     socket: std::net::TcpStream,
     handles: Option<Handles>,
-    settler: Rc<Settler>,
+    thread: Rc<JsThread>,
     completer: Completer,
     out: Vec<u8>,
     input: Vec<u8>,
+    chunk: Box<[u8]>,
+    /// How acquire attempts are written: a transaction until the server refuses MULTI.
+    attempts: AttemptForm,
     pending: VecDeque<Pending>,
     writable_polled: bool,
     flush_scheduled: bool,
@@ -52,8 +63,8 @@ pub struct Connection {
     /// Takes no new calls; closes at this instant at the latest.
     retired: Option<Instant>,
     broken: bool,
-    /// Calls settled here since JS last drained.
-    settled: bool,
+    /// Calls settled here, delivered to JS when the callback ends.
+    settled: Vec<Entry>,
 }
 
 pub type Shared = RefCell<Connection>;
@@ -63,23 +74,25 @@ thread_local! {
     static LIVE: RefCell<Vec<Rc<Shared>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Starts polling `socket` on the settler's loop; `None` if libuv refused.
+/// Starts polling `socket` on the JS thread's loop; `None` if libuv refused.
 pub fn open(
     uv: &'static Uv,
     socket: std::net::TcpStream,
-    settler: Rc<Settler>,
+    thread: Rc<JsThread>,
     completer: Completer,
 ) -> Option<Rc<Shared>> {
-    let event_loop = settler.event_loop();
+    let event_loop = thread.event_loop();
     let fd = socket.as_raw_fd();
     let shared = Rc::new(RefCell::new(Connection {
         uv,
         socket,
         handles: None,
-        settler,
+        thread,
         completer,
         out: Vec::with_capacity(4096),
         input: Vec::with_capacity(4096),
+        chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
+        attempts: AttemptForm::Transaction,
         pending: VecDeque::new(),
         writable_polled: false,
         flush_scheduled: false,
@@ -87,7 +100,7 @@ pub fn open(
         timer_due: None,
         retired: None,
         broken: false,
-        settled: false,
+        settled: Vec::new(),
     }));
     let data = Rc::as_ptr(&shared) as *mut c_void;
     // SAFETY: on the loop's thread; the socket is closed only after the handles.
@@ -133,12 +146,19 @@ impl Connection {
         self.retired.is_none() && !self.broken && self.handles.is_some()
     }
 
-    /// Queues `cmd` for the next write; the call ends with its reply or its bound.
-    pub fn submit(&mut self, id: u32, cmd: &Cmd, bound: Duration, work: Work) {
-        cmd.write_packed_command(&mut self.out);
+    /// Queues what `write` appends for the next write; the call ends with its last reply
+    /// or its bound. `write` answers with the number of replies, the bound and the work.
+    pub fn submit(
+        &mut self,
+        id: u32,
+        write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Work),
+    ) {
+        let (replies, bound, work) = write(&mut self.out, self.attempts);
         let deadline = Instant::now() + bound;
         self.pending.push_back(Pending {
             id,
+            leading: replies.saturating_sub(1),
+            refused: None,
             bound,
             deadline,
             work,
@@ -204,16 +224,22 @@ impl Connection {
         }
     }
 
-    /// Reads everything the socket has and answers the calls it completes.
+    /// Reads what the socket has and answers the calls it completes. A read shorter than
+    /// the buffer drained the socket: the poll (level-triggered) calls again for more, so no
+    /// read is spent learning that nothing is left.
     fn read(&mut self) {
-        let mut chunk = [0u8; 16 * 1024];
         loop {
-            match self.socket.read(&mut chunk) {
+            match self.socket.read(&mut self.chunk) {
                 Ok(0) => {
                     self.broken = true;
                     break;
                 }
-                Ok(n) => self.input.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    self.input.extend_from_slice(&self.chunk[..n]);
+                    if n < self.chunk.len() {
+                        break;
+                    }
+                }
                 Err(err) if err.kind() == ErrorKind::Interrupted => {}
                 Err(err) if err.kind() == ErrorKind::WouldBlock => break,
                 Err(_) => {
@@ -235,10 +261,28 @@ impl Connection {
                     break;
                 }
             };
-            let Some(call) = self.pending.pop_front() else {
+            let Some(front) = self.pending.front_mut() else {
                 // A reply nobody asked for: the stream cannot be trusted.
                 self.broken = true;
                 break;
+            };
+            if front.leading > 0 {
+                front.leading -= 1;
+                if matches!(reply, redis::Value::ServerError(_)) {
+                    front.refused.get_or_insert(reply);
+                }
+                continue;
+            }
+            let Some(mut call) = self.pending.pop_front() else {
+                break;
+            };
+            let reply = match call.refused.take() {
+                Some(refused) => {
+                    // MULTI refused (an ACL without it): attempts go as the script from now.
+                    self.attempts = AttemptForm::Script;
+                    refused
+                }
+                None => reply,
             };
             self.answer(call, reply);
         }
@@ -247,11 +291,12 @@ impl Connection {
 
     fn answer(&mut self, call: Pending, reply: redis::Value) {
         if call.timed_out {
-            if let Some((cmd, work)) = call.work.answered_late(reply) {
+            if let Some(work) = call.work.answered_late(reply, &mut self.out) {
                 let bound = LINGER;
-                cmd.write_packed_command(&mut self.out);
                 self.pending.push_back(Pending {
                     id: 0,
+                    leading: 0,
+                    refused: None,
                     bound,
                     deadline: Instant::now() + bound,
                     work,
@@ -261,10 +306,7 @@ impl Connection {
             return;
         }
         match call.work.answered(call.id, reply, &self.completer) {
-            Next::Settled(outcome) => {
-                self.completer.settle_here(call.id, outcome);
-                self.settled = true;
-            }
+            Next::Settled(outcome) => self.settled.push(Entry::Settled(call.id, outcome)),
             Next::Elsewhere => {}
         }
     }
@@ -280,8 +322,7 @@ impl Connection {
                 expired = true;
                 if call.id != 0 {
                     let outcome = call.work.timed_out(call.bound);
-                    self.completer.settle_here(call.id, outcome);
-                    self.settled = true;
+                    self.settled.push(Entry::Settled(call.id, outcome));
                 }
             } else if next.is_none_or(|due| due > call.deadline) {
                 next = Some(call.deadline);
@@ -325,14 +366,12 @@ impl Connection {
 /// Settles what the connection answered (running JS), then flushes what JS sent meanwhile,
 /// and closes the connection when it is done.
 fn after_callback(shared: &Rc<Shared>) {
-    let settler = {
+    let (thread, settled) = {
         let mut conn = shared.borrow_mut();
-        std::mem::take(&mut conn.settled).then(|| conn.settler.clone())
+        (conn.thread.clone(), std::mem::take(&mut conn.settled))
     };
-    if let Some(settler) = settler {
-        // SAFETY: called from a libuv callback of this thread, with no borrow held.
-        unsafe { settler.run() };
-    }
+    // SAFETY: called from a libuv callback of this thread, with no borrow held.
+    unsafe { thread.deliver(settled) };
     let done = {
         let mut conn = shared.borrow_mut();
         conn.in_callback = false;
@@ -342,14 +381,20 @@ fn after_callback(shared: &Rc<Shared>) {
         conn.done()
     };
     if done {
-        close(shared);
+        if let (Some(thread), settled) = close(shared) {
+            // SAFETY: as above.
+            unsafe { thread.deliver(settled) };
+        }
     }
 }
 
-fn close(shared: &Rc<Shared>) {
-    let settler = {
+/// Closes the connection, handing its unanswered calls to tokio. Answers it had settled
+/// but not delivered are returned, for a caller in a libuv callback to deliver (outside
+/// one, none are left: every callback delivers before it returns).
+fn close(shared: &Rc<Shared>) -> (Option<Rc<JsThread>>, Vec<Entry>) {
+    let (thread, settled) = {
         let Ok(mut conn) = shared.try_borrow_mut() else {
-            return;
+            return (None, Vec::new());
         };
         conn.retire();
         conn.hand_over_all();
@@ -357,13 +402,10 @@ fn close(shared: &Rc<Shared>) {
             // SAFETY: live handles of this thread, closed once (taken out of the option).
             unsafe { conn.uv.close(&handles) };
         }
-        std::mem::take(&mut conn.settled).then(|| conn.settler.clone())
+        (conn.thread.clone(), std::mem::take(&mut conn.settled))
     };
     LIVE.with(|live| live.borrow_mut().retain(|c| !Rc::ptr_eq(c, shared)));
-    if let Some(settler) = settler {
-        // SAFETY: as in `after_callback`.
-        unsafe { settler.run() };
-    }
+    (Some(thread), settled)
 }
 
 /// The connection behind a handle's `data`, if it is still open.
@@ -390,7 +432,12 @@ fn guarded(handle: *mut Handle, body: impl FnOnce(&Rc<Shared>)) {
         if let Ok(mut conn) = shared.try_borrow_mut() {
             conn.broken = true;
         }
-        let _ = catch_unwind(AssertUnwindSafe(|| close(&shared)));
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            if let (Some(thread), settled) = close(&shared) {
+                // SAFETY: a libuv callback of this thread, no borrow held.
+                unsafe { thread.deliver(settled) };
+            }
+        }));
     }
 }
 

@@ -10,19 +10,19 @@
 //! tokio, as a call is replayed there after a dropped connection.
 
 mod connection;
-mod settle;
 mod uv;
 mod work;
 
 pub use work::{Mode, Work};
 
 use super::completions::Completer;
+use super::promises::JsThread;
 use crate::core::direct;
 use crate::core::error::LockError;
+use crate::core::lock::AttemptForm;
 use crate::core::store::Store;
 use crate::core::sync::lock;
 use connection::Shared;
-pub use settle::Settler;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
@@ -42,35 +42,26 @@ enum State {
 /// One endpoint's JS-thread connection, reopened as needed.
 pub struct Link {
     store: Arc<Store>,
-    settler: Rc<Settler>,
+    thread: Rc<JsThread>,
     completer: Completer,
     state: RefCell<State>,
 }
 
 thread_local! {
-    /// By the addresses of the store they serve and of their completion queue (both kept
+    /// By the addresses of the store they serve and of their JS thread's state (both kept
     /// alive by the link).
     static LINKS: RefCell<HashMap<(usize, usize), Weak<Link>>> = RefCell::new(HashMap::new());
     static CLEANUP_REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// What a completion queue needs to be settled from this thread's loop: `None` when the
-/// direct connection is switched off or Node refused.
+/// Closes this thread's connections when its JS environment goes away.
 ///
 /// # Safety
-/// On the JS thread of `env`; `drain` (the JS side of the queue) is a function of that thread.
-pub unsafe fn settler(
-    env: napi::sys::napi_env,
-    drain: napi::sys::napi_value,
-) -> Option<Rc<Settler>> {
-    if !enabled() {
-        return None;
-    }
-    let settler = Settler::new(env, drain)?;
+/// On the JS thread of `env`.
+pub unsafe fn register_cleanup(env: napi::sys::napi_env) {
     if !CLEANUP_REGISTERED.with(|done| done.replace(true)) {
         napi::sys::napi_add_env_cleanup_hook(env, Some(cleanup), std::ptr::null_mut());
     }
-    Some(Rc::new(settler))
 }
 
 unsafe extern "C" fn cleanup(_arg: *mut std::ffi::c_void) {
@@ -84,8 +75,8 @@ fn enabled() -> bool {
     std::env::var("NATIVE_REDIS_LOCK_DIRECT").map_or(true, |v| v != "0")
 }
 
-fn key(store: &Arc<Store>, completer: &Completer) -> (usize, usize) {
-    (Arc::as_ptr(store) as usize, completer.address())
+fn key(store: &Arc<Store>, thread: &Rc<JsThread>) -> (usize, usize) {
+    (Arc::as_ptr(store) as usize, Rc::as_ptr(thread) as usize)
 }
 
 impl Link {
@@ -93,11 +84,14 @@ impl Link {
     /// environment cannot have one.
     pub fn of(
         store: &Arc<Store>,
+        thread: &Rc<JsThread>,
         completer: &Completer,
-        settler: Option<&Rc<Settler>>,
     ) -> Option<Rc<Link>> {
-        let settler = settler?.clone();
-        if let Some(link) = Link::existing(store, completer) {
+        if !enabled() {
+            return None;
+        }
+        let id = key(store, thread);
+        if let Some(link) = LINKS.with(|links| links.borrow().get(&id).and_then(Weak::upgrade)) {
             return Some(link);
         }
         uv::uv()?;
@@ -106,36 +100,30 @@ impl Link {
         }
         let link = Rc::new(Link {
             store: store.clone(),
-            settler,
+            thread: thread.clone(),
             completer: completer.clone(),
             state: RefCell::new(State::Idle),
         });
         LINKS.with(|links| {
             let mut links = links.borrow_mut();
             links.retain(|_, link| link.strong_count() > 0);
-            links.insert(key(store, completer), Rc::downgrade(&link));
+            links.insert(id, Rc::downgrade(&link));
         });
         Some(link)
     }
 
-    /// The link made for `store` and the queue of `completer` on this thread, if any.
-    pub fn existing(store: &Arc<Store>, completer: &Completer) -> Option<Rc<Link>> {
-        let id = key(store, completer);
-        LINKS.with(|links| links.borrow().get(&id).and_then(Weak::upgrade))
-    }
-
-    /// Sends what `call` builds if the connection is open and returns `true`; otherwise
-    /// starts opening it (the caller goes through tokio this time).
+    /// Sends what `write` appends to the connection's buffer (answering with how many
+    /// replies it gets, its bound and its work) if the connection is open, and returns
+    /// `true`; otherwise starts opening it (the caller goes through tokio this time).
     pub fn send(
         &self,
         id: u32,
-        call: impl FnOnce() -> (redis::Cmd, std::time::Duration, Work),
+        write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, std::time::Duration, Work),
     ) -> bool {
         let Some(shared) = self.connection() else {
             return false;
         };
-        let (cmd, bound, work) = call();
-        shared.borrow_mut().submit(id, &cmd, bound, work);
+        shared.borrow_mut().submit(id, write);
         true
     }
 
@@ -152,7 +140,7 @@ impl Link {
                 None => return None,
                 Some(Ok(socket)) => {
                     let uv = uv::uv()?;
-                    match connection::open(uv, socket, self.settler.clone(), self.completer.clone())
+                    match connection::open(uv, socket, self.thread.clone(), self.completer.clone())
                     {
                         Some(shared) => State::Open(shared),
                         None => State::Resting(Instant::now() + direct::RETRY_AFTER),

@@ -2,12 +2,11 @@
 //! reply, with its bound passed, or handed to the tokio connection when the JS-thread one
 //! broke (or answered with an error) under it.
 
-use super::super::completions::{Completer, Outcome};
-use super::super::handle::NativeLockHandle;
+use super::super::completions::{Completer, Granted, Outcome};
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
-use crate::core::lock::{AttemptRequest, Locker};
-use redis::{Cmd, Value};
+use crate::core::lock::{self, AttemptRequest, Locker};
+use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -56,7 +55,7 @@ impl Work {
     /// tokio (safe: every call here may run twice), which reloads scripts on NOSCRIPT and
     /// reports anything else exactly as it would have.
     pub fn answered(self, id: u32, reply: Value, completer: &Completer) -> Next {
-        if matches!(reply, Value::ServerError(_)) {
+        if is_refusal(&reply) {
             self.hand_over(id, None, completer);
             return Next::Elsewhere;
         }
@@ -66,9 +65,7 @@ impl Work {
                 request,
                 mode,
             } => match request.won(reply) {
-                Ok(Some(fence)) => {
-                    Next::Settled(won(locker, request.into_lease(fence), &mode, completer))
-                }
+                Ok(Some(fence)) => Next::Settled(won(locker, request.into_lease(fence), &mode)),
                 Ok(None) => held(id, locker, request, mode, completer),
                 Err(err) => Next::Settled(Outcome::Failed(err)),
             },
@@ -84,13 +81,17 @@ impl Work {
     }
 
     /// The reply came after the caller was told of the timeout: a lock won meanwhile is
-    /// freed at once, on the same connection (so after the attempt, whenever it ran).
-    pub fn answered_late(self, reply: Value) -> Option<(Cmd, Work)> {
+    /// freed at once, on the same connection (so after the attempt, whenever it ran); the
+    /// release is written to `out`.
+    pub fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<Work> {
         let Work::Acquire { request, .. } = self else {
             return None;
         };
         match request.won(reply) {
-            Ok(Some(_)) => Some((Locker::forget_request(&request), Work::Forget)),
+            Ok(Some(_)) => {
+                lock::write_release(out, &request.redis_key, &request.token);
+                Some(Work::Forget)
+            }
             _ => None,
         }
     }
@@ -116,7 +117,6 @@ impl Work {
                 mode,
             } => {
                 let timeout = left.unwrap_or(locker.command_timeout());
-                let settle = completer.clone();
                 completer.run(id, async move {
                     let (retries, delay, cancel) = match &mode {
                         Mode::Try => (0, Duration::ZERO, CancellationToken::new()),
@@ -130,7 +130,7 @@ impl Work {
                         .acquire_again(request, timeout, retries, delay, &cancel)
                         .await;
                     match (result, mode) {
-                        (Ok(lease), _) => handle(locker, lease, settle),
+                        (Ok(lease), _) => handle(lease),
                         (Err(LockError::Locked { .. }), Mode::Try) => Outcome::NoHandle,
                         (Err(err), _) => Outcome::Failed(err),
                     }
@@ -158,17 +158,24 @@ impl Work {
     }
 }
 
-fn handle(locker: Arc<Locker>, lease: Lease, completer: Completer) -> Outcome {
-    Outcome::Handle(NativeLockHandle::new(
-        locker,
-        Arc::new(lease),
-        None,
-        completer,
-    ))
+/// A server error, as the reply or inside a transaction's answer: the call goes again
+/// through tokio, which reports it as it always does.
+fn is_refusal(reply: &Value) -> bool {
+    match reply {
+        Value::ServerError(_) => true,
+        Value::Array(items) => items
+            .iter()
+            .any(|item| matches!(item, Value::ServerError(_))),
+        _ => false,
+    }
+}
+
+fn handle(lease: Lease) -> Outcome {
+    Outcome::Lease(Granted::of(&lease, None))
 }
 
 /// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed out.
-fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode, completer: &Completer) -> Outcome {
+fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode) -> Outcome {
     if let Mode::Retries { cancel, .. } = mode {
         if cancel.is_cancelled() {
             napi::bindgen_prelude::spawn(async move {
@@ -177,7 +184,7 @@ fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode, completer: &Completer) ->
             return Outcome::Failed(LockError::Aborted);
         }
     }
-    handle(locker, lease, completer.clone())
+    handle(lease)
 }
 
 /// A held lock: `tryAcquire` answers, `acquire` retries through tokio (its waits and
@@ -200,11 +207,10 @@ fn held(
             delay,
             cancel,
         } => {
-            let settle = completer.clone();
             completer.run(id, async move {
                 let (key, ttl) = (request.key, request.ttl);
                 match locker.retry(&key, ttl, retries, delay, &cancel).await {
-                    Ok(lease) => handle(locker, lease, settle),
+                    Ok(lease) => handle(lease),
                     Err(err) => Outcome::Failed(err),
                 }
             });
