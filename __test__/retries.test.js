@@ -141,13 +141,15 @@ describe('acquire: retries with exponential backoff', () => {
     }
   })
 
-  test('a release during the backoff wakes the retrying contender at once', async () => {
-    const key = 'retries:win-on-retry'
-    const holder = new DistributedLock(server.url)
+  /**
+   * A contender retrying every 100, 200, 400 ms while the holder releases at ~150 ms: it has
+   * attempted at ~0 and ~100 ms, and must hold the lock right after the release, long before
+   * its third attempt at ~300 ms. Runs `check(held, won)` while the contender holds it.
+   */
+  async function releaseDuringBackoff(key, holderOptions, check) {
+    const holder = new DistributedLock(server.url, holderOptions)
     const contender = new DistributedLock(server.url, { maxRetries: 3, retryDelayMs: 100 })
     const held = await holder.acquire(key, 10_000)
-    // Attempts at ~0 and ~100 ms; released at ~150 ms, which wakes the contender: it does not
-    // wait for its third attempt at ~300 ms.
     const releasing = sleep(150).then(() => held.release())
     const started = performance.now()
     const won = await contender.acquire(key, 5000)
@@ -159,11 +161,30 @@ describe('acquire: retries with exponential backoff', () => {
       assert.ok(elapsed >= 145, `acquired after ${elapsed.toFixed(0)} ms, before the release`)
       assert.ok(elapsed < 280, `acquired after ${elapsed.toFixed(0)} ms: the backoff, not the release, woke it`)
       await syncMonitor()
-      const attempts = attemptsOn(key, [held.token])
-      assert.equal(attempts.length, 3, `saw ${attempts.length} attempts`)
+      await check(held, won)
     } finally {
       await won.release()
     }
+  }
+
+  test('a release by another connection during the backoff wakes the contender at once', async () => {
+    const key = 'retries:win-on-retry'
+    // Other settings, so another connection: as another process releasing. The wake makes
+    // the contender try at once, a third attempt.
+    await releaseDuringBackoff(key, { connectTimeoutMs: 4999 }, (held) => {
+      assert.equal(attemptsOn(key, [held.token]).length, 3)
+    })
+  })
+
+  test('a release on the same connection hands the lock to the retrying contender', async () => {
+    const key = 'retries:handed'
+    await releaseDuringBackoff(key, {}, async (held, won) => {
+      assert.equal(await client.get(PREFIX + key), won.token)
+      // Two attempts only: the release script itself made the contender the holder.
+      assert.equal(attemptsOn(key, [held.token, won.token]).length, 2)
+      const handedIn = (e) => e.source === 'lua' && e.args[0].toLowerCase() === 'set' && e.args[2] === won.token
+      assert.equal(events.filter(handedIn).length, 1, 'the lock was not handed over in the release script')
+    })
   })
 })
 

@@ -220,7 +220,7 @@ impl Locker {
                     retries,
                 });
             }
-            let ticket = ticket.get_or_insert_with(|| self.join(key));
+            let ticket = ticket.get_or_insert_with(|| self.join(key, ttl));
             let due = Instant::now() + backoff::retry_delay(base_delay, retries);
             if let Some(lease) = self
                 .attempts_on_release(key, ttl, ticket, due, cancel)
@@ -251,11 +251,14 @@ impl Locker {
     ) -> Result<Lease, LockError> {
         let deadline = Instant::now() + timeout;
         let mut retries = 0;
-        let ticket = self.join(key);
-        // Behind waiters of this process: wait to be woken in turn (or for the poll).
+        let ticket = self.join(key, ttl);
+        // Behind waiters of this process: wait to be handed the lock, or woken in turn (or
+        // for the poll).
         if ticket.is_behind_others() {
             let due = Instant::now() + poll.min(timeout);
-            self.pause_until(&ticket, due, cancel).await?;
+            if let Pause::Granted(lease) = self.pause_until(&ticket, due, cancel).await? {
+                return self.unless_cancelled(lease, cancel).await;
+            }
         }
         loop {
             check(cancel)?;
@@ -268,6 +271,10 @@ impl Locker {
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
+                // A lock handed over in the last instant is still ours to take.
+                if let Some(lease) = ticket.take_grant() {
+                    return self.unless_cancelled(lease, cancel).await;
+                }
                 return Err(LockError::Locked {
                     key: key.to_owned(),
                     retries,
@@ -275,7 +282,9 @@ impl Locker {
             }
             let due = Instant::now() + backoff::poll_delay(poll, holder_ttl, remaining);
             // A release cuts the poll short; the next attempt is the loop's own.
-            self.pause_until(&ticket, due, cancel).await?;
+            if let Pause::Granted(lease) = self.pause_until(&ticket, due, cancel).await? {
+                return self.unless_cancelled(lease, cancel).await;
+            }
             retries += 1;
         }
     }
@@ -291,11 +300,13 @@ impl Locker {
     ) -> Result<Option<Lease>, LockError> {
         let deadline = Instant::now() + max_wait;
         let mut failures = 0;
-        let ticket = self.join(key);
+        let ticket = self.join(key, ttl);
         let never = CancellationToken::new();
         if ticket.is_behind_others() {
             let due = Instant::now() + delay(0).min(max_wait);
-            self.pause_until(&ticket, due, &never).await?;
+            if let Pause::Granted(lease) = self.pause_until(&ticket, due, &never).await? {
+                return Ok(Some(lease));
+            }
         }
         loop {
             let timeout = self.command_timeout;
@@ -307,7 +318,7 @@ impl Locker {
             failures += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Ok(None);
+                return Ok(ticket.take_grant());
             }
             let due = Instant::now() + delay(failures).min(remaining);
             let won = self
@@ -352,30 +363,11 @@ impl Locker {
         Ok(lease)
     }
 
-    /// Deletes the lock if it is still ours. Releasing twice, or after expiry, is a no-op;
-    /// the answer says whether Redis still had our lock.
+    /// Deletes the lock if it is still ours, or hands it to a waiter of this process (see
+    /// release.rs). Releasing twice, or after expiry, is a no-op; the answer says whether
+    /// Redis still had our lock.
     pub async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        if lease.is_released() {
-            return Ok(false);
-        }
-        let channel = wake::channel(&lease.redis_key);
-        // Waiters of our own go first, woken here; otherwise the queue decides.
-        let ours_wait = self.store.wakes().has_waiters(&channel);
-        let mut invocation = scripts::RELEASE_WAKE.key(&lease.redis_key);
-        invocation
-            .key(wake::queue_key(&lease.redis_key))
-            .arg(&lease.token)
-            .arg(&channel)
-            .arg(if ours_wait { "1" } else { "0" });
-        let reply = self
-            .store
-            .eval(&invocation, self.bound_for(lease), Replay::Safe)
-            .await;
-        let deleted = Self::release_outcome(lease, reply)?;
-        if deleted && ours_wait {
-            self.store.wakes().wake_local(&channel);
-        }
-        Ok(deleted)
+        super::release::release(&self.store, lease, self.bound_for(lease)).await
     }
 
     /// Adds `extra` to the lock's remaining TTL, if the lock is still ours.
@@ -402,21 +394,25 @@ impl Locker {
         Ok(())
     }
 
-    /// Queues a waiter for `key`'s release announcements.
-    fn join(&self, key: &str) -> Ticket {
-        self.store.wakes().join(&self.redis_key(key))
+    /// Queues a waiter (wanting `key` for `ttl`) for its releases.
+    fn join(&self, key: &str, ttl: Duration) -> Ticket {
+        self.store.wakes().join(&self.redis_key(key), ttl)
     }
 
     /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and
-    /// says which. The first time, the connection subscribes and queues for the lock in the
-    /// background (best effort: the sleep is the safety net, so a wait never fails or
-    /// lingers for want of a subscription).
+    /// says which; a release of this process may have handed it the lock meanwhile. The
+    /// first time, the connection subscribes and queues for the lock in the background
+    /// (best effort: the sleep is the safety net, so a wait never fails or lingers for want
+    /// of a subscription).
     async fn pause_until(
         &self,
         ticket: &Ticket,
         due: Instant,
         cancel: &CancellationToken,
     ) -> Result<Pause, LockError> {
+        if let Some(lease) = ticket.take_grant() {
+            return Ok(Pause::Granted(lease));
+        }
         if ticket.needs_preparing() {
             self.store
                 .prepare_wake(ticket.lock_key(), self.command_timeout);
@@ -429,6 +425,9 @@ impl Locker {
                 Pause::Due
             }
         };
+        if let Some(lease) = ticket.take_grant() {
+            return Ok(Pause::Granted(lease));
+        }
         // From here on, a release announced is news for this waiter again.
         ticket.rearm();
         Ok(pause)
@@ -445,7 +444,12 @@ impl Locker {
         due: Instant,
         cancel: &CancellationToken,
     ) -> Result<Option<Lease>, LockError> {
-        while self.pause_until(ticket, due, cancel).await? == Pause::Woken {
+        loop {
+            match self.pause_until(ticket, due, cancel).await? {
+                Pause::Granted(lease) => return Ok(Some(lease)),
+                Pause::Due => return Ok(None),
+                Pause::Woken => {}
+            }
             let timeout = self.command_timeout;
             if let Attempt::Acquired(lease) =
                 self.attempt_waiting(key, ttl, timeout, ticket).await?
@@ -453,7 +457,6 @@ impl Locker {
                 return Ok(Some(lease));
             }
         }
-        Ok(None)
     }
 
     /// Waiting on a release or extend past the lock's own validity helps nobody: by then the
@@ -493,10 +496,11 @@ impl Locker {
     }
 }
 
-#[derive(PartialEq, Eq)]
 enum Pause {
     Woken,
     Due,
+    /// A release of this process handed the lock to this waiter.
+    Granted(Lease),
 }
 
 fn check(cancel: &CancellationToken) -> Result<(), LockError> {

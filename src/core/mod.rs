@@ -9,6 +9,7 @@ pub mod exclusive;
 pub mod keys;
 pub mod lease;
 pub mod lock;
+pub mod release;
 pub mod resp;
 pub mod scripts;
 pub mod store;

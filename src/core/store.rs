@@ -170,6 +170,20 @@ impl Store {
         }
     }
 
+    /// Frees, in the background, a lock handed to a waiter that left before taking it, as
+    /// a release would (to the next waiter of ours, or waking the next connection).
+    pub(crate) fn release_orphan(&self, lease: super::lease::Lease) {
+        let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        spawn(async move {
+            let bound = lease
+                .remaining()
+                .clamp(Duration::from_millis(1), BACKGROUND_TIMEOUT);
+            let _ignored = super::release::release(&store, &lease, bound).await;
+        });
+    }
+
     /// Hands a wake nobody here will use to the next connection in the lock's queue.
     pub(crate) fn pass_on(&self, lock_key: Vec<u8>) {
         if lock_key.is_empty() {

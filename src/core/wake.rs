@@ -7,6 +7,7 @@
 //! message: a lock that expires, or a message lost with a connection.
 
 use super::keys;
+use super::lease::Lease;
 use super::store::Store;
 use super::sync::lock;
 use std::collections::{HashMap, VecDeque};
@@ -40,11 +41,40 @@ pub fn queue_key(lock_key: &[u8]) -> Vec<u8> {
     keys::sibling_key(lock_key, "waiting")
 }
 
-#[derive(Default)]
 struct Waiter {
     notify: Notify,
     /// Told of a release it has not acted on yet; the next wake goes to the next waiter.
     woken: AtomicBool,
+    /// The TTL it asks for: what a handoff grants it.
+    ttl: Duration,
+    /// A release of this process is handing the lock to it right now.
+    reserved: AtomicBool,
+    /// The lock handed to it, until it takes it.
+    grant: Mutex<Option<Lease>>,
+}
+
+impl Waiter {
+    fn new(ttl: Duration) -> Self {
+        Waiter {
+            notify: Notify::new(),
+            woken: AtomicBool::new(false),
+            ttl,
+            reserved: AtomicBool::new(false),
+            grant: Mutex::new(None),
+        }
+    }
+}
+
+/// The waiter a release of this process hands the lock to (see `Locker::hand_off`).
+pub struct Reservation {
+    waiter: Arc<Waiter>,
+}
+
+impl Reservation {
+    /// The TTL the waiter asked for.
+    pub fn ttl(&self) -> Duration {
+        self.waiter.ttl
+    }
 }
 
 struct Channel {
@@ -80,9 +110,10 @@ pub enum Turn {
 }
 
 impl Wakes {
-    /// Queues a waiter for `lock_key`, behind those of this connection already waiting.
-    pub fn join(self: &Arc<Self>, lock_key: &[u8]) -> Ticket {
-        let waiter = Arc::new(Waiter::default());
+    /// Queues a waiter for `lock_key` (wanting it for `ttl`), behind those of this
+    /// connection already waiting.
+    pub fn join(self: &Arc<Self>, lock_key: &[u8], ttl: Duration) -> Ticket {
+        let waiter = Arc::new(Waiter::new(ttl));
         let name = channel(lock_key);
         let mut channels = lock(&self.channels);
         channels
@@ -149,6 +180,47 @@ impl Wakes {
             .unwrap_or(false)
     }
 
+    /// Picks the waiter a release of ours hands the lock to: the first in request order that
+    /// is neither woken (about to try on its own) nor already being handed one.
+    pub fn reserve(&self, channel: &[u8]) -> Option<Reservation> {
+        self.with(channel, |entry| {
+            let waiter = entry.waiters.iter().find(|waiter| {
+                !waiter.woken.load(Ordering::Acquire)
+                    && !waiter.reserved.swap(true, Ordering::AcqRel)
+            })?;
+            Some(Reservation {
+                waiter: waiter.clone(),
+            })
+        })
+        .flatten()
+    }
+
+    /// The handoff to `to` happened: it holds `lease` now. The lease comes back when the
+    /// waiter left meanwhile (timed out, cancelled): the caller frees it.
+    #[must_use]
+    pub fn grant(&self, channel: &[u8], to: Reservation, lease: Lease) -> Option<Lease> {
+        let channels = lock(&self.channels);
+        let waiting = channels
+            .get(channel)
+            .is_some_and(|entry| entry.waiters.iter().any(|w| Arc::ptr_eq(w, &to.waiter)));
+        if !waiting {
+            return Some(lease);
+        }
+        *lock(&to.waiter.grant) = Some(lease);
+        to.waiter.woken.store(true, Ordering::Release);
+        to.waiter.reserved.store(false, Ordering::Release);
+        to.waiter.notify.notify_one();
+        None
+    }
+
+    /// The handoff to `to` did not happen: it tries on its own, at once.
+    pub fn unreserve(&self, to: Reservation) {
+        let _channels = lock(&self.channels);
+        to.waiter.reserved.store(false, Ordering::Release);
+        to.waiter.woken.store(true, Ordering::Release);
+        to.waiter.notify.notify_one();
+    }
+
     /// Our own release freed the lock: the first of our waiters not already woken goes
     /// next, without a round trip through the queue.
     pub fn wake_local(&self, channel: &[u8]) {
@@ -209,12 +281,12 @@ impl Wakes {
     }
 }
 
-/// Wakes the first waiter not already woken; `false` when there is none.
+/// Wakes the first waiter not already woken (or being handed the lock); `false` when there
+/// is none.
 fn wake_next(entry: &mut Channel) -> bool {
-    let next = entry
-        .waiters
-        .iter()
-        .find(|waiter| !waiter.woken.swap(true, Ordering::AcqRel));
+    let next = entry.waiters.iter().find(|waiter| {
+        !waiter.reserved.load(Ordering::Acquire) && !waiter.woken.swap(true, Ordering::AcqRel)
+    });
     if let Some(next) = next {
         next.notify.notify_one();
     }
@@ -237,6 +309,16 @@ impl Ticket {
     /// About to try: a wake from now on is news for this waiter.
     pub fn rearm(&self) {
         self.waiter.woken.store(false, Ordering::Release);
+    }
+
+    /// The lock a release of this process handed to this waiter, if one did. Taking it is
+    /// acting on the wake that came with it.
+    pub fn take_grant(&self) -> Option<Lease> {
+        let granted = lock(&self.waiter.grant).take();
+        if granted.is_some() {
+            self.waiter.woken.store(false, Ordering::Release);
+        }
+        granted
     }
 
     /// Whether others of this connection were already waiting for the lock when this waiter
@@ -292,6 +374,14 @@ impl Drop for Ticket {
             return;
         };
         entry.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
+        // A lock handed to us that we will never use: freed (and passed on) by the store.
+        if let Some(orphan) = lock(&self.waiter.grant).take() {
+            drop(channels);
+            if let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) {
+                store.release_orphan(orphan);
+            }
+            return;
+        }
         // A wake meant for us that we will never act on belongs to the next in line: here,
         // or with nobody left here, the next connection in the lock's queue.
         if !self.waiter.woken.load(Ordering::Acquire) {

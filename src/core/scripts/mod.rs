@@ -19,9 +19,10 @@ pub(crate) const RELEASE_WAKE_SOURCE: &str = include_str!("release_wake.lua");
 const WAKE_NEXT_SOURCE: &str = include_str!("wake_next.lua");
 const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");
 const ACQUIRE_QUEUED_SOURCE: &str = include_str!("acquire_queued.lua");
+const HANDOFF_SOURCE: &str = include_str!("handoff.lua");
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 10] = [
+pub const ALL_SOURCES: [&str; 11] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -32,6 +33,7 @@ pub const ALL_SOURCES: [&str; 10] = [
     WAKE_NEXT_SOURCE,
     ENQUEUE_SOURCE,
     ACQUIRE_QUEUED_SOURCE,
+    HANDOFF_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -44,3 +46,4 @@ pub static RELEASE_WAKE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE
 pub static WAKE_NEXT: LazyLock<Script> = LazyLock::new(|| Script::new(WAKE_NEXT_SOURCE));
 pub static ENQUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE_SOURCE));
 pub static ACQUIRE_QUEUED: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_QUEUED_SOURCE));
+pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(HANDOFF_SOURCE));

@@ -1,0 +1,106 @@
+//! Releasing a lock. When waiters of this process want it, it goes straight to the first of
+//! them in one script (`Locker::hand_off`): it never becomes free, nobody races for it, and
+//! the waiter needs no request of its own. Otherwise it is deleted, and the release wakes
+//! one waiter: one of ours, else the connection that queued first (see wake.rs).
+
+use super::clock::Stamp;
+use super::error::LockError;
+use super::keys;
+use super::lease::Lease;
+use super::lock::Locker;
+use super::scripts;
+use super::store::{Replay, Store};
+use super::token;
+use super::wake::{self, Reservation};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Deletes (or hands over) the lock if it is still ours, within `bound`. Releasing twice,
+/// or after expiry, is a no-op; the answer says whether Redis still had our lock.
+pub async fn release(
+    store: &Arc<Store>,
+    lease: &Lease,
+    bound: Duration,
+) -> Result<bool, LockError> {
+    if lease.is_released() {
+        return Ok(false);
+    }
+    let channel = wake::channel(&lease.redis_key);
+    if let Some(to) = store.wakes().reserve(&channel) {
+        return hand_off(store, lease, &channel, to, bound).await;
+    }
+    // Waiters of our own that are already trying go first, woken here; else the queue decides.
+    let ours_wait = store.wakes().has_waiters(&channel);
+    let mut invocation = scripts::RELEASE_WAKE.key(&lease.redis_key);
+    invocation
+        .key(wake::queue_key(&lease.redis_key))
+        .arg(&lease.token)
+        .arg(&channel)
+        .arg(if ours_wait { "1" } else { "0" });
+    let reply = store.eval(&invocation, bound, Replay::Safe).await;
+    let deleted = Locker::release_outcome(lease, reply)?;
+    if deleted && ours_wait {
+        store.wakes().wake_local(&channel);
+    }
+    Ok(deleted)
+}
+
+/// Hands our lock to the waiter `to` (see handoff.lua).
+async fn hand_off(
+    store: &Arc<Store>,
+    lease: &Lease,
+    channel: &[u8],
+    to: Reservation,
+    bound: Duration,
+) -> Result<bool, LockError> {
+    let (token, ttl) = (token::new_token(), to.ttl());
+    let mut invocation = scripts::HANDOFF.key(&lease.redis_key);
+    invocation
+        .key(keys::fence_key(&lease.redis_key))
+        .arg(&lease.token)
+        .arg(&token)
+        .arg(ttl.as_millis() as u64);
+    // The waiter's validity counts from here: no later than Redis set its TTL.
+    let sent = Stamp::now();
+    let reply: Result<i64, LockError> = store.eval(&invocation, bound, Replay::Safe).await;
+    let wakes = store.wakes();
+    match reply {
+        Ok(fence) if fence > 0 => {
+            lease.mark_released();
+            let granted = Lease::new(
+                lease.key.clone(),
+                lease.redis_key.clone(),
+                token,
+                fence as u64,
+                sent,
+                ttl,
+            );
+            if let Some(orphan) = wakes.grant(channel, to, granted) {
+                // The waiter left meanwhile: the lock goes on as our own release would.
+                let _ignored = Box::pin(release(store, &orphan, bound)).await;
+            }
+            Ok(true)
+        }
+        Ok(_) => {
+            // Not ours any more (expired, taken): nothing changed; the waiter tries itself.
+            wakes.unreserve(to);
+            lease.mark_released();
+            Ok(false)
+        }
+        Err(err) => {
+            // Redis may have run it: the waiter's token may hold the lock. Freed if it does;
+            // the waiter tries on its own, and our own release is reported as it would be.
+            wakes.unreserve(to);
+            let orphan = Lease::new(
+                lease.key.clone(),
+                lease.redis_key.clone(),
+                token,
+                0,
+                sent,
+                ttl,
+            );
+            store.release_orphan(orphan);
+            Locker::release_outcome(lease, Err(err))
+        }
+    }
+}
