@@ -24,6 +24,11 @@ export declare class NativeCompletions {
   constructor(perfNow?: number | undefined | null)
   /** Registers one of the functions settlements call: `handle`, `error` or `event`. */
   hook(name: string, callback: (arg?: unknown) => unknown): void
+  /**
+   * The epoch ms that wall-clock times of settlements count from: they arrive as small
+   * integers, which JS objects store in place.
+   */
+  get baseWallMs(): number
   /** A held lock that keeps the process alive (`true`), or no longer does (`false`). */
   keepAlive(on: boolean): void
 }
@@ -59,8 +64,8 @@ export declare class NativeDistributedLock {
   /** Whether the watchdog still keeps `watch` alive and its TTL has not run out. */
   watchHeld(watch: number): boolean
   /**
-   * When Redis expires `watch` after its last confirmed refresh (epoch ms); NaN when it
-   * is no longer watched.
+   * When Redis expires `watch` after its last confirmed refresh (ms after `baseWallMs`);
+   * NaN when it is no longer watched.
    */
   watchExpiresAt(watch: number): number
 }
@@ -88,13 +93,20 @@ export declare class NativeExclusiveLock {
 }
 
 /**
- * Proof of life from one JavaScript thread. The JS layer beats it from a timer while it
- * holds stall-guarded locks; a blocked event loop stops the beats, and the watchdog gives
- * those locks up once the beats are older than `max_stall_ms`.
+ * Proof of life from one JavaScript thread: a timer of that thread's own event loop beats
+ * it while stall-guarded locks are held, natively (no JavaScript runs for it, so holding
+ * locks costs the thread nothing). A blocked event loop stops the beats, and the watchdog
+ * gives those locks up once the beats are older than `max_stall_ms`. The timer does not
+ * keep the process alive.
  */
 export declare class NativeHeartbeat {
   constructor()
   beat(): void
+  /**
+   * One more (`delta` 1) or one fewer (-1) stall-guarded lock. `false` when no native
+   * timer can beat (libuv not found): the JS layer then beats from its own timer.
+   */
+  hold(delta: number): boolean
 }
 
 export declare class NativeLockService {
@@ -115,6 +127,13 @@ export declare class NativeLockService {
    */
   release(): Promise<boolean>
 }
+
+/**
+ * Returns the memory the allocator holds free to the system now, as V8's `gc()` does for
+ * the JS heap; it would otherwise keep it for later. For benchmarks that read RSS
+ * (scenario e of bench/).
+ */
+export declare function collectNativeMemory(): void
 
 /**
  * Where to connect. `lib/connection.js` fills this from an ioredis or node-redis client, a

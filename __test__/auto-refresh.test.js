@@ -115,3 +115,21 @@ test('tryAcquire with autoRefresh on a held key answers null and watches nothing
   assert.equal(native.watchdogStats({ url: server.url }).watched, 0)
   await holder.release()
 })
+
+test('news for a listener that is gone never reaches the one that took its place', () => {
+  const { listen, unlisten, dispatch } = require('../lib/completions')
+  const told = []
+  const first = listen((event) => told.push(['first', event]))
+  unlisten(first)
+  const second = listen((event) => told.push(['second', event]))
+  assert.notEqual(second, first)
+  // A loss of the first, still on its way when its slot was reused:
+  dispatch(first, 'lost', 'ELOST', 'gone')
+  assert.deepEqual(told, [])
+  dispatch(second, 'lost', 'ELOST', 'gone')
+  assert.deepEqual(told, [['second', 'lost']])
+  unlisten(second)
+  unlisten(second)
+  dispatch(second, 'lost', 'ELOST', 'gone')
+  assert.equal(told.length, 1)
+})

@@ -4,7 +4,7 @@ const { NativeDistributedLock } = require('./native')
 const { connectionOptions } = require('./connection')
 const { withSignal } = require('./abort')
 const { fromNative, InvalidLockError, LockLostError } = require('./errors')
-const { heartbeat, Beating } = require('./liveness')
+const { heartbeat, beating } = require('./liveness')
 const { completions, listen, unlisten, EVENT, FAILED } = require('./completions')
 const check = require('./validate')
 
@@ -18,10 +18,23 @@ const NEVER = new Promise(() => {})
 
 let fill
 
+// Handle state bits.
+const FILLED = 1 // the acquisition won: the fields below describe a lock
+const RELEASED = 2
+const RELEASING = 4 // a release is in flight; if it fails, the lock is ours again
+const BEATING = 8 // counted among the locks whose holder's event loop is watched
+const LOST = 16 // the watchdog gave it up
+
+// Wall-clock times arrive from the native side as whole ms after this base: small integers,
+// stored in the object itself (a fractional or huge number, or one computed here, would be
+// a separate heap object per field, per handle).
+const BASE = completions.baseWallMs
+
 /**
  * A lock acquired through DistributedLock. A plain object: it holds its lock's key, token
  * and deadline (on the monotonic clock of `performance.now()`, counted from when the
- * acquiring request was sent), and hands them to the native side to release or extend.
+ * acquiring request was sent, rounded down), and hands them to the native side to release
+ * or extend. Kept small: 10,000 held locks are 10,000 of these.
  */
 class LockHandle {
   #native
@@ -31,17 +44,13 @@ class LockHandle {
   #deadline = 0
   #acquiredAt = 0
   #expiresAt = 0
-  #filled = false
-  #released = false
-  #releasing = false
-  // autoRefresh holds only: the watchdog entry, the listener id, and the loss notice.
+  #flags = 0
+  // autoRefresh holds only: the watchdog entry, the listener id, onLost, and the loss
+  // (`{ error, promise, resolve }`, made when lost or when `lost` is first read).
   #watch = 0
   #listener = 0
-  #beating = null
   #onLost = undefined
-  #lostError = null
-  #lostPromise = null
-  #lostResolve = null
+  #lost = null
 
   constructor(token, native, key, autoRefresh) {
     if (token !== CONSTRUCTING || !(native instanceof NativeDistributedLock)) {
@@ -53,8 +62,8 @@ class LockHandle {
       this.#onLost = autoRefresh.onLost
       this.#listener = listen(this)
       // From the start of the wait: a lock won after a long wait is not a stalled one.
-      this.#beating = new Beating()
-      this.#beating.set(true)
+      this.#flags = BEATING
+      beating(1)
     }
   }
 
@@ -67,7 +76,7 @@ class LockHandle {
       handle.#acquiredAt = acquiredAt
       handle.#expiresAt = expiresAt
       handle.#watch = watch
-      handle.#filled = true
+      handle.#flags |= FILLED
       return handle
     }
   }
@@ -86,10 +95,12 @@ class LockHandle {
    */
   get lost() {
     if (this.#listener === 0) return NEVER
-    this.#lostPromise ??= this.#lostError
-      ? Promise.resolve(this.#lostError)
-      : new Promise((resolve) => (this.#lostResolve = resolve))
-    return this.#lostPromise
+    if (this.#lost === null) {
+      const lost = { error: null, promise: null, resolve: null }
+      lost.promise = new Promise((resolve) => (lost.resolve = resolve))
+      this.#lost = lost
+    }
+    return this.#lost.promise
   }
 
   /** The key as locked: a lone surrogate went to Redis (as to ioredis) as U+FFFD. */
@@ -108,7 +119,7 @@ class LockHandle {
 
   /** Local state: not released and not past its TTL by our (conservative) monotonic clock. */
   get isHeld() {
-    if (this.#released || !this.#filled) return false
+    if ((this.#flags & (FILLED | RELEASED | LOST)) !== FILLED) return false
     if (this.#watch !== 0) return this.#native.watchHeld(this.#watch)
     return performance.now() < this.#deadline
   }
@@ -117,7 +128,7 @@ class LockHandle {
     return {
       key: this.key,
       token: this.#token,
-      acquiredAt: this.#acquiredAt,
+      acquiredAt: BASE + this.#acquiredAt,
       expiresAt: this.#expiresAtNow(),
       isHeld: this.isHeld,
       fence: this.fence,
@@ -125,12 +136,13 @@ class LockHandle {
   }
 
   release() {
-    if (this.#released || !this.#filled) return Promise.resolve()
-    this.#released = true
-    this.#releasing = true
+    if ((this.#flags & (FILLED | RELEASED)) !== FILLED) return Promise.resolve()
+    this.#flags |= RELEASED | RELEASING
     this.#stopListening()
+    const watch = this.#watch
+    this.#remember()
     try {
-      return this.#native.release(this, this.#key, this.#token, this.#deadline, this.#watch)
+      return this.#native.release(this, this.#key, this.#token, this.#deadline, watch)
     } catch (err) {
       this[FAILED]()
       return Promise.reject(fromNative(err, this.#key))
@@ -139,7 +151,7 @@ class LockHandle {
 
   async extend(additionalMs) {
     check.number(additionalMs, 'additionalMs')
-    if (this.#released || !this.#filled) throw new InvalidLockError(this.#key)
+    if ((this.#flags & (FILLED | RELEASED)) !== FILLED) throw new InvalidLockError(this.#key)
     let extended
     try {
       extended = await this.#native.extend(this, this.#key, this.#token, additionalMs, this.#deadline, this.#watch)
@@ -147,7 +159,10 @@ class LockHandle {
       throw fromNative(err, this.#key)
     }
     // A release that landed while the extend was in flight wins: the lock stays released.
-    if (!this.#released) [this.#deadline, this.#expiresAt] = extended
+    if ((this.#flags & RELEASED) === 0) {
+      this.#deadline = extended[0]
+      this.#expiresAt = extended[1]
+    }
   }
 
   async [asyncDispose]() {
@@ -156,34 +171,53 @@ class LockHandle {
 
   /** A native call made for this handle failed with `code`. */
   [FAILED](code) {
-    if (code === 'ENOTHELD') this.#released = true
-    else if (this.#releasing) {
+    if (code === 'ENOTHELD') this.#flags |= RELEASED
+    else if ((this.#flags & RELEASING) !== 0) {
       // The release may not have happened: the lock is still ours to release again.
-      this.#releasing = false
-      this.#released = false
+      this.#flags &= ~(RELEASING | RELEASED)
     }
   }
 
   /** News of an `autoRefresh` hold from the watchdog. */
   [EVENT](event, code, message, expiresAt) {
-    if (event !== 'lost' || this.#lostError) return
-    if (expiresAt !== undefined) this.#expiresAt = expiresAt
+    if (event !== 'lost' || this.#lost?.error) return
+    this.#flags |= LOST
     this.#stopListening()
-    this.#lostError = new LockLostError(this.#key, message)
-    this.#lostResolve?.(this.#lostError)
-    this.#onLost?.(this.#lostError)
+    if (expiresAt !== undefined) {
+      this.#watch = 0
+      this.#expiresAt = expiresAt
+    } else this.#remember()
+    const error = new LockLostError(this.#key, message)
+    if (this.#lost === null) {
+      this.#lost = { error, promise: Promise.resolve(error), resolve: null }
+    } else {
+      this.#lost.error = error
+      this.#lost.resolve(error)
+    }
+    this.#onLost?.(error)
   }
 
   #stopListening() {
     if (this.#listener === 0) return
     unlisten(this.#listener)
-    this.#beating.set(false)
+    if ((this.#flags & BEATING) !== 0) {
+      this.#flags &= ~BEATING
+      beating(-1)
+    }
   }
 
   #expiresAtNow() {
-    if (this.#watch === 0 || this.#released) return this.#expiresAt
+    if (this.#watch === 0) return BASE + this.#expiresAt
     const confirmed = this.#native.watchExpiresAt(this.#watch)
-    return Number.isNaN(confirmed) ? this.#expiresAt : confirmed
+    return BASE + (Number.isNaN(confirmed) ? this.#expiresAt : confirmed)
+  }
+
+  /** The watch is ending: keep what it last confirmed, and never ask by its id again. */
+  #remember() {
+    if (this.#watch === 0) return
+    const confirmed = this.#native.watchExpiresAt(this.#watch)
+    if (!Number.isNaN(confirmed)) this.#expiresAt = confirmed
+    this.#watch = 0
   }
 }
 

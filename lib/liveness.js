@@ -3,8 +3,9 @@
 // Process liveness for held locks, shared by every instance in this JS thread:
 // - a held ExclusiveLock (or DistributedLockService) keeps Node alive, as the original's
 //   setInterval did: a native count, refered to Node like pending I/O; `unref()` opts out;
-// - one unref'd timer beats the native heartbeat while any lock has a stall guard, so the
-//   Rust watchdog can tell a blocked event loop from a busy one.
+// - the native heartbeat is beaten while any lock has a stall guard, so the Rust watchdog
+//   can tell a blocked event loop from a busy one: by a native timer of this thread's loop
+//   (no JavaScript runs for it), or, should libuv not be found, by an unref'd JS timer.
 const { NativeHeartbeat } = require('./native')
 const { completions } = require('./completions')
 
@@ -36,23 +37,29 @@ function beat() {
   heartbeat.beat()
 }
 
-/** One lock's claim on the heartbeat; `set` as above. */
+/** One more (`+1`) or one fewer (`-1`) lock with a stall guard. */
+function beating(delta) {
+  if (heartbeat.hold(delta)) return
+  if (delta < 0) {
+    beaters--
+    return
+  }
+  if (beaters++ === 0) heartbeat.beat()
+  if (beatTimer === null) {
+    beatTimer = setInterval(beat, BEAT_MS)
+    beatTimer.unref()
+  }
+}
+
+/** One lock's claim on the heartbeat; `set(true)` / `set(false)` are idempotent. */
 class Beating {
   #on = false
 
   set(on) {
     if (on === this.#on) return
     this.#on = on
-    if (!on) {
-      beaters--
-      return
-    }
-    if (beaters++ === 0) heartbeat.beat()
-    if (beatTimer === null) {
-      beatTimer = setInterval(beat, BEAT_MS)
-      beatTimer.unref()
-    }
+    beating(on ? 1 : -1)
   }
 }
 
-module.exports = { heartbeat, KeepAlive, Beating }
+module.exports = { heartbeat, KeepAlive, Beating, beating }

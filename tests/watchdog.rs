@@ -23,10 +23,10 @@ struct Recorder {
 }
 
 impl Sink for Recorder {
-    fn refreshed(&self, _sent: Instant, _ttl: Duration) {
+    fn refreshed(&self, _tag: u32, _sent: Instant, _ttl: Duration) {
         *self.refreshed.lock().unwrap() += 1;
     }
-    fn lost(&self, error: LockError, _last: Confirmed) {
+    fn lost(&self, _tag: u32, error: LockError, _last: Confirmed) {
         *self.lost.lock().unwrap() = Some((Instant::now(), error));
     }
 }
@@ -83,14 +83,14 @@ impl Fixture {
         watchdog.prepare(MS(1000)).await.unwrap();
         let recorder = Arc::new(Recorder::default());
         let target = Target {
-            name: key.into(),
-            keys: vec![lease.redis_key.clone()],
+            key: lease.redis_key.clone(),
+            name_at: lease.redis_key.len() - key.len(),
             token: lease.token.clone(),
-            expected: None,
+            pair: None,
             ttl,
             every,
         };
-        let watch = watchdog.watch(&target, sent, limits, recorder.clone());
+        let watch = watchdog.watch(target, sent, limits, recorder.clone(), 1);
         (lease, recorder, watch)
     }
 

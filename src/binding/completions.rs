@@ -119,6 +119,13 @@ impl NativeCompletions {
         }
     }
 
+    /// The epoch ms that wall-clock times of settlements count from: they arrive as small
+    /// integers, which JS objects store in place.
+    #[napi(getter)]
+    pub fn base_wall_ms(&self) -> f64 {
+        self.thread.base_wall_ms() as f64
+    }
+
     /// A held lock that keeps the process alive (`true`), or no longer does (`false`).
     #[napi]
     pub fn keep_alive(&self, on: bool) {

@@ -11,7 +11,7 @@ use crate::core::lease::Lease;
 use crate::core::lock::{Attempt, Locker, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::store::Store;
 use crate::core::validate;
-use crate::core::watchdog::{Heartbeat, Limits, Watchdog};
+use crate::core::watchdog::{Heartbeat, Limits, Sink, Watchdog};
 use napi::bindgen_prelude::{Object, PromiseRaw};
 use napi::JsValue;
 use napi_derive::napi;
@@ -57,20 +57,27 @@ pub struct NativeDistributedLock {
     pub(super) thread: Rc<JsThread>,
     /// The JS-thread connection for one-round-trip calls, where the endpoint allows one.
     pub(super) direct: Option<Rc<Link>>,
+    /// Where the watchdog's news of every `autoRefresh` hold goes (by listener id).
+    sink: Arc<dyn Sink>,
 }
 
 /// What an `autoRefresh` acquisition needs, prepared on the JS thread.
-struct AutoRefresh {
-    js: JsSink,
+pub struct AutoRefresh {
+    sink: Arc<dyn Sink>,
+    listener: u32,
     limits: Limits,
 }
 
 impl AutoRefresh {
-    /// Keeps `lease` alive from now on, refreshing every third of its TTL.
+    /// Keeps `lease` alive from now on, refreshing every third of its TTL. Callable from
+    /// the JS thread as from the runtime.
     fn start(self, locker: &Locker, lease: &Lease) -> u64 {
         let target = locker.target(lease, lease.ttl() / 3);
         let watchdog = Watchdog::of(locker.store());
-        watchdog.watch_id(&target, lease.sent().at, self.limits, Arc::new(self.js))
+        let sent = lease.sent().at;
+        napi::bindgen_prelude::within_runtime_if_available(|| {
+            watchdog.watch_id(target, sent, self.limits, self.sink, self.listener)
+        })
     }
 }
 
@@ -87,7 +94,7 @@ impl Granted {
 }
 
 /// Hands the lease out, kept alive by the watchdog when `auto` asks for it.
-fn finish(locker: &Locker, lease: Lease, auto: Option<AutoRefresh>) -> Outcome {
+pub fn finish(locker: &Locker, lease: Lease, auto: Option<AutoRefresh>) -> Outcome {
     let watch = auto.map(|auto| auto.start(locker, &lease));
     Outcome::Lease(Granted::of(&lease, watch))
 }
@@ -151,7 +158,9 @@ impl NativeDistributedLock {
         let store = Store::shared(connection.endpoint()?);
         let completer = completions.completer();
         let thread = completions.thread().clone();
+        let never_refreshed = Arc::new(AtomicBool::new(false));
         Ok(NativeDistributedLock {
+            sink: Arc::new(JsSink::new(completer.clone(), never_refreshed)),
             direct: Link::of(&store, &thread, &completer),
             locker: Arc::new(Locker::new(store, prefix, command_timeout)),
             default_ttl,
@@ -169,9 +178,9 @@ impl NativeDistributedLock {
     fn auto_refresh(&self, ttl: Duration, listener: Option<u32>) -> Option<AutoRefresh> {
         let listener = listener?;
         self.heartbeat.beat();
-        let never_refreshed = Arc::new(AtomicBool::new(false));
         Some(AutoRefresh {
-            js: JsSink::new(self.completer.clone(), listener, never_refreshed),
+            sink: self.sink.clone(),
+            listener,
             limits: Limits {
                 stall: Some((self.heartbeat.clone(), ttl.saturating_mul(3))),
                 hold_until: None,
@@ -179,21 +188,40 @@ impl NativeDistributedLock {
         })
     }
 
-    /// Sends a first attempt on the JS-thread connection; `false` when it is not open.
-    fn send_attempt(&self, id: u32, key: &str, ttl: Duration, mode: impl FnOnce() -> Mode) -> bool {
+    /// Sends a first attempt on the JS-thread connection. `auto` comes back when it cannot
+    /// go there: the connection is not open, or (for `autoRefresh`) the refresh script is
+    /// not known to be loaded yet, which the runtime's path makes sure of first.
+    fn send_attempt(
+        &self,
+        id: u32,
+        key: &str,
+        ttl: Duration,
+        auto: Option<AutoRefresh>,
+        mode: impl FnOnce() -> Mode,
+    ) -> std::result::Result<(), Option<AutoRefresh>> {
         let Some(link) = &self.direct else {
-            return false;
+            return Err(auto);
         };
-        link.send(id, |out, form| {
+        if auto.is_some() && !self.locker.store().scripts_ready() {
+            return Err(auto);
+        }
+        let mut auto = auto;
+        let sent = link.send(id, |out, form| {
             let request = self.locker.attempt_request(key, ttl);
             let replies = request.write(out, form);
             let work = Work::Acquire {
                 locker: self.locker.clone(),
                 request,
                 mode: mode(),
+                auto: auto.take(),
             };
             (replies, self.locker.command_timeout(), work)
-        })
+        });
+        if sent {
+            Ok(())
+        } else {
+            Err(auto)
+        }
     }
 
     fn ttl(&self, ttl_ms: Option<f64>) -> Result<Duration> {
@@ -216,18 +244,19 @@ impl NativeDistributedLock {
         validate::key("key", &key).or_throw()?;
         let ttl = self.ttl(ttl_ms)?;
         let call = self.thread.call(Some(owner.raw()))?;
-        let auto = self.auto_refresh(ttl, listener);
+        let mut auto = self.auto_refresh(ttl, listener);
         let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
         let cancel = cancel_token(cancel);
-        if auto.is_none()
-            && !cancel.is_cancelled()
-            && self.send_attempt(call.id, &key, ttl, || Mode::Retries {
+        if !cancel.is_cancelled() {
+            let mode = || Mode::Retries {
                 retries,
                 delay,
                 cancel: cancel.clone(),
-            })
-        {
-            return Ok(call.promise);
+            };
+            match self.send_attempt(call.id, &key, ttl, auto, mode) {
+                Ok(()) => return Ok(call.promise),
+                Err(back) => auto = back,
+            }
         }
         self.completer.run(call.id, async move {
             settled(
@@ -255,9 +284,10 @@ impl NativeDistributedLock {
         let ttl = self.ttl(ttl_ms)?;
         let call = self.thread.call(Some(owner.raw()))?;
         let auto = self.auto_refresh(ttl, listener);
-        if auto.is_none() && self.send_attempt(call.id, &key, ttl, || Mode::Try) {
-            return Ok(call.promise);
-        }
+        let auto = match self.send_attempt(call.id, &key, ttl, auto, || Mode::Try) {
+            Ok(()) => return Ok(call.promise),
+            Err(auto) => auto,
+        };
         let locker = self.locker.clone();
         self.completer.run(call.id, async move {
             if let Err(err) = prepare(&locker, &auto).await {

@@ -11,7 +11,7 @@ use crate::core::store::Store;
 use crate::core::sync;
 use crate::core::token::format_fence;
 use crate::core::validate;
-use crate::core::watchdog::{Heartbeat, Limits, Watch, Watchdog};
+use crate::core::watchdog::{Heartbeat, Limits, Sink, Watch, Watchdog};
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use std::rc::Rc;
@@ -138,9 +138,8 @@ impl NativeExclusiveLock {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn acquire<'env>(&self, listener: u32) -> Result<PromiseRaw<'env, ()>> {
         let call = self.thread.call(None)?;
-        let sink = Arc::new(JsSink::new(
+        let sink: Arc<dyn Sink> = Arc::new(JsSink::new(
             self.completer.clone(),
-            listener,
             self.want_refreshed.clone(),
         ));
         // A beat now, on the JS thread: the heartbeat may be stale from before this hold.
@@ -161,7 +160,8 @@ impl NativeExclusiveLock {
                 stall: limits_stall,
                 hold_until: max_hold.map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
             };
-            let watch = watchdog.watch(&lock.target(&claim.token), claim.sent.at, limits, sink);
+            let target = lock.target(&claim.token);
+            let watch = watchdog.watch(target, claim.sent.at, limits, sink, listener);
             *sync::lock(&held) = Some(Held {
                 token: claim.token,
                 fence: claim.fence,

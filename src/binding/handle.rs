@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 /// Watch ids come from JS as numbers; 0 (or anything not a positive integer) is none.
 fn watch_id(watch: f64) -> Option<u64> {
-    (watch >= 1.0 && watch.fract() == 0.0 && watch < 9.0e15).then_some(watch as u64)
+    (watch >= 1.0 && watch.fract() == 0.0 && watch < 4.0e15).then_some(watch as u64)
 }
 
 #[napi]
@@ -127,12 +127,14 @@ impl NativeDistributedLock {
             .is_some_and(|confirmed| std::time::Instant::now() < confirmed.deadline)
     }
 
-    /// When Redis expires `watch` after its last confirmed refresh (epoch ms); NaN when it
-    /// is no longer watched.
+    /// When Redis expires `watch` after its last confirmed refresh (ms after `baseWallMs`);
+    /// NaN when it is no longer watched.
     #[napi]
     pub fn watch_expires_at(&self, watch: f64) -> f64 {
         watch_id(watch)
             .and_then(|id| Watchdog::of(self.locker.store()).confirmed(id))
-            .map_or(f64::NAN, |confirmed| confirmed.expires_at_ms as f64)
+            .map_or(f64::NAN, |confirmed| {
+                confirmed.expires_at_ms as f64 - self.thread.base_wall_ms() as f64
+            })
     }
 }

@@ -5,13 +5,14 @@ use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
 use super::promises::JsThread;
 use crate::core::backoff;
+use crate::core::error::LockError;
 use crate::core::lease::Lease;
 use crate::core::lock::{Locker, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::store::Store;
 use crate::core::sync;
 use crate::core::token;
 use crate::core::validate;
-use crate::core::watchdog::{Heartbeat, Limits, Watch, Watchdog};
+use crate::core::watchdog::{Confirmed, Heartbeat, Limits, Sink, Watch, Watchdog};
 use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 use std::rc::Rc;
@@ -128,8 +129,8 @@ impl NativeLockService {
             return Ok(call.promise);
         }
         let never_refreshed = Arc::new(AtomicBool::new(false));
-        let sink = Arc::new(LostFlag {
-            js: JsSink::new(self.completer.clone(), listener, never_refreshed),
+        let sink: Arc<dyn Sink> = Arc::new(LostFlag {
+            js: JsSink::new(self.completer.clone(), never_refreshed),
             lost: self.lost.clone(),
         });
         let (locker, key, value) = (self.locker.clone(), self.key.clone(), self.value.clone());
@@ -157,7 +158,7 @@ impl NativeLockService {
             };
             let mut target = locker.target(&lease, every.max(Duration::from_millis(1)));
             target.ttl = refresh_ttl;
-            let watch = watchdog.watch(&target, lease.sent().at, limits, sink);
+            let watch = watchdog.watch(target, lease.sent().at, limits, sink, listener);
             lost.store(false, Ordering::Relaxed);
             *sync::lock(&value) = lease.token.clone();
             *sync::lock(&held) = Some(Held { lease, watch });
@@ -203,11 +204,11 @@ struct LostFlag {
     lost: Arc<AtomicBool>,
 }
 
-impl crate::core::watchdog::Sink for LostFlag {
-    fn refreshed(&self, _sent: std::time::Instant, _ttl: Duration) {}
+impl Sink for LostFlag {
+    fn refreshed(&self, _listener: u32, _sent: std::time::Instant, _ttl: Duration) {}
 
-    fn lost(&self, error: crate::core::error::LockError, last: crate::core::watchdog::Confirmed) {
+    fn lost(&self, listener: u32, error: LockError, last: Confirmed) {
         self.lost.store(true, Ordering::Relaxed);
-        self.js.lost(error, last);
+        self.js.lost(listener, error, last);
     }
 }

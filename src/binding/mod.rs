@@ -14,4 +14,5 @@ pub mod lock_service;
 pub mod options;
 pub mod promises;
 pub mod runtime;
+pub mod uv;
 pub mod waker;

@@ -20,11 +20,13 @@ use std::time::Instant;
 /// JS functions the layer above registers once (see lib/completions.js).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Hook {
-    /// `(owner, token, fence, deadline, acquiredAt, expiresAt, watch) => handle`
+    /// `(owner, token, fence, deadline, acquiredAt, expiresAt, watch) => handle`; times as
+    /// ms (deadline on `performance.now()`'s clock, the others after `baseWallMs`).
     Handle,
     /// `(error, key, owner) => error`: the error class users match on.
     Error,
-    /// `(listener, event, code, message, expiresAt)`: news of a held lock.
+    /// `(listener, event, code, message, expiresAt)`: news of a held lock (`expiresAt` ms
+    /// after `baseWallMs`).
     Event,
 }
 
@@ -50,6 +52,8 @@ pub struct JsThread {
     /// The instant `performance.now()` counts from, estimated no earlier than it is, so
     /// deadlines handed to JS are never later than ours.
     origin: Instant,
+    /// Epoch ms that wall-clock times handed to JS count from: small integers there.
+    base_wall_ms: u64,
 }
 
 impl JsThread {
@@ -97,6 +101,7 @@ impl JsThread {
             resource,
             context,
             origin: now.checked_sub(since).unwrap_or(now),
+            base_wall_ms: crate::core::clock::wall_ms(),
         });
         let weak = Weak::into_raw(Rc::downgrade(&thread)) as *mut c_void;
         *thread.waker.borrow_mut() = Waker::new(env, on_wake, drop_weak, weak);
@@ -109,6 +114,16 @@ impl JsThread {
 
     pub fn event_loop(&self) -> *mut c_void {
         self.event_loop.cast()
+    }
+
+    /// Epoch ms of wall-clock times handed to JS as offsets (`acquiredAt`, `expiresAt`).
+    pub fn base_wall_ms(&self) -> u64 {
+        self.base_wall_ms
+    }
+
+    /// A wall-clock time (epoch ms) as JS receives it: ms after `base_wall_ms`.
+    fn wall(&self, epoch_ms: u64) -> f64 {
+        epoch_ms as f64 - self.base_wall_ms as f64
     }
 
     pub fn waker(&self) -> Option<Arc<Waker>> {
@@ -281,9 +296,10 @@ impl JsThread {
                     owner.unwrap_or_else(|| self.undefined()),
                     self.string(&lease.token),
                     self.number(lease.fence as f64),
-                    self.number(self.perf_ms(lease.sent.at + validity(lease.ttl))),
-                    self.number(crate::core::clock::wall_ms() as f64),
-                    self.number((lease.sent.wall_ms + lease.ttl.as_millis() as u64) as f64),
+                    // Whole ms, rounded down: never later, and a small integer in JS.
+                    self.number(self.perf_ms(lease.sent.at + validity(lease.ttl)).floor()),
+                    self.number(self.wall(crate::core::clock::wall_ms())),
+                    self.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64)),
                     self.number(lease.watch.map_or(0.0, |id| id as f64)),
                 ];
                 return self.call_hook(Hook::Handle, &args);
@@ -300,8 +316,8 @@ impl JsThread {
                 expires_at_ms,
             } => {
                 sys::napi_create_array_with_length(env, 2, &mut value);
-                sys::napi_set_element(env, value, 0, self.number(self.perf_ms(deadline)));
-                sys::napi_set_element(env, value, 1, self.number(expires_at_ms as f64));
+                sys::napi_set_element(env, value, 0, self.number(self.perf_ms(deadline).floor()));
+                sys::napi_set_element(env, value, 1, self.number(self.wall(expires_at_ms)));
             }
             Outcome::Inspected(None) => {
                 sys::napi_get_null(env, &mut value);
@@ -339,7 +355,7 @@ impl JsThread {
             None => (self.undefined(), self.undefined()),
         };
         let expires_at = match expires_at_ms {
-            Some(ms) => self.number(ms as f64),
+            Some(ms) => self.number(self.wall(ms)),
             None => self.undefined(),
         };
         let args = [

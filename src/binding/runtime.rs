@@ -19,8 +19,3 @@ fn init() {
         napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
     }
 }
-
-/// Tasks are allocated on the JS thread and freed on the runtime's; mimalloc frees across
-/// threads without the lock contention of glibc's arenas.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

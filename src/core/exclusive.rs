@@ -10,7 +10,7 @@ use super::keys;
 use super::scripts;
 use super::store::{Replay, Store};
 use super::token;
-use super::watchdog::Target;
+use super::watchdog::{Pair, Target};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -133,10 +133,14 @@ impl Exclusive {
     /// What the watchdog refreshes for a claim.
     pub fn target(&self, token: &str) -> Target {
         Target {
-            name: self.key.clone(),
-            keys: vec![self.owner_key.clone(), self.redis_key.clone()],
+            key: self.owner_key.clone(),
+            name_at: 0,
             token: token.to_owned(),
-            expected: Some(self.contents.clone().into_bytes()),
+            pair: Some(Pair {
+                data_key: self.redis_key.clone(),
+                expected: self.contents.clone().into_bytes(),
+                name: self.key.clone(),
+            }),
             ttl: self.ttl,
             every: self.refresh,
         }

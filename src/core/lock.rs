@@ -333,10 +333,10 @@ impl Locker {
     /// The refresh target of a lease: its key holds the token, nothing beside it.
     pub fn target(&self, lease: &Lease, every: Duration) -> super::watchdog::Target {
         super::watchdog::Target {
-            name: lease.key.clone(),
-            keys: vec![lease.redis_key.clone()],
+            key: lease.redis_key.clone(),
+            name_at: self.prefix.len(),
             token: lease.token.clone(),
-            expected: None,
+            pair: None,
             ttl: lease.ttl(),
             every,
         }

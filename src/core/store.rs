@@ -293,6 +293,12 @@ impl Store {
         Ok(())
     }
 
+    /// Whether every script is loaded on the current connection (as far as we know: a
+    /// restart is noticed when the connection drops or a NOSCRIPT comes back).
+    pub fn scripts_ready(&self) -> bool {
+        self.scripts_ready.load(Ordering::Relaxed)
+    }
+
     /// A NOSCRIPT came back: the scripts must be loaded again.
     pub fn scripts_lost(&self) {
         self.scripts_ready.store(false, Ordering::Relaxed);

@@ -3,39 +3,25 @@
 //! round trip per tick, not 10,000. A lock whose refresh fails, or whose TTL runs out before
 //! Redis confirms one, is reported lost at once; the watchdog never waits past a deadline.
 
-use super::clock::validity;
 use super::error::LockError;
-use super::scripts;
 use super::store::Store;
 use super::sync::lock;
+use super::watched::{Clock, Entry, Table};
+pub use super::watched::{Limits, Pair, Target};
 use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// Where a watched lock's news goes. Called from the runtime thread, never under a lock.
+/// Where watched locks' news goes; one sink may serve many locks, told apart by the tag
+/// each was watched with. Called from the runtime thread, never under a lock.
 pub trait Sink: Send + Sync {
     /// Redis confirmed the TTL `ttl` for a refresh sent at `sent`.
-    fn refreshed(&self, sent: std::time::Instant, ttl: Duration);
+    fn refreshed(&self, tag: u32, sent: std::time::Instant, ttl: Duration);
     /// The lock is gone; `last` is what was last confirmed of it.
-    fn lost(&self, error: LockError, last: Confirmed);
-}
-
-/// What to keep alive: the refresh script's keys and arguments.
-pub struct Target {
-    /// The lock's name as the user knows it, for messages.
-    pub name: String,
-    /// `[token key]` or `[token key, data key]` (see refresh.lua).
-    pub keys: Vec<Vec<u8>>,
-    pub token: String,
-    /// What the data key must still hold, when there is one.
-    pub expected: Option<Vec<u8>>,
-    pub ttl: Duration,
-    /// Refresh this often, counted from the last refresh sent.
-    pub every: Duration,
+    fn lost(&self, tag: u32, error: LockError, last: Confirmed);
 }
 
 /// Proof that the JavaScript thread is still running, updated by the binding.
@@ -59,95 +45,20 @@ impl Heartbeat {
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
-    fn last(&self) -> Instant {
+    pub(crate) fn last(&self) -> Instant {
         Instant::from_std(self.origin + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
-    }
-}
-
-/// Bounds on how long a lock is kept alive without its holder's say.
-#[derive(Default)]
-pub struct Limits {
-    /// Stop refreshing once the heartbeat is older than this.
-    pub stall: Option<(Arc<Heartbeat>, Duration)>,
-    /// Stop refreshing at this moment, whatever happens.
-    pub hold_until: Option<Instant>,
-}
-
-struct Entry {
-    name: String,
-    ttl: Duration,
-    every: Duration,
-    command: Cmd,
-    deadline: Instant,
-    next_due: Instant,
-    in_flight: bool,
-    limits: Limits,
-    sink: Arc<dyn Sink>,
-}
-
-impl Entry {
-    fn confirmed(&self) -> Confirmed {
-        let sent = self.deadline.into_std() - validity(self.ttl);
-        Confirmed {
-            deadline: self.deadline.into_std(),
-            expires_at_ms: super::clock::Stamp::at(sent).wall_ms + self.ttl.as_millis() as u64,
-        }
-    }
-
-    /// Why this lock must be given up now, if it must.
-    fn verdict(&self, now: Instant) -> Option<LockError> {
-        let lost = |reason: &str| {
-            Some(LockError::Lost {
-                key: self.name.clone(),
-                reason: reason.into(),
-            })
-        };
-        if now >= self.deadline {
-            return lost("its TTL ran out before Redis confirmed a refresh");
-        }
-        if self.limits.hold_until.is_some_and(|until| now >= until) {
-            return lost("it was held for max_hold_ms");
-        }
-        if let Some((heartbeat, max)) = &self.limits.stall {
-            if now >= heartbeat.last() + *max {
-                return lost("the JavaScript thread was blocked for longer than max_stall_ms");
-            }
-        }
-        None
-    }
-
-    fn next_event(&self) -> Instant {
-        let mut at = self.deadline;
-        if !self.in_flight {
-            at = at.min(self.next_due);
-        }
-        if let Some(until) = self.limits.hold_until {
-            at = at.min(until);
-        }
-        if let Some((heartbeat, max)) = &self.limits.stall {
-            at = at.min(heartbeat.last() + *max);
-        }
-        at
-    }
-
-    /// Refreshing up to half an interval early makes any two groups of locks whose phases
-    /// are less than half an interval apart merge into one tick, so however the acquisitions
-    /// were spread, a steady state has at most two pipelines per interval. Early is safe: the
-    /// TTL only gets longer.
-    fn is_due(&self, now: Instant) -> bool {
-        !self.in_flight && self.next_due <= now + self.every / 2
     }
 }
 
 #[derive(Default)]
 struct State {
-    entries: HashMap<u64, Entry>,
-    next_id: u64,
+    entries: Table,
     running: bool,
 }
 
 pub struct Watchdog {
     store: Arc<Store>,
+    clock: Clock,
     state: Mutex<State>,
     wake: Notify,
     pipelines: AtomicU64,
@@ -196,10 +107,8 @@ impl Drop for Watch {
     }
 }
 
-struct Due {
-    id: u64,
-    command: Cmd,
-}
+/// Refreshes sent in one pipeline at most.
+const REFRESH_CHUNK: usize = 1024;
 
 impl Watchdog {
     /// The watchdog of `store`'s connection, created on first use.
@@ -210,6 +119,7 @@ impl Watchdog {
         }
         let watchdog = Arc::new(Watchdog {
             store: store.clone(),
+            clock: Clock::default(),
             state: Mutex::new(State::default()),
             wake: Notify::new(),
             pipelines: AtomicU64::new(0),
@@ -234,7 +144,7 @@ impl Watchdog {
 
     /// Stops keeping lock `id` alive (a no-op when it is not watched any more).
     pub fn stop(&self, id: u64) {
-        if lock(&self.state).entries.remove(&id).is_some() {
+        if lock(&self.state).entries.remove(id).is_some() {
             // Lets the scheduler exit now when this was its last lock.
             self.wake.notify_one();
         }
@@ -242,47 +152,27 @@ impl Watchdog {
 
     /// What was last confirmed of lock `id`; `None` once it is lost or no longer watched.
     pub fn confirmed(&self, id: u64) -> Option<Confirmed> {
-        lock(&self.state).entries.get(&id).map(Entry::confirmed)
+        lock(&self.state)
+            .entries
+            .get(id)
+            .map(|entry| entry.confirmed(&self.clock))
     }
 
-    /// Starts keeping `target` alive; the answer names it for `stop`. `sent` is when the
-    /// request that last set its TTL was sent. Must be called on the runtime (it may start
-    /// the scheduler task).
+    /// Starts keeping `target` alive; the answer names it for `stop` (never 0). `sent` is
+    /// when the request that last set its TTL was sent; news goes to `sink` with `tag`.
+    /// Must be called on the runtime (it may start the scheduler task).
     pub fn watch_id(
         self: &Arc<Self>,
-        target: &Target,
+        target: Target,
         sent: std::time::Instant,
         limits: Limits,
         sink: Arc<dyn Sink>,
+        tag: u32,
     ) -> u64 {
         let sent = Instant::from_std(sent);
-        let mut command = Cmd::new();
-        command
-            .arg("EVALSHA")
-            .arg(scripts::REFRESH.get_hash())
-            .arg(target.keys.len())
-            .arg(&target.keys)
-            .arg(&target.token)
-            .arg(target.ttl.as_millis() as u64);
-        if let Some(expected) = &target.expected {
-            command.arg(expected);
-        }
-        let entry = Entry {
-            name: target.name.clone(),
-            ttl: target.ttl,
-            every: target.every,
-            command,
-            deadline: sent + validity(target.ttl),
-            next_due: sent + target.every,
-            in_flight: false,
-            limits,
-            sink,
-        };
+        let entry = Entry::new(target, &self.clock, sent, limits, sink, tag);
         let mut state = lock(&self.state);
-        // From 1: callers use 0 for "not watched".
-        state.next_id += 1;
-        let id = state.next_id;
-        state.entries.insert(id, entry);
+        let id = state.entries.insert(entry);
         if !state.running {
             state.running = true;
             tokio::spawn(self.clone().run());
@@ -295,43 +185,41 @@ impl Watchdog {
     /// As `watch_id`, stopped when the answer is dropped.
     pub fn watch(
         self: &Arc<Self>,
-        target: &Target,
+        target: Target,
         sent: std::time::Instant,
         limits: Limits,
         sink: Arc<dyn Sink>,
+        tag: u32,
     ) -> Watch {
-        Watch::new(self.clone(), self.watch_id(target, sent, limits, sink))
+        Watch::new(self.clone(), self.watch_id(target, sent, limits, sink, tag))
     }
 
     async fn run(self: Arc<Self>) {
         loop {
-            let now = Instant::now();
+            let now = self.clock.ms(Instant::now());
             let mut lost = Vec::new();
             let mut due = Vec::new();
-            let mut wake_at = now + Duration::from_secs(3600);
+            let mut wake_at = now + 3_600_000;
             {
                 let mut state = lock(&self.state);
-                state.entries.retain(|_, entry| match entry.verdict(now) {
-                    Some(err) => {
-                        lost.push((entry.sink.clone(), err, entry.confirmed()));
-                        false
-                    }
-                    None => true,
-                });
-                if state.entries.is_empty() {
-                    state.running = false;
-                }
+                let mut gone = Vec::new();
                 for (id, entry) in state.entries.iter_mut() {
+                    if let Some(err) = entry.verdict(now, &self.clock) {
+                        lost.push(Lost::of(entry, err, &self.clock));
+                        gone.push(id);
+                        continue;
+                    }
                     if entry.is_due(now) {
                         entry.in_flight = true;
-                        due.push(Due {
-                            id: *id,
-                            command: entry.command.clone(),
-                        });
+                        due.push(id);
                     }
-                    wake_at = wake_at.min(entry.next_event());
+                    wake_at = wake_at.min(entry.next_event(&self.clock));
                 }
-                if !state.running {
+                for id in gone {
+                    state.entries.remove(id);
+                }
+                if state.entries.is_empty() {
+                    state.running = false;
                     drop(state);
                     report_lost(lost);
                     return;
@@ -339,10 +227,10 @@ impl Watchdog {
             }
             report_lost(lost);
             if !due.is_empty() {
-                tokio::spawn(self.clone().refresh(due, now));
+                tokio::spawn(self.clone().refresh(due));
             }
             tokio::select! {
-                _ = tokio::time::sleep_until(wake_at) => {}
+                _ = tokio::time::sleep_until(self.clock.at(wake_at)) => {}
                 _ = self.wake.notified() => {}
                 _ = self.store.dropped().notified() => self.recheck_all(),
             }
@@ -353,79 +241,100 @@ impl Watchdog {
     /// may be gone, so refresh them all now. The refresh waits for the reconnection and
     /// reports a lost lock the moment Redis answers.
     fn recheck_all(&self) {
-        let now = Instant::now();
-        for entry in lock(&self.state).entries.values_mut() {
-            entry.next_due = entry.next_due.min(now);
+        let now = self.clock.ms(Instant::now());
+        for (_, entry) in lock(&self.state).entries.iter_mut() {
+            entry.due_now(now);
         }
     }
 
-    /// Sends one pipeline for `due` and files the answers.
-    async fn refresh(self: Arc<Self>, due: Vec<Due>, sent: Instant) {
-        let timeout = self.batch_timeout(&due, sent);
-        let replies = self.send(&due, timeout).await;
-        let now = Instant::now();
+    /// Refreshes the locks `due`, a pipeline of at most `REFRESH_CHUNK` of them at a time:
+    /// one round trip each, and a tick's memory stays small however many locks are held.
+    async fn refresh(self: Arc<Self>, due: Vec<u64>) {
+        for chunk in due.chunks(REFRESH_CHUNK) {
+            self.refresh_chunk(chunk).await;
+        }
+        self.wake.notify_one();
+    }
+
+    /// Sends one pipeline for `ids` and files the answers.
+    async fn refresh_chunk(&self, ids: &[u64]) {
+        let sent = self.clock.ms(Instant::now());
+        let (present, commands, deadline) = {
+            let state = lock(&self.state);
+            let mut present = Vec::with_capacity(ids.len());
+            let mut commands = Vec::with_capacity(ids.len());
+            let mut deadline = u64::MAX;
+            for &id in ids {
+                // Released or given up since it was found due.
+                let Some(entry) = state.entries.get(id) else {
+                    continue;
+                };
+                present.push(id);
+                commands.push(entry.command());
+                deadline = deadline.min(entry.deadline_ms());
+            }
+            (present, commands, deadline)
+        };
+        if present.is_empty() {
+            return;
+        }
+        // No answer is worth waiting for past the earliest deadline in the chunk.
+        let timeout = ms(deadline.saturating_sub(sent)).max(ms(1));
+        let replies = self.send(commands, timeout).await;
+        let now = self.clock.ms(Instant::now());
+        let sent_at = self.clock.at(sent).into_std();
         let mut refreshed = Vec::new();
         let mut lost = Vec::new();
         {
             let mut state = lock(&self.state);
-            for (item, reply) in due.iter().zip(replies) {
-                let Some(entry) = state.entries.get_mut(&item.id) else {
+            for (id, reply) in present.into_iter().zip(replies) {
+                let Some(entry) = state.entries.get_mut(id) else {
                     continue; // released or given up while the refresh was in flight
                 };
                 entry.in_flight = false;
                 match reply {
                     Ok(1) => {
-                        entry.deadline = sent + validity(entry.ttl);
-                        entry.next_due = sent + entry.every;
-                        refreshed.push((entry.sink.clone(), entry.ttl));
+                        entry.refreshed(sent);
+                        refreshed.push((entry.sink.clone(), entry.tag, entry.ttl_for_sink()));
                     }
                     Ok(_) => {
                         let err = LockError::Lost {
-                            key: entry.name.clone(),
+                            key: entry.name(),
                             reason: "it was deleted or taken by another holder".into(),
                         };
-                        lost.push((entry.sink.clone(), err, entry.confirmed()));
-                        state.entries.remove(&item.id);
+                        lost.push(Lost::of(entry, err, &self.clock));
+                        state.entries.remove(id);
                     }
                     // Redis unreachable or slow: try again soon (so a lock is re-checked
                     // within 50 ms of Redis answering again); the deadline decides.
-                    Err(_) => entry.next_due = now + (entry.every / 4).clamp(ms(10), ms(50)),
+                    Err(_) => {
+                        let after = (entry.every() / 4).clamp(ms(10), ms(50));
+                        entry.retry_in(now, after);
+                    }
                 }
             }
         }
-        for (sink, ttl) in refreshed {
-            sink.refreshed(sent.into_std(), ttl);
+        for (sink, tag, ttl) in refreshed {
+            sink.refreshed(tag, sent_at, ttl);
         }
         report_lost(lost);
-        self.wake.notify_one();
-    }
-
-    /// No answer is worth waiting for past the earliest deadline in the batch.
-    fn batch_timeout(&self, due: &[Due], now: Instant) -> Duration {
-        let state = lock(&self.state);
-        due.iter()
-            .filter_map(|d| state.entries.get(&d.id))
-            .map(|e| e.deadline.saturating_duration_since(now))
-            .min()
-            .unwrap_or_default()
-            .max(ms(1))
     }
 
     /// One result per command; after a NOSCRIPT (Redis restarted or flushed) the script is
     /// loaded and those commands are sent once more.
-    async fn send(&self, due: &[Due], timeout: Duration) -> Vec<RedisResult<i64>> {
+    async fn send(&self, commands: Vec<Cmd>, timeout: Duration) -> Vec<RedisResult<i64>> {
         let deadline = Instant::now() + timeout;
-        let mut pipe = Pipeline::with_capacity(due.len());
+        let count = commands.len();
+        let mut pipe = Pipeline::with_capacity(count);
         pipe.ignore_errors();
-        for item in due {
-            pipe.add_command(item.command.clone());
+        for command in commands {
+            pipe.add_command(command);
         }
         self.pipelines.fetch_add(1, Ordering::Relaxed);
-        self.refreshes
-            .fetch_add(due.len() as u64, Ordering::Relaxed);
+        self.refreshes.fetch_add(count as u64, Ordering::Relaxed);
         let mut replies = match self.store.pipeline(&pipe, timeout).await {
-            Ok(replies) if replies.len() == due.len() => replies,
-            _ => return unreachable_replies(due.len()),
+            Ok(replies) if replies.len() == count => replies,
+            _ => return unreachable_replies(count),
         };
         let missing: Vec<usize> = (0..replies.len())
             .filter(|&i| is_noscript(&replies[i]))
@@ -438,12 +347,15 @@ impl Watchdog {
             .saturating_duration_since(Instant::now())
             .max(ms(1));
         if self.prepare(left).await.is_err() {
-            return unreachable_replies(due.len());
+            return unreachable_replies(count);
         }
+        let commands = pipe.cmd_iter().cloned().collect::<Vec<Cmd>>();
         let mut retry = Pipeline::with_capacity(missing.len());
         retry.ignore_errors();
         for &i in &missing {
-            retry.add_command(due[i].command.clone());
+            if let Some(cmd) = commands.get(i) {
+                retry.add_command(cmd.clone());
+            }
         }
         let left = deadline
             .saturating_duration_since(Instant::now())
@@ -455,7 +367,7 @@ impl Watchdog {
                 }
                 replies
             }
-            _ => unreachable_replies(due.len()),
+            _ => unreachable_replies(count),
         }
     }
 }
@@ -474,9 +386,28 @@ fn unreachable_replies(n: usize) -> Vec<RedisResult<i64>> {
         .collect()
 }
 
-fn report_lost(lost: Vec<(Arc<dyn Sink>, LockError, Confirmed)>) {
-    for (sink, err, last) in lost {
-        sink.lost(err, last);
+/// A loss to report once the state's lock is let go.
+struct Lost {
+    sink: Arc<dyn Sink>,
+    tag: u32,
+    error: LockError,
+    last: Confirmed,
+}
+
+impl Lost {
+    fn of(entry: &Entry, error: LockError, clock: &Clock) -> Lost {
+        Lost {
+            sink: entry.sink.clone(),
+            tag: entry.tag,
+            error,
+            last: entry.confirmed(clock),
+        }
+    }
+}
+
+fn report_lost(lost: Vec<Lost>) {
+    for loss in lost {
+        loss.sink.lost(loss.tag, loss.error, loss.last);
     }
 }
 

@@ -10,7 +10,7 @@
 
 use super::super::completions::{Completer, Entry};
 use super::super::promises::JsThread;
-use super::uv::{self, Handle, Handles, Uv};
+use super::super::uv::{self, Handle, Handles, Uv};
 use super::work::{Next, Work};
 use crate::core::lock::AttemptForm;
 use crate::core::resp;

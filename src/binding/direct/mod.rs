@@ -10,13 +10,13 @@
 //! tokio, as a call is replayed there after a dropped connection.
 
 mod connection;
-mod uv;
 mod work;
 
 pub use work::{Mode, Work};
 
 use super::completions::Completer;
 use super::promises::JsThread;
+use super::uv;
 use crate::core::direct;
 use crate::core::error::LockError;
 use crate::core::lock::AttemptForm;

@@ -2,7 +2,8 @@
 //! reply, with its bound passed, or handed to the tokio connection when the JS-thread one
 //! broke (or answered with an error) under it.
 
-use super::super::completions::{Completer, Granted, Outcome};
+use super::super::completions::{Completer, Outcome};
+use super::super::distributed_lock::{finish, AutoRefresh};
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
 use crate::core::lock::{self, AttemptRequest, Locker};
@@ -26,6 +27,8 @@ pub enum Work {
         locker: Arc<Locker>,
         request: AttemptRequest,
         mode: Mode,
+        /// Kept alive by the watchdog once won (`autoRefresh`).
+        auto: Option<AutoRefresh>,
     },
     Release {
         locker: Arc<Locker>,
@@ -64,9 +67,12 @@ impl Work {
                 locker,
                 request,
                 mode,
+                auto,
             } => match request.won(reply) {
-                Ok(Some(fence)) => Next::Settled(won(locker, request.into_lease(fence), &mode)),
-                Ok(None) => held(id, locker, request, mode, completer),
+                Ok(Some(fence)) => {
+                    Next::Settled(won(locker, request.into_lease(fence), &mode, auto))
+                }
+                Ok(None) => held(id, locker, request, mode, auto, completer),
                 Err(err) => Next::Settled(Outcome::Failed(err)),
             },
             Work::Release { lease, .. } => Next::Settled(failed(
@@ -115,6 +121,7 @@ impl Work {
                 locker,
                 request,
                 mode,
+                auto,
             } => {
                 let timeout = left.unwrap_or(locker.command_timeout());
                 completer.run(id, async move {
@@ -130,7 +137,7 @@ impl Work {
                         .acquire_again(request, timeout, retries, delay, &cancel)
                         .await;
                     match (result, mode) {
-                        (Ok(lease), _) => handle(lease),
+                        (Ok(lease), _) => finish(&locker, lease, auto),
                         (Err(LockError::Locked { .. }), Mode::Try) => Outcome::NoHandle,
                         (Err(err), _) => Outcome::Failed(err),
                     }
@@ -170,12 +177,8 @@ fn is_refusal(reply: &Value) -> bool {
     }
 }
 
-fn handle(lease: Lease) -> Outcome {
-    Outcome::Lease(Granted::of(&lease, None))
-}
-
 /// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed out.
-fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode) -> Outcome {
+fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode, auto: Option<AutoRefresh>) -> Outcome {
     if let Mode::Retries { cancel, .. } = mode {
         if cancel.is_cancelled() {
             napi::bindgen_prelude::spawn(async move {
@@ -184,7 +187,7 @@ fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode) -> Outcome {
             return Outcome::Failed(LockError::Aborted);
         }
     }
-    handle(lease)
+    finish(&locker, lease, auto)
 }
 
 /// A held lock: `tryAcquire` answers, `acquire` retries through tokio (its waits and
@@ -194,6 +197,7 @@ fn held(
     locker: Arc<Locker>,
     request: AttemptRequest,
     mode: Mode,
+    auto: Option<AutoRefresh>,
     completer: &Completer,
 ) -> Next {
     match mode {
@@ -210,7 +214,7 @@ fn held(
             completer.run(id, async move {
                 let (key, ttl) = (request.key, request.ttl);
                 match locker.retry(&key, ttl, retries, delay, &cancel).await {
-                    Ok(lease) => handle(lease),
+                    Ok(lease) => finish(&locker, lease, auto),
                     Err(err) => Outcome::Failed(err),
                 }
             });

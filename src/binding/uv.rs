@@ -1,5 +1,5 @@
-//! The few libuv functions the JS-thread connection needs, found in the running Node process
-//! at first use (Node exports libuv for addons). Looked up, not linked: the Rust test binaries
+//! The few libuv functions the JS-thread connection and the heartbeat need, found in the
+//! running Node process at first use (Node exports libuv for addons). Looked up, not linked: the Rust test binaries
 //! link this crate without Node. Only stable libuv 1.x ABI is used: handle sizes come from
 //! `uv_handle_size`, and `data` is the first field of every handle.
 
@@ -26,6 +26,7 @@ pub struct Uv {
     pub idle_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
     pub timer_init: unsafe extern "C" fn(*mut Loop, *mut Handle) -> c_int,
     pub timer_start: unsafe extern "C" fn(*mut Handle, HandleCb, u64, u64) -> c_int,
+    pub timer_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
     unref: unsafe extern "C" fn(*mut Handle),
     close: unsafe extern "C" fn(*mut Handle, Option<HandleCb>),
 }
@@ -48,6 +49,7 @@ fn load() -> Option<Uv> {
             idle_stop: function(c"uv_idle_stop")?,
             timer_init: function(c"uv_timer_init")?,
             timer_start: function(c"uv_timer_start")?,
+            timer_stop: function(c"uv_timer_stop")?,
             unref: function(c"uv_unref")?,
             close: function(c"uv_close")?,
         })
@@ -114,6 +116,27 @@ impl Uv {
             (self.unref)(handle);
         }
         Some(handles)
+    }
+
+    /// A timer on `event_loop` that does not keep the process alive, with `data`.
+    ///
+    /// # Safety
+    /// Called on the loop's thread.
+    pub unsafe fn timer(&self, event_loop: *mut Loop, data: *mut c_void) -> Option<*mut Handle> {
+        let timer = self.alloc(TIMER)?;
+        (self.timer_init)(event_loop, timer);
+        *(timer as *mut *mut c_void) = data;
+        (self.unref)(timer);
+        Some(timer)
+    }
+
+    /// Closes one handle; its memory is freed by libuv's close callback.
+    ///
+    /// # Safety
+    /// Called once, on the loop's thread.
+    pub unsafe fn close_one(&self, handle: *mut Handle) {
+        *(handle as *mut *mut c_void) = std::ptr::null_mut();
+        (self.close)(handle, Some(free_handle));
     }
 
     unsafe fn alloc(&self, kind: c_int) -> Option<*mut Handle> {
