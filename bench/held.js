@@ -8,11 +8,11 @@
 const fs = require('node:fs')
 const ADAPTERS = require('./adapters')
 const { connect, commandCalls, diffCalls } = require('./lib/redis')
-const { sleep, fmt } = require('./lib/util')
+const { sleep, fmt, median, requireOurs } = require('./lib/util')
 
 const config = JSON.parse(process.argv[2])
 const outFile = process.argv[3]
-const { port, url, redisPid, adapter: id, locks, cpuLocks, ttlMs, refreshMs, seconds, round, label } = config
+const { port, url, redisPid, adapter: id, locks, cpuLocks, ttlMs, refreshMs, seconds, round, label, rssSamples = 3, rssWarmups = 3 } = config
 
 function progress(text) {
   process.stderr.write(`[${label}] ${text}\n`)
@@ -28,9 +28,17 @@ function processCpuMs(pid) {
   }
 }
 
+let collectNative = null
+
+/**
+ * Collects garbage, JS and (for ours) native, before an RSS reading: the allocators would
+ * return freed memory to the system on their own schedule, making RSS read before or after
+ * that moment differ by more than what the locks cost.
+ */
 async function settle() {
   for (let i = 0; i < 3; i++) {
     global.gc?.()
+    collectNative?.()
     await sleep(100)
   }
 }
@@ -48,29 +56,44 @@ async function holdMany(adapter, prefix, count) {
 }
 
 async function releaseAll(adapter, held) {
-  for (let i = 0; i < held.length; i += 1000) await Promise.all(held.slice(i, i + 1000).map((h) => adapter.release(h)))
+  // A lock held through `using()` ends with its routine, not with the library's release.
+  const release = adapter.releaseHeld ?? adapter.release
+  for (let i = 0; i < held.length; i += 1000) await Promise.all(held.slice(i, i + 1000).map((h) => release(h)))
 }
 
 async function main() {
   const spec = ADAPTERS[id]
+  if (spec.kind === 'ours') collectNative = requireOurs('binding.js').collectNativeMemory
   const admin = await connect(port)
   const adapter = await spec.create({ port, url })
-  // Load everything lazily loaded (scripts, native runtime, timers) before the baseline.
-  await releaseAll(adapter, await holdMany(adapter, `bench:e:${round}:${id}:warm`, 50))
-  await settle()
-  const rss0 = process.memoryUsage().rss
-  const heap0 = process.memoryUsage().heapUsed
-  const many = await holdMany(adapter, `bench:e:${round}:${id}:mem`, locks)
-  await sleep(1.5 * refreshMs) // at least one refresh of every lock
-  await settle()
-  const rss1 = process.memoryUsage().rss
-  const heap1 = process.memoryUsage().heapUsed
-  await releaseAll(adapter, many)
-  many.length = 0
-  progress(`(e) ${spec.name}: ${locks} held locks, ${fmt((rss1 - rss0) / locks / 1024, 2)} KB RSS per lock`)
+  // Each sample holds LOCKS locks and measures the growth from just before, after one
+  // refresh of every lock; then releases them all. The first holds only warm up: what is
+  // loaded lazily (scripts, runtime, timers) is loaded, and the allocators have grown to
+  // this workload (native ones take a few rounds to stop growing). RSS moves by whole pages
+  // as allocators return memory on their own schedule, so the median of the samples is
+  // reported. (V8's young generation is sized up front by run.js, for the same reason.)
+  const samples = []
+  for (let sample = 1 - rssWarmups; sample <= rssSamples; sample++) {
+    await settle()
+    const rss0 = process.memoryUsage().rss
+    const heap0 = process.memoryUsage().heapUsed
+    const many = await holdMany(adapter, `bench:e:${round}:${id}:mem${sample}`, locks)
+    await sleep(1.5 * refreshMs) // at least one refresh of every lock
+    await settle()
+    const rss1 = process.memoryUsage().rss
+    const heap1 = process.memoryUsage().heapUsed
+    await releaseAll(adapter, many)
+    many.length = 0
+    if (sample > 0) samples.push({ rss: (rss1 - rss0) / locks / 1024, heap: (heap1 - heap0) / locks / 1024 })
+  }
+  const rssPerLockKB = median(samples.map((s) => s.rss))
+  const heapPerLockKB = median(samples.map((s) => s.heap))
+  progress(`(e) ${spec.name}: ${locks} held locks, ${fmt(rssPerLockKB, 2)} KB RSS per lock (samples ${samples.map((s) => fmt(s.rss, 2)).join(' ')})`)
 
   const held = await holdMany(adapter, `bench:e:${round}:${id}:cpu`, cpuLocks)
   await sleep(1.5 * refreshMs)
+  // The acquisitions' garbage is collected now, not in the window: it is not holding's cost.
+  await settle()
   const lost0 = adapter.lost
   const calls0 = await commandCalls(admin)
   const redis0 = processCpuMs(redisPid)
@@ -84,8 +107,9 @@ async function main() {
   const lost = adapter.lost - lost0
   await releaseAll(adapter, held)
   const result = {
-    rssPerLockKB: (rss1 - rss0) / locks / 1024,
-    heapPerLockKB: (heap1 - heap0) / locks / 1024,
+    rssPerLockKB,
+    heapPerLockKB,
+    rssSamplesKB: samples.map((s) => s.rss),
     cpuPercent: ((cpu.user + cpu.system) / 1000 / wallMs) * 100,
     redisCpuPercent: redisMs === null ? null : (redisMs / wallMs) * 100,
     commandsPerSec: (calls.total / wallMs) * 1000,

@@ -23,8 +23,8 @@ const option = (name) => argv.find((a) => a.startsWith(`--${name}=`))?.split('='
 
 const QUICK = flag('quick')
 const PARAMS = QUICK
-  ? { rounds: 2, roundMs: 700, warmupMs: 250, benchN: 100_000, benchRounds: 1, heldRounds: 1, heldSeconds: 3 }
-  : { rounds: 5, roundMs: 2000, warmupMs: 1000, benchN: 100_000, benchRounds: 3, heldRounds: 2, heldSeconds: 10 }
+  ? { rounds: 2, roundMs: 700, warmupMs: 250, benchN: 100_000, benchRounds: 1, heldRounds: 1, heldSeconds: 3, heldRssWarmups: 2, heldRssSamples: 2 }
+  : { rounds: 5, roundMs: 2000, warmupMs: 1000, benchN: 100_000, benchRounds: 3, heldRounds: 2, heldSeconds: 10, heldRssWarmups: 3, heldRssSamples: 3 }
 PARAMS.heldLocks = 10_000
 PARAMS.heldCpuLocks = 1_000
 PARAMS.heldTtlMs = 2000
@@ -32,7 +32,8 @@ PARAMS.heldRefreshMs = 1000
 
 const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e').split(',')
 const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
-const HELD_ADAPTERS = ['ours-exclusive-lock', 'redis-semaphore'].filter((id) => ADAPTER_IDS.includes(id))
+// (e) takes every library that can keep a lock alive on its own (an adapter with `hold`).
+const HELD_ADAPTERS = ADAPTER_IDS.filter((id) => ADAPTERS[id].holds)
 const OUT_JSON = path.join(__dirname, 'results.json')
 
 function which(cmd) {
@@ -67,10 +68,14 @@ function exec(pinned, cmd, args, { inheritStderr = true } = {}) {
   })
 }
 
-async function runNode(pinned, script, config) {
+// V8 grows its young generation (up to 2 x 16 MB) as the allocation rate climbs and shrinks
+// it after full collections: RSS that says nothing about held locks. (e) sizes it up front.
+const HELD_V8 = ['--min-semi-space-size=16', '--max-semi-space-size=16']
+
+async function runNode(pinned, script, config, v8 = []) {
   const outFile = path.join(os.tmpdir(), `nrl-bench-${process.pid}-${Date.now()}.json`)
   try {
-    await exec(pinned, process.execPath, ['--expose-gc', path.join(__dirname, script), JSON.stringify(config), outFile])
+    await exec(pinned, process.execPath, ['--expose-gc', ...v8, path.join(__dirname, script), JSON.stringify(config), outFile])
     return JSON.parse(fs.readFileSync(outFile, 'utf8'))
   } finally {
     fs.rmSync(outFile, { force: true })
@@ -121,11 +126,13 @@ async function heldLocks(server, pinned, label) {
         ttlMs: PARAMS.heldTtlMs,
         refreshMs: PARAMS.heldRefreshMs,
         seconds: PARAMS.heldSeconds,
+        rssSamples: PARAMS.heldRssSamples,
+        rssWarmups: PARAMS.heldRssWarmups,
         round: r,
         label: `${label} ${elapsed()}`,
       }
       try {
-        result[id].rounds.push(await runNode(pinned, 'held.js', config))
+        result[id].rounds.push(await runNode(pinned, 'held.js', config, HELD_V8))
       } catch (err) {
         log(`[${label}] (e) ${id}: ${err.message}`)
         result[id].error = err.message

@@ -2,7 +2,8 @@
 
 // Every adapter exposes { name, kind, package, create({ port, url }) } and create() resolves
 //   { acquire(key, ttlMs) -> handle | null, release(handle), waitAcquire(key, ttlMs, worker)
-//     -> handle, close(), and for scenario (e) hold(key, ttlMs, refreshMs) and lost }.
+//     -> handle, close(), and, where `holds` is set, hold(key, ttlMs, refreshMs), lost
+//     and (if release does not end a hold) releaseHeld(held) for scenario (e) }.
 const ADAPTERS = {
   'ours-distributed-lock': require('./ours-distributed-lock'),
   'ours-exclusive-lock': require('./ours-exclusive-lock'),

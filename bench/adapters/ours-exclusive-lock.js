@@ -13,6 +13,7 @@ function refreshFor(ttlMs) {
 
 module.exports = {
   name: 'ours: ExclusiveLock',
+  holds: true, // scenario (e): hold(key, ttlMs, refreshMs) keeps a lock alive on its own
   kind: 'ours',
   package: 'native-redis-lock',
   async create({ url }) {

@@ -11,11 +11,16 @@ const { requireOurs } = require('../lib/util')
 
 module.exports = {
   name: 'ours: DistributedLockService',
+  holds: true, // scenario (e): hold(key, ttlMs, refreshMs) keeps a lock alive on its own
   kind: 'ours',
   package: 'native-redis-lock',
   async create({ url }) {
     const DistributedLockService = requireOurs('maestro')
     const instances = new Map()
+    let lost = 0
+    const noop = () => {}
+    // The service tells of a lost lock through its logger only.
+    const logger = { info: noop, debug: noop, error: noop, warn: (m) => String(m).startsWith('Lock lost') && lost++ }
     const instance = (id, key, ttlMs) => {
       let lock = instances.get(id)
       if (!lock) {
@@ -34,6 +39,14 @@ module.exports = {
         const lock = instance(`${key}\0${worker}`, key, ttlMs)
         if (!(await lock.acquire(ttlMs, 10_000))) throw new Error(`timed out waiting for ${key}`)
         return lock
+      },
+      /** A held lock refreshed by the native watchdog every third of its TTL (scenario e). */
+      async hold(key, ttlMs) {
+        const lock = new DistributedLockService(key, ttlMs, url, { logger })
+        return (await lock.acquire(ttlMs, 0)) ? lock : null
+      },
+      get lost() {
+        return lost
       },
       async close() {
         await Promise.all([...instances.values()].map((lock) => lock.release()))

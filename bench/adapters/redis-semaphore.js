@@ -8,6 +8,7 @@ const { connect } = require('../lib/redis')
 
 module.exports = {
   name: 'redis-semaphore',
+  holds: true, // scenario (e): hold(key, ttlMs, refreshMs) keeps a lock alive on its own
   kind: 'peer',
   package: 'redis-semaphore',
   async create({ port }) {

@@ -30,6 +30,26 @@ function requireOurs(subpath = '') {
   }
 }
 
+/**
+ * A lock held through a library's `using(routine)`, which extends it while the routine runs
+ * (scenario e): resolves once the routine has started, with `{ release }` that ends it; `null`
+ * when the lock was not acquired. A failure after that (an extension that failed) calls
+ * `onLost`.
+ */
+function holdThroughUsing(start, onLost) {
+  return new Promise((resolve) => {
+    let finish
+    const done = new Promise((r) => (finish = r))
+    let held = false
+    const running = start(async () => {
+      held = true
+      resolve({ release: () => (finish(), running.catch(() => {})) })
+      await done
+    })
+    running.catch(() => (held ? onLost() : resolve(null)))
+  })
+}
+
 function quantile(sorted, q) {
   if (sorted.length === 0) return NaN
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))
@@ -55,4 +75,4 @@ function rotate(list, n) {
   return list.slice(k).concat(list.slice(0, k))
 }
 
-module.exports = { sleep, sleepSync, requireOurs, quantile, median, fmt, rotate, ROOT }
+module.exports = { holdThroughUsing, sleep, sleepSync, requireOurs, quantile, median, fmt, rotate, ROOT }
