@@ -61,6 +61,8 @@ export declare class NativeDistributedLock {
    * Redis expires the lock (epoch ms).
    */
   extend(owner: object, key: string, token: string, additionalMs: number, deadline: number, watch: number): Promise<[number, number]>
+  /** The owner token of `watch`, while the watchdog keeps it alive. */
+  watchToken(watch: number): string | null
   /** Whether the watchdog still keeps `watch` alive and its TTL has not run out. */
   watchHeld(watch: number): boolean
   /**

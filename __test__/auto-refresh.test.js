@@ -34,12 +34,16 @@ test('held past 3 x TTL: isHeld stays true and expiresAt follows the refreshes',
   await sleep(900)
   assert.equal(handle.isHeld, true)
   assert.ok(handle.info.expiresAt > first + 300, `expiresAt ${handle.info.expiresAt - first} ms later`)
-  assert.equal(await redis.get('lock:auto:held'), handle.token)
+  const token = await redis.get('lock:auto:held')
+  assert.equal(handle.token, token)
+  assert.equal(handle.info.token, token)
   const pttl = await redis.pttl('lock:auto:held')
   assert.ok(pttl > 0 && pttl <= 300, `PTTL ${pttl}`)
   await handle.release()
   assert.equal(handle.isHeld, false)
   assert.equal(await redis.exists('lock:auto:held'), 0)
+  // The watchdog kept the token while it watched; the handle keeps it once released.
+  assert.equal(handle.token, token)
 })
 
 test('released after 3 x TTL over a slow link: the key is deleted, not left to expire', async () => {
@@ -78,6 +82,8 @@ test('a lock deleted under its holder: lost resolves, onLost is called once, isH
   const handle = await lock.acquire('auto:lost', 300, { autoRefresh: true, onLost: (err) => told.push(err) })
   await sleep(150)
   const before = handle.info.expiresAt
+  const token = handle.token
+  assert.match(token, /^[0-9a-f-]{36}$/)
   await redis.del('lock:auto:lost')
   const err = await Promise.race([handle.lost, sleep(1000).then(() => null)])
   assert.ok(err instanceof LockLostError, `lost resolved with ${err}`)
@@ -91,6 +97,8 @@ test('a lock deleted under its holder: lost resolves, onLost is called once, isH
   assert.ok(handle.info.expiresAt >= before, 'expiresAt went back')
   // Read after the loss, the promise is already settled with the same error.
   assert.equal(await handle.lost, err)
+  // The loss brought the token along: the handle still knows it.
+  assert.equal(handle.token, token)
   await handle.release()
 })
 

@@ -70,7 +70,10 @@ function exec(pinned, cmd, args, { inheritStderr = true } = {}) {
 
 // V8 grows its young generation (up to 2 x 16 MB) as the allocation rate climbs and shrinks
 // it after full collections: RSS that says nothing about held locks. (e) sizes it up front.
-const HELD_V8 = ['--min-semi-space-size=16', '--max-semi-space-size=16']
+// Its memory reducer runs a few full collections seconds after a burst of allocation (the
+// acquisitions) goes quiet: a one-off that would land in the CPU window, not a cost of
+// holding locks. Off, for every library; allocation still triggers collections as usual.
+const HELD_V8 = ['--min-semi-space-size=16', '--max-semi-space-size=16', '--no-memory-reducer']
 
 async function runNode(pinned, script, config, v8 = []) {
   const outFile = path.join(os.tmpdir(), `nrl-bench-${process.pid}-${Date.now()}.json`)

@@ -32,12 +32,12 @@ completions.hook('error', (err, key, owner) => {
 // A listener that throws is the user's error, as with any EventEmitter: the native side
 // finishes the batch, then raises it as an uncaught exception.
 /** Tells listener `listener` of `event` (called by the native side). */
-function dispatch(listener, event, code, message, expiresAt) {
+function dispatch(listener, event, code, message, expiresAt, token) {
   const slot = Math.floor(listener / 256)
   if (generations[slot] !== listener % 256) return
   const target = listeners[slot]
   if (typeof target === 'function') target(event, code, message)
-  else target?.[EVENT](event, code, message, expiresAt)
+  else target?.[EVENT](event, code, message, expiresAt, token)
 }
 
 completions.hook('event', dispatch)

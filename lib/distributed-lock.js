@@ -39,7 +39,8 @@ const BASE = completions.baseWallMs
 class LockHandle {
   #native
   #key
-  #token = ''
+  // Not kept for a lock the watchdog keeps alive (it has the token) until the watch ends.
+  #token = undefined
   #fence = 0
   #deadline = 0
   #acquiredAt = 0
@@ -109,7 +110,7 @@ class LockHandle {
   }
 
   get token() {
-    return this.#token
+    return this.#token ?? (this.#watch !== 0 ? this.#native.watchToken(this.#watch) : undefined) ?? ''
   }
 
   /** Fencing token: strictly increasing per lock key, 15-digit zero-padded decimal. */
@@ -127,7 +128,7 @@ class LockHandle {
   get info() {
     return {
       key: this.key,
-      token: this.#token,
+      token: this.token,
       acquiredAt: BASE + this.#acquiredAt,
       expiresAt: this.#expiresAtNow(),
       isHeld: this.isHeld,
@@ -142,7 +143,7 @@ class LockHandle {
     const watch = this.#watch
     this.#remember()
     try {
-      return this.#native.release(this, this.#key, this.#token, this.#deadline, watch)
+      return this.#native.release(this, this.#key, this.#token ?? '', this.#deadline, watch)
     } catch (err) {
       this[FAILED]()
       return Promise.reject(fromNative(err, this.#key))
@@ -154,7 +155,7 @@ class LockHandle {
     if ((this.#flags & (FILLED | RELEASED)) !== FILLED) throw new InvalidLockError(this.#key)
     let extended
     try {
-      extended = await this.#native.extend(this, this.#key, this.#token, additionalMs, this.#deadline, this.#watch)
+      extended = await this.#native.extend(this, this.#key, this.token, additionalMs, this.#deadline, this.#watch)
     } catch (err) {
       throw fromNative(err, this.#key)
     }
@@ -179,11 +180,12 @@ class LockHandle {
   }
 
   /** News of an `autoRefresh` hold from the watchdog. */
-  [EVENT](event, code, message, expiresAt) {
+  [EVENT](event, code, message, expiresAt, token) {
     if (event !== 'lost' || this.#lost?.error) return
     this.#flags |= LOST
     this.#stopListening()
     if (expiresAt !== undefined) {
+      this.#token ??= token
       this.#watch = 0
       this.#expiresAt = expiresAt
     } else this.#remember()
@@ -217,6 +219,7 @@ class LockHandle {
     if (this.#watch === 0) return
     const confirmed = this.#native.watchExpiresAt(this.#watch)
     if (!Number.isNaN(confirmed)) this.#expiresAt = confirmed
+    this.#token ??= this.#native.watchToken(this.#watch) ?? undefined
     this.#watch = 0
   }
 }

@@ -26,7 +26,7 @@ impl Sink for Recorder {
     fn refreshed(&self, _tag: u32, _sent: Instant, _ttl: Duration) {
         *self.refreshed.lock().unwrap() += 1;
     }
-    fn lost(&self, _tag: u32, error: LockError, _last: Confirmed) {
+    fn lost(&self, _tag: u32, error: LockError, _last: Confirmed, _token: &[u8]) {
         *self.lost.lock().unwrap() = Some((Instant::now(), error));
     }
 }
@@ -252,4 +252,50 @@ async fn a_thousand_locks_cost_one_pipeline_per_tick() {
         "{pipelines} pipelines for {refreshes} refreshes"
     );
     assert!(held.iter().all(|(_, r, _)| r.lost_at().is_none()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_key_of_another_type_is_lost_alone_and_the_others_keep_being_refreshed() {
+    // The locks of a tick are refreshed in one script call: one key that cannot be read as
+    // a string must fail that lock only.
+    let f = fixture();
+    let mut held = Vec::new();
+    for i in 0..5 {
+        held.push(
+            f.hold(&format!("mixed:{i}"), MS(600), MS(100), Limits::default())
+                .await,
+        );
+    }
+    let mut raw = f.server.raw();
+    let _: i64 = redis::cmd("DEL")
+        .arg("lock:mixed:2")
+        .query(&mut raw)
+        .unwrap();
+    let _: i64 = redis::cmd("HSET")
+        .arg("lock:mixed:2")
+        .arg("field")
+        .arg("value")
+        .query(&mut raw)
+        .unwrap();
+    tokio::time::sleep(MS(1000)).await;
+    for (i, (lease, recorder, _)) in held.iter().enumerate() {
+        if i == 2 {
+            assert!(
+                recorder.lost_at().is_some(),
+                "the hash was not reported lost"
+            );
+            continue;
+        }
+        assert!(recorder.lost_at().is_none(), "lock {i} lost");
+        assert!(
+            recorder.refreshes() >= 5,
+            "lock {i}: {} refreshes",
+            recorder.refreshes()
+        );
+        let value: String = redis::cmd("GET")
+            .arg(&lease.redis_key)
+            .query(&mut raw)
+            .unwrap();
+        assert_eq!(value, lease.token);
+    }
 }

@@ -48,10 +48,16 @@ pub enum Entry {
     Event {
         listener: u32,
         event: &'static str,
-        error: Option<LockError>,
-        /// A lost lock's last confirmed expiry in Redis (epoch ms).
-        expires_at_ms: Option<u64>,
+        /// For `lost`: why, the last confirmed expiry in Redis (epoch ms), and the token.
+        lost: Option<Box<Loss>>,
     },
+}
+
+/// What a holder is told of its lost lock.
+pub struct Loss {
+    pub error: LockError,
+    pub expires_at_ms: u64,
+    pub token: String,
 }
 
 /// What the runtime finished for one JS thread, waiting for that thread to take it.
@@ -163,20 +169,25 @@ impl JsThread {
 }
 
 impl Completer {
-    /// Queues news for a JS listener (`refreshed`, or `lost` with its error and the lock's
-    /// last confirmed expiry).
-    pub fn event(
-        &self,
-        listener: u32,
-        event: &'static str,
-        error: Option<LockError>,
-        expires_at_ms: Option<u64>,
-    ) {
+    /// Queues a `refreshed` for a JS listener.
+    pub fn refreshed(&self, listener: u32) {
         self.push(Entry::Event {
             listener,
-            event,
-            error,
-            expires_at_ms,
+            event: "refreshed",
+            lost: None,
+        });
+    }
+
+    /// Queues a `lost` for a JS listener, with the lock's last confirmed expiry and token.
+    pub fn lost(&self, listener: u32, error: LockError, expires_at_ms: u64, token: String) {
+        self.push(Entry::Event {
+            listener,
+            event: "lost",
+            lost: Some(Box::new(Loss {
+                error,
+                expires_at_ms,
+                token,
+            })),
         });
     }
 

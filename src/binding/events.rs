@@ -25,12 +25,13 @@ impl JsSink {
 impl Sink for JsSink {
     fn refreshed(&self, listener: u32, _sent: std::time::Instant, _ttl: std::time::Duration) {
         if self.want_refreshed.load(Ordering::Relaxed) {
-            self.completer.event(listener, "refreshed", None, None);
+            self.completer.refreshed(listener);
         }
     }
 
-    fn lost(&self, listener: u32, error: LockError, last: Confirmed) {
+    fn lost(&self, listener: u32, error: LockError, last: Confirmed, token: &[u8]) {
+        let token = String::from_utf8_lossy(token).into_owned();
         self.completer
-            .event(listener, "lost", Some(error), Some(last.expires_at_ms));
+            .lost(listener, error, last.expires_at_ms, token);
     }
 }

@@ -34,7 +34,14 @@ impl NativeDistributedLock {
     ) -> Result<Lease> {
         validate::key("key", &key).or_throw()?;
         let redis_key = self.locker.redis_key(&key);
-        let confirmed = watch.and_then(|id| Watchdog::of(self.locker.store()).confirmed(id));
+        // Only a watched lock asks the watchdog (a plain release must not make one).
+        let watched = watch.map(|id| (id, Watchdog::of(self.locker.store())));
+        let confirmed = watched.as_ref().and_then(|(id, w)| w.confirmed(*id));
+        // A watched lock's handle may not hold its token: the watchdog does.
+        let token = match &watched {
+            Some((id, w)) if token.is_empty() => w.token(*id).unwrap_or_default(),
+            _ => token,
+        };
         let deadline = match confirmed {
             Some(confirmed) => confirmed.deadline,
             None => self.thread.instant(deadline),
@@ -117,6 +124,12 @@ impl NativeDistributedLock {
             }
         });
         Ok(call.promise)
+    }
+
+    /// The owner token of `watch`, while the watchdog keeps it alive.
+    #[napi]
+    pub fn watch_token(&self, watch: f64) -> Option<String> {
+        watch_id(watch).and_then(|id| Watchdog::of(self.locker.store()).token(id))
     }
 
     /// Whether the watchdog still keeps `watch` alive and its TTL has not run out.

@@ -207,8 +207,8 @@ struct LostFlag {
 impl Sink for LostFlag {
     fn refreshed(&self, _listener: u32, _sent: std::time::Instant, _ttl: Duration) {}
 
-    fn lost(&self, listener: u32, error: LockError, last: Confirmed) {
+    fn lost(&self, listener: u32, error: LockError, last: Confirmed, token: &[u8]) {
         self.lost.store(true, Ordering::Relaxed);
-        self.js.lost(listener, error, last);
+        self.js.lost(listener, error, last, token);
     }
 }

@@ -4,7 +4,7 @@
 //! scope, so promise reactions run right after the batch, as for any I/O callback; no JS
 //! object describes a completion, and no JS function stands between Redis and the caller.
 
-use super::completions::{Entry, Outcome, Queue};
+use super::completions::{Entry, Loss, Outcome, Queue};
 use super::error::to_napi;
 use super::waker::Waker;
 use crate::core::clock::validity;
@@ -21,12 +21,13 @@ use std::time::Instant;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Hook {
     /// `(owner, token, fence, deadline, acquiredAt, expiresAt, watch) => handle`; times as
-    /// ms (deadline on `performance.now()`'s clock, the others after `baseWallMs`).
+    /// ms (deadline on `performance.now()`'s clock, the others after `baseWallMs`); no token
+    /// for a watched lock (`watch`, see `watchToken`).
     Handle,
     /// `(error, key, owner) => error`: the error class users match on.
     Error,
-    /// `(listener, event, code, message, expiresAt)`: news of a held lock (`expiresAt` ms
-    /// after `baseWallMs`).
+    /// `(listener, event, code, message, expiresAt, token)`: news of a held lock
+    /// (`expiresAt` ms after `baseWallMs`).
     Event,
 }
 
@@ -245,9 +246,8 @@ impl JsThread {
                 Entry::Event {
                     listener,
                     event,
-                    error,
-                    expires_at_ms,
-                } => self.tell(listener, event, error, expires_at_ms),
+                    lost,
+                } => self.tell(listener, event, lost.map(|loss| *loss)),
             };
             if let Err(exception) = result {
                 thrown.get_or_insert(exception);
@@ -292,9 +292,14 @@ impl JsThread {
         let mut value = ptr::null_mut();
         match outcome {
             Outcome::Lease(lease) => {
+                // A watched lock's token stays with the watchdog; the handle asks for it.
+                let token = match lease.watch {
+                    Some(_) => self.undefined(),
+                    None => self.string(&lease.token),
+                };
                 let args = [
                     owner.unwrap_or_else(|| self.undefined()),
-                    self.string(&lease.token),
+                    token,
                     self.number(lease.fence as f64),
                     // Whole ms, rounded down: never later, and a small integer in JS.
                     self.number(self.perf_ms(lease.sent.at + validity(lease.ttl)).floor()),
@@ -347,24 +352,22 @@ impl JsThread {
         &self,
         listener: u32,
         event: &str,
-        error: Option<crate::core::error::LockError>,
-        expires_at_ms: Option<u64>,
+        lost: Option<Loss>,
     ) -> Result<(), sys::napi_value> {
-        let (code, message) = match &error {
-            Some(err) => (self.string(err.code()), self.string(&err.to_string())),
-            None => (self.undefined(), self.undefined()),
-        };
-        let expires_at = match expires_at_ms {
-            Some(ms) => self.number(self.wall(ms)),
-            None => self.undefined(),
-        };
-        let args = [
+        let mut args = [
             self.number(listener as f64),
             self.string(event),
-            code,
-            message,
-            expires_at,
+            self.undefined(),
+            self.undefined(),
+            self.undefined(),
+            self.undefined(),
         ];
+        if let Some(loss) = lost {
+            args[2] = self.string(loss.error.code());
+            args[3] = self.string(&loss.error.to_string());
+            args[4] = self.number(self.wall(loss.expires_at_ms));
+            args[5] = self.string(&loss.token);
+        }
         self.call_hook(Hook::Event, &args).map(|_| ())
     }
 

@@ -431,11 +431,11 @@ impl Store {
 
     /// Sends a whole pipeline in one write and returns each command's own result, so one
     /// failing command does not hide the answers to the others.
-    pub async fn pipeline(
+    pub async fn pipeline<T: FromRedisValue>(
         &self,
         pipe: &Pipeline,
         timeout: Duration,
-    ) -> Result<Vec<RedisResult<i64>>, LockError> {
+    ) -> Result<Vec<RedisResult<T>>, LockError> {
         self.call(timeout, Replay::Safe, |mut con| async move {
             pipe.query_async(&mut con).await
         })

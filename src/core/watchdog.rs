@@ -4,11 +4,12 @@
 //! Redis confirms one, is reported lost at once; the watchdog never waits past a deadline.
 
 use super::error::LockError;
+use super::scripts;
 use super::store::Store;
 use super::sync::lock;
 use super::watched::{Clock, Entry, Table};
 pub use super::watched::{Limits, Pair, Target};
-use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind};
+use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -20,8 +21,8 @@ use tokio::time::Instant;
 pub trait Sink: Send + Sync {
     /// Redis confirmed the TTL `ttl` for a refresh sent at `sent`.
     fn refreshed(&self, tag: u32, sent: std::time::Instant, ttl: Duration);
-    /// The lock is gone; `last` is what was last confirmed of it.
-    fn lost(&self, tag: u32, error: LockError, last: Confirmed);
+    /// The lock is gone; `last` is what was last confirmed of it, `token` its owner token.
+    fn lost(&self, tag: u32, error: LockError, last: Confirmed, token: &[u8]);
 }
 
 /// Proof that the JavaScript thread is still running, updated by the binding.
@@ -150,6 +151,13 @@ impl Watchdog {
         }
     }
 
+    /// The owner token of lock `id`, while it is watched.
+    pub fn token(&self, id: u64) -> Option<String> {
+        let state = lock(&self.state);
+        let entry = state.entries.get(id)?;
+        Some(String::from_utf8_lossy(entry.token()).into_owned())
+    }
+
     /// What was last confirmed of lock `id`; `None` once it is lost or no longer watched.
     pub fn confirmed(&self, id: u64) -> Option<Confirmed> {
         lock(&self.state)
@@ -259,45 +267,30 @@ impl Watchdog {
     /// Sends one pipeline for `ids` and files the answers.
     async fn refresh_chunk(&self, ids: &[u64]) {
         let sent = self.clock.ms(Instant::now());
-        let (present, commands, deadline) = {
-            let state = lock(&self.state);
-            let mut present = Vec::with_capacity(ids.len());
-            let mut commands = Vec::with_capacity(ids.len());
-            let mut deadline = u64::MAX;
-            for &id in ids {
-                // Released or given up since it was found due.
-                let Some(entry) = state.entries.get(id) else {
-                    continue;
-                };
-                present.push(id);
-                commands.push(entry.command());
-                deadline = deadline.min(entry.deadline_ms());
-            }
-            (present, commands, deadline)
-        };
-        if present.is_empty() {
+        let Some(batch) = self.batch(ids, sent) else {
             return;
-        }
-        // No answer is worth waiting for past the earliest deadline in the chunk.
-        let timeout = ms(deadline.saturating_sub(sent)).max(ms(1));
-        let replies = self.send(commands, timeout).await;
+        };
+        self.refreshes
+            .fetch_add(batch.ids.len() as u64, Ordering::Relaxed);
+        let replies = self.send(batch.commands, batch.timeout).await;
+        let answers = batch.shape.answers(replies);
         let now = self.clock.ms(Instant::now());
         let sent_at = self.clock.at(sent).into_std();
         let mut refreshed = Vec::new();
         let mut lost = Vec::new();
         {
             let mut state = lock(&self.state);
-            for (id, reply) in present.into_iter().zip(replies) {
+            for (id, answer) in batch.ids.into_iter().zip(answers) {
                 let Some(entry) = state.entries.get_mut(id) else {
                     continue; // released or given up while the refresh was in flight
                 };
                 entry.in_flight = false;
-                match reply {
-                    Ok(1) => {
+                match answer {
+                    Some(true) => {
                         entry.refreshed(sent);
                         refreshed.push((entry.sink.clone(), entry.tag, entry.ttl_for_sink()));
                     }
-                    Ok(_) => {
+                    Some(false) => {
                         let err = LockError::Lost {
                             key: entry.name(),
                             reason: "it was deleted or taken by another holder".into(),
@@ -307,7 +300,7 @@ impl Watchdog {
                     }
                     // Redis unreachable or slow: try again soon (so a lock is re-checked
                     // within 50 ms of Redis answering again); the deadline decides.
-                    Err(_) => {
+                    None => {
                         let after = (entry.every() / 4).clamp(ms(10), ms(50));
                         entry.retry_in(now, after);
                     }
@@ -320,9 +313,65 @@ impl Watchdog {
         report_lost(lost);
     }
 
+    /// The commands refreshing the locks of `ids` still watched: one `refresh_many` call
+    /// for the single-key ones, then one call per ExclusiveLock pair; `None` when none is.
+    fn batch(&self, ids: &[u64], sent: u64) -> Option<Batch> {
+        let state = lock(&self.state);
+        let entries: Vec<(u64, &Entry)> = ids
+            .iter()
+            .filter_map(|&id| state.entries.get(id).map(|entry| (id, entry)))
+            .collect();
+        if entries.is_empty() {
+            return None;
+        }
+        let singles: Vec<&(u64, &Entry)> = entries.iter().filter(|(_, e)| e.is_single()).collect();
+        let mut commands = Vec::new();
+        if !singles.is_empty() {
+            let bytes: usize = singles
+                .iter()
+                .map(|(_, e)| e.key().len() + e.token().len() + 16)
+                .sum();
+            let mut many = Cmd::with_capacity(3 + 3 * singles.len(), 64 + bytes);
+            many.arg("EVALSHA")
+                .arg(scripts::REFRESH_MANY.get_hash())
+                .arg(singles.len());
+            for (_, entry) in &singles {
+                many.arg(entry.key());
+            }
+            for (_, entry) in &singles {
+                many.arg(entry.token());
+            }
+            for (_, entry) in &singles {
+                many.arg(entry.ttl_ms());
+            }
+            commands.push(many);
+        }
+        let pairs: Vec<&(u64, &Entry)> = entries.iter().filter(|(_, e)| !e.is_single()).collect();
+        commands.extend(pairs.iter().map(|(_, entry)| entry.command()));
+        // No answer is worth waiting for past the earliest deadline among them.
+        let deadline = entries
+            .iter()
+            .map(|(_, e)| e.deadline_ms())
+            .min()
+            .unwrap_or(sent);
+        Some(Batch {
+            shape: Shape {
+                singles: singles.len(),
+                pairs: pairs.len(),
+            },
+            ids: singles
+                .iter()
+                .chain(pairs.iter())
+                .map(|(id, _)| *id)
+                .collect(),
+            commands,
+            timeout: ms(deadline.saturating_sub(sent)).max(ms(1)),
+        })
+    }
+
     /// One result per command; after a NOSCRIPT (Redis restarted or flushed) the script is
     /// loaded and those commands are sent once more.
-    async fn send(&self, commands: Vec<Cmd>, timeout: Duration) -> Vec<RedisResult<i64>> {
+    async fn send(&self, commands: Vec<Cmd>, timeout: Duration) -> Vec<RedisResult<Value>> {
         let deadline = Instant::now() + timeout;
         let count = commands.len();
         let mut pipe = Pipeline::with_capacity(count);
@@ -331,8 +380,7 @@ impl Watchdog {
             pipe.add_command(command);
         }
         self.pipelines.fetch_add(1, Ordering::Relaxed);
-        self.refreshes.fetch_add(count as u64, Ordering::Relaxed);
-        let mut replies = match self.store.pipeline(&pipe, timeout).await {
+        let mut replies = match self.store.pipeline::<Value>(&pipe, timeout).await {
             Ok(replies) if replies.len() == count => replies,
             _ => return unreachable_replies(count),
         };
@@ -360,7 +408,7 @@ impl Watchdog {
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(ms(1));
-        match self.store.pipeline(&retry, left).await {
+        match self.store.pipeline::<Value>(&retry, left).await {
             Ok(again) if again.len() == missing.len() => {
                 for (i, reply) in missing.into_iter().zip(again) {
                     replies[i] = reply;
@@ -372,15 +420,53 @@ impl Watchdog {
     }
 }
 
+/// One pipeline of refreshes: what it holds and in which order, and how long it may take.
+struct Batch {
+    shape: Shape,
+    /// The single-key locks', then the pairs', in command order.
+    ids: Vec<u64>,
+    commands: Vec<Cmd>,
+    timeout: Duration,
+}
+
+/// How the replies of a batch map back to its locks.
+struct Shape {
+    singles: usize,
+    pairs: usize,
+}
+
+impl Shape {
+    /// Per lock, in `Batch::ids` order: refreshed (`true`), gone (`false`), or no answer.
+    fn answers(&self, replies: Vec<RedisResult<Value>>) -> Vec<Option<bool>> {
+        let mut replies = replies.into_iter();
+        let mut out = Vec::with_capacity(self.singles + self.pairs);
+        if self.singles > 0 {
+            match replies.next() {
+                Some(Ok(Value::BulkString(flags))) if flags.len() == self.singles => {
+                    out.extend(flags.iter().map(|flag| Some(*flag == b'1')));
+                }
+                _ => out.extend(std::iter::repeat_n(None, self.singles)),
+            }
+        }
+        for _ in 0..self.pairs {
+            out.push(match replies.next() {
+                Some(Ok(Value::Int(done))) => Some(done == 1),
+                _ => None,
+            });
+        }
+        out
+    }
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn is_noscript(reply: &RedisResult<i64>) -> bool {
+fn is_noscript(reply: &RedisResult<Value>) -> bool {
     matches!(reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
 }
 
-fn unreachable_replies(n: usize) -> Vec<RedisResult<i64>> {
+fn unreachable_replies(n: usize) -> Vec<RedisResult<Value>> {
     (0..n)
         .map(|_| Err((ErrorKind::Io, "no reply from Redis").into()))
         .collect()
@@ -392,6 +478,7 @@ struct Lost {
     tag: u32,
     error: LockError,
     last: Confirmed,
+    token: Vec<u8>,
 }
 
 impl Lost {
@@ -401,15 +488,55 @@ impl Lost {
             tag: entry.tag,
             error,
             last: entry.confirmed(clock),
+            token: entry.token().to_vec(),
         }
     }
 }
 
 fn report_lost(lost: Vec<Lost>) {
     for loss in lost {
-        loss.sink.lost(loss.tag, loss.error, loss.last);
+        loss.sink.lost(loss.tag, loss.error, loss.last, &loss.token);
     }
 }
 
 /// Kept with the store so every user of one connection shares one scheduler.
 pub type Slot = Mutex<Weak<Watchdog>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(text: &str) -> RedisResult<Value> {
+        Ok(Value::BulkString(text.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn answers_map_the_flags_then_the_pairs_in_order() {
+        let shape = Shape {
+            singles: 3,
+            pairs: 2,
+        };
+        let answers = shape.answers(vec![flags("101"), Ok(Value::Int(1)), Ok(Value::Int(0))]);
+        let expected = [Some(true), Some(false), Some(true), Some(true), Some(false)];
+        assert_eq!(answers, expected);
+    }
+
+    #[test]
+    fn a_missing_or_malformed_reply_is_no_answer_for_its_locks_only() {
+        let shape = Shape {
+            singles: 2,
+            pairs: 1,
+        };
+        let err = || Err((ErrorKind::Io, "dropped").into());
+        assert_eq!(
+            shape.answers(vec![err(), Ok(Value::Int(1))]),
+            [None, None, Some(true)]
+        );
+        assert_eq!(
+            shape.answers(vec![flags("1"), err()]),
+            [None, None, None],
+            "a flag string of the wrong length tells nothing"
+        );
+        assert_eq!(shape.answers(Vec::new()), [None, None, None]);
+    }
+}

@@ -169,12 +169,22 @@ impl Entry {
         Duration::from_millis(u64::from(self.ttl_ms))
     }
 
-    fn key(&self) -> &[u8] {
+    pub fn key(&self) -> &[u8] {
         &self.bytes.get()[..self.key_len as usize]
     }
 
-    fn token(&self) -> &[u8] {
+    pub fn token(&self) -> &[u8] {
         &self.bytes.get()[self.key_len as usize..]
+    }
+
+    pub fn ttl_ms(&self) -> u32 {
+        self.ttl_ms
+    }
+
+    /// One key holding its token, refreshed with others in one call (see refresh_many.lua);
+    /// an ExclusiveLock's pair has a script call of its own (`command`).
+    pub fn is_single(&self) -> bool {
+        self.pair.is_none()
     }
 
     /// The lock's name as the user knows it.
@@ -268,9 +278,15 @@ impl Entry {
         self.ttl()
     }
 
-    /// The refresh script for this lock (see refresh.lua).
+    /// The refresh script for this lock alone (see refresh.lua).
     pub fn command(&self) -> Cmd {
-        let mut cmd = Cmd::new();
+        // Sized up front: a command grown argument by argument reallocates its buffers a
+        // few times, for every lock, at every tick.
+        let expected = self
+            .pair
+            .as_ref()
+            .map_or(0, |p| p.data_key.len() + p.expected.len());
+        let mut cmd = Cmd::with_capacity(8, 64 + self.bytes.get().len() + expected);
         cmd.arg("EVALSHA").arg(scripts::REFRESH.get_hash());
         match &self.pair {
             None => cmd
@@ -421,7 +437,7 @@ mod tests {
     struct Quiet;
     impl Sink for Quiet {
         fn refreshed(&self, _tag: u32, _sent: std::time::Instant, _ttl: Duration) {}
-        fn lost(&self, _tag: u32, _error: LockError, _last: Confirmed) {}
+        fn lost(&self, _tag: u32, _error: LockError, _last: Confirmed, _token: &[u8]) {}
     }
 
     fn entry(clock: &Clock, name: &str) -> Entry {

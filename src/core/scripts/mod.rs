@@ -20,9 +20,10 @@ const WAKE_NEXT_SOURCE: &str = include_str!("wake_next.lua");
 const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");
 const ACQUIRE_QUEUED_SOURCE: &str = include_str!("acquire_queued.lua");
 const HANDOFF_SOURCE: &str = include_str!("handoff.lua");
+const REFRESH_MANY_SOURCE: &str = include_str!("refresh_many.lua");
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 11] = [
+pub const ALL_SOURCES: [&str; 12] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -34,6 +35,7 @@ pub const ALL_SOURCES: [&str; 11] = [
     ENQUEUE_SOURCE,
     ACQUIRE_QUEUED_SOURCE,
     HANDOFF_SOURCE,
+    REFRESH_MANY_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -47,3 +49,4 @@ pub static WAKE_NEXT: LazyLock<Script> = LazyLock::new(|| Script::new(WAKE_NEXT_
 pub static ENQUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE_SOURCE));
 pub static ACQUIRE_QUEUED: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_QUEUED_SOURCE));
 pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(HANDOFF_SOURCE));
+pub static REFRESH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(REFRESH_MANY_SOURCE));
