@@ -67,6 +67,60 @@ test('calls go over the JS-thread connection once it is open', async () => {
   assert.match(line, /cmd=(evalsha|exists)/)
 })
 
+test('a release hands the lock to a waiter of the same thread over that connection', async () => {
+  const lock = new DistributedLock(server.url)
+  await withDirect(lock)
+  const [id] = await directConnections()
+  const holder = await lock.acquire('direct:handed', 10_000)
+  const waiting = lock.waitForLock('direct:handed', 5000, 10_000)
+  await sleep(50) // the waiter is queued, and has made its one attempt
+  const before = await admin.info('commandstats')
+  const evalshas = (info) => Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0)
+  const released = holder.release()
+  const handle = await waiting
+  await released
+  assert.equal(holder.isHeld, false)
+  assert.equal(handle.isHeld, true)
+  assert.equal(await admin.get('lock:direct:handed'), handle.token)
+  assert.ok(handle.fence > holder.fence)
+  // One script handed it over (no delete, no attempt of the waiter's), on the JS-thread
+  // connection.
+  assert.equal(evalshas(await admin.info('commandstats')) - evalshas(before), 1)
+  const line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))
+  assert.match(line, /cmd=evalsha/)
+  await handle.release()
+  assert.equal(await admin.exists('lock:direct:handed'), 0)
+})
+
+test('a process that handed locks over exits on its own', async () => {
+  const script = `
+    const { DistributedLock } = require(${JSON.stringify(require.resolve('..'))})
+    ;(async () => {
+      const lock = new DistributedLock(${JSON.stringify(server.url)})
+      for (let round = 0; round < 20; round++) {
+        const held = await lock.acquire('direct:exits', 10000)
+        const waiters = [1, 2, 3].map(() => lock.waitForLock('direct:exits', 5000, 10000))
+        await new Promise((r) => setTimeout(r, 5))
+        await held.release()
+        for (const waiting of waiters) await (await waiting).release()
+      }
+      process.stdout.write('done')
+    })()
+  `
+  const { spawn } = require('node:child_process')
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let out = ''
+  let doneAt
+  child.stdout.on('data', (d) => {
+    out += d
+    doneAt = performance.now()
+  })
+  const code = await new Promise((resolve) => child.on('exit', resolve))
+  assert.equal(code, 0)
+  assert.equal(out, 'done')
+  assert.ok(performance.now() - doneAt < 1000, 'the process lingered after its last release')
+})
+
 test('a connection killed under 400 calls in flight loses none of them', async () => {
   const lock = new DistributedLock(server.url)
   await withDirect(lock)

@@ -64,6 +64,10 @@ pub struct Loss {
 pub struct Queue {
     done: Mutex<Vec<Entry>>,
     waker: OnceLock<Arc<Waker>>,
+    /// Calls the JS thread answered itself while their runtime task still ran (a waiter
+    /// handed the lock by a release on that thread): what the task ends with is dropped
+    /// here, without waking the thread for nothing.
+    answered: Mutex<std::collections::HashSet<u32>>,
 }
 
 impl Queue {
@@ -93,6 +97,7 @@ impl NativeCompletions {
         let queue = Arc::new(Queue {
             done: Mutex::new(Vec::new()),
             waker: OnceLock::new(),
+            answered: Mutex::new(std::collections::HashSet::new()),
         });
         // SAFETY: a constructor runs on its JS thread.
         let thread = unsafe { JsThread::new(env.raw(), perf_now, queue.clone()) }
@@ -191,8 +196,18 @@ impl Completer {
         });
     }
 
+    /// Call `id` was answered on the JS thread while a runtime task still works for it.
+    pub fn answered(&self, id: u32) {
+        lock(&self.0.answered).insert(id);
+    }
+
     fn push(&self, entry: Entry) {
         let queue = &self.0;
+        if let Entry::Settled(id, _) = &entry {
+            if lock(&queue.answered).remove(id) {
+                return;
+            }
+        }
         let wake = {
             let mut done = lock(&queue.done);
             done.push(entry);

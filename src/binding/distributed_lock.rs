@@ -11,6 +11,7 @@ use crate::core::lease::Lease;
 use crate::core::lock::{Attempt, Locker, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::store::Store;
 use crate::core::validate;
+use crate::core::wake::Caller;
 use crate::core::watchdog::{Heartbeat, Limits, Sink, Watchdog};
 use napi::bindgen_prelude::{Object, PromiseRaw};
 use napi::JsValue;
@@ -205,6 +206,9 @@ impl NativeDistributedLock {
         if auto.is_some() && !self.locker.store().scripts_ready() {
             return Err(auto);
         }
+        // An autoRefresh waiter is handed its lock through the runtime (its watch starts
+        // there); others may be answered by a release on this thread.
+        let caller = auto.is_none().then(|| self.caller(id));
         let mut auto = auto;
         let sent = link.send(id, |out, form| {
             let request = self.locker.attempt_request(key, ttl);
@@ -214,6 +218,7 @@ impl NativeDistributedLock {
                 request,
                 mode: mode(),
                 auto: auto.take(),
+                caller,
             };
             (replies, self.locker.command_timeout(), work)
         });
@@ -221,6 +226,14 @@ impl NativeDistributedLock {
             Ok(())
         } else {
             Err(auto)
+        }
+    }
+
+    /// Call `id` of this JS thread, as a waiter's caller (see core::wake::Caller).
+    pub(super) fn caller(&self, id: u32) -> Caller {
+        Caller {
+            thread: Rc::as_ptr(&self.thread) as usize,
+            id,
         }
     }
 
@@ -321,11 +334,14 @@ impl NativeDistributedLock {
         let auto = self.auto_refresh(ttl, listener);
         let (locker, poll) = (self.locker.clone(), self.retry_delay);
         let cancel = cancel_token(cancel);
+        let caller = auto.is_none().then(|| self.caller(call.id));
         self.completer.run(call.id, async move {
             settled(
                 async {
                     prepare(&locker, &auto).await?;
-                    let lease = locker.wait(&key, ttl, timeout, poll, &cancel).await?;
+                    let lease = locker
+                        .wait_as(&key, ttl, timeout, poll, &cancel, caller)
+                        .await?;
                     Ok(finish(&locker, lease, auto))
                 }
                 .await,

@@ -4,12 +4,15 @@
 //! object exists per handle.
 
 use super::completions::Outcome;
-use super::direct::Work;
+use super::direct::{Handoff, Link, Work};
 use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
+use crate::core::clock::Stamp;
 use crate::core::lease::Lease;
 use crate::core::lock;
+use crate::core::token;
 use crate::core::validate;
+use crate::core::wake;
 use crate::core::watchdog::Watchdog;
 use napi::bindgen_prelude::{Object, PromiseRaw};
 use napi::JsValue;
@@ -68,16 +71,8 @@ impl NativeDistributedLock {
             Watchdog::of(self.locker.store()).stop(id);
         }
         let call = self.thread.call(Some(owner.raw()))?;
-        if let (Some(link), Some(bound)) = (&self.direct, self.locker.release_request(&lease)) {
-            let sent = link.send(call.id, |out, _| {
-                lock::write_release(out, &lease.redis_key, &lease.token);
-                let work = Work::Release {
-                    locker: self.locker.clone(),
-                    lease: lease.clone(),
-                };
-                (1, bound, work)
-            });
-            if sent {
+        if let Some(link) = &self.direct {
+            if self.send_release(link, call.id, &lease) {
                 return Ok(call.promise);
             }
         }
@@ -89,6 +84,47 @@ impl NativeDistributedLock {
             }
         });
         Ok(call.promise)
+    }
+
+    /// Sends the release on the JS-thread connection: a plain one, or, when a waiter of this
+    /// thread wants the lock, the handover to it (whose reply answers that waiter too).
+    /// `false` when it must go through the runtime instead.
+    fn send_release(&self, link: &Link, id: u32, lease: &Arc<Lease>) -> bool {
+        if let Some(bound) = self.locker.release_request(lease) {
+            return link.send(id, |out, _| {
+                lock::write_release(out, &lease.redis_key, &lease.token);
+                let work = Work::Release {
+                    locker: self.locker.clone(),
+                    lease: lease.clone(),
+                };
+                (1, bound, work)
+            });
+        }
+        let wakes = self.locker.store().wakes();
+        let Some(to) = wakes.reserve(&wake::channel(&lease.redis_key)) else {
+            return false;
+        };
+        // Only a waiter of this thread can be answered from here (and not after a release).
+        let caller = to.caller().filter(|c| c.thread == self.caller(id).thread);
+        let (Some(caller), false) = (caller, lease.is_released()) else {
+            return false;
+        };
+        let bound = self.locker.release_bound(lease);
+        let handoff = Handoff {
+            locker: self.locker.clone(),
+            lease: lease.clone(),
+            ttl: to.ttl(),
+            to: Some(to),
+            caller,
+            token: token::new_token(),
+            sent: Stamp::now(),
+        };
+        // Not sent (the connection is not open): dropped with its reservation, which lets
+        // the waiter be picked by the runtime's release.
+        link.send(id, move |out, _| {
+            handoff.write(out);
+            (1, bound, Work::Handoff(Box::new(handoff)))
+        })
     }
 
     /// Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched

@@ -13,7 +13,11 @@ use tokio::net::TcpStream;
 
 /// The scripts sent from the JS thread, loaded before the socket is handed over so that no
 /// lock's TTL is counted from an EVALSHA that came back NOSCRIPT.
-const SCRIPTS: [&str; 2] = [scripts::ACQUIRE_SOURCE, scripts::RELEASE_WAKE_SOURCE];
+const SCRIPTS: [&str; 3] = [
+    scripts::ACQUIRE_SOURCE,
+    scripts::RELEASE_WAKE_SOURCE,
+    scripts::HANDOFF_SOURCE,
+];
 
 /// Whether `endpoint` can have such a connection: plain TCP only (TLS and Unix sockets stay
 /// on the tokio connection).

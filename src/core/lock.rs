@@ -11,7 +11,7 @@ use super::resp;
 use super::scripts;
 use super::store::{Connection, Replay, Store};
 use super::token;
-use super::wake::{self, Ticket};
+use super::wake::{self, Caller, Ticket};
 use redis::Cmd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -211,6 +211,21 @@ impl Locker {
         base_delay: Duration,
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
+        self.retry_as(key, ttl, max_retries, base_delay, cancel, None)
+            .await
+    }
+
+    /// As `retry`, for `caller`: a release of this process may answer it directly, and the
+    /// retries then end with `LockError::Aborted` (nobody listens any more).
+    pub async fn retry_as(
+        &self,
+        key: &str,
+        ttl: Duration,
+        max_retries: u32,
+        base_delay: Duration,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+    ) -> Result<Lease, LockError> {
         let mut retries = 0;
         let mut ticket = None;
         loop {
@@ -220,7 +235,7 @@ impl Locker {
                     retries,
                 });
             }
-            let ticket = ticket.get_or_insert_with(|| self.join(key, ttl));
+            let ticket = ticket.get_or_insert_with(|| self.join(key, ttl, caller));
             let due = Instant::now() + backoff::retry_delay(base_delay, retries);
             if let Some(lease) = self
                 .attempts_on_release(key, ttl, ticket, due, cancel)
@@ -249,9 +264,24 @@ impl Locker {
         poll: Duration,
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
+        self.wait_as(key, ttl, timeout, poll, cancel, None).await
+    }
+
+    /// As `wait`, for `caller`: a release of this process may answer it directly, and the
+    /// wait then ends with `LockError::Aborted` (nobody listens any more).
+    pub async fn wait_as(
+        &self,
+        key: &str,
+        ttl: Duration,
+        timeout: Duration,
+        poll: Duration,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+    ) -> Result<Lease, LockError> {
         let deadline = Instant::now() + timeout;
-        let mut retries = 0;
-        let ticket = self.join(key, ttl);
+        // Attempts made; the first is not a retry.
+        let mut retries: u32 = 0;
+        let ticket = self.join(key, ttl, caller);
         // Behind waiters of this process: wait to be handed the lock, or woken in turn (or
         // for the poll).
         if ticket.is_behind_others() {
@@ -260,15 +290,23 @@ impl Locker {
                 return self.unless_cancelled(lease, cancel).await;
             }
         }
+        // Whether the next pass tries: not when only the poll timer ended the pause of a
+        // waiter behind others of this process (their turns come first, handed over or
+        // woken, and the attempt would find the lock held: only the first in line polls).
+        let mut attempt = true;
         loop {
             check(cancel)?;
-            // No attempt may outlive the wait by more than a little grace.
-            let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
-            let bound = self.command_timeout.min(left);
-            let holder_ttl = match self.attempt_waiting(key, ttl, bound, &ticket).await? {
-                Attempt::Acquired(lease) => return self.unless_cancelled(lease, cancel).await,
-                Attempt::Held { ttl } => ttl,
-            };
+            let mut holder_ttl = None;
+            if attempt {
+                // No attempt may outlive the wait by more than a little grace.
+                let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
+                let bound = self.command_timeout.min(left);
+                match self.attempt_waiting(key, ttl, bound, &ticket).await? {
+                    Attempt::Acquired(lease) => return self.unless_cancelled(lease, cancel).await,
+                    Attempt::Held { ttl } => holder_ttl = ttl,
+                }
+                retries += 1;
+            }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 // A lock handed over in the last instant is still ours to take.
@@ -277,15 +315,16 @@ impl Locker {
                 }
                 return Err(LockError::Locked {
                     key: key.to_owned(),
-                    retries,
+                    retries: retries.saturating_sub(1),
                 });
             }
             let due = Instant::now() + backoff::poll_delay(poll, holder_ttl, remaining);
             // A release cuts the poll short; the next attempt is the loop's own.
-            if let Pause::Granted(lease) = self.pause_until(&ticket, due, cancel).await? {
-                return self.unless_cancelled(lease, cancel).await;
+            match self.pause_until(&ticket, due, cancel).await? {
+                Pause::Granted(lease) => return self.unless_cancelled(lease, cancel).await,
+                Pause::Woken => attempt = true,
+                Pause::Due => attempt = !ticket.is_behind_others(),
             }
-            retries += 1;
         }
     }
 
@@ -300,7 +339,7 @@ impl Locker {
     ) -> Result<Option<Lease>, LockError> {
         let deadline = Instant::now() + max_wait;
         let mut failures = 0;
-        let ticket = self.join(key, ttl);
+        let ticket = self.join(key, ttl, None);
         let never = CancellationToken::new();
         if ticket.is_behind_others() {
             let due = Instant::now() + delay(0).min(max_wait);
@@ -394,9 +433,11 @@ impl Locker {
         Ok(())
     }
 
-    /// Queues a waiter (wanting `key` for `ttl`) for its releases.
-    fn join(&self, key: &str, ttl: Duration) -> Ticket {
-        self.store.wakes().join(&self.redis_key(key), ttl)
+    /// Queues a waiter (wanting `key` for `ttl`, for `caller`) for its releases.
+    fn join(&self, key: &str, ttl: Duration, caller: Option<Caller>) -> Ticket {
+        self.store
+            .wakes()
+            .join_as(&self.redis_key(key), ttl, caller)
     }
 
     /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and
@@ -413,6 +454,9 @@ impl Locker {
         if let Some(lease) = ticket.take_grant() {
             return Ok(Pause::Granted(lease));
         }
+        if ticket.is_settled() {
+            return Err(LockError::Aborted);
+        }
         if ticket.needs_preparing() {
             self.store
                 .prepare_wake(ticket.lock_key(), self.command_timeout);
@@ -427,6 +471,10 @@ impl Locker {
         };
         if let Some(lease) = ticket.take_grant() {
             return Ok(Pause::Granted(lease));
+        }
+        // Its caller was answered by the release that handed it the lock.
+        if ticket.is_settled() {
+            return Err(LockError::Aborted);
         }
         // From here on, a release announced is news for this waiter again.
         ticket.rearm();
@@ -634,6 +682,11 @@ impl Locker {
         Some(self.bound_for(lease))
     }
 
+    /// The bound of a release (or handover) of `lease` sent elsewhere.
+    pub fn release_bound(&self, lease: &Lease) -> Duration {
+        self.bound_for(lease)
+    }
+
     /// Frees a lock an attempt may have won after its caller stopped waiting, through the
     /// tokio connection (the attempt's own connection is gone), bounded by the lock's TTL.
     pub async fn abandon(&self, request: &AttemptRequest) {
@@ -690,6 +743,23 @@ pub fn write_release(out: &mut Vec<u8>, redis_key: &[u8], token: &str) {
             token.as_bytes(),
             &wake::channel(redis_key),
             b"0",
+        ],
+    );
+}
+
+/// The handover script (see release.rs): our lock, to a waiter's fresh token for `ttl`.
+pub fn write_handoff(out: &mut Vec<u8>, redis_key: &[u8], ours: &str, theirs: &str, ttl: Duration) {
+    resp::write_command(
+        out,
+        &[
+            b"EVALSHA",
+            scripts::HANDOFF.get_hash().as_bytes(),
+            b"2",
+            redis_key,
+            &keys::fence_key(redis_key),
+            ours.as_bytes(),
+            theirs.as_bytes(),
+            resp::decimal(ttl.as_millis() as u64).as_bytes(),
         ],
     );
 }

@@ -51,29 +51,56 @@ struct Waiter {
     reserved: AtomicBool,
     /// The lock handed to it, until it takes it.
     grant: Mutex<Option<Lease>>,
+    /// Who waits, when the releaser may answer them itself (see `Caller`).
+    caller: Option<Caller>,
+    /// The caller was answered by whoever handed it the lock: the wait is over.
+    settled: AtomicBool,
+}
+
+/// The caller of a wait, as the binding knows it: a call (`id`) of one JS thread
+/// (`thread`). A release made on that same thread may hand the lock over and answer the
+/// caller itself, with no trip through the runtime (see binding/direct).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub thread: usize,
+    pub id: u32,
 }
 
 impl Waiter {
-    fn new(ttl: Duration) -> Self {
+    fn new(ttl: Duration, caller: Option<Caller>) -> Self {
         Waiter {
             notify: Notify::new(),
             woken: AtomicBool::new(false),
             ttl,
             reserved: AtomicBool::new(false),
             grant: Mutex::new(None),
+            caller,
+            settled: AtomicBool::new(false),
         }
     }
 }
 
-/// The waiter a release of this process hands the lock to (see `Locker::hand_off`).
+/// The waiter a release of this process hands the lock to (see release.rs). Dropped
+/// unused, it lets the waiter be picked again.
 pub struct Reservation {
     waiter: Arc<Waiter>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.waiter.reserved.store(false, Ordering::Release);
+    }
 }
 
 impl Reservation {
     /// The TTL the waiter asked for.
     pub fn ttl(&self) -> Duration {
         self.waiter.ttl
+    }
+
+    /// Who waits, when its caller may be answered directly.
+    pub fn caller(&self) -> Option<Caller> {
+        self.waiter.caller
     }
 }
 
@@ -113,7 +140,17 @@ impl Wakes {
     /// Queues a waiter for `lock_key` (wanting it for `ttl`), behind those of this
     /// connection already waiting.
     pub fn join(self: &Arc<Self>, lock_key: &[u8], ttl: Duration) -> Ticket {
-        let waiter = Arc::new(Waiter::new(ttl));
+        self.join_as(lock_key, ttl, None)
+    }
+
+    /// As `join`, for `caller` (see `Caller`).
+    pub fn join_as(
+        self: &Arc<Self>,
+        lock_key: &[u8],
+        ttl: Duration,
+        caller: Option<Caller>,
+    ) -> Ticket {
+        let waiter = Arc::new(Waiter::new(ttl, caller));
         let name = channel(lock_key);
         let mut channels = lock(&self.channels);
         channels
@@ -211,6 +248,26 @@ impl Wakes {
         to.waiter.reserved.store(false, Ordering::Release);
         to.waiter.notify.notify_one();
         None
+    }
+
+    /// The handoff to `to` happened, and its caller was answered by the one who handed it
+    /// over: its wait is over. `false` when the waiter left meanwhile (the lock is then the
+    /// caller's to free).
+    pub fn settle(&self, channel: &[u8], to: Reservation) -> bool {
+        let mut channels = lock(&self.channels);
+        let Some(entry) = channels.get_mut(channel) else {
+            return false;
+        };
+        let before = entry.waiters.len();
+        entry.waiters.retain(|w| !Arc::ptr_eq(w, &to.waiter));
+        if entry.waiters.len() == before {
+            return false;
+        }
+        to.waiter.settled.store(true, Ordering::Release);
+        to.waiter.woken.store(false, Ordering::Release);
+        to.waiter.reserved.store(false, Ordering::Release);
+        to.waiter.notify.notify_one();
+        true
     }
 
     /// The handoff to `to` did not happen: it tries on its own, at once.
@@ -311,6 +368,12 @@ impl Ticket {
         self.waiter.woken.store(false, Ordering::Release);
     }
 
+    /// Whether this waiter's caller was answered by the one who handed it the lock: the
+    /// wait is over, with nothing left to do.
+    pub fn is_settled(&self) -> bool {
+        self.waiter.settled.load(Ordering::Acquire)
+    }
+
     /// The lock a release of this process handed to this waiter, if one did. Taking it is
     /// acting on the wake that came with it.
     pub fn take_grant(&self) -> Option<Lease> {
@@ -374,6 +437,10 @@ impl Drop for Ticket {
             return;
         };
         entry.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
+        // Answered by the release that handed it the lock: nothing is owed to anyone.
+        if self.waiter.settled.load(Ordering::Acquire) {
+            return;
+        }
         // A lock handed to us that we will never use: freed (and passed on) by the store.
         if let Some(orphan) = lock(&self.waiter.grant).take() {
             drop(channels);

@@ -307,6 +307,10 @@ impl Connection {
         }
         match call.work.answered(call.id, reply, &self.completer) {
             Next::Settled(outcome) => self.settled.push(Entry::Settled(call.id, outcome)),
+            Next::Also(outcome, other, also) => {
+                self.settled.push(Entry::Settled(call.id, outcome));
+                self.settled.push(Entry::Settled(other, also));
+            }
             Next::Elsewhere => {}
         }
     }

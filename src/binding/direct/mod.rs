@@ -10,8 +10,10 @@
 //! tokio, as a call is replayed there after a dropped connection.
 
 mod connection;
+mod handoff;
 mod work;
 
+pub use handoff::Handoff;
 pub use work::{Mode, Work};
 
 use super::completions::Completer;

@@ -4,9 +4,11 @@
 
 use super::super::completions::{Completer, Outcome};
 use super::super::distributed_lock::{finish, AutoRefresh};
+use super::handoff::Handoff;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
 use crate::core::lock::{self, AttemptRequest, Locker};
+use crate::core::wake::Caller;
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +24,9 @@ pub enum Mode {
     },
 }
 
+// An acquire is most of what goes out, and lives only while in flight: boxing it would cost
+// an allocation per call for the sake of the rarer, smaller variants.
+#[allow(clippy::large_enum_variant)]
 pub enum Work {
     Acquire {
         locker: Arc<Locker>,
@@ -29,6 +34,8 @@ pub enum Work {
         mode: Mode,
         /// Kept alive by the watchdog once won (`autoRefresh`).
         auto: Option<AutoRefresh>,
+        /// Who waits, should it come to retries: a release on this thread may answer it.
+        caller: Option<Caller>,
     },
     Release {
         locker: Arc<Locker>,
@@ -38,6 +45,8 @@ pub enum Work {
         locker: Arc<Locker>,
         key: String,
     },
+    /// A release that hands the lock to a waiter of this thread.
+    Handoff(Box<Handoff>),
     /// Frees a lock won by an attempt whose caller stopped waiting; nobody waits for it.
     Forget,
 }
@@ -45,6 +54,8 @@ pub enum Work {
 /// What the connection does after a reply.
 pub enum Next {
     Settled(Outcome),
+    /// Settled, and so is another call (`id`): a waiter handed the lock.
+    Also(Outcome, u32, Outcome),
     /// Handed to tokio, which settles it (or nothing to settle).
     Elsewhere,
 }
@@ -58,6 +69,13 @@ impl Work {
     /// tokio (safe: every call here may run twice), which reloads scripts on NOSCRIPT and
     /// reports anything else exactly as it would have.
     pub fn answered(self, id: u32, reply: Value, completer: &Completer) -> Next {
+        if let Work::Handoff(handoff) = self {
+            if is_refusal(&reply) {
+                handoff.hand_over(id, completer);
+                return Next::Elsewhere;
+            }
+            return handoff.answered(id, reply, completer);
+        }
         if is_refusal(&reply) {
             self.hand_over(id, None, completer);
             return Next::Elsewhere;
@@ -68,11 +86,12 @@ impl Work {
                 request,
                 mode,
                 auto,
+                caller,
             } => match request.won(reply) {
                 Ok(Some(fence)) => {
                     Next::Settled(won(locker, request.into_lease(fence), &mode, auto))
                 }
-                Ok(None) => held(id, locker, request, mode, auto, completer),
+                Ok(None) => held(id, locker, request, mode, auto, caller, completer),
                 Err(err) => Next::Settled(Outcome::Failed(err)),
             },
             Work::Release { lease, .. } => Next::Settled(failed(
@@ -82,7 +101,7 @@ impl Work {
                 Ok(count) => Outcome::Bool(count > 0),
                 Err(err) => Outcome::Failed(redis::RedisError::from(err).into()),
             }),
-            Work::Forget => Next::Elsewhere,
+            Work::Forget | Work::Handoff(_) => Next::Elsewhere,
         }
     }
 
@@ -90,6 +109,9 @@ impl Work {
     /// freed at once, on the same connection (so after the attempt, whenever it ran); the
     /// release is written to `out`.
     pub fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<Work> {
+        if let Work::Handoff(handoff) = &self {
+            return handoff.answered_late(reply, out).then_some(Work::Forget);
+        }
         let Work::Acquire { request, .. } = self else {
             return None;
         };
@@ -103,7 +125,10 @@ impl Work {
     }
 
     /// The bound passed with no reply. The reply may still come (see `answered_late`).
-    pub fn timed_out(&self, bound: Duration) -> Outcome {
+    pub fn timed_out(&mut self, bound: Duration) -> Outcome {
+        if let Work::Handoff(handoff) = self {
+            return handoff.timed_out(bound);
+        }
         let err = LockError::Timeout(format!("no reply within {} ms", bound.as_millis()));
         match self {
             Work::Release { lease, .. } => {
@@ -122,6 +147,7 @@ impl Work {
                 request,
                 mode,
                 auto,
+                ..
             } => {
                 let timeout = left.unwrap_or(locker.command_timeout());
                 completer.run(id, async move {
@@ -149,18 +175,23 @@ impl Work {
             Work::Exists { locker, key } => completer.run(id, async move {
                 failed(locker.is_locked(&key).await.map(Outcome::Bool))
             }),
+            Work::Handoff(handoff) => handoff.hand_over(id, completer),
             Work::Forget => {}
         }
     }
 
     /// The connection is gone with this call unanswered and its caller already told of the
-    /// timeout: an attempt that may have won is freed through tokio.
+    /// timeout: an attempt that may have won, or a waiter's token a handover may have set,
+    /// is freed through tokio.
     pub fn abandon(self) {
-        if let Work::Acquire {
-            locker, request, ..
-        } = self
-        {
-            napi::bindgen_prelude::spawn(async move { locker.abandon(&request).await });
+        match self {
+            Work::Acquire {
+                locker, request, ..
+            } => {
+                napi::bindgen_prelude::spawn(async move { locker.abandon(&request).await });
+            }
+            Work::Handoff(handoff) => handoff.abandon(),
+            _ => {}
         }
     }
 }
@@ -198,6 +229,7 @@ fn held(
     request: AttemptRequest,
     mode: Mode,
     auto: Option<AutoRefresh>,
+    caller: Option<Caller>,
     completer: &Completer,
 ) -> Next {
     match mode {
@@ -213,7 +245,10 @@ fn held(
         } => {
             completer.run(id, async move {
                 let (key, ttl) = (request.key, request.ttl);
-                match locker.retry(&key, ttl, retries, delay, &cancel).await {
+                match locker
+                    .retry_as(&key, ttl, retries, delay, &cancel, caller)
+                    .await
+                {
                     Ok(lease) => finish(&locker, lease, auto),
                     Err(err) => Outcome::Failed(err),
                 }

@@ -19,7 +19,7 @@ pub(crate) const RELEASE_WAKE_SOURCE: &str = include_str!("release_wake.lua");
 const WAKE_NEXT_SOURCE: &str = include_str!("wake_next.lua");
 const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");
 const ACQUIRE_QUEUED_SOURCE: &str = include_str!("acquire_queued.lua");
-const HANDOFF_SOURCE: &str = include_str!("handoff.lua");
+pub(crate) const HANDOFF_SOURCE: &str = include_str!("handoff.lua");
 const REFRESH_MANY_SOURCE: &str = include_str!("refresh_many.lua");
 
 /// Every script's source, for loading them all at once.
