@@ -612,17 +612,11 @@ impl AttemptRequest {
                 4
             }
             AttemptForm::Script => {
-                resp::write_command(
+                write_script(
                     out,
-                    &[
-                        b"EVALSHA",
-                        scripts::ACQUIRE.get_hash().as_bytes(),
-                        b"2",
-                        &self.redis_key,
-                        &fence_key,
-                        self.token.as_bytes(),
-                        ttl.as_bytes(),
-                    ],
+                    &scripts::ACQUIRE,
+                    &[&self.redis_key, &fence_key],
+                    &[self.token.as_bytes(), ttl.as_bytes()],
                 );
                 1
             }
@@ -732,34 +726,34 @@ fn typed<T: redis::FromRedisValue>(reply: redis::Value) -> Result<T, LockError> 
 /// The release script for a lock and token, with no local waiters to wake (one reply): also
 /// what frees a lock an attempt won after its caller stopped waiting.
 pub fn write_release(out: &mut Vec<u8>, redis_key: &[u8], token: &str) {
-    resp::write_command(
+    write_script(
         out,
-        &[
-            b"EVALSHA",
-            scripts::RELEASE_WAKE.get_hash().as_bytes(),
-            b"2",
-            redis_key,
-            &wake::queue_key(redis_key),
-            token.as_bytes(),
-            &wake::channel(redis_key),
-            b"0",
-        ],
+        &scripts::RELEASE_WAKE,
+        &[redis_key, &wake::queue_key(redis_key)],
+        &[token.as_bytes(), &wake::channel(redis_key), b"0"],
     );
 }
 
 /// The handover script (see release.rs): our lock, to a waiter's fresh token for `ttl`.
 pub fn write_handoff(out: &mut Vec<u8>, redis_key: &[u8], ours: &str, theirs: &str, ttl: Duration) {
-    resp::write_command(
+    let ttl = resp::decimal(ttl.as_millis() as u64);
+    write_script(
         out,
-        &[
-            b"EVALSHA",
-            scripts::HANDOFF.get_hash().as_bytes(),
-            b"2",
-            redis_key,
-            &keys::fence_key(redis_key),
-            ours.as_bytes(),
-            theirs.as_bytes(),
-            resp::decimal(ttl.as_millis() as u64).as_bytes(),
-        ],
+        &scripts::HANDOFF,
+        &[redis_key, &keys::fence_key(redis_key)],
+        &[ours.as_bytes(), theirs.as_bytes(), ttl.as_bytes()],
     );
+}
+
+/// `EVALSHA` of `script` with `keys` and `args`.
+fn write_script(out: &mut Vec<u8>, script: &redis::Script, keys: &[&[u8]], args: &[&[u8]]) {
+    let count = resp::decimal(keys.len() as u64);
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
+    parts.extend([
+        b"EVALSHA".as_slice(),
+        script.get_hash().as_bytes(),
+        count.as_bytes(),
+    ]);
+    parts.extend(keys.iter().chain(args).copied());
+    resp::write_command(out, &parts);
 }
