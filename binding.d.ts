@@ -182,6 +182,8 @@ export interface DistributedLockOptions {
   maxRetries?: number
   /** Bound on every Redis call. Default 5000. */
   commandTimeoutMs?: number
+  /** Waiters get each lock in the order they asked for it, across processes. Default false. */
+  fair?: boolean
 }
 
 /**

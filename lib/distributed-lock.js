@@ -241,6 +241,7 @@ class DistributedLock {
     const { connection, clientKeyPrefix } = connectionOptions(redis)
     const o = check.optionalObject(options, 'options')
     check.optionalString(o.keyPrefix, 'options.keyPrefix')
+    check.optionalBoolean(o.fair, 'options.fair')
     for (const name of ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs']) {
       check.optionalNumber(o[name], `options.${name}`)
     }
@@ -254,6 +255,7 @@ class DistributedLock {
           retryDelayMs: o.retryDelayMs,
           maxRetries: o.maxRetries,
           commandTimeoutMs: o.commandTimeoutMs,
+          fair: o.fair,
         },
         heartbeat,
         completions,

@@ -224,3 +224,125 @@ async fn a_wake_for_a_process_whose_waiter_gave_up_is_passed_on() {
         "took {after:?}: the poll, not the passed-on wake"
     );
 }
+
+/// Calls of `command` so far.
+fn calls(raw: &mut redis::Connection, command: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Holds `key` in one process, releases it under a waiter of another, and says how long
+/// the waiter took to get it.
+async fn handover_across_processes(server: &RedisServer, key: &str) -> Duration {
+    let (holder, waiter) = (process(server, 1), process(server, 2));
+    let lease = take(&holder, key).await;
+    let waiting = wait_for(&waiter, key);
+    tokio::time::sleep(MS(300)).await;
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    waiting.await.unwrap().duration_since(released)
+}
+
+#[tokio::test]
+async fn the_wake_goes_by_sharded_pub_sub_where_the_server_has_it() {
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let after = handover_across_processes(&server, "sharded").await;
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the release"
+    );
+    assert!(calls(&mut raw, "ssubscribe") >= 1);
+    assert!(calls(&mut raw, "spublish") >= 1);
+    assert_eq!(calls(&mut raw, "publish"), 0);
+}
+
+#[tokio::test]
+async fn a_server_without_sharded_pub_sub_wakes_by_plain_pub_sub() {
+    let server = RedisServer::start_with(&[
+        "--rename-command",
+        "SSUBSCRIBE",
+        "",
+        "--rename-command",
+        "SPUBLISH",
+        "",
+    ]);
+    let mut raw = server.raw();
+    let after = handover_across_processes(&server, "plain").await;
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the release"
+    );
+    assert!(calls(&mut raw, "subscribe") >= 1);
+    assert!(calls(&mut raw, "publish") >= 1);
+}
+
+#[tokio::test]
+async fn idle_subscriptions_are_dropped_past_the_limit_and_the_connection_stays_in_step() {
+    let server = RedisServer::start();
+    // Fair waiters keep no queue place, so their channels go idle as soon as they leave.
+    let fair = |n: u64| {
+        let endpoint = Endpoint::from_spec(EndpointSpec {
+            url: Some(server.url()),
+            connect_timeout: Some(MS(2100 + n)),
+            ..Default::default()
+        })
+        .expect("endpoint");
+        Arc::new(Locker::new(Store::shared(endpoint), "lock:", MS(2000)).fair(true))
+    };
+    let (holder, waiter) = (fair(1), fair(2));
+    let mut held = Vec::new();
+    let mut waits = Vec::new();
+    for n in 0..80 {
+        let key = format!("idle:{n}");
+        held.push(take(&holder, &key).await);
+        let waiter = waiter.clone();
+        waits.push(tokio::spawn(async move {
+            let cancel = CancellationToken::new();
+            waiter
+                .wait(&key, MS(30_000), MS(300), SLOW_POLL, &cancel)
+                .await
+        }));
+    }
+    for wait in waits {
+        assert!(wait.await.unwrap().is_err(), "the lock was held");
+    }
+    let mut raw = server.raw();
+    let channels = |raw: &mut redis::Connection| -> usize {
+        let names: Vec<String> = redis::cmd("PUBSUB")
+            .arg("SHARDCHANNELS")
+            .query(raw)
+            .unwrap();
+        names.len()
+    };
+    assert_eq!(channels(&mut raw), 80);
+    // The next wait drops them all in one go, then must still hear its own wake: replies
+    // and confirmations stay paired.
+    let lease = take(&holder, "idle:last").await;
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            let cancel = CancellationToken::new();
+            waiter
+                .wait("idle:last", MS(30_000), MS(5000), SLOW_POLL, &cancel)
+                .await
+        })
+    };
+    tokio::time::sleep(MS(100)).await;
+    assert_eq!(channels(&mut raw), 1, "idle channels stayed subscribed");
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let won = waiting.await.unwrap().expect("wait");
+    // Its next attempt to keep its place in line is due 400 ms after the release.
+    let after = released.elapsed();
+    assert!(after < MS(200), "took {after:?}: not the release");
+    assert!(waiter.release(&won).await.unwrap());
+    for lease in held {
+        assert!(holder.release(&lease).await.unwrap());
+    }
+}

@@ -37,6 +37,8 @@ pub struct DistributedLockOptions {
     pub max_retries: Option<f64>,
     /// Bound on every Redis call. Default 5000.
     pub command_timeout_ms: Option<f64>,
+    /// Waiters get each lock in the order they asked for it, across processes. Default false.
+    pub fair: Option<bool>,
 }
 
 const DEFAULT_PREFIX: &str = "lock:";
@@ -163,7 +165,9 @@ impl NativeDistributedLock {
         Ok(NativeDistributedLock {
             sink: Arc::new(JsSink::new(completer.clone(), never_refreshed)),
             direct: Link::of(&store, &thread, &completer),
-            locker: Arc::new(Locker::new(store, prefix, command_timeout)),
+            locker: Arc::new(
+                Locker::new(store, prefix, command_timeout).fair(options.fair.unwrap_or(false)),
+            ),
             default_ttl,
             retry_delay,
             max_retries,
@@ -203,6 +207,10 @@ impl NativeDistributedLock {
         let Some(link) = &self.direct else {
             return Err(auto);
         };
+        // A fair lock's attempts go through its line (acquire_fair.lua), not a transaction.
+        if self.locker.is_fair() {
+            return Err(auto);
+        }
         if auto.is_some() && !self.locker.store().scripts_ready() {
             return Err(auto);
         }

@@ -100,6 +100,10 @@ impl NativeDistributedLock {
                 (1, bound, work)
             });
         }
+        // A fair lock is never handed over (see core::release::release_fair).
+        if self.locker.is_fair() {
+            return false;
+        }
         let wakes = self.locker.store().wakes();
         let Some(to) = wakes.reserve(&wake::channel(&lease.redis_key)) else {
             return false;

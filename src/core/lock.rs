@@ -28,6 +28,8 @@ pub struct Locker {
     store: Arc<Store>,
     prefix: Vec<u8>,
     command_timeout: Duration,
+    /// Waiters get the lock in the order they asked for it (see acquire_fair.lua).
+    fair: bool,
 }
 
 /// What one attempt found.
@@ -45,7 +47,19 @@ impl Locker {
             store,
             prefix: prefix.into(),
             command_timeout,
+            fair: false,
         }
+    }
+
+    /// Makes every lock of this locker fair: its waiters line up in Redis, a release wakes
+    /// the first in line, and no attempt (a waiter's or a plain one) gets ahead of the line.
+    pub fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
+        self
+    }
+
+    pub fn is_fair(&self) -> bool {
+        self.fair
     }
 
     pub fn redis_key(&self, key: &str) -> Vec<u8> {
@@ -105,10 +119,12 @@ impl Locker {
         let redis_key = self.redis_key(key);
         let ttl_ms = ttl.as_millis() as u64;
         // Only a connection that listens on the lock's channel may queue: a wake popped for
-        // one that does not would be lost to every waiter.
-        let queueing = waiting.filter(|ticket| ticket.is_subscribed());
+        // one that does not would be lost to every waiter. (A fair lock's line is another
+        // matter: every waiter takes its place there, heard or not.)
+        let queueing = waiting.filter(|ticket| !self.fair && ticket.is_subscribed());
         let company = queueing.is_some_and(Ticket::has_company);
         let mut invocation = match queueing {
+            _ if self.fair => scripts::ACQUIRE_FAIR.key(&redis_key),
             Some(_) => scripts::ACQUIRE_QUEUED.key(&redis_key),
             None => scripts::ACQUIRE.key(&redis_key),
         };
@@ -116,6 +132,17 @@ impl Locker {
             .key(keys::fence_key(&redis_key))
             .arg(&token)
             .arg(ttl_ms);
+        if self.fair {
+            let member = waiting.map(|ticket| ticket.member(self.store.id()));
+            invocation
+                .key(wake::line_key(&redis_key))
+                .key(wake::alive_key(&redis_key))
+                .arg(member.unwrap_or_default())
+                .arg(wake::FAIR_PLACE.as_millis() as u64)
+                .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
+            // Whatever comes of it, the attempt may have given the waiter a place.
+            waiting.inspect(|ticket| ticket.set_in_line(true));
+        }
         if queueing.is_some() {
             invocation
                 .key(wake::queue_key(&redis_key))
@@ -132,6 +159,10 @@ impl Locker {
         if let (Some(ticket), Ok((won, _))) = (queueing, &reply) {
             let wakes = ticket.wakes();
             wakes.mark_queued(ticket.channel(), *won != 1 || company);
+        }
+        if let (Some(ticket), Ok((1, _))) = (waiting, &reply) {
+            // Winning took it out of the fair lock's line.
+            ticket.set_in_line(false);
         }
         match reply {
             Ok((1, fence)) => Ok(Attempt::Acquired(Lease::new(
@@ -159,9 +190,15 @@ impl Locker {
     /// attempt whenever it runs; worth waiting for only as long as the lock could live.
     fn forget(&self, connection: Connection, redis_key: Vec<u8>, token: String, ttl: Duration) {
         let store = self.store.clone();
+        let fair = self.fair;
         tokio::spawn(async move {
-            let mut invocation = scripts::RELEASE.key(&redis_key);
-            invocation.arg(&token);
+            let invocation = if fair {
+                super::release::fair_invocation(&redis_key, &token)
+            } else {
+                let mut plain = scripts::RELEASE.key(&redis_key);
+                plain.arg(&token);
+                plain
+            };
             let _ignored: Result<i64, _> = store.eval_on(&connection, &invocation, ttl).await;
         });
     }
@@ -176,6 +213,12 @@ impl Locker {
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
         check(cancel)?;
+        if self.fair && max_retries > 0 {
+            // A fair lock's first attempt already takes a place in its line.
+            return self
+                .retries(key, ttl, max_retries, base_delay, cancel, None, true)
+                .await;
+        }
         match self.attempt(key, ttl).await? {
             Attempt::Acquired(lease) => self.unless_cancelled(lease, cancel).await,
             Attempt::Held { .. } => self.retry(key, ttl, max_retries, base_delay, cancel).await,
@@ -226,9 +269,36 @@ impl Locker {
         cancel: &CancellationToken,
         caller: Option<Caller>,
     ) -> Result<Lease, LockError> {
+        self.retries(key, ttl, max_retries, base_delay, cancel, caller, false)
+            .await
+    }
+
+    /// The retries of `acquire`, after its first attempt, or (`first`) with it.
+    #[allow(clippy::too_many_arguments)]
+    async fn retries(
+        &self,
+        key: &str,
+        ttl: Duration,
+        max_retries: u32,
+        base_delay: Duration,
+        cancel: &CancellationToken,
+        caller: Option<Caller>,
+        first: bool,
+    ) -> Result<Lease, LockError> {
         let mut retries = 0;
         let mut ticket = None;
+        // Whether this pass starts with an attempt: a retry, or a fair lock's first attempt.
+        let mut attempt = first;
         loop {
+            if attempt {
+                let ticket = ticket.get_or_insert_with(|| self.join(key, ttl, caller));
+                let timeout = self.command_timeout;
+                if let Attempt::Acquired(lease) =
+                    self.attempt_waiting(key, ttl, timeout, ticket).await?
+                {
+                    return self.unless_cancelled(lease, cancel).await;
+                }
+            }
             if retries == max_retries {
                 return Err(LockError::Locked {
                     key: key.to_owned(),
@@ -245,12 +315,7 @@ impl Locker {
             }
             retries += 1;
             check(cancel)?;
-            let timeout = self.command_timeout;
-            if let Attempt::Acquired(lease) =
-                self.attempt_waiting(key, ttl, timeout, ticket).await?
-            {
-                return self.unless_cancelled(lease, cancel).await;
-            }
+            attempt = true;
         }
     }
 
@@ -283,8 +348,8 @@ impl Locker {
         let mut retries: u32 = 0;
         let ticket = self.join(key, ttl, caller);
         // Behind waiters of this process: wait to be handed the lock, or woken in turn (or
-        // for the poll).
-        if ticket.is_behind_others() {
+        // for the poll). A fair lock's waiter tries at once: that takes its place in line.
+        if !ticket.is_fair() && ticket.is_behind_others() {
             let due = Instant::now() + poll.min(timeout);
             if let Pause::Granted(lease) = self.pause_until(&ticket, due, cancel).await? {
                 return self.unless_cancelled(lease, cancel).await;
@@ -323,7 +388,7 @@ impl Locker {
             match self.pause_until(&ticket, due, cancel).await? {
                 Pause::Granted(lease) => return self.unless_cancelled(lease, cancel).await,
                 Pause::Woken => attempt = true,
-                Pause::Due => attempt = !ticket.is_behind_others(),
+                Pause::Due => attempt = ticket.is_fair() || !ticket.is_behind_others(),
             }
         }
     }
@@ -341,7 +406,7 @@ impl Locker {
         let mut failures = 0;
         let ticket = self.join(key, ttl, None);
         let never = CancellationToken::new();
-        if ticket.is_behind_others() {
+        if !ticket.is_fair() && ticket.is_behind_others() {
             let due = Instant::now() + delay(0).min(max_wait);
             if let Pause::Granted(lease) = self.pause_until(&ticket, due, &never).await? {
                 return Ok(Some(lease));
@@ -406,7 +471,11 @@ impl Locker {
     /// release.rs). Releasing twice, or after expiry, is a no-op; the answer says whether
     /// Redis still had our lock.
     pub async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        super::release::release(&self.store, lease, self.bound_for(lease)).await
+        let bound = self.bound_for(lease);
+        if self.fair {
+            return super::release::release_fair(&self.store, lease, bound).await;
+        }
+        super::release::release(&self.store, lease, bound).await
     }
 
     /// Adds `extra` to the lock's remaining TTL, if the lock is still ours.
@@ -435,9 +504,11 @@ impl Locker {
 
     /// Queues a waiter (wanting `key` for `ttl`, for `caller`) for its releases.
     fn join(&self, key: &str, ttl: Duration, caller: Option<Caller>) -> Ticket {
-        self.store
-            .wakes()
-            .join_as(&self.redis_key(key), ttl, caller)
+        let wakes = self.store.wakes();
+        if self.fair {
+            return wakes.join_fair(&self.redis_key(key), ttl);
+        }
+        wakes.join_as(&self.redis_key(key), ttl, caller)
     }
 
     /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and
@@ -458,15 +529,21 @@ impl Locker {
             return Err(LockError::Aborted);
         }
         if ticket.needs_preparing() {
+            let fair = ticket.is_fair();
             self.store
-                .prepare_wake(ticket.lock_key(), self.command_timeout);
+                .prepare_wake(ticket.lock_key(), self.command_timeout, fair);
         }
-        let left = due.saturating_duration_since(Instant::now());
+        let mut left = due.saturating_duration_since(Instant::now());
+        // A fair waiter's place in line lives only as long as it keeps trying.
+        let beat = ticket.is_fair() && left > wake::FAIR_HEARTBEAT;
+        if beat {
+            left = wake::FAIR_HEARTBEAT;
+        }
         let pause = tokio::select! {
             _ = ticket.woken() => Pause::Woken,
             result = sleep(left, cancel) => {
                 result?;
-                Pause::Due
+                if beat { Pause::Woken } else { Pause::Due }
             }
         };
         if let Some(lease) = ticket.take_grant() {
@@ -670,7 +747,7 @@ impl Locker {
     /// woken by it.
     pub fn release_request(&self, lease: &Lease) -> Option<Duration> {
         let channel = wake::channel(&lease.redis_key);
-        if lease.is_released() || self.store.wakes().has_waiters(&channel) {
+        if self.fair || lease.is_released() || self.store.wakes().has_waiters(&channel) {
             return None;
         }
         Some(self.bound_for(lease))

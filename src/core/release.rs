@@ -1,7 +1,8 @@
 //! Releasing a lock. When waiters of this process want it, it goes straight to the first of
 //! them in one script (`Locker::hand_off`): it never becomes free, nobody races for it, and
 //! the waiter needs no request of its own. Otherwise it is deleted, and the release wakes
-//! one waiter: one of ours, else the connection that queued first (see wake.rs).
+//! one waiter: one of ours, else the connection that queued first (see wake.rs). A fair
+//! lock is only ever deleted, waking the first waiter in its line.
 
 use super::clock::Stamp;
 use super::error::LockError;
@@ -103,4 +104,30 @@ async fn hand_off(
             Locker::release_outcome(lease, Err(err))
         }
     }
+}
+
+/// The release script of a fair lock for `token` (see release_fair.lua).
+pub fn fair_invocation(redis_key: &[u8], token: &str) -> redis::ScriptInvocation<'static> {
+    let mut invocation = scripts::RELEASE_FAIR.key(redis_key);
+    invocation
+        .key(wake::line_key(redis_key))
+        .key(wake::alive_key(redis_key))
+        .arg(token)
+        .arg(wake::channel(redis_key));
+    invocation
+}
+
+/// Deletes a fair lock if it is still ours, and wakes the first in its line, wherever it
+/// waits. Never handed over: a waiter of ours may be behind one of another process.
+pub async fn release_fair(
+    store: &Arc<Store>,
+    lease: &Lease,
+    bound: Duration,
+) -> Result<bool, LockError> {
+    if lease.is_released() {
+        return Ok(false);
+    }
+    let invocation = fair_invocation(&lease.redis_key, &lease.token);
+    let reply = store.eval(&invocation, bound, Replay::Safe).await;
+    Locker::release_outcome(lease, reply)
 }

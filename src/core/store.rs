@@ -43,6 +43,9 @@ pub struct Store {
     manager: Mutex<Option<ConnectionManager>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
+    /// Set once the server turned down SSUBSCRIBE (before Redis 7, or an ACL without it):
+    /// from then on we listen with plain SUBSCRIBE, as the scripts then publish.
+    unsharded: AtomicBool,
     watchdog: super::watchdog::Slot,
     /// Signalled when the socket drops (or a call timed out and the connection was
     /// abandoned), so the watchdog re-checks its locks as soon as Redis answers again.
@@ -71,6 +74,7 @@ impl Store {
             endpoint: endpoint.clone(),
             manager: Mutex::new(None),
             resp2_only: AtomicBool::new(false),
+            unsharded: AtomicBool::new(false),
             watchdog: Mutex::new(Weak::new()),
             dropped: Arc::new(Notify::new()),
             scripts_ready: Arc::new(AtomicBool::new(false)),
@@ -122,15 +126,13 @@ impl Store {
                             dropped.notify_one();
                             wakes.connection_lost();
                         }
-                        redis::PushKind::Message => {
+                        redis::PushKind::Message | redis::PushKind::SMessage => {
                             if let (
                                 Some(store),
                                 [Value::BulkString(channel), Value::BulkString(to)],
                             ) = (me.as_ref().and_then(Weak::upgrade), push.data.as_slice())
                             {
-                                if to.as_slice() == store.id.as_bytes() {
-                                    store.take_turn(channel);
-                                }
+                                store.announced(channel, to);
                             }
                         }
                         _ => {}
@@ -159,6 +161,26 @@ impl Store {
     /// This connection's name in the queues of waiting connections.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// A release was announced on `channel` for `to`: this connection (popped off the lock's
+    /// queue), one waiter of ours by name (`<id>:<seq>`, next in a fair lock's line), or
+    /// someone else.
+    fn announced(&self, channel: &[u8], to: &[u8]) {
+        let Some(rest) = to.strip_prefix(self.id.as_bytes()) else {
+            return;
+        };
+        if rest.is_empty() {
+            self.take_turn(channel);
+            return;
+        }
+        let seq = rest
+            .strip_prefix(b":")
+            .and_then(|seq| std::str::from_utf8(seq).ok())
+            .and_then(|seq| seq.parse::<u64>().ok());
+        if let Some(seq) = seq {
+            self.wakes.wake_member(channel, seq);
+        }
     }
 
     /// A release popped this connection off a lock's queue and told us: wake our first
@@ -201,6 +223,25 @@ impl Store {
         });
     }
 
+    /// Gives up a fair waiter's place in the lock's line, in the background; a failure
+    /// leaves the place to run out (see `wake::FAIR_PLACE`).
+    pub(crate) fn leave_line(&self, lock_key: Vec<u8>, member: String) {
+        let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        spawn(async move {
+            let mut invocation = super::scripts::LEAVE_FAIR.key(&lock_key);
+            invocation
+                .key(wake::line_key(&lock_key))
+                .key(wake::alive_key(&lock_key))
+                .arg(member)
+                .arg(wake::channel(&lock_key));
+            let _ignored: Result<i64, _> = store
+                .eval(&invocation, BACKGROUND_TIMEOUT, Replay::Safe)
+                .await;
+        });
+    }
+
     /// Puts this connection in the queue for `lock_key` (it keeps its place if already
     /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
     /// ACL without sorted sets, say): the waiter then only polls.
@@ -218,7 +259,8 @@ impl Store {
     /// Makes a lock's waiters wakeable, in the background: the connection subscribes to the
     /// lock's channel, then queues for the lock. No waiter waits for either (its poll is the
     /// safety net); if the lock turns out free meanwhile, a waiter is woken to try.
-    pub fn prepare_wake(self: &Arc<Self>, lock_key: Vec<u8>, timeout: Duration) {
+    /// A fair lock's waiters only subscribe: their attempts keep their places in its line.
+    pub fn prepare_wake(self: &Arc<Self>, lock_key: Vec<u8>, timeout: Duration, fair: bool) {
         let channel = wake::channel(&lock_key);
         if !self.wakes.begin_preparing(&channel) {
             return;
@@ -228,6 +270,7 @@ impl Store {
             // Queued only where a wake can reach us: a wake popped for a connection that is
             // not listening would be lost to every waiter.
             if store.subscribe(&channel, timeout).await
+                && !fair
                 && store.wakes.needs_queueing(&channel)
                 && store.enqueue(&lock_key, timeout).await == Some(true)
             {
@@ -253,14 +296,18 @@ impl Store {
                 return false;
             };
             let idle = self.wakes.take_idle(IDLE_SUBSCRIPTIONS);
-            if !idle.is_empty() && manager.unsubscribe(idle).await.is_err() {
+            if !idle.is_empty() && self.unsubscribe(&mut manager, idle).await.is_err() {
                 return false;
             }
-            if manager.subscribe(channel).await.is_err() {
-                return false;
+            let subscribed = if self.unsharded.load(Ordering::Relaxed) {
+                manager.subscribe(channel).await.is_ok()
+            } else {
+                self.subscribe_sharded(&mut manager, channel).await
+            };
+            if subscribed {
+                self.wakes.mark_subscribed(channel);
             }
-            self.wakes.mark_subscribed(channel);
-            true
+            subscribed
         };
         match tokio::time::timeout(timeout, work).await {
             Ok(subscribed) => subscribed,
@@ -271,6 +318,40 @@ impl Store {
                 false
             }
         }
+    }
+
+    /// SSUBSCRIBE, where the server has it: the scripts' SPUBLISH then reaches us. A server
+    /// that turns it down makes us fall back to SUBSCRIBE for good (its scripts fall back to
+    /// PUBLISH alike). One channel per command, so the one confirmation is its reply.
+    async fn subscribe_sharded(&self, manager: &mut ConnectionManager, channel: &[u8]) -> bool {
+        let reply: RedisResult<Value> = redis::cmd("SSUBSCRIBE")
+            .arg(channel)
+            .query_async(manager)
+            .await;
+        match reply {
+            Ok(_) => true,
+            Err(err) if err.code().is_some() => {
+                self.unsharded.store(true, Ordering::Relaxed);
+                manager.subscribe(channel).await.is_ok()
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Drops idle subscriptions, of whichever kind this connection makes.
+    async fn unsubscribe(
+        &self,
+        manager: &mut ConnectionManager,
+        channels: Vec<Vec<u8>>,
+    ) -> RedisResult<()> {
+        if self.unsharded.load(Ordering::Relaxed) {
+            return manager.unsubscribe(channels).await;
+        }
+        let mut pipe = Pipeline::with_capacity(channels.len());
+        for channel in &channels {
+            pipe.cmd("SUNSUBSCRIBE").arg(channel).ignore();
+        }
+        pipe.query_async(manager).await
     }
 
     /// Loads every script on the current connection, once: one round trip after each

@@ -11,7 +11,7 @@ use super::lease::Lease;
 use super::store::Store;
 use super::sync::lock;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -19,6 +19,25 @@ use tokio::sync::Notify;
 /// How long a queue outlives the last connection that joined it. A connection that waits
 /// longer rejoins with its next failed attempt.
 pub const QUEUE_LIFETIME: Duration = Duration::from_secs(60);
+
+/// How often a waiter of a fair lock (`fair: true`) tries at the least, so its place in the
+/// lock's line stays alive (see acquire_fair.lua): a poll or retry scheduled later gets
+/// extra attempts in between, which count as neither.
+pub const FAIR_HEARTBEAT: Duration = Duration::from_millis(500);
+
+/// How long a fair waiter's place outlives its last attempt. A waiter whose process went away
+/// holds up the line (the lock stays free for it) for at most this long.
+pub const FAIR_PLACE: Duration = Duration::from_millis(2_000);
+
+/// The line of waiters of a fair lock, in arrival order.
+pub fn line_key(lock_key: &[u8]) -> Vec<u8> {
+    keys::sibling_key(lock_key, "line")
+}
+
+/// Until when each waiter in a fair lock's line counts as alive.
+pub fn alive_key(lock_key: &[u8]) -> Vec<u8> {
+    keys::sibling_key(lock_key, "alive")
+}
 
 /// The channel a lock's release is announced on: in the lock key's hash slot, so sharded
 /// pub/sub can carry it on a cluster.
@@ -55,6 +74,12 @@ struct Waiter {
     caller: Option<Caller>,
     /// The caller was answered by whoever handed it the lock: the wait is over.
     settled: AtomicBool,
+    /// Its number on this connection: a fair lock's release names the waiter it wakes.
+    seq: u64,
+    /// It waits for a fair lock: woken by name, in the line's order, never handed a lock.
+    fair: bool,
+    /// It has a place in the fair lock's line, to give up when it stops waiting.
+    in_line: AtomicBool,
 }
 
 /// The caller of a wait, as the binding knows it: a call (`id`) of one JS thread
@@ -67,7 +92,7 @@ pub struct Caller {
 }
 
 impl Waiter {
-    fn new(ttl: Duration, caller: Option<Caller>) -> Self {
+    fn new(ttl: Duration, caller: Option<Caller>, seq: u64, fair: bool) -> Self {
         Waiter {
             notify: Notify::new(),
             woken: AtomicBool::new(false),
@@ -76,6 +101,9 @@ impl Waiter {
             grant: Mutex::new(None),
             caller,
             settled: AtomicBool::new(false),
+            seq,
+            fair,
+            in_line: AtomicBool::new(false),
         }
     }
 }
@@ -126,6 +154,8 @@ pub struct Wakes {
     /// Serialises SUBSCRIBE and UNSUBSCRIBE, so the server sees them in the order our state
     /// changed in.
     pub(crate) switching: tokio::sync::Mutex<()>,
+    /// The last waiter's number.
+    seq: AtomicU64,
 }
 
 /// What a wake addressed to this connection asks of it.
@@ -150,7 +180,24 @@ impl Wakes {
         ttl: Duration,
         caller: Option<Caller>,
     ) -> Ticket {
-        let waiter = Arc::new(Waiter::new(ttl, caller));
+        self.join_with(lock_key, ttl, caller, false)
+    }
+
+    /// Queues a waiter for a fair lock: it is woken by name when its turn in the lock's line
+    /// comes, and a release of ours never hands it the lock out of turn.
+    pub fn join_fair(self: &Arc<Self>, lock_key: &[u8], ttl: Duration) -> Ticket {
+        self.join_with(lock_key, ttl, None, true)
+    }
+
+    fn join_with(
+        self: &Arc<Self>,
+        lock_key: &[u8],
+        ttl: Duration,
+        caller: Option<Caller>,
+        fair: bool,
+    ) -> Ticket {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let waiter = Arc::new(Waiter::new(ttl, caller, seq, fair));
         let name = channel(lock_key);
         let mut channels = lock(&self.channels);
         channels
@@ -222,7 +269,8 @@ impl Wakes {
     pub fn reserve(&self, channel: &[u8]) -> Option<Reservation> {
         self.with(channel, |entry| {
             let waiter = entry.waiters.iter().find(|waiter| {
-                !waiter.woken.load(Ordering::Acquire)
+                !waiter.fair
+                    && !waiter.woken.load(Ordering::Acquire)
                     && !waiter.reserved.swap(true, Ordering::AcqRel)
             })?;
             Some(Reservation {
@@ -282,6 +330,18 @@ impl Wakes {
     /// next, without a round trip through the queue.
     pub fn wake_local(&self, channel: &[u8]) {
         self.with(channel, wake_next);
+    }
+
+    /// A fair lock's release (or a waiter leaving its line) named waiter `seq` of this
+    /// connection as next in line: it tries at once. Nothing happens when it left meanwhile
+    /// (leaving, it told the next in line itself).
+    pub fn wake_member(&self, channel: &[u8], seq: u64) {
+        self.with(channel, |entry| {
+            if let Some(waiter) = entry.waiters.iter().find(|waiter| waiter.seq == seq) {
+                waiter.woken.store(true, Ordering::Release);
+                waiter.notify.notify_one();
+            }
+        });
     }
 
     /// A release was announced to this connection: it is off the queue, and its first waiter
@@ -363,6 +423,22 @@ impl Ticket {
         self.waiter.notify.notified().await;
     }
 
+    /// Whether it waits for a fair lock.
+    pub fn is_fair(&self) -> bool {
+        self.waiter.fair
+    }
+
+    /// Its name in a fair lock's line: the connection's and its own number.
+    pub fn member(&self, connection_id: &str) -> String {
+        format!("{connection_id}:{}", self.waiter.seq)
+    }
+
+    /// Whether it holds a place in the fair lock's line (a failed attempt gives it one, a
+    /// winning attempt takes it away).
+    pub fn set_in_line(&self, in_line: bool) {
+        self.waiter.in_line.store(in_line, Ordering::Release);
+    }
+
     /// About to try: a wake from now on is news for this waiter.
     pub fn rearm(&self) {
         self.waiter.woken.store(false, Ordering::Release);
@@ -401,9 +477,10 @@ impl Ticket {
     /// Whether the connection still has to subscribe or queue before a wake can reach this
     /// waiter.
     pub fn needs_preparing(&self) -> bool {
+        let fair = self.waiter.fair;
         self.wakes
             .with(&self.channel, |entry| {
-                !entry.subscribed || entry.queued.is_none()
+                !entry.subscribed || (!fair && entry.queued.is_none())
             })
             .unwrap_or(true)
     }
@@ -437,6 +514,20 @@ impl Drop for Ticket {
             return;
         };
         entry.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
+        // A fair waiter gives up its place in the line, telling the next in line if the
+        // lock is free and it was first (see leave_fair.lua).
+        if self.waiter.fair {
+            if !self.waiter.in_line.load(Ordering::Acquire) {
+                return;
+            }
+            let lock_key = entry.lock_key.clone();
+            drop(channels);
+            if let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) {
+                let member = self.member(store.id());
+                store.leave_line(lock_key, member);
+            }
+            return;
+        }
         // Answered by the release that handed it the lock: nothing is owed to anyone.
         if self.waiter.settled.load(Ordering::Acquire) {
             return;

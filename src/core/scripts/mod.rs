@@ -3,7 +3,8 @@
 //! before a lock is taken, so that an acquire is one round trip and its TTL is counted from
 //! the EVALSHA that ran; the redis crate still reloads and retries on a NOSCRIPT that slips
 //! through (a SCRIPT FLUSH without a reconnect). Lua scripts cannot share functions, so the
-//! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended.
+//! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended, and the ones
+//! that wake a waiter `announce.lua`.
 
 use redis::Script;
 use std::sync::LazyLock;
@@ -15,15 +16,25 @@ const EXTEND_SOURCE: &str = include_str!("extend.lua");
 const REFRESH_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("refresh.lua"));
 const INSPECT_SOURCE: &str = include_str!("inspect.lua");
 const FENCED_SET_SOURCE: &str = include_str!("fenced_set.lua");
-pub(crate) const RELEASE_WAKE_SOURCE: &str = include_str!("release_wake.lua");
-const WAKE_NEXT_SOURCE: &str = include_str!("wake_next.lua");
+pub(crate) const RELEASE_WAKE_SOURCE: &str = concat!(
+    include_str!("announce.lua"),
+    include_str!("release_wake.lua")
+);
+const WAKE_NEXT_SOURCE: &str = concat!(include_str!("announce.lua"), include_str!("wake_next.lua"));
 const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");
 const ACQUIRE_QUEUED_SOURCE: &str = include_str!("acquire_queued.lua");
 pub(crate) const HANDOFF_SOURCE: &str = include_str!("handoff.lua");
 const REFRESH_MANY_SOURCE: &str = include_str!("refresh_many.lua");
+const ACQUIRE_FAIR_SOURCE: &str = include_str!("acquire_fair.lua");
+const RELEASE_FAIR_SOURCE: &str = concat!(
+    include_str!("announce.lua"),
+    include_str!("release_fair.lua")
+);
+const LEAVE_FAIR_SOURCE: &str =
+    concat!(include_str!("announce.lua"), include_str!("leave_fair.lua"));
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 12] = [
+pub const ALL_SOURCES: [&str; 15] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -36,6 +47,9 @@ pub const ALL_SOURCES: [&str; 12] = [
     ACQUIRE_QUEUED_SOURCE,
     HANDOFF_SOURCE,
     REFRESH_MANY_SOURCE,
+    ACQUIRE_FAIR_SOURCE,
+    RELEASE_FAIR_SOURCE,
+    LEAVE_FAIR_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -50,3 +64,6 @@ pub static ENQUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE_SOUR
 pub static ACQUIRE_QUEUED: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_QUEUED_SOURCE));
 pub static HANDOFF: LazyLock<Script> = LazyLock::new(|| Script::new(HANDOFF_SOURCE));
 pub static REFRESH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(REFRESH_MANY_SOURCE));
+pub static ACQUIRE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_FAIR_SOURCE));
+pub static RELEASE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_FAIR_SOURCE));
+pub static LEAVE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_FAIR_SOURCE));

@@ -15,6 +15,6 @@ end
 -- pcall: a user whose ACL allows no sorted sets or channels still releases; waiters poll.
 local next = redis.pcall('ZPOPMIN', KEYS[2])
 if type(next) == 'table' and next[1] then
-  redis.pcall('PUBLISH', ARGV[2], next[1])
+  announce(ARGV[2], next[1])
 end
 return 1

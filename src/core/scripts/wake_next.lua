@@ -2,7 +2,7 @@
 -- KEYS[1] queue of waiting connections, ARGV[1] the lock's channel.
 local next = redis.pcall('ZPOPMIN', KEYS[1])
 if type(next) == 'table' and next[1] then
-  redis.pcall('PUBLISH', ARGV[1], next[1])
+  announce(ARGV[1], next[1])
   return 1
 end
 return 0

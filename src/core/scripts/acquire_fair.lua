@@ -1,0 +1,55 @@
+-- acquire.lua for a fair lock (`fair: true`): the lock goes to the waiter that has waited
+-- longest, so nobody barges in ahead of the line, not even a plain attempt. A waiter's
+-- failed attempt takes its place in the line (or keeps it) and renews its liveness; the
+-- line skips, and forgets, waiters that stopped renewing (their process went away).
+-- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] the line (sorted set: waiter -> arrival,
+-- microseconds of the server's clock), KEYS[4] liveness (sorted set: waiter -> ms until
+-- which it counts as waiting); all one hash slot.
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the waiter ('' for a plain attempt, which joins
+-- nothing), ARGV[4] how long its place lasts without an attempt (ms), ARGV[5] lifetime of
+-- the line's keys (ms).
+-- Returns {1, fence} when taken, {0, pttl} of the holder when not.
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local me = ARGV[3]
+
+-- The first waiter in line that is still alive; the dead before it are forgotten.
+local function first()
+  while true do
+    local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local alive = tonumber(redis.call('ZSCORE', KEYS[4], head))
+    if alive and alive > now then
+      return head
+    end
+    redis.call('ZREM', KEYS[3], head)
+    redis.call('ZREM', KEYS[4], head)
+  end
+end
+
+local head = first()
+if head == nil or head == me then
+  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    if me ~= '' then
+      redis.call('ZREM', KEYS[3], me)
+      redis.call('ZREM', KEYS[4], me)
+    end
+    return {1, redis.call('INCR', KEYS[2])}
+  end
+end
+-- Our own token: this attempt, sent again after its connection dropped under it.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return {1, tonumber(redis.call('GET', KEYS[2])) or 0}
+end
+if me ~= '' then
+  redis.call('ZADD', KEYS[3], 'NX', tonumber(time[1]) * 1000000 + tonumber(time[2]), me)
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), me)
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
+  redis.call('PEXPIRE', KEYS[4], ARGV[5])
+end
+return {0, redis.call('PTTL', KEYS[1])}
