@@ -343,12 +343,16 @@ impl NativeDistributedLock {
         let (locker, poll) = (self.locker.clone(), self.retry_delay);
         let cancel = cancel_token(cancel);
         let caller = auto.is_none().then(|| self.caller(call.id));
+        // Joined here, not on the runtime: a release this thread makes next can hand the
+        // lock to it at once, however late the runtime gets to the wait.
+        let ticket = locker.join(&key, ttl, caller);
+        let deadline = std::time::Instant::now() + timeout;
         self.completer.run(call.id, async move {
             settled(
                 async {
                     prepare(&locker, &auto).await?;
                     let lease = locker
-                        .wait_as(&key, ttl, timeout, poll, &cancel, caller)
+                        .wait_joined(ticket, &key, ttl, deadline, poll, &cancel)
                         .await?;
                     Ok(finish(&locker, lease, auto))
                 }

@@ -344,9 +344,29 @@ impl Locker {
         caller: Option<Caller>,
     ) -> Result<Lease, LockError> {
         let deadline = Instant::now() + timeout;
+        let ticket = self.join(key, ttl, caller);
+        self.wait_joined(ticket, key, ttl, deadline, poll, cancel)
+            .await
+    }
+
+    /// As `wait_as`, until `deadline`, for a waiter that joined already: on its caller's
+    /// thread, so a release made there can hand it the lock before this even runs.
+    pub async fn wait_joined(
+        &self,
+        ticket: Ticket,
+        key: &str,
+        ttl: Duration,
+        deadline: Instant,
+        poll: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
+        // Answered by a release that handed it the lock before this ran.
+        if ticket.is_settled() {
+            return Err(LockError::Aborted);
+        }
+        let timeout = deadline.saturating_duration_since(Instant::now());
         // Attempts made; the first is not a retry.
         let mut retries: u32 = 0;
-        let ticket = self.join(key, ttl, caller);
         // Behind waiters of this process: wait to be handed the lock, or woken in turn (or
         // for the poll). A fair lock's waiter tries at once: that takes its place in line.
         if !ticket.is_fair() && ticket.is_behind_others() {
@@ -389,6 +409,7 @@ impl Locker {
                 Pause::Granted(lease) => return self.unless_cancelled(lease, cancel).await,
                 Pause::Woken => attempt = true,
                 Pause::Due => attempt = ticket.is_fair() || !ticket.is_behind_others(),
+                Pause::Moving => attempt = false,
             }
         }
     }
@@ -503,7 +524,7 @@ impl Locker {
     }
 
     /// Queues a waiter (wanting `key` for `ttl`, for `caller`) for its releases.
-    fn join(&self, key: &str, ttl: Duration, caller: Option<Caller>) -> Ticket {
+    pub fn join(&self, key: &str, ttl: Duration, caller: Option<Caller>) -> Ticket {
         let wakes = self.store.wakes();
         if self.fair {
             return wakes.join_fair(&self.redis_key(key), ttl);
@@ -533,6 +554,7 @@ impl Locker {
             self.store
                 .prepare_wake(ticket.lock_key(), self.command_timeout, fair);
         }
+        let handoffs = ticket.handoffs();
         let mut left = due.saturating_duration_since(Instant::now());
         // A fair waiter's place in line lives only as long as it keeps trying.
         let beat = ticket.is_fair() && left > wake::FAIR_HEARTBEAT;
@@ -543,7 +565,11 @@ impl Locker {
             _ = ticket.woken() => Pause::Woken,
             result = sleep(left, cancel) => {
                 result?;
-                if beat { Pause::Woken } else { Pause::Due }
+                match () {
+                    _ if beat => Pause::Woken,
+                    _ if ticket.handoffs() != handoffs => Pause::Moving,
+                    _ => Pause::Due,
+                }
             }
         };
         if let Some(lease) = ticket.take_grant() {
@@ -572,7 +598,8 @@ impl Locker {
         loop {
             match self.pause_until(ticket, due, cancel).await? {
                 Pause::Granted(lease) => return Ok(Some(lease)),
-                Pause::Due => return Ok(None),
+                // A retry is due on its schedule, moving lock or not.
+                Pause::Due | Pause::Moving => return Ok(None),
                 Pause::Woken => {}
             }
             let timeout = self.command_timeout;
@@ -624,6 +651,9 @@ impl Locker {
 enum Pause {
     Woken,
     Due,
+    /// Due, while the lock was handed between waiters of this process: it is not stuck, and
+    /// this waiter's turn comes the same way.
+    Moving,
     /// A release of this process handed the lock to this waiter.
     Granted(Lease),
 }

@@ -143,6 +143,9 @@ struct Channel {
     /// us off it; so may a lost connection or an expired queue, which the next failed
     /// attempt repairs).
     queued: Option<Instant>,
+    /// Handoffs of the lock between waiters of this connection so far: while it moves, the
+    /// first waiter's turn comes by handoff, and its poll would only find the lock held.
+    handoffs: u64,
 }
 
 /// Every waiter of one connection, by channel.
@@ -208,6 +211,7 @@ impl Wakes {
                 subscribed: false,
                 preparing: false,
                 queued: None,
+                handoffs: 0,
             })
             .waiters
             .push_back(waiter.clone());
@@ -284,13 +288,14 @@ impl Wakes {
     /// waiter left meanwhile (timed out, cancelled): the caller frees it.
     #[must_use]
     pub fn grant(&self, channel: &[u8], to: Reservation, lease: Lease) -> Option<Lease> {
-        let channels = lock(&self.channels);
-        let waiting = channels
-            .get(channel)
-            .is_some_and(|entry| entry.waiters.iter().any(|w| Arc::ptr_eq(w, &to.waiter)));
-        if !waiting {
+        let mut channels = lock(&self.channels);
+        let entry = channels
+            .get_mut(channel)
+            .filter(|entry| entry.waiters.iter().any(|w| Arc::ptr_eq(w, &to.waiter)));
+        let Some(entry) = entry else {
             return Some(lease);
-        }
+        };
+        entry.handoffs += 1;
         *lock(&to.waiter.grant) = Some(lease);
         to.waiter.woken.store(true, Ordering::Release);
         to.waiter.reserved.store(false, Ordering::Release);
@@ -311,6 +316,7 @@ impl Wakes {
         if entry.waiters.len() == before {
             return false;
         }
+        entry.handoffs += 1;
         to.waiter.settled.store(true, Ordering::Release);
         to.waiter.woken.store(false, Ordering::Release);
         to.waiter.reserved.store(false, Ordering::Release);
@@ -483,6 +489,13 @@ impl Ticket {
                 !entry.subscribed || (!fair && entry.queued.is_none())
             })
             .unwrap_or(true)
+    }
+
+    /// How many times the lock was handed between waiters of this connection so far.
+    pub fn handoffs(&self) -> u64 {
+        self.wakes
+            .with(&self.channel, |entry| entry.handoffs)
+            .unwrap_or(0)
     }
 
     /// Whether other waiters of this connection wait for the same lock.

@@ -308,8 +308,10 @@ impl Connection {
         match call.work.answered(call.id, reply, &self.completer) {
             Next::Settled(outcome) => self.settled.push(Entry::Settled(call.id, outcome)),
             Next::Also(outcome, other, also) => {
-                self.settled.push(Entry::Settled(call.id, outcome));
+                // The waiter handed the lock first: its critical section starts before the
+                // releaser's bookkeeping (often its next wait) runs.
                 self.settled.push(Entry::Settled(other, also));
+                self.settled.push(Entry::Settled(call.id, outcome));
             }
             Next::Elsewhere => {}
         }
