@@ -346,3 +346,40 @@ async fn idle_subscriptions_are_dropped_past_the_limit_and_the_connection_stays_
         assert!(holder.release(&lease).await.unwrap());
     }
 }
+
+#[tokio::test]
+async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover() {
+    let server = RedisServer::start();
+    let locks = process(&server, 1);
+    let held = take(&locks, "late").await;
+    // Two waiters join in order (as waitForLock does, on its JS thread); the second's task
+    // runs only after the lock has moved to the first.
+    let first = locks.join("late", MS(30_000), None);
+    let second = locks.join("late", MS(30_000), None);
+    let mut monitor = server.raw();
+    let before = calls(&mut monitor, "set");
+    assert!(locks.release(&held).await.unwrap());
+    let first_lease = first.take_grant().expect("handed to the first waiter");
+    drop(first);
+    let (late, cancel) = (locks.clone(), CancellationToken::new());
+    let deadline = Instant::now() + MS(20_000);
+    let waiting = tokio::spawn(async move {
+        late.wait_joined(second, "late", MS(30_000), deadline, SLOW_POLL, &cancel)
+            .await
+    });
+    tokio::time::sleep(MS(200)).await;
+    // Only the handover's SET: first in line now, it still knows the lock is on its way.
+    assert_eq!(
+        calls(&mut monitor, "set") - before,
+        1,
+        "it tried for a held lock"
+    );
+    assert!(locks.release(&first_lease).await.unwrap());
+    let lease = tokio::time::timeout(MS(2000), waiting)
+        .await
+        .expect("handed over in time")
+        .unwrap()
+        .expect("wait");
+    assert_eq!(calls(&mut monitor, "set") - before, 2);
+    assert!(locks.release(&lease).await.unwrap());
+}

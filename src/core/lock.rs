@@ -367,19 +367,26 @@ impl Locker {
         let timeout = deadline.saturating_duration_since(Instant::now());
         // Attempts made; the first is not a retry.
         let mut retries: u32 = 0;
-        // Behind waiters of this process: wait to be handed the lock, or woken in turn (or
-        // for the poll). A fair lock's waiter tries at once: that takes its place in line.
-        if !ticket.is_fair() && ticket.is_behind_others() {
+        // Behind waiters of this process, or first in line by now while the lock moves
+        // between them (a waiter's task can start late): wait to be handed the lock, or
+        // woken in turn (or for the poll). A fair lock's waiter tries at once: that takes
+        // its place in line.
+        let mut pause = None;
+        if !ticket.is_fair() && (ticket.is_behind_others() || ticket.moved_since_join()) {
             let due = Instant::now() + poll.min(timeout);
-            if let Pause::Granted(lease) = self.pause_until(&ticket, due, cancel).await? {
-                return self.unless_cancelled(lease, cancel).await;
-            }
+            pause = Some(self.pause_until(&ticket, due, cancel).await?);
         }
-        // Whether the next pass tries: not when only the poll timer ended the pause of a
-        // waiter behind others of this process (their turns come first, handed over or
-        // woken, and the attempt would find the lock held: only the first in line polls).
-        let mut attempt = true;
         loop {
+            // Whether this pass tries: not when only the poll timer ended the pause of a
+            // waiter behind others of this process (their turns come first, handed over or
+            // woken, and the attempt would find the lock held: only the first in line
+            // polls), nor while the lock moves between them.
+            let attempt = match pause.take() {
+                None | Some(Pause::Woken) => true,
+                Some(Pause::Granted(lease)) => return self.unless_cancelled(lease, cancel).await,
+                Some(Pause::Due) => ticket.is_fair() || !ticket.is_behind_others(),
+                Some(Pause::Moving) => false,
+            };
             check(cancel)?;
             let mut holder_ttl = None;
             if attempt {
@@ -405,12 +412,7 @@ impl Locker {
             }
             let due = Instant::now() + backoff::poll_delay(poll, holder_ttl, remaining);
             // A release cuts the poll short; the next attempt is the loop's own.
-            match self.pause_until(&ticket, due, cancel).await? {
-                Pause::Granted(lease) => return self.unless_cancelled(lease, cancel).await,
-                Pause::Woken => attempt = true,
-                Pause::Due => attempt = ticket.is_fair() || !ticket.is_behind_others(),
-                Pause::Moving => attempt = false,
-            }
+            pause = Some(self.pause_until(&ticket, due, cancel).await?);
         }
     }
 

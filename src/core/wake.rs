@@ -203,22 +203,21 @@ impl Wakes {
         let waiter = Arc::new(Waiter::new(ttl, caller, seq, fair));
         let name = channel(lock_key);
         let mut channels = lock(&self.channels);
-        channels
-            .entry(name.clone())
-            .or_insert_with(|| Channel {
-                lock_key: lock_key.to_vec(),
-                waiters: VecDeque::new(),
-                subscribed: false,
-                preparing: false,
-                queued: None,
-                handoffs: 0,
-            })
-            .waiters
-            .push_back(waiter.clone());
+        let entry = channels.entry(name.clone()).or_insert_with(|| Channel {
+            lock_key: lock_key.to_vec(),
+            waiters: VecDeque::new(),
+            subscribed: false,
+            preparing: false,
+            queued: None,
+            handoffs: 0,
+        });
+        entry.waiters.push_back(waiter.clone());
+        let handoffs_at_join = entry.handoffs;
         Ticket {
             wakes: self.clone(),
             channel: name,
             waiter,
+            handoffs_at_join,
         }
     }
 
@@ -421,6 +420,7 @@ pub struct Ticket {
     wakes: Arc<Wakes>,
     channel: Vec<u8>,
     waiter: Arc<Waiter>,
+    handoffs_at_join: u64,
 }
 
 impl Ticket {
@@ -496,6 +496,12 @@ impl Ticket {
         self.wakes
             .with(&self.channel, |entry| entry.handoffs)
             .unwrap_or(0)
+    }
+
+    /// Whether the lock was handed between waiters of this connection since this one
+    /// joined: one of them holds it, and its release hands it on to the first in line.
+    pub fn moved_since_join(&self) -> bool {
+        self.handoffs() != self.handoffs_at_join
     }
 
     /// Whether other waiters of this connection wait for the same lock.
