@@ -61,9 +61,9 @@ export interface LockOptions {
   /** Bound on every Redis call, in ms. Default 5000. */
   commandTimeoutMs?: number
   /**
-   * Waiters (`waitForLock`, `acquire` with retries, `lock`) get each lock in the order they
-   * asked for it, across processes, and no attempt gets ahead of them. Every user of a key
-   * must agree on it. Default false.
+   * Waiters (`waitForLock`, `acquire` with retries, `using` with a timeout) get each lock in
+   * the order they asked for it, across processes, and no attempt gets ahead of them. Every
+   * user of a key must agree on it. Default false.
    */
   fair?: boolean
 }
