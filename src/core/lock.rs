@@ -367,12 +367,11 @@ impl Locker {
         let timeout = deadline.saturating_duration_since(Instant::now());
         // Attempts made; the first is not a retry.
         let mut retries: u32 = 0;
-        // Behind waiters of this process, or first in line by now while the lock moves
-        // between them (a waiter's task can start late): wait to be handed the lock, or
-        // woken in turn (or for the poll). A fair lock's waiter tries at once: that takes
-        // its place in line.
+        // Its turn comes from waiters of this process (a waiter's task can start late, first
+        // in line by then while the lock moves between them): wait to be handed the lock, or
+        // woken in turn (or for the poll).
         let mut pause = None;
-        if !ticket.is_fair() && (ticket.is_behind_others() || ticket.moved_since_join()) {
+        if ticket.turn_comes_from_others() {
             let due = Instant::now() + poll.min(timeout);
             pause = Some(self.pause_until(&ticket, due, cancel).await?);
         }
@@ -429,7 +428,7 @@ impl Locker {
         let mut failures = 0;
         let ticket = self.join(key, ttl, None);
         let never = CancellationToken::new();
-        if !ticket.is_fair() && ticket.is_behind_others() {
+        if ticket.turn_comes_from_others() {
             let due = Instant::now() + delay(0).min(max_wait);
             if let Pause::Granted(lease) = self.pause_until(&ticket, due, &never).await? {
                 return Ok(Some(lease));

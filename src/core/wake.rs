@@ -498,10 +498,24 @@ impl Ticket {
             .unwrap_or(0)
     }
 
-    /// Whether the lock was handed between waiters of this connection since this one
-    /// joined: one of them holds it, and its release hands it on to the first in line.
-    pub fn moved_since_join(&self) -> bool {
-        self.handoffs() != self.handoffs_at_join
+    /// Whether this waiter's turn comes from the waiters of its connection (handed over, or
+    /// woken in turn) rather than from an attempt of its own: it queues behind them, or the
+    /// lock was handed between them since it joined (one of them holds it, and its release
+    /// hands it on to the first in line). Never for a fair lock, whose attempts keep its
+    /// place in line.
+    pub fn turn_comes_from_others(&self) -> bool {
+        if self.waiter.fair {
+            return false;
+        }
+        self.wakes
+            .with(&self.channel, |entry| {
+                entry.handoffs != self.handoffs_at_join
+                    || entry
+                        .waiters
+                        .front()
+                        .is_some_and(|first| !Arc::ptr_eq(first, &self.waiter))
+            })
+            .unwrap_or(false)
     }
 
     /// Whether other waiters of this connection wait for the same lock.
