@@ -53,7 +53,7 @@ export declare class NativeDistributedLock {
    * Stops the refreshes of `watch`, then deletes the lock if it is still ours. Resolves
    * once Redis answered (or the lock ran out meanwhile); `owner` is the handle.
    */
-  release(owner: object, key: string, token: string, deadline: number, watch: number): Promise<void>
+  release(owner: object, key: string, token: string, fence: number, deadline: number, watch: number): Promise<void>
   /**
    * Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched
    * lock, until its next refresh sets the TTL back to the hold's own); resolves with
@@ -61,6 +61,11 @@ export declare class NativeDistributedLock {
    * Redis expires the lock (epoch ms).
    */
   extend(owner: object, key: string, token: string, additionalMs: number, deadline: number, watch: number): Promise<[number, number]>
+  /**
+   * Whether the holder of `token` started on a lease lent to it that Redis then did not
+   * confirm (see direct/handoff.rs): its handle holds nothing.
+   */
+  unconfirmed(token: string): boolean
   /** The owner token of `watch`, while the watchdog keeps it alive. */
   watchToken(watch: number): string | null
   /** Whether the watchdog still keeps `watch` alive and its TTL has not run out. */

@@ -528,7 +528,7 @@ describe('fencing', () => {
     try {
       const counter = await redis.get(`{lock:${key}}:fence`)
       assert.notEqual(counter, null, 'fence counter key missing')
-      assert.equal(Number(counter), Number(handle.fence))
+      assert.equal(Number(counter), Number(handle.fence) + 1, 'the counter keeps the next fence, for a handover')
       assert.equal(await redis.exists(`lock:${key}:fence`), 0)
     } finally {
       await handle.release()
@@ -542,7 +542,7 @@ describe('fencing', () => {
       assert.equal(await redis.get(`lock:${key}`), handle.token)
       const counter = await redis.get(`{user}\0fence\0lock:${key}`)
       assert.notEqual(counter, null, 'fence counter key missing')
-      assert.equal(Number(counter), Number(handle.fence))
+      assert.equal(Number(counter), Number(handle.fence) + 1, 'the counter keeps the next fence, for a handover')
       assert.equal(await redis.exists(`lock:${key}:fence`), 0, 'that is the lock key of "{user}:1:fence"')
     } finally {
       await handle.release()
@@ -790,7 +790,7 @@ describe('binary-safe keys', () => {
         const fence = await redis.getBuffer(Buffer.concat([Buffer.from('{'), redisKey, Buffer.from('}:fence')]))
         if (!key.includes('{') && !key.includes('}')) {
           assert.ok(fence, 'fence counter not at the exact key')
-          assert.equal(Number(fence.toString()), Number(handle.fence))
+          assert.equal(Number(fence.toString()), Number(handle.fence) + 1)
         }
         assert.equal(await lock.isLocked(key), true)
         assert.equal(await lockB.tryAcquire(key), null)

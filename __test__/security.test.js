@@ -27,7 +27,7 @@ const ACL_KEYS = ['~lock:*', '~{lock:*', '~exclusive-lock:*', '~{exclusive-lock:
 // PEXPIRETIME is optional (the scripts fall back to PTTL when it is refused) but preferred.
 const ACL_COMMANDS = [
   'evalsha', 'script|load', 'exists', 'get', 'set', 'del', 'pexpire', 'pexpireat', 'pexpiretime',
-  'pttl', 'incr', 'hset', 'hget', 'time', 'multi', 'exec', 'select',
+  'pttl', 'incr', 'incrby', 'hset', 'hget', 'time', 'multi', 'exec', 'select',
 ]
 // Fast failure for the calls that are meant to fail.
 const QUICK = { connectTimeoutMs: 1000, commandTimeoutMs: 2000 }

@@ -24,6 +24,9 @@ const RELEASED = 2
 const RELEASING = 4 // a release is in flight; if it fails, the lock is ours again
 const BEATING = 8 // counted among the locks whose holder's event loop is watched
 const LOST = 16 // the watchdog gave it up
+// Started on its predecessor's lease while the handover was in flight: it holds only if
+// Redis confirmed that (see src/binding/direct/handoff.rs).
+const LENT = 32
 
 // Wall-clock times arrive from the native side as whole ms after this base: small integers,
 // stored in the object itself (a fractional or huge number, or one computed here, would be
@@ -70,14 +73,14 @@ class LockHandle {
 
   static {
     // The native side fills a handle in when its acquisition wins (see lib/completions.js).
-    fill = (handle, token, fence, deadline, acquiredAt, expiresAt, watch) => {
+    fill = (handle, token, fence, deadline, acquiredAt, expiresAt, watch, lent) => {
       handle.#token = token
       handle.#fence = fence
       handle.#deadline = deadline
       handle.#acquiredAt = acquiredAt
       handle.#expiresAt = expiresAt
       handle.#watch = watch
-      handle.#flags |= FILLED
+      handle.#flags |= FILLED | (lent ? LENT : 0)
       return handle
     }
   }
@@ -122,7 +125,8 @@ class LockHandle {
   get isHeld() {
     if ((this.#flags & (FILLED | RELEASED | LOST)) !== FILLED) return false
     if (this.#watch !== 0) return this.#native.watchHeld(this.#watch)
-    return performance.now() < this.#deadline
+    if (performance.now() >= this.#deadline) return false
+    return (this.#flags & LENT) === 0 || !this.#native.unconfirmed(this.#token)
   }
 
   get info() {
@@ -143,7 +147,7 @@ class LockHandle {
     const watch = this.#watch
     this.#remember()
     try {
-      return this.#native.release(this, this.#key, this.#token ?? '', this.#deadline, watch)
+      return this.#native.release(this, this.#key, this.#token ?? '', this.#fence, this.#deadline, watch)
     } catch (err) {
       this[FAILED]()
       return Promise.reject(fromNative(err, this.#key))

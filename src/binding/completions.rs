@@ -25,6 +25,8 @@ pub struct Granted {
     pub ttl: Duration,
     /// The watchdog entry that keeps it alive (`autoRefresh`), if any.
     pub watch: Option<u64>,
+    /// Started on its predecessor's lease, before Redis confirmed the handover.
+    pub lent: bool,
 }
 
 /// How a call ended, as its promise settles.

@@ -92,6 +92,15 @@ impl Granted {
             sent: lease.sent(),
             ttl: lease.ttl(),
             watch,
+            lent: false,
+        }
+    }
+
+    /// A handle answered as its handover was sent (see direct/handoff.rs).
+    pub fn lent(lease: &Lease) -> Granted {
+        Granted {
+            lent: true,
+            ..Granted::of(lease, None)
         }
     }
 }

@@ -3,8 +3,8 @@
 //! token and deadline (see lib/distributed-lock.js); it passes them back here, so no native
 //! object exists per handle.
 
-use super::completions::Outcome;
-use super::direct::{Handoff, Link, Work};
+use super::completions::{Granted, Outcome};
+use super::direct::{Handoff, Lending, Link, Work};
 use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
 use crate::core::clock::Stamp;
@@ -32,6 +32,7 @@ impl NativeDistributedLock {
         &self,
         key: String,
         token: String,
+        fence: u64,
         deadline: f64,
         watch: Option<u64>,
     ) -> Result<Lease> {
@@ -49,22 +50,27 @@ impl NativeDistributedLock {
             Some(confirmed) => confirmed.deadline,
             None => self.thread.instant(deadline),
         };
-        Ok(Lease::resumed(key, redis_key, token, deadline))
+        Ok(Lease::resumed(key, redis_key, token, fence, deadline))
     }
 
     /// Stops the refreshes of `watch`, then deletes the lock if it is still ours. Resolves
     /// once Redis answered (or the lock ran out meanwhile); `owner` is the handle.
     #[napi(ts_return_type = "Promise<void>")]
+    #[allow(clippy::too_many_arguments)]
     pub fn release<'env>(
         &self,
         owner: Object<'env>,
         key: String,
         token: String,
+        fence: f64,
         deadline: f64,
         watch: f64,
     ) -> Result<PromiseRaw<'env, ()>> {
         let watch = watch_id(watch);
-        let lease = Arc::new(self.lease(key, token, deadline, watch)?);
+        // A fence we cannot read back exactly is none: the handover then draws a new one.
+        let fence = watch_id(fence).unwrap_or(0);
+        self.locker.unconfirmed().remove(&token);
+        let lease = Arc::new(self.lease(key, token, fence, deadline, watch)?);
         // Before the release is sent, on the JS thread: no refresh goes out after it, and a
         // refresh in flight cannot report our own delete as a loss.
         if let Some(id) = watch {
@@ -114,7 +120,7 @@ impl NativeDistributedLock {
             return false;
         };
         let bound = self.locker.release_bound(lease);
-        let handoff = Handoff {
+        let mut handoff = Handoff {
             locker: self.locker.clone(),
             lease: lease.clone(),
             ttl: to.ttl(),
@@ -122,13 +128,36 @@ impl NativeDistributedLock {
             caller,
             token: token::new_token(),
             sent: Stamp::now(),
+            lent: false,
         };
+        let lent = std::cell::Cell::new(None);
         // Not sent (the connection is not open): dropped with its reservation, which lets
         // the waiter be picked by the runtime's release.
-        link.send(id, move |out, _| {
-            handoff.write(out);
-            (1, bound, Work::Handoff(Box::new(handoff)))
-        })
+        let sent = link.send(id, |out, _| match handoff.lend(bound) {
+            Lending::WaiterGone => {
+                lock::write_release(out, &lease.redis_key, &lease.token);
+                let work = Work::Release {
+                    locker: self.locker.clone(),
+                    lease: lease.clone(),
+                };
+                (1, bound, work)
+            }
+            lending => {
+                if let Lending::Lent(granted) = lending {
+                    lent.set(Some(granted));
+                }
+                handoff.write(out);
+                (1, bound, Work::Handoff(Box::new(handoff)))
+            }
+        });
+        if let Some(granted) = lent.take() {
+            // Its runtime task, if any, ends without a word.
+            self.completer.answered(caller.id);
+            let handle = Outcome::Lease(Granted::lent(&granted));
+            // SAFETY: on the JS thread, inside this call from JS.
+            unsafe { self.thread.settle_in_call(caller.id, handle) };
+        }
+        sent
     }
 
     /// Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched
@@ -148,7 +177,7 @@ impl NativeDistributedLock {
     ) -> Result<PromiseRaw<'env, ()>> {
         let extra = validate::positive_ms("additionalMs", additional_ms).or_throw()?;
         let watch = watch_id(watch);
-        let lease = self.lease(key, token, deadline, watch)?;
+        let lease = self.lease(key, token, 0, deadline, watch)?;
         let call = self.thread.call(Some(owner.raw()))?;
         let locker = self.locker.clone();
         // A watched lock's deadline stays the watchdog's: its next refresh sets the TTL back
@@ -164,6 +193,13 @@ impl NativeDistributedLock {
             }
         });
         Ok(call.promise)
+    }
+
+    /// Whether the holder of `token` started on a lease lent to it that Redis then did not
+    /// confirm (see direct/handoff.rs): its handle holds nothing.
+    #[napi]
+    pub fn unconfirmed(&self, token: String) -> bool {
+        self.locker.unconfirmed().contains(&token)
     }
 
     /// The owner token of `watch`, while the watchdog keeps it alive.

@@ -262,6 +262,20 @@ impl JsThread {
         sys::napi_close_handle_scope(env, handles);
     }
 
+    /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
+    /// call returns.
+    ///
+    /// # Safety
+    /// On this JS thread, inside a napi callback, with no borrow of ours held.
+    pub unsafe fn settle_in_call(&self, id: u32, outcome: Outcome) {
+        let mut handles = ptr::null_mut();
+        if sys::napi_open_handle_scope(self.env, &mut handles) != sys::Status::napi_ok {
+            return;
+        }
+        let _thrown = self.settle(id, outcome);
+        sys::napi_close_handle_scope(self.env, handles);
+    }
+
     /// Resolves or rejects promise `id`. `Err` carries an exception a hook threw.
     unsafe fn settle(&self, id: u32, outcome: Outcome) -> Result<(), sys::napi_value> {
         let Some(slot) = self.slots.borrow_mut().remove(&id) else {
@@ -306,6 +320,7 @@ impl JsThread {
                     self.number(self.wall(crate::core::clock::wall_ms())),
                     self.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64)),
                     self.number(lease.watch.map_or(0.0, |id| id as f64)),
+                    self.number(if lease.lent { 1.0 } else { 0.0 }),
                 ];
                 return self.call_hook(Hook::Handle, &args);
             }

@@ -59,14 +59,20 @@ impl Lease {
     }
 
     /// A lease a caller kept the parts of (a JS handle): valid until `deadline` by our clock.
-    pub fn resumed(key: String, redis_key: Vec<u8>, token: String, deadline: Instant) -> Self {
+    pub fn resumed(
+        key: String,
+        redis_key: Vec<u8>,
+        token: String,
+        fence: u64,
+        deadline: Instant,
+    ) -> Self {
         let sent = super::clock::Stamp::now();
         let left = deadline.saturating_duration_since(sent.at);
         Lease {
             key,
             redis_key,
             token,
-            fence: 0,
+            fence,
             acquired_at_ms: sent.wall_ms,
             ttl: left,
             sent,

@@ -8,6 +8,7 @@ pub mod error;
 pub mod exclusive;
 pub mod keys;
 pub mod lease;
+pub mod lent;
 pub mod lock;
 pub mod pages;
 pub mod release;

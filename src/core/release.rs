@@ -46,6 +46,37 @@ pub async fn release(
     Ok(deleted)
 }
 
+fn handoff_invocation(
+    lease: &Lease,
+    token: &str,
+    ttl: Duration,
+) -> redis::ScriptInvocation<'static> {
+    let mut invocation = scripts::HANDOFF.key(&lease.redis_key);
+    invocation
+        .key(keys::fence_key(&lease.redis_key))
+        .arg(&lease.token)
+        .arg(token)
+        .arg(ttl.as_millis() as u64)
+        .arg(lease.fence);
+    invocation
+}
+
+/// Sends again a handover whose waiter already started on our lease (the JS-thread
+/// connection broke under it, or Redis refused it there): `true` once Redis names the
+/// waiter's `token` with the fence it was given. Safe to run twice (see handoff.lua).
+pub async fn confirm_lend(
+    store: &Arc<Store>,
+    lease: &Lease,
+    token: &str,
+    ttl: Duration,
+    bound: Duration,
+) -> Result<bool, LockError> {
+    let invocation = handoff_invocation(lease, token, ttl);
+    let fence: i64 = store.eval(&invocation, bound, Replay::Safe).await?;
+    lease.mark_released();
+    Ok(fence > 0 && fence as u64 == lease.fence + 1)
+}
+
 /// Hands our lock to the waiter `to` (see handoff.lua).
 async fn hand_off(
     store: &Arc<Store>,
@@ -55,12 +86,7 @@ async fn hand_off(
     bound: Duration,
 ) -> Result<bool, LockError> {
     let (token, ttl) = (token::new_token(), to.ttl());
-    let mut invocation = scripts::HANDOFF.key(&lease.redis_key);
-    invocation
-        .key(keys::fence_key(&lease.redis_key))
-        .arg(&lease.token)
-        .arg(&token)
-        .arg(ttl.as_millis() as u64);
+    let invocation = handoff_invocation(lease, &token, ttl);
     // The waiter's validity counts from here: no later than Redis set its TTL.
     let sent = Stamp::now();
     let reply: Result<i64, LockError> = store.eval(&invocation, bound, Replay::Safe).await;

@@ -1,8 +1,16 @@
 //! A release that hands the lock to a waiter of the same JS thread, sent on that thread's
-//! connection: the reply settles both promises, the release's and the waiter's, in one
-//! callback, with no trip through the runtime (see release.rs for the handover itself).
-//! Whatever goes wrong leaves the waiter to try on its own and frees the token it may have
-//! been given.
+//! connection (see release.rs for the handover itself).
+//!
+//! When our lease outlasts the handover's bound, the waiter does not wait for Redis: it is
+//! answered as the handover is sent, with the fence kept for it (handoff.lua), and starts on
+//! our lease, which nobody else can hold until it runs out; the handover then only tells
+//! Redis. Its section overlaps the round trip, which is the larger part of a section on a
+//! small machine. Should Redis not confirm it (our lock was taken from us behind our back,
+//! or no reply within the bound, which is shorter than our lease), the waiter's handle stops
+//! counting itself as holding (`Unconfirmed`), and its token is left to expire, never freed
+//! under it. Otherwise the reply settles both promises, the release's and the waiter's, in
+//! one callback; whatever goes wrong leaves the waiter to try on its own and frees the token
+//! it may have been given.
 
 use super::super::completions::{Completer, Granted, Outcome};
 use super::work::Next;
@@ -10,10 +18,21 @@ use crate::core::clock::Stamp;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
 use crate::core::lock::{self, Locker};
+use crate::core::release;
 use crate::core::wake::{self, Caller, Reservation};
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What lending our lease to the waiter came to.
+pub enum Lending {
+    /// It waits for the reply as before (our lease is too short, or its fence unknown).
+    No,
+    /// It starts now, holding this.
+    Lent(Lease),
+    /// It left meanwhile: nobody to hand the lock to.
+    WaiterGone,
+}
 
 pub struct Handoff {
     pub locker: Arc<Locker>,
@@ -26,18 +45,37 @@ pub struct Handoff {
     pub token: String,
     pub ttl: Duration,
     pub sent: Stamp,
+    /// The waiter was answered when this was sent (`lend`).
+    pub lent: bool,
 }
 
 impl Handoff {
     /// The request, written to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
-        lock::write_handoff(
-            out,
-            &self.lease.redis_key,
-            &self.lease.token,
-            &self.token,
-            self.ttl,
-        );
+        lock::write_handoff(out, &self.lease, &self.token, self.ttl);
+    }
+
+    /// Answers the waiter now when our lease outlasts the handover's `bound`: should no
+    /// reply come within it, the waiter learns it holds nothing before our lease (the only
+    /// thing it stands on until then) runs out.
+    pub fn lend(&mut self, bound: Duration) -> Lending {
+        if self.lease.fence == 0 || self.lease.remaining() <= bound {
+            return Lending::No;
+        }
+        let Some(to) = self.to.take() else {
+            return Lending::No;
+        };
+        if !self.locker.store().wakes().settle(&self.channel(), to) {
+            return Lending::WaiterGone;
+        }
+        self.lent = true;
+        Lending::Lent(self.granted(self.lease.fence + 1))
+    }
+
+    /// The lent waiter does not hold what it was told it holds: its handle says so from now.
+    fn unconfirmed(&self) {
+        let until = self.sent.at + crate::core::clock::validity(self.ttl);
+        self.locker.unconfirmed().add(self.token.clone(), until);
     }
 
     fn channel(&self) -> Vec<u8> {
@@ -64,6 +102,13 @@ impl Handoff {
                 return Next::Elsewhere;
             }
         };
+        if self.lent {
+            self.lease.mark_released();
+            if fence <= 0 || fence as u64 != self.lease.fence + 1 {
+                self.unconfirmed();
+            }
+            return Next::Settled(Outcome::Done);
+        }
         let wakes = self.locker.store().wakes().clone();
         let Some(to) = self.to.take() else {
             return Next::Settled(Outcome::Done);
@@ -92,6 +137,9 @@ impl Handoff {
     /// No reply within the bound: it may still run. The waiter tries on its own now; a late
     /// reply that says it ran frees the waiter's token (`answered_late`).
     pub fn timed_out(&mut self, bound: Duration) -> Outcome {
+        if self.lent {
+            self.unconfirmed();
+        }
         if let Some(to) = self.to.take() {
             self.locker.store().wakes().unreserve(to);
         }
@@ -105,6 +153,10 @@ impl Handoff {
     /// The reply after the caller was told of the timeout: a lock handed over meanwhile has
     /// nobody holding it; it is freed on the same connection.
     pub fn answered_late(&self, reply: Value, out: &mut Vec<u8>) -> bool {
+        // A lent waiter may still be in its section: its token expires on its own.
+        if self.lent {
+            return false;
+        }
         if matches!(reply, Value::Int(fence) if fence > 0) {
             lock::write_release(out, &self.lease.redis_key, &self.token);
             return true;
@@ -116,6 +168,9 @@ impl Handoff {
     /// what is left of its bound, the waiter tries on its own, and the token it may have been
     /// given is freed.
     pub fn hand_over(mut self, id: u32, completer: &Completer) {
+        if self.lent {
+            return self.confirm_elsewhere(id, completer);
+        }
         if let Some(to) = self.to.take() {
             self.locker.store().wakes().unreserve(to);
         }
@@ -129,8 +184,30 @@ impl Handoff {
         });
     }
 
-    /// Frees the waiter's token, in case the handover ran; nobody waits for this.
+    /// The lent waiter is in its section already: the handover goes again through tokio
+    /// (it is safe to run twice), within what is left of our lease's bound.
+    fn confirm_elsewhere(self, id: u32, completer: &Completer) {
+        let bound = self.locker.release_bound(&self.lease);
+        completer.run(id, async move {
+            let store = self.locker.store();
+            let result =
+                release::confirm_lend(store, &self.lease, &self.token, self.ttl, bound).await;
+            if !matches!(result, Ok(true)) {
+                self.unconfirmed();
+            }
+            match result {
+                Ok(_) => Outcome::Done,
+                Err(err) => Outcome::Failed(err),
+            }
+        });
+    }
+
+    /// Frees the waiter's token, in case the handover ran; nobody waits for this. Not a lent
+    /// waiter's: it may still be in its section.
     pub fn abandon(&self) {
+        if self.lent {
+            return;
+        }
         let orphan = self.granted(0);
         self.locker.store().release_orphan(orphan);
     }

@@ -13,7 +13,7 @@ mod connection;
 mod handoff;
 mod work;
 
-pub use handoff::Handoff;
+pub use handoff::{Handoff, Lending};
 pub use work::{Mode, Work};
 
 use super::completions::Completer;

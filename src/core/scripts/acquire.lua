@@ -8,17 +8,19 @@
 -- Every attempt has a fresh token, so finding our own token means this is the same attempt
 -- sent again after its connection dropped under it: it already won, and wins again with the
 -- fence it drew (the client counts validity from the first send, so nothing is extended).
+-- Fences are drawn two at a time: the holder's, and the one after it, kept for a handover
+-- (see handoff.lua), so the counter is always past the last fence given out.
 -- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
 local function won_before(owner_key, token)
   -- pcall: a key of another type is simply not ours.
   if redis.pcall('GET', owner_key) == token then
-    return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
+    return {1, math.max((tonumber(redis.pcall('GET', KEYS[2])) or 1) - 1, 0)}
   end
 end
 
 if not KEYS[3] then
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return {1, redis.call('INCR', KEYS[2])}
+    return {1, redis.call('INCRBY', KEYS[2], 2) - 1}
   end
   return won_before(KEYS[1], ARGV[1]) or {0, redis.call('PTTL', KEYS[1])}
 end
@@ -34,4 +36,4 @@ local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonum
 redis.call('PEXPIREAT', KEYS[1], at)
 redis.call('SET', KEYS[3], ARGV[3])
 redis.call('PEXPIREAT', KEYS[3], at)
-return {1, redis.call('INCR', KEYS[2])}
+return {1, redis.call('INCRBY', KEYS[2], 2) - 1}

@@ -8,6 +8,7 @@
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the waiter ('' for a plain attempt, which joins
 -- nothing), ARGV[4] how long its place lasts without an attempt (ms), ARGV[5] lifetime of
 -- the line's keys (ms).
+-- Fences are drawn two at a time, as in acquire.lua.
 -- Returns {1, fence} when taken, {0, pttl} of the holder when not.
 if redis.replicate_commands then
   redis.replicate_commands()
@@ -39,12 +40,12 @@ if head == nil or head == me then
       redis.call('ZREM', KEYS[3], me)
       redis.call('ZREM', KEYS[4], me)
     end
-    return {1, redis.call('INCR', KEYS[2])}
+    return {1, redis.call('INCRBY', KEYS[2], 2) - 1}
   end
 end
 -- Our own token: this attempt, sent again after its connection dropped under it.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, tonumber(redis.call('GET', KEYS[2])) or 0}
+  return {1, math.max((tonumber(redis.call('GET', KEYS[2])) or 1) - 1, 0)}
 end
 if me ~= '' then
   redis.call('ZADD', KEYS[3], 'NX', tonumber(time[1]) * 1000000 + tonumber(time[2]), me)

@@ -5,6 +5,7 @@
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the connection's id, ARGV[4] its queue score
 -- (microseconds of its clock), ARGV[5] '1' while other waiters of that connection remain,
 -- ARGV[6] lifetime of the queue in ms.
+-- Fences are drawn two at a time, as in acquire.lua.
 -- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
 -- Queue commands run under pcall: a user whose ACL allows no sorted sets just polls.
 local function stay_queued()
@@ -19,11 +20,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   else
     redis.pcall('ZREM', KEYS[3], ARGV[3])
   end
-  return {1, redis.call('INCR', KEYS[2])}
+  return {1, redis.call('INCRBY', KEYS[2], 2) - 1}
 end
 -- Our own token: this attempt, sent again after its connection dropped under it.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  return {1, tonumber(redis.pcall('GET', KEYS[2])) or 0}
+  return {1, math.max((tonumber(redis.pcall('GET', KEYS[2])) or 1) - 1, 0)}
 end
 stay_queued()
 return {0, redis.call('PTTL', KEYS[1])}

@@ -1,16 +1,32 @@
 -- Hand a lock we hold straight to a waiter of our own process: it never becomes free, so
--- nobody barges in between, and the waiter needs no request of its own. One step, so the
--- new holder's fence is drawn while the lock is provably ours to give.
+-- nobody barges in between, and the waiter needs no request of its own.
+-- The waiter's fence is the one kept for it when ours was drawn (every draw takes two, see
+-- acquire.lua): ours + 1, known before this runs, so a waiter of our JS thread may start on
+-- the strength of our lease while this is in flight (see binding/direct/handoff.rs). Nobody
+-- else can have drawn it: the counter was already past it when we got ours.
 -- KEYS[1] lock key, KEYS[2] fence counter; one hash slot.
--- ARGV[1] our token, ARGV[2] the waiter's fresh token, ARGV[3] its TTL in ms.
+-- ARGV[1] our token, ARGV[2] the waiter's fresh token, ARGV[3] its TTL in ms, ARGV[4] our
+-- fence ('0' when unknown: the waiter then draws two, as an acquire does).
 -- Returns the waiter's fence, or 0 when the lock is no longer ours (nothing was changed).
+local ours = tonumber(ARGV[4]) or 0
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return redis.call('INCR', KEYS[2])
+  if ours == 0 then
+    return redis.call('INCRBY', KEYS[2], 2) - 1
+  end
+  -- Keep the next one for the waiter's own handover: the counter was at ours + 1 at least.
+  if redis.call('INCR', KEYS[2]) < ours + 2 then
+    -- As a decimal: Lua would print a large number in exponent form.
+    redis.call('SET', KEYS[2], string.format('%d', ours + 2))
+  end
+  return ours + 1
 end
 -- The waiter's token already: this handoff, sent again after its connection dropped under it.
 if holder == ARGV[2] then
-  return tonumber(redis.call('GET', KEYS[2])) or 0
+  if ours > 0 then
+    return ours + 1
+  end
+  return math.max((tonumber(redis.call('GET', KEYS[2])) or 1) - 1, 0)
 end
 return 0
