@@ -121,6 +121,22 @@ test('a handover with no reply within its bound leaves the waiter holding nothin
   assert.equal(await admin.exists('lock:lend:silent'), 0)
 })
 
+test('a handover refused on the JS-thread connection (NOSCRIPT) goes again through tokio and confirms the waiter', async () => {
+  const lock = new DistributedLock(server.url)
+  await warm(lock)
+  const { holder, waiting } = await holderAndWaiter(lock, 'lend:refused', 10_000)
+  await admin.script('FLUSH')
+  const released = holder.release()
+  assert.equal(await settledAtOnce(waiting), true)
+  const handle = await waiting
+  await released
+  assert.equal(handle.isHeld, true)
+  assert.equal(await admin.get('lock:lend:refused'), handle.token)
+  assert.equal(BigInt(handle.fence), BigInt(holder.fence) + 1n)
+  await handle.release()
+  assert.equal(await admin.exists('lock:lend:refused'), 0)
+})
+
 test('a lease that may run out within the handover bound is not lent: the waiter waits for Redis', async () => {
   const lock = new DistributedLock(server.url, { commandTimeoutMs: 5000 })
   await warm(lock)
