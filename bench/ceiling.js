@@ -1,8 +1,10 @@
 'use strict'
 
-// The ceiling of scenario (c) on this machine, unpinned: a serial loop of the three round
-// trips a section needs (the counter's GET and SET, and one EVALSHA standing in for the
-// handover), with no lock at all, on two ioredis connections to a private redis-server.
+// Scenario (c)'s ceiling on this machine, unpinned, for a lock whose next holder waits for
+// Redis to confirm each handover: a serial loop of three round trips (the counter's GET and
+// SET, and one EVALSHA standing in for the handover), with no lock at all, on two ioredis
+// connections to a private redis-server. Ours lends the releaser's lease to the next holder
+// (see README.md, "Wake-up on release"), so its section overlaps the handover and can pass it.
 // node bench/ceiling.js  ->  loops/s for three 2 s rounds, and ours through bench (c)'s loop
 // (8 waitForLock workers) right after each, so both see the same machine.
 const Redis = require('ioredis')
