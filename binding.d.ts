@@ -62,10 +62,11 @@ export declare class NativeDistributedLock {
    */
   extend(owner: object, key: string, token: string, additionalMs: number, deadline: number, watch: number): Promise<[number, number]>
   /**
-   * Whether the holder of `token` started on a lease lent to it that Redis then did not
-   * confirm (see direct/handoff.rs): its handle holds nothing.
+   * Where a holder that started on a lent lease stands (see direct/handoff.rs): 0 while
+   * Redis has not run its handover, then once its deadline (`performance.now()`'s clock)
+   * or -1 when it holds nothing; -1 too for a token not lent, or already told.
    */
-  unconfirmed(token: string): boolean
+  lentState(token: string): number
   /** The owner token of `watch`, while the watchdog keeps it alive. */
   watchToken(watch: number): string | null
   /** Whether the watchdog still keeps `watch` alive and its TTL has not run out. */

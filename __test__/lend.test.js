@@ -21,7 +21,9 @@ let admin
 
 before(async () => {
   server = await startRedis()
-  admin = new Redis(server.port)
+  admin = new Redis(server.port, { lazyConnect: true })
+  await admin.connect()
+  await admin.client('SETNAME', 'test-admin')
 })
 
 after(async () => {
@@ -32,10 +34,20 @@ after(async () => {
 
 /** Makes calls until the JS-thread connection is open (it opens after the first call). */
 async function warm(lock) {
-  for (let i = 0; i < 20; i++) {
+  for (let tries = 0; tries < 100; tries++) {
     await lock.isLocked('lend:warm-up')
-    await sleep(5)
+    // Ours speaks RESP2 on that connection (RESP3 on the tokio one); the admin is named.
+    const lines = (await admin.client('LIST')).split('\n')
+    if (lines.some((l) => / resp=2/.test(l) && !l.includes('name=test-admin'))) return
+    await sleep(10)
   }
+  throw new Error('the JS-thread connection never opened')
+}
+
+/** Spins the JS thread for `ms`: nothing else of this process runs meanwhile. */
+function blockFor(ms) {
+  const end = performance.now() + ms
+  while (performance.now() < end);
 }
 
 /** Whether `promise` settled before any I/O could: only microtasks ran meanwhile. */
@@ -75,11 +87,15 @@ test('the waiter starts as the handover is sent, with the fence kept for it', as
   assert.equal(await admin.exists('lock:lend:plain'), 0)
 })
 
-test('a handover Redis refuses (the lock was taken behind the holder) leaves the waiter holding nothing', async () => {
+for (const where of ['the same instance', 'another instance on the same URL']) {
+  test(`a handover Redis refuses (the lock was taken behind the holder) leaves the waiter holding nothing: waiter of ${where}`, async () => {
   const lock = new DistributedLock(server.url)
   const other = new DistributedLock(server.url)
+  const waiters = where === 'the same instance' ? lock : new DistributedLock(server.url)
   await warm(lock)
-  const { holder, waiting } = await holderAndWaiter(lock, 'lend:taken', 10_000)
+  const holder = await lock.acquire('lend:taken', 10_000)
+  const waiting = waiters.waitForLock('lend:taken', 10_000, 10_000)
+  await sleep(50)
   // Deleted behind the holder's back, and taken by another instance.
   await admin.del('lock:lend:taken')
   const thief = await other.acquire('lend:taken', 10_000)
@@ -95,6 +111,92 @@ test('a handover Redis refuses (the lock was taken behind the holder) leaves the
   await handle.release() // a no-op for a non-holder
   assert.equal(await admin.get('lock:lend:taken'), thief.token)
   await thief.release()
+  })
+}
+
+test('a holder whose own lent start is unconfirmed does not lend on: the next waiter waits for the lock', async () => {
+  const lock = new DistributedLock(server.url)
+  const other = new DistributedLock(server.url)
+  await warm(lock)
+  const holder = await lock.acquire('lend:chain', 10_000)
+  const first = lock.waitForLock('lend:chain', 10_000, 10_000)
+  const second = lock.waitForLock('lend:chain', 10_000, 10_000)
+  await sleep(50)
+  await admin.del('lock:lend:chain')
+  const thief = await other.acquire('lend:chain', 10_000)
+  const released = holder.release()
+  assert.equal(await settledAtOnce(first), true)
+  const handle = await first
+  // Released at once, its own handover still in flight: it must not lend its fence on.
+  const releasedAgain = handle.release()
+  assert.equal(await settledAtOnce(second), false, 'lent on from an unconfirmed start')
+  await released
+  await releasedAgain
+  assert.equal(handle.isHeld, false)
+  await sleep(100)
+  assert.equal(await admin.get('lock:lend:chain'), thief.token)
+  await thief.release()
+  const next = await second
+  assert.ok(BigInt(next.fence) > BigInt(thief.fence), `${next.fence} vs ${thief.fence}`)
+  assert.equal(await admin.get('lock:lend:chain'), next.token)
+  await next.release()
+})
+
+test('a lent start counts on the lender\'s deadline until Redis answers, even with the event loop blocked', async () => {
+  const lock = new DistributedLock(server.url, { commandTimeoutMs: 300 })
+  await warm(lock)
+  const holder = await lock.acquire('lend:capped', 1500)
+  const waiting = lock.waitForLock('lend:capped', 10_000, 10_000)
+  await sleep(50)
+  server.pause()
+  try {
+    const released = holder.release().catch((err) => err)
+    assert.equal(await settledAtOnce(waiting), true)
+    const handle = await waiting
+    assert.equal(handle.isHeld, true)
+    // Past the lender's lease, before any timer of ours could run: not held any more.
+    blockFor(1600)
+    assert.equal(handle.isHeld, false, 'held past the lease it stands on')
+    await released
+  } finally {
+    server.resume()
+  }
+})
+
+test('an extend right after a lent start goes after the handover', async () => {
+  const lock = new DistributedLock(server.url)
+  await warm(lock)
+  const { holder, waiting } = await holderAndWaiter(lock, 'lend:extended', 10_000)
+  const released = holder.release()
+  const handle = await waiting
+  await handle.extend(50_000)
+  await released
+  assert.equal(await admin.get('lock:lend:extended'), handle.token)
+  assert.ok((await admin.pttl('lock:lend:extended')) > 30_000)
+  assert.equal(handle.isHeld, true)
+  await handle.release()
+  assert.equal(await admin.exists('lock:lend:extended'), 0)
+})
+
+test('a lock the watchdog reported lost is not lent on', async () => {
+  const lock = new DistributedLock(server.url, { commandTimeoutMs: 500 })
+  const other = new DistributedLock(server.url)
+  await warm(lock)
+  const holder = await lock.acquire('lend:lost', 3000, { autoRefresh: true, onLost: () => {} })
+  const waiting = lock.waitForLock('lend:lost', 10_000, 10_000)
+  await sleep(50)
+  await admin.del('lock:lend:lost')
+  const thief = await other.acquire('lend:lost', 10_000)
+  const lost = await holder.lost // at its next refresh, within a third of its TTL
+  assert.equal(lost.code, 'ELOST')
+  const released = holder.release()
+  assert.equal(await settledAtOnce(waiting), false, 'a lost lock lent its fence on')
+  await released
+  await thief.release()
+  const handle = await waiting
+  assert.ok(BigInt(handle.fence) > BigInt(thief.fence))
+  assert.equal(await admin.get('lock:lend:lost'), handle.token)
+  await handle.release()
 })
 
 test('a handover with no reply within its bound leaves the waiter holding nothing, and its token in place', async () => {
@@ -115,8 +217,12 @@ test('a handover with no reply within its bound leaves the waiter holding nothin
     server.resume()
   }
   // The handover ran late: the waiter may still be in its section, so its token stays.
-  await sleep(100)
-  assert.equal(await admin.get('lock:lend:silent'), handle.token)
+  let holderNow
+  for (let tries = 0; tries < 100 && holderNow !== handle.token; tries++) {
+    await sleep(20)
+    holderNow = await admin.get('lock:lend:silent')
+  }
+  assert.equal(holderNow, handle.token)
   await handle.release()
   assert.equal(await admin.exists('lock:lend:silent'), 0)
 })

@@ -49,7 +49,7 @@ function attemptsOn(key, exclude = []) {
       // queue key: EVALSHA sha 3 <lock key> <fence key> <queue key> <token> ...
       token = args[3 + Number(args[2])]
     } else if (command === 'set' && source !== 'lua' && args[1] === PREFIX + key && args[3] === 'NX') {
-      // a first attempt sent as MULTI / SET <lock key> <token> NX PX <ttl> / INCR / EXEC
+      // a first attempt sent as MULTI / SET <lock key> <token> NX PX <ttl> / INCRBY / EXEC
       token = args[2]
     } else continue
     if (exclude.includes(token)) continue

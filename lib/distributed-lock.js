@@ -24,8 +24,8 @@ const RELEASED = 2
 const RELEASING = 4 // a release is in flight; if it fails, the lock is ours again
 const BEATING = 8 // counted among the locks whose holder's event loop is watched
 const LOST = 16 // the watchdog gave it up
-// Started on its predecessor's lease while the handover was in flight: it holds only if
-// Redis confirmed that (see src/binding/direct/handoff.rs).
+// Started on its predecessor's lease while the handover was in flight: until Redis answers,
+// the deadline is that lease's (see src/binding/direct/handoff.rs).
 const LENT = 32
 
 // Wall-clock times arrive from the native side as whole ms after this base: small integers,
@@ -125,8 +125,8 @@ class LockHandle {
   get isHeld() {
     if ((this.#flags & (FILLED | RELEASED | LOST)) !== FILLED) return false
     if (this.#watch !== 0) return this.#native.watchHeld(this.#watch)
-    if (performance.now() >= this.#deadline) return false
-    return (this.#flags & LENT) === 0 || !this.#native.unconfirmed(this.#token)
+    if ((this.#flags & LENT) !== 0) this.#askLent()
+    return performance.now() < this.#deadline
   }
 
   get info() {
@@ -142,12 +142,15 @@ class LockHandle {
 
   release() {
     if ((this.#flags & (FILLED | RELEASED)) !== FILLED) return Promise.resolve()
+    if ((this.#flags & LENT) !== 0) this.#askLent()
     this.#flags |= RELEASED | RELEASING
     this.#stopListening()
     const watch = this.#watch
     this.#remember()
+    // A lost lock, or one lent to us and not confirmed yet, is never lent on (fence 0).
+    const fence = (this.#flags & (LOST | LENT)) === 0 ? this.#fence : 0
     try {
-      return this.#native.release(this, this.#key, this.#token ?? '', this.#fence, this.#deadline, watch)
+      return this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch)
     } catch (err) {
       this[FAILED]()
       return Promise.reject(fromNative(err, this.#key))
@@ -163,6 +166,8 @@ class LockHandle {
     } catch (err) {
       throw fromNative(err, this.#key)
     }
+    // The extend went after our handover, if we started on a lent lease: its answer is in.
+    if ((this.#flags & LENT) !== 0) this.#askLent()
     // A release that landed while the extend was in flight wins: the lock stays released.
     if ((this.#flags & RELEASED) === 0) {
       this.#deadline = extended[0]
@@ -172,6 +177,17 @@ class LockHandle {
 
   async [asyncDispose]() {
     await this.release()
+  }
+
+  /**
+   * We started on the lease of the release that handed us the lock, before Redis ran the
+   * handover: until it answers, our deadline is that lease's; then our own, or none.
+   */
+  #askLent() {
+    const state = this.#native.lentState(this.#token)
+    if (state === 0) return
+    this.#flags &= ~LENT
+    this.#deadline = state < 0 ? 0 : state
   }
 
   /** A native call made for this handle failed with `code`. */

@@ -25,8 +25,9 @@ pub struct Granted {
     pub ttl: Duration,
     /// The watchdog entry that keeps it alive (`autoRefresh`), if any.
     pub watch: Option<u64>,
-    /// Started on its predecessor's lease, before Redis confirmed the handover.
-    pub lent: bool,
+    /// Started on its predecessor's lease, valid until this by our clock unless Redis
+    /// confirms the handover (see direct/handoff.rs).
+    pub lent_until: Option<Instant>,
 }
 
 /// How a call ended, as its promise settles.

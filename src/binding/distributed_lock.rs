@@ -92,14 +92,15 @@ impl Granted {
             sent: lease.sent(),
             ttl: lease.ttl(),
             watch,
-            lent: false,
+            lent_until: None,
         }
     }
 
-    /// A handle answered as its handover was sent (see direct/handoff.rs).
-    pub fn lent(lease: &Lease) -> Granted {
+    /// A handle answered as its handover was sent, on a lease valid until `until` (see
+    /// direct/handoff.rs).
+    pub fn lent(lease: &Lease, until: std::time::Instant) -> Granted {
         Granted {
-            lent: true,
+            lent_until: Some(until),
             ..Granted::of(lease, None)
         }
     }

@@ -9,7 +9,8 @@ use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
 use crate::core::clock::Stamp;
 use crate::core::lease::Lease;
-use crate::core::lock;
+use crate::core::lent::Lent;
+use crate::core::lock::{self, Locker};
 use crate::core::token;
 use crate::core::validate;
 use crate::core::wake;
@@ -18,6 +19,14 @@ use napi::bindgen_prelude::{Object, PromiseRaw};
 use napi::JsValue;
 use napi_derive::napi;
 use std::sync::Arc;
+
+/// A call of a holder whose handover may still be in flight on the JS-thread connection
+/// goes after it: through the runtime it could reach Redis first and find the lock the
+/// releaser's.
+async fn after_handover(locker: &Locker, lease: &Lease) {
+    let lends = locker.store().wakes().lends();
+    lends.settled(&lease.token, locker.command_timeout()).await;
+}
 
 /// Watch ids come from JS as numbers; 0 (or anything not a positive integer) is none.
 fn watch_id(watch: f64) -> Option<u64> {
@@ -69,7 +78,6 @@ impl NativeDistributedLock {
         let watch = watch_id(watch);
         // A fence we cannot read back exactly is none: the handover then draws a new one.
         let fence = watch_id(fence).unwrap_or(0);
-        self.locker.unconfirmed().remove(&token);
         let lease = Arc::new(self.lease(key, token, fence, deadline, watch)?);
         // Before the release is sent, on the JS thread: no refresh goes out after it, and a
         // refresh in flight cannot report our own delete as a loss.
@@ -77,14 +85,21 @@ impl NativeDistributedLock {
             Watchdog::of(self.locker.store()).stop(id);
         }
         let call = self.thread.call(Some(owner.raw()))?;
-        if let Some(link) = &self.direct {
+        // A holder whose own handover is still in flight goes through the runtime, after it
+        // (that handover may have moved there with a broken connection).
+        let lends = self.locker.store().wakes().lends();
+        if let (Some(link), false) = (&self.direct, lends.pending(&lease.token)) {
             if self.send_release(link, call.id, &lease) {
+                lends.forget(&lease.token);
                 return Ok(call.promise);
             }
         }
         let locker = self.locker.clone();
         self.completer.run(call.id, async move {
-            match locker.release(&lease).await {
+            after_handover(&locker, &lease).await;
+            let released = locker.release(&lease).await;
+            locker.store().wakes().lends().forget(&lease.token);
+            match released {
                 Ok(_) => Outcome::Done,
                 Err(err) => Outcome::Failed(err),
             }
@@ -130,7 +145,7 @@ impl NativeDistributedLock {
             sent: Stamp::now(),
             lent: false,
         };
-        let lent = std::cell::Cell::new(None);
+        let lent = std::cell::Cell::new(None::<Granted>);
         // Not sent (the connection is not open): dropped with its reservation, which lets
         // the waiter be picked by the runtime's release.
         let sent = link.send(id, |out, _| match handoff.lend(bound) {
@@ -153,7 +168,7 @@ impl NativeDistributedLock {
         if let Some(granted) = lent.take() {
             // Its runtime task, if any, ends without a word.
             self.completer.answered(caller.id);
-            let handle = Outcome::Lease(Granted::lent(&granted));
+            let handle = Outcome::Lease(granted);
             // SAFETY: on the JS thread, inside this call from JS.
             unsafe { self.thread.settle_in_call(caller.id, handle) };
         }
@@ -184,6 +199,7 @@ impl NativeDistributedLock {
         // to the hold's own, and a refresh Redis ran without our hearing must not leave us
         // counting on the longer one.
         self.completer.run(call.id, async move {
+            after_handover(&locker, &lease).await;
             match locker.extend(&lease, extra).await {
                 Ok(()) => Outcome::Extended {
                     deadline: lease.deadline(),
@@ -195,11 +211,16 @@ impl NativeDistributedLock {
         Ok(call.promise)
     }
 
-    /// Whether the holder of `token` started on a lease lent to it that Redis then did not
-    /// confirm (see direct/handoff.rs): its handle holds nothing.
+    /// Where a holder that started on a lent lease stands (see direct/handoff.rs): 0 while
+    /// Redis has not run its handover, then once its deadline (`performance.now()`'s clock)
+    /// or -1 when it holds nothing; -1 too for a token not lent, or already told.
     #[napi]
-    pub fn unconfirmed(&self, token: String) -> bool {
-        self.locker.unconfirmed().contains(&token)
+    pub fn lent_state(&self, token: String) -> f64 {
+        match self.locker.store().wakes().lends().take(&token) {
+            Some(Lent::Pending) => 0.0,
+            Some(Lent::Confirmed(deadline)) => self.thread.perf_ms(deadline).floor(),
+            Some(Lent::Failed) | None => -1.0,
+        }
     }
 
     /// The owner token of `watch`, while the watchdog keeps it alive.

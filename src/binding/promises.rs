@@ -20,9 +20,10 @@ use std::time::Instant;
 /// JS functions the layer above registers once (see lib/completions.js).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Hook {
-    /// `(owner, token, fence, deadline, acquiredAt, expiresAt, watch) => handle`; times as
-    /// ms (deadline on `performance.now()`'s clock, the others after `baseWallMs`); no token
-    /// for a watched lock (`watch`, see `watchToken`).
+    /// `(owner, token, fence, deadline, acquiredAt, expiresAt, watch, lent) => handle`; times
+    /// as ms (deadline on `performance.now()`'s clock, the others after `baseWallMs`); no
+    /// token for a watched lock (`watch`, see `watchToken`); `lent` 1 for a holder that
+    /// started before Redis ran its handover (see `lentState`).
     Handle,
     /// `(error, key, owner) => error`: the error class users match on.
     Error,
@@ -306,6 +307,8 @@ impl JsThread {
         let mut value = ptr::null_mut();
         match outcome {
             Outcome::Lease(lease) => {
+                let own = lease.sent.at + validity(lease.ttl);
+                let deadline = lease.lent_until.map_or(own, |until| until.min(own));
                 // A watched lock's token stays with the watchdog; the handle asks for it.
                 let token = match lease.watch {
                     Some(_) => self.undefined(),
@@ -316,11 +319,11 @@ impl JsThread {
                     token,
                     self.number(lease.fence as f64),
                     // Whole ms, rounded down: never later, and a small integer in JS.
-                    self.number(self.perf_ms(lease.sent.at + validity(lease.ttl)).floor()),
+                    self.number(self.perf_ms(deadline).floor()),
                     self.number(self.wall(crate::core::clock::wall_ms())),
                     self.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64)),
                     self.number(lease.watch.map_or(0.0, |id| id as f64)),
-                    self.number(if lease.lent { 1.0 } else { 0.0 }),
+                    self.number(if lease.lent_until.is_some() { 1.0 } else { 0.0 }),
                 ];
                 return self.call_hook(Hook::Handle, &args);
             }

@@ -1,61 +1,157 @@
-//! Holders that started on a lease lent to them (see handoff.lua and
-//! binding/direct/handoff.rs) whose handover Redis then did not confirm: their handles,
-//! plain JS objects, ask here whether they still hold. Rare (the lender's lock must have been
-//! taken from it behind its back), so this is almost always empty and cheap to ask.
+//! Holders that started on a lease lent to them by a release of their JS thread, before
+//! Redis ran the handover (see handoff.lua and binding/direct/handoff.rs), by token: pending
+//! until the reply, then confirmed (with the holder's own deadline) or failed. Their handles
+//! are plain JS objects: they ask here, and count on the lender's deadline until then. A call
+//! of theirs that goes through the runtime waits for the answer first, so it cannot reach
+//! Redis before the handover. One table per connection: a release lends to any waiter of its
+//! JS thread on that connection, whatever `DistributedLock` instance it came from.
 
 use super::sync::lock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
-#[derive(Default)]
-pub struct Unconfirmed {
-    any: AtomicBool,
-    /// Token -> until when its handle could think it holds (later, nobody asks).
-    tokens: Mutex<HashMap<String, Instant>>,
+/// What a lent holder's handle learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lent {
+    Pending,
+    /// Redis ran the handover: the holder's own deadline.
+    Confirmed(Instant),
+    /// It holds nothing (the handover did not run, or not within its bound).
+    Failed,
 }
 
-impl Unconfirmed {
-    pub fn add(&self, token: String, until: Instant) {
-        let mut tokens = lock(&self.tokens);
-        let now = Instant::now();
-        tokens.retain(|_, until| *until > now);
-        tokens.insert(token, until);
-        self.any.store(true, Ordering::Release);
+struct Entry {
+    state: Lent,
+    /// Woken when the state stops being pending.
+    settled: Arc<Notify>,
+    /// After this nobody can still be counting on the entry.
+    until: Instant,
+}
+
+#[derive(Default)]
+pub struct Lends {
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+/// Entries whose handles never asked are dropped once past their time, checked when the
+/// table has grown by this much since the last sweep.
+const SWEEP_EVERY: usize = 256;
+
+impl Lends {
+    /// `token` starts now on a lent lease; its handle holds at most until `until`.
+    pub fn lend(&self, token: String, until: Instant) {
+        let mut entries = lock(&self.entries);
+        if entries.len() % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            let now = Instant::now();
+            entries.retain(|_, entry| entry.until > now);
+        }
+        let settled = Arc::new(Notify::new());
+        let state = Lent::Pending;
+        entries.insert(
+            token,
+            Entry {
+                state,
+                settled,
+                until,
+            },
+        );
     }
 
-    pub fn contains(&self, token: &str) -> bool {
-        self.any.load(Ordering::Acquire) && lock(&self.tokens).contains_key(token)
+    /// The handover's answer for `token`.
+    pub fn settle(&self, token: &str, state: Lent) {
+        if let Some(entry) = lock(&self.entries).get_mut(token) {
+            if entry.state == Lent::Pending {
+                entry.state = state;
+                entry.settled.notify_waiters();
+            }
+        }
+    }
+
+    /// Where `token` stands; `None` for a token never lent (or already told). A final
+    /// answer is given once: the handle keeps it.
+    pub fn take(&self, token: &str) -> Option<Lent> {
+        let mut entries = lock(&self.entries);
+        let state = entries.get(token)?.state;
+        if state != Lent::Pending {
+            entries.remove(token);
+        }
+        Some(state)
+    }
+
+    /// Whether `token` was lent and Redis has not confirmed it (yet).
+    pub fn unconfirmed(&self, token: &str) -> bool {
+        matches!(self.peek(token), Some(Lent::Pending | Lent::Failed))
+    }
+
+    pub fn pending(&self, token: &str) -> bool {
+        self.peek(token) == Some(Lent::Pending)
+    }
+
+    fn peek(&self, token: &str) -> Option<Lent> {
+        lock(&self.entries).get(token).map(|entry| entry.state)
+    }
+
+    /// Waits, at most `bound`, while `token`'s handover is pending.
+    pub async fn settled(&self, token: &str, bound: Duration) {
+        let settled = {
+            let entries = lock(&self.entries);
+            match entries.get(token) {
+                Some(entry) if entry.state == Lent::Pending => entry.settled.clone(),
+                _ => return,
+            }
+        };
+        let notified = settled.notified();
+        // It may have been settled between the look and the subscription.
+        if self.peek(token) != Some(Lent::Pending) {
+            return;
+        }
+        let _ = tokio::time::timeout(bound, notified).await;
     }
 
     /// Its handle released it: nobody asks again.
-    pub fn remove(&self, token: &str) {
-        if self.any.load(Ordering::Acquire) {
-            let mut tokens = lock(&self.tokens);
-            tokens.remove(token);
-            self.any.store(!tokens.is_empty(), Ordering::Release);
-        }
+    pub fn forget(&self, token: &str) {
+        lock(&self.entries).remove(token);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
-    fn a_token_is_known_until_removed_or_past_its_time() {
-        let unconfirmed = Unconfirmed::default();
-        assert!(!unconfirmed.contains("a"));
-        unconfirmed.add("a".into(), Instant::now() + Duration::from_secs(60));
-        unconfirmed.add("b".into(), Instant::now());
-        assert!(unconfirmed.contains("a"));
-        // Past its time: dropped at the next addition.
-        unconfirmed.add("c".into(), Instant::now() + Duration::from_secs(60));
-        assert!(!unconfirmed.contains("b"));
-        unconfirmed.remove("a");
-        assert!(!unconfirmed.contains("a"));
-        assert!(unconfirmed.contains("c"));
+    fn a_lend_is_pending_until_settled_and_told_once() {
+        let lends = Lends::default();
+        let until = Instant::now() + Duration::from_secs(60);
+        assert_eq!(lends.take("a"), None);
+        lends.lend("a".into(), until);
+        assert_eq!(lends.take("a"), Some(Lent::Pending));
+        assert!(lends.unconfirmed("a"));
+        lends.settle("a", Lent::Confirmed(until));
+        assert!(!lends.unconfirmed("a"));
+        // A late second answer changes nothing.
+        lends.settle("a", Lent::Failed);
+        assert_eq!(lends.take("a"), Some(Lent::Confirmed(until)));
+        assert_eq!(lends.take("a"), None);
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_when_settled_or_at_its_bound() {
+        let lends = Arc::new(Lends::default());
+        let until = Instant::now() + Duration::from_secs(60);
+        lends.lend("a".into(), until);
+        let started = Instant::now();
+        lends.settled("a", Duration::from_millis(50)).await;
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        let other = lends.clone();
+        let waiting = tokio::spawn(async move {
+            other.settled("a", Duration::from_secs(10)).await;
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        lends.settle("a", Lent::Failed);
+        let done = tokio::time::timeout(Duration::from_secs(2), waiting).await;
+        assert!(matches!(done, Ok(Ok(()))));
     }
 }

@@ -7,7 +7,6 @@ use super::clock::Stamp;
 use super::error::LockError;
 use super::keys;
 use super::lease::Lease;
-use super::lent::Unconfirmed;
 use super::resp;
 use super::scripts;
 use super::store::{Connection, Replay, Store};
@@ -31,8 +30,6 @@ pub struct Locker {
     command_timeout: Duration,
     /// Waiters get the lock in the order they asked for it (see acquire_fair.lua).
     fair: bool,
-    /// Holders whose lent start Redis did not confirm.
-    unconfirmed: Unconfirmed,
 }
 
 /// What one attempt found.
@@ -51,7 +48,6 @@ impl Locker {
             prefix: prefix.into(),
             command_timeout,
             fair: false,
-            unconfirmed: Unconfirmed::default(),
         }
     }
 
@@ -474,10 +470,6 @@ impl Locker {
 
     pub fn store(&self) -> &Arc<Store> {
         &self.store
-    }
-
-    pub fn unconfirmed(&self) -> &Unconfirmed {
-        &self.unconfirmed
     }
 
     pub fn command_timeout(&self) -> Duration {

@@ -8,6 +8,7 @@
 
 use super::keys;
 use super::lease::Lease;
+use super::lent::Lends;
 use super::store::Store;
 use super::sync::lock;
 use std::collections::{HashMap, VecDeque};
@@ -159,6 +160,8 @@ pub struct Wakes {
     pub(crate) switching: tokio::sync::Mutex<()>,
     /// The last waiter's number.
     seq: AtomicU64,
+    /// Waiters answered by a release before Redis ran its handover.
+    lends: Lends,
 }
 
 /// What a wake addressed to this connection asks of it.
@@ -170,6 +173,10 @@ pub enum Turn {
 }
 
 impl Wakes {
+    pub fn lends(&self) -> &Lends {
+        &self.lends
+    }
+
     /// Queues a waiter for `lock_key` (wanting it for `ttl`), behind those of this
     /// connection already waiting.
     pub fn join(self: &Arc<Self>, lock_key: &[u8], ttl: Duration) -> Ticket {
@@ -302,8 +309,8 @@ impl Wakes {
         None
     }
 
-    /// The handoff to `to` happened, and its caller was answered by the one who handed it
-    /// over: its wait is over. `false` when the waiter left meanwhile (the lock is then the
+    /// The handoff to `to` happened (or was sent, the waiter starting on a lent lease), and
+    /// its caller was answered by the one who handed it over: its wait is over. `false` when the waiter left meanwhile (the lock is then the
     /// caller's to free).
     pub fn settle(&self, channel: &[u8], to: Reservation) -> bool {
         let mut channels = lock(&self.channels);

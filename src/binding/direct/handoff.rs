@@ -17,6 +17,7 @@ use super::work::Next;
 use crate::core::clock::Stamp;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
+use crate::core::lent::Lent;
 use crate::core::lock::{self, Locker};
 use crate::core::release;
 use crate::core::wake::{self, Caller, Reservation};
@@ -29,7 +30,7 @@ pub enum Lending {
     /// It waits for the reply as before (our lease is too short, or its fence unknown).
     No,
     /// It starts now, holding this.
-    Lent(Lease),
+    Lent(Granted),
     /// It left meanwhile: nobody to hand the lock to.
     WaiterGone,
 }
@@ -58,24 +59,45 @@ impl Handoff {
     /// Answers the waiter now when our lease outlasts the handover's `bound`: should no
     /// reply come within it, the waiter learns it holds nothing before our lease (the only
     /// thing it stands on until then) runs out.
+    /// Not from a lease that is itself lent and unconfirmed: its fence is not known to be
+    /// below every other holder's, nor its lock to be ours.
     pub fn lend(&mut self, bound: Duration) -> Lending {
-        if self.lease.fence == 0 || self.lease.remaining() <= bound {
+        let wakes = self.locker.store().wakes().clone();
+        if self.lease.fence == 0
+            || self.lease.remaining() <= bound
+            || wakes.lends().unconfirmed(&self.lease.token)
+        {
             return Lending::No;
         }
         let Some(to) = self.to.take() else {
             return Lending::No;
         };
-        if !self.locker.store().wakes().settle(&self.channel(), to) {
+        if !wakes.settle(&self.channel(), to) {
             return Lending::WaiterGone;
         }
         self.lent = true;
-        Lending::Lent(self.granted(self.lease.fence + 1))
+        wakes.lends().lend(self.token.clone(), self.own_deadline());
+        let granted = self.granted(self.lease.fence + 1);
+        Lending::Lent(Granted::lent(&granted, self.lease.deadline()))
     }
 
-    /// The lent waiter does not hold what it was told it holds: its handle says so from now.
-    fn unconfirmed(&self) {
-        let until = self.sent.at + crate::core::clock::validity(self.ttl);
-        self.locker.unconfirmed().add(self.token.clone(), until);
+    /// The waiter's deadline once Redis ran the handover.
+    fn own_deadline(&self) -> std::time::Instant {
+        self.sent.at + crate::core::clock::validity(self.ttl)
+    }
+
+    /// What became of the lent waiter's start: `confirmed` when Redis ran the handover.
+    fn told(&self, confirmed: bool) {
+        let state = if confirmed {
+            Lent::Confirmed(self.own_deadline())
+        } else {
+            Lent::Failed
+        };
+        self.locker
+            .store()
+            .wakes()
+            .lends()
+            .settle(&self.token, state);
     }
 
     fn channel(&self) -> Vec<u8> {
@@ -104,9 +126,7 @@ impl Handoff {
         };
         if self.lent {
             self.lease.mark_released();
-            if fence <= 0 || fence as u64 != self.lease.fence + 1 {
-                self.unconfirmed();
-            }
+            self.told(fence > 0 && fence as u64 == self.lease.fence + 1);
             return Next::Settled(Outcome::Done);
         }
         let wakes = self.locker.store().wakes().clone();
@@ -138,7 +158,7 @@ impl Handoff {
     /// reply that says it ran frees the waiter's token (`answered_late`).
     pub fn timed_out(&mut self, bound: Duration) -> Outcome {
         if self.lent {
-            self.unconfirmed();
+            self.told(false);
         }
         if let Some(to) = self.to.take() {
             self.locker.store().wakes().unreserve(to);
@@ -192,9 +212,7 @@ impl Handoff {
             let store = self.locker.store();
             let result =
                 release::confirm_lend(store, &self.lease, &self.token, self.ttl, bound).await;
-            if !matches!(result, Ok(true)) {
-                self.unconfirmed();
-            }
+            self.told(matches!(result, Ok(true)));
             match result {
                 Ok(_) => Outcome::Done,
                 Err(err) => Outcome::Failed(err),
