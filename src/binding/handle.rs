@@ -3,11 +3,12 @@
 //! token and deadline (see lib/distributed-lock.js); it passes them back here, so no native
 //! object exists per handle.
 
-use super::completions::{Granted, Outcome};
+use super::completions::Outcome;
 use super::direct::{Handoff, Lending, Link, Work};
 use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
 use crate::core::clock::Stamp;
+use crate::core::error::LockError;
 use crate::core::lease::Lease;
 use crate::core::lent::Lent;
 use crate::core::lock::{self, Locker};
@@ -145,32 +146,35 @@ impl NativeDistributedLock {
             sent: Stamp::now(),
             lent: false,
         };
-        let lent = std::cell::Cell::new(None::<Granted>);
         // Not sent (the connection is not open): dropped with its reservation, which lets
         // the waiter be picked by the runtime's release.
-        let sent = link.send(id, |out, _| match handoff.lend(bound) {
-            Lending::WaiterGone => {
-                lock::write_release(out, &lease.redis_key, &lease.token);
-                let work = Work::Release {
-                    locker: self.locker.clone(),
-                    lease: lease.clone(),
-                };
-                (1, bound, work)
-            }
-            lending => {
-                if let Lending::Lent(granted) = lending {
-                    lent.set(Some(granted));
-                }
-                handoff.write(out);
-                (1, bound, Work::Handoff(Box::new(handoff)))
-            }
+        if !link.is_open() {
+            return false;
+        }
+        let lent = match handoff.lend(bound) {
+            // The waiter left: the runtime's release picks the next one, or frees the lock.
+            Lending::WaiterGone => return false,
+            Lending::Lent(granted) => Some(granted),
+            Lending::No => None,
+        };
+        let sent = link.send(id, move |out, _| {
+            handoff.write(out);
+            (1, bound, Work::Handoff(Box::new(handoff)))
         });
-        if let Some(granted) = lent.take() {
+        if let Some(granted) = lent {
             // Its runtime task, if any, ends without a word.
             self.completer.answered(caller.id);
-            let handle = Outcome::Lease(granted);
+            let outcome = if sent {
+                Outcome::Lease(granted)
+            } else {
+                // Cannot happen (the connection was open a moment ago, on this thread); the
+                // waiter must still hear, and the lock stays the releaser's to free.
+                let lends = self.locker.store().wakes().lends();
+                lends.settle(&granted.token, Lent::Failed);
+                Outcome::Failed(LockError::Internal("a handover could not be sent".into()))
+            };
             // SAFETY: on the JS thread, inside this call from JS.
-            unsafe { self.thread.settle_in_call(caller.id, handle) };
+            unsafe { self.thread.settle_in_call(caller.id, outcome) };
         }
         sent
     }

@@ -129,6 +129,11 @@ impl Link {
         true
     }
 
+    /// Whether `send` would send now (it opens the connection if it can, as `send` does).
+    pub fn is_open(&self) -> bool {
+        self.connection().is_some()
+    }
+
     fn connection(&self) -> Option<Rc<Shared>> {
         let mut state = self.state.borrow_mut();
         let next = match &*state {
