@@ -10,6 +10,7 @@ const assert = require('node:assert/strict')
 const { Worker } = require('node:worker_threads')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
+const direct = require('./helpers/direct')
 const { DistributedLock } = require('..')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -32,28 +33,12 @@ after(async () => {
   assert.deepEqual(unhandled, [])
 })
 
-/** Ids of our JS-thread connections (RESP2; the tokio one speaks RESP3). */
-async function directConnections() {
-  const lines = (await admin.client('LIST')).split('\n')
-  return lines.filter((l) => / resp=2/.test(l) && !l.includes('name=test-admin')).map((l) => /id=(\d+)/.exec(l)[1])
-}
-
-/** Makes calls until the JS-thread connection is open (it opens after the first call). */
-async function withDirect(lock) {
-  for (let tries = 0; tries < 100; tries++) {
-    await lock.isLocked('warm-up')
-    if ((await directConnections()).length > 0) return
-    await sleep(10)
-  }
-  throw new Error('the JS-thread connection never opened')
-}
-
 test('calls go over the JS-thread connection once it is open', async () => {
   const lock = new DistributedLock(server.url)
-  await withDirect(lock)
+  await direct.withDirect(lock, admin)
   const before = await admin.info('commandstats')
   const calls = (info, command) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
-  const [id] = await directConnections()
+  const [id] = await direct.directConnections(admin)
   const handle = await lock.acquire('direct:used', 5000)
   assert.equal(await lock.isLocked('direct:used'), true)
   await handle.release()
@@ -69,8 +54,8 @@ test('calls go over the JS-thread connection once it is open', async () => {
 
 test('a release hands the lock to a waiter of the same thread over that connection', async () => {
   const lock = new DistributedLock(server.url)
-  await withDirect(lock)
-  const [id] = await directConnections()
+  await direct.withDirect(lock, admin)
+  const [id] = await direct.directConnections(admin)
   const holder = await lock.acquire('direct:handed', 10_000)
   const waiting = lock.waitForLock('direct:handed', 5000, 10_000)
   await sleep(50) // the waiter is queued, and has made its one attempt
@@ -123,8 +108,8 @@ test('a process that handed locks over exits on its own', async () => {
 
 test('a connection killed under 400 calls in flight loses none of them', async () => {
   const lock = new DistributedLock(server.url)
-  await withDirect(lock)
-  const [id] = await directConnections()
+  await direct.withDirect(lock, admin)
+  const [id] = await direct.directConnections(admin)
   const acquiring = Array.from({ length: 400 }, (_, i) => lock.acquire(`direct:killed:${i}`, 10_000))
   await admin.client('KILL', 'ID', id)
   const handles = await Promise.all(acquiring)
@@ -140,7 +125,7 @@ test('a connection killed under 400 calls in flight loses none of them', async (
 
 test('a silent server: the call ends at its bound, and a lock won meanwhile is freed', async () => {
   const lock = new DistributedLock(server.url, { commandTimeoutMs: 200 })
-  await withDirect(lock)
+  await direct.withDirect(lock, admin)
   server.pause()
   let failure
   const started = performance.now()
@@ -167,7 +152,7 @@ test('a silent server: the call ends at its bound, and a lock won meanwhile is f
 
 test('Redis errors read as on the tokio connection; NOSCRIPT is handled', async () => {
   const lock = new DistributedLock(server.url)
-  await withDirect(lock)
+  await direct.withDirect(lock, admin)
   await admin.config('SET', 'maxmemory', '1')
   try {
     await assert.rejects(lock.acquire('direct:oom', 1000), (err) => err.code === 'EREDIS' && /OOM/.test(err.message))

@@ -10,6 +10,7 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
+const { withDirect } = require('./helpers/direct')
 const { DistributedLock } = require('..')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -32,18 +33,6 @@ after(async () => {
   assert.deepEqual(unhandled, [])
 })
 
-/** Makes calls until the JS-thread connection is open (it opens after the first call). */
-async function warm(lock) {
-  for (let tries = 0; tries < 100; tries++) {
-    await lock.isLocked('lend:warm-up')
-    // Ours speaks RESP2 on that connection (RESP3 on the tokio one); the admin is named.
-    const lines = (await admin.client('LIST')).split('\n')
-    if (lines.some((l) => / resp=2/.test(l) && !l.includes('name=test-admin'))) return
-    await sleep(10)
-  }
-  throw new Error('the JS-thread connection never opened')
-}
-
 /** Spins the JS thread for `ms`: nothing else of this process runs meanwhile. */
 function blockFor(ms) {
   const end = performance.now() + ms
@@ -61,17 +50,17 @@ async function settledAtOnce(promise) {
   return settled
 }
 
-/** A holder, and a waiter of the same instance queued behind it. */
-async function holderAndWaiter(lock, key, ttlMs) {
+/** A holder, and a waiter (of `waiters`, by default the same instance) queued behind it. */
+async function holderAndWaiter(lock, key, ttlMs, waiters = lock) {
   const holder = await lock.acquire(key, ttlMs)
-  const waiting = lock.waitForLock(key, 10_000, 10_000)
+  const waiting = waiters.waitForLock(key, 10_000, 10_000)
   await sleep(50) // the waiter is queued, and has made its attempt
   return { holder, waiting }
 }
 
 test('the waiter starts as the handover is sent, with the fence kept for it', async () => {
   const lock = new DistributedLock(server.url)
-  await warm(lock)
+  await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:plain', 10_000)
   const released = holder.release()
   assert.equal(await settledAtOnce(waiting), true, 'the waiter was answered only after Redis')
@@ -89,35 +78,33 @@ test('the waiter starts as the handover is sent, with the fence kept for it', as
 
 for (const where of ['the same instance', 'another instance on the same URL']) {
   test(`a handover Redis refuses (the lock was taken behind the holder) leaves the waiter holding nothing: waiter of ${where}`, async () => {
-  const lock = new DistributedLock(server.url)
-  const other = new DistributedLock(server.url)
-  const waiters = where === 'the same instance' ? lock : new DistributedLock(server.url)
-  await warm(lock)
-  const holder = await lock.acquire('lend:taken', 10_000)
-  const waiting = waiters.waitForLock('lend:taken', 10_000, 10_000)
-  await sleep(50)
-  // Deleted behind the holder's back, and taken by another instance.
-  await admin.del('lock:lend:taken')
-  const thief = await other.acquire('lend:taken', 10_000)
-  const released = holder.release()
-  assert.equal(await settledAtOnce(waiting), true)
-  const handle = await waiting
-  await released
-  assert.equal(handle.isHeld, false, 'Redis did not confirm the handover')
-  // Its fence was kept for it before the theft: the thief's is higher, so a fenced store
-  // refuses the waiter's writes once the thief wrote.
-  assert.ok(BigInt(handle.fence) < BigInt(thief.fence), `${handle.fence} vs ${thief.fence}`)
-  assert.equal(await admin.get('lock:lend:taken'), thief.token)
-  await handle.release() // a no-op for a non-holder
-  assert.equal(await admin.get('lock:lend:taken'), thief.token)
-  await thief.release()
+    const lock = new DistributedLock(server.url)
+    const other = new DistributedLock(server.url)
+    const waiters = where === 'the same instance' ? lock : new DistributedLock(server.url)
+    await withDirect(lock, admin)
+    const { holder, waiting } = await holderAndWaiter(lock, 'lend:taken', 10_000, waiters)
+    // Deleted behind the holder's back, and taken by another instance.
+    await admin.del('lock:lend:taken')
+    const thief = await other.acquire('lend:taken', 10_000)
+    const released = holder.release()
+    assert.equal(await settledAtOnce(waiting), true)
+    const handle = await waiting
+    await released
+    assert.equal(handle.isHeld, false, 'Redis did not confirm the handover')
+    // Its fence was kept for it before the theft: the thief's is higher, so a fenced store
+    // refuses the waiter's writes once the thief wrote.
+    assert.ok(BigInt(handle.fence) < BigInt(thief.fence), `${handle.fence} vs ${thief.fence}`)
+    assert.equal(await admin.get('lock:lend:taken'), thief.token)
+    await handle.release() // a no-op for a non-holder
+    assert.equal(await admin.get('lock:lend:taken'), thief.token)
+    await thief.release()
   })
 }
 
 test('a holder whose own lent start is unconfirmed does not lend on: the next waiter waits for the lock', async () => {
   const lock = new DistributedLock(server.url)
   const other = new DistributedLock(server.url)
-  await warm(lock)
+  await withDirect(lock, admin)
   const holder = await lock.acquire('lend:chain', 10_000)
   const first = lock.waitForLock('lend:chain', 10_000, 10_000)
   const second = lock.waitForLock('lend:chain', 10_000, 10_000)
@@ -144,10 +131,8 @@ test('a holder whose own lent start is unconfirmed does not lend on: the next wa
 
 test('a lent start counts on the lender\'s deadline until Redis answers, even with the event loop blocked', async () => {
   const lock = new DistributedLock(server.url, { commandTimeoutMs: 300 })
-  await warm(lock)
-  const holder = await lock.acquire('lend:capped', 1500)
-  const waiting = lock.waitForLock('lend:capped', 10_000, 10_000)
-  await sleep(50)
+  await withDirect(lock, admin)
+  const { holder, waiting } = await holderAndWaiter(lock, 'lend:capped', 1500)
   server.pause()
   try {
     const released = holder.release().catch((err) => err)
@@ -165,7 +150,7 @@ test('a lent start counts on the lender\'s deadline until Redis answers, even wi
 
 test('an extend right after a lent start goes after the handover', async () => {
   const lock = new DistributedLock(server.url)
-  await warm(lock)
+  await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:extended', 10_000)
   const released = holder.release()
   const handle = await waiting
@@ -181,7 +166,7 @@ test('an extend right after a lent start goes after the handover', async () => {
 test('a lock the watchdog reported lost is not lent on', async () => {
   const lock = new DistributedLock(server.url, { commandTimeoutMs: 500 })
   const other = new DistributedLock(server.url)
-  await warm(lock)
+  await withDirect(lock, admin)
   const holder = await lock.acquire('lend:lost', 3000, { autoRefresh: true, onLost: () => {} })
   const waiting = lock.waitForLock('lend:lost', 10_000, 10_000)
   await sleep(50)
@@ -201,7 +186,7 @@ test('a lock the watchdog reported lost is not lent on', async () => {
 
 test('a handover with no reply within its bound leaves the waiter holding nothing, and its token in place', async () => {
   const lock = new DistributedLock(server.url, { commandTimeoutMs: 300 })
-  await warm(lock)
+  await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:silent', 10_000)
   server.pause()
   let handle
@@ -229,7 +214,7 @@ test('a handover with no reply within its bound leaves the waiter holding nothin
 
 test('a handover refused on the JS-thread connection (NOSCRIPT) goes again through tokio and confirms the waiter', async () => {
   const lock = new DistributedLock(server.url)
-  await warm(lock)
+  await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:refused', 10_000)
   await admin.script('FLUSH')
   const released = holder.release()
@@ -245,7 +230,7 @@ test('a handover refused on the JS-thread connection (NOSCRIPT) goes again throu
 
 test('a lease that may run out within the handover bound is not lent: the waiter waits for Redis', async () => {
   const lock = new DistributedLock(server.url, { commandTimeoutMs: 5000 })
-  await warm(lock)
+  await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:short', 3000)
   const released = holder.release()
   assert.equal(await settledAtOnce(waiting), false)

@@ -8,7 +8,6 @@ use super::direct::{Handoff, Lending, Link, Work};
 use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
 use crate::core::clock::Stamp;
-use crate::core::error::LockError;
 use crate::core::lease::Lease;
 use crate::core::lent::Lent;
 use crate::core::lock::{self, Locker};
@@ -87,11 +86,11 @@ impl NativeDistributedLock {
         }
         let call = self.thread.call(Some(owner.raw()))?;
         // A holder whose own handover is still in flight goes through the runtime, after it
-        // (that handover may have moved there with a broken connection).
+        // (that handover may have moved there with a broken connection). Any other lent
+        // holder's answer was taken by its handle before this call: nothing to forget here.
         let lends = self.locker.store().wakes().lends();
         if let (Some(link), false) = (&self.direct, lends.pending(&lease.token)) {
             if self.send_release(link, call.id, &lease) {
-                lends.forget(&lease.token);
                 return Ok(call.promise);
             }
         }
@@ -148,35 +147,29 @@ impl NativeDistributedLock {
         };
         // Not sent (the connection is not open): dropped with its reservation, which lets
         // the waiter be picked by the runtime's release.
-        if !link.is_open() {
+        let Some(sender) = link.sender() else {
             return false;
-        }
+        };
         let lent = match handoff.lend(bound) {
             // The waiter left: the runtime's release picks the next one, or frees the lock.
             Lending::WaiterGone => return false,
             Lending::Lent(granted) => Some(granted),
             Lending::No => None,
         };
-        let sent = link.send(id, move |out, _| {
+        sender.send(id, move |out, _| {
             handoff.write(out);
             (1, bound, Work::Handoff(Box::new(handoff)))
         });
         if let Some(granted) = lent {
             // Its runtime task, if any, ends without a word.
             self.completer.answered(caller.id);
-            let outcome = if sent {
-                Outcome::Lease(granted)
-            } else {
-                // Cannot happen (the connection was open a moment ago, on this thread); the
-                // waiter must still hear, and the lock stays the releaser's to free.
-                let lends = self.locker.store().wakes().lends();
-                lends.settle(&granted.token, Lent::Failed);
-                Outcome::Failed(LockError::Internal("a handover could not be sent".into()))
-            };
             // SAFETY: on the JS thread, inside this call from JS.
-            unsafe { self.thread.settle_in_call(caller.id, outcome) };
+            unsafe {
+                self.thread
+                    .settle_in_call(caller.id, Outcome::Lease(granted))
+            };
         }
-        sent
+        true
     }
 
     /// Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched

@@ -8,7 +8,6 @@
 
 use super::sync::lock;
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -25,8 +24,6 @@ pub enum Lent {
 
 struct Entry {
     state: Lent,
-    /// Woken when the state stops being pending.
-    settled: Arc<Notify>,
     /// After this nobody can still be counting on the entry.
     until: Instant,
 }
@@ -34,6 +31,8 @@ struct Entry {
 #[derive(Default)]
 pub struct Lends {
     entries: Mutex<HashMap<String, Entry>>,
+    /// Woken whenever an entry stops being pending (the few who wait recheck their own).
+    answered: Notify,
 }
 
 /// Entries whose handles never asked are dropped once past their time, checked when the
@@ -48,16 +47,8 @@ impl Lends {
             let now = Instant::now();
             entries.retain(|_, entry| entry.until > now);
         }
-        let settled = Arc::new(Notify::new());
         let state = Lent::Pending;
-        entries.insert(
-            token,
-            Entry {
-                state,
-                settled,
-                until,
-            },
-        );
+        entries.insert(token, Entry { state, until });
     }
 
     /// The handover's answer for `token`.
@@ -65,7 +56,7 @@ impl Lends {
         if let Some(entry) = lock(&self.entries).get_mut(token) {
             if entry.state == Lent::Pending {
                 entry.state = state;
-                entry.settled.notify_waiters();
+                self.answered.notify_waiters();
             }
         }
     }
@@ -96,19 +87,17 @@ impl Lends {
 
     /// Waits, at most `bound`, while `token`'s handover is pending.
     pub async fn settled(&self, token: &str, bound: Duration) {
-        let settled = {
-            let entries = lock(&self.entries);
-            match entries.get(token) {
-                Some(entry) if entry.state == Lent::Pending => entry.settled.clone(),
-                _ => return,
+        let until = tokio::time::Instant::now() + bound;
+        loop {
+            // Made before the look, so an answer between the two still wakes it.
+            let answered = self.answered.notified();
+            if !self.pending(token) {
+                return;
             }
-        };
-        let notified = settled.notified();
-        // It may have been settled between the look and the subscription.
-        if self.peek(token) != Some(Lent::Pending) {
-            return;
+            if tokio::time::timeout_at(until, answered).await.is_err() {
+                return;
+            }
         }
-        let _ = tokio::time::timeout(bound, notified).await;
     }
 
     /// Its handle released it: nobody asks again.
@@ -120,6 +109,7 @@ impl Lends {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn a_lend_is_pending_until_settled_and_told_once() {

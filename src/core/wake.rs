@@ -310,8 +310,8 @@ impl Wakes {
     }
 
     /// The handoff to `to` happened (or was sent, the waiter starting on a lent lease), and
-    /// its caller was answered by the one who handed it over: its wait is over. `false` when the waiter left meanwhile (the lock is then the
-    /// caller's to free).
+    /// its caller was answered by the one who handed it over: its wait is over. `false` when
+    /// the waiter left meanwhile (the lock is then the caller's to free).
     pub fn settle(&self, channel: &[u8], to: Reservation) -> bool {
         let mut channels = lock(&self.channels);
         let Some(entry) = channels.get_mut(channel) else {

@@ -7,7 +7,7 @@
 //! Redis. Its section overlaps the round trip, which is the larger part of a section on a
 //! small machine. Should Redis not confirm it (our lock was taken from us behind our back,
 //! or no reply within the bound, which is shorter than our lease), the waiter's handle stops
-//! counting itself as holding (`Unconfirmed`), and its token is left to expire, never freed
+//! counting itself as holding (core::lent), and its token is left to expire, never freed
 //! under it. Otherwise the reply settles both promises, the release's and the waiter's, in
 //! one callback; whatever goes wrong leaves the waiter to try on its own and frees the token
 //! it may have been given.
@@ -59,6 +59,7 @@ impl Handoff {
     /// Answers the waiter now when our lease outlasts the handover's `bound`: should no
     /// reply come within it, the waiter learns it holds nothing before our lease (the only
     /// thing it stands on until then) runs out.
+    ///
     /// Not from a lease that is itself lent and unconfirmed: its fence is not known to be
     /// below every other holder's, nor its lock to be ours.
     pub fn lend(&mut self, bound: Duration) -> Lending {

@@ -122,16 +122,17 @@ impl Link {
         id: u32,
         write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, std::time::Duration, Work),
     ) -> bool {
-        let Some(shared) = self.connection() else {
+        let Some(sender) = self.sender() else {
             return false;
         };
-        shared.borrow_mut().submit(id, write);
+        sender.send(id, write);
         true
     }
 
-    /// Whether `send` would send now (it opens the connection if it can, as `send` does).
-    pub fn is_open(&self) -> bool {
-        self.connection().is_some()
+    /// The open connection to send on, for a caller that must know it can send before it
+    /// commits to something; `None` as for `send`.
+    pub fn sender(&self) -> Option<Sender> {
+        self.connection().map(Sender)
     }
 
     fn connection(&self) -> Option<Rc<Shared>> {
@@ -174,6 +175,19 @@ impl Link {
             *lock(&slot) = Some(socket);
         });
         State::Opening(opened)
+    }
+}
+
+/// A connection found open, to send one call on (see `Link::sender`).
+pub struct Sender(Rc<Shared>);
+
+impl Sender {
+    pub fn send(
+        self,
+        id: u32,
+        write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, std::time::Duration, Work),
+    ) {
+        self.0.borrow_mut().submit(id, write);
     }
 }
 
