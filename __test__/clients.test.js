@@ -461,6 +461,31 @@ describe('URLs and option objects', () => {
   })
 })
 
+describe('a server that is not Redis', () => {
+  test('is a connection error that says so, not a parse message, and never a lock', async () => {
+    const net = require('node:net')
+    const web = net.createServer((socket) => {
+      socket.on('error', () => {})
+      socket.on('data', () => socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n'))
+    })
+    await new Promise((resolve) => web.listen(0, '127.0.0.1', resolve))
+    try {
+      const lock = new DistributedLock(`redis://127.0.0.1:${web.address().port}`, { commandTimeoutMs: 2000 })
+      for (const [call, run] of [['acquire', () => lock.acquire('x')], ['tryAcquire', () => lock.tryAcquire('x')], ['isLocked', () => lock.isLocked('x')]]) {
+        await assert.rejects(run(), (err) => {
+          assert.ok(err instanceof LockError, `${call}: ${err}`)
+          assert.equal(err.code, 'ECONNECTION', `${call}: ${err.message}`)
+          assert.match(err.message, /did not answer in the Redis protocol/)
+          assert.doesNotMatch(err.message, /parse|invalid|unexpected/i)
+          return true
+        })
+      }
+    } finally {
+      web.close()
+    }
+  })
+})
+
 describe('several instances', () => {
   test('instances built from equal settings exclude each other', async () => {
     const key = 'instances:equal'

@@ -14,12 +14,13 @@ const { startRedis } = require('./helpers/redis-server')
 const { makeCerts, startTlsRedis } = require('./helpers/tls-certs')
 const { DistributedLock, ExclusiveLock, LockHandle, LockError, LockAcquisitionError } = require('..')
 const DistributedLockService = require('../maestro')
+const { ownerKey } = require('./helpers/keys')
 
 const USER = 'locker'
 const PASSWORD = 'acl-Pa55-w0rd-7f3e'
 const WRONG = 'not-the-pa55-9c1d'
 // Key patterns of the ACL user: the lock keys and their same-slot companions
-// ({lock:<key>}:fence, {exclusive-lock:<name>}:owner and :fence).
+// ({lock:<key>}\xfffence, {exclusive-lock:<name>}\xffowner and \xfffence).
 const ACL_KEYS = ['~lock:*', '~{lock:*', '~exclusive-lock:*', '~{exclusive-lock:*']
 // The least the library needs (found by removing one command at a time): EVALSHA and SCRIPT
 // LOAD for the scripts, and the commands the scripts run; EXISTS for isLocked; MULTI/EXEC for
@@ -384,18 +385,20 @@ describe('ACL users', () => {
     await exclusiveRoundTrip(ioredis({ host: '127.0.0.1', port: plainServer.port, username: USER, password: PASSWORD }), 'acl-exclusive-ioredis', plainAdmin)
   })
 
-  test('a key outside the user\'s patterns is refused with EAUTH (NOPERM), and nothing is written', async () => {
+  test('a key outside the user\'s patterns is refused with ENOPERM (an ACL denial, not a credentials error), and nothing is written', async () => {
     const lock = new DistributedLock(url(), { keyPrefix: 'other:' })
     for (const [call, run] of [['acquire', () => lock.acquire('x')], ['tryAcquire', () => lock.tryAcquire('x')], ['isLocked', () => lock.isLocked('x')]]) {
       const r = await settle(run())
       assert.ok(r.error instanceof LockError, `${call}: ${r.error?.message ?? 'resolved'}`)
-      assert.equal(r.error.code, 'EAUTH', `${call}: ${r.error.message}`)
-      assert.match(r.error.message, /NOPERM|no permissions/i)
+      assert.equal(r.error.code, 'ENOPERM', `${call}: ${r.error.message}`)
+      assert.match(r.error.message, /denied this user/)
+      assert.doesNotMatch(r.error.message, /credentials/)
+      assert.match(r.error.message, /NOPERM|no permissions|can't run/i)
       assertConceals(r.error, [PASSWORD], call)
     }
     const outside = exclusive({ name: 'x', key_prefix: 'other', cache_connection: url() })
     const r = await settle(outside.acquire())
-    assert.equal(r.error?.code, 'EAUTH', r.error?.message)
+    assert.equal(r.error?.code, 'ENOPERM', r.error?.message)
     assert.equal(outside.acquired, false)
     assert.deepEqual(await plainAdmin.keys('*other*'), [])
     // The same user still works on its own keys afterwards.
@@ -469,7 +472,7 @@ describe('another holder\'s token is never returned', () => {
   test('ExclusiveLock.inspect() gives only { lock_ttl_ms, lock_contents }; a loser learns nothing more', async () => {
     const holder = exclusive({ name: 'tokens', cache_connection: url(), lock_contents: 'holder-contents' })
     assert.equal(await holder.acquire(), true)
-    const token = await plainAdmin.get('{exclusive-lock:tokens}:owner')
+    const token = await plainAdmin.get(ownerKey('exclusive-lock:tokens'))
     assert.ok(token && token.length >= 16, `owner token ${token}`)
     const other = exclusive({ name: 'tokens', cache_connection: url() })
     for (const lock of [other, holder]) {
@@ -524,7 +527,7 @@ describe('another holder\'s token is never returned', () => {
     const ex = exclusive({ name: 'tokens-lost', cache_connection: url(), lock_ttl_ms: 1000, lock_refresh_ms: 300 })
     const lost = new Promise((resolve) => ex.once('error', resolve))
     assert.equal(await ex.acquire(), true)
-    await plainAdmin.set('{exclusive-lock:tokens-lost}:owner', stranger, 'PX', 10_000)
+    await plainAdmin.set(ownerKey('exclusive-lock:tokens-lost'), stranger, 'PX', 10_000)
     const err = (await settle(lost, 3000)).value
     assert.ok(err instanceof LockError, 'the loss was reported')
     assertConceals(err, [stranger], 'ExclusiveLock error')

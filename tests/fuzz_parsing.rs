@@ -1143,7 +1143,7 @@ fn redis_errors() -> impl Strategy<Value = RedisError> {
     ]
 }
 
-const CODES: &[&str] = &["ECONNECTION", "ETIMEDOUT", "EAUTH", "EREDIS"];
+const CODES: &[&str] = &["ECONNECTION", "ETIMEDOUT", "EAUTH", "ENOPERM", "EREDIS"];
 
 proptest! {
     #![proptest_config(config(3_000))]
@@ -1160,8 +1160,14 @@ proptest! {
             prop_assert_eq!(code, "ETIMEDOUT");
         } else if err.is_io_error() || err.is_connection_refusal() || err.is_connection_dropped() {
             prop_assert_eq!(code, "ECONNECTION");
-        } else if matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM")) {
+        } else if err.kind() == ErrorKind::Parse {
+            // Whatever answered does not speak RESP: the address is not a Redis server.
+            prop_assert_eq!(code, "ECONNECTION");
+            prop_assert!(first.to_string().contains("Redis protocol"));
+        } else if matches!(err.code(), Some("NOAUTH" | "WRONGPASS")) {
             prop_assert_eq!(code, "EAUTH");
+        } else if err.code() == Some("NOPERM") {
+            prop_assert_eq!(code, "ENOPERM");
         }
         // The message is bounded, whatever the server or OS said.
         let text = first.to_string();

@@ -22,8 +22,10 @@ pub enum LockError {
     Connection(String),
     /// Redis did not answer within the call's bound.
     Timeout(String),
-    /// Redis refused our credentials or an ACL rule.
+    /// Redis refused our credentials.
     Auth(String),
+    /// Redis accepted our credentials but its ACL denied this user a command, key or channel.
+    Denied(String),
     /// Redis answered with an error we did not expect (e.g. WRONGTYPE).
     Redis(String),
     /// The lock stayed held by someone else for as long as the caller was willing to wait.
@@ -56,6 +58,11 @@ impl LockError {
         }
     }
 
+    /// No fencing token could be drawn for an acquisition (see fence.lua), which then fails.
+    pub fn no_fence() -> Self {
+        LockError::Redis(NO_FENCE.into())
+    }
+
     /// The stable code users match on; never changes for a given variant.
     pub fn code(&self) -> &'static str {
         match self {
@@ -63,6 +70,7 @@ impl LockError {
             LockError::Connection(_) => "ECONNECTION",
             LockError::Timeout(_) => "ETIMEDOUT",
             LockError::Auth(_) => "EAUTH",
+            LockError::Denied(_) => "ENOPERM",
             LockError::Redis(_) => "EREDIS",
             LockError::Locked { .. } => "ELOCKED",
             LockError::NotHeld { .. } => "ENOTHELD",
@@ -87,7 +95,10 @@ impl LockError {
     pub fn is_infrastructure(&self) -> bool {
         matches!(
             self,
-            LockError::Connection(_) | LockError::Timeout(_) | LockError::Auth(_)
+            LockError::Connection(_)
+                | LockError::Timeout(_)
+                | LockError::Auth(_)
+                | LockError::Denied(_)
         )
     }
 }
@@ -99,6 +110,7 @@ impl fmt::Display for LockError {
             LockError::Connection(m) => write!(f, "cannot reach Redis: {m}"),
             LockError::Timeout(m) => write!(f, "Redis did not answer in time: {m}"),
             LockError::Auth(m) => write!(f, "Redis refused the credentials: {m}"),
+            LockError::Denied(m) => write!(f, "Redis denied this user a command or key (ACL): {m}"),
             LockError::Redis(m) => write!(f, "Redis error: {m}"),
             LockError::Locked { key, retries } => {
                 write!(
@@ -126,14 +138,22 @@ impl From<redis::RedisError> for LockError {
         if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
             return LockError::Connection(detail);
         }
+        if err.kind() == ErrorKind::Parse {
+            return LockError::Connection(NOT_REDIS.into());
+        }
         // The crate files codes it has no variant for (WRONGPASS, NOAUTH) under `Extension`,
         // so the code is checked whatever the kind.
+        match err.code() {
+            Some("NOAUTH" | "WRONGPASS") => return LockError::Auth(detail),
+            Some("NOPERM") => return LockError::Denied(detail),
+            Some("NOFENCE") => return LockError::no_fence(),
+            _ => {}
+        }
         // A command denied inside a script comes back as a plain ERR with this text.
-        let denied_in_script = detail.contains("user executing the script can't run");
-        if err.kind() == ErrorKind::AuthenticationFailed
-            || is_auth_code(err.code())
-            || denied_in_script
-        {
+        if detail.contains("user executing the script can't run") {
+            return LockError::Denied(detail);
+        }
+        if err.kind() == ErrorKind::AuthenticationFailed {
             LockError::Auth(detail)
         } else {
             LockError::Redis(detail)
@@ -141,9 +161,14 @@ impl From<redis::RedisError> for LockError {
     }
 }
 
-fn is_auth_code(code: Option<&str>) -> bool {
-    matches!(code, Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
-}
+/// What a reply that is not RESP means: whatever answered is not a Redis server (a web
+/// server, a TLS port spoken to in plain text, another protocol). The parser's own words say
+/// nothing to a user.
+pub const NOT_REDIS: &str =
+    "the server did not answer in the Redis protocol: is the address a Redis server (and is TLS on where it should be)?";
+
+/// See fence.lua: the lock's fence counter was written by someone else, or is exhausted.
+const NO_FENCE: &str = "no fencing token can be drawn for this lock: its fence counter holds something other than a whole number below 999999999999998 (another client wrote to it, or 10^15 fences were drawn); the lock was not taken";
 
 /// The redis crate's messages name the failing command and the server's reply; neither
 /// carries credentials (AUTH arguments are never echoed), so they are safe to pass on.
