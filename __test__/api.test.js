@@ -8,6 +8,7 @@ const path = require('node:path')
 const { pathToFileURL } = require('node:url')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
+const { fenceKey } = require('./helpers/keys')
 const {
   DistributedLock,
   LockHandle,
@@ -509,6 +510,41 @@ describe('fencing', () => {
     }
   })
 
+  test("with keyPrefix '', a lock key is never another lock's fence counter, either way round", async () => {
+    const bare = new DistributedLock(server.url, { keyPrefix: '' })
+    const braced = await bare.acquire('{bare}:fence', 10_000)
+    const plain = await bare.tryAcquire('bare', 10_000)
+    assert.ok(plain, "'bare' must be free while '{bare}:fence' is held")
+    assert.ok(Number(plain.fence) >= 1, `fence ${plain.fence}`)
+    assert.equal(await redis.get('{bare}:fence'), braced.token, "'{bare}:fence' still holds its own token")
+    assert.equal(await bare.fencedSet('bare:data', 'v', plain.fence), true)
+    await Promise.all([braced.release(), plain.release()])
+    // And once 'bare' was locked, '{bare}:fence' can still be locked.
+    const again = await bare.tryAcquire('{bare}:fence', 10_000)
+    assert.ok(again, "'{bare}:fence' was blocked by the fence counter of 'bare'")
+    await again.release()
+  })
+
+  for (const path of ['transaction', 'script']) {
+    test(`an acquisition whose fence cannot be drawn fails and leaves no lock (${path})`, async () => {
+      const instance = path === 'script' ? new DistributedLock(server.url, { fair: true }) : lock
+      for (const [name, counter] of [['garbage', 'oops'], ['exhausted', '999999999999998']]) {
+        const key = `fence:broken-${path}-${name}`
+        await redis.set(fenceKey(`lock:${key}`), counter)
+        // Twice: the first attempt of the JS thread's connection may still be opening.
+        for (let i = 0; i < 2; i++) {
+          await assert.rejects(instance.acquire(key, 10_000), (err) => {
+            assert.ok(err instanceof LockError, String(err))
+            assert.equal(err.code, 'EREDIS')
+            assert.match(err.message, /no fencing token can be drawn/)
+            return true
+          })
+          assert.equal(await redis.exists(`lock:${key}`), 0, 'the failed acquisition left a lock behind')
+        }
+      }
+    })
+  }
+
   test('fences keep increasing after a lock expires and is taken by another instance', async () => {
     const key = 'fence:after-expiry'
     const a = await lock.acquire(key, 150)
@@ -522,11 +558,11 @@ describe('fencing', () => {
     }
   })
 
-  test('the fence counter of an untagged key is {lock:<key>}:fence', async () => {
+  test('the fence counter of an untagged key is {lock:<key>}\\xfffence', async () => {
     const key = 'fence:counter-untagged'
     const handle = await lock.acquire(key)
     try {
-      const counter = await redis.get(`{lock:${key}}:fence`)
+      const counter = await redis.get(Buffer.from(`{lock:${key}}\xfffence`, 'latin1'))
       assert.notEqual(counter, null, 'fence counter key missing')
       assert.equal(Number(counter), Number(handle.fence) + 1, 'the counter keeps the next fence, for a handover')
       assert.equal(await redis.exists(`lock:${key}:fence`), 0)
@@ -535,12 +571,12 @@ describe('fencing', () => {
     }
   })
 
-  test('the fence counter of a hash-tagged key is {<tag>}\\0fence\\0<lock key>, never another lock key', async () => {
+  test('the fence counter of a hash-tagged key is {<tag>}\\xfffence\\xff<lock key>, never another lock key', async () => {
     const key = '{user}:1'
     const handle = await lock.acquire(key)
     try {
       assert.equal(await redis.get(`lock:${key}`), handle.token)
-      const counter = await redis.get(`{user}\0fence\0lock:${key}`)
+      const counter = await redis.get(Buffer.from(`{user}\xfffence\xfflock:${key}`, 'latin1'))
       assert.notEqual(counter, null, 'fence counter key missing')
       assert.equal(Number(counter), Number(handle.fence) + 1, 'the counter keeps the next fence, for a handover')
       assert.equal(await redis.exists(`lock:${key}:fence`), 0, 'that is the lock key of "{user}:1:fence"')
@@ -715,7 +751,7 @@ describe('AbortSignal', () => {
     const elapsed = performance.now() - started
     assert.ok(elapsed < 200, `took ${elapsed} ms`)
     assert.equal(await redis.exists(`lock:${key}`), 0)
-    assert.equal(await redis.exists(`{lock:${key}}:fence`), 0, 'the fence counter must not move')
+    assert.equal(await redis.exists(fenceKey(`lock:${key}`)), 0, 'the fence counter must not move')
     assert.equal(await redis.dbsize(), before)
   })
 
@@ -749,7 +785,7 @@ describe('AbortSignal', () => {
     await assert.rejects(retrying.acquire(key, undefined, { signal }), (err) => err === signal.reason)
     assert.ok(performance.now() - started < 200)
     assert.equal(await redis.exists(`lock:${key}`), 0)
-    assert.equal(await redis.exists(`{lock:${key}}:fence`), 0)
+    assert.equal(await redis.exists(fenceKey(`lock:${key}`)), 0)
   })
 
   test('a signal that never aborts does not get in the way', async () => {
@@ -787,7 +823,7 @@ describe('binary-safe keys', () => {
         assert.ok(value, 'no value at the exact key')
         assert.equal(value.toString(), handle.token)
         // Read before the failed attempt below: a failed attempt may advance the counter too.
-        const fence = await redis.getBuffer(Buffer.concat([Buffer.from('{'), redisKey, Buffer.from('}:fence')]))
+        const fence = await redis.getBuffer(Buffer.concat([Buffer.from('{'), redisKey, Buffer.from([0x7d, 0xff]), Buffer.from('fence')]))
         if (!key.includes('{') && !key.includes('}')) {
           assert.ok(fence, 'fence counter not at the exact key')
           assert.equal(Number(fence.toString()), Number(handle.fence) + 1)

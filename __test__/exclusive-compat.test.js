@@ -11,6 +11,7 @@ const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
 const ExclusiveLock = require('../exclusive-lock')
 const { LockLostError } = require('..')
+const { ownerKey } = require('./helpers/keys')
 
 const MARGIN = 400
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -222,7 +223,7 @@ describe('contention with the original protocol', () => {
     assert.deepEqual(ofType(events, 'error'), [], 'no spurious loss')
     assert.equal(ofType(events, 'acquired').length, wins.ours)
     assert.equal(ofType(events, 'released').length, wins.ours)
-    assert.equal(await raw.exists(ours.key, `{${ours.key}}:owner`), 0, 'both released: nothing left')
+    assert.equal(await raw.exists(ours.key, ownerKey(ours.key)), 0, 'both released: nothing left')
   })
 })
 
@@ -276,7 +277,7 @@ describe('ours never deletes or extends a lock it does not own', () => {
     const ttl2 = await raw.pttl(ours.key)
     assert.ok(ttl2 <= ttl1 - 400, `PTTL keeps falling (${ttl1} -> ${ttl2})`)
     assert.equal(await raw.get(ours.key), contents, 'still not deleted')
-    assert.equal(await raw.exists(`{${ours.key}}:owner`), 0, 'our owner key is cleaned up')
+    assert.equal(await raw.exists(ownerKey(ours.key)), 0, 'our owner key is cleaned up')
     assert.equal(await ours.acquire(), false, 'the thief holds it now')
     await raw.del(ours.key)
   }

@@ -14,6 +14,7 @@ const { createClient } = require('redis')
 const { startRedis } = require('./helpers/redis-server')
 const ExclusiveLock = require('../exclusive-lock')
 const lib = require('..')
+const { siblingKey } = require('./helpers/keys')
 
 const { LockError, LockLostError } = lib
 
@@ -72,12 +73,16 @@ function waitForEvents(events, type, count, timeoutMs) {
   return waitFor(() => ofType(events, type).length >= count, timeoutMs, `${count} '${type}' event(s)`)
 }
 
+/** Keys as bytes (sibling keys are not UTF-8), sorted, for comparing sets of keys. */
+const binary = (keys) => keys.map((k) => Buffer.from(k).toString('latin1')).sort()
+const keysLike = async (pattern) => binary(await raw.keysBuffer(pattern))
+
 function ownerKey(key) {
-  return `{${key}}:owner`
+  return siblingKey(key, 'owner')
 }
 
 function fenceKey(key) {
-  return `{${key}}:fence`
+  return siblingKey(key, 'fence')
 }
 
 /** PTTL and PEXPIRETIME of the lock key and of its owner key, read atomically. */
@@ -370,7 +375,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
     )
 
     const key = 'exclusive-lock:layout-defaults'
-    assert.deepEqual((await raw.keys('*layout-defaults*')).sort(), [key, fenceKey(key), ownerKey(key)].sort())
+    assert.deepEqual(await keysLike('*layout-defaults*'), binary([key, fenceKey(key), ownerKey(key)]))
     assert.equal(await raw.type(key), 'string')
     assert.deepEqual(await raw.getBuffer(key), Buffer.from('1'))
     const token = await raw.get(ownerKey(key))
@@ -400,7 +405,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.deepEqual(events.at(-1).args, [key])
     assert.equal(events.at(-1).type, 'released')
     assert.equal(await raw.exists(key, ownerKey(key)), 0, 'lock and owner keys are gone')
-    assert.deepEqual(await raw.keys('*layout-defaults*'), [fenceKey(key)])
+    assert.deepEqual(await keysLike('*layout-defaults*'), binary([fenceKey(key)]))
     assert.deepEqual(log.calls.filter(([level]) => level === 'info').at(-1), ['info', { key }, 'Lock released'])
 
     // The token never shows: not in events, log calls, inspect() or the instance itself.
@@ -533,7 +538,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.equal(lock.cache_connection, client)
     assert.equal(await lock.acquire(), true)
     const key = 'app:exclusive-lock:prefixed'
-    assert.deepEqual((await raw.keys('*prefixed*')).sort(), [key, fenceKey(key), ownerKey(key)].sort())
+    assert.deepEqual(await keysLike('*prefixed*'), binary([key, fenceKey(key), ownerKey(key)]))
     assert.equal(await raw.get(key), '1')
     assert.equal((await lock.inspect()).lock_contents, '1')
     const unprefixed = make({ name: 'prefixed' })

@@ -8,6 +8,7 @@ const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
 const { DistributedLock } = require('..')
+const { siblingKey } = require('./helpers/keys')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const unhandled = []
@@ -55,7 +56,7 @@ test('waiters get a fair lock in the order they asked, even behind a waiter of a
   await Promise.all(waiting)
   assert.deepEqual(order, ['t1', 'h1', 't2', 'h2'])
   assert.ok(performance.now() - released < 1000, 'the turns came from polls, not releases')
-  assert.equal(await admin.zcard('{lock:fair:order}:line'), 0)
+  assert.equal(await admin.zcard(siblingKey('lock:fair:order', 'line')), 0)
 })
 
 test('tryAcquire does not get ahead of a waiter, even when the lock is free', async () => {

@@ -10,6 +10,7 @@ use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
 use native_redis_lock::core::lease::Lease;
 use native_redis_lock::core::lock::{Attempt, Locker};
 use native_redis_lock::core::store::Store;
+use native_redis_lock::core::wake;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -59,7 +60,7 @@ fn wait_for(
 
 fn line_size(raw: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("ZCARD")
-        .arg(format!("{{lock:{key}}}:line"))
+        .arg(wake::line_key(format!("lock:{key}").as_bytes()))
         .query(raw)
         .unwrap()
 }
@@ -200,12 +201,12 @@ async fn a_waiter_that_went_away_holds_up_the_line_only_until_its_place_runs_out
     };
     let _: () = redis::pipe()
         .cmd("ZADD")
-        .arg("{lock:gone}:line")
+        .arg(wake::line_key(b"lock:gone"))
         .arg(1)
         .arg("ghost:1")
         .ignore()
         .cmd("ZADD")
-        .arg("{lock:gone}:alive")
+        .arg(wake::alive_key(b"lock:gone"))
         .arg(now_ms + 800)
         .arg("ghost:1")
         .ignore()

@@ -420,29 +420,24 @@ fn distinct_lock_keys_never_share_a_fence_key() {
     }
 }
 
-/// LIBRARY BUG (reported, not fixed here): when the lock key carries a hash tag, its fence
-/// key is `<lock key>:fence`, which is the *lock key* of the user key `<key>:fence`. So
-/// `acquire('{x}')` creates the persistent counter `lock:{x}:fence`, after which
-/// `'{x}:fence'` can never be acquired (SET NX always fails), and a held `'{x}:fence'` makes
-/// `acquire('{x}')` fail in INCR after its SET already ran. Any ioredis `keyPrefix` or
-/// `keyPrefix` option with a tag (`'{app}:'`, common on Cluster) makes every key tagged.
+/// Whatever the prefix (even none, where every text is a lock key), no key beside a lock is
+/// the lock key of anything: lock keys are UTF-8 text, sibling keys never are.
 #[test]
-
-fn fence_keys_never_collide_with_lock_keys() {
-    // Every non-empty string is a valid user key, so a fence key that starts with the lock
-    // prefix *is* the lock key of some other user key.
-    for prefix in [&b"lock:"[..], b"lock:{app}:"] {
+fn sibling_keys_are_never_lock_keys() {
+    for prefix in [&b""[..], b"lock:", b"lock:{app}:", b"{", b"{app}:"] {
         for key in all_strings(b"{}x:", 3)
             .into_iter()
             .filter(|k| !k.is_empty())
         {
-            let fence = keys::fence_key(&[prefix, &key[..]].concat());
-            assert!(
-                !fence.starts_with(prefix),
-                "the fence key of {:?} is the lock key of {:?}",
-                String::from_utf8_lossy(&key),
-                String::from_utf8_lossy(&fence[prefix.len()..])
-            );
+            let lock_key = [prefix, &key[..]].concat();
+            for suffix in ["fence", "owner", "waiting", "released", "line", "alive"] {
+                let sibling = keys::sibling_key(&lock_key, suffix);
+                assert!(
+                    std::str::from_utf8(&sibling).is_err(),
+                    "the {suffix} key of {:?} is text, so it could be a lock key",
+                    String::from_utf8_lossy(&lock_key)
+                );
+            }
         }
     }
 }

@@ -5,6 +5,7 @@ mod common;
 use common::RedisServer;
 use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
 use native_redis_lock::core::error::LockError;
+use native_redis_lock::core::keys;
 use native_redis_lock::core::lock::{Attempt, Locker};
 use native_redis_lock::core::store::Store;
 use std::sync::Arc;
@@ -47,7 +48,7 @@ async fn acquire_stores_the_token_under_the_prefixed_key_with_the_ttl() {
     assert_eq!(value, lease.token);
     assert!((4000..=5000).contains(&ttl), "{ttl}");
     let fence: i64 = redis::cmd("GET")
-        .arg("{lock:user:1}:fence")
+        .arg(keys::fence_key(b"lock:user:1"))
         .query(&mut raw)
         .unwrap();
     // Its fence, and the next kept for a handover.
@@ -233,4 +234,78 @@ async fn the_first_call_after_a_restart_succeeds() {
     server.restart();
     // The restarted server is empty: the lock is gone, and the call reconnects by itself.
     assert!(!locks.is_locked("restart").await.unwrap());
+}
+
+/// A counter that cannot give a fence (another client wrote to it, or it is exhausted) fails
+/// the acquisition before anything is written: never a lock with fence 0, never a lock left
+/// set by a failed acquisition.
+#[tokio::test]
+async fn an_acquisition_whose_fence_cannot_be_drawn_fails_and_leaves_no_lock() {
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let locks = locker(&server, "lock:", MS(2000));
+    for (key, counter) in [
+        ("garbage", "not a number"),
+        ("float", "12.5"),
+        ("negative", "-4"),
+        ("exhausted", "999999999999998"),
+    ] {
+        let redis_key = format!("lock:{key}");
+        let _: () = redis::cmd("SET")
+            .arg(keys::fence_key(redis_key.as_bytes()))
+            .arg(counter)
+            .query(&mut raw)
+            .unwrap();
+        let err = match locks.attempt(key, MS(5000)).await {
+            Err(err) => err,
+            Ok(_) => panic!("{key}: an attempt with counter {counter:?} won"),
+        };
+        assert!(matches!(err, LockError::Redis(_)), "{key}: {err:?}");
+        assert!(err.to_string().contains("no fencing token"), "{err}");
+        let left: i64 = redis::cmd("EXISTS")
+            .arg(&redis_key)
+            .query(&mut raw)
+            .unwrap();
+        assert_eq!(left, 0, "{key}: the failed acquisition left the lock set");
+    }
+    // The last two fences there are: the holder's and the one kept for its handover.
+    let _: () = redis::cmd("SET")
+        .arg(keys::fence_key(b"lock:last"))
+        .arg("999999999999997")
+        .query(&mut raw)
+        .unwrap();
+    let lease = take(&locks, "last", MS(5000)).await;
+    assert_eq!(lease.fence, 999_999_999_999_998);
+    assert!(locks.release(&lease).await.expect("release"));
+    assert!(locks.attempt("last", MS(5000)).await.is_err());
+}
+
+/// A handover whose waiter can get no fence releases the lock instead.
+#[test]
+fn a_handover_without_a_fence_for_the_waiter_releases_the_lock() {
+    use native_redis_lock::core::scripts;
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let _: () = redis::cmd("SET")
+        .arg("lock:h")
+        .arg("ours")
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(keys::fence_key(b"lock:h"))
+        .arg("oops")
+        .query(&mut raw)
+        .unwrap();
+    let fence: i64 = scripts::HANDOFF
+        .key("lock:h")
+        .key(keys::fence_key(b"lock:h"))
+        .arg("ours")
+        .arg("theirs")
+        .arg(5000)
+        .arg(7)
+        .invoke(&mut raw)
+        .unwrap();
+    assert_eq!(fence, 0);
+    let left: i64 = redis::cmd("EXISTS").arg("lock:h").query(&mut raw).unwrap();
+    assert_eq!(left, 0);
 }

@@ -4,6 +4,7 @@ mod common;
 
 use common::RedisServer;
 use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::keys;
 use native_redis_lock::core::lock::{Attempt, Locker};
 use native_redis_lock::core::scripts;
 use native_redis_lock::core::store::Store;
@@ -93,7 +94,7 @@ fn the_same_attempt_sent_again_wins_again_with_the_same_fence() {
     let acquire = |token: &str, raw: &mut redis::Connection| -> (i64, i64) {
         scripts::ACQUIRE
             .key("lock:r")
-            .key("{lock:r}:fence")
+            .key(keys::fence_key(b"lock:r"))
             .arg(token)
             .arg(5000)
             .invoke(raw)
@@ -114,8 +115,8 @@ fn an_exclusive_lock_replay_wins_only_while_both_keys_are_still_its_own() {
     let acquire = |token: &str, raw: &mut redis::Connection| -> (i64, i64) {
         scripts::ACQUIRE
             .key("el:job")
-            .key("{el:job}:fence")
-            .key("{el:job}:owner")
+            .key(keys::fence_key(b"el:job"))
+            .key(keys::owner_key(b"el:job"))
             .arg("1")
             .arg(5000)
             .arg(token)
@@ -150,7 +151,7 @@ fn a_key_of_another_type_is_held_not_an_error() {
         .unwrap();
     let (won, _ttl): (i64, i64) = scripts::ACQUIRE
         .key("lock:h")
-        .key("{lock:h}:fence")
+        .key(keys::fence_key(b"lock:h"))
         .arg("token")
         .arg(5000)
         .invoke(&mut raw)

@@ -7,6 +7,7 @@ use common::RedisServer;
 use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
 use native_redis_lock::core::lock::{Attempt, Locker};
 use native_redis_lock::core::store::Store;
+use native_redis_lock::core::wake;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -191,7 +192,7 @@ async fn a_release_wakes_one_waiter_across_processes_in_the_order_they_queued() 
         "not in queue order"
     );
     let queue: i64 = redis::cmd("EXISTS")
-        .arg("{lock:herd}:waiting")
+        .arg(wake::queue_key(b"lock:herd"))
         .query(&mut monitor)
         .unwrap();
     assert_eq!(queue, 0, "the queue outlived its waiters");

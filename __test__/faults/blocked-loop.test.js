@@ -14,6 +14,7 @@ const { startRedis } = require('../helpers/redis-server')
 const { Child, epoch } = require('../fixtures/fault-children')
 const { record } = require('./figures')
 const { DistributedLock } = require('../..')
+const { ownerKey } = require('../helpers/keys')
 
 const TTL_MS = 1000
 const RUNS = 3
@@ -44,7 +45,7 @@ after(async () => {
  */
 async function blockedHolder(name, busyMs, onGone = async () => {}) {
   const keys = { lock: `lock:blocked:${name}`, exclusive: `exclusive-lock:blocked-${name}` }
-  keys.owner = `{${keys.exclusive}}:owner`
+  keys.owner = ownerKey(keys.exclusive)
   const kid = new Child('fault-blocked.js', [], {
     REDIS_URL: server.url,
     LOCK_KEY: `blocked:${name}`,

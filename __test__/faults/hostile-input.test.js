@@ -579,8 +579,8 @@ function suite() {
 
   test('nothing but fencing counters is left behind', async () => {
     const left = (await redis.keysBuffer('*')).map((k) => k.toString('latin1'))
-    // Fence counters: `{<key>}:fence` for an untagged key, `{<tag>}\0fence\0<key>` for a tagged one.
-    const strays = left.filter((k) => !k.endsWith(':fence') && !/^\{[^}]*\}\0fence\0/.test(k))
+    // Fence counters: `{<key>}\xfffence` for an untagged key, `{<tag>}\xfffence\xff<key>` for a tagged one.
+    const strays = left.filter((k) => !k.endsWith('}\xfffence') && !/^\{[^}]*\}\xfffence\xff/.test(k))
     assert.deepEqual(strays.map((k) => k.slice(0, 80)), [])
   })
 

@@ -14,6 +14,7 @@ const { startProxy } = require('../helpers/tcp-proxy')
 const { epoch } = require('../fixtures/fault-children')
 const { record } = require('./figures')
 const { DistributedLock, ExclusiveLock } = require('../..')
+const { ownerKey: ownerKeyOf } = require('../helpers/keys')
 
 const DELAY_MS = 50
 const HOLD_MS = 8000
@@ -71,7 +72,7 @@ test(`${DELAY_MS} ms each way for ${HOLD_MS / 1000} s: no false loss, no gap (TT
   exclusive.on('error', (err) => losses.push({ lock: 'exclusive', at: epoch(), message: err.message }))
   exclusive.on('refreshed', () => exclusiveRefreshes++)
   assert.equal(await exclusive.acquire(), true)
-  const ownerKey = '{exclusive-lock:slow-exclusive}:owner'
+  const ownerKey = ownerKeyOf('exclusive-lock:slow-exclusive')
   const exclusiveOwner = await client.get(ownerKey)
   assert.ok(exclusiveOwner, 'the ExclusiveLock wrote no owner key')
   holds.push({ name: 'exclusive', key: 'exclusive-lock:slow-exclusive', expected: '1' })

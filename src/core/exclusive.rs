@@ -94,9 +94,12 @@ impl Exclusive {
             .store
             .eval(&invocation, self.command_timeout, Replay::Safe)
             .await?;
-        Ok((won == 1).then(|| Claim {
+        if won != 1 {
+            return Ok(None);
+        }
+        Ok(Some(Claim {
             token,
-            fence: fence.max(0) as u64,
+            fence: super::lock::fence_of(fence)?,
             sent,
         }))
     }

@@ -19,20 +19,40 @@ pub fn slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) % 16384
 }
 
-/// A key beside `lock_key` in the same hash slot: `{<lock_key>}:<suffix>` for a key without
-/// a hash tag (`{lock:user:1}:fence`). A key with a tag `T` gets `{T}\0<suffix>\0<lock_key>`:
-/// appending to it instead would give the lock key of another user key (`<key>:fence` is what
-/// locking `"<key>:fence"` under the same tagged prefix writes), while no lock key under a
-/// tagged prefix such as `lock:{app}:` or `{app}:` starts with `{T}` and a NUL. A key that
-/// contains `}` but no valid tag cannot be wrapped (the tag would end early), so it gets a
-/// short tag chosen to hash to the same slot, in the tagged form.
+/// Separates the parts of a sibling key. No UTF-8 text contains the byte 0xFF, and every lock
+/// key is UTF-8 (the prefixes and the key are JavaScript strings), so no sibling key can be
+/// the lock key of anything, whatever the prefix: not even with `keyPrefix: ''`, where any
+/// text at all is a possible lock key.
+pub const SEPARATOR: u8 = 0xFF;
+
+/// A key beside `lock_key` in the same hash slot: `{<lock_key>}\xff<suffix>` for a key
+/// without a hash tag (`{lock:user:1}\xfffence`); `{T}\xff<suffix>\xff<lock_key>` for a key
+/// whose tag is `T` (wrapping it would end the tag early); and the same with a short tag
+/// chosen to hash to the key's slot for a key that contains `}` but no valid tag. Distinct
+/// lock keys or suffixes never give the same sibling: the untagged form has one separator,
+/// the others two, and the whole lock key is recoverable from each.
 pub fn sibling_key(lock_key: &[u8], suffix: &str) -> Vec<u8> {
+    beside(lock_key, suffix, [SEPARATOR; 2])
+}
+
+/// The pub/sub channel of a lock, in the lock key's slot (sharded pub/sub routes by it). Its
+/// name is text: channels live apart from keys, so it cannot collide with a lock key, and
+/// servers quote a channel in some error replies (an unknown SSUBSCRIBE on Redis 6), which a
+/// client reading them as text must be able to read. `{<lock_key>}:<suffix>`, or for a key
+/// with a tag (or a `}` but no tag) `{T}\0<suffix>\0<lock_key>`.
+pub fn channel_key(lock_key: &[u8], suffix: &str) -> Vec<u8> {
+    beside(lock_key, suffix, [b':', 0])
+}
+
+/// `{<lock_key>}<untagged><suffix>`, or `{T}<tagged><suffix><tagged><lock_key>`.
+fn beside(lock_key: &[u8], suffix: &str, [untagged, tagged]: [u8; 2]) -> Vec<u8> {
     let tag = hash_tag(lock_key);
     let mut out = Vec::with_capacity(lock_key.len() + suffix.len() + 16);
     if tag.len() == lock_key.len() && !lock_key.contains(&b'}') {
         out.push(b'{');
         out.extend_from_slice(lock_key);
-        out.extend_from_slice(b"}:");
+        out.push(b'}');
+        out.push(untagged);
         out.extend_from_slice(suffix.as_bytes());
         return out;
     }
@@ -43,9 +63,10 @@ pub fn sibling_key(lock_key: &[u8], suffix: &str) -> Vec<u8> {
     };
     out.push(b'{');
     out.extend_from_slice(&tag);
-    out.extend_from_slice(b"}\0");
+    out.push(b'}');
+    out.push(tagged);
     out.extend_from_slice(suffix.as_bytes());
-    out.push(0);
+    out.push(tagged);
     out.extend_from_slice(lock_key);
     out
 }
@@ -136,16 +157,23 @@ mod tests {
     }
 
     #[test]
-    fn a_sibling_is_never_the_lock_key_of_another_user_key() {
-        for prefix in [&b"lock:{app}:"[..], b"{app}:", b"lock:"] {
-            let lock_key = [prefix, b"job"].concat();
-            let fence = fence_key(&lock_key);
-            assert!(
-                !fence.starts_with(prefix),
-                "{:?}",
-                String::from_utf8_lossy(&fence)
-            );
+    fn a_sibling_is_never_a_lock_key_whatever_the_prefix() {
+        for lock_key in [
+            &b"lock:{app}:job"[..],
+            b"{app}:job",
+            b"lock:job",
+            b"{foo}:fence",
+        ] {
+            for suffix in ["fence", "owner", "waiting", "line", "alive", "released"] {
+                let sibling = sibling_key(lock_key, suffix);
+                assert!(
+                    std::str::from_utf8(&sibling).is_err(),
+                    "{sibling:?} is text"
+                );
+            }
         }
+        // With an empty prefix, the user key "{foo}:fence" is a lock key of its own.
+        assert_ne!(fence_key(b"foo"), b"{foo}:fence");
     }
 
     #[test]
@@ -161,15 +189,18 @@ mod tests {
     fn owner_key_sits_beside_the_lock() {
         assert_eq!(
             owner_key(b"exclusive-lock:app"),
-            b"{exclusive-lock:app}:owner"
+            b"{exclusive-lock:app}\xffowner"
         );
         assert_eq!(slot(&owner_key(b"a}b")), slot(b"a}b"));
     }
 
     #[test]
     fn fence_key_wraps_an_untagged_key() {
-        assert_eq!(fence_key(b"lock:user:1"), b"{lock:user:1}:fence");
-        assert_eq!(fence_key(b"lock:{user}:1"), b"{user}\0fence\0lock:{user}:1");
+        assert_eq!(fence_key(b"lock:user:1"), b"{lock:user:1}\xfffence");
+        assert_eq!(
+            fence_key(b"lock:{user}:1"),
+            b"{user}\xfffence\xfflock:{user}:1"
+        );
     }
 
     #[test]

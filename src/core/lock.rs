@@ -169,7 +169,7 @@ impl Locker {
                 key.to_owned(),
                 redis_key,
                 token,
-                fence.max(0) as u64,
+                fence_of(fence)?,
                 sent,
                 ttl,
             ))),
@@ -733,22 +733,60 @@ impl AttemptRequest {
     }
 
     /// The fence it drew when the reply says it won, `None` when the lock was held. Reads
-    /// both forms: EXEC's `[OK or nil, fence]` and the script's `[1 or 0, fence or pttl]`.
+    /// both forms: EXEC's `[OK or nil, counter]` and the script's `[1 or 0, fence or pttl]`.
+    /// A win without a usable fence is an error (see `needs_script`, which catches the
+    /// transaction's before this is asked).
     pub fn won(&self, reply: redis::Value) -> Result<Option<u64>, LockError> {
         use redis::Value;
         let reply = reply.extract_error()?;
         if let Value::Array(items) = &reply {
-            if let [set @ (Value::Okay | Value::SimpleString(_) | Value::Nil), Value::Int(fence)] =
+            if let [set @ (Value::Okay | Value::SimpleString(_) | Value::Nil), Value::Int(counter)] =
                 items.as_slice()
             {
-                let drawn = (*fence - 1).max(0) as u64;
-                return Ok((!matches!(set, Value::Nil)).then_some(drawn));
+                if matches!(set, Value::Nil) {
+                    return Ok(None);
+                }
+                fence_of(*counter)?;
+                return fence_of(*counter - 1).map(Some);
             }
         }
-        Ok(match typed::<(i64, i64)>(reply)? {
-            (1, fence) => Some(fence.max(0) as u64),
-            _ => None,
-        })
+        match typed::<(i64, i64)>(reply)? {
+            (1, fence) => fence_of(fence).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether the reply must be settled by the acquire script instead: a server error (in
+    /// the transaction's answer too), or a transaction that set the lock but whose counter
+    /// gave no usable fence. The script, sent with the same token, finds its own lock and
+    /// either reads its fence or takes the lock back and fails (see fence.lua).
+    pub fn needs_script(reply: &redis::Value) -> bool {
+        use redis::Value;
+        match reply {
+            Value::ServerError(_) => true,
+            Value::Array(items) => match items.as_slice() {
+                [Value::Nil, _] => false,
+                // Drawn two at a time: the counter is the kept one, which must be a fence too.
+                [_, Value::Int(counter)] => fence_of(*counter).is_err() || *counter < 2,
+                _ => items
+                    .iter()
+                    .any(|item| matches!(item, Value::ServerError(_))),
+            },
+            _ => false,
+        }
+    }
+
+    /// Whether the reply says the attempt set the lock, with or without a fence: what a late
+    /// reply must know to free it.
+    pub fn took_it(reply: &redis::Value) -> bool {
+        use redis::Value;
+        match reply {
+            Value::Array(items) => matches!(
+                items.first(),
+                Some(Value::Okay | Value::SimpleString(_)) | Some(Value::Int(1))
+            ),
+            _ => false,
+        }
     }
 
     pub fn into_lease(self, fence: u64) -> Lease {
@@ -824,6 +862,15 @@ impl Locker {
     /// `is_locked` written to `out` (one reply).
     pub fn write_exists(&self, out: &mut Vec<u8>, key: &str) {
         resp::write_command(out, &[b"EXISTS", &self.redis_key(key)]);
+    }
+}
+
+/// A fence as a script or transaction gave it: 1 to `token::FENCE_MAX`. Anything else means
+/// no fence could be drawn; an acquisition never resolves with such a fence.
+pub fn fence_of(fence: i64) -> Result<u64, LockError> {
+    match u64::try_from(fence) {
+        Ok(fence @ 1..=token::FENCE_MAX) => Ok(fence),
+        _ => Err(LockError::no_fence()),
     }
 }
 

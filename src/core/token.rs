@@ -54,6 +54,11 @@ pub fn new_token() -> String {
     uuid.hyphenated().to_string()
 }
 
+/// The largest fence: fences are 15 digits. At a million acquisitions a second on one key,
+/// the counter reaches it after 31 years; past it, no fence can be drawn and acquisitions of
+/// that key fail (see fence.lua) rather than give a 16-digit fence that sorts wrong.
+pub const FENCE_MAX: u64 = 999_999_999_999_999;
+
 /// Fencing numbers as 15-digit zero-padded decimals: string order and numeric order agree,
 /// and every value fits a JavaScript number exactly.
 pub fn format_fence(fence: u64) -> String {

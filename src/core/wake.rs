@@ -43,7 +43,7 @@ pub fn alive_key(lock_key: &[u8]) -> Vec<u8> {
 /// The channel a lock's release is announced on: in the lock key's hash slot, so sharded
 /// pub/sub can carry it on a cluster.
 pub fn channel(lock_key: &[u8]) -> Vec<u8> {
-    keys::sibling_key(lock_key, "released")
+    keys::channel_key(lock_key, "released")
 }
 
 /// A connection's place in a lock's queue: microseconds of its wall clock (clocks of

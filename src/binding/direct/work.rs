@@ -76,7 +76,11 @@ impl Work {
             }
             return handoff.answered(id, reply, completer);
         }
-        if is_refusal(&reply) {
+        let refused = match &self {
+            Work::Acquire { .. } => AttemptRequest::needs_script(&reply),
+            _ => is_refusal(&reply),
+        };
+        if refused {
             self.hand_over(id, None, completer);
             return Next::Elsewhere;
         }
@@ -115,13 +119,11 @@ impl Work {
         let Work::Acquire { request, .. } = self else {
             return None;
         };
-        match request.won(reply) {
-            Ok(Some(_)) => {
-                lock::write_release(out, &request.redis_key, &request.token);
-                Some(Work::Forget)
-            }
-            _ => None,
+        if !AttemptRequest::took_it(&reply) {
+            return None;
         }
+        lock::write_release(out, &request.redis_key, &request.token);
+        Some(Work::Forget)
     }
 
     /// The bound passed with no reply. The reply may still come (see `answered_late`).

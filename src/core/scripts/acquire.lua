@@ -11,10 +11,35 @@
 -- Fences are drawn two at a time: the holder's, and the one after it, kept for a handover
 -- (see handoff.lua), so the counter is always past the last fence given out.
 -- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
+-- A counter that can give no fence fails the attempt before it writes (see fence.lua); a lock
+-- this same attempt set before (the transaction form draws its fence after setting) is
+-- taken back.
+local value_key, value = KEYS[1], ARGV[1]
+if KEYS[3] then
+  value_key, value = KEYS[3], ARGV[3]
+end
+if not fence_counter(KEYS[2], 2) then
+  if redis.pcall('GET', value_key) == value then
+    redis.call('DEL', KEYS[1])
+    if KEYS[3] then
+      redis.call('DEL', KEYS[3])
+    end
+  end
+  return no_fence()
+end
+
 local function won_before(owner_key, token)
   -- pcall: a key of another type is simply not ours.
   if redis.pcall('GET', owner_key) == token then
-    return {1, math.max((tonumber(redis.pcall('GET', KEYS[2])) or 1) - 1, 0)}
+    local drawn = fence_drawn(KEYS[2])
+    if drawn then
+      return {1, drawn}
+    end
+    redis.call('DEL', KEYS[1])
+    if KEYS[3] then
+      redis.call('DEL', KEYS[3])
+    end
+    return no_fence()
   end
 end
 

@@ -33,6 +33,13 @@ local function first()
   end
 end
 
+if not fence_counter(KEYS[2], 2) then
+  if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+  end
+  return no_fence()
+end
+
 local head = first()
 if head == nil or head == me then
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -45,7 +52,12 @@ if head == nil or head == me then
 end
 -- Our own token: this attempt, sent again after its connection dropped under it.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, math.max((tonumber(redis.call('GET', KEYS[2])) or 1) - 1, 0)}
+  local drawn = fence_drawn(KEYS[2])
+  if drawn then
+    return {1, drawn}
+  end
+  redis.call('DEL', KEYS[1])
+  return no_fence()
 end
 if me ~= '' then
   redis.call('ZADD', KEYS[3], 'NX', tonumber(time[1]) * 1000000 + tonumber(time[2]), me)

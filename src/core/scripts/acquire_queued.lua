@@ -14,6 +14,12 @@ local function stay_queued()
   end
 end
 
+if not fence_counter(KEYS[2], 2) then
+  if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+  end
+  return no_fence()
+end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if ARGV[5] == '1' then
     stay_queued()
@@ -24,7 +30,12 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 -- Our own token: this attempt, sent again after its connection dropped under it.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  return {1, math.max((tonumber(redis.pcall('GET', KEYS[2])) or 1) - 1, 0)}
+  local drawn = fence_drawn(KEYS[2])
+  if drawn then
+    return {1, drawn}
+  end
+  redis.call('DEL', KEYS[1])
+  return no_fence()
 end
 stay_queued()
 return {0, redis.call('PTTL', KEYS[1])}

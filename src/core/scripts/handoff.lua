@@ -10,6 +10,12 @@
 -- Returns the waiter's fence, or 0 when the lock is no longer ours (nothing was changed).
 local ours = tonumber(ARGV[4]) or 0
 local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] and not fence_counter(KEYS[2], 2) then
+  -- No fence for the waiter (see fence.lua): the lock is released instead, and the waiter,
+  -- told 0, tries for itself (and fails the same way).
+  redis.call('DEL', KEYS[1])
+  return 0
+end
 if holder == ARGV[1] then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   if ours == 0 then
@@ -27,6 +33,6 @@ if holder == ARGV[2] then
   if ours > 0 then
     return ours + 1
   end
-  return math.max((tonumber(redis.call('GET', KEYS[2])) or 1) - 1, 0)
+  return fence_drawn(KEYS[2]) or 0
 end
 return 0

@@ -3,14 +3,17 @@
 //! before a lock is taken, so that an acquire is one round trip and its TTL is counted from
 //! the EVALSHA that ran; the redis crate still reloads and retries on a NOSCRIPT that slips
 //! through (a SCRIPT FLUSH without a reconnect). Lua scripts cannot share functions, so the
-//! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended, and the ones
-//! that wake a waiter `announce.lua`.
+//! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended, the ones that
+//! wake a waiter `announce.lua`, and the ones that draw fences `fence.lua`.
 
 use redis::Script;
 use std::sync::LazyLock;
 
-pub(crate) const ACQUIRE_SOURCE: &str =
-    concat!(include_str!("same_expiry.lua"), include_str!("acquire.lua"));
+pub(crate) const ACQUIRE_SOURCE: &str = concat!(
+    include_str!("fence.lua"),
+    include_str!("same_expiry.lua"),
+    include_str!("acquire.lua")
+);
 const RELEASE_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("release.lua"));
 const EXTEND_SOURCE: &str = include_str!("extend.lua");
 const REFRESH_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("refresh.lua"));
@@ -22,10 +25,15 @@ pub(crate) const RELEASE_WAKE_SOURCE: &str = concat!(
 );
 const WAKE_NEXT_SOURCE: &str = concat!(include_str!("announce.lua"), include_str!("wake_next.lua"));
 const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");
-const ACQUIRE_QUEUED_SOURCE: &str = include_str!("acquire_queued.lua");
-pub(crate) const HANDOFF_SOURCE: &str = include_str!("handoff.lua");
+const ACQUIRE_QUEUED_SOURCE: &str = concat!(
+    include_str!("fence.lua"),
+    include_str!("acquire_queued.lua")
+);
+pub(crate) const HANDOFF_SOURCE: &str =
+    concat!(include_str!("fence.lua"), include_str!("handoff.lua"));
 const REFRESH_MANY_SOURCE: &str = include_str!("refresh_many.lua");
-const ACQUIRE_FAIR_SOURCE: &str = include_str!("acquire_fair.lua");
+const ACQUIRE_FAIR_SOURCE: &str =
+    concat!(include_str!("fence.lua"), include_str!("acquire_fair.lua"));
 const RELEASE_FAIR_SOURCE: &str = concat!(
     include_str!("announce.lua"),
     include_str!("release_fair.lua")
