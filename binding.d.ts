@@ -190,6 +190,11 @@ export interface DistributedLockOptions {
   commandTimeoutMs?: number
   /** Waiters get each lock in the order they asked for it, across processes. Default false. */
   fair?: boolean
+  /**
+   * A waiter of this instance handed the lock by a release of its own JS thread starts as
+   * the handover is sent, on the releaser's lease, before Redis confirms it. Default false.
+   */
+  lendOnHandover?: boolean
 }
 
 /**

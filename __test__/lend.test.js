@@ -1,6 +1,7 @@
 'use strict'
 
-// A release that hands the lock to a waiter of its own JS thread lends that waiter its lease:
+// With `lendOnHandover`, a release that hands the lock to a waiter of its own JS thread lends
+// that waiter its lease:
 // the waiter is answered as the handover is sent, and Redis is told by the handover itself
 // (src/binding/direct/handoff.rs). What must hold: the waiter's fence is the one kept for it,
 // below any later holder's; a handover Redis does not confirm leaves the waiter's handle not
@@ -12,8 +13,11 @@ const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
 const { withDirect } = require('./helpers/direct')
 const { DistributedLock } = require('..')
+const { fenceKey } = require('./helpers/keys')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+// Lending is an opt-in of the waiter's instance; off by default (see the last tests).
+const LEND = { lendOnHandover: true }
 const unhandled = []
 process.on('unhandledRejection', (reason) => unhandled.push(reason))
 
@@ -59,7 +63,7 @@ async function holderAndWaiter(lock, key, ttlMs, waiters = lock) {
 }
 
 test('the waiter starts as the handover is sent, with the fence kept for it', async () => {
-  const lock = new DistributedLock(server.url)
+  const lock = new DistributedLock(server.url, LEND)
   await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:plain', 10_000)
   const released = holder.release()
@@ -71,16 +75,16 @@ test('the waiter starts as the handover is sent, with the fence kept for it', as
   assert.equal(holder.isHeld, false)
   assert.equal(handle.isHeld, true)
   assert.equal(await admin.get('lock:lend:plain'), handle.token)
-  assert.equal(BigInt(await admin.get('{lock:lend:plain}:fence')), BigInt(handle.fence) + 1n)
+  assert.equal(BigInt(await admin.get(fenceKey('lock:lend:plain'))), BigInt(handle.fence) + 1n)
   await handle.release()
   assert.equal(await admin.exists('lock:lend:plain'), 0)
 })
 
 for (const where of ['the same instance', 'another instance on the same URL']) {
   test(`a handover Redis refuses (the lock was taken behind the holder) leaves the waiter holding nothing: waiter of ${where}`, async () => {
-    const lock = new DistributedLock(server.url)
+    const lock = new DistributedLock(server.url, LEND)
     const other = new DistributedLock(server.url)
-    const waiters = where === 'the same instance' ? lock : new DistributedLock(server.url)
+    const waiters = where === 'the same instance' ? lock : new DistributedLock(server.url, LEND)
     await withDirect(lock, admin)
     const { holder, waiting } = await holderAndWaiter(lock, 'lend:taken', 10_000, waiters)
     // Deleted behind the holder's back, and taken by another instance.
@@ -102,7 +106,7 @@ for (const where of ['the same instance', 'another instance on the same URL']) {
 }
 
 test('a holder whose own lent start is unconfirmed does not lend on: the next waiter waits for the lock', async () => {
-  const lock = new DistributedLock(server.url)
+  const lock = new DistributedLock(server.url, LEND)
   const other = new DistributedLock(server.url)
   await withDirect(lock, admin)
   const holder = await lock.acquire('lend:chain', 10_000)
@@ -130,7 +134,7 @@ test('a holder whose own lent start is unconfirmed does not lend on: the next wa
 })
 
 test('a lent start counts on the lender\'s deadline until Redis answers, even with the event loop blocked', async () => {
-  const lock = new DistributedLock(server.url, { commandTimeoutMs: 300 })
+  const lock = new DistributedLock(server.url, { ...LEND, commandTimeoutMs: 300 })
   await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:capped', 1500)
   server.pause()
@@ -149,7 +153,7 @@ test('a lent start counts on the lender\'s deadline until Redis answers, even wi
 })
 
 test('an extend right after a lent start goes after the handover', async () => {
-  const lock = new DistributedLock(server.url)
+  const lock = new DistributedLock(server.url, LEND)
   await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:extended', 10_000)
   const released = holder.release()
@@ -164,7 +168,7 @@ test('an extend right after a lent start goes after the handover', async () => {
 })
 
 test('a lock the watchdog reported lost is not lent on', async () => {
-  const lock = new DistributedLock(server.url, { commandTimeoutMs: 500 })
+  const lock = new DistributedLock(server.url, { ...LEND, commandTimeoutMs: 500 })
   const other = new DistributedLock(server.url)
   await withDirect(lock, admin)
   const holder = await lock.acquire('lend:lost', 3000, { autoRefresh: true, onLost: () => {} })
@@ -185,7 +189,7 @@ test('a lock the watchdog reported lost is not lent on', async () => {
 })
 
 test('a handover with no reply within its bound leaves the waiter holding nothing, and its token in place', async () => {
-  const lock = new DistributedLock(server.url, { commandTimeoutMs: 300 })
+  const lock = new DistributedLock(server.url, { ...LEND, commandTimeoutMs: 300 })
   await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:silent', 10_000)
   server.pause()
@@ -213,7 +217,7 @@ test('a handover with no reply within its bound leaves the waiter holding nothin
 })
 
 test('a handover refused on the JS-thread connection (NOSCRIPT) goes again through tokio and confirms the waiter', async () => {
-  const lock = new DistributedLock(server.url)
+  const lock = new DistributedLock(server.url, LEND)
   await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:refused', 10_000)
   await admin.script('FLUSH')
@@ -229,7 +233,7 @@ test('a handover refused on the JS-thread connection (NOSCRIPT) goes again throu
 })
 
 test('a lease that may run out within the handover bound is not lent: the waiter waits for Redis', async () => {
-  const lock = new DistributedLock(server.url, { commandTimeoutMs: 5000 })
+  const lock = new DistributedLock(server.url, { ...LEND, commandTimeoutMs: 5000 })
   await withDirect(lock, admin)
   const { holder, waiting } = await holderAndWaiter(lock, 'lend:short', 3000)
   const released = holder.release()
@@ -239,5 +243,41 @@ test('a lease that may run out within the handover bound is not lent: the waiter
   assert.equal(handle.isHeld, true)
   assert.equal(await admin.get('lock:lend:short'), handle.token)
   assert.ok(BigInt(handle.fence) > BigInt(holder.fence))
+  await handle.release()
+})
+
+test('without lendOnHandover (the default), each waiter resolves only once Redis names its token, with the TTL it asked for', async () => {
+  const lock = new DistributedLock(server.url)
+  await withDirect(lock, admin)
+  const key = 'lend:off'
+  let holder = await lock.acquire(key, 10_000)
+  for (let round = 0; round < 20; round++) {
+    const ttlMs = 3000 + round * 100
+    const waiting = lock.waitForLock(key, 10_000, ttlMs)
+    await sleep(5)
+    const released = holder.release()
+    const asked = performance.now()
+    const handle = await waiting
+    // Read at once, before anything else of ours runs: the handover must already be in Redis.
+    const [[, token], [, pttl]] = await admin.multi().get(`lock:${key}`).pttl(`lock:${key}`).exec()
+    const elapsed = performance.now() - asked
+    assert.equal(token, handle.token, `round ${round}: Redis still names the previous holder`)
+    assert.ok(pttl <= ttlMs && pttl >= ttlMs - elapsed - 5, `round ${round}: PTTL ${pttl}, asked for ${ttlMs}`)
+    await released
+    holder = handle
+  }
+  await holder.release()
+})
+
+test('a waiter that did not opt in waits for Redis even when the releasing instance did', async () => {
+  const lender = new DistributedLock(server.url, LEND)
+  const waiter = new DistributedLock(server.url)
+  await withDirect(lender, admin)
+  const { holder, waiting } = await holderAndWaiter(lender, 'lend:not-mine', 10_000, waiter)
+  const released = holder.release()
+  assert.equal(await settledAtOnce(waiting), false, 'the waiter was answered before Redis')
+  const handle = await waiting
+  assert.equal(await admin.get('lock:lend:not-mine'), handle.token)
+  await released
   await handle.release()
 })

@@ -262,6 +262,7 @@ class DistributedLock {
     const o = check.optionalObject(options, 'options')
     check.optionalString(o.keyPrefix, 'options.keyPrefix')
     check.optionalBoolean(o.fair, 'options.fair')
+    check.optionalBoolean(o.lendOnHandover, 'options.lendOnHandover')
     for (const name of ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs']) {
       check.optionalNumber(o[name], `options.${name}`)
     }
@@ -276,6 +277,7 @@ class DistributedLock {
           maxRetries: o.maxRetries,
           commandTimeoutMs: o.commandTimeoutMs,
           fair: o.fair,
+          lendOnHandover: o.lendOnHandover,
         },
         heartbeat,
         completions,

@@ -39,6 +39,9 @@ pub struct DistributedLockOptions {
     pub command_timeout_ms: Option<f64>,
     /// Waiters get each lock in the order they asked for it, across processes. Default false.
     pub fair: Option<bool>,
+    /// A waiter of this instance handed the lock by a release of its own JS thread starts as
+    /// the handover is sent, on the releaser's lease, before Redis confirms it. Default false.
+    pub lend_on_handover: Option<bool>,
 }
 
 const DEFAULT_PREFIX: &str = "lock:";
@@ -62,6 +65,8 @@ pub struct NativeDistributedLock {
     pub(super) direct: Option<Rc<Link>>,
     /// Where the watchdog's news of every `autoRefresh` hold goes (by listener id).
     sink: Arc<dyn Sink>,
+    /// Its waiters may start on a lent lease (see direct/handoff.rs).
+    lend_on_handover: bool,
 }
 
 /// What an `autoRefresh` acquisition needs, prepared on the JS thread.
@@ -185,6 +190,7 @@ impl NativeDistributedLock {
             client_prefix,
             completer,
             thread,
+            lend_on_handover: options.lend_on_handover.unwrap_or(false),
         })
     }
 
@@ -252,6 +258,7 @@ impl NativeDistributedLock {
         Caller {
             thread: Rc::as_ptr(&self.thread) as usize,
             id,
+            lent_start: self.lend_on_handover,
         }
     }
 

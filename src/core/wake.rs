@@ -90,6 +90,9 @@ struct Waiter {
 pub struct Caller {
     pub thread: usize,
     pub id: u32,
+    /// It opted in to starting on its releaser's lease, before Redis confirms the handover
+    /// (`lendOnHandover`).
+    pub lent_start: bool,
 }
 
 impl Waiter {

@@ -64,7 +64,8 @@ impl Handoff {
     /// below every other holder's, nor its lock to be ours.
     pub fn lend(&mut self, bound: Duration) -> Lending {
         let wakes = self.locker.store().wakes().clone();
-        if self.lease.fence == 0
+        if !self.caller.lent_start
+            || self.lease.fence == 0
             || self.lease.remaining() <= bound
             || wakes.lends().unconfirmed(&self.lease.token)
         {
