@@ -6,6 +6,7 @@
 //     and (if release does not end a hold) releaseHeld(held) for scenario (e) }.
 const ADAPTERS = {
   'ours-distributed-lock': require('./ours-distributed-lock'),
+  'ours-distributed-lock-lend': require('./ours-distributed-lock-lend'),
   'ours-exclusive-lock': require('./ours-exclusive-lock'),
   'ours-lock-service': require('./ours-lock-service'),
   redlock4: require('./redlock4'),

@@ -6,14 +6,15 @@
 // third of their TTL (the API has no other period), with one onLost callback for all.
 const { requireOurs } = require('../lib/util')
 
-module.exports = {
-  name: 'ours: DistributedLock',
+/** The adapter for `new DistributedLock(url, options)`, named `name`. */
+const variant = (name, options) => ({
+  name,
   holds: true, // scenario (e): hold(key, ttlMs, refreshMs) keeps a lock alive on its own
   kind: 'ours',
   package: 'native-redis-lock',
   async create({ url }) {
     const { DistributedLock } = requireOurs('')
-    const lock = new DistributedLock(url, { keyPrefix: 'lock:', retryDelayMs: 10 })
+    const lock = new DistributedLock(url, { keyPrefix: 'lock:', retryDelayMs: 10, ...options })
     let lost = 0
     const onLost = () => {
       lost++
@@ -37,4 +38,7 @@ module.exports = {
       close: async () => {},
     }
   },
-}
+})
+
+module.exports = variant('ours: DistributedLock', {})
+module.exports.variant = variant

@@ -6,9 +6,14 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { median, fmt } = require('./util')
 
-const OURS = ['ours-distributed-lock', 'ours-exclusive-lock', 'ours-lock-service']
-const OURS_SHORT = { 'ours-distributed-lock': 'DistributedLock', 'ours-exclusive-lock': 'ExclusiveLock', 'ours-lock-service': 'DistributedLockService' }
-const COLORS = { 'ours-distributed-lock': '#1f77b4', 'ours-exclusive-lock': '#ff7f0e', 'ours-lock-service': '#2ca02c' }
+const OURS = ['ours-distributed-lock', 'ours-distributed-lock-lend', 'ours-exclusive-lock', 'ours-lock-service']
+const OURS_SHORT = {
+  'ours-distributed-lock': 'DistributedLock',
+  'ours-distributed-lock-lend': 'DistributedLock (lendOnHandover)',
+  'ours-exclusive-lock': 'ExclusiveLock',
+  'ours-lock-service': 'DistributedLockService',
+}
+const COLORS = { 'ours-distributed-lock': '#1f77b4', 'ours-distributed-lock-lend': '#9467bd', 'ours-exclusive-lock': '#ff7f0e', 'ours-lock-service': '#2ca02c' }
 const SCENARIO_TITLE = {
   a: '(a) serial acquire + release on one key',
   b: '(b) 256 acquire + release pairs in flight on distinct keys',
