@@ -84,6 +84,11 @@ export declare class NativeExclusiveLock {
   get name(): string
   /** The fencing token of the current hold, if any. */
   get fence(): string | null
+  /**
+   * Whether a refresh of the held lock is on its way to Redis (the original's
+   * `is_refreshing`).
+   */
+  get refreshing(): boolean
   /** Whether `refreshed` events should cross into JavaScript. */
   wantRefreshed(want: boolean): void
   /**

@@ -510,6 +510,49 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.equal(await raw.exists(a.key), 0)
   })
 
+  test('release() while acquire() is in flight wins: the acquisition ends released, nothing is left held or refreshed', async () => {
+    for (let round = 0; round < 20; round++) {
+      const lock = make({ name: 'release wins', lock_ttl_ms: 1000, lock_refresh_ms: 300 })
+      const events = record(lock)
+      const acquiring = lock.acquire()
+      // Released after a varying share of the attempt's round trip.
+      for (let i = 0; i < round % 4; i++) await null
+      const releasing = lock.release()
+      assert.equal(await acquiring, false, `round ${round}: the acquisition won over the release`)
+      assert.equal(await releasing, undefined)
+      assert.equal(lock.acquired, false)
+      assert.equal(lock.refresh_timer, null)
+      assert.equal(await raw.exists(lock.key), 0, `round ${round}: the lock Redis granted is still there`)
+      assert.deepEqual(events, [], 'nothing was acquired, so nothing was released either')
+      // It can be acquired afresh, and released as usual.
+      assert.equal(await lock.acquire(), true)
+      await lock.release()
+    }
+  })
+
+  test("the original's fields: acquired, is_refreshing (a refresh in flight), refresh_timer (while held, else null)", async () => {
+    const lock = make({ name: 'fields', lock_ttl_ms: 2000, lock_refresh_ms: 200 })
+    assert.equal(lock.acquired, false)
+    assert.equal(lock.is_refreshing, false)
+    assert.equal(lock.refresh_timer, null)
+    assert.equal(await lock.acquire(), true)
+    assert.equal(lock.acquired, true)
+    assert.ok(lock.refresh_timer, 'refresh_timer is truthy while held')
+    assert.equal(lock.refresh_timer.hasRef(), true)
+    // Redis stalls every client for 600 ms: the next refresh is caught in flight.
+    await raw.client('PAUSE', 600, 'ALL')
+    await waitFor(() => lock.is_refreshing === true, 1000, 'a refresh in flight')
+    await waitFor(() => lock.is_refreshing === false, 2000, 'the refresh answered')
+    assert.equal(lock.acquired, true)
+    assert.equal(lock.refresh_timer.unref(), lock.refresh_timer)
+    assert.equal(lock.refresh_timer.hasRef(), false)
+    lock.refresh_timer.ref()
+    await lock.release()
+    assert.equal(lock.acquired, false)
+    assert.equal(lock.is_refreshing, false)
+    assert.equal(lock.refresh_timer, null)
+  })
+
   test('a second instance cannot acquire while the first holds; after release it can; fences increase', async () => {
     const a = make({ name: 'contend' })
     const b = make({ name: 'contend', cache_connection: `redis://localhost:${server.port}` })

@@ -51,6 +51,29 @@ function einval(err, extra) {
  * Drop-in for @logdna/exclusive-lock: one exclusive, auto-refreshed lock per instance. The
  * refresh timer runs on the native (tokio) side; this class only turns its news into events.
  */
+/** What `refresh_timer` is while the lock is held: a handle on the native refresh. */
+class RefreshTimer {
+  #lock
+
+  constructor(lock) {
+    this.#lock = lock
+  }
+
+  hasRef() {
+    return this.#lock.hasRef()
+  }
+
+  ref() {
+    this.#lock.ref()
+    return this
+  }
+
+  unref() {
+    this.#lock.unref()
+    return this
+  }
+}
+
 class ExclusiveLock extends EventEmitter {
   #native
   #acquired = false
@@ -60,6 +83,9 @@ class ExclusiveLock extends EventEmitter {
   #beating = new Beating()
   #refed = true
   #stallGuarded
+  // The attempt in flight, if any: `{ released, done }`. A release() made meanwhile wins.
+  #attempt = null
+  #timer = null
 
   constructor(opts) {
     super()
@@ -74,10 +100,10 @@ class ExclusiveLock extends EventEmitter {
     }
     let connection
     try {
-      connection = connectionOptions(opts.cache_connection)
+      connection = connectionOptions(opts.cache_connection, 'cache_connection')
     } catch (err) {
       // A connection with a bad TLS option keeps its own message; the rest is the original's.
-      if (err.argument?.startsWith('redis.tls')) throw err
+      if (err.argument?.startsWith('cache_connection.tls')) throw err
       throw einval(new TypeError('A valid cache_connection to a cache store is required'))
     }
     const o = { ...DEFAULTS, ...opts }
@@ -138,6 +164,22 @@ class ExclusiveLock extends EventEmitter {
     return this.#acquired
   }
 
+  /** The original's field: whether a refresh is on its way to Redis right now. */
+  get is_refreshing() {
+    return this.#acquired && this.#native.refreshing
+  }
+
+  /**
+   * The original's field: its refresh interval while the lock is held, `null` otherwise. Ours
+   * runs natively; this stands for it, and its `unref()` / `ref()` / `hasRef()` act on whether
+   * the held lock keeps the process alive, as they did on the original's timer.
+   */
+  get refresh_timer() {
+    if (!this.#acquired) return null
+    this.#timer ??= new RefreshTimer(this)
+    return this.#timer
+  }
+
   /** Fencing token of the current hold (15-digit decimal string), or null when not held. */
   get fence() {
     return this.#acquired ? this.#native.fence : null
@@ -149,6 +191,18 @@ class ExclusiveLock extends EventEmitter {
       this.log.warn({ key: this.key }, 'Lock already acquired')
       return true
     }
+    let settle
+    const attempt = { released: false, done: new Promise((resolve) => (settle = resolve)) }
+    this.#attempt = attempt
+    try {
+      return await this.#attemptOnce(attempt)
+    } finally {
+      if (this.#attempt === attempt) this.#attempt = null
+      settle()
+    }
+  }
+
+  async #attemptOnce(attempt) {
     const hold = {}
     hold.listener = listen((event, code, message) => this.#onNative(hold, event, message))
     let won
@@ -157,6 +211,17 @@ class ExclusiveLock extends EventEmitter {
     } catch (err) {
       unlisten(hold.listener)
       throw fromNative(err, this.key)
+    }
+    if (won && attempt.released) {
+      // release() was called while this attempt was in flight: the release wins, and the
+      // lock Redis granted meanwhile is deleted before either call resolves.
+      unlisten(hold.listener)
+      try {
+        await this.#native.release()
+      } catch (err) {
+        throw fromNative(err, this.key)
+      }
+      return false
     }
     if (!won) {
       unlisten(hold.listener)
@@ -181,9 +246,20 @@ class ExclusiveLock extends EventEmitter {
     }
   }
 
-  /** Stops refreshing and deletes the lock if it is still ours. A no-op when not held. */
+  /**
+   * Stops refreshing and deletes the lock if it is still ours. A no-op when not held; with an
+   * acquire() in flight, that acquisition ends released (resolving `false`), and this
+   * resolves once it has.
+   */
   async release() {
-    if (!this.#acquired) return
+    if (!this.#acquired) {
+      const attempt = this.#attempt
+      if (attempt) {
+        attempt.released = true
+        await attempt.done
+      }
+      return
+    }
     unlisten(this.#hold?.listener)
     this.#hold = null
     this.#keepAlive.set(false)
@@ -197,6 +273,11 @@ class ExclusiveLock extends EventEmitter {
     } finally {
       this.#acquired = false
     }
+  }
+
+  /** Whether a held lock keeps the process alive (see `unref()`). */
+  hasRef() {
+    return this.#refed
   }
 
   /** Lets the process exit while the lock is held (the refreshes go on while it runs). */

@@ -127,6 +127,15 @@ impl NativeExclusiveLock {
             .map(|h| format_fence(h.fence))
     }
 
+    /// Whether a refresh of the held lock is on its way to Redis (the original's
+    /// `is_refreshing`).
+    #[napi(getter)]
+    pub fn refreshing(&self) -> bool {
+        sync::lock(&self.held)
+            .as_ref()
+            .is_some_and(|held| held.watch.refreshing())
+    }
+
     /// Whether `refreshed` events should cross into JavaScript.
     #[napi]
     pub fn want_refreshed(&self, want: bool) {

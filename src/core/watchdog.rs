@@ -91,6 +91,11 @@ impl Watch {
     pub fn stop(&self) {
         self.watchdog.stop(self.id);
     }
+
+    /// Whether a refresh of this lock is on its way to Redis right now.
+    pub fn refreshing(&self) -> bool {
+        self.watchdog.refreshing(self.id)
+    }
 }
 
 /// What the watchdog last confirmed of a lock it keeps alive.
@@ -164,6 +169,14 @@ impl Watchdog {
             .entries
             .get(id)
             .map(|entry| entry.confirmed(&self.clock))
+    }
+
+    /// Whether a refresh of lock `id` is on its way to Redis right now.
+    pub fn refreshing(&self, id: u64) -> bool {
+        lock(&self.state)
+            .entries
+            .get(id)
+            .is_some_and(|entry| entry.in_flight)
     }
 
     /// Starts keeping `target` alive; the answer names it for `stop` (never 0). `sent` is
