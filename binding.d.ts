@@ -124,21 +124,35 @@ export declare class NativeHeartbeat {
 
 export declare class NativeLockService {
   constructor(connection: ConnectionOptions, options: LockServiceOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
-  get lockValue(): string
-  /** Held and not known to be lost. */
-  get isLocked(): boolean
   /**
-   * Tries until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and resolves
-   * with whether it won; on success the watchdog refreshes the lock every third of its
-   * TTL and tells `listener` if it is lost.
+   * Tries `key` until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and
+   * resolves with the lock's value (its owner token) once won, `null` when it stayed held
+   * or a release cancelled the wait. While held, the watchdog refreshes it every third of
+   * the shorter of `ttl_ms` (the instance's) and `lock_ttl_ms` (this call's), back to the
+   * longer, and tells `listener` if it is lost.
    */
-  acquire(lockTtlMs: number | undefined | null, maxWaitMs: number | undefined | null, listener: number): Promise<boolean>
+  acquire(key: string, ttlMs: number, lockTtlMs: number | undefined | null, maxWaitMs: number | undefined | null, listener: number): Promise<string | null>
+  /** Ends the acquisition in flight, if any: a lock it wins is released at once. */
+  cancel(): void
   /**
    * Stops refreshing and deletes the lock if it is ours. Resolves with `true` when it was
    * ours or is already gone, `false` when someone else holds it now, as the original
    * answers.
    */
   release(): Promise<boolean>
+}
+
+/**
+ * A period kept on the runtime that tells a JS listener `tick` each time it comes round:
+ * what refreshes a lock held through a cache object we can only drive through its own
+ * methods (maestro's generic cache path), so the schedule is native as for every other hold.
+ * It never keeps the process alive.
+ */
+export declare class NativeTicker {
+  constructor(completions: NativeCompletions)
+  /** Tells `listener` every `every_ms` from now on (instead of any period before). */
+  start(listener: number, everyMs: number): void
+  stop(): void
 }
 
 /**
@@ -223,11 +237,10 @@ export interface ExclusiveLockOptions {
 
 /**
  * Settings of `@jonaskahn/maestro`'s DistributedLockService, resolved by the JS layer from
- * the constructor and maestro's environment variables.
+ * maestro's environment variables. The key and TTL come with each call: maestro's users may
+ * reassign `lockKey` and `ttl` between acquisitions.
  */
 export interface LockServiceOptions {
-  lockKey: string
-  ttlMs: number
   retryDelayMs: number
   maxBackoffMs: number
   /** Give the lock up when the JS thread has been blocked this long; 0 disables. */

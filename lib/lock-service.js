@@ -1,9 +1,9 @@
 'use strict'
 
 const { randomUUID } = require('node:crypto')
-const { NativeLockService, validateTtlMs } = require('./native')
+const { NativeLockService, NativeTicker, validateTtlMs } = require('./native')
 const { connectionOptions } = require('./connection')
-const { fromNative } = require('./errors')
+const { fromNative, invalidArgument } = require('./errors')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
 
@@ -25,41 +25,73 @@ const CONFIG = Object.freeze({
   maxBackoffMs: envMs('MO_BACKOFF_MAX_DELAY_MS', retryBase * 6),
 })
 
-const noop = () => {}
-const SILENT = Object.freeze({ info: noop, warn: noop, error: noop, debug: noop })
+const CACHE_METHODS = ['setIfNotExists', 'get', 'del', 'expire']
+const CACHE_EXPECTED =
+  'cacheInstance must be a cache with setIfNotExists, get, del and expire, a Redis client (ioredis, node-redis, maestro RedisCacheClient), a redis:// URL, or options naming host, port, path or url'
 
-/** maestro's own Redis cache client keeps a node-redis client in `_client`. */
-function connectionOf(cache) {
-  const client = cache._client ?? cache.client
-  if (client && typeof client === 'object' && typeof client.sendCommand === 'function') {
-    return connectionOptions(client)
+/**
+ * maestro logs through its logger service (`logDebug`, `logInfo`, `logWarning`, `logError`);
+ * `options.logger` may be that, or any logger with `debug`, `info`, `warn`, `error`.
+ */
+function loggerOf(logger) {
+  const level = (maestro, plain) => (...args) => {
+    const log = logger?.[maestro] ?? logger?.[plain]
+    if (typeof log === 'function') log.apply(logger, args)
   }
-  const options = cache.config?.connectionOptions
-  if (options && typeof cache.setIfNotExists === 'function') {
-    return connectionOptions({ url: options.url ?? process.env.MO_REDIS_URL, password: options.password })
+  return { debug: level('logDebug', 'debug'), info: level('logInfo', 'info'), warn: level('logWarning', 'warn'), error: level('logError', 'error') }
+}
+
+/** maestro's backoff: after the n-th failed attempt, min(base x 2^n, cap), plus 0-5 % jitter. */
+const backoff = (n) => Math.floor(Math.min(CONFIG.retryDelayMs * 2 ** n, CONFIG.maxBackoffMs) * (1 + Math.random() * 0.05))
+
+const isCache = (cache) => CACHE_METHODS.some((name) => typeof cache[name] === 'function')
+
+/**
+ * Where a cache instance's locks go: `{ connection }` when we can read its Redis connection
+ * (a client, maestro's RedisCacheClient, a URL, connection options) and take the native path;
+ * `null` for any other cache object, which is driven through its own methods.
+ */
+function pathOf(cache) {
+  const client = cache?._client ?? cache?.client
+  if (client && typeof client === 'object' && typeof client.sendCommand === 'function') {
+    return connectionOptions(client, 'cacheInstance')
+  }
+  if (cache !== null && typeof cache === 'object' && !Array.isArray(cache) && isCache(cache) && typeof cache.sendCommand !== 'function') {
+    return null
   }
   try {
-    return connectionOptions(cache)
-  } catch {
-    throw new TypeError(
-      'cacheInstance must be a Redis client (ioredis, node-redis, maestro RedisCacheClient), a redis:// URL or { host, port }',
-    )
+    return connectionOptions(cache, 'cacheInstance')
+  } catch (err) {
+    if (err.argument?.startsWith('cacheInstance.')) throw err
+    throw invalidArgument(TypeError, 'cacheInstance', CACHE_EXPECTED)
+  }
+}
+
+/** What `refreshInterval` holds while a hold is refreshed: the period runs natively. */
+class NativeRefresh {
+  constructor(everyMs) {
+    this.everyMs = everyMs
   }
 }
 
 /**
- * Drop-in for @jonaskahn/maestro's DistributedLockService, with its safety fixed: atomic
- * compare-and-act scripts, millisecond TTLs, an unguessable lock value, and a refresh that
- * runs on the native watchdog.
+ * Drop-in for @jonaskahn/maestro's DistributedLockService. A cache whose Redis connection we
+ * can read takes the native path: atomic compare-and-act scripts, millisecond TTLs, a fresh
+ * unguessable value per hold, refreshes on the native watchdog. Any other cache is driven
+ * through its own `setIfNotExists`, `get`, `del` and `expire`, with maestro's protocol, on a
+ * native refresh schedule. The fields maestro's users read or assign are plain properties.
  */
 class DistributedLockService {
   #native = null
+  #ticker = null
   #keepAlive = new KeepAlive()
   #beating = new Beating()
   #generation = 0
-  #listener
+  #listener = 0
   #logger
-  #initialValue
+  // The acquisition in flight, if any: `{ cancelled, cancel(), done }`. A release wins over it.
+  #attempt = null
+  #refreshing = false
 
   constructor(lockKey, ttlMs = CONFIG.ttlMs, cacheInstance = null, options = {}) {
     if (!lockKey || typeof lockKey !== 'string') throw new Error('Lock key must be a non-empty string')
@@ -69,96 +101,79 @@ class DistributedLockService {
     } catch (err) {
       throw fromNative(err, lockKey)
     }
-    this.#logger = options?.logger ?? SILENT
+    this.#logger = loggerOf(options?.logger)
     this.lockKey = lockKey
     this.ttl = ttlMs
+    this.lockValue = randomUUID()
+    this.refreshInterval = null
+    this.isLocked = false
     this.cacheLayer = cacheInstance
-    if (cacheInstance !== null && cacheInstance !== undefined) {
-      const { connection } = connectionOf(cacheInstance)
-      try {
-        this.#native = new NativeLockService(
-          connection,
-          {
-            lockKey,
-            ttlMs,
-            retryDelayMs: CONFIG.retryDelayMs,
-            maxBackoffMs: CONFIG.maxBackoffMs,
-            // The original's JS interval stopped with a blocked event loop; a native refresh
-            // must not keep a stuck process's lock forever either.
-            maxStallMs: 3 * ttlMs,
-          },
-          heartbeat,
-          completions,
-        )
-      } catch (err) {
-        throw fromNative(err, lockKey)
-      }
+    if (cacheInstance === null || cacheInstance === undefined) return
+    const native = pathOf(cacheInstance)
+    if (native === null) {
+      this.#ticker = new NativeTicker(completions)
+      return
     }
-    this.#initialValue = randomUUID()
+    try {
+      this.#native = new NativeLockService(
+        native.connection,
+        {
+          retryDelayMs: CONFIG.retryDelayMs,
+          maxBackoffMs: CONFIG.maxBackoffMs,
+          // The original's JS interval stopped with a blocked event loop; a native refresh
+          // must not keep a stuck process's lock forever either.
+          maxStallMs: 3 * ttlMs,
+        },
+        heartbeat,
+        completions,
+      )
+    } catch (err) {
+      throw fromNative(err, lockKey)
+    }
   }
 
-  /** The value our lock holds in Redis: the current hold's token, else the last one's. */
-  get lockValue() {
-    return this.#native?.lockValue ?? this.#initialValue
-  }
-
-  get isLocked() {
-    return this.#native?.isLocked ?? false
-  }
-
-  /** Resolves `true` once held; `false` after `maxWaitTime` or on a Redis error (logged). */
+  /** Resolves `true` once held; `false` after `maxWaitTime` or on a cache error (logged). */
   async acquire(lockTtl, maxWaitTime) {
-    if (!this.#native) {
+    if (!this.cacheLayer) {
       this.#logger.warn('No cache instance provided, distributed locking disabled')
       return false
     }
     if (this.isLocked) return true
-    const generation = ++this.#generation
-    unlisten(this.#listener)
-    const listener = listen((event, code, message) => {
-      if (event !== 'lost' || generation !== this.#generation) return
-      unlisten(listener)
-      this.#keepAlive.set(false)
-      this.#beating.set(false)
-      this.#logger.warn(`Lock lost: ${this.lockKey} (${message})`)
-    })
-    this.#listener = listener
+    const attempt = this.#startAttempt()
     try {
-      const won = await this.#native.acquire(lockTtl, maxWaitTime, listener)
+      const won = this.#native ? await this.#acquireNative(attempt, lockTtl, maxWaitTime) : await this.#acquireThroughCache(attempt, lockTtl, maxWaitTime)
       if (won) {
-        this.#keepAlive.set(true)
-        this.#beating.set(true)
+        this.#holding(lockTtl)
         this.#logger.debug(`Lock acquired successfully: ${this.lockKey}`)
-      } else {
+      } else if (!attempt.cancelled) {
         this.#logger.warn(`Failed to acquire lock: ${this.lockKey} (timeout)`)
       }
       return won
-    } catch (err) {
-      const error = fromNative(err, this.lockKey)
-      if (error.code === 'EINVAL') throw error
-      this.#logger.error(`Lock acquisition error for ${this.lockKey}`, error)
-      return false
+    } finally {
+      if (this.#attempt === attempt) this.#attempt = null
+      attempt.finish()
     }
   }
 
   /** `true` when released or already gone, `false` when another holder has it or on error. */
   async release() {
-    if (!this.#native) return true
-    this.#generation++
-    unlisten(this.#listener)
-    this.#keepAlive.set(false)
-    this.#beating.set(false)
-    try {
-      return await this.#native.release()
-    } catch (err) {
-      this.#logger.error(`Lock release error for ${this.lockKey}`, fromNative(err, this.lockKey))
-      return false
+    if (!this.isLocked) {
+      // An acquisition in flight ends released: the caller of release() wins.
+      const attempt = this.#attempt
+      if (attempt) {
+        attempt.cancel()
+        await attempt.done
+      }
+      return true
     }
+    return this.#native ? this.#releaseNative() : this.#releaseThroughCache()
   }
 
   /** Releases, then disconnects the cache instance as the original does. */
   async disconnect() {
-    await this.release()
+    await this.release().catch((error) => this.#logger.warn(`Error releasing lock during disconnect: ${this.lockKey}`, error))
+    this.#stopRefresh()
+    this.isLocked = false
     if (this.cacheLayer && typeof this.cacheLayer.disconnect === 'function') {
       await this.cacheLayer.disconnect()
     }
@@ -171,7 +186,7 @@ class DistributedLockService {
       lockValue: this.lockValue,
       ttl: this.ttl,
       isLocked: this.isLocked,
-      hasAutoRefresh: this.isLocked,
+      hasAutoRefresh: Boolean(this.refreshInterval),
       cacheConnected: this.cacheLayer && this.cacheLayer.isConnected,
       hasCacheLayer: Boolean(this.cacheLayer),
     }
@@ -183,6 +198,188 @@ class DistributedLockService {
 
   getLockTtl() {
     return this.ttl
+  }
+
+  #startAttempt() {
+    let finish
+    const attempt = {
+      cancelled: false,
+      done: new Promise((resolve) => (finish = resolve)),
+      finish: () => finish(),
+      // Cuts a backoff sleep short (set while one runs).
+      wake: null,
+      cancel: () => {
+        attempt.cancelled = true
+        attempt.wake?.()
+        this.#native?.cancel()
+      },
+    }
+    this.#attempt = attempt
+    return attempt
+  }
+
+  /** A hold started: refreshed, and keeping the process alive as maestro's interval did. */
+  #holding(lockTtl) {
+    this.isLocked = true
+    this.#keepAlive.set(true)
+    const every = Math.max(1, Math.floor(Math.min(this.ttl, lockTtl ?? this.ttl) / 3))
+    this.refreshInterval = new NativeRefresh(every)
+    if (this.#ticker) {
+      const generation = this.#generation
+      this.#listener = listen((event) => event === 'tick' && generation === this.#generation && this.#refreshThroughCache(lockTtl))
+      this.#ticker.start(this.#listener, every)
+    } else this.#beating.set(true)
+  }
+
+  #stopRefresh() {
+    this.#generation++
+    this.#ticker?.stop()
+    unlisten(this.#listener)
+    this.#listener = 0
+    this.refreshInterval = null
+    this.#keepAlive.set(false)
+    this.#beating.set(false)
+  }
+
+  async #acquireNative(attempt, lockTtl, maxWaitTime) {
+    const generation = ++this.#generation
+    const listener = listen((event, code, message) => {
+      if (event !== 'lost' || generation !== this.#generation) return
+      this.isLocked = false
+      this.#stopRefresh()
+      this.#logger.warn(`Lock lost: ${this.lockKey} (${message})`)
+    })
+    let token
+    try {
+      token = await this.#native.acquire(this.lockKey, this.ttl, lockTtl, maxWaitTime, listener)
+    } catch (err) {
+      unlisten(listener)
+      const error = fromNative(err, this.lockKey)
+      if (error.code === 'EINVAL') throw error
+      this.#logger.error(`Lock acquisition error for ${this.lockKey}`, error)
+      return false
+    }
+    if (token === null) {
+      unlisten(listener)
+      return false
+    }
+    if (attempt.cancelled) {
+      // Won as release() was called: the release wins.
+      unlisten(listener)
+      await this.#native.release().catch((err) => this.#logger.error(`Lock release error for ${this.lockKey}`, fromNative(err, this.lockKey)))
+      return false
+    }
+    this.lockValue = token
+    this.#listener = listener
+    return true
+  }
+
+  async #releaseNative() {
+    this.#stopRefresh()
+    this.isLocked = false
+    try {
+      const released = await this.#native.release()
+      if (released) this.#logger.debug(`Lock released: ${this.lockKey}`)
+      else this.#logger.warn(`Failed to release lock: ${this.lockKey} (not lock owner)`)
+      return released
+    } catch (err) {
+      this.#logger.error(`Lock release error for ${this.lockKey}`, fromNative(err, this.lockKey))
+      return false
+    }
+  }
+
+  // The generic path: maestro's protocol, through the cache object's own methods.
+
+  async #ensureCacheInitialized() {
+    const cache = this.cacheLayer
+    if (!cache.isConnected && cache.connect) {
+      await cache.connect()
+      this.#logger.info(`Distributed lock initialized with cache: ${this.lockKey}`)
+    }
+  }
+
+  async #acquireThroughCache(attempt, lockTtl, maxWaitTime) {
+    await this.#ensureCacheInitialized()
+    const ttl = lockTtl ?? this.ttl
+    const deadline = performance.now() + (maxWaitTime ?? ttl * 3)
+    for (let count = 1; !attempt.cancelled; count++) {
+      let won
+      try {
+        won = await this.cacheLayer.setIfNotExists(this.lockKey, this.lockValue, ttl)
+      } catch (error) {
+        this.#logger.error(`Lock acquisition error for ${this.lockKey}`, error)
+        return false
+      }
+      if (won && attempt.cancelled) {
+        await this.#deleteIfOurs().catch((error) => this.#logger.error(`Lock release error for ${this.lockKey}`, error))
+        return false
+      }
+      if (won) {
+        this.#logger.debug(`Lock acquired: ${this.lockKey} (attempt ${count})`)
+        return true
+      }
+      const left = deadline - performance.now()
+      if (left <= 0) return false
+      this.#logger.debug(`Lock acquisition attempt ${count} failed, retrying...`)
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, Math.min(backoff(count), left))
+        attempt.wake = () => {
+          clearTimeout(timer)
+          resolve()
+        }
+      })
+      attempt.wake = null
+    }
+    return false
+  }
+
+  async #refreshThroughCache(lockTtl) {
+    if (!this.isLocked) return this.#stopRefresh()
+    if (this.#refreshing) return
+    this.#refreshing = true
+    const generation = this.#generation
+    try {
+      const current = await this.cacheLayer.get(this.lockKey)
+      if (generation !== this.#generation) return
+      if (current === this.lockValue) {
+        await this.cacheLayer.expire(this.lockKey, Math.max(this.ttl, lockTtl ?? this.ttl))
+        this.#logger.debug(`Lock refreshed: ${this.lockKey}`)
+      } else {
+        this.#logger.warn(`Lock lost: ${this.lockKey}`)
+        this.isLocked = false
+        this.#stopRefresh()
+      }
+    } catch (error) {
+      this.#logger.error(`Lock refresh error for ${this.lockKey}`, error)
+    } finally {
+      this.#refreshing = false
+    }
+  }
+
+  /** maestro's release: GET, then DEL when it is still our value. */
+  async #deleteIfOurs() {
+    const current = await this.cacheLayer.get(this.lockKey)
+    if (current === this.lockValue) {
+      await this.cacheLayer.del(this.lockKey)
+      return true
+    }
+    return !current
+  }
+
+  async #releaseThroughCache() {
+    let released
+    try {
+      await this.#ensureCacheInitialized()
+      released = await this.#deleteIfOurs()
+    } catch (error) {
+      this.#logger.error(`Lock release error for ${this.lockKey}`, error)
+      released = false
+    }
+    this.#stopRefresh()
+    this.isLocked = false
+    if (released) this.#logger.debug(`Lock released: ${this.lockKey}`)
+    else this.#logger.warn(`Failed to release lock: ${this.lockKey} (not lock owner)`)
+    return released
   }
 }
 

@@ -35,6 +35,7 @@ pub enum Outcome {
     Lease(Granted),
     NoHandle,
     Bool(bool),
+    Text(String),
     Done,
     /// A lock's new local deadline and its expiry in Redis, epoch ms (`extend`).
     Extended {
@@ -196,6 +197,15 @@ impl Completer {
                 expires_at_ms,
                 token,
             })),
+        });
+    }
+
+    /// Queues a `tick` of a native period (see ticker.rs) for a JS listener.
+    pub fn tick(&self, listener: u32) {
+        self.push(Entry::Event {
+            listener,
+            event: "tick",
+            lost: None,
         });
     }
 

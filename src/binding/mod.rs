@@ -14,5 +14,6 @@ pub mod lock_service;
 pub mod options;
 pub mod promises;
 pub mod runtime;
+pub mod ticker;
 pub mod uv;
 pub mod waker;

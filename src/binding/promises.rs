@@ -333,6 +333,7 @@ impl JsThread {
             Outcome::Bool(flag) => {
                 sys::napi_get_boolean(env, flag, &mut value);
             }
+            Outcome::Text(text) => value = self.string(&text),
             Outcome::Done => value = self.undefined(),
             Outcome::Extended {
                 deadline,

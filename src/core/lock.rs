@@ -417,20 +417,37 @@ impl Locker {
 
     /// Attempts until `max_wait` has passed, sleeping `delay(n)` after the n-th
     /// failure (never past the deadline). `None` when the lock stayed held.
+    /// `cancel` ends the wait with `LockError::Aborted`; a lock won meanwhile is released.
     pub async fn acquire_within(
         &self,
         key: &str,
         ttl: Duration,
         max_wait: Duration,
         delay: impl Fn(u32) -> Duration,
+        cancel: &CancellationToken,
     ) -> Result<Option<Lease>, LockError> {
+        let won = self.wait_within(key, ttl, max_wait, delay, cancel).await?;
+        match won {
+            Some(lease) => self.unless_cancelled(lease, cancel).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn wait_within(
+        &self,
+        key: &str,
+        ttl: Duration,
+        max_wait: Duration,
+        delay: impl Fn(u32) -> Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Lease>, LockError> {
+        check(cancel)?;
         let deadline = Instant::now() + max_wait;
         let mut failures = 0;
         let ticket = self.join(key, ttl, None);
-        let never = CancellationToken::new();
         if ticket.turn_comes_from_others() {
             let due = Instant::now() + delay(0).min(max_wait);
-            if let Pause::Granted(lease) = self.pause_until(&ticket, due, &never).await? {
+            if let Pause::Granted(lease) = self.pause_until(&ticket, due, cancel).await? {
                 return Ok(Some(lease));
             }
         }
@@ -448,11 +465,12 @@ impl Locker {
             }
             let due = Instant::now() + delay(failures).min(remaining);
             let won = self
-                .attempts_on_release(key, ttl, &ticket, due, &never)
+                .attempts_on_release(key, ttl, &ticket, due, cancel)
                 .await?;
             if won.is_some() {
                 return Ok(won);
             }
+            check(cancel)?;
         }
     }
 
