@@ -424,6 +424,36 @@ describe('constructor', () => {
     })
   })
 
+  test('anything that names no server is a TypeError naming the argument, on every API: no default server is guessed', async () => {
+    const ExclusiveLock = require('../exclusive-lock')
+    const DistributedLockService = require('../maestro')
+    const nameless = [[], ['redis://127.0.0.1:6999'], {}, { foo: 1 }, { db: 2 }, { password: 'x', username: 'u' }, { tls: true }]
+    await quiet(async () => {
+      for (const redisArg of nameless) {
+        expectThrows(`redis ${show(redisArg)}`, () => new DistributedLock(redisArg), TypeError, 'redis')
+        assert.throws(() => new ExclusiveLock({ name: 'n', cache_connection: redisArg }), (err) => {
+          assert.ok(err instanceof TypeError, String(err))
+          assert.equal(err.code, 'EINVAL')
+          assert.equal(err.message, 'A valid cache_connection to a cache store is required')
+          return true
+        })
+        assert.throws(() => new DistributedLockService('k', 1000, redisArg), (err) => {
+          assert.ok(err instanceof TypeError, String(err))
+          assert.equal(err.code, 'EINVAL')
+          assert.equal(err.argument, 'cacheInstance')
+          return true
+        })
+      }
+    })
+  })
+
+  test('options that name an address may carry other client options, which are ignored', async () => {
+    const extras = { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false, family: 4, retryStrategy: () => 10 }
+    const lenient = new DistributedLock({ ...extras, host: '127.0.0.1', port: server.port, db: 1 })
+    const handle = await lenient.acquire('extras:ignored', 5000)
+    await handle.release()
+  })
+
   test('an invalid URL is a TypeError that does not reveal the password', async () => {
     await quiet(async () => {
       for (const bad of ['http://user:hunter2@host', 'http://user:hunter2@127.0.0.1:6379/0', 'not a url hunter2']) {

@@ -5,8 +5,9 @@
 const { invalidArgument } = require('./errors')
 const check = require('./validate')
 
-const EXPECTED =
-  'redis must be an ioredis client, a node-redis client, a redis:// or rediss:// URL, or a { host, port } object'
+/** What `name` may be, for error messages. */
+const expected = (name) =>
+  `${name} must be an ioredis client, a node-redis client, a redis:// or rediss:// URL, or options naming host, port, path or url`
 
 // TLS options as ioredis (`tls: {...}`) and node-redis (`socket: { tls: true, ... }`) take
 // them, that is, Node's tls.connect options. We honour these; the PEM travels as bytes.
@@ -94,13 +95,13 @@ function isNodeRedis(client) {
     'isOpen' in client
 }
 
-function fromIoredis(client) {
+function fromIoredis(client, name) {
   if (client.isCluster) {
-    throw invalidArgument(TypeError, 'redis', 'ioredis Cluster clients are not supported yet; pass a single-node client')
+    throw invalidArgument(TypeError, name, 'ioredis Cluster clients are not supported yet; pass a single-node client')
   }
   const o = client.options
   if (Array.isArray(o.sentinels) && o.sentinels.length > 0) {
-    throw invalidArgument(TypeError, 'redis', 'ioredis Sentinel clients are not supported yet; pass the master address')
+    throw invalidArgument(TypeError, name, 'ioredis Sentinel clients are not supported yet; pass the master address')
   }
   return {
     connection: {
@@ -134,20 +135,35 @@ function fromNodeRedis(client) {
   }
 }
 
-function fromObject(o) {
-  check.optionalString(o.url, 'redis.url')
-  check.optionalString(o.host, 'redis.host')
-  check.optionalNumber(o.port, 'redis.port')
-  check.optionalString(o.path, 'redis.path')
-  check.optionalString(o.username, 'redis.username')
-  check.optionalString(o.password, 'redis.password')
-  check.optionalNumber(o.db, 'redis.db')
-  if (o.tls === null) {
-    throw invalidArgument(TypeError, 'redis.tls', 'redis.tls must be a boolean or a TLS options object, got null')
+/** The address fields an options object must name at least one of: we never guess a server. */
+const ADDRESS_FIELDS = ['host', 'port', 'path', 'url']
+
+/** Whether `o` (a plain object) says where to connect. */
+function namesAnAddress(o) {
+  return ADDRESS_FIELDS.some((field) => o[field] !== undefined)
+}
+
+function fromObject(o, name) {
+  if (!namesAnAddress(o)) {
+    throw invalidArgument(
+      TypeError,
+      name,
+      `${expected(name)}; this object names none of them, and no server is ever guessed`,
+    )
   }
-  for (const [name, value] of [['redis.port', o.port], ['redis.db', o.db]]) {
+  check.optionalString(o.url, `${name}.url`)
+  check.optionalString(o.host, `${name}.host`)
+  check.optionalNumber(o.port, `${name}.port`)
+  check.optionalString(o.path, `${name}.path`)
+  check.optionalString(o.username, `${name}.username`)
+  check.optionalString(o.password, `${name}.password`)
+  check.optionalNumber(o.db, `${name}.db`)
+  if (o.tls === null) {
+    throw invalidArgument(TypeError, `${name}.tls`, `${name}.tls must be a boolean or a TLS options object, got null`)
+  }
+  for (const [field, value] of [[`${name}.port`, o.port], [`${name}.db`, o.db]]) {
     if (value !== undefined && !(Number.isInteger(value) && value >= 0)) {
-      throw invalidArgument(RangeError, name, `${name} must be a whole number of 0 or more, got ${value}`)
+      throw invalidArgument(RangeError, field, `${field} must be a whole number of 0 or more, got ${value}`)
     }
   }
   return {
@@ -157,7 +173,7 @@ function fromObject(o) {
       port: o.port,
       path: o.path,
       // `tls: false` is passed on, so that it cannot quietly turn a rediss:// URL into plain text.
-      ...(o.tls === false ? { tls: false } : tlsFields(o.tls, 'redis.tls')),
+      ...(o.tls === false ? { tls: false } : tlsFields(o.tls, `${name}.tls`)),
       db: o.db,
       username: o.username,
       password: o.password,
@@ -170,35 +186,40 @@ function fromObject(o) {
  * ioredis `keyPrefix`, which ioredis silently adds to every key the original package wrote.
  */
 // The native side takes 32-bit numbers; a larger one would silently wrap around.
-function checkRanges(result) {
+function checkRanges(result, name) {
   const { port, db } = result.connection
   if (port !== undefined && !(Number.isInteger(port) && port >= 0 && port <= 65535)) {
-    throw invalidArgument(RangeError, 'redis.port', `redis.port must be a whole number from 0 to 65535, got ${port}`)
+    throw invalidArgument(RangeError, `${name}.port`, `${name}.port must be a whole number from 0 to 65535, got ${port}`)
   }
   if (db !== undefined && !(Number.isInteger(db) && db >= 0 && db <= 2 ** 31 - 1)) {
-    throw invalidArgument(RangeError, 'redis.db', `redis.db must be a database index of 0 or more, got ${db}`)
+    throw invalidArgument(RangeError, `${name}.db`, `${name}.db must be a database index of 0 or more, got ${db}`)
   }
   return result
 }
 
-function connectionOptions(redis) {
-  return checkRanges(readConnection(redis))
+/**
+ * Where to connect, read from what the user passed as `name`: a client we can read, a URL,
+ * or options naming an address. Anything else throws a TypeError (EINVAL) naming `name`,
+ * never a guess at a default server.
+ */
+function connectionOptions(input, name = 'redis') {
+  return checkRanges(readConnection(input, name), name)
 }
 
-function readConnection(redis) {
-  if (typeof redis === 'string') {
-    if (redis.length === 0) throw invalidArgument(TypeError, 'redis', EXPECTED)
-    return { connection: { url: redis } }
+function readConnection(input, name) {
+  if (typeof input === 'string') {
+    if (input.length === 0) throw invalidArgument(TypeError, name, `${expected(name)}, got an empty string`)
+    return { connection: { url: input } }
   }
-  if (redis === null || typeof redis !== 'object') {
-    throw invalidArgument(TypeError, 'redis', `${EXPECTED}, got ${check.describe(redis)}`)
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) {
+    throw invalidArgument(TypeError, name, `${expected(name)}, got ${check.describe(input)}`)
   }
-  if (isIoredis(redis)) return fromIoredis(redis)
-  if (isNodeRedis(redis)) return fromNodeRedis(redis)
-  if (typeof redis.sendCommand === 'function' || typeof redis.set === 'function') {
-    throw invalidArgument(TypeError, 'redis', `${EXPECTED}; this client type is not recognised`)
+  if (isIoredis(input)) return fromIoredis(input, name)
+  if (isNodeRedis(input)) return fromNodeRedis(input)
+  if (typeof input.sendCommand === 'function' || typeof input.set === 'function') {
+    throw invalidArgument(TypeError, name, `${expected(name)}; this client type is not recognised`)
   }
-  return fromObject(redis)
+  return fromObject(input, name)
 }
 
 module.exports = { connectionOptions }
