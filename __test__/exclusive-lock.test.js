@@ -307,8 +307,7 @@ describe('validation', () => {
       const { log, thrown } = assertValidation((log) => new ExclusiveLock({ ...opts, log }), instancePath, message)
       const errors = log.calls.filter(([level]) => level === 'error')
       assert.equal(errors.length, 1, `log.error called once for ${JSON.stringify(opts)}`)
-      assert.equal(errors[0][1].err, thrown, 'the thrown error is the one logged')
-      assert.equal(errors[0][2], 'Input validation failed')
+      assert.deepEqual(errors[0].slice(1), [thrown], 'the thrown error is logged, as log.error(err)')
     }
   })
 
@@ -316,8 +315,11 @@ describe('validation', () => {
     assertValidation(() => new ExclusiveLock({ name: 'x', cache_connection: server.url, log: 'pino' }), '/log', 'must be object')
   })
 
-  test('options that are not an object are refused', () => {
-    for (const opts of [undefined, null, 'x']) {
+  test('no options are an empty object, which lacks its name; options that are not an object are refused', () => {
+    for (const opts of [undefined, null]) {
+      assertValidation(() => new ExclusiveLock(opts), '', "must have required property 'name'")
+    }
+    for (const opts of ['x', 7, true]) {
       assertValidation(() => new ExclusiveLock(opts), '', 'must be object')
     }
   })
@@ -371,7 +373,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.deepEqual(events.map((e) => [e.type, e.args]), [['acquired', ['exclusive-lock:layout-defaults']]])
     assert.deepEqual(
       log.calls.filter(([level]) => level === 'info'),
-      [['info', { key: lock.key }, 'Lock acquired']],
+      [['info', { lock_contents: '1', lock_refresh_ms: 1000, lock_ttl_ms: 3000 }, '%s lock acquired', lock.name]],
     )
 
     const key = 'exclusive-lock:layout-defaults'
@@ -406,7 +408,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.equal(events.at(-1).type, 'released')
     assert.equal(await raw.exists(key, ownerKey(key)), 0, 'lock and owner keys are gone')
     assert.deepEqual(await keysLike('*layout-defaults*'), binary([fenceKey(key)]))
-    assert.deepEqual(log.calls.filter(([level]) => level === 'info').at(-1), ['info', { key }, 'Lock released'])
+    assert.deepEqual(log.calls.filter(([level]) => level === 'info').at(-1), ['info', '%s lock removed', key])
 
     // The token never shows: not in events, log calls, inspect() or the instance itself.
     assert.ok(!JSON.stringify(events.map((e) => e.args)).includes(token))
@@ -454,7 +456,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
     }
     assert.equal(again, true, 'resolved without talking to the (paused) server')
     assert.ok(performance.now() - started < 1000)
-    assert.deepEqual(log.calls.filter(([level]) => level === 'warn'), [['warn', { key: lock.key }, 'Lock already acquired']])
+    assert.deepEqual(log.calls.filter(([level]) => level === 'warn'), [['warn', '%s lock is already acquired. Must call release() first.', lock.key]])
     assert.equal(ofType(events, 'acquired').length, 1)
     assert.equal(lock.fence, fence)
     assert.equal(lock.acquired, true)

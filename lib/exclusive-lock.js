@@ -25,6 +25,7 @@ function schemaError(opts) {
   if (refresh && !ttl) return ['', 'must have property lock_ttl_ms when property lock_refresh_ms is present']
   const types = {
     name: 'string',
+    cache_connection: 'object or URL',
     log: 'object',
     lock_ttl_ms: 'number',
     lock_refresh_ms: 'number',
@@ -35,10 +36,11 @@ function schemaError(opts) {
   }
   for (const [name, type] of Object.entries(types)) {
     const value = opts[name]
-    if (value === undefined) continue
+    // Ours also takes a URL string for cache_connection; the rest is checked below.
+    if (value === undefined || type === 'object or URL') continue
     if (typeof value !== type || value === null) return [`/${name}`, `must be ${type}`]
+    if (name === 'name' && value.length < 1) return ['/name', 'must NOT have fewer than 1 characters']
   }
-  if (opts.name.length < 1) return ['/name', 'must NOT have fewer than 1 characters']
   return null
 }
 
@@ -89,13 +91,15 @@ class ExclusiveLock extends EventEmitter {
 
   constructor(opts) {
     super()
-    const log = opts && typeof opts.log === 'object' && opts.log !== null ? opts.log : SILENT
+    // As the original: no options at all are an empty object, which lacks its `name`.
+    opts = opts ?? {}
+    const log = opts.log || SILENT
     const failure = schemaError(opts)
     if (failure) {
       const err = einval(new Error('Input validation failed'), {
         errors: [{ instancePath: failure[0], message: failure[1] }],
       })
-      log.error?.({ err }, 'Input validation failed')
+      log.error?.(err)
       throw err
     }
     let connection
@@ -169,6 +173,10 @@ class ExclusiveLock extends EventEmitter {
     return this.#acquired && this.#native.refreshing
   }
 
+  // The original's users (and its own tests) reset the flag by hand; the refresh is native
+  // and keeps its own state, so the assignment changes nothing.
+  set is_refreshing(_value) {}
+
   /**
    * The original's field: its refresh interval while the lock is held, `null` otherwise. Ours
    * runs natively; this stands for it, and its `unref()` / `ref()` / `hasRef()` act on whether
@@ -188,7 +196,7 @@ class ExclusiveLock extends EventEmitter {
   /** One attempt; `true` when this instance holds the lock (again, when it already did). */
   async acquire() {
     if (this.#acquired) {
-      this.log.warn({ key: this.key }, 'Lock already acquired')
+      this.log.warn('%s lock is already acquired. Must call release() first.', this.key)
       return true
     }
     let settle
@@ -231,7 +239,11 @@ class ExclusiveLock extends EventEmitter {
     this.#acquired = true
     this.#keepAlive.set(this.#refed)
     this.#beating.set(this.#stallGuarded)
-    this.log.info({ key: this.key }, 'Lock acquired')
+    this.log.info(
+      { lock_contents: this.lock_contents, lock_refresh_ms: this.lock_refresh_ms, lock_ttl_ms: this.lock_ttl_ms },
+      '%s lock acquired',
+      this.name,
+    )
     this.emit('acquired', this.key)
     return true
   }
@@ -241,8 +253,9 @@ class ExclusiveLock extends EventEmitter {
     try {
       return (await this.#native.inspect()) ?? null
     } catch (err) {
-      this.log.error({ err }, 'Error inspecting lock')
-      throw fromNative(err, this.key)
+      const error = fromNative(err, this.key)
+      this.log.error({ key: this.key, err: error }, 'Error during inspect while getting the key: %s', error)
+      throw error
     }
   }
 
@@ -266,7 +279,7 @@ class ExclusiveLock extends EventEmitter {
     this.#beating.set(false)
     try {
       await this.#native.release()
-      this.log.info({ key: this.key }, 'Lock released')
+      this.log.info('%s lock removed', this.key)
       this.emit('released', this.key)
     } catch (err) {
       throw fromNative(err, this.key)
@@ -297,16 +310,20 @@ class ExclusiveLock extends EventEmitter {
   #onNative(hold, event, message) {
     if (hold !== this.#hold) return
     if (event === 'refreshed') {
-      this.log.trace?.({ key: this.key }, 'Lock refreshed')
+      this.log.trace?.('%s lock refreshed to %sms', this.key, this.lock_ttl_ms)
       this.emit('refreshed', { key: this.key, lock_ttl_ms: this.lock_ttl_ms })
       return
     }
     const err = new LockLostError(this.key, message)
-    this.log.error({ err }, 'Lock lost')
+    this.log.error({ err }, 'Could not refresh lock: %s', err)
     // As the original: report, then release. Emitting 'error' with no listener throws, by
     // EventEmitter's rule, exactly as the original's refresh failure did.
     this.emit('error', err)
-    this.release().catch((releaseError) => this.emit('error', fromNative(releaseError, this.key)))
+    this.release().catch((releaseError) => {
+      const error = fromNative(releaseError, this.key)
+      this.log.error({ err: error }, 'Error removing lock %s: %s', this.key, error)
+      this.emit('error', error)
+    })
   }
 }
 
