@@ -66,6 +66,13 @@ export interface LockOptions {
    * user of a key must agree on it. Default false.
    */
   fair?: boolean
+  /**
+   * A waiter of this instance that a release of its own JS thread hands the lock to starts
+   * as the handover is sent, on the releaser's lease, before Redis confirms it (faster
+   * handovers; for up to a round trip Redis still names the previous holder). Default false:
+   * an acquisition resolves once Redis holds the new holder's token.
+   */
+  lendOnHandover?: boolean
 }
 
 export interface RefreshOptions {
@@ -140,13 +147,14 @@ export type LockErrorCode =
   | 'ECONNECTION'
   | 'ETIMEDOUT'
   | 'EAUTH'
+  | 'ENOPERM'
   | 'EREDIS'
   | 'EABORTED'
   | 'EINVAL'
   | 'EINTERNAL'
 
 export declare class LockError extends Error {
-  constructor(message: string, code: LockErrorCode, options?: ErrorOptions)
+  constructor(message: string, code: LockErrorCode, options?: { cause?: unknown })
   readonly code: LockErrorCode
 }
 
@@ -178,6 +186,14 @@ export interface Logger {
   debug?(...args: unknown[]): void
   trace?(...args: unknown[]): void
   isLevelEnabled?(level: string): boolean
+}
+
+/** maestro's logger service, which DistributedLockService also takes. */
+export interface MaestroLogger {
+  logInfo?(...args: unknown[]): void
+  logWarning?(...args: unknown[]): void
+  logError?(...args: unknown[]): void
+  logDebug?(...args: unknown[]): void
 }
 
 export interface ExclusiveLockOptions {
@@ -220,6 +236,10 @@ export declare class ExclusiveLock extends EventEmitter<ExclusiveLockEvents> {
   readonly key: string
   readonly name: string
   readonly acquired: boolean
+  /** Whether a refresh is on its way to Redis right now (assigning it changes nothing). */
+  is_refreshing: boolean
+  /** While held, a handle on the native refresh (its `unref()` lets the process exit); `null` otherwise. */
+  readonly refresh_timer: RefreshTimer | null
   /** Fencing token of the current hold, or null when not held. */
   readonly fence: string | null
   readonly lock_ttl_ms: number
@@ -239,11 +259,31 @@ export declare class ExclusiveLock extends EventEmitter<ExclusiveLockEvents> {
   unref(): this
   /** Keeps the process alive while the lock is held (the default). */
   ref(): this
+  /** Whether a held lock keeps the process alive. */
+  hasRef(): boolean
+}
+
+/** `ExclusiveLock.refresh_timer` while the lock is held. */
+export interface RefreshTimer {
+  hasRef(): boolean
+  ref(): this
+  unref(): this
+}
+
+/** Any cache in maestro's shape: driven through these methods when its Redis connection cannot be read. */
+export interface MaestroCache {
+  setIfNotExists(key: string, value: string, ttlMs: number): Promise<unknown>
+  get(key: string): Promise<unknown>
+  del(key: string): Promise<unknown>
+  expire(key: string, ttlMs: number): Promise<unknown>
+  connect?(): Promise<unknown>
+  disconnect?(): unknown
+  isConnected?: unknown
 }
 
 export interface LockServiceStatus {
   lockKey: string
-  lockValue: string | null
+  lockValue: string
   ttl: number
   isLocked: boolean
   hasAutoRefresh: boolean
@@ -256,13 +296,19 @@ export declare class DistributedLockService {
   constructor(
     lockKey: string,
     ttlMs?: number,
-    cacheInstance?: RedisInput | object | null,
-    options?: { logger?: Logger },
+    cacheInstance?: RedisInput | MaestroCache | null,
+    options?: { logger?: Logger | MaestroLogger },
   )
-  readonly lockKey: string
-  readonly ttl: number
-  readonly lockValue: string | null
-  readonly isLocked: boolean
+  /** The Redis key, verbatim; read at each acquire(). */
+  lockKey: string
+  /** The TTL in ms when acquire() gives none; read at each acquire(). */
+  ttl: number
+  /** The value our lock holds in Redis (a fresh token per hold on the native path). */
+  lockValue: string
+  /** Set while the lock is refreshed (natively), `null` otherwise. */
+  refreshInterval: object | null
+  /** Held, as far as this instance knows; turns false when the lock is found lost. */
+  isLocked: boolean
   readonly cacheLayer: unknown
   /** `true` once held; `false` after `maxWaitTime` (default 3 x TTL) or on a Redis error. */
   acquire(lockTtl?: number, maxWaitTime?: number): Promise<boolean>
