@@ -841,6 +841,7 @@ module.exports.NativeDistributedLock = nativeBinding.NativeDistributedLock
 module.exports.NativeExclusiveLock = nativeBinding.NativeExclusiveLock
 module.exports.NativeHeartbeat = nativeBinding.NativeHeartbeat
 module.exports.NativeLockService = nativeBinding.NativeLockService
+module.exports.NativeTicker = nativeBinding.NativeTicker
 module.exports.collectNativeMemory = nativeBinding.collectNativeMemory
 module.exports.validateTtlMs = nativeBinding.validateTtlMs
 module.exports.watchdogStats = nativeBinding.watchdogStats
