@@ -44,7 +44,7 @@ function attemptsOn(key, exclude = []) {
   for (const { ms, args, source } of events) {
     const command = args[0].toLowerCase()
     let token
-    if (command === 'evalsha' && args[3] === PREFIX + key && args[4]?.endsWith(':fence')) {
+    if (command === 'evalsha' && args[3] === PREFIX + key && args[4]?.endsWith('fence')) {
       // acquire: EVALSHA sha 2 <lock key> <fence key> <token> <ttl> ...; a waiter's adds its
       // queue key: EVALSHA sha 3 <lock key> <fence key> <queue key> <token> ...
       token = args[3 + Number(args[2])]

@@ -223,10 +223,18 @@ impl Entry {
             return lost("its TTL ran out before Redis confirmed a refresh");
         }
         if now >= self.hold_until {
-            return lost("it was held for max_hold_ms");
+            return lost("it was held for its longest hold (max_hold_ms)");
         }
-        if now >= self.stalled_at(clock) {
-            return lost("the JavaScript thread was blocked for longer than max_stall_ms");
+        if let Some((_, budget)) = self
+            .stall
+            .as_ref()
+            .filter(|_| now >= self.stalled_at(clock))
+        {
+            // Each API has its own name for the budget (ExclusiveLock's max_stall_ms, 3 x TTL
+            // elsewhere), so the message gives the figure.
+            return lost(&format!(
+                "the JavaScript thread was blocked for longer than its stall budget of {budget} ms"
+            ));
         }
         None
     }
