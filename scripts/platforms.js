@@ -4,7 +4,8 @@
 // each npm/<platform>/package.json, the main package's optionalDependencies (every platform
 // package at exactly the main version), and their entries in package-lock.json (npm records
 // no entry for an optional dependency it cannot fetch, and `npm ci` then refuses the lock;
-// an entry with the platform's os/cpu/libc lets it skip foreign platforms and a 404 alike).
+// an entry with the platform's os/cpu/libc lets it skip foreign platforms and a 404 alike,
+// and is what npm writes itself once it has one).
 //
 //   node scripts/platforms.js          writes them
 //   node scripts/platforms.js --check  exits 1, naming what is out of date
@@ -55,18 +56,19 @@ function platforms(main = read('package.json')) {
 function expected() {
   const main = read('package.json')
   const all = platforms(main)
-  const optionalDependencies = Object.fromEntries(all.map((p) => [p.name, main.version]))
+  // Sorted, and each entry as npm itself writes it, so that an `npm install` leaves them be.
+  const sorted = [...all].sort((a, b) => (a.name < b.name ? -1 : 1))
+  const optionalDependencies = Object.fromEntries(sorted.map((p) => [p.name, main.version]))
   const lockEntries = Object.fromEntries(
-    all.map((p) => [
+    sorted.map((p) => [
       `node_modules/${p.name}`,
       {
         version: main.version,
-        resolved: `https://registry.npmjs.org/${p.name}/-/${p.name}-${main.version}.tgz`,
         cpu: [p.cpu],
+        ...(p.libc ? { libc: [p.libc] } : {}),
         license: main.license,
         optional: true,
         os: [p.os],
-        ...(p.libc ? { libc: [p.libc] } : {}),
       },
     ]),
   )
@@ -88,6 +90,9 @@ function wanted() {
     if (name.startsWith(`node_modules/${main.name}-`) && !lockEntries[name]) delete lock.packages[name]
   }
   Object.assign(lock.packages, lockEntries)
+  // npm keeps the root first and the rest in key order.
+  const [rootEntry, ...rest] = Object.keys(lock.packages)
+  lock.packages = Object.fromEntries([rootEntry, ...rest.sort()].map((name) => [name, lock.packages[name]]))
   files.set('package-lock.json', json(lock))
   return files
 }
