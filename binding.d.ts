@@ -95,7 +95,7 @@ export declare class NativeExclusiveLock {
    * One attempt; resolves with whether it won. While held, the watchdog refreshes the
    * lock and tells `listener` of `refreshed` and `lost`.
    */
-  acquire(listener: number): Promise<boolean>
+  acquire(listener: number, terms: HoldTerms): Promise<boolean>
   /**
    * Stops refreshing and deletes the lock if it is still ours; resolves with whether it
    * was.
@@ -233,6 +233,16 @@ export interface ExclusiveLockOptions {
   /** Give the lock up this long after acquiring it, whatever happens. */
   maxHoldMs?: number
   commandTimeoutMs?: number
+}
+
+/**
+ * What a hold is taken with, read from the instance's fields at each `acquire()`, as the
+ * original reads them.
+ */
+export interface HoldTerms {
+  lockContents: string
+  lockTtlMs: number
+  lockRefreshMs: number
 }
 
 /**

@@ -325,8 +325,15 @@ describe('validation', () => {
   })
 
   test('an unusable cache_connection: TypeError("A valid cache_connection to a cache store is required"), EINVAL', () => {
-    for (const bad of [42, () => {}, '', true, null, { set() {} }, { sendCommand() {} }, { port: 'x' }, { host: 7 }]) {
+    for (const bad of ['', { set() {} }, { sendCommand() {} }, { port: 'x' }, { host: 7 }, {}, { foo: 1 }]) {
       assertConnectionError(bad)
+    }
+    // What the original's schema refuses before it looks for `.set()`.
+    for (const bad of [42, () => {}, true, null, []]) {
+      assertValidation(() => new ExclusiveLock({ name: 'x', cache_connection: bad }), '/cache_connection', 'must be object')
+    }
+    for (const bad of [NaN, Infinity]) {
+      assertValidation(() => new ExclusiveLock({ name: 'x', cache_connection: server.url, lock_ttl_ms: bad, lock_refresh_ms: 100 }), '/lock_ttl_ms', 'must be number')
     }
   })
 
@@ -553,6 +560,28 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.equal(lock.acquired, false)
     assert.equal(lock.is_refreshing, false)
     assert.equal(lock.refresh_timer, null)
+  })
+
+  test("lock_contents and lock_ttl_ms changed between holds are the next hold's, as the original reads them at acquire", async () => {
+    const lock = make({ name: 'terms', lock_ttl_ms: 3000, lock_refresh_ms: 1000 })
+    assert.equal(await lock.acquire(), true)
+    await lock.release()
+    lock.lock_contents = 'changed'
+    lock.lock_ttl_ms = 9000
+    const events = record(lock)
+    assert.equal(await lock.acquire(), true)
+    assert.equal(await raw.get(lock.key), 'changed')
+    const pttl = await raw.pttl(lock.key)
+    assert.ok(pttl > 8500 && pttl <= 9000, `PTTL ${pttl}`)
+    await waitForEvents(events, 'refreshed', 1, 2000)
+    assert.deepEqual(ofType(events, 'refreshed')[0].args, [{ key: lock.key, lock_ttl_ms: 9000 }])
+    lock.acquired = false // assignable, as the original's field; the hold is native
+    assert.equal(lock.acquired, true)
+    let seen
+    lock.once('released', () => (seen = { acquired: lock.acquired, timer: lock.refresh_timer }))
+    await lock.release()
+    assert.deepEqual(seen, { acquired: true, timer: null }, "as the original's: acquired still true, refresh_timer already null")
+    assert.equal(await raw.exists(lock.key), 0)
   })
 
   test('a second instance cannot acquire while the first holds; after release it can; fences increase', async () => {

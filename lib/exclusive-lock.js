@@ -36,9 +36,17 @@ function schemaError(opts) {
   }
   for (const [name, type] of Object.entries(types)) {
     const value = opts[name]
-    // Ours also takes a URL string for cache_connection; the rest is checked below.
-    if (value === undefined || type === 'object or URL') continue
-    if (typeof value !== type || value === null) return [`/${name}`, `must be ${type}`]
+    if (value === undefined) continue
+    if (type === 'object or URL') {
+      // The schema wants an object; ours also takes a URL string. Which objects will do is
+      // checked after the schema, as the original checks for `.set()`.
+      const object = typeof value === 'object' && value !== null && !Array.isArray(value)
+      if (!object && typeof value !== 'string') return [`/${name}`, 'must be object']
+      continue
+    }
+    // ajv's `number` is a finite number.
+    const ok = type === 'number' ? Number.isFinite(value) : typeof value === type && value !== null
+    if (!ok) return [`/${name}`, `must be ${type}`]
     if (name === 'name' && value.length < 1) return ['/name', 'must NOT have fewer than 1 characters']
   }
   return null
@@ -168,6 +176,10 @@ class ExclusiveLock extends EventEmitter {
     return this.#acquired
   }
 
+  // The original's fields are assignable; ours follow the native hold, so an assignment
+  // changes nothing.
+  set acquired(_value) {}
+
   /** The original's field: whether a refresh is on its way to Redis right now. */
   get is_refreshing() {
     return this.#acquired && this.#native.refreshing
@@ -183,10 +195,13 @@ class ExclusiveLock extends EventEmitter {
    * the held lock keeps the process alive, as they did on the original's timer.
    */
   get refresh_timer() {
-    if (!this.#acquired) return null
+    // Null from the start of release(), as the original clears its timer before the DEL.
+    if (!this.#acquired || this.#hold === null) return null
     this.#timer ??= new RefreshTimer(this)
     return this.#timer
   }
+
+  set refresh_timer(_value) {}
 
   /** Fencing token of the current hold (15-digit decimal string), or null when not held. */
   get fence() {
@@ -211,11 +226,17 @@ class ExclusiveLock extends EventEmitter {
   }
 
   async #attemptOnce(attempt) {
-    const hold = {}
+    // The TTL this hold is refreshed to: the instance's field when it was taken.
+    const hold = { ttl: this.lock_ttl_ms }
     hold.listener = listen((event, code, message) => this.#onNative(hold, event, message))
     let won
     try {
-      won = await this.#native.acquire(hold.listener)
+      // Read now, as the original reads them at every acquire.
+      won = await this.#native.acquire(hold.listener, {
+        lockContents: this.lock_contents,
+        lockTtlMs: this.lock_ttl_ms,
+        lockRefreshMs: this.lock_refresh_ms,
+      })
     } catch (err) {
       unlisten(hold.listener)
       throw fromNative(err, this.key)
@@ -310,8 +331,8 @@ class ExclusiveLock extends EventEmitter {
   #onNative(hold, event, message) {
     if (hold !== this.#hold) return
     if (event === 'refreshed') {
-      this.log.trace?.('%s lock refreshed to %sms', this.key, this.lock_ttl_ms)
-      this.emit('refreshed', { key: this.key, lock_ttl_ms: this.lock_ttl_ms })
+      this.log.trace?.('%s lock refreshed to %sms', this.key, hold.ttl)
+      this.emit('refreshed', { key: this.key, lock_ttl_ms: hold.ttl })
       return
     }
     const err = new LockLostError(this.key, message)

@@ -5,7 +5,7 @@ use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
 use super::promises::JsThread;
 use crate::core::error::LockError;
-use crate::core::exclusive::{Exclusive, ExclusiveSpec};
+use crate::core::exclusive::{Exclusive, ExclusiveSpec, Terms};
 use crate::core::lock::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::store::Store;
 use crate::core::sync;
@@ -37,9 +37,30 @@ pub struct ExclusiveLockOptions {
     pub command_timeout_ms: Option<f64>,
 }
 
+/// What a hold is taken with, read from the instance's fields at each `acquire()`, as the
+/// original reads them.
+#[napi(object)]
+pub struct HoldTerms {
+    pub lock_contents: String,
+    pub lock_ttl_ms: f64,
+    pub lock_refresh_ms: f64,
+}
+
+impl HoldTerms {
+    fn terms(self) -> Result<Terms> {
+        Ok(Terms {
+            contents: self.lock_contents,
+            ttl: validate::positive_ms("lock_ttl_ms", self.lock_ttl_ms).or_throw()?,
+            refresh: validate::positive_ms("lock_refresh_ms", self.lock_refresh_ms).or_throw()?,
+        })
+    }
+}
+
 struct Held {
     token: String,
     fence: u64,
+    /// The value the lock key holds: release checks it.
+    contents: String,
     watch: Watch,
 }
 
@@ -64,9 +85,8 @@ impl NativeExclusiveLock {
         heartbeat: &NativeHeartbeat,
         completions: &NativeCompletions,
     ) -> Result<Self> {
-        let ttl = validate::positive_ms("lock_ttl_ms", options.lock_ttl_ms).or_throw()?;
-        let refresh =
-            validate::positive_ms("lock_refresh_ms", options.lock_refresh_ms).or_throw()?;
+        validate::positive_ms("lock_ttl_ms", options.lock_ttl_ms).or_throw()?;
+        validate::positive_ms("lock_refresh_ms", options.lock_refresh_ms).or_throw()?;
         let max_stall =
             validate::non_negative_ms("max_stall_ms", options.max_stall_ms).or_throw()?;
         // The JS layer beats every 100 ms; a shorter budget would call a healthy loop stalled.
@@ -92,9 +112,6 @@ impl NativeExclusiveLock {
             name: options.name,
             key_prefix: options.key_prefix,
             client_key_prefix: options.client_key_prefix.unwrap_or_default(),
-            contents: options.lock_contents,
-            ttl,
-            refresh,
         };
         let store = Store::shared(connection.endpoint()?);
         Ok(NativeExclusiveLock {
@@ -145,7 +162,8 @@ impl NativeExclusiveLock {
     /// One attempt; resolves with whether it won. While held, the watchdog refreshes the
     /// lock and tells `listener` of `refreshed` and `lost`.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn acquire<'env>(&self, listener: u32) -> Result<PromiseRaw<'env, ()>> {
+    pub fn acquire<'env>(&self, listener: u32, terms: HoldTerms) -> Result<PromiseRaw<'env, ()>> {
+        let terms = terms.terms()?;
         let call = self.thread.call(None)?;
         let sink: Arc<dyn Sink> = Arc::new(JsSink::new(
             self.completer.clone(),
@@ -160,7 +178,7 @@ impl NativeExclusiveLock {
             if let Err(err) = watchdog.prepare(lock.command_timeout()).await {
                 return Outcome::Failed(err);
             }
-            let claim = match lock.acquire().await {
+            let claim = match lock.acquire(&terms).await {
                 Ok(Some(claim)) => claim,
                 Ok(None) => return Outcome::Bool(false),
                 Err(err) => return Outcome::Failed(err),
@@ -169,11 +187,12 @@ impl NativeExclusiveLock {
                 stall: limits_stall,
                 hold_until: max_hold.map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
             };
-            let target = lock.target(&claim.token);
+            let target = lock.target(&claim.token, &terms);
             let watch = watchdog.watch(target, claim.sent.at, limits, sink, listener);
             *sync::lock(&held) = Some(Held {
                 token: claim.token,
                 fence: claim.fence,
+                contents: terms.contents,
                 watch,
             });
             Outcome::Bool(true)
@@ -195,7 +214,7 @@ impl NativeExclusiveLock {
         let lock = self.lock.clone();
         self.completer.run(call.id, async move {
             match held {
-                Some(held) => match lock.release(&held.token).await {
+                Some(held) => match lock.release(&held.token, &held.contents).await {
                     Ok(deleted) => Outcome::Bool(deleted),
                     Err(err) => Outcome::Failed(err),
                 },

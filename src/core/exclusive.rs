@@ -19,6 +19,12 @@ pub struct ExclusiveSpec {
     pub key_prefix: String,
     /// The user's ioredis `keyPrefix`, which the original's keys carry too.
     pub client_key_prefix: String,
+}
+
+/// What one hold is taken with: the original reads these at every acquire, so a user who
+/// changed them between holds gets the new ones.
+#[derive(Clone)]
+pub struct Terms {
     pub contents: String,
     pub ttl: Duration,
     pub refresh: Duration,
@@ -32,9 +38,6 @@ pub struct Exclusive {
     redis_key: Vec<u8>,
     owner_key: Vec<u8>,
     fence_key: Vec<u8>,
-    pub contents: String,
-    pub ttl: Duration,
-    pub refresh: Duration,
     command_timeout: Duration,
 }
 
@@ -63,9 +66,6 @@ impl Exclusive {
             redis_key,
             key,
             name,
-            contents: spec.contents,
-            ttl: spec.ttl,
-            refresh: spec.refresh,
             command_timeout,
         }
     }
@@ -79,14 +79,14 @@ impl Exclusive {
     }
 
     /// One attempt, as the original's `SET NX PX`; `None` when someone holds the lock.
-    pub async fn acquire(&self) -> Result<Option<Claim>, LockError> {
+    pub async fn acquire(&self, terms: &Terms) -> Result<Option<Claim>, LockError> {
         let token = token::new_token();
         let mut invocation = scripts::ACQUIRE.key(&self.redis_key);
         invocation
             .key(&self.fence_key)
             .key(&self.owner_key)
-            .arg(&self.contents)
-            .arg(self.ttl.as_millis() as u64)
+            .arg(&terms.contents)
+            .arg(terms.ttl.as_millis() as u64)
             .arg(&token);
         self.store.ensure_scripts(self.command_timeout).await?;
         let sent = Stamp::now();
@@ -105,12 +105,9 @@ impl Exclusive {
     }
 
     /// Deletes the lock only if it is still ours; says whether it was.
-    pub async fn release(&self, token: &str) -> Result<bool, LockError> {
+    pub async fn release(&self, token: &str, contents: &str) -> Result<bool, LockError> {
         let mut invocation = scripts::RELEASE.key(&self.owner_key);
-        invocation
-            .key(&self.redis_key)
-            .arg(token)
-            .arg(&self.contents);
+        invocation.key(&self.redis_key).arg(token).arg(contents);
         let deleted: i64 = self
             .store
             .eval(&invocation, self.command_timeout, Replay::Safe)
@@ -134,18 +131,18 @@ impl Exclusive {
     }
 
     /// What the watchdog refreshes for a claim.
-    pub fn target(&self, token: &str) -> Target {
+    pub fn target(&self, token: &str, terms: &Terms) -> Target {
         Target {
             key: self.owner_key.clone(),
             name_at: 0,
             token: token.to_owned(),
             pair: Some(Pair {
                 data_key: self.redis_key.clone(),
-                expected: self.contents.clone().into_bytes(),
+                expected: terms.contents.clone().into_bytes(),
                 name: self.key.clone(),
             }),
-            ttl: self.ttl,
-            every: self.refresh,
+            ttl: terms.ttl,
+            every: terms.refresh,
         }
     }
 }
