@@ -135,6 +135,11 @@ export declare class NativeLockService {
   /** Ends the acquisition in flight, if any: a lock it wins is released at once. */
   cancel(): void
   /**
+   * Stops refreshing the held lock and leaves it to expire (its user set `isLocked` false
+   * by hand, after which maestro's refresh stops and its release deletes nothing).
+   */
+  forget(): void
+  /**
    * Stops refreshing and deletes the lock if it is ours. Resolves with `true` when it was
    * ours or is already gone, `false` when someone else holds it now, as the original
    * answers.

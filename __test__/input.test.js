@@ -432,9 +432,14 @@ describe('constructor', () => {
       for (const redisArg of nameless) {
         expectThrows(`redis ${show(redisArg)}`, () => new DistributedLock(redisArg), TypeError, 'redis')
         assert.throws(() => new ExclusiveLock({ name: 'n', cache_connection: redisArg }), (err) => {
-          assert.ok(err instanceof TypeError, String(err))
           assert.equal(err.code, 'EINVAL')
-          assert.equal(err.message, 'A valid cache_connection to a cache store is required')
+          if (Array.isArray(redisArg)) {
+            // The original's schema refuses an array before it looks for a client.
+            assert.deepEqual(err.errors, [{ instancePath: '/cache_connection', message: 'must be object' }])
+          } else {
+            assert.ok(err instanceof TypeError, String(err))
+            assert.equal(err.message, 'A valid cache_connection to a cache store is required')
+          }
           return true
         })
         assert.throws(() => new DistributedLockService('k', 1000, redisArg), (err) => {

@@ -221,3 +221,53 @@ describe('disconnect()', () => {
     s.release = release
   })
 })
+
+describe("maestro's field semantics", () => {
+  test('isLocked set false by hand ends the refresh: the lock is left to expire, release() deletes nothing', async () => {
+    const key = freshKey('hand-unlocked')
+    const s = service(key, 900, server.url)
+    assert.equal(await s.acquire(), true)
+    s.isLocked = false
+    // The next refresh sees it (every 300 ms); the key then expires by its TTL.
+    const deadline = performance.now() + 3000
+    while ((await redis.exists(key)) === 1 && performance.now() < deadline) await sleep(50)
+    assert.equal(await redis.exists(key), 0, 'the native refresh went on after isLocked = false')
+    assert.equal(s.refreshInterval, null)
+    assert.equal(await s.release(), true)
+  })
+
+  test('a cacheLayer assigned after construction is used, refreshed and released', async () => {
+    const key = freshKey('late-cache')
+    const s = service(key, 900, null)
+    const cache = closureCache()
+    s.cacheLayer = cache
+    assert.equal(await s.acquire(), true)
+    await sleep(1300)
+    assert.ok(cache.calls.some(([name]) => name === 'expire'), 'never refreshed')
+    assert.equal(await redis.get(key), s.lockValue)
+    assert.equal(await s.release(), true)
+    assert.equal(await redis.exists(key), 0)
+  })
+
+  test('no cache: release() of a hand-set isLocked is true; false, 0 and "" are no cache, as in maestro', async () => {
+    const logger = maestroLogger()
+    const s = service(freshKey('none'), 1000, null, logger)
+    s.isLocked = true
+    assert.equal(await s.release(), true)
+    assert.equal(s.isLocked, false)
+    assert.equal(await s.acquire(), false)
+    assert.deepEqual(logger.lines.slice(-3).map(([level]) => level), ['warn', 'error', 'warn'])
+    for (const none of [false, 0, '']) {
+      const quiet = service(freshKey('falsy'), 1000, none)
+      assert.equal(await quiet.acquire(), false)
+      assert.equal(quiet.getStatus().hasCacheLayer, false)
+    }
+  })
+
+  test('acquire() arguments that are not numbers are a TypeError naming them, before any call', async () => {
+    const s = service(freshKey('bad-args'), 1000, server.url)
+    await assert.rejects(s.acquire('5000'), { name: 'TypeError', code: 'EINVAL', argument: 'lockTtl' })
+    await assert.rejects(s.acquire(1000, '10'), { name: 'TypeError', code: 'EINVAL', argument: 'maxWaitTime' })
+    assert.equal(s.isLocked, false)
+  })
+})

@@ -4,6 +4,7 @@ const { randomUUID } = require('node:crypto')
 const { NativeLockService, NativeTicker, validateTtlMs } = require('./native')
 const { connectionOptions } = require('./connection')
 const { fromNative, invalidArgument } = require('./errors')
+const check = require('./validate')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
 
@@ -92,6 +93,8 @@ class DistributedLockService {
   // The acquisition in flight, if any: `{ cancelled, cancel(), done }`. A release wins over it.
   #attempt = null
   #refreshing = false
+  // The cache #native or #ticker was made for.
+  #pathCache = null
 
   constructor(lockKey, ttlMs = CONFIG.ttlMs, cacheInstance = null, options = {}) {
     if (!lockKey || typeof lockKey !== 'string') throw new Error('Lock key must be a non-empty string')
@@ -108,8 +111,21 @@ class DistributedLockService {
     this.refreshInterval = null
     this.isLocked = false
     this.cacheLayer = cacheInstance
-    if (cacheInstance === null || cacheInstance === undefined) return
-    const native = pathOf(cacheInstance)
+    // Checked now, so a cache we cannot use is a clear error before any call.
+    this.#pathFor(cacheInstance)
+  }
+
+  /**
+   * The way to `cache` (the native lock, or the ticker that schedules refreshes through the
+   * cache's own methods), made when first needed and again when the user assigned another
+   * `cacheLayer`, as maestro reads `cacheLayer` at every call.
+   */
+  #pathFor(cache) {
+    if (!cache || cache === this.#pathCache) return
+    const native = pathOf(cache)
+    this.#pathCache = cache
+    this.#native = null
+    this.#ticker = null
     if (native === null) {
       this.#ticker = new NativeTicker(completions)
       return
@@ -122,23 +138,34 @@ class DistributedLockService {
           maxBackoffMs: CONFIG.maxBackoffMs,
           // The original's JS interval stopped with a blocked event loop; a native refresh
           // must not keep a stuck process's lock forever either.
-          maxStallMs: 3 * ttlMs,
+          maxStallMs: 3 * this.ttl,
         },
         heartbeat,
         completions,
       )
     } catch (err) {
-      throw fromNative(err, lockKey)
+      throw fromNative(err, this.lockKey)
     }
   }
 
   /** Resolves `true` once held; `false` after `maxWaitTime` or on a cache error (logged). */
   async acquire(lockTtl, maxWaitTime) {
+    check.optionalNumber(lockTtl ?? undefined, 'lockTtl')
+    check.optionalNumber(maxWaitTime ?? undefined, 'maxWaitTime')
     if (!this.cacheLayer) {
+      // maestro's words, in its order: no cache, a failed attempt, a timeout.
       this.#logger.warn('No cache instance provided, distributed locking disabled')
+      this.#logger.error(`Lock acquisition error for ${this.lockKey}`, new Error('No cache layer available for lock operations'))
+      this.#logger.warn(`Failed to acquire lock: ${this.lockKey} (timeout)`)
       return false
     }
     if (this.isLocked) return true
+    try {
+      this.#pathFor(this.cacheLayer)
+    } catch (err) {
+      this.#logger.error(`Lock acquisition error for ${this.lockKey}`, err)
+      return false
+    }
     const attempt = this.#startAttempt()
     try {
       const won = this.#native ? await this.#acquireNative(attempt, lockTtl, maxWaitTime) : await this.#acquireThroughCache(attempt, lockTtl, maxWaitTime)
@@ -164,6 +191,14 @@ class DistributedLockService {
         attempt.cancel()
         await attempt.done
       }
+      return true
+    }
+    if (!this.cacheLayer) {
+      // As maestro: nothing to release without a cache.
+      this.#logger.warn('No cache instance provided, distributed locking disabled')
+      this.#stopRefresh()
+      this.isLocked = false
+      this.#logger.debug(`Lock released: ${this.lockKey}`)
       return true
     }
     return this.#native ? this.#releaseNative() : this.#releaseThroughCache()
@@ -244,7 +279,17 @@ class DistributedLockService {
   async #acquireNative(attempt, lockTtl, maxWaitTime) {
     const generation = ++this.#generation
     const listener = listen((event, code, message) => {
-      if (event !== 'lost' || generation !== this.#generation) return
+      if (generation !== this.#generation) return
+      if (event === 'refreshed') {
+        // maestro's refresh stops once its user set isLocked false by hand: the lock is then
+        // left to expire (release() of an unlocked service deletes nothing).
+        if (!this.isLocked) {
+          this.#stopRefresh()
+          this.#native?.forget()
+        }
+        return
+      }
+      if (event !== 'lost') return
       this.isLocked = false
       this.#stopRefresh()
       this.#logger.warn(`Lock lost: ${this.lockKey} (${message})`)

@@ -110,9 +110,11 @@ impl NativeLockService {
         let call = self.thread.call(None)?;
         let cancel = CancellationToken::new();
         *sync::lock(&self.acquiring) = Some(cancel.clone());
-        let never_refreshed = Arc::new(AtomicBool::new(false));
+        // Every refresh is told: maestro's users may end a hold by setting isLocked false,
+        // which the JS layer sees only then (one crossing per third of a TTL).
+        let refreshes = Arc::new(AtomicBool::new(true));
         let sink: Arc<dyn Sink> = Arc::new(LostFlag {
-            js: JsSink::new(self.completer.clone(), never_refreshed),
+            js: JsSink::new(self.completer.clone(), refreshes),
             held: self.held.clone(),
         });
         let (locker, held) = (self.locker.clone(), self.held.clone());
@@ -158,6 +160,15 @@ impl NativeLockService {
         }
     }
 
+    /// Stops refreshing the held lock and leaves it to expire (its user set `isLocked` false
+    /// by hand, after which maestro's refresh stops and its release deletes nothing).
+    #[napi]
+    pub fn forget(&self) {
+        if let Some(held) = sync::lock(&self.held).take() {
+            held.watch.stop();
+        }
+    }
+
     /// Stops refreshing and deletes the lock if it is ours. Resolves with `true` when it was
     /// ours or is already gone, `false` when someone else holds it now, as the original
     /// answers.
@@ -196,7 +207,9 @@ struct LostFlag {
 }
 
 impl Sink for LostFlag {
-    fn refreshed(&self, _listener: u32, _sent: std::time::Instant, _ttl: Duration) {}
+    fn refreshed(&self, listener: u32, sent: std::time::Instant, ttl: Duration) {
+        self.js.refreshed(listener, sent, ttl);
+    }
 
     fn lost(&self, listener: u32, error: LockError, last: Confirmed, token: &[u8]) {
         {
