@@ -1,16 +1,16 @@
 'use strict'
 
-// Writes the README's fault-suite section from the figures the last `npm run test:faults`
+// Writes docs/FAULTS.md's table from the figures the last `npm run test:faults`
 // recorded (__test__/faults/results.json), between the faults:begin/end markers.
 const fs = require('node:fs')
 const path = require('node:path')
 const { FILE } = require('../__test__/faults/figures')
 
-const README = path.join(__dirname, '..', 'README.md')
+const REPORT = path.join(__dirname, '..', 'docs', 'FAULTS.md')
 const BEGIN = '<!-- faults:begin (written by scripts/faults-report.js) -->'
 const END = '<!-- faults:end -->'
 
-// What each scenario proves, in the order the README lists them.
+// What each scenario proves, in the order the report lists them.
 const SCENARIOS = [
   ['contention', '4 OS processes x 10 s of non-atomic GET/SET increments under the lock: no lost update.'],
   ['paused-holder', 'A holder SIGSTOPped for 2 x TTL, then writing: fencing rejects every stale write, `isHeld` is false after the local deadline, the holder is told on resuming.'],
@@ -36,12 +36,12 @@ function main() {
   }
   const dates = Object.values(results).map((r) => r.at).sort()
   lines.push('', `Figures from the run of ${dates.at(-1)?.slice(0, 16).replace('T', ' ') ?? 'never'} UTC on a 2-core VM (\`npm run test:faults\`).`, '', END)
-  const readme = fs.readFileSync(README, 'utf8')
-  const start = readme.indexOf(BEGIN)
-  const stop = readme.indexOf(END)
-  if (start < 0 || stop < 0) throw new Error('README.md has no faults markers')
-  fs.writeFileSync(README, readme.slice(0, start) + lines.join('\n') + readme.slice(stop + END.length))
-  console.log(`README.md fault figures updated (${Object.keys(results).length} scenarios)`)
+  const report = fs.readFileSync(REPORT, 'utf8')
+  const start = report.indexOf(BEGIN)
+  const stop = report.indexOf(END)
+  if (start < 0 || stop < 0) throw new Error('docs/FAULTS.md has no faults markers')
+  fs.writeFileSync(REPORT, report.slice(0, start) + lines.join('\n') + report.slice(stop + END.length))
+  console.log(`docs/FAULTS.md fault figures updated (${Object.keys(results).length} scenarios)`)
 }
 
 main()
