@@ -151,7 +151,7 @@ function summaryTable(results) {
     ]
   })
   return table(
-    ['scenario (median of rounds)', 'placement', 'best peer', 'ours: DistributedLock (÷ best peer)', 'ours: ExclusiveLock (÷ best peer)', 'ours: DistributedLockService (÷ best peer)', 'raw ioredis'],
+    ['scenario (median of rounds)', 'placement', 'best peer', ...OURS.map((id) => `ours: ${OURS_SHORT[id]} (÷ best peer)`), 'raw ioredis'],
     rows,
     [0, 1],
   )
