@@ -32,8 +32,10 @@ PARAMS.heldRefreshMs = 1000
 
 const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e').split(',')
 const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
+/** The adapters taking part in `scenario`: an adapter's `scenarios` list, when it has one, limits it. */
+const adaptersFor = (scenario) => ADAPTER_IDS.filter((id) => ADAPTERS[id] && (ADAPTERS[id].scenarios ?? [scenario]).includes(scenario))
 // (e) takes every library that can keep a lock alive on its own (an adapter with `hold`).
-const HELD_ADAPTERS = ADAPTER_IDS.filter((id) => ADAPTERS[id].holds)
+const HELD_ADAPTERS = adaptersFor('e').filter((id) => ADAPTERS[id].holds)
 const OUT_JSON = path.join(__dirname, 'results.json')
 
 function which(cmd) {
@@ -163,7 +165,7 @@ async function placement(name) {
           rounds: PARAMS.rounds,
           roundMs: PARAMS.roundMs,
           warmupMs: PARAMS.warmupMs,
-          adapters: ADAPTER_IDS,
+          adapters: adaptersFor(scenario),
           label: name,
         }
         log(`[${name}] (${scenario}) ${PARAMS.rounds} rounds of ${PARAMS.roundMs} ms per library  (${elapsed()})`)

@@ -4,11 +4,18 @@
 //   { acquire(key, ttlMs) -> handle | null, release(handle), waitAcquire(key, ttlMs, worker)
 //     -> handle, close(), and, where `holds` is set, hold(key, ttlMs, refreshMs), lost
 //     and (if release does not end a hold) releaseHeld(held) for scenario (e) }.
+// kind: 'ours' (this package), 'peer' (a JS lock package: the "best peer" is chosen among these
+// only), 'original' (a stand-in for a package we replace, sending its exact commands; compared
+// with ours in its own table, never a peer), 'baseline' (raw ioredis, not a lock package).
+// An optional `scenarios` list limits the scenarios an adapter takes part in (default: all).
 const ADAPTERS = {
   'ours-distributed-lock': require('./ours-distributed-lock'),
   'ours-distributed-lock-lend': require('./ours-distributed-lock-lend'),
+  'ours-distributed-lock-wait': require('./ours-distributed-lock-wait'),
   'ours-exclusive-lock': require('./ours-exclusive-lock'),
   'ours-lock-service': require('./ours-lock-service'),
+  'original-exclusive-lock': require('./original-exclusive-lock'),
+  'original-maestro': require('./original-maestro'),
   redlock4: require('./redlock4'),
   'sesamecare-redlock': require('./sesamecare-redlock'),
   'redis-semaphore': require('./redis-semaphore'),
