@@ -77,6 +77,56 @@ test('a release hands the lock to a waiter of the same thread over that connecti
   assert.equal(await admin.exists('lock:direct:handed'), 0)
 })
 
+test('waitForLock on a free key is one attempt over the JS-thread connection', async () => {
+  const lock = new DistributedLock(server.url)
+  await direct.withDirect(lock, admin)
+  const [id] = await direct.directConnections(admin)
+  const calls = (info, command) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
+  const before = await admin.info('commandstats')
+  const handle = await lock.waitForLock('direct:wait-free', 5000, 5000)
+  const after = await admin.info('commandstats')
+  assert.equal(await admin.get('lock:direct:wait-free'), handle.token)
+  // One transaction, as acquire's, and nothing else: no script, no subscription, no
+  // queueing, no second attempt.
+  assert.equal(calls(after, 'exec') - calls(before, 'exec'), 1)
+  assert.equal(calls(after, 'evalsha') - calls(before, 'evalsha'), 0)
+  assert.equal(calls(after, 'subscribe') - calls(before, 'subscribe'), 0)
+  const line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))
+  assert.match(line, /cmd=exec/)
+  await handle.release()
+  assert.equal(await admin.exists('lock:direct:wait-free'), 0)
+})
+
+test('waitForLock that finds the key held there goes on waiting: woken by a release, or when the TTL runs out', async () => {
+  const lock = new DistributedLock(server.url)
+  const other = new DistributedLock(server.url)
+  await direct.withDirect(lock, admin)
+  // Held by another instance (no hand-over between them): the waiter is woken by the release.
+  const holder = await other.acquire('direct:wait-held', 10_000)
+  const waiting = lock.waitForLock('direct:wait-held', 5000, 10_000)
+  await sleep(100)
+  const released = Date.now()
+  await holder.release()
+  const handle = await waiting
+  assert.ok(Date.now() - released < 1000, 'woken by the release, not by a poll')
+  assert.equal(await admin.get('lock:direct:wait-held'), handle.token)
+  assert.ok(BigInt(handle.fence) > BigInt(holder.fence))
+  await handle.release()
+  // A holder that never releases: the first pause ends with its TTL, not after the poll delay.
+  const slow = new DistributedLock(server.url, { retryDelayMs: 5000 })
+  await direct.withDirect(slow, admin)
+  await admin.set('lock:direct:wait-ttl', 'someone-else', 'PX', 300)
+  const started = Date.now()
+  const late = await slow.waitForLock('direct:wait-ttl', 4000, 5000)
+  assert.ok(Date.now() - started < 2000, `waited ${Date.now() - started} ms for a 300 ms TTL`)
+  assert.equal(await admin.get('lock:direct:wait-ttl'), late.token)
+  await late.release()
+  // Not won within the timeout: rejected as before, naming the key.
+  const blocker = await other.acquire('direct:wait-timeout', 10_000)
+  await assert.rejects(lock.waitForLock('direct:wait-timeout', 200, 1000), (err) => err.name === 'LockAcquisitionError')
+  await blocker.release()
+})
+
 test('a process that handed locks over exits on its own', async () => {
   const script = `
     const { DistributedLock } = require(${JSON.stringify(require.resolve('..'))})

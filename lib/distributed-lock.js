@@ -306,11 +306,10 @@ class DistributedLock {
     try {
       check.string(key, 'key')
       check.number(timeoutMs, 'timeoutMs')
-      check.optionalNumber(ttlMs, 'ttlMs')
     } catch (err) {
       return Promise.reject(fromNative(err, key))
     }
-    return this.#acquiring(key, options, true, (handle, cancel, listener) =>
+    return this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
       this.#native.waitForLock(handle, key, timeoutMs, ttlMs, cancel, listener),
     )
   }
@@ -350,7 +349,7 @@ class DistributedLock {
     return result
   }
 
-  /** `acquire` and `tryAcquire`: without options, straight to the native call. */
+  /** `acquire`, `tryAcquire` and `waitForLock`: without options, straight to the native call. */
   #attempting(key, ttlMs, options, cancellable, start) {
     try {
       check.string(key, 'key')

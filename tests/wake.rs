@@ -5,7 +5,7 @@ mod common;
 
 use common::RedisServer;
 use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::lock::{Attempt, Locker};
+use native_redis_lock::core::lock::{Attempt, Locker, WaitStart};
 use native_redis_lock::core::store::Store;
 use native_redis_lock::core::wake;
 use std::sync::Arc;
@@ -365,8 +365,16 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
     let (late, cancel) = (locks.clone(), CancellationToken::new());
     let deadline = Instant::now() + MS(20_000);
     let waiting = tokio::spawn(async move {
-        late.wait_joined(second, "late", MS(30_000), deadline, SLOW_POLL, &cancel)
-            .await
+        late.wait_joined(
+            second,
+            "late",
+            MS(30_000),
+            deadline,
+            SLOW_POLL,
+            &cancel,
+            WaitStart::Attempt,
+        )
+        .await
     });
     tokio::time::sleep(MS(200)).await;
     // Only the handover's SET: first in line now, it still knows the lock is on its way.

@@ -1,6 +1,6 @@
 use super::cancel::NativeCancel;
 use super::completions::{Completer, Granted, NativeCompletions, Outcome};
-use super::direct::{Link, Mode, Work};
+use super::direct::{Link, Mode, Sender, Work};
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
@@ -8,7 +8,7 @@ use super::options::ConnectionOptions;
 use super::promises::JsThread;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
-use crate::core::lock::{Attempt, Locker, DEFAULT_COMMAND_TIMEOUT};
+use crate::core::lock::{Attempt, Locker, WaitStart, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::store::Store;
 use crate::core::validate;
 use crate::core::wake::Caller;
@@ -220,37 +220,47 @@ impl NativeDistributedLock {
         auto: Option<AutoRefresh>,
         mode: impl FnOnce() -> Mode,
     ) -> std::result::Result<(), Option<AutoRefresh>> {
-        let Some(link) = &self.direct else {
+        let Some(sender) = self.direct_sender(auto.is_some()) else {
             return Err(auto);
         };
-        // A fair lock's attempts go through its line (acquire_fair.lua), not a transaction.
-        if self.locker.is_fair() {
-            return Err(auto);
+        self.send_on(sender, id, key, ttl, auto, mode());
+        Ok(())
+    }
+
+    /// The JS-thread connection, when a first attempt may go there: it is open, the lock
+    /// is not fair (a fair lock's attempts go through its line, acquire_fair.lua, not a
+    /// transaction), and for `autoRefresh` the refresh script is known to be loaded (the
+    /// runtime's path makes sure of that first).
+    fn direct_sender(&self, auto: bool) -> Option<Sender> {
+        if self.locker.is_fair() || (auto && !self.locker.store().scripts_ready()) {
+            return None;
         }
-        if auto.is_some() && !self.locker.store().scripts_ready() {
-            return Err(auto);
-        }
-        // An autoRefresh waiter is handed its lock through the runtime (its watch starts
-        // there); others may be answered by a release on this thread.
-        let caller = auto.is_none().then(|| self.caller(id));
-        let mut auto = auto;
-        let sent = link.send(id, |out, form| {
+        self.direct.as_ref()?.sender()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_on(
+        &self,
+        sender: Sender,
+        id: u32,
+        key: &str,
+        ttl: Duration,
+        auto: Option<AutoRefresh>,
+        mode: Mode,
+    ) {
+        sender.send(id, |out, form| {
             let request = self.locker.attempt_request(key, ttl);
-            let replies = request.write(out, form);
+            // A waiter's attempt also asks the holder's TTL, which ends its first pause.
+            let waiting = matches!(mode, Mode::Wait { .. });
+            let replies = request.write(out, form, waiting);
             let work = Work::Acquire {
                 locker: self.locker.clone(),
                 request,
-                mode: mode(),
-                auto: auto.take(),
-                caller,
+                mode,
+                auto,
             };
             (replies, self.locker.command_timeout(), work)
         });
-        if sent {
-            Ok(())
-        } else {
-            Err(auto)
-        }
     }
 
     /// Call `id` of this JS thread, as a waiter's caller (see core::wake::Caller).
@@ -286,10 +296,14 @@ impl NativeDistributedLock {
         let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
         let cancel = cancel_token(cancel);
         if !cancel.is_cancelled() {
+            // An autoRefresh waiter is handed its lock through the runtime (its watch starts
+            // there); others may be answered by a release on this thread.
+            let caller = auto.is_none().then(|| self.caller(call.id));
             let mode = || Mode::Retries {
                 retries,
                 delay,
                 cancel: cancel.clone(),
+                caller,
             };
             match self.send_attempt(call.id, &key, ttl, auto, mode) {
                 Ok(()) => return Ok(call.promise),
@@ -364,12 +378,31 @@ impl NativeDistributedLock {
         // lock to it at once, however late the runtime gets to the wait.
         let ticket = locker.join(&key, ttl, caller);
         let deadline = std::time::Instant::now() + timeout;
+        // First in line with nobody of ours subscribed to the lock: the first attempt is the
+        // one `acquire` makes, on this thread's connection; a held lock continues the wait
+        // on the runtime. Otherwise the attempt must queue for a wake (acquire_queued.lua),
+        // or the turn comes from our own waiters: the runtime's wait does both.
+        let sender =
+            (!cancel.is_cancelled() && !ticket.is_subscribed() && !ticket.turn_comes_from_others())
+                .then(|| self.direct_sender(auto.is_some()))
+                .flatten();
+        if let Some(sender) = sender {
+            let mode = Mode::Wait {
+                ticket,
+                deadline,
+                poll,
+                cancel,
+            };
+            self.send_on(sender, call.id, &key, ttl, auto, mode);
+            return Ok(call.promise);
+        }
         self.completer.run(call.id, async move {
             settled(
                 async {
                     prepare(&locker, &auto).await?;
+                    let start = WaitStart::Attempt;
                     let lease = locker
-                        .wait_joined(ticket, &key, ttl, deadline, poll, &cancel)
+                        .wait_joined(ticket, &key, ttl, deadline, poll, &cancel, start)
                         .await?;
                     Ok(finish(&locker, lease, auto))
                 }

@@ -345,12 +345,13 @@ impl Locker {
     ) -> Result<Lease, LockError> {
         let deadline = Instant::now() + timeout;
         let ticket = self.join(key, ttl, caller);
-        self.wait_joined(ticket, key, ttl, deadline, poll, cancel)
+        self.wait_joined(ticket, key, ttl, deadline, poll, cancel, WaitStart::Attempt)
             .await
     }
 
     /// As `wait_as`, until `deadline`, for a waiter that joined already: on its caller's
     /// thread, so a release made there can hand it the lock before this even runs.
+    #[allow(clippy::too_many_arguments)]
     pub async fn wait_joined(
         &self,
         ticket: Ticket,
@@ -359,6 +360,7 @@ impl Locker {
         deadline: Instant,
         poll: Duration,
         cancel: &CancellationToken,
+        start: WaitStart,
     ) -> Result<Lease, LockError> {
         // Answered by a release that handed it the lock before this ran.
         if ticket.is_settled() {
@@ -367,11 +369,19 @@ impl Locker {
         let timeout = deadline.saturating_duration_since(Instant::now());
         // Attempts made; the first is not a retry.
         let mut retries: u32 = 0;
+        // The first attempt went out elsewhere and found the lock held: straight to the pause.
+        let (mut tried_elsewhere, mut first_holder_ttl) = match start {
+            WaitStart::Attempt => (false, None),
+            WaitStart::Held { holder_ttl } => (true, holder_ttl),
+        };
+        if tried_elsewhere {
+            retries = 1;
+        }
         // Its turn comes from waiters of this process (a waiter's task can start late, first
         // in line by then while the lock moves between them): wait to be handed the lock, or
         // woken in turn (or for the poll).
         let mut pause = None;
-        if ticket.turn_comes_from_others() {
+        if !tried_elsewhere && ticket.turn_comes_from_others() {
             let due = Instant::now() + poll.min(timeout);
             pause = Some(self.pause_until(&ticket, due, cancel).await?);
         }
@@ -381,13 +391,18 @@ impl Locker {
             // woken, and the attempt would find the lock held: only the first in line
             // polls), nor while the lock moves between them.
             let attempt = match pause.take() {
+                None if tried_elsewhere => {
+                    tried_elsewhere = false;
+                    false
+                }
                 None | Some(Pause::Woken) => true,
                 Some(Pause::Granted(lease)) => return self.unless_cancelled(lease, cancel).await,
                 Some(Pause::Due) => ticket.is_fair() || !ticket.is_behind_others(),
                 Some(Pause::Moving) => false,
             };
             check(cancel)?;
-            let mut holder_ttl = None;
+            // Known on the first pass only, when the attempt went elsewhere.
+            let mut holder_ttl = first_holder_ttl.take();
             if attempt {
                 // No attempt may outlive the wait by more than a little grace.
                 let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
@@ -412,6 +427,32 @@ impl Locker {
             let due = Instant::now() + backoff::poll_delay(poll, holder_ttl, remaining);
             // A release cuts the poll short; the next attempt is the loop's own.
             pause = Some(self.pause_until(&ticket, due, cancel).await?);
+        }
+    }
+
+    /// `wait_joined` carried on from a first attempt sent elsewhere (the JS thread's
+    /// connection) whose outcome is unknown: the same token again, then the wait.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn wait_again(
+        &self,
+        request: AttemptRequest,
+        timeout: Duration,
+        ticket: Ticket,
+        deadline: Instant,
+        poll: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
+        check(cancel)?;
+        let AttemptRequest {
+            key, token, ttl, ..
+        } = request;
+        match self.attempt_with(&key, token, ttl, timeout, None).await? {
+            Attempt::Acquired(lease) => self.unless_cancelled(lease, cancel).await,
+            Attempt::Held { ttl: holder_ttl } => {
+                let start = WaitStart::Held { holder_ttl };
+                self.wait_joined(ticket, &key, ttl, deadline, poll, cancel, start)
+                    .await
+            }
         }
     }
 
@@ -667,6 +708,17 @@ impl Locker {
     }
 }
 
+/// How a wait begins: with an attempt of its own, or after a first attempt sent elsewhere
+/// (the JS thread's connection) found the lock held.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum WaitStart {
+    Attempt,
+    /// With the holder's remaining TTL when the reply told it: the first pause ends then.
+    Held {
+        holder_ttl: Option<Duration>,
+    },
+}
+
 enum Pause {
     Woken,
     Due,
@@ -716,8 +768,9 @@ pub enum AttemptForm {
 
 impl AttemptRequest {
     /// Appends the attempt to `out`; the answer is how many replies it gets (the last one
-    /// is what `won` reads).
-    pub fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+    /// is what `won` reads). A waiter's transaction also asks the key's PTTL, which tells a
+    /// held lock's remaining TTL (see `holder_ttl`); the script always tells it.
+    pub fn write(&self, out: &mut Vec<u8>, form: AttemptForm, waiting: bool) -> usize {
         let fence_key = keys::fence_key(&self.redis_key);
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
         match form {
@@ -735,8 +788,15 @@ impl AttemptRequest {
                     ],
                 );
                 resp::write_command(out, &[b"INCRBY", &fence_key, b"2"]);
+                if waiting {
+                    resp::write_command(out, &[b"PTTL", &self.redis_key]);
+                }
                 resp::write_command(out, &[b"EXEC"]);
-                4
+                if waiting {
+                    5
+                } else {
+                    4
+                }
             }
             AttemptForm::Script => {
                 write_script(
@@ -751,14 +811,15 @@ impl AttemptRequest {
     }
 
     /// The fence it drew when the reply says it won, `None` when the lock was held. Reads
-    /// both forms: EXEC's `[OK or nil, counter]` and the script's `[1 or 0, fence or pttl]`.
+    /// both forms: EXEC's `[OK or nil, counter]` (a waiter's with its PTTL after) and the
+    /// script's `[1 or 0, fence or pttl]`.
     /// A win without a usable fence is an error (see `needs_script`, which catches the
     /// transaction's before this is asked).
     pub fn won(&self, reply: redis::Value) -> Result<Option<u64>, LockError> {
         use redis::Value;
         let reply = reply.extract_error()?;
         if let Value::Array(items) = &reply {
-            if let [set @ (Value::Okay | Value::SimpleString(_) | Value::Nil), Value::Int(counter)] =
+            if let [set @ (Value::Okay | Value::SimpleString(_) | Value::Nil), Value::Int(counter), ..] =
                 items.as_slice()
             {
                 if matches!(set, Value::Nil) {
@@ -783,14 +844,31 @@ impl AttemptRequest {
         match reply {
             Value::ServerError(_) => true,
             Value::Array(items) => match items.as_slice() {
-                [Value::Nil, _] => false,
+                [Value::Nil, ..] => false,
+                // The script's own answer (`[1, fence]` or `[0, pttl]`) is read by `won`.
+                [Value::Int(_), Value::Int(_)] => false,
                 // Drawn two at a time: the counter is the kept one, which must be a fence too.
-                [_, Value::Int(counter)] => fence_of(*counter).is_err() || *counter < 2,
+                [_, Value::Int(counter), ..] => fence_of(*counter).is_err() || *counter < 2,
                 _ => items
                     .iter()
                     .any(|item| matches!(item, Value::ServerError(_))),
             },
             _ => false,
+        }
+    }
+
+    /// The holder's remaining TTL, when the reply to a failed attempt tells it: the
+    /// script's `[0, pttl]`, or a waiter's transaction `[nil, counter, pttl]`.
+    pub fn holder_ttl(reply: &redis::Value) -> Option<Duration> {
+        use redis::Value;
+        let Value::Array(items) = reply else {
+            return None;
+        };
+        match items.as_slice() {
+            [Value::Int(0), Value::Int(pttl)] | [Value::Nil, Value::Int(_), Value::Int(pttl)] => {
+                u64::try_from(*pttl).ok().map(Duration::from_millis)
+            }
+            _ => None,
         }
     }
 
@@ -938,4 +1016,84 @@ fn write_script(out: &mut Vec<u8>, script: &redis::Script, keys: &[&[u8]], args:
     ]);
     parts.extend(keys.iter().chain(args).copied());
     resp::write_command(out, &parts);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    fn pair(a: Value, b: Value) -> Value {
+        Value::Array(vec![a, b])
+    }
+
+    #[test]
+    fn the_scripts_answer_is_read_as_it_is_even_for_the_first_fence() {
+        // `[1, 1]`: the script won the key's very first fence; nothing to settle again.
+        assert!(!AttemptRequest::needs_script(&pair(
+            Value::Int(1),
+            Value::Int(1)
+        )));
+        assert!(!AttemptRequest::needs_script(&pair(
+            Value::Int(0),
+            Value::Int(250)
+        )));
+        // The transaction's counter is the kept fence: below 2 it gave no usable pair.
+        assert!(AttemptRequest::needs_script(&pair(
+            Value::Okay,
+            Value::Int(1)
+        )));
+        assert!(!AttemptRequest::needs_script(&pair(
+            Value::Okay,
+            Value::Int(2)
+        )));
+        assert!(!AttemptRequest::needs_script(&pair(
+            Value::Nil,
+            Value::Int(7)
+        )));
+    }
+
+    #[test]
+    fn only_the_scripts_held_answer_tells_the_holders_ttl() {
+        let ttl = AttemptRequest::holder_ttl(&pair(Value::Int(0), Value::Int(250)));
+        assert_eq!(ttl, Some(Duration::from_millis(250)));
+        // No TTL on the key (-1) or a transaction's answer: unknown.
+        assert_eq!(
+            AttemptRequest::holder_ttl(&pair(Value::Int(0), Value::Int(-1))),
+            None
+        );
+        assert_eq!(
+            AttemptRequest::holder_ttl(&pair(Value::Nil, Value::Int(9))),
+            None
+        );
+        assert_eq!(
+            AttemptRequest::holder_ttl(&pair(Value::Int(1), Value::Int(9))),
+            None
+        );
+        // A waiter's transaction: `[nil, counter, pttl]`.
+        let waiting = Value::Array(vec![Value::Nil, Value::Int(9), Value::Int(120)]);
+        assert_eq!(
+            AttemptRequest::holder_ttl(&waiting),
+            Some(Duration::from_millis(120))
+        );
+    }
+
+    #[test]
+    fn a_waiters_transaction_is_read_like_any_other() {
+        let request = AttemptRequest {
+            key: "k".into(),
+            redis_key: b"lock:k".to_vec(),
+            token: "t".into(),
+            ttl: Duration::from_millis(1000),
+            sent: Stamp::now(),
+        };
+        let won = Value::Array(vec![Value::Okay, Value::Int(8), Value::Int(1000)]);
+        assert!(!AttemptRequest::needs_script(&won));
+        assert_eq!(request.won(won).ok(), Some(Some(7)));
+        let held = Value::Array(vec![Value::Nil, Value::Int(8), Value::Int(400)]);
+        assert_eq!(request.won(held).ok(), Some(None));
+        let mut out = Vec::new();
+        assert_eq!(request.write(&mut out, AttemptForm::Transaction, true), 5);
+        assert!(out.windows(4).any(|w| w == b"PTTL"));
+    }
 }

@@ -1,6 +1,7 @@
 //! One multiplexed, self-reconnecting connection per distinct endpoint in the process, and
 //! the only way the rest of the core talks to Redis: every call is bounded by a timeout.
 
+use super::background::spawn;
 use super::endpoint::Endpoint;
 use super::error::LockError;
 use super::sync::lock;
@@ -545,11 +546,3 @@ fn refuses_resp3(err: &redis::RedisError) -> bool {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
-
-/// Runs `work` on the current runtime; outside one (a drop during shutdown) it is skipped,
-/// which only leaves the waiters to their polls.
-fn spawn(work: impl Future<Output = ()> + Send + 'static) {
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(work);
-    }
-}

@@ -7,21 +7,39 @@ use super::super::distributed_lock::{finish, AutoRefresh};
 use super::handoff::Handoff;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
-use crate::core::lock::{self, AttemptRequest, Locker};
-use crate::core::wake::Caller;
+use crate::core::lock::{self, AttemptRequest, Locker, WaitStart};
+use crate::core::wake::{Caller, Ticket};
 use redis::Value;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// `acquire` gives up after its retries with an error; `tryAcquire` answers with no handle.
+/// `acquire` gives up after its retries with an error; `tryAcquire` answers with no handle;
+/// `waitForLock` waits, already in its lock's queue, until its deadline.
 pub enum Mode {
     Try,
     Retries {
         retries: u32,
         delay: Duration,
         cancel: CancellationToken,
+        /// Who waits, should it come to retries: a release on this thread may answer it.
+        caller: Option<Caller>,
     },
+    Wait {
+        ticket: Ticket,
+        deadline: Instant,
+        poll: Duration,
+        cancel: CancellationToken,
+    },
+}
+
+impl Mode {
+    fn cancel(&self) -> Option<&CancellationToken> {
+        match self {
+            Mode::Try => None,
+            Mode::Retries { cancel, .. } | Mode::Wait { cancel, .. } => Some(cancel),
+        }
+    }
 }
 
 // An acquire is most of what goes out, and lives only while in flight: boxing it would cost
@@ -34,8 +52,6 @@ pub enum Work {
         mode: Mode,
         /// Kept alive by the watchdog once won (`autoRefresh`).
         auto: Option<AutoRefresh>,
-        /// Who waits, should it come to retries: a release on this thread may answer it.
-        caller: Option<Caller>,
     },
     Release {
         locker: Arc<Locker>,
@@ -90,14 +106,16 @@ impl Work {
                 request,
                 mode,
                 auto,
-                caller,
-            } => match request.won(reply) {
-                Ok(Some(fence)) => {
-                    Next::Settled(won(locker, request.into_lease(fence), &mode, auto))
+            } => {
+                let holder_ttl = AttemptRequest::holder_ttl(&reply);
+                match request.won(reply) {
+                    Ok(Some(fence)) => {
+                        Next::Settled(won(locker, request.into_lease(fence), &mode, auto))
+                    }
+                    Ok(None) => held(id, locker, request, mode, auto, holder_ttl, completer),
+                    Err(err) => Next::Settled(Outcome::Failed(err)),
                 }
-                Ok(None) => held(id, locker, request, mode, auto, caller, completer),
-                Err(err) => Next::Settled(Outcome::Failed(err)),
-            },
+            }
             Work::Release { lease, .. } => Next::Settled(failed(
                 Locker::release_outcome(&lease, Ok(reply)).map(|_| Outcome::Done),
             )),
@@ -153,21 +171,33 @@ impl Work {
             } => {
                 let timeout = left.unwrap_or(locker.command_timeout());
                 completer.run(id, async move {
-                    let (retries, delay, cancel) = match &mode {
-                        Mode::Try => (0, Duration::ZERO, CancellationToken::new()),
+                    let (retries, delay, cancel, try_only) = match mode {
+                        Mode::Try => (0, Duration::ZERO, CancellationToken::new(), true),
                         Mode::Retries {
                             retries,
                             delay,
                             cancel,
-                        } => (*retries, *delay, cancel.clone()),
+                            ..
+                        } => (retries, delay, cancel, false),
+                        Mode::Wait {
+                            ticket,
+                            deadline,
+                            poll,
+                            cancel,
+                        } => {
+                            let result = locker
+                                .wait_again(request, timeout, ticket, deadline, poll, &cancel)
+                                .await;
+                            return failed(result.map(|lease| finish(&locker, lease, auto)));
+                        }
                     };
                     let result = locker
                         .acquire_again(request, timeout, retries, delay, &cancel)
                         .await;
-                    match (result, mode) {
-                        (Ok(lease), _) => finish(&locker, lease, auto),
-                        (Err(LockError::Locked { .. }), Mode::Try) => Outcome::NoHandle,
-                        (Err(err), _) => Outcome::Failed(err),
+                    match result {
+                        Ok(lease) => finish(&locker, lease, auto),
+                        Err(LockError::Locked { .. }) if try_only => Outcome::NoHandle,
+                        Err(err) => Outcome::Failed(err),
                     }
                 });
             }
@@ -212,7 +242,7 @@ fn is_refusal(reply: &Value) -> bool {
 
 /// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed out.
 fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode, auto: Option<AutoRefresh>) -> Outcome {
-    if let Mode::Retries { cancel, .. } = mode {
+    if let Some(cancel) = mode.cancel() {
         if cancel.is_cancelled() {
             napi::bindgen_prelude::spawn(async move {
                 let _ignored = locker.release(&lease).await;
@@ -223,37 +253,49 @@ fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode, auto: Option<AutoRefresh>
     finish(&locker, lease, auto)
 }
 
-/// A held lock: `tryAcquire` answers, `acquire` retries through tokio (its waits and
-/// wake-ups live there).
+/// A held lock: `tryAcquire` answers, `acquire` retries and `waitForLock` waits through
+/// tokio (their waits and wake-ups live there).
 fn held(
     id: u32,
     locker: Arc<Locker>,
     request: AttemptRequest,
     mode: Mode,
     auto: Option<AutoRefresh>,
-    caller: Option<Caller>,
+    holder_ttl: Option<Duration>,
     completer: &Completer,
 ) -> Next {
+    let (key, ttl) = (request.key, request.ttl);
     match mode {
         Mode::Try => Next::Settled(Outcome::NoHandle),
-        Mode::Retries { retries: 0, .. } => Next::Settled(Outcome::Failed(LockError::Locked {
-            key: request.key,
-            retries: 0,
-        })),
+        Mode::Retries { retries: 0, .. } => {
+            Next::Settled(Outcome::Failed(LockError::Locked { key, retries: 0 }))
+        }
         Mode::Retries {
             retries,
             delay,
             cancel,
+            caller,
         } => {
             completer.run(id, async move {
-                let (key, ttl) = (request.key, request.ttl);
-                match locker
+                let result = locker
                     .retry_as(&key, ttl, retries, delay, &cancel, caller)
-                    .await
-                {
-                    Ok(lease) => finish(&locker, lease, auto),
-                    Err(err) => Outcome::Failed(err),
-                }
+                    .await;
+                failed(result.map(|lease| finish(&locker, lease, auto)))
+            });
+            Next::Elsewhere
+        }
+        Mode::Wait {
+            ticket,
+            deadline,
+            poll,
+            cancel,
+        } => {
+            completer.run(id, async move {
+                let start = WaitStart::Held { holder_ttl };
+                let result = locker
+                    .wait_joined(ticket, &key, ttl, deadline, poll, &cancel, start)
+                    .await;
+                failed(result.map(|lease| finish(&locker, lease, auto)))
             });
             Next::Elsewhere
         }
