@@ -279,4 +279,9 @@ export interface WatchdogStats {
   refreshes: number
   /** Locks being kept alive now. */
   watched: number
+  /**
+   * Entries the scheduler looked at so far: grows with the locks started, stopped and
+   * refreshed, not with the number held.
+   */
+  visited: number
 }

@@ -1,6 +1,6 @@
 'use strict'
 
-// npm run bench [-- --quick] [--only=a,b,c,d,e] [--placements=unpinned,pinned] [--adapters=id,...]
+// npm run bench [-- --quick] [--only=a,b,c,d,e,f] [--placements=unpinned,pinned] [--adapters=id,...]
 //               [--report-only]
 //
 // Runs our package (through its three APIs) and the JavaScript lock peers against one private
@@ -29,8 +29,10 @@ PARAMS.heldLocks = 10_000
 PARAMS.heldCpuLocks = 1_000
 PARAMS.heldTtlMs = 2000
 PARAMS.heldRefreshMs = 1000
+PARAMS.releaseLocks = 100_000
+PARAMS.releaseTtlMs = 30_000
 
-const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e').split(',')
+const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e,f').split(',')
 const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
 /** The adapters taking part in `scenario`: an adapter's `scenarios` list, when it has one, limits it. */
 const adaptersFor = (scenario) => ADAPTER_IDS.filter((id) => ADAPTERS[id] && (ADAPTERS[id].scenarios ?? [scenario]).includes(scenario))
@@ -148,6 +150,20 @@ async function heldLocks(server, pinned, label) {
   return result
 }
 
+// (f) ours alone: the worst event-loop stall while releasing many auto-refreshed locks.
+async function releaseStall(server, pinned, label) {
+  const config = { url: server.url, locks: PARAMS.releaseLocks, ttlMs: PARAMS.releaseTtlMs }
+  log(`[${label}] (f) releasing ${PARAMS.releaseLocks} auto-refreshed locks  (${elapsed()})`)
+  try {
+    const result = await runNode(pinned, 'release-stall.js', config)
+    log(`[${label}] (f) worst stall ${fmt(result.worstStallMs, 1)} ms, released in ${fmt(result.releaseMs, 0)} ms  (${elapsed()})`)
+    return result
+  } catch (err) {
+    log(`[${label}] (f) failed: ${err.message}`)
+    return { error: err.message }
+  }
+}
+
 async function placement(name) {
   const pinned = name === 'pinned'
   const server = await startRedis()
@@ -179,6 +195,8 @@ async function placement(name) {
         else out.d = await physicalLimit(server, pinned, name)
       } else if (scenario === 'e') {
         out.e = await heldLocks(server, pinned, name)
+      } else if (scenario === 'f') {
+        out.f = await releaseStall(server, pinned, name)
       }
     }
     return out

@@ -299,3 +299,84 @@ async fn a_key_of_another_type_is_lost_alone_and_the_others_keep_being_refreshed
         assert_eq!(value, lease.token);
     }
 }
+
+/// A lock that needs nothing for minutes: neither refreshed nor checked during a test.
+fn idle(watchdog: &Arc<Watchdog>, sink: &Arc<Recorder>, i: usize) -> Watch {
+    let target = Target {
+        key: format!("lock:idle:{i}").into_bytes(),
+        name_at: 5,
+        token: "token".into(),
+        pair: None,
+        ttl: Duration::from_secs(600),
+        every: Duration::from_secs(200),
+    };
+    watchdog.watch(target, Instant::now(), Limits::default(), sink.clone(), 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn starting_and_stopping_locks_visits_entries_in_proportion_to_them_not_to_the_table() {
+    // Counted, not timed: each stop once woke the scheduler to pass over every entry, so
+    // releasing k of n held locks cost k x n.
+    const STOPPED: u64 = 500;
+    let f = fixture();
+    let watchdog = Watchdog::of(&f.store);
+    let sink = Arc::new(Recorder::default());
+    for held in [1_000u64, 50_000] {
+        let before = watchdog.stats().visited;
+        let watches: Vec<Watch> = (0..held as usize)
+            .map(|i| idle(&watchdog, &sink, i))
+            .collect();
+        tokio::time::sleep(MS(50)).await; // whatever the scheduler does on its own, it does now
+        let started = watchdog.stats();
+        assert_eq!(started.watched, held);
+        let cost = started.visited - before;
+        assert!(
+            cost <= 2 * held,
+            "starting {held} locks visited {cost} entries"
+        );
+
+        for watch in watches.iter().take(STOPPED as usize) {
+            watch.stop();
+        }
+        tokio::time::sleep(MS(50)).await;
+        let stopped = watchdog.stats();
+        assert_eq!(stopped.watched, held - STOPPED);
+        let cost = stopped.visited - started.visited;
+        assert!(
+            cost <= 2 * STOPPED,
+            "stopping {STOPPED} of {held} locks visited {cost} entries"
+        );
+
+        drop(watches);
+        tokio::time::sleep(MS(50)).await;
+        let emptied = watchdog.stats();
+        assert_eq!(emptied.watched, 0);
+        let cost = emptied.visited - stopped.visited;
+        assert!(cost <= 2 * held, "stopping the rest visited {cost} entries");
+    }
+    assert!(sink.lost_at().is_none() && sink.refreshes() == 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_tick_visits_the_locks_due_not_every_lock_held() {
+    let f = fixture();
+    let watchdog = Watchdog::of(&f.store);
+    let sink = Arc::new(Recorder::default());
+    let _idle: Vec<Watch> = (0..50_000).map(|i| idle(&watchdog, &sink, i)).collect();
+    let (_lease, recorder, _watch) = f.hold("ticking", MS(300), MS(100), Limits::default()).await;
+    tokio::time::sleep(MS(250)).await;
+    let before = watchdog.stats();
+    tokio::time::sleep(MS(1000)).await;
+    let after = watchdog.stats();
+    let refreshes = after.refreshes - before.refreshes;
+    let visited = after.visited - before.visited;
+    assert!(refreshes >= 8, "{refreshes} refreshes in 1 s");
+    // A few visits per refresh of the busy lock (its due time, its early window, its
+    // deadline while in flight, the next wake-up), none of the idle ones: a pass over the
+    // table would be 50,001 a tick.
+    assert!(
+        visited <= 8 * refreshes + 16,
+        "{visited} entries visited for {refreshes} refreshes among 50,001 held locks"
+    );
+    assert!(recorder.lost_at().is_none() && sink.lost_at().is_none());
+}

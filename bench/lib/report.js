@@ -21,6 +21,7 @@ const SCENARIO_TITLE = {
   c4: '(c4) one key, 4 processes with one worker each, GET + SET of a counter inside the lock',
   d: '(d) the physical limit: redis-benchmark against the same server',
   e: '(e) held locks with auto-refresh',
+  f: '(f) event-loop stall while releasing auto-refreshed locks (ours alone)',
 }
 
 const values = (rounds, key) => rounds.map((r) => r[key]).filter((v) => typeof v === 'number' && Number.isFinite(v))
@@ -130,6 +131,11 @@ function targetsTable(results) {
       const cpuPeer = bestPeer(meta, e, 'cpuPercent', true)
       const cpu = median(e, ours, 'cpuPercent')
       row('(e) CPU of 1,000 held locks at TTL 2 s: <= 0.3 % of a core', placement, cpu, cpuPeer ? `${fmt(cpuPeer.value, 2)} % ${cpuPeer.name}` : null, Number.isFinite(cpu) ? cpu <= 0.3 : null, `${fmt(cpu, 2)} %`)
+    }
+    const f = data.f
+    if (f && !f.error) {
+      const label = `(f) worst event-loop stall releasing ${fmt(f.locks, 0)} auto-refreshed locks: < 50 ms`
+      row(label, placement, f.worstStallMs, null, Number.isFinite(f.worstStallMs) ? f.worstStallMs < 50 : null, `${fmt(f.worstStallMs, 1)} ms`)
     }
   }
   return table(['target (ours: DistributedLock)', 'placement', 'ours', 'best peer', 'met?'], rows, [0, 1])
@@ -308,6 +314,21 @@ function scenarioSection(results, scenario) {
         ),
         '',
       )
+    } else if (scenario === 'f') {
+      if (result.error) {
+        parts.push(`failed: ${result.error}`, '')
+        continue
+      }
+      parts.push(
+        `\`node bench/release-stall.js\`: ${fmt(result.locks, 0)} \`autoRefresh\` DistributedLock handles (TTL ${fmt(result.ttlMs, 0)} ms) on one connection, released 1,000 calls at a time; the stall is \`monitorEventLoopDelay\`'s maximum during the release.`,
+        '',
+        table(
+          ['worst stall', 'p99 stall', '1 ms timer worst late', 'release time', 'per lock', 'watchdog entries visited per release', 'still watched / lost'],
+          [[`${fmt(result.worstStallMs, 1)} ms`, `${fmt(result.p99StallMs, 1)} ms`, `${fmt(result.worstTimerDriftMs, 1)} ms`, `${fmt(result.releaseMs, 0)} ms`, `${fmt(result.releaseUsPerLock, 1)} µs`, fmt(result.visitedPerRelease, 2), `${result.watchedAfter} / ${result.lost}`]],
+          [],
+        ),
+        '',
+      )
     }
   }
   return parts.join('\n')
@@ -413,7 +434,7 @@ function writeReport(results, dir) {
     '',
     summary,
     '',
-    ...['a', 'b', 'c', 'c4', 'd', 'e'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
+    ...['a', 'b', 'c', 'c4', 'd', 'e', 'f'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
     'See README.md for what each scenario measures and how to read the figures.',
     '',
   ].join('\n')

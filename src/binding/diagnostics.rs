@@ -13,6 +13,9 @@ pub struct WatchdogStats {
     pub refreshes: f64,
     /// Locks being kept alive now.
     pub watched: f64,
+    /// Entries the scheduler looked at so far: grows with the locks started, stopped and
+    /// refreshed, not with the number held.
+    pub visited: f64,
 }
 
 #[napi]
@@ -23,6 +26,7 @@ pub fn watchdog_stats(connection: ConnectionOptions) -> Result<WatchdogStats> {
         pipelines: stats.pipelines as f64,
         refreshes: stats.refreshes as f64,
         watched: stats.watched as f64,
+        visited: stats.visited as f64,
     })
 }
 

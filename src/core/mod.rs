@@ -14,6 +14,7 @@ pub mod lock;
 pub mod pages;
 pub mod release;
 pub mod resp;
+pub mod schedule;
 pub mod scripts;
 pub mod store;
 pub mod sync;

@@ -4,10 +4,11 @@
 //! Redis confirms one, is reported lost at once; the watchdog never waits past a deadline.
 
 use super::error::LockError;
+use super::schedule::Schedule;
 use super::scripts;
 use super::store::Store;
 use super::sync::lock;
-use super::watched::{Clock, Entry, Table};
+use super::watched::{Clock, Entry};
 pub use super::watched::{Limits, Pair, Target};
 use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,8 +54,10 @@ impl Heartbeat {
 
 #[derive(Default)]
 struct State {
-    entries: Table,
+    entries: Schedule,
     running: bool,
+    /// When the scheduler means to wake next (ms): a lock that needs it earlier wakes it.
+    wake_at: u64,
 }
 
 pub struct Watchdog {
@@ -75,6 +78,10 @@ pub struct Stats {
     pub refreshes: u64,
     /// Locks being kept alive right now.
     pub watched: u64,
+    /// Entries the scheduler looked at, to watch, stop, check or refresh them: what the
+    /// bookkeeping costs, which must grow with the locks started, stopped and due, never
+    /// with the number held.
+    pub visited: u64,
 }
 
 /// A lock being kept alive; dropping it stops the refreshes.
@@ -136,10 +143,12 @@ impl Watchdog {
     }
 
     pub fn stats(&self) -> Stats {
+        let state = lock(&self.state);
         Stats {
             pipelines: self.pipelines.load(Ordering::Relaxed),
             refreshes: self.refreshes.load(Ordering::Relaxed),
-            watched: lock(&self.state).entries.len() as u64,
+            watched: state.entries.len() as u64,
+            visited: state.entries.visited(),
         }
     }
 
@@ -149,9 +158,19 @@ impl Watchdog {
     }
 
     /// Stops keeping lock `id` alive (a no-op when it is not watched any more).
+    ///
+    /// Called on the JavaScript thread for every release: it only frees the slot, and wakes
+    /// the scheduler only to let it exit (the last lock) or to drop the queued times of
+    /// many stopped locks at once.
     pub fn stop(&self, id: u64) {
-        if lock(&self.state).entries.remove(id).is_some() {
-            // Lets the scheduler exit now when this was its last lock.
+        let mut state = lock(&self.state);
+        let Some(entry) = state.entries.remove(id) else {
+            return;
+        };
+        let wake = state.entries.is_empty() || state.entries.needs_rebuild();
+        drop(state);
+        drop(entry);
+        if wake {
             self.wake.notify_one();
         }
     }
@@ -193,12 +212,13 @@ impl Watchdog {
         let sent = Instant::from_std(sent);
         let entry = Entry::new(target, &self.clock, sent, limits, sink, tag);
         let mut state = lock(&self.state);
-        let id = state.entries.insert(entry);
+        let (id, at) = state.entries.insert(entry, &self.clock);
         if !state.running {
             state.running = true;
+            state.wake_at = 0;
             tokio::spawn(self.clone().run());
         } else {
-            self.wake.notify_one();
+            self.wake_by(&mut state, at);
         }
         id
     }
@@ -215,38 +235,34 @@ impl Watchdog {
         Watch::new(self.clone(), self.watch_id(target, sent, limits, sink, tag))
     }
 
+    /// Wakes the scheduler when a lock needs it at `at` (ms), before it meant to wake.
+    fn wake_by(&self, state: &mut State, at: u64) {
+        if at < state.wake_at {
+            state.wake_at = at;
+            self.wake.notify_one();
+        }
+    }
+
     async fn run(self: Arc<Self>) {
         loop {
             let now = self.clock.ms(Instant::now());
-            let mut lost = Vec::new();
-            let mut due = Vec::new();
-            let mut wake_at = now + 3_600_000;
-            {
+            let (gone, due, wake_at) = {
                 let mut state = lock(&self.state);
-                let mut gone = Vec::new();
-                for (id, entry) in state.entries.iter_mut() {
-                    if let Some(err) = entry.verdict(now, &self.clock) {
-                        lost.push(Lost::of(entry, err, &self.clock));
-                        gone.push(id);
-                        continue;
-                    }
-                    if entry.is_due(now) {
-                        entry.in_flight = true;
-                        due.push(id);
-                    }
-                    wake_at = wake_at.min(entry.next_event(&self.clock));
-                }
-                for id in gone {
-                    state.entries.remove(id);
-                }
+                let tick = state.entries.tick(now, &self.clock);
                 if state.entries.is_empty() {
                     state.running = false;
                     drop(state);
-                    report_lost(lost);
+                    report_lost(self.lost(tick.lost));
                     return;
                 }
-            }
-            report_lost(lost);
+                let wake_at = state
+                    .entries
+                    .next_wake(&self.clock)
+                    .unwrap_or(now + 3_600_000);
+                state.wake_at = wake_at;
+                (tick.lost, tick.due, wake_at)
+            };
+            report_lost(self.lost(gone));
             if !due.is_empty() {
                 tokio::spawn(self.clone().refresh(due));
             }
@@ -263,9 +279,13 @@ impl Watchdog {
     /// reports a lost lock the moment Redis answers.
     fn recheck_all(&self) {
         let now = self.clock.ms(Instant::now());
-        for (_, entry) in lock(&self.state).entries.iter_mut() {
-            entry.due_now(now);
-        }
+        lock(&self.state).entries.all_due(now, &self.clock);
+    }
+
+    fn lost(&self, gone: Vec<(Entry, LockError)>) -> Vec<Lost> {
+        gone.into_iter()
+            .map(|(entry, err)| Lost::of(&entry, err, &self.clock))
+            .collect()
     }
 
     /// Refreshes the locks `due`, a pipeline of at most `REFRESH_CHUNK` of them at a time:
@@ -274,7 +294,6 @@ impl Watchdog {
         for chunk in due.chunks(REFRESH_CHUNK) {
             self.refresh_chunk(chunk).await;
         }
-        self.wake.notify_one();
     }
 
     /// Sends one pipeline for `ids` and files the answers.
@@ -293,6 +312,7 @@ impl Watchdog {
         let mut lost = Vec::new();
         {
             let mut state = lock(&self.state);
+            let mut next = u64::MAX;
             for (id, answer) in batch.ids.into_iter().zip(answers) {
                 let Some(entry) = state.entries.get_mut(id) else {
                     continue; // released or given up while the refresh was in flight
@@ -318,6 +338,15 @@ impl Watchdog {
                         entry.retry_in(now, after);
                     }
                 }
+                if let Some(at) = state.entries.requeue(id, &self.clock) {
+                    next = next.min(at);
+                }
+            }
+            if state.entries.is_empty() {
+                // Lets the scheduler exit now: its last lock was found gone.
+                self.wake.notify_one();
+            } else {
+                self.wake_by(&mut state, next);
             }
         }
         for (sink, tag, ttl) in refreshed {

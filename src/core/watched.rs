@@ -129,6 +129,9 @@ pub struct Entry {
     pub sink: Arc<dyn Sink>,
     pub tag: u32,
     pub in_flight: bool,
+    /// When the schedule's event queue looks at this entry next (see schedule.rs); never
+    /// later than `next_event`, `u64::MAX` while it is not queued.
+    pub armed: u64,
     pair: Option<Box<Pair>>,
 }
 
@@ -161,6 +164,7 @@ impl Entry {
             sink,
             tag,
             in_flight: false,
+            armed: u64::MAX,
             pair: target.pair.map(Box::new),
         }
     }
@@ -256,7 +260,12 @@ impl Entry {
     /// were spread, a steady state has at most two pipelines per interval. Early is safe: the
     /// TTL only gets longer.
     pub fn is_due(&self, now: u64) -> bool {
-        !self.in_flight && self.next_due <= now + u64::from(self.every_ms / 2)
+        !self.in_flight && self.ripe_at() <= now
+    }
+
+    /// From when `is_due` holds (while not in flight): half an interval before the due time.
+    pub fn ripe_at(&self) -> u64 {
+        self.next_due.saturating_sub(u64::from(self.every_ms / 2))
     }
 
     /// A refresh sent at `sent` (ms) was confirmed.
