@@ -127,6 +127,41 @@ test('waitForLock that finds the key held there goes on waiting: woken by a rele
   await blocker.release()
 })
 
+test("DistributedLockService's acquire and release go over the JS-thread connection too", async () => {
+  const DistributedLockService = require('../maestro')
+  const lock = new DistributedLock(server.url)
+  await direct.withDirect(lock, admin)
+  const [id] = await direct.directConnections(admin)
+  const calls = (info, command) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
+  const service = new DistributedLockService('direct:service', 5000, server.url)
+  // The first acquire loads the refresh script through the runtime; the next ones go direct.
+  assert.equal(await service.acquire(), true)
+  assert.equal(await service.release(), true)
+  const before = await admin.info('commandstats')
+  assert.equal(await service.acquire(), true)
+  assert.equal(await admin.get('direct:service'), service.lockValue)
+  assert.equal(await service.release(), true)
+  const after = await admin.info('commandstats')
+  assert.equal(await admin.exists('direct:service'), 0)
+  // One transaction to acquire, one script to release, and nothing else.
+  assert.equal(calls(after, 'exec') - calls(before, 'exec'), 1)
+  assert.equal(calls(after, 'evalsha') - calls(before, 'evalsha'), 1)
+  assert.equal(calls(after, 'subscribe') - calls(before, 'subscribe'), 0)
+  const line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))
+  assert.match(line, /cmd=evalsha/)
+  // Held by someone else: the wait goes on, and ends when they release.
+  const holder = await lock.acquire('service:held', 5000)
+  const other = new DistributedLockService('lock:service:held', 5000, server.url)
+  const waiting = other.acquire(5000, 3000)
+  await sleep(100)
+  await holder.release()
+  assert.equal(await waiting, true)
+  assert.equal(await admin.get('lock:service:held'), other.lockValue)
+  assert.equal(await other.release(), true)
+  await service.disconnect()
+  await other.disconnect()
+})
+
 test('a process that handed locks over exits on its own', async () => {
   const script = `
     const { DistributedLock } = require(${JSON.stringify(require.resolve('..'))})

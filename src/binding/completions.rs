@@ -233,6 +233,12 @@ impl Completer {
         }
     }
 
+    /// Settles promise `id` with `outcome` from the JS thread's queue (never synchronously:
+    /// its caller has not returned the promise yet).
+    pub fn settle(&self, id: u32, outcome: Outcome) {
+        self.push(Entry::Settled(id, outcome));
+    }
+
     /// Runs `work` on the runtime and settles promise `id` with its outcome.
     pub fn run<F>(&self, id: u32, work: F)
     where

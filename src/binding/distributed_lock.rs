@@ -6,9 +6,10 @@ use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
 use super::promises::JsThread;
+use super::win::Win;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
-use crate::core::lock::{Attempt, Locker, WaitStart, DEFAULT_COMMAND_TIMEOUT};
+use crate::core::lock::{Attempt, Locker, Plan, WaitStart, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::store::Store;
 use crate::core::validate;
 use crate::core::wake::Caller;
@@ -210,8 +211,7 @@ impl NativeDistributedLock {
     }
 
     /// Sends a first attempt on the JS-thread connection. `auto` comes back when it cannot
-    /// go there: the connection is not open, or (for `autoRefresh`) the refresh script is
-    /// not known to be loaded yet, which the runtime's path makes sure of first.
+    /// go there (see `direct_sender`).
     fn send_attempt(
         &self,
         id: u32,
@@ -223,7 +223,7 @@ impl NativeDistributedLock {
         let Some(sender) = self.direct_sender(auto.is_some()) else {
             return Err(auto);
         };
-        self.send_on(sender, id, key, ttl, auto, mode());
+        sender.attempt(id, &self.locker, key, ttl, mode(), Win::Handle(auto));
         Ok(())
     }
 
@@ -236,31 +236,6 @@ impl NativeDistributedLock {
             return None;
         }
         self.direct.as_ref()?.sender()
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn send_on(
-        &self,
-        sender: Sender,
-        id: u32,
-        key: &str,
-        ttl: Duration,
-        auto: Option<AutoRefresh>,
-        mode: Mode,
-    ) {
-        sender.send(id, |out, form| {
-            let request = self.locker.attempt_request(key, ttl);
-            // A waiter's attempt also asks the holder's TTL, which ends its first pause.
-            let waiting = matches!(mode, Mode::Wait { .. });
-            let replies = request.write(out, form, waiting);
-            let work = Work::Acquire {
-                locker: self.locker.clone(),
-                request,
-                mode,
-                auto,
-            };
-            (replies, self.locker.command_timeout(), work)
-        });
     }
 
     /// Call `id` of this JS thread, as a waiter's caller (see core::wake::Caller).
@@ -299,11 +274,13 @@ impl NativeDistributedLock {
             // An autoRefresh waiter is handed its lock through the runtime (its watch starts
             // there); others may be answered by a release on this thread.
             let caller = auto.is_none().then(|| self.caller(call.id));
-            let mode = || Mode::Retries {
-                retries,
-                delay,
+            let mode = || Mode {
+                plan: Plan::Retries {
+                    retries,
+                    delay,
+                    caller,
+                },
                 cancel: cancel.clone(),
-                caller,
             };
             match self.send_attempt(call.id, &key, ttl, auto, mode) {
                 Ok(()) => return Ok(call.promise),
@@ -336,7 +313,11 @@ impl NativeDistributedLock {
         let ttl = self.ttl(ttl_ms)?;
         let call = self.thread.call(Some(owner.raw()))?;
         let auto = self.auto_refresh(ttl, listener);
-        let auto = match self.send_attempt(call.id, &key, ttl, auto, || Mode::Try) {
+        let once = || Mode {
+            plan: Plan::Once,
+            cancel: CancellationToken::new(),
+        };
+        let auto = match self.send_attempt(call.id, &key, ttl, auto, once) {
             Ok(()) => return Ok(call.promise),
             Err(auto) => auto,
         };
@@ -387,13 +368,15 @@ impl NativeDistributedLock {
                 .then(|| self.direct_sender(auto.is_some()))
                 .flatten();
         if let Some(sender) = sender {
-            let mode = Mode::Wait {
-                ticket,
-                deadline,
-                poll,
+            let mode = Mode {
+                plan: Plan::Until {
+                    ticket,
+                    deadline,
+                    poll,
+                },
                 cancel,
             };
-            self.send_on(sender, call.id, &key, ttl, auto, mode);
+            sender.attempt(call.id, &self.locker, &key, ttl, mode, Win::Handle(auto));
             return Ok(call.promise);
         }
         self.completer.run(call.id, async move {

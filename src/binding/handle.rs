@@ -4,13 +4,13 @@
 //! object exists per handle.
 
 use super::completions::Outcome;
-use super::direct::{Handoff, Lending, Link, Work};
+use super::direct::{Answer, Handoff, Lending, Link, Work};
 use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
 use crate::core::clock::Stamp;
 use crate::core::lease::Lease;
 use crate::core::lent::Lent;
-use crate::core::lock::{self, Locker};
+use crate::core::lock::Locker;
 use crate::core::token;
 use crate::core::validate;
 use crate::core::wake;
@@ -112,14 +112,11 @@ impl NativeDistributedLock {
     /// `false` when it must go through the runtime instead.
     fn send_release(&self, link: &Link, id: u32, lease: &Arc<Lease>) -> bool {
         if let Some(bound) = self.locker.release_request(lease) {
-            return link.send(id, |out, _| {
-                lock::write_release(out, &lease.redis_key, &lease.token);
-                let work = Work::Release {
-                    locker: self.locker.clone(),
-                    lease: lease.clone(),
-                };
-                (1, bound, work)
-            });
+            let Some(sender) = link.sender() else {
+                return false;
+            };
+            sender.release(id, &self.locker, lease, bound, Answer::Done);
+            return true;
         }
         // A fair lock is never handed over (see core::release::release_fair).
         if self.locker.is_fair() {

@@ -1,13 +1,14 @@
 use super::completions::{Completer, NativeCompletions, Outcome};
+use super::direct::{Answer, Link, Mode, Sender};
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
 use super::promises::JsThread;
-use crate::core::backoff;
+use super::win::Win;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
-use crate::core::lock::{Locker, DEFAULT_COMMAND_TIMEOUT};
+use crate::core::lock::{Locker, Plan, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::store::Store;
 use crate::core::sync;
 use crate::core::validate;
@@ -49,6 +50,8 @@ pub struct NativeLockService {
     max_stall: Option<Duration>,
     completer: Completer,
     thread: Rc<JsThread>,
+    /// This thread's connection to the same server, for one-round-trip calls.
+    direct: Option<Rc<Link>>,
 }
 
 #[napi]
@@ -68,7 +71,9 @@ impl NativeLockService {
             .or_throw()?
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
         let store = Store::shared(connection.endpoint()?);
+        let (completer, thread) = (completions.completer(), completions.thread().clone());
         Ok(NativeLockService {
+            direct: Link::of(&store, &thread, &completer),
             locker: Arc::new(Locker::new(store, "", command_timeout)),
             retry_delay: validate::non_negative_ms("retryDelayMs", options.retry_delay_ms)
                 .or_throw()?,
@@ -78,8 +83,8 @@ impl NativeLockService {
             acquiring: Mutex::new(None),
             heartbeat: heartbeat.inner.clone(),
             max_stall: (!max_stall.is_zero()).then_some(max_stall),
-            completer: completions.completer(),
-            thread: completions.thread().clone(),
+            completer,
+            thread,
         })
     }
 
@@ -117,39 +122,59 @@ impl NativeLockService {
             js: JsSink::new(self.completer.clone(), refreshes),
             held: self.held.clone(),
         });
-        let (locker, held) = (self.locker.clone(), self.held.clone());
-        let (base, cap) = (self.retry_delay, self.max_backoff);
-        // The original refreshed every third of the instance's TTL even when this hold's TTL
-        // was shorter, letting it expire first; a third of the shorter one is safe.
-        let every = ttl.min(lock_ttl) / 3;
-        let refresh_ttl = ttl.max(lock_ttl);
         self.heartbeat.beat();
-        let limits = Limits {
-            stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
-            hold_until: None,
+        let hold = ServiceHold {
+            held: self.held.clone(),
+            // The original refreshed every third of the instance's TTL even when this hold's
+            // TTL was shorter, letting it expire first; a third of the shorter one is safe.
+            every: ttl.min(lock_ttl) / 3,
+            refresh_ttl: ttl.max(lock_ttl),
+            limits: Limits {
+                stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
+                hold_until: None,
+            },
+            sink,
+            listener,
         };
+        let locker = self.locker.clone();
+        // Joined before the first attempt, as every waiter: a release from now on wakes it.
+        let ticket = locker.join(&key, lock_ttl, None);
+        let plan = Plan::Backoff {
+            ticket,
+            deadline: std::time::Instant::now() + max_wait,
+            base: self.retry_delay,
+            cap: self.max_backoff,
+        };
+        let mode = Mode { plan, cancel };
+        if let Some(sender) = self.direct_sender(&mode) {
+            sender.attempt(call.id, &locker, &key, lock_ttl, mode, Win::Service(hold));
+            return Ok(call.promise);
+        }
         self.completer.run(call.id, async move {
             let watchdog = Watchdog::of(locker.store());
             if let Err(err) = watchdog.prepare(locker.command_timeout()).await {
                 return Outcome::Failed(err);
             }
-            let delay = |n| backoff::maestro_delay(base, cap, n, backoff::unit_random());
-            let won = locker
-                .acquire_within(&key, lock_ttl, max_wait, delay, &cancel)
-                .await;
-            let lease = match won {
-                Ok(Some(lease)) => lease,
-                Ok(None) | Err(LockError::Aborted) => return Outcome::NoHandle,
-                Err(err) => return Outcome::Failed(err),
-            };
-            let mut target = locker.target(&lease, every.max(Duration::from_millis(1)));
-            target.ttl = refresh_ttl;
-            let watch = watchdog.watch(target, lease.sent().at, limits, sink, listener);
-            let token = lease.token.clone();
-            *sync::lock(&held) = Some(Held { lease, watch });
-            Outcome::Text(token)
+            let Mode { plan, cancel } = mode;
+            let result = locker.pursue(plan, &key, lock_ttl, &cancel).await;
+            Win::Service(hold).settle(&locker, result)
         });
         Ok(call.promise)
+    }
+
+    /// The JS-thread connection, when the first attempt may go there: it is open, the
+    /// refresh script is known to be loaded (the runtime's path makes sure of it first), and
+    /// nobody of ours already waits for the lock (an attempt must then queue for its wakes,
+    /// which the runtime's attempts do).
+    fn direct_sender(&self, mode: &Mode) -> Option<Sender> {
+        let Plan::Backoff { ticket, .. } = &mode.plan else {
+            return None;
+        };
+        let eligible = !mode.cancel.is_cancelled()
+            && self.locker.store().scripts_ready()
+            && !ticket.is_subscribed()
+            && !ticket.turn_comes_from_others();
+        eligible.then(|| self.direct.as_ref()?.sender()).flatten()
     }
 
     /// Ends the acquisition in flight, if any: a lock it wins is released at once.
@@ -180,16 +205,25 @@ impl NativeLockService {
         if let Some(held) = &held {
             held.watch.stop();
         }
+        let Some(held) = held else {
+            self.completer.settle(call.id, Outcome::Bool(true));
+            return Ok(call.promise);
+        };
+        let lease = Arc::new(held.lease);
+        // Waiters of ours to wake, or a lock already released: through the runtime.
+        let direct = self.locker.release_request(&lease);
+        let sender = direct.and_then(|bound| Some((bound, self.direct.as_ref()?.sender()?)));
+        if let Some((bound, sender)) = sender {
+            sender.release(call.id, &self.locker, &lease, bound, Answer::Gone);
+            return Ok(call.promise);
+        }
         let locker = self.locker.clone();
         self.completer.run(call.id, async move {
-            let Some(held) = held else {
-                return Outcome::Bool(true);
-            };
             let answer = async {
-                if locker.release(&held.lease).await? {
+                if locker.release(&lease).await? {
                     return Ok(true);
                 }
-                Ok(!locker.is_locked(&held.lease.key).await?)
+                Ok(!locker.is_locked(&lease.key).await?)
             };
             match answer.await {
                 Ok(answer) => Outcome::Bool(answer),
@@ -197,6 +231,33 @@ impl NativeLockService {
             }
         });
         Ok(call.promise)
+    }
+}
+
+/// What a won acquisition starts: the watchdog's refresh of it, with maestro's schedule,
+/// and the service's record of the hold; its caller is answered with the lock's value.
+pub struct ServiceHold {
+    held: Arc<Mutex<Option<Held>>>,
+    every: Duration,
+    refresh_ttl: Duration,
+    limits: Limits,
+    sink: Arc<dyn Sink>,
+    listener: u32,
+}
+
+impl ServiceHold {
+    /// Callable on the JS thread as on the runtime.
+    pub fn start(self, locker: &Locker, lease: Lease) -> Outcome {
+        let mut target = locker.target(&lease, self.every.max(Duration::from_millis(1)));
+        target.ttl = self.refresh_ttl;
+        let watchdog = Watchdog::of(locker.store());
+        let sent = lease.sent().at;
+        let watch = napi::bindgen_prelude::within_runtime_if_available(|| {
+            watchdog.watch(target, sent, self.limits, self.sink, self.listener)
+        });
+        let token = lease.token.clone();
+        *sync::lock(&self.held) = Some(Held { lease, watch });
+        Outcome::Text(token)
     }
 }
 

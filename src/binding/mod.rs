@@ -17,3 +17,4 @@ pub mod runtime;
 pub mod ticker;
 pub mod uv;
 pub mod waker;
+pub mod win;

@@ -225,26 +225,6 @@ impl Locker {
         }
     }
 
-    /// `acquire` carried on from an attempt sent elsewhere (the JS thread's connection)
-    /// whose outcome is unknown: the same token again, then the retries.
-    pub async fn acquire_again(
-        &self,
-        request: AttemptRequest,
-        timeout: Duration,
-        max_retries: u32,
-        base_delay: Duration,
-        cancel: &CancellationToken,
-    ) -> Result<Lease, LockError> {
-        check(cancel)?;
-        let AttemptRequest {
-            key, token, ttl, ..
-        } = request;
-        match self.attempt_with(&key, token, ttl, timeout, None).await? {
-            Attempt::Acquired(lease) => self.unless_cancelled(lease, cancel).await,
-            Attempt::Held { .. } => self.retry(&key, ttl, max_retries, base_delay, cancel).await,
-        }
-    }
-
     /// The retries of `acquire`, after a first attempt found the lock held.
     pub async fn retry(
         &self,
@@ -430,32 +410,6 @@ impl Locker {
         }
     }
 
-    /// `wait_joined` carried on from a first attempt sent elsewhere (the JS thread's
-    /// connection) whose outcome is unknown: the same token again, then the wait.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn wait_again(
-        &self,
-        request: AttemptRequest,
-        timeout: Duration,
-        ticket: Ticket,
-        deadline: Instant,
-        poll: Duration,
-        cancel: &CancellationToken,
-    ) -> Result<Lease, LockError> {
-        check(cancel)?;
-        let AttemptRequest {
-            key, token, ttl, ..
-        } = request;
-        match self.attempt_with(&key, token, ttl, timeout, None).await? {
-            Attempt::Acquired(lease) => self.unless_cancelled(lease, cancel).await,
-            Attempt::Held { ttl: holder_ttl } => {
-                let start = WaitStart::Held { holder_ttl };
-                self.wait_joined(ticket, &key, ttl, deadline, poll, cancel, start)
-                    .await
-            }
-        }
-    }
-
     /// Attempts until `max_wait` has passed, sleeping `delay(n)` after the n-th
     /// failure (never past the deadline). `None` when the lock stayed held.
     /// `cancel` ends the wait with `LockError::Aborted`; a lock won meanwhile is released.
@@ -467,39 +421,69 @@ impl Locker {
         delay: impl Fn(u32) -> Duration,
         cancel: &CancellationToken,
     ) -> Result<Option<Lease>, LockError> {
-        let won = self.wait_within(key, ttl, max_wait, delay, cancel).await?;
+        let ticket = self.join(key, ttl, None);
+        let deadline = Instant::now() + max_wait;
+        let start = WaitStart::Attempt;
+        self.within_joined(ticket, key, ttl, deadline, delay, cancel, start)
+            .await
+    }
+
+    /// As `acquire_within`, until `deadline`, for a waiter that joined already.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn within_joined(
+        &self,
+        ticket: Ticket,
+        key: &str,
+        ttl: Duration,
+        deadline: Instant,
+        delay: impl Fn(u32) -> Duration,
+        cancel: &CancellationToken,
+        start: WaitStart,
+    ) -> Result<Option<Lease>, LockError> {
+        let won = self
+            .wait_within(ticket, key, ttl, deadline, delay, cancel, start)
+            .await?;
         match won {
             Some(lease) => self.unless_cancelled(lease, cancel).await.map(Some),
             None => Ok(None),
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn wait_within(
         &self,
+        ticket: Ticket,
         key: &str,
         ttl: Duration,
-        max_wait: Duration,
+        deadline: Instant,
         delay: impl Fn(u32) -> Duration,
         cancel: &CancellationToken,
+        start: WaitStart,
     ) -> Result<Option<Lease>, LockError> {
         check(cancel)?;
-        let deadline = Instant::now() + max_wait;
         let mut failures = 0;
-        let ticket = self.join(key, ttl, None);
-        if ticket.turn_comes_from_others() {
+        // The first attempt went out elsewhere and found the lock held: straight to the pause.
+        let mut tried = matches!(start, WaitStart::Held { .. });
+        if tried {
+            failures = 1;
+        } else if ticket.turn_comes_from_others() {
+            let max_wait = deadline.saturating_duration_since(Instant::now());
             let due = Instant::now() + delay(0).min(max_wait);
             if let Pause::Granted(lease) = self.pause_until(&ticket, due, cancel).await? {
                 return Ok(Some(lease));
             }
         }
         loop {
-            let timeout = self.command_timeout;
-            if let Attempt::Acquired(lease) =
-                self.attempt_waiting(key, ttl, timeout, &ticket).await?
-            {
-                return Ok(Some(lease));
+            if !tried {
+                let timeout = self.command_timeout;
+                if let Attempt::Acquired(lease) =
+                    self.attempt_waiting(key, ttl, timeout, &ticket).await?
+                {
+                    return Ok(Some(lease));
+                }
+                failures += 1;
             }
-            failures += 1;
+            tried = false;
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 return Ok(ticket.take_grant());
@@ -512,6 +496,116 @@ impl Locker {
                 return Ok(won);
             }
             check(cancel)?;
+        }
+    }
+
+    /// The whole acquisition by `plan`, from its first attempt. `None`: not acquired, and
+    /// the plan does not make that an error.
+    pub async fn pursue(
+        &self,
+        plan: Plan,
+        key: &str,
+        ttl: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Lease>, LockError> {
+        let start = WaitStart::Attempt;
+        match plan {
+            Plan::Once => match self.attempt(key, ttl).await? {
+                Attempt::Acquired(lease) => Ok(Some(lease)),
+                Attempt::Held { .. } => Ok(None),
+            },
+            // Only a first attempt made on the caller's thread leaves retries a caller to
+            // answer (see `after_held`).
+            Plan::Retries { retries, delay, .. } => self
+                .acquire(key, ttl, retries, delay, cancel)
+                .await
+                .map(Some),
+            Plan::Until {
+                ticket,
+                deadline,
+                poll,
+            } => self
+                .wait_joined(ticket, key, ttl, deadline, poll, cancel, start)
+                .await
+                .map(Some),
+            Plan::Backoff {
+                ticket,
+                deadline,
+                base,
+                cap,
+            } => {
+                let delay = |n| backoff::maestro_delay(base, cap, n, backoff::unit_random());
+                self.within_joined(ticket, key, ttl, deadline, delay, cancel, start)
+                    .await
+            }
+        }
+    }
+
+    /// Goes on with `plan` after a first attempt, sent elsewhere (the JS thread's
+    /// connection), found `key` held (for `holder_ttl`, when the reply told it). `None`:
+    /// not acquired, and the plan does not make that an error.
+    pub async fn after_held(
+        &self,
+        plan: Plan,
+        key: &str,
+        ttl: Duration,
+        holder_ttl: Option<Duration>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Lease>, LockError> {
+        let start = WaitStart::Held { holder_ttl };
+        match plan {
+            Plan::Once => Ok(None),
+            Plan::Retries { retries: 0, .. } => Err(LockError::Locked {
+                key: key.to_owned(),
+                retries: 0,
+            }),
+            Plan::Retries {
+                retries,
+                delay,
+                caller,
+            } => self
+                .retry_as(key, ttl, retries, delay, cancel, caller)
+                .await
+                .map(Some),
+            Plan::Until {
+                ticket,
+                deadline,
+                poll,
+            } => self
+                .wait_joined(ticket, key, ttl, deadline, poll, cancel, start)
+                .await
+                .map(Some),
+            Plan::Backoff {
+                ticket,
+                deadline,
+                base,
+                cap,
+            } => {
+                let delay = |n| backoff::maestro_delay(base, cap, n, backoff::unit_random());
+                self.within_joined(ticket, key, ttl, deadline, delay, cancel, start)
+                    .await
+            }
+        }
+    }
+
+    /// A first attempt sent elsewhere whose outcome is unknown (its connection broke, or
+    /// the server refused it there): the same token again, then `plan` if the lock is held.
+    pub async fn again(
+        &self,
+        request: AttemptRequest,
+        timeout: Duration,
+        plan: Plan,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Lease>, LockError> {
+        check(cancel)?;
+        let AttemptRequest {
+            key, token, ttl, ..
+        } = request;
+        match self.attempt_with(&key, token, ttl, timeout, None).await? {
+            Attempt::Acquired(lease) => self.unless_cancelled(lease, cancel).await.map(Some),
+            Attempt::Held { ttl: holder_ttl } => {
+                self.after_held(plan, &key, ttl, holder_ttl, cancel).await
+            }
         }
     }
 
@@ -706,6 +800,33 @@ impl Locker {
         let count: i64 = self.store.query(&cmd, self.command_timeout).await?;
         Ok(count > 0)
     }
+}
+
+/// What an acquisition does once an attempt found the lock held: the one plan every API's
+/// acquire is made of (a fair lock's waits excepted, which keep their place in line).
+pub enum Plan {
+    /// That was the one attempt (`tryAcquire`, ExclusiveLock).
+    Once,
+    /// Up to `retries` more after `delay`, doubling, for `caller` (`acquire`).
+    Retries {
+        retries: u32,
+        delay: Duration,
+        caller: Option<Caller>,
+    },
+    /// Until `deadline`, polling every `poll`, already queued (`waitForLock`).
+    Until {
+        ticket: Ticket,
+        deadline: Instant,
+        poll: Duration,
+    },
+    /// Until `deadline` with maestro's capped backoff, already queued; not won by then is
+    /// no error (DistributedLockService).
+    Backoff {
+        ticket: Ticket,
+        deadline: Instant,
+        base: Duration,
+        cap: Duration,
+    },
 }
 
 /// How a wait begins: with an attempt of its own, or after a first attempt sent elsewhere

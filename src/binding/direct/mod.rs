@@ -14,14 +14,16 @@ mod handoff;
 mod work;
 
 pub use handoff::{Handoff, Lending};
-pub use work::{Mode, Work};
+pub use work::{Answer, Mode, Work};
 
 use super::completions::Completer;
 use super::promises::JsThread;
 use super::uv;
+use super::win::Win;
 use crate::core::direct;
 use crate::core::error::LockError;
-use crate::core::lock::AttemptForm;
+use crate::core::lease::Lease;
+use crate::core::lock::{self, AttemptForm, Locker, Plan};
 use crate::core::store::Store;
 use crate::core::sync::lock;
 use connection::Shared;
@@ -182,6 +184,52 @@ impl Link {
 pub struct Sender(Rc<Shared>);
 
 impl Sender {
+    /// Sends `locker`'s first attempt at `key`: `mode` says how it goes on if the lock is
+    /// held, `win` what its caller is given once it is won.
+    pub fn attempt(
+        self,
+        id: u32,
+        locker: &Arc<Locker>,
+        key: &str,
+        ttl: std::time::Duration,
+        mode: Mode,
+        win: Win,
+    ) {
+        self.send(id, |out, form| {
+            let request = locker.attempt_request(key, ttl);
+            // A waiter's attempt also asks the holder's TTL, which ends its first pause.
+            let waiting = matches!(mode.plan, Plan::Until { .. } | Plan::Backoff { .. });
+            let replies = request.write(out, form, waiting);
+            let work = Work::Acquire {
+                locker: locker.clone(),
+                request,
+                mode,
+                win,
+            };
+            (replies, locker.command_timeout(), work)
+        });
+    }
+
+    /// Sends the release of `lease` (bounded by `bound`, see `Locker::release_request`).
+    pub fn release(
+        self,
+        id: u32,
+        locker: &Arc<Locker>,
+        lease: &Arc<Lease>,
+        bound: std::time::Duration,
+        answer: Answer,
+    ) {
+        self.send(id, |out, _| {
+            lock::write_release(out, &lease.redis_key, &lease.token);
+            let work = Work::Release {
+                locker: locker.clone(),
+                lease: lease.clone(),
+                answer,
+            };
+            (1, bound, work)
+        });
+    }
+
     pub fn send(
         self,
         id: u32,

@@ -3,43 +3,21 @@
 //! broke (or answered with an error) under it.
 
 use super::super::completions::{Completer, Outcome};
-use super::super::distributed_lock::{finish, AutoRefresh};
+use super::super::win::Win;
 use super::handoff::Handoff;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
-use crate::core::lock::{self, AttemptRequest, Locker, WaitStart};
-use crate::core::wake::{Caller, Ticket};
+use crate::core::lock::{self, AttemptRequest, Locker, Plan};
 use redis::Value;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// `acquire` gives up after its retries with an error; `tryAcquire` answers with no handle;
-/// `waitForLock` waits, already in its lock's queue, until its deadline.
-pub enum Mode {
-    Try,
-    Retries {
-        retries: u32,
-        delay: Duration,
-        cancel: CancellationToken,
-        /// Who waits, should it come to retries: a release on this thread may answer it.
-        caller: Option<Caller>,
-    },
-    Wait {
-        ticket: Ticket,
-        deadline: Instant,
-        poll: Duration,
-        cancel: CancellationToken,
-    },
-}
-
-impl Mode {
-    fn cancel(&self) -> Option<&CancellationToken> {
-        match self {
-            Mode::Try => None,
-            Mode::Retries { cancel, .. } | Mode::Wait { cancel, .. } => Some(cancel),
-        }
-    }
+/// How an acquisition sent here goes on: its plan should the lock be held, and the
+/// caller's cancellation.
+pub struct Mode {
+    pub plan: Plan,
+    pub cancel: CancellationToken,
 }
 
 // An acquire is most of what goes out, and lives only while in flight: boxing it would cost
@@ -50,12 +28,13 @@ pub enum Work {
         locker: Arc<Locker>,
         request: AttemptRequest,
         mode: Mode,
-        /// Kept alive by the watchdog once won (`autoRefresh`).
-        auto: Option<AutoRefresh>,
+        /// What the caller is given once it is won.
+        win: Win,
     },
     Release {
         locker: Arc<Locker>,
         lease: Arc<Lease>,
+        answer: Answer,
     },
     Exists {
         locker: Arc<Locker>,
@@ -65,6 +44,15 @@ pub enum Work {
     Handoff(Box<Handoff>),
     /// Frees a lock won by an attempt whose caller stopped waiting; nobody waits for it.
     Forget,
+}
+
+/// What a release answers its caller.
+#[derive(Clone, Copy)]
+pub enum Answer {
+    /// Nothing (DistributedLock's handle).
+    Done,
+    /// Whether the lock is ours no more: deleted now, or found gone (maestro's).
+    Gone,
 }
 
 /// What the connection does after a reply.
@@ -105,20 +93,30 @@ impl Work {
                 locker,
                 request,
                 mode,
-                auto,
+                win,
             } => {
                 let holder_ttl = AttemptRequest::holder_ttl(&reply);
                 match request.won(reply) {
                     Ok(Some(fence)) => {
-                        Next::Settled(won(locker, request.into_lease(fence), &mode, auto))
+                        Next::Settled(won(locker, request.into_lease(fence), &mode, win))
                     }
-                    Ok(None) => held(id, locker, request, mode, auto, holder_ttl, completer),
+                    Ok(None) => held(id, locker, request, mode, win, holder_ttl, completer),
                     Err(err) => Next::Settled(Outcome::Failed(err)),
                 }
             }
-            Work::Release { lease, .. } => Next::Settled(failed(
-                Locker::release_outcome(&lease, Ok(reply)).map(|_| Outcome::Done),
-            )),
+            Work::Release {
+                locker,
+                lease,
+                answer,
+            } => match (Locker::release_outcome(&lease, Ok(reply)), answer) {
+                (Err(err), _) => Next::Settled(Outcome::Failed(err)),
+                (Ok(_), Answer::Done) => Next::Settled(Outcome::Done),
+                (Ok(true), Answer::Gone) => Next::Settled(Outcome::Bool(true)),
+                (Ok(false), Answer::Gone) => {
+                    completer.run(id, gone(locker, lease));
+                    Next::Elsewhere
+                }
+            },
             Work::Exists { .. } => Next::Settled(match redis::from_redis_value::<i64>(reply) {
                 Ok(count) => Outcome::Bool(count > 0),
                 Err(err) => Outcome::Failed(redis::RedisError::from(err).into()),
@@ -151,9 +149,11 @@ impl Work {
         }
         let err = LockError::Timeout(format!("no reply within {} ms", bound.as_millis()));
         match self {
-            Work::Release { lease, .. } => {
-                failed(Locker::release_outcome(lease, Err(err)).map(|_| Outcome::Done))
-            }
+            Work::Release {
+                lease,
+                answer: Answer::Done,
+                ..
+            } => failed(Locker::release_outcome(lease, Err(err)).map(|_| Outcome::Done)),
             _ => Outcome::Failed(err),
         }
     }
@@ -166,43 +166,26 @@ impl Work {
                 locker,
                 request,
                 mode,
-                auto,
-                ..
+                win,
             } => {
                 let timeout = left.unwrap_or(locker.command_timeout());
                 completer.run(id, async move {
-                    let (retries, delay, cancel, try_only) = match mode {
-                        Mode::Try => (0, Duration::ZERO, CancellationToken::new(), true),
-                        Mode::Retries {
-                            retries,
-                            delay,
-                            cancel,
-                            ..
-                        } => (retries, delay, cancel, false),
-                        Mode::Wait {
-                            ticket,
-                            deadline,
-                            poll,
-                            cancel,
-                        } => {
-                            let result = locker
-                                .wait_again(request, timeout, ticket, deadline, poll, &cancel)
-                                .await;
-                            return failed(result.map(|lease| finish(&locker, lease, auto)));
-                        }
-                    };
-                    let result = locker
-                        .acquire_again(request, timeout, retries, delay, &cancel)
-                        .await;
-                    match result {
-                        Ok(lease) => finish(&locker, lease, auto),
-                        Err(LockError::Locked { .. }) if try_only => Outcome::NoHandle,
-                        Err(err) => Outcome::Failed(err),
-                    }
+                    let Mode { plan, cancel } = mode;
+                    let result = locker.again(request, timeout, plan, &cancel).await;
+                    win.settle(&locker, result)
                 });
             }
-            Work::Release { locker, lease } => completer.run(id, async move {
-                failed(locker.release(&lease).await.map(|_| Outcome::Done))
+            Work::Release {
+                locker,
+                lease,
+                answer,
+            } => completer.run(id, async move {
+                match (locker.release(&lease).await, answer) {
+                    (Err(err), _) => Outcome::Failed(err),
+                    (Ok(_), Answer::Done) => Outcome::Done,
+                    (Ok(true), Answer::Gone) => Outcome::Bool(true),
+                    (Ok(false), Answer::Gone) => gone(locker, lease).await,
+                }
             }),
             Work::Exists { locker, key } => completer.run(id, async move {
                 failed(locker.is_locked(&key).await.map(Outcome::Bool))
@@ -228,6 +211,16 @@ impl Work {
     }
 }
 
+/// A release that deleted nothing: whether the lock is gone all the same (maestro's answer).
+async fn gone(locker: Arc<Locker>, lease: Arc<Lease>) -> Outcome {
+    failed(
+        locker
+            .is_locked(&lease.key)
+            .await
+            .map(|held| Outcome::Bool(!held)),
+    )
+}
+
 /// A server error, as the reply or inside a transaction's answer: the call goes again
 /// through tokio, which reports it as it always does.
 fn is_refusal(reply: &Value) -> bool {
@@ -241,61 +234,40 @@ fn is_refusal(reply: &Value) -> bool {
 }
 
 /// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed out.
-fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode, auto: Option<AutoRefresh>) -> Outcome {
-    if let Some(cancel) = mode.cancel() {
-        if cancel.is_cancelled() {
-            napi::bindgen_prelude::spawn(async move {
-                let _ignored = locker.release(&lease).await;
-            });
-            return Outcome::Failed(LockError::Aborted);
-        }
+fn won(locker: Arc<Locker>, lease: Lease, mode: &Mode, win: Win) -> Outcome {
+    if mode.cancel.is_cancelled() {
+        napi::bindgen_prelude::spawn(async move {
+            let _ignored = locker.release(&lease).await;
+        });
+        return win.settle_without(LockError::Aborted);
     }
-    finish(&locker, lease, auto)
+    win.settle(&locker, Ok(Some(lease)))
 }
 
-/// A held lock: `tryAcquire` answers, `acquire` retries and `waitForLock` waits through
-/// tokio (their waits and wake-ups live there).
+/// A held lock: the plan goes on through tokio (its waits and wake-ups live there), unless
+/// it ends here (`tryAcquire`, `acquire` without retries).
 fn held(
     id: u32,
     locker: Arc<Locker>,
     request: AttemptRequest,
     mode: Mode,
-    auto: Option<AutoRefresh>,
+    win: Win,
     holder_ttl: Option<Duration>,
     completer: &Completer,
 ) -> Next {
+    let Mode { plan, cancel } = mode;
     let (key, ttl) = (request.key, request.ttl);
-    match mode {
-        Mode::Try => Next::Settled(Outcome::NoHandle),
-        Mode::Retries { retries: 0, .. } => {
+    match plan {
+        Plan::Once => Next::Settled(win.settle(&locker, Ok(None))),
+        Plan::Retries { retries: 0, .. } => {
             Next::Settled(Outcome::Failed(LockError::Locked { key, retries: 0 }))
         }
-        Mode::Retries {
-            retries,
-            delay,
-            cancel,
-            caller,
-        } => {
+        plan => {
             completer.run(id, async move {
                 let result = locker
-                    .retry_as(&key, ttl, retries, delay, &cancel, caller)
+                    .after_held(plan, &key, ttl, holder_ttl, &cancel)
                     .await;
-                failed(result.map(|lease| finish(&locker, lease, auto)))
-            });
-            Next::Elsewhere
-        }
-        Mode::Wait {
-            ticket,
-            deadline,
-            poll,
-            cancel,
-        } => {
-            completer.run(id, async move {
-                let start = WaitStart::Held { holder_ttl };
-                let result = locker
-                    .wait_joined(ticket, &key, ttl, deadline, poll, &cancel, start)
-                    .await;
-                failed(result.map(|lease| finish(&locker, lease, auto)))
+                win.settle(&locker, result)
             });
             Next::Elsewhere
         }
