@@ -205,6 +205,7 @@ impl NativeDistributedLock {
             limits: Limits {
                 stall: Some((self.heartbeat.clone(), ttl.saturating_mul(3))),
                 hold_until: None,
+                owner: None,
             },
         })
     }

@@ -186,6 +186,7 @@ impl NativeExclusiveLock {
             let limits = Limits {
                 stall: limits_stall,
                 hold_until: max_hold.map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
+                owner: None,
             };
             let target = lock.target(&claim.token, &terms);
             let watch = watchdog.watch(target, claim.sent.at, limits, sink, listener);

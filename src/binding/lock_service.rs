@@ -127,6 +127,7 @@ impl NativeLockService {
         let limits = Limits {
             stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
             hold_until: None,
+            owner: None,
         };
         self.completer.run(call.id, async move {
             let watchdog = Watchdog::of(locker.store());
