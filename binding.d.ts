@@ -29,6 +29,11 @@ export declare class NativeCompletions {
    * integers, which JS objects store in place.
    */
   get baseWallMs(): number
+  /**
+   * This environment is ending (`process.exit()`, which runs no cleanup hook): its waits
+   * stop and its kept-alive locks are released before this returns (see teardown.rs).
+   */
+  end(): void
   /** A held lock that keeps the process alive (`true`), or no longer does (`false`). */
   keepAlive(on: boolean): void
 }

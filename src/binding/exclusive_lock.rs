@@ -172,6 +172,7 @@ impl NativeExclusiveLock {
         // A beat now, on the JS thread: the heartbeat may be stale from before this hold.
         self.heartbeat.beat();
         let limits_stall = self.max_stall.map(|max| (self.heartbeat.clone(), max));
+        let owner = self.thread.owner().clone();
         let (lock, held, max_hold) = (self.lock.clone(), self.held.clone(), self.max_hold);
         self.completer.run(call.id, async move {
             let watchdog = Watchdog::of(lock.store());
@@ -186,7 +187,7 @@ impl NativeExclusiveLock {
             let limits = Limits {
                 stall: limits_stall,
                 hold_until: max_hold.map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
-                owner: None,
+                owner: Some(owner),
             };
             let target = lock.target(&claim.token, &terms);
             let watch = watchdog.watch(target, claim.sent.at, limits, sink, listener);

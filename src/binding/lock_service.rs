@@ -69,7 +69,10 @@ impl NativeLockService {
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
         let store = Store::shared(connection.endpoint()?);
         Ok(NativeLockService {
-            locker: Arc::new(Locker::new(store, "", command_timeout)),
+            locker: Arc::new(
+                Locker::new(store, "", command_timeout)
+                    .owned_by(completions.thread().owner().clone()),
+            ),
             retry_delay: validate::non_negative_ms("retryDelayMs", options.retry_delay_ms)
                 .or_throw()?,
             max_backoff: validate::non_negative_ms("maxBackoffMs", options.max_backoff_ms)
@@ -127,7 +130,7 @@ impl NativeLockService {
         let limits = Limits {
             stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
             hold_until: None,
-            owner: None,
+            owner: Some(self.thread.owner().clone()),
         };
         self.completer.run(call.id, async move {
             let watchdog = Watchdog::of(locker.store());
