@@ -94,6 +94,11 @@ export declare class NativeExclusiveLock {
    * `is_refreshing`).
    */
   get refreshing(): boolean
+  /**
+   * Whether a hold lets its process exit (`unref()`): then the end of the JS environment
+   * leaves it to its TTL instead of releasing it.
+   */
+  setUnrefed(unrefed: boolean): void
   /** Whether `refreshed` events should cross into JavaScript. */
   wantRefreshed(want: boolean): void
   /**

@@ -229,6 +229,28 @@ test('a worker terminated while it holds an ExclusiveLock releases it', async ()
   )
 })
 
+test("a terminated worker's unref()ed ExclusiveLock is left to its TTL, as the original's, and not refreshed", async () => {
+  const { worker } = startWorker(
+    `
+      const lock = new ExclusiveLock({ cache_connection: url, name: 'exit-unref', lock_ttl_ms: 3000, lock_refresh_ms: 500 })
+      if (!(await lock.acquire())) throw new Error('not acquired')
+      lock.unref()
+      setInterval(() => {}, 1000)
+      post({ key: lock.key })
+    `,
+    {},
+  )
+  const { key } = await message(worker)
+  await terminate(worker)
+  const left = await probe.pttl(key)
+  assert.ok(left > 0, 'the unref()ed lock was deleted with its thread')
+  // Past two refresh periods: a refresh would have set its TTL back to 3 s.
+  await sleep(1200)
+  const later = await probe.pttl(key)
+  assert.ok(later > 0 && later <= left - 1000, `refreshed after its thread was gone (PTTL ${left} then ${later})`)
+  await probe.del(key, ownerKey(key))
+})
+
 /** Runs `source` in a child node process (argv[1] is the server's URL); resolves with its exit. */
 async function runChild(source) {
   const child = spawn(process.execPath, ['-e', source, server.url], { stdio: ['ignore', 'pipe', 'pipe'] })

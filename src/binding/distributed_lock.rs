@@ -216,6 +216,7 @@ impl NativeDistributedLock {
                 stall: Some((self.heartbeat.clone(), ttl.saturating_mul(3))),
                 hold_until: None,
                 owner: Some(self.thread.owner().clone()),
+                outlives_owner: None,
             },
         })
     }

@@ -131,6 +131,7 @@ impl NativeLockService {
             stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
             hold_until: None,
             owner: Some(self.thread.owner().clone()),
+            outlives_owner: None,
         };
         self.completer.run(call.id, async move {
             let watchdog = Watchdog::of(locker.store());

@@ -154,7 +154,8 @@ impl Watchdog {
         &self.store
     }
 
-    /// Stops keeping every lock of `owner` alive and hands them back, to be released.
+    /// Stops keeping every lock of `owner` alive and hands back those to be released (not
+    /// those left to their TTL, see `Limits::outlives_owner`).
     pub(crate) fn forsake(&self, owner: &Owner) -> Vec<Orphan> {
         let mut state = lock(&self.state);
         let ids: Vec<u64> = state
@@ -166,12 +167,12 @@ impl Watchdog {
         let orphans: Vec<Orphan> = ids
             .into_iter()
             .filter_map(|id| state.entries.remove(id))
+            .filter(|entry| !entry.outlives_owner())
             .map(|entry| entry.into_orphan(&self.clock))
             .collect();
         drop(state);
-        if !orphans.is_empty() {
-            self.wake.notify_one();
-        }
+        // Lets the scheduler exit now when those were its last locks.
+        self.wake.notify_one();
         orphans
     }
 
@@ -227,7 +228,9 @@ impl Watchdog {
         // table or is seen gone here (see Owner::end).
         if !enlisted || owner.as_ref().is_some_and(Owner::is_gone) {
             drop(state);
-            tokio::spawn(entry.into_orphan(&self.clock).release(self.store.clone()));
+            if !entry.outlives_owner() {
+                tokio::spawn(entry.into_orphan(&self.clock).release(self.store.clone()));
+            }
             return 0;
         }
         let id = state.entries.insert(entry);
