@@ -29,6 +29,11 @@ export declare class NativeCompletions {
    * integers, which JS objects store in place.
    */
   get baseWallMs(): number
+  /**
+   * This environment is ending (`process.exit()`, which runs no cleanup hook): its waits
+   * stop and its kept-alive locks are released before this returns (see teardown.rs).
+   */
+  end(): void
   /** A held lock that keeps the process alive (`true`), or no longer does (`false`). */
   keepAlive(on: boolean): void
 }
@@ -89,6 +94,11 @@ export declare class NativeExclusiveLock {
    * `is_refreshing`).
    */
   get refreshing(): boolean
+  /**
+   * Whether a hold lets its process exit (`unref()`): then the end of the JS environment
+   * leaves it to its TTL instead of releasing it.
+   */
+  setUnrefed(unrefed: boolean): void
   /** Whether `refreshed` events should cross into JavaScript. */
   wantRefreshed(want: boolean): void
   /**

@@ -23,6 +23,11 @@ const freeSlots = []
 
 const completions = new NativeCompletions(performance.now())
 
+// The native side ends this thread's waits and releases its kept-alive locks when its
+// environment goes away (a terminated worker, the end of the main thread); `process.exit()`
+// skips that cleanup, so it is done here, before the exit.
+process.once('exit', () => completions.end())
+
 completions.hook('error', (err, key, owner) => {
   const error = fromNative(err, key)
   owner?.[FAILED]?.(error.code)

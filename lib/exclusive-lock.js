@@ -318,6 +318,8 @@ class ExclusiveLock extends EventEmitter {
   unref() {
     this.#refed = false
     this.#keepAlive.set(false)
+    // As with the original, a lock held as the process exits then expires by its TTL.
+    this.#native.setUnrefed(true)
     return this
   }
 
@@ -325,6 +327,7 @@ class ExclusiveLock extends EventEmitter {
   ref() {
     this.#refed = true
     this.#keepAlive.set(this.#acquired)
+    this.#native.setUnrefed(false)
     return this
   }
 

@@ -185,6 +185,8 @@ async fn a_stalled_heartbeat_stops_the_refreshes() {
     let limits = Limits {
         stall: Some((heartbeat.clone(), MS(300))),
         hold_until: None,
+        owner: None,
+        outlives_owner: None,
     };
     let (_lease, recorder, _watch) = f.hold("stall", MS(400), MS(100), limits).await;
     for _ in 0..6 {
@@ -207,6 +209,8 @@ async fn max_hold_gives_a_lock_up() {
     let limits = Limits {
         stall: None,
         hold_until: Some(tokio::time::Instant::now() + MS(300)),
+        owner: None,
+        outlives_owner: None,
     };
     let (_lease, recorder, _watch) = f.hold("hold", MS(400), MS(100), limits).await;
     tokio::time::sleep(MS(500)).await;

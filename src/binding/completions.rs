@@ -1,6 +1,6 @@
-use super::direct;
 use super::error::Result;
 use super::promises::{Hook, JsThread};
+use super::teardown;
 use super::waker::Waker;
 use crate::core::clock::Stamp;
 use crate::core::error::LockError;
@@ -109,8 +109,9 @@ impl NativeCompletions {
         if let Some(waker) = thread.waker() {
             let _first = queue.waker.set(waker);
         }
-        // SAFETY: as above.
-        unsafe { direct::register_cleanup(env.raw()) };
+        // SAFETY: as above. Without the hook (Node refused it) the environment's waits and
+        // locks outlive it as they did before it existed: no reason to refuse the addon.
+        let _registered = unsafe { teardown::register(env.raw(), thread.owner().clone()) };
         Ok(NativeCompletions {
             completer: Completer(queue),
             thread,
@@ -139,6 +140,13 @@ impl NativeCompletions {
     #[napi(getter)]
     pub fn base_wall_ms(&self) -> f64 {
         self.thread.base_wall_ms() as f64
+    }
+
+    /// This environment is ending (`process.exit()`, which runs no cleanup hook): its waits
+    /// stop and its kept-alive locks are released before this returns (see teardown.rs).
+    #[napi]
+    pub fn end(&self) {
+        teardown::end(self.thread.owner());
     }
 
     /// A held lock that keeps the process alive (`true`), or no longer does (`false`).

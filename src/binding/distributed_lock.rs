@@ -112,8 +112,15 @@ impl Granted {
     }
 }
 
-/// Hands the lease out, kept alive by the watchdog when `auto` asks for it.
+/// Hands the lease out, kept alive by the watchdog when `auto` asks for it. A lease won
+/// after its JS environment went away is released instead: nobody is left to release it.
 pub fn finish(locker: &Locker, lease: Lease, auto: Option<AutoRefresh>) -> Outcome {
+    if locker.owner().is_gone() {
+        napi::bindgen_prelude::within_runtime_if_available(|| {
+            locker.store().release_orphan(lease);
+        });
+        return Outcome::Failed(LockError::Aborted);
+    }
     let watch = auto.map(|auto| auto.start(locker, &lease));
     Outcome::Lease(Granted::of(&lease, watch))
 }
@@ -177,12 +184,15 @@ impl NativeDistributedLock {
         let store = Store::shared(connection.endpoint()?);
         let completer = completions.completer();
         let thread = completions.thread().clone();
+        let owner = thread.owner().clone();
         let never_refreshed = Arc::new(AtomicBool::new(false));
         Ok(NativeDistributedLock {
             sink: Arc::new(JsSink::new(completer.clone(), never_refreshed)),
             direct: Link::of(&store, &thread, &completer),
             locker: Arc::new(
-                Locker::new(store, prefix, command_timeout).fair(options.fair.unwrap_or(false)),
+                Locker::new(store, prefix, command_timeout)
+                    .fair(options.fair.unwrap_or(false))
+                    .owned_by(owner),
             ),
             default_ttl,
             retry_delay,
@@ -206,6 +216,8 @@ impl NativeDistributedLock {
             limits: Limits {
                 stall: Some((self.heartbeat.clone(), ttl.saturating_mul(3))),
                 hold_until: None,
+                owner: Some(self.thread.owner().clone()),
+                outlives_owner: None,
             },
         })
     }

@@ -72,6 +72,9 @@ pub struct NativeExclusiveLock {
     max_hold: Option<Duration>,
     held: Arc<Mutex<Option<Held>>>,
     want_refreshed: Arc<AtomicBool>,
+    /// Its holder let the process exit while holding it (`unref()`): the end of the JS
+    /// environment leaves the lock to its TTL, as the original's did, instead of releasing it.
+    unrefed: Arc<AtomicBool>,
     completer: Completer,
     thread: Rc<JsThread>,
 }
@@ -121,6 +124,7 @@ impl NativeExclusiveLock {
             max_hold,
             held: Arc::new(Mutex::new(None)),
             want_refreshed: Arc::new(AtomicBool::new(false)),
+            unrefed: Arc::new(AtomicBool::new(false)),
             completer: completions.completer(),
             thread: completions.thread().clone(),
         })
@@ -153,6 +157,13 @@ impl NativeExclusiveLock {
             .is_some_and(|held| held.watch.refreshing())
     }
 
+    /// Whether a hold lets its process exit (`unref()`): then the end of the JS environment
+    /// leaves it to its TTL instead of releasing it.
+    #[napi]
+    pub fn set_unrefed(&self, unrefed: bool) {
+        self.unrefed.store(unrefed, Ordering::Relaxed);
+    }
+
     /// Whether `refreshed` events should cross into JavaScript.
     #[napi]
     pub fn want_refreshed(&self, want: bool) {
@@ -172,6 +183,7 @@ impl NativeExclusiveLock {
         // A beat now, on the JS thread: the heartbeat may be stale from before this hold.
         self.heartbeat.beat();
         let limits_stall = self.max_stall.map(|max| (self.heartbeat.clone(), max));
+        let (owner, unrefed) = (self.thread.owner().clone(), self.unrefed.clone());
         let (lock, held, max_hold) = (self.lock.clone(), self.held.clone(), self.max_hold);
         self.completer.run(call.id, async move {
             let watchdog = Watchdog::of(lock.store());
@@ -186,6 +198,8 @@ impl NativeExclusiveLock {
             let limits = Limits {
                 stall: limits_stall,
                 hold_until: max_hold.map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
+                owner: Some(owner),
+                outlives_owner: Some(unrefed),
             };
             let target = lock.target(&claim.token, &terms);
             let watch = watchdog.watch(target, claim.sent.at, limits, sink, listener);

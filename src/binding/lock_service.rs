@@ -74,7 +74,9 @@ impl NativeLockService {
         let (completer, thread) = (completions.completer(), completions.thread().clone());
         Ok(NativeLockService {
             direct: Link::of(&store, &thread, &completer),
-            locker: Arc::new(Locker::new(store, "", command_timeout)),
+            locker: Arc::new(
+                Locker::new(store, "", command_timeout).owned_by(thread.owner().clone()),
+            ),
             retry_delay: validate::non_negative_ms("retryDelayMs", options.retry_delay_ms)
                 .or_throw()?,
             max_backoff: validate::non_negative_ms("maxBackoffMs", options.max_backoff_ms)
@@ -132,6 +134,8 @@ impl NativeLockService {
             limits: Limits {
                 stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
                 hold_until: None,
+                owner: Some(self.thread.owner().clone()),
+                outlives_owner: None,
             },
             sink,
             listener,

@@ -14,6 +14,7 @@ pub mod lock_service;
 pub mod options;
 pub mod promises;
 pub mod runtime;
+pub mod teardown;
 pub mod ticker;
 pub mod uv;
 pub mod waker;

@@ -8,6 +8,7 @@ use super::completions::{Entry, Loss, Outcome, Queue};
 use super::error::to_napi;
 use super::waker::Waker;
 use crate::core::clock::validity;
+use crate::core::owner::Owner;
 use napi::sys;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -56,6 +57,9 @@ pub struct JsThread {
     origin: Instant,
     /// Epoch ms that wall-clock times handed to JS count from: small integers there.
     base_wall_ms: u64,
+    /// This environment, as the core knows it: ended when the environment goes away (see
+    /// teardown.rs).
+    owner: Owner,
 }
 
 impl JsThread {
@@ -104,6 +108,7 @@ impl JsThread {
             context,
             origin: now.checked_sub(since).unwrap_or(now),
             base_wall_ms: crate::core::clock::wall_ms(),
+            owner: Owner::new(),
         });
         let weak = Weak::into_raw(Rc::downgrade(&thread)) as *mut c_void;
         *thread.waker.borrow_mut() = Waker::new(env, on_wake, drop_weak, weak);
@@ -112,6 +117,11 @@ impl JsThread {
 
     pub fn env(&self) -> sys::napi_env {
         self.env
+    }
+
+    /// On whose behalf this thread's waits run and locks are held.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
     }
 
     pub fn event_loop(&self) -> *mut c_void {

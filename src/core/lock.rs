@@ -7,6 +7,7 @@ use super::clock::Stamp;
 use super::error::LockError;
 use super::keys;
 use super::lease::Lease;
+use super::owner::Owner;
 use super::resp;
 use super::scripts;
 use super::store::{Connection, Replay, Store};
@@ -30,6 +31,9 @@ pub struct Locker {
     command_timeout: Duration,
     /// Waiters get the lock in the order they asked for it (see acquire_fair.lua).
     fair: bool,
+    /// On whose behalf its calls run: once it is gone, waits end and what they win is
+    /// released (see owner.rs).
+    owner: Owner,
 }
 
 /// What one attempt found.
@@ -48,7 +52,18 @@ impl Locker {
             prefix: prefix.into(),
             command_timeout,
             fair: false,
+            owner: Owner::new(),
         }
+    }
+
+    /// Runs every call of this locker on behalf of `owner`.
+    pub fn owned_by(mut self, owner: Owner) -> Self {
+        self.owner = owner;
+        self
+    }
+
+    pub fn owner(&self) -> &Owner {
+        &self.owner
     }
 
     /// Makes every lock of this locker fair: its waiters line up in Redis, a release wakes
@@ -212,7 +227,7 @@ impl Locker {
         base_delay: Duration,
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
-        check(cancel)?;
+        self.check(cancel)?;
         if self.fair && max_retries > 0 {
             // A fair lock's first attempt already takes a place in its line.
             return self
@@ -294,7 +309,7 @@ impl Locker {
                 return self.unless_cancelled(lease, cancel).await;
             }
             retries += 1;
-            check(cancel)?;
+            self.check(cancel)?;
             attempt = true;
         }
     }
@@ -380,7 +395,7 @@ impl Locker {
                 Some(Pause::Due) => ticket.is_fair() || !ticket.is_behind_others(),
                 Some(Pause::Moving) => false,
             };
-            check(cancel)?;
+            self.check(cancel)?;
             // Known on the first pass only, when the attempt went elsewhere.
             let mut holder_ttl = first_holder_ttl.take();
             if attempt {
@@ -460,7 +475,7 @@ impl Locker {
         cancel: &CancellationToken,
         start: WaitStart,
     ) -> Result<Option<Lease>, LockError> {
-        check(cancel)?;
+        self.check(cancel)?;
         let mut failures = 0;
         // The first attempt went out elsewhere and found the lock held: straight to the pause.
         let mut tried = matches!(start, WaitStart::Held { .. });
@@ -495,7 +510,7 @@ impl Locker {
             if won.is_some() {
                 return Ok(won);
             }
-            check(cancel)?;
+            self.check(cancel)?;
         }
     }
 
@@ -597,7 +612,7 @@ impl Locker {
         plan: Plan,
         cancel: &CancellationToken,
     ) -> Result<Option<Lease>, LockError> {
-        check(cancel)?;
+        self.check(cancel)?;
         let AttemptRequest {
             key, token, ttl, ..
         } = request;
@@ -629,13 +644,14 @@ impl Locker {
         self.command_timeout
     }
 
-    /// A lock won after the caller gave up is released at once, not handed out.
+    /// A lock won after the caller gave up (or its owner went away) is released at once,
+    /// not handed out.
     async fn unless_cancelled(
         &self,
         lease: Lease,
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
-        if cancel.is_cancelled() {
+        if self.is_cancelled(cancel) {
             let _ignored = self.release(&lease).await;
             return Err(LockError::Aborted);
         }
@@ -680,10 +696,11 @@ impl Locker {
     /// Queues a waiter (wanting `key` for `ttl`, for `caller`) for its releases.
     pub fn join(&self, key: &str, ttl: Duration, caller: Option<Caller>) -> Ticket {
         let wakes = self.store.wakes();
+        let owner = Some(self.owner.clone());
         if self.fair {
-            return wakes.join_fair(&self.redis_key(key), ttl);
+            return wakes.join_fair(&self.redis_key(key), ttl, owner);
         }
-        wakes.join_as(&self.redis_key(key), ttl, caller)
+        wakes.join_as(&self.redis_key(key), ttl, caller, owner)
     }
 
     /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and
@@ -717,7 +734,7 @@ impl Locker {
         }
         let pause = tokio::select! {
             _ = ticket.woken() => Pause::Woken,
-            result = sleep(left, cancel) => {
+            result = self.sleep(left, cancel) => {
                 result?;
                 match () {
                     _ if beat => Pause::Woken,
@@ -850,18 +867,26 @@ enum Pause {
     Granted(Lease),
 }
 
-fn check(cancel: &CancellationToken) -> Result<(), LockError> {
-    if cancel.is_cancelled() {
-        Err(LockError::Aborted)
-    } else {
-        Ok(())
+impl Locker {
+    /// The caller gave up, or its owner went away.
+    fn is_cancelled(&self, cancel: &CancellationToken) -> bool {
+        cancel.is_cancelled() || self.owner.is_gone()
     }
-}
 
-async fn sleep(delay: Duration, cancel: &CancellationToken) -> Result<(), LockError> {
-    tokio::select! {
-        _ = tokio::time::sleep(delay) => Ok(()),
-        _ = cancel.cancelled() => Err(LockError::Aborted),
+    fn check(&self, cancel: &CancellationToken) -> Result<(), LockError> {
+        if self.is_cancelled(cancel) {
+            Err(LockError::Aborted)
+        } else {
+            Ok(())
+        }
+    }
+
+    async fn sleep(&self, delay: Duration, cancel: &CancellationToken) -> Result<(), LockError> {
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => Ok(()),
+            _ = cancel.cancelled() => Err(LockError::Aborted),
+            _ = self.owner.gone() => Err(LockError::Aborted),
+        }
     }
 }
 

@@ -101,6 +101,12 @@ impl Schedule {
         (id, at)
     }
 
+    /// Every entry, for a pass over the whole table (rare: an owner's end).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut Entry)> {
+        self.visited += self.entries.len() as u64;
+        self.entries.iter_mut()
+    }
+
     /// Takes entry `id` out: its queued pairs are left to be dropped when they come up.
     pub fn remove(&mut self, id: u64) -> Option<Entry> {
         self.visited += 1;

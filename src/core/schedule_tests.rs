@@ -156,7 +156,7 @@ fn the_stall_guard_gives_a_lock_up_once_the_heartbeat_is_too_old() {
     };
     let limits = Limits {
         stall: Some((heartbeat, Duration::from_millis(300))),
-        hold_until: None,
+        ..Limits::default()
     };
     let sink: Arc<dyn Sink> = Arc::new(Quiet);
     let mut schedule = Schedule::default();

@@ -9,6 +9,7 @@
 use super::keys;
 use super::lease::Lease;
 use super::lent::Lends;
+use super::owner::Owner;
 use super::store::Store;
 use super::sync::lock;
 use std::collections::{HashMap, VecDeque};
@@ -81,6 +82,9 @@ struct Waiter {
     fair: bool,
     /// It has a place in the fair lock's line, to give up when it stops waiting.
     in_line: AtomicBool,
+    /// On whose behalf it waits: once that owner is gone, nobody is handed the lock through
+    /// it, and its wait ends (see owner.rs).
+    owner: Option<Owner>,
 }
 
 /// The caller of a wait, as the binding knows it: a call (`id`) of one JS thread
@@ -96,7 +100,13 @@ pub struct Caller {
 }
 
 impl Waiter {
-    fn new(ttl: Duration, caller: Option<Caller>, seq: u64, fair: bool) -> Self {
+    fn new(
+        ttl: Duration,
+        caller: Option<Caller>,
+        seq: u64,
+        fair: bool,
+        owner: Option<Owner>,
+    ) -> Self {
         Waiter {
             notify: Notify::new(),
             woken: AtomicBool::new(false),
@@ -108,7 +118,13 @@ impl Waiter {
             seq,
             fair,
             in_line: AtomicBool::new(false),
+            owner,
         }
+    }
+
+    /// Its owner ended: whatever its wait would win goes to the next in line.
+    fn is_orphaned(&self) -> bool {
+        self.owner.as_ref().is_some_and(Owner::is_gone)
     }
 }
 
@@ -183,23 +199,29 @@ impl Wakes {
     /// Queues a waiter for `lock_key` (wanting it for `ttl`), behind those of this
     /// connection already waiting.
     pub fn join(self: &Arc<Self>, lock_key: &[u8], ttl: Duration) -> Ticket {
-        self.join_as(lock_key, ttl, None)
+        self.join_as(lock_key, ttl, None, None)
     }
 
-    /// As `join`, for `caller` (see `Caller`).
+    /// As `join`, for `caller` (see `Caller`), on behalf of `owner`.
     pub fn join_as(
         self: &Arc<Self>,
         lock_key: &[u8],
         ttl: Duration,
         caller: Option<Caller>,
+        owner: Option<Owner>,
     ) -> Ticket {
-        self.join_with(lock_key, ttl, caller, false)
+        self.join_with(lock_key, ttl, caller, false, owner)
     }
 
     /// Queues a waiter for a fair lock: it is woken by name when its turn in the lock's line
     /// comes, and a release of ours never hands it the lock out of turn.
-    pub fn join_fair(self: &Arc<Self>, lock_key: &[u8], ttl: Duration) -> Ticket {
-        self.join_with(lock_key, ttl, None, true)
+    pub fn join_fair(
+        self: &Arc<Self>,
+        lock_key: &[u8],
+        ttl: Duration,
+        owner: Option<Owner>,
+    ) -> Ticket {
+        self.join_with(lock_key, ttl, None, true, owner)
     }
 
     fn join_with(
@@ -208,9 +230,10 @@ impl Wakes {
         ttl: Duration,
         caller: Option<Caller>,
         fair: bool,
+        owner: Option<Owner>,
     ) -> Ticket {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let waiter = Arc::new(Waiter::new(ttl, caller, seq, fair));
+        let waiter = Arc::new(Waiter::new(ttl, caller, seq, fair, owner));
         let name = channel(lock_key);
         let mut channels = lock(&self.channels);
         let entry = channels.entry(name.clone()).or_insert_with(|| Channel {
@@ -278,11 +301,13 @@ impl Wakes {
     }
 
     /// Picks the waiter a release of ours hands the lock to: the first in request order that
-    /// is neither woken (about to try on its own) nor already being handed one.
+    /// is neither woken (about to try on its own) nor already being handed one, and whose
+    /// owner is still there.
     pub fn reserve(&self, channel: &[u8]) -> Option<Reservation> {
         self.with(channel, |entry| {
             let waiter = entry.waiters.iter().find(|waiter| {
                 !waiter.fair
+                    && !waiter.is_orphaned()
                     && !waiter.woken.load(Ordering::Acquire)
                     && !waiter.reserved.swap(true, Ordering::AcqRel)
             })?;
@@ -294,12 +319,13 @@ impl Wakes {
     }
 
     /// The handoff to `to` happened: it holds `lease` now. The lease comes back when the
-    /// waiter left meanwhile (timed out, cancelled): the caller frees it.
+    /// waiter left meanwhile (timed out, cancelled, its owner gone): the caller frees it.
     #[must_use]
     pub fn grant(&self, channel: &[u8], to: Reservation, lease: Lease) -> Option<Lease> {
         let mut channels = lock(&self.channels);
         let entry = channels
             .get_mut(channel)
+            .filter(|_| !to.waiter.is_orphaned())
             .filter(|entry| entry.waiters.iter().any(|w| Arc::ptr_eq(w, &to.waiter)));
         let Some(entry) = entry else {
             return Some(lease);
@@ -413,11 +439,13 @@ impl Wakes {
     }
 }
 
-/// Wakes the first waiter not already woken (or being handed the lock); `false` when there
-/// is none.
+/// Wakes the first waiter not already woken (or being handed the lock), whose owner is
+/// still there; `false` when there is none.
 fn wake_next(entry: &mut Channel) -> bool {
     let next = entry.waiters.iter().find(|waiter| {
-        !waiter.reserved.load(Ordering::Acquire) && !waiter.woken.swap(true, Ordering::AcqRel)
+        !waiter.reserved.load(Ordering::Acquire)
+            && !waiter.is_orphaned()
+            && !waiter.woken.swap(true, Ordering::AcqRel)
     });
     if let Some(next) = next {
         next.notify.notify_one();

@@ -161,3 +161,37 @@ async fn taking_a_grant_uses_its_wake_so_leaving_passes_nothing_on() {
         "the holder's leaving woke the next waiter for nothing"
     );
 }
+
+#[tokio::test]
+async fn a_waiter_whose_owner_ended_is_neither_handed_the_lock_nor_woken() {
+    let wakes = Arc::new(Wakes::default());
+    let owner = Owner::new();
+    let orphaned = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
+    let live = wakes.join_as(LOCK, TTL, None, Some(Owner::new()));
+    let _ending = owner.end();
+    let to = wakes.reserve(&channel(LOCK)).expect("a live waiter");
+    assert!(Arc::ptr_eq(&to.waiter, &live.waiter));
+    drop(to);
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
+    assert!(is_woken(&live).await);
+    assert!(!is_woken(&orphaned).await);
+}
+
+#[tokio::test]
+async fn a_lock_handed_to_a_waiter_whose_owner_ended_comes_back() {
+    let wakes = Arc::new(Wakes::default());
+    let owner = Owner::new();
+    let waiter = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
+    let to = wakes.reserve(&channel(LOCK)).expect("the waiter");
+    let _ending = owner.end();
+    let lease = Lease::new(
+        "job".into(),
+        LOCK.to_vec(),
+        "t".into(),
+        1,
+        Stamp::now(),
+        TTL,
+    );
+    assert!(wakes.grant(&channel(LOCK), to, lease).is_some());
+    assert!(waiter.take_grant().is_none());
+}

@@ -4,6 +4,8 @@
 //! Redis confirms one, is reported lost at once; the watchdog never waits past a deadline.
 
 use super::error::LockError;
+use super::forsaken::Orphan;
+use super::owner::Owner;
 use super::schedule::Schedule;
 use super::scripts;
 use super::store::Store;
@@ -157,6 +159,32 @@ impl Watchdog {
         self.store.ensure_scripts(timeout).await
     }
 
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Stops keeping every lock of `owner` alive and hands back those to be released (not
+    /// those left to their TTL, see `Limits::outlives_owner`).
+    pub(crate) fn forsake(&self, owner: &Owner) -> Vec<Orphan> {
+        let mut state = lock(&self.state);
+        let ids: Vec<u64> = state
+            .entries
+            .iter_mut()
+            .filter(|(_, entry)| entry.is_owned_by(owner))
+            .map(|(id, _)| id)
+            .collect();
+        let orphans: Vec<Orphan> = ids
+            .into_iter()
+            .filter_map(|id| state.entries.remove(id))
+            .filter(|entry| !entry.outlives_owner())
+            .map(|entry| entry.into_orphan(&self.clock))
+            .collect();
+        drop(state);
+        // Lets the scheduler exit now when those were its last locks.
+        self.wake.notify_one();
+        orphans
+    }
+
     /// Stops keeping lock `id` alive (a no-op when it is not watched any more).
     ///
     /// Called on the JavaScript thread for every release: it only frees the slot, and wakes
@@ -200,7 +228,8 @@ impl Watchdog {
 
     /// Starts keeping `target` alive; the answer names it for `stop` (never 0). `sent` is
     /// when the request that last set its TTL was sent; news goes to `sink` with `tag`.
-    /// Must be called on the runtime (it may start the scheduler task).
+    /// Must be called on the runtime (it may start the scheduler task). The lock of an owner
+    /// that has ended is released instead, and the answer is 0: nobody is left to use it.
     pub fn watch_id(
         self: &Arc<Self>,
         target: Target,
@@ -210,8 +239,19 @@ impl Watchdog {
         tag: u32,
     ) -> u64 {
         let sent = Instant::from_std(sent);
+        let owner = limits.owner.clone();
         let entry = Entry::new(target, &self.clock, sent, limits, sink, tag);
+        let enlisted = owner.as_ref().is_none_or(|owner| owner.enlist(self));
         let mut state = lock(&self.state);
+        // Checked under the table's lock: an owner ending now either finds the entry in the
+        // table or is seen gone here (see Owner::end).
+        if !enlisted || owner.as_ref().is_some_and(Owner::is_gone) {
+            drop(state);
+            if !entry.outlives_owner() {
+                tokio::spawn(entry.into_orphan(&self.clock).release(self.store.clone()));
+            }
+            return 0;
+        }
         let (id, at) = state.entries.insert(entry, &self.clock);
         if !state.running {
             state.running = true;

@@ -10,10 +10,13 @@
 
 use super::clock::validity;
 use super::error::LockError;
+use super::forsaken::Orphan;
+use super::owner::Owner;
 use super::pages::Pages;
 use super::scripts;
 use super::watchdog::{Confirmed, Heartbeat, Sink};
 use redis::Cmd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -75,6 +78,11 @@ pub struct Limits {
     pub stall: Option<(Arc<Heartbeat>, Duration)>,
     /// Stop refreshing at this moment, whatever happens.
     pub hold_until: Option<Instant>,
+    /// Whose lock it is: when the owner ends, the lock is released (see owner.rs).
+    pub owner: Option<Owner>,
+    /// Set by then, the owner's end only stops the refreshes and leaves the lock to its TTL:
+    /// its holder let its process exit while holding it (ExclusiveLock's `unref()`).
+    pub outlives_owner: Option<Arc<AtomicBool>>,
 }
 
 /// Key and token bytes kept in the slot up to this many: a 60-byte key with a UUID token.
@@ -126,6 +134,8 @@ pub struct Entry {
     /// `u64::MAX` when there is none.
     hold_until: u64,
     stall: Option<(Arc<Heartbeat>, u32)>,
+    owner: Option<Owner>,
+    outlives_owner: Option<Arc<AtomicBool>>,
     pub sink: Arc<dyn Sink>,
     pub tag: u32,
     pub in_flight: bool,
@@ -161,6 +171,8 @@ impl Entry {
             next_due: clock.ms(sent + target.every),
             hold_until: limits.hold_until.map_or(u64::MAX, |at| clock.ms(at)),
             stall: limits.stall.map(|(heartbeat, max)| (heartbeat, ms32(max))),
+            owner: limits.owner,
+            outlives_owner: limits.outlives_owner,
             sink,
             tag,
             in_flight: false,
@@ -183,6 +195,28 @@ impl Entry {
 
     pub fn ttl_ms(&self) -> u32 {
         self.ttl_ms
+    }
+
+    pub fn is_owned_by(&self, owner: &Owner) -> bool {
+        self.owner.as_ref().is_some_and(|own| own.same(owner))
+    }
+
+    /// Whether its owner's end leaves it to its TTL instead of releasing it.
+    pub fn outlives_owner(&self) -> bool {
+        self.outlives_owner
+            .as_ref()
+            .is_some_and(|outlives| outlives.load(Ordering::Relaxed))
+    }
+
+    /// The lock as its owner's end leaves it: to be released (see forsaken.rs).
+    pub fn into_orphan(self, clock: &Clock) -> Orphan {
+        Orphan {
+            key: self.key().to_vec(),
+            name: self.name(),
+            token: String::from_utf8_lossy(self.token()).into_owned(),
+            deadline: clock.at(self.deadline).into_std(),
+            pair: self.pair,
+        }
     }
 
     /// One key holding its token, refreshed with others in one call (see refresh_many.lua);

@@ -130,12 +130,17 @@ pub fn retire(shared: &Rc<Shared>) {
     }
 }
 
-/// Closes every connection of this thread (its JS environment is going away).
+/// Closes every connection of this thread (its JS environment is going away). Nobody is
+/// left to hear an answer: a lock an attempt in flight may have won is freed, and a
+/// release in flight goes again through tokio (see `Work::orphaned`).
 pub fn close_all() {
     let all = LIVE.with(|live| live.borrow().clone());
     for shared in all {
         if let Ok(mut conn) = shared.try_borrow_mut() {
-            conn.pending.clear();
+            let completer = conn.completer.clone();
+            for call in std::mem::take(&mut conn.pending) {
+                call.work.orphaned(call.id, &completer);
+            }
         }
         close(&shared);
     }

@@ -55,24 +55,12 @@ thread_local! {
     /// By the addresses of the store they serve and of their JS thread's state (both kept
     /// alive by the link).
     static LINKS: RefCell<HashMap<(usize, usize), Weak<Link>>> = RefCell::new(HashMap::new());
-    static CLEANUP_REGISTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Closes this thread's connections when its JS environment goes away.
-///
-/// # Safety
-/// On the JS thread of `env`.
-pub unsafe fn register_cleanup(env: napi::sys::napi_env) {
-    if !CLEANUP_REGISTERED.with(|done| done.replace(true)) {
-        napi::sys::napi_add_env_cleanup_hook(env, Some(cleanup), std::ptr::null_mut());
-    }
-}
-
-unsafe extern "C" fn cleanup(_arg: *mut std::ffi::c_void) {
-    let _ = std::panic::catch_unwind(|| {
-        connection::close_all();
-        LINKS.with(|links| links.borrow_mut().clear());
-    });
+/// Closes this thread's connections: its JS environment is going away (see teardown.rs).
+pub fn close_thread() {
+    connection::close_all();
+    LINKS.with(|links| links.borrow_mut().clear());
 }
 
 fn enabled() -> bool {

@@ -195,6 +195,17 @@ impl Work {
         }
     }
 
+    /// The JS environment is going away with this call unanswered: an attempt that may
+    /// have won is freed, and a release (or handover) goes again through tokio, so the lock
+    /// does not wait for its TTL. Nobody hears of either.
+    pub fn orphaned(self, id: u32, completer: &Completer) {
+        match self {
+            Work::Acquire { .. } => self.abandon(),
+            Work::Release { .. } | Work::Handoff(_) => self.hand_over(id, None, completer),
+            Work::Exists { .. } | Work::Forget => {}
+        }
+    }
+
     /// The connection is gone with this call unanswered and its caller already told of the
     /// timeout: an attempt that may have won, or a waiter's token a handover may have set,
     /// is freed through tokio.

@@ -1,0 +1,332 @@
+'use strict'
+
+// A JS environment that goes away (a worker thread terminated, the main thread at its end or
+// at process.exit()) takes its waits and its kept-alive locks with it: a terminated waiter
+// never wins the lock (by poll or by a handover from a release of this process) for a thread
+// that no longer exists, and a lock it held with auto-refresh is released at once and never
+// refreshed again. The waiters queued behind it get the lock as soon as its holder releases it.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { once } = require('node:events')
+const { spawn } = require('node:child_process')
+const { Worker } = require('node:worker_threads')
+const Redis = require('ioredis')
+const { startRedis } = require('./helpers/redis-server')
+const { ownerKey } = require('./helpers/keys')
+
+// maestro's configuration is read once, at load (in this thread and in each worker).
+for (const name of Object.keys(process.env)) if (name.startsWith('MO_')) delete process.env[name]
+const { DistributedLock } = require('..')
+const DistributedLockService = require('../maestro')
+
+const ROOT = JSON.stringify(require.resolve('..'))
+const MAESTRO = JSON.stringify(require.resolve('../maestro'))
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+// How long a queued waiter may take to get a released lock; far below every TTL and stall
+// budget here (10 s and more), so only a handover or wake-up can meet it.
+const PROMPT_MS = 1000
+
+const unhandled = []
+process.on('unhandledRejection', (reason) => unhandled.push(reason))
+
+let server
+let probe
+const services = new Set() // held DistributedLockServices keep the process alive
+const workers = new Set()
+
+before(async () => {
+  server = await startRedis()
+  probe = new Redis(server.port, { lazyConnect: true })
+  await probe.connect()
+})
+
+after(async () => {
+  for (const worker of workers) await worker.terminate()
+  for (const service of services) await service.release().catch(() => {})
+  probe?.disconnect()
+  await server?.close()
+  assert.deepEqual(unhandled, [])
+})
+
+/** A worker running `body` (an async function's body, with `url`, `key`, `post` and the package). */
+function startWorker(body, data) {
+  const source = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { DistributedLock, ExclusiveLock } = require(${ROOT})
+    const DistributedLockService = require(${MAESTRO})
+    const { url, key } = workerData
+    const post = (message) => parentPort.postMessage(message)
+    ;(async () => { ${body} })().catch((err) => post({ error: String(err?.stack ?? err) }))
+  `
+  const worker = new Worker(source, { eval: true, workerData: { url: server.url, ...data } })
+  workers.add(worker)
+  const messages = []
+  worker.on('message', (message) => messages.push(message))
+  worker.once('exit', () => workers.delete(worker))
+  return { worker, messages }
+}
+
+/** The worker's next message. */
+async function message(worker) {
+  const [received] = await once(worker, 'message')
+  if (received?.error) throw new Error(`worker failed: ${received.error}`)
+  return received
+}
+
+async function terminate(worker) {
+  await worker.terminate()
+  workers.delete(worker)
+}
+
+/** Resolves with how long `promise` took, with its value. */
+async function timed(promise) {
+  const start = performance.now()
+  const value = await promise
+  return { value, ms: performance.now() - start }
+}
+
+/** Resolves once `check()` is true, or after `ms` with its last answer. */
+async function eventually(check, ms) {
+  const deadline = performance.now() + ms
+  for (;;) {
+    if (await check()) return true
+    if (performance.now() >= deadline) return false
+    await sleep(20)
+  }
+}
+
+test('a terminated worker waiting with autoRefresh never gets the lock: the waiter behind it does, promptly', async () => {
+  const key = 'exit:wait:auto'
+  const lock = new DistributedLock(server.url)
+  const holder = await lock.acquire(key, 20_000)
+  const { worker, messages } = startWorker(
+    `
+      const lock = new DistributedLock(url)
+      const waiting = lock.waitForLock(key, 60_000, 10_000, { autoRefresh: true })
+      post('waiting')
+      const handle = await waiting
+      post({ won: handle.token ?? 'a watched handle' })
+    `,
+    { key },
+  )
+  assert.equal(await message(worker), 'waiting')
+  await sleep(200)
+  const behind = lock.waitForLock(key, 8000, 10_000)
+  await terminate(worker)
+  await holder.release()
+  const { value: handle, ms } = await timed(behind)
+  assert.ok(ms < PROMPT_MS, `the waiter behind got the lock after ${Math.round(ms)} ms`)
+  assert.equal(await probe.get(`lock:${key}`), handle.token)
+  // Nothing took it from the waiter since, and the worker never heard of a win.
+  await sleep(300)
+  assert.equal(await probe.get(`lock:${key}`), handle.token)
+  assert.deepEqual(messages, ['waiting'])
+  await handle.release()
+})
+
+test('a terminated worker waiting without autoRefresh leaves the lock to the waiter behind it', async () => {
+  const key = 'exit:wait:plain'
+  const lock = new DistributedLock(server.url)
+  const holder = await lock.acquire(key, 20_000)
+  const { worker } = startWorker(
+    `
+      const lock = new DistributedLock(url)
+      const waiting = lock.waitForLock(key, 60_000, 10_000)
+      post('waiting')
+      await waiting
+      post('won')
+    `,
+    { key },
+  )
+  assert.equal(await message(worker), 'waiting')
+  await sleep(200)
+  const behind = lock.waitForLock(key, 8000, 10_000)
+  await terminate(worker)
+  await holder.release()
+  const { value: handle, ms } = await timed(behind)
+  assert.ok(ms < PROMPT_MS, `the waiter behind got the lock after ${Math.round(ms)} ms`)
+  assert.equal(await probe.get(`lock:${key}`), handle.token)
+  await handle.release()
+})
+
+test("a terminated worker's DistributedLockService wait ends: the service waiting behind it gets the lock", async () => {
+  const key = 'exit:service'
+  const holder = new DistributedLockService(key, 10_000, server.url)
+  services.add(holder)
+  assert.equal(await holder.acquire(), true)
+  const { worker, messages } = startWorker(
+    `
+      const service = new DistributedLockService(key, 10_000, url)
+      const won = service.acquire(undefined, 60_000)
+      post('waiting')
+      post({ won: await won })
+    `,
+    { key },
+  )
+  assert.equal(await message(worker), 'waiting')
+  // Its first attempt failed and it waits in the native queue.
+  await sleep(300)
+  const behind = new DistributedLockService(key, 10_000, server.url)
+  services.add(behind)
+  const waiting = behind.acquire(undefined, 8000)
+  await sleep(100)
+  await terminate(worker)
+  assert.equal(await holder.release(), true)
+  const { value: won, ms } = await timed(waiting)
+  assert.equal(won, true)
+  assert.ok(ms < PROMPT_MS, `the service behind got the lock after ${Math.round(ms)} ms`)
+  assert.equal(await probe.get(key), behind.lockValue)
+  assert.deepEqual(messages, ['waiting'])
+  assert.equal(await behind.release(), true)
+})
+
+test('a worker terminated while it holds an autoRefresh lock releases it, and nothing refreshes it again', async () => {
+  const key = 'exit:held:auto'
+  const { worker } = startWorker(
+    `
+      const lock = new DistributedLock(url)
+      const handle = await lock.acquire(key, 3000, { autoRefresh: true })
+      // A DistributedLock handle does not keep a thread alive: this does, until terminated.
+      setInterval(() => {}, 1000)
+      post({ token: handle.token })
+    `,
+    { key },
+  )
+  const { token } = await message(worker)
+  assert.equal(await probe.get(`lock:${key}`), token)
+  // Past a refresh or two: the hold is live.
+  await sleep(1200)
+  assert.equal(await probe.get(`lock:${key}`), token)
+  await terminate(worker)
+  assert.ok(
+    await eventually(async () => (await probe.exists(`lock:${key}`)) === 0, 500),
+    'the lock outlived its terminated holder',
+  )
+  // Put the token back with a long TTL: a refresh of it would set its TTL back to 3 s.
+  await probe.set(`lock:${key}`, token, 'PX', 60_000)
+  await sleep(2500)
+  const ttl = await probe.pttl(`lock:${key}`)
+  assert.ok(ttl > 50_000, `the lock was refreshed after its holder was gone (PTTL ${ttl})`)
+  await probe.del(`lock:${key}`)
+})
+
+test('a worker terminated while it holds an ExclusiveLock releases it', async () => {
+  const { worker } = startWorker(
+    `
+      const lock = new ExclusiveLock({ cache_connection: url, name: 'exit-exclusive', lock_ttl_ms: 3000, lock_refresh_ms: 1000 })
+      if (!(await lock.acquire())) throw new Error('not acquired')
+      post({ key: lock.key })
+    `,
+    {},
+  )
+  const { key } = await message(worker)
+  assert.equal(await probe.exists(key), 1)
+  assert.equal(await probe.exists(ownerKey(key)), 1)
+  await terminate(worker)
+  assert.ok(
+    await eventually(async () => (await probe.exists(key, ownerKey(key))) === 0, 500),
+    'the ExclusiveLock outlived its terminated holder',
+  )
+})
+
+test("a terminated worker's unref()ed ExclusiveLock is left to its TTL, as the original's, and not refreshed", async () => {
+  const { worker } = startWorker(
+    `
+      const lock = new ExclusiveLock({ cache_connection: url, name: 'exit-unref', lock_ttl_ms: 3000, lock_refresh_ms: 500 })
+      if (!(await lock.acquire())) throw new Error('not acquired')
+      lock.unref()
+      setInterval(() => {}, 1000)
+      post({ key: lock.key })
+    `,
+    {},
+  )
+  const { key } = await message(worker)
+  await terminate(worker)
+  const left = await probe.pttl(key)
+  assert.ok(left > 0, 'the unref()ed lock was deleted with its thread')
+  // Past two refresh periods: a refresh would have set its TTL back to 3 s.
+  await sleep(1200)
+  const later = await probe.pttl(key)
+  assert.ok(later > 0 && later <= left - 1000, `refreshed after its thread was gone (PTTL ${left} then ${later})`)
+  await probe.del(key, ownerKey(key))
+})
+
+/** Runs `source` in a child node process (argv[1] is the server's URL); resolves with its exit. */
+async function runChild(source) {
+  const child = spawn(process.execPath, ['-e', source, server.url], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  let ending = null
+  child.stdout.on('data', (chunk) => {
+    stdout += chunk
+    if (ending === null && stdout.startsWith('ending')) ending = performance.now()
+  })
+  child.stderr.on('data', (chunk) => (stderr += chunk))
+  const exited = once(child, 'exit')
+  // Well below the TTLs (10 s and more) and stall budgets (30 s) here, which are how long a
+  // lock won for a dead waiter, or kept alive for it, would hold the process's locks up.
+  const timer = setTimeout(() => child.kill('SIGKILL'), 8000)
+  const [code, signal] = await exited
+  clearTimeout(timer)
+  assert.equal(signal, null, `the child did not exit on its own; stdout ${stdout}; stderr ${stderr}`)
+  assert.equal(code, 0, `stderr: ${stderr}`)
+  assert.ok(ending !== null, `stdout: ${stdout}`)
+  const lingered = performance.now() - ending
+  assert.ok(lingered < 3000, `the child exited ${Math.round(lingered)} ms after its main thread ended`)
+}
+
+test('the process exits promptly after such a worker, and a lock its main thread kept alive is released at exit', async () => {
+  await runChild(`
+    const { Worker } = require('node:worker_threads')
+    const { once } = require('node:events')
+    const { DistributedLock } = require(${ROOT})
+    const url = process.argv[1]
+    ;(async () => {
+      const lock = new DistributedLock(url)
+      const holder = await lock.acquire('exit:process:held', 20_000)
+      const worker = new Worker(\`
+        const { parentPort, workerData } = require('node:worker_threads')
+        const { DistributedLock } = require(${ROOT})
+        const lock = new DistributedLock(workerData)
+        lock.waitForLock('exit:process:held', 60_000, 10_000, { autoRefresh: true }).then(() => parentPort.postMessage('won'))
+        lock.acquire('exit:process:worker', 10_000, { autoRefresh: true }).then(() => parentPort.postMessage('holding'))
+      \`, { eval: true, workerData: url })
+      const [first] = await once(worker, 'message')
+      if (first !== 'holding') throw new Error('worker said ' + first)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      await worker.terminate()
+      await holder.release()
+      await lock.acquire('exit:process:main', 20_000, { autoRefresh: true })
+      console.log('ending')
+    })().catch((err) => { console.error(err); process.exitCode = 2 })
+  `)
+  // Every lock is gone, none by its TTL (10 s and more): the worker's held one (released as it
+  // was terminated), the one it waited for (released by the main thread, never won by the dead
+  // waiter), and the main thread's own kept-alive one (released at exit).
+  const keys = ['exit:process:worker', 'exit:process:held', 'exit:process:main'].map((k) => `lock:${k}`)
+  assert.equal(await probe.exists(...keys), 0)
+})
+
+test('process.exit() releases the kept-alive locks of the main thread and of its running workers', async () => {
+  await runChild(`
+    const { Worker } = require('node:worker_threads')
+    const { once } = require('node:events')
+    const { DistributedLock } = require(${ROOT})
+    const url = process.argv[1]
+    ;(async () => {
+      const lock = new DistributedLock(url)
+      const worker = new Worker(\`
+        const { parentPort, workerData } = require('node:worker_threads')
+        const { DistributedLock } = require(${ROOT})
+        const lock = new DistributedLock(workerData)
+        setInterval(() => {}, 1000)
+        lock.acquire('exit:call:worker', 10_000, { autoRefresh: true }).then(() => parentPort.postMessage('holding'))
+      \`, { eval: true, workerData: url })
+      await once(worker, 'message')
+      await lock.acquire('exit:call:main', 20_000, { autoRefresh: true })
+      console.log('ending')
+      process.exit(0)
+    })().catch((err) => { console.error(err); process.exitCode = 2 })
+  `)
+  assert.equal(await probe.exists('lock:exit:call:main', 'lock:exit:call:worker'), 0)
+})

@@ -1,0 +1,107 @@
+//! On whose behalf waits run and locks are held. The binding makes one owner per JS
+//! environment (the main thread, each worker thread) and ends it when that environment goes
+//! away: nobody is left to take what a wait would win, to release what is held, or to hear
+//! that a refresh failed. The core knows nothing more of it than this handle.
+//!
+//! Ending an owner ends its waits (their tickets leave the wake tables, and no release hands
+//! them a lock meanwhile, see wake.rs), stops the refreshes of its locks and releases them,
+//! and makes any lock one of its calls wins from then on be released instead of handed out.
+
+use super::forsaken::Orphan;
+use super::store::Store;
+use super::sync::lock;
+use super::watchdog::Watchdog;
+use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Clone)]
+pub struct Owner(Arc<Inner>);
+
+struct Inner {
+    gone: CancellationToken,
+    /// Every watchdog that kept a lock alive for this owner; `None` once it ended.
+    watchdogs: Mutex<Option<Vec<Weak<Watchdog>>>>,
+}
+
+impl Default for Owner {
+    fn default() -> Self {
+        Owner::new()
+    }
+}
+
+impl Owner {
+    /// An owner that lives until `end` is called (or forever: plain core users never end
+    /// theirs).
+    pub fn new() -> Owner {
+        Owner(Arc::new(Inner {
+            gone: CancellationToken::new(),
+            watchdogs: Mutex::new(Some(Vec::new())),
+        }))
+    }
+
+    /// Whether `end` was called.
+    pub fn is_gone(&self) -> bool {
+        self.0.gone.is_cancelled()
+    }
+
+    /// Resolves once the owner has ended.
+    pub async fn gone(&self) {
+        self.0.gone.cancelled().await
+    }
+
+    pub(crate) fn same(&self, other: &Owner) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Remembers `watchdog` as keeping a lock of this owner alive, so `end` finds it there.
+    /// `false` once the owner ended: the lock must not be watched, but released.
+    pub(crate) fn enlist(&self, watchdog: &Arc<Watchdog>) -> bool {
+        let mut watchdogs = lock(&self.0.watchdogs);
+        let Some(list) = watchdogs.as_mut() else {
+            return false;
+        };
+        if !list
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(watchdog)))
+        {
+            list.retain(|w| w.strong_count() > 0);
+            list.push(Arc::downgrade(watchdog));
+        }
+        true
+    }
+
+    /// Ends the owner: its waits stop at once (each leaves its wake table as it ends), and
+    /// the locks kept alive for it are taken off their watchdogs now. The answer releases
+    /// them (run it on the runtime); it completes once Redis answered every release, or
+    /// each release's bound passed (see forsaken.rs). Later calls find nothing left to do.
+    pub fn end(&self) -> impl Future<Output = ()> + Send + 'static {
+        let enlisted = {
+            let mut watchdogs = lock(&self.0.watchdogs);
+            // Under the list's lock, with the list taken: a watch started from now on finds
+            // the owner gone (see `enlist`), and one started before is in the list.
+            self.0.gone.cancel();
+            watchdogs.take().unwrap_or_default()
+        };
+        let orphans: Vec<(Arc<Store>, Orphan)> = enlisted
+            .iter()
+            .filter_map(Weak::upgrade)
+            .flat_map(|watchdog| {
+                let store = watchdog.store().clone();
+                watchdog
+                    .forsake(self)
+                    .into_iter()
+                    .map(move |orphan| (store.clone(), orphan))
+            })
+            .collect();
+        async move {
+            let releases: Vec<_> = orphans
+                .into_iter()
+                .map(|(store, orphan)| tokio::spawn(orphan.release(store)))
+                .collect();
+            for release in releases {
+                let _ignored = release.await;
+            }
+        }
+    }
+}
