@@ -112,14 +112,15 @@ describe('mutual exclusion across processes', () => {
   test(`${PROCESSES} processes x ${ITERATIONS} locked read-modify-writes lose no update`, async () => {
     const { counter, reports } = await runIncrementers('locked', 'lock')
     assert.equal(counter, PROCESSES * ITERATIONS)
-    // Every critical section had its own fencing token, and none was lost between them: each
-    // acquisition draws two (its own, and the next, kept for a handover to a waiter of its
-    // process; one worker per process here, so none is handed over).
+    // Every critical section had its own fencing token: each acquisition draws two (its own,
+    // and the next, kept for a handover to a waiter of its process), and a waiter's first
+    // attempt, a transaction, draws two even when it finds the lock held: strictly
+    // increasing, not gap-free.
     const fences = reports.flatMap((r) => r.fences).map(Number)
     reports.forEach((r) => assert.equal(r.fences.length, ITERATIONS))
     assert.equal(new Set(fences).size, PROCESSES * ITERATIONS, 'fencing tokens are unique')
     const sorted = [...fences].sort((a, b) => a - b)
-    assert.equal(sorted[sorted.length - 1] - sorted[0], 2 * (PROCESSES * ITERATIONS - 1))
+    assert.ok(sorted.every((f, i) => i === 0 || f - sorted[i - 1] >= 2), 'two fences drawn per acquisition')
     for (const r of reports) {
       const own = r.fences.map(Number)
       assert.ok(own.every((f, i) => i === 0 || f > own[i - 1]), 'fences increase within a process')

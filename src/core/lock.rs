@@ -846,6 +846,20 @@ pub enum Plan {
     },
 }
 
+impl Plan {
+    /// The bound of an attempt made for this plan: a waiter's never outlives its wait by
+    /// more than a little grace.
+    pub fn attempt_bound(&self, command_timeout: Duration) -> Duration {
+        match self {
+            Plan::Until { deadline, .. } | Plan::Backoff { deadline, .. } => {
+                let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
+                command_timeout.min(left)
+            }
+            Plan::Once | Plan::Retries { .. } => command_timeout,
+        }
+    }
+}
+
 /// How a wait begins: with an attempt of its own, or after a first attempt sent elsewhere
 /// (the JS thread's connection) found the lock held.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -188,13 +188,14 @@ impl Sender {
             // A waiter's attempt also asks the holder's TTL, which ends its first pause.
             let waiting = matches!(mode.plan, Plan::Until { .. } | Plan::Backoff { .. });
             let replies = request.write(out, form, waiting);
+            let bound = mode.plan.attempt_bound(locker.command_timeout());
             let work = Work::Acquire {
                 locker: locker.clone(),
                 request,
                 mode,
                 win,
             };
-            (replies, locker.command_timeout(), work)
+            (replies, bound, work)
         });
     }
 
