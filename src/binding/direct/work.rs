@@ -4,6 +4,7 @@
 
 use super::super::completions::{Completer, Outcome};
 use super::super::distributed_lock::{finish, AutoRefresh};
+use super::exclusive_work::ExclusiveWork;
 use super::handoff::Handoff;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
@@ -65,6 +66,8 @@ pub enum Work {
     Handoff(Box<Handoff>),
     /// Frees a lock won by an attempt whose caller stopped waiting; nobody waits for it.
     Forget,
+    /// ExclusiveLock's acquire() and release() (see exclusive_work.rs).
+    Exclusive(Box<ExclusiveWork>),
 }
 
 /// What the connection does after a reply.
@@ -91,6 +94,9 @@ impl Work {
                 return Next::Elsewhere;
             }
             return handoff.answered(id, reply, completer);
+        }
+        if let Work::Exclusive(work) = self {
+            return work.answered(id, reply, completer);
         }
         let refused = match &self {
             Work::Acquire { .. } => AttemptRequest::needs_script(&reply),
@@ -123,7 +129,7 @@ impl Work {
                 Ok(count) => Outcome::Bool(count > 0),
                 Err(err) => Outcome::Failed(redis::RedisError::from(err).into()),
             }),
-            Work::Forget | Work::Handoff(_) => Next::Elsewhere,
+            Work::Forget | Work::Handoff(_) | Work::Exclusive(_) => Next::Elsewhere,
         }
     }
 
@@ -133,6 +139,9 @@ impl Work {
     pub fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<Work> {
         if let Work::Handoff(handoff) = &self {
             return handoff.answered_late(reply, out).then_some(Work::Forget);
+        }
+        if let Work::Exclusive(work) = self {
+            return work.answered_late(reply, out);
         }
         let Work::Acquire { request, .. } = self else {
             return None;
@@ -148,6 +157,9 @@ impl Work {
     pub fn timed_out(&mut self, bound: Duration) -> Outcome {
         if let Work::Handoff(handoff) = self {
             return handoff.timed_out(bound);
+        }
+        if let Work::Exclusive(work) = self {
+            return work.timed_out(bound);
         }
         let err = LockError::Timeout(format!("no reply within {} ms", bound.as_millis()));
         match self {
@@ -208,6 +220,7 @@ impl Work {
                 failed(locker.is_locked(&key).await.map(Outcome::Bool))
             }),
             Work::Handoff(handoff) => handoff.hand_over(id, completer),
+            Work::Exclusive(work) => work.hand_over(id, left, completer),
             Work::Forget => {}
         }
     }
@@ -223,6 +236,7 @@ impl Work {
                 napi::bindgen_prelude::spawn(async move { locker.abandon(&request).await });
             }
             Work::Handoff(handoff) => handoff.abandon(),
+            Work::Exclusive(work) => work.abandon(),
             _ => {}
         }
     }
