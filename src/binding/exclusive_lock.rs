@@ -1,12 +1,14 @@
 use super::completions::{Completer, NativeCompletions, Outcome};
+use super::direct::{ExclusiveWork, Link, Work};
 use super::error::{to_napi, OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::options::ConnectionOptions;
 use super::promises::JsThread;
 use crate::core::error::LockError;
-use crate::core::exclusive::{Exclusive, ExclusiveSpec, Terms};
+use crate::core::exclusive::{Claim, Exclusive, ExclusiveSpec, Terms};
 use crate::core::lock::DEFAULT_COMMAND_TIMEOUT;
+use crate::core::owner::Owner;
 use crate::core::store::Store;
 use crate::core::sync;
 use crate::core::token::format_fence;
@@ -64,6 +66,64 @@ struct Held {
     watch: Watch,
 }
 
+/// What a won attempt needs to become the hold, prepared on the JS thread by `acquire()`
+/// and used wherever the reply is read (the JS thread's connection or the runtime), so
+/// both start the watchdog alike.
+pub struct Winning {
+    lock: Arc<Exclusive>,
+    held: Arc<Mutex<Option<Held>>>,
+    sink: Arc<dyn Sink>,
+    listener: u32,
+    terms: Terms,
+    stall: Option<(Arc<Heartbeat>, Duration)>,
+    max_hold: Option<Duration>,
+    /// The JS environment whose lock it is (see core::owner).
+    owner: Owner,
+    /// Set by `unref()`: the environment's end leaves the lock to its TTL.
+    unrefed: Arc<AtomicBool>,
+}
+
+impl Winning {
+    pub fn lock(&self) -> &Arc<Exclusive> {
+        &self.lock
+    }
+
+    /// The lock is ours: the watchdog keeps it alive from the moment its request was sent.
+    /// Callable from the JS thread as from the runtime.
+    pub fn hold(self, claim: Claim) -> Outcome {
+        let limits = Limits {
+            stall: self.stall,
+            hold_until: self
+                .max_hold
+                .map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
+            owner: Some(self.owner),
+            outlives_owner: Some(self.unrefed),
+        };
+        let target = self.lock.target(&claim.token, &self.terms);
+        let watchdog = Watchdog::of(self.lock.store());
+        let (sink, listener) = (self.sink, self.listener);
+        let watch = napi::bindgen_prelude::within_runtime_if_available(|| {
+            watchdog.watch(target, claim.sent.at, limits, sink, listener)
+        });
+        *sync::lock(&self.held) = Some(Held {
+            token: claim.token,
+            fence: claim.fence,
+            contents: self.terms.contents,
+            watch,
+        });
+        Outcome::Bool(true)
+    }
+
+    /// The outcome of an attempt, as the promise of `acquire()` settles.
+    pub fn settle(self, attempt: std::result::Result<Option<Claim>, LockError>) -> Outcome {
+        match attempt {
+            Ok(Some(claim)) => self.hold(claim),
+            Ok(None) => Outcome::Bool(false),
+            Err(err) => Outcome::Failed(err),
+        }
+    }
+}
+
 #[napi]
 pub struct NativeExclusiveLock {
     lock: Arc<Exclusive>,
@@ -77,6 +137,8 @@ pub struct NativeExclusiveLock {
     unrefed: Arc<AtomicBool>,
     completer: Completer,
     thread: Rc<JsThread>,
+    /// The JS-thread connection for acquire() and release(), where the endpoint allows one.
+    direct: Option<Rc<Link>>,
 }
 
 #[napi]
@@ -117,7 +179,9 @@ impl NativeExclusiveLock {
             client_key_prefix: options.client_key_prefix.unwrap_or_default(),
         };
         let store = Store::shared(connection.endpoint()?);
+        let (completer, thread) = (completions.completer(), completions.thread().clone());
         Ok(NativeExclusiveLock {
+            direct: Link::of(&store, &thread, &completer),
             lock: Arc::new(Exclusive::new(store, spec, command_timeout)),
             heartbeat: heartbeat.inner.clone(),
             max_stall: (!max_stall.is_zero()).then_some(max_stall),
@@ -125,8 +189,8 @@ impl NativeExclusiveLock {
             held: Arc::new(Mutex::new(None)),
             want_refreshed: Arc::new(AtomicBool::new(false)),
             unrefed: Arc::new(AtomicBool::new(false)),
-            completer: completions.completer(),
-            thread: completions.thread().clone(),
+            completer,
+            thread,
         })
     }
 
@@ -182,34 +246,43 @@ impl NativeExclusiveLock {
         ));
         // A beat now, on the JS thread: the heartbeat may be stale from before this hold.
         self.heartbeat.beat();
-        let limits_stall = self.max_stall.map(|max| (self.heartbeat.clone(), max));
-        let (owner, unrefed) = (self.thread.owner().clone(), self.unrefed.clone());
-        let (lock, held, max_hold) = (self.lock.clone(), self.held.clone(), self.max_hold);
+        let winning = Winning {
+            lock: self.lock.clone(),
+            held: self.held.clone(),
+            sink,
+            listener,
+            terms,
+            stall: self.max_stall.map(|max| (self.heartbeat.clone(), max)),
+            max_hold: self.max_hold,
+            owner: self.thread.owner().clone(),
+            unrefed: self.unrefed.clone(),
+        };
+        // The JS-thread connection only once the scripts are known loaded: the watchdog's
+        // refreshes must be one round trip from the first, which the runtime's path makes
+        // sure of (as DistributedLock's autoRefresh).
+        let sender = self
+            .lock
+            .store()
+            .scripts_ready()
+            .then(|| self.direct.as_ref().and_then(|link| link.sender()))
+            .flatten();
+        if let Some(sender) = sender {
+            let bound = self.lock.command_timeout();
+            sender.send(call.id, move |out, _| {
+                let request = winning.lock().attempt_request(&winning.terms);
+                let replies = request.write(out);
+                let work = ExclusiveWork::Acquire { request, winning };
+                (replies, bound, Work::Exclusive(Box::new(work)))
+            });
+            return Ok(call.promise);
+        }
         self.completer.run(call.id, async move {
-            let watchdog = Watchdog::of(lock.store());
-            if let Err(err) = watchdog.prepare(lock.command_timeout()).await {
+            let watchdog = Watchdog::of(winning.lock().store());
+            if let Err(err) = watchdog.prepare(winning.lock().command_timeout()).await {
                 return Outcome::Failed(err);
             }
-            let claim = match lock.acquire(&terms).await {
-                Ok(Some(claim)) => claim,
-                Ok(None) => return Outcome::Bool(false),
-                Err(err) => return Outcome::Failed(err),
-            };
-            let limits = Limits {
-                stall: limits_stall,
-                hold_until: max_hold.map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
-                owner: Some(owner),
-                outlives_owner: Some(unrefed),
-            };
-            let target = lock.target(&claim.token, &terms);
-            let watch = watchdog.watch(target, claim.sent.at, limits, sink, listener);
-            *sync::lock(&held) = Some(Held {
-                token: claim.token,
-                fence: claim.fence,
-                contents: terms.contents,
-                watch,
-            });
-            Outcome::Bool(true)
+            let attempt = winning.lock().acquire(&winning.terms).await;
+            winning.settle(attempt)
         });
         Ok(call.promise)
     }
@@ -221,18 +294,29 @@ impl NativeExclusiveLock {
         let call = self.thread.call(None)?;
         // Stopped now, on the JS thread: no refresh is sent after this point, and the answer
         // of one already in flight is dropped, so it cannot report our own delete as a loss.
-        let held = sync::lock(&self.held).take();
-        if let Some(held) = &held {
-            held.watch.stop();
+        let Some(held) = sync::lock(&self.held).take() else {
+            self.completer.run(call.id, async { Outcome::Bool(false) });
+            return Ok(call.promise);
+        };
+        held.watch.stop();
+        let (lock, token, contents) = (self.lock.clone(), held.token, held.contents);
+        if let Some(sender) = self.direct.as_ref().and_then(|link| link.sender()) {
+            let bound = lock.command_timeout();
+            sender.send(call.id, move |out, _| {
+                lock.write_release(out, &token, &contents);
+                let work = ExclusiveWork::Release {
+                    lock,
+                    token,
+                    contents,
+                };
+                (1, bound, Work::Exclusive(Box::new(work)))
+            });
+            return Ok(call.promise);
         }
-        let lock = self.lock.clone();
         self.completer.run(call.id, async move {
-            match held {
-                Some(held) => match lock.release(&held.token, &held.contents).await {
-                    Ok(deleted) => Outcome::Bool(deleted),
-                    Err(err) => Outcome::Failed(err),
-                },
-                None => Outcome::Bool(false),
+            match lock.release(&token, &contents).await {
+                Ok(deleted) => Outcome::Bool(deleted),
+                Err(err) => Outcome::Failed(err),
             }
         });
         Ok(call.promise)

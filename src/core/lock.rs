@@ -1131,7 +1131,7 @@ pub fn fence_of(fence: i64) -> Result<u64, LockError> {
 }
 
 /// A reply read outside the redis crate's connection, as that connection would convert it.
-fn typed<T: redis::FromRedisValue>(reply: redis::Value) -> Result<T, LockError> {
+pub(crate) fn typed<T: redis::FromRedisValue>(reply: redis::Value) -> Result<T, LockError> {
     let reply = reply.extract_error()?;
     redis::from_redis_value(reply).map_err(|err| LockError::from(redis::RedisError::from(err)))
 }
@@ -1166,7 +1166,12 @@ pub fn write_handoff(out: &mut Vec<u8>, lease: &Lease, theirs: &str, ttl: Durati
 }
 
 /// `EVALSHA` of `script` with `keys` and `args`.
-fn write_script(out: &mut Vec<u8>, script: &redis::Script, keys: &[&[u8]], args: &[&[u8]]) {
+pub(crate) fn write_script(
+    out: &mut Vec<u8>,
+    script: &redis::Script,
+    keys: &[&[u8]],
+    args: &[&[u8]],
+) {
     let count = resp::decimal(keys.len() as u64);
     let mut parts: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
     parts.extend([

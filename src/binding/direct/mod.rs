@@ -10,9 +10,11 @@
 //! tokio, as a call is replayed there after a dropped connection.
 
 mod connection;
+mod exclusive_work;
 mod handoff;
 mod work;
 
+pub use exclusive_work::ExclusiveWork;
 pub use handoff::{Handoff, Lending};
 pub use work::{Answer, Mode, Work};
 

@@ -4,6 +4,7 @@
 
 use super::super::completions::{Completer, Outcome};
 use super::super::win::Win;
+use super::exclusive_work::ExclusiveWork;
 use super::handoff::Handoff;
 use crate::core::error::LockError;
 use crate::core::lease::Lease;
@@ -44,6 +45,8 @@ pub enum Work {
     Handoff(Box<Handoff>),
     /// Frees a lock won by an attempt whose caller stopped waiting; nobody waits for it.
     Forget,
+    /// ExclusiveLock's acquire() and release() (see exclusive_work.rs).
+    Exclusive(Box<ExclusiveWork>),
 }
 
 /// What a release answers its caller.
@@ -79,6 +82,9 @@ impl Work {
                 return Next::Elsewhere;
             }
             return handoff.answered(id, reply, completer);
+        }
+        if let Work::Exclusive(work) = self {
+            return work.answered(id, reply, completer);
         }
         let refused = match &self {
             Work::Acquire { .. } => AttemptRequest::needs_script(&reply),
@@ -121,7 +127,7 @@ impl Work {
                 Ok(count) => Outcome::Bool(count > 0),
                 Err(err) => Outcome::Failed(redis::RedisError::from(err).into()),
             }),
-            Work::Forget | Work::Handoff(_) => Next::Elsewhere,
+            Work::Forget | Work::Handoff(_) | Work::Exclusive(_) => Next::Elsewhere,
         }
     }
 
@@ -131,6 +137,9 @@ impl Work {
     pub fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<Work> {
         if let Work::Handoff(handoff) = &self {
             return handoff.answered_late(reply, out).then_some(Work::Forget);
+        }
+        if let Work::Exclusive(work) = self {
+            return work.answered_late(reply, out);
         }
         let Work::Acquire { request, .. } = self else {
             return None;
@@ -146,6 +155,9 @@ impl Work {
     pub fn timed_out(&mut self, bound: Duration) -> Outcome {
         if let Work::Handoff(handoff) = self {
             return handoff.timed_out(bound);
+        }
+        if let Work::Exclusive(work) = self {
+            return work.timed_out(bound);
         }
         let err = LockError::Timeout(format!("no reply within {} ms", bound.as_millis()));
         match self {
@@ -191,6 +203,7 @@ impl Work {
                 failed(locker.is_locked(&key).await.map(Outcome::Bool))
             }),
             Work::Handoff(handoff) => handoff.hand_over(id, completer),
+            Work::Exclusive(work) => work.hand_over(id, left, completer),
             Work::Forget => {}
         }
     }
@@ -201,6 +214,7 @@ impl Work {
     pub fn orphaned(self, id: u32, completer: &Completer) {
         match self {
             Work::Acquire { .. } => self.abandon(),
+            Work::Exclusive(work) => work.orphaned(id, completer),
             Work::Release { .. } | Work::Handoff(_) => self.hand_over(id, None, completer),
             Work::Exists { .. } | Work::Forget => {}
         }
@@ -217,6 +231,7 @@ impl Work {
                 napi::bindgen_prelude::spawn(async move { locker.abandon(&request).await });
             }
             Work::Handoff(handoff) => handoff.abandon(),
+            Work::Exclusive(work) => work.abandon(),
             _ => {}
         }
     }

@@ -1,0 +1,214 @@
+'use strict'
+
+// ExclusiveLock's acquire() and release() on the JS-thread connection (src/binding/direct):
+// once it is open they go there, one EVALSHA each (the same scripts as through tokio); what
+// it cannot finish (a connection killed under the call, NOSCRIPT, another Redis error, a
+// silent server) ends exactly as through tokio.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const Redis = require('ioredis')
+const { startRedis } = require('./helpers/redis-server')
+const direct = require('./helpers/direct')
+const { siblingKey } = require('./helpers/keys')
+const ExclusiveLock = require('../exclusive-lock')
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const unhandled = []
+process.on('unhandledRejection', (reason) => unhandled.push(reason))
+
+let server
+let admin
+const locks = new Set()
+
+before(async () => {
+  server = await startRedis()
+  admin = new Redis(server.port, { lazyConnect: true })
+  await admin.connect()
+  await admin.client('SETNAME', 'test-admin')
+})
+
+after(async () => {
+  await Promise.all([...locks].map((lock) => lock.release().catch(() => {})))
+  admin?.disconnect()
+  await server?.close()
+  assert.deepEqual(unhandled, [])
+})
+
+function make(name, opts) {
+  const lock = new ExclusiveLock({ name, cache_connection: server.url, ...opts })
+  lock.on('error', () => {})
+  locks.add(lock)
+  return lock
+}
+
+/** Made with the JS-thread connection turned off: every call goes through tokio. */
+function makeTokioOnly(name) {
+  const saved = process.env.NATIVE_REDIS_LOCK_DIRECT
+  process.env.NATIVE_REDIS_LOCK_DIRECT = '0'
+  try {
+    return make(name)
+  } finally {
+    if (saved === undefined) delete process.env.NATIVE_REDIS_LOCK_DIRECT
+    else process.env.NATIVE_REDIS_LOCK_DIRECT = saved
+  }
+}
+
+/** Takes and frees `lock` until the JS-thread connection is open (it opens on first use). */
+async function withDirect(lock) {
+  for (let tries = 0; tries < 100; tries++) {
+    assert.equal(await lock.acquire(), true)
+    await lock.release()
+    if ((await direct.directConnections(admin)).length > 0) return
+    await sleep(10)
+  }
+  throw new Error('the JS-thread connection never opened')
+}
+
+const calls = (info, command) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
+
+test('acquire() and release() go over the JS-thread connection once it is open, as the same scripts', async () => {
+  const lock = make('direct-used')
+  await withDirect(lock)
+  const [id] = await direct.directConnections(admin)
+  const addr = /addr=(\S+)/.exec((await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `)))[1]
+  const monitor = await admin.duplicate().monitor()
+  const seen = []
+  monitor.on('monitor', (_time, args, source) => seen.push({ args, source }))
+  const before = await admin.info('commandstats')
+  assert.equal(await lock.acquire(), true)
+  assert.equal(await admin.get(lock.key), '1')
+  assert.match(await admin.get(siblingKey(lock.key, 'owner')), /^[0-9a-f-]{36}$/)
+  let line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))
+  assert.match(line, /cmd=evalsha/)
+  await lock.release()
+  assert.equal(await admin.exists(lock.key), 0)
+  assert.equal(await admin.exists(siblingKey(lock.key, 'owner')), 0)
+  const after = await admin.info('commandstats')
+  line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))
+  assert.match(line, /cmd=evalsha/)
+  // One script each way, nothing else: no SCRIPT LOAD, no transaction.
+  assert.equal(calls(after, 'evalsha') - calls(before, 'evalsha'), 2)
+  assert.equal(calls(after, 'exec') - calls(before, 'exec'), 0)
+  assert.equal(calls(after, 'script|load') - calls(before, 'script|load'), 0)
+  await sleep(50)
+  monitor.disconnect()
+  const scripts = seen.filter(({ args }) => /^evalsha$/i.test(args[0]) && args.includes(lock.key))
+  assert.equal(scripts.length, 2, JSON.stringify(seen))
+  for (const { source } of scripts) assert.equal(source, addr)
+  // The acquire script with the owner key (3 keys), then the release with the value (2 keys).
+  assert.equal(scripts[0].args[2], '3')
+  assert.equal(scripts[1].args[2], '2')
+  assert.equal(scripts[1].args.at(-1), '1')
+})
+
+test('a connection killed under acquires in flight: each resolves as it would have, via tokio', async () => {
+  const holder = make('direct-killed-held')
+  await withDirect(holder)
+  assert.equal(await holder.acquire(), true)
+  const [id] = await direct.directConnections(admin)
+  const winners = Array.from({ length: 200 }, (_, i) => make(`direct-killed-${i}`))
+  const loser = make('direct-killed-held')
+  const acquiring = winners.map((lock) => lock.acquire())
+  const losing = loser.acquire()
+  await admin.client('KILL', 'ID', id)
+  assert.deepEqual(await Promise.all(acquiring), winners.map(() => true))
+  assert.equal(await losing, false)
+  for (const lock of winners) assert.match(lock.fence, /^\d{15}$/)
+  for (let i = 0; i < 200; i += 23) {
+    const lock = winners[i]
+    assert.equal(lock.acquired, true)
+    assert.equal(await admin.get(lock.key), '1')
+    assert.ok(await admin.exists(siblingKey(lock.key, 'owner')))
+  }
+  // The holder's lock was never touched by the loser's attempt, sent once or twice.
+  assert.equal(holder.acquired, true)
+  assert.equal(await admin.get(holder.key), '1')
+  await Promise.all(winners.map((lock) => lock.release()))
+  await holder.release()
+  assert.deepEqual(await admin.keys('exclusive-lock:direct-killed*'), [])
+  assert.ok((await direct.directConnections(admin)).length <= 1)
+})
+
+test('release() while acquire() is in flight still wins, the connection killed or not', async () => {
+  const lock = make('direct-released-in-flight')
+  await withDirect(lock)
+  for (const kill of [false, true]) {
+    const events = []
+    lock.on('acquired', () => events.push('acquired'))
+    const [id] = await direct.directConnections(admin)
+    const acquiring = lock.acquire()
+    const releasing = lock.release()
+    if (kill) await admin.client('KILL', 'ID', id)
+    assert.equal(await acquiring, false)
+    await releasing
+    assert.equal(lock.acquired, false)
+    assert.deepEqual(events, [])
+    assert.equal(await admin.exists(lock.key), 0)
+    lock.removeAllListeners('acquired')
+    await withDirect(lock)
+  }
+})
+
+test('Redis errors and NOSCRIPT end as through tokio', async () => {
+  const lock = make('direct-errors')
+  const tokio = makeTokioOnly('direct-errors-tokio')
+  await withDirect(lock)
+  // OOM: the same rejection either way.
+  await admin.config('SET', 'maxmemory', '1')
+  let ours
+  let theirs
+  try {
+    ours = await lock.acquire().catch((err) => err)
+    theirs = await tokio.acquire().catch((err) => err)
+  } finally {
+    await admin.config('SET', 'maxmemory', '0')
+  }
+  assert.ok(ours instanceof Error, String(ours))
+  assert.equal(ours.constructor, theirs.constructor)
+  assert.equal(ours.code, theirs.code)
+  assert.equal(ours.message.replace('direct-errors-tokio', 'direct-errors'), theirs.message.replace('direct-errors-tokio', 'direct-errors'))
+  assert.equal(lock.acquired, false)
+  // The scripts flushed under a hold and before the next: both still work.
+  assert.equal(await lock.acquire(), true)
+  await admin.script('FLUSH')
+  await lock.release()
+  assert.equal(await admin.exists(lock.key), 0)
+  await admin.script('FLUSH')
+  assert.equal(await lock.acquire(), true)
+  assert.equal(await admin.get(lock.key), '1')
+  await lock.release()
+  assert.equal(await admin.exists(lock.key), 0)
+  // Held by someone else (another client, the original's way): false, their lock untouched.
+  await admin.set(lock.key, 'theirs', 'PX', 5000)
+  assert.equal(await lock.acquire(), false)
+  assert.equal(await admin.get(lock.key), 'theirs')
+  await admin.del(lock.key)
+})
+
+test('a silent server: acquire() ends at its bound, and a lock won meanwhile is freed', async () => {
+  const lock = make('direct-silent')
+  await withDirect(lock)
+  server.pause()
+  let failure
+  const started = performance.now()
+  try {
+    await lock.acquire()
+  } catch (err) {
+    failure = err
+  } finally {
+    setTimeout(() => server.resume(), 300)
+  }
+  const elapsed = performance.now() - started
+  assert.equal(failure?.code, 'ETIMEDOUT', String(failure))
+  assert.ok(elapsed < 6000, `told after ${elapsed.toFixed(0)} ms`)
+  assert.equal(lock.acquired, false)
+  // The attempt ran once Redis resumed; nobody holds it, so it must not stay locked.
+  let exists = 1
+  for (let tries = 0; tries < 100 && exists; tries++) {
+    await sleep(20)
+    exists = await admin.exists(lock.key)
+  }
+  assert.equal(exists, 0, 'the late grant was not freed')
+  assert.equal(await lock.acquire(), true)
+  await lock.release()
+})
