@@ -142,7 +142,7 @@ impl LuaHost {
             Outcome::Done(reply) => reply,
             Outcome::Failed { err, source, line } => match (source, line) {
                 (Some(source), Some(line)) => {
-                    Reply::Error(format!("{err} script: f_{sha}, on {source}:{line}."))
+                    Reply::Error(format!("{err} script: {sha}, on {source}:{line}."))
                 }
                 _ => Reply::Error(err),
             },
