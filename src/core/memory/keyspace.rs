@@ -129,7 +129,7 @@ impl Keyspace {
             }
             "PUBLISH" => self.publish(&name, rest, false),
             "SPUBLISH" => self.publish(&name, rest, true),
-            _ => unknown_command(&name, rest),
+            _ => unknown_command(&String::from_utf8_lossy(args[0]), rest),
         }
     }
 
@@ -300,15 +300,12 @@ fn expired(entry: &Entry, now_ms: i64) -> bool {
 }
 
 pub fn unknown_command(name: &str, args: &[&[u8]]) -> Reply {
-    let shown: Vec<String> = args
+    let shown: String = args
         .iter()
-        .take(8)
-        .map(|arg| format!("'{}'", String::from_utf8_lossy(arg)))
+        .map(|arg| format!("'{}' ", String::from_utf8_lossy(arg)))
         .collect();
     Reply::error(format!(
-        "ERR unknown command '{}', with args beginning with: {}",
-        name.to_ascii_lowercase(),
-        shown.join(" ")
+        "ERR unknown command '{name}', with args beginning with: {shown}"
     ))
 }
 

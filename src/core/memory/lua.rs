@@ -233,12 +233,9 @@ fn raw_command(lua: &Lua, mut args: MultiValue) -> mlua::Result<(bool, Value)> {
         if raising {
             // Where in the script the command was called (level 0 is this function, 1 the
             // Lua side of redis.call).
-            let place = lua.inspect_stack(2, |debug| {
-                (debug.source().source.map(|s| s.into_owned()), debug.current_line())
-            });
-            if let Some((Some(source), Some(line))) = place {
+            if let Some(Some((source, line))) = lua.inspect_stack(2, script_place) {
                 table.raw_set("source", source)?;
-                table.raw_set("line", line as i64)?;
+                table.raw_set("line", line)?;
             }
         }
         return Ok((false, Value::Table(table)));
@@ -267,7 +264,9 @@ fn command_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, String> {
     args.iter()
         .map(|arg| match arg {
             Value::String(s) => Ok(s.as_bytes().to_vec()),
-            Value::Integer(n) => Ok(n.to_string().into_bytes()),
+            // Lua 5.1 numbers are all doubles; mlua merely hands integral ones over as
+            // integers.
+            Value::Integer(n) => Ok(format_g17(*n as f64).into_bytes()),
             Value::Number(n) => Ok(format_g17(*n).into_bytes()),
             _ => Err("ERR Lua redis lib command arguments must be strings or integers".into()),
         })
@@ -303,29 +302,29 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
         other => error_table(lua, &format!("ERR {}", describe(other)))?,
     };
     if table.raw_get::<Option<mlua::LuaString>>("source")?.is_none() {
-        // Level 1 raised it; when that is a C function (error, a library call), the Lua
-        // code that called it.
-        for level in 1..=2 {
-            let place = lua.inspect_stack(level, |debug| {
-                let source = debug.source();
-                (
-                    source.what == "C",
-                    source.source.map(|s| s.into_owned()),
-                    debug.current_line(),
-                )
-            });
-            match place {
-                Some((true, _, _)) => continue,
-                Some((false, Some(source), Some(line))) => {
+        // The script's innermost frame: past C functions (error, a library call) and our
+        // own Lua wrappers. A script that tail-called redis.call has no frame left there
+        // (Lua 5.1 drops it), so that error names an outer line, or none.
+        for level in 1..=8 {
+            match lua.inspect_stack(level, script_place) {
+                None => break,
+                Some(Some((source, line))) => {
                     table.raw_set("source", source)?;
-                    table.raw_set("line", line as i64)?;
+                    table.raw_set("line", line)?;
+                    break;
                 }
-                _ => {}
+                Some(None) => {}
             }
-            break;
         }
     }
     Ok(table)
+}
+
+/// Where a stack frame is, if it is the script's own code.
+fn script_place(debug: &mlua::debug::Debug) -> Option<(String, i64)> {
+    let source = debug.source().source?.into_owned();
+    let line = debug.current_line()?;
+    (source == CHUNK_NAME).then_some((source, line as i64))
 }
 
 fn describe(value: &Value) -> String {
