@@ -2,7 +2,7 @@
 //! replies, and atomicity under threads. (tests/memory_equivalence.rs holds it against a
 //! real redis-server.)
 
-use native_redis_lock::core::memory::MemoryConnection;
+use native_redis_lock::core::memory::{MemoryConnection, Pushes};
 use native_redis_lock::core::scripts;
 use redis::aio::ConnectionLike;
 use redis::{PushInfo, PushKind, Value};
@@ -20,7 +20,9 @@ async fn send(con: &mut MemoryConnection, args: &[&[u8]]) -> Value {
     for arg in args {
         cmd.arg(*arg);
     }
-    con.req_packed_command(&cmd).await.expect("memory never fails to answer")
+    con.req_packed_command(&cmd)
+        .await
+        .expect("memory never fails to answer")
 }
 
 fn code(value: &Value) -> Option<String> {
@@ -50,8 +52,14 @@ async fn pttl_is_minus_one_without_expiry_and_pexpiretime_is_absolute() {
     let mut con = open("pttl");
     send(&mut con, &[b"SET", b"k", b"v"]).await;
     assert_eq!(send(&mut con, &[b"PTTL", b"k"]).await, Value::Int(-1));
-    assert_eq!(send(&mut con, &[b"PEXPIRETIME", b"k"]).await, Value::Int(-1));
-    assert_eq!(send(&mut con, &[b"PEXPIRE", b"k", b"10000"]).await, Value::Int(1));
+    assert_eq!(
+        send(&mut con, &[b"PEXPIRETIME", b"k"]).await,
+        Value::Int(-1)
+    );
+    assert_eq!(
+        send(&mut con, &[b"PEXPIRE", b"k", b"10000"]).await,
+        Value::Int(1)
+    );
     let Value::Array(time) = send(&mut con, &[b"TIME"]).await else {
         panic!("TIME is an array");
     };
@@ -88,7 +96,12 @@ async fn an_unknown_sha_is_noscript_and_a_loaded_one_runs() {
     let hash = send(&mut con, &[b"SCRIPT", b"LOAD", b"return 1"]).await;
     assert_eq!(
         hash,
-        Value::BulkString(redis::Script::new("return 1").get_hash().as_bytes().to_vec())
+        Value::BulkString(
+            redis::Script::new("return 1")
+                .get_hash()
+                .as_bytes()
+                .to_vec()
+        )
     );
 }
 
@@ -96,13 +109,19 @@ async fn an_unknown_sha_is_noscript_and_a_loaded_one_runs() {
 async fn a_wrong_type_is_wrongtype_and_incrby_errors_as_redis() {
     let mut con = open("wrongtype");
     send(&mut con, &[b"HSET", b"h", b"f", b"v"]).await;
-    assert_eq!(code(&send(&mut con, &[b"GET", b"h"]).await).as_deref(), Some("WRONGTYPE"));
+    assert_eq!(
+        code(&send(&mut con, &[b"GET", b"h"]).await).as_deref(),
+        Some("WRONGTYPE")
+    );
     assert_eq!(
         code(&send(&mut con, &[b"ZADD", b"h", b"1", b"m"]).await).as_deref(),
         Some("WRONGTYPE")
     );
     send(&mut con, &[b"SET", b"n", b"9223372036854775806"]).await;
-    assert_eq!(send(&mut con, &[b"INCRBY", b"n", b"1"]).await, Value::Int(i64::MAX));
+    assert_eq!(
+        send(&mut con, &[b"INCRBY", b"n", b"1"]).await,
+        Value::Int(i64::MAX)
+    );
     let overflow = send(&mut con, &[b"INCRBY", b"n", b"1"]).await;
     let Value::ServerError(err) = &overflow else {
         panic!("{overflow:?}");
@@ -114,25 +133,39 @@ async fn a_wrong_type_is_wrongtype_and_incrby_errors_as_redis() {
         panic!("{not_integer:?}");
     };
     assert_eq!(err.code(), "ERR");
-    assert_eq!(err.details(), Some("value is not an integer or out of range"));
+    assert_eq!(
+        err.details(),
+        Some("value is not an integer or out of range")
+    );
 
     // Inside a script: pcall hands the error back as a table, call fails the script.
     let pcall = send(
         &mut con,
-        &[b"EVAL", b"return redis.pcall('GET', KEYS[1]).err", b"1", b"h"],
+        &[
+            b"EVAL",
+            b"return redis.pcall('GET', KEYS[1]).err",
+            b"1",
+            b"h",
+        ],
     )
     .await;
     assert_eq!(
         pcall,
-        Value::BulkString(b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec())
+        Value::BulkString(
+            b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec()
+        )
     );
-    let call = send(&mut con, &[b"EVAL", b"return redis.call('GET', KEYS[1])", b"1", b"h"]).await;
+    let call = send(
+        &mut con,
+        &[b"EVAL", b"return redis.call('GET', KEYS[1])", b"1", b"h"],
+    )
+    .await;
     assert_eq!(code(&call).as_deref(), Some("WRONGTYPE"));
     let runtime = send(&mut con, &[b"EVAL", b"return nil + 1", b"0"]).await;
     assert_eq!(code(&runtime).as_deref(), Some("ERR"));
 }
 
-fn collector() -> (Arc<Mutex<Vec<PushInfo>>>, Arc<dyn Fn(PushInfo) + Send + Sync>) {
+fn collector() -> (Arc<Mutex<Vec<PushInfo>>>, Pushes) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let pushes = Arc::new(move |push: PushInfo| {
@@ -183,14 +216,20 @@ async fn a_publication_reaches_subscribed_connections_only() {
     );
     assert!(unheard.lock().unwrap_or_else(|p| p.into_inner()).is_empty());
 
-    assert_eq!(send(&mut publisher, &[b"PUBLISH", b"chan", b"x"]).await, Value::Int(1));
+    assert_eq!(
+        send(&mut publisher, &[b"PUBLISH", b"chan", b"x"]).await,
+        Value::Int(1)
+    );
     assert_eq!(unheard.lock().unwrap_or_else(|p| p.into_inner()).len(), 1);
 
     // Unsubscribed (the store's pipeline of SUNSUBSCRIBE), nothing more arrives.
     let mut pipe = redis::pipe();
     pipe.cmd("SUNSUBSCRIBE").arg("chan").ignore();
     let () = pipe.query_async(&mut listener).await.expect("unsubscribed");
-    assert_eq!(send(&mut publisher, &[b"SPUBLISH", b"chan", b"y"]).await, Value::Int(0));
+    assert_eq!(
+        send(&mut publisher, &[b"SPUBLISH", b"chan", b"y"]).await,
+        Value::Int(0)
+    );
     // The connection manager's own subscribe: one pipeline, every confirmation.
     let confirmations = listener
         .req_packed_commands(redis::pipe().cmd("SUBSCRIBE").arg("a").arg("b"), 0, 1)
@@ -206,9 +245,15 @@ async fn a_dropped_connection_stops_counting_as_a_subscriber() {
     {
         let mut listener = MemoryConnection::open("unit-dropped", Some(pushes));
         send(&mut listener, &[b"SUBSCRIBE", b"c"]).await;
-        assert_eq!(send(&mut publisher, &[b"PUBLISH", b"c", b"m"]).await, Value::Int(1));
+        assert_eq!(
+            send(&mut publisher, &[b"PUBLISH", b"c", b"m"]).await,
+            Value::Int(1)
+        );
     }
-    assert_eq!(send(&mut publisher, &[b"PUBLISH", b"c", b"m"]).await, Value::Int(0));
+    assert_eq!(
+        send(&mut publisher, &[b"PUBLISH", b"c", b"m"]).await,
+        Value::Int(0)
+    );
 }
 
 #[tokio::test]
@@ -263,8 +308,7 @@ fn threads_hammering_one_keyspace_keep_mutual_exclusion() {
                         inside.fetch_sub(1, Ordering::SeqCst);
                         let mut release = scripts::RELEASE.key("lock");
                         release.arg(&token);
-                        let released: i64 =
-                            release.invoke_async(&mut con).await.expect("release");
+                        let released: i64 = release.invoke_async(&mut con).await.expect("release");
                         assert_eq!(released, 1);
                     }
                 })
@@ -279,7 +323,10 @@ fn threads_hammering_one_keyspace_keep_mutual_exclusion() {
     // Every win drew two fences.
     let mut con = MemoryConnection::open("unit-hammer", None);
     let fence = futures_util::FutureExt::now_or_never(send(&mut con, &[b"GET", b"lock:fence"]));
-    assert_eq!(fence, Some(Value::BulkString((2 * wins).to_string().into_bytes())));
+    assert_eq!(
+        fence,
+        Some(Value::BulkString((2 * wins).to_string().into_bytes()))
+    );
 }
 
 /// What one acquire costs here: a script call is microseconds.

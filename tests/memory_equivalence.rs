@@ -25,27 +25,100 @@ const RESOURCE: &str = "resource";
 
 #[derive(Debug, Clone)]
 enum Op {
-    Acquire { lock: usize, token: usize, ttl: u64 },
-    AcquireExclusive { lock: usize, value: usize, token: usize, ttl: u64 },
-    AcquireQueued { lock: usize, token: usize, ttl: u64, conn: usize, score: u64, company: bool },
-    AcquireFair { lock: usize, token: usize, ttl: u64, member: Option<usize> },
-    Release { lock: usize, token: usize },
-    ReleaseExclusive { lock: usize, token: usize, value: usize },
-    ReleaseWake { lock: usize, token: usize, own_waiters: bool },
-    ReleaseFair { lock: usize, token: usize },
-    Extend { lock: usize, token: usize, add: u64 },
-    Refresh { lock: usize, token: usize, ttl: u64 },
-    RefreshExclusive { lock: usize, token: usize, value: usize, ttl: u64 },
-    RefreshMany { locks: Vec<(usize, usize, u64)> },
-    Handoff { lock: usize, ours: usize, theirs: usize, ttl: u64, fence: u64 },
-    FencedSet { value: usize, fence: u64 },
-    Inspect { lock: usize },
-    Enqueue { lock: usize, conn: usize, score: u64 },
-    WakeNext { lock: usize },
-    LeaveFair { lock: usize, member: usize },
+    Acquire {
+        lock: usize,
+        token: usize,
+        ttl: u64,
+    },
+    AcquireExclusive {
+        lock: usize,
+        value: usize,
+        token: usize,
+        ttl: u64,
+    },
+    AcquireQueued {
+        lock: usize,
+        token: usize,
+        ttl: u64,
+        conn: usize,
+        score: u64,
+        company: bool,
+    },
+    AcquireFair {
+        lock: usize,
+        token: usize,
+        ttl: u64,
+        member: Option<usize>,
+    },
+    Release {
+        lock: usize,
+        token: usize,
+    },
+    ReleaseExclusive {
+        lock: usize,
+        token: usize,
+        value: usize,
+    },
+    ReleaseWake {
+        lock: usize,
+        token: usize,
+        own_waiters: bool,
+    },
+    ReleaseFair {
+        lock: usize,
+        token: usize,
+    },
+    Extend {
+        lock: usize,
+        token: usize,
+        add: u64,
+    },
+    Refresh {
+        lock: usize,
+        token: usize,
+        ttl: u64,
+    },
+    RefreshExclusive {
+        lock: usize,
+        token: usize,
+        value: usize,
+        ttl: u64,
+    },
+    RefreshMany {
+        locks: Vec<(usize, usize, u64)>,
+    },
+    Handoff {
+        lock: usize,
+        ours: usize,
+        theirs: usize,
+        ttl: u64,
+        fence: u64,
+    },
+    FencedSet {
+        value: usize,
+        fence: u64,
+    },
+    Inspect {
+        lock: usize,
+    },
+    Enqueue {
+        lock: usize,
+        conn: usize,
+        score: u64,
+    },
+    WakeNext {
+        lock: usize,
+    },
+    LeaveFair {
+        lock: usize,
+        member: usize,
+    },
     /// Another client writing where it should not: a counter that is no number, or full,
     /// or a lock key of another type.
-    Spoil { lock: usize, how: usize },
+    Spoil {
+        lock: usize,
+        how: usize,
+    },
 }
 
 fn member(n: usize) -> String {
@@ -113,22 +186,50 @@ fn command(op: &Op) -> (Cmd, Clocked) {
     let token = |n: usize| TOKENS[n].to_owned();
     let chan = |lock: usize| String::from_utf8_lossy(&channel(&key(lock))).into_owned();
     match op {
-        Op::Acquire { lock, token: t, ttl } => (
-            evalsha(&scripts::ACQUIRE, &[&key(*lock), &fence_key(&key(*lock))], &[token(*t), ttl.to_string()]),
-            Clocked::AttemptPttl,
-        ),
-        Op::AcquireExclusive { lock, value, token: t, ttl } => (
+        Op::Acquire {
+            lock,
+            token: t,
+            ttl,
+        } => (
             evalsha(
                 &scripts::ACQUIRE,
-                &[&key(*lock), &fence_key(&key(*lock)), &owner_key(&key(*lock))],
+                &[&key(*lock), &fence_key(&key(*lock))],
+                &[token(*t), ttl.to_string()],
+            ),
+            Clocked::AttemptPttl,
+        ),
+        Op::AcquireExclusive {
+            lock,
+            value,
+            token: t,
+            ttl,
+        } => (
+            evalsha(
+                &scripts::ACQUIRE,
+                &[
+                    &key(*lock),
+                    &fence_key(&key(*lock)),
+                    &owner_key(&key(*lock)),
+                ],
                 &[format!("contents{value}"), ttl.to_string(), token(*t)],
             ),
             Clocked::AttemptPttl,
         ),
-        Op::AcquireQueued { lock, token: t, ttl, conn, score, company } => (
+        Op::AcquireQueued {
+            lock,
+            token: t,
+            ttl,
+            conn,
+            score,
+            company,
+        } => (
             evalsha(
                 &scripts::ACQUIRE_QUEUED,
-                &[&key(*lock), &fence_key(&key(*lock)), &queue_key(&key(*lock))],
+                &[
+                    &key(*lock),
+                    &fence_key(&key(*lock)),
+                    &queue_key(&key(*lock)),
+                ],
                 &[
                     token(*t),
                     ttl.to_string(),
@@ -140,10 +241,20 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             ),
             Clocked::AttemptPttl,
         ),
-        Op::AcquireFair { lock, token: t, ttl, member: m } => (
+        Op::AcquireFair {
+            lock,
+            token: t,
+            ttl,
+            member: m,
+        } => (
             evalsha(
                 &scripts::ACQUIRE_FAIR,
-                &[&key(*lock), &fence_key(&key(*lock)), &line_key(&key(*lock)), &alive_key(&key(*lock))],
+                &[
+                    &key(*lock),
+                    &fence_key(&key(*lock)),
+                    &line_key(&key(*lock)),
+                    &alive_key(&key(*lock)),
+                ],
                 &[
                     token(*t),
                     ttl.to_string(),
@@ -158,7 +269,11 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             evalsha(&scripts::RELEASE, &[&key(*lock)], &[token(*t)]),
             Clocked::No,
         ),
-        Op::ReleaseExclusive { lock, token: t, value } => (
+        Op::ReleaseExclusive {
+            lock,
+            token: t,
+            value,
+        } => (
             evalsha(
                 &scripts::RELEASE,
                 &[&owner_key(&key(*lock)), &key(*lock)],
@@ -166,11 +281,19 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             ),
             Clocked::No,
         ),
-        Op::ReleaseWake { lock, token: t, own_waiters } => (
+        Op::ReleaseWake {
+            lock,
+            token: t,
+            own_waiters,
+        } => (
             evalsha(
                 &scripts::RELEASE_WAKE,
                 &[&key(*lock), &queue_key(&key(*lock))],
-                &[token(*t), chan(*lock), if *own_waiters { "1" } else { "0" }.to_owned()],
+                &[
+                    token(*t),
+                    chan(*lock),
+                    if *own_waiters { "1" } else { "0" }.to_owned(),
+                ],
             ),
             Clocked::No,
         ),
@@ -182,15 +305,36 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             ),
             Clocked::No,
         ),
-        Op::Extend { lock, token: t, add } => (
-            evalsha(&scripts::EXTEND, &[&key(*lock)], &[token(*t), add.to_string()]),
+        Op::Extend {
+            lock,
+            token: t,
+            add,
+        } => (
+            evalsha(
+                &scripts::EXTEND,
+                &[&key(*lock)],
+                &[token(*t), add.to_string()],
+            ),
             Clocked::Whole,
         ),
-        Op::Refresh { lock, token: t, ttl } => (
-            evalsha(&scripts::REFRESH, &[&key(*lock)], &[token(*t), ttl.to_string()]),
+        Op::Refresh {
+            lock,
+            token: t,
+            ttl,
+        } => (
+            evalsha(
+                &scripts::REFRESH,
+                &[&key(*lock)],
+                &[token(*t), ttl.to_string()],
+            ),
             Clocked::No,
         ),
-        Op::RefreshExclusive { lock, token: t, value, ttl } => (
+        Op::RefreshExclusive {
+            lock,
+            token: t,
+            value,
+            ttl,
+        } => (
             evalsha(
                 &scripts::REFRESH,
                 &[&owner_key(&key(*lock)), &key(*lock)],
@@ -205,11 +349,22 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             args.extend(locks.iter().map(|(_, _, ttl)| ttl.to_string()));
             (evalsha(&scripts::REFRESH_MANY, &keys, &args), Clocked::No)
         }
-        Op::Handoff { lock, ours, theirs, ttl, fence } => (
+        Op::Handoff {
+            lock,
+            ours,
+            theirs,
+            ttl,
+            fence,
+        } => (
             evalsha(
                 &scripts::HANDOFF,
                 &[&key(*lock), &fence_key(&key(*lock))],
-                &[token(*ours), format!("{}x", token(*theirs)), ttl.to_string(), fence.to_string()],
+                &[
+                    token(*ours),
+                    format!("{}x", token(*theirs)),
+                    ttl.to_string(),
+                    fence.to_string(),
+                ],
             ),
             Clocked::No,
         ),
@@ -234,7 +389,11 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             Clocked::No,
         ),
         Op::WakeNext { lock } => (
-            evalsha(&scripts::WAKE_NEXT, &[&queue_key(&key(*lock))], &[chan(*lock)]),
+            evalsha(
+                &scripts::WAKE_NEXT,
+                &[&queue_key(&key(*lock))],
+                &[chan(*lock)],
+            ),
             Clocked::No,
         ),
         Op::LeaveFair { lock, member: m } => (
@@ -270,7 +429,9 @@ fn close(a: i64, b: i64) -> bool {
 fn same(real: &Value, memory: &Value, clocked: Clocked) -> bool {
     match (real, memory, clocked) {
         (Value::Int(a), Value::Int(b), Clocked::Whole) => close(*a, *b),
-        (Value::Array(a), Value::Array(b), Clocked::AttemptPttl) if a.len() == 2 && b.len() == 2 => {
+        (Value::Array(a), Value::Array(b), Clocked::AttemptPttl)
+            if a.len() == 2 && b.len() == 2 =>
+        {
             match (&a[..], &b[..]) {
                 ([Value::Int(0), Value::Int(x)], [Value::Int(0), Value::Int(y)]) => close(*x, *y),
                 _ => a == b,
@@ -309,17 +470,22 @@ impl Pair {
     }
 
     async fn both(&mut self, cmd: &Cmd) -> (Value, Value) {
-        let real = self.real.req_packed_command(cmd).await.expect("redis answers");
-        let memory = self.memory.req_packed_command(cmd).await.expect("memory answers");
+        let real = self
+            .real
+            .req_packed_command(cmd)
+            .await
+            .expect("redis answers");
+        let memory = self
+            .memory
+            .req_packed_command(cmd)
+            .await
+            .expect("memory answers");
         (real, memory)
     }
 
     async fn send(&mut self, op: &Op) -> Result<(), String> {
         let (cmd, clocked) = command(op);
         let (real, memory) = self.both(&cmd).await;
-        if std::env::var_os("PEEK").is_some() && matches!(real, Value::ServerError(_)) {
-            eprintln!("{real:?}\n{memory:?}");
-        }
         if same(&real, &memory, clocked) {
             Ok(())
         } else {
@@ -365,7 +531,12 @@ impl Pair {
                     vec![
                         (redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).clone(), true),
                         (
-                            redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).arg("WITHSCORES").clone(),
+                            redis::cmd("ZRANGE")
+                                .arg(&key)
+                                .arg(0)
+                                .arg(-1)
+                                .arg("WITHSCORES")
+                                .clone(),
                             scores_exact,
                         ),
                     ]
@@ -399,7 +570,8 @@ fn runtime() -> tokio::runtime::Runtime {
 fn random_sequences_of_script_calls_get_the_same_replies_and_leave_the_same_keys() {
     let server = RedisServer::start();
     let runtime = runtime();
-    let pair = std::cell::RefCell::new(runtime.block_on(Pair::new(&server, "equivalence-proptest")));
+    let pair =
+        std::cell::RefCell::new(runtime.block_on(Pair::new(&server, "equivalence-proptest")));
     let cases = AtomicUsize::new(0);
     let mut runner = TestRunner::new(Config {
         cases: 96,
@@ -434,47 +606,175 @@ fn every_script_answers_as_redis_does() {
     runtime.block_on(async {
         let mut pair = Pair::new(&server, "equivalence-fixed").await;
         let script = [
-            Acquire { lock: 0, token: 0, ttl: 10_000 },
-            Acquire { lock: 0, token: 1, ttl: 10_000 },
-            Acquire { lock: 0, token: 0, ttl: 10_000 },
-            Extend { lock: 0, token: 0, add: 5_000 },
-            Extend { lock: 0, token: 1, add: 5_000 },
-            Refresh { lock: 0, token: 0, ttl: 20_000 },
+            Acquire {
+                lock: 0,
+                token: 0,
+                ttl: 10_000,
+            },
+            Acquire {
+                lock: 0,
+                token: 1,
+                ttl: 10_000,
+            },
+            Acquire {
+                lock: 0,
+                token: 0,
+                ttl: 10_000,
+            },
+            Extend {
+                lock: 0,
+                token: 0,
+                add: 5_000,
+            },
+            Extend {
+                lock: 0,
+                token: 1,
+                add: 5_000,
+            },
+            Refresh {
+                lock: 0,
+                token: 0,
+                ttl: 20_000,
+            },
             Inspect { lock: 0 },
-            Enqueue { lock: 0, conn: 1, score: 3 },
-            AcquireQueued { lock: 0, token: 2, ttl: 10_000, conn: 2, score: 4, company: false },
-            Handoff { lock: 0, ours: 0, theirs: 1, ttl: 10_000, fence: 1 },
-            Handoff { lock: 0, ours: 0, theirs: 1, ttl: 10_000, fence: 1 },
-            ReleaseWake { lock: 0, token: 0, own_waiters: false },
-            ReleaseWake { lock: 0, token: 1, own_waiters: false },
+            Enqueue {
+                lock: 0,
+                conn: 1,
+                score: 3,
+            },
+            AcquireQueued {
+                lock: 0,
+                token: 2,
+                ttl: 10_000,
+                conn: 2,
+                score: 4,
+                company: false,
+            },
+            Handoff {
+                lock: 0,
+                ours: 0,
+                theirs: 1,
+                ttl: 10_000,
+                fence: 1,
+            },
+            Handoff {
+                lock: 0,
+                ours: 0,
+                theirs: 1,
+                ttl: 10_000,
+                fence: 1,
+            },
+            ReleaseWake {
+                lock: 0,
+                token: 0,
+                own_waiters: false,
+            },
+            ReleaseWake {
+                lock: 0,
+                token: 1,
+                own_waiters: false,
+            },
             WakeNext { lock: 0 },
             WakeNext { lock: 0 },
-            AcquireExclusive { lock: 1, value: 0, token: 0, ttl: 10_000 },
-            AcquireExclusive { lock: 1, value: 0, token: 0, ttl: 10_000 },
-            AcquireExclusive { lock: 1, value: 1, token: 1, ttl: 10_000 },
-            RefreshExclusive { lock: 1, token: 0, value: 0, ttl: 30_000 },
-            RefreshExclusive { lock: 1, token: 0, value: 1, ttl: 30_000 },
-            ReleaseExclusive { lock: 1, token: 0, value: 0 },
-            AcquireFair { lock: 0, token: 0, ttl: 10_000, member: None },
-            AcquireFair { lock: 0, token: 1, ttl: 10_000, member: Some(1) },
-            AcquireFair { lock: 0, token: 2, ttl: 10_000, member: Some(2) },
+            AcquireExclusive {
+                lock: 1,
+                value: 0,
+                token: 0,
+                ttl: 10_000,
+            },
+            AcquireExclusive {
+                lock: 1,
+                value: 0,
+                token: 0,
+                ttl: 10_000,
+            },
+            AcquireExclusive {
+                lock: 1,
+                value: 1,
+                token: 1,
+                ttl: 10_000,
+            },
+            RefreshExclusive {
+                lock: 1,
+                token: 0,
+                value: 0,
+                ttl: 30_000,
+            },
+            RefreshExclusive {
+                lock: 1,
+                token: 0,
+                value: 1,
+                ttl: 30_000,
+            },
+            ReleaseExclusive {
+                lock: 1,
+                token: 0,
+                value: 0,
+            },
+            AcquireFair {
+                lock: 0,
+                token: 0,
+                ttl: 10_000,
+                member: None,
+            },
+            AcquireFair {
+                lock: 0,
+                token: 1,
+                ttl: 10_000,
+                member: Some(1),
+            },
+            AcquireFair {
+                lock: 0,
+                token: 2,
+                ttl: 10_000,
+                member: Some(2),
+            },
             ReleaseFair { lock: 0, token: 0 },
-            AcquireFair { lock: 0, token: 2, ttl: 10_000, member: Some(2) },
+            AcquireFair {
+                lock: 0,
+                token: 2,
+                ttl: 10_000,
+                member: Some(2),
+            },
             LeaveFair { lock: 0, member: 1 },
-            AcquireFair { lock: 0, token: 2, ttl: 10_000, member: Some(2) },
-            RefreshMany { locks: vec![(0, 2, 15_000), (1, 0, 15_000), (1, 1, 15_000)] },
+            AcquireFair {
+                lock: 0,
+                token: 2,
+                ttl: 10_000,
+                member: Some(2),
+            },
+            RefreshMany {
+                locks: vec![(0, 2, 15_000), (1, 0, 15_000), (1, 1, 15_000)],
+            },
             FencedSet { value: 0, fence: 5 },
             FencedSet { value: 1, fence: 3 },
             FencedSet { value: 2, fence: 5 },
             Spoil { lock: 0, how: 1 },
             Release { lock: 0, token: 2 },
-            Acquire { lock: 0, token: 0, ttl: 10_000 },
+            Acquire {
+                lock: 0,
+                token: 0,
+                ttl: 10_000,
+            },
             Spoil { lock: 0, how: 0 },
-            AcquireQueued { lock: 0, token: 0, ttl: 10_000, conn: 0, score: 1, company: true },
+            AcquireQueued {
+                lock: 0,
+                token: 0,
+                ttl: 10_000,
+                conn: 0,
+                score: 1,
+                company: true,
+            },
             Spoil { lock: 1, how: 3 },
-            Acquire { lock: 1, token: 0, ttl: 10_000 },
+            Acquire {
+                lock: 1,
+                token: 0,
+                ttl: 10_000,
+            },
             Release { lock: 1, token: 0 },
-            RefreshMany { locks: vec![(1, 0, 15_000)] },
+            RefreshMany {
+                locks: vec![(1, 0, 15_000)],
+            },
         ];
         for op in &script {
             if let Err(diff) = pair.send(op).await {
@@ -496,21 +796,41 @@ fn an_expired_lock_is_free_on_both() {
     runtime.block_on(async {
         let mut pair = Pair::new(&server, "equivalence-expiry").await;
         for op in [
-            Acquire { lock: 0, token: 0, ttl: 30 },
-            AcquireExclusive { lock: 1, value: 0, token: 0, ttl: 30 },
+            Acquire {
+                lock: 0,
+                token: 0,
+                ttl: 30,
+            },
+            AcquireExclusive {
+                lock: 1,
+                value: 0,
+                token: 0,
+                ttl: 30,
+            },
         ] {
             pair.send(&op).await.unwrap_or_else(|diff| panic!("{diff}"));
         }
         tokio::time::sleep(Duration::from_millis(120)).await;
         for op in [
             Inspect { lock: 0 },
-            Acquire { lock: 0, token: 1, ttl: 10_000 },
-            AcquireExclusive { lock: 1, value: 1, token: 1, ttl: 10_000 },
+            Acquire {
+                lock: 0,
+                token: 1,
+                ttl: 10_000,
+            },
+            AcquireExclusive {
+                lock: 1,
+                value: 1,
+                token: 1,
+                ttl: 10_000,
+            },
             Release { lock: 0, token: 0 },
         ] {
             pair.send(&op).await.unwrap_or_else(|diff| panic!("{diff}"));
         }
-        pair.compare_keys().await.unwrap_or_else(|diff| panic!("{diff}"));
+        pair.compare_keys()
+            .await
+            .unwrap_or_else(|diff| panic!("{diff}"));
     });
 }
 
@@ -547,7 +867,9 @@ fn commands_and_lua_conversions_answer_as_redis_does() {
         &["HGET", "s", "a"],
         &["GET", "h"],
         &["INCR", "h"],
-        &["ZADD", "z", "1", "a", "2", "b", "2", "c", "0.1", "d", "1e17", "e"],
+        &[
+            "ZADD", "z", "1", "a", "2", "b", "2", "c", "0.1", "d", "1e17", "e",
+        ],
         &["ZADD", "z", "NX", "5", "a", "6", "f"],
         &["ZADD", "z", "XX", "7", "a", "8", "g"],
         &["ZADD", "z", "GT", "CH", "1", "a", "9", "b"],
@@ -594,7 +916,11 @@ fn commands_and_lua_conversions_answer_as_redis_does() {
         &["EVALSHA", "0000000000000000000000000000000000000000", "0"],
         &["EVAL", "return 1", "-1"],
         &["EVAL", "return 1", "2", "a"],
-        &["EVAL", "return {true, false, 3.7, -3.7, 'x', {1, 2}, nil, 9}", "0"],
+        &[
+            "EVAL",
+            "return {true, false, 3.7, -3.7, 'x', {1, 2}, nil, 9}",
+            "0",
+        ],
         &["EVAL", "return {ok = 'FINE'}", "0"],
         &["EVAL", "return {err = 'MYCODE went wrong'}", "0"],
         &["EVAL", "return redis.error_reply('OOPS it broke')", "0"],
@@ -602,17 +928,49 @@ fn commands_and_lua_conversions_answer_as_redis_does() {
         &["EVAL", "return redis.error_reply('-ERR with dash')", "0"],
         &["EVAL", "return redis.status_reply('QUEUED')", "0"],
         &["EVAL", "return redis.call('SET', KEYS[1], 0.1)", "1", "f"],
-        &["EVAL", "redis.call('SET', KEYS[1], 1e9) return redis.call('GET', KEYS[1])", "1", "f"],
-        &["EVAL", "redis.call('SET', KEYS[1], 1e17) return redis.call('GET', KEYS[1])", "1", "f"],
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], 1e9) return redis.call('GET', KEYS[1])",
+            "1",
+            "f",
+        ],
+        &[
+            "EVAL",
+            "redis.call('SET', KEYS[1], 1e17) return redis.call('GET', KEYS[1])",
+            "1",
+            "f",
+        ],
         &["EVAL", "return redis.call('GET', KEYS[1])", "1", "missing"],
         // Not `return redis.call(...)`: Lua 5.1 drops the frame of a tail call to a Lua
         // function, so memory:// cannot say on which line such an error was raised.
-        &["EVAL", "local n = redis.call('INCR', KEYS[1]) return n", "1", "f"],
+        &[
+            "EVAL",
+            "local n = redis.call('INCR', KEYS[1]) return n",
+            "1",
+            "f",
+        ],
         &["EVAL", "return redis.pcall('INCR', KEYS[1])", "1", "f"],
-        &["EVAL", "local r = redis.pcall('GET', KEYS[1]) return r.err", "1", "h"],
+        &[
+            "EVAL",
+            "local r = redis.pcall('GET', KEYS[1]) return r.err",
+            "1",
+            "h",
+        ],
         &["EVAL", "return type(redis.call('TIME')[1])", "0"],
-        &["EVAL", "return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')", "1", "z"],
-        &["EVAL", "return KEYS[1] .. ARGV[1] .. #ARGV", "1", "k", "a", "b"],
+        &[
+            "EVAL",
+            "return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')",
+            "1",
+            "z",
+        ],
+        &[
+            "EVAL",
+            "return KEYS[1] .. ARGV[1] .. #ARGV",
+            "1",
+            "k",
+            "a",
+            "b",
+        ],
         &["EVAL", "return redis.sha1hex('abc')", "0"],
         &["EVAL", "return redis.replicate_commands()", "0"],
         &["EVAL", "\n\nreturn redis.call('GET', KEYS[1])", "1", "h"],
@@ -620,8 +978,25 @@ fn commands_and_lua_conversions_answer_as_redis_does() {
         &["EVAL", "return tonumber('12') + 1", "0"],
         &["EVAL", "return {1, {2, {3}}}", "0"],
         &["EVAL", "return 'bin\\255ary'", "0"],
+        &["EVAL", "return nil + 1", "0"],
+        &["EVAL", "return +", "0"],
+        &["EVAL", "local x = {}\nx.y.z = 1", "0"],
+        &["EVAL", "local r = redis.call() return r", "0"],
+        &["EVAL", "local r = redis.call('GET', {}) return r", "0"],
+        &[
+            "EVAL",
+            "local r = redis.call('SUBSCRIBE', 'x') return r",
+            "0",
+        ],
+        &["EVAL", "error('boom')", "0"],
+        &["EVAL", "error({err = 'XCODE y'})", "0"],
+        &["EVAL", "local ok, e = pcall(error, 'z') return e", "0"],
         &["SCRIPT", "LOAD", "return 'x'"],
-        &["SCRIPT", "EXISTS", "e5e3d6b0b8a3c86d2ee8a6fe1bb3a8c1e1f81e6b"],
+        &[
+            "SCRIPT",
+            "EXISTS",
+            "e5e3d6b0b8a3c86d2ee8a6fe1bb3a8c1e1f81e6b",
+        ],
         &["PING"],
         &["PING", "hi"],
         &["SELECT", "0"],
@@ -637,6 +1012,8 @@ fn commands_and_lua_conversions_answer_as_redis_does() {
             let (real, memory) = pair.both(&cmd).await;
             assert_eq!(real, memory, "{args:?}");
         }
-        pair.compare_keys().await.unwrap_or_else(|diff| panic!("{diff}"));
+        pair.compare_keys()
+            .await
+            .unwrap_or_else(|diff| panic!("{diff}"));
     });
 }

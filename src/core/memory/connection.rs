@@ -187,7 +187,10 @@ impl MemoryConnection {
         channels
             .into_iter()
             .map(|channel| {
-                let count = self.inner.instance.unsubscribe(self.inner.id, kind, &channel);
+                let count = self
+                    .inner
+                    .instance
+                    .unsubscribe(self.inner.id, kind, &channel);
                 confirmation(push_kind.clone(), Value::BulkString(channel), count)
             })
             .collect()

@@ -78,7 +78,10 @@ impl Instance {
     }
 
     pub fn unsubscribe(&self, id: u64, kind: Kind, channel: &[u8]) -> i64 {
-        lock(&self.engine).keyspace.pubsub.unsubscribe(id, kind, channel)
+        lock(&self.engine)
+            .keyspace
+            .pubsub
+            .unsubscribe(id, kind, channel)
     }
 
     pub fn channels_of(&self, id: u64, kind: Kind) -> Vec<Vec<u8>> {

@@ -77,7 +77,11 @@ impl Keyspace {
     /// lazily.
     pub(super) fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {
         let ms = self.now().ms();
-        if self.entries.get(key).is_some_and(|entry| expired(entry, ms)) {
+        if self
+            .entries
+            .get(key)
+            .is_some_and(|entry| expired(entry, ms))
+        {
             self.entries.remove(key);
         }
         self.entries.get_mut(key)
@@ -165,7 +169,10 @@ impl Keyspace {
         };
         let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
         for option in options {
-            match String::from_utf8_lossy(option).to_ascii_uppercase().as_str() {
+            match String::from_utf8_lossy(option)
+                .to_ascii_uppercase()
+                .as_str()
+            {
                 "NX" => nx = true,
                 "XX" => xx = true,
                 "GT" => gt = true,
@@ -232,7 +239,11 @@ impl Keyspace {
             }) => {
                 let left = (*at - now_ms).max(0);
                 // TTL rounds to the nearest second, as Redis does.
-                Reply::Int(if unit_ms == 1 { left } else { (left + 500) / 1000 })
+                Reply::Int(if unit_ms == 1 {
+                    left
+                } else {
+                    (left + 500) / 1000
+                })
             }
         }
     }

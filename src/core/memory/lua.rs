@@ -74,10 +74,13 @@ impl LuaHost {
         let sha1hex =
             lua.create_function(|_, text: mlua::LuaString| Ok(sha1_hex(&text.as_bytes())))?;
         let handler = lua.create_function(error_handler)?;
-        let runner: Function = lua
-            .load(PRELUDE)
-            .set_name("=redis")
-            .call((raw, error_reply, status_reply, sha1hex, handler))?;
+        let runner: Function = lua.load(PRELUDE).set_name("=redis").call((
+            raw,
+            error_reply,
+            status_reply,
+            sha1hex,
+            handler,
+        ))?;
         Ok(LuaHost {
             lua,
             runner,
@@ -301,7 +304,10 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
         }
         other => error_table(lua, &format!("ERR {}", describe(other)))?,
     };
-    if table.raw_get::<Option<mlua::LuaString>>("source")?.is_none() {
+    if table
+        .raw_get::<Option<mlua::LuaString>>("source")?
+        .is_none()
+    {
         // The script's innermost frame: past C functions (error, a library call) and our
         // own Lua wrappers. A script that tail-called redis.call has no frame left there
         // (Lua 5.1 drops it), so that error names an outer line, or none.

@@ -33,7 +33,9 @@ pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
 /// A score or other float argument; NaN and surrounding spaces are refused, as by Redis.
 pub fn parse_f64(bytes: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(bytes).ok()?;
-    if text.is_empty() || text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace)
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
     {
         return None;
     }
@@ -47,10 +49,18 @@ pub fn format_g17(value: f64) -> String {
         return "nan".into();
     }
     if value.is_infinite() {
-        return if value > 0.0 { "inf".into() } else { "-inf".into() };
+        return if value > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
     }
     if value == 0.0 {
-        return if value.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if value.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     let scientific = format!("{value:.16e}");
     let Some((mantissa, exponent)) = scientific.split_once('e') else {
@@ -84,7 +94,17 @@ mod tests {
         assert_eq!(parse_i64(b"-12"), Some(-12));
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [&b""[..], b"-", b"-0", b"01", b"+1", b" 1", b"1 ", b"1.0", b"9223372036854775808"] {
+        for bad in [
+            &b""[..],
+            b"-",
+            b"-0",
+            b"01",
+            b"+1",
+            b" 1",
+            b"1 ",
+            b"1.0",
+            b"9223372036854775808",
+        ] {
             assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }

@@ -28,7 +28,13 @@ pub struct PubSub {
 
 impl PubSub {
     /// Subscribes connection `id`; the number of channels of that kind it is now on.
-    pub fn subscribe(&mut self, id: u64, kind: Kind, channel: &[u8], pushes: Option<Pushes>) -> i64 {
+    pub fn subscribe(
+        &mut self,
+        id: u64,
+        kind: Kind,
+        channel: &[u8],
+        pushes: Option<Pushes>,
+    ) -> i64 {
         self.channels
             .entry((kind, channel.to_vec()))
             .or_default()

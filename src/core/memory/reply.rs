@@ -61,7 +61,11 @@ pub fn error_value(text: &str) -> Value {
         .chars()
         .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
         .collect();
-    let line = if line.is_empty() { "ERR".to_owned() } else { line };
+    let line = if line.is_empty() {
+        "ERR".to_owned()
+    } else {
+        line
+    };
     redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
         .unwrap_or_else(|_| Value::SimpleString(format!("-{line}")))
 }

@@ -60,7 +60,9 @@ impl Keyspace {
             }
             i += 1;
         }
-        let current = self.live(key).map(|entry| (entry.data.clone(), entry.expire_at));
+        let current = self
+            .live(key)
+            .map(|entry| (entry.data.clone(), entry.expire_at));
         let old = match &current {
             Some((Data::Str(old), _)) => Reply::Bulk(old.clone()),
             Some(_) if get => return Reply::error(WRONGTYPE),

@@ -148,7 +148,7 @@ impl Keyspace {
         if flags.nx && flags.xx {
             return Reply::error("ERR XX and NX options at the same time are not compatible");
         }
-        if (flags.gt && flags.nx) || (flags.lt && flags.nx) || (flags.gt && flags.lt) {
+        if (flags.nx && (flags.gt || flags.lt)) || (flags.gt && flags.lt) {
             return Reply::error(
                 "ERR GT, LT, and/or NX options at the same time are not compatible",
             );
@@ -166,7 +166,13 @@ impl Keyspace {
         let zset = match self.zset(key) {
             Err(wrong) => return wrong,
             Ok(Some(_)) => None,
-            Ok(None) if flags.xx => return if flags.incr { Reply::Nil } else { Reply::Int(0) },
+            Ok(None) if flags.xx => {
+                return if flags.incr {
+                    Reply::Nil
+                } else {
+                    Reply::Int(0)
+                }
+            }
             Ok(None) => Some(ZSet::default()),
         };
         if let Some(zset) = zset {
@@ -245,8 +251,16 @@ impl Keyspace {
             Ok(Some(zset)) => zset,
         };
         let len = zset.len() as i64;
-        let start = if start < 0 { (len + start).max(0) } else { start };
-        let stop = if stop < 0 { len + stop } else { stop.min(len - 1) };
+        let start = if start < 0 {
+            (len + start).max(0)
+        } else {
+            start
+        };
+        let stop = if stop < 0 {
+            len + stop
+        } else {
+            stop.min(len - 1)
+        };
         if start > stop || start >= len {
             return Reply::Array(Vec::new());
         }
