@@ -123,10 +123,12 @@ impl PubSub {
     }
 }
 
-/// Calls the subscribers' callbacks, outside every lock.
+/// Calls the subscribers' callbacks, outside every lock. A callback that panics loses its
+/// message, as a dropped socket would; the panic goes no further than here, so it neither
+/// reaches the publisher nor keeps the other subscribers from theirs.
 pub fn deliver(outbox: Vec<(Pushes, PushInfo)>) {
     for (pushes, push) in outbox {
-        pushes(push);
+        let _lost = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pushes(push)));
     }
 }
 
