@@ -12,6 +12,7 @@ pub mod keys;
 pub mod lease;
 pub mod lent;
 pub mod lock;
+pub mod memory;
 pub mod owner;
 pub mod pages;
 pub mod release;

@@ -1,0 +1,54 @@
+//! Hash commands: HGET and HSET (what fenced_set.lua uses).
+
+use super::keyspace::{Data, Entry, Keyspace};
+use super::reply::{Reply, WRONGTYPE};
+use std::collections::HashMap;
+
+impl Keyspace {
+    pub(super) fn hget(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+        let [key, field] = args else {
+            return Reply::arity(name);
+        };
+        match self.live(key) {
+            None => Reply::Nil,
+            Some(Entry {
+                data: Data::Hash(hash),
+                ..
+            }) => hash.get(*field).cloned().map_or(Reply::Nil, Reply::Bulk),
+            Some(_) => Reply::error(WRONGTYPE),
+        }
+    }
+
+    /// HSET key field value [field value ...]: the number of fields that were new.
+    pub(super) fn hset(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+        let [key, pairs @ ..] = args else {
+            return Reply::arity(name);
+        };
+        if pairs.is_empty() || pairs.len() % 2 != 0 {
+            return Reply::arity(name);
+        }
+        if self.live(key).is_none() {
+            self.entries.insert(
+                key.to_vec(),
+                Entry {
+                    data: Data::Hash(HashMap::new()),
+                    expire_at: None,
+                },
+            );
+        }
+        let Some(Entry {
+            data: Data::Hash(hash),
+            ..
+        }) = self.entries.get_mut(*key)
+        else {
+            return Reply::error(WRONGTYPE);
+        };
+        let mut added = 0;
+        for pair in pairs.chunks_exact(2) {
+            if hash.insert(pair[0].to_vec(), pair[1].to_vec()).is_none() {
+                added += 1;
+            }
+        }
+        Reply::Int(added)
+    }
+}

@@ -1,0 +1,71 @@
+//! A command's answer, as Redis would send it over RESP2 (scripts see RESP2 whatever the
+//! client speaks), and its form as the redis crate's `Value`.
+
+use redis::Value;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Status(String),
+    /// The whole error line without its '-': "CODE detail".
+    Error(String),
+    Array(Vec<Reply>),
+}
+
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub const NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const SYNTAX: &str = "ERR syntax error";
+
+impl Reply {
+    pub fn ok() -> Self {
+        Reply::Status("OK".into())
+    }
+
+    pub fn error(text: impl Into<String>) -> Self {
+        Reply::Error(text.into())
+    }
+
+    pub fn arity(command: &str) -> Self {
+        Reply::Error(format!(
+            "ERR wrong number of arguments for '{}' command",
+            command.to_ascii_lowercase()
+        ))
+    }
+
+    pub fn bulk(bytes: impl Into<Vec<u8>>) -> Self {
+        Reply::Bulk(bytes.into())
+    }
+
+    pub fn into_value(self) -> Value {
+        match self {
+            Reply::Int(n) => Value::Int(n),
+            Reply::Bulk(bytes) => Value::BulkString(bytes),
+            Reply::Nil => Value::Nil,
+            Reply::Status(status) if status == "OK" => Value::Okay,
+            Reply::Status(status) => Value::SimpleString(status),
+            Reply::Error(text) => error_value(&text),
+            Reply::Array(items) => Value::Array(items.into_iter().map(Reply::into_value).collect()),
+        }
+    }
+}
+
+/// The crate builds its `ServerError`s only while parsing, so the error line is parsed as if
+/// it had come off the wire: the code, the `kind` and `NOSCRIPT` handling come out exactly
+/// as for a real server.
+pub fn error_value(text: &str) -> Value {
+    // One line, as Redis sends errors: it turns newlines into spaces too.
+    let line: String = text
+        .chars()
+        .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+        .collect();
+    let line = if line.is_empty() {
+        "ERR".to_owned()
+    } else {
+        line
+    };
+    redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
+        .unwrap_or_else(|_| Value::SimpleString(format!("-{line}")))
+}
