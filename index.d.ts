@@ -124,6 +124,8 @@ export declare class LockHandle {
 }
 
 export declare class DistributedLock {
+  /** Locks kept in this process (`memory://<name>`), shared by its worker_threads: no Redis. */
+  static memory(name?: string, options?: LockOptions): DistributedLock
   constructor(redis: RedisInput, options?: LockOptions)
   /** Acquires `key`, retrying `maxRetries` times with exponential backoff; rejects with LockAcquisitionError. */
   acquire(key: string, ttlMs?: number, options?: AcquireOptions): Promise<LockHandle>

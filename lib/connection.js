@@ -7,7 +7,7 @@ const check = require('./validate')
 
 /** What `name` may be, for error messages. */
 const expected = (name) =>
-  `${name} must be an ioredis client, a node-redis client, a redis:// or rediss:// URL, or options naming host, port, path or url`
+  `${name} must be an ioredis client, a node-redis client, a redis://, rediss:// or memory:// URL, or options naming host, port, path or url`
 
 // TLS options as ioredis (`tls: {...}`) and node-redis (`socket: { tls: true, ... }`) take
 // them, that is, Node's tls.connect options. We honour these; the PEM travels as bytes.

@@ -257,6 +257,15 @@ function autoRefreshOf(o) {
 class DistributedLock {
   #native
 
+  /**
+   * Locks kept in this process (`memory://<name>`, default name ''), shared by every
+   * worker_thread: no network, no Redis. Same semantics as over Redis.
+   */
+  static memory(name = '', options) {
+    check.string(name === '' ? 'memory' : name, 'name')
+    return new DistributedLock(`memory://${name}`, options)
+  }
+
   constructor(redis, options) {
     const { connection, clientKeyPrefix } = connectionOptions(redis)
     const o = check.optionalObject(options, 'options')

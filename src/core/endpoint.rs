@@ -19,7 +19,13 @@ pub enum Address {
         tls: Option<Tls>,
     },
     Unix(String),
+    /// The embedded in-process keyspace of this name (`memory://name`), shared by every
+    /// thread of the process.
+    Memory(String),
 }
+
+/// The scheme of the embedded backend's URLs.
+pub const MEMORY_SCHEME: &str = "memory://";
 
 /// TLS settings of a connection. The PEM bytes are part of the connection's identity (a
 /// client with another CA or another client certificate must not share a session) and are
@@ -94,6 +100,13 @@ impl EndpointSpec {
 
 impl Endpoint {
     pub fn from_spec(spec: EndpointSpec) -> Result<Self, LockError> {
+        if let Some(name) = spec
+            .url
+            .as_deref()
+            .and_then(|u| u.strip_prefix(MEMORY_SCHEME))
+        {
+            return Self::memory(name, &spec);
+        }
         let mut endpoint = match &spec.url {
             Some(url) => Self::from_url(url)?,
             None => Endpoint {
@@ -137,7 +150,7 @@ impl Endpoint {
         } else if spec.host.is_some() || spec.port.is_some() {
             let (old_host, old_port) = match &endpoint.address {
                 Address::Tcp { host, port, .. } => (host.clone(), *port),
-                Address::Unix(_) => ("127.0.0.1".to_string(), 6379),
+                Address::Unix(_) | Address::Memory(_) => ("127.0.0.1".to_string(), 6379),
             };
             endpoint.address = Address::Tcp {
                 host: spec.host.unwrap_or(old_host),
@@ -160,7 +173,7 @@ impl Endpoint {
                     "TLS over a Unix socket is not supported; connect to a host and port, or drop the TLS options",
                 ));
             }
-            Address::Unix(_) => {}
+            Address::Unix(_) | Address::Memory(_) => {}
         }
         if let Some(db) = spec.db {
             if db < 0 {
@@ -181,6 +194,42 @@ impl Endpoint {
             endpoint.connect_timeout = timeout;
         }
         Ok(endpoint)
+    }
+
+    /// The embedded keyspace `name`: nothing to connect to, so no address, TLS, database or
+    /// credentials go with it.
+    fn memory(name: &str, spec: &EndpointSpec) -> Result<Self, LockError> {
+        let networked = spec.host.is_some()
+            || spec.port.is_some()
+            || spec.path.is_some()
+            || spec.tls == Some(true)
+            || spec.has_tls_details()
+            || spec.db.is_some_and(|db| db != 0)
+            || spec.username.is_some()
+            || spec.password.is_some();
+        if networked {
+            return Err(LockError::invalid_type(
+                "redis",
+                "a memory:// backend is in this process: it takes no host, port, path, TLS, database or credentials",
+            ));
+        }
+        if name.contains(['/', '?', '#', '@', ':']) {
+            return Err(LockError::invalid_type(
+                "redis",
+                "redis must be memory:// or memory://<name>, the name made of letters, digits, '-', '_' or '.'",
+            ));
+        }
+        Ok(Endpoint {
+            address: Address::Memory(name.to_owned()),
+            db: 0,
+            username: None,
+            password: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        })
+    }
+
+    pub fn is_memory(&self) -> bool {
+        matches!(self.address, Address::Memory(_))
     }
 
     fn from_url(url: &str) -> Result<Self, LockError> {
@@ -250,6 +299,11 @@ impl Endpoint {
                 tls_params: None,
             },
             Address::Unix(path) => ConnectionAddr::Unix(path.into()),
+            Address::Memory(_) => {
+                return Err(LockError::Internal(
+                    "a memory:// backend has no network address".into(),
+                ))
+            }
         };
         // RESP3 lets the connection manager see a dropped socket the moment it drops (a push
         // from the driver) and reconnect before the next call, instead of failing that call.
@@ -408,6 +462,7 @@ impl fmt::Debug for Endpoint {
                 tls.as_ref(),
             ),
             Address::Unix(path) => (format!("unix://{path}"), None),
+            Address::Memory(name) => (format!("{MEMORY_SCHEME}{name}"), None),
         };
         let mut out = f.debug_struct("Endpoint");
         out.field("address", &address);

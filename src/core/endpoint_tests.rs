@@ -26,7 +26,36 @@ fn spec_url(url: &str) -> EndpointSpec {
 fn tls_of(e: &Endpoint) -> Option<&Tls> {
     match &e.address {
         Address::Tcp { tls, .. } => tls.as_ref(),
-        Address::Unix(_) => None,
+        Address::Unix(_) | Address::Memory(_) => None,
+    }
+}
+
+#[test]
+fn memory_urls_name_an_embedded_keyspace_and_take_nothing_of_a_network() {
+    let e = Endpoint::from_spec(spec_url("memory://")).unwrap();
+    assert!(matches!(&e.address, Address::Memory(name) if name.is_empty()));
+    let named = Endpoint::from_spec(spec_url("memory://jobs")).unwrap();
+    assert!(matches!(&named.address, Address::Memory(name) if name == "jobs"));
+    assert!(named != e);
+    for spec in [
+        EndpointSpec {
+            port: Some(6380),
+            ..spec_url("memory://")
+        },
+        EndpointSpec {
+            password: Some("secret".into()),
+            ..spec_url("memory://")
+        },
+        EndpointSpec {
+            tls: Some(true),
+            ..spec_url("memory://")
+        },
+        spec_url("memory://a/b"),
+        spec_url("memory://user@x"),
+    ] {
+        let err = Endpoint::from_spec(spec).unwrap_err();
+        assert_eq!(err.code(), "EINVAL");
+        assert!(!err.to_string().contains("secret"));
     }
 }
 

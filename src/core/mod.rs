@@ -1,5 +1,6 @@
 //! The lock engine: Redis, tokio and time, and nothing of JavaScript.
 
+pub mod backend;
 pub mod background;
 pub mod backoff;
 pub mod clock;

@@ -1,9 +1,11 @@
 //! One multiplexed, self-reconnecting connection per distinct endpoint in the process, and
 //! the only way the rest of the core talks to Redis: every call is bounded by a timeout.
 
+use super::backend::Backend;
 use super::background::spawn;
-use super::endpoint::Endpoint;
+use super::endpoint::{Address, Endpoint};
 use super::error::LockError;
+use super::memory::MemoryConnection;
 use super::sync::lock;
 use super::wake::{self, Turn, Wakes};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -37,11 +39,11 @@ pub enum Replay {
 
 /// One connection, kept by a caller that must send a follow-up on the same socket.
 #[derive(Clone)]
-pub struct Connection(ConnectionManager);
+pub struct Connection(Backend);
 
 pub struct Store {
     endpoint: Endpoint,
-    manager: Mutex<Option<ConnectionManager>>,
+    manager: Mutex<Option<Backend>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
     /// Set once the server turned down SSUBSCRIBE (before Redis 7, or an ACL without it):
@@ -101,10 +103,21 @@ impl Store {
     }
 
     /// Must run inside the tokio runtime: the manager spawns its driver task there.
-    fn manager(&self) -> Result<ConnectionManager, LockError> {
+    fn manager(&self) -> Result<Backend, LockError> {
         let mut slot = lock(&self.manager);
         if let Some(manager) = slot.as_ref() {
             return Ok(manager.clone());
+        }
+        if let Address::Memory(name) = &self.endpoint.address {
+            let me = self.wakes.store.get().cloned();
+            let pushes = move |push: redis::PushInfo| {
+                if let Some(store) = me.as_ref().and_then(Weak::upgrade) {
+                    store.pushed(push);
+                }
+            };
+            let memory = Backend::Memory(MemoryConnection::open(name, Some(Arc::new(pushes))));
+            *slot = Some(memory.clone());
+            return Ok(memory);
         }
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
         let client = self.endpoint.client(resp3)?;
@@ -142,9 +155,20 @@ impl Store {
                 },
             );
         }
-        let manager = ConnectionManager::new_lazy_with_config(client, config)?;
+        let manager = Backend::Redis(ConnectionManager::new_lazy_with_config(client, config)?);
         *slot = Some(manager.clone());
         Ok(manager)
+    }
+
+    /// A message the scripts published, from a backend without connection pushes of its own.
+    fn pushed(&self, push: redis::PushInfo) {
+        if let (
+            redis::PushKind::Message | redis::PushKind::SMessage,
+            [Value::BulkString(channel), Value::BulkString(to)],
+        ) = (push.kind, push.data.as_slice())
+        {
+            self.announced(channel, to);
+        }
     }
 
     /// Forget the manager after an error that reconnecting with the same manager cannot fix
@@ -324,7 +348,7 @@ impl Store {
     /// SSUBSCRIBE, where the server has it: the scripts' SPUBLISH then reaches us. A server
     /// that turns it down makes us fall back to SUBSCRIBE for good (its scripts fall back to
     /// PUBLISH alike). One channel per command, so the one confirmation is its reply.
-    async fn subscribe_sharded(&self, manager: &mut ConnectionManager, channel: &[u8]) -> bool {
+    async fn subscribe_sharded(&self, manager: &mut Backend, channel: &[u8]) -> bool {
         let reply: RedisResult<Value> = redis::cmd("SSUBSCRIBE")
             .arg(channel)
             .query_async(manager)
@@ -340,11 +364,7 @@ impl Store {
     }
 
     /// Drops idle subscriptions, of whichever kind this connection makes.
-    async fn unsubscribe(
-        &self,
-        manager: &mut ConnectionManager,
-        channels: Vec<Vec<u8>>,
-    ) -> RedisResult<()> {
+    async fn unsubscribe(&self, manager: &mut Backend, channels: Vec<Vec<u8>>) -> RedisResult<()> {
         if self.unsharded.load(Ordering::Relaxed) {
             return manager.unsubscribe(channels).await;
         }
@@ -395,7 +415,7 @@ impl Store {
         op: F,
     ) -> Result<T, LockError>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Backend) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         self.call_tracked(timeout, replay, op)
@@ -412,7 +432,7 @@ impl Store {
         op: F,
     ) -> Result<T, (LockError, Option<Connection>)>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Backend) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let deadline = tokio::time::Instant::now() + timeout;
