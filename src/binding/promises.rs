@@ -5,7 +5,7 @@
 //! object describes a completion, and no JS function stands between Redis and the caller.
 
 use super::completions::{Entry, Loss, Outcome, Queue};
-use super::error::to_napi;
+use super::error::js_error;
 use super::waker::Waker;
 use crate::core::clock::validity;
 use crate::core::owner::Owner;
@@ -26,7 +26,8 @@ pub enum Hook {
     /// token for a watched lock (`watch`, see `watchToken`); `lent` 1 for a holder that
     /// started before Redis ran its handover (see `lentState`).
     Handle,
-    /// `(error, key, owner) => error`: the error class users match on.
+    /// `(error, owner) => error`: the error class users match on, from the native error
+    /// (its `code`, `key` and the rest are set in binding/error.rs).
     Error,
     /// `(listener, event, code, message, expiresAt, token)`: news of a held lock
     /// (`expiresAt` ms after `baseWallMs`).
@@ -364,12 +365,8 @@ impl JsThread {
                 sys::napi_set_named_property(env, value, c"lock_contents".as_ptr(), contents);
             }
             Outcome::Failed(err) => {
-                let key = match err.key() {
-                    Some(key) => self.string(key),
-                    None => self.undefined(),
-                };
-                let raw = self.error(err);
-                let args = [raw, key, owner.unwrap_or_else(|| self.undefined())];
+                let raw = self.error(&err);
+                let args = [raw, owner.unwrap_or_else(|| self.undefined())];
                 return Err(self.call_hook(Hook::Error, &args).unwrap_or(raw));
             }
         }
@@ -457,12 +454,9 @@ impl JsThread {
         value
     }
 
-    /// The encoded error the JS layer decodes (see binding/error.rs).
-    unsafe fn error(&self, err: crate::core::error::LockError) -> sys::napi_value {
-        let message = self.string(&to_napi(err).reason);
-        let mut value = ptr::null_mut();
-        sys::napi_create_error(self.env, ptr::null_mut(), message, &mut value);
-        value
+    /// The error a promise rejects with, `code` and all (see binding/error.rs).
+    unsafe fn error(&self, err: &crate::core::error::LockError) -> sys::napi_value {
+        js_error(self.env, err).unwrap_or_else(|_| self.undefined())
     }
 }
 
