@@ -28,8 +28,8 @@ const completions = new NativeCompletions(performance.now())
 // skips that cleanup, so it is done here, before the exit.
 process.once('exit', () => completions.end())
 
-completions.hook('error', (err, key, owner) => {
-  const error = fromNative(err, key)
+completions.hook('error', (err, owner) => {
+  const error = fromNative(err)
   owner?.[FAILED]?.(error.code)
   return error
 })

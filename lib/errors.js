@@ -44,26 +44,26 @@ function invalidArgument(Class, argument, message) {
   return err
 }
 
-// The native layer encodes errors as "[CODE detail...] message" (see src/binding/error.rs).
-const NATIVE = /^\[([A-Z]+)((?: [^\] ]+)*)\] ([\s\S]*)$/
+// The native layer makes its errors itself (src/binding/error.rs): an Error, TypeError or
+// RangeError with a stable `code`, plus `argument` (EINVAL), `retriesAttempted` (ELOCKED)
+// and `key`, marked by a non-enumerable `nativeRedisLock` so that a user's error that
+// happens to carry one of these codes passes through untouched.
 
 /** Turns an error from the native binding into the error class users match on. */
 function fromNative(err, key) {
-  const match = typeof err?.message === 'string' ? NATIVE.exec(err.message) : null
-  if (!match) return err
-  const [, code, rest, message] = match
-  const detail = rest.trim().split(' ')
-  switch (code) {
+  if (err === null || typeof err !== 'object' || err.nativeRedisLock !== true) return err
+  const lockKey = err.key !== undefined ? err.key : key
+  switch (err.code) {
     case 'EINVAL':
-      return invalidArgument(detail[0] === 'RangeError' ? RangeError : TypeError, detail[1], message)
+      return invalidArgument(err instanceof RangeError ? RangeError : TypeError, err.argument, err.message)
     case 'ELOCKED':
-      return new LockAcquisitionError(key, Number(detail[0]))
+      return new LockAcquisitionError(lockKey, err.retriesAttempted)
     case 'ENOTHELD':
-      return new InvalidLockError(key)
+      return new InvalidLockError(lockKey)
     case 'ELOST':
-      return new LockLostError(key, message)
+      return new LockLostError(lockKey, err.message)
     default:
-      return new LockError(message, code)
+      return new LockError(err.message, err.code)
   }
 }
 

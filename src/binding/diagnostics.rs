@@ -1,7 +1,8 @@
-use super::error::Result;
+use super::error::{OrThrow, Result};
 use super::options::ConnectionOptions;
 use crate::core::store::Store;
 use crate::core::watchdog::Watchdog;
+use napi::bindgen_prelude::Env;
 use napi_derive::napi;
 
 /// What the refreshes of one connection have cost so far (for tests and benchmarks).
@@ -19,8 +20,8 @@ pub struct WatchdogStats {
 }
 
 #[napi]
-pub fn watchdog_stats(connection: ConnectionOptions) -> Result<WatchdogStats> {
-    let store = Store::shared(connection.endpoint()?);
+pub fn watchdog_stats(env: Env, connection: ConnectionOptions) -> Result<WatchdogStats> {
+    let store = Store::shared(connection.endpoint().or_throw(&env)?);
     let stats = Watchdog::of(&store).stats();
     Ok(WatchdogStats {
         pipelines: stats.pipelines as f64,

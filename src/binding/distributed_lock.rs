@@ -14,7 +14,7 @@ use crate::core::store::Store;
 use crate::core::validate;
 use crate::core::wake::Caller;
 use crate::core::watchdog::{Heartbeat, Limits, Sink, Watchdog};
-use napi::bindgen_prelude::{Object, PromiseRaw};
+use napi::bindgen_prelude::{Env, Object, PromiseRaw};
 use napi::JsValue;
 use napi_derive::napi;
 use std::rc::Rc;
@@ -149,6 +149,7 @@ fn cancel_token(cancel: Option<&NativeCancel>) -> CancellationToken {
 impl NativeDistributedLock {
     #[napi(constructor)]
     pub fn new(
+        env: Env,
         connection: ConnectionOptions,
         options: DistributedLockOptions,
         heartbeat: &NativeHeartbeat,
@@ -158,7 +159,7 @@ impl NativeDistributedLock {
             value
                 .map(|v| validate::positive_ms(arg, v))
                 .unwrap_or(Ok(default))
-                .or_throw()
+                .or_throw(&env)
         };
         let default_ttl = ms(options.default_ttl_ms, "defaultTtlMs", DEFAULT_TTL)?;
         let command_timeout = ms(
@@ -170,18 +171,18 @@ impl NativeDistributedLock {
             .retry_delay_ms
             .map(|v| validate::non_negative_ms("retryDelayMs", v))
             .unwrap_or(Ok(DEFAULT_RETRY_DELAY))
-            .or_throw()?;
+            .or_throw(&env)?;
         let max_retries = options
             .max_retries
             .map(|v| validate::count("maxRetries", v, validate::MAX_RETRIES))
             .unwrap_or(Ok(0))
-            .or_throw()?;
+            .or_throw(&env)?;
         let client_prefix = options.client_key_prefix.unwrap_or_default();
         let prefix = format!(
             "{client_prefix}{}",
             options.key_prefix.as_deref().unwrap_or(DEFAULT_PREFIX)
         );
-        let store = Store::shared(connection.endpoint()?);
+        let store = Store::shared(connection.endpoint().or_throw(&env)?);
         let completer = completions.completer();
         let thread = completions.thread().clone();
         let owner = thread.owner().clone();
@@ -259,9 +260,9 @@ impl NativeDistributedLock {
         }
     }
 
-    fn ttl(&self, ttl_ms: Option<f64>) -> Result<Duration> {
+    fn ttl(&self, ttl_ms: Option<f64>) -> std::result::Result<Duration, LockError> {
         match ttl_ms {
-            Some(ms) => validate::positive_ms("ttlMs", ms).or_throw(),
+            Some(ms) => validate::positive_ms("ttlMs", ms),
             None => Ok(self.default_ttl),
         }
     }
@@ -270,14 +271,15 @@ impl NativeDistributedLock {
     #[napi(ts_return_type = "Promise<unknown>")]
     pub fn acquire<'env>(
         &self,
+        env: Env,
         owner: Object<'env>,
         key: String,
         ttl_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
         listener: Option<u32>,
     ) -> Result<PromiseRaw<'env, ()>> {
-        validate::key("key", &key).or_throw()?;
-        let ttl = self.ttl(ttl_ms)?;
+        validate::key("key", &key).or_throw(&env)?;
+        let ttl = self.ttl(ttl_ms).or_throw(&env)?;
         let call = self.thread.call(Some(owner.raw()))?;
         let mut auto = self.auto_refresh(ttl, listener);
         let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
@@ -316,13 +318,14 @@ impl NativeDistributedLock {
     #[napi(ts_return_type = "Promise<unknown>")]
     pub fn try_acquire<'env>(
         &self,
+        env: Env,
         owner: Object<'env>,
         key: String,
         ttl_ms: Option<f64>,
         listener: Option<u32>,
     ) -> Result<PromiseRaw<'env, ()>> {
-        validate::key("key", &key).or_throw()?;
-        let ttl = self.ttl(ttl_ms)?;
+        validate::key("key", &key).or_throw(&env)?;
+        let ttl = self.ttl(ttl_ms).or_throw(&env)?;
         let call = self.thread.call(Some(owner.raw()))?;
         let auto = self.auto_refresh(ttl, listener);
         let once = || Mode {
@@ -352,6 +355,7 @@ impl NativeDistributedLock {
     #[allow(clippy::too_many_arguments)]
     pub fn wait_for_lock<'env>(
         &self,
+        env: Env,
         owner: Object<'env>,
         key: String,
         timeout_ms: f64,
@@ -359,9 +363,9 @@ impl NativeDistributedLock {
         cancel: Option<&NativeCancel>,
         listener: Option<u32>,
     ) -> Result<PromiseRaw<'env, ()>> {
-        validate::key("key", &key).or_throw()?;
-        let timeout = validate::non_negative_ms("timeoutMs", timeout_ms).or_throw()?;
-        let ttl = self.ttl(ttl_ms)?;
+        validate::key("key", &key).or_throw(&env)?;
+        let timeout = validate::non_negative_ms("timeoutMs", timeout_ms).or_throw(&env)?;
+        let ttl = self.ttl(ttl_ms).or_throw(&env)?;
         let call = self.thread.call(Some(owner.raw()))?;
         let auto = self.auto_refresh(ttl, listener);
         let (locker, poll) = (self.locker.clone(), self.retry_delay);
@@ -411,11 +415,12 @@ impl NativeDistributedLock {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn fenced_set<'env>(
         &self,
+        env: Env,
         key: String,
         value: String,
         fence: String,
     ) -> Result<PromiseRaw<'env, ()>> {
-        validate::key("key", &key).or_throw()?;
+        validate::key("key", &key).or_throw(&env)?;
         let redis_key = format!("{}{key}", self.client_prefix).into_bytes();
         let call = self.thread.call(None)?;
         let locker = self.locker.clone();
@@ -430,8 +435,8 @@ impl NativeDistributedLock {
 
     /// Resolves with whether anyone holds `key`.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn is_locked<'env>(&self, key: String) -> Result<PromiseRaw<'env, ()>> {
-        validate::key("key", &key).or_throw()?;
+    pub fn is_locked<'env>(&self, env: Env, key: String) -> Result<PromiseRaw<'env, ()>> {
+        validate::key("key", &key).or_throw(&env)?;
         let call = self.thread.call(None)?;
         let locker = self.locker.clone();
         if let Some(link) = &self.direct {

@@ -14,7 +14,7 @@ use crate::core::sync;
 use crate::core::token::format_fence;
 use crate::core::validate;
 use crate::core::watchdog::{Heartbeat, Limits, Sink, Watch, Watchdog};
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{Env, PromiseRaw};
 use napi_derive::napi;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,11 +49,11 @@ pub struct HoldTerms {
 }
 
 impl HoldTerms {
-    fn terms(self) -> Result<Terms> {
+    fn terms(self) -> std::result::Result<Terms, LockError> {
         Ok(Terms {
             contents: self.lock_contents,
-            ttl: validate::positive_ms("lock_ttl_ms", self.lock_ttl_ms).or_throw()?,
-            refresh: validate::positive_ms("lock_refresh_ms", self.lock_refresh_ms).or_throw()?,
+            ttl: validate::positive_ms("lock_ttl_ms", self.lock_ttl_ms)?,
+            refresh: validate::positive_ms("lock_refresh_ms", self.lock_refresh_ms)?,
         })
     }
 }
@@ -145,40 +145,44 @@ pub struct NativeExclusiveLock {
 impl NativeExclusiveLock {
     #[napi(constructor)]
     pub fn new(
+        env: Env,
         connection: ConnectionOptions,
         options: ExclusiveLockOptions,
         heartbeat: &NativeHeartbeat,
         completions: &NativeCompletions,
     ) -> Result<Self> {
-        validate::positive_ms("lock_ttl_ms", options.lock_ttl_ms).or_throw()?;
-        validate::positive_ms("lock_refresh_ms", options.lock_refresh_ms).or_throw()?;
+        validate::positive_ms("lock_ttl_ms", options.lock_ttl_ms).or_throw(&env)?;
+        validate::positive_ms("lock_refresh_ms", options.lock_refresh_ms).or_throw(&env)?;
         let max_stall =
-            validate::non_negative_ms("max_stall_ms", options.max_stall_ms).or_throw()?;
+            validate::non_negative_ms("max_stall_ms", options.max_stall_ms).or_throw(&env)?;
         // The JS layer beats every 100 ms; a shorter budget would call a healthy loop stalled.
         if !max_stall.is_zero() && max_stall < Duration::from_millis(250) {
-            return Err(to_napi(LockError::invalid_range(
-                "max_stall_ms",
-                "max_stall_ms must be 0 (no stall guard) or at least 250",
-            )));
+            return Err(to_napi(
+                &env,
+                LockError::invalid_range(
+                    "max_stall_ms",
+                    "max_stall_ms must be 0 (no stall guard) or at least 250",
+                ),
+            ));
         }
         let max_hold = options
             .max_hold_ms
             .map(|ms| validate::positive_ms("max_hold_ms", ms))
             .transpose()
-            .or_throw()?;
+            .or_throw(&env)?;
         let command_timeout = options
             .command_timeout_ms
             .map(|ms| validate::positive_ms("command_timeout_ms", ms))
             .transpose()
-            .or_throw()?
+            .or_throw(&env)?
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
-        validate::key("name", &options.name).or_throw()?;
+        validate::key("name", &options.name).or_throw(&env)?;
         let spec = ExclusiveSpec {
             name: options.name,
             key_prefix: options.key_prefix,
             client_key_prefix: options.client_key_prefix.unwrap_or_default(),
         };
-        let store = Store::shared(connection.endpoint()?);
+        let store = Store::shared(connection.endpoint().or_throw(&env)?);
         let (completer, thread) = (completions.completer(), completions.thread().clone());
         Ok(NativeExclusiveLock {
             direct: Link::of(&store, &thread, &completer),
@@ -237,8 +241,13 @@ impl NativeExclusiveLock {
     /// One attempt; resolves with whether it won. While held, the watchdog refreshes the
     /// lock and tells `listener` of `refreshed` and `lost`.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn acquire<'env>(&self, listener: u32, terms: HoldTerms) -> Result<PromiseRaw<'env, ()>> {
-        let terms = terms.terms()?;
+    pub fn acquire<'env>(
+        &self,
+        env: Env,
+        listener: u32,
+        terms: HoldTerms,
+    ) -> Result<PromiseRaw<'env, ()>> {
+        let terms = terms.terms().or_throw(&env)?;
         let call = self.thread.call(None)?;
         let sink: Arc<dyn Sink> = Arc::new(JsSink::new(
             self.completer.clone(),

@@ -8,6 +8,7 @@ use super::direct::{Answer, Handoff, Lending, Link, Work};
 use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
 use crate::core::clock::Stamp;
+use crate::core::error::LockError;
 use crate::core::lease::Lease;
 use crate::core::lent::Lent;
 use crate::core::lock::Locker;
@@ -15,7 +16,7 @@ use crate::core::token;
 use crate::core::validate;
 use crate::core::wake;
 use crate::core::watchdog::Watchdog;
-use napi::bindgen_prelude::{Object, PromiseRaw};
+use napi::bindgen_prelude::{Env, Object, PromiseRaw};
 use napi::JsValue;
 use napi_derive::napi;
 use std::sync::Arc;
@@ -44,8 +45,8 @@ impl NativeDistributedLock {
         fence: u64,
         deadline: f64,
         watch: Option<u64>,
-    ) -> Result<Lease> {
-        validate::key("key", &key).or_throw()?;
+    ) -> std::result::Result<Lease, LockError> {
+        validate::key("key", &key)?;
         let redis_key = self.locker.redis_key(&key);
         // Only a watched lock asks the watchdog (a plain release must not make one).
         let watched = watch.map(|id| (id, Watchdog::of(self.locker.store())));
@@ -68,6 +69,7 @@ impl NativeDistributedLock {
     #[allow(clippy::too_many_arguments)]
     pub fn release<'env>(
         &self,
+        env: Env,
         owner: Object<'env>,
         key: String,
         token: String,
@@ -78,7 +80,10 @@ impl NativeDistributedLock {
         let watch = watch_id(watch);
         // A fence we cannot read back exactly is none: the handover then draws a new one.
         let fence = watch_id(fence).unwrap_or(0);
-        let lease = Arc::new(self.lease(key, token, fence, deadline, watch)?);
+        let lease = Arc::new(
+            self.lease(key, token, fence, deadline, watch)
+                .or_throw(&env)?,
+        );
         // Before the release is sent, on the JS thread: no refresh goes out after it, and a
         // refresh in flight cannot report our own delete as a loss.
         if let Some(id) = watch {
@@ -177,6 +182,7 @@ impl NativeDistributedLock {
     #[allow(clippy::too_many_arguments)]
     pub fn extend<'env>(
         &self,
+        env: Env,
         owner: Object<'env>,
         key: String,
         token: String,
@@ -184,9 +190,9 @@ impl NativeDistributedLock {
         deadline: f64,
         watch: f64,
     ) -> Result<PromiseRaw<'env, ()>> {
-        let extra = validate::positive_ms("additionalMs", additional_ms).or_throw()?;
+        let extra = validate::positive_ms("additionalMs", additional_ms).or_throw(&env)?;
         let watch = watch_id(watch);
-        let lease = self.lease(key, token, 0, deadline, watch)?;
+        let lease = self.lease(key, token, 0, deadline, watch).or_throw(&env)?;
         let call = self.thread.call(Some(owner.raw()))?;
         let locker = self.locker.clone();
         // A watched lock's deadline stays the watchdog's: its next refresh sets the TTL back

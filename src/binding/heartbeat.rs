@@ -28,8 +28,13 @@ impl NativeHeartbeat {
     #[napi(constructor)]
     pub fn new(env: Env) -> Self {
         let mut event_loop = std::ptr::null_mut();
-        // SAFETY: a constructor runs on its JS thread; on failure the pointer stays null.
-        unsafe { napi::sys::napi_get_uv_event_loop(env.raw(), &mut event_loop) };
+        // SAFETY: a constructor runs on its JS thread; the out-pointer is a local.
+        let status = unsafe { napi::sys::napi_get_uv_event_loop(env.raw(), &mut event_loop) };
+        if status != napi::sys::Status::napi_ok {
+            // No loop, no native timer: `hold` answers `false`, and the JS layer beats
+            // from its own timer instead.
+            event_loop = std::ptr::null_mut();
+        }
         NativeHeartbeat {
             inner: Arc::new(Heartbeat::default()),
             event_loop: event_loop.cast(),
@@ -59,10 +64,13 @@ impl NativeHeartbeat {
                 return false;
             };
             // SAFETY: a live timer of this thread's loop.
-            unsafe { (uv.timer_start)(timer, on_beat, BEAT_MS, BEAT_MS) };
+            if unsafe { (uv.timer_start)(timer, on_beat, BEAT_MS, BEAT_MS) } != 0 {
+                // libuv refuses only a closing timer: the JS layer beats instead.
+                return false;
+            }
         } else if before > 0 && after == 0 {
             if let Some((timer, _)) = self.timer.get() {
-                // SAFETY: as above.
+                // SAFETY: as above. Stopping a timer cannot fail (libuv returns 0).
                 unsafe { (uv.timer_stop)(timer) };
             }
         }
@@ -107,8 +115,10 @@ impl Drop for NativeHeartbeat {
 }
 
 unsafe extern "C" fn on_beat(handle: *mut Handle) {
-    let data = uv::data(handle) as *const Arc<Heartbeat>;
+    // SAFETY: libuv calls us with the live timer `NativeHeartbeat::timer` made.
+    let data = unsafe { uv::data(handle) } as *const Arc<Heartbeat>;
     if !data.is_null() {
-        (*data).beat();
+        // SAFETY: the timer's data, freed only after the timer is stopped and closed.
+        unsafe { (*data).beat() };
     }
 }

@@ -13,7 +13,7 @@ use crate::core::store::Store;
 use crate::core::sync;
 use crate::core::validate;
 use crate::core::watchdog::{Confirmed, Heartbeat, Limits, Sink, Watch, Watchdog};
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{Env, PromiseRaw};
 use napi_derive::napi;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -58,19 +58,21 @@ pub struct NativeLockService {
 impl NativeLockService {
     #[napi(constructor)]
     pub fn new(
+        env: Env,
         connection: ConnectionOptions,
         options: LockServiceOptions,
         heartbeat: &NativeHeartbeat,
         completions: &NativeCompletions,
     ) -> Result<Self> {
-        let max_stall = validate::non_negative_ms("maxStallMs", options.max_stall_ms).or_throw()?;
+        let max_stall =
+            validate::non_negative_ms("maxStallMs", options.max_stall_ms).or_throw(&env)?;
         let command_timeout = options
             .command_timeout_ms
             .map(|ms| validate::positive_ms("commandTimeoutMs", ms))
             .transpose()
-            .or_throw()?
+            .or_throw(&env)?
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
-        let store = Store::shared(connection.endpoint()?);
+        let store = Store::shared(connection.endpoint().or_throw(&env)?);
         let (completer, thread) = (completions.completer(), completions.thread().clone());
         Ok(NativeLockService {
             direct: Link::of(&store, &thread, &completer),
@@ -78,9 +80,9 @@ impl NativeLockService {
                 Locker::new(store, "", command_timeout).owned_by(thread.owner().clone()),
             ),
             retry_delay: validate::non_negative_ms("retryDelayMs", options.retry_delay_ms)
-                .or_throw()?,
+                .or_throw(&env)?,
             max_backoff: validate::non_negative_ms("maxBackoffMs", options.max_backoff_ms)
-                .or_throw()?,
+                .or_throw(&env)?,
             held: Arc::new(Mutex::new(None)),
             acquiring: Mutex::new(None),
             heartbeat: heartbeat.inner.clone(),
@@ -98,20 +100,21 @@ impl NativeLockService {
     #[napi(ts_return_type = "Promise<string | null>")]
     pub fn acquire<'env>(
         &self,
+        env: Env,
         key: String,
         ttl_ms: f64,
         lock_ttl_ms: Option<f64>,
         max_wait_ms: Option<f64>,
         listener: u32,
     ) -> Result<PromiseRaw<'env, ()>> {
-        validate::key("lockKey", &key).or_throw()?;
-        let ttl = validate::positive_ms("ttl", ttl_ms).or_throw()?;
+        validate::key("lockKey", &key).or_throw(&env)?;
+        let ttl = validate::positive_ms("ttl", ttl_ms).or_throw(&env)?;
         let lock_ttl = match lock_ttl_ms {
-            Some(ms) => validate::positive_ms("lockTtl", ms).or_throw()?,
+            Some(ms) => validate::positive_ms("lockTtl", ms).or_throw(&env)?,
             None => ttl,
         };
         let max_wait = match max_wait_ms {
-            Some(ms) => validate::non_negative_ms("maxWaitTime", ms).or_throw()?,
+            Some(ms) => validate::non_negative_ms("maxWaitTime", ms).or_throw(&env)?,
             None => lock_ttl.saturating_mul(3),
         };
         let call = self.thread.call(None)?;

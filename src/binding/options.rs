@@ -2,7 +2,7 @@ use super::error::{OrThrow, Result};
 use crate::core::endpoint::{Endpoint, EndpointSpec};
 use crate::core::error::LockError;
 use crate::core::validate;
-use napi::bindgen_prelude::Buffer;
+use napi::bindgen_prelude::{Buffer, Env};
 use napi_derive::napi;
 
 /// Where to connect. `lib/connection.js` fills this from an ioredis or node-redis client, a
@@ -34,7 +34,7 @@ pub struct ConnectionOptions {
 }
 
 impl ConnectionOptions {
-    pub fn endpoint(self) -> Result<Endpoint> {
+    pub fn endpoint(self) -> std::result::Result<Endpoint, LockError> {
         let port = self
             .port
             .map(|port| {
@@ -45,13 +45,11 @@ impl ConnectionOptions {
                     )
                 })
             })
-            .transpose()
-            .or_throw()?;
+            .transpose()?;
         let connect_timeout = self
             .connect_timeout_ms
             .map(|ms| validate::positive_ms("connectTimeoutMs", ms))
-            .transpose()
-            .or_throw()?;
+            .transpose()?;
         Endpoint::from_spec(EndpointSpec {
             url: self.url,
             host: self.host,
@@ -68,13 +66,14 @@ impl ConnectionOptions {
             password: self.password,
             connect_timeout,
         })
-        .or_throw()
     }
 }
 
 /// The TTL rule every API shares, for JS code paths that create no native lock (a
 /// DistributedLockService without a cache still rejects what the others reject).
 #[napi]
-pub fn validate_ttl_ms(value: f64) -> Result<()> {
-    validate::positive_ms("ttlMs", value).map(|_| ()).or_throw()
+pub fn validate_ttl_ms(env: Env, value: f64) -> Result<()> {
+    validate::positive_ms("ttlMs", value)
+        .map(|_| ())
+        .or_throw(&env)
 }

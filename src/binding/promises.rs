@@ -5,9 +5,10 @@
 //! object describes a completion, and no JS function stands between Redis and the caller.
 
 use super::completions::{Entry, Loss, Outcome, Queue};
-use super::error::to_napi;
+use super::error::{checked, js_error};
 use super::waker::Waker;
 use crate::core::clock::validity;
+use crate::core::error::LockError;
 use crate::core::owner::Owner;
 use napi::sys;
 use std::cell::{Cell, RefCell};
@@ -26,7 +27,8 @@ pub enum Hook {
     /// token for a watched lock (`watch`, see `watchToken`); `lent` 1 for a holder that
     /// started before Redis ran its handover (see `lentState`).
     Handle,
-    /// `(error, key, owner) => error`: the error class users match on.
+    /// `(error, owner) => error`: the error class users match on, from the native error
+    /// (its `code`, `key` and the rest are set in binding/error.rs).
     Error,
     /// `(listener, event, code, message, expiresAt, token)`: news of a held lock
     /// (`expiresAt` ms after `baseWallMs`).
@@ -62,6 +64,10 @@ pub struct JsThread {
     owner: Owner,
 }
 
+/// What a Node-API call that makes a value answers: the value, or the status Node refused
+/// it with (it does so only while the environment ends, or with an exception pending).
+type Made<T = sys::napi_value> = std::result::Result<T, sys::napi_status>;
+
 impl JsThread {
     /// # Safety
     /// On the JS thread of `env`; `perf_now` is `performance.now()` read just before.
@@ -71,28 +77,10 @@ impl JsThread {
         queue: Arc<Queue>,
     ) -> Option<Rc<JsThread>> {
         let mut event_loop = ptr::null_mut();
-        if sys::napi_get_uv_event_loop(env, &mut event_loop) != sys::Status::napi_ok {
-            return None;
-        }
-        let (mut object, mut name, mut resource, mut context) = (
-            ptr::null_mut(),
-            ptr::null_mut(),
-            ptr::null_mut(),
-            ptr::null_mut(),
-        );
-        let label = "native-redis-lock";
-        if sys::napi_create_object(env, &mut object) != sys::Status::napi_ok
-            || sys::napi_create_string_utf8(
-                env,
-                label.as_ptr().cast(),
-                label.len() as isize,
-                &mut name,
-            ) != sys::Status::napi_ok
-            || sys::napi_create_reference(env, object, 1, &mut resource) != sys::Status::napi_ok
-            || sys::napi_async_init(env, object, name, &mut context) != sys::Status::napi_ok
-        {
-            return None;
-        }
+        // SAFETY: on `env`'s thread, as the caller promises; the out-pointer is a local.
+        checked(unsafe { sys::napi_get_uv_event_loop(env, &mut event_loop) }).ok()?;
+        // SAFETY: as above.
+        let (resource, context) = unsafe { async_resource(env) }.ok()?;
         let since = std::time::Duration::from_secs_f64((perf_now.max(0.0) / 1000.0).min(1e9));
         let now = Instant::now();
         let thread = Rc::new(JsThread {
@@ -111,7 +99,9 @@ impl JsThread {
             owner: Owner::new(),
         });
         let weak = Weak::into_raw(Rc::downgrade(&thread)) as *mut c_void;
-        *thread.waker.borrow_mut() = Waker::new(env, on_wake, drop_weak, weak);
+        // SAFETY: on `env`'s thread; `weak` stays valid until `drop_weak` takes it back,
+        // which the waker does once (at once, if Node refused to make it).
+        *thread.waker.borrow_mut() = unsafe { Waker::new(env, on_wake, drop_weak, weak) };
         Some(thread)
     }
 
@@ -165,12 +155,17 @@ impl JsThread {
     /// On this JS thread; `function` is a JS function value.
     pub unsafe fn set_hook(&self, hook: Hook, function: sys::napi_value) -> bool {
         let mut reference = ptr::null_mut();
-        if sys::napi_create_reference(self.env, function, 1, &mut reference) != sys::Status::napi_ok
-        {
+        // SAFETY: on this thread, as the caller promises, with a value of it.
+        let made = unsafe { sys::napi_create_reference(self.env, function, 1, &mut reference) };
+        if checked(made).is_err() {
             return false;
         }
         if let Some(old) = self.hooks.borrow_mut().insert(hook, reference) {
-            sys::napi_delete_reference(self.env, old);
+            // SAFETY: a reference of ours, deleted once (it left the map just now).
+            let deleted = unsafe { sys::napi_delete_reference(self.env, old) };
+            // Node refuses only while the environment ends, which frees every reference;
+            // the old function merely stays alive until then.
+            let _ = checked(deleted);
         }
         true
     }
@@ -185,11 +180,21 @@ impl JsThread {
     ) -> napi::Result<(u32, sys::napi_value)> {
         let env = self.env;
         let (mut deferred, mut promise) = (ptr::null_mut(), ptr::null_mut());
-        check(sys::napi_create_promise(env, &mut deferred, &mut promise))?;
+        // SAFETY: on this thread inside a call from JS, as the caller promises.
+        check(unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) })?;
         let owner = match owner {
             Some(value) => {
                 let mut reference = ptr::null_mut();
-                check(sys::napi_create_reference(env, value, 1, &mut reference))?;
+                // SAFETY: as above, with a value of this call.
+                let made = unsafe { sys::napi_create_reference(env, value, 1, &mut reference) };
+                if let Err(err) = check(made) {
+                    // The promise never reaches JS, so nothing waits on it; it is settled
+                    // all the same so that Node frees its deferred, and a refusal there
+                    // (the environment ending) frees it as well.
+                    // SAFETY: the deferred just made, settled once; inside this call's scope.
+                    let _ = unsafe { self.settle_deferred(deferred, Err(self.undefined())) };
+                    return Err(err);
+                }
                 Some(reference)
             }
             None => None,
@@ -225,7 +230,8 @@ impl JsThread {
     /// From a libuv callback of this thread, with no JS on the stack.
     pub unsafe fn deliver_queued(&self) {
         let entries = self.queue.take();
-        self.deliver(entries);
+        // SAFETY: as the caller promises.
+        unsafe { self.deliver(entries) };
     }
 
     /// Settles and tells `entries` in order, in one callback scope: promise reactions and
@@ -241,36 +247,69 @@ impl JsThread {
         }
         let env = self.env;
         let mut handles = ptr::null_mut();
-        if sys::napi_open_handle_scope(env, &mut handles) != sys::Status::napi_ok {
+        // SAFETY: on this thread, outside any scope of ours, as the caller promises.
+        if checked(unsafe { sys::napi_open_handle_scope(env, &mut handles) }).is_err() {
+            // Only an ending environment refuses a scope; its promises can no longer
+            // settle, and the core ends its waits (see teardown.rs).
             return;
         }
         let mut resource = ptr::null_mut();
         let mut scope = ptr::null_mut();
-        let scoped = sys::napi_get_reference_value(env, self.resource, &mut resource)
-            == sys::Status::napi_ok
-            && sys::napi_open_callback_scope(env, resource, self.context, &mut scope)
-                == sys::Status::napi_ok;
+        // SAFETY: inside the handle scope just opened; `resource` and `context` are ours,
+        // made in `new` and alive as long as this thread state.
+        let scoped = unsafe {
+            checked(sys::napi_get_reference_value(
+                env,
+                self.resource,
+                &mut resource,
+            ))
+            .is_ok()
+                && checked(sys::napi_open_callback_scope(
+                    env,
+                    resource,
+                    self.context,
+                    &mut scope,
+                ))
+                .is_ok()
+        };
+        // Without the callback scope the batch still settles: its reactions then run at the
+        // next microtask checkpoint instead of right after it.
         let mut thrown = None;
         for entry in entries {
-            let result = match entry {
-                Entry::Settled(id, outcome) => self.settle(id, outcome),
-                Entry::Event {
-                    listener,
-                    event,
-                    lost,
-                } => self.tell(listener, event, lost.map(|loss| *loss)),
+            // SAFETY: in the scopes above, with no borrow of ours held.
+            let result = unsafe {
+                match entry {
+                    Entry::Settled(id, outcome) => self.settle(id, outcome),
+                    Entry::Event {
+                        listener,
+                        event,
+                        lost,
+                    } => self.tell(listener, event, lost.map(|loss| *loss)),
+                }
             };
             if let Err(exception) = result {
                 thrown.get_or_insert(exception);
             }
         }
         if scoped {
-            sys::napi_close_callback_scope(env, scope);
+            // SAFETY: the scope opened above, closed once, before its handle scope.
+            let closed = unsafe { sys::napi_close_callback_scope(env, scope) };
+            // Node refuses only a scope that is not the innermost, which this one is.
+            let _ = checked(closed);
         }
         if let Some(exception) = thrown {
-            sys::napi_fatal_exception(env, exception);
+            // SAFETY: a value of this scope, raised once.
+            let raised = unsafe { sys::napi_fatal_exception(env, exception) };
+            if checked(raised).is_err() {
+                // Node could not raise it (its environment is ending): say so rather than
+                // lose a listener's exception without a trace.
+                eprintln!("native-redis-lock: a lock listener threw, and Node could not raise it");
+            }
         }
-        sys::napi_close_handle_scope(env, handles);
+        // SAFETY: the handle scope opened above, closed once.
+        let closed = unsafe { sys::napi_close_handle_scope(env, handles) };
+        // As for the callback scope: ours is the innermost, so Node does not refuse it.
+        let _ = checked(closed);
     }
 
     /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
@@ -280,127 +319,217 @@ impl JsThread {
     /// On this JS thread, inside a napi callback, with no borrow of ours held.
     pub unsafe fn settle_in_call(&self, id: u32, outcome: Outcome) {
         let mut handles = ptr::null_mut();
-        if sys::napi_open_handle_scope(self.env, &mut handles) != sys::Status::napi_ok {
+        // SAFETY: inside a napi callback on this thread, as the caller promises.
+        if checked(unsafe { sys::napi_open_handle_scope(self.env, &mut handles) }).is_err() {
+            // As in `deliver`: only an ending environment refuses a scope.
             return;
         }
-        let _thrown = self.settle(id, outcome);
-        sys::napi_close_handle_scope(self.env, handles);
+        // The hooks throw only for the handle hook's caller, who is this very call's: a
+        // throw inside a call from JS is left for that call to surface, not raised here.
+        // SAFETY: inside the scope just opened, no borrow held.
+        let _thrown = unsafe { self.settle(id, outcome) };
+        // SAFETY: the scope opened above, closed once.
+        let closed = unsafe { sys::napi_close_handle_scope(self.env, handles) };
+        // Ours is the innermost scope, so Node does not refuse it.
+        let _ = checked(closed);
     }
 
     /// Resolves or rejects promise `id`. `Err` carries an exception a hook threw.
+    ///
+    /// # Safety
+    /// On this JS thread, inside a handle scope, with no borrow of ours held.
     unsafe fn settle(&self, id: u32, outcome: Outcome) -> Result<(), sys::napi_value> {
         let Some(slot) = self.slots.borrow_mut().remove(&id) else {
             return Ok(());
         };
         self.keep(-1);
         let env = self.env;
-        let owner = slot.owner.map(|reference| {
+        let owner = slot.owner.and_then(|reference| {
             let mut value = ptr::null_mut();
-            sys::napi_get_reference_value(env, reference, &mut value);
-            sys::napi_delete_reference(env, reference);
-            value
+            // SAFETY: our reference, read then deleted once (the slot is gone).
+            let (read, deleted) = unsafe {
+                (
+                    sys::napi_get_reference_value(env, reference, &mut value),
+                    sys::napi_delete_reference(env, reference),
+                )
+            };
+            // A reference Node will not delete is freed with the environment, which is
+            // what refuses it.
+            let _ = checked(deleted);
+            checked(read).ok().map(|()| value)
         });
-        match self.value_of(outcome, owner) {
-            Ok(value) => sys::napi_resolve_deferred(env, slot.deferred, value),
-            Err(error) => sys::napi_reject_deferred(env, slot.deferred, error),
+        // SAFETY: as the caller promises.
+        let value = match unsafe { self.value_of(outcome, owner) } {
+            Ok(value) => value,
+            Err(status) => {
+                // The value could not be made: the caller still hears of it, as an error.
+                let err = LockError::Internal(format!(
+                    "Node-API refused to make a call's result ({})",
+                    napi::Status::from(status)
+                ));
+                // SAFETY: as above.
+                Err(unsafe { self.error(&err) })
+            }
         };
+        // Refused only while the environment ends: nobody is left to hear the promise.
+        // SAFETY: the slot's deferred, settled once (the slot is gone), inside the scope.
+        let _ = unsafe { self.settle_deferred(slot.deferred, value) };
         Ok(())
     }
 
-    /// The value a promise resolves with, or the error it rejects with.
+    /// # Safety
+    /// On this JS thread, inside a handle scope; `deferred` is pending, and settled here once.
+    unsafe fn settle_deferred(
+        &self,
+        deferred: sys::napi_deferred,
+        value: Result<sys::napi_value, sys::napi_value>,
+    ) -> Made<()> {
+        // SAFETY: as the caller promises.
+        checked(unsafe {
+            match value {
+                Ok(value) => sys::napi_resolve_deferred(self.env, deferred, value),
+                Err(error) => sys::napi_reject_deferred(self.env, deferred, error),
+            }
+        })
+    }
+
+    /// The value a promise resolves with (`Ok(Ok)`), or the error it rejects with
+    /// (`Ok(Err)`); `Err` with Node's status when a value could not be made.
+    ///
+    /// # Safety
+    /// On this JS thread, inside a handle scope.
     unsafe fn value_of(
         &self,
         outcome: Outcome,
         owner: Option<sys::napi_value>,
-    ) -> Result<sys::napi_value, sys::napi_value> {
+    ) -> Made<Result<sys::napi_value, sys::napi_value>> {
         let env = self.env;
         let mut value = ptr::null_mut();
-        match outcome {
-            Outcome::Lease(lease) => {
-                let own = lease.sent.at + validity(lease.ttl);
-                let deadline = lease.lent_until.map_or(own, |until| until.min(own));
-                // A watched lock's token stays with the watchdog; the handle asks for it.
-                let token = match lease.watch {
-                    Some(_) => self.undefined(),
-                    None => self.string(&lease.token),
-                };
-                let args = [
-                    owner.unwrap_or_else(|| self.undefined()),
-                    token,
-                    self.number(lease.fence as f64),
-                    // Whole ms, rounded down: never later, and a small integer in JS.
-                    self.number(self.perf_ms(deadline).floor()),
-                    self.number(self.wall(crate::core::clock::wall_ms())),
-                    self.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64)),
-                    self.number(lease.watch.map_or(0.0, |id| id as f64)),
-                    self.number(if lease.lent_until.is_some() { 1.0 } else { 0.0 }),
-                ];
-                return self.call_hook(Hook::Handle, &args);
-            }
-            Outcome::NoHandle => {
-                sys::napi_get_null(env, &mut value);
-            }
-            Outcome::Bool(flag) => {
-                sys::napi_get_boolean(env, flag, &mut value);
-            }
-            Outcome::Text(text) => value = self.string(&text),
-            Outcome::Done => value = self.undefined(),
-            Outcome::Extended {
-                deadline,
-                expires_at_ms,
-            } => {
-                sys::napi_create_array_with_length(env, 2, &mut value);
-                sys::napi_set_element(env, value, 0, self.number(self.perf_ms(deadline).floor()));
-                sys::napi_set_element(env, value, 1, self.number(self.wall(expires_at_ms)));
-            }
-            Outcome::Inspected(None) => {
-                sys::napi_get_null(env, &mut value);
-            }
-            Outcome::Inspected(Some(found)) => {
-                sys::napi_create_object(env, &mut value);
-                let ttl = self.number(found.ttl_ms as f64);
-                let contents = self.string(&found.contents);
-                sys::napi_set_named_property(env, value, c"lock_ttl_ms".as_ptr(), ttl);
-                sys::napi_set_named_property(env, value, c"lock_contents".as_ptr(), contents);
-            }
-            Outcome::Failed(err) => {
-                let key = match err.key() {
-                    Some(key) => self.string(key),
-                    None => self.undefined(),
-                };
-                let raw = self.error(err);
-                let args = [raw, key, owner.unwrap_or_else(|| self.undefined())];
-                return Err(self.call_hook(Hook::Error, &args).unwrap_or(raw));
+        // SAFETY: as the caller promises; every out-pointer is a local, every value one of
+        // this scope, every name a NUL-terminated literal.
+        unsafe {
+            match outcome {
+                Outcome::Lease(lease) => {
+                    let own = lease.sent.at + validity(lease.ttl);
+                    let deadline = lease.lent_until.map_or(own, |until| until.min(own));
+                    // A watched lock's token stays with the watchdog; the handle asks for it.
+                    let token = match lease.watch {
+                        Some(_) => self.undefined(),
+                        None => self.string(&lease.token)?,
+                    };
+                    let args = [
+                        owner.unwrap_or_else(|| self.undefined()),
+                        token,
+                        self.number(lease.fence as f64)?,
+                        // Whole ms, rounded down: never later, and a small integer in JS.
+                        self.number(self.perf_ms(deadline).floor())?,
+                        self.number(self.wall(crate::core::clock::wall_ms()))?,
+                        self.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64))?,
+                        self.number(lease.watch.map_or(0.0, |id| id as f64))?,
+                        self.number(if lease.lent_until.is_some() { 1.0 } else { 0.0 })?,
+                    ];
+                    return Ok(self.call_hook(Hook::Handle, &args));
+                }
+                Outcome::NoHandle | Outcome::Inspected(None) => {
+                    checked(sys::napi_get_null(env, &mut value))?;
+                }
+                Outcome::Bool(flag) => {
+                    checked(sys::napi_get_boolean(env, flag, &mut value))?;
+                }
+                Outcome::Text(text) => value = self.string(&text)?,
+                Outcome::Done => value = self.undefined(),
+                Outcome::Extended {
+                    deadline,
+                    expires_at_ms,
+                } => {
+                    let deadline = self.number(self.perf_ms(deadline).floor())?;
+                    let expires_at = self.number(self.wall(expires_at_ms))?;
+                    checked(sys::napi_create_array_with_length(env, 2, &mut value))?;
+                    checked(sys::napi_set_element(env, value, 0, deadline))?;
+                    checked(sys::napi_set_element(env, value, 1, expires_at))?;
+                }
+                Outcome::Inspected(Some(found)) => {
+                    let ttl = self.number(found.ttl_ms as f64)?;
+                    let contents = self.string(&found.contents)?;
+                    checked(sys::napi_create_object(env, &mut value))?;
+                    checked(sys::napi_set_named_property(
+                        env,
+                        value,
+                        c"lock_ttl_ms".as_ptr(),
+                        ttl,
+                    ))?;
+                    checked(sys::napi_set_named_property(
+                        env,
+                        value,
+                        c"lock_contents".as_ptr(),
+                        contents,
+                    ))?;
+                }
+                Outcome::Failed(err) => {
+                    let raw = self.error(&err);
+                    let args = [raw, owner.unwrap_or_else(|| self.undefined())];
+                    return Ok(Err(self.call_hook(Hook::Error, &args).unwrap_or(raw)));
+                }
             }
         }
-        Ok(value)
+        Ok(Ok(value))
     }
 
     /// Tells a held lock's listener of `event`.
+    ///
+    /// # Safety
+    /// On this JS thread, inside a handle scope.
     unsafe fn tell(
         &self,
         listener: u32,
         event: &str,
         lost: Option<Loss>,
     ) -> Result<(), sys::napi_value> {
-        let mut args = [
-            self.number(listener as f64),
-            self.string(event),
-            self.undefined(),
-            self.undefined(),
-            self.undefined(),
-            self.undefined(),
-        ];
-        if let Some(loss) = lost {
-            args[2] = self.string(loss.error.code());
-            args[3] = self.string(&loss.error.to_string());
-            args[4] = self.number(self.wall(loss.expires_at_ms));
-            args[5] = self.string(&loss.token);
-        }
-        self.call_hook(Hook::Event, &args).map(|_| ())
+        // SAFETY: as the caller promises.
+        let args = unsafe { self.event_args(listener, event, lost) };
+        // Node refuses to make the arguments only while the environment ends, when no
+        // listener is left to hear the news.
+        let Ok(args) = args else {
+            return Ok(());
+        };
+        // SAFETY: as above, with values of this scope.
+        unsafe { self.call_hook(Hook::Event, &args) }.map(|_| ())
     }
 
-    /// Calls a hook; `Err` with the exception it threw (or undefined when it is missing).
+    /// # Safety
+    /// On this JS thread, inside a handle scope.
+    unsafe fn event_args(
+        &self,
+        listener: u32,
+        event: &str,
+        lost: Option<Loss>,
+    ) -> Made<[sys::napi_value; 6]> {
+        // SAFETY: as the caller promises.
+        unsafe {
+            let undefined = self.undefined();
+            let mut args = [
+                self.number(listener as f64)?,
+                self.string(event)?,
+                undefined,
+                undefined,
+                undefined,
+                undefined,
+            ];
+            if let Some(loss) = lost {
+                args[2] = self.string(loss.error.code())?;
+                args[3] = self.string(&loss.error.to_string())?;
+                args[4] = self.number(self.wall(loss.expires_at_ms))?;
+                args[5] = self.string(&loss.token)?;
+            }
+            Ok(args)
+        }
+    }
+
+    /// Calls a hook; `Err` with the exception it threw (or undefined when it is missing, or
+    /// Node would not call it).
+    ///
+    /// # Safety
+    /// On this JS thread, inside a handle scope, with values of it.
     unsafe fn call_hook(
         &self,
         hook: Hook,
@@ -408,82 +537,147 @@ impl JsThread {
     ) -> Result<sys::napi_value, sys::napi_value> {
         let env = self.env;
         let Some(reference) = self.hooks.borrow().get(&hook).copied() else {
-            return Err(self.undefined());
+            // SAFETY: as the caller promises.
+            return Err(unsafe { self.undefined() });
         };
         let (mut function, mut global, mut result) =
             (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
-        sys::napi_get_reference_value(env, reference, &mut function);
-        sys::napi_get_global(env, &mut global);
-        let status = sys::napi_call_function(
-            env,
-            global,
-            function,
-            args.len(),
-            args.as_ptr(),
-            &mut result,
-        );
-        if status == sys::Status::napi_ok {
+        // SAFETY: as the caller promises; `reference` is a live hook of ours.
+        let status = unsafe {
+            checked(sys::napi_get_reference_value(env, reference, &mut function))
+                .and_then(|()| checked(sys::napi_get_global(env, &mut global)))
+                .and_then(|()| {
+                    checked(sys::napi_call_function(
+                        env,
+                        global,
+                        function,
+                        args.len(),
+                        args.as_ptr(),
+                        &mut result,
+                    ))
+                })
+        };
+        if status.is_ok() {
             return Ok(result);
         }
         let mut exception = ptr::null_mut();
-        if sys::napi_get_and_clear_last_exception(env, &mut exception) != sys::Status::napi_ok
-            || exception.is_null()
-        {
-            exception = self.undefined();
+        // SAFETY: as above. A call that failed without throwing leaves nothing to clear,
+        // and is reported as undefined.
+        unsafe {
+            if checked(sys::napi_get_and_clear_last_exception(env, &mut exception)).is_err()
+                || exception.is_null()
+            {
+                exception = self.undefined();
+            }
         }
         Err(exception)
     }
 
+    /// `undefined`, or a null value if Node refuses even that (its environment is ending),
+    /// which Node-API then refuses wherever it is passed: nothing reaches JS either way.
+    ///
+    /// # Safety
+    /// On this JS thread, inside a handle scope.
     unsafe fn undefined(&self) -> sys::napi_value {
         let mut value = ptr::null_mut();
-        sys::napi_get_undefined(self.env, &mut value);
+        // SAFETY: as the caller promises.
+        let got = unsafe { sys::napi_get_undefined(self.env, &mut value) };
+        if checked(got).is_err() {
+            return ptr::null_mut();
+        }
         value
     }
 
-    unsafe fn number(&self, n: f64) -> sys::napi_value {
+    /// # Safety
+    /// On this JS thread, inside a handle scope.
+    unsafe fn number(&self, n: f64) -> Made {
         let mut value = ptr::null_mut();
-        sys::napi_create_double(self.env, n, &mut value);
-        value
+        // SAFETY: as the caller promises.
+        checked(unsafe { sys::napi_create_double(self.env, n, &mut value) })?;
+        Ok(value)
     }
 
-    unsafe fn string(&self, text: &str) -> sys::napi_value {
+    /// # Safety
+    /// On this JS thread, inside a handle scope.
+    unsafe fn string(&self, text: &str) -> Made {
         let mut value = ptr::null_mut();
-        sys::napi_create_string_utf8(
-            self.env,
-            text.as_ptr().cast(),
-            text.len() as isize,
-            &mut value,
-        );
-        value
+        // SAFETY: as the caller promises; `text` is UTF-8 of the length given.
+        checked(unsafe {
+            sys::napi_create_string_utf8(
+                self.env,
+                text.as_ptr().cast(),
+                text.len() as isize,
+                &mut value,
+            )
+        })?;
+        Ok(value)
     }
 
-    /// The encoded error the JS layer decodes (see binding/error.rs).
-    unsafe fn error(&self, err: crate::core::error::LockError) -> sys::napi_value {
-        let message = self.string(&to_napi(err).reason);
-        let mut value = ptr::null_mut();
-        sys::napi_create_error(self.env, ptr::null_mut(), message, &mut value);
-        value
+    /// The error a promise rejects with, `code` and all (see binding/error.rs); undefined if
+    /// Node would not make it (see `undefined`).
+    ///
+    /// # Safety
+    /// On this JS thread, inside a handle scope.
+    unsafe fn error(&self, err: &LockError) -> sys::napi_value {
+        // SAFETY: as the caller promises.
+        unsafe { js_error(self.env, err).unwrap_or_else(|_| self.undefined()) }
     }
 }
 
-fn check(status: sys::napi_status) -> napi::Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(napi::Error::from_reason(
-            "Node-API refused to create a promise",
-        ))
+/// The async resource and context our callback scopes run in (named for async_hooks).
+///
+/// # Safety
+/// On the JS thread of `env`.
+unsafe fn async_resource(env: sys::napi_env) -> Made<(sys::napi_ref, sys::napi_async_context)> {
+    let (mut object, mut name, mut resource, mut context) = (
+        ptr::null_mut(),
+        ptr::null_mut(),
+        ptr::null_mut(),
+        ptr::null_mut(),
+    );
+    let label = "native-redis-lock";
+    // SAFETY: as the caller promises; out-pointers are locals, `label` UTF-8 of its length.
+    unsafe {
+        checked(sys::napi_create_object(env, &mut object))?;
+        checked(sys::napi_create_string_utf8(
+            env,
+            label.as_ptr().cast(),
+            label.len() as isize,
+            &mut name,
+        ))?;
+        checked(sys::napi_create_reference(env, object, 1, &mut resource))?;
+        if let Err(status) = checked(sys::napi_async_init(env, object, name, &mut context)) {
+            // Node refuses only while the environment ends, which frees the reference
+            // anyway; deleting it now just does so sooner.
+            let _ = checked(sys::napi_delete_reference(env, resource));
+            return Err(status);
+        }
     }
+    Ok((resource, context))
+}
+
+fn check(status: sys::napi_status) -> napi::Result<()> {
+    checked(status).map_err(|status| {
+        napi::Error::new(
+            napi::Status::from(status),
+            "Node-API refused to create a promise",
+        )
+    })
 }
 
 unsafe extern "C" fn on_wake(_env: sys::napi_env, context: *mut c_void) {
     // The waker holds a weak reference: a thread state already dropped delivers nothing.
-    let weak = std::mem::ManuallyDrop::new(Weak::from_raw(context as *const JsThread));
+    // SAFETY: `context` is the `Weak` made in `JsThread::new`, borrowed here (ManuallyDrop),
+    // and freed only by `drop_weak`, after the last wake.
+    let weak = std::mem::ManuallyDrop::new(unsafe { Weak::from_raw(context as *const JsThread) });
     if let Some(thread) = weak.upgrade() {
-        thread.deliver_queued();
+        // SAFETY: the waker calls us from a libuv callback of this thread, no JS on the
+        // stack, no borrow of ours held.
+        unsafe { thread.deliver_queued() };
     }
 }
 
 unsafe extern "C" fn drop_weak(context: *mut c_void) {
-    drop(Weak::from_raw(context as *const JsThread));
+    // SAFETY: the `Weak` made in `JsThread::new`; the waker gives it back once.
+    drop(unsafe { Weak::from_raw(context as *const JsThread) });
 }

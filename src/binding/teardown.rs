@@ -23,10 +23,12 @@ const SLACK: Duration = Duration::from_millis(100);
 /// On the JS thread of `env`.
 pub unsafe fn register(env: sys::napi_env, owner: Owner) -> bool {
     let arg = Box::into_raw(Box::new(owner));
-    let status = sys::napi_add_env_cleanup_hook(env, Some(on_env_end), arg.cast());
+    // SAFETY: on `env`'s thread, as the caller promises; Node calls the hook at most once,
+    // with `arg`, which stays valid until then.
+    let status = unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_end), arg.cast()) };
     if status != sys::Status::napi_ok {
-        // Never registered, so never called: the box is still ours.
-        drop(Box::from_raw(arg));
+        // SAFETY: never registered, so never called: the box is still ours.
+        drop(unsafe { Box::from_raw(arg) });
         return false;
     }
     true
@@ -37,7 +39,7 @@ unsafe extern "C" fn on_env_end(arg: *mut c_void) {
         return;
     }
     // SAFETY: the box made by `register` for this hook, which Node calls once.
-    let owner = Box::from_raw(arg.cast::<Owner>());
+    let owner = unsafe { Box::from_raw(arg.cast::<Owner>()) };
     end(&owner);
 }
 

@@ -2,6 +2,7 @@ use super::completions::{Completer, NativeCompletions};
 use super::error::{OrThrow, Result};
 use crate::core::sync;
 use crate::core::validate;
+use napi::bindgen_prelude::Env;
 use napi_derive::napi;
 use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -28,8 +29,8 @@ impl NativeTicker {
 
     /// Tells `listener` every `every_ms` from now on (instead of any period before).
     #[napi]
-    pub fn start(&self, listener: u32, every_ms: f64) -> Result<()> {
-        let every = validate::positive_ms("everyMs", every_ms).or_throw()?;
+    pub fn start(&self, env: Env, listener: u32, every_ms: f64) -> Result<()> {
+        let every = validate::positive_ms("everyMs", every_ms).or_throw(&env)?;
         let stop = CancellationToken::new();
         if let Some(old) = sync::lock(&self.running).replace(stop.clone()) {
             old.cancel();

@@ -63,7 +63,9 @@ fn load() -> Option<Uv> {
 unsafe fn function<F: Copy>(name: &CStr) -> Option<F> {
     let found = symbol(name)?;
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()) };
-    Some(std::mem::transmute_copy::<*mut c_void, F>(&found))
+    // SAFETY: same size (checked above), non-null, and `F` is the symbol's signature, as
+    // the caller promises.
+    Some(unsafe { std::mem::transmute_copy::<*mut c_void, F>(&found) })
 }
 
 fn symbol(name: &CStr) -> Option<*mut c_void> {
@@ -91,29 +93,41 @@ impl Uv {
         fd: c_int,
         data: *mut c_void,
     ) -> Option<Handles> {
-        let poll = self.alloc(POLL)?;
-        let (idle, timer) = match (self.alloc(IDLE), self.alloc(TIMER)) {
-            (Some(idle), Some(timer)) => (idle, timer),
-            (idle, timer) => {
-                for handle in [Some(poll), idle, timer].into_iter().flatten() {
-                    libc::free(handle);
+        // SAFETY: libuv's own handle types.
+        let (poll, idle, timer) =
+            unsafe { (self.alloc(POLL), self.alloc(IDLE), self.alloc(TIMER)) };
+        let (poll, idle, timer) = match (poll, idle, timer) {
+            (Some(poll), Some(idle), Some(timer)) => (poll, idle, timer),
+            (poll, idle, timer) => {
+                for handle in [poll, idle, timer].into_iter().flatten() {
+                    // SAFETY: allocated just above by calloc, never handed to libuv.
+                    unsafe { libc::free(handle) };
                 }
                 return None;
             }
         };
         let handles = Handles { poll, idle, timer };
-        if (self.poll_init)(event_loop, poll, fd) != 0 {
-            libc::free(poll);
-            libc::free(idle);
-            libc::free(timer);
+        // SAFETY: zeroed memory of libuv's size for a poll handle, on the loop's thread;
+        // `fd` stays open until the handle is closed, as the caller promises.
+        if unsafe { (self.poll_init)(event_loop, poll, fd) } != 0 {
+            for handle in [poll, idle, timer] {
+                // SAFETY: as above: allocated here, and no handle libuv knows of.
+                unsafe { libc::free(handle) };
+            }
             return None;
         }
-        // Both cannot fail on an initialised loop; the poll handle must be closed from here on.
-        (self.idle_init)(event_loop, idle);
-        (self.timer_init)(event_loop, timer);
+        // SAFETY: zeroed memory of libuv's sizes, on the loop's thread. Both cannot fail on
+        // an initialised loop (libuv returns 0); the poll handle must be closed from here on.
+        unsafe {
+            (self.idle_init)(event_loop, idle);
+            (self.timer_init)(event_loop, timer);
+        }
         for handle in [poll, idle, timer] {
-            *(handle as *mut *mut c_void) = data;
-            (self.unref)(handle);
+            // SAFETY: initialised handles, whose first field is `data` in every libuv 1.x.
+            unsafe {
+                *(handle as *mut *mut c_void) = data;
+                (self.unref)(handle);
+            }
         }
         Some(handles)
     }
@@ -123,10 +137,15 @@ impl Uv {
     /// # Safety
     /// Called on the loop's thread.
     pub unsafe fn timer(&self, event_loop: *mut Loop, data: *mut c_void) -> Option<*mut Handle> {
-        let timer = self.alloc(TIMER)?;
-        (self.timer_init)(event_loop, timer);
-        *(timer as *mut *mut c_void) = data;
-        (self.unref)(timer);
+        // SAFETY: on the loop's thread, as the caller promises.
+        let timer = unsafe { self.alloc(TIMER) }?;
+        // SAFETY: zeroed memory of a timer's size, on the loop's thread; timer_init cannot
+        // fail on an initialised loop (libuv returns 0); `data` is the first field.
+        unsafe {
+            (self.timer_init)(event_loop, timer);
+            *(timer as *mut *mut c_void) = data;
+            (self.unref)(timer);
+        }
         Some(timer)
     }
 
@@ -135,12 +154,21 @@ impl Uv {
     /// # Safety
     /// Called once, on the loop's thread.
     pub unsafe fn close_one(&self, handle: *mut Handle) {
-        *(handle as *mut *mut c_void) = std::ptr::null_mut();
-        (self.close)(handle, Some(free_handle));
+        // SAFETY: a live handle of ours, closed once on its loop's thread, as the caller
+        // promises; its memory is calloc's, which `free_handle` gives back.
+        unsafe {
+            *(handle as *mut *mut c_void) = std::ptr::null_mut();
+            (self.close)(handle, Some(free_handle));
+        }
     }
 
+    /// Zeroed memory for a handle of `kind`, owned by the caller.
+    ///
+    /// # Safety
+    /// `kind` is one of libuv's handle types.
     unsafe fn alloc(&self, kind: c_int) -> Option<*mut Handle> {
-        let handle = libc::calloc(1, (self.handle_size)(kind));
+        // SAFETY: uv_handle_size takes any handle type; calloc any size (null if refused).
+        let handle = unsafe { libc::calloc(1, (self.handle_size)(kind)) };
         (!handle.is_null()).then_some(handle)
     }
 
@@ -150,8 +178,8 @@ impl Uv {
     /// Called once, on the loop's thread.
     pub unsafe fn close(&self, handles: &Handles) {
         for handle in [handles.poll, handles.idle, handles.timer] {
-            *(handle as *mut *mut c_void) = std::ptr::null_mut();
-            (self.close)(handle, Some(free_handle));
+            // SAFETY: as in `close_one`: live handles of ours, each closed once here.
+            unsafe { self.close_one(handle) };
         }
     }
 }
@@ -161,9 +189,12 @@ impl Uv {
 /// # Safety
 /// `handle` is a live handle made by `Uv::handles`.
 pub unsafe fn data(handle: *mut Handle) -> *mut c_void {
-    *(handle as *mut *mut c_void)
+    // SAFETY: `data` is the first field of every libuv 1.x handle, and `handle` is live, as
+    // the caller promises.
+    unsafe { *(handle as *mut *mut c_void) }
 }
 
 unsafe extern "C" fn free_handle(handle: *mut Handle) {
-    libc::free(handle);
+    // SAFETY: libuv calls this once per closed handle, all of which calloc allocated.
+    unsafe { libc::free(handle) };
 }

@@ -47,7 +47,20 @@ impl Waker {
         });
         let mut name = ptr::null_mut();
         let label = "native-redis-lock";
-        sys::napi_create_string_utf8(env, label.as_ptr().cast(), label.len() as isize, &mut name);
+        // SAFETY: on `env`'s thread, as the caller promises; `label` is UTF-8 of its length.
+        let named = unsafe {
+            sys::napi_create_string_utf8(
+                env,
+                label.as_ptr().cast(),
+                label.len() as isize,
+                &mut name,
+            )
+        };
+        if named != sys::Status::napi_ok {
+            // SAFETY: no function holds `context`: it is given back now, once.
+            unsafe { drop_context(context) };
+            return None;
+        }
         let callback = Box::into_raw(Box::new(Callback {
             on_wake,
             drop_context,
@@ -55,26 +68,40 @@ impl Waker {
         }));
         let finalize_data = Arc::into_raw(waker.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
-        let status = sys::napi_create_threadsafe_function(
-            env,
-            ptr::null_mut(),
-            ptr::null_mut(),
-            name,
-            0,
-            1,
-            finalize_data,
-            Some(finalized),
-            callback.cast(),
-            Some(call_js),
-            &mut tsfn,
-        );
+        // SAFETY: on `env`'s thread; Node hands `finalize_data` and `callback` to `finalized`
+        // once, and to `call_js` only before that.
+        let status = unsafe {
+            sys::napi_create_threadsafe_function(
+                env,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                name,
+                0,
+                1,
+                finalize_data,
+                Some(finalized),
+                callback.cast(),
+                Some(call_js),
+                &mut tsfn,
+            )
+        };
         if status != sys::Status::napi_ok {
-            drop_context(context);
-            drop(Box::from_raw(callback));
-            drop(Arc::from_raw(finalize_data as *const Waker));
+            // SAFETY: Node refused the function, so it holds none of these: each is given
+            // back here, once.
+            unsafe {
+                drop_context(context);
+                drop(Box::from_raw(callback));
+                drop(Arc::from_raw(finalize_data as *const Waker));
+            }
             return None;
         }
-        sys::napi_unref_threadsafe_function(env, tsfn);
+        // SAFETY: the function just made, on its env's thread.
+        let unrefed = unsafe { sys::napi_unref_threadsafe_function(env, tsfn) };
+        if unrefed != sys::Status::napi_ok {
+            // Node refuses only while the environment ends, when nothing is kept alive
+            // anyway; the function stays usable.
+            eprintln!("native-redis-lock: Node-API refused to unref the waker ({unrefed})");
+        }
         waker.tsfn.store(tsfn, Ordering::Release);
         *write(&waker.closed) = false;
         Some(waker)
@@ -85,13 +112,16 @@ impl Waker {
         let closed = read(&self.closed);
         if !*closed {
             // SAFETY: the function is live while `closed` is false, and we hold the read lock.
-            unsafe {
+            let status = unsafe {
                 sys::napi_call_threadsafe_function(
                     self.tsfn.load(Ordering::Acquire),
                     ptr::null_mut(),
                     sys::ThreadsafeFunctionCallMode::nonblocking,
                 )
             };
+            // The queue is unbounded, so the only refusal is `napi_closing`: the environment
+            // is ending, and what would have been delivered has nobody left to hear it.
+            let _ = status;
         }
     }
 
@@ -105,11 +135,18 @@ impl Waker {
             return;
         }
         let tsfn = self.tsfn.load(Ordering::Acquire);
-        if on {
-            sys::napi_ref_threadsafe_function(env, tsfn);
-        } else {
-            sys::napi_unref_threadsafe_function(env, tsfn);
-        }
+        // SAFETY: a live function (`closed` is false under the read lock), on its env's
+        // thread as the caller promises.
+        let status = unsafe {
+            if on {
+                sys::napi_ref_threadsafe_function(env, tsfn)
+            } else {
+                sys::napi_unref_threadsafe_function(env, tsfn)
+            }
+        };
+        // Refused only while the environment ends: then nothing is kept alive, whatever we
+        // asked, and nothing is left to deliver.
+        let _ = status;
     }
 }
 
@@ -132,15 +169,25 @@ unsafe extern "C" fn call_js(
     if env.is_null() || context.is_null() {
         return;
     }
-    let callback = &*(context as *const Callback);
-    let _ = std::panic::catch_unwind(|| (callback.on_wake)(env, callback.context));
+    // SAFETY: the `Callback` given as the function's context, freed only by `finalized`,
+    // after the last call.
+    let callback = unsafe { &*(context as *const Callback) };
+    // SAFETY: Node calls us on the JS thread, from its loop, as `on_wake` requires.
+    let woken = std::panic::catch_unwind(|| unsafe { (callback.on_wake)(env, callback.context) });
+    // A panic must not unwind into Node; the batch it interrupted is lost, as its promises
+    // were (the core's own panics are caught before they get here, see completions.rs).
+    let _ = woken;
 }
 
 unsafe extern "C" fn finalized(_env: sys::napi_env, data: *mut c_void, context: *mut c_void) {
-    let waker = Arc::from_raw(data as *const Waker);
+    // SAFETY: the `Arc` given as finalize data to `napi_create_threadsafe_function`; Node
+    // finalizes once.
+    let waker = unsafe { Arc::from_raw(data as *const Waker) };
     *write(&waker.closed) = true;
     if !context.is_null() {
-        let callback = Box::from_raw(context as *mut Callback);
-        (callback.drop_context)(callback.context);
+        // SAFETY: the `Callback` given as context, taken back once, here.
+        let callback = unsafe { Box::from_raw(context as *mut Callback) };
+        // SAFETY: the context handed to `Waker::new`, given back once.
+        unsafe { (callback.drop_context)(callback.context) };
     }
 }

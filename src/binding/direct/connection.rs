@@ -174,7 +174,7 @@ impl Connection {
         }
         if !self.in_callback && !self.flush_scheduled {
             if let Some(handles) = &self.handles {
-                // SAFETY: a live handle of this thread.
+                // SAFETY: a live handle of this thread. libuv refuses only a null callback.
                 unsafe { (self.uv.idle_start)(handles.idle, on_idle) };
                 self.flush_scheduled = true;
             }
@@ -195,7 +195,8 @@ impl Connection {
         // libuv counts whole milliseconds from its cached loop time: round up, plus one.
         let wait = due.saturating_duration_since(Instant::now());
         let ms = wait.as_millis() as u64 + 1;
-        // SAFETY: a live handle of this thread.
+        // SAFETY: a live handle of this thread. libuv refuses only a closing timer, and the
+        // handles are taken out of `self.handles` before they are closed.
         unsafe { (self.uv.timer_start)(handles.timer, on_timer, ms, 0) };
         self.timer_due = Some(due);
     }
@@ -223,7 +224,11 @@ impl Connection {
             if let Some(handles) = &self.handles {
                 let events = uv::READABLE | if want_writable { uv::WRITABLE } else { 0 };
                 // SAFETY: a live handle of this thread.
-                unsafe { (self.uv.poll_start)(handles.poll, events, on_poll) };
+                if unsafe { (self.uv.poll_start)(handles.poll, events, on_poll) } != 0 {
+                    // The socket can no longer be watched (epoll refused it): as for a
+                    // failed write, the connection is done and its calls go through tokio.
+                    self.broken = true;
+                }
                 self.writable_polled = want_writable;
             }
         }
