@@ -1,7 +1,7 @@
 use super::error::Result;
 use super::options::ConnectionOptions;
-use crate::core::store::Store;
-use crate::core::watchdog::Watchdog;
+use crate::core::ops::store::Store;
+use crate::core::ops::watchdog::Watchdog;
 use napi_derive::napi;
 
 /// What the refreshes of one connection have cost so far (for tests and benchmarks).

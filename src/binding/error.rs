@@ -1,4 +1,4 @@
-use crate::core::error::{InvalidKind, LockError};
+use crate::core::basics::error::{InvalidKind, LockError};
 
 /// Encodes a core error for the JS layer, which turns it into a real error class:
 /// `[CODE detail...] message`. Async rejections from napi cannot carry a custom `code`, so the

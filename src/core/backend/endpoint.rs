@@ -1,6 +1,6 @@
 //! Where and how to connect: the identity of a shared connection.
 
-use super::error::LockError;
+use crate::core::basics::error::LockError;
 use redis::{
     ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
     TlsCertificates,

@@ -13,6 +13,7 @@ mod lua;
 mod number;
 mod pubsub;
 mod reply;
+mod sorted_set;
 mod strings;
 mod zset;
 

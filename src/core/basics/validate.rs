@@ -102,7 +102,7 @@ pub fn js_number(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::error::InvalidKind;
+    use crate::core::basics::error::InvalidKind;
 
     fn range_arg(err: LockError) -> (&'static str, InvalidKind) {
         match err {

@@ -8,8 +8,8 @@
 //! The pairs left behind are bounded by rebuilding the queues from the table once they
 //! outnumber the live entries by far, an O(n) pass after at least n stops.
 
-use super::error::LockError;
 use super::watched::{Clock, Entry, Table};
+use crate::core::basics::error::LockError;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

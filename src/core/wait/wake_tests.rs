@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::clock::Stamp;
+use crate::core::basics::clock::Stamp;
 use std::time::Duration;
 
 const LOCK: &[u8] = b"lock:job";

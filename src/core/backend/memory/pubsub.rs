@@ -2,8 +2,6 @@
 //! delivered only once it is unlocked: a subscriber's callback may well call back into the
 //! keyspace (the store passes a wake on with a script).
 
-use super::keyspace::Keyspace;
-use super::reply::Reply;
 use redis::{PushInfo, PushKind, Value};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -129,15 +127,5 @@ impl PubSub {
 pub fn deliver(outbox: Vec<(Pushes, PushInfo)>) {
     for (pushes, push) in outbox {
         let _lost = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pushes(push)));
-    }
-}
-
-impl Keyspace {
-    pub(super) fn publish(&mut self, name: &str, args: &[&[u8]], sharded: bool) -> Reply {
-        let [channel, message] = args else {
-            return Reply::arity(name);
-        };
-        let kind = if sharded { Kind::Sharded } else { Kind::Plain };
-        Reply::Int(self.pubsub.publish(kind, channel, message))
     }
 }

@@ -7,7 +7,7 @@ use super::lua::LuaHost;
 use super::number::parse_i64;
 use super::pubsub::{deliver, Kind, Pushes};
 use super::reply::{Reply, NOT_INTEGER};
-use crate::core::sync::lock;
+use crate::core::basics::sync::lock;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};

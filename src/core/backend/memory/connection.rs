@@ -6,7 +6,7 @@
 use super::instance::{instance, Instance};
 use super::pubsub::{Kind, Pushes};
 use super::reply::{error_value, Reply};
-use crate::core::sync::lock;
+use crate::core::basics::sync::lock;
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, Pipeline, PushKind, RedisFuture, Value};
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@
 //! Redis before the handover. One table per connection: a release lends to any waiter of its
 //! JS thread on that connection, whatever `DistributedLock` instance it came from.
 
-use super::sync::lock;
+use crate::core::basics::sync::lock;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! Unit tests of `store.rs`, kept apart so the library file holds no test-only unwraps.
 use super::*;
-use crate::core::endpoint::EndpointSpec;
+use crate::core::backend::endpoint::EndpointSpec;
 
 fn endpoint(port: u16) -> Endpoint {
     Endpoint::from_spec(EndpointSpec {

@@ -3,9 +3,9 @@
 //! runtime, then handed over as a plain non-blocking socket.
 
 use super::endpoint::{Address, Endpoint};
-use super::error::LockError;
-use super::resp;
-use super::scripts;
+use crate::core::basics::error::LockError;
+use crate::core::basics::resp;
+use crate::core::ops::scripts;
 use redis::{Cmd, Value};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -3,15 +3,15 @@
 //! round trip per tick, not 10,000. A lock whose refresh fails, or whose TTL runs out before
 //! Redis confirms one, is reported lost at once; the watchdog never waits past a deadline.
 
-use super::error::LockError;
 use super::forsaken::Orphan;
-use super::owner::Owner;
 use super::schedule::Schedule;
 use super::scripts;
 use super::store::Store;
-use super::sync::lock;
 use super::watched::{Clock, Entry};
 pub use super::watched::{Limits, Pair, Target};
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
+use crate::core::wait::owner::Owner;
 use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};

@@ -6,12 +6,12 @@
 //! on, so a release never sets off a herd. Polling stays as the safety net for what sends no
 //! message: a lock that expires, or a message lost with a connection.
 
-use super::keys;
-use super::lease::Lease;
 use super::lent::Lends;
 use super::owner::Owner;
-use super::store::Store;
-use super::sync::lock;
+use crate::core::basics::keys;
+use crate::core::basics::lease::Lease;
+use crate::core::basics::sync::lock;
+use crate::core::ops::store::Store;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};

@@ -8,13 +8,13 @@
 //! a stale id does not reach the lock that took its slot. Ids stay below 2^31 (for 8 million
 //! slots): small integers in JavaScript, where handles keep them.
 
-use super::clock::validity;
-use super::error::LockError;
 use super::forsaken::Orphan;
-use super::owner::Owner;
-use super::pages::Pages;
 use super::scripts;
 use super::watchdog::{Confirmed, Heartbeat, Sink};
+use crate::core::basics::clock::validity;
+use crate::core::basics::error::LockError;
+use crate::core::basics::pages::Pages;
+use crate::core::wait::owner::Owner;
 use redis::Cmd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -34,7 +34,7 @@ impl Default for Clock {
     fn default() -> Self {
         Clock {
             base: Instant::now(),
-            base_wall_ms: super::clock::wall_ms(),
+            base_wall_ms: crate::core::basics::clock::wall_ms(),
         }
     }
 }

@@ -2,17 +2,17 @@
 //! extend and the held check. Contention is an answer here, not an error; only the caller's
 //! policy (retries used up, deadline passed) turns it into `LockError::Locked`.
 
-use super::backoff;
-use super::clock::Stamp;
-use super::error::LockError;
-use super::keys;
-use super::lease::Lease;
-use super::owner::Owner;
-use super::resp;
 use super::scripts;
 use super::store::{Connection, Replay, Store};
-use super::token;
-use super::wake::{self, Caller, Ticket};
+use crate::core::basics::backoff;
+use crate::core::basics::clock::Stamp;
+use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
+use crate::core::basics::lease::Lease;
+use crate::core::basics::resp;
+use crate::core::basics::token;
+use crate::core::wait::owner::Owner;
+use crate::core::wait::wake::{self, Caller, Ticket};
 use redis::Cmd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

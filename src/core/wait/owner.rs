@@ -7,10 +7,10 @@
 //! them a lock meanwhile, see wake.rs), stops the refreshes of its locks and releases them,
 //! and makes any lock one of its calls wins from then on be released instead of handed out.
 
-use super::forsaken::Orphan;
-use super::store::Store;
-use super::sync::lock;
-use super::watchdog::Watchdog;
+use crate::core::basics::sync::lock;
+use crate::core::ops::forsaken::Orphan;
+use crate::core::ops::store::Store;
+use crate::core::ops::watchdog::Watchdog;
 use std::future::Future;
 use std::sync::{Arc, Mutex, Weak};
 use tokio_util::sync::CancellationToken;

@@ -4,15 +4,15 @@
 //! one waiter: one of ours, else the connection that queued first (see wake.rs). A fair
 //! lock is only ever deleted, waking the first waiter in its line.
 
-use super::clock::Stamp;
-use super::error::LockError;
-use super::keys;
-use super::lease::Lease;
 use super::lock::Locker;
 use super::scripts;
 use super::store::{Replay, Store};
-use super::token;
-use super::wake::{self, Reservation};
+use crate::core::basics::clock::Stamp;
+use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
+use crate::core::basics::lease::Lease;
+use crate::core::basics::token;
+use crate::core::wait::wake::{self, Reservation};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,15 +4,15 @@
 //! owner token lives in a sibling key in the same hash slot, set and expired together with the
 //! lock key, so refresh and release act only on a lock that is provably ours.
 
-use super::clock::Stamp;
-use super::error::LockError;
-use super::keys;
 use super::lock;
-use super::resp;
 use super::scripts;
 use super::store::{Replay, Store};
-use super::token;
 use super::watchdog::{Pair, Target};
+use crate::core::basics::clock::Stamp;
+use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
+use crate::core::basics::resp;
+use crate::core::basics::token;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -307,7 +307,8 @@ mod tests {
 
     #[test]
     fn a_server_error_goes_again_and_only_a_win_is_freed_late() {
-        let noscript = match super::resp::parse(b"-NOSCRIPT No matching script.\r\n") {
+        let noscript = match crate::core::basics::resp::parse(b"-NOSCRIPT No matching script.\r\n")
+        {
             Ok(Some((reply, _))) => reply,
             other => panic!("{other:?}"),
         };

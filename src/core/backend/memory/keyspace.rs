@@ -6,9 +6,9 @@
 
 use super::clock::{Clock, Now};
 use super::number::parse_i64;
-use super::pubsub::PubSub;
+use super::pubsub::{Kind, PubSub};
 use super::reply::{Reply, NOT_INTEGER, SYNTAX};
-use super::zset::ZSet;
+use super::sorted_set::ZSet;
 use std::collections::HashMap;
 
 /// How often expired keys nobody reads again are swept out, in ms of the keyspace's clock.
@@ -327,4 +327,15 @@ pub(super) fn keyword(arg: &[u8]) -> String {
 
 pub(super) fn syntax_error() -> Reply {
     Reply::error(SYNTAX)
+}
+
+/// PUBLISH and SPUBLISH: here, beside the keyspace that owns the subscriptions.
+impl Keyspace {
+    pub(super) fn publish(&mut self, name: &str, args: &[&[u8]], sharded: bool) -> Reply {
+        let [channel, message] = args else {
+            return Reply::arity(name);
+        };
+        let kind = if sharded { Kind::Sharded } else { Kind::Plain };
+        Reply::Int(self.pubsub.publish(kind, channel, message))
+    }
 }

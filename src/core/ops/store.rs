@@ -1,13 +1,13 @@
 //! One multiplexed, self-reconnecting connection per distinct endpoint in the process, and
 //! the only way the rest of the core talks to Redis: every call is bounded by a timeout.
 
-use super::backend::Backend;
-use super::background::spawn;
-use super::endpoint::{Address, Endpoint};
-use super::error::LockError;
-use super::memory::MemoryConnection;
-use super::sync::lock;
-use super::wake::{self, Turn, Wakes};
+use crate::core::backend::boundary::Backend;
+use crate::core::backend::endpoint::{Address, Endpoint};
+use crate::core::backend::memory::MemoryConnection;
+use crate::core::basics::background::spawn;
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
+use crate::core::wait::wake::{self, Turn, Wakes};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation, Value};
 use std::collections::HashMap;
@@ -82,7 +82,7 @@ impl Store {
             dropped: Arc::new(Notify::new()),
             scripts_ready: Arc::new(AtomicBool::new(false)),
             wakes: Arc::new(Wakes::default()),
-            id: super::token::new_token(),
+            id: crate::core::basics::token::new_token(),
         });
         let _first = store.wakes.store.set(Arc::downgrade(&store));
         registry.insert(endpoint, Arc::downgrade(&store));
@@ -219,7 +219,7 @@ impl Store {
 
     /// Frees, in the background, a lock handed to a waiter that left before taking it, as
     /// a release would (to the next waiter of ours, or waking the next connection).
-    pub(crate) fn release_orphan(&self, lease: super::lease::Lease) {
+    pub(crate) fn release_orphan(&self, lease: crate::core::basics::lease::Lease) {
         let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) else {
             return;
         };

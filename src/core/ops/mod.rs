@@ -1,0 +1,12 @@
+//! The lock operations: acquire, wait, hand over, release, refresh, and the scripts that do
+//! each atomically in Redis.
+
+pub mod exclusive;
+pub mod forsaken;
+pub mod lock;
+pub mod release;
+pub mod schedule;
+pub mod scripts;
+pub mod store;
+pub mod watchdog;
+pub mod watched;
