@@ -3,6 +3,7 @@
 //! mid-reply. Only what our commands get back is needed, but every RESP2 type is read, so an
 //! unexpected reply is reported as such instead of desynchronising the stream.
 
+use crate::core::basics::error::LockError;
 use redis::Value;
 
 /// A reply that breaks the protocol: the connection cannot be trusted any further.
@@ -139,6 +140,12 @@ impl Decimal {
 
 fn write_decimal(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(decimal(n).as_bytes());
+}
+
+/// A reply read outside the redis crate's connection, as that connection would convert it.
+pub fn typed<T: redis::FromRedisValue>(reply: Value) -> Result<T, LockError> {
+    let reply = reply.extract_error()?;
+    redis::from_redis_value(reply).map_err(|err| LockError::from(redis::RedisError::from(err)))
 }
 
 #[cfg(test)]

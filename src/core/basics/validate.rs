@@ -16,6 +16,9 @@ pub const MAX_KEY_BYTES: usize = 4 * 1024 * 1024;
 /// near this already waits for weeks.
 pub const MAX_RETRIES: u32 = 1_000;
 
+/// The bound of each command when the user sets none (`commandTimeout`).
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_millis(5_000);
+
 pub fn key(arg: &'static str, key: &str) -> Result<(), LockError> {
     if key.is_empty() {
         return Err(LockError::invalid_type(

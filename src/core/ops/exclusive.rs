@@ -5,9 +5,10 @@
 //! lock key, so refresh and release act only on a lock that is provably ours.
 
 use super::lock;
+use super::pair::Pair;
 use super::scripts;
 use super::store::{Replay, Store};
-use super::watchdog::{Pair, Target};
+use super::watched::Target;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
@@ -139,7 +140,7 @@ impl Exclusive {
     /// Whether the reply to `write_release` says our lock was deleted, read as the shared
     /// connection would read it.
     pub fn released(reply: redis::Value) -> Result<bool, LockError> {
-        let deleted: i64 = lock::typed(reply)?;
+        let deleted: i64 = resp::typed(reply)?;
         Ok(deleted == 1)
     }
 
@@ -233,7 +234,7 @@ impl AttemptRequest {
     /// What the script's `[1, fence]` or `[0, pttl]` says: the claim when won, `None` when
     /// the lock is held. Read as the shared connection would read it.
     pub fn won(self, reply: redis::Value) -> Result<Option<Claim>, LockError> {
-        let (won, fence): (i64, i64) = lock::typed(reply)?;
+        let (won, fence): (i64, i64) = resp::typed(reply)?;
         if won != 1 {
             return Ok(None);
         }

@@ -2,12 +2,12 @@
 //! release it, so it is released here, as its holder's release would have, rather than left
 //! to its TTL (or, refreshed, to its stall budget) while others wait for it.
 
-use super::lock::DEFAULT_COMMAND_TIMEOUT;
+use super::pair::Pair;
 use super::release;
 use super::scripts;
 use super::store::{Replay, Store};
-use super::watchdog::Pair;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -18,8 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_millis(5_000);
-
 /// Slack on bounds derived from a deadline, so a call that starts just before it can finish.
 /// Half the 50 ms we promise: the rest is for the hop back to the JS thread.
 const GRACE: Duration = Duration::from_millis(25);
@@ -625,8 +623,8 @@ impl Locker {
     }
 
     /// The refresh target of a lease: its key holds the token, nothing beside it.
-    pub fn target(&self, lease: &Lease, every: Duration) -> super::watchdog::Target {
-        super::watchdog::Target {
+    pub fn target(&self, lease: &Lease, every: Duration) -> super::watched::Target {
+        super::watched::Target {
             key: lease.redis_key.clone(),
             name_at: self.prefix.len(),
             token: lease.token.clone(),
@@ -989,7 +987,7 @@ impl AttemptRequest {
                 return fence_of(*counter - 1).map(Some);
             }
         }
-        match typed::<(i64, i64)>(reply)? {
+        match resp::typed::<(i64, i64)>(reply)? {
             (1, fence) => fence_of(fence).map(Some),
             _ => Ok(None),
         }
@@ -1105,14 +1103,7 @@ impl Locker {
         lease: &Lease,
         reply: Result<redis::Value, LockError>,
     ) -> Result<bool, LockError> {
-        let deleted: i64 = match reply.and_then(typed) {
-            Ok(deleted) => deleted,
-            // Redis did not answer before the lock ran out: it is gone either way.
-            Err(LockError::Timeout(_)) if lease.remaining().is_zero() => 0,
-            Err(err) => return Err(err),
-        };
-        lease.mark_released();
-        Ok(deleted == 1)
+        super::release::outcome(lease, reply)
     }
 
     /// `is_locked` written to `out` (one reply).
@@ -1128,12 +1119,6 @@ pub fn fence_of(fence: i64) -> Result<u64, LockError> {
         Ok(fence @ 1..=token::FENCE_MAX) => Ok(fence),
         _ => Err(LockError::no_fence()),
     }
-}
-
-/// A reply read outside the redis crate's connection, as that connection would convert it.
-pub(crate) fn typed<T: redis::FromRedisValue>(reply: redis::Value) -> Result<T, LockError> {
-    let reply = reply.extract_error()?;
-    redis::from_redis_value(reply).map_err(|err| LockError::from(redis::RedisError::from(err)))
 }
 
 /// The release script for a lock and token, with no local waiters to wake (one reply): also

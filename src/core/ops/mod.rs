@@ -4,9 +4,11 @@
 pub mod exclusive;
 pub mod forsaken;
 pub mod lock;
+pub mod pair;
 pub mod release;
 pub mod schedule;
 pub mod scripts;
+pub mod signals;
 pub mod store;
 pub mod watchdog;
 pub mod watched;

@@ -4,13 +4,13 @@
 //! one waiter: one of ours, else the connection that queued first (see wake.rs). A fair
 //! lock is only ever deleted, waking the first waiter in its line.
 
-use super::lock::Locker;
 use super::scripts;
 use super::store::{Replay, Store};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::resp;
 use crate::core::basics::token;
 use crate::core::wait::wake::{self, Reservation};
 use std::sync::Arc;
@@ -39,7 +39,7 @@ pub async fn release(
         .arg(&channel)
         .arg(if ours_wait { "1" } else { "0" });
     let reply = store.eval(&invocation, bound, Replay::Safe).await;
-    let deleted = Locker::release_outcome(lease, reply)?;
+    let deleted = outcome(lease, reply)?;
     if deleted && ours_wait {
         store.wakes().wake_local(&channel);
     }
@@ -127,7 +127,7 @@ async fn hand_off(
                 ttl,
             );
             store.release_orphan(orphan);
-            Locker::release_outcome(lease, Err(err))
+            outcome(lease, Err(err))
         }
     }
 }
@@ -155,5 +155,18 @@ pub async fn release_fair(
     }
     let invocation = fair_invocation(&lease.redis_key, &lease.token);
     let reply = store.eval(&invocation, bound, Replay::Safe).await;
-    Locker::release_outcome(lease, reply)
+    outcome(lease, reply)
+}
+
+/// The reply to a release script, or its lack within the bound: whether Redis still had our
+/// lock. A release left unanswered until the lock ran out counts as done.
+pub fn outcome(lease: &Lease, reply: Result<redis::Value, LockError>) -> Result<bool, LockError> {
+    let deleted: i64 = match reply.and_then(resp::typed) {
+        Ok(deleted) => deleted,
+        // Redis did not answer before the lock ran out: it is gone either way.
+        Err(LockError::Timeout(_)) if lease.remaining().is_zero() => 0,
+        Err(err) => return Err(err),
+    };
+    lease.mark_released();
+    Ok(deleted == 1)
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::ops::watchdog::{Confirmed, Sink};
+use crate::core::ops::signals::{Confirmed, Sink};
 use crate::core::ops::watched::{Limits, Target};
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,7 +143,7 @@ fn all_due_refreshes_every_lock_at_the_next_tick() {
 
 #[test]
 fn the_stall_guard_gives_a_lock_up_once_the_heartbeat_is_too_old() {
-    use crate::core::ops::watchdog::Heartbeat;
+    use crate::core::ops::signals::Heartbeat;
     let clock = clock();
     let heartbeat = Arc::new(Heartbeat::default());
     let target = Target {

@@ -6,53 +6,19 @@
 use super::forsaken::Orphan;
 use super::schedule::Schedule;
 use super::scripts;
+use super::signals::{Confirmed, Sink};
 use super::store::Store;
 use super::watched::{Clock, Entry};
-pub use super::watched::{Limits, Pair, Target};
+pub use super::watched::{Limits, Target};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
-use crate::core::wait::owner::Owner;
+use crate::core::wait::owner::{Keeper, Owner, Release};
 use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
-
-/// Where watched locks' news goes; one sink may serve many locks, told apart by the tag
-/// each was watched with. Called from the runtime thread, never under a lock.
-pub trait Sink: Send + Sync {
-    /// Redis confirmed the TTL `ttl` for a refresh sent at `sent`.
-    fn refreshed(&self, tag: u32, sent: std::time::Instant, ttl: Duration);
-    /// The lock is gone; `last` is what was last confirmed of it, `token` its owner token.
-    fn lost(&self, tag: u32, error: LockError, last: Confirmed, token: &[u8]);
-}
-
-/// Proof that the JavaScript thread is still running, updated by the binding.
-pub struct Heartbeat {
-    origin: std::time::Instant,
-    last_ms: AtomicU64,
-}
-
-impl Default for Heartbeat {
-    fn default() -> Self {
-        Heartbeat {
-            origin: std::time::Instant::now(),
-            last_ms: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Heartbeat {
-    pub fn beat(&self) {
-        let ms = self.origin.elapsed().as_millis() as u64;
-        self.last_ms.store(ms, Ordering::Relaxed);
-    }
-
-    pub(crate) fn last(&self) -> Instant {
-        Instant::from_std(self.origin + Duration::from_millis(self.last_ms.load(Ordering::Relaxed)))
-    }
-}
 
 #[derive(Default)]
 struct State {
@@ -107,15 +73,6 @@ impl Watch {
     }
 }
 
-/// What the watchdog last confirmed of a lock it keeps alive.
-#[derive(Debug, Clone, Copy)]
-pub struct Confirmed {
-    /// Until when the lock counts as ours by our clock.
-    pub deadline: std::time::Instant,
-    /// When Redis expires it, as far as we know: the TTL from the last confirmed request.
-    pub expires_at_ms: u64,
-}
-
 impl Drop for Watch {
     fn drop(&mut self) {
         self.stop();
@@ -165,7 +122,7 @@ impl Watchdog {
 
     /// Stops keeping every lock of `owner` alive and hands back those to be released (not
     /// those left to their TTL, see `Limits::outlives_owner`).
-    pub(crate) fn forsake(&self, owner: &Owner) -> Vec<Orphan> {
+    pub(crate) fn orphans_of(&self, owner: &Owner) -> Vec<Orphan> {
         let mut state = lock(&self.state);
         let ids: Vec<u64> = state
             .entries
@@ -581,6 +538,17 @@ impl Lost {
 fn report_lost(lost: Vec<Lost>) {
     for loss in lost {
         loss.sink.lost(loss.tag, loss.error, loss.last, &loss.token);
+    }
+}
+
+/// An ended owner's locks are released as its holder's release would have (see forsaken.rs).
+impl Keeper for Watchdog {
+    fn forsake(&self, owner: &Owner) -> Vec<Release> {
+        let store = self.store.clone();
+        self.orphans_of(owner)
+            .into_iter()
+            .map(|orphan| Box::pin(orphan.release(store.clone())) as Release)
+            .collect()
     }
 }
 

@@ -9,8 +9,9 @@
 //! slots): small integers in JavaScript, where handles keep them.
 
 use super::forsaken::Orphan;
+use super::pair::Pair;
 use super::scripts;
-use super::watchdog::{Confirmed, Heartbeat, Sink};
+use super::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::basics::clock::validity;
 use crate::core::basics::error::LockError;
 use crate::core::basics::pages::Pages;
@@ -62,13 +63,6 @@ pub struct Target {
     pub ttl: Duration,
     /// Refresh this often, counted from the last refresh sent.
     pub every: Duration,
-}
-
-/// The lock key an owner key guards, what it must hold, and the lock's name.
-pub struct Pair {
-    pub data_key: Vec<u8>,
-    pub expected: Vec<u8>,
-    pub name: String,
 }
 
 /// Bounds on how long a lock is kept alive without its holder's say.

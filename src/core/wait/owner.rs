@@ -8,20 +8,28 @@
 //! and makes any lock one of its calls wins from then on be released instead of handed out.
 
 use crate::core::basics::sync::lock;
-use crate::core::ops::forsaken::Orphan;
-use crate::core::ops::store::Store;
-use crate::core::ops::watchdog::Watchdog;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone)]
 pub struct Owner(Arc<Inner>);
 
+/// Freeing one lock an ended owner held, run on the runtime.
+pub type Release = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// What keeps an owner's locks alive (the watchdog, see ops/watchdog.rs): defined here so an
+/// owner can stop it without this layer knowing the operations.
+pub trait Keeper: Send + Sync {
+    /// Stops keeping `owner`'s locks alive; the answer frees those to be released.
+    fn forsake(&self, owner: &Owner) -> Vec<Release>;
+}
+
 struct Inner {
     gone: CancellationToken,
     /// Every watchdog that kept a lock alive for this owner; `None` once it ended.
-    watchdogs: Mutex<Option<Vec<Weak<Watchdog>>>>,
+    watchdogs: Mutex<Option<Vec<Weak<dyn Keeper>>>>,
 }
 
 impl Default for Owner {
@@ -56,17 +64,18 @@ impl Owner {
 
     /// Remembers `watchdog` as keeping a lock of this owner alive, so `end` finds it there.
     /// `false` once the owner ended: the lock must not be watched, but released.
-    pub(crate) fn enlist(&self, watchdog: &Arc<Watchdog>) -> bool {
+    pub(crate) fn enlist<K: Keeper + 'static>(&self, watchdog: &Arc<K>) -> bool {
         let mut watchdogs = lock(&self.0.watchdogs);
         let Some(list) = watchdogs.as_mut() else {
             return false;
         };
         if !list
             .iter()
-            .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(watchdog)))
+            .any(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(watchdog)))
         {
             list.retain(|w| w.strong_count() > 0);
-            list.push(Arc::downgrade(watchdog));
+            let keeper: Weak<dyn Keeper> = Arc::downgrade(watchdog) as Weak<K>;
+            list.push(keeper);
         }
         true
     }
@@ -83,22 +92,13 @@ impl Owner {
             self.0.gone.cancel();
             watchdogs.take().unwrap_or_default()
         };
-        let orphans: Vec<(Arc<Store>, Orphan)> = enlisted
+        let releases: Vec<Release> = enlisted
             .iter()
             .filter_map(Weak::upgrade)
-            .flat_map(|watchdog| {
-                let store = watchdog.store().clone();
-                watchdog
-                    .forsake(self)
-                    .into_iter()
-                    .map(move |orphan| (store.clone(), orphan))
-            })
+            .flat_map(|watchdog| watchdog.forsake(self))
             .collect();
         async move {
-            let releases: Vec<_> = orphans
-                .into_iter()
-                .map(|(store, orphan)| tokio::spawn(orphan.release(store)))
-                .collect();
+            let releases: Vec<_> = releases.into_iter().map(tokio::spawn).collect();
             for release in releases {
                 let _ignored = release.await;
             }
