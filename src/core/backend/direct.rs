@@ -1,23 +1,14 @@
 //! Opens the socket of a connection that is driven outside tokio (the JS thread's, see
-//! binding/direct): connected, authenticated and with our scripts loaded here, on the
+//! binding/direct): connected, authenticated and with the given scripts loaded here, on the
 //! runtime, then handed over as a plain non-blocking socket.
 
 use super::endpoint::{Address, Endpoint};
 use crate::core::basics::error::LockError;
 use crate::core::basics::resp;
-use crate::core::ops::scripts;
 use redis::{Cmd, Value};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// The scripts sent from the JS thread, loaded before the socket is handed over so that no
-/// lock's TTL is counted from an EVALSHA that came back NOSCRIPT.
-const SCRIPTS: [&str; 3] = [
-    scripts::ACQUIRE_SOURCE,
-    scripts::RELEASE_WAKE_SOURCE,
-    scripts::HANDOFF_SOURCE,
-];
 
 /// Whether `endpoint` can have such a connection: plain TCP only (TLS and Unix sockets stay
 /// on the tokio connection).
@@ -26,9 +17,9 @@ pub fn supports(endpoint: &Endpoint) -> bool {
 }
 
 /// A connected, ready socket in non-blocking mode, within the endpoint's connect timeout.
-pub async fn open(endpoint: &Endpoint) -> Result<std::net::TcpStream, LockError> {
+pub async fn open(endpoint: &Endpoint, scripts: &[&str]) -> Result<std::net::TcpStream, LockError> {
     let timeout = endpoint.connect_timeout;
-    match tokio::time::timeout(timeout, connect(endpoint)).await {
+    match tokio::time::timeout(timeout, connect(endpoint, scripts)).await {
         Ok(result) => result,
         Err(_) => Err(LockError::Timeout(format!(
             "no connection within {} ms",
@@ -37,7 +28,7 @@ pub async fn open(endpoint: &Endpoint) -> Result<std::net::TcpStream, LockError>
     }
 }
 
-async fn connect(endpoint: &Endpoint) -> Result<std::net::TcpStream, LockError> {
+async fn connect(endpoint: &Endpoint, scripts: &[&str]) -> Result<std::net::TcpStream, LockError> {
     let Address::Tcp {
         host,
         port,
@@ -54,7 +45,7 @@ async fn connect(endpoint: &Endpoint) -> Result<std::net::TcpStream, LockError> 
     stream
         .set_nodelay(true)
         .map_err(|err| LockError::Connection(err.to_string()))?;
-    let commands = handshake(endpoint);
+    let commands = handshake(endpoint, scripts);
     let mut out = Vec::new();
     for cmd in &commands {
         cmd.write_packed_command(&mut out);
@@ -73,7 +64,7 @@ async fn connect(endpoint: &Endpoint) -> Result<std::net::TcpStream, LockError> 
 
 /// AUTH, SELECT and SCRIPT LOAD, as the tokio connection sends them (RESP2: the JS thread
 /// reads replies only, no pushes).
-fn handshake(endpoint: &Endpoint) -> Vec<Cmd> {
+fn handshake(endpoint: &Endpoint, scripts: &[&str]) -> Vec<Cmd> {
     let mut commands = Vec::new();
     if let Some(password) = &endpoint.password {
         let mut auth = Cmd::new();
@@ -86,7 +77,7 @@ fn handshake(endpoint: &Endpoint) -> Vec<Cmd> {
     if endpoint.db != 0 {
         commands.push(Cmd::new().arg("SELECT").arg(endpoint.db).to_owned());
     }
-    for source in SCRIPTS {
+    for source in scripts {
         commands.push(Cmd::new().arg("SCRIPT").arg("LOAD").arg(source).to_owned());
     }
     commands

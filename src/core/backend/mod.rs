@@ -5,4 +5,5 @@
 pub mod boundary;
 pub mod direct;
 pub mod endpoint;
+pub mod link;
 pub mod memory;

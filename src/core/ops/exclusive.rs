@@ -7,8 +7,9 @@
 use super::lock;
 use super::pair::Pair;
 use super::scripts;
-use super::store::{Replay, Store};
+use super::store::Store;
 use super::watched::Target;
+use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;

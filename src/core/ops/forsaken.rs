@@ -5,7 +5,8 @@
 use super::pair::Pair;
 use super::release;
 use super::scripts;
-use super::store::{Replay, Store};
+use super::store::Store;
+use crate::core::backend::link::Replay;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use std::sync::Arc;

@@ -3,7 +3,8 @@
 //! policy (retries used up, deadline passed) turns it into `LockError::Locked`.
 
 use super::scripts;
-use super::store::{Connection, Replay, Store};
+use super::store::Store;
+use crate::core::backend::link::{Connection, Replay};
 use crate::core::basics::backoff;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;

@@ -1,6 +1,8 @@
 //! The lock operations: acquire, wait, hand over, release, refresh, and the scripts that do
 //! each atomically in Redis.
 
+pub mod direct;
+pub mod errands;
 pub mod exclusive;
 pub mod forsaken;
 pub mod lock;

@@ -5,7 +5,8 @@
 //! lock is only ever deleted, waking the first waiter in its line.
 
 use super::scripts;
-use super::store::{Replay, Store};
+use super::store::Store;
+use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;

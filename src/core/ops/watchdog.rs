@@ -14,6 +14,7 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::wait::owner::{Keeper, Owner, Release};
 use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -86,7 +87,10 @@ impl Watchdog {
     /// The watchdog of `store`'s connection, created on first use.
     pub fn of(store: &Arc<Store>) -> Arc<Watchdog> {
         let mut slot = store.watchdog_slot();
-        if let Some(watchdog) = slot.upgrade() {
+        let known = slot
+            .upgrade()
+            .and_then(|any| any.downcast::<Watchdog>().ok());
+        if let Some(watchdog) = known {
             return watchdog;
         }
         let watchdog = Arc::new(Watchdog {
@@ -97,7 +101,8 @@ impl Watchdog {
             pipelines: AtomicU64::new(0),
             refreshes: AtomicU64::new(0),
         });
-        *slot = Arc::downgrade(&watchdog);
+        let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&watchdog) as Weak<Watchdog>;
+        *slot = weak;
         watchdog
     }
 
@@ -551,9 +556,6 @@ impl Keeper for Watchdog {
             .collect()
     }
 }
-
-/// Kept with the store so every user of one connection shares one scheduler.
-pub type Slot = Mutex<Weak<Watchdog>>;
 
 #[cfg(test)]
 mod tests {

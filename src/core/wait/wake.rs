@@ -6,12 +6,12 @@
 //! on, so a release never sets off a herd. Polling stays as the safety net for what sends no
 //! message: a lock that expires, or a message lost with a connection.
 
+use super::chores::{Chore, Chores};
 use super::lent::Lends;
 use super::owner::Owner;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
-use crate::core::ops::store::Store;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -172,11 +172,9 @@ struct Channel {
 #[derive(Default)]
 pub struct Wakes {
     channels: Mutex<HashMap<Vec<u8>, Channel>>,
-    /// The connection, to queue again or pass a wake on from where no caller is waiting.
-    pub(crate) store: OnceLock<Weak<Store>>,
-    /// Serialises SUBSCRIBE and UNSUBSCRIBE, so the server sees them in the order our state
-    /// changed in.
-    pub(crate) switching: tokio::sync::Mutex<()>,
+    /// Who carries out what a departing waiter leaves to do (the connection's store), from
+    /// where no caller is waiting.
+    chores: OnceLock<Weak<dyn Chores>>,
     /// The last waiter's number.
     seq: AtomicU64,
     /// Waiters answered by a release before Redis ran its handover.
@@ -192,6 +190,17 @@ pub enum Turn {
 }
 
 impl Wakes {
+    /// Names who carries out this table's chores, once.
+    pub fn hire(&self, chores: Weak<dyn Chores>) {
+        let _first = self.chores.set(chores);
+    }
+
+    fn chore(&self, chore: Chore) {
+        if let Some(chores) = self.chores.get().and_then(Weak::upgrade) {
+            chores.carry_out(chore);
+        }
+    }
+
     pub fn lends(&self) -> &Lends {
         &self.lends
     }
@@ -415,7 +424,8 @@ impl Wakes {
     }
 
     /// Once more than `keep` channels nobody waits on are still subscribed, forgets them all
-    /// and returns them for one UNSUBSCRIBE (call with `switching` held).
+    /// and returns them for one UNSUBSCRIBE (called while no other SUBSCRIBE or UNSUBSCRIBE is
+    /// under way, see backend/link.rs).
     pub(crate) fn take_idle(&self, keep: usize) -> Vec<Vec<u8>> {
         let mut channels = lock(&self.channels);
         let idle = channels
@@ -453,6 +463,11 @@ fn wake_next(entry: &mut Channel) -> bool {
     next.is_some()
 }
 
+/// A fair waiter's name in its lock's line: its connection's id and its number there.
+pub fn member(connection_id: &str, seq: u64) -> String {
+    format!("{connection_id}:{seq}")
+}
+
 /// One waiter's place in its connection's queue for a lock.
 pub struct Ticket {
     wakes: Arc<Wakes>,
@@ -474,7 +489,7 @@ impl Ticket {
 
     /// Its name in a fair lock's line: the connection's and its own number.
     pub fn member(&self, connection_id: &str) -> String {
-        format!("{connection_id}:{}", self.waiter.seq)
+        member(connection_id, self.waiter.seq)
     }
 
     /// Whether it holds a place in the fair lock's line (a failed attempt gives it one, a
@@ -593,10 +608,8 @@ impl Drop for Ticket {
             }
             let lock_key = entry.lock_key.clone();
             drop(channels);
-            if let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) {
-                let member = self.member(store.id());
-                store.leave_line(lock_key, member);
-            }
+            let seq = self.waiter.seq;
+            self.wakes.chore(Chore::LeaveLine { lock_key, seq });
             return;
         }
         // Answered by the release that handed it the lock: nothing is owed to anyone.
@@ -606,9 +619,7 @@ impl Drop for Ticket {
         // A lock handed to us that we will never use: freed (and passed on) by the store.
         if let Some(orphan) = lock(&self.waiter.grant).take() {
             drop(channels);
-            if let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) {
-                store.release_orphan(orphan);
-            }
+            self.wakes.chore(Chore::ReleaseOrphan(orphan));
             return;
         }
         // A wake meant for us that we will never act on belongs to the next in line: here,
@@ -621,9 +632,7 @@ impl Drop for Ticket {
         }
         let lock_key = entry.lock_key.clone();
         drop(channels);
-        if let Some(store) = self.wakes.store.get().and_then(Weak::upgrade) {
-            store.pass_on(lock_key);
-        }
+        self.wakes.chore(Chore::PassOn(lock_key));
     }
 }
 
