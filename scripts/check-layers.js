@@ -45,7 +45,7 @@ function stripped(text) {
 
 /** `a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e']. */
 function expandUse(tree) {
-  tree = tree.replace(/\s+/g, '')
+  tree = tree.replace(/\s+as\s+\w+/g, '').replace(/\s+/g, '')
   const open = tree.indexOf('{')
   if (open < 0) return [tree.replace(/\bas\w+$/, '')]
   const prefix = tree.slice(0, open)
