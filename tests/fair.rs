@@ -6,11 +6,11 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::lease::Lease;
-use native_redis_lock::core::lock::{Attempt, Locker};
-use native_redis_lock::core::store::Store;
-use native_redis_lock::core::wake;
+use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::basics::lease::Lease;
+use native_redis_lock::core::ops::lock::{Attempt, Locker};
+use native_redis_lock::core::ops::store::Store;
+use native_redis_lock::core::wait::wake;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

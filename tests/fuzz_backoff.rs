@@ -2,8 +2,10 @@
 //! jitter draw they stay under their documented caps and never panic (a panic on the tokio
 //! worker would fail every lock call of the process).
 
-use native_redis_lock::core::backoff::{maestro_delay, poll_delay, retry_delay, unit_random};
-use native_redis_lock::core::validate::MAX_MS;
+use native_redis_lock::core::basics::backoff::{
+    maestro_delay, poll_delay, retry_delay, unit_random,
+};
+use native_redis_lock::core::basics::validate::MAX_MS;
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use std::time::Duration;

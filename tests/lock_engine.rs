@@ -3,11 +3,11 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::error::LockError;
-use native_redis_lock::core::keys;
-use native_redis_lock::core::lock::{Attempt, Locker};
-use native_redis_lock::core::store::Store;
+use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::basics::error::LockError;
+use native_redis_lock::core::basics::keys;
+use native_redis_lock::core::ops::lock::{Attempt, Locker};
+use native_redis_lock::core::ops::store::Store;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -24,7 +24,11 @@ fn locker(server: &RedisServer, prefix: &str, timeout: Duration) -> Arc<Locker> 
     Arc::new(Locker::new(Store::shared(endpoint), prefix, timeout))
 }
 
-async fn take(locker: &Locker, key: &str, ttl: Duration) -> native_redis_lock::core::lease::Lease {
+async fn take(
+    locker: &Locker,
+    key: &str,
+    ttl: Duration,
+) -> native_redis_lock::core::basics::lease::Lease {
     match locker.attempt(key, ttl).await.expect("attempt") {
         Attempt::Acquired(lease) => lease,
         Attempt::Held { .. } => panic!("{key} unexpectedly held"),
@@ -283,7 +287,7 @@ async fn an_acquisition_whose_fence_cannot_be_drawn_fails_and_leaves_no_lock() {
 /// A handover whose waiter can get no fence releases the lock instead.
 #[test]
 fn a_handover_without_a_fence_for_the_waiter_releases_the_lock() {
-    use native_redis_lock::core::scripts;
+    use native_redis_lock::core::ops::scripts;
     let server = RedisServer::start();
     let mut raw = server.raw();
     let _: () = redis::cmd("SET")

@@ -1,9 +1,9 @@
 //! The lock engine over the embedded memory:// backend: the operations run unchanged on it,
 //! through the same store, scripts and wake-ups as over Redis.
 
-use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::lock::{Attempt, Locker, Plan};
-use native_redis_lock::core::store::Store;
+use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::ops::lock::{Attempt, Locker, Plan};
+use native_redis_lock::core::ops::store::Store;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

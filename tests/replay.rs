@@ -3,11 +3,11 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::keys;
-use native_redis_lock::core::lock::{Attempt, Locker};
-use native_redis_lock::core::scripts;
-use native_redis_lock::core::store::Store;
+use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::basics::keys;
+use native_redis_lock::core::ops::lock::{Attempt, Locker};
+use native_redis_lock::core::ops::scripts;
+use native_redis_lock::core::ops::store::Store;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,10 +4,10 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::lock::{Attempt, Locker, WaitStart};
-use native_redis_lock::core::store::Store;
-use native_redis_lock::core::wake;
+use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::ops::lock::{Attempt, Locker, WaitStart};
+use native_redis_lock::core::ops::store::Store;
+use native_redis_lock::core::wait::wake;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -27,7 +27,7 @@ fn process(server: &RedisServer, n: u64) -> Arc<Locker> {
     Arc::new(Locker::new(Store::shared(endpoint), "lock:", MS(2000)))
 }
 
-async fn take(locks: &Locker, key: &str) -> native_redis_lock::core::lease::Lease {
+async fn take(locks: &Locker, key: &str) -> native_redis_lock::core::basics::lease::Lease {
     match locks.attempt(key, MS(30_000)).await.expect("attempt") {
         Attempt::Acquired(lease) => lease,
         Attempt::Held { .. } => panic!("{key} held"),

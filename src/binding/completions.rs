@@ -2,9 +2,9 @@ use super::error::Result;
 use super::promises::{Hook, JsThread};
 use super::teardown;
 use super::waker::Waker;
-use crate::core::clock::Stamp;
-use crate::core::error::LockError;
-use crate::core::sync::lock;
+use crate::core::basics::clock::Stamp;
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
 use futures_util::FutureExt;
 use napi::bindgen_prelude::{Env, Function, PromiseRaw};
 use napi::sys;
@@ -42,7 +42,7 @@ pub enum Outcome {
         deadline: Instant,
         expires_at_ms: u64,
     },
-    Inspected(Option<crate::core::exclusive::Inspection>),
+    Inspected(Option<crate::core::ops::exclusive::Inspection>),
     Failed(LockError),
 }
 

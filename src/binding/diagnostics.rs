@@ -1,7 +1,7 @@
 use super::error::{OrThrow, Result};
 use super::options::ConnectionOptions;
-use crate::core::store::Store;
-use crate::core::watchdog::Watchdog;
+use crate::core::ops::store::Store;
+use crate::core::ops::watchdog::Watchdog;
 use napi::bindgen_prelude::Env;
 use napi_derive::napi;
 

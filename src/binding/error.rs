@@ -1,4 +1,4 @@
-use crate::core::error::{InvalidKind, LockError};
+use crate::core::basics::error::{InvalidKind, LockError};
 use napi::bindgen_prelude::{Env, Unknown};
 use napi::sys;
 use std::ptr;

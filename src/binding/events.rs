@@ -1,6 +1,6 @@
 use super::completions::Completer;
-use crate::core::error::LockError;
-use crate::core::watchdog::{Confirmed, Sink};
+use crate::core::basics::error::LockError;
+use crate::core::ops::signals::{Confirmed, Sink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

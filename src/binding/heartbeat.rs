@@ -1,5 +1,5 @@
 use super::uv::{self, Handle};
-use crate::core::watchdog::Heartbeat;
+use crate::core::ops::signals::Heartbeat;
 use napi::bindgen_prelude::Env;
 use napi_derive::napi;
 use std::cell::Cell;

@@ -1,7 +1,7 @@
 use super::error::{OrThrow, Result};
-use crate::core::endpoint::{Endpoint, EndpointSpec};
-use crate::core::error::LockError;
-use crate::core::validate;
+use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::basics::error::LockError;
+use crate::core::basics::validate;
 use napi::bindgen_prelude::{Buffer, Env};
 use napi_derive::napi;
 

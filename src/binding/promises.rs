@@ -7,9 +7,9 @@
 use super::completions::{Entry, Loss, Outcome, Queue};
 use super::error::{checked, js_error};
 use super::waker::Waker;
-use crate::core::clock::validity;
-use crate::core::error::LockError;
-use crate::core::owner::Owner;
+use crate::core::basics::clock::validity;
+use crate::core::basics::error::LockError;
+use crate::core::wait::owner::Owner;
 use napi::sys;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -95,7 +95,7 @@ impl JsThread {
             resource,
             context,
             origin: now.checked_sub(since).unwrap_or(now),
-            base_wall_ms: crate::core::clock::wall_ms(),
+            base_wall_ms: crate::core::basics::clock::wall_ms(),
             owner: Owner::new(),
         });
         let weak = Weak::into_raw(Rc::downgrade(&thread)) as *mut c_void;
@@ -423,7 +423,7 @@ impl JsThread {
                         self.number(lease.fence as f64)?,
                         // Whole ms, rounded down: never later, and a small integer in JS.
                         self.number(self.perf_ms(deadline).floor())?,
-                        self.number(self.wall(crate::core::clock::wall_ms()))?,
+                        self.number(self.wall(crate::core::basics::clock::wall_ms()))?,
                         self.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64))?,
                         self.number(lease.watch.map_or(0.0, |id| id as f64))?,
                         self.number(if lease.lent_until.is_some() { 1.0 } else { 0.0 })?,

@@ -16,7 +16,7 @@ fn init() {
     builder.disable_lifo_slot();
     // If the OS refuses the thread, napi falls back to its own default runtime.
     if let Ok(runtime) = builder.build() {
-        crate::core::background::install(runtime.handle().clone());
+        crate::core::basics::background::install(runtime.handle().clone());
         napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
     }
 }

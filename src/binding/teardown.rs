@@ -7,8 +7,8 @@
 //! before ours, so run after it), and an unsent release would leave the lock to its TTL.
 
 use super::direct;
-use crate::core::lock::DEFAULT_COMMAND_TIMEOUT;
-use crate::core::owner::Owner;
+use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
+use crate::core::wait::owner::Owner;
 use napi::sys;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};

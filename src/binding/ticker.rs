@@ -1,7 +1,7 @@
 use super::completions::{Completer, NativeCompletions};
 use super::error::{OrThrow, Result};
-use crate::core::sync;
-use crate::core::validate;
+use crate::core::basics::sync;
+use crate::core::basics::validate;
 use napi::bindgen_prelude::Env;
 use napi_derive::napi;
 use std::sync::Mutex;

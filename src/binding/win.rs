@@ -4,9 +4,9 @@
 use super::completions::Outcome;
 use super::distributed_lock::{finish, AutoRefresh};
 use super::lock_service::ServiceHold;
-use crate::core::error::LockError;
-use crate::core::lease::Lease;
-use crate::core::lock::Locker;
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use crate::core::ops::lock::Locker;
 
 pub enum Win {
     /// A DistributedLock handle, kept alive by the watchdog with `autoRefresh`.

@@ -1,29 +1,9 @@
-//! The lock engine: Redis, tokio and time, and nothing of JavaScript.
+//! The lock engine: Redis, tokio and time, and nothing of JavaScript. Four layers, each
+//! using only itself and the ones below it (see ARCHITECTURE.md, checked by
+//! scripts/check-layers.js): `ops` (the lock operations) over `wait` (waiters and owners,
+//! plain state) over `backend` (what runs our scripts) over `basics`.
 
 pub mod backend;
-pub mod background;
-pub mod backoff;
-pub mod clock;
-pub mod direct;
-pub mod endpoint;
-pub mod error;
-pub mod exclusive;
-pub mod forsaken;
-pub mod keys;
-pub mod lease;
-pub mod lent;
-pub mod lock;
-pub mod memory;
-pub mod owner;
-pub mod pages;
-pub mod release;
-pub mod resp;
-pub mod schedule;
-pub mod scripts;
-pub mod store;
-pub mod sync;
-pub mod token;
-pub mod validate;
-pub mod wake;
-pub mod watchdog;
-pub mod watched;
+pub mod basics;
+pub mod ops;
+pub mod wait;

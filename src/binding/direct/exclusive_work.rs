@@ -6,8 +6,8 @@
 use super::super::completions::{Completer, Outcome};
 use super::super::exclusive_lock::Winning;
 use super::work::{Next, Work};
-use crate::core::error::LockError;
-use crate::core::exclusive::{AttemptRequest, Exclusive};
+use crate::core::basics::error::LockError;
+use crate::core::ops::exclusive::{AttemptRequest, Exclusive};
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;

@@ -14,13 +14,13 @@
 
 use super::super::completions::{Completer, Granted, Outcome};
 use super::work::Next;
-use crate::core::clock::Stamp;
-use crate::core::error::LockError;
-use crate::core::lease::Lease;
-use crate::core::lent::Lent;
-use crate::core::lock::{self, Locker};
-use crate::core::release;
-use crate::core::wake::{self, Caller, Reservation};
+use crate::core::basics::clock::Stamp;
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use crate::core::ops::lock::{self, Locker};
+use crate::core::ops::release;
+use crate::core::wait::lent::Lent;
+use crate::core::wait::wake::{self, Caller, Reservation};
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,7 +85,7 @@ impl Handoff {
 
     /// The waiter's deadline once Redis ran the handover.
     fn own_deadline(&self) -> std::time::Instant {
-        self.sent.at + crate::core::clock::validity(self.ttl)
+        self.sent.at + crate::core::basics::clock::validity(self.ttl)
     }
 
     /// What became of the lent waiter's start: `confirmed` when Redis ran the handover.

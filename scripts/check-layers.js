@@ -1,0 +1,239 @@
+#!/usr/bin/env node
+'use strict'
+
+// Checks that src/core keeps its layers (see ARCHITECTURE.md): nothing of JavaScript in the
+// core, no import cycle between its modules, and every layer importing only itself and the
+// layers below it. A module is a file, or a directory's mod.rs; a `#[path = "x_tests.rs"]`
+// file belongs to the module that declares it. Run with no arguments to check this
+// repository (exit code 1 and a list of problems when it breaks), or `require` it.
+
+const fs = require('node:fs')
+const path = require('node:path')
+
+/** Bottom to top: a layer may import only itself and the ones before it. */
+const LAYERS = ['basics', 'backend', 'wait', 'ops']
+/** What would tie the core to Node: N-API, libuv, or the binding above it. */
+const FORBIDDEN = [/napi/i, /libuv/i, /\buv_/, /crate::binding/]
+
+function rustFiles(dir) {
+  const out = []
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name)
+    if (entry.isDirectory()) out.push(...rustFiles(full))
+    else if (entry.name.endsWith('.rs')) out.push(full)
+  }
+  return out.sort()
+}
+
+/** `ops/lock.rs` -> ['ops', 'lock']; `ops/scripts/mod.rs` -> ['ops', 'scripts']. */
+function moduleOf(coreDir, file) {
+  const parts = path.relative(coreDir, file).split(path.sep)
+  const last = parts.pop()
+  if (last !== 'mod.rs') parts.push(last.replace(/\.rs$/, ''))
+  return parts
+}
+
+/** Code without comments, string or char literals, so braces and words in them don't count. */
+function stripped(text) {
+  return text
+    .replace(/r(#*)"[\s\S]*?"\1/g, '""')
+    .replace(/"(?:[^"\\]|\\[\s\S])*"/g, '""')
+    .replace(/'(?:[^'\\\n]|\\.[^']*)'/g, "' '")
+    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/\/\/[^\n]*/g, '')
+}
+
+/** `a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e']. */
+function expandUse(tree) {
+  tree = tree.replace(/\s+as\s+\w+/g, '').replace(/\s+/g, '')
+  const open = tree.indexOf('{')
+  if (open < 0) return [tree.replace(/\bas\w+$/, '')]
+  const prefix = tree.slice(0, open)
+  const inner = tree.slice(open + 1, tree.lastIndexOf('}'))
+  const items = []
+  let depth = 0
+  let start = 0
+  for (let i = 0; i <= inner.length; i++) {
+    const ch = inner[i]
+    if (ch === '{') depth++
+    else if (ch === '}') depth--
+    else if ((ch === ',' || i === inner.length) && depth === 0) {
+      if (i > start) items.push(inner.slice(start, i))
+      start = i + 1
+    }
+  }
+  return items.flatMap((item) => expandUse(prefix + item))
+}
+
+/**
+ * Every path a file names (`use` trees expanded, and `crate::core::`, `super::`, `self::`
+ * paths in code), each with the inline module depth it appears at (`mod tests { .. }`
+ * shifts what `super` means).
+ */
+function pathsIn(code) {
+  const found = []
+  const inline = [] // brace depths at which inline `mod x {` blocks opened
+  let depth = 0
+  const token = /\bmod\s+\w+\s*\{|\buse\s+([^;]+);|\b((?:crate::core|super|self)(?:::(?:super|\w+))+)|[{}]/g
+  let m
+  while ((m = token.exec(code))) {
+    const text = m[0]
+    if (text === '{') depth++
+    else if (text === '}') {
+      depth--
+      if (inline.length && inline[inline.length - 1] === depth) inline.pop()
+    } else if (text.startsWith('mod')) {
+      inline.push(depth)
+      depth++
+    } else if (m[1] !== undefined) {
+      for (const p of expandUse(m[1])) found.push({ path: p, nesting: inline.length })
+    } else {
+      found.push({ path: m[2], nesting: inline.length })
+    }
+  }
+  return found
+}
+
+/** The module a path names, as the longest known module prefix; `null` outside the core. */
+function resolve(from, nesting, raw, known) {
+  let segs = raw.split('::').filter(Boolean)
+  let base
+  if (segs[0] === 'crate') {
+    if (segs[1] !== 'core') return null
+    base = []
+    segs = segs.slice(2)
+  } else if (segs[0] === 'super' || segs[0] === 'self') {
+    // Inside an inline module, `self` is that module and `super` the file's module.
+    base = [...from, ...Array(nesting).fill('<inline>')]
+    while (segs[0] === 'super' || segs[0] === 'self') {
+      if (segs.shift() === 'super') base = base.slice(0, -1)
+    }
+    base = base.filter((s) => s !== '<inline>')
+  } else {
+    return null
+  }
+  const full = [...base, ...segs]
+  for (let n = full.length; n >= 0; n--) {
+    const name = full.slice(0, n).join('::')
+    if (known.has(name)) return name
+  }
+  return null
+}
+
+function check(root) {
+  const coreDir = path.join(root, 'src', 'core')
+  const problems = []
+  const files = rustFiles(coreDir)
+  const owner = new Map() // file -> module name
+  for (const file of files) owner.set(file, moduleOf(coreDir, file).join('::'))
+  // Files pulled in with #[path] belong to the module declaring them.
+  for (const file of files) {
+    const text = fs.readFileSync(file, 'utf8')
+    for (const m of text.matchAll(/#\[path\s*=\s*"([^"]+)"\]/g)) {
+      const target = path.join(path.dirname(file), m[1])
+      if (owner.has(target)) owner.set(target, owner.get(file))
+    }
+  }
+  const known = new Set(owner.values())
+  const edges = new Map([...known].map((m) => [m, new Set()]))
+  for (const file of files) {
+    const text = fs.readFileSync(file, 'utf8')
+    const rel = path.relative(root, file)
+    for (const word of FORBIDDEN) {
+      if (word.test(text)) problems.push(`${rel} mentions ${word}`)
+    }
+    const from = owner.get(file)
+    // A #[path] file is a child of the declaring module: `super` there is that module.
+    const here = from.split('::').filter(Boolean)
+    const self = owner.get(file) === moduleOf(coreDir, file).join('::') ? here : [...here, 'tests']
+    for (const { path: p, nesting } of pathsIn(stripped(text))) {
+      const to = resolve(self, nesting, p, known)
+      if (to === null || to === from) continue
+      // A directory's mod.rs declaring its children is containment, not a dependency.
+      if (to.startsWith(from === '' ? '' : `${from}::`)) continue
+      edges.get(from).add(to)
+    }
+  }
+  const layer = (m) => LAYERS.indexOf(m.split('::')[0])
+  for (const [from, tos] of edges) {
+    if (from === '') continue
+    if (layer(from) < 0) problems.push(`src/core/${from.replace(/::/g, '/')} is in no layer (${LAYERS.join(', ')})`)
+    for (const to of tos) {
+      if (to === '' || layer(to) < 0) continue
+      if (layer(to) > layer(from)) problems.push(`upward import: ${from} uses ${to}`)
+    }
+  }
+  for (const cycle of cycles(edges)) problems.push(`import cycle: ${cycle.join(' -> ')}`)
+  return { problems, edges }
+}
+
+/** One cycle per strongly connected component of more than one module (Tarjan). */
+function cycles(edges) {
+  let index = 0
+  const stack = []
+  const info = new Map()
+  const found = []
+  function visit(v) {
+    info.set(v, { index, low: index, on: true })
+    index++
+    stack.push(v)
+    for (const w of edges.get(v) || []) {
+      if (!info.has(w)) {
+        visit(w)
+        info.get(v).low = Math.min(info.get(v).low, info.get(w).low)
+      } else if (info.get(w).on) {
+        info.get(v).low = Math.min(info.get(v).low, info.get(w).index)
+      }
+    }
+    if (info.get(v).low === info.get(v).index) {
+      const component = []
+      let w
+      do {
+        w = stack.pop()
+        info.get(w).on = false
+        component.push(w)
+      } while (w !== v)
+      if (component.length > 1) found.push(pathThrough(edges, new Set(component)))
+    }
+  }
+  for (const v of [...edges.keys()].sort()) if (!info.has(v)) visit(v)
+  return found
+}
+
+/** A concrete cycle inside a strongly connected component, for the message. */
+function pathThrough(edges, component) {
+  const start = [...component].sort()[0]
+  const seen = new Map([[start, null]])
+  const queue = [start]
+  while (queue.length) {
+    const v = queue.shift()
+    for (const w of edges.get(v) || []) {
+      if (!component.has(w)) continue
+      if (w === start) {
+        const cycle = [start]
+        for (let u = v; u !== start; u = seen.get(u)) cycle.splice(1, 0, u)
+        return [...cycle, start]
+      }
+      if (!seen.has(w)) {
+        seen.set(w, v)
+        queue.push(w)
+      }
+    }
+  }
+  return [...component]
+}
+
+module.exports = { check, LAYERS }
+
+if (require.main === module) {
+  const root = process.argv[2] || path.join(__dirname, '..')
+  const { problems, edges } = check(root)
+  if (process.argv.includes('--graph')) {
+    for (const [from, tos] of [...edges].sort()) console.log(`${from || '(core)'}: ${[...tos].sort().join(' ')}`)
+  }
+  if (problems.length) {
+    console.error(problems.join('\n'))
+    process.exit(1)
+  }
+  console.log(`src/core: ${edges.size} modules in layers ${LAYERS.join(' < ')}, no cycle`)
+}

@@ -1,0 +1,442 @@
+//! One multiplexed, self-reconnecting connection per endpoint, and the only way the core
+//! talks to what keeps its locks: every call is bounded by a timeout, a refused connection is
+//! retried briefly, a server without RESP3 is spoken to over RESP2, and the scripts are loaded
+//! once per connection. What the scripts publish goes to the `Listener` the operations layer
+//! installed: this layer knows nothing of locks or waiters.
+
+use super::boundary::Backend;
+use super::endpoint::{Address, Endpoint};
+use super::memory::MemoryConnection;
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation, Value};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+const REFUSAL_BUDGET: Duration = Duration::from_millis(300);
+const REFUSAL_FIRST_PAUSE: Duration = Duration::from_millis(10);
+const REFUSAL_MAX_PAUSE: Duration = Duration::from_millis(50);
+/// Channels nobody waits on stay subscribed (the next wait on the same lock skips the
+/// SUBSCRIBE) until there are more than this many.
+const IDLE_SUBSCRIPTIONS: usize = 64;
+/// Who hears what the scripts publish on the channels we subscribed to, and that the
+/// connection dropped (subscriptions and messages in flight may be gone with it).
+pub trait Listener: Send + Sync {
+    fn message(&self, channel: &[u8], payload: &[u8]);
+    fn connection_lost(&self);
+}
+
+/// Which channels are subscribed, kept by the listener beside its own state of each channel.
+pub trait Subscriptions: Sync {
+    fn is_subscribed(&self, channel: &[u8]) -> bool;
+    /// Channels nobody listens on any more, to unsubscribe, once more than `keep` of them
+    /// pile up (called while no other SUBSCRIBE or UNSUBSCRIBE is under way).
+    fn take_idle(&self, keep: usize) -> Vec<Vec<u8>>;
+    fn mark_subscribed(&self, channel: &[u8]);
+}
+
+/// A published message as our scripts send it: a channel and one payload.
+fn message(push: &redis::PushInfo) -> Option<(&[u8], &[u8])> {
+    match (&push.kind, push.data.as_slice()) {
+        (
+            redis::PushKind::Message | redis::PushKind::SMessage,
+            [Value::BulkString(channel), Value::BulkString(payload)],
+        ) => Some((channel, payload)),
+        _ => None,
+    }
+}
+
+/// Whether a call may be sent again after its connection dropped mid-request, when nobody
+/// can tell if Redis ran it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Replay {
+    /// Running it twice leaves Redis as running it once did (a read, a compare-and-delete, an
+    /// absolute expiry, an acquire that re-grants its own token).
+    Safe,
+    /// A second run would change more (extend adds to the remaining TTL).
+    Never,
+}
+
+/// One connection, kept by a caller that must send a follow-up on the same socket.
+#[derive(Clone)]
+pub struct Connection(Backend);
+
+pub struct Link {
+    endpoint: Endpoint,
+    manager: Mutex<Option<Backend>>,
+    /// Set once the server turned down HELLO 3; from then on we speak RESP2.
+    resp2_only: AtomicBool,
+    /// Set once the server turned down SSUBSCRIBE (before Redis 7, or an ACL without it):
+    /// from then on we listen with plain SUBSCRIBE, as the scripts then publish.
+    unsharded: AtomicBool,
+    /// Signalled when the socket drops (or a call timed out and the connection was
+    /// abandoned), so the watchdog re-checks its locks as soon as Redis answers again.
+    dropped: Arc<Notify>,
+    /// Every script is loaded on the current connection (cleared when it drops or is
+    /// abandoned: a restarted Redis has an empty script cache).
+    scripts_ready: Arc<AtomicBool>,
+    /// What `ensure_scripts` loads.
+    scripts: &'static [&'static str],
+    listener: Arc<dyn Listener>,
+    /// Serialises SUBSCRIBE and UNSUBSCRIBE, so the server sees them in the order our state
+    /// changed in.
+    switching: tokio::sync::Mutex<()>,
+}
+
+impl Link {
+    /// The connection itself opens on the first command, so constructing never blocks or
+    /// fails.
+    pub fn new(
+        endpoint: Endpoint,
+        scripts: &'static [&'static str],
+        listener: Arc<dyn Listener>,
+    ) -> Link {
+        Link {
+            endpoint,
+            manager: Mutex::new(None),
+            resp2_only: AtomicBool::new(false),
+            unsharded: AtomicBool::new(false),
+            dropped: Arc::new(Notify::new()),
+            scripts_ready: Arc::new(AtomicBool::new(false)),
+            scripts,
+            listener,
+            switching: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Resolves after the connection dropped (one waiter: the watchdog).
+    pub fn dropped(&self) -> &Notify {
+        &self.dropped
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Must run inside the tokio runtime: the manager spawns its driver task there.
+    fn manager(&self) -> Result<Backend, LockError> {
+        let mut slot = lock(&self.manager);
+        if let Some(manager) = slot.as_ref() {
+            return Ok(manager.clone());
+        }
+        if let Address::Memory(name) = &self.endpoint.address {
+            let listener = self.listener.clone();
+            let pushes = move |push: redis::PushInfo| {
+                if let Some((channel, payload)) = message(&push) {
+                    listener.message(channel, payload);
+                }
+            };
+            let memory = Backend::Memory(MemoryConnection::open(name, Some(Arc::new(pushes))));
+            *slot = Some(memory.clone());
+            return Ok(memory);
+        }
+        let resp3 = !self.resp2_only.load(Ordering::Relaxed);
+        let client = self.endpoint.client(resp3)?;
+        // No retries inside the manager: it would retry a rejected AUTH as patiently as a
+        // refused connection. `call_tracked` retries refused connections itself, and the
+        // manager reconnects whenever a call finds the connection dead. Per-call timeouts
+        // bound everything, so the manager has no response timeout.
+        let mut config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
+            .set_connection_timeout(Some(self.endpoint.connect_timeout))
+            .set_response_timeout(None);
+        if resp3 {
+            let (dropped, scripts_ready) = (self.dropped.clone(), self.scripts_ready.clone());
+            let listener = self.listener.clone();
+            config = config.set_automatic_resubscription().set_push_sender(
+                move |push: redis::PushInfo| {
+                    match push.kind {
+                        redis::PushKind::Disconnection => {
+                            scripts_ready.store(false, Ordering::Relaxed);
+                            dropped.notify_one();
+                            listener.connection_lost();
+                        }
+                        _ => {
+                            if let Some((channel, payload)) = message(&push) {
+                                listener.message(channel, payload);
+                            }
+                        }
+                    }
+                    Ok::<(), std::convert::Infallible>(())
+                },
+            );
+        }
+        let manager = Backend::Redis(ConnectionManager::new_lazy_with_config(client, config)?);
+        *slot = Some(manager.clone());
+        Ok(manager)
+    }
+
+    /// Forget the manager after an error that reconnecting with the same manager cannot fix
+    /// (a rejected AUTH leaves its shared connect future failed for good).
+    pub fn discard_manager(&self) {
+        *lock(&self.manager) = None;
+        self.scripts_ready.store(false, Ordering::Relaxed);
+        self.listener.connection_lost();
+    }
+
+    /// Subscribes the connection to a lock's channel. `false` when it could not: a RESP2
+    /// connection carries no pushes beside replies, and a failed SUBSCRIBE is no reason to
+    /// fail a wait that polls anyway.
+    pub async fn subscribe(
+        &self,
+        channel: &[u8],
+        timeout: Duration,
+        book: &dyn Subscriptions,
+    ) -> bool {
+        if self.resp2_only.load(Ordering::Relaxed) {
+            return false;
+        }
+        let work = async {
+            let _switching = self.switching.lock().await;
+            if book.is_subscribed(channel) {
+                return true;
+            }
+            let Ok(mut manager) = self.manager() else {
+                return false;
+            };
+            let idle = book.take_idle(IDLE_SUBSCRIPTIONS);
+            if !idle.is_empty() && self.unsubscribe(&mut manager, idle).await.is_err() {
+                return false;
+            }
+            let subscribed = if self.unsharded.load(Ordering::Relaxed) {
+                manager.subscribe(channel).await.is_ok()
+            } else {
+                self.subscribe_sharded(&mut manager, channel).await
+            };
+            if subscribed {
+                book.mark_subscribed(channel);
+            }
+            subscribed
+        };
+        match tokio::time::timeout(timeout, work).await {
+            Ok(subscribed) => subscribed,
+            Err(_) => {
+                // As for any call without an answer (see `call_tracked`): start afresh.
+                self.discard_manager();
+                self.dropped.notify_one();
+                false
+            }
+        }
+    }
+
+    /// SSUBSCRIBE, where the server has it: the scripts' SPUBLISH then reaches us. A server
+    /// that turns it down makes us fall back to SUBSCRIBE for good (its scripts fall back to
+    /// PUBLISH alike). One channel per command, so the one confirmation is its reply.
+    async fn subscribe_sharded(&self, manager: &mut Backend, channel: &[u8]) -> bool {
+        let reply: RedisResult<Value> = redis::cmd("SSUBSCRIBE")
+            .arg(channel)
+            .query_async(manager)
+            .await;
+        match reply {
+            Ok(_) => true,
+            Err(err) if err.code().is_some() => {
+                self.unsharded.store(true, Ordering::Relaxed);
+                manager.subscribe(channel).await.is_ok()
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Drops idle subscriptions, of whichever kind this connection makes.
+    async fn unsubscribe(&self, manager: &mut Backend, channels: Vec<Vec<u8>>) -> RedisResult<()> {
+        if self.unsharded.load(Ordering::Relaxed) {
+            return manager.unsubscribe(channels).await;
+        }
+        let mut pipe = Pipeline::with_capacity(channels.len());
+        for channel in &channels {
+            pipe.cmd("SUNSUBSCRIBE").arg(channel).ignore();
+        }
+        pipe.query_async(manager).await
+    }
+
+    /// Loads every script on the current connection, once: one round trip after each
+    /// (re)connect, so no lock's TTL is counted from an EVALSHA that came back NOSCRIPT.
+    pub async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
+        if self.scripts_ready.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut pipe = Pipeline::with_capacity(self.scripts.len());
+        for source in self.scripts {
+            pipe.cmd("SCRIPT").arg("LOAD").arg(source);
+        }
+        let _hashes: Vec<String> = self
+            .call(timeout, Replay::Safe, |mut con| {
+                let pipe = &pipe;
+                async move { pipe.query_async(&mut con).await }
+            })
+            .await?;
+        self.scripts_ready.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether every script is loaded on the current connection (as far as we know: a
+    /// restart is noticed when the connection drops or a NOSCRIPT comes back).
+    pub fn scripts_ready(&self) -> bool {
+        self.scripts_ready.load(Ordering::Relaxed)
+    }
+
+    /// A NOSCRIPT came back: the scripts must be loaded again.
+    pub fn scripts_lost(&self) {
+        self.scripts_ready.store(false, Ordering::Relaxed);
+    }
+
+    /// Runs `op` on the shared connection within `timeout`. A server that turns down RESP3
+    /// gets one transparent retry over RESP2, within the same bound.
+    async fn call<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        replay: Replay,
+        op: F,
+    ) -> Result<T, LockError>
+    where
+        F: Fn(Backend) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        self.call_tracked(timeout, replay, op)
+            .await
+            .map_err(|(err, _)| err)
+    }
+
+    /// As `call`; a timeout also hands back the connection the unanswered request went out
+    /// on, which the connection slot no longer holds.
+    async fn call_tracked<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        replay: Replay,
+        op: F,
+    ) -> Result<T, (LockError, Option<Connection>)>
+    where
+        F: Fn(Backend) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut refused_since = None;
+        let mut pause = REFUSAL_FIRST_PAUSE;
+        loop {
+            let started = tokio::time::Instant::now();
+            let manager = self.manager().map_err(|err| (err, None))?;
+            let reply = tokio::time::timeout_at(deadline, op(manager.clone())).await;
+            let err = match reply {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) => err,
+                Err(_) => {
+                    // A request that got no reply keeps its place in the connection's reply
+                    // queue; if its bytes were lost, every later reply would go to the wrong
+                    // caller. Start afresh. (Every operation checks the owner token, so a late
+                    // execution on the old socket is harmless.)
+                    self.discard_manager();
+                    self.dropped.notify_one();
+                    let err =
+                        LockError::Timeout(format!("no reply within {} ms", timeout.as_millis()));
+                    return Err((err, Some(Connection(manager))));
+                }
+            };
+            if refuses_resp3(&err) && !self.resp2_only.swap(true, Ordering::Relaxed) {
+                self.discard_manager();
+                continue;
+            }
+            // A refused connection means the command was never sent, so trying again is
+            // safe: every failed call makes the manager reconnect. Brief pauses (10 ms
+            // doubling to 50 ms, about 0.3 s in all) carry a call across a Redis restart and
+            // find Redis within 50 ms of it accepting again; a longer outage is reported.
+            // A connection reset under a request (a restarting Redis still completes TCP
+            // handshakes until its process exits) may or may not have run it, so only a call
+            // that is safe to run twice goes again.
+            let resendable = err.is_connection_refusal()
+                || (replay == Replay::Safe && err.is_connection_dropped());
+            if resendable {
+                let since = *refused_since.get_or_insert(started);
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if since.elapsed() < REFUSAL_BUDGET && left > pause {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(REFUSAL_MAX_PAUSE);
+                    continue;
+                }
+            }
+            // Rejected credentials leave the manager's connect future failed for good, so
+            // start afresh next time; a NOPERM on one key is no reason to reconnect.
+            if err.kind() == redis::ErrorKind::AuthenticationFailed
+                || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
+            {
+                self.discard_manager();
+            }
+            return Err((LockError::from(err), None));
+        }
+    }
+
+    /// As `eval`; on a timeout, also the connection the request is still queued on.
+    pub async fn eval_tracked<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+    ) -> Result<T, (LockError, Option<Connection>)> {
+        self.call_tracked(timeout, Replay::Safe, |mut con| async move {
+            invocation.invoke_async(&mut con).await
+        })
+        .await
+    }
+
+    /// Runs a script on one given connection, behind whatever is still queued on it.
+    pub async fn eval_on<T: FromRedisValue>(
+        &self,
+        connection: &Connection,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+    ) -> Result<T, LockError> {
+        let mut con = connection.0.clone();
+        match tokio::time::timeout(timeout, invocation.invoke_async(&mut con)).await {
+            Ok(reply) => reply.map_err(LockError::from),
+            Err(_) => Err(LockError::Timeout(format!(
+                "no reply within {} ms",
+                timeout.as_millis()
+            ))),
+        }
+    }
+
+    pub async fn eval<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+        replay: Replay,
+    ) -> Result<T, LockError> {
+        self.call(timeout, replay, |mut con| async move {
+            invocation.invoke_async(&mut con).await
+        })
+        .await
+    }
+
+    /// Sends a whole pipeline in one write and returns each command's own result, so one
+    /// failing command does not hide the answers to the others.
+    pub async fn pipeline<T: FromRedisValue>(
+        &self,
+        pipe: &Pipeline,
+        timeout: Duration,
+    ) -> Result<Vec<RedisResult<T>>, LockError> {
+        self.call(timeout, Replay::Safe, |mut con| async move {
+            pipe.query_async(&mut con).await
+        })
+        .await
+    }
+
+    pub async fn query<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        timeout: Duration,
+    ) -> Result<T, LockError> {
+        self.call(timeout, Replay::Safe, |mut con| async move {
+            cmd.query_async(&mut con).await
+        })
+        .await
+    }
+}
+
+/// Redis before 6 answers HELLO with "unknown command"; a server with HELLO renamed away does
+/// the same. The manager's connect then fails for good, so we fall back to RESP2.
+fn refuses_resp3(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    text.contains("HELLO") && (text.contains("unknown command") || text.contains("NOPROTO"))
+}

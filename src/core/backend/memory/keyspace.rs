@@ -1,0 +1,341 @@
+//! The data of one `memory://` keyspace and the generic commands on it (existence, expiry,
+//! time). Strings, hashes and sorted sets have their commands in their own files; `execute`
+//! dispatches to all of them.
+//! Every command runs against one reading of the clock (`tick`), taken when the command or
+//! the script around it starts: a script sees time stand still, as on Redis 7.2+.
+
+use super::clock::{Clock, Now};
+use super::number::parse_i64;
+use super::pubsub::{Kind, PubSub};
+use super::reply::{Reply, NOT_INTEGER, SYNTAX};
+use super::sorted_set::ZSet;
+use std::collections::HashMap;
+
+/// How often expired keys nobody reads again are swept out, in ms of the keyspace's clock.
+const SWEEP_EVERY_MS: i64 = 1_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
+    Str(Vec<u8>),
+    Hash(HashMap<Vec<u8>, Vec<u8>>),
+    ZSet(ZSet),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub data: Data,
+    /// Absolute, in ms of the keyspace's clock; `None` lives until deleted.
+    pub expire_at: Option<i64>,
+}
+
+#[derive(Default)]
+pub struct Keyspace {
+    pub(super) entries: HashMap<Vec<u8>, Entry>,
+    clock: Clock,
+    pub(super) now: Option<Now>,
+    last_sweep_ms: i64,
+    pub pubsub: PubSub,
+}
+
+impl Keyspace {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads the clock for the command or script about to run, and now and then drops the
+    /// keys that expired unread.
+    pub fn tick(&mut self) -> Now {
+        let now = self.clock.now();
+        self.now = Some(now);
+        if now.ms() - self.last_sweep_ms >= SWEEP_EVERY_MS {
+            self.last_sweep_ms = now.ms();
+            let ms = now.ms();
+            self.entries.retain(|_, entry| !expired(entry, ms));
+        }
+        now
+    }
+
+    pub(super) fn now(&mut self) -> Now {
+        match self.now {
+            Some(now) => now,
+            None => self.tick(),
+        }
+    }
+
+    /// An empty keyspace on the same clock, standing in while a script has this one.
+    pub(super) fn placeholder(&self) -> Self {
+        Keyspace {
+            entries: HashMap::new(),
+            clock: self.clock,
+            now: self.now,
+            last_sweep_ms: self.last_sweep_ms,
+            pubsub: PubSub::default(),
+        }
+    }
+
+    /// The live entry at `key`: one past its expiry is deleted on the way, as Redis does
+    /// lazily.
+    pub(super) fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let ms = self.now().ms();
+        if self
+            .entries
+            .get(key)
+            .is_some_and(|entry| expired(entry, ms))
+        {
+            self.entries.remove(key);
+        }
+        self.entries.get_mut(key)
+    }
+
+    pub(super) fn exists(&mut self, key: &[u8]) -> bool {
+        self.live(key).is_some()
+    }
+
+    /// Runs one command (`args[0]` is its name). Pub/sub commands that belong to a
+    /// connection are the connection's business; PUBLISH and SPUBLISH are here.
+    pub fn execute(&mut self, args: &[&[u8]]) -> Reply {
+        let Some(name) = args.first() else {
+            return Reply::error("ERR empty command");
+        };
+        let name = String::from_utf8_lossy(name).to_ascii_uppercase();
+        let rest = &args[1..];
+        match name.as_str() {
+            "GET" => self.get(&name, rest),
+            "SET" => self.set(&name, rest),
+            "INCR" => self.incr_by(&name, rest, Some(1)),
+            "DECR" => self.incr_by(&name, rest, Some(-1)),
+            "INCRBY" => self.incr_by(&name, rest, None),
+            "HGET" => self.hget(&name, rest),
+            "HSET" => self.hset(&name, rest),
+            "ZADD" => self.zadd(&name, rest),
+            "ZRANGE" => self.zrange(&name, rest),
+            "ZREM" => self.zrem(&name, rest),
+            "ZSCORE" => self.zscore(&name, rest),
+            "ZPOPMIN" => self.zpopmin(&name, rest),
+            "ZCARD" => self.zcard(&name, rest),
+            "DEL" | "UNLINK" => self.del(&name, rest),
+            "EXISTS" => self.exists_command(&name, rest),
+            "PEXPIRE" => self.expire(&name, rest, 1, false),
+            "EXPIRE" => self.expire(&name, rest, 1000, false),
+            "PEXPIREAT" => self.expire(&name, rest, 1, true),
+            "EXPIREAT" => self.expire(&name, rest, 1000, true),
+            "PTTL" => self.ttl(&name, rest, 1),
+            "TTL" => self.ttl(&name, rest, 1000),
+            "PEXPIRETIME" => self.expire_time(&name, rest, 1),
+            "EXPIRETIME" => self.expire_time(&name, rest, 1000),
+            "PERSIST" => self.persist(&name, rest),
+            "TYPE" => self.type_of(&name, rest),
+            "TIME" => self.time(&name, rest),
+            "DBSIZE" => self.dbsize(&name, rest),
+            "FLUSHALL" | "FLUSHDB" => {
+                self.entries.clear();
+                Reply::ok()
+            }
+            "PUBLISH" => self.publish(&name, rest, false),
+            "SPUBLISH" => self.publish(&name, rest, true),
+            _ => unknown_command(&String::from_utf8_lossy(args[0]), rest),
+        }
+    }
+
+    fn del(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+        if args.is_empty() {
+            return Reply::arity(name);
+        }
+        let mut deleted = 0;
+        for key in args {
+            if self.live(key).is_some() {
+                self.entries.remove(*key);
+                deleted += 1;
+            }
+        }
+        Reply::Int(deleted)
+    }
+
+    fn exists_command(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+        if args.is_empty() {
+            return Reply::arity(name);
+        }
+        // Each key counts as often as it is named, as in Redis.
+        Reply::Int(args.iter().filter(|key| self.exists(key)).count() as i64)
+    }
+
+    /// PEXPIRE / EXPIRE / PEXPIREAT / EXPIREAT with Redis 7's NX, XX, GT and LT.
+    fn expire(&mut self, name: &str, args: &[&[u8]], unit_ms: i64, absolute: bool) -> Reply {
+        let [key, amount, options @ ..] = args else {
+            return Reply::arity(name);
+        };
+        let Some(amount) = parse_i64(amount) else {
+            return Reply::error(NOT_INTEGER);
+        };
+        let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+        for option in options {
+            match String::from_utf8_lossy(option)
+                .to_ascii_uppercase()
+                .as_str()
+            {
+                "NX" => nx = true,
+                "XX" => xx = true,
+                "GT" => gt = true,
+                "LT" => lt = true,
+                other => return Reply::error(format!("ERR Unsupported option {other}")),
+            }
+        }
+        if nx && (xx || gt || lt) {
+            return Reply::error(
+                "ERR NX and XX, GT or LT options at the same time are not compatible",
+            );
+        }
+        if gt && lt {
+            return Reply::error("ERR GT and LT options at the same time are not compatible");
+        }
+        let invalid = || {
+            Reply::error(format!(
+                "ERR invalid expire time in '{}' command",
+                name.to_ascii_lowercase()
+            ))
+        };
+        let now_ms = self.now().ms();
+        let Some(mut at) = amount.checked_mul(unit_ms) else {
+            return invalid();
+        };
+        if !absolute {
+            let Some(sum) = at.checked_add(now_ms) else {
+                return invalid();
+            };
+            at = sum;
+        }
+        let Some(entry) = self.live(key) else {
+            return Reply::Int(0);
+        };
+        let current = entry.expire_at;
+        let allowed = match current {
+            None => !(xx || gt),
+            Some(current) => !nx && (!gt || at > current) && (!lt || at < current),
+        };
+        if !allowed {
+            return Reply::Int(0);
+        }
+        if at <= now_ms {
+            self.entries.remove(*key);
+        } else {
+            entry.expire_at = Some(at);
+        }
+        Reply::Int(1)
+    }
+
+    fn ttl(&mut self, name: &str, args: &[&[u8]], unit_ms: i64) -> Reply {
+        let [key] = args else {
+            return Reply::arity(name);
+        };
+        let now_ms = self.now().ms();
+        match self.live(key) {
+            None => Reply::Int(-2),
+            Some(Entry {
+                expire_at: None, ..
+            }) => Reply::Int(-1),
+            Some(Entry {
+                expire_at: Some(at),
+                ..
+            }) => {
+                let left = (*at - now_ms).max(0);
+                // TTL rounds to the nearest second, as Redis does.
+                Reply::Int(if unit_ms == 1 {
+                    left
+                } else {
+                    (left + 500) / 1000
+                })
+            }
+        }
+    }
+
+    fn expire_time(&mut self, name: &str, args: &[&[u8]], unit_ms: i64) -> Reply {
+        let [key] = args else {
+            return Reply::arity(name);
+        };
+        match self.live(key) {
+            None => Reply::Int(-2),
+            Some(entry) => Reply::Int(entry.expire_at.map_or(-1, |at| at / unit_ms)),
+        }
+    }
+
+    fn persist(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+        let [key] = args else {
+            return Reply::arity(name);
+        };
+        match self.live(key) {
+            Some(entry) if entry.expire_at.is_some() => {
+                entry.expire_at = None;
+                Reply::Int(1)
+            }
+            _ => Reply::Int(0),
+        }
+    }
+
+    fn type_of(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+        let [key] = args else {
+            return Reply::arity(name);
+        };
+        let kind = match self.live(key).map(|entry| &entry.data) {
+            None => "none",
+            Some(Data::Str(_)) => "string",
+            Some(Data::Hash(_)) => "hash",
+            Some(Data::ZSet(_)) => "zset",
+        };
+        Reply::Status(kind.into())
+    }
+
+    fn time(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+        if !args.is_empty() {
+            return Reply::arity(name);
+        }
+        let now = self.now();
+        Reply::Array(vec![
+            Reply::bulk(now.us.div_euclid(1_000_000).to_string()),
+            Reply::bulk(now.us.rem_euclid(1_000_000).to_string()),
+        ])
+    }
+
+    fn dbsize(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+        if !args.is_empty() {
+            return Reply::arity(name);
+        }
+        let ms = self.now().ms();
+        self.entries.retain(|_, entry| !expired(entry, ms));
+        Reply::Int(self.entries.len() as i64)
+    }
+}
+
+/// Redis keeps a key through the very millisecond it expires at.
+fn expired(entry: &Entry, now_ms: i64) -> bool {
+    entry.expire_at.is_some_and(|at| now_ms > at)
+}
+
+pub fn unknown_command(name: &str, args: &[&[u8]]) -> Reply {
+    let shown: String = args
+        .iter()
+        .map(|arg| format!("'{}' ", String::from_utf8_lossy(arg)))
+        .collect();
+    Reply::error(format!(
+        "ERR unknown command '{name}', with args beginning with: {shown}"
+    ))
+}
+
+/// For commands whose options are keywords: the uppercase keyword, or a syntax error.
+pub(super) fn keyword(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).to_ascii_uppercase()
+}
+
+pub(super) fn syntax_error() -> Reply {
+    Reply::error(SYNTAX)
+}
+
+/// PUBLISH and SPUBLISH: here, beside the keyspace that owns the subscriptions.
+impl Keyspace {
+    pub(super) fn publish(&mut self, name: &str, args: &[&[u8]], sharded: bool) -> Reply {
+        let [channel, message] = args else {
+            return Reply::arity(name);
+        };
+        let kind = if sharded { Kind::Sharded } else { Kind::Plain };
+        Reply::Int(self.pubsub.publish(kind, channel, message))
+    }
+}

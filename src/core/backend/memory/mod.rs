@@ -1,0 +1,22 @@
+//! `memory://`: an embedded, in-process stand-in for Redis that runs our same Lua scripts
+//! on a process-wide keyspace, so lock decisions stay written once, in the scripts, and a
+//! single process (every worker thread of it) can lock without a server.
+//! Only the commands our scripts and the store send are implemented, with Redis 7's
+//! semantics and replies.
+
+mod clock;
+mod connection;
+mod hashes;
+mod instance;
+mod keyspace;
+mod lua;
+mod number;
+mod pubsub;
+mod reply;
+mod sorted_set;
+mod strings;
+mod zset;
+
+pub use connection::MemoryConnection;
+pub use lua::sha1_hex;
+pub use pubsub::Pushes;

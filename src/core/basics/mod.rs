@@ -1,0 +1,15 @@
+//! Small utilities the other layers share: errors and input checks, key names, time, tokens,
+//! back-off, leases, locking helpers, RESP parsing, background tasks, paged tables. They use
+//! only each other.
+
+pub mod background;
+pub mod backoff;
+pub mod clock;
+pub mod error;
+pub mod keys;
+pub mod lease;
+pub mod pages;
+pub mod resp;
+pub mod sync;
+pub mod token;
+pub mod validate;

@@ -1,0 +1,22 @@
+//! The JS thread's own socket (see binding/direct), as the backend opens it (see
+//! backend/direct.rs) with the scripts that thread sends already loaded, so that no lock's
+//! TTL is counted from an EVALSHA that came back NOSCRIPT. Which scripts those are is the
+//! operations' business, hence this file; the binding reaches the socket only through it.
+
+use super::scripts;
+use crate::core::backend::direct as socket;
+use crate::core::backend::endpoint::Endpoint;
+use crate::core::basics::error::LockError;
+
+pub use socket::{supports, RETRY_AFTER};
+
+const SCRIPTS: [&str; 3] = [
+    scripts::ACQUIRE_SOURCE,
+    scripts::RELEASE_WAKE_SOURCE,
+    scripts::HANDOFF_SOURCE,
+];
+
+/// A connected, ready socket in non-blocking mode, within the endpoint's connect timeout.
+pub async fn open(endpoint: &Endpoint) -> Result<std::net::TcpStream, LockError> {
+    socket::open(endpoint, &SCRIPTS).await
+}

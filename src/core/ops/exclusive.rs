@@ -1,0 +1,340 @@
+//! ExclusiveLock's layout: the lock key and its value are exactly the original package's
+//! (`<slug(prefix)>:<slug(name)>` = `lock_contents`, with PX), so a fleet half on the original
+//! and half on us never has two holders and the original's `inspect()` reads our locks. Our
+//! owner token lives in a sibling key in the same hash slot, set and expired together with the
+//! lock key, so refresh and release act only on a lock that is provably ours.
+
+use super::lock;
+use super::pair::Pair;
+use super::scripts;
+use super::store::Store;
+use super::watched::Target;
+use crate::core::backend::link::Replay;
+use crate::core::basics::clock::Stamp;
+use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
+use crate::core::basics::resp;
+use crate::core::basics::token;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct ExclusiveSpec {
+    pub name: String,
+    pub key_prefix: String,
+    /// The user's ioredis `keyPrefix`, which the original's keys carry too.
+    pub client_key_prefix: String,
+}
+
+/// What one hold is taken with: the original reads these at every acquire, so a user who
+/// changed them between holds gets the new ones.
+#[derive(Clone)]
+pub struct Terms {
+    pub contents: String,
+    pub ttl: Duration,
+    pub refresh: Duration,
+}
+
+pub struct Exclusive {
+    store: Arc<Store>,
+    /// The key as the original names it (`this.key`), without the client's prefix.
+    pub key: String,
+    pub name: String,
+    redis_key: Vec<u8>,
+    owner_key: Vec<u8>,
+    fence_key: Vec<u8>,
+    command_timeout: Duration,
+}
+
+/// A lock we won.
+pub struct Claim {
+    pub token: String,
+    pub fence: u64,
+    pub sent: Stamp,
+}
+
+/// What `inspect()` reports of whoever holds the lock.
+pub struct Inspection {
+    pub contents: String,
+    pub ttl_ms: i64,
+}
+
+impl Exclusive {
+    pub fn new(store: Arc<Store>, spec: ExclusiveSpec, command_timeout: Duration) -> Self {
+        let name = keys::slug(&spec.name);
+        let key = format!("{}:{}", keys::slug(&spec.key_prefix), name);
+        let redis_key = format!("{}{}", spec.client_key_prefix, key).into_bytes();
+        Exclusive {
+            store,
+            owner_key: keys::owner_key(&redis_key),
+            fence_key: keys::fence_key(&redis_key),
+            redis_key,
+            key,
+            name,
+            command_timeout,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    pub fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
+    /// One attempt, as the original's `SET NX PX`; `None` when someone holds the lock.
+    pub async fn acquire(&self, terms: &Terms) -> Result<Option<Claim>, LockError> {
+        self.store.ensure_scripts(self.command_timeout).await?;
+        let request = self.attempt_request(terms);
+        self.acquire_again(request, self.command_timeout).await
+    }
+
+    /// An attempt built by `attempt_request`, through the shared connection: sent elsewhere
+    /// first (the JS thread's connection) with an unknown outcome, or never. The script
+    /// recognises its token, so an attempt that already won wins again with its fence.
+    pub async fn acquire_again(
+        &self,
+        request: AttemptRequest,
+        timeout: Duration,
+    ) -> Result<Option<Claim>, LockError> {
+        let mut invocation = scripts::ACQUIRE.key(&self.redis_key);
+        invocation
+            .key(&self.fence_key)
+            .key(&self.owner_key)
+            .arg(&request.contents)
+            .arg(request.ttl.as_millis() as u64)
+            .arg(&request.token);
+        let (won, fence): (i64, i64) = self.store.eval(&invocation, timeout, Replay::Safe).await?;
+        if won != 1 {
+            return Ok(None);
+        }
+        Ok(Some(Claim {
+            token: request.token,
+            fence: lock::fence_of(fence)?,
+            sent: request.sent,
+        }))
+    }
+
+    /// One attempt to send on a connection of its own (see `AttemptRequest`); `sent` is now.
+    pub fn attempt_request(&self, terms: &Terms) -> AttemptRequest {
+        AttemptRequest {
+            redis_key: self.redis_key.clone(),
+            fence_key: self.fence_key.clone(),
+            owner_key: self.owner_key.clone(),
+            token: token::new_token(),
+            contents: terms.contents.clone(),
+            ttl: terms.ttl,
+            sent: Stamp::now(),
+        }
+    }
+
+    /// `release` written to `out` (one reply, read by `released`).
+    pub fn write_release(&self, out: &mut Vec<u8>, token: &str, contents: &str) {
+        lock::write_script(
+            out,
+            &scripts::RELEASE,
+            &[&self.owner_key, &self.redis_key],
+            &[token.as_bytes(), contents.as_bytes()],
+        );
+    }
+
+    /// Whether the reply to `write_release` says our lock was deleted, read as the shared
+    /// connection would read it.
+    pub fn released(reply: redis::Value) -> Result<bool, LockError> {
+        let deleted: i64 = resp::typed(reply)?;
+        Ok(deleted == 1)
+    }
+
+    /// Deletes the lock only if it is still ours; says whether it was.
+    pub async fn release(&self, token: &str, contents: &str) -> Result<bool, LockError> {
+        let mut invocation = scripts::RELEASE.key(&self.owner_key);
+        invocation.key(&self.redis_key).arg(token).arg(contents);
+        let deleted: i64 = self
+            .store
+            .eval(&invocation, self.command_timeout, Replay::Safe)
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    /// Frees a lock `request` may have taken after its caller stopped waiting, through the
+    /// shared connection (the attempt's own is gone), bounded by the lock's TTL.
+    pub async fn abandon(&self, request: &AttemptRequest) {
+        let mut invocation = scripts::RELEASE.key(&self.owner_key);
+        invocation
+            .key(&self.redis_key)
+            .arg(&request.token)
+            .arg(&request.contents);
+        let _ignored: Result<i64, _> = self
+            .store
+            .eval(&invocation, request.ttl, Replay::Safe)
+            .await;
+    }
+
+    /// The holder's contents and remaining TTL, for any instance, as the original's
+    /// `MULTI GET PTTL EXEC` (here one script). Never shows an owner token.
+    pub async fn inspect(&self) -> Result<Option<Inspection>, LockError> {
+        let invocation = scripts::INSPECT.key(&self.redis_key);
+        let (contents, ttl_ms): (Option<Vec<u8>>, i64) = self
+            .store
+            .eval(&invocation, self.command_timeout, Replay::Safe)
+            .await?;
+        // Another client may have stored any bytes; show them as ioredis would (lossy UTF-8).
+        Ok(contents.map(|bytes| Inspection {
+            contents: String::from_utf8_lossy(&bytes).into_owned(),
+            ttl_ms,
+        }))
+    }
+
+    /// What the watchdog refreshes for a claim.
+    pub fn target(&self, token: &str, terms: &Terms) -> Target {
+        Target {
+            key: self.owner_key.clone(),
+            name_at: 0,
+            token: token.to_owned(),
+            pair: Some(Pair {
+                data_key: self.redis_key.clone(),
+                expected: terms.contents.clone().into_bytes(),
+                name: self.key.clone(),
+            }),
+            ttl: terms.ttl,
+            every: terms.refresh,
+        }
+    }
+}
+
+/// One acquire attempt of an ExclusiveLock sent on a connection of its own (the JS thread's,
+/// see binding/direct): the same script with the same keys as `Exclusive::acquire`, and what
+/// its reply means. Sent again through `acquire_again` when that connection cannot finish it.
+pub struct AttemptRequest {
+    redis_key: Vec<u8>,
+    fence_key: Vec<u8>,
+    owner_key: Vec<u8>,
+    pub token: String,
+    pub contents: String,
+    pub ttl: Duration,
+    pub sent: Stamp,
+}
+
+impl AttemptRequest {
+    /// Appends the attempt to `out`; it gets one reply.
+    pub fn write(&self, out: &mut Vec<u8>) -> usize {
+        let ttl = resp::decimal(self.ttl.as_millis() as u64);
+        lock::write_script(
+            out,
+            &scripts::ACQUIRE,
+            &[&self.redis_key, &self.fence_key, &self.owner_key],
+            &[
+                self.contents.as_bytes(),
+                ttl.as_bytes(),
+                self.token.as_bytes(),
+            ],
+        );
+        1
+    }
+
+    /// What the script's `[1, fence]` or `[0, pttl]` says: the claim when won, `None` when
+    /// the lock is held. Read as the shared connection would read it.
+    pub fn won(self, reply: redis::Value) -> Result<Option<Claim>, LockError> {
+        let (won, fence): (i64, i64) = resp::typed(reply)?;
+        if won != 1 {
+            return Ok(None);
+        }
+        Ok(Some(Claim {
+            token: self.token,
+            fence: lock::fence_of(fence)?,
+            sent: self.sent,
+        }))
+    }
+
+    /// Whether the reply is a server error (NOSCRIPT after a restart or a SCRIPT FLUSH, the
+    /// script's own NOFENCE, OOM...): the attempt then goes again through the shared
+    /// connection, which loads scripts on NOSCRIPT and reports anything else as it always
+    /// does. Safe: an error reply set nothing, or the script recognises its token.
+    pub fn refused(reply: &redis::Value) -> bool {
+        matches!(reply, redis::Value::ServerError(_))
+    }
+
+    /// Whether the reply says the attempt took the lock: what a late reply must know to
+    /// free it.
+    pub fn took_it(reply: &redis::Value) -> bool {
+        use redis::Value;
+        matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(1))))
+    }
+
+    /// The release of the lock this attempt may have taken, written to `out` (one reply):
+    /// for a late reply that won, after its caller was told of the timeout.
+    pub fn write_release(&self, out: &mut Vec<u8>) {
+        lock::write_script(
+            out,
+            &scripts::RELEASE,
+            &[&self.owner_key, &self.redis_key],
+            &[self.token.as_bytes(), self.contents.as_bytes()],
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    fn request() -> AttemptRequest {
+        AttemptRequest {
+            redis_key: b"exclusive-lock:a".to_vec(),
+            fence_key: keys::fence_key(b"exclusive-lock:a"),
+            owner_key: keys::owner_key(b"exclusive-lock:a"),
+            token: "t".into(),
+            contents: "1".into(),
+            ttl: Duration::from_millis(3000),
+            sent: Stamp::now(),
+        }
+    }
+
+    fn pair(a: i64, b: i64) -> Value {
+        Value::Array(vec![Value::Int(a), Value::Int(b)])
+    }
+
+    #[test]
+    fn reads_the_scripts_answers_as_the_shared_connection_does() {
+        let won = request().won(pair(1, 7)).ok().flatten();
+        assert_eq!(
+            won.map(|claim| (claim.token, claim.fence)),
+            Some(("t".into(), 7))
+        );
+        assert!(matches!(request().won(pair(0, 2500)), Ok(None)));
+        // A win without a usable fence is never handed out.
+        assert!(request().won(pair(1, 0)).is_err());
+        assert!(request().won(Value::Okay).is_err());
+    }
+
+    #[test]
+    fn a_server_error_goes_again_and_only_a_win_is_freed_late() {
+        let noscript = match crate::core::basics::resp::parse(b"-NOSCRIPT No matching script.\r\n")
+        {
+            Ok(Some((reply, _))) => reply,
+            other => panic!("{other:?}"),
+        };
+        assert!(AttemptRequest::refused(&noscript));
+        assert!(!AttemptRequest::refused(&pair(1, 7)));
+        assert!(AttemptRequest::took_it(&pair(1, 7)));
+        assert!(!AttemptRequest::took_it(&pair(0, 2500)));
+        assert!(!AttemptRequest::took_it(&noscript));
+    }
+
+    #[test]
+    fn writes_the_acquire_script_with_the_owner_key_and_the_release_with_the_value() {
+        let mut out = Vec::new();
+        assert_eq!(request().write(&mut out), 1);
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains(scripts::ACQUIRE.get_hash()));
+        assert!(text.contains("\r\n3\r\n"), "three keys: {text}");
+        let mut out = Vec::new();
+        request().write_release(&mut out);
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains(scripts::RELEASE.get_hash()));
+        assert!(
+            text.ends_with("$1\r\nt\r\n$1\r\n1\r\n"),
+            "token then contents: {text}"
+        );
+    }
+}

@@ -1,0 +1,16 @@
+//! The lock operations: acquire, wait, hand over, release, refresh, and the scripts that do
+//! each atomically in Redis.
+
+pub mod direct;
+pub mod errands;
+pub mod exclusive;
+pub mod forsaken;
+pub mod lock;
+pub mod pair;
+pub mod release;
+pub mod schedule;
+pub mod scripts;
+pub mod signals;
+pub mod store;
+pub mod watchdog;
+pub mod watched;

@@ -1,0 +1,300 @@
+//! The connection of each endpoint as the lock operations use it: one `Link` (see
+//! backend/link.rs) shared by every user of the same settings in the process, the wake table
+//! of its waiters, and what its announcements ask of it: a release announced to this
+//! connection wakes one of its waiters or is passed on, and waiters are made wakeable by
+//! subscribing and queueing for their lock.
+
+use super::scripts;
+use crate::core::backend::endpoint::Endpoint;
+use crate::core::backend::link::{Connection, Link, Listener, Replay, Subscriptions};
+use crate::core::basics::background::spawn;
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use crate::core::basics::sync::lock;
+use crate::core::wait::chores::{Chore, Chores};
+use crate::core::wait::wake::{self, Turn, Wakes};
+use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation};
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Bound of the calls a connection makes on its own (queueing again, passing a wake on).
+pub(crate) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct Store {
+    link: Link,
+    /// The connection's watchdog (see `Watchdog::of`), typed only there so the store need
+    /// not know the watchdog, which uses the store.
+    watchdog: Mutex<Weak<dyn Any + Send + Sync>>,
+    wakes: Arc<Wakes>,
+    /// This connection's name in the queues of waiting connections (see wake.rs).
+    id: String,
+    me: Weak<Store>,
+}
+
+/// Hands the connection's news to its store: a message to whoever it names, a drop to every
+/// waiter. The wake table is held here, not reached through the store, so a drop still
+/// reaches waiters while the store is going away.
+struct Announcements {
+    store: Weak<Store>,
+    wakes: Arc<Wakes>,
+}
+
+impl Listener for Announcements {
+    fn message(&self, channel: &[u8], payload: &[u8]) {
+        if let Some(store) = self.store.upgrade() {
+            store.announced(channel, payload);
+        }
+    }
+
+    fn connection_lost(&self) {
+        self.wakes.connection_lost();
+    }
+}
+
+impl Subscriptions for Wakes {
+    fn is_subscribed(&self, channel: &[u8]) -> bool {
+        Wakes::is_subscribed(self, channel)
+    }
+
+    fn take_idle(&self, keep: usize) -> Vec<Vec<u8>> {
+        Wakes::take_idle(self, keep)
+    }
+
+    fn mark_subscribed(&self, channel: &[u8]) {
+        Wakes::mark_subscribed(self, channel)
+    }
+}
+
+static REGISTRY: LazyLock<Mutex<HashMap<Endpoint, Weak<Store>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+impl Store {
+    /// The store for `endpoint`, shared with every other live user of the same settings. The
+    /// connection itself opens on the first command, so constructing never blocks or fails.
+    pub fn shared(endpoint: Endpoint) -> Arc<Store> {
+        let mut registry = lock(&REGISTRY);
+        if let Some(store) = registry.get(&endpoint).and_then(Weak::upgrade) {
+            return store;
+        }
+        registry.retain(|_, store| store.strong_count() > 0);
+        let wakes = Arc::new(Wakes::default());
+        let store = Arc::new_cyclic(|me: &Weak<Store>| {
+            let listener = Arc::new(Announcements {
+                store: me.clone(),
+                wakes: wakes.clone(),
+            });
+            Store {
+                link: Link::new(endpoint.clone(), &scripts::ALL_SOURCES, listener),
+                watchdog: Mutex::new(Weak::<()>::new()),
+                wakes: wakes.clone(),
+                id: crate::core::basics::token::new_token(),
+                me: me.clone(),
+            }
+        });
+        let chores: Weak<dyn Chores> = store.me.clone();
+        wakes.hire(chores);
+        registry.insert(endpoint, Arc::downgrade(&store));
+        store
+    }
+
+    /// The store itself, for work that outlives the call that starts it.
+    pub(crate) fn me(&self) -> Option<Arc<Store>> {
+        self.me.upgrade()
+    }
+
+    pub(crate) fn watchdog_slot(&self) -> MutexGuard<'_, Weak<dyn Any + Send + Sync>> {
+        lock(&self.watchdog)
+    }
+
+    /// Resolves after the connection dropped (one waiter: the watchdog).
+    pub fn dropped(&self) -> &Notify {
+        self.link.dropped()
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        self.link.endpoint()
+    }
+
+    pub fn wakes(&self) -> &Arc<Wakes> {
+        &self.wakes
+    }
+
+    /// This connection's name in the queues of waiting connections.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// A release was announced on `channel` for `to`: this connection (popped off the lock's
+    /// queue), one waiter of ours by name (`<id>:<seq>`, next in a fair lock's line), or
+    /// someone else.
+    fn announced(&self, channel: &[u8], to: &[u8]) {
+        let Some(rest) = to.strip_prefix(self.id.as_bytes()) else {
+            return;
+        };
+        if rest.is_empty() {
+            self.take_turn(channel);
+            return;
+        }
+        let seq = rest
+            .strip_prefix(b":")
+            .and_then(|seq| std::str::from_utf8(seq).ok())
+            .and_then(|seq| seq.parse::<u64>().ok());
+        if let Some(seq) = seq {
+            self.wakes.wake_member(channel, seq);
+        }
+    }
+
+    /// A release popped this connection off a lock's queue and told us: wake our first
+    /// waiter, or pass the wake on if nobody waits here.
+    fn take_turn(&self, channel: &[u8]) {
+        match self.wakes.take_turn(channel) {
+            Turn::Woke => {}
+            Turn::PassOn(lock_key) => self.pass_on(lock_key),
+        }
+    }
+
+    /// Frees, in the background, a lock handed to a waiter that left before taking it, as
+    /// a release would (to the next waiter of ours, or waking the next connection).
+    pub(crate) fn release_orphan(&self, lease: Lease) {
+        self.carry_out(Chore::ReleaseOrphan(lease));
+    }
+
+    /// Hands a wake nobody here will use to the next connection in the lock's queue.
+    pub(crate) fn pass_on(&self, lock_key: Vec<u8>) {
+        if lock_key.is_empty() {
+            return;
+        }
+        let Some(store) = self.me.upgrade() else {
+            return;
+        };
+        spawn(async move {
+            let mut invocation = scripts::WAKE_NEXT.key(wake::queue_key(&lock_key));
+            invocation.arg(wake::channel(&lock_key));
+            let _ignored: Result<i64, _> = store
+                .eval(&invocation, BACKGROUND_TIMEOUT, Replay::Safe)
+                .await;
+        });
+    }
+
+    /// Gives up a fair waiter's place in the lock's line, in the background; a failure
+    /// leaves the place to run out (see `wake::FAIR_PLACE`).
+    pub(crate) fn leave_line(&self, lock_key: Vec<u8>, member: String) {
+        let Some(store) = self.me.upgrade() else {
+            return;
+        };
+        spawn(async move {
+            let mut invocation = scripts::LEAVE_FAIR.key(&lock_key);
+            invocation
+                .key(wake::line_key(&lock_key))
+                .key(wake::alive_key(&lock_key))
+                .arg(member)
+                .arg(wake::channel(&lock_key));
+            let _ignored: Result<i64, _> = store
+                .eval(&invocation, BACKGROUND_TIMEOUT, Replay::Safe)
+                .await;
+        });
+    }
+
+    /// Puts this connection in the queue for `lock_key` (it keeps its place if already
+    /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
+    /// ACL without sorted sets, say): the waiter then only polls.
+    async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<bool> {
+        let mut invocation = scripts::ENQUEUE.key(wake::queue_key(lock_key));
+        invocation
+            .key(lock_key)
+            .arg(&self.id)
+            .arg(wake::queue_score())
+            .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
+        let free: i64 = self
+            .link
+            .eval(&invocation, timeout, Replay::Safe)
+            .await
+            .ok()?;
+        self.wakes.mark_queued(&wake::channel(lock_key), true);
+        Some(free == 1)
+    }
+    /// Makes a lock's waiters wakeable, in the background: the connection subscribes to the
+    /// lock's channel, then queues for the lock. No waiter waits for either (its poll is the
+    /// safety net); if the lock turns out free meanwhile, a waiter is woken to try.
+    /// A fair lock's waiters only subscribe: their attempts keep their places in its line.
+    pub fn prepare_wake(self: &Arc<Self>, lock_key: Vec<u8>, timeout: Duration, fair: bool) {
+        let channel = wake::channel(&lock_key);
+        if !self.wakes.begin_preparing(&channel) {
+            return;
+        }
+        let store = self.clone();
+        spawn(async move {
+            // Queued only where a wake can reach us: a wake popped for a connection that is
+            // not listening would be lost to every waiter.
+            if store.link.subscribe(&channel, timeout, &*store.wakes).await
+                && !fair
+                && store.wakes.needs_queueing(&channel)
+                && store.enqueue(&lock_key, timeout).await == Some(true)
+            {
+                store.wakes.wake_local(&channel);
+            }
+            store.wakes.end_preparing(&channel);
+        });
+    }
+
+    pub async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
+        self.link.ensure_scripts(timeout).await
+    }
+
+    pub fn scripts_ready(&self) -> bool {
+        self.link.scripts_ready()
+    }
+
+    pub fn scripts_lost(&self) {
+        self.link.scripts_lost()
+    }
+
+    pub async fn eval_tracked<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+    ) -> Result<T, (LockError, Option<Connection>)> {
+        self.link.eval_tracked(invocation, timeout).await
+    }
+
+    pub async fn eval_on<T: FromRedisValue>(
+        &self,
+        connection: &Connection,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+    ) -> Result<T, LockError> {
+        self.link.eval_on(connection, invocation, timeout).await
+    }
+
+    pub async fn eval<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+        replay: Replay,
+    ) -> Result<T, LockError> {
+        self.link.eval(invocation, timeout, replay).await
+    }
+
+    pub async fn pipeline<T: FromRedisValue>(
+        &self,
+        pipe: &Pipeline,
+        timeout: Duration,
+    ) -> Result<Vec<RedisResult<T>>, LockError> {
+        self.link.pipeline(pipe, timeout).await
+    }
+
+    pub async fn query<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        timeout: Duration,
+    ) -> Result<T, LockError> {
+        self.link.query(cmd, timeout).await
+    }
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

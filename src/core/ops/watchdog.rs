@@ -1,0 +1,597 @@
+//! One refresh scheduler per connection for every lock kept alive through it. Each tick sends
+//! a single pipeline with one refresh per lock that is due, so 10,000 held locks cost one
+//! round trip per tick, not 10,000. A lock whose refresh fails, or whose TTL runs out before
+//! Redis confirms one, is reported lost at once; the watchdog never waits past a deadline.
+
+use super::forsaken::Orphan;
+use super::schedule::Schedule;
+use super::scripts;
+use super::signals::{Confirmed, Sink};
+use super::store::Store;
+use super::watched::{Clock, Entry};
+pub use super::watched::{Limits, Target};
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
+use crate::core::wait::owner::{Keeper, Owner, Release};
+use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+#[derive(Default)]
+struct State {
+    entries: Schedule,
+    running: bool,
+    /// When the scheduler means to wake next (ms): a lock that needs it earlier wakes it.
+    wake_at: u64,
+}
+
+pub struct Watchdog {
+    store: Arc<Store>,
+    clock: Clock,
+    state: Mutex<State>,
+    wake: Notify,
+    pipelines: AtomicU64,
+    refreshes: AtomicU64,
+}
+
+/// Counters for tests and benchmarks: how much work the refreshes cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Pipelines sent (one round trip each).
+    pub pipelines: u64,
+    /// Refresh commands inside them.
+    pub refreshes: u64,
+    /// Locks being kept alive right now.
+    pub watched: u64,
+    /// Entries the scheduler looked at, to watch, stop, check or refresh them: what the
+    /// bookkeeping costs, which must grow with the locks started, stopped and due, never
+    /// with the number held.
+    pub visited: u64,
+}
+
+/// A lock being kept alive; dropping it stops the refreshes.
+pub struct Watch {
+    id: u64,
+    watchdog: Arc<Watchdog>,
+}
+
+impl Watch {
+    pub fn new(watchdog: Arc<Watchdog>, id: u64) -> Self {
+        Watch { id, watchdog }
+    }
+
+    pub fn stop(&self) {
+        self.watchdog.stop(self.id);
+    }
+
+    /// Whether a refresh of this lock is on its way to Redis right now.
+    pub fn refreshing(&self) -> bool {
+        self.watchdog.refreshing(self.id)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Refreshes sent in one pipeline at most.
+const REFRESH_CHUNK: usize = 1024;
+
+impl Watchdog {
+    /// The watchdog of `store`'s connection, created on first use.
+    pub fn of(store: &Arc<Store>) -> Arc<Watchdog> {
+        let mut slot = store.watchdog_slot();
+        let known = slot
+            .upgrade()
+            .and_then(|any| any.downcast::<Watchdog>().ok());
+        if let Some(watchdog) = known {
+            return watchdog;
+        }
+        let watchdog = Arc::new(Watchdog {
+            store: store.clone(),
+            clock: Clock::default(),
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+            pipelines: AtomicU64::new(0),
+            refreshes: AtomicU64::new(0),
+        });
+        let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&watchdog) as Weak<Watchdog>;
+        *slot = weak;
+        watchdog
+    }
+
+    pub fn stats(&self) -> Stats {
+        let state = lock(&self.state);
+        Stats {
+            pipelines: self.pipelines.load(Ordering::Relaxed),
+            refreshes: self.refreshes.load(Ordering::Relaxed),
+            watched: state.entries.len() as u64,
+            visited: state.entries.visited(),
+        }
+    }
+
+    /// Loads the scripts ahead of the first tick, so every refresh is one round trip.
+    pub async fn prepare(&self, timeout: Duration) -> Result<(), LockError> {
+        self.store.ensure_scripts(timeout).await
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Stops keeping every lock of `owner` alive and hands back those to be released (not
+    /// those left to their TTL, see `Limits::outlives_owner`).
+    pub(crate) fn orphans_of(&self, owner: &Owner) -> Vec<Orphan> {
+        let mut state = lock(&self.state);
+        let ids: Vec<u64> = state
+            .entries
+            .iter_mut()
+            .filter(|(_, entry)| entry.is_owned_by(owner))
+            .map(|(id, _)| id)
+            .collect();
+        let orphans: Vec<Orphan> = ids
+            .into_iter()
+            .filter_map(|id| state.entries.remove(id))
+            .filter(|entry| !entry.outlives_owner())
+            .map(|entry| entry.into_orphan(&self.clock))
+            .collect();
+        drop(state);
+        // Lets the scheduler exit now when those were its last locks.
+        self.wake.notify_one();
+        orphans
+    }
+
+    /// Stops keeping lock `id` alive (a no-op when it is not watched any more).
+    ///
+    /// Called on the JavaScript thread for every release: it only frees the slot, and wakes
+    /// the scheduler only to drop the queued times of many stopped locks at once. The last
+    /// lock's stop does not wake it: it exits when it next wakes and finds nothing to watch,
+    /// and a lock watched before then finds it still running. Waking it to exit at once, and
+    /// spawning it again for the next hold, cost two thread wake-ups per hold, more than the
+    /// whole acquire and release when locks are taken one after another.
+    pub fn stop(&self, id: u64) {
+        let mut state = lock(&self.state);
+        let Some(entry) = state.entries.remove(id) else {
+            return;
+        };
+        let wake = state.entries.needs_rebuild();
+        drop(state);
+        drop(entry);
+        if wake {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The owner token of lock `id`, while it is watched.
+    pub fn token(&self, id: u64) -> Option<String> {
+        let state = lock(&self.state);
+        let entry = state.entries.get(id)?;
+        Some(String::from_utf8_lossy(entry.token()).into_owned())
+    }
+
+    /// What was last confirmed of lock `id`; `None` once it is lost or no longer watched.
+    pub fn confirmed(&self, id: u64) -> Option<Confirmed> {
+        lock(&self.state)
+            .entries
+            .get(id)
+            .map(|entry| entry.confirmed(&self.clock))
+    }
+
+    /// Whether a refresh of lock `id` is on its way to Redis right now.
+    pub fn refreshing(&self, id: u64) -> bool {
+        lock(&self.state)
+            .entries
+            .get(id)
+            .is_some_and(|entry| entry.in_flight)
+    }
+
+    /// Starts keeping `target` alive; the answer names it for `stop` (never 0). `sent` is
+    /// when the request that last set its TTL was sent; news goes to `sink` with `tag`.
+    /// Must be called on the runtime (it may start the scheduler task). The lock of an owner
+    /// that has ended is released instead, and the answer is 0: nobody is left to use it.
+    pub fn watch_id(
+        self: &Arc<Self>,
+        target: Target,
+        sent: std::time::Instant,
+        limits: Limits,
+        sink: Arc<dyn Sink>,
+        tag: u32,
+    ) -> u64 {
+        let sent = Instant::from_std(sent);
+        let owner = limits.owner.clone();
+        let entry = Entry::new(target, &self.clock, sent, limits, sink, tag);
+        let enlisted = owner.as_ref().is_none_or(|owner| owner.enlist(self));
+        let mut state = lock(&self.state);
+        // Checked under the table's lock: an owner ending now either finds the entry in the
+        // table or is seen gone here (see Owner::end).
+        if !enlisted || owner.as_ref().is_some_and(Owner::is_gone) {
+            drop(state);
+            if !entry.outlives_owner() {
+                tokio::spawn(entry.into_orphan(&self.clock).release(self.store.clone()));
+            }
+            return 0;
+        }
+        let (id, at) = state.entries.insert(entry, &self.clock);
+        if !state.running {
+            state.running = true;
+            state.wake_at = 0;
+            tokio::spawn(self.clone().run());
+        } else {
+            self.wake_by(&mut state, at);
+        }
+        id
+    }
+
+    /// As `watch_id`, stopped when the answer is dropped.
+    pub fn watch(
+        self: &Arc<Self>,
+        target: Target,
+        sent: std::time::Instant,
+        limits: Limits,
+        sink: Arc<dyn Sink>,
+        tag: u32,
+    ) -> Watch {
+        Watch::new(self.clone(), self.watch_id(target, sent, limits, sink, tag))
+    }
+
+    /// Wakes the scheduler when a lock needs it at `at` (ms), before it meant to wake.
+    fn wake_by(&self, state: &mut State, at: u64) {
+        if at < state.wake_at {
+            state.wake_at = at;
+            self.wake.notify_one();
+        }
+    }
+
+    async fn run(self: Arc<Self>) {
+        loop {
+            let now = self.clock.ms(Instant::now());
+            let (gone, due, wake_at) = {
+                let mut state = lock(&self.state);
+                let tick = state.entries.tick(now, &self.clock);
+                if state.entries.is_empty() {
+                    state.running = false;
+                    drop(state);
+                    report_lost(self.lost(tick.lost));
+                    return;
+                }
+                let wake_at = state
+                    .entries
+                    .next_wake(&self.clock)
+                    .unwrap_or(now + 3_600_000);
+                state.wake_at = wake_at;
+                (tick.lost, tick.due, wake_at)
+            };
+            report_lost(self.lost(gone));
+            if !due.is_empty() {
+                tokio::spawn(self.clone().refresh(due));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(self.clock.at(wake_at)) => {}
+                _ = self.wake.notified() => {}
+                _ = self.store.dropped().notified() => self.recheck_all(),
+            }
+        }
+    }
+
+    /// The connection dropped (Redis restarted, failed over, or a call timed out): every lock
+    /// may be gone, so refresh them all now. The refresh waits for the reconnection and
+    /// reports a lost lock the moment Redis answers.
+    fn recheck_all(&self) {
+        let now = self.clock.ms(Instant::now());
+        lock(&self.state).entries.all_due(now, &self.clock);
+    }
+
+    fn lost(&self, gone: Vec<(Entry, LockError)>) -> Vec<Lost> {
+        gone.into_iter()
+            .map(|(entry, err)| Lost::of(&entry, err, &self.clock))
+            .collect()
+    }
+
+    /// Refreshes the locks `due`, a pipeline of at most `REFRESH_CHUNK` of them at a time:
+    /// one round trip each, and a tick's memory stays small however many locks are held.
+    async fn refresh(self: Arc<Self>, due: Vec<u64>) {
+        for chunk in due.chunks(REFRESH_CHUNK) {
+            self.refresh_chunk(chunk).await;
+        }
+    }
+
+    /// Sends one pipeline for `ids` and files the answers.
+    async fn refresh_chunk(&self, ids: &[u64]) {
+        let sent = self.clock.ms(Instant::now());
+        let Some(batch) = self.batch(ids, sent) else {
+            return;
+        };
+        self.refreshes
+            .fetch_add(batch.ids.len() as u64, Ordering::Relaxed);
+        let replies = self.send(batch.commands, batch.timeout).await;
+        let answers = batch.shape.answers(replies);
+        let now = self.clock.ms(Instant::now());
+        let sent_at = self.clock.at(sent).into_std();
+        let mut refreshed = Vec::new();
+        let mut lost = Vec::new();
+        {
+            let mut state = lock(&self.state);
+            let mut next = u64::MAX;
+            for (id, answer) in batch.ids.into_iter().zip(answers) {
+                let Some(entry) = state.entries.get_mut(id) else {
+                    continue; // released or given up while the refresh was in flight
+                };
+                entry.in_flight = false;
+                match answer {
+                    Some(true) => {
+                        entry.refreshed(sent);
+                        refreshed.push((entry.sink.clone(), entry.tag, entry.ttl_for_sink()));
+                    }
+                    Some(false) => {
+                        let err = LockError::Lost {
+                            key: entry.name(),
+                            reason: "it was deleted or taken by another holder".into(),
+                        };
+                        lost.push(Lost::of(entry, err, &self.clock));
+                        state.entries.remove(id);
+                    }
+                    // Redis unreachable or slow: try again soon (so a lock is re-checked
+                    // within 50 ms of Redis answering again); the deadline decides.
+                    None => {
+                        let after = (entry.every() / 4).clamp(ms(10), ms(50));
+                        entry.retry_in(now, after);
+                    }
+                }
+                if let Some(at) = state.entries.requeue(id, &self.clock) {
+                    next = next.min(at);
+                }
+            }
+            if state.entries.is_empty() {
+                // Lets the scheduler exit now: its last lock was found gone.
+                self.wake.notify_one();
+            } else {
+                self.wake_by(&mut state, next);
+            }
+        }
+        for (sink, tag, ttl) in refreshed {
+            sink.refreshed(tag, sent_at, ttl);
+        }
+        report_lost(lost);
+    }
+
+    /// The commands refreshing the locks of `ids` still watched: one `refresh_many` call
+    /// for the single-key ones, then one call per ExclusiveLock pair; `None` when none is.
+    fn batch(&self, ids: &[u64], sent: u64) -> Option<Batch> {
+        let state = lock(&self.state);
+        let entries: Vec<(u64, &Entry)> = ids
+            .iter()
+            .filter_map(|&id| state.entries.get(id).map(|entry| (id, entry)))
+            .collect();
+        if entries.is_empty() {
+            return None;
+        }
+        let singles: Vec<&(u64, &Entry)> = entries.iter().filter(|(_, e)| e.is_single()).collect();
+        let mut commands = Vec::new();
+        if !singles.is_empty() {
+            let bytes: usize = singles
+                .iter()
+                .map(|(_, e)| e.key().len() + e.token().len() + 16)
+                .sum();
+            let mut many = Cmd::with_capacity(3 + 3 * singles.len(), 64 + bytes);
+            many.arg("EVALSHA")
+                .arg(scripts::REFRESH_MANY.get_hash())
+                .arg(singles.len());
+            for (_, entry) in &singles {
+                many.arg(entry.key());
+            }
+            for (_, entry) in &singles {
+                many.arg(entry.token());
+            }
+            for (_, entry) in &singles {
+                many.arg(entry.ttl_ms());
+            }
+            commands.push(many);
+        }
+        let pairs: Vec<&(u64, &Entry)> = entries.iter().filter(|(_, e)| !e.is_single()).collect();
+        commands.extend(pairs.iter().map(|(_, entry)| entry.command()));
+        // No answer is worth waiting for past the earliest deadline among them.
+        let deadline = entries
+            .iter()
+            .map(|(_, e)| e.deadline_ms())
+            .min()
+            .unwrap_or(sent);
+        Some(Batch {
+            shape: Shape {
+                singles: singles.len(),
+                pairs: pairs.len(),
+            },
+            ids: singles
+                .iter()
+                .chain(pairs.iter())
+                .map(|(id, _)| *id)
+                .collect(),
+            commands,
+            timeout: ms(deadline.saturating_sub(sent)).max(ms(1)),
+        })
+    }
+
+    /// One result per command; after a NOSCRIPT (Redis restarted or flushed) the script is
+    /// loaded and those commands are sent once more.
+    async fn send(&self, commands: Vec<Cmd>, timeout: Duration) -> Vec<RedisResult<Value>> {
+        let deadline = Instant::now() + timeout;
+        let count = commands.len();
+        let mut pipe = Pipeline::with_capacity(count);
+        pipe.ignore_errors();
+        for command in commands {
+            pipe.add_command(command);
+        }
+        self.pipelines.fetch_add(1, Ordering::Relaxed);
+        let mut replies = match self.store.pipeline::<Value>(&pipe, timeout).await {
+            Ok(replies) if replies.len() == count => replies,
+            _ => return unreachable_replies(count),
+        };
+        let missing: Vec<usize> = (0..replies.len())
+            .filter(|&i| is_noscript(&replies[i]))
+            .collect();
+        if missing.is_empty() {
+            return replies;
+        }
+        self.store.scripts_lost();
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(ms(1));
+        if self.prepare(left).await.is_err() {
+            return unreachable_replies(count);
+        }
+        let commands = pipe.cmd_iter().cloned().collect::<Vec<Cmd>>();
+        let mut retry = Pipeline::with_capacity(missing.len());
+        retry.ignore_errors();
+        for &i in &missing {
+            if let Some(cmd) = commands.get(i) {
+                retry.add_command(cmd.clone());
+            }
+        }
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(ms(1));
+        match self.store.pipeline::<Value>(&retry, left).await {
+            Ok(again) if again.len() == missing.len() => {
+                for (i, reply) in missing.into_iter().zip(again) {
+                    replies[i] = reply;
+                }
+                replies
+            }
+            _ => unreachable_replies(count),
+        }
+    }
+}
+
+/// One pipeline of refreshes: what it holds and in which order, and how long it may take.
+struct Batch {
+    shape: Shape,
+    /// The single-key locks', then the pairs', in command order.
+    ids: Vec<u64>,
+    commands: Vec<Cmd>,
+    timeout: Duration,
+}
+
+/// How the replies of a batch map back to its locks.
+struct Shape {
+    singles: usize,
+    pairs: usize,
+}
+
+impl Shape {
+    /// Per lock, in `Batch::ids` order: refreshed (`true`), gone (`false`), or no answer.
+    fn answers(&self, replies: Vec<RedisResult<Value>>) -> Vec<Option<bool>> {
+        let mut replies = replies.into_iter();
+        let mut out = Vec::with_capacity(self.singles + self.pairs);
+        if self.singles > 0 {
+            match replies.next() {
+                Some(Ok(Value::BulkString(flags))) if flags.len() == self.singles => {
+                    out.extend(flags.iter().map(|flag| Some(*flag == b'1')));
+                }
+                _ => out.extend(std::iter::repeat_n(None, self.singles)),
+            }
+        }
+        for _ in 0..self.pairs {
+            out.push(match replies.next() {
+                Some(Ok(Value::Int(done))) => Some(done == 1),
+                _ => None,
+            });
+        }
+        out
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn is_noscript(reply: &RedisResult<Value>) -> bool {
+    matches!(reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+}
+
+fn unreachable_replies(n: usize) -> Vec<RedisResult<Value>> {
+    (0..n)
+        .map(|_| Err((ErrorKind::Io, "no reply from Redis").into()))
+        .collect()
+}
+
+/// A loss to report once the state's lock is let go.
+struct Lost {
+    sink: Arc<dyn Sink>,
+    tag: u32,
+    error: LockError,
+    last: Confirmed,
+    token: Vec<u8>,
+}
+
+impl Lost {
+    fn of(entry: &Entry, error: LockError, clock: &Clock) -> Lost {
+        Lost {
+            sink: entry.sink.clone(),
+            tag: entry.tag,
+            error,
+            last: entry.confirmed(clock),
+            token: entry.token().to_vec(),
+        }
+    }
+}
+
+fn report_lost(lost: Vec<Lost>) {
+    for loss in lost {
+        loss.sink.lost(loss.tag, loss.error, loss.last, &loss.token);
+    }
+}
+
+/// An ended owner's locks are released as its holder's release would have (see forsaken.rs).
+impl Keeper for Watchdog {
+    fn forsake(&self, owner: &Owner) -> Vec<Release> {
+        let store = self.store.clone();
+        self.orphans_of(owner)
+            .into_iter()
+            .map(|orphan| Box::pin(orphan.release(store.clone())) as Release)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(text: &str) -> RedisResult<Value> {
+        Ok(Value::BulkString(text.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn answers_map_the_flags_then_the_pairs_in_order() {
+        let shape = Shape {
+            singles: 3,
+            pairs: 2,
+        };
+        let answers = shape.answers(vec![flags("101"), Ok(Value::Int(1)), Ok(Value::Int(0))]);
+        let expected = [Some(true), Some(false), Some(true), Some(true), Some(false)];
+        assert_eq!(answers, expected);
+    }
+
+    #[test]
+    fn a_missing_or_malformed_reply_is_no_answer_for_its_locks_only() {
+        let shape = Shape {
+            singles: 2,
+            pairs: 1,
+        };
+        let err = || Err((ErrorKind::Io, "dropped").into());
+        assert_eq!(
+            shape.answers(vec![err(), Ok(Value::Int(1))]),
+            [None, None, Some(true)]
+        );
+        assert_eq!(
+            shape.answers(vec![flags("1"), err()]),
+            [None, None, None],
+            "a flag string of the wrong length tells nothing"
+        );
+        assert_eq!(shape.answers(Vec::new()), [None, None, None]);
+    }
+}

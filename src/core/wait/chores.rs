@@ -1,0 +1,19 @@
+//! What a waiter leaves to do when it stops waiting, for the operations layer to carry out:
+//! each sends a script, and this layer sends nothing.
+
+use crate::core::basics::lease::Lease;
+
+pub enum Chore {
+    /// A lock handed to a waiter that left before taking it: freed as a release would (to
+    /// the next waiter of ours, or waking the next connection).
+    ReleaseOrphan(Lease),
+    /// A wake nobody here will use: handed to the next connection in the lock's queue.
+    PassOn(Vec<u8>),
+    /// A fair waiter (`seq` on this connection) gave up its place in the lock's line.
+    LeaveLine { lock_key: Vec<u8>, seq: u64 },
+}
+
+/// Carries chores out, in the background (the store of the wake table's connection).
+pub trait Chores: Send + Sync {
+    fn carry_out(&self, chore: Chore);
+}

@@ -1,0 +1,147 @@
+//! Holders that started on a lease lent to them by a release of their JS thread, before
+//! Redis ran the handover (see handoff.lua and binding/direct/handoff.rs), by token: pending
+//! until the reply, then confirmed (with the holder's own deadline) or failed. Their handles
+//! are plain JS objects: they ask here, and count on the lender's deadline until then. A call
+//! of theirs that goes through the runtime waits for the answer first, so it cannot reach
+//! Redis before the handover. One table per connection: a release lends to any waiter of its
+//! JS thread on that connection, whatever `DistributedLock` instance it came from.
+
+use crate::core::basics::sync::lock;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// What a lent holder's handle learns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lent {
+    Pending,
+    /// Redis ran the handover: the holder's own deadline.
+    Confirmed(Instant),
+    /// It holds nothing (the handover did not run, or not within its bound).
+    Failed,
+}
+
+struct Entry {
+    state: Lent,
+    /// After this nobody can still be counting on the entry.
+    until: Instant,
+}
+
+#[derive(Default)]
+pub struct Lends {
+    entries: Mutex<HashMap<String, Entry>>,
+    /// Woken whenever an entry stops being pending (the few who wait recheck their own).
+    answered: Notify,
+}
+
+/// Entries whose handles never asked are dropped once past their time, checked when the
+/// table has grown by this much since the last sweep.
+const SWEEP_EVERY: usize = 256;
+
+impl Lends {
+    /// `token` starts now on a lent lease; its handle holds at most until `until`.
+    pub fn lend(&self, token: String, until: Instant) {
+        let mut entries = lock(&self.entries);
+        if entries.len() % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            let now = Instant::now();
+            entries.retain(|_, entry| entry.until > now);
+        }
+        let state = Lent::Pending;
+        entries.insert(token, Entry { state, until });
+    }
+
+    /// The handover's answer for `token`.
+    pub fn settle(&self, token: &str, state: Lent) {
+        if let Some(entry) = lock(&self.entries).get_mut(token) {
+            if entry.state == Lent::Pending {
+                entry.state = state;
+                self.answered.notify_waiters();
+            }
+        }
+    }
+
+    /// Where `token` stands; `None` for a token never lent (or already told). A final
+    /// answer is given once: the handle keeps it.
+    pub fn take(&self, token: &str) -> Option<Lent> {
+        let mut entries = lock(&self.entries);
+        let state = entries.get(token)?.state;
+        if state != Lent::Pending {
+            entries.remove(token);
+        }
+        Some(state)
+    }
+
+    /// Whether `token` was lent and Redis has not confirmed it (yet).
+    pub fn unconfirmed(&self, token: &str) -> bool {
+        matches!(self.peek(token), Some(Lent::Pending | Lent::Failed))
+    }
+
+    pub fn pending(&self, token: &str) -> bool {
+        self.peek(token) == Some(Lent::Pending)
+    }
+
+    fn peek(&self, token: &str) -> Option<Lent> {
+        lock(&self.entries).get(token).map(|entry| entry.state)
+    }
+
+    /// Waits, at most `bound`, while `token`'s handover is pending.
+    pub async fn settled(&self, token: &str, bound: Duration) {
+        let until = tokio::time::Instant::now() + bound;
+        loop {
+            // Made before the look, so an answer between the two still wakes it.
+            let answered = self.answered.notified();
+            if !self.pending(token) {
+                return;
+            }
+            if tokio::time::timeout_at(until, answered).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Its handle released it: nobody asks again.
+    pub fn forget(&self, token: &str) {
+        lock(&self.entries).remove(token);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_lend_is_pending_until_settled_and_told_once() {
+        let lends = Lends::default();
+        let until = Instant::now() + Duration::from_secs(60);
+        assert_eq!(lends.take("a"), None);
+        lends.lend("a".into(), until);
+        assert_eq!(lends.take("a"), Some(Lent::Pending));
+        assert!(lends.unconfirmed("a"));
+        lends.settle("a", Lent::Confirmed(until));
+        assert!(!lends.unconfirmed("a"));
+        // A late second answer changes nothing.
+        lends.settle("a", Lent::Failed);
+        assert_eq!(lends.take("a"), Some(Lent::Confirmed(until)));
+        assert_eq!(lends.take("a"), None);
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_when_settled_or_at_its_bound() {
+        let lends = Arc::new(Lends::default());
+        let until = Instant::now() + Duration::from_secs(60);
+        lends.lend("a".into(), until);
+        let started = Instant::now();
+        lends.settled("a", Duration::from_millis(50)).await;
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        let other = lends.clone();
+        let waiting = tokio::spawn(async move {
+            other.settled("a", Duration::from_secs(10)).await;
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        lends.settle("a", Lent::Failed);
+        let done = tokio::time::timeout(Duration::from_secs(2), waiting).await;
+        assert!(matches!(done, Ok(Ok(()))));
+    }
+}

@@ -1,0 +1,197 @@
+use super::*;
+use crate::core::basics::clock::Stamp;
+use std::time::Duration;
+
+const LOCK: &[u8] = b"lock:job";
+const TTL: Duration = Duration::from_millis(1000);
+
+async fn is_woken(ticket: &Ticket) -> bool {
+    tokio::time::timeout(Duration::from_millis(20), ticket.woken())
+        .await
+        .is_ok()
+}
+
+#[tokio::test]
+async fn a_turn_wakes_the_first_waiter_only() {
+    let wakes = Arc::new(Wakes::default());
+    let (first, second) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
+    assert!(!first.is_behind_others());
+    assert!(second.is_behind_others());
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
+    assert!(is_woken(&first).await);
+    assert!(!is_woken(&second).await);
+}
+
+#[tokio::test]
+async fn a_woken_waiter_is_skipped_by_the_next_turn_until_it_tries_again() {
+    let wakes = Arc::new(Wakes::default());
+    let (first, second) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
+    wakes.take_turn(&channel(LOCK));
+    wakes.take_turn(&channel(LOCK));
+    assert!(is_woken(&first).await);
+    assert!(is_woken(&second).await);
+    // Both were told; a third turn finds nobody fresh and asks to pass it on.
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(key) if key == LOCK));
+    first.rearm();
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
+}
+
+#[tokio::test]
+async fn a_turn_for_a_lock_nobody_here_waits_for_is_passed_on() {
+    let wakes = Arc::new(Wakes::default());
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(_)));
+    let gone = wakes.join(LOCK, TTL);
+    drop(gone);
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(key) if key == LOCK));
+}
+
+#[tokio::test]
+async fn a_waiter_that_leaves_after_its_wake_hands_it_to_the_next() {
+    let wakes = Arc::new(Wakes::default());
+    let (first, second) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
+    wakes.take_turn(&channel(LOCK));
+    drop(first);
+    assert!(is_woken(&second).await);
+}
+
+#[tokio::test]
+async fn our_own_release_wakes_our_next_waiter() {
+    let wakes = Arc::new(Wakes::default());
+    let waiter = wakes.join(LOCK, TTL);
+    assert!(wakes.has_waiters(&channel(LOCK)));
+    wakes.wake_local(&channel(LOCK));
+    assert!(is_woken(&waiter).await);
+    drop(waiter);
+    assert!(!wakes.has_waiters(&channel(LOCK)));
+}
+
+#[tokio::test]
+async fn a_lost_connection_forgets_subscriptions_and_queue_places_and_wakes_the_first() {
+    let wakes = Arc::new(Wakes::default());
+    let waiter = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&channel(LOCK));
+    wakes.mark_queued(&channel(LOCK), true);
+    assert!(waiter.is_subscribed() && !waiter.needs_preparing());
+    wakes.connection_lost();
+    assert!(!waiter.is_subscribed() && waiter.needs_preparing());
+    assert!(is_woken(&waiter).await);
+}
+
+#[test]
+fn idle_channels_are_dropped_in_one_batch_past_the_limit_unless_still_queued() {
+    let wakes = Arc::new(Wakes::default());
+    for n in 0..4 {
+        let key = format!("lock:{n}");
+        let ticket = wakes.join(key.as_bytes(), TTL);
+        wakes.mark_subscribed(ticket.channel());
+        if n == 0 {
+            wakes.mark_queued(ticket.channel(), true);
+        }
+    }
+    assert!(wakes.take_idle(4).is_empty());
+    let dropped = wakes.take_idle(2);
+    assert_eq!(dropped.len(), 3, "the queued one stays");
+    assert!(!dropped.contains(&channel(b"lock:0")));
+}
+
+fn lease_for(token: &str) -> Lease {
+    Lease::new(
+        "job".into(),
+        LOCK.to_vec(),
+        token.into(),
+        7,
+        Stamp::now(),
+        TTL,
+    )
+}
+
+#[tokio::test]
+async fn a_handoff_goes_to_the_first_waiter_in_request_order_with_its_ttl() {
+    let wakes = Arc::new(Wakes::default());
+    let first = wakes.join(LOCK, Duration::from_millis(700));
+    let second = wakes.join(LOCK, TTL);
+    let to = wakes.reserve(&channel(LOCK)).expect("a waiter to hand to");
+    assert_eq!(to.ttl(), Duration::from_millis(700));
+    // Reserved: neither another handoff nor a wake goes to it meanwhile.
+    let next = wakes.reserve(&channel(LOCK)).expect("the second waiter");
+    assert_eq!(next.ttl(), TTL);
+    assert!(wakes.reserve(&channel(LOCK)).is_none());
+    wakes.unreserve(next);
+    assert!(
+        is_woken(&second).await,
+        "a handoff that did not happen wakes its waiter to try"
+    );
+    assert!(wakes.grant(&channel(LOCK), to, lease_for("t1")).is_none());
+    assert!(is_woken(&first).await);
+    let granted = first.take_grant().expect("the granted lease");
+    assert_eq!(granted.token, "t1");
+    assert!(first.take_grant().is_none());
+}
+
+#[tokio::test]
+async fn a_wake_skips_a_waiter_being_handed_the_lock() {
+    let wakes = Arc::new(Wakes::default());
+    let (first, second) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
+    let _to = wakes.reserve(&channel(LOCK));
+    wakes.wake_local(&channel(LOCK));
+    assert!(!is_woken(&first).await);
+    assert!(is_woken(&second).await);
+}
+
+#[tokio::test]
+async fn a_handoff_to_a_waiter_that_left_gives_the_lease_back() {
+    let wakes = Arc::new(Wakes::default());
+    let waiter = wakes.join(LOCK, TTL);
+    let to = wakes.reserve(&channel(LOCK)).expect("a waiter");
+    drop(waiter);
+    let back = wakes.grant(&channel(LOCK), to, lease_for("t2"));
+    assert!(matches!(back, Some(lease) if lease.token == "t2"));
+}
+
+#[tokio::test]
+async fn taking_a_grant_uses_its_wake_so_leaving_passes_nothing_on() {
+    let wakes = Arc::new(Wakes::default());
+    let (first, second) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
+    let to = wakes.reserve(&channel(LOCK)).expect("a waiter");
+    assert!(wakes.grant(&channel(LOCK), to, lease_for("t3")).is_none());
+    assert!(first.take_grant().is_some());
+    drop(first);
+    assert!(
+        !is_woken(&second).await,
+        "the holder's leaving woke the next waiter for nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_waiter_whose_owner_ended_is_neither_handed_the_lock_nor_woken() {
+    let wakes = Arc::new(Wakes::default());
+    let owner = Owner::new();
+    let orphaned = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
+    let live = wakes.join_as(LOCK, TTL, None, Some(Owner::new()));
+    let _ending = owner.end();
+    let to = wakes.reserve(&channel(LOCK)).expect("a live waiter");
+    assert!(Arc::ptr_eq(&to.waiter, &live.waiter));
+    drop(to);
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
+    assert!(is_woken(&live).await);
+    assert!(!is_woken(&orphaned).await);
+}
+
+#[tokio::test]
+async fn a_lock_handed_to_a_waiter_whose_owner_ended_comes_back() {
+    let wakes = Arc::new(Wakes::default());
+    let owner = Owner::new();
+    let waiter = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
+    let to = wakes.reserve(&channel(LOCK)).expect("the waiter");
+    let _ending = owner.end();
+    let lease = Lease::new(
+        "job".into(),
+        LOCK.to_vec(),
+        "t".into(),
+        1,
+        Stamp::now(),
+        TTL,
+    );
+    assert!(wakes.grant(&channel(LOCK), to, lease).is_some());
+    assert!(waiter.take_grant().is_none());
+}
