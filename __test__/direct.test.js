@@ -162,6 +162,27 @@ test("DistributedLockService's acquire and release go over the JS-thread connect
   await other.disconnect()
 })
 
+test("maestro's acquire(ttl, 0) makes its one attempt in full, however slow the server", async () => {
+  const { startProxy } = require('./helpers/tcp-proxy')
+  const DistributedLockService = require('../maestro')
+  const proxy = await startProxy(server.port)
+  try {
+    const lock = new DistributedLock(proxy.url)
+    await direct.withDirect(lock, admin)
+    const service = new DistributedLockService('direct:slow-service', 5000, proxy.url)
+    // Loads the scripts, so the next acquire goes over the JS-thread connection.
+    assert.equal(await service.acquire(5000, 0), true)
+    assert.equal(await service.release(), true)
+    proxy.setDelay(40) // 80 ms a round trip: past the grace a waiter's attempt gets
+    assert.equal(await service.acquire(5000, 0), true)
+    assert.equal(await admin.get('direct:slow-service'), service.lockValue)
+    assert.equal(await service.release(), true)
+    await service.disconnect()
+  } finally {
+    await proxy.close()
+  }
+})
+
 test('a process that handed locks over exits on its own', async () => {
   const script = `
     const { DistributedLock } = require(${JSON.stringify(require.resolve('..'))})

@@ -846,15 +846,17 @@ pub enum Plan {
 }
 
 impl Plan {
-    /// The bound of an attempt made for this plan: a waiter's never outlives its wait by
-    /// more than a little grace.
+    /// The bound of an attempt made for this plan, as the plan's own attempts through the
+    /// runtime have it: `waitForLock`'s never outlives its wait by more than a little grace;
+    /// maestro's gets the command timeout, whatever its wait (`acquire(ttl, 0)` still makes
+    /// its one attempt in full).
     pub fn attempt_bound(&self, command_timeout: Duration) -> Duration {
         match self {
-            Plan::Until { deadline, .. } | Plan::Backoff { deadline, .. } => {
+            Plan::Until { deadline, .. } => {
                 let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
                 command_timeout.min(left)
             }
-            Plan::Once | Plan::Retries { .. } => command_timeout,
+            Plan::Once | Plan::Retries { .. } | Plan::Backoff { .. } => command_timeout,
         }
     }
 }
