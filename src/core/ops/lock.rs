@@ -534,24 +534,7 @@ impl Locker {
                 .acquire(key, ttl, retries, delay, cancel)
                 .await
                 .map(Some),
-            Plan::Until {
-                ticket,
-                deadline,
-                poll,
-            } => self
-                .wait_joined(ticket, key, ttl, deadline, poll, cancel, start)
-                .await
-                .map(Some),
-            Plan::Backoff {
-                ticket,
-                deadline,
-                base,
-                cap,
-            } => {
-                let delay = |n| backoff::maestro_delay(base, cap, n, backoff::unit_random());
-                self.within_joined(ticket, key, ttl, deadline, delay, cancel, start)
-                    .await
-            }
+            plan => self.wait_by(plan, key, ttl, cancel, start).await,
         }
     }
 
@@ -581,6 +564,21 @@ impl Locker {
                 .retry_as(key, ttl, retries, delay, cancel, caller)
                 .await
                 .map(Some),
+            plan => self.wait_by(plan, key, ttl, cancel, start).await,
+        }
+    }
+
+    /// The waits of a plan (`Until`, `Backoff`), begun as `start` says; the other plans do
+    /// not wait, and answer as a lock not won.
+    async fn wait_by(
+        &self,
+        plan: Plan,
+        key: &str,
+        ttl: Duration,
+        cancel: &CancellationToken,
+        start: WaitStart,
+    ) -> Result<Option<Lease>, LockError> {
+        match plan {
             Plan::Until {
                 ticket,
                 deadline,
@@ -599,6 +597,7 @@ impl Locker {
                 self.within_joined(ticket, key, ttl, deadline, delay, cancel, start)
                     .await
             }
+            Plan::Once | Plan::Retries { .. } => Ok(None),
         }
     }
 
