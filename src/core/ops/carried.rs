@@ -371,3 +371,7 @@ impl Carried for Exists {
         None
     }
 }
+
+#[cfg(test)]
+#[path = "carried_tests.rs"]
+mod tests;
