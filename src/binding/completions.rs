@@ -26,7 +26,7 @@ pub struct Granted {
     /// The watchdog entry that keeps it alive (`autoRefresh`), if any.
     pub watch: Option<u64>,
     /// Started on its predecessor's lease, valid until this by our clock unless Redis
-    /// confirms the handover (see direct/handoff.rs).
+    /// confirms the handover (see core::ops::carried_handoff).
     pub lent_until: Option<Instant>,
 }
 

@@ -1,6 +1,6 @@
 use super::cancel::NativeCancel;
 use super::completions::{Completer, Granted, NativeCompletions, Outcome};
-use super::direct::{Link, Mode, Sender, Work};
+use super::direct::{self, Link, Sender};
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
@@ -11,6 +11,7 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
+use crate::core::ops::carried::{self, Exists, Mode};
 use crate::core::ops::lock::{Attempt, Locker, Plan, WaitStart};
 use crate::core::ops::signals::{Heartbeat, Sink};
 use crate::core::ops::store::Store;
@@ -68,7 +69,7 @@ pub struct NativeDistributedLock {
     pub(super) direct: Option<Rc<Link>>,
     /// Where the watchdog's news of every `autoRefresh` hold goes (by listener id).
     sink: Arc<dyn Sink>,
-    /// Its waiters may start on a lent lease (see direct/handoff.rs).
+    /// Its waiters may start on a lent lease (see core::ops::carried_handoff).
     lend_on_handover: bool,
 }
 
@@ -105,7 +106,7 @@ impl Granted {
     }
 
     /// A handle answered as its handover was sent, on a lease valid until `until` (see
-    /// direct/handoff.rs).
+    /// core::ops::carried_handoff).
     pub fn lent(lease: &Lease, until: std::time::Instant) -> Granted {
         Granted {
             lent_until: Some(until),
@@ -238,8 +239,23 @@ impl NativeDistributedLock {
         let Some(sender) = self.direct_sender(auto.is_some()) else {
             return Err(auto);
         };
-        sender.attempt(id, &self.locker, key, ttl, mode(), Win::Handle(auto));
+        self.attempt_on(sender, id, key, ttl, mode(), auto);
         Ok(())
+    }
+
+    /// Sends a first attempt on `sender`; a won lock becomes the caller's handle.
+    fn attempt_on(
+        &self,
+        sender: Sender,
+        id: u32,
+        key: &str,
+        ttl: Duration,
+        mode: Mode,
+        auto: Option<AutoRefresh>,
+    ) {
+        let attempt = carried::Attempt::new(&self.locker, key, ttl, mode);
+        let (locker, win) = (self.locker.clone(), Win::Handle(auto));
+        sender.send(id, attempt, move |result| win.settle(&locker, result));
     }
 
     /// The JS-thread connection, when a first attempt may go there: it is open, the lock
@@ -394,7 +410,7 @@ impl NativeDistributedLock {
                 },
                 cancel,
             };
-            sender.attempt(call.id, &self.locker, &key, ttl, mode, Win::Handle(auto));
+            self.attempt_on(sender, call.id, &key, ttl, mode, auto);
             return Ok(call.promise);
         }
         self.completer.run(call.id, async move {
@@ -442,15 +458,7 @@ impl NativeDistributedLock {
         let call = self.thread.call(None)?;
         let locker = self.locker.clone();
         if let Some(link) = &self.direct {
-            let sent = link.send(call.id, |out, _| {
-                locker.write_exists(out, &key);
-                let work = Work::Exists {
-                    locker: locker.clone(),
-                    key: key.clone(),
-                };
-                (1, locker.command_timeout(), work)
-            });
-            if sent {
+            if link.send(call.id, Exists::new(&locker, &key), direct::boolean) {
                 return Ok(call.promise);
             }
         }

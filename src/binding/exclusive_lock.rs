@@ -1,5 +1,5 @@
 use super::completions::{Completer, NativeCompletions, Outcome};
-use super::direct::{ExclusiveWork, Link, Work};
+use super::direct::{self, Link};
 use super::error::{to_napi, OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
@@ -10,6 +10,7 @@ use crate::core::basics::sync;
 use crate::core::basics::token::format_fence;
 use crate::core::basics::validate;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
+use crate::core::ops::carried_exclusive::{ExclusiveAttempt, ExclusiveRelease};
 use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveSpec, Terms};
 use crate::core::ops::signals::{Heartbeat, Sink};
 use crate::core::ops::store::Store;
@@ -277,13 +278,8 @@ impl NativeExclusiveLock {
             .then(|| self.direct.as_ref().and_then(|link| link.sender()))
             .flatten();
         if let Some(sender) = sender {
-            let bound = self.lock.command_timeout();
-            sender.send(call.id, move |out, _| {
-                let request = winning.lock().attempt_request(&winning.terms);
-                let replies = request.write(out);
-                let work = ExclusiveWork::Acquire { request, winning };
-                (replies, bound, Work::Exclusive(Box::new(work)))
-            });
+            let attempt = ExclusiveAttempt::new(winning.lock(), &winning.terms);
+            sender.send(call.id, attempt, move |result| winning.settle(result));
             return Ok(call.promise);
         }
         self.completer.run(call.id, async move {
@@ -311,16 +307,8 @@ impl NativeExclusiveLock {
         held.watch.stop();
         let (lock, token, contents) = (self.lock.clone(), held.token, held.contents);
         if let Some(sender) = self.direct.as_ref().and_then(|link| link.sender()) {
-            let bound = lock.command_timeout();
-            sender.send(call.id, move |out, _| {
-                lock.write_release(out, &token, &contents);
-                let work = ExclusiveWork::Release {
-                    lock,
-                    token,
-                    contents,
-                };
-                (1, bound, Work::Exclusive(Box::new(work)))
-            });
+            let release = ExclusiveRelease::new(&lock, token, contents);
+            sender.send(call.id, release, direct::boolean);
             return Ok(call.promise);
         }
         self.completer.run(call.id, async move {

@@ -3,19 +3,17 @@
 //! token and deadline (see lib/distributed-lock.js); it passes them back here, so no native
 //! object exists per handle.
 
-use super::completions::Outcome;
-use super::direct::{Answer, Handoff, Lending, Link, Work};
+use super::completions::{Granted, Outcome};
+use super::direct::{self, Link};
 use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
-use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
-use crate::core::basics::token;
 use crate::core::basics::validate;
+use crate::core::ops::carried_handoff::{Lending, Releasing};
 use crate::core::ops::lock::Locker;
 use crate::core::ops::watchdog::Watchdog;
 use crate::core::wait::lent::Lent;
-use crate::core::wait::wake;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};
 use napi::JsValue;
 use napi_derive::napi;
@@ -112,64 +110,38 @@ impl NativeDistributedLock {
         Ok(call.promise)
     }
 
-    /// Sends the release on the JS-thread connection: a plain one, or, when a waiter of this
-    /// thread wants the lock, the handover to it (whose reply answers that waiter too).
-    /// `false` when it must go through the runtime instead.
+    /// Sends the release on the JS-thread connection as the core chooses it: a plain one,
+    /// or the handover to a waiter of this thread (whose reply answers that waiter too, or
+    /// which answers it at once on a lent lease). `false` when it must go through the
+    /// runtime instead.
     fn send_release(&self, link: &Link, id: u32, lease: &Arc<Lease>) -> bool {
-        if let Some(bound) = self.locker.release_request(lease) {
-            let Some(sender) = link.sender() else {
-                return false;
-            };
-            sender.release(id, &self.locker, lease, bound, Answer::Done);
-            return true;
-        }
-        // A fair lock is never handed over (see core::release::release_fair).
-        if self.locker.is_fair() {
-            return false;
-        }
-        let wakes = self.locker.store().wakes();
-        let Some(to) = wakes.reserve(&wake::channel(&lease.redis_key)) else {
-            return false;
-        };
-        // Only a waiter of this thread can be answered from here (and not after a release).
-        let caller = to.caller().filter(|c| c.thread == self.caller(id).thread);
-        let (Some(caller), false) = (caller, lease.is_released()) else {
-            return false;
-        };
-        let bound = self.locker.release_bound(lease);
-        let mut handoff = Handoff {
-            locker: self.locker.clone(),
-            lease: lease.clone(),
-            ttl: to.ttl(),
-            to: Some(to),
-            caller,
-            token: token::new_token(),
-            sent: Stamp::now(),
-            lent: false,
+        let thread = self.caller(id).thread;
+        let mut handoff = match Releasing::of(&self.locker, lease, thread) {
+            Releasing::Elsewhere => return false,
+            Releasing::Plain(release) => return link.send(id, release, direct::done),
+            Releasing::HandOver(handoff) => handoff,
         };
         // Not sent (the connection is not open): dropped with its reservation, which lets
         // the waiter be picked by the runtime's release.
         let Some(sender) = link.sender() else {
             return false;
         };
-        let lent = match handoff.lend(bound) {
+        let lent = match handoff.lend() {
             // The waiter left: the runtime's release picks the next one, or frees the lock.
             Lending::WaiterGone => return false,
-            Lending::Lent(granted) => Some(granted),
+            Lending::Lent {
+                waiter,
+                lease,
+                until,
+            } => Some((waiter, Granted::lent(&lease, until))),
             Lending::No => None,
         };
-        sender.send(id, move |out, _| {
-            handoff.write(out);
-            (1, bound, Work::Handoff(Box::new(handoff)))
-        });
-        if let Some(granted) = lent {
+        sender.send(id, handoff, direct::done);
+        if let Some((waiter, granted)) = lent {
             // Its runtime task, if any, ends without a word.
-            self.completer.answered(caller.id);
+            self.completer.answered(waiter);
             // SAFETY: on the JS thread, inside this call from JS.
-            unsafe {
-                self.thread
-                    .settle_in_call(caller.id, Outcome::Lease(granted))
-            };
+            unsafe { self.thread.settle_in_call(waiter, Outcome::Lease(granted)) };
         }
         true
     }
@@ -211,9 +183,9 @@ impl NativeDistributedLock {
         Ok(call.promise)
     }
 
-    /// Where a holder that started on a lent lease stands (see direct/handoff.rs): 0 while
-    /// Redis has not run its handover, then once its deadline (`performance.now()`'s clock)
-    /// or -1 when it holds nothing; -1 too for a token not lent, or already told.
+    /// Where a holder that started on a lent lease stands (see core::ops::carried_handoff):
+    /// 0 while Redis has not run its handover, then once its deadline (`performance.now()`'s
+    /// clock) or -1 when it holds nothing; -1 too for a token not lent, or already told.
     #[napi]
     pub fn lent_state(&self, token: String) -> f64 {
         match self.locker.store().wakes().lends().take(&token) {

@@ -1,5 +1,5 @@
 use super::completions::{Completer, NativeCompletions, Outcome};
-use super::direct::{Answer, Link, Mode, Sender};
+use super::direct::{self, Link, Sender};
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
@@ -11,6 +11,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::basics::sync;
 use crate::core::basics::validate;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
+use crate::core::ops::carried::{Attempt, Mode, Release};
 use crate::core::ops::lock::{Locker, Plan};
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
@@ -156,7 +157,9 @@ impl NativeLockService {
         };
         let mode = Mode { plan, cancel };
         if let Some(sender) = self.direct_sender(&mode) {
-            sender.attempt(call.id, &locker, &key, lock_ttl, mode, Win::Service(hold));
+            let attempt = Attempt::new(&locker, &key, lock_ttl, mode);
+            let win = Win::Service(hold);
+            sender.send(call.id, attempt, move |result| win.settle(&locker, result));
             return Ok(call.promise);
         }
         self.completer.run(call.id, async move {
@@ -220,10 +223,10 @@ impl NativeLockService {
         };
         let lease = Arc::new(held.lease);
         // Waiters of ours to wake, or a lock already released: through the runtime.
-        let direct = self.locker.release_request(&lease);
-        let sender = direct.and_then(|bound| Some((bound, self.direct.as_ref()?.sender()?)));
-        if let Some((bound, sender)) = sender {
-            sender.release(call.id, &self.locker, &lease, bound, Answer::Gone);
+        let direct = Release::new(&self.locker, &lease, true);
+        let sender = direct.and_then(|release| Some((release, self.direct.as_ref()?.sender()?)));
+        if let Some((release, sender)) = sender {
+            sender.send(call.id, release, direct::boolean);
             return Ok(call.promise);
         }
         let locker = self.locker.clone();

@@ -11,7 +11,7 @@
 use super::super::completions::{Completer, Entry};
 use super::super::promises::JsThread;
 use super::super::uv::{self, Handle, Handles, Uv};
-use super::work::{Next, Work};
+use super::call::Call;
 use crate::core::basics::resp;
 use crate::core::ops::lock::AttemptForm;
 use std::cell::RefCell;
@@ -39,7 +39,8 @@ struct Pending {
     refused: Option<redis::Value>,
     bound: Duration,
     deadline: Instant,
-    work: Work,
+    /// `None` for a command nobody waits on (one undoing a call answered late).
+    call: Option<Box<dyn Call>>,
     timed_out: bool,
 }
 
@@ -132,14 +133,16 @@ pub fn retire(shared: &Rc<Shared>) {
 
 /// Closes every connection of this thread (its JS environment is going away). Nobody is
 /// left to hear an answer: a lock an attempt in flight may have won is freed, and a
-/// release in flight goes again through tokio (see `Work::orphaned`).
+/// release in flight goes again through tokio (see `Carried::orphaned`).
 pub fn close_all() {
     let all = LIVE.with(|live| live.borrow().clone());
     for shared in all {
         if let Ok(mut conn) = shared.try_borrow_mut() {
             let completer = conn.completer.clone();
-            for call in std::mem::take(&mut conn.pending) {
-                call.work.orphaned(call.id, &completer);
+            for pending in std::mem::take(&mut conn.pending) {
+                if let Some(call) = pending.call {
+                    call.orphaned(pending.id, &completer);
+                }
             }
         }
         close(&shared);
@@ -152,13 +155,13 @@ impl Connection {
     }
 
     /// Queues what `write` appends for the next write; the call ends with its last reply
-    /// or its bound. `write` answers with the number of replies, the bound and the work.
+    /// or its bound. `write` answers with the number of replies, the bound and the call.
     pub fn submit(
         &mut self,
         id: u32,
-        write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Work),
+        write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Box<dyn Call>),
     ) {
-        let (replies, bound, work) = write(&mut self.out, self.attempts);
+        let (replies, bound, call) = write(&mut self.out, self.attempts);
         let deadline = Instant::now() + bound;
         self.pending.push_back(Pending {
             id,
@@ -166,7 +169,7 @@ impl Connection {
             refused: None,
             bound,
             deadline,
-            work,
+            call: Some(call),
             timed_out: false,
         });
         if self.timer_due.is_none_or(|due| due > deadline) {
@@ -299,9 +302,12 @@ impl Connection {
         self.input.drain(..used);
     }
 
-    fn answer(&mut self, call: Pending, reply: redis::Value) {
-        if call.timed_out {
-            if let Some(work) = call.work.answered_late(reply, &mut self.out) {
+    fn answer(&mut self, pending: Pending, reply: redis::Value) {
+        let Some(call) = pending.call else {
+            return;
+        };
+        if pending.timed_out {
+            if call.answered_late(reply, &mut self.out) {
                 let bound = LINGER;
                 self.pending.push_back(Pending {
                     id: 0,
@@ -309,22 +315,13 @@ impl Connection {
                     refused: None,
                     bound,
                     deadline: Instant::now() + bound,
-                    work,
+                    call: None,
                     timed_out: true,
                 });
             }
             return;
         }
-        match call.work.answered(call.id, reply, &self.completer) {
-            Next::Settled(outcome) => self.settled.push(Entry::Settled(call.id, outcome)),
-            Next::Also(outcome, other, also) => {
-                // The waiter handed the lock first: its critical section starts before the
-                // releaser's bookkeeping (often its next wait) runs.
-                self.settled.push(Entry::Settled(other, also));
-                self.settled.push(Entry::Settled(call.id, outcome));
-            }
-            Next::Elsewhere => {}
-        }
+        call.answered(pending.id, reply, &self.completer, &mut self.settled);
     }
 
     /// Tells every call past its bound; re-arms for the next bound.
@@ -336,8 +333,8 @@ impl Connection {
             if call.deadline <= now {
                 call.timed_out = true;
                 expired = true;
-                if call.id != 0 {
-                    let outcome = call.work.timed_out(call.bound);
+                if let (Some(work), true) = (&mut call.call, call.id != 0) {
+                    let outcome = work.timed_out(call.bound);
                     self.settled.push(Entry::Settled(call.id, outcome));
                 }
             } else if next.is_none_or(|due| due > call.deadline) {
@@ -364,16 +361,16 @@ impl Connection {
     /// Hands every unanswered call to tokio (or frees what a timed-out attempt may hold).
     fn hand_over_all(&mut self) {
         let now = Instant::now();
-        for call in std::mem::take(&mut self.pending) {
-            if call.timed_out {
-                call.work.abandon();
+        for pending in std::mem::take(&mut self.pending) {
+            let Some(call) = pending.call else {
+                continue;
+            };
+            if pending.timed_out {
+                call.abandon();
             } else {
-                let left = call.deadline.saturating_duration_since(now);
-                call.work.hand_over(
-                    call.id,
-                    Some(left.max(Duration::from_millis(1))),
-                    &self.completer,
-                );
+                let left = pending.deadline.saturating_duration_since(now);
+                let left = Some(left.max(Duration::from_millis(1)));
+                call.resend(pending.id, left, &self.completer);
             }
         }
     }

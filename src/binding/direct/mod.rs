@@ -9,25 +9,20 @@
 //! when `NATIVE_REDIS_LOCK_DIRECT=0` is set. A call it cannot finish goes again through
 //! tokio, as a call is replayed there after a dropped connection.
 
+mod call;
 mod connection;
-mod exclusive_work;
-mod handoff;
-mod work;
 
-pub use exclusive_work::ExclusiveWork;
-pub use handoff::{Handoff, Lending};
-pub use work::{Answer, Mode, Work};
+pub use call::{boolean, done};
 
-use super::completions::Completer;
+use super::completions::{Completer, Outcome};
 use super::promises::JsThread;
 use super::uv;
-use super::win::Win;
 use crate::core::basics::error::LockError;
-use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
+use crate::core::ops::carried::{Carried, Settled};
 use crate::core::ops::direct;
-use crate::core::ops::lock::{self, AttemptForm, Locker, Plan};
 use crate::core::ops::store::Store;
+use call::Adapted;
 use connection::Shared;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -106,18 +101,18 @@ impl Link {
         Some(link)
     }
 
-    /// Sends what `write` appends to the connection's buffer (answering with how many
-    /// replies it gets, its bound and its work) if the connection is open, and returns
-    /// `true`; otherwise starts opening it (the caller goes through tokio this time).
-    pub fn send(
-        &self,
-        id: u32,
-        write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, std::time::Duration, Work),
-    ) -> bool {
+    /// Sends `call` if the connection is open, its result settling promise `id` through
+    /// `convert`, and returns `true`; otherwise starts opening it (the caller goes through
+    /// tokio this time).
+    pub fn send<C, F>(&self, id: u32, call: C, convert: F) -> bool
+    where
+        C: Carried,
+        F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
+    {
         let Some(sender) = self.sender() else {
             return false;
         };
-        sender.send(id, write);
+        sender.send(id, call, convert);
         true
     }
 
@@ -174,59 +169,17 @@ impl Link {
 pub struct Sender(Rc<Shared>);
 
 impl Sender {
-    /// Sends `locker`'s first attempt at `key`: `mode` says how it goes on if the lock is
-    /// held, `win` what its caller is given once it is won.
-    pub fn attempt(
-        self,
-        id: u32,
-        locker: &Arc<Locker>,
-        key: &str,
-        ttl: std::time::Duration,
-        mode: Mode,
-        win: Win,
-    ) {
-        self.send(id, |out, form| {
-            let request = locker.attempt_request(key, ttl);
-            // A waiter's attempt also asks the holder's TTL, which ends its first pause.
-            let waiting = matches!(mode.plan, Plan::Until { .. } | Plan::Backoff { .. });
-            let replies = request.write(out, form, waiting);
-            let bound = mode.plan.attempt_bound(locker.command_timeout());
-            let work = Work::Acquire {
-                locker: locker.clone(),
-                request,
-                mode,
-                win,
-            };
-            (replies, bound, work)
+    /// Sends `call`; its result settles promise `id` through `convert`.
+    pub fn send<C, F>(self, id: u32, call: C, convert: F)
+    where
+        C: Carried,
+        F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
+    {
+        let call = Adapted::new(call, convert);
+        self.0.borrow_mut().submit(id, move |out, form| {
+            let replies = call.write(out, form);
+            (replies, call.bound(), Box::new(call))
         });
-    }
-
-    /// Sends the release of `lease` (bounded by `bound`, see `Locker::release_request`).
-    pub fn release(
-        self,
-        id: u32,
-        locker: &Arc<Locker>,
-        lease: &Arc<Lease>,
-        bound: std::time::Duration,
-        answer: Answer,
-    ) {
-        self.send(id, |out, _| {
-            lock::write_release(out, &lease.redis_key, &lease.token);
-            let work = Work::Release {
-                locker: locker.clone(),
-                lease: lease.clone(),
-                answer,
-            };
-            (1, bound, work)
-        });
-    }
-
-    pub fn send(
-        self,
-        id: u32,
-        write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, std::time::Duration, Work),
-    ) {
-        self.0.borrow_mut().submit(id, write);
     }
 }
 

@@ -203,7 +203,7 @@ impl Exclusive {
 }
 
 /// One acquire attempt of an ExclusiveLock sent on a connection of its own (the JS thread's,
-/// see binding/direct): the same script with the same keys as `Exclusive::acquire`, and what
+/// see ops/carried_exclusive.rs): the same script with the same keys as `Exclusive::acquire`, and what
 /// its reply means. Sent again through `acquire_again` when that connection cannot finish it.
 pub struct AttemptRequest {
     redis_key: Vec<u8>,

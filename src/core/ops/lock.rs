@@ -904,8 +904,8 @@ impl Locker {
     }
 }
 
-/// An acquire attempt sent on a connection of its own (the JS thread's, see
-/// binding/direct), and what its reply means.
+/// An acquire attempt sent on a connection of its own (the JS thread's, see carried.rs), and
+/// what its reply means.
 pub struct AttemptRequest {
     pub key: String,
     pub redis_key: Vec<u8>,

@@ -1,6 +1,9 @@
 //! The lock operations: acquire, wait, hand over, release, refresh, and the scripts that do
 //! each atomically in Redis.
 
+pub mod carried;
+pub mod carried_exclusive;
+pub mod carried_handoff;
 pub mod direct;
 pub mod errands;
 pub mod exclusive;

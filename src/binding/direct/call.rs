@@ -1,0 +1,156 @@
+//! The binding's end of a call carried by the JS-thread connection: the core decides what a
+//! reply means (core::ops::carried); this runs what goes on through the runtime and turns
+//! each core-level result into what the promise settles with.
+
+use super::super::completions::{Completer, Entry, Granted, Outcome};
+use crate::core::ops::carried::{Carried, Later, Settled, Step};
+use crate::core::ops::lock::AttemptForm;
+use redis::Value;
+use std::time::Duration;
+
+/// A call in flight on the connection, whatever it is.
+pub trait Call {
+    /// The reply came: what ends now goes to `settled`, in order.
+    fn answered(
+        self: Box<Self>,
+        id: u32,
+        reply: Value,
+        completer: &Completer,
+        settled: &mut Vec<Entry>,
+    );
+    fn timed_out(&mut self, bound: Duration) -> Outcome;
+    /// `true` when a command to undo was written to `out` (see `Carried::answered_late`).
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool;
+    fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer);
+    fn abandon(self: Box<Self>);
+    fn orphaned(self: Box<Self>, id: u32, completer: &Completer);
+}
+
+/// A core call and how its result becomes its promise's outcome.
+pub struct Adapted<C, F> {
+    carried: C,
+    /// Taken by the one outcome the call ends with.
+    convert: Option<F>,
+}
+
+impl<C, F> Adapted<C, F>
+where
+    C: Carried,
+    F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
+{
+    pub fn new(carried: C, convert: F) -> Self {
+        Adapted {
+            carried,
+            convert: Some(convert),
+        }
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        self.carried.write(out, form)
+    }
+
+    pub fn bound(&self) -> Duration {
+        self.carried.bound()
+    }
+}
+
+/// A result whose converter was already used: the call told its caller once, and the
+/// connection never asks a call twice, so this reaches nobody.
+fn unconverted<T>(result: Settled<T>) -> Outcome {
+    done(result)
+}
+
+fn run<T, F>(id: u32, later: Later<T>, convert: Option<F>, completer: &Completer)
+where
+    T: Send + 'static,
+    F: FnOnce(Settled<T>) -> Outcome + Send + 'static,
+{
+    completer.run(id, async move {
+        let result = later.await;
+        match convert {
+            Some(convert) => convert(result),
+            None => unconverted(result),
+        }
+    });
+}
+
+impl<C, F> Call for Adapted<C, F>
+where
+    C: Carried,
+    F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
+{
+    fn answered(
+        self: Box<Self>,
+        id: u32,
+        reply: Value,
+        completer: &Completer,
+        settled: &mut Vec<Entry>,
+    ) {
+        let Adapted { carried, convert } = *self;
+        let convert = move |result| match convert {
+            Some(convert) => convert(result),
+            None => unconverted(result),
+        };
+        match carried.answered(reply) {
+            Step::Now(result) => settled.push(Entry::Settled(id, convert(result))),
+            Step::Handed {
+                released,
+                waiter,
+                lease,
+            } => {
+                // Its runtime task ends without a word: nothing of it is to reach JS. The
+                // waiter goes first: its critical section starts before the releaser's
+                // bookkeeping (often its next wait) runs.
+                completer.answered(waiter);
+                let handle = Outcome::Lease(Granted::of(&lease, None));
+                settled.push(Entry::Settled(waiter, handle));
+                settled.push(Entry::Settled(id, convert(released)));
+            }
+            Step::Later(later) => completer.run(id, async move { convert(later.await) }),
+        }
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Outcome {
+        let result = self.carried.timed_out(bound);
+        match self.convert.take() {
+            Some(convert) => convert(result),
+            None => unconverted(result),
+        }
+    }
+
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool {
+        self.carried.answered_late(reply, out)
+    }
+
+    fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {
+        let Adapted { carried, convert } = *self;
+        run(id, carried.resend(left), convert, completer);
+    }
+
+    fn abandon(self: Box<Self>) {
+        self.carried.abandon();
+    }
+
+    fn orphaned(self: Box<Self>, id: u32, completer: &Completer) {
+        let Adapted { carried, convert } = *self;
+        if let Some(later) = carried.orphaned() {
+            run(id, later, convert, completer);
+        }
+    }
+}
+
+/// Outcomes of calls that answer nothing but success.
+pub fn done(result: Settled<impl Sized>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Done,
+        Err(err) => Outcome::Failed(err),
+    }
+}
+
+/// Outcomes of calls that answer a yes or no.
+pub fn boolean(result: Settled<bool>) -> Outcome {
+    match result {
+        Ok(answer) => Outcome::Bool(answer),
+        Err(err) => Outcome::Failed(err),
+    }
+}

@@ -1,0 +1,377 @@
+//! Calls carried by a connection outside the runtime (the JS thread's own socket, see
+//! `ops/direct.rs`): each encodes its command, reads its reply, and decides what comes next,
+//! whatever carries it. The carrier only writes bytes, hands back replies in order, and
+//! tells a call when its bound passed or its connection broke; it knows nothing of locks.
+//!
+//! A call the carrier cannot finish (its connection broke, or the server refused it there,
+//! NOSCRIPT among others) goes again through the runtime's connection, which reloads scripts
+//! and reports anything else exactly as it would have. That is safe because every call here
+//! may run twice: an attempt's script recognises its token, a release only deletes a lock
+//! still ours, and a handover names the waiter's token.
+
+use super::lock::{self, AttemptForm, AttemptRequest, Locker, Plan};
+use crate::core::basics::background::spawn;
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
+use redis::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+pub type Settled<T> = Result<T, LockError>;
+
+/// What a call comes to on the runtime, once it cannot end where it was carried.
+pub type Later<T> = BoxFuture<'static, Settled<T>>;
+
+/// What a reply leads to.
+pub enum Step<T> {
+    /// The call ends now.
+    Now(Settled<T>),
+    /// The call ends now, and so does the call `waiter` of the same JS thread: a handover
+    /// gave it `lease`. Its runtime task, if any, is to end without a word.
+    Handed {
+        released: Settled<T>,
+        waiter: u32,
+        lease: Lease,
+    },
+    /// The call goes on through the runtime.
+    Later(Later<T>),
+}
+
+/// A call carried by an outside connection. Its carrier calls exactly one of `answered`,
+/// `resend`, `orphaned`, or (after `timed_out`) `answered_late` or `abandon`.
+pub trait Carried: Send + 'static {
+    /// The core-level result its caller is given.
+    type Output: Send + 'static;
+
+    /// Appends the request to `out`; answers with the number of replies it gets (the last
+    /// is its answer; an error among the others is the answer).
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize;
+
+    /// How long the carrier waits for the reply.
+    fn bound(&self) -> Duration;
+
+    /// The reply came in time.
+    fn answered(self, reply: Value) -> Step<Self::Output>;
+
+    /// The bound passed with no reply. The reply may still come (`answered_late`), or the
+    /// connection break first (`abandon`).
+    fn timed_out(&mut self, bound: Duration) -> Settled<Self::Output>;
+
+    /// The reply came after the caller was told of the timeout. `true` when something had to
+    /// be undone (a lock won meanwhile, which nobody holds), and was written to `out`, on the
+    /// same connection so that it runs after the call, whenever that ran; its reply is for
+    /// nobody.
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool;
+
+    /// The connection is gone with the call unanswered: it goes again through the runtime
+    /// within what is left of its bound (`left`, or its own bound when `None`).
+    fn resend(self, left: Option<Duration>) -> Later<Self::Output>;
+
+    /// The connection is gone with the call unanswered and its caller already told of the
+    /// timeout: whatever it may have taken is freed through the runtime.
+    fn abandon(self);
+
+    /// The caller's JS environment is going away with the call unanswered: nobody hears of
+    /// it. An attempt that may have won is freed; a release (or handover) goes again through
+    /// the runtime, so the lock does not wait for its TTL.
+    fn orphaned(self) -> Option<Later<Self::Output>>;
+}
+
+fn no_reply(bound: Duration) -> LockError {
+    LockError::Timeout(format!("no reply within {} ms", bound.as_millis()))
+}
+
+/// A server error, as the reply or inside a transaction's answer.
+pub(crate) fn is_refusal(reply: &Value) -> bool {
+    match reply {
+        Value::ServerError(_) => true,
+        Value::Array(items) => items
+            .iter()
+            .any(|item| matches!(item, Value::ServerError(_))),
+        _ => false,
+    }
+}
+
+/// How an acquisition carried here goes on: its plan should the lock be held, and the
+/// caller's cancellation.
+pub struct Mode {
+    pub plan: Plan,
+    pub cancel: CancellationToken,
+}
+
+/// A first attempt at a DistributedLock (or maestro's service) lock. `Ok(None)`: not won,
+/// and the plan does not make that an error.
+pub struct Attempt {
+    locker: Arc<Locker>,
+    request: AttemptRequest,
+    mode: Mode,
+    bound: Duration,
+}
+
+impl Attempt {
+    /// `locker`'s first attempt at `key`; `sent` counts from now.
+    pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
+        let bound = mode.plan.attempt_bound(locker.command_timeout());
+        Attempt {
+            request: locker.attempt_request(key, ttl),
+            locker: locker.clone(),
+            mode,
+            bound,
+        }
+    }
+
+    /// A held lock: the plan goes on through the runtime (its waits and wake-ups live
+    /// there), unless it ends here (`tryAcquire`, `acquire` without retries).
+    fn held(self, holder_ttl: Option<Duration>) -> Step<Option<Lease>> {
+        let Attempt {
+            locker,
+            request,
+            mode: Mode { plan, cancel },
+            ..
+        } = self;
+        let (key, ttl) = (request.key, request.ttl);
+        match plan {
+            Plan::Once => Step::Now(Ok(None)),
+            Plan::Retries { retries: 0, .. } => {
+                Step::Now(Err(LockError::Locked { key, retries: 0 }))
+            }
+            plan => Step::Later(
+                async move {
+                    locker
+                        .after_held(plan, &key, ttl, holder_ttl, &cancel)
+                        .await
+                }
+                .boxed(),
+            ),
+        }
+    }
+}
+
+/// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed
+/// out.
+fn won(locker: Arc<Locker>, lease: Lease, cancel: &CancellationToken) -> Settled<Option<Lease>> {
+    if cancel.is_cancelled() {
+        spawn(async move {
+            let _ignored = locker.release(&lease).await;
+        });
+        return Err(LockError::Aborted);
+    }
+    Ok(Some(lease))
+}
+
+impl Carried for Attempt {
+    type Output = Option<Lease>;
+
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        // A waiter's attempt also asks the holder's TTL, which ends its first pause.
+        let waiting = matches!(self.mode.plan, Plan::Until { .. } | Plan::Backoff { .. });
+        self.request.write(out, form, waiting)
+    }
+
+    fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    fn answered(self, reply: Value) -> Step<Option<Lease>> {
+        if AttemptRequest::needs_script(&reply) {
+            return Step::Later(self.resend(None));
+        }
+        let holder_ttl = AttemptRequest::holder_ttl(&reply);
+        match self.request.won(reply) {
+            Ok(Some(fence)) => {
+                let Attempt {
+                    locker,
+                    request,
+                    mode,
+                    ..
+                } = self;
+                Step::Now(won(locker, request.into_lease(fence), &mode.cancel))
+            }
+            Ok(None) => self.held(holder_ttl),
+            Err(err) => Step::Now(Err(err)),
+        }
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Settled<Option<Lease>> {
+        Err(no_reply(bound))
+    }
+
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+        if !AttemptRequest::took_it(&reply) {
+            return false;
+        }
+        lock::write_release(out, &self.request.redis_key, &self.request.token);
+        true
+    }
+
+    fn resend(self, left: Option<Duration>) -> Later<Option<Lease>> {
+        let Attempt {
+            locker,
+            request,
+            mode: Mode { plan, cancel },
+            ..
+        } = self;
+        let timeout = left.unwrap_or(locker.command_timeout());
+        async move { locker.again(request, timeout, plan, &cancel).await }.boxed()
+    }
+
+    fn abandon(self) {
+        let Attempt {
+            locker, request, ..
+        } = self;
+        spawn(async move { locker.abandon(&request).await });
+    }
+
+    fn orphaned(self) -> Option<Later<Option<Lease>>> {
+        self.abandon();
+        None
+    }
+}
+
+/// A plain release of a lock nobody of ours waits for (`Locker::release_request`). Answers
+/// whether the lock is ours no more: deleted now, or (`ask_gone`, maestro's answer) found
+/// gone all the same.
+pub struct Release {
+    locker: Arc<Locker>,
+    lease: Arc<Lease>,
+    bound: Duration,
+    ask_gone: bool,
+}
+
+impl Release {
+    /// `None` when the release must go through the runtime (see `Locker::release_request`).
+    pub fn new(locker: &Arc<Locker>, lease: &Arc<Lease>, ask_gone: bool) -> Option<Self> {
+        let bound = locker.release_request(lease)?;
+        Some(Release {
+            locker: locker.clone(),
+            lease: lease.clone(),
+            bound,
+            ask_gone,
+        })
+    }
+}
+
+/// A release that deleted nothing: whether the lock is gone all the same.
+async fn gone(locker: Arc<Locker>, lease: Arc<Lease>) -> Settled<bool> {
+    locker.is_locked(&lease.key).await.map(|held| !held)
+}
+
+impl Carried for Release {
+    type Output = bool;
+
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+        lock::write_release(out, &self.lease.redis_key, &self.lease.token);
+        1
+    }
+
+    fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    fn answered(self, reply: Value) -> Step<bool> {
+        if is_refusal(&reply) {
+            return Step::Later(self.resend(None));
+        }
+        match Locker::release_outcome(&self.lease, Ok(reply)) {
+            Ok(false) if self.ask_gone => Step::Later(gone(self.locker, self.lease).boxed()),
+            result => Step::Now(result),
+        }
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Settled<bool> {
+        if self.ask_gone {
+            return Err(no_reply(bound));
+        }
+        Locker::release_outcome(&self.lease, Err(no_reply(bound)))
+    }
+
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    fn resend(self, _left: Option<Duration>) -> Later<bool> {
+        let Release {
+            locker,
+            lease,
+            ask_gone,
+            ..
+        } = self;
+        async move {
+            match locker.release(&lease).await? {
+                false if ask_gone => gone(locker, lease).await,
+                deleted => Ok(deleted),
+            }
+        }
+        .boxed()
+    }
+
+    fn abandon(self) {}
+
+    fn orphaned(self) -> Option<Later<bool>> {
+        Some(self.resend(None))
+    }
+}
+
+/// Whether anyone holds a lock (`isLocked`).
+pub struct Exists {
+    locker: Arc<Locker>,
+    key: String,
+}
+
+impl Exists {
+    pub fn new(locker: &Arc<Locker>, key: &str) -> Self {
+        Exists {
+            locker: locker.clone(),
+            key: key.to_owned(),
+        }
+    }
+}
+
+impl Carried for Exists {
+    type Output = bool;
+
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+        self.locker.write_exists(out, &self.key);
+        1
+    }
+
+    fn bound(&self) -> Duration {
+        self.locker.command_timeout()
+    }
+
+    fn answered(self, reply: Value) -> Step<bool> {
+        if is_refusal(&reply) {
+            return Step::Later(self.resend(None));
+        }
+        Step::Now(match redis::from_redis_value::<i64>(reply) {
+            Ok(count) => Ok(count > 0),
+            Err(err) => Err(redis::RedisError::from(err).into()),
+        })
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Settled<bool> {
+        Err(no_reply(bound))
+    }
+
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    fn resend(self, _left: Option<Duration>) -> Later<bool> {
+        let Exists { locker, key } = self;
+        async move { locker.is_locked(&key).await }.boxed()
+    }
+
+    fn abandon(self) {}
+
+    fn orphaned(self) -> Option<Later<bool>> {
+        None
+    }
+}
+
+#[cfg(test)]
+#[path = "carried_tests.rs"]
+mod tests;

@@ -1,0 +1,146 @@
+//! ExclusiveLock's calls carried outside the runtime: acquire() and release(). They end as
+//! DistributedLock's do (see carried.rs): with the reply, with the bound passed, or again
+//! through the runtime when their carrier cannot finish them, which is safe because the
+//! acquire script recognises the attempt's token and a release only deletes a lock still
+//! ours.
+
+use super::carried::{Carried, Later, Settled, Step};
+use super::exclusive::{AttemptRequest, Claim, Exclusive, Terms};
+use super::lock::AttemptForm;
+use crate::core::basics::background::spawn;
+use crate::core::basics::error::LockError;
+use futures_util::FutureExt;
+use redis::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn no_reply(bound: Duration) -> LockError {
+    LockError::Timeout(format!("no reply within {} ms", bound.as_millis()))
+}
+
+/// One attempt; `Ok(None)` when the lock is someone else's.
+pub struct ExclusiveAttempt {
+    lock: Arc<Exclusive>,
+    request: AttemptRequest,
+}
+
+impl ExclusiveAttempt {
+    /// `sent` counts from now.
+    pub fn new(lock: &Arc<Exclusive>, terms: &Terms) -> Self {
+        ExclusiveAttempt {
+            request: lock.attempt_request(terms),
+            lock: lock.clone(),
+        }
+    }
+}
+
+impl Carried for ExclusiveAttempt {
+    type Output = Option<Claim>;
+
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+        self.request.write(out)
+    }
+
+    fn bound(&self) -> Duration {
+        self.lock.command_timeout()
+    }
+
+    fn answered(self, reply: Value) -> Step<Option<Claim>> {
+        if matches!(reply, Value::ServerError(_)) {
+            return Step::Later(self.resend(None));
+        }
+        Step::Now(self.request.won(reply))
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Settled<Option<Claim>> {
+        Err(no_reply(bound))
+    }
+
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+        if !AttemptRequest::took_it(&reply) {
+            return false;
+        }
+        self.request.write_release(out);
+        true
+    }
+
+    fn resend(self, left: Option<Duration>) -> Later<Option<Claim>> {
+        let ExclusiveAttempt { lock, request } = self;
+        async move {
+            let timeout = left.unwrap_or(lock.command_timeout());
+            lock.store().ensure_scripts(timeout).await?;
+            lock.acquire_again(request, timeout).await
+        }
+        .boxed()
+    }
+
+    fn abandon(self) {
+        let ExclusiveAttempt { lock, request } = self;
+        spawn(async move { lock.abandon(&request).await });
+    }
+
+    fn orphaned(self) -> Option<Later<Option<Claim>>> {
+        self.abandon();
+        None
+    }
+}
+
+/// Deletes the lock if it is still ours; answers whether it was.
+pub struct ExclusiveRelease {
+    lock: Arc<Exclusive>,
+    token: String,
+    contents: String,
+}
+
+impl ExclusiveRelease {
+    pub fn new(lock: &Arc<Exclusive>, token: String, contents: String) -> Self {
+        ExclusiveRelease {
+            lock: lock.clone(),
+            token,
+            contents,
+        }
+    }
+}
+
+impl Carried for ExclusiveRelease {
+    type Output = bool;
+
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+        self.lock.write_release(out, &self.token, &self.contents);
+        1
+    }
+
+    fn bound(&self) -> Duration {
+        self.lock.command_timeout()
+    }
+
+    fn answered(self, reply: Value) -> Step<bool> {
+        if matches!(reply, Value::ServerError(_)) {
+            return Step::Later(self.resend(None));
+        }
+        Step::Now(Exclusive::released(reply))
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Settled<bool> {
+        Err(no_reply(bound))
+    }
+
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    fn resend(self, _left: Option<Duration>) -> Later<bool> {
+        let ExclusiveRelease {
+            lock,
+            token,
+            contents,
+        } = self;
+        async move { lock.release(&token, &contents).await }.boxed()
+    }
+
+    fn abandon(self) {}
+
+    fn orphaned(self) -> Option<Later<bool>> {
+        Some(self.resend(None))
+    }
+}

@@ -1,0 +1,293 @@
+//! A release carried outside the runtime that hands the lock to a waiter of the same JS
+//! thread (see release.rs for the handover itself), and the choice of it over a plain
+//! release.
+//!
+//! When our lease outlasts the handover's bound, the waiter does not wait for Redis: it is
+//! answered as the handover is sent, with the fence kept for it (handoff.lua), and starts on
+//! our lease, which nobody else can hold until it runs out; the handover then only tells
+//! Redis. Its section overlaps the round trip, which is the larger part of a section on a
+//! small machine. Should Redis not confirm it (our lock was taken from us behind our back,
+//! or no reply within the bound, which is shorter than our lease), the waiter's handle stops
+//! counting itself as holding (wait/lent.rs), and its token is left to expire, never freed
+//! under it. Otherwise the reply settles both calls, the release's and the waiter's, at
+//! once; whatever goes wrong leaves the waiter to try on its own and frees the token it may
+//! have been given.
+
+use super::carried::{Carried, Later, Release, Settled, Step};
+use super::lock::{self, AttemptForm, Locker};
+use super::release;
+use crate::core::basics::background::spawn;
+use crate::core::basics::clock::{self, Stamp};
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use crate::core::basics::token;
+use crate::core::wait::lent::Lent;
+use crate::core::wait::wake::{self, Caller, Reservation};
+use futures_util::FutureExt;
+use redis::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How a release of ours is carried.
+pub enum Releasing {
+    /// A plain release: nobody of ours waits for the lock.
+    Plain(Release),
+    /// A handover to a waiter of the releasing thread.
+    HandOver(Handoff),
+    /// Through the runtime: a fair lock, a waiter of another thread, a lease already
+    /// released, or a waiter that left meanwhile.
+    Elsewhere,
+}
+
+impl Releasing {
+    /// How `lease` is released from JS thread `thread` (`Caller::thread`).
+    pub fn of(locker: &Arc<Locker>, lease: &Arc<Lease>, thread: usize) -> Releasing {
+        if let Some(release) = Release::new(locker, lease, false) {
+            return Releasing::Plain(release);
+        }
+        // A fair lock is never handed over (see release::release_fair).
+        if locker.is_fair() {
+            return Releasing::Elsewhere;
+        }
+        let wakes = locker.store().wakes();
+        let Some(to) = wakes.reserve(&wake::channel(&lease.redis_key)) else {
+            return Releasing::Elsewhere;
+        };
+        // Only a waiter of this thread can be answered from here (and not after a release).
+        // Dropped, the reservation lets the waiter be picked by the runtime's release.
+        let caller = to.caller().filter(|c| c.thread == thread);
+        let (Some(caller), false) = (caller, lease.is_released()) else {
+            return Releasing::Elsewhere;
+        };
+        Releasing::HandOver(Handoff {
+            locker: locker.clone(),
+            lease: lease.clone(),
+            ttl: to.ttl(),
+            bound: locker.release_bound(lease),
+            to: Some(to),
+            caller,
+            token: token::new_token(),
+            sent: Stamp::now(),
+            lent: false,
+        })
+    }
+}
+
+/// What lending our lease to the waiter came to.
+pub enum Lending {
+    /// It waits for the reply as before (our lease is too short, or its fence unknown).
+    No,
+    /// Its call (`waiter`) ends now, holding `lease`, valid until `until` by our clock
+    /// unless Redis confirms the handover.
+    Lent {
+        waiter: u32,
+        lease: Lease,
+        until: Instant,
+    },
+    /// It left meanwhile: nobody to hand the lock to.
+    WaiterGone,
+}
+
+pub struct Handoff {
+    locker: Arc<Locker>,
+    /// The releaser's.
+    lease: Arc<Lease>,
+    bound: Duration,
+    /// Taken when the handover is settled one way or another.
+    to: Option<Reservation>,
+    caller: Caller,
+    /// The waiter's fresh token and TTL, and when the handover was sent.
+    token: String,
+    ttl: Duration,
+    sent: Stamp,
+    /// The waiter was answered when this was sent (`lend`).
+    lent: bool,
+}
+
+impl Handoff {
+    /// Answers the waiter now when our lease outlasts the handover's bound: should no reply
+    /// come within it, the waiter learns it holds nothing before our lease (the only thing
+    /// it stands on until then) runs out. Called once the handover is sure to be sent.
+    ///
+    /// Not from a lease that is itself lent and unconfirmed: its fence is not known to be
+    /// below every other holder's, nor its lock to be ours.
+    pub fn lend(&mut self) -> Lending {
+        let wakes = self.locker.store().wakes().clone();
+        if !self.caller.lent_start
+            || self.lease.fence == 0
+            || self.lease.remaining() <= self.bound
+            || wakes.lends().unconfirmed(&self.lease.token)
+        {
+            return Lending::No;
+        }
+        let Some(to) = self.to.take() else {
+            return Lending::No;
+        };
+        if !wakes.settle(&self.channel(), to) {
+            return Lending::WaiterGone;
+        }
+        self.lent = true;
+        wakes.lends().lend(self.token.clone(), self.own_deadline());
+        Lending::Lent {
+            waiter: self.caller.id,
+            lease: self.granted(self.lease.fence + 1),
+            until: self.lease.deadline(),
+        }
+    }
+
+    /// The waiter's deadline once Redis ran the handover.
+    fn own_deadline(&self) -> Instant {
+        self.sent.at + clock::validity(self.ttl)
+    }
+
+    /// What became of the lent waiter's start: `confirmed` when Redis ran the handover.
+    fn told(&self, confirmed: bool) {
+        let state = if confirmed {
+            Lent::Confirmed(self.own_deadline())
+        } else {
+            Lent::Failed
+        };
+        self.locker
+            .store()
+            .wakes()
+            .lends()
+            .settle(&self.token, state);
+    }
+
+    fn channel(&self) -> Vec<u8> {
+        wake::channel(&self.lease.redis_key)
+    }
+
+    /// What the waiter would hold had the handover run.
+    fn granted(&self, fence: u64) -> Lease {
+        Lease::new(
+            self.lease.key.clone(),
+            self.lease.redis_key.clone(),
+            self.token.clone(),
+            fence,
+            self.sent,
+            self.ttl,
+        )
+    }
+
+    /// The lent waiter is in its section already: the handover goes again through the
+    /// runtime (it is safe to run twice), within what is left of our lease's bound.
+    fn confirm_elsewhere(self) -> Later<()> {
+        let bound = self.locker.release_bound(&self.lease);
+        async move {
+            let store = self.locker.store();
+            let result =
+                release::confirm_lend(store, &self.lease, &self.token, self.ttl, bound).await;
+            self.told(matches!(result, Ok(true)));
+            result.map(|_| ())
+        }
+        .boxed()
+    }
+
+    /// Frees the waiter's token, in case the handover ran; nobody waits for this. Not a lent
+    /// waiter's: it may still be in its section.
+    fn free_token(&self) {
+        if self.lent {
+            return;
+        }
+        let orphan = self.granted(0);
+        self.locker.store().release_orphan(orphan);
+    }
+}
+
+impl Carried for Handoff {
+    type Output = ();
+
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+        lock::write_handoff(out, &self.lease, &self.token, self.ttl);
+        1
+    }
+
+    fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    fn answered(mut self, reply: Value) -> Step<()> {
+        let fence = match reply {
+            Value::Int(fence) => fence,
+            _ => return Step::Later(self.resend(None)),
+        };
+        if self.lent {
+            self.lease.mark_released();
+            self.told(fence > 0 && fence as u64 == self.lease.fence + 1);
+            return Step::Now(Ok(()));
+        }
+        let wakes = self.locker.store().wakes().clone();
+        let Some(to) = self.to.take() else {
+            return Step::Now(Ok(()));
+        };
+        self.lease.mark_released();
+        if fence <= 0 {
+            // Not ours any more: nothing changed; the waiter tries on its own.
+            wakes.unreserve(to);
+            return Step::Now(Ok(()));
+        }
+        let granted = self.granted(fence as u64);
+        if wakes.settle(&self.channel(), to) {
+            return Step::Handed {
+                released: Ok(()),
+                waiter: self.caller.id,
+                lease: granted,
+            };
+        }
+        // The waiter left meanwhile: the lock goes on as our own release would.
+        let locker = self.locker.clone();
+        spawn(async move {
+            let _ignored = locker.release(&granted).await;
+        });
+        Step::Now(Ok(()))
+    }
+
+    /// No reply within the bound: it may still run. The waiter tries on its own now; a late
+    /// reply that says it ran frees the waiter's token (`answered_late`).
+    fn timed_out(&mut self, bound: Duration) -> Settled<()> {
+        if self.lent {
+            self.told(false);
+        }
+        if let Some(to) = self.to.take() {
+            self.locker.store().wakes().unreserve(to);
+        }
+        let err = LockError::Timeout(format!("no reply within {} ms", bound.as_millis()));
+        Locker::release_outcome(&self.lease, Err(err)).map(|_| ())
+    }
+
+    /// A lock handed over meanwhile has nobody holding it.
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+        // A lent waiter may still be in its section: its token expires on its own.
+        if self.lent {
+            return false;
+        }
+        if matches!(reply, Value::Int(fence) if fence > 0) {
+            lock::write_release(out, &self.lease.redis_key, &self.token);
+            return true;
+        }
+        false
+    }
+
+    /// The release goes again through the runtime, the waiter tries on its own, and the
+    /// token it may have been given is freed.
+    fn resend(mut self, _left: Option<Duration>) -> Later<()> {
+        if self.lent {
+            return self.confirm_elsewhere();
+        }
+        if let Some(to) = self.to.take() {
+            self.locker.store().wakes().unreserve(to);
+        }
+        self.free_token();
+        let (locker, lease) = (self.locker, self.lease);
+        async move { locker.release(&lease).await.map(|_| ()) }.boxed()
+    }
+
+    fn abandon(self) {
+        self.free_token();
+    }
+
+    fn orphaned(self) -> Option<Later<()>> {
+        Some(self.resend(None))
+    }
+}

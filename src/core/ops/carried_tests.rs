@@ -1,0 +1,142 @@
+//! Unit tests of `carried.rs`: a reply in, a decision out, with no connection (the carrier
+//! is whatever hands the reply over), kept apart so the library file holds no test-only
+//! unwraps.
+use super::*;
+use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::basics::clock::Stamp;
+use crate::core::ops::store::Store;
+
+fn locker(port: u16) -> Arc<Locker> {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        port: Some(port),
+        ..Default::default()
+    })
+    .unwrap();
+    Arc::new(Locker::new(
+        Store::shared(endpoint),
+        "t:",
+        Duration::from_millis(500),
+    ))
+}
+
+fn lease(locker: &Locker) -> Arc<Lease> {
+    Arc::new(Lease::new(
+        "k".into(),
+        locker.redis_key("k"),
+        "token".into(),
+        3,
+        Stamp::now(),
+        Duration::from_secs(10),
+    ))
+}
+
+fn mode(plan: Plan) -> Mode {
+    Mode {
+        plan,
+        cancel: CancellationToken::new(),
+    }
+}
+
+fn now<T>(step: Step<T>) -> Settled<T> {
+    match step {
+        Step::Now(result) => result,
+        Step::Handed { .. } => panic!("handed"),
+        Step::Later(_) => panic!("later"),
+    }
+}
+
+fn is_later<T>(step: &Step<T>) -> bool {
+    matches!(step, Step::Later(_))
+}
+
+#[test]
+fn a_release_reads_its_reply_and_asks_again_only_for_maestro() {
+    let locker = locker(41001);
+    let release = Release::new(&locker, &lease(&locker), false).unwrap();
+    assert!(now(release.answered(Value::Int(1))).unwrap());
+    let release = Release::new(&locker, &lease(&locker), false).unwrap();
+    assert!(!now(release.answered(Value::Int(0))).unwrap());
+    // Deleted nothing: maestro's answer is whether the lock is gone, asked on the runtime.
+    let release = Release::new(&locker, &lease(&locker), true).unwrap();
+    assert!(is_later(&release.answered(Value::Int(0))));
+    // A refusal (NOSCRIPT among others) goes again through the runtime.
+    let release = Release::new(&locker, &lease(&locker), false).unwrap();
+    let (refused, _) = crate::core::basics::resp::parse(b"-NOSCRIPT No matching script.\r\n")
+        .unwrap()
+        .unwrap();
+    assert!(is_later(&release.answered(refused)));
+}
+
+#[test]
+fn a_released_lease_is_not_released_here_again() {
+    let locker = locker(41002);
+    let lease = lease(&locker);
+    lease.mark_released();
+    assert!(Release::new(&locker, &lease, false).is_none());
+}
+
+#[test]
+fn exists_counts_keys() {
+    let locker = locker(41003);
+    assert!(now(Exists::new(&locker, "k").answered(Value::Int(1))).unwrap());
+    assert!(!now(Exists::new(&locker, "k").answered(Value::Int(0))).unwrap());
+}
+
+#[test]
+fn an_attempt_that_finds_the_lock_held_ends_or_goes_on_as_its_plan_says() {
+    let locker = locker(41004);
+    let held = || Value::Array(vec![Value::Int(0), Value::Int(250)]);
+    let once = Attempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::Once));
+    assert!(now(once.answered(held())).unwrap().is_none());
+    let plan = Plan::Retries {
+        retries: 0,
+        delay: Duration::from_millis(10),
+        caller: None,
+    };
+    let no_retries = Attempt::new(&locker, "k", Duration::from_secs(1), mode(plan));
+    assert!(matches!(
+        now(no_retries.answered(held())),
+        Err(LockError::Locked { retries: 0, .. })
+    ));
+    let plan = Plan::Retries {
+        retries: 2,
+        delay: Duration::from_millis(10),
+        caller: None,
+    };
+    let retries = Attempt::new(&locker, "k", Duration::from_secs(1), mode(plan));
+    assert!(is_later(&retries.answered(held())));
+}
+
+#[test]
+fn a_won_attempt_is_the_lease_unless_its_caller_cancelled() {
+    let locker = locker(41005);
+    let won = || Value::Array(vec![Value::Int(1), Value::Int(7)]);
+    let attempt = Attempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::Once));
+    let lease = now(attempt.answered(won())).unwrap().unwrap();
+    assert_eq!(lease.fence, 7);
+    let cancelled = mode(Plan::Once);
+    cancelled.cancel.cancel();
+    let attempt = Attempt::new(&locker, "k", Duration::from_secs(1), cancelled);
+    assert!(matches!(
+        now(attempt.answered(won())),
+        Err(LockError::Aborted)
+    ));
+}
+
+#[test]
+fn a_late_reply_frees_only_a_lock_the_attempt_took() {
+    let locker = locker(41006);
+    let mut out = Vec::new();
+    let mut attempt = Attempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::Once));
+    assert!(matches!(
+        attempt.timed_out(Duration::from_millis(5)),
+        Err(LockError::Timeout(_))
+    ));
+    let lost = Value::Array(vec![Value::Int(0), Value::Int(250)]);
+    assert!(!attempt.answered_late(lost, &mut out));
+    assert!(out.is_empty());
+    let attempt = Attempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::Once));
+    let won = Value::Array(vec![Value::Int(1), Value::Int(7)]);
+    assert!(attempt.answered_late(won, &mut out));
+    assert!(!out.is_empty());
+}
