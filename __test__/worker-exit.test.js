@@ -86,6 +86,23 @@ async function timed(promise) {
 }
 
 /** Resolves once `check()` is true, or after `ms` with its last answer. */
+/**
+ * With `worker` waiting for `key` (held by `holder`), a waiter of this thread queues behind it;
+ * the worker is terminated and the holder releases: the waiter behind gets the lock promptly,
+ * and Redis holds its token. Resolves with its handle.
+ */
+async function behindTerminated(worker, lock, holder, key) {
+  assert.equal(await message(worker), 'waiting')
+  await sleep(200)
+  const behind = lock.waitForLock(key, 8000, 10_000)
+  await terminate(worker)
+  await holder.release()
+  const { value: handle, ms } = await timed(behind)
+  assert.ok(ms < PROMPT_MS, `the waiter behind got the lock after ${Math.round(ms)} ms`)
+  assert.equal(await probe.get(`lock:${key}`), handle.token)
+  return handle
+}
+
 async function eventually(check, ms) {
   const deadline = performance.now() + ms
   for (;;) {
@@ -109,14 +126,7 @@ test('a terminated worker waiting with autoRefresh never gets the lock: the wait
     `,
     { key },
   )
-  assert.equal(await message(worker), 'waiting')
-  await sleep(200)
-  const behind = lock.waitForLock(key, 8000, 10_000)
-  await terminate(worker)
-  await holder.release()
-  const { value: handle, ms } = await timed(behind)
-  assert.ok(ms < PROMPT_MS, `the waiter behind got the lock after ${Math.round(ms)} ms`)
-  assert.equal(await probe.get(`lock:${key}`), handle.token)
+  const handle = await behindTerminated(worker, lock, holder, key)
   // Nothing took it from the waiter since, and the worker never heard of a win.
   await sleep(300)
   assert.equal(await probe.get(`lock:${key}`), handle.token)
@@ -138,14 +148,7 @@ test('a terminated worker waiting without autoRefresh leaves the lock to the wai
     `,
     { key },
   )
-  assert.equal(await message(worker), 'waiting')
-  await sleep(200)
-  const behind = lock.waitForLock(key, 8000, 10_000)
-  await terminate(worker)
-  await holder.release()
-  const { value: handle, ms } = await timed(behind)
-  assert.ok(ms < PROMPT_MS, `the waiter behind got the lock after ${Math.round(ms)} ms`)
-  assert.equal(await probe.get(`lock:${key}`), handle.token)
+  const handle = await behindTerminated(worker, lock, holder, key)
   await handle.release()
 })
 
