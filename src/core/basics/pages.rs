@@ -68,6 +68,22 @@ impl<T> Pages<T> {
         Ok(())
     }
 
+    /// Drops every element and keeps the room, so a table that empties and fills again
+    /// does not map and unmap memory each time.
+    pub fn clear(&mut self) {
+        match &mut self.space {
+            Space::Mapped { ptr, len, .. } => {
+                let initialised = std::ptr::slice_from_raw_parts_mut(ptr.as_ptr(), *len);
+                // Zero first: a panicking drop then leaks the rest instead of dropping twice.
+                *len = 0;
+                // SAFETY: the first `len` slots were initialised and owned by self; they are
+                // no longer reachable through it, so each is dropped exactly once.
+                unsafe { std::ptr::drop_in_place(initialised) };
+            }
+            Space::Heap(vec) => vec.clear(),
+        }
+    }
+
     pub fn as_slice(&self) -> &[T] {
         match &self.space {
             // SAFETY: the first `len` slots are initialised, and owned by self.
@@ -157,6 +173,24 @@ mod tests {
             }
             assert_eq!(Rc::strong_count(&counted), 11);
         }
+        assert_eq!(Rc::strong_count(&counted), 1);
+    }
+
+    #[test]
+    fn clearing_drops_every_element_once_and_keeps_the_room() {
+        let counted = Rc::new(());
+        let mut pages = Pages::with_capacity(4);
+        for _ in 0..4 {
+            assert!(pages.push(counted.clone()).is_ok());
+        }
+        pages.clear();
+        assert_eq!(Rc::strong_count(&counted), 1);
+        assert!(pages.is_empty());
+        for _ in 0..4 {
+            assert!(pages.push(counted.clone()).is_ok());
+        }
+        assert!(pages.is_full());
+        drop(pages);
         assert_eq!(Rc::strong_count(&counted), 1);
     }
 }
