@@ -528,7 +528,7 @@ describe('fencing', () => {
   for (const path of ['transaction', 'script']) {
     test(`an acquisition whose fence cannot be drawn fails and leaves no lock (${path})`, async () => {
       const instance = path === 'script' ? new DistributedLock(server.url, { fair: true }) : lock
-      for (const [name, counter] of [['garbage', 'oops'], ['exhausted', '999999999999998']]) {
+      for (const [name, counter] of [['garbage', 'oops'], ['exhausted', '999999999999998'], ['padded', '007']]) {
         const key = `fence:broken-${path}-${name}`
         await redis.set(fenceKey(`lock:${key}`), counter)
         // Twice: the first attempt of the JS thread's connection may still be opening.
@@ -540,6 +540,10 @@ describe('fencing', () => {
             return true
           })
           assert.equal(await redis.exists(`lock:${key}`), 0, 'the failed acquisition left a lock behind')
+          const after = await redis.get(fenceKey(`lock:${key}`))
+          if (path === 'script') assert.equal(after, counter, 'the failed acquisition moved the counter')
+          // The transaction's INCRBY runs whatever the counter holds; it stays unusable.
+          else assert.ok(after === counter || BigInt(after) > 999999999999997n, `counter ${after}`)
         }
       }
     })

@@ -371,6 +371,22 @@ describe('validation', () => {
 })
 
 describe('acquire, inspect, release and the Redis layout', () => {
+  test('an acquire whose fence cannot be drawn rejects and leaves the keys as they were', async () => {
+    for (const [name, counter] of [['garbage', 'oops'], ['exhausted', '999999999999998']]) {
+      const lock = make({ name: `broken fence ${name}` })
+      const key = `exclusive-lock:broken-fence-${name}`
+      await raw.set(fenceKey(key), counter)
+      // Twice: the first attempt may go through the runtime, the next through the JS thread.
+      for (let i = 0; i < 2; i++) {
+        await assert.rejects(lock.acquire(), /no fencing token can be drawn/)
+        assert.equal(lock.acquired, false)
+        assert.equal(await raw.exists(key), 0, 'the failed acquire left the lock key')
+        assert.equal(await raw.exists(ownerKey(key)), 0, 'the failed acquire left the owner key')
+        assert.equal(await raw.get(fenceKey(key)), counter, 'the failed acquire moved the counter')
+      }
+    }
+  })
+
   test('with defaults: events, properties and the keys in Redis, byte for byte', async () => {
     const log = spyLog()
     const lock = make({ name: 'layout defaults', log })

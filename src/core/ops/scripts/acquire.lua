@@ -11,21 +11,24 @@
 -- Fences are drawn two at a time: the holder's, and the one after it, kept for a handover
 -- (see handoff.lua), so the counter is always past the last fence given out.
 -- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
--- A counter that can give no fence fails the attempt before it writes (see fence.lua); a lock
--- this same attempt set before (the transaction form draws its fence after setting) is
--- taken back.
-local value_key, value = KEYS[1], ARGV[1]
-if KEYS[3] then
-  value_key, value = KEYS[3], ARGV[3]
-end
-if not fence_counter(KEYS[2], 2) then
-  if redis.pcall('GET', value_key) == value then
-    redis.call('DEL', KEYS[1])
-    if KEYS[3] then
-      redis.call('DEL', KEYS[3])
-    end
+-- The fences are drawn after the lock is written, in one INCRBY: a counter that can give
+-- none (see fence.lua) takes the lock back, so the attempt fails with nothing written. A
+-- lock this same attempt set before (the transaction form draws its fence after setting)
+-- is taken back too.
+local function taken_back()
+  redis.call('DEL', KEYS[1])
+  if KEYS[3] then
+    redis.call('DEL', KEYS[3])
   end
   return no_fence()
+end
+
+local function numbered()
+  local counter = draw_fences(KEYS[2], 2)
+  if counter then
+    return {1, counter - 1}
+  end
+  return taken_back()
 end
 
 local function won_before(owner_key, token)
@@ -35,30 +38,38 @@ local function won_before(owner_key, token)
     if drawn then
       return {1, drawn}
     end
-    redis.call('DEL', KEYS[1])
-    if KEYS[3] then
-      redis.call('DEL', KEYS[3])
-    end
-    return no_fence()
+    return taken_back()
   end
 end
 
 if not KEYS[3] then
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return {1, redis.call('INCRBY', KEYS[2], 2) - 1}
+    return numbered()
   end
   return won_before(KEYS[1], ARGV[1]) or {0, redis.call('PTTL', KEYS[1])}
 end
 if redis.replicate_commands then
   redis.replicate_commands()
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+local now = redis.call('TIME')
+local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2])
+local set = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', at)
+local pxat = not (type(set) == 'table' and set.err)
+if not pxat then
+  -- Before Redis 6.2, SET has no PXAT: the same in two steps.
+  set = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+  if set then
+    redis.call('PEXPIREAT', KEYS[1], at)
+  end
+end
+if not set then
   local ours = redis.pcall('GET', KEYS[1]) == ARGV[1] and same_expiry(KEYS[1], KEYS[3])
   return (ours and won_before(KEYS[3], ARGV[3])) or {0, redis.call('PTTL', KEYS[1])}
 end
-local now = redis.call('TIME')
-local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2])
-redis.call('PEXPIREAT', KEYS[1], at)
-redis.call('SET', KEYS[3], ARGV[3])
-redis.call('PEXPIREAT', KEYS[3], at)
-return {1, redis.call('INCRBY', KEYS[2], 2) - 1}
+if pxat then
+  redis.call('SET', KEYS[3], ARGV[3], 'PXAT', at)
+else
+  redis.call('SET', KEYS[3], ARGV[3])
+  redis.call('PEXPIREAT', KEYS[3], at)
+end
+return numbered()

@@ -8,7 +8,9 @@ local function fence_counter(key, room)
   if value == false then
     return 0
   end
-  if type(value) ~= 'string' or #value > 15 or not string.match(value, '^%d+$') then
+  -- Only what INCRBY takes as a number (no sign, no leading zero), so every script and the
+  -- transaction form agree on which counters are usable.
+  if type(value) ~= 'string' or #value > 15 or not (value == '0' or string.match(value, '^[1-9]%d*$')) then
     return nil
   end
   local n = tonumber(value)
@@ -28,4 +30,17 @@ local function fence_drawn(key)
   if counter and counter >= 2 then
     return counter - 1
   end
+end
+-- Draws `count` fences for a lock the script has just written, in one command: the counter
+-- as it is after them, or nil, with the counter left as it was, when it cannot give them.
+local function draw_fences(key, count)
+  local after = redis.pcall('INCRBY', key, count)
+  if type(after) ~= 'number' then
+    return nil
+  end
+  if after < count or after > FENCE_MAX then
+    redis.call('INCRBY', key, -count)
+    return nil
+  end
+  return after
 end

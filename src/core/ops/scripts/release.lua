@@ -12,9 +12,9 @@ end
 if not KEYS[2] then
   return redis.call('DEL', KEYS[1])
 end
-local ours = redis.call('GET', KEYS[2]) == ARGV[2] and same_expiry(KEYS[2], KEYS[1])
-redis.call('DEL', KEYS[1])
-if ours then
-  return redis.call('DEL', KEYS[2])
+if redis.call('GET', KEYS[2]) == ARGV[2] and same_expiry(KEYS[2], KEYS[1]) then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 1
 end
+redis.call('DEL', KEYS[1])
 return 0
