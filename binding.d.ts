@@ -102,10 +102,11 @@ export declare class NativeExclusiveLock {
   /** Whether `refreshed` events should cross into JavaScript. */
   wantRefreshed(want: boolean): void
   /**
-   * One attempt; resolves with whether it won. While held, the watchdog refreshes the
-   * lock and tells `listener` of `refreshed` and `lost`.
+   * One attempt with the instance's `lock_contents`, `lock_ttl_ms` and `lock_refresh_ms`
+   * (arguments, not an object: this is the hot path); resolves with whether it won. While
+   * held, the watchdog refreshes the lock and tells `listener` of `refreshed` and `lost`.
    */
-  acquire(listener: number, terms: HoldTerms): Promise<boolean>
+  acquire(listener: number, lockContents: string, lockTtlMs: number, lockRefreshMs: number): Promise<boolean>
   /**
    * Stops refreshing and deletes the lock if it is still ours; resolves with whether it
    * was.
@@ -248,16 +249,6 @@ export interface ExclusiveLockOptions {
   /** Give the lock up this long after acquiring it, whatever happens. */
   maxHoldMs?: number
   commandTimeoutMs?: number
-}
-
-/**
- * What a hold is taken with, read from the instance's fields at each `acquire()`, as the
- * original reads them.
- */
-export interface HoldTerms {
-  lockContents: string
-  lockTtlMs: number
-  lockRefreshMs: number
 }
 
 /**

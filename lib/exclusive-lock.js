@@ -93,7 +93,7 @@ class ExclusiveLock extends EventEmitter {
   #beating = new Beating()
   #refed = true
   #stallGuarded
-  // The attempt in flight, if any: `{ released, done }`. A release() made meanwhile wins.
+  // The attempt in flight, if any: `{ released, done, settle }`. A release() made meanwhile wins.
   #attempt = null
   #timer = null
 
@@ -214,14 +214,14 @@ class ExclusiveLock extends EventEmitter {
       this.log.warn('%s lock is already acquired. Must call release() first.', this.key)
       return true
     }
-    let settle
-    const attempt = { released: false, done: new Promise((resolve) => (settle = resolve)) }
+    // `done` is made only when a release() waits on it: most attempts never need one.
+    const attempt = { released: false, done: null, settle: null }
     this.#attempt = attempt
     try {
       return await this.#attemptOnce(attempt)
     } finally {
       if (this.#attempt === attempt) this.#attempt = null
-      settle()
+      attempt.settle?.()
     }
   }
 
@@ -232,11 +232,7 @@ class ExclusiveLock extends EventEmitter {
     let won
     try {
       // Read now, as the original reads them at every acquire.
-      won = await this.#native.acquire(hold.listener, {
-        lockContents: this.lock_contents,
-        lockTtlMs: this.lock_ttl_ms,
-        lockRefreshMs: this.lock_refresh_ms,
-      })
+      won = await this.#native.acquire(hold.listener, this.lock_contents, this.lock_ttl_ms, this.lock_refresh_ms)
     } catch (err) {
       unlisten(hold.listener)
       throw fromNative(err, this.key)
@@ -290,6 +286,7 @@ class ExclusiveLock extends EventEmitter {
       const attempt = this.#attempt
       if (attempt) {
         attempt.released = true
+        attempt.done ??= new Promise((resolve) => (attempt.settle = resolve))
         await attempt.done
       }
       return

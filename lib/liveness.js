@@ -12,8 +12,17 @@ const { completions } = require('./completions')
 const heartbeat = new NativeHeartbeat()
 const BEAT_MS = 100
 
-let beaters = 0
 let beatTimer = null
+
+// Held locks that keep this thread's process alive. The native side is told only when the
+// count leaves or reaches zero: one call per busy period, not two per lock.
+let kept = 0
+
+function keep(delta) {
+  const before = kept
+  kept += delta
+  if ((before === 0) !== (kept === 0)) completions.keepAlive(kept > 0)
+}
 
 /** One lock's claim on keeping the process alive; `set(true)` / `set(false)` are idempotent. */
 class KeepAlive {
@@ -22,14 +31,19 @@ class KeepAlive {
   set(on) {
     if (on === this.#on) return
     this.#on = on
-    completions.keepAlive(on)
+    keep(on ? 1 : -1)
   }
 }
 
-// The timer outlives the last beater by up to one period instead of being cleared and made
+// Locks with a stall guard in this thread. The native timer is told only when the count
+// leaves or reaches zero. Should it be unable to beat (libuv not found), a JS timer does,
+// and it outlives the last beater by up to one period instead of being cleared and made
 // again for every hold: cheap when locks are taken and released many times a second.
+let guarded = 0
+let jsBeats = false
+
 function beat() {
-  if (beaters === 0) {
+  if (guarded === 0) {
     clearInterval(beatTimer)
     beatTimer = null
     return
@@ -39,12 +53,14 @@ function beat() {
 
 /** One more (`+1`) or one fewer (`-1`) lock with a stall guard. */
 function beating(delta) {
-  if (heartbeat.hold(delta)) return
-  if (delta < 0) {
-    beaters--
-    return
+  const before = guarded
+  guarded += delta
+  if (!jsBeats) {
+    if ((before === 0) === (guarded === 0) || heartbeat.hold(guarded > 0 ? 1 : -1)) return
+    jsBeats = true
   }
-  if (beaters++ === 0) heartbeat.beat()
+  if (guarded === 0) return
+  if (before === 0) heartbeat.beat()
   if (beatTimer === null) {
     beatTimer = setInterval(beat, BEAT_MS)
     beatTimer.unref()

@@ -43,21 +43,16 @@ pub struct ExclusiveLockOptions {
 
 /// What a hold is taken with, read from the instance's fields at each `acquire()`, as the
 /// original reads them.
-#[napi(object)]
-pub struct HoldTerms {
-    pub lock_contents: String,
-    pub lock_ttl_ms: f64,
-    pub lock_refresh_ms: f64,
-}
-
-impl HoldTerms {
-    fn terms(self) -> std::result::Result<Terms, LockError> {
-        Ok(Terms {
-            contents: self.lock_contents,
-            ttl: validate::positive_ms("lock_ttl_ms", self.lock_ttl_ms)?,
-            refresh: validate::positive_ms("lock_refresh_ms", self.lock_refresh_ms)?,
-        })
-    }
+fn hold_terms(
+    contents: String,
+    ttl_ms: f64,
+    refresh_ms: f64,
+) -> std::result::Result<Terms, LockError> {
+    Ok(Terms {
+        contents,
+        ttl: validate::positive_ms("lock_ttl_ms", ttl_ms)?,
+        refresh: validate::positive_ms("lock_refresh_ms", refresh_ms)?,
+    })
 }
 
 struct Held {
@@ -240,16 +235,19 @@ impl NativeExclusiveLock {
         self.want_refreshed.store(want, Ordering::Relaxed);
     }
 
-    /// One attempt; resolves with whether it won. While held, the watchdog refreshes the
-    /// lock and tells `listener` of `refreshed` and `lost`.
+    /// One attempt with the instance's `lock_contents`, `lock_ttl_ms` and `lock_refresh_ms`
+    /// (arguments, not an object: this is the hot path); resolves with whether it won. While
+    /// held, the watchdog refreshes the lock and tells `listener` of `refreshed` and `lost`.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn acquire<'env>(
         &self,
         env: Env,
         listener: u32,
-        terms: HoldTerms,
+        lock_contents: String,
+        lock_ttl_ms: f64,
+        lock_refresh_ms: f64,
     ) -> Result<PromiseRaw<'env, ()>> {
-        let terms = terms.terms().or_throw(&env)?;
+        let terms = hold_terms(lock_contents, lock_ttl_ms, lock_refresh_ms).or_throw(&env)?;
         let call = self.thread.call(None)?;
         let sink: Arc<dyn Sink> = Arc::new(JsSink::new(
             self.completer.clone(),
