@@ -1,9 +1,11 @@
 'use strict'
 
 // ExclusiveLock's acquire() and release() on the JS-thread connection (src/binding/direct):
-// once it is open they go there, one EVALSHA each (the same scripts as through tokio); what
-// it cannot finish (a connection killed under the call, NOSCRIPT, another Redis error, a
-// silent server) ends exactly as through tokio.
+// once it is open they go there, the acquire as one transaction (ops/exclusive/multi.rs) and
+// the release as the same script as through tokio; what it cannot finish (a connection killed
+// under the call, NOSCRIPT, another Redis error, a silent server) ends exactly as through
+// tokio, and what one transaction cannot settle (an owner key there already, two expiries a
+// millisecond apart, a stray owner key beside someone else's lock) is settled after it.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
@@ -66,7 +68,7 @@ async function withDirect(lock) {
 
 const calls = (info, command) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
 
-test('acquire() and release() go over the JS-thread connection once it is open, as the same scripts', async () => {
+test('acquire() goes over the JS-thread connection as one transaction, and release() as the script', async () => {
   const lock = make('direct-used')
   await withDirect(lock)
   const [id] = await direct.directConnections(admin)
@@ -79,26 +81,99 @@ test('acquire() and release() go over the JS-thread connection once it is open, 
   assert.equal(await admin.get(lock.key), '1')
   assert.match(await admin.get(siblingKey(lock.key, 'owner')), /^[0-9a-f-]{36}$/)
   let line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))
-  assert.match(line, /cmd=evalsha/)
+  assert.match(line, /cmd=exec/)
+  // Both keys on one absolute expiry, as the script sets them.
+  const [lockAt, ownerAt] = await Promise.all([admin.pexpiretime(lock.key), admin.pexpiretime(siblingKey(lock.key, 'owner'))])
+  assert.ok(lockAt > Date.now())
+  assert.equal(ownerAt, lockAt)
+  assert.equal(lock.fence, String((await admin.get(siblingKey(lock.key, 'fence'))) - 1).padStart(15, '0'))
   await lock.release()
   assert.equal(await admin.exists(lock.key), 0)
   assert.equal(await admin.exists(siblingKey(lock.key, 'owner')), 0)
   const after = await admin.info('commandstats')
   line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))
   assert.match(line, /cmd=evalsha/)
-  // One script each way, nothing else: no SCRIPT LOAD, no transaction.
-  assert.equal(calls(after, 'evalsha') - calls(before, 'evalsha'), 2)
-  assert.equal(calls(after, 'exec') - calls(before, 'exec'), 0)
+  // One transaction, then one script, nothing else: no SCRIPT LOAD, no follow-up.
+  assert.equal(calls(after, 'exec') - calls(before, 'exec'), 1)
+  assert.equal(calls(after, 'evalsha') - calls(before, 'evalsha'), 1)
   assert.equal(calls(after, 'script|load') - calls(before, 'script|load'), 0)
   await sleep(50)
   monitor.disconnect()
-  const scripts = seen.filter(({ args }) => /^evalsha$/i.test(args[0]) && args.includes(lock.key))
-  assert.equal(scripts.length, 2, JSON.stringify(seen))
-  for (const { source } of scripts) assert.equal(source, addr)
-  // The acquire script with the owner key (3 keys), then the release with the value (2 keys).
-  assert.equal(scripts[0].args[2], '3')
-  assert.equal(scripts[1].args[2], '2')
-  assert.equal(scripts[1].args.at(-1), '1')
+  // The admin's own reads aside: every command on the lock's keys came from that connection.
+  const ours = seen.filter(({ source }) => source === addr)
+  assert.deepEqual(ours.map(({ args }) => args[0].toUpperCase()), ['MULTI', 'SET', 'SET', 'INCRBY', 'PEXPIRETIME', 'PEXPIRETIME', 'EXEC', 'EVALSHA'])
+  const sets = ours.filter(({ args }) => /^set$/i.test(args[0]))
+  assert.equal(sets.length, 2, JSON.stringify(seen))
+  assert.deepEqual([sets[0].args[1], sets[0].args[2]], [lock.key, '1'])
+  // MONITOR escapes the owner key's 0xFF separator.
+  assert.match(sets[1].args[1], /owner$/)
+  for (const { args } of sets) assert.ok(args.some((a) => /^nx$/i.test(a)), JSON.stringify(args))
+  // The release: the script with the owner key and the value (2 keys).
+  assert.equal(seen.filter(({ args, source }) => source !== addr && /^(set|evalsha|multi)$/i.test(args[0])).length, 0)
+  const scripts = ours.filter(({ args }) => /^evalsha$/i.test(args[0]))
+  assert.equal(scripts.length, 1, JSON.stringify(seen))
+  assert.equal(scripts[0].args[2], '2')
+  assert.equal(scripts[0].args.at(-1), '1')
+})
+
+/** Time for work a call leaves to the background (a stray owner key's delete). */
+async function settleSoon() {
+  await sleep(100)
+}
+
+test('a transaction that loses to another client deletes the owner key it set beside their lock', async () => {
+  const lock = make('direct-stray')
+  await withDirect(lock)
+  await admin.set(lock.key, 'theirs', 'PX', 5000)
+  assert.equal(await lock.acquire(), false)
+  await settleSoon()
+  assert.equal(await admin.exists(siblingKey(lock.key, 'owner')), 0, 'a stray owner key stayed')
+  assert.equal(await admin.get(lock.key), 'theirs')
+  // Held by one of ours: nothing of the holder's is touched.
+  await admin.del(lock.key)
+  const holder = make('direct-stray')
+  assert.equal(await holder.acquire(), true)
+  const token = await admin.get(siblingKey(lock.key, 'owner'))
+  assert.equal(await lock.acquire(), false)
+  await settleSoon()
+  assert.equal(await admin.get(siblingKey(lock.key, 'owner')), token)
+  await holder.release()
+  assert.equal(await admin.exists(lock.key), 0)
+})
+
+test('an owner key left behind is claimed, on the lock key\'s expiry, and the hold works as any', async () => {
+  const lock = make('direct-claim', { lock_ttl_ms: 4000, lock_refresh_ms: 1000 })
+  await withDirect(lock)
+  const owner = siblingKey(lock.key, 'owner')
+  await admin.set(owner, 'left-behind', 'PX', 60_000)
+  assert.equal(await lock.acquire(), true)
+  const token = await admin.get(owner)
+  assert.notEqual(token, 'left-behind')
+  assert.match(token, /^[0-9a-f-]{36}$/)
+  assert.equal(await admin.pexpiretime(owner), await admin.pexpiretime(lock.key))
+  assert.match(lock.fence, /^\d{15}$/)
+  await lock.release()
+  assert.equal(await admin.exists(lock.key), 0)
+  assert.equal(await admin.exists(owner), 0)
+})
+
+test('the lock key changed between the transaction and the claim: the attempt loses and leaves theirs', async () => {
+  // The claim script itself, as the follow-up runs it: a lock key re-created by another
+  // client (its value or its expiry differs from what the transaction read) is not ours.
+  const lock = make('direct-claim-lost')
+  await withDirect(lock)
+  const owner = siblingKey(lock.key, 'owner')
+  await admin.set(lock.key, '1', 'PX', 5000)
+  await admin.set(owner, 'ours-token', 'PX', 5000)
+  const expiry = await admin.pexpiretime(lock.key)
+  const claim = require('node:fs').readFileSync(require('node:path').join(__dirname, '../src/core/ops/scripts/exclusive_claim.lua'), 'utf8')
+  assert.equal(await admin.eval(claim, 2, lock.key, owner, '1', expiry + 7, 'ours-token'), 0)
+  assert.equal(await admin.exists(owner), 0, 'our owner key stayed beside a lock not ours')
+  assert.equal(await admin.get(lock.key), '1')
+  await admin.set(owner, 'ours-token', 'PX', 9000)
+  assert.equal(await admin.eval(claim, 2, lock.key, owner, '1', expiry, 'ours-token'), 1)
+  assert.equal(await admin.pexpiretime(owner), expiry)
+  await admin.del(lock.key, owner)
 })
 
 test('a connection killed under acquires in flight: each resolves as it would have, via tokio', async () => {

@@ -5,7 +5,7 @@
 //! ours.
 
 use super::carried::{Carried, Later, Settled, Step};
-use super::exclusive::{AttemptRequest, Claim, Exclusive, Terms};
+use super::exclusive::{Answer, AttemptRequest, Claim, Exclusive, Terms};
 use super::lock::AttemptForm;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -34,11 +34,37 @@ impl ExclusiveAttempt {
     }
 }
 
+impl ExclusiveAttempt {
+    /// A transaction that set the lock key but could not settle the attempt: the owner key
+    /// is claimed first, when it is not ours on the lock key's expiry; a counter that gave no
+    /// fence leaves the rest to the script, which finds our lock and takes it back.
+    fn settle(self, fence: Option<u64>, settled: bool, expiry: i64) -> Later<Option<Claim>> {
+        let ExclusiveAttempt { lock, request } = self;
+        async move {
+            let timeout = lock.command_timeout();
+            if !settled && !lock.claim(&request, expiry, timeout).await? {
+                return Ok(None);
+            }
+            match fence {
+                Some(fence) => Ok(Some(request.claim(fence))),
+                None => {
+                    lock.store().ensure_scripts(timeout).await?;
+                    lock.acquire_again(request, timeout).await
+                }
+            }
+        }
+        .boxed()
+    }
+}
+
 impl Carried for ExclusiveAttempt {
     type Output = Option<Claim>;
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        self.request.write(out)
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        match form {
+            AttemptForm::Transaction => self.request.write_transaction(out),
+            AttemptForm::Script => self.request.write(out),
+        }
     }
 
     fn bound(&self) -> Duration {
@@ -46,10 +72,29 @@ impl Carried for ExclusiveAttempt {
     }
 
     fn answered(self, reply: Value) -> Step<Option<Claim>> {
-        if matches!(reply, Value::ServerError(_)) {
-            return Step::Later(self.resend(None));
+        match AttemptRequest::answer(&reply) {
+            Answer::Held { stray } => {
+                if stray {
+                    let ExclusiveAttempt { lock, request } = self;
+                    spawn(async move { lock.drop_stray(&request).await });
+                }
+                Step::Now(Ok(None))
+            }
+            Answer::Set {
+                fence: Some(fence),
+                settled: true,
+                ..
+            } => Step::Now(Ok(Some(self.request.claim(fence)))),
+            Answer::Set {
+                fence,
+                settled,
+                expiry,
+            } => Step::Later(self.settle(fence, settled, expiry)),
+            Answer::Other if matches!(reply, Value::ServerError(_)) => {
+                Step::Later(self.resend(None))
+            }
+            Answer::Other => Step::Now(self.request.won(reply)),
         }
-        Step::Now(self.request.won(reply))
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<Option<Claim>> {

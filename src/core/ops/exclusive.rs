@@ -4,6 +4,10 @@
 //! owner token lives in a sibling key in the same hash slot, set and expired together with the
 //! lock key, so refresh and release act only on a lock that is provably ours.
 
+mod multi;
+
+pub use multi::Answer;
+
 use super::lock;
 use super::pair::Pair;
 use super::scripts;
@@ -156,6 +160,35 @@ impl Exclusive {
         Ok(deleted == 1)
     }
 
+    /// Makes the owner key ours beside a lock key our transaction set, whose absolute expiry
+    /// it read as `expiry` (see exclusive/multi.rs); `false` when the lock key changed since.
+    pub async fn claim(
+        &self,
+        request: &AttemptRequest,
+        expiry: i64,
+        timeout: Duration,
+    ) -> Result<bool, LockError> {
+        let mut invocation = scripts::EXCLUSIVE_CLAIM.key(&self.redis_key);
+        invocation
+            .key(&self.owner_key)
+            .arg(&request.contents)
+            .arg(expiry)
+            .arg(&request.token);
+        let claimed: i64 = self.store.eval(&invocation, timeout, Replay::Safe).await?;
+        Ok(claimed == 1)
+    }
+
+    /// Deletes the owner key a lost transaction set beside someone else's lock (the owner
+    /// key alone: the lock key is theirs), if it still holds our token.
+    pub async fn drop_stray(&self, request: &AttemptRequest) {
+        let mut invocation = scripts::RELEASE.key(&self.owner_key);
+        invocation.arg(&request.token);
+        let _ignored: Result<i64, _> = self
+            .store
+            .eval(&invocation, request.ttl, Replay::Safe)
+            .await;
+    }
+
     /// Frees a lock `request` may have taken after its caller stopped waiting, through the
     /// shared connection (the attempt's own is gone), bounded by the lock's TTL.
     pub async fn abandon(&self, request: &AttemptRequest) {
@@ -246,6 +279,15 @@ impl AttemptRequest {
         }))
     }
 
+    /// The claim of an attempt that won with `fence`.
+    pub fn claim(self, fence: u64) -> Claim {
+        Claim {
+            token: self.token,
+            fence,
+            sent: self.sent,
+        }
+    }
+
     /// Whether the reply is a server error (NOSCRIPT after a restart or a SCRIPT FLUSH, the
     /// script's own NOFENCE, OOM...): the attempt then goes again through the shared
     /// connection, which loads scripts on NOSCRIPT and reports anything else as it always
@@ -258,7 +300,8 @@ impl AttemptRequest {
     /// free it.
     pub fn took_it(reply: &redis::Value) -> bool {
         use redis::Value;
-        matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(1))))
+        matches!(Self::answer(reply), Answer::Set { .. })
+            || matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(1))))
     }
 
     /// The release of the lock this attempt may have taken, written to `out` (one reply):
@@ -278,7 +321,7 @@ mod tests {
     use super::*;
     use redis::Value;
 
-    fn request() -> AttemptRequest {
+    pub(super) fn request() -> AttemptRequest {
         AttemptRequest {
             redis_key: b"exclusive-lock:a".to_vec(),
             fence_key: keys::fence_key(b"exclusive-lock:a"),
