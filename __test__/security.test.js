@@ -385,6 +385,26 @@ describe('ACL users', () => {
     await exclusiveRoundTrip(ioredis({ host: '127.0.0.1', port: plainServer.port, username: USER, password: PASSWORD }), 'acl-exclusive-ioredis', plainAdmin)
   })
 
+  test('an ACL user without PEXPIRETIME: ExclusiveLock acquires and releases again and again (by the script)', async () => {
+    const user = 'locker-no-pexpiretime'
+    const commands = ACL_COMMANDS.filter((c) => c !== 'pexpiretime').map((c) => `+${c}`)
+    await plainAdmin.acl('SETUSER', user, 'reset', 'on', `>${PASSWORD}`, ...ACL_KEYS, '-@all', ...commands)
+    const lock = exclusive({ name: 'acl-no-pexpiretime', cache_connection: `redis://${user}:${encodeURIComponent(PASSWORD)}@127.0.0.1:${plainServer.port}` })
+    // Enough rounds for the JS-thread connection to open and carry the later ones.
+    for (let i = 0; i < 30; i++) {
+      assert.equal(await lock.acquire(), true, `round ${i}`)
+      assert.equal(await plainAdmin.get('exclusive-lock:acl-no-pexpiretime'), '1')
+      const [lockAt, ownerAt] = await Promise.all([
+        plainAdmin.pexpiretime('exclusive-lock:acl-no-pexpiretime'),
+        plainAdmin.pexpiretime(ownerKey('exclusive-lock:acl-no-pexpiretime')),
+      ])
+      assert.equal(ownerAt, lockAt, `round ${i}: one expiry for both keys`)
+      await lock.release()
+      assert.equal(await plainAdmin.exists('exclusive-lock:acl-no-pexpiretime'), 0, `round ${i}`)
+      assert.equal(await plainAdmin.exists(ownerKey('exclusive-lock:acl-no-pexpiretime')), 0, `round ${i}`)
+    }
+  })
+
   test('a key outside the user\'s patterns is refused with ENOPERM (an ACL denial, not a credentials error), and nothing is written', async () => {
     const lock = new DistributedLock(url(), { keyPrefix: 'other:' })
     for (const [call, run] of [['acquire', () => lock.acquire('x')], ['tryAcquire', () => lock.tryAcquire('x')], ['isLocked', () => lock.isLocked('x')]]) {
