@@ -52,6 +52,42 @@ test('calls go over the JS-thread connection once it is open', async () => {
   assert.match(line, /cmd=(evalsha|exists)/)
 })
 
+test('extend goes over the JS-thread connection too, and a connection killed under it is not sent twice', async () => {
+  const lock = new DistributedLock(server.url)
+  await direct.withDirect(lock, admin)
+  const [id] = await direct.directConnections(admin)
+  const addr = /addr=(\S+)/.exec((await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `)))[1]
+  const handle = await lock.acquire('direct:extend', 5000)
+  // The first extend may meet NOSCRIPT there, which sends it again through the runtime.
+  await handle.extend(1)
+  const monitor = await admin.duplicate().monitor()
+  const seen = []
+  monitor.on('monitor', (_time, args, source) => seen.push({ args, source }))
+  const before = handle.info.expiresAt
+  try {
+    await handle.extend(20_000)
+    const pttl = await admin.pttl('lock:direct:extend')
+    assert.ok(pttl > 20_000 && pttl <= 25_000, `PTTL ${pttl}`)
+    assert.ok(handle.info.expiresAt > before + 15_000, `expiresAt ${handle.info.expiresAt} after ${before}`)
+    await sleep(50)
+  } finally {
+    monitor.disconnect()
+  }
+  const extends_ = seen.filter(({ args }) => /^evalsha$/i.test(args[0]) && args.includes('lock:direct:extend'))
+  assert.equal(extends_.length, 1, JSON.stringify(seen))
+  assert.equal(extends_[0].source, addr)
+  // Killed under the extend: rejected, never sent twice (the TTL grows by 20 s at most).
+  const [now] = await direct.directConnections(admin)
+  const extending = handle.extend(20_000)
+  await admin.client('KILL', 'ID', now)
+  const outcome = await extending.then(() => 'extended', (err) => err)
+  const after = await admin.pttl('lock:direct:extend')
+  assert.ok(after <= 45_000, `PTTL ${after}: extended twice`)
+  if (outcome !== 'extended') assert.equal(outcome.code, 'ECONNECTION', String(outcome))
+  await handle.release()
+  assert.equal(await lock.isLocked('direct:extend'), false)
+})
+
 test('a release hands the lock to a waiter of the same thread over that connection', async () => {
   const lock = new DistributedLock(server.url)
   await direct.withDirect(lock, admin)

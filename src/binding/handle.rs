@@ -10,6 +10,7 @@ use super::error::{OrThrow, Result};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate;
+use crate::core::ops::carried_extend::Extend;
 use crate::core::ops::carried_handoff::{Lending, Releasing};
 use crate::core::ops::lock::Locker;
 use crate::core::ops::watchdog::Watchdog;
@@ -164,21 +165,37 @@ impl NativeDistributedLock {
     ) -> Result<PromiseRaw<'env, ()>> {
         let extra = validate::positive_ms("additionalMs", additional_ms).or_throw(&env)?;
         let watch = watch_id(watch);
-        let lease = self.lease(key, token, 0, deadline, watch).or_throw(&env)?;
+        let lease = Arc::new(self.lease(key, token, 0, deadline, watch).or_throw(&env)?);
         let call = self.thread.call(Some(owner.raw()))?;
         let locker = self.locker.clone();
         // A watched lock's deadline stays the watchdog's: its next refresh sets the TTL back
         // to the hold's own, and a refresh Redis ran without our hearing must not leave us
         // counting on the longer one.
-        self.completer.run(call.id, async move {
-            after_handover(&locker, &lease).await;
-            match locker.extend(&lease, extra).await {
+        let extended = |lease: Arc<Lease>| {
+            move |result: std::result::Result<(), LockError>| match result {
                 Ok(()) => Outcome::Extended {
                     deadline: lease.deadline(),
                     expires_at_ms: lease.expires_at_ms(),
                 },
                 Err(err) => Outcome::Failed(err),
             }
+        };
+        // On the JS-thread connection as release goes (a NOSCRIPT there ran nothing, and goes
+        // again through the runtime), unless the lease's own handover is still in flight: the
+        // extend must come after it.
+        let lends = locker.store().wakes().lends();
+        let sender = (!lease.is_released() && !lends.pending(&lease.token))
+            .then(|| self.direct.as_ref().and_then(|link| link.sender()))
+            .flatten();
+        if let Some(sender) = sender {
+            let extend = Extend::new(&locker, &lease, extra);
+            sender.send(call.id, extend, extended(lease));
+            return Ok(call.promise);
+        }
+        self.completer.run(call.id, async move {
+            after_handover(&locker, &lease).await;
+            let result = locker.extend(&lease, extra).await;
+            extended(lease)(result)
         });
         Ok(call.promise)
     }

@@ -669,11 +669,10 @@ impl Locker {
 
     /// Adds `extra` to the lock's remaining TTL, if the lock is still ours.
     pub async fn extend(&self, lease: &Lease, extra: Duration) -> Result<(), LockError> {
-        let not_held = || LockError::NotHeld {
-            key: lease.key.clone(),
-        };
         if lease.is_released() {
-            return Err(not_held());
+            return Err(LockError::NotHeld {
+                key: lease.key.clone(),
+            });
         }
         let mut invocation = scripts::EXTEND.key(&lease.redis_key);
         invocation.arg(&lease.token).arg(extra.as_millis() as u64);
@@ -683,12 +682,31 @@ impl Locker {
             .store
             .eval(&invocation, self.bound_for(lease), Replay::Never)
             .await?;
+        Self::extended(lease, sent, new_ttl)
+    }
+
+    /// What extend.lua's answer (the new TTL, 0 when not ours) means for `lease`, sent at
+    /// `sent`, wherever it was carried.
+    pub(crate) fn extended(lease: &Lease, sent: Stamp, new_ttl: i64) -> Result<(), LockError> {
         if new_ttl <= 0 {
             lease.mark_released();
-            return Err(not_held());
+            return Err(LockError::NotHeld {
+                key: lease.key.clone(),
+            });
         }
         lease.extended(sent, Duration::from_millis(new_ttl as u64));
         Ok(())
+    }
+
+    /// `extend` written to `out` (one reply, read by `extended`).
+    pub(crate) fn write_extend(out: &mut Vec<u8>, lease: &Lease, extra: Duration) {
+        let extra = resp::decimal(extra.as_millis() as u64);
+        write_script(
+            out,
+            &scripts::EXTEND,
+            &[&lease.redis_key],
+            &[lease.token.as_bytes(), extra.as_bytes()],
+        );
     }
 
     /// Queues a waiter (wanting `key` for `ttl`, for `caller`) for its releases.
@@ -782,7 +800,7 @@ impl Locker {
 
     /// Waiting on a release or extend past the lock's own validity helps nobody: by then the
     /// lock has expired either way.
-    fn bound_for(&self, lease: &Lease) -> Duration {
+    pub(crate) fn bound_for(&self, lease: &Lease) -> Duration {
         self.command_timeout.min(lease.remaining() + GRACE)
     }
 

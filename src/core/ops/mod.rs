@@ -3,6 +3,7 @@
 
 pub mod carried;
 pub mod carried_exclusive;
+pub mod carried_extend;
 pub mod carried_handoff;
 pub mod direct;
 pub mod errands;
