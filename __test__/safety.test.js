@@ -1,15 +1,19 @@
 'use strict'
 
-// Every unsafe block in src/ says why it holds (scripts/check-safety.js).
+// Every unsafe block in src/ says why it holds, and all of the binding's unsafe code is in
+// src/binding/sys/ (scripts/check-safety.js). The second check must catch an unsafe block
+// planted elsewhere, so it is also run on a copy of src/ with one added.
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { unjustified } = require('../scripts/check-safety')
+const { unjustified, outsideSys } = require('../scripts/check-safety')
+
+const root = path.join(__dirname, '..')
 
 test('every unsafe block in src/ has a SAFETY: comment in the 3 lines above it', () => {
-  assert.deepEqual(unjustified(path.join(__dirname, '..')), [])
+  assert.deepEqual(unjustified(root), [])
 })
 
 test('the check finds an unsafe block without one, and accepts one with one', () => {
@@ -35,5 +39,35 @@ test('the check finds an unsafe block without one, and accepts one with one', ()
     assert.deepEqual(unjustified(root), ['src/nested/x.rs:5: fn a() { unsafe { b() } }'])
   } finally {
     fs.rmSync(root, { recursive: true, force: true })
+  }
+})
+
+test('no unsafe code outside src/binding/sys/ but the core\'s pages.rs', () => {
+  assert.deepEqual(outsideSys(root), [])
+})
+
+test('the check fails on unsafe code planted outside src/binding/sys/', () => {
+  const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'nrl-unsafe-'))
+  try {
+    fs.cpSync(path.join(root, 'src'), path.join(copy, 'src'), { recursive: true })
+    const handle = path.join(copy, 'src', 'binding', 'handle.rs')
+    const before = fs.readFileSync(handle, 'utf8').split('\n').length
+    fs.appendFileSync(
+      handle,
+      [
+        '// SAFETY: justified, and still not allowed here',
+        'fn planted() { unsafe { std::hint::unreachable_unchecked() } }',
+        'unsafe extern "C" fn planted_callback() {}',
+        '',
+      ].join('\n'),
+    )
+    // Unsafe code inside sys/ stays allowed.
+    fs.appendFileSync(path.join(copy, 'src', 'binding', 'sys', 'env.rs'), '\n// SAFETY: fine\nunsafe impl Send for X {}\n')
+    assert.deepEqual(outsideSys(copy), [
+      `src/binding/handle.rs:${before + 1}: fn planted() { unsafe { std::hint::unreachable_unchecked() } }`,
+      `src/binding/handle.rs:${before + 2}: unsafe extern "C" fn planted_callback() {}`,
+    ])
+  } finally {
+    fs.rmSync(copy, { recursive: true, force: true })
   }
 })

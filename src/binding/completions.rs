@@ -1,14 +1,13 @@
 use super::error::Result;
 use super::promises::{Hook, JsThread};
+use super::sys::env::{Env as JsEnv, Scope};
+use super::sys::waker::Waker;
 use super::teardown;
-use super::waker::Waker;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use futures_util::FutureExt;
-use napi::bindgen_prelude::{Env, Function, PromiseRaw};
-use napi::sys;
-use napi::JsValue;
+use napi::bindgen_prelude::{Env, Function, Object, PromiseRaw};
 use napi_derive::napi;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -103,15 +102,14 @@ impl NativeCompletions {
             waker: OnceLock::new(),
             answered: Mutex::new(std::collections::HashSet::new()),
         });
-        // SAFETY: a constructor runs on its JS thread.
-        let thread = unsafe { JsThread::new(env.raw(), perf_now, queue.clone()) }
+        let thread = JsThread::new(&Scope::of_call(&env), perf_now, queue.clone())
             .ok_or_else(|| napi::Error::from_reason("Node-API refused to set up promises"))?;
         if let Some(waker) = thread.waker() {
             let _first = queue.waker.set(waker);
         }
-        // SAFETY: as above. Without the hook (Node refused it) the environment's waits and
-        // locks outlive it as they did before it existed: no reason to refuse the addon.
-        let _registered = unsafe { teardown::register(env.raw(), thread.owner().clone()) };
+        // Without the hook (Node refused it) the environment's waits and locks outlive it as
+        // they did before it existed: no reason to refuse the addon.
+        let _registered = teardown::register(JsEnv::of(&env), thread.owner().clone());
         Ok(NativeCompletions {
             completer: Completer(queue),
             thread,
@@ -120,15 +118,15 @@ impl NativeCompletions {
 
     /// Registers one of the functions settlements call: `handle`, `error` or `event`.
     #[napi]
-    pub fn hook(&self, name: String, callback: Function<'_>) -> Result<()> {
+    pub fn hook<'env>(&self, env: Env, name: String, callback: Function<'env>) -> Result<()> {
         let hook = match name.as_str() {
             "handle" => Hook::Handle,
             "error" => Hook::Error,
             "event" => Hook::Event,
             _ => return Err(napi::Error::from_reason(format!("no hook named {name:?}"))),
         };
-        // SAFETY: on this JS thread, with a function value of it.
-        if unsafe { self.thread.set_hook(hook, callback.raw()) } {
+        let scope = Scope::<'env>::of_call(&env);
+        if self.thread.set_hook(&scope, hook, scope.value(&callback)) {
             Ok(())
         } else {
             Err(napi::Error::from_reason("Node-API refused a reference"))
@@ -175,13 +173,12 @@ pub struct Call<'env> {
 impl JsThread {
     /// A new promise; `owner` (a JS object) stays alive until it settles and is passed to
     /// the hooks that make its value.
-    pub fn call<'env>(&self, owner: Option<sys::napi_value>) -> Result<Call<'env>> {
-        // SAFETY: every caller is a #[napi] method running on this JS thread.
-        let (id, promise) = unsafe { self.promise(owner)? };
-        Ok(Call {
-            id,
-            promise: PromiseRaw::new(self.env(), promise),
-        })
+    /// From the #[napi] method `env` was handed to.
+    pub fn call<'env>(&self, env: &Env, owner: Option<&Object<'env>>) -> Result<Call<'env>> {
+        let scope = Scope::<'env>::of_call(env);
+        let owner = owner.map(|owner| scope.value(owner));
+        let (id, promise) = self.promise(&scope, owner)?;
+        Ok(Call { id, promise })
     }
 }
 

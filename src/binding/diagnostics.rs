@@ -36,9 +36,5 @@ pub fn watchdog_stats(env: Env, connection: ConnectionOptions) -> Result<Watchdo
 /// (scenario e of bench/).
 #[napi]
 pub fn collect_native_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only gives back memory no allocation uses.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    super::sys::memory::give_back_freed();
 }

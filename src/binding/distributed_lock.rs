@@ -18,7 +18,6 @@ use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watchdog};
 use crate::core::wait::wake::Caller;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};
-use napi::JsValue;
 use napi_derive::napi;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -298,7 +297,7 @@ impl NativeDistributedLock {
     ) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw(&env)?;
         let ttl = self.ttl(ttl_ms).or_throw(&env)?;
-        let call = self.thread.call(Some(owner.raw()))?;
+        let call = self.thread.call(&env, Some(&owner))?;
         let mut auto = self.auto_refresh(ttl, listener);
         let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
         let cancel = cancel_token(cancel);
@@ -344,7 +343,7 @@ impl NativeDistributedLock {
     ) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw(&env)?;
         let ttl = self.ttl(ttl_ms).or_throw(&env)?;
-        let call = self.thread.call(Some(owner.raw()))?;
+        let call = self.thread.call(&env, Some(&owner))?;
         let auto = self.auto_refresh(ttl, listener);
         let once = || Mode {
             plan: Plan::Once,
@@ -384,7 +383,7 @@ impl NativeDistributedLock {
         validate::key("key", &key).or_throw(&env)?;
         let timeout = validate::non_negative_ms("timeoutMs", timeout_ms).or_throw(&env)?;
         let ttl = self.ttl(ttl_ms).or_throw(&env)?;
-        let call = self.thread.call(Some(owner.raw()))?;
+        let call = self.thread.call(&env, Some(&owner))?;
         let auto = self.auto_refresh(ttl, listener);
         let (locker, poll) = (self.locker.clone(), self.retry_delay);
         let cancel = cancel_token(cancel);
@@ -440,7 +439,7 @@ impl NativeDistributedLock {
     ) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw(&env)?;
         let redis_key = format!("{}{key}", self.client_prefix).into_bytes();
-        let call = self.thread.call(None)?;
+        let call = self.thread.call(&env, None)?;
         let locker = self.locker.clone();
         self.completer.run(call.id, async move {
             match locker.fenced_set(&redis_key, &value, &fence).await {
@@ -455,7 +454,7 @@ impl NativeDistributedLock {
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn is_locked<'env>(&self, env: Env, key: String) -> Result<PromiseRaw<'env, ()>> {
         validate::key("key", &key).or_throw(&env)?;
-        let call = self.thread.call(None)?;
+        let call = self.thread.call(&env, None)?;
         let locker = self.locker.clone();
         if let Some(link) = &self.direct {
             if link.send(call.id, Exists::new(&locker, &key), direct::boolean) {

@@ -248,7 +248,7 @@ impl NativeExclusiveLock {
         lock_refresh_ms: f64,
     ) -> Result<PromiseRaw<'env, ()>> {
         let terms = hold_terms(lock_contents, lock_ttl_ms, lock_refresh_ms).or_throw(&env)?;
-        let call = self.thread.call(None)?;
+        let call = self.thread.call(&env, None)?;
         let sink: Arc<dyn Sink> = Arc::new(JsSink::new(
             self.completer.clone(),
             self.want_refreshed.clone(),
@@ -294,8 +294,8 @@ impl NativeExclusiveLock {
     /// Stops refreshing and deletes the lock if it is still ours; resolves with whether it
     /// was.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'env>(&self) -> Result<PromiseRaw<'env, ()>> {
-        let call = self.thread.call(None)?;
+    pub fn release<'env>(&self, env: Env) -> Result<PromiseRaw<'env, ()>> {
+        let call = self.thread.call(&env, None)?;
         // Stopped now, on the JS thread: no refresh is sent after this point, and the answer
         // of one already in flight is dropped, so it cannot report our own delete as a loss.
         let Some(held) = sync::lock(&self.held).take() else {
@@ -320,8 +320,8 @@ impl NativeExclusiveLock {
 
     /// Resolves with the holder's `{ lock_ttl_ms, lock_contents }`, or null when free.
     #[napi(ts_return_type = "Promise<{ lock_ttl_ms: number, lock_contents: string } | null>")]
-    pub fn inspect<'env>(&self) -> Result<PromiseRaw<'env, ()>> {
-        let call = self.thread.call(None)?;
+    pub fn inspect<'env>(&self, env: Env) -> Result<PromiseRaw<'env, ()>> {
+        let call = self.thread.call(&env, None)?;
         let lock = self.lock.clone();
         self.completer.run(call.id, async move {
             match lock.inspect().await {

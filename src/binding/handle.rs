@@ -16,7 +16,6 @@ use crate::core::ops::lock::Locker;
 use crate::core::ops::watchdog::Watchdog;
 use crate::core::wait::lent::Lent;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};
-use napi::JsValue;
 use napi_derive::napi;
 use std::sync::Arc;
 
@@ -88,7 +87,7 @@ impl NativeDistributedLock {
         if let Some(id) = watch {
             Watchdog::of(self.locker.store()).stop(id);
         }
-        let call = self.thread.call(Some(owner.raw()))?;
+        let call = self.thread.call(&env, Some(&owner))?;
         // A holder whose own handover is still in flight goes through the runtime, after it
         // (that handover may have moved there with a broken connection). Any other lent
         // holder's answer was taken by its handle before this call: nothing to forget here.
@@ -141,8 +140,7 @@ impl NativeDistributedLock {
         if let Some((waiter, granted)) = lent {
             // Its runtime task, if any, ends without a word.
             self.completer.answered(waiter);
-            // SAFETY: on the JS thread, inside this call from JS.
-            unsafe { self.thread.settle_in_call(waiter, Outcome::Lease(granted)) };
+            self.thread.settle_in_call(waiter, Outcome::Lease(granted));
         }
         true
     }
@@ -166,7 +164,7 @@ impl NativeDistributedLock {
         let extra = validate::positive_ms("additionalMs", additional_ms).or_throw(&env)?;
         let watch = watch_id(watch);
         let lease = Arc::new(self.lease(key, token, 0, deadline, watch).or_throw(&env)?);
-        let call = self.thread.call(Some(owner.raw()))?;
+        let call = self.thread.call(&env, Some(&owner))?;
         let locker = self.locker.clone();
         // A watched lock's deadline stays the watchdog's: its next refresh sets the TTL back
         // to the hold's own, and a refresh Redis ran without our hearing must not leave us

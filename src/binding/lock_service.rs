@@ -120,7 +120,7 @@ impl NativeLockService {
             Some(ms) => validate::non_negative_ms("maxWaitTime", ms).or_throw(&env)?,
             None => lock_ttl.saturating_mul(3),
         };
-        let call = self.thread.call(None)?;
+        let call = self.thread.call(&env, None)?;
         let cancel = CancellationToken::new();
         *sync::lock(&self.acquiring) = Some(cancel.clone());
         // Every refresh is told: maestro's users may end a hold by setting isLocked false,
@@ -210,8 +210,8 @@ impl NativeLockService {
     /// ours or is already gone, `false` when someone else holds it now, as the original
     /// answers.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'env>(&self) -> Result<PromiseRaw<'env, ()>> {
-        let call = self.thread.call(None)?;
+    pub fn release<'env>(&self, env: Env) -> Result<PromiseRaw<'env, ()>> {
+        let call = self.thread.call(&env, None)?;
         // Stopped on the JS thread, before the release is sent (see NativeExclusiveLock).
         let held = sync::lock(&self.held).take();
         if let Some(held) = &held {

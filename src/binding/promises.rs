@@ -5,17 +5,18 @@
 //! object describes a completion, and no JS function stands between Redis and the caller.
 
 use super::completions::{Entry, Loss, Outcome, Queue};
-use super::error::{checked, js_error};
-use super::waker::Waker;
+use super::error::js_error;
+use super::sys::env::{AsyncResource, Env, Made, Ref, Scope, Value};
+use super::sys::promise::Deferred;
+use super::sys::uv::EventLoop;
+use super::sys::waker::Waker;
 use crate::core::basics::clock::validity;
 use crate::core::basics::error::LockError;
 use crate::core::wait::owner::Owner;
-use napi::sys;
+use napi::bindgen_prelude::PromiseRaw;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::ffi::c_void;
-use std::ptr;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,15 +37,15 @@ pub enum Hook {
 }
 
 struct Slot {
-    deferred: sys::napi_deferred,
+    deferred: Deferred,
     /// A JS object the settlement needs (the handle being filled, or released).
-    owner: Option<sys::napi_ref>,
+    owner: Option<Ref>,
 }
 
 pub struct JsThread {
-    env: sys::napi_env,
-    event_loop: *mut sys::uv_loop_s,
-    hooks: RefCell<HashMap<Hook, sys::napi_ref>>,
+    env: Env,
+    event_loop: EventLoop,
+    hooks: RefCell<HashMap<Hook, Ref>>,
     slots: RefCell<HashMap<u32, Slot>>,
     next_id: Cell<u32>,
     /// Promises pending plus holds that keep the process alive; the waker is referred
@@ -52,8 +53,7 @@ pub struct JsThread {
     keepers: Cell<u32>,
     queue: Arc<Queue>,
     waker: RefCell<Option<Arc<Waker>>>,
-    resource: sys::napi_ref,
-    context: sys::napi_async_context,
+    resource: AsyncResource,
     /// The instant `performance.now()` counts from, estimated no earlier than it is, so
     /// deadlines handed to JS are never later than ours.
     origin: Instant,
@@ -64,23 +64,12 @@ pub struct JsThread {
     owner: Owner,
 }
 
-/// What a Node-API call that makes a value answers: the value, or the status Node refused
-/// it with (it does so only while the environment ends, or with an exception pending).
-type Made<T = sys::napi_value> = std::result::Result<T, sys::napi_status>;
-
 impl JsThread {
-    /// # Safety
-    /// On the JS thread of `env`; `perf_now` is `performance.now()` read just before.
-    pub unsafe fn new(
-        env: sys::napi_env,
-        perf_now: f64,
-        queue: Arc<Queue>,
-    ) -> Option<Rc<JsThread>> {
-        let mut event_loop = ptr::null_mut();
-        // SAFETY: on `env`'s thread, as the caller promises; the out-pointer is a local.
-        checked(unsafe { sys::napi_get_uv_event_loop(env, &mut event_loop) }).ok()?;
-        // SAFETY: as above.
-        let (resource, context) = unsafe { async_resource(env) }.ok()?;
+    /// From a call JS made (`scope`'s); `perf_now` is `performance.now()` read just before.
+    pub fn new(scope: &Scope<'_>, perf_now: f64, queue: Arc<Queue>) -> Option<Rc<JsThread>> {
+        let env = scope.env();
+        let event_loop = env.event_loop().ok()?;
+        let resource = scope.async_resource("native-redis-lock").ok()?;
         let since = std::time::Duration::from_secs_f64((perf_now.max(0.0) / 1000.0).min(1e9));
         let now = Instant::now();
         let thread = Rc::new(JsThread {
@@ -93,19 +82,20 @@ impl JsThread {
             queue,
             waker: RefCell::new(None),
             resource,
-            context,
             origin: now.checked_sub(since).unwrap_or(now),
             base_wall_ms: crate::core::basics::clock::wall_ms(),
             owner: Owner::new(),
         });
-        let weak = Weak::into_raw(Rc::downgrade(&thread)) as *mut c_void;
-        // SAFETY: on `env`'s thread; `weak` stays valid until `drop_weak` takes it back,
-        // which the waker does once (at once, if Node refused to make it).
-        *thread.waker.borrow_mut() = unsafe { Waker::new(env, on_wake, drop_weak, weak) };
+        // The waker holds a weak reference: a thread state already dropped delivers nothing.
+        *thread.waker.borrow_mut() = Waker::new(env, Rc::downgrade(&thread), |weak| {
+            if let Some(thread) = weak.upgrade() {
+                thread.deliver_queued();
+            }
+        });
         Some(thread)
     }
 
-    pub fn env(&self) -> sys::napi_env {
+    pub fn env(&self) -> Env {
         self.env
     }
 
@@ -114,10 +104,9 @@ impl JsThread {
         &self.owner
     }
 
-    pub fn event_loop(&self) -> *mut c_void {
-        self.event_loop.cast()
+    pub fn event_loop(&self) -> EventLoop {
+        self.event_loop
     }
-
     /// Epoch ms of wall-clock times handed to JS as offsets (`acquiredAt`, `expiresAt`).
     pub fn base_wall_ms(&self) -> u64 {
         self.base_wall_ms
@@ -151,52 +140,39 @@ impl JsThread {
         }
     }
 
-    /// # Safety
-    /// On this JS thread; `function` is a JS function value.
-    pub unsafe fn set_hook(&self, hook: Hook, function: sys::napi_value) -> bool {
-        let mut reference = ptr::null_mut();
-        // SAFETY: on this thread, as the caller promises, with a value of it.
-        let made = unsafe { sys::napi_create_reference(self.env, function, 1, &mut reference) };
-        if checked(made).is_err() {
+    /// Registers `function` (a value of `scope`) as `hook`; `false` if Node refused a
+    /// reference to it.
+    pub fn set_hook<'s>(&self, scope: &Scope<'s>, hook: Hook, function: Value<'s>) -> bool {
+        let Ok(reference) = scope.reference(function) else {
             return false;
-        }
+        };
         if let Some(old) = self.hooks.borrow_mut().insert(hook, reference) {
-            // SAFETY: a reference of ours, deleted once (it left the map just now).
-            let deleted = unsafe { sys::napi_delete_reference(self.env, old) };
             // Node refuses only while the environment ends, which frees every reference;
             // the old function merely stays alive until then.
-            let _ = checked(deleted);
+            let _ = old.delete(self.env);
         }
         true
     }
 
     /// A new pending promise and the id that settles it. `owner` stays alive until then.
-    ///
-    /// # Safety
-    /// On this JS thread, from a call JS made.
-    pub unsafe fn promise(
+    /// From a call JS made (`scope`'s).
+    pub fn promise<'s>(
         &self,
-        owner: Option<sys::napi_value>,
-    ) -> napi::Result<(u32, sys::napi_value)> {
-        let env = self.env;
-        let (mut deferred, mut promise) = (ptr::null_mut(), ptr::null_mut());
-        // SAFETY: on this thread inside a call from JS, as the caller promises.
-        check(unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) })?;
+        scope: &Scope<'s>,
+        owner: Option<Value<'s>>,
+    ) -> napi::Result<(u32, PromiseRaw<'s, ()>)> {
+        let (deferred, promise) = scope.promise().map_err(refused)?;
         let owner = match owner {
-            Some(value) => {
-                let mut reference = ptr::null_mut();
-                // SAFETY: as above, with a value of this call.
-                let made = unsafe { sys::napi_create_reference(env, value, 1, &mut reference) };
-                if let Err(err) = check(made) {
+            Some(value) => match scope.reference(value) {
+                Ok(reference) => Some(reference),
+                Err(status) => {
                     // The promise never reaches JS, so nothing waits on it; it is settled
                     // all the same so that Node frees its deferred, and a refusal there
                     // (the environment ending) frees it as well.
-                    // SAFETY: the deferred just made, settled once; inside this call's scope.
-                    let _ = unsafe { self.settle_deferred(deferred, Err(self.undefined())) };
-                    return Err(err);
+                    let _ = deferred.settle(scope, Err(scope.undefined()));
+                    return Err(refused(status));
                 }
-                Some(reference)
-            }
+            },
             None => None,
         };
         let mut slots = self.slots.borrow_mut();
@@ -218,148 +194,84 @@ impl JsThread {
         self.keepers.set(after);
         if (before == 0) != (after == 0) {
             if let Some(waker) = self.waker.borrow().as_ref() {
-                // SAFETY: on this JS thread (every caller is).
-                unsafe { waker.keep_alive(self.env, after > 0) };
+                waker.keep_alive(self.env, after > 0);
             }
         }
     }
 
-    /// Everything the runtime finished, delivered now.
-    ///
-    /// # Safety
-    /// From a libuv callback of this thread, with no JS on the stack.
-    pub unsafe fn deliver_queued(&self) {
+    /// Everything the runtime finished, delivered now. From a libuv callback of this
+    /// thread, with no JS on the stack.
+    pub fn deliver_queued(&self) {
         let entries = self.queue.take();
-        // SAFETY: as the caller promises.
-        unsafe { self.deliver(entries) };
+        self.deliver(entries);
     }
 
     /// Settles and tells `entries` in order, in one callback scope: promise reactions and
     /// `process.nextTick` callbacks run when it closes. A listener that throws does not stop
     /// the batch; its exception is raised as uncaught afterwards, as an EventEmitter's would.
-    ///
-    /// # Safety
     /// From a libuv callback of this thread, with no JS on the stack and no borrow of ours
     /// held (the reactions may call back into us).
-    pub unsafe fn deliver(&self, entries: Vec<Entry>) {
+    pub fn deliver(&self, entries: Vec<Entry>) {
         if entries.is_empty() {
             return;
         }
-        let env = self.env;
-        let mut handles = ptr::null_mut();
-        // SAFETY: on this thread, outside any scope of ours, as the caller promises.
-        if checked(unsafe { sys::napi_open_handle_scope(env, &mut handles) }).is_err() {
-            // Only an ending environment refuses a scope; its promises can no longer
-            // settle, and the core ends its waits (see teardown.rs).
-            return;
-        }
-        let mut resource = ptr::null_mut();
-        let mut scope = ptr::null_mut();
-        // SAFETY: inside the handle scope just opened; `resource` and `context` are ours,
-        // made in `new` and alive as long as this thread state.
-        let scoped = unsafe {
-            checked(sys::napi_get_reference_value(
-                env,
-                self.resource,
-                &mut resource,
-            ))
-            .is_ok()
-                && checked(sys::napi_open_callback_scope(
-                    env,
-                    resource,
-                    self.context,
-                    &mut scope,
-                ))
-                .is_ok()
-        };
-        // Without the callback scope the batch still settles: its reactions then run at the
-        // next microtask checkpoint instead of right after it.
-        let mut thrown = None;
-        for entry in entries {
-            // SAFETY: in the scopes above, with no borrow of ours held.
-            let result = unsafe {
-                match entry {
-                    Entry::Settled(id, outcome) => self.settle(id, outcome),
-                    Entry::Event {
-                        listener,
-                        event,
-                        lost,
-                    } => self.tell(listener, event, lost.map(|loss| *loss)),
+        // Only an ending environment refuses a scope; its promises can no longer settle,
+        // and the core ends its waits (see teardown.rs).
+        let _ = self.env.handle_scope(|scope| {
+            let mut thrown = None;
+            scope.callback_scope(&self.resource, || {
+                for entry in entries {
+                    let result = match entry {
+                        Entry::Settled(id, outcome) => self.settle(scope, id, outcome),
+                        Entry::Event {
+                            listener,
+                            event,
+                            lost,
+                        } => self.tell(scope, listener, event, lost.map(|loss| *loss)),
+                    };
+                    if let Err(exception) = result {
+                        thrown.get_or_insert(exception);
+                    }
                 }
-            };
-            if let Err(exception) = result {
-                thrown.get_or_insert(exception);
+            });
+            if let Some(exception) = thrown {
+                if scope.fatal_exception(exception).is_err() {
+                    // Node could not raise it (its environment is ending): say so rather
+                    // than lose a listener's exception without a trace.
+                    eprintln!(
+                        "native-redis-lock: a lock listener threw, and Node could not raise it"
+                    );
+                }
             }
-        }
-        if scoped {
-            // SAFETY: the scope opened above, closed once, before its handle scope.
-            let closed = unsafe { sys::napi_close_callback_scope(env, scope) };
-            // Node refuses only a scope that is not the innermost, which this one is.
-            let _ = checked(closed);
-        }
-        if let Some(exception) = thrown {
-            // SAFETY: a value of this scope, raised once.
-            let raised = unsafe { sys::napi_fatal_exception(env, exception) };
-            if checked(raised).is_err() {
-                // Node could not raise it (its environment is ending): say so rather than
-                // lose a listener's exception without a trace.
-                eprintln!("native-redis-lock: a lock listener threw, and Node could not raise it");
-            }
-        }
-        // SAFETY: the handle scope opened above, closed once.
-        let closed = unsafe { sys::napi_close_handle_scope(env, handles) };
-        // As for the callback scope: ours is the innermost, so Node does not refuse it.
-        let _ = checked(closed);
+        });
     }
 
     /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
-    /// call returns.
-    ///
-    /// # Safety
-    /// On this JS thread, inside a napi callback, with no borrow of ours held.
-    pub unsafe fn settle_in_call(&self, id: u32, outcome: Outcome) {
-        let mut handles = ptr::null_mut();
-        // SAFETY: inside a napi callback on this thread, as the caller promises.
-        if checked(unsafe { sys::napi_open_handle_scope(self.env, &mut handles) }).is_err() {
-            // As in `deliver`: only an ending environment refuses a scope.
-            return;
-        }
-        // The hooks throw only for the handle hook's caller, who is this very call's: a
-        // throw inside a call from JS is left for that call to surface, not raised here.
-        // SAFETY: inside the scope just opened, no borrow held.
-        let _thrown = unsafe { self.settle(id, outcome) };
-        // SAFETY: the scope opened above, closed once.
-        let closed = unsafe { sys::napi_close_handle_scope(self.env, handles) };
-        // Ours is the innermost scope, so Node does not refuse it.
-        let _ = checked(closed);
+    /// call returns. No borrow of ours may be held.
+    pub fn settle_in_call(&self, id: u32, outcome: Outcome) {
+        // As in `deliver`: only an ending environment refuses a scope.
+        let _ = self.env.handle_scope(|scope| {
+            // The hooks throw only for the handle hook's caller, who is this very call's: a
+            // throw inside a call from JS is left for that call to surface, not raised here.
+            let _thrown = self.settle(scope, id, outcome);
+        });
     }
 
-    /// Resolves or rejects promise `id`. `Err` carries an exception a hook threw.
-    ///
-    /// # Safety
-    /// On this JS thread, inside a handle scope, with no borrow of ours held.
-    unsafe fn settle(&self, id: u32, outcome: Outcome) -> Result<(), sys::napi_value> {
+    /// Resolves or rejects promise `id`. `Err` carries an exception a hook threw. No
+    /// borrow of ours may be held.
+    fn settle<'s>(&self, scope: &Scope<'s>, id: u32, outcome: Outcome) -> Result<(), Value<'s>> {
         let Some(slot) = self.slots.borrow_mut().remove(&id) else {
             return Ok(());
         };
         self.keep(-1);
-        let env = self.env;
         let owner = slot.owner.and_then(|reference| {
-            let mut value = ptr::null_mut();
-            // SAFETY: our reference, read then deleted once (the slot is gone).
-            let (read, deleted) = unsafe {
-                (
-                    sys::napi_get_reference_value(env, reference, &mut value),
-                    sys::napi_delete_reference(env, reference),
-                )
-            };
+            let read = reference.value(scope);
             // A reference Node will not delete is freed with the environment, which is
             // what refuses it.
-            let _ = checked(deleted);
-            checked(read).ok().map(|()| value)
+            let _ = reference.delete(self.env);
+            read.ok()
         });
-        // SAFETY: as the caller promises.
-        let value = match unsafe { self.value_of(outcome, owner) } {
+        let value = match self.value_of(scope, outcome, owner) {
             Ok(value) => value,
             Err(status) => {
                 // The value could not be made: the caller still hears of it, as an error.
@@ -367,317 +279,147 @@ impl JsThread {
                     "Node-API refused to make a call's result ({})",
                     napi::Status::from(status)
                 ));
-                // SAFETY: as above.
-                Err(unsafe { self.error(&err) })
+                Err(self.error(scope, &err))
             }
         };
         // Refused only while the environment ends: nobody is left to hear the promise.
-        // SAFETY: the slot's deferred, settled once (the slot is gone), inside the scope.
-        let _ = unsafe { self.settle_deferred(slot.deferred, value) };
+        let _ = slot.deferred.settle(scope, value);
         Ok(())
-    }
-
-    /// # Safety
-    /// On this JS thread, inside a handle scope; `deferred` is pending, and settled here once.
-    unsafe fn settle_deferred(
-        &self,
-        deferred: sys::napi_deferred,
-        value: Result<sys::napi_value, sys::napi_value>,
-    ) -> Made<()> {
-        // SAFETY: as the caller promises.
-        checked(unsafe {
-            match value {
-                Ok(value) => sys::napi_resolve_deferred(self.env, deferred, value),
-                Err(error) => sys::napi_reject_deferred(self.env, deferred, error),
-            }
-        })
     }
 
     /// The value a promise resolves with (`Ok(Ok)`), or the error it rejects with
     /// (`Ok(Err)`); `Err` with Node's status when a value could not be made.
-    ///
-    /// # Safety
-    /// On this JS thread, inside a handle scope.
-    unsafe fn value_of(
+    fn value_of<'s>(
         &self,
+        scope: &Scope<'s>,
         outcome: Outcome,
-        owner: Option<sys::napi_value>,
-    ) -> Made<Result<sys::napi_value, sys::napi_value>> {
-        let env = self.env;
-        let mut value = ptr::null_mut();
-        // SAFETY: as the caller promises; every out-pointer is a local, every value one of
-        // this scope, every name a NUL-terminated literal.
-        unsafe {
-            match outcome {
-                Outcome::Lease(lease) => {
-                    let own = lease.sent.at + validity(lease.ttl);
-                    let deadline = lease.lent_until.map_or(own, |until| until.min(own));
-                    // A watched lock's token stays with the watchdog; the handle asks for it.
-                    let token = match lease.watch {
-                        Some(_) => self.undefined(),
-                        None => self.string(&lease.token)?,
-                    };
-                    let args = [
-                        owner.unwrap_or_else(|| self.undefined()),
-                        token,
-                        self.number(lease.fence as f64)?,
-                        // Whole ms, rounded down: never later, and a small integer in JS.
-                        self.number(self.perf_ms(deadline).floor())?,
-                        self.number(self.wall(crate::core::basics::clock::wall_ms()))?,
-                        self.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64))?,
-                        self.number(lease.watch.map_or(0.0, |id| id as f64))?,
-                        self.number(if lease.lent_until.is_some() { 1.0 } else { 0.0 })?,
-                    ];
-                    return Ok(self.call_hook(Hook::Handle, &args));
-                }
-                Outcome::NoHandle | Outcome::Inspected(None) => {
-                    checked(sys::napi_get_null(env, &mut value))?;
-                }
-                Outcome::Bool(flag) => {
-                    checked(sys::napi_get_boolean(env, flag, &mut value))?;
-                }
-                Outcome::Text(text) => value = self.string(&text)?,
-                Outcome::Done => value = self.undefined(),
-                Outcome::Extended {
-                    deadline,
-                    expires_at_ms,
-                } => {
-                    let deadline = self.number(self.perf_ms(deadline).floor())?;
-                    let expires_at = self.number(self.wall(expires_at_ms))?;
-                    checked(sys::napi_create_array_with_length(env, 2, &mut value))?;
-                    checked(sys::napi_set_element(env, value, 0, deadline))?;
-                    checked(sys::napi_set_element(env, value, 1, expires_at))?;
-                }
-                Outcome::Inspected(Some(found)) => {
-                    let ttl = self.number(found.ttl_ms as f64)?;
-                    let contents = self.string(&found.contents)?;
-                    checked(sys::napi_create_object(env, &mut value))?;
-                    checked(sys::napi_set_named_property(
-                        env,
-                        value,
-                        c"lock_ttl_ms".as_ptr(),
-                        ttl,
-                    ))?;
-                    checked(sys::napi_set_named_property(
-                        env,
-                        value,
-                        c"lock_contents".as_ptr(),
-                        contents,
-                    ))?;
-                }
-                Outcome::Failed(err) => {
-                    let raw = self.error(&err);
-                    let args = [raw, owner.unwrap_or_else(|| self.undefined())];
-                    return Ok(Err(self.call_hook(Hook::Error, &args).unwrap_or(raw)));
-                }
+        owner: Option<Value<'s>>,
+    ) -> Made<Result<Value<'s>, Value<'s>>> {
+        let value = match outcome {
+            Outcome::Lease(lease) => {
+                let own = lease.sent.at + validity(lease.ttl);
+                let deadline = lease.lent_until.map_or(own, |until| until.min(own));
+                // A watched lock's token stays with the watchdog; the handle asks for it.
+                let token = match lease.watch {
+                    Some(_) => scope.undefined(),
+                    None => scope.string(&lease.token)?,
+                };
+                let args = [
+                    owner.unwrap_or_else(|| scope.undefined()),
+                    token,
+                    scope.number(lease.fence as f64)?,
+                    // Whole ms, rounded down: never later, and a small integer in JS.
+                    scope.number(self.perf_ms(deadline).floor())?,
+                    scope.number(self.wall(crate::core::basics::clock::wall_ms()))?,
+                    scope.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64))?,
+                    scope.number(lease.watch.map_or(0.0, |id| id as f64))?,
+                    scope.number(if lease.lent_until.is_some() { 1.0 } else { 0.0 })?,
+                ];
+                return Ok(self.call_hook(scope, Hook::Handle, &args));
             }
-        }
+            Outcome::NoHandle | Outcome::Inspected(None) => scope.null()?,
+            Outcome::Bool(flag) => scope.boolean(flag)?,
+            Outcome::Text(text) => scope.string(&text)?,
+            Outcome::Done => scope.undefined(),
+            Outcome::Extended {
+                deadline,
+                expires_at_ms,
+            } => {
+                let deadline = scope.number(self.perf_ms(deadline).floor())?;
+                let expires_at = scope.number(self.wall(expires_at_ms))?;
+                let value = scope.array(2)?;
+                scope.set_element(value, 0, deadline)?;
+                scope.set_element(value, 1, expires_at)?;
+                value
+            }
+            Outcome::Inspected(Some(found)) => {
+                let ttl = scope.number(found.ttl_ms as f64)?;
+                let contents = scope.string(&found.contents)?;
+                let value = scope.object()?;
+                scope.set_named(value, c"lock_ttl_ms", ttl)?;
+                scope.set_named(value, c"lock_contents", contents)?;
+                value
+            }
+            Outcome::Failed(err) => {
+                let raw = self.error(scope, &err);
+                let args = [raw, owner.unwrap_or_else(|| scope.undefined())];
+                return Ok(Err(self
+                    .call_hook(scope, Hook::Error, &args)
+                    .unwrap_or(raw)));
+            }
+        };
         Ok(Ok(value))
     }
 
     /// Tells a held lock's listener of `event`.
-    ///
-    /// # Safety
-    /// On this JS thread, inside a handle scope.
-    unsafe fn tell(
+    fn tell<'s>(
         &self,
+        scope: &Scope<'s>,
         listener: u32,
         event: &str,
         lost: Option<Loss>,
-    ) -> Result<(), sys::napi_value> {
-        // SAFETY: as the caller promises.
-        let args = unsafe { self.event_args(listener, event, lost) };
+    ) -> Result<(), Value<'s>> {
         // Node refuses to make the arguments only while the environment ends, when no
         // listener is left to hear the news.
-        let Ok(args) = args else {
+        let Ok(args) = self.event_args(scope, listener, event, lost) else {
             return Ok(());
         };
-        // SAFETY: as above, with values of this scope.
-        unsafe { self.call_hook(Hook::Event, &args) }.map(|_| ())
+        self.call_hook(scope, Hook::Event, &args).map(|_| ())
     }
 
-    /// # Safety
-    /// On this JS thread, inside a handle scope.
-    unsafe fn event_args(
+    fn event_args<'s>(
         &self,
+        scope: &Scope<'s>,
         listener: u32,
         event: &str,
         lost: Option<Loss>,
-    ) -> Made<[sys::napi_value; 6]> {
-        // SAFETY: as the caller promises.
-        unsafe {
-            let undefined = self.undefined();
-            let mut args = [
-                self.number(listener as f64)?,
-                self.string(event)?,
-                undefined,
-                undefined,
-                undefined,
-                undefined,
-            ];
-            if let Some(loss) = lost {
-                args[2] = self.string(loss.error.code())?;
-                args[3] = self.string(&loss.error.to_string())?;
-                args[4] = self.number(self.wall(loss.expires_at_ms))?;
-                args[5] = self.string(&loss.token)?;
-            }
-            Ok(args)
+    ) -> Made<[Value<'s>; 6]> {
+        let undefined = scope.undefined();
+        let mut args = [
+            scope.number(listener as f64)?,
+            scope.string(event)?,
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+        ];
+        if let Some(loss) = lost {
+            args[2] = scope.string(loss.error.code())?;
+            args[3] = scope.string(&loss.error.to_string())?;
+            args[4] = scope.number(self.wall(loss.expires_at_ms))?;
+            args[5] = scope.string(&loss.token)?;
         }
+        Ok(args)
     }
 
     /// Calls a hook; `Err` with the exception it threw (or undefined when it is missing, or
     /// Node would not call it).
-    ///
-    /// # Safety
-    /// On this JS thread, inside a handle scope, with values of it.
-    unsafe fn call_hook(
+    fn call_hook<'s>(
         &self,
+        scope: &Scope<'s>,
         hook: Hook,
-        args: &[sys::napi_value],
-    ) -> Result<sys::napi_value, sys::napi_value> {
-        let env = self.env;
-        let Some(reference) = self.hooks.borrow().get(&hook).copied() else {
-            // SAFETY: as the caller promises.
-            return Err(unsafe { self.undefined() });
+        args: &[Value<'s>],
+    ) -> Result<Value<'s>, Value<'s>> {
+        let function = match self.hooks.borrow().get(&hook) {
+            Some(reference) => reference.value(scope),
+            None => return Err(scope.undefined()),
         };
-        let (mut function, mut global, mut result) =
-            (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
-        // SAFETY: as the caller promises; `reference` is a live hook of ours.
-        let status = unsafe {
-            checked(sys::napi_get_reference_value(env, reference, &mut function))
-                .and_then(|()| checked(sys::napi_get_global(env, &mut global)))
-                .and_then(|()| {
-                    checked(sys::napi_call_function(
-                        env,
-                        global,
-                        function,
-                        args.len(),
-                        args.as_ptr(),
-                        &mut result,
-                    ))
-                })
-        };
-        if status.is_ok() {
-            return Ok(result);
+        match function {
+            Ok(function) => scope.call(function, args),
+            Err(_) => Err(scope.take_exception()),
         }
-        let mut exception = ptr::null_mut();
-        // SAFETY: as above. A call that failed without throwing leaves nothing to clear,
-        // and is reported as undefined.
-        unsafe {
-            if checked(sys::napi_get_and_clear_last_exception(env, &mut exception)).is_err()
-                || exception.is_null()
-            {
-                exception = self.undefined();
-            }
-        }
-        Err(exception)
-    }
-
-    /// `undefined`, or a null value if Node refuses even that (its environment is ending),
-    /// which Node-API then refuses wherever it is passed: nothing reaches JS either way.
-    ///
-    /// # Safety
-    /// On this JS thread, inside a handle scope.
-    unsafe fn undefined(&self) -> sys::napi_value {
-        let mut value = ptr::null_mut();
-        // SAFETY: as the caller promises.
-        let got = unsafe { sys::napi_get_undefined(self.env, &mut value) };
-        if checked(got).is_err() {
-            return ptr::null_mut();
-        }
-        value
-    }
-
-    /// # Safety
-    /// On this JS thread, inside a handle scope.
-    unsafe fn number(&self, n: f64) -> Made {
-        let mut value = ptr::null_mut();
-        // SAFETY: as the caller promises.
-        checked(unsafe { sys::napi_create_double(self.env, n, &mut value) })?;
-        Ok(value)
-    }
-
-    /// # Safety
-    /// On this JS thread, inside a handle scope.
-    unsafe fn string(&self, text: &str) -> Made {
-        let mut value = ptr::null_mut();
-        // SAFETY: as the caller promises; `text` is UTF-8 of the length given.
-        checked(unsafe {
-            sys::napi_create_string_utf8(
-                self.env,
-                text.as_ptr().cast(),
-                text.len() as isize,
-                &mut value,
-            )
-        })?;
-        Ok(value)
     }
 
     /// The error a promise rejects with, `code` and all (see binding/error.rs); undefined if
-    /// Node would not make it (see `undefined`).
-    ///
-    /// # Safety
-    /// On this JS thread, inside a handle scope.
-    unsafe fn error(&self, err: &LockError) -> sys::napi_value {
-        // SAFETY: as the caller promises.
-        unsafe { js_error(self.env, err).unwrap_or_else(|_| self.undefined()) }
+    /// Node would not make it.
+    fn error<'s>(&self, scope: &Scope<'s>, err: &LockError) -> Value<'s> {
+        js_error(scope, err).unwrap_or_else(|_| scope.undefined())
     }
 }
 
-/// The async resource and context our callback scopes run in (named for async_hooks).
-///
-/// # Safety
-/// On the JS thread of `env`.
-unsafe fn async_resource(env: sys::napi_env) -> Made<(sys::napi_ref, sys::napi_async_context)> {
-    let (mut object, mut name, mut resource, mut context) = (
-        ptr::null_mut(),
-        ptr::null_mut(),
-        ptr::null_mut(),
-        ptr::null_mut(),
-    );
-    let label = "native-redis-lock";
-    // SAFETY: as the caller promises; out-pointers are locals, `label` UTF-8 of its length.
-    unsafe {
-        checked(sys::napi_create_object(env, &mut object))?;
-        checked(sys::napi_create_string_utf8(
-            env,
-            label.as_ptr().cast(),
-            label.len() as isize,
-            &mut name,
-        ))?;
-        checked(sys::napi_create_reference(env, object, 1, &mut resource))?;
-        if let Err(status) = checked(sys::napi_async_init(env, object, name, &mut context)) {
-            // Node refuses only while the environment ends, which frees the reference
-            // anyway; deleting it now just does so sooner.
-            let _ = checked(sys::napi_delete_reference(env, resource));
-            return Err(status);
-        }
-    }
-    Ok((resource, context))
-}
-
-fn check(status: sys::napi_status) -> napi::Result<()> {
-    checked(status).map_err(|status| {
-        napi::Error::new(
-            napi::Status::from(status),
-            "Node-API refused to create a promise",
-        )
-    })
-}
-
-unsafe extern "C" fn on_wake(_env: sys::napi_env, context: *mut c_void) {
-    // The waker holds a weak reference: a thread state already dropped delivers nothing.
-    // SAFETY: `context` is the `Weak` made in `JsThread::new`, borrowed here (ManuallyDrop),
-    // and freed only by `drop_weak`, after the last wake.
-    let weak = std::mem::ManuallyDrop::new(unsafe { Weak::from_raw(context as *const JsThread) });
-    if let Some(thread) = weak.upgrade() {
-        // SAFETY: the waker calls us from a libuv callback of this thread, no JS on the
-        // stack, no borrow of ours held.
-        unsafe { thread.deliver_queued() };
-    }
-}
-
-unsafe extern "C" fn drop_weak(context: *mut c_void) {
-    // SAFETY: the `Weak` made in `JsThread::new`; the waker gives it back once.
-    drop(unsafe { Weak::from_raw(context as *const JsThread) });
+fn refused(status: napi::sys::napi_status) -> napi::Error {
+    napi::Error::new(
+        napi::Status::from(status),
+        "Node-API refused to create a promise",
+    )
 }

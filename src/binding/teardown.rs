@@ -7,40 +7,18 @@
 //! before ours, so run after it), and an unsent release would leave the lock to its TTL.
 
 use super::direct;
+use super::sys::env::Env;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::wait::owner::Owner;
-use napi::sys;
-use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 /// How long the hook waits for the releases beyond their own bound (see core::forsaken).
 const SLACK: Duration = Duration::from_millis(100);
 
-/// Ends `owner` when the environment of `env` goes away.
-///
-/// # Safety
-/// On the JS thread of `env`.
-pub unsafe fn register(env: sys::napi_env, owner: Owner) -> bool {
-    let arg = Box::into_raw(Box::new(owner));
-    // SAFETY: on `env`'s thread, as the caller promises; Node calls the hook at most once,
-    // with `arg`, which stays valid until then.
-    let status = unsafe { sys::napi_add_env_cleanup_hook(env, Some(on_env_end), arg.cast()) };
-    if status != sys::Status::napi_ok {
-        // SAFETY: never registered, so never called: the box is still ours.
-        drop(unsafe { Box::from_raw(arg) });
-        return false;
-    }
-    true
-}
-
-unsafe extern "C" fn on_env_end(arg: *mut c_void) {
-    if arg.is_null() {
-        return;
-    }
-    // SAFETY: the box made by `register` for this hook, which Node calls once.
-    let owner = unsafe { Box::from_raw(arg.cast::<Owner>()) };
-    end(&owner);
+/// Ends `owner` when `env` goes away; `false` if Node refused the hook.
+pub fn register(env: Env, owner: Owner) -> bool {
+    env.on_end(owner, |owner| end(&owner))
 }
 
 /// Ends `owner`'s environment: its connections, its waits, its kept-alive locks; returns

@@ -10,15 +10,14 @@
 
 use super::super::completions::{Completer, Entry};
 use super::super::promises::JsThread;
-use super::super::uv::{self, Handle, Handles, Uv};
+use super::super::sys::socket_poll::{SocketEvents, SocketPoll};
 use super::call::Call;
 use crate::core::basics::resp;
 use crate::core::ops::lock::AttemptForm;
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_void;
 use std::io::{ErrorKind, Read, Write};
-use std::os::fd::AsRawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -45,9 +44,9 @@ struct Pending {
 }
 
 pub struct Connection {
-    uv: &'static Uv,
+    /// Declared before the socket, so dropped (closed) before it is.
+    handles: Option<SocketPoll>,
     socket: std::net::TcpStream,
-    handles: Option<Handles>,
     thread: Rc<JsThread>,
     completer: Completer,
     out: Vec<u8>,
@@ -77,17 +76,14 @@ thread_local! {
 
 /// Starts polling `socket` on the JS thread's loop; `None` if libuv refused.
 pub fn open(
-    uv: &'static Uv,
     socket: std::net::TcpStream,
     thread: Rc<JsThread>,
     completer: Completer,
 ) -> Option<Rc<Shared>> {
     let event_loop = thread.event_loop();
-    let fd = socket.as_raw_fd();
     let shared = Rc::new(RefCell::new(Connection {
-        uv,
-        socket,
         handles: None,
+        socket,
         thread,
         completer,
         out: Vec::with_capacity(4096),
@@ -103,13 +99,10 @@ pub fn open(
         broken: false,
         settled: Vec::new(),
     }));
-    let data = Rc::as_ptr(&shared) as *mut c_void;
-    // SAFETY: on the loop's thread; the socket is closed only after the handles.
-    let handles = unsafe { uv.handles(event_loop, fd, data)? };
-    // SAFETY: the handle was just initialised on this thread.
-    if unsafe { (uv.poll_start)(handles.poll, uv::READABLE, on_poll) } != 0 {
-        // SAFETY: as above; closed once.
-        unsafe { uv.close(&handles) };
+    let key = Rc::as_ptr(&shared) as *const c_void;
+    let handles = SocketPoll::open::<Events>(event_loop, &shared.borrow().socket, key)?;
+    if !handles.watch(false) {
+        // Dropped here, the handles close before `shared`, and its socket, goes.
         return None;
     }
     shared.borrow_mut().handles = Some(handles);
@@ -177,8 +170,7 @@ impl Connection {
         }
         if !self.in_callback && !self.flush_scheduled {
             if let Some(handles) = &self.handles {
-                // SAFETY: a live handle of this thread. libuv refuses only a null callback.
-                unsafe { (self.uv.idle_start)(handles.idle, on_idle) };
+                handles.run_soon();
                 self.flush_scheduled = true;
             }
         }
@@ -198,9 +190,7 @@ impl Connection {
         // libuv counts whole milliseconds from its cached loop time: round up, plus one.
         let wait = due.saturating_duration_since(Instant::now());
         let ms = wait.as_millis() as u64 + 1;
-        // SAFETY: a live handle of this thread. libuv refuses only a closing timer, and the
-        // handles are taken out of `self.handles` before they are closed.
-        unsafe { (self.uv.timer_start)(handles.timer, on_timer, ms, 0) };
+        handles.wake_in(ms);
         self.timer_due = Some(due);
     }
 
@@ -225,9 +215,7 @@ impl Connection {
         let want_writable = !self.out.is_empty() && !self.broken;
         if want_writable != self.writable_polled {
             if let Some(handles) = &self.handles {
-                let events = uv::READABLE | if want_writable { uv::WRITABLE } else { 0 };
-                // SAFETY: a live handle of this thread.
-                if unsafe { (self.uv.poll_start)(handles.poll, events, on_poll) } != 0 {
+                if !handles.watch(want_writable) {
                     // The socket can no longer be watched (epoll refused it): as for a
                     // failed write, the connection is done and its calls go through tokio.
                     self.broken = true;
@@ -383,8 +371,8 @@ fn after_callback(shared: &Rc<Shared>) {
         let mut conn = shared.borrow_mut();
         (conn.thread.clone(), std::mem::take(&mut conn.settled))
     };
-    // SAFETY: called from a libuv callback of this thread, with no borrow held.
-    unsafe { thread.deliver(settled) };
+    // From a libuv callback of this thread, with no borrow held.
+    thread.deliver(settled);
     let done = {
         let mut conn = shared.borrow_mut();
         conn.in_callback = false;
@@ -395,8 +383,7 @@ fn after_callback(shared: &Rc<Shared>) {
     };
     if done {
         if let (Some(thread), settled) = close(shared) {
-            // SAFETY: as above.
-            unsafe { thread.deliver(settled) };
+            thread.deliver(settled);
         }
     }
 }
@@ -411,20 +398,17 @@ fn close(shared: &Rc<Shared>) -> (Option<Rc<JsThread>>, Vec<Entry>) {
         };
         conn.retire();
         conn.hand_over_all();
-        if let Some(handles) = conn.handles.take() {
-            // SAFETY: live handles of this thread, closed once (taken out of the option).
-            unsafe { conn.uv.close(&handles) };
-        }
+        // Closes the handles, once (taken out of the option).
+        drop(conn.handles.take());
         (conn.thread.clone(), std::mem::take(&mut conn.settled))
     };
     LIVE.with(|live| live.borrow_mut().retain(|c| !Rc::ptr_eq(c, shared)));
     (Some(thread), settled)
 }
 
-/// The connection behind a handle's `data`, if it is still open.
-fn from_handle(handle: *mut Handle) -> Option<Rc<Shared>> {
-    // SAFETY: libuv passes back a handle we made; `data` is null once closed.
-    let data = unsafe { uv::data(handle) } as *const Shared;
+/// The connection behind a handle's key, if it is still open.
+fn from_key(key: *const c_void) -> Option<Rc<Shared>> {
+    let data = key as *const Shared;
     if data.is_null() {
         return None;
     }
@@ -437,8 +421,8 @@ fn from_handle(handle: *mut Handle) -> Option<Rc<Shared>> {
 }
 
 /// Runs a callback's body; a panic must not unwind into libuv, so it breaks the connection.
-fn guarded(handle: *mut Handle, body: impl FnOnce(&Rc<Shared>)) {
-    let Some(shared) = from_handle(handle) else {
+fn guarded(key: *const c_void, body: impl FnOnce(&Rc<Shared>)) {
+    let Some(shared) = from_key(key) else {
         return;
     };
     if catch_unwind(AssertUnwindSafe(|| body(&shared))).is_err() {
@@ -447,52 +431,58 @@ fn guarded(handle: *mut Handle, body: impl FnOnce(&Rc<Shared>)) {
         }
         let _ = catch_unwind(AssertUnwindSafe(|| {
             if let (Some(thread), settled) = close(&shared) {
-                // SAFETY: a libuv callback of this thread, no borrow held.
-                unsafe { thread.deliver(settled) };
+                // A libuv callback of this thread, no borrow held.
+                thread.deliver(settled);
             }
         }));
     }
 }
 
-unsafe extern "C" fn on_poll(handle: *mut Handle, status: c_int, events: c_int) {
-    guarded(handle, |shared| {
-        {
-            let mut conn = shared.borrow_mut();
-            conn.in_callback = true;
-            if status < 0 {
-                conn.broken = true;
-            }
-            if events & uv::WRITABLE != 0 && !conn.broken {
-                conn.flush();
-            }
-            if events & uv::READABLE != 0 && !conn.broken {
-                conn.read();
-            }
-        }
-        after_callback(shared);
-    });
-}
+/// What the connection's libuv handles call.
+struct Events;
 
-unsafe extern "C" fn on_idle(handle: *mut Handle) {
-    guarded(handle, |shared| {
-        {
-            let mut conn = shared.borrow_mut();
-            conn.flush_scheduled = false;
-            // SAFETY: the handle libuv just called us with.
-            unsafe { (conn.uv.idle_stop)(handle) };
-            conn.in_callback = true;
-        }
-        after_callback(shared);
-    });
-}
+impl SocketEvents for Events {
+    fn polled(key: *const c_void, status: i32, readable: bool, writable: bool) {
+        guarded(key, |shared| {
+            {
+                let mut conn = shared.borrow_mut();
+                conn.in_callback = true;
+                if status < 0 {
+                    conn.broken = true;
+                }
+                if writable && !conn.broken {
+                    conn.flush();
+                }
+                if readable && !conn.broken {
+                    conn.read();
+                }
+            }
+            after_callback(shared);
+        });
+    }
 
-unsafe extern "C" fn on_timer(handle: *mut Handle) {
-    guarded(handle, |shared| {
-        {
-            let mut conn = shared.borrow_mut();
-            conn.in_callback = true;
-            conn.expire();
-        }
-        after_callback(shared);
-    });
+    fn idle(key: *const c_void) {
+        guarded(key, |shared| {
+            {
+                let mut conn = shared.borrow_mut();
+                conn.flush_scheduled = false;
+                if let Some(handles) = &conn.handles {
+                    handles.stop_idle();
+                }
+                conn.in_callback = true;
+            }
+            after_callback(shared);
+        });
+    }
+
+    fn timer(key: *const c_void) {
+        guarded(key, |shared| {
+            {
+                let mut conn = shared.borrow_mut();
+                conn.in_callback = true;
+                conn.expire();
+            }
+            after_callback(shared);
+        });
+    }
 }

@@ -16,7 +16,7 @@ pub use call::{boolean, done};
 
 use super::completions::{Completer, Outcome};
 use super::promises::JsThread;
-use super::uv;
+use super::sys::uv;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::ops::carried::{Carried, Settled};
@@ -83,7 +83,9 @@ impl Link {
         if let Some(link) = LINKS.with(|links| links.borrow().get(&id).and_then(Weak::upgrade)) {
             return Some(link);
         }
-        uv::uv()?;
+        if !uv::available() {
+            return None;
+        }
         if !direct::supports(store.endpoint()) {
             return None;
         }
@@ -134,9 +136,10 @@ impl Link {
             State::Opening(opened) => match lock(opened).take() {
                 None => return None,
                 Some(Ok(socket)) => {
-                    let uv = uv::uv()?;
-                    match connection::open(uv, socket, self.thread.clone(), self.completer.clone())
-                    {
+                    if !uv::available() {
+                        return None;
+                    }
+                    match connection::open(socket, self.thread.clone(), self.completer.clone()) {
                         Some(shared) => State::Open(shared),
                         None => State::Resting(Instant::now() + direct::RETRY_AFTER),
                     }

@@ -1,38 +1,59 @@
 //! The few libuv functions the JS-thread connection and the heartbeat need, found in the
-//! running Node process at first use (Node exports libuv for addons). Looked up, not linked: the Rust test binaries
-//! link this crate without Node. Only stable libuv 1.x ABI is used: handle sizes come from
+//! running Node process at first use (Node exports libuv for addons). Looked up, not linked:
+//! the Rust test binaries link this crate without Node. Only stable libuv 1.x ABI is used: handle sizes come from
 //! `uv_handle_size`, and `data` is the first field of every handle.
 
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::OnceLock;
 
-pub type Loop = c_void;
-pub type Handle = c_void;
-pub type PollCb = unsafe extern "C" fn(*mut Handle, c_int, c_int);
-pub type HandleCb = unsafe extern "C" fn(*mut Handle);
+pub(super) type Loop = c_void;
+pub(super) type Handle = c_void;
+pub(super) type PollCb = unsafe extern "C" fn(*mut Handle, c_int, c_int);
+pub(super) type HandleCb = unsafe extern "C" fn(*mut Handle);
 
-pub const READABLE: c_int = 1;
-pub const WRITABLE: c_int = 2;
+pub(super) const READABLE: c_int = 1;
+pub(super) const WRITABLE: c_int = 2;
 const IDLE: c_int = 6;
 const POLL: c_int = 8;
 const TIMER: c_int = 13;
 
-pub struct Uv {
+/// A JS thread's libuv loop, as Node-API gave it (see `Env::event_loop`). Not `Send`: only
+/// that thread may use it.
+#[derive(Clone, Copy)]
+pub struct EventLoop(*mut Loop);
+
+impl EventLoop {
+    /// Only `Env::event_loop` makes one, from the pointer Node-API answered.
+    pub(super) fn from_node(raw: *mut Loop) -> EventLoop {
+        EventLoop(raw)
+    }
+
+    pub(super) fn raw(self) -> *mut Loop {
+        self.0
+    }
+}
+
+/// Whether libuv was found (it is, inside Node): without it nothing here is ever started.
+pub fn available() -> bool {
+    uv().is_some()
+}
+
+pub(super) struct Uv {
     handle_size: unsafe extern "C" fn(c_int) -> usize,
-    pub poll_init: unsafe extern "C" fn(*mut Loop, *mut Handle, c_int) -> c_int,
-    pub poll_start: unsafe extern "C" fn(*mut Handle, c_int, PollCb) -> c_int,
-    pub idle_init: unsafe extern "C" fn(*mut Loop, *mut Handle) -> c_int,
-    pub idle_start: unsafe extern "C" fn(*mut Handle, HandleCb) -> c_int,
-    pub idle_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
-    pub timer_init: unsafe extern "C" fn(*mut Loop, *mut Handle) -> c_int,
-    pub timer_start: unsafe extern "C" fn(*mut Handle, HandleCb, u64, u64) -> c_int,
-    pub timer_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
+    pub(super) poll_init: unsafe extern "C" fn(*mut Loop, *mut Handle, c_int) -> c_int,
+    pub(super) poll_start: unsafe extern "C" fn(*mut Handle, c_int, PollCb) -> c_int,
+    pub(super) idle_init: unsafe extern "C" fn(*mut Loop, *mut Handle) -> c_int,
+    pub(super) idle_start: unsafe extern "C" fn(*mut Handle, HandleCb) -> c_int,
+    pub(super) idle_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
+    pub(super) timer_init: unsafe extern "C" fn(*mut Loop, *mut Handle) -> c_int,
+    pub(super) timer_start: unsafe extern "C" fn(*mut Handle, HandleCb, u64, u64) -> c_int,
+    pub(super) timer_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
     unref: unsafe extern "C" fn(*mut Handle),
     close: unsafe extern "C" fn(*mut Handle, Option<HandleCb>),
 }
 
 /// libuv, or `None` outside Node (the direct connection is then never used).
-pub fn uv() -> Option<&'static Uv> {
+pub(super) fn uv() -> Option<&'static Uv> {
     static UV: OnceLock<Option<Uv>> = OnceLock::new();
     UV.get_or_init(load).as_ref()
 }
@@ -76,10 +97,10 @@ fn symbol(name: &CStr) -> Option<*mut c_void> {
 
 /// The three handles of one connection, zeroed memory of libuv's own sizes. None of them
 /// keeps the process alive: the JS layer does that while calls are pending.
-pub struct Handles {
-    pub poll: *mut Handle,
-    pub idle: *mut Handle,
-    pub timer: *mut Handle,
+pub(super) struct Handles {
+    pub(super) poll: *mut Handle,
+    pub(super) idle: *mut Handle,
+    pub(super) timer: *mut Handle,
 }
 
 impl Uv {
@@ -87,7 +108,7 @@ impl Uv {
     ///
     /// # Safety
     /// Called on the loop's thread; `fd` stays open until the handles are closed.
-    pub unsafe fn handles(
+    pub(super) unsafe fn handles(
         &self,
         event_loop: *mut Loop,
         fd: c_int,
@@ -136,7 +157,11 @@ impl Uv {
     ///
     /// # Safety
     /// Called on the loop's thread.
-    pub unsafe fn timer(&self, event_loop: *mut Loop, data: *mut c_void) -> Option<*mut Handle> {
+    pub(super) unsafe fn timer(
+        &self,
+        event_loop: *mut Loop,
+        data: *mut c_void,
+    ) -> Option<*mut Handle> {
         // SAFETY: on the loop's thread, as the caller promises.
         let timer = unsafe { self.alloc(TIMER) }?;
         // SAFETY: zeroed memory of a timer's size, on the loop's thread; timer_init cannot
@@ -153,7 +178,7 @@ impl Uv {
     ///
     /// # Safety
     /// Called once, on the loop's thread.
-    pub unsafe fn close_one(&self, handle: *mut Handle) {
+    pub(super) unsafe fn close_one(&self, handle: *mut Handle) {
         // SAFETY: a live handle of ours, closed once on its loop's thread, as the caller
         // promises; its memory is calloc's, which `free_handle` gives back.
         unsafe {
@@ -176,7 +201,7 @@ impl Uv {
     ///
     /// # Safety
     /// Called once, on the loop's thread.
-    pub unsafe fn close(&self, handles: &Handles) {
+    pub(super) unsafe fn close(&self, handles: &Handles) {
         for handle in [handles.poll, handles.idle, handles.timer] {
             // SAFETY: as in `close_one`: live handles of ours, each closed once here.
             unsafe { self.close_one(handle) };
@@ -188,7 +213,7 @@ impl Uv {
 ///
 /// # Safety
 /// `handle` is a live handle made by `Uv::handles`.
-pub unsafe fn data(handle: *mut Handle) -> *mut c_void {
+pub(super) unsafe fn data(handle: *mut Handle) -> *mut c_void {
     // SAFETY: `data` is the first field of every libuv 1.x handle, and `handle` is live, as
     // the caller promises.
     unsafe { *(handle as *mut *mut c_void) }

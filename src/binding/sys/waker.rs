@@ -2,16 +2,12 @@
 //! and no JS function behind it. It keeps the process alive only while referred, which the
 //! JS thread does while promises of ours are pending (as pending I/O would).
 
+use super::env::Env;
 use napi::sys;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, RwLock};
-
-/// Called on the JS thread with the context given to `Waker::new`.
-pub type OnWake = unsafe extern "C" fn(env: sys::napi_env, context: *mut c_void);
-/// Frees the context once the function is gone.
-pub type DropContext = unsafe extern "C" fn(context: *mut c_void);
 
 pub struct Waker {
     tsfn: AtomicPtr<sys::napi_threadsafe_function__>,
@@ -25,29 +21,24 @@ pub struct Waker {
 unsafe impl Send for Waker {}
 unsafe impl Sync for Waker {}
 
-struct Callback {
-    on_wake: OnWake,
-    drop_context: DropContext,
-    context: *mut c_void,
+struct Callback<C> {
+    on_wake: fn(&C),
+    context: C,
 }
 
 impl Waker {
-    /// # Safety
-    /// On the JS thread of `env`. `context` must stay valid until `drop_context` gets it,
-    /// which happens once, when Node finalizes the function (or at once if none was made).
-    pub unsafe fn new(
-        env: sys::napi_env,
-        on_wake: OnWake,
-        drop_context: DropContext,
-        context: *mut c_void,
-    ) -> Option<Arc<Waker>> {
+    /// A waker calling `on_wake(&context)` on the JS thread of `env`. `context` is dropped
+    /// there, when Node finalizes the function (or at once if none was made).
+    pub fn new<C: 'static>(env: Env, context: C, on_wake: fn(&C)) -> Option<Arc<Waker>> {
+        let env = env.raw();
         let waker = Arc::new(Waker {
             tsfn: AtomicPtr::new(ptr::null_mut()),
             closed: RwLock::new(true),
         });
         let mut name = ptr::null_mut();
         let label = "native-redis-lock";
-        // SAFETY: on `env`'s thread, as the caller promises; `label` is UTF-8 of its length.
+        // SAFETY: on `env`'s thread (an `Env` never leaves it); `label` is UTF-8 of its
+        // length.
         let named = unsafe {
             sys::napi_create_string_utf8(
                 env,
@@ -57,15 +48,10 @@ impl Waker {
             )
         };
         if named != sys::Status::napi_ok {
-            // SAFETY: no function holds `context`: it is given back now, once.
-            unsafe { drop_context(context) };
+            // No function holds `context`: it is dropped now.
             return None;
         }
-        let callback = Box::into_raw(Box::new(Callback {
-            on_wake,
-            drop_context,
-            context,
-        }));
+        let callback = Box::into_raw(Box::new(Callback { on_wake, context }));
         let finalize_data = Arc::into_raw(waker.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
         // SAFETY: on `env`'s thread; Node hands `finalize_data` and `callback` to `finalized`
@@ -79,17 +65,16 @@ impl Waker {
                 0,
                 1,
                 finalize_data,
-                Some(finalized),
+                Some(finalized::<C>),
                 callback.cast(),
-                Some(call_js),
+                Some(call_js::<C>),
                 &mut tsfn,
             )
         };
         if status != sys::Status::napi_ok {
             // SAFETY: Node refused the function, so it holds none of these: each is given
-            // back here, once.
+            // back here, once (the callback with its context).
             unsafe {
-                drop_context(context);
                 drop(Box::from_raw(callback));
                 drop(Arc::from_raw(finalize_data as *const Waker));
             }
@@ -125,18 +110,16 @@ impl Waker {
         }
     }
 
-    /// Keeps the process alive (`true`) or not (`false`).
-    ///
-    /// # Safety
-    /// On the JS thread of `env`.
-    pub unsafe fn keep_alive(&self, env: sys::napi_env, on: bool) {
+    /// Keeps the process alive (`true`) or not (`false`); `env` is the waker's own.
+    pub fn keep_alive(&self, env: Env, on: bool) {
+        let env = env.raw();
         let closed = read(&self.closed);
         if *closed {
             return;
         }
         let tsfn = self.tsfn.load(Ordering::Acquire);
         // SAFETY: a live function (`closed` is false under the read lock), on its env's
-        // thread as the caller promises.
+        // thread (an `Env` never leaves it).
         let status = unsafe {
             if on {
                 sys::napi_ref_threadsafe_function(env, tsfn)
@@ -159,7 +142,7 @@ fn write(lock: &RwLock<bool>) -> std::sync::RwLockWriteGuard<'_, bool> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-unsafe extern "C" fn call_js(
+unsafe extern "C" fn call_js<C>(
     env: sys::napi_env,
     _js_callback: sys::napi_value,
     context: *mut c_void,
@@ -171,23 +154,24 @@ unsafe extern "C" fn call_js(
     }
     // SAFETY: the `Callback` given as the function's context, freed only by `finalized`,
     // after the last call.
-    let callback = unsafe { &*(context as *const Callback) };
-    // SAFETY: Node calls us on the JS thread, from its loop, as `on_wake` requires.
-    let woken = std::panic::catch_unwind(|| unsafe { (callback.on_wake)(env, callback.context) });
+    let callback = unsafe { &*(context as *const Callback<C>) };
+    // Node calls us on the JS thread, from its loop, with no JS on the stack.
+    let woken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        (callback.on_wake)(&callback.context)
+    }));
     // A panic must not unwind into Node; the batch it interrupted is lost, as its promises
     // were (the core's own panics are caught before they get here, see completions.rs).
     let _ = woken;
 }
 
-unsafe extern "C" fn finalized(_env: sys::napi_env, data: *mut c_void, context: *mut c_void) {
+unsafe extern "C" fn finalized<C>(_env: sys::napi_env, data: *mut c_void, context: *mut c_void) {
     // SAFETY: the `Arc` given as finalize data to `napi_create_threadsafe_function`; Node
     // finalizes once.
     let waker = unsafe { Arc::from_raw(data as *const Waker) };
     *write(&waker.closed) = true;
     if !context.is_null() {
-        // SAFETY: the `Callback` given as context, taken back once, here.
-        let callback = unsafe { Box::from_raw(context as *mut Callback) };
-        // SAFETY: the context handed to `Waker::new`, given back once.
-        unsafe { (callback.drop_context)(callback.context) };
+        // SAFETY: the `Callback` given as context, taken back (and its context dropped)
+        // once, here.
+        drop(unsafe { Box::from_raw(context as *mut Callback<C>) });
     }
 }
