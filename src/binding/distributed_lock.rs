@@ -16,6 +16,7 @@ use crate::core::ops::lock::{Attempt, Locker, Plan, WaitStart};
 use crate::core::ops::signals::{Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watchdog};
+use crate::core::ops::won::{won, Won};
 use crate::core::wait::wake::Caller;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};
 use napi::JsValue;
@@ -115,15 +116,16 @@ impl Granted {
     }
 }
 
-/// Hands the lease out, kept alive by the watchdog when `auto` asks for it. A lease won
-/// after its JS environment went away is released instead: nobody is left to release it.
+/// Hands the lease out, kept alive by the watchdog when `auto` asks for it, unless the core
+/// says it is released instead (see core::ops::won).
 pub fn finish(locker: &Locker, lease: Lease, auto: Option<AutoRefresh>) -> Outcome {
-    if locker.owner().is_gone() {
-        napi::bindgen_prelude::within_runtime_if_available(|| {
-            locker.store().release_orphan(lease);
-        });
-        return Outcome::Failed(LockError::Aborted);
-    }
+    let lease = match won(locker, lease) {
+        Won::Deliver(lease) => lease,
+        Won::Orphaned(orphan) => {
+            let err = napi::bindgen_prelude::within_runtime_if_available(|| orphan.release());
+            return Outcome::Failed(err);
+        }
+    };
     let watch = auto.map(|auto| auto.start(locker, &lease));
     Outcome::Lease(Granted::of(&lease, watch))
 }

@@ -17,3 +17,4 @@ pub mod signals;
 pub mod store;
 pub mod watchdog;
 pub mod watched;
+pub mod won;
