@@ -11,6 +11,7 @@ pub mod forsaken;
 pub mod lock;
 pub mod pair;
 pub mod release;
+pub mod route;
 pub mod schedule;
 pub mod scripts;
 pub mod signals;
