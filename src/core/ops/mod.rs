@@ -8,6 +8,7 @@ pub mod direct;
 pub mod errands;
 pub mod exclusive;
 pub mod forsaken;
+pub mod held;
 pub mod lock;
 pub mod pair;
 pub mod release;
