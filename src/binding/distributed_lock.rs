@@ -13,9 +13,11 @@ use crate::core::basics::validate;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::ops::carried::{self, Exists, Mode};
 use crate::core::ops::lock::{Attempt, Locker, Plan, WaitStart};
+use crate::core::ops::route::FirstAttempt;
 use crate::core::ops::signals::{Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watchdog};
+use crate::core::ops::won::{won, Won};
 use crate::core::wait::wake::Caller;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};
 use napi_derive::napi;
@@ -114,15 +116,16 @@ impl Granted {
     }
 }
 
-/// Hands the lease out, kept alive by the watchdog when `auto` asks for it. A lease won
-/// after its JS environment went away is released instead: nobody is left to release it.
+/// Hands the lease out, kept alive by the watchdog when `auto` asks for it, unless the core
+/// says it is released instead (see core::ops::won).
 pub fn finish(locker: &Locker, lease: Lease, auto: Option<AutoRefresh>) -> Outcome {
-    if locker.owner().is_gone() {
-        napi::bindgen_prelude::within_runtime_if_available(|| {
-            locker.store().release_orphan(lease);
-        });
-        return Outcome::Failed(LockError::Aborted);
-    }
+    let lease = match won(locker, lease) {
+        Won::Deliver(lease) => lease,
+        Won::Orphaned(orphan) => {
+            let err = napi::bindgen_prelude::within_runtime_if_available(|| orphan.release());
+            return Outcome::Failed(err);
+        }
+    };
     let watch = auto.map(|auto| auto.start(locker, &lease));
     Outcome::Lease(Granted::of(&lease, watch))
 }
@@ -233,12 +236,13 @@ impl NativeDistributedLock {
         key: &str,
         ttl: Duration,
         auto: Option<AutoRefresh>,
-        mode: impl FnOnce() -> Mode,
+        mode: Mode,
     ) -> std::result::Result<(), Option<AutoRefresh>> {
-        let Some(sender) = self.direct_sender(auto.is_some()) else {
+        let attempt = FirstAttempt::of(&self.locker).watched(auto.is_some());
+        let Some(sender) = self.direct_sender(attempt.in_mode(&mode)) else {
             return Err(auto);
         };
-        self.attempt_on(sender, id, key, ttl, mode(), auto);
+        self.attempt_on(sender, id, key, ttl, mode, auto);
         Ok(())
     }
 
@@ -257,12 +261,9 @@ impl NativeDistributedLock {
         sender.send(id, attempt, move |result| win.settle(&locker, result));
     }
 
-    /// The JS-thread connection, when a first attempt may go there: it is open, the lock
-    /// is not fair (a fair lock's attempts go through its line, acquire_fair.lua, not a
-    /// transaction), and for `autoRefresh` the refresh script is known to be loaded (the
-    /// runtime's path makes sure of that first).
-    fn direct_sender(&self, auto: bool) -> Option<Sender> {
-        if self.locker.is_fair() || (auto && !self.locker.store().scripts_ready()) {
+    /// The JS-thread connection, when it is open and the core lets `attempt` go there.
+    fn direct_sender(&self, attempt: FirstAttempt) -> Option<Sender> {
+        if !attempt.carried() {
             return None;
         }
         self.direct.as_ref()?.sender()
@@ -301,22 +302,20 @@ impl NativeDistributedLock {
         let mut auto = self.auto_refresh(ttl, listener);
         let (locker, retries, delay) = (self.locker.clone(), self.max_retries, self.retry_delay);
         let cancel = cancel_token(cancel);
-        if !cancel.is_cancelled() {
-            // An autoRefresh waiter is handed its lock through the runtime (its watch starts
-            // there); others may be answered by a release on this thread.
-            let caller = auto.is_none().then(|| self.caller(call.id));
-            let mode = || Mode {
-                plan: Plan::Retries {
-                    retries,
-                    delay,
-                    caller,
-                },
-                cancel: cancel.clone(),
-            };
-            match self.send_attempt(call.id, &key, ttl, auto, mode) {
-                Ok(()) => return Ok(call.promise),
-                Err(back) => auto = back,
-            }
+        // An autoRefresh waiter is handed its lock through the runtime (its watch starts
+        // there); others may be answered by a release on this thread.
+        let caller = auto.is_none().then(|| self.caller(call.id));
+        let mode = Mode {
+            plan: Plan::Retries {
+                retries,
+                delay,
+                caller,
+            },
+            cancel: cancel.clone(),
+        };
+        match self.send_attempt(call.id, &key, ttl, auto, mode) {
+            Ok(()) => return Ok(call.promise),
+            Err(back) => auto = back,
         }
         self.completer.run(call.id, async move {
             settled(
@@ -345,7 +344,7 @@ impl NativeDistributedLock {
         let ttl = self.ttl(ttl_ms).or_throw(&env)?;
         let call = self.thread.call(&env, Some(&owner))?;
         let auto = self.auto_refresh(ttl, listener);
-        let once = || Mode {
+        let once = Mode {
             plan: Plan::Once,
             cancel: CancellationToken::new(),
         };
@@ -392,15 +391,13 @@ impl NativeDistributedLock {
         // lock to it at once, however late the runtime gets to the wait.
         let ticket = locker.join(&key, ttl, caller);
         let deadline = std::time::Instant::now() + timeout;
-        // First in line with nobody of ours subscribed to the lock: the first attempt is the
-        // one `acquire` makes, on this thread's connection; a held lock continues the wait
-        // on the runtime. Otherwise the attempt must queue for a wake (acquire_queued.lua),
-        // or the turn comes from our own waiters: the runtime's wait does both.
-        let sender =
-            (!cancel.is_cancelled() && !ticket.is_subscribed() && !ticket.turn_comes_from_others())
-                .then(|| self.direct_sender(auto.is_some()))
-                .flatten();
-        if let Some(sender) = sender {
+        // The first attempt is the one `acquire` makes, on this thread's connection when the
+        // core lets it go there; a held lock continues the wait on the runtime.
+        let attempt = FirstAttempt::of(&locker)
+            .watched(auto.is_some())
+            .cancelled_by(&cancel)
+            .waiting_as(&ticket);
+        if let Some(sender) = self.direct_sender(attempt) {
             let mode = Mode {
                 plan: Plan::Until {
                     ticket,

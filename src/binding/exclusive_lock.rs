@@ -12,6 +12,7 @@ use crate::core::basics::validate;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::ops::carried_exclusive::{ExclusiveAttempt, ExclusiveRelease};
 use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveSpec, Terms};
+use crate::core::ops::route::FirstAttempt;
 use crate::core::ops::signals::{Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
@@ -269,10 +270,9 @@ impl NativeExclusiveLock {
         // The JS-thread connection only once the scripts are known loaded: the watchdog's
         // refreshes must be one round trip from the first, which the runtime's path makes
         // sure of (as DistributedLock's autoRefresh).
-        let sender = self
-            .lock
-            .store()
-            .scripts_ready()
+        let attempt = FirstAttempt::on(self.lock.store()).watched(true);
+        let sender = attempt
+            .carried()
             .then(|| self.direct.as_ref().and_then(|link| link.sender()))
             .flatten();
         if let Some(sender) = sender {

@@ -11,21 +11,13 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate;
 use crate::core::ops::carried_extend::Extend;
-use crate::core::ops::carried_handoff::{Lending, Releasing};
-use crate::core::ops::lock::Locker;
+use crate::core::ops::carried_handoff::{Carry, Releasing};
+use crate::core::ops::held;
 use crate::core::ops::watchdog::Watchdog;
 use crate::core::wait::lent::Lent;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};
 use napi_derive::napi;
 use std::sync::Arc;
-
-/// A call of a holder whose handover may still be in flight on the JS-thread connection
-/// goes after it: through the runtime it could reach Redis first and find the lock the
-/// releaser's.
-async fn after_handover(locker: &Locker, lease: &Lease) {
-    let lends = locker.store().wakes().lends();
-    lends.settled(&lease.token, locker.command_timeout()).await;
-}
 
 /// Watch ids come from JS as numbers; 0 (or anything not a positive integer) is none.
 fn watch_id(watch: f64) -> Option<u64> {
@@ -88,21 +80,14 @@ impl NativeDistributedLock {
             Watchdog::of(self.locker.store()).stop(id);
         }
         let call = self.thread.call(&env, Some(&owner))?;
-        // A holder whose own handover is still in flight goes through the runtime, after it
-        // (that handover may have moved there with a broken connection). Any other lent
-        // holder's answer was taken by its handle before this call: nothing to forget here.
-        let lends = self.locker.store().wakes().lends();
-        if let (Some(link), false) = (&self.direct, lends.pending(&lease.token)) {
+        if let Some(link) = &self.direct {
             if self.send_release(link, call.id, &lease) {
                 return Ok(call.promise);
             }
         }
         let locker = self.locker.clone();
         self.completer.run(call.id, async move {
-            after_handover(&locker, &lease).await;
-            let released = locker.release(&lease).await;
-            locker.store().wakes().lends().forget(&lease.token);
-            match released {
+            match held::release(&locker, &lease).await {
                 Ok(_) => Outcome::Done,
                 Err(err) => Outcome::Failed(err),
             }
@@ -110,32 +95,23 @@ impl NativeDistributedLock {
         Ok(call.promise)
     }
 
-    /// Sends the release on the JS-thread connection as the core chooses it: a plain one,
-    /// or the handover to a waiter of this thread (whose reply answers that waiter too, or
-    /// which answers it at once on a lent lease). `false` when it must go through the
+    /// Sends on the JS-thread connection what the core says a release sends there: a plain
+    /// one, or the handover to a waiter of this thread (whose reply answers that waiter too,
+    /// or which answers it at once on a lent lease). `false` when it must go through the
     /// runtime instead.
     fn send_release(&self, link: &Link, id: u32, lease: &Arc<Lease>) -> bool {
         let thread = self.caller(id).thread;
-        let mut handoff = match Releasing::of(&self.locker, lease, thread) {
-            Releasing::Elsewhere => return false,
-            Releasing::Plain(release) => return link.send(id, release, direct::done),
-            Releasing::HandOver(handoff) => handoff,
+        let releasing = Releasing::of(&self.locker, lease, thread);
+        let (sender, handoff, lent) = match releasing.carry(|| link.sender()) {
+            Carry::Elsewhere => return false,
+            Carry::Plain(release) => return link.send(id, release, direct::done),
+            Carry::HandOver {
+                sender,
+                handoff,
+                lent,
+            } => (sender, handoff, lent),
         };
-        // Not sent (the connection is not open): dropped with its reservation, which lets
-        // the waiter be picked by the runtime's release.
-        let Some(sender) = link.sender() else {
-            return false;
-        };
-        let lent = match handoff.lend() {
-            // The waiter left: the runtime's release picks the next one, or frees the lock.
-            Lending::WaiterGone => return false,
-            Lending::Lent {
-                waiter,
-                lease,
-                until,
-            } => Some((waiter, Granted::lent(&lease, until))),
-            Lending::No => None,
-        };
+        let lent = lent.map(|to| (to.waiter, Granted::lent(&to.lease, to.until)));
         sender.send(id, handoff, direct::done);
         if let Some((waiter, granted)) = lent {
             // Its runtime task, if any, ends without a word.
@@ -178,11 +154,7 @@ impl NativeDistributedLock {
                 Err(err) => Outcome::Failed(err),
             }
         };
-        // On the JS-thread connection as release goes (a NOSCRIPT there ran nothing, and goes
-        // again through the runtime), unless the lease's own handover is still in flight: the
-        // extend must come after it.
-        let lends = locker.store().wakes().lends();
-        let sender = (!lease.is_released() && !lends.pending(&lease.token))
+        let sender = held::may_carry(&locker, &lease)
             .then(|| self.direct.as_ref().and_then(|link| link.sender()))
             .flatten();
         if let Some(sender) = sender {
@@ -191,8 +163,7 @@ impl NativeDistributedLock {
             return Ok(call.promise);
         }
         self.completer.run(call.id, async move {
-            after_handover(&locker, &lease).await;
-            let result = locker.extend(&lease, extra).await;
+            let result = held::extend(&locker, &lease, extra).await;
             extended(lease)(result)
         });
         Ok(call.promise)

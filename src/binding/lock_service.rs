@@ -13,6 +13,7 @@ use crate::core::basics::validate;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::ops::carried::{Attempt, Mode, Release};
 use crate::core::ops::lock::{Locker, Plan};
+use crate::core::ops::route::FirstAttempt;
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
@@ -174,19 +175,14 @@ impl NativeLockService {
         Ok(call.promise)
     }
 
-    /// The JS-thread connection, when the first attempt may go there: it is open, the
-    /// refresh script is known to be loaded (the runtime's path makes sure of it first), and
-    /// nobody of ours already waits for the lock (an attempt must then queue for its wakes,
-    /// which the runtime's attempts do).
+    /// The JS-thread connection, when it is open and the core lets the first attempt, in
+    /// `mode`, of a hold the watchdog keeps go there.
     fn direct_sender(&self, mode: &Mode) -> Option<Sender> {
-        let Plan::Backoff { ticket, .. } = &mode.plan else {
-            return None;
-        };
-        let eligible = !mode.cancel.is_cancelled()
-            && self.locker.store().scripts_ready()
-            && !ticket.is_subscribed()
-            && !ticket.turn_comes_from_others();
-        eligible.then(|| self.direct.as_ref()?.sender()).flatten()
+        let attempt = FirstAttempt::of(&self.locker).watched(true).in_mode(mode);
+        attempt
+            .carried()
+            .then(|| self.direct.as_ref()?.sender())
+            .flatten()
     }
 
     /// Ends the acquisition in flight, if any: a lock it wins is released at once.

@@ -12,8 +12,8 @@ use super::super::completions::{Completer, Entry};
 use super::super::promises::JsThread;
 use super::super::sys::socket_poll::{SocketEvents, SocketPoll};
 use super::call::Call;
+use crate::core::backend::direct::{AttemptForm, Forms};
 use crate::core::basics::resp;
-use crate::core::ops::lock::AttemptForm;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -52,8 +52,8 @@ pub struct Connection {
     out: Vec<u8>,
     input: Vec<u8>,
     chunk: Box<[u8]>,
-    /// How acquire attempts are written: a transaction until the server refuses MULTI.
-    attempts: AttemptForm,
+    /// How acquire attempts are written (the core chooses, from what the server refused).
+    forms: Forms,
     pending: VecDeque<Pending>,
     writable_polled: bool,
     flush_scheduled: bool,
@@ -89,7 +89,7 @@ pub fn open(
         out: Vec::with_capacity(4096),
         input: Vec::with_capacity(4096),
         chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
-        attempts: AttemptForm::Transaction,
+        forms: Forms::default(),
         pending: VecDeque::new(),
         writable_polled: false,
         flush_scheduled: false,
@@ -154,7 +154,7 @@ impl Connection {
         id: u32,
         write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Box<dyn Call>),
     ) {
-        let (replies, bound, call) = write(&mut self.out, self.attempts);
+        let (replies, bound, call) = write(&mut self.out, self.forms.attempts());
         let deadline = Instant::now() + bound;
         self.pending.push_back(Pending {
             id,
@@ -279,8 +279,7 @@ impl Connection {
             };
             let reply = match call.refused.take() {
                 Some(refused) => {
-                    // MULTI refused (an ACL without it): attempts go as the script from now.
-                    self.attempts = AttemptForm::Script;
+                    self.forms.multi_refused();
                     refused
                 }
                 None => reply,

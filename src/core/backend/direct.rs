@@ -110,6 +110,61 @@ pub fn protocol(err: resp::ProtocolError) -> LockError {
     LockError::Connection(format!("unexpected reply from Redis: {}", err.0))
 }
 
+/// How an attempt is written on such a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptForm {
+    /// `MULTI`, `SET NX PX`, `INCRBY 2` of the fence, `EXEC`: atomic, and far cheaper for
+    /// Redis than a script. The fence is the first of the two drawn (see acquire.lua). The
+    /// counter also moves on a failed attempt, which keeps every fence strictly increasing
+    /// (gaps are allowed).
+    Transaction,
+    /// The acquire script, for a user whose ACL forbids MULTI.
+    Script,
+}
+
+/// Which attempt form one such connection's server takes, learnt from its replies: a
+/// transaction until the server refuses MULTI (an ACL without it), the script from then
+/// on. A property of the connection, whatever lock is attempted on it.
+#[derive(Debug)]
+pub struct Forms {
+    attempts: AttemptForm,
+}
+
+impl Default for Forms {
+    fn default() -> Self {
+        Forms {
+            attempts: AttemptForm::Transaction,
+        }
+    }
+}
+
+impl Forms {
+    /// How the next attempt is written.
+    pub fn attempts(&self) -> AttemptForm {
+        self.attempts
+    }
+
+    /// A command queued in a transaction was refused: MULTI is not allowed here.
+    pub fn multi_refused(&mut self) {
+        self.attempts = AttemptForm::Script;
+    }
+}
+
 /// How long to leave the direct connection alone after it could not be opened: calls go
 /// through tokio meanwhile, which reports whatever is wrong.
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_are_transactions_until_multi_is_refused_then_scripts_for_good() {
+        let mut forms = Forms::default();
+        assert_eq!(forms.attempts(), AttemptForm::Transaction);
+        forms.multi_refused();
+        assert_eq!(forms.attempts(), AttemptForm::Script);
+        forms.multi_refused();
+        assert_eq!(forms.attempts(), AttemptForm::Script);
+    }
+}

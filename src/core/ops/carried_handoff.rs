@@ -42,6 +42,12 @@ pub enum Releasing {
 impl Releasing {
     /// How `lease` is released from JS thread `thread` (`Caller::thread`).
     pub fn of(locker: &Arc<Locker>, lease: &Arc<Lease>, thread: usize) -> Releasing {
+        // A holder whose own handover is still pending goes through the runtime, after it
+        // (see held.rs): the handover may have moved there with a broken connection. Any
+        // other lent holder's answer was taken by its handle before: nothing to forget.
+        if locker.store().wakes().lends().pending(&lease.token) {
+            return Releasing::Elsewhere;
+        }
         if let Some(release) = Release::new(locker, lease, false) {
             return Releasing::Plain(release);
         }
@@ -70,6 +76,65 @@ impl Releasing {
             sent: Stamp::now(),
             lent: false,
         })
+    }
+}
+
+/// What the carrier sends for a release, in this order: the call, then (when `lent`) the
+/// answer of the waiter it lent our lease to.
+// Unboxed: taken apart at once, on every release of the caller's connection.
+#[allow(clippy::large_enum_variant)]
+pub enum Carry<S> {
+    /// Nothing here: the release goes through the runtime.
+    Elsewhere,
+    Plain(Release),
+    HandOver {
+        sender: S,
+        handoff: Handoff,
+        lent: Option<LentTo>,
+    },
+}
+
+/// A waiter answered as the handover is sent (see `Handoff::lend`).
+pub struct LentTo {
+    pub waiter: u32,
+    pub lease: Lease,
+    pub until: Instant,
+}
+
+impl Releasing {
+    /// What to send. `sender` is the carrier's connection, if it is open (asked only for a
+    /// handover, which must know it will be sent before it lends our lease: a lent waiter
+    /// is answered at once, so no lease is lent for a handover that is not sent).
+    pub fn carry<S>(self, sender: impl FnOnce() -> Option<S>) -> Carry<S> {
+        let mut handoff = match self {
+            Releasing::Elsewhere => return Carry::Elsewhere,
+            Releasing::Plain(release) => return Carry::Plain(release),
+            Releasing::HandOver(handoff) => handoff,
+        };
+        // Not sent: dropped with its reservation, which lets the waiter be picked by the
+        // runtime's release.
+        let Some(sender) = sender() else {
+            return Carry::Elsewhere;
+        };
+        let lent = match handoff.lend() {
+            // The waiter left: the runtime's release picks the next one, or frees the lock.
+            Lending::WaiterGone => return Carry::Elsewhere,
+            Lending::Lent {
+                waiter,
+                lease,
+                until,
+            } => Some(LentTo {
+                waiter,
+                lease,
+                until,
+            }),
+            Lending::No => None,
+        };
+        Carry::HandOver {
+            sender,
+            handoff,
+            lent,
+        }
     }
 }
 
@@ -291,3 +356,7 @@ impl Carried for Handoff {
         Some(self.resend(None))
     }
 }
+
+#[cfg(test)]
+#[path = "carried_handoff_tests.rs"]
+mod tests;

@@ -4,6 +4,7 @@
 
 use super::scripts;
 use super::store::Store;
+pub use crate::core::backend::direct::AttemptForm;
 use crate::core::backend::link::{Connection, Replay};
 use crate::core::basics::backoff;
 use crate::core::basics::clock::Stamp;
@@ -930,18 +931,6 @@ pub struct AttemptRequest {
     pub token: String,
     pub ttl: Duration,
     pub sent: Stamp,
-}
-
-/// How an attempt is written on such a connection.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum AttemptForm {
-    /// `MULTI`, `SET NX PX`, `INCRBY 2` of the fence, `EXEC`: atomic, and far cheaper for
-    /// Redis than a script. The fence is the first of the two drawn (see acquire.lua). The
-    /// counter also moves on a failed attempt, which keeps every fence strictly increasing
-    /// (gaps are allowed).
-    Transaction,
-    /// The acquire script, for a user whose ACL forbids MULTI.
-    Script,
 }
 
 impl AttemptRequest {

@@ -1,0 +1,124 @@
+//! Unit tests of `carried_handoff.rs`: which release the carrier sends, and that a lease
+//! is lent only for a handover that is sent.
+use super::*;
+use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::ops::store::Store;
+use crate::core::wait::wake::Ticket;
+use std::cell::Cell;
+
+const THREAD: usize = 7;
+
+fn locker(port: u16) -> Arc<Locker> {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        port: Some(port),
+        ..Default::default()
+    })
+    .unwrap();
+    Arc::new(Locker::new(
+        Store::shared(endpoint),
+        "t:",
+        Duration::from_millis(500),
+    ))
+}
+
+fn lease(locker: &Locker) -> Arc<Lease> {
+    let key = locker.redis_key("k");
+    let ttl = Duration::from_secs(10);
+    Arc::new(Lease::new(
+        "k".into(),
+        key,
+        "t".into(),
+        3,
+        Stamp::now(),
+        ttl,
+    ))
+}
+
+fn waiter(locker: &Locker, thread: usize, lent_start: bool) -> Ticket {
+    let caller = Caller {
+        thread,
+        id: 3,
+        lent_start,
+    };
+    locker.join("k", Duration::from_secs(5), Some(caller))
+}
+
+fn reservable(locker: &Locker) -> bool {
+    let channel = wake::channel(&locker.redis_key("k"));
+    locker.store().wakes().reserve(&channel).is_some()
+}
+
+/// The carry of a release of `lease` from `THREAD`, its connection open or not; whether
+/// the connection was asked.
+fn carry(locker: &Arc<Locker>, lease: &Arc<Lease>, open: bool) -> (Carry<()>, bool) {
+    let asked = Cell::new(false);
+    let sender = || {
+        asked.set(true);
+        open.then_some(())
+    };
+    let carry = Releasing::of(locker, lease, THREAD).carry(sender);
+    (carry, asked.get())
+}
+
+#[tokio::test]
+async fn a_release_with_nobody_of_ours_waiting_is_plain_unless_its_handover_is_pending() {
+    let locker = locker(41301);
+    let lease = lease(&locker);
+    let (plain, asked) = carry(&locker, &lease, true);
+    assert!(matches!(plain, Carry::Plain(_)) && !asked);
+    // Its own handover not yet confirmed: after it, through the runtime.
+    let lends = locker.store().wakes().lends();
+    lends.lend(
+        lease.token.clone(),
+        Instant::now() + Duration::from_secs(10),
+    );
+    assert!(matches!(carry(&locker, &lease, true).0, Carry::Elsewhere));
+    lends.settle(&lease.token, Lent::Failed);
+    assert!(matches!(carry(&locker, &lease, true).0, Carry::Plain(_)));
+}
+
+#[tokio::test]
+async fn a_handover_not_sent_lends_nothing_and_leaves_the_waiter_to_the_runtime() {
+    let locker = locker(41302);
+    let lease = lease(&locker);
+    let _waiter = waiter(&locker, THREAD, true);
+    let (closed, asked) = carry(&locker, &lease, false);
+    assert!(matches!(closed, Carry::Elsewhere) && asked);
+    assert!(reservable(&locker));
+}
+
+#[tokio::test]
+async fn a_handover_sent_lends_our_lease_to_a_waiter_that_opted_in() {
+    let locker = locker(41303);
+    let lease = lease(&locker);
+    let _waiter = waiter(&locker, THREAD, true);
+    let Carry::HandOver { lent, .. } = carry(&locker, &lease, true).0 else {
+        panic!("not handed over");
+    };
+    let Some(lent) = lent else {
+        panic!("not lent");
+    };
+    assert_eq!((lent.waiter, lent.lease.fence), (3, lease.fence + 1));
+    assert_eq!(lent.until, lease.deadline());
+    assert!(locker.store().wakes().lends().pending(&lent.lease.token));
+    // Answered already: no release picks it again.
+    assert!(!reservable(&locker));
+}
+
+#[tokio::test]
+async fn a_waiter_that_did_not_opt_in_waits_for_the_reply() {
+    let locker = locker(41304);
+    let lease = lease(&locker);
+    let _waiter = waiter(&locker, THREAD, false);
+    let carried = carry(&locker, &lease, true).0;
+    assert!(matches!(carried, Carry::HandOver { lent: None, .. }));
+}
+
+#[tokio::test]
+async fn a_waiter_of_another_thread_is_left_to_the_runtime() {
+    let locker = locker(41305);
+    let lease = lease(&locker);
+    let _waiter = waiter(&locker, THREAD + 1, true);
+    let (carried, asked) = carry(&locker, &lease, true);
+    assert!(matches!(carried, Carry::Elsewhere) && !asked);
+}

@@ -1,0 +1,104 @@
+//! Unit tests of `route.rs`: which facts keep a first attempt off the caller's connection.
+use super::*;
+use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::ops::lock::Plan;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+fn locker(port: u16, fair: bool) -> Arc<Locker> {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        port: Some(port),
+        ..Default::default()
+    })
+    .unwrap();
+    let store = Store::shared(endpoint);
+    Arc::new(Locker::new(store, "t:", Duration::from_millis(500)).fair(fair))
+}
+
+fn open() -> FirstAttempt {
+    FirstAttempt {
+        scripts_ready: true,
+        ..FirstAttempt::default()
+    }
+}
+
+#[test]
+fn every_fact_alone_sends_the_attempt_to_the_runtime() {
+    assert!(open().carried());
+    let blockers = [
+        FirstAttempt {
+            fair: true,
+            ..open()
+        },
+        FirstAttempt {
+            cancelled: true,
+            ..open()
+        },
+        FirstAttempt {
+            subscribed: true,
+            ..open()
+        },
+        FirstAttempt {
+            turn_from_others: true,
+            ..open()
+        },
+    ];
+    for facts in blockers {
+        assert!(!facts.carried(), "{facts:?}");
+    }
+}
+
+#[test]
+fn scripts_not_known_loaded_matter_only_to_a_watched_lock() {
+    let unloaded = FirstAttempt::default();
+    assert!(unloaded.carried());
+    assert!(!unloaded.watched(true).carried());
+    assert!(open().watched(true).carried());
+}
+
+#[test]
+fn a_store_whose_scripts_were_never_loaded_keeps_watched_attempts_off() {
+    let locker = locker(41101, false);
+    let facts = FirstAttempt::of(&locker);
+    assert!(!facts.scripts_ready && !facts.fair);
+    assert!(facts.carried());
+    assert!(!facts.watched(true).carried());
+    assert!(!FirstAttempt::on(locker.store()).watched(true).carried());
+    assert!(!FirstAttempt::of(&self::locker(41102, true)).carried());
+}
+
+#[test]
+fn the_mode_tells_cancellation_and_a_waiter_behind_ours() {
+    let locker = locker(41103, false);
+    let cancel = CancellationToken::new();
+    let retries = |cancel: &CancellationToken| Mode {
+        plan: Plan::Retries {
+            retries: 1,
+            delay: Duration::from_millis(1),
+            caller: None,
+        },
+        cancel: cancel.clone(),
+    };
+    assert!(FirstAttempt::of(&locker)
+        .in_mode(&retries(&cancel))
+        .carried());
+    let until = |ticket| Mode {
+        plan: Plan::Until {
+            ticket,
+            deadline: Instant::now() + Duration::from_secs(1),
+            poll: Duration::from_millis(10),
+        },
+        cancel: CancellationToken::new(),
+    };
+    let ttl = Duration::from_secs(1);
+    let first = until(locker.join("k", ttl, None));
+    assert!(FirstAttempt::of(&locker).in_mode(&first).carried());
+    // A second waiter of ours for the same lock queues behind the first.
+    let second = until(locker.join("k", ttl, None));
+    let facts = FirstAttempt::of(&locker).in_mode(&second);
+    assert!(facts.turn_from_others && !facts.carried());
+    cancel.cancel();
+    let facts = FirstAttempt::of(&locker).in_mode(&retries(&cancel));
+    assert!(facts.cancelled && !facts.carried());
+}
