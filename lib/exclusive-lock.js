@@ -86,6 +86,8 @@ class RefreshTimer {
 
 class ExclusiveLock extends EventEmitter {
   #native
+  // The native lock's key, read once: it never changes, and the hot path names it.
+  #key
   #acquired = false
   // The hold whose native events count; an attempt that loses never replaces it.
   #hold = null
@@ -146,6 +148,7 @@ class ExclusiveLock extends EventEmitter {
       throw fromNative(err)
     }
     this.#stallGuarded = maxStall > 0
+    this.#key = this.#native.key
     this.name = this.#native.name
     this.log = log
     this.cache_connection = opts.cache_connection
@@ -169,7 +172,7 @@ class ExclusiveLock extends EventEmitter {
   }
 
   get key() {
-    return this.#native.key
+    return this.#key
   }
 
   get acquired() {
@@ -211,58 +214,57 @@ class ExclusiveLock extends EventEmitter {
   /** One attempt; `true` when this instance holds the lock (again, when it already did). */
   async acquire() {
     if (this.#acquired) {
-      this.log.warn('%s lock is already acquired. Must call release() first.', this.key)
+      this.log.warn('%s lock is already acquired. Must call release() first.', this.#key)
       return true
     }
     // `done` is made only when a release() waits on it: most attempts never need one.
     const attempt = { released: false, done: null, settle: null }
     this.#attempt = attempt
+    // One async function for the whole attempt (no inner one to await): this is the hot path.
     try {
-      return await this.#attemptOnce(attempt)
+      // The TTL this hold is refreshed to: the instance's field when it was taken.
+      const hold = { ttl: this.lock_ttl_ms, listener: 0 }
+      hold.listener = listen((event, code, message) => this.#onNative(hold, event, message))
+      let won
+      try {
+        // Read now, as the original reads them at every acquire.
+        won = await this.#native.acquire(hold.listener, this.lock_contents, this.lock_ttl_ms, this.lock_refresh_ms)
+      } catch (err) {
+        unlisten(hold.listener)
+        throw fromNative(err, this.#key)
+      }
+      if (won && attempt.released) {
+        // release() was called while this attempt was in flight: the release wins, and the
+        // lock Redis granted meanwhile is deleted before either call resolves.
+        unlisten(hold.listener)
+        try {
+          await this.#native.release()
+        } catch (err) {
+          throw fromNative(err, this.#key)
+        }
+        return false
+      }
+      if (!won) {
+        unlisten(hold.listener)
+        return false
+      }
+      this.#hold = hold
+      this.#acquired = true
+      this.#keepAlive.set(this.#refed)
+      this.#beating.set(this.#stallGuarded)
+      if (this.log !== SILENT) {
+        this.log.info(
+          { lock_contents: this.lock_contents, lock_refresh_ms: this.lock_refresh_ms, lock_ttl_ms: this.lock_ttl_ms },
+          '%s lock acquired',
+          this.name,
+        )
+      }
+      this.emit('acquired', this.#key)
+      return true
     } finally {
       if (this.#attempt === attempt) this.#attempt = null
       attempt.settle?.()
     }
-  }
-
-  async #attemptOnce(attempt) {
-    // The TTL this hold is refreshed to: the instance's field when it was taken.
-    const hold = { ttl: this.lock_ttl_ms }
-    hold.listener = listen((event, code, message) => this.#onNative(hold, event, message))
-    let won
-    try {
-      // Read now, as the original reads them at every acquire.
-      won = await this.#native.acquire(hold.listener, this.lock_contents, this.lock_ttl_ms, this.lock_refresh_ms)
-    } catch (err) {
-      unlisten(hold.listener)
-      throw fromNative(err, this.key)
-    }
-    if (won && attempt.released) {
-      // release() was called while this attempt was in flight: the release wins, and the
-      // lock Redis granted meanwhile is deleted before either call resolves.
-      unlisten(hold.listener)
-      try {
-        await this.#native.release()
-      } catch (err) {
-        throw fromNative(err, this.key)
-      }
-      return false
-    }
-    if (!won) {
-      unlisten(hold.listener)
-      return false
-    }
-    this.#hold = hold
-    this.#acquired = true
-    this.#keepAlive.set(this.#refed)
-    this.#beating.set(this.#stallGuarded)
-    this.log.info(
-      { lock_contents: this.lock_contents, lock_refresh_ms: this.lock_refresh_ms, lock_ttl_ms: this.lock_ttl_ms },
-      '%s lock acquired',
-      this.name,
-    )
-    this.emit('acquired', this.key)
-    return true
   }
 
   /** `{ lock_ttl_ms, lock_contents }` of whoever holds the lock, or `null`. */
@@ -297,10 +299,10 @@ class ExclusiveLock extends EventEmitter {
     this.#beating.set(false)
     try {
       await this.#native.release()
-      this.log.info('%s lock removed', this.key)
-      this.emit('released', this.key)
+      this.log.info('%s lock removed', this.#key)
+      this.emit('released', this.#key)
     } catch (err) {
-      throw fromNative(err, this.key)
+      throw fromNative(err, this.#key)
     } finally {
       this.#acquired = false
     }
