@@ -78,9 +78,12 @@ test('extend goes over the JS-thread connection too, and a connection killed und
   assert.equal(extends_[0].source, addr)
   // Killed under the extend: rejected, never sent twice (the TTL grows by 20 s at most).
   const [now] = await direct.directConnections(admin)
-  const extending = handle.extend(20_000)
+  const extending = handle.extend(20_000).then(
+    () => 'extended',
+    (err) => err,
+  )
   await admin.client('KILL', 'ID', now)
-  const outcome = await extending.then(() => 'extended', (err) => err)
+  const outcome = await extending
   const after = await admin.pttl('lock:direct:extend')
   assert.ok(after <= 45_000, `PTTL ${after}: extended twice`)
   if (outcome !== 'extended') assert.equal(outcome.code, 'ECONNECTION', String(outcome))

@@ -405,6 +405,28 @@ describe('ACL users', () => {
     }
   })
 
+  test('an ACL user without MULTI: ExclusiveLock and DistributedLock acquire and release again and again, leaving nothing', async () => {
+    const user = 'locker-no-multi'
+    const commands = ACL_COMMANDS.filter((c) => c !== 'multi' && c !== 'exec').map((c) => `+${c}`)
+    await plainAdmin.acl('SETUSER', user, 'reset', 'on', `>${PASSWORD}`, ...ACL_KEYS, '-@all', ...commands)
+    const url = `redis://${user}:${encodeURIComponent(PASSWORD)}@127.0.0.1:${plainServer.port}`
+    const lock = exclusive({ name: 'acl-no-multi', cache_connection: url })
+    const key = 'exclusive-lock:acl-no-multi'
+    const distributed = new DistributedLock(url)
+    for (let i = 0; i < 30; i++) {
+      assert.equal(await lock.acquire(), true, `round ${i}`)
+      assert.equal(await plainAdmin.get(key), '1')
+      assert.equal(await plainAdmin.pexpiretime(ownerKey(key)), await plainAdmin.pexpiretime(key), `round ${i}`)
+      await lock.release()
+      assert.equal(await plainAdmin.exists(key), 0, `round ${i}`)
+      assert.equal(await plainAdmin.exists(ownerKey(key)), 0, `round ${i}`)
+      const handle = await distributed.acquire('acl-no-multi', 5000)
+      assert.equal(await plainAdmin.get('lock:acl-no-multi'), handle.token)
+      await handle.release()
+      assert.equal(await plainAdmin.exists('lock:acl-no-multi'), 0, `round ${i}`)
+    }
+  })
+
   test('a key outside the user\'s patterns is refused with ENOPERM (an ACL denial, not a credentials error), and nothing is written', async () => {
     const lock = new DistributedLock(url(), { keyPrefix: 'other:' })
     for (const [call, run] of [['acquire', () => lock.acquire('x')], ['tryAcquire', () => lock.tryAcquire('x')], ['isLocked', () => lock.isLocked('x')]]) {

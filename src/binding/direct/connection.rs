@@ -36,6 +36,8 @@ struct Pending {
     leading: usize,
     /// An error among those leading replies: the call's answer, whatever comes last.
     refused: Option<redis::Value>,
+    /// Written as a transaction (it has leading replies).
+    transaction: bool,
     bound: Duration,
     deadline: Instant,
     /// `None` for a command nobody waits on (one undoing a call answered late).
@@ -160,6 +162,7 @@ impl Connection {
             id,
             leading: replies.saturating_sub(1),
             refused: None,
+            transaction: replies > 1,
             bound,
             deadline,
             call: Some(call),
@@ -282,7 +285,12 @@ impl Connection {
                     self.forms.multi_refused();
                     refused
                 }
-                None => reply,
+                None => {
+                    if call.transaction {
+                        self.forms.multi_worked();
+                    }
+                    reply
+                }
             };
             self.answer(call, reply);
         }
@@ -300,6 +308,7 @@ impl Connection {
                     id: 0,
                     leading: 0,
                     refused: None,
+                    transaction: false,
                     bound,
                     deadline: Instant::now() + bound,
                     call: None,

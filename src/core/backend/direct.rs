@@ -116,8 +116,13 @@ pub enum AttemptForm {
     /// `MULTI`, `SET NX PX`, `INCRBY 2` of the fence, `EXEC`: atomic, and far cheaper for
     /// Redis than a script. The fence is the first of the two drawn (see acquire.lua). The
     /// counter also moves on a failed attempt, which keeps every fence strictly increasing
-    /// (gaps are allowed).
+    /// (gaps are allowed). This server has run a transaction on this connection.
     Transaction,
+    /// As `Transaction`, but no transaction has run on this connection yet: should the
+    /// server refuse MULTI, the commands after it run one by one. An attempt that cannot
+    /// afford that (ExclusiveLock's, whose two keys must be set together) writes the script,
+    /// behind an empty `MULTI` `EXEC` that tells whether transactions work here.
+    Untried,
     /// The acquire script, for a user whose ACL forbids MULTI.
     Script,
 }
@@ -125,28 +130,30 @@ pub enum AttemptForm {
 /// Which attempt form one such connection's server takes, learnt from its replies: a
 /// transaction until the server refuses MULTI (an ACL without it), the script from then
 /// on. A property of the connection, whatever lock is attempted on it.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Forms {
-    attempts: AttemptForm,
-}
-
-impl Default for Forms {
-    fn default() -> Self {
-        Forms {
-            attempts: AttemptForm::Transaction,
-        }
-    }
+    refused: bool,
+    worked: bool,
 }
 
 impl Forms {
     /// How the next attempt is written.
     pub fn attempts(&self) -> AttemptForm {
-        self.attempts
+        match (self.refused, self.worked) {
+            (true, _) => AttemptForm::Script,
+            (false, true) => AttemptForm::Transaction,
+            (false, false) => AttemptForm::Untried,
+        }
     }
 
     /// A command queued in a transaction was refused: MULTI is not allowed here.
     pub fn multi_refused(&mut self) {
-        self.attempts = AttemptForm::Script;
+        self.refused = true;
+    }
+
+    /// A transaction ran with none of its commands refused.
+    pub fn multi_worked(&mut self) {
+        self.worked = true;
     }
 }
 
@@ -159,12 +166,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn attempts_are_transactions_until_multi_is_refused_then_scripts_for_good() {
+    fn attempts_are_untried_then_transactions_until_multi_is_refused_then_scripts_for_good() {
         let mut forms = Forms::default();
+        assert_eq!(forms.attempts(), AttemptForm::Untried);
+        forms.multi_worked();
         assert_eq!(forms.attempts(), AttemptForm::Transaction);
         forms.multi_refused();
         assert_eq!(forms.attempts(), AttemptForm::Script);
-        forms.multi_refused();
+        forms.multi_worked();
         assert_eq!(forms.attempts(), AttemptForm::Script);
+        let mut refused_first = Forms::default();
+        refused_first.multi_refused();
+        assert_eq!(refused_first.attempts(), AttemptForm::Script);
     }
 }

@@ -11,6 +11,7 @@ use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use futures_util::FutureExt;
 use redis::Value;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,9 +20,16 @@ fn no_reply(bound: Duration) -> LockError {
 }
 
 /// One attempt; `Ok(None)` when the lock is someone else's.
+///
+/// Sent as the script, it may run twice: the script recognises its own token. Sent as the
+/// transaction (exclusive/multi.rs), only its reply tells what it did: the owner key may
+/// hold our token beside someone else's lock key (it is set whether or not the lock key
+/// was), so where the reply is lost the owner key alone is deleted and a fresh attempt made
+/// (should the lost transaction have won, its lock key then waits for its TTL).
 pub struct ExclusiveAttempt {
     lock: Arc<Exclusive>,
     request: AttemptRequest,
+    transaction: Cell<bool>,
 }
 
 impl ExclusiveAttempt {
@@ -30,20 +38,28 @@ impl ExclusiveAttempt {
         ExclusiveAttempt {
             request: lock.attempt_request(terms),
             lock: lock.clone(),
+            transaction: Cell::new(false),
         }
     }
-}
 
-impl ExclusiveAttempt {
     /// A transaction that set the lock key but could not settle the attempt: the owner key
     /// is claimed first, when it is not ours on the lock key's expiry; a counter that gave no
-    /// fence leaves the rest to the script, which finds our lock and takes it back.
+    /// fence leaves the rest to the script, which finds our lock and takes it back. A claim
+    /// that fails undoes what the transaction set.
     fn settle(self, fence: Option<u64>, settled: bool, expiry: i64) -> Later<Option<Claim>> {
-        let ExclusiveAttempt { lock, request } = self;
+        let ExclusiveAttempt { lock, request, .. } = self;
         async move {
             let timeout = lock.command_timeout();
-            if !settled && !lock.claim(&request, expiry, timeout).await? {
-                return Ok(None);
+            if !settled {
+                match lock.claim(&request, expiry, timeout).await {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(None),
+                    Err(err) => {
+                        let (lock, request) = (lock.clone(), request.clone());
+                        spawn(async move { lock.undo(&request, expiry).await });
+                        return Err(err);
+                    }
+                }
             }
             match fence {
                 Some(fence) => Ok(Some(request.claim(fence))),
@@ -61,8 +77,10 @@ impl Carried for ExclusiveAttempt {
     type Output = Option<Claim>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        self.transaction.set(form == AttemptForm::Transaction);
         match form {
             AttemptForm::Transaction => self.request.write_transaction(out),
+            AttemptForm::Untried => self.request.write_probed(out),
             AttemptForm::Script => self.request.write(out),
         }
     }
@@ -72,10 +90,16 @@ impl Carried for ExclusiveAttempt {
     }
 
     fn answered(self, reply: Value) -> Step<Option<Claim>> {
+        if !self.transaction.get() {
+            if matches!(reply, Value::ServerError(_)) {
+                return Step::Later(self.resend(None));
+            }
+            return Step::Now(self.request.won(reply));
+        }
         match AttemptRequest::answer(&reply) {
             Answer::Held { stray } => {
                 if stray {
-                    let ExclusiveAttempt { lock, request } = self;
+                    let ExclusiveAttempt { lock, request, .. } = self;
                     spawn(async move { lock.drop_stray(&request).await });
                 }
                 Step::Now(Ok(None))
@@ -90,10 +114,8 @@ impl Carried for ExclusiveAttempt {
                 settled,
                 expiry,
             } => Step::Later(self.settle(fence, settled, expiry)),
-            Answer::Other if matches!(reply, Value::ServerError(_)) => {
-                Step::Later(self.resend(None))
-            }
-            Answer::Other => Step::Now(self.request.won(reply)),
+            // EXECABORT and the like: nothing ran.
+            Answer::Other => Step::Later(self.resend(None)),
         }
     }
 
@@ -102,17 +124,36 @@ impl Carried for ExclusiveAttempt {
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
-        if !AttemptRequest::took_it(&reply) {
-            return false;
+        if !self.transaction.get() {
+            if !AttemptRequest::took_it(&reply) {
+                return false;
+            }
+            self.request.write_release(out);
+            return true;
         }
-        self.request.write_release(out);
+        match AttemptRequest::answer(&reply) {
+            Answer::Held { stray: true } => self.request.write_drop_stray(out),
+            Answer::Set { settled: true, .. } => self.request.write_release(out),
+            Answer::Set { expiry, .. } => self.request.write_undo(out, expiry),
+            Answer::Held { stray: false } | Answer::Other => return false,
+        }
         true
     }
 
     fn resend(self, left: Option<Duration>) -> Later<Option<Claim>> {
-        let ExclusiveAttempt { lock, request } = self;
+        let ExclusiveAttempt {
+            lock,
+            request,
+            transaction,
+        } = self;
         async move {
             let timeout = left.unwrap_or(lock.command_timeout());
+            let request = if transaction.get() {
+                lock.drop_stray(&request).await;
+                request.renewed()
+            } else {
+                request
+            };
             lock.store().ensure_scripts(timeout).await?;
             lock.acquire_again(request, timeout).await
         }
@@ -120,8 +161,16 @@ impl Carried for ExclusiveAttempt {
     }
 
     fn abandon(self) {
-        let ExclusiveAttempt { lock, request } = self;
-        spawn(async move { lock.abandon(&request).await });
+        let ExclusiveAttempt {
+            lock,
+            request,
+            transaction,
+        } = self;
+        if transaction.get() {
+            spawn(async move { lock.drop_stray(&request).await });
+        } else {
+            spawn(async move { lock.abandon(&request).await });
+        }
     }
 
     fn orphaned(self) -> Option<Later<Option<Claim>>> {
@@ -189,3 +238,7 @@ impl Carried for ExclusiveRelease {
         Some(self.resend(None))
     }
 }
+
+#[cfg(test)]
+#[path = "carried_exclusive_tests.rs"]
+mod tests;

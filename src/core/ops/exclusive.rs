@@ -178,6 +178,21 @@ impl Exclusive {
         Ok(claimed == 1)
     }
 
+    /// Undoes a transaction of `request` that set the lock key, whose absolute expiry it
+    /// read as `expiry` (see exclusive_drop.lua).
+    pub async fn undo(&self, request: &AttemptRequest, expiry: i64) {
+        let mut invocation = scripts::EXCLUSIVE_DROP.key(&self.redis_key);
+        invocation
+            .key(&self.owner_key)
+            .arg(&request.contents)
+            .arg(expiry)
+            .arg(&request.token);
+        let _ignored: Result<i64, _> = self
+            .store
+            .eval(&invocation, request.ttl, Replay::Safe)
+            .await;
+    }
+
     /// Deletes the owner key a lost transaction set beside someone else's lock (the owner
     /// key alone: the lock key is theirs), if it still holds our token.
     pub async fn drop_stray(&self, request: &AttemptRequest) {
@@ -238,6 +253,7 @@ impl Exclusive {
 /// One acquire attempt of an ExclusiveLock sent on a connection of its own (the JS thread's,
 /// see ops/carried_exclusive.rs): the same script with the same keys as `Exclusive::acquire`, and what
 /// its reply means. Sent again through `acquire_again` when that connection cannot finish it.
+#[derive(Clone)]
 pub struct AttemptRequest {
     redis_key: Vec<u8>,
     fence_key: Vec<u8>,
@@ -279,6 +295,51 @@ impl AttemptRequest {
         }))
     }
 
+    /// The same attempt under a fresh token, `sent` now: what is sent once a transaction's
+    /// outcome is lost (see carried_exclusive.rs).
+    pub fn renewed(self) -> AttemptRequest {
+        AttemptRequest {
+            token: token::new_token(),
+            sent: Stamp::now(),
+            ..self
+        }
+    }
+
+    /// An empty transaction, then the script (three replies, the script's last): it tells
+    /// the connection whether transactions work here without risking a half-run one.
+    pub fn write_probed(&self, out: &mut Vec<u8>) -> usize {
+        resp::write_command(out, &[b"MULTI"]);
+        resp::write_command(out, &[b"EXEC"]);
+        self.write(out) + 2
+    }
+
+    /// The owner key deleted if it holds our token (one reply), for a transaction that lost
+    /// and answered after its caller stopped waiting.
+    pub fn write_drop_stray(&self, out: &mut Vec<u8>) {
+        lock::write_script(
+            out,
+            &scripts::RELEASE,
+            &[&self.owner_key],
+            &[self.token.as_bytes()],
+        );
+    }
+
+    /// exclusive_drop.lua (one reply), for a transaction that set the lock key, read its
+    /// expiry as `expiry`, and answered after its caller stopped waiting.
+    pub fn write_undo(&self, out: &mut Vec<u8>, expiry: i64) {
+        let expiry = expiry.to_string();
+        lock::write_script(
+            out,
+            &scripts::EXCLUSIVE_DROP,
+            &[&self.redis_key, &self.owner_key],
+            &[
+                self.contents.as_bytes(),
+                expiry.as_bytes(),
+                self.token.as_bytes(),
+            ],
+        );
+    }
+
     /// The claim of an attempt that won with `fence`.
     pub fn claim(self, fence: u64) -> Claim {
         Claim {
@@ -300,8 +361,7 @@ impl AttemptRequest {
     /// free it.
     pub fn took_it(reply: &redis::Value) -> bool {
         use redis::Value;
-        matches!(Self::answer(reply), Answer::Set { .. })
-            || matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(1))))
+        matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(1))))
     }
 
     /// The release of the lock this attempt may have taken, written to `out` (one reply):

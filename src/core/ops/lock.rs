@@ -941,7 +941,7 @@ impl AttemptRequest {
         let fence_key = keys::fence_key(&self.redis_key);
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
         match form {
-            AttemptForm::Transaction => {
+            AttemptForm::Transaction | AttemptForm::Untried => {
                 resp::write_command(out, &[b"MULTI"]);
                 resp::write_command(
                     out,

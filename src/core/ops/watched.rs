@@ -409,7 +409,11 @@ impl Table {
             if let Some(slot) = self.slot_mut(index as usize) {
                 slot.generation = slot.generation.checked_add(1).unwrap_or(1);
                 slot.entry = Some(entry);
-                return join(slot.generation, index as usize);
+                let (generation, id) = (slot.generation, join(slot.generation, index as usize));
+                // The seed stays past every generation given out, so a table emptied and
+                // filled again does not give out an id it gave before.
+                self.seed = self.seed.max(generation);
+                return id;
             }
         }
         if self.chunks.last().is_none_or(Pages::is_full) {
@@ -549,6 +553,26 @@ mod tests {
             "an id from before the table emptied came back"
         );
         assert!(table.get(ids[0]).is_none());
+    }
+
+    #[test]
+    fn an_id_given_out_by_a_reused_slot_is_not_given_again_after_the_table_empties() {
+        let clock = Clock::default();
+        let mut table = Table::default();
+        let a = table.insert(entry(&clock, "a"));
+        let b = table.insert(entry(&clock, "b"));
+        table.remove(a);
+        let c = table.insert(entry(&clock, "c"));
+        table.remove(b);
+        table.remove(c);
+        assert!(table.is_empty());
+        let d = table.insert(entry(&clock, "d"));
+        assert_ne!(
+            d, c,
+            "a stale id (a refresh in flight, a handle's watch) reaches a new lock"
+        );
+        assert_ne!(d, a);
+        assert_ne!(d, b);
     }
 
     #[test]

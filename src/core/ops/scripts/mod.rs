@@ -39,11 +39,12 @@ const RELEASE_FAIR_SOURCE: &str = concat!(
     include_str!("release_fair.lua")
 );
 const EXCLUSIVE_CLAIM_SOURCE: &str = include_str!("exclusive_claim.lua");
+const EXCLUSIVE_DROP_SOURCE: &str = include_str!("exclusive_drop.lua");
 const LEAVE_FAIR_SOURCE: &str =
     concat!(include_str!("announce.lua"), include_str!("leave_fair.lua"));
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 16] = [
+pub const ALL_SOURCES: [&str; 17] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -60,6 +61,7 @@ pub const ALL_SOURCES: [&str; 16] = [
     RELEASE_FAIR_SOURCE,
     LEAVE_FAIR_SOURCE,
     EXCLUSIVE_CLAIM_SOURCE,
+    EXCLUSIVE_DROP_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -79,3 +81,4 @@ pub static RELEASE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE
 pub static LEAVE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_FAIR_SOURCE));
 pub static EXCLUSIVE_CLAIM: LazyLock<Script> =
     LazyLock::new(|| Script::new(EXCLUSIVE_CLAIM_SOURCE));
+pub static EXCLUSIVE_DROP: LazyLock<Script> = LazyLock::new(|| Script::new(EXCLUSIVE_DROP_SOURCE));

@@ -1,0 +1,153 @@
+//! Unit tests of `carried_exclusive.rs` on the embedded keyspace: what a transaction whose
+//! reply is lost, late or unsettled leaves behind.
+use super::*;
+use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::basics::keys;
+use crate::core::ops::exclusive::ExclusiveSpec;
+use crate::core::ops::scripts;
+use crate::core::ops::store::Store;
+use redis::Cmd;
+
+const KEY: &[u8] = b"exclusive-lock:job";
+const SECOND: Duration = Duration::from_secs(1);
+
+fn lock(name: &str) -> Arc<Exclusive> {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(format!("memory://{name}")),
+        ..Default::default()
+    })
+    .unwrap();
+    let spec = ExclusiveSpec {
+        name: "job".into(),
+        key_prefix: "exclusive-lock".into(),
+        client_key_prefix: String::new(),
+    };
+    Arc::new(Exclusive::new(Store::shared(endpoint), spec, SECOND))
+}
+
+fn terms() -> Terms {
+    Terms {
+        contents: "1".into(),
+        ttl: Duration::from_secs(3),
+        refresh: SECOND,
+    }
+}
+
+/// An attempt written as the transaction (as the JS thread's connection does once MULTI
+/// worked there).
+fn transaction(lock: &Arc<Exclusive>) -> ExclusiveAttempt {
+    let attempt = ExclusiveAttempt::new(lock, &terms());
+    let mut out = Vec::new();
+    assert_eq!(attempt.write(&mut out, AttemptForm::Transaction), 7);
+    attempt
+}
+
+async fn run<T: redis::FromRedisValue>(lock: &Exclusive, args: &[&[u8]]) -> T {
+    let mut cmd = Cmd::new();
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    lock.store().query(&cmd, SECOND).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_lost_transaction_never_wins_by_its_owner_key_beside_someone_elses_lock() {
+    // The original package set the lock key in the very millisecond our transaction set
+    // only the owner key (its SET NX lost), both for 3 s; then our reply was lost.
+    let lock = lock("carried-exclusive-stray");
+    let attempt = transaction(&lock);
+    let token = attempt.request.token.clone();
+    let at = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 3000)
+        .to_string();
+    let owner = keys::owner_key(KEY);
+    run::<()>(&lock, &[b"SET", KEY, b"1", b"PXAT", at.as_bytes()]).await;
+    run::<()>(
+        &lock,
+        &[b"SET", &owner, token.as_bytes(), b"PXAT", at.as_bytes()],
+    )
+    .await;
+    run::<i64>(&lock, &[b"INCRBY", &keys::fence_key(KEY), b"2"]).await;
+    let won = attempt.resend(None).await.unwrap();
+    assert!(
+        won.is_none(),
+        "two holders: the resend took someone else's lock"
+    );
+    let value: Option<String> = run(&lock, &[b"GET", KEY]).await;
+    assert_eq!(value.as_deref(), Some("1"));
+    let left: Option<String> = run(&lock, &[b"GET", &owner]).await;
+    assert_eq!(left, None, "our owner key stayed beside their lock");
+}
+
+#[tokio::test]
+async fn a_lost_transaction_that_never_ran_is_made_again() {
+    let lock = lock("carried-exclusive-unsent");
+    let attempt = transaction(&lock);
+    let won = attempt.resend(None).await.unwrap();
+    assert!(won.is_some());
+    let owner: Option<String> = run(&lock, &[b"GET", &keys::owner_key(KEY)]).await;
+    assert_eq!(owner, won.map(|claim| claim.token));
+}
+
+#[test]
+fn a_late_answer_undoes_exactly_what_the_transaction_did() {
+    let lock = lock("carried-exclusive-late");
+    let script_of = |out: &[u8]| String::from_utf8_lossy(out).into_owned();
+    let exec = |items: Vec<Value>| Value::Array(items);
+    let (ok, nil) = (Value::Okay, Value::Nil);
+    // Lost, with a stray owner key: the owner key alone, if it holds our token.
+    let mut out = Vec::new();
+    let stray = exec(vec![
+        nil.clone(),
+        ok.clone(),
+        Value::Int(4),
+        Value::Int(9),
+        Value::Int(7),
+    ]);
+    assert!(transaction(&lock).answered_late(stray, &mut out));
+    let text = script_of(&out);
+    assert!(
+        text.contains(scripts::RELEASE.get_hash()) && text.contains("\r\n1\r\n"),
+        "{text}"
+    );
+    // Won and settled: the release of both keys.
+    let mut out = Vec::new();
+    let won = exec(vec![
+        ok.clone(),
+        ok.clone(),
+        Value::Int(4),
+        Value::Int(7),
+        Value::Int(7),
+    ]);
+    assert!(transaction(&lock).answered_late(won, &mut out));
+    assert!(script_of(&out).contains(scripts::RELEASE.get_hash()));
+    // Set but unsettled: the lock key only if it still has the expiry read.
+    let mut out = Vec::new();
+    let apart = exec(vec![
+        ok.clone(),
+        nil.clone(),
+        Value::Int(4),
+        Value::Int(7),
+        Value::Int(9),
+    ]);
+    assert!(transaction(&lock).answered_late(apart, &mut out));
+    let text = script_of(&out);
+    assert!(
+        text.contains(scripts::EXCLUSIVE_DROP.get_hash()) && text.contains("\r\n7\r\n"),
+        "{text}"
+    );
+    // Lost to one of ours, or refused: nothing to undo.
+    let mut out = Vec::new();
+    let held = exec(vec![
+        nil.clone(),
+        nil,
+        Value::Int(4),
+        Value::Int(9),
+        Value::Int(9),
+    ]);
+    assert!(!transaction(&lock).answered_late(held, &mut out));
+    assert!(out.is_empty());
+}
