@@ -103,21 +103,10 @@ impl Carried for Extend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
-    use crate::core::ops::store::Store;
 
     fn extend() -> Extend {
         // Nothing is sent: the store only names the keys and bounds.
-        let endpoint = Endpoint::from_spec(EndpointSpec {
-            port: Some(1),
-            ..Default::default()
-        })
-        .unwrap();
-        let locker = Arc::new(Locker::new(
-            Store::shared(endpoint),
-            "lock:",
-            Duration::from_millis(500),
-        ));
+        let locker = crate::core::ops::test_support::locker(1, "lock:");
         let lease = Arc::new(Lease::new(
             "k".into(),
             locker.redis_key("k"),

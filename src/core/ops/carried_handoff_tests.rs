@@ -1,24 +1,13 @@
 //! Unit tests of `carried_handoff.rs`: which release the carrier sends, and that a lease
 //! is lent only for a handover that is sent.
 use super::*;
-use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
-use crate::core::ops::store::Store;
 use crate::core::wait::wake::Ticket;
 use std::cell::Cell;
 
 const THREAD: usize = 7;
 
 fn locker(port: u16) -> Arc<Locker> {
-    let endpoint = Endpoint::from_spec(EndpointSpec {
-        port: Some(port),
-        ..Default::default()
-    })
-    .unwrap();
-    Arc::new(Locker::new(
-        Store::shared(endpoint),
-        "t:",
-        Duration::from_millis(500),
-    ))
+    crate::core::ops::test_support::locker(port, "t:")
 }
 
 fn lease(locker: &Locker) -> Arc<Lease> {

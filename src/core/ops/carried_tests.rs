@@ -2,21 +2,10 @@
 //! is whatever hands the reply over), kept apart so the library file holds no test-only
 //! unwraps.
 use super::*;
-use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
 use crate::core::basics::clock::Stamp;
-use crate::core::ops::store::Store;
 
 fn locker(port: u16) -> Arc<Locker> {
-    let endpoint = Endpoint::from_spec(EndpointSpec {
-        port: Some(port),
-        ..Default::default()
-    })
-    .unwrap();
-    Arc::new(Locker::new(
-        Store::shared(endpoint),
-        "t:",
-        Duration::from_millis(500),
-    ))
+    crate::core::ops::test_support::locker(port, "t:")
 }
 
 fn lease(locker: &Locker) -> Arc<Lease> {

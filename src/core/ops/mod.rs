@@ -18,6 +18,8 @@ pub mod schedule;
 pub mod scripts;
 pub mod signals;
 pub mod store;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod watchdog;
 pub mod watched;
 pub mod won;
