@@ -19,6 +19,7 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::resp;
 use crate::core::basics::token;
+use redis::{Script, ScriptInvocation};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -168,12 +169,7 @@ impl Exclusive {
         expiry: i64,
         timeout: Duration,
     ) -> Result<bool, LockError> {
-        let mut invocation = scripts::EXCLUSIVE_CLAIM.key(&self.redis_key);
-        invocation
-            .key(&self.owner_key)
-            .arg(&request.contents)
-            .arg(expiry)
-            .arg(&request.token);
+        let invocation = self.on_expiry(&scripts::EXCLUSIVE_CLAIM, request, expiry);
         let claimed: i64 = self.store.eval(&invocation, timeout, Replay::Safe).await?;
         Ok(claimed == 1)
     }
@@ -181,16 +177,8 @@ impl Exclusive {
     /// Undoes a transaction of `request` that set the lock key, whose absolute expiry it
     /// read as `expiry` (see exclusive_drop.lua).
     pub async fn undo(&self, request: &AttemptRequest, expiry: i64) {
-        let mut invocation = scripts::EXCLUSIVE_DROP.key(&self.redis_key);
-        invocation
-            .key(&self.owner_key)
-            .arg(&request.contents)
-            .arg(expiry)
-            .arg(&request.token);
-        let _ignored: Result<i64, _> = self
-            .store
-            .eval(&invocation, request.ttl, Replay::Safe)
-            .await;
+        let invocation = self.on_expiry(&scripts::EXCLUSIVE_DROP, request, expiry);
+        self.best_effort(&invocation, request.ttl).await;
     }
 
     /// Deletes the owner key a lost transaction set beside someone else's lock (the owner
@@ -198,10 +186,7 @@ impl Exclusive {
     pub async fn drop_stray(&self, request: &AttemptRequest) {
         let mut invocation = scripts::RELEASE.key(&self.owner_key);
         invocation.arg(&request.token);
-        let _ignored: Result<i64, _> = self
-            .store
-            .eval(&invocation, request.ttl, Replay::Safe)
-            .await;
+        self.best_effort(&invocation, request.ttl).await;
     }
 
     /// Frees a lock `request` may have taken after its caller stopped waiting, through the
@@ -212,10 +197,30 @@ impl Exclusive {
             .key(&self.redis_key)
             .arg(&request.token)
             .arg(&request.contents);
-        let _ignored: Result<i64, _> = self
-            .store
-            .eval(&invocation, request.ttl, Replay::Safe)
-            .await;
+        self.best_effort(&invocation, request.ttl).await;
+    }
+
+    /// The scripts that tell our lock key by its value and the absolute expiry a
+    /// transaction read (exclusive_claim.lua, exclusive_drop.lua), with their arguments.
+    fn on_expiry<'a>(
+        &'a self,
+        script: &'a Script,
+        request: &'a AttemptRequest,
+        expiry: i64,
+    ) -> ScriptInvocation<'a> {
+        let mut invocation = script.key(&self.redis_key);
+        invocation
+            .key(&self.owner_key)
+            .arg(&request.contents)
+            .arg(expiry)
+            .arg(&request.token);
+        invocation
+    }
+
+    /// Clean-up nobody waits on: bounded by the lock's TTL, after which there is nothing to
+    /// clean; its failure leaves the keys to that TTL.
+    async fn best_effort(&self, invocation: &ScriptInvocation<'_>, ttl: Duration) {
+        let _ignored: Result<i64, _> = self.store.eval(invocation, ttl, Replay::Safe).await;
     }
 
     /// The holder's contents and remaining TTL, for any instance, as the original's
