@@ -125,9 +125,13 @@ test('waitForLock on a free key is one attempt over the JS-thread connection', a
   const handle = await lock.waitForLock('direct:wait-free', 5000, 5000)
   const after = await admin.info('commandstats')
   assert.equal(await admin.get('lock:direct:wait-free'), handle.token)
-  // One transaction, as acquire's, and nothing else: no script, no subscription, no
-  // queueing, no second attempt.
+  // One transaction, the very one acquire sends, and nothing else: no PTTL (only a held
+  // lock needs its TTL, and queueing tells it), no script, no subscription, no queueing, no
+  // second attempt.
   assert.equal(calls(after, 'exec') - calls(before, 'exec'), 1)
+  assert.equal(calls(after, 'pttl') - calls(before, 'pttl'), 0)
+  assert.equal(calls(after, 'set') - calls(before, 'set'), 1)
+  assert.equal(calls(after, 'incrby') - calls(before, 'incrby'), 1)
   assert.equal(calls(after, 'evalsha') - calls(before, 'evalsha'), 0)
   assert.equal(calls(after, 'subscribe') - calls(before, 'subscribe'), 0)
   const line = (await admin.client('LIST')).split('\n').find((l) => l.includes(`id=${id} `))

@@ -166,9 +166,7 @@ impl Carried for Attempt {
     type Output = Option<Lease>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
-        // A waiter's attempt also asks the holder's TTL, which ends its first pause.
-        let waiting = matches!(self.mode.plan, Plan::Until { .. } | Plan::Backoff { .. });
-        self.request.write(out, form, waiting)
+        self.request.write(out, form)
     }
 
     fn bound(&self) -> Duration {

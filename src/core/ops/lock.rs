@@ -737,13 +737,13 @@ impl Locker {
         if ticket.is_settled() {
             return Err(LockError::Aborted);
         }
+        let mut left = due.saturating_duration_since(Instant::now());
         if ticket.needs_preparing() {
-            let fair = ticket.is_fair();
+            let (fair, timeout) = (ticket.is_fair(), self.command_timeout);
             self.store
-                .prepare_wake(ticket.lock_key(), self.command_timeout, fair);
+                .prepare_wake(ticket.lock_key(), timeout, fair, left);
         }
         let handoffs = ticket.handoffs();
-        let mut left = due.saturating_duration_since(Instant::now());
         // A fair waiter's place in line lives only as long as it keeps trying.
         let beat = ticket.is_fair() && left > wake::FAIR_HEARTBEAT;
         if beat {
@@ -935,9 +935,10 @@ pub struct AttemptRequest {
 
 impl AttemptRequest {
     /// Appends the attempt to `out`; the answer is how many replies it gets (the last one
-    /// is what `won` reads). A waiter's transaction also asks the key's PTTL, which tells a
-    /// held lock's remaining TTL (see `holder_ttl`); the script always tells it.
-    pub fn write(&self, out: &mut Vec<u8>, form: AttemptForm, waiting: bool) -> usize {
+    /// is what `won` reads). Only the script tells a held lock's remaining TTL: a waiter
+    /// whose transaction found the lock held learns it when it queues (see
+    /// `Store::prepare_wake`), which costs nothing when the lock is free.
+    pub fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
         let fence_key = keys::fence_key(&self.redis_key);
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
         match form {
@@ -955,15 +956,8 @@ impl AttemptRequest {
                     ],
                 );
                 resp::write_command(out, &[b"INCRBY", &fence_key, b"2"]);
-                if waiting {
-                    resp::write_command(out, &[b"PTTL", &self.redis_key]);
-                }
                 resp::write_command(out, &[b"EXEC"]);
-                if waiting {
-                    5
-                } else {
-                    4
-                }
+                4
             }
             AttemptForm::Script => {
                 write_script(
@@ -978,7 +972,7 @@ impl AttemptRequest {
     }
 
     /// The fence it drew when the reply says it won, `None` when the lock was held. Reads
-    /// both forms: EXEC's `[OK or nil, counter]` (a waiter's with its PTTL after) and the
+    /// both forms: EXEC's `[OK or nil, counter]` and the
     /// script's `[1 or 0, fence or pttl]`.
     /// A win without a usable fence is an error (see `needs_script`, which catches the
     /// transaction's before this is asked).
@@ -1025,14 +1019,14 @@ impl AttemptRequest {
     }
 
     /// The holder's remaining TTL, when the reply to a failed attempt tells it: the
-    /// script's `[0, pttl]`, or a waiter's transaction `[nil, counter, pttl]`.
+    /// script's `[0, pttl]`.
     pub fn holder_ttl(reply: &redis::Value) -> Option<Duration> {
         use redis::Value;
         let Value::Array(items) = reply else {
             return None;
         };
         match items.as_slice() {
-            [Value::Int(0), Value::Int(pttl)] | [Value::Nil, Value::Int(_), Value::Int(pttl)] => {
+            [Value::Int(0), Value::Int(pttl)] => {
                 u64::try_from(*pttl).ok().map(Duration::from_millis)
             }
             _ => None,
@@ -1229,16 +1223,10 @@ mod tests {
             AttemptRequest::holder_ttl(&pair(Value::Int(1), Value::Int(9))),
             None
         );
-        // A waiter's transaction: `[nil, counter, pttl]`.
-        let waiting = Value::Array(vec![Value::Nil, Value::Int(9), Value::Int(120)]);
-        assert_eq!(
-            AttemptRequest::holder_ttl(&waiting),
-            Some(Duration::from_millis(120))
-        );
     }
 
     #[test]
-    fn a_waiters_transaction_is_read_like_any_other() {
+    fn the_transaction_asks_nothing_a_free_lock_does_not_need() {
         let request = AttemptRequest {
             key: "k".into(),
             redis_key: b"lock:k".to_vec(),
@@ -1246,13 +1234,16 @@ mod tests {
             ttl: Duration::from_millis(1000),
             sent: Stamp::now(),
         };
-        let won = Value::Array(vec![Value::Okay, Value::Int(8), Value::Int(1000)]);
-        assert!(!AttemptRequest::needs_script(&won));
-        assert_eq!(request.won(won).ok(), Some(Some(7)));
-        let held = Value::Array(vec![Value::Nil, Value::Int(8), Value::Int(400)]);
-        assert_eq!(request.won(held).ok(), Some(None));
         let mut out = Vec::new();
-        assert_eq!(request.write(&mut out, AttemptForm::Transaction, true), 5);
-        assert!(out.windows(4).any(|w| w == b"PTTL"));
+        assert_eq!(request.write(&mut out, AttemptForm::Transaction), 4);
+        assert!(!out.windows(4).any(|w| w == b"PTTL"));
+        assert_eq!(
+            request.won(pair(Value::Okay, Value::Int(8))).ok(),
+            Some(Some(7))
+        );
+        assert_eq!(
+            request.won(pair(Value::Nil, Value::Int(8))).ok(),
+            Some(None)
+        );
     }
 }

@@ -55,9 +55,10 @@ impl FirstAttempt {
 
     /// Made for the waiter of `ticket`.
     pub fn waiting_as(self, ticket: &Ticket) -> Self {
+        let (subscribed, turn_from_others) = ticket.route_view();
         FirstAttempt {
-            subscribed: ticket.is_subscribed(),
-            turn_from_others: ticket.turn_comes_from_others(),
+            subscribed,
+            turn_from_others,
             ..self
         }
     }

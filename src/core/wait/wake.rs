@@ -57,6 +57,9 @@ pub fn queue_score() -> u64 {
         .unwrap_or(0)
 }
 
+/// What PTTL answers for a lock nobody holds.
+pub const LOCK_FREE: i64 = -2;
+
 /// The queue of connections waiting for a lock.
 pub fn queue_key(lock_key: &[u8]) -> Vec<u8> {
     keys::sibling_key(lock_key, "waiting")
@@ -245,14 +248,18 @@ impl Wakes {
         let waiter = Arc::new(Waiter::new(ttl, caller, seq, fair, owner));
         let name = channel(lock_key);
         let mut channels = lock(&self.channels);
-        let entry = channels.entry(name.clone()).or_insert_with(|| Channel {
-            lock_key: lock_key.to_vec(),
-            waiters: VecDeque::new(),
-            subscribed: false,
-            preparing: false,
-            queued: None,
-            handoffs: 0,
-        });
+        // Looked up before it is inserted: the name is copied only for a new channel.
+        let entry = match channels.get_mut(&name) {
+            Some(entry) => entry,
+            None => channels.entry(name.clone()).or_insert_with(|| Channel {
+                lock_key: lock_key.to_vec(),
+                waiters: VecDeque::new(),
+                subscribed: false,
+                preparing: false,
+                queued: None,
+                handoffs: 0,
+            }),
+        };
         entry.waiters.push_back(waiter.clone());
         let handoffs_at_join = entry.handoffs;
         Ticket {
@@ -557,18 +564,23 @@ impl Ticket {
     /// hands it on to the first in line). Never for a fair lock, whose attempts keep its
     /// place in line.
     pub fn turn_comes_from_others(&self) -> bool {
-        if self.waiter.fair {
-            return false;
-        }
+        self.route_view().1
+    }
+
+    /// `is_subscribed` and `turn_comes_from_others` at once, as a first attempt's route
+    /// asks them.
+    pub fn route_view(&self) -> (bool, bool) {
+        let fair = self.waiter.fair;
         self.wakes
             .with(&self.channel, |entry| {
-                entry.handoffs != self.handoffs_at_join
-                    || entry
-                        .waiters
-                        .front()
-                        .is_some_and(|first| !Arc::ptr_eq(first, &self.waiter))
+                let behind = entry
+                    .waiters
+                    .front()
+                    .is_some_and(|first| !Arc::ptr_eq(first, &self.waiter));
+                let turn = !fair && (entry.handoffs != self.handoffs_at_join || behind);
+                (entry.subscribed, turn)
             })
-            .unwrap_or(false)
+            .unwrap_or((false, false))
     }
 
     /// Whether other waiters of this connection wait for the same lock.
