@@ -386,7 +386,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
                 &[&queue_key(&key(*lock)), &key(*lock)],
                 &[format!("conn{conn}"), score.to_string(), "60000".to_owned()],
             ),
-            Clocked::Whole,
+            Clocked::No,
         ),
         Op::WakeNext { lock } => (
             evalsha(

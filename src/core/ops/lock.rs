@@ -364,10 +364,15 @@ impl Locker {
         let timeout = deadline.saturating_duration_since(Instant::now());
         // Attempts made; the first is not a retry.
         let mut retries: u32 = 0;
-        // The first attempt went out elsewhere and found the lock held: straight to the pause.
+        // The first attempt went out elsewhere and found the lock held: straight to the pause,
+        // which ends when the holder's TTL runs out if that comes first. A transaction does
+        // not tell the TTL (asking costs every wait on a free key a command): it is asked now.
         let (mut tried_elsewhere, mut first_holder_ttl) = match start {
             WaitStart::Attempt => (false, None),
-            WaitStart::Held { holder_ttl } => (true, holder_ttl),
+            WaitStart::Held {
+                holder_ttl: Some(ttl),
+            } => (true, Some(ttl)),
+            WaitStart::Held { holder_ttl: None } => (true, self.holder_ttl(key, deadline).await),
         };
         if tried_elsewhere {
             retries = 1;
@@ -737,13 +742,13 @@ impl Locker {
         if ticket.is_settled() {
             return Err(LockError::Aborted);
         }
-        let mut left = due.saturating_duration_since(Instant::now());
         if ticket.needs_preparing() {
-            let (fair, timeout) = (ticket.is_fair(), self.command_timeout);
+            let fair = ticket.is_fair();
             self.store
-                .prepare_wake(ticket.lock_key(), timeout, fair, left);
+                .prepare_wake(ticket.lock_key(), self.command_timeout, fair);
         }
         let handoffs = ticket.handoffs();
+        let mut left = due.saturating_duration_since(Instant::now());
         // A fair waiter's place in line lives only as long as it keeps trying.
         let beat = ticket.is_fair() && left > wake::FAIR_HEARTBEAT;
         if beat {
@@ -828,6 +833,21 @@ impl Locker {
     }
 
     /// Whether anyone holds `key`. An unreachable Redis is an error, never `false`.
+    /// How long `key`'s holder still has, when Redis tells it before `deadline` (with a
+    /// little grace): `None` when the lock is free, has no TTL, or the answer did not come
+    /// (a poll is the safety net).
+    async fn holder_ttl(&self, key: &str, deadline: Instant) -> Option<Duration> {
+        let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
+        let mut cmd = Cmd::new();
+        cmd.arg("PTTL").arg(self.redis_key(key));
+        let pttl: i64 = self
+            .store
+            .query(&cmd, self.command_timeout.min(left))
+            .await
+            .ok()?;
+        u64::try_from(pttl).ok().map(Duration::from_millis)
+    }
+
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let mut cmd = Cmd::new();
         cmd.arg("EXISTS").arg(self.redis_key(key));

@@ -199,37 +199,28 @@ impl Store {
     }
 
     /// Puts this connection in the queue for `lock_key` (it keeps its place if already
-    /// there), and answers the lock's PTTL then (-2: free, -1: no expiry). `None` when
-    /// queueing failed (an ACL without sorted sets, say): the waiter then only polls.
-    async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<i64> {
+    /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
+    /// ACL without sorted sets, say): the waiter then only polls.
+    async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<bool> {
         let mut invocation = scripts::ENQUEUE.key(wake::queue_key(lock_key));
         invocation
             .key(lock_key)
             .arg(&self.id)
             .arg(wake::queue_score())
             .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
-        let pttl: i64 = self
+        let free: i64 = self
             .link
             .eval(&invocation, timeout, Replay::Safe)
             .await
             .ok()?;
         self.wakes.mark_queued(&wake::channel(lock_key), true);
-        Some(pttl)
+        Some(free == 1)
     }
-
     /// Makes a lock's waiters wakeable, in the background: the connection subscribes to the
     /// lock's channel, then queues for the lock. No waiter waits for either (its poll is the
-    /// safety net). If the lock turns out free meanwhile, a waiter is woken to try; if it
-    /// expires within `pause` (what is left of the waiter's pause), a waiter is woken then:
-    /// an attempt that found it held by a transaction did not learn when it expires.
+    /// safety net); if the lock turns out free meanwhile, a waiter is woken to try.
     /// A fair lock's waiters only subscribe: their attempts keep their places in its line.
-    pub fn prepare_wake(
-        self: &Arc<Self>,
-        lock_key: Vec<u8>,
-        timeout: Duration,
-        fair: bool,
-        pause: Duration,
-    ) {
+    pub fn prepare_wake(self: &Arc<Self>, lock_key: Vec<u8>, timeout: Duration, fair: bool) {
         let channel = wake::channel(&lock_key);
         if !self.wakes.begin_preparing(&channel) {
             return;
@@ -238,25 +229,14 @@ impl Store {
         spawn(async move {
             // Queued only where a wake can reach us: a wake popped for a connection that is
             // not listening would be lost to every waiter.
-            let queued = store.link.subscribe(&channel, timeout, &*store.wakes).await
+            if store.link.subscribe(&channel, timeout, &*store.wakes).await
                 && !fair
-                && store.wakes.needs_queueing(&channel);
-            let pttl = match queued {
-                true => store.enqueue(&lock_key, timeout).await,
-                false => None,
-            };
+                && store.wakes.needs_queueing(&channel)
+                && store.enqueue(&lock_key, timeout).await == Some(true)
+            {
+                store.wakes.wake_local(&channel);
+            }
             store.wakes.end_preparing(&channel);
-            let expires_in = match pttl {
-                Some(wake::LOCK_FREE) => Duration::ZERO,
-                // Past the millisecond it expires in, as `backoff::poll_delay` waits.
-                Some(ms) => match u64::try_from(ms) {
-                    Ok(ms) if ms < pause.as_millis() as u64 => Duration::from_millis(ms + 1),
-                    _ => return,
-                },
-                None => return,
-            };
-            tokio::time::sleep(expires_in).await;
-            store.wakes.wake_local(&channel);
         });
     }
 

@@ -57,9 +57,6 @@ pub fn queue_score() -> u64 {
         .unwrap_or(0)
 }
 
-/// What PTTL answers for a lock nobody holds.
-pub const LOCK_FREE: i64 = -2;
-
 /// The queue of connections waiting for a lock.
 pub fn queue_key(lock_key: &[u8]) -> Vec<u8> {
     keys::sibling_key(lock_key, "waiting")

@@ -3,8 +3,7 @@
 -- KEYS[1] queue (sorted set), KEYS[2] lock key.
 -- ARGV[1] the connection's id, ARGV[2] its queue score (as acquire_queued.lua's),
 -- ARGV[3] lifetime of the queue in ms.
--- Returns the lock's PTTL: -2 when it is free right now (the release we would wait for
--- already happened), else when it expires (-1: never).
+-- Returns 1 when the lock is free right now: the release we would wait for already happened.
 redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return redis.call('PTTL', KEYS[2])
+return redis.call('EXISTS', KEYS[2]) == 0 and 1 or 0
