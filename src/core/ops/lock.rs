@@ -832,7 +832,6 @@ impl Locker {
         Ok(written == 1)
     }
 
-    /// Whether anyone holds `key`. An unreachable Redis is an error, never `false`.
     /// How long `key`'s holder still has, when Redis tells it before `deadline` (with a
     /// little grace): `None` when the lock is free, has no TTL, or the answer did not come
     /// (a poll is the safety net).
@@ -848,6 +847,7 @@ impl Locker {
         u64::try_from(pttl).ok().map(Duration::from_millis)
     }
 
+    /// Whether anyone holds `key`. An unreachable Redis is an error, never `false`.
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
         let mut cmd = Cmd::new();
         cmd.arg("EXISTS").arg(self.redis_key(key));
@@ -956,8 +956,8 @@ pub struct AttemptRequest {
 impl AttemptRequest {
     /// Appends the attempt to `out`; the answer is how many replies it gets (the last one
     /// is what `won` reads). Only the script tells a held lock's remaining TTL: a waiter
-    /// whose transaction found the lock held learns it when it queues (see
-    /// `Store::prepare_wake`), which costs nothing when the lock is free.
+    /// whose transaction found the lock held asks it then (see `Locker::holder_ttl`), so a
+    /// free lock costs nothing more.
     pub fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
         let fence_key = keys::fence_key(&self.redis_key);
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
@@ -992,8 +992,7 @@ impl AttemptRequest {
     }
 
     /// The fence it drew when the reply says it won, `None` when the lock was held. Reads
-    /// both forms: EXEC's `[OK or nil, counter]` and the
-    /// script's `[1 or 0, fence or pttl]`.
+    /// both forms: EXEC's `[OK or nil, counter]` and the script's `[1 or 0, fence or pttl]`.
     /// A win without a usable fence is an error (see `needs_script`, which catches the
     /// transaction's before this is asked).
     pub fn won(&self, reply: redis::Value) -> Result<Option<u64>, LockError> {
