@@ -313,3 +313,62 @@ fn a_handover_without_a_fence_for_the_waiter_releases_the_lock() {
     let left: i64 = redis::cmd("EXISTS").arg("lock:h").query(&mut raw).unwrap();
     assert_eq!(left, 0);
 }
+
+/// A waiter's attempt (acquire_queued.lua) draws its fences after it sets the lock, as
+/// acquire.lua does: a counter that can give none fails the attempt with nothing written and
+/// the counter as it was; on a held lock it only queues, as any failed attempt.
+#[test]
+fn a_queued_attempt_without_a_fence_fails_and_leaves_no_lock() {
+    use native_redis_lock::core::ops::scripts;
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let fence_key = keys::fence_key(b"lock:q");
+    let attempt = |raw: &mut redis::Connection| {
+        scripts::ACQUIRE_QUEUED
+            .key("lock:q")
+            .key(&fence_key)
+            .key("lock:q:waiting")
+            .arg("mine")
+            .arg(5000)
+            .arg("conn")
+            .arg(1)
+            .arg("0")
+            .arg(60_000)
+            .invoke::<(i64, i64)>(raw)
+    };
+    for counter in ["oops", "-4", "007", "999999999999998"] {
+        let _: () = redis::cmd("SET")
+            .arg(&fence_key)
+            .arg(counter)
+            .query(&mut raw)
+            .unwrap();
+        let err = attempt(&mut raw).expect_err(counter);
+        assert!(err.to_string().contains("NOFENCE"), "{counter}: {err}");
+        let left: i64 = redis::cmd("EXISTS").arg("lock:q").query(&mut raw).unwrap();
+        assert_eq!(left, 0, "{counter}: the failed attempt left the lock set");
+        let after: String = redis::cmd("GET").arg(&fence_key).query(&mut raw).unwrap();
+        assert_eq!(after, counter, "the failed attempt moved the counter");
+    }
+    let _: () = redis::cmd("SET")
+        .arg("lock:q")
+        .arg("theirs")
+        .arg("PX")
+        .arg(5000)
+        .query(&mut raw)
+        .unwrap();
+    let (won, pttl) = attempt(&mut raw).expect("a held lock is no error");
+    assert_eq!(won, 0);
+    assert!(pttl > 0);
+    let queued: Option<f64> = redis::cmd("ZSCORE")
+        .arg("lock:q:waiting")
+        .arg("conn")
+        .query(&mut raw)
+        .unwrap();
+    assert!(queued.is_some(), "the failed attempt did not queue");
+    let _: () = redis::cmd("DEL")
+        .arg("lock:q")
+        .arg(&fence_key)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(attempt(&mut raw).expect("a free lock"), (1, 1));
+}

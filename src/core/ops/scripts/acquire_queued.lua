@@ -14,19 +14,20 @@ local function stay_queued()
   end
 end
 
-if not fence_counter(KEYS[2], 2) then
-  if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-    redis.call('DEL', KEYS[1])
-  end
-  return no_fence()
-end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  -- Drawn after the lock is written, in one INCRBY (see fence.lua): a counter that can give
+  -- none takes the lock back, and the attempt fails with nothing written.
+  local counter = draw_fences(KEYS[2], 2)
+  if not counter then
+    redis.call('DEL', KEYS[1])
+    return no_fence()
+  end
   if ARGV[5] == '1' then
     stay_queued()
   else
     redis.pcall('ZREM', KEYS[3], ARGV[3])
   end
-  return {1, redis.call('INCRBY', KEYS[2], 2) - 1}
+  return {1, counter - 1}
 end
 -- Our own token: this attempt, sent again after its connection dropped under it.
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then

@@ -10,19 +10,22 @@
 -- Returns the waiter's fence, or 0 when the lock is no longer ours (nothing was changed).
 local ours = tonumber(ARGV[4]) or 0
 local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] and not fence_counter(KEYS[2], 2) then
-  -- No fence for the waiter (see fence.lua): the lock is released instead, and the waiter,
-  -- told 0, tries for itself (and fails the same way).
-  redis.call('DEL', KEYS[1])
-  return 0
-end
 if holder == ARGV[1] then
+  -- The waiter's fences, drawn in one INCRBY (see fence.lua): two when ours is unknown, as an
+  -- acquire draws them; else one, so the counter keeps the next for the waiter's own
+  -- handover. A counter that can give none releases the lock instead, and the waiter, told
+  -- 0, tries for itself (and fails the same way).
+  local counter = draw_fences(KEYS[2], ours == 0 and 2 or 1)
+  if not counter then
+    redis.call('DEL', KEYS[1])
+    return 0
+  end
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   if ours == 0 then
-    return redis.call('INCRBY', KEYS[2], 2) - 1
+    return counter - 1
   end
-  -- Keep the next one for the waiter's own handover: the counter was at ours + 1 at least.
-  if redis.call('INCR', KEYS[2]) < ours + 2 then
+  -- The counter was at ours + 1 at least, unless another client wrote to it.
+  if counter < ours + 2 then
     -- As a decimal: Lua would print a large number in exponent form.
     redis.call('SET', KEYS[2], string.format('%d', ours + 2))
   end
