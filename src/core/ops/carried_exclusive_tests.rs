@@ -92,62 +92,45 @@ async fn a_lost_transaction_that_never_ran_is_made_again() {
     assert_eq!(owner, won.map(|claim| claim.token));
 }
 
+/// What a late EXEC answer `[lock, owner, counter, lock expiry, owner expiry]` makes the
+/// transaction send to undo itself: whether it sends anything, and the text sent.
+fn undo_of(lock: &Arc<Exclusive>, set: (bool, bool), expiries: (i64, i64)) -> (bool, String) {
+    let reply = |set: bool| if set { Value::Okay } else { Value::Nil };
+    let answer = Value::Array(vec![
+        reply(set.0),
+        reply(set.1),
+        Value::Int(4),
+        Value::Int(expiries.0),
+        Value::Int(expiries.1),
+    ]);
+    let mut out = Vec::new();
+    let sent = transaction(lock).answered_late(answer, &mut out);
+    (sent, String::from_utf8_lossy(&out).into_owned())
+}
+
 #[test]
 fn a_late_answer_undoes_exactly_what_the_transaction_did() {
     let lock = lock("carried-exclusive-late");
-    let script_of = |out: &[u8]| String::from_utf8_lossy(out).into_owned();
-    let exec = |items: Vec<Value>| Value::Array(items);
-    let (ok, nil) = (Value::Okay, Value::Nil);
     // Lost, with a stray owner key: the owner key alone, if it holds our token.
-    let mut out = Vec::new();
-    let stray = exec(vec![
-        nil.clone(),
-        ok.clone(),
-        Value::Int(4),
-        Value::Int(9),
-        Value::Int(7),
-    ]);
-    assert!(transaction(&lock).answered_late(stray, &mut out));
-    let text = script_of(&out);
+    let (sent, text) = undo_of(&lock, (false, true), (9, 7));
+    assert!(sent);
     assert!(
         text.contains(scripts::RELEASE.get_hash()) && text.contains("\r\n1\r\n"),
         "{text}"
     );
     // Won and settled: the release of both keys.
-    let mut out = Vec::new();
-    let won = exec(vec![
-        ok.clone(),
-        ok.clone(),
-        Value::Int(4),
-        Value::Int(7),
-        Value::Int(7),
-    ]);
-    assert!(transaction(&lock).answered_late(won, &mut out));
-    assert!(script_of(&out).contains(scripts::RELEASE.get_hash()));
+    let (sent, text) = undo_of(&lock, (true, true), (7, 7));
+    assert!(sent);
+    assert!(text.contains(scripts::RELEASE.get_hash()));
     // Set but unsettled: the lock key only if it still has the expiry read.
-    let mut out = Vec::new();
-    let apart = exec(vec![
-        ok.clone(),
-        nil.clone(),
-        Value::Int(4),
-        Value::Int(7),
-        Value::Int(9),
-    ]);
-    assert!(transaction(&lock).answered_late(apart, &mut out));
-    let text = script_of(&out);
+    let (sent, text) = undo_of(&lock, (true, false), (7, 9));
+    assert!(sent);
     assert!(
         text.contains(scripts::EXCLUSIVE_DROP.get_hash()) && text.contains("\r\n7\r\n"),
         "{text}"
     );
     // Lost to one of ours, or refused: nothing to undo.
-    let mut out = Vec::new();
-    let held = exec(vec![
-        nil.clone(),
-        nil,
-        Value::Int(4),
-        Value::Int(9),
-        Value::Int(9),
-    ]);
-    assert!(!transaction(&lock).answered_late(held, &mut out));
-    assert!(out.is_empty());
+    let (sent, text) = undo_of(&lock, (false, false), (9, 9));
+    assert!(!sent);
+    assert!(text.is_empty());
 }
