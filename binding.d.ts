@@ -105,13 +105,14 @@ export declare class NativeExclusiveLock {
    * One attempt with the instance's `lock_contents`, `lock_ttl_ms` and `lock_refresh_ms`
    * (arguments, not an object: this is the hot path); resolves with whether it won. While
    * held, the watchdog refreshes the lock and tells `listener` of `refreshed` and `lost`.
+   * `keep` and `beat` are changes to this thread's liveness counts (see `liveness`).
    */
-  acquire(listener: number, lockContents: string, lockTtlMs: number, lockRefreshMs: number): Promise<boolean>
+  acquire(listener: number, lockContents: string, lockTtlMs: number, lockRefreshMs: number, keep: number, beat: number): Promise<boolean>
   /**
    * Stops refreshing and deletes the lock if it is still ours; resolves with whether it
-   * was.
+   * was. `keep` and `beat` as for `acquire`.
    */
-  release(): Promise<boolean>
+  release(keep: number, beat: number): Promise<boolean>
   /** Resolves with the holder's `{ lock_ttl_ms, lock_contents }`, or null when free. */
   inspect(): Promise<{ lock_ttl_ms: number, lock_contents: string } | null>
 }
@@ -127,8 +128,9 @@ export declare class NativeHeartbeat {
   constructor()
   beat(): void
   /**
-   * One more (`delta` 1) or one fewer (-1) stall-guarded lock. `false` when no native
-   * timer can beat (libuv not found): the JS layer then beats from its own timer.
+   * One more (`delta` 1) or one fewer (-1) stall-guarded lock; 0 only asks. `false`
+   * when no native timer can beat (libuv not found): the JS layer then beats from its
+   * own timer.
    */
   hold(delta: number): boolean
 }

@@ -4,7 +4,7 @@ const EventEmitter = require('node:events')
 const { NativeExclusiveLock } = require('./native')
 const { connectionOptions } = require('./connection')
 const { LockLostError, fromNative } = require('./errors')
-const { heartbeat, KeepAlive, Beating } = require('./liveness')
+const { heartbeat, KeepAlive, Beating, missed } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
 
 // The original's default logger (abstract-logging) is silent.
@@ -225,31 +225,42 @@ class ExclusiveLock extends EventEmitter {
       // The TTL this hold is refreshed to: the instance's field when it was taken.
       const hold = { ttl: this.lock_ttl_ms, listener: 0 }
       hold.listener = listen((event, code, message) => this.#onNative(hold, event, message))
+      // Counted as held from now, the change riding on the acquire call: most attempts win.
+      const keep = this.#keepAlive.handOff(this.#refed)
+      const beat = this.#beating.handOff(this.#stallGuarded)
       let won
       try {
         // Read now, as the original reads them at every acquire.
-        won = await this.#native.acquire(hold.listener, this.lock_contents, this.lock_ttl_ms, this.lock_refresh_ms)
+        let pending
+        try {
+          pending = this.#native.acquire(hold.listener, this.lock_contents, this.lock_ttl_ms, this.lock_refresh_ms, keep, beat)
+        } catch (err) {
+          missed(keep, beat)
+          throw err
+        }
+        won = await pending
       } catch (err) {
-        unlisten(hold.listener)
+        this.#lose(attempt, hold)
         throw fromNative(err, this.#key)
       }
       if (won && attempt.released) {
         // release() was called while this attempt was in flight: the release wins, and the
         // lock Redis granted meanwhile is deleted before either call resolves.
-        unlisten(hold.listener)
+        this.#lose(attempt, hold)
         try {
-          await this.#native.release()
+          await this.#native.release(0, 0)
         } catch (err) {
           throw fromNative(err, this.#key)
         }
         return false
       }
       if (!won) {
-        unlisten(hold.listener)
+        this.#lose(attempt, hold)
         return false
       }
       this.#hold = hold
       this.#acquired = true
+      // No-ops unless an attempt that lost meanwhile undid them, or unref() came in between.
       this.#keepAlive.set(this.#refed)
       this.#beating.set(this.#stallGuarded)
       if (this.log !== SILENT) {
@@ -295,10 +306,17 @@ class ExclusiveLock extends EventEmitter {
     }
     unlisten(this.#hold?.listener)
     this.#hold = null
-    this.#keepAlive.set(false)
-    this.#beating.set(false)
+    const keep = this.#keepAlive.handOff(false)
+    const beat = this.#beating.handOff(false)
     try {
-      await this.#native.release()
+      let pending
+      try {
+        pending = this.#native.release(keep, beat)
+      } catch (err) {
+        missed(keep, beat)
+        throw err
+      }
+      await pending
       this.log.info('%s lock removed', this.#key)
       this.emit('released', this.#key)
     } catch (err) {
@@ -306,6 +324,15 @@ class ExclusiveLock extends EventEmitter {
     } finally {
       this.#acquired = false
     }
+  }
+
+  /** An attempt that did not become the hold: its listener goes, and its liveness claims
+   * too unless the lock is held or another attempt, made since, still counts on them. */
+  #lose(attempt, hold) {
+    unlisten(hold.listener)
+    if (this.#acquired || this.#attempt !== attempt) return
+    this.#keepAlive.set(false)
+    this.#beating.set(false)
   }
 
   /** Whether a held lock keeps the process alive (see `unref()`). */

@@ -18,10 +18,15 @@ let beatTimer = null
 // count leaves or reaches zero: one call per busy period, not two per lock.
 let kept = 0
 
-function keep(delta) {
+/** Counts `delta`; the change the native side must apply: -1, 0 or 1. */
+function count(delta) {
   const before = kept
   kept += delta
-  if ((before === 0) !== (kept === 0)) completions.keepAlive(kept > 0)
+  return (before === 0) === (kept === 0) ? 0 : delta
+}
+
+function keep(delta) {
+  if (count(delta) !== 0) completions.keepAlive(kept > 0)
 }
 
 /** One lock's claim on keeping the process alive; `set(true)` / `set(false)` are idempotent. */
@@ -33,6 +38,23 @@ class KeepAlive {
     this.#on = on
     keep(on ? 1 : -1)
   }
+
+  /**
+   * As `set()`, for a caller about to cross into native anyway: instead of a call of its
+   * own, the change the native side must apply is returned, for that call to carry. If the
+   * call throws, `missed()` with the same change.
+   */
+  handOff(on) {
+    if (on === this.#on) return 0
+    this.#on = on
+    return count(on ? 1 : -1)
+  }
+}
+
+/** Applies changes handed off (`handOff`) to a native call that threw before applying them. */
+function missed(keepChange, beatChange) {
+  if (keepChange !== 0) completions.keepAlive(keepChange > 0)
+  if (beatChange !== 0) heartbeat.hold(beatChange)
 }
 
 // Locks with a stall guard in this thread. The native timer is told only when the count
@@ -40,7 +62,8 @@ class KeepAlive {
 // and it outlives the last beater by up to one period instead of being cleared and made
 // again for every hold: cheap when locks are taken and released many times a second.
 let guarded = 0
-let jsBeats = false
+// Asked once: whether a native timer beats (it is made now); if not, the JS timer does.
+let jsBeats = !heartbeat.hold(0)
 
 function beat() {
   if (guarded === 0) {
@@ -76,6 +99,20 @@ class Beating {
     this.#on = on
     beating(on ? 1 : -1)
   }
+
+  /** As `KeepAlive.handOff`. With no native timer the JS one is managed here, and 0 returned. */
+  handOff(on) {
+    if (on === this.#on) return 0
+    this.#on = on
+    const delta = on ? 1 : -1
+    if (jsBeats) {
+      beating(delta)
+      return 0
+    }
+    const before = guarded
+    guarded += delta
+    return (before === 0) === (guarded === 0) ? 0 : delta
+  }
 }
 
-module.exports = { heartbeat, KeepAlive, Beating, beating }
+module.exports = { heartbeat, KeepAlive, Beating, beating, missed }

@@ -2,7 +2,7 @@ use super::completions::{Completer, NativeCompletions, Outcome};
 use super::direct::{self, Link};
 use super::error::{to_napi, OrThrow, Result};
 use super::events::JsSink;
-use super::heartbeat::NativeHeartbeat;
+use super::heartbeat::{Beater, NativeHeartbeat};
 use super::options::ConnectionOptions;
 use super::promises::JsThread;
 use crate::core::basics::error::LockError;
@@ -126,6 +126,7 @@ impl Winning {
 pub struct NativeExclusiveLock {
     lock: Arc<Exclusive>,
     heartbeat: Arc<Heartbeat>,
+    beater: Rc<Beater>,
     max_stall: Option<Duration>,
     max_hold: Option<Duration>,
     held: Arc<Mutex<Option<Held>>>,
@@ -186,6 +187,7 @@ impl NativeExclusiveLock {
             direct: Link::of(&store, &thread, &completer),
             lock: Arc::new(Exclusive::new(store, spec, command_timeout)),
             heartbeat: heartbeat.inner.clone(),
+            beater: heartbeat.beater(),
             max_stall: (!max_stall.is_zero()).then_some(max_stall),
             max_hold,
             held: Arc::new(Mutex::new(None)),
@@ -239,7 +241,9 @@ impl NativeExclusiveLock {
     /// One attempt with the instance's `lock_contents`, `lock_ttl_ms` and `lock_refresh_ms`
     /// (arguments, not an object: this is the hot path); resolves with whether it won. While
     /// held, the watchdog refreshes the lock and tells `listener` of `refreshed` and `lost`.
+    /// `keep` and `beat` are changes to this thread's liveness counts (see `liveness`).
     #[napi(ts_return_type = "Promise<boolean>")]
+    #[allow(clippy::too_many_arguments)]
     pub fn acquire<'env>(
         &self,
         env: Env,
@@ -247,6 +251,8 @@ impl NativeExclusiveLock {
         lock_contents: String,
         lock_ttl_ms: f64,
         lock_refresh_ms: f64,
+        keep: i32,
+        beat: i32,
     ) -> Result<PromiseRaw<'env, ()>> {
         let terms = hold_terms(lock_contents, lock_ttl_ms, lock_refresh_ms).or_throw(&env)?;
         let call = self.thread.call(&env, None)?;
@@ -275,6 +281,7 @@ impl NativeExclusiveLock {
             .carried()
             .then(|| self.direct.as_ref().and_then(|link| link.sender()))
             .flatten();
+        self.liveness(keep, beat);
         if let Some(sender) = sender {
             let attempt = ExclusiveAttempt::new(winning.lock(), &winning.terms);
             sender.send(call.id, attempt, move |result| winning.settle(result));
@@ -292,10 +299,11 @@ impl NativeExclusiveLock {
     }
 
     /// Stops refreshing and deletes the lock if it is still ours; resolves with whether it
-    /// was.
+    /// was. `keep` and `beat` as for `acquire`.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'env>(&self, env: Env) -> Result<PromiseRaw<'env, ()>> {
+    pub fn release<'env>(&self, env: Env, keep: i32, beat: i32) -> Result<PromiseRaw<'env, ()>> {
         let call = self.thread.call(&env, None)?;
+        self.liveness(keep, beat);
         // Stopped now, on the JS thread: no refresh is sent after this point, and the answer
         // of one already in flight is dropped, so it cannot report our own delete as a loss.
         let Some(held) = sync::lock(&self.held).take() else {
@@ -330,5 +338,23 @@ impl NativeExclusiveLock {
             }
         });
         Ok(call.promise)
+    }
+}
+
+impl NativeExclusiveLock {
+    /// Applies what the JS layer's liveness counts handed to this call (lib/liveness.js
+    /// `handOff`): a held lock's claim on keeping the process alive and on the heartbeat
+    /// ride on the acquire and release that cross into native anyway, instead of a call of
+    /// their own each. Applied only once the call can no longer throw, so a call that throws
+    /// applied nothing.
+    fn liveness(&self, keep: i32, beat: i32) {
+        if keep != 0 {
+            self.thread.keep(keep.signum());
+        }
+        if beat != 0 {
+            // The JS layer hands the heartbeat over only when `hold(0)` said a native timer
+            // beats; a closing timer (the environment ending) has no lock left to guard.
+            self.beater.hold(beat.signum());
+        }
     }
 }
