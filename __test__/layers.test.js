@@ -17,6 +17,18 @@ test('src/core keeps its layers and has no import cycle', () => {
   assert.deepEqual(problems, [])
 })
 
+test('the check fails when a class of the binding reaches past the fronts', () => {
+  const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-'))
+  try {
+    fs.cpSync(path.join(root, 'src'), path.join(copy, 'src'), { recursive: true })
+    fs.appendFileSync(path.join(copy, 'src', 'binding', 'lock_service.rs'), '\nuse crate::core::ops::lock::Locker;\n')
+    const { problems } = check(copy)
+    assert.deepEqual(problems, ['src/binding/lock_service.rs reaches core::ops (only front, basics)'])
+  } finally {
+    fs.rmSync(copy, { recursive: true, force: true })
+  }
+})
+
 test('the check fails on an upward import, a cycle and a binding import', () => {
   const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-'))
   try {

@@ -11,7 +11,13 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 /** Bottom to top: a layer may import only itself and the ones before it. */
-const LAYERS = ['basics', 'backend', 'wait', 'ops']
+const LAYERS = ['basics', 'backend', 'wait', 'ops', 'front']
+/**
+ * The binding's files for the public classes only convert: they reach the core through its
+ * fronts and its basics (errors, tokens), never the operations, waits or backends below.
+ */
+const BINDING_CLASSES = ['distributed_lock.rs', 'handle.rs', 'exclusive_lock.rs', 'lock_service.rs']
+const BINDING_REACHES = ['front', 'basics']
 /** What would tie the core to Node: N-API, libuv, or the binding above it. */
 const FORBIDDEN = [/napi/i, /libuv/i, /\buv_/, /crate::binding/]
 
@@ -164,6 +170,14 @@ function check(root) {
     }
   }
   for (const cycle of cycles(edges)) problems.push(`import cycle: ${cycle.join(' -> ')}`)
+  for (const name of BINDING_CLASSES) {
+    const file = path.join(root, 'src', 'binding', name)
+    if (!fs.existsSync(file)) continue
+    for (const { path: p } of pathsIn(stripped(fs.readFileSync(file, 'utf8')))) {
+      const m = /^crate::core::(\w+)/.exec(p)
+      if (m && !BINDING_REACHES.includes(m[1])) problems.push(`src/binding/${name} reaches core::${m[1]} (only ${BINDING_REACHES.join(', ')})`)
+    }
+  }
   return { problems, edges }
 }
 

@@ -2,7 +2,8 @@
 //! through the same store, scripts and wake-ups as over Redis.
 
 use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::ops::lock::{Attempt, Locker, Plan};
+use native_redis_lock::core::ops::acquire::{Plan, Start};
+use native_redis_lock::core::ops::lock::{Attempt, Locker};
 use native_redis_lock::core::ops::store::Store;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -53,7 +54,11 @@ async fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
     };
     let waiting = {
         let waiter = waiter.clone();
-        tokio::spawn(async move { waiter.pursue(plan, "w", MS(5000), &cancel).await })
+        tokio::spawn(async move {
+            waiter
+                .pursue(plan, "w", MS(5000), &cancel, Start::Attempt)
+                .await
+        })
     };
     tokio::time::sleep(MS(100)).await;
     let released = Instant::now();

@@ -5,7 +5,8 @@ mod common;
 
 use common::RedisServer;
 use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::ops::lock::{Attempt, Locker, WaitStart};
+use native_redis_lock::core::ops::acquire::{Plan, Start};
+use native_redis_lock::core::ops::lock::{Attempt, Locker};
 use native_redis_lock::core::ops::store::Store;
 use native_redis_lock::core::wait::wake;
 use std::sync::Arc;
@@ -365,16 +366,13 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
     let (late, cancel) = (locks.clone(), CancellationToken::new());
     let deadline = Instant::now() + MS(20_000);
     let waiting = tokio::spawn(async move {
-        late.wait_joined(
-            second,
-            "late",
-            MS(30_000),
+        let plan = Plan::Until {
+            ticket: second,
             deadline,
-            SLOW_POLL,
-            &cancel,
-            WaitStart::Attempt,
-        )
-        .await
+            poll: SLOW_POLL,
+        };
+        late.pursue(plan, "late", MS(30_000), &cancel, Start::Attempt)
+            .await
     });
     tokio::time::sleep(MS(200)).await;
     // Only the handover's SET: first in line now, it still knows the lock is on its way.
@@ -388,7 +386,8 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
         .await
         .expect("handed over in time")
         .unwrap()
-        .expect("wait");
+        .expect("wait")
+        .expect("won");
     assert_eq!(calls(&mut monitor, "set") - before, 2);
     assert!(locks.release(&lease).await.unwrap());
 }

@@ -3,9 +3,9 @@ use super::promises::{Hook, JsThread};
 use super::sys::env::{Env as JsEnv, Scope};
 use super::sys::waker::Waker;
 use super::teardown;
-use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
+use crate::core::front::granted::Granted;
 use futures_util::FutureExt;
 use napi::bindgen_prelude::{Env, Function, Object, PromiseRaw};
 use napi_derive::napi;
@@ -13,21 +13,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
-
-/// A lock won for a DistributedLock call: what its handle is made of.
-pub struct Granted {
-    pub token: String,
-    pub fence: u64,
-    /// When the winning request was sent: validity counts from there.
-    pub sent: Stamp,
-    pub ttl: Duration,
-    /// The watchdog entry that keeps it alive (`autoRefresh`), if any.
-    pub watch: Option<u64>,
-    /// Started on its predecessor's lease, valid until this by our clock unless Redis
-    /// confirms the handover (see core::ops::carried_handoff).
-    pub lent_until: Option<Instant>,
-}
+use std::time::Instant;
 
 /// How a call ended, as its promise settles.
 pub enum Outcome {

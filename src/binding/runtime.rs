@@ -14,9 +14,14 @@ fn init() {
     // The switch is tokio-unstable, enabled in .cargo/config.toml.
     #[cfg(tokio_unstable)]
     builder.disable_lifo_slot();
-    // If the OS refuses the thread, napi falls back to its own default runtime.
+    // If the OS refuses the thread, napi falls back to its own default runtime, which the
+    // core's background work then runs on too.
     if let Ok(runtime) = builder.build() {
-        crate::core::basics::background::install(runtime.handle().clone());
         napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+    }
+    let napi_runtime =
+        napi::bindgen_prelude::within_runtime_if_available(tokio::runtime::Handle::try_current);
+    if let Ok(handle) = napi_runtime {
+        crate::core::basics::background::install(handle);
     }
 }

@@ -1,9 +1,11 @@
-//! The lock engine: Redis, tokio and time, and nothing of JavaScript. Four layers, each
+//! The lock engine: Redis, tokio and time, and nothing of JavaScript. Five layers, each
 //! using only itself and the ones below it (see ARCHITECTURE.md, checked by
-//! scripts/check-layers.js): `ops` (the lock operations) over `wait` (waiters and owners,
-//! plain state) over `backend` (what runs our scripts) over `basics`.
+//! scripts/check-layers.js): `front` (one per public API) over `ops` (the lock operations)
+//! over `wait` (waiters and owners, plain state) over `backend` (what runs our scripts)
+//! over `basics`.
 
 pub mod backend;
 pub mod basics;
+pub mod front;
 pub mod ops;
 pub mod wait;

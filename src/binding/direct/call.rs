@@ -2,7 +2,9 @@
 //! reply means (core::ops::carried); this runs what goes on through the runtime and turns
 //! each core-level result into what the promise settles with.
 
-use super::super::completions::{Completer, Entry, Granted, Outcome};
+use super::super::completions::{Completer, Entry, Outcome};
+use super::super::reply::done;
+use crate::core::front::granted::Granted;
 use crate::core::ops::carried::{Carried, Later, Settled, Step};
 use crate::core::ops::lock::AttemptForm;
 use redis::Value;
@@ -136,21 +138,5 @@ where
         if let Some(later) = carried.orphaned() {
             run(id, later, convert, completer);
         }
-    }
-}
-
-/// Outcomes of calls that answer nothing but success.
-pub fn done(result: Settled<impl Sized>) -> Outcome {
-    match result {
-        Ok(_) => Outcome::Done,
-        Err(err) => Outcome::Failed(err),
-    }
-}
-
-/// Outcomes of calls that answer a yes or no.
-pub fn boolean(result: Settled<bool>) -> Outcome {
-    match result {
-        Ok(answer) => Outcome::Bool(answer),
-        Err(err) => Outcome::Failed(err),
     }
 }

@@ -12,8 +12,6 @@
 mod call;
 mod connection;
 
-pub use call::{boolean, done};
-
 use super::completions::{Completer, Outcome};
 use super::promises::JsThread;
 use super::sys::uv;
@@ -173,7 +171,7 @@ pub struct Sender(Rc<Shared>);
 
 impl Sender {
     /// Sends `call`; its result settles promise `id` through `convert`.
-    pub fn send<C, F>(self, id: u32, call: C, convert: F)
+    pub fn send<C, F>(&self, id: u32, call: C, convert: F)
     where
         C: Carried,
         F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,

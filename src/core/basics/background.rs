@@ -20,3 +20,14 @@ pub fn spawn(work: impl Future<Output = ()> + Send + 'static) {
         runtime.spawn(work);
     }
 }
+
+/// Runs `work` inside a runtime: the current one, or the installed one when called from
+/// outside any (the JS thread, answering a call its own connection carried), so that what
+/// `work` starts (a watchdog's scheduler, a release in the background) has one to run on.
+pub fn within<T>(work: impl FnOnce() -> T) -> T {
+    let _entered = match (Handle::try_current(), RUNTIME.get()) {
+        (Err(_), Some(runtime)) => Some(runtime.enter()),
+        _ => None,
+    };
+    work()
+}

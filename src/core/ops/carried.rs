@@ -9,7 +9,9 @@
 //! may run twice: an attempt's script recognises its token, a release only deletes a lock
 //! still ours, and a handover names the waiter's token.
 
-use super::lock::{self, AttemptForm, AttemptRequest, Locker, Plan};
+use super::acquire::{Plan, Start};
+use super::attempt_request::AttemptRequest;
+use super::lock::{self, AttemptForm, Locker};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -140,9 +142,8 @@ impl Attempt {
             }
             plan => Step::Later(
                 async move {
-                    locker
-                        .after_held(plan, &key, ttl, holder_ttl, &cancel)
-                        .await
+                    let start = Start::Held { holder_ttl };
+                    locker.pursue(plan, &key, ttl, &cancel, start).await
                 }
                 .boxed(),
             ),
@@ -213,7 +214,12 @@ impl Carried for Attempt {
             ..
         } = self;
         let timeout = left.unwrap_or(locker.command_timeout());
-        async move { locker.again(request, timeout, plan, &cancel).await }.boxed()
+        async move {
+            let (key, ttl) = (request.key.clone(), request.ttl);
+            let start = Start::Again { request, timeout };
+            locker.pursue(plan, &key, ttl, &cancel, start).await
+        }
+        .boxed()
     }
 
     fn abandon(self) {

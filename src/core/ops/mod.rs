@@ -1,6 +1,8 @@
 //! The lock operations: acquire, wait, hand over, release, refresh, and the scripts that do
 //! each atomically in Redis.
 
+pub mod acquire;
+pub mod attempt_request;
 pub mod carried;
 pub mod carried_exclusive;
 pub mod carried_extend;

@@ -3,8 +3,9 @@
 //! carried attempt cannot: it loads the scripts first, queues for wakes, and waits its
 //! turn behind waiters of the same connection.
 
+use super::acquire::Plan;
 use super::carried::Mode;
-use super::lock::{Locker, Plan};
+use super::lock::Locker;
 use super::store::Store;
 use crate::core::wait::wake::Ticket;
 use tokio_util::sync::CancellationToken;

@@ -1,7 +1,7 @@
 //! Unit tests of `route.rs`: which facts keep a first attempt off the caller's connection.
 use super::*;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
-use crate::core::ops::lock::Plan;
+use crate::core::ops::acquire::Plan;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

@@ -1,0 +1,127 @@
+//! The `Reply` a front answers a JS call through: the call's promise, its JS thread's own
+//! connection, and how the front's result becomes what the promise settles with.
+
+use super::completions::{Completer, NativeCompletions, Outcome};
+use super::direct::{Link, Sender};
+use super::promises::JsThread;
+use crate::core::front::granted::Granted;
+use crate::core::front::reply::{Carrier, Reply};
+use crate::core::ops::carried::{Carried, Settled};
+use crate::core::ops::store::Store;
+use crate::core::wait::wake::Caller;
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// How the calls of one native object are answered: their JS thread, the queue the runtime
+/// settles them through, and the thread's own connection to the object's server.
+pub struct JsCalls {
+    pub completer: Completer,
+    pub thread: Rc<JsThread>,
+    /// The JS-thread connection for one-round-trip calls, where the endpoint allows one.
+    direct: Option<Rc<Link>>,
+}
+
+impl JsCalls {
+    pub fn new(store: &Arc<Store>, completions: &NativeCompletions) -> Self {
+        let (completer, thread) = (completions.completer(), completions.thread().clone());
+        JsCalls {
+            direct: Link::of(store, &thread, &completer),
+            completer,
+            thread,
+        }
+    }
+
+    /// The reply of call `id`, settled through `convert`.
+    pub fn reply<F>(&self, id: u32, convert: F) -> JsReply<'_, F> {
+        JsReply {
+            id,
+            calls: self,
+            convert,
+        }
+    }
+}
+
+/// Call `id` of a JS thread, settled through `convert`.
+pub struct JsReply<'a, F> {
+    id: u32,
+    calls: &'a JsCalls,
+    convert: F,
+}
+
+/// The JS thread's connection, found open.
+pub struct JsCarrier {
+    sender: Sender,
+    completer: Completer,
+    thread: Rc<JsThread>,
+}
+
+impl Carrier for JsCarrier {
+    fn answer_lent(&self, waiter: u32, granted: Granted) {
+        // Its runtime task, if any, ends without a word.
+        self.completer.answered(waiter);
+        self.thread.settle_in_call(waiter, Outcome::Lease(granted));
+    }
+}
+
+impl<T, F> Reply<T> for JsReply<'_, F>
+where
+    T: Send + 'static,
+    F: FnOnce(Settled<T>) -> Outcome + Send + 'static,
+{
+    type Carrier = JsCarrier;
+
+    fn carrier(&self) -> Option<JsCarrier> {
+        let calls = self.calls;
+        Some(JsCarrier {
+            sender: calls.direct.as_ref()?.sender()?,
+            completer: calls.completer.clone(),
+            thread: calls.thread.clone(),
+        })
+    }
+
+    fn carry<C, G>(self, on: &JsCarrier, call: C, then: G)
+    where
+        C: Carried,
+        G: FnOnce(Settled<C::Output>) -> Settled<T> + Send + 'static,
+    {
+        let convert = self.convert;
+        on.sender
+            .send(self.id, call, move |result| convert(then(result)));
+    }
+
+    fn run(self, work: impl Future<Output = Settled<T>> + Send + 'static) {
+        let convert = self.convert;
+        self.calls
+            .completer
+            .run(self.id, async move { convert(work.await) });
+    }
+
+    fn now(self, result: Settled<T>) {
+        self.calls.completer.settle(self.id, (self.convert)(result));
+    }
+
+    fn caller(&self, lent_start: bool) -> Caller {
+        Caller {
+            thread: Rc::as_ptr(&self.calls.thread) as usize,
+            id: self.id,
+            lent_start,
+        }
+    }
+}
+
+/// Outcomes of calls that answer nothing but success.
+pub fn done(result: Settled<impl Sized>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Done,
+        Err(err) => Outcome::Failed(err),
+    }
+}
+
+/// Outcomes of calls that answer a yes or no.
+pub fn boolean(result: Settled<bool>) -> Outcome {
+    match result {
+        Ok(answer) => Outcome::Bool(answer),
+        Err(err) => Outcome::Failed(err),
+    }
+}

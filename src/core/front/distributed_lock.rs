@@ -1,0 +1,320 @@
+//! DistributedLock (@lilith/distributed-lock): its options and their defaults, and which
+//! operation each call is and which way it goes. The decisions are the operations'
+//! (ops/lock.rs, ops/route.rs); this names them for the API.
+
+use super::auto_refresh::{AutoRefresh, HandleWin};
+use super::granted::Granted;
+use super::reply::Reply;
+use super::win::{self, Win};
+use crate::core::backend::endpoint::Endpoint;
+use crate::core::basics::error::LockError;
+use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
+use crate::core::ops::acquire::{Plan, Start};
+use crate::core::ops::carried::{self, Exists, Mode};
+use crate::core::ops::lock::Locker;
+use crate::core::ops::route::FirstAttempt;
+use crate::core::ops::signals::{Heartbeat, Sink};
+use crate::core::ops::store::Store;
+use crate::core::wait::owner::Owner;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Options of `new DistributedLock(redis, options)`, as the caller gave them.
+#[derive(Default)]
+pub struct Settings {
+    /// Prefix of every lock key. Default `'lock:'`.
+    pub key_prefix: Option<String>,
+    /// The `keyPrefix` of the user's ioredis client, which the original's keys carry too.
+    pub client_key_prefix: Option<String>,
+    /// TTL when a call gives none. Default 30000.
+    pub default_ttl_ms: Option<f64>,
+    /// First backoff delay of `acquire`, and the poll interval of `waitForLock`. Default 100.
+    pub retry_delay_ms: Option<f64>,
+    /// Retries of `acquire` after the first attempt. Default 0.
+    pub max_retries: Option<f64>,
+    /// Bound on every Redis call. Default 5000.
+    pub command_timeout_ms: Option<f64>,
+    /// Waiters get each lock in the order they asked for it, across processes. Default false.
+    pub fair: Option<bool>,
+    /// A waiter handed the lock by a release of its own thread starts as the handover is
+    /// sent, on the releaser's lease, before Redis confirms it. Default false.
+    pub lend_on_handover: Option<bool>,
+}
+
+const DEFAULT_PREFIX: &str = "lock:";
+const DEFAULT_TTL: Duration = Duration::from_millis(30_000);
+const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// One DistributedLock: its locks' prefix and defaults, on a shared connection.
+pub struct DistributedLock {
+    pub(super) locker: Arc<Locker>,
+    default_ttl: Duration,
+    retry_delay: Duration,
+    max_retries: u32,
+    /// The user's ioredis `keyPrefix`: fenced resources carry it, not our lock prefix.
+    client_prefix: String,
+    heartbeat: Arc<Heartbeat>,
+    /// Where the watchdog's news of every `autoRefresh` hold goes (by listener id).
+    sink: Arc<dyn Sink>,
+    lend_on_handover: bool,
+}
+
+fn ms_or(value: Option<f64>, arg: &'static str, default: Duration) -> Result<Duration, LockError> {
+    value.map_or(Ok(default), |ms| validate::positive_ms(arg, ms))
+}
+
+impl DistributedLock {
+    /// Checks `settings` (naming the option at fault) and opens nothing yet: the shared
+    /// connection to `endpoint` connects on first use. Its waits and locks belong to `owner`.
+    pub fn new(
+        endpoint: Endpoint,
+        settings: Settings,
+        owner: Owner,
+        heartbeat: Arc<Heartbeat>,
+        sink: Arc<dyn Sink>,
+    ) -> Result<Self, LockError> {
+        let default_ttl = ms_or(settings.default_ttl_ms, "defaultTtlMs", DEFAULT_TTL)?;
+        let command_timeout = ms_or(
+            settings.command_timeout_ms,
+            "commandTimeoutMs",
+            DEFAULT_COMMAND_TIMEOUT,
+        )?;
+        let retry_delay = settings
+            .retry_delay_ms
+            .map_or(Ok(DEFAULT_RETRY_DELAY), |ms| {
+                validate::non_negative_ms("retryDelayMs", ms)
+            })?;
+        let max_retries = settings.max_retries.map_or(Ok(0), |n| {
+            validate::count("maxRetries", n, validate::MAX_RETRIES)
+        })?;
+        let client_prefix = settings.client_key_prefix.unwrap_or_default();
+        let prefix = format!(
+            "{client_prefix}{}",
+            settings.key_prefix.as_deref().unwrap_or(DEFAULT_PREFIX)
+        );
+        let locker = Locker::new(Store::shared(endpoint), prefix, command_timeout)
+            .fair(settings.fair.unwrap_or(false))
+            .owned_by(owner);
+        Ok(DistributedLock {
+            locker: Arc::new(locker),
+            default_ttl,
+            retry_delay,
+            max_retries,
+            client_prefix,
+            heartbeat,
+            sink,
+            lend_on_handover: settings.lend_on_handover.unwrap_or(false),
+        })
+    }
+
+    /// The shared connection its calls go through.
+    pub fn store(&self) -> &Arc<Store> {
+        self.locker.store()
+    }
+
+    fn ttl(&self, ttl_ms: Option<f64>) -> Result<Duration, LockError> {
+        ttl_ms.map_or(Ok(self.default_ttl), |ms| {
+            validate::positive_ms("ttlMs", ms)
+        })
+    }
+
+    /// `listener` present means `autoRefresh`: the watchdog keeps the lock alive and tells
+    /// the listener (see auto_refresh.rs).
+    fn auto_refresh(&self, ttl: Duration, listener: Option<u32>) -> Option<AutoRefresh> {
+        let listener = listener?;
+        let owner = self.locker.owner().clone();
+        Some(AutoRefresh::new(
+            ttl,
+            &self.heartbeat,
+            &self.sink,
+            listener,
+            owner,
+        ))
+    }
+
+    /// `acquire(key, ttlMs)`, checked: one attempt, then up to `maxRetries` retries with
+    /// backoff.
+    pub fn acquire(
+        &self,
+        key: String,
+        ttl_ms: Option<f64>,
+        listener: Option<u32>,
+    ) -> Result<Acquisition<'_>, LockError> {
+        self.acquisition(Kind::Retries, key, ttl_ms, listener)
+    }
+
+    /// `tryAcquire(key, ttlMs)`, checked: one attempt; not won is no handle, not an error.
+    pub fn try_acquire(
+        &self,
+        key: String,
+        ttl_ms: Option<f64>,
+        listener: Option<u32>,
+    ) -> Result<Acquisition<'_>, LockError> {
+        self.acquisition(Kind::Once, key, ttl_ms, listener)
+    }
+
+    /// `waitForLock(key, timeoutMs, ttlMs)`, checked: attempts until `timeout_ms` has
+    /// passed, woken by releases, polling every `retryDelayMs`.
+    pub fn wait_for_lock(
+        &self,
+        key: String,
+        timeout_ms: f64,
+        ttl_ms: Option<f64>,
+        listener: Option<u32>,
+    ) -> Result<Acquisition<'_>, LockError> {
+        let timeout = validate::non_negative_ms("timeoutMs", timeout_ms)?;
+        self.acquisition(Kind::Wait(timeout), key, ttl_ms, listener)
+    }
+
+    fn acquisition(
+        &self,
+        kind: Kind,
+        key: String,
+        ttl_ms: Option<f64>,
+        listener: Option<u32>,
+    ) -> Result<Acquisition<'_>, LockError> {
+        validate::key("key", &key)?;
+        let ttl = self.ttl(ttl_ms)?;
+        Ok(Acquisition {
+            lock: self,
+            kind,
+            key,
+            ttl,
+            listener,
+        })
+    }
+
+    /// `isLocked(key)`, checked.
+    pub fn is_locked(&self, key: String) -> Result<IsLocked<'_>, LockError> {
+        validate::key("key", &key)?;
+        Ok(IsLocked { lock: self, key })
+    }
+
+    /// `fencedSet(key, value, fence)`, checked: writes `value` to `key` (under the client's
+    /// own prefix) only if `fence` is the newest fence it has seen.
+    pub fn fenced_set(
+        &self,
+        key: String,
+        value: String,
+        fence: String,
+    ) -> Result<FencedSet<'_>, LockError> {
+        validate::key("key", &key)?;
+        let redis_key = format!("{}{key}", self.client_prefix).into_bytes();
+        Ok(FencedSet {
+            lock: self,
+            redis_key,
+            value,
+            fence,
+        })
+    }
+}
+
+enum Kind {
+    Once,
+    Retries,
+    Wait(Duration),
+}
+
+/// A checked acquisition: `start` runs it.
+pub struct Acquisition<'a> {
+    lock: &'a DistributedLock,
+    kind: Kind,
+    key: String,
+    ttl: Duration,
+    listener: Option<u32>,
+}
+
+impl Acquisition<'_> {
+    /// Answers with the handle's parts once won; `None` when `tryAcquire` found it held.
+    /// `cancel` (an AbortSignal) ends the wait; a lock won meanwhile is released.
+    pub fn start<R: Reply<Option<Granted>>>(self, cancel: CancellationToken, reply: R) {
+        let Acquisition {
+            lock,
+            kind,
+            key,
+            ttl,
+            listener,
+        } = self;
+        let auto = lock.auto_refresh(ttl, listener);
+        let locker = lock.locker.clone();
+        // An autoRefresh waiter is handed its lock through the runtime (its watch starts
+        // there); others may be answered by a release on the caller's thread.
+        let caller = auto.is_none().then(|| reply.caller(lock.lend_on_handover));
+        let plan = match kind {
+            Kind::Once => Plan::Once,
+            Kind::Retries => Plan::Retries {
+                retries: lock.max_retries,
+                delay: lock.retry_delay,
+                caller,
+            },
+            Kind::Wait(timeout) => Plan::Until {
+                // Joined now, on the caller's thread: a release made there next can hand
+                // the lock to it at once, however late the runtime gets to the wait.
+                ticket: locker.join(&key, ttl, caller),
+                deadline: Instant::now() + timeout,
+                poll: lock.retry_delay,
+            },
+        };
+        let mode = Mode { plan, cancel };
+        let win = HandleWin(auto);
+        let first = FirstAttempt::of(&locker)
+            .watched(win.watched())
+            .in_mode(&mode);
+        if first.carried() {
+            if let Some(on) = reply.carrier() {
+                let attempt = carried::Attempt::new(&locker, &key, ttl, mode);
+                return reply.carry(&on, attempt, move |result| {
+                    win::settle(win, &locker, result)
+                });
+            }
+        }
+        reply.run(async move {
+            win::prepare(&locker, win.watched()).await?;
+            let Mode { plan, cancel } = mode;
+            let result = locker
+                .pursue(plan, &key, ttl, &cancel, Start::Attempt)
+                .await;
+            win::settle(win, &locker, result)
+        });
+    }
+}
+
+/// A checked `isLocked`.
+pub struct IsLocked<'a> {
+    lock: &'a DistributedLock,
+    key: String,
+}
+
+impl IsLocked<'_> {
+    pub fn start<R: Reply<bool>>(self, reply: R) {
+        let locker = self.lock.locker.clone();
+        if let Some(on) = reply.carrier() {
+            return reply.carry(&on, Exists::new(&locker, &self.key), |result| result);
+        }
+        let key = self.key;
+        reply.run(async move { locker.is_locked(&key).await });
+    }
+}
+
+/// A checked `fencedSet`.
+pub struct FencedSet<'a> {
+    lock: &'a DistributedLock,
+    redis_key: Vec<u8>,
+    value: String,
+    fence: String,
+}
+
+impl FencedSet<'_> {
+    /// Answers whether the write landed.
+    pub fn start<R: Reply<bool>>(self, reply: R) {
+        let locker = self.lock.locker.clone();
+        let FencedSet {
+            redis_key,
+            value,
+            fence,
+            ..
+        } = self;
+        reply.run(async move { locker.fenced_set(&redis_key, &value, &fence).await });
+    }
+}

@@ -1,0 +1,280 @@
+//! ExclusiveLock (@logdna/exclusive-lock): one named lock per instance, one attempt per
+//! `acquire()`, kept alive by the watchdog while held, its holder told when it is lost. The
+//! record of the hold lives here; what each call does in Redis is ops/exclusive.rs's.
+
+use super::reply::Reply;
+use crate::core::backend::endpoint::Endpoint;
+use crate::core::basics::background;
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync;
+use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
+use crate::core::ops::carried_exclusive::{ExclusiveAttempt, ExclusiveRelease};
+pub use crate::core::ops::exclusive::Inspection;
+use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveSpec, Terms};
+use crate::core::ops::route::FirstAttempt;
+use crate::core::ops::signals::{Heartbeat, Sink};
+use crate::core::ops::store::Store;
+use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
+use crate::core::wait::owner::Owner;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The options the JS layer has already checked against the original's rules (a required
+/// name, the ttl/refresh pairing, the 500 ms margin), and ours.
+pub struct Settings {
+    pub name: String,
+    pub key_prefix: String,
+    /// The `keyPrefix` of the user's ioredis client.
+    pub client_key_prefix: Option<String>,
+    pub lock_ttl_ms: f64,
+    pub lock_refresh_ms: f64,
+    /// Give the lock up when the holder's thread has been blocked this long; 0 disables.
+    pub max_stall_ms: f64,
+    /// Give the lock up this long after acquiring it, whatever happens.
+    pub max_hold_ms: Option<f64>,
+    pub command_timeout_ms: Option<f64>,
+}
+
+/// The shortest stall budget: the holder's thread beats every 100 ms, so a shorter one
+/// would call a healthy thread stalled.
+const MIN_STALL: Duration = Duration::from_millis(250);
+
+struct Held {
+    token: String,
+    fence: u64,
+    /// The value the lock key holds: release checks it.
+    contents: String,
+    watch: Watch,
+}
+
+pub struct ExclusiveLock {
+    lock: Arc<Exclusive>,
+    held: Arc<Mutex<Option<Held>>>,
+    heartbeat: Arc<Heartbeat>,
+    max_stall: Option<Duration>,
+    max_hold: Option<Duration>,
+    sink: Arc<dyn Sink>,
+    owner: Owner,
+    /// Set by `unref()`: the end of the owner leaves the lock to its TTL, as the original's
+    /// did, instead of releasing it.
+    unrefed: Arc<AtomicBool>,
+}
+
+/// What a hold is taken with, read from the instance's fields at each `acquire()`, as the
+/// original reads them.
+fn terms(contents: String, ttl_ms: f64, refresh_ms: f64) -> Result<Terms, LockError> {
+    Ok(Terms {
+        contents,
+        ttl: validate::positive_ms("lock_ttl_ms", ttl_ms)?,
+        refresh: validate::positive_ms("lock_refresh_ms", refresh_ms)?,
+    })
+}
+
+impl ExclusiveLock {
+    pub fn new(
+        endpoint: Endpoint,
+        settings: Settings,
+        owner: Owner,
+        heartbeat: Arc<Heartbeat>,
+        sink: Arc<dyn Sink>,
+    ) -> Result<Self, LockError> {
+        validate::positive_ms("lock_ttl_ms", settings.lock_ttl_ms)?;
+        validate::positive_ms("lock_refresh_ms", settings.lock_refresh_ms)?;
+        let max_stall = validate::non_negative_ms("max_stall_ms", settings.max_stall_ms)?;
+        if !max_stall.is_zero() && max_stall < MIN_STALL {
+            return Err(LockError::invalid_range(
+                "max_stall_ms",
+                "max_stall_ms must be 0 (no stall guard) or at least 250",
+            ));
+        }
+        let max_hold = settings
+            .max_hold_ms
+            .map(|ms| validate::positive_ms("max_hold_ms", ms))
+            .transpose()?;
+        let command_timeout = settings
+            .command_timeout_ms
+            .map(|ms| validate::positive_ms("command_timeout_ms", ms))
+            .transpose()?
+            .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
+        validate::key("name", &settings.name)?;
+        let spec = ExclusiveSpec {
+            name: settings.name,
+            key_prefix: settings.key_prefix,
+            client_key_prefix: settings.client_key_prefix.unwrap_or_default(),
+        };
+        let lock = Exclusive::new(Store::shared(endpoint), spec, command_timeout);
+        Ok(ExclusiveLock {
+            lock: Arc::new(lock),
+            held: Arc::new(Mutex::new(None)),
+            heartbeat,
+            max_stall: (!max_stall.is_zero()).then_some(max_stall),
+            max_hold,
+            sink,
+            owner,
+            unrefed: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        self.lock.store()
+    }
+
+    /// The key as the original names it (`this.key`).
+    pub fn key(&self) -> &str {
+        &self.lock.key
+    }
+
+    pub fn name(&self) -> &str {
+        &self.lock.name
+    }
+
+    /// The fencing token of the current hold, if any.
+    pub fn fence(&self) -> Option<u64> {
+        sync::lock(&self.held).as_ref().map(|held| held.fence)
+    }
+
+    /// Whether a refresh of the held lock is on its way to Redis (the original's
+    /// `is_refreshing`).
+    pub fn refreshing(&self) -> bool {
+        sync::lock(&self.held)
+            .as_ref()
+            .is_some_and(|held| held.watch.refreshing())
+    }
+
+    /// Whether a hold lets its process exit (`unref()`): then the end of its owner leaves
+    /// it to its TTL instead of releasing it.
+    pub fn set_unrefed(&self, unrefed: bool) {
+        self.unrefed.store(unrefed, Ordering::Relaxed);
+    }
+
+    /// `acquire()` with the instance's `lock_contents`, `lock_ttl_ms` and `lock_refresh_ms`,
+    /// checked; the watchdog tells `listener` of the hold's news.
+    pub fn acquire(
+        &self,
+        listener: u32,
+        contents: String,
+        ttl_ms: f64,
+        refresh_ms: f64,
+    ) -> Result<Acquire<'_>, LockError> {
+        let terms = terms(contents, ttl_ms, refresh_ms)?;
+        Ok(Acquire {
+            lock: self,
+            listener,
+            terms,
+        })
+    }
+
+    /// `release()`: stops refreshing, then deletes the lock if it is still ours; answers
+    /// whether it was.
+    pub fn release<R: Reply<bool>>(&self, reply: R) {
+        // Stopped now, on the caller's thread: no refresh is sent after this point, and the
+        // answer of one already in flight is dropped, so it cannot report our own delete as
+        // a loss.
+        let Some(held) = sync::lock(&self.held).take() else {
+            return reply.now(Ok(false));
+        };
+        held.watch.stop();
+        let (lock, token, contents) = (self.lock.clone(), held.token, held.contents);
+        if let Some(on) = reply.carrier() {
+            let release = ExclusiveRelease::new(&lock, token, contents);
+            return reply.carry(&on, release, |result| result);
+        }
+        reply.run(async move { lock.release(&token, &contents).await });
+    }
+
+    /// `inspect()`: the holder's contents and remaining TTL, or `None` when free.
+    pub fn inspect<R: Reply<Option<Inspection>>>(&self, reply: R) {
+        let lock = self.lock.clone();
+        reply.run(async move { lock.inspect().await });
+    }
+}
+
+/// A checked `acquire()`.
+pub struct Acquire<'a> {
+    lock: &'a ExclusiveLock,
+    listener: u32,
+    terms: Terms,
+}
+
+impl Acquire<'_> {
+    /// Answers whether the lock is ours now.
+    pub fn start<R: Reply<bool>>(self, reply: R) {
+        let front = self.lock;
+        // A beat now: the heartbeat may be stale from before this hold.
+        front.heartbeat.beat();
+        let winning = Winning {
+            lock: front.lock.clone(),
+            held: front.held.clone(),
+            sink: front.sink.clone(),
+            listener: self.listener,
+            terms: self.terms,
+            stall: front.max_stall.map(|max| (front.heartbeat.clone(), max)),
+            max_hold: front.max_hold,
+            owner: front.owner.clone(),
+            unrefed: front.unrefed.clone(),
+        };
+        // The caller's connection only once the scripts are known loaded: the watchdog's
+        // refreshes must be one round trip from the first, which the runtime's way makes
+        // sure of (as DistributedLock's autoRefresh).
+        if FirstAttempt::on(front.lock.store()).watched(true).carried() {
+            if let Some(on) = reply.carrier() {
+                let attempt = ExclusiveAttempt::new(&winning.lock, &winning.terms);
+                return reply.carry(&on, attempt, move |result| winning.settle(result));
+            }
+        }
+        reply.run(async move {
+            let watchdog = Watchdog::of(winning.lock.store());
+            watchdog.prepare(winning.lock.command_timeout()).await?;
+            let attempt = winning.lock.acquire(&winning.terms).await;
+            winning.settle(attempt)
+        });
+    }
+}
+
+/// What a won attempt needs to become the hold, prepared when `acquire()` is called and used
+/// wherever the reply is read, so both ways start the watchdog alike.
+struct Winning {
+    lock: Arc<Exclusive>,
+    held: Arc<Mutex<Option<Held>>>,
+    sink: Arc<dyn Sink>,
+    listener: u32,
+    terms: Terms,
+    stall: Option<(Arc<Heartbeat>, Duration)>,
+    max_hold: Option<Duration>,
+    owner: Owner,
+    unrefed: Arc<AtomicBool>,
+}
+
+impl Winning {
+    /// The lock is ours: the watchdog keeps it alive from the moment its request was sent.
+    fn hold(self, claim: Claim) -> bool {
+        let limits = Limits {
+            stall: self.stall,
+            hold_until: self
+                .max_hold
+                .map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
+            owner: Some(self.owner),
+            outlives_owner: Some(self.unrefed),
+        };
+        let target = self.lock.target(&claim.token, &self.terms);
+        let watchdog = Watchdog::of(self.lock.store());
+        let (sink, listener) = (self.sink, self.listener);
+        let watch =
+            background::within(|| watchdog.watch(target, claim.sent.at, limits, sink, listener));
+        *sync::lock(&self.held) = Some(Held {
+            token: claim.token,
+            fence: claim.fence,
+            contents: self.terms.contents,
+            watch,
+        });
+        true
+    }
+
+    fn settle(self, attempt: Result<Option<Claim>, LockError>) -> Result<bool, LockError> {
+        match attempt? {
+            Some(claim) => Ok(self.hold(claim)),
+            None => Ok(false),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! What a DistributedLock acquisition answers with: the parts its handle is made of.
+
+use crate::core::basics::clock::Stamp;
+use crate::core::basics::lease::Lease;
+use std::time::{Duration, Instant};
+
+/// A lock won for a DistributedLock call: what its handle is made of.
+pub struct Granted {
+    pub token: String,
+    pub fence: u64,
+    /// When the winning request was sent: validity counts from there.
+    pub sent: Stamp,
+    pub ttl: Duration,
+    /// The watchdog entry that keeps it alive (`autoRefresh`), if any.
+    pub watch: Option<u64>,
+    /// Started on its predecessor's lease, valid until this by our clock unless Redis
+    /// confirms the handover (see ops/carried_handoff.rs).
+    pub lent_until: Option<Instant>,
+}
+
+impl Granted {
+    pub fn of(lease: &Lease, watch: Option<u64>) -> Granted {
+        Granted {
+            token: lease.token.clone(),
+            fence: lease.fence,
+            sent: lease.sent(),
+            ttl: lease.ttl(),
+            watch,
+            lent_until: None,
+        }
+    }
+
+    /// A handle answered as its handover was sent, on a lease valid until `until`.
+    pub fn lent(lease: &Lease, until: Instant) -> Granted {
+        Granted {
+            lent_until: Some(until),
+            ..Granted::of(lease, None)
+        }
+    }
+}

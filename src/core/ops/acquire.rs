@@ -1,0 +1,471 @@
+//! An acquisition, from its first attempt to its end: one state machine for every API's
+//! acquire. A `Plan` says what happens once an attempt finds the lock held (`tryAcquire`
+//! stops; `acquire` retries with backoff; `waitForLock` polls until a deadline; maestro backs
+//! off until a deadline), and a `Start` where the machine picks up (with its own attempt,
+//! or after a first attempt carried elsewhere). Between attempts a waiter sleeps until its
+//! next attempt is due, woken early by releases; a release of this process may hand it the
+//! lock instead.
+
+use super::attempt_request::AttemptRequest;
+use super::lock::{Attempt, Locker, GRACE};
+use crate::core::basics::backoff;
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use crate::core::wait::wake::{self, Caller, Ticket};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// What an acquisition does once an attempt found the lock held.
+pub enum Plan {
+    /// That was the one attempt (`tryAcquire`, ExclusiveLock).
+    Once,
+    /// Up to `retries` more after `delay`, doubling (`acquire`). A release on `caller`'s
+    /// thread may answer it directly, when its first attempt was made there.
+    Retries {
+        retries: u32,
+        delay: Duration,
+        caller: Option<Caller>,
+    },
+    /// Until `deadline`, polling every `poll`, already queued (`waitForLock`).
+    Until {
+        ticket: Ticket,
+        deadline: Instant,
+        poll: Duration,
+    },
+    /// Until `deadline` with maestro's capped backoff, already queued; not won by then is
+    /// no error (DistributedLockService).
+    Backoff {
+        ticket: Ticket,
+        deadline: Instant,
+        base: Duration,
+        cap: Duration,
+    },
+}
+
+impl Plan {
+    /// The bound of an attempt made for this plan: `waitForLock`'s never outlives its wait by
+    /// more than a little grace; the others get the command timeout (maestro's
+    /// `acquire(ttl, 0)` still makes its one attempt in full).
+    pub fn attempt_bound(&self, command_timeout: Duration) -> Duration {
+        match self {
+            Plan::Until { deadline, .. } => within(*deadline, command_timeout),
+            Plan::Once | Plan::Retries { .. } | Plan::Backoff { .. } => command_timeout,
+        }
+    }
+}
+
+/// `bound`, cut to what is left until `deadline` and a little grace.
+fn within(deadline: Instant, bound: Duration) -> Duration {
+    bound.min(deadline.saturating_duration_since(Instant::now()) + GRACE)
+}
+
+/// Where an acquisition picks up.
+pub enum Start {
+    /// With an attempt of its own.
+    Attempt,
+    /// After a first attempt sent elsewhere (the caller's own connection) found the lock
+    /// held; with the holder's remaining TTL when the reply told it.
+    Held { holder_ttl: Option<Duration> },
+    /// After a first attempt sent elsewhere whose outcome is unknown (its connection broke,
+    /// or the server refused it there): the same token again, within `timeout`.
+    Again {
+        request: AttemptRequest,
+        timeout: Duration,
+    },
+}
+
+/// When a plan's attempts are due, and how it ends when they run out.
+enum Schedule {
+    Once,
+    Retries {
+        max: u32,
+        base: Duration,
+    },
+    Until {
+        deadline: Instant,
+        poll: Duration,
+    },
+    Backoff {
+        deadline: Instant,
+        base: Duration,
+        cap: Duration,
+    },
+}
+
+impl Schedule {
+    /// When the next attempt is due after `failed` attempts found the lock held (`holder_ttl`
+    /// left, when known); `None` when the plan has run out.
+    fn next(&self, failed: u32, holder_ttl: Option<Duration>) -> Option<Instant> {
+        let now = Instant::now();
+        match *self {
+            Schedule::Once => None,
+            Schedule::Retries { max, base } => {
+                let retried = failed.saturating_sub(1);
+                (retried < max).then(|| now + backoff::retry_delay(base, retried))
+            }
+            Schedule::Until { deadline, poll } => {
+                let left = deadline.saturating_duration_since(now);
+                (!left.is_zero()).then(|| now + backoff::poll_delay(poll, holder_ttl, left))
+            }
+            Schedule::Backoff {
+                deadline,
+                base,
+                cap,
+            } => {
+                let left = deadline.saturating_duration_since(now);
+                let delay = backoff::maestro_delay(base, cap, failed, backoff::unit_random());
+                (!left.is_zero()).then(|| now + delay.min(left))
+            }
+        }
+    }
+
+    /// How an acquisition that ran out without the lock ends.
+    fn run_out(&self, key: &str, failed: u32) -> Result<Option<Lease>, LockError> {
+        match self {
+            Schedule::Once | Schedule::Backoff { .. } => Ok(None),
+            // The first attempt is not a retry.
+            Schedule::Retries { .. } | Schedule::Until { .. } => Err(LockError::Locked {
+                key: key.to_owned(),
+                retries: failed.saturating_sub(1),
+            }),
+        }
+    }
+
+    fn bound(&self, command_timeout: Duration) -> Duration {
+        match *self {
+            Schedule::Until { deadline, .. } => within(deadline, command_timeout),
+            _ => command_timeout,
+        }
+    }
+
+    /// Whether an attempt a release woke counts as the next one, the schedule going on from
+    /// it (`waitForLock`'s polls). Otherwise it is extra: a failed one leaves the count and
+    /// the schedule as they were, so the caller's backoff stays the original package's.
+    fn woken_attempt_counts(&self) -> bool {
+        matches!(self, Schedule::Until { .. })
+    }
+}
+
+/// What a pause between attempts ended with.
+pub(super) enum Pause {
+    Woken,
+    Due,
+    /// Due, while the lock was handed between waiters of this process: it is not stuck, and
+    /// this waiter's turn comes the same way.
+    Moving,
+    /// A release of this process handed the lock to this waiter.
+    Granted(Lease),
+}
+
+/// What comes after a pause.
+enum Next {
+    Attempt,
+    Pause,
+    Won(Lease),
+}
+
+impl Locker {
+    /// The whole acquisition of `key` for `ttl` by `plan`, from `start`. `Ok(None)`: not
+    /// won, and the plan does not make that an error. `cancel` ends it with
+    /// `LockError::Aborted`; a lock won meanwhile is released.
+    pub async fn pursue(
+        &self,
+        plan: Plan,
+        key: &str,
+        ttl: Duration,
+        cancel: &CancellationToken,
+        start: Start,
+    ) -> Result<Option<Lease>, LockError> {
+        let (schedule, mut ticket, caller) = match plan {
+            Plan::Once => (Schedule::Once, None, None),
+            Plan::Retries {
+                retries,
+                delay,
+                caller,
+            } => {
+                // Only a first attempt made on the caller's thread leaves a caller to answer.
+                let caller = caller.filter(|_| !matches!(start, Start::Attempt));
+                let max = retries;
+                (Schedule::Retries { max, base: delay }, None, caller)
+            }
+            Plan::Until {
+                ticket,
+                deadline,
+                poll,
+            } => (Schedule::Until { deadline, poll }, Some(ticket), None),
+            Plan::Backoff {
+                ticket,
+                deadline,
+                base,
+                cap,
+            } => {
+                let schedule = Schedule::Backoff {
+                    deadline,
+                    base,
+                    cap,
+                };
+                (schedule, Some(ticket), None)
+            }
+        };
+        // Answered by a release that handed it the lock before this ran.
+        if ticket.as_ref().is_some_and(Ticket::is_settled) {
+            return Err(LockError::Aborted);
+        }
+        let mut failed = 0;
+        let mut holder_ttl = None;
+        let mut next = Next::Attempt;
+        let held_before = match start {
+            Start::Attempt => {
+                self.check(cancel)?;
+                // A fair lock's first attempt of a retrying acquisition takes its place in line.
+                if self.is_fair() && matches!(schedule, Schedule::Retries { max: 1.., .. }) {
+                    ticket = Some(self.join(key, ttl, caller));
+                }
+                if let Some(pause) = self.first_pause(&schedule, ticket.as_ref(), cancel).await? {
+                    next = pause;
+                }
+                None
+            }
+            Start::Held { holder_ttl } => Some(holder_ttl),
+            Start::Again { request, timeout } => {
+                self.check(cancel)?;
+                let (key, token, ttl) = (request.key, request.token, request.ttl);
+                match self.attempt_with(&key, token, ttl, timeout, None).await? {
+                    Attempt::Acquired(lease) => return self.won(lease, cancel).await,
+                    Attempt::Held { ttl } => Some(ttl),
+                }
+            }
+        };
+        if let Some(told) = held_before {
+            failed = 1;
+            next = Next::Pause;
+            holder_ttl = match (told, &schedule) {
+                // A transaction does not tell the TTL (asking would cost every attempt on a
+                // free key a command): a wait whose first pause ends with it asks now.
+                (None, Schedule::Until { deadline, .. }) => self.holder_ttl(key, *deadline).await,
+                (told, _) => told,
+            };
+        }
+        loop {
+            if let Next::Won(lease) = next {
+                return self.won(lease, cancel).await;
+            }
+            self.check(cancel)?;
+            match next {
+                Next::Won(_) | Next::Pause => {}
+                Next::Attempt => {
+                    let bound = schedule.bound(self.command_timeout());
+                    match self
+                        .attempt_bounded(key, ttl, bound, ticket.as_ref())
+                        .await?
+                    {
+                        Attempt::Acquired(lease) => return self.won(lease, cancel).await,
+                        Attempt::Held { ttl } => holder_ttl = ttl,
+                    }
+                    failed += 1;
+                }
+            }
+            let Some(due) = schedule.next(failed, holder_ttl.take()) else {
+                // A lock handed over in the last instant is still ours to take.
+                if let Some(lease) = ticket.as_ref().and_then(Ticket::take_grant) {
+                    return self.won(lease, cancel).await;
+                }
+                return schedule.run_out(key, failed);
+            };
+            let ticket = ticket.get_or_insert_with(|| self.join(key, ttl, caller));
+            next = if schedule.woken_attempt_counts() {
+                // A release cuts the poll short; the next attempt is the loop's own.
+                let pause = self.pause_until(ticket, due, cancel).await?;
+                self.after_pause(&schedule, ticket, pause)
+            } else {
+                match self
+                    .attempts_on_release(key, ttl, ticket, due, cancel)
+                    .await?
+                {
+                    Some(lease) => Next::Won(lease),
+                    None => Next::Attempt,
+                }
+            };
+        }
+    }
+
+    /// A waiter whose turn comes from waiters of this process (its task can start late,
+    /// first in line by then while the lock moves between them) waits to be handed the
+    /// lock, or woken in turn, or for its first poll, before its first attempt.
+    async fn first_pause(
+        &self,
+        schedule: &Schedule,
+        ticket: Option<&Ticket>,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Next>, LockError> {
+        let (deadline, first) = match *schedule {
+            Schedule::Until { deadline, poll } => (deadline, poll),
+            Schedule::Backoff {
+                deadline,
+                base,
+                cap,
+            } => (
+                deadline,
+                backoff::maestro_delay(base, cap, 0, backoff::unit_random()),
+            ),
+            Schedule::Once | Schedule::Retries { .. } => return Ok(None),
+        };
+        let Some(ticket) = ticket.filter(|ticket| ticket.turn_comes_from_others()) else {
+            return Ok(None);
+        };
+        let due = deadline.min(Instant::now() + first);
+        let pause = self.pause_until(ticket, due, cancel).await?;
+        Ok(Some(self.after_pause(schedule, ticket, pause)))
+    }
+
+    /// Whether a pause leads to an attempt. Not when only the poll timer ended the pause of
+    /// a waiter behind others of this process (their turns come first, handed over or
+    /// woken, and the attempt would find the lock held: only the first in line polls), nor
+    /// while the lock moves between them.
+    fn after_pause(&self, schedule: &Schedule, ticket: &Ticket, pause: Pause) -> Next {
+        match pause {
+            Pause::Granted(lease) => Next::Won(lease),
+            _ if !schedule.woken_attempt_counts() => Next::Attempt,
+            Pause::Woken => Next::Attempt,
+            Pause::Due if ticket.is_fair() || !ticket.is_behind_others() => Next::Attempt,
+            Pause::Due | Pause::Moving => Next::Pause,
+        }
+    }
+
+    /// A won lock is the caller's, unless the caller gave up meanwhile (or its owner went
+    /// away): it is then released at once, not handed out.
+    async fn won(
+        &self,
+        lease: Lease,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Lease>, LockError> {
+        if self.is_cancelled(cancel) {
+            let _ignored = self.release(&lease).await;
+            return Err(LockError::Aborted);
+        }
+        Ok(Some(lease))
+    }
+
+    /// `acquire`: one attempt plus up to `max_retries` more after `base`, `2 x base`, ... of
+    /// sleep.
+    pub async fn acquire(
+        &self,
+        key: &str,
+        ttl: Duration,
+        max_retries: u32,
+        base_delay: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
+        let plan = Plan::Retries {
+            retries: max_retries,
+            delay: base_delay,
+            caller: None,
+        };
+        let won = self.pursue(plan, key, ttl, cancel, Start::Attempt).await?;
+        won.ok_or_else(|| LockError::Locked {
+            key: key.to_owned(),
+            retries: max_retries,
+        })
+    }
+
+    /// `waitForLock`: attempts until `timeout` has passed, polling every `poll` (sooner when
+    /// the holder's TTL runs out first). The last attempt is made at the deadline.
+    pub async fn wait(
+        &self,
+        key: &str,
+        ttl: Duration,
+        timeout: Duration,
+        poll: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Lease, LockError> {
+        let plan = Plan::Until {
+            ticket: self.join(key, ttl, None),
+            deadline: Instant::now() + timeout,
+            poll,
+        };
+        let won = self.pursue(plan, key, ttl, cancel, Start::Attempt).await?;
+        won.ok_or_else(|| LockError::Locked {
+            key: key.to_owned(),
+            retries: 0,
+        })
+    }
+
+    /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and
+    /// says which; a release of this process may have handed it the lock meanwhile. The
+    /// first time, the connection subscribes and queues for the lock in the background
+    /// (best effort: the sleep is the safety net, so a wait never fails or lingers for want
+    /// of a subscription).
+    async fn pause_until(
+        &self,
+        ticket: &Ticket,
+        due: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Pause, LockError> {
+        if let Some(lease) = ticket.take_grant() {
+            return Ok(Pause::Granted(lease));
+        }
+        if ticket.is_settled() {
+            return Err(LockError::Aborted);
+        }
+        if ticket.needs_preparing() {
+            let fair = ticket.is_fair();
+            self.store()
+                .prepare_wake(ticket.lock_key(), self.command_timeout(), fair);
+        }
+        let handoffs = ticket.handoffs();
+        let mut left = due.saturating_duration_since(Instant::now());
+        // A fair waiter's place in line lives only as long as it keeps trying.
+        let beat = ticket.is_fair() && left > wake::FAIR_HEARTBEAT;
+        if beat {
+            left = wake::FAIR_HEARTBEAT;
+        }
+        let pause = tokio::select! {
+            _ = ticket.woken() => Pause::Woken,
+            result = self.sleep(left, cancel) => {
+                result?;
+                match () {
+                    _ if beat => Pause::Woken,
+                    _ if ticket.handoffs() != handoffs => Pause::Moving,
+                    _ => Pause::Due,
+                }
+            }
+        };
+        if let Some(lease) = ticket.take_grant() {
+            return Ok(Pause::Granted(lease));
+        }
+        // Its caller was answered by the release that handed it the lock.
+        if ticket.is_settled() {
+            return Err(LockError::Aborted);
+        }
+        // From here on, a release announced is news for this waiter again.
+        ticket.rearm();
+        Ok(pause)
+    }
+
+    /// Until `due` (the next scheduled attempt), tries again whenever a release is
+    /// announced; a failed try leaves the schedule as it was.
+    async fn attempts_on_release(
+        &self,
+        key: &str,
+        ttl: Duration,
+        ticket: &Ticket,
+        due: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Lease>, LockError> {
+        loop {
+            match self.pause_until(ticket, due, cancel).await? {
+                Pause::Granted(lease) => return Ok(Some(lease)),
+                // An attempt is due on its schedule, moving lock or not.
+                Pause::Due | Pause::Moving => return Ok(None),
+                Pause::Woken => {}
+            }
+            let timeout = self.command_timeout();
+            if let Attempt::Acquired(lease) = self
+                .attempt_bounded(key, ttl, timeout, Some(ticket))
+                .await?
+            {
+                return Ok(Some(lease));
+            }
+        }
+    }
+}
