@@ -569,6 +569,9 @@ describe('another holder\'s token is never returned', () => {
     const ex = exclusive({ name: 'tokens-lost', cache_connection: url(), lock_ttl_ms: 1000, lock_refresh_ms: 300 })
     const lost = new Promise((resolve) => ex.once('error', resolve))
     assert.equal(await ex.acquire(), true)
+    // Taken by a stranger: the lock key re-created (with an expiry of its own), its owner key
+    // theirs.
+    await plainAdmin.set('exclusive-lock:tokens-lost', '1', 'PX', 10_000)
     await plainAdmin.set(ownerKey('exclusive-lock:tokens-lost'), stranger, 'PX', 10_000)
     const err = (await settle(lost, 3000)).value
     assert.ok(err instanceof LockError, 'the loss was reported')

@@ -45,6 +45,8 @@ struct Held {
     fence: u64,
     /// The value the lock key holds: release checks it.
     contents: String,
+    /// The lock key's expiry as the transaction that took it set it.
+    set_at: Option<i64>,
     watch: Watch,
 }
 
@@ -175,12 +177,11 @@ impl ExclusiveLock {
             return reply.now(Ok(false));
         };
         held.watch.stop();
-        let (lock, token, contents) = (self.lock.clone(), held.token, held.contents);
+        let release = ExclusiveRelease::new(&self.lock, held.token, held.contents, held.set_at);
         if let Some(on) = reply.carrier() {
-            let release = ExclusiveRelease::new(&lock, token, contents);
             return reply.carry(&on, release, |result| result);
         }
-        reply.run(async move { lock.release(&token, &contents).await });
+        reply.run(release.run());
     }
 
     /// `inspect()`: the holder's contents and remaining TTL, or `None` when free.
@@ -257,7 +258,7 @@ impl Winning {
             owner: Some(self.owner),
             outlives_owner: Some(self.unrefed),
         };
-        let target = self.lock.target(&claim.token, &self.terms);
+        let target = self.lock.target(&claim, &self.terms);
         let watchdog = Watchdog::of(self.lock.store());
         let (sink, listener) = (self.sink, self.listener);
         let watch =
@@ -266,6 +267,7 @@ impl Winning {
             token: claim.token,
             fence: claim.fence,
             contents: self.terms.contents,
+            set_at: claim.set_at,
             watch,
         });
         true

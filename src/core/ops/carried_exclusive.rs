@@ -5,7 +5,7 @@
 //! ours.
 
 use super::carried::{Carried, Later, Settled, Step};
-use super::exclusive::{Answer, AttemptRequest, Claim, Exclusive, Terms};
+use super::exclusive::{Answer, AttemptRequest, Claim, Exclusive, Proof, Terms};
 use super::lock::AttemptForm;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -22,10 +22,11 @@ fn no_reply(bound: Duration) -> LockError {
 /// One attempt; `Ok(None)` when the lock is someone else's.
 ///
 /// Sent as the script, it may run twice: the script recognises its own token. Sent as the
-/// transaction (exclusive/multi.rs), only its reply tells what it did: the owner key may
-/// hold our token beside someone else's lock key (it is set whether or not the lock key
-/// was), so where the reply is lost the owner key alone is deleted and a fresh attempt made
-/// (should the lost transaction have won, its lock key then waits for its TTL).
+/// transaction (exclusive/multi.rs), only its reply tells what it did: its owner key may be
+/// set beside someone else's lock key (it is set whether or not the lock key was), and its
+/// lock key is known ours only by the expiry the reply tells. So where the reply is lost
+/// the owner key alone is deleted and a fresh attempt made (should the lost transaction have
+/// won, its lock key then waits for its TTL).
 pub struct ExclusiveAttempt {
     lock: Arc<Exclusive>,
     request: AttemptRequest,
@@ -42,32 +43,13 @@ impl ExclusiveAttempt {
         }
     }
 
-    /// A transaction that set the lock key but could not settle the attempt: the owner key
-    /// is claimed first, when it is not ours on the lock key's expiry; a counter that gave no
-    /// fence leaves the rest to the script, which finds our lock and takes it back. A claim
-    /// that fails undoes what the transaction set.
-    fn settle(self, fence: Option<u64>, settled: bool, expiry: i64) -> Later<Option<Claim>> {
+    /// A transaction that set the lock key, but whose counter gave no fence: the lock is
+    /// taken back, and the attempt fails as the script's would.
+    fn no_fence(self, set_at: i64) -> Later<Option<Claim>> {
         let ExclusiveAttempt { lock, request, .. } = self;
         async move {
-            let timeout = lock.command_timeout();
-            if !settled {
-                match lock.claim(&request, expiry, timeout).await {
-                    Ok(true) => {}
-                    Ok(false) => return Ok(None),
-                    Err(err) => {
-                        let (lock, request) = (lock.clone(), request.clone());
-                        spawn(async move { lock.undo(&request, expiry).await });
-                        return Err(err);
-                    }
-                }
-            }
-            match fence {
-                Some(fence) => Ok(Some(request.claim(fence))),
-                None => {
-                    lock.store().ensure_scripts(timeout).await?;
-                    lock.acquire_again(request, timeout).await
-                }
-            }
+            lock.undo(&request, set_at).await;
+            Err(LockError::no_fence())
         }
         .boxed()
     }
@@ -106,14 +88,12 @@ impl Carried for ExclusiveAttempt {
             }
             Answer::Set {
                 fence: Some(fence),
-                settled: true,
-                ..
-            } => Step::Now(Ok(Some(self.request.claim(fence)))),
-            Answer::Set {
-                fence,
-                settled,
                 expiry,
-            } => Step::Later(self.settle(fence, settled, expiry)),
+            } => Step::Now(Ok(Some(self.request.claim(fence, expiry)))),
+            Answer::Set {
+                fence: None,
+                expiry,
+            } => Step::Later(self.no_fence(expiry)),
             // EXECABORT and the like: nothing ran.
             Answer::Other => Step::Later(self.resend(None)),
         }
@@ -128,13 +108,12 @@ impl Carried for ExclusiveAttempt {
             if !AttemptRequest::took_it(&reply) {
                 return false;
             }
-            self.request.write_release(out);
+            self.request.write_release(out, None);
             return true;
         }
         match AttemptRequest::answer(&reply) {
             Answer::Held { stray: true } => self.request.write_drop_stray(out),
-            Answer::Set { settled: true, .. } => self.request.write_release(out),
-            Answer::Set { expiry, .. } => self.request.write_undo(out, expiry),
+            Answer::Set { expiry, .. } => self.request.write_release(out, Some(expiry)),
             Answer::Held { stray: false } | Answer::Other => return false,
         }
         true
@@ -184,15 +163,36 @@ pub struct ExclusiveRelease {
     lock: Arc<Exclusive>,
     token: String,
     contents: String,
+    /// The lock key's expiry as the transaction that took it set it.
+    set_at: Option<i64>,
 }
 
 impl ExclusiveRelease {
-    pub fn new(lock: &Arc<Exclusive>, token: String, contents: String) -> Self {
+    pub fn new(
+        lock: &Arc<Exclusive>,
+        token: String,
+        contents: String,
+        set_at: Option<i64>,
+    ) -> Self {
         ExclusiveRelease {
             lock: lock.clone(),
             token,
             contents,
+            set_at,
         }
+    }
+
+    fn proof(&self) -> Proof<'_> {
+        Proof {
+            token: &self.token,
+            contents: &self.contents,
+            set_at: self.set_at,
+        }
+    }
+
+    /// The same release through the runtime's connection.
+    pub async fn run(self) -> Settled<bool> {
+        self.lock.release(&self.proof()).await
     }
 }
 
@@ -200,7 +200,7 @@ impl Carried for ExclusiveRelease {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        self.lock.write_release(out, &self.token, &self.contents);
+        self.lock.write_release(out, &self.proof());
         1
     }
 
@@ -224,12 +224,7 @@ impl Carried for ExclusiveRelease {
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {
-        let ExclusiveRelease {
-            lock,
-            token,
-            contents,
-        } = self;
-        async move { lock.release(&token, &contents).await }.boxed()
+        self.run().boxed()
     }
 
     fn abandon(self) {}

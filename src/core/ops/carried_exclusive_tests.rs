@@ -1,5 +1,5 @@
 //! Unit tests of `carried_exclusive.rs` on the embedded keyspace: what a transaction whose
-//! reply is lost, late or unsettled leaves behind.
+//! reply is lost, late or without a fence leaves behind.
 use super::*;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
 use crate::core::basics::keys;
@@ -38,7 +38,7 @@ fn terms() -> Terms {
 fn transaction(lock: &Arc<Exclusive>) -> ExclusiveAttempt {
     let attempt = ExclusiveAttempt::new(lock, &terms());
     let mut out = Vec::new();
-    assert_eq!(attempt.write(&mut out, AttemptForm::Transaction), 7);
+    assert_eq!(attempt.write(&mut out, AttemptForm::Transaction), 6);
     attempt
 }
 
@@ -92,16 +92,15 @@ async fn a_lost_transaction_that_never_ran_is_made_again() {
     assert_eq!(owner, won.map(|claim| claim.token));
 }
 
-/// What a late EXEC answer `[lock, owner, counter, lock expiry, owner expiry]` makes the
-/// transaction send to undo itself: whether it sends anything, and the text sent.
-fn undo_of(lock: &Arc<Exclusive>, set: (bool, bool), expiries: (i64, i64)) -> (bool, String) {
+/// What a late EXEC answer `[lock, owner, counter, lock expiry]` makes the transaction send
+/// to undo itself: whether it sends anything, and the text sent.
+fn undo_of(lock: &Arc<Exclusive>, set: (bool, bool), expiry: i64) -> (bool, String) {
     let reply = |set: bool| if set { Value::Okay } else { Value::Nil };
     let answer = Value::Array(vec![
         reply(set.0),
         reply(set.1),
         Value::Int(4),
-        Value::Int(expiries.0),
-        Value::Int(expiries.1),
+        Value::Int(expiry),
     ]);
     let mut out = Vec::new();
     let sent = transaction(lock).answered_late(answer, &mut out);
@@ -112,25 +111,46 @@ fn undo_of(lock: &Arc<Exclusive>, set: (bool, bool), expiries: (i64, i64)) -> (b
 fn a_late_answer_undoes_exactly_what_the_transaction_did() {
     let lock = lock("carried-exclusive-late");
     // Lost, with a stray owner key: the owner key alone, if it holds our token.
-    let (sent, text) = undo_of(&lock, (false, true), (9, 7));
+    let (sent, text) = undo_of(&lock, (false, true), 9);
     assert!(sent);
     assert!(
         text.contains(scripts::RELEASE.get_hash()) && text.contains("\r\n1\r\n"),
         "{text}"
     );
-    // Won and settled: the release of both keys.
-    let (sent, text) = undo_of(&lock, (true, true), (7, 7));
-    assert!(sent);
-    assert!(text.contains(scripts::RELEASE.get_hash()));
-    // Set but unsettled: the lock key only if it still has the expiry read.
-    let (sent, text) = undo_of(&lock, (true, false), (7, 9));
-    assert!(sent);
-    assert!(
-        text.contains(scripts::EXCLUSIVE_DROP.get_hash()) && text.contains("\r\n7\r\n"),
-        "{text}"
-    );
+    // Won, the owner key set or not: the release of the lock key it set, told by the
+    // expiry the transaction read.
+    for owner in [true, false] {
+        let (sent, text) = undo_of(&lock, (true, owner), 7);
+        assert!(sent);
+        assert!(
+            text.contains(scripts::RELEASE.get_hash()) && text.ends_with("$1\r\n7\r\n"),
+            "{text}"
+        );
+    }
     // Lost to one of ours, or refused: nothing to undo.
-    let (sent, text) = undo_of(&lock, (false, false), (9, 9));
+    let (sent, text) = undo_of(&lock, (false, false), 9);
     assert!(!sent);
     assert!(text.is_empty());
+}
+
+#[tokio::test]
+async fn a_won_transaction_is_released_by_its_expiry_until_a_refresh_makes_the_owner_key_ours() {
+    // The owner key was there already (left by a holder whose lock key another client
+    // deleted): the transaction set the lock key only.
+    let lock = lock("carried-exclusive-expiry");
+    let owner = keys::owner_key(KEY);
+    run::<()>(&lock, &[b"SET", &owner, b"left-behind", b"PX", b"60000"]).await;
+    let attempt = transaction(&lock);
+    let request = attempt.request.clone();
+    run::<()>(&lock, &[b"SET", KEY, b"1", b"NX", b"PX", b"3000"]).await;
+    let set_at: i64 = run(&lock, &[b"PEXPIRETIME", KEY]).await;
+    // Another expiry, or no expiry known, proves nothing: the lock stays.
+    assert!(!lock
+        .release(&request.proof(Some(set_at + 1)))
+        .await
+        .unwrap());
+    assert!(!lock.release(&request.proof(None)).await.unwrap());
+    assert!(lock.release(&request.proof(Some(set_at))).await.unwrap());
+    let left: i64 = run(&lock, &[b"EXISTS", KEY, &owner]).await;
+    assert_eq!(left, 0, "both keys go");
 }

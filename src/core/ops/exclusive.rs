@@ -1,8 +1,10 @@
 //! ExclusiveLock's layout: the lock key and its value are exactly the original package's
 //! (`<slug(prefix)>:<slug(name)>` = `lock_contents`, with PX), so a fleet half on the original
 //! and half on us never has two holders and the original's `inspect()` reads our locks. Our
-//! owner token lives in a sibling key in the same hash slot, set and expired together with the
-//! lock key, so refresh and release act only on a lock that is provably ours.
+//! owner token lives in a sibling key in the same hash slot, expired together with the lock
+//! key, so refresh and release act only on a lock that is provably ours (see
+//! same_expiry.lua): a transaction that took the lock tells its absolute expiry, which proves
+//! it ours until the first refresh sets both keys on one new expiry.
 
 mod multi;
 
@@ -19,7 +21,7 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::resp;
 use crate::core::basics::token;
-use redis::{Script, ScriptInvocation};
+use redis::ScriptInvocation;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +57,27 @@ pub struct Claim {
     pub token: String,
     pub fence: u64,
     pub sent: Stamp,
+    /// The lock key's absolute expiry (ms) as the transaction that won it set it.
+    pub set_at: Option<i64>,
+}
+
+/// What proves a hold ours to release.
+pub struct Proof<'a> {
+    pub token: &'a str,
+    pub contents: &'a str,
+    pub set_at: Option<i64>,
+}
+
+impl Proof<'_> {
+    /// The release or refresh script's arguments after its own (see same_expiry.lua).
+    fn args(&self) -> [Vec<u8>; 3] {
+        let set_at = self.set_at.map(|at| at.to_string()).unwrap_or_default();
+        [
+            self.token.as_bytes().to_vec(),
+            self.contents.as_bytes().to_vec(),
+            set_at.into_bytes(),
+        ]
+    }
 }
 
 /// What `inspect()` reports of whoever holds the lock.
@@ -117,6 +140,7 @@ impl Exclusive {
             token: request.token,
             fence: lock::fence_of(fence)?,
             sent: request.sent,
+            set_at: None,
         }))
     }
 
@@ -134,12 +158,13 @@ impl Exclusive {
     }
 
     /// `release` written to `out` (one reply, read by `released`).
-    pub fn write_release(&self, out: &mut Vec<u8>, token: &str, contents: &str) {
+    pub fn write_release(&self, out: &mut Vec<u8>, proof: &Proof<'_>) {
+        let [token, contents, set_at] = proof.args();
         lock::write_script(
             out,
             &scripts::RELEASE,
             &[&self.owner_key, &self.redis_key],
-            &[token.as_bytes(), contents.as_bytes()],
+            &[&token, &contents, &set_at],
         );
     }
 
@@ -151,34 +176,33 @@ impl Exclusive {
     }
 
     /// Deletes the lock only if it is still ours; says whether it was.
-    pub async fn release(&self, token: &str, contents: &str) -> Result<bool, LockError> {
+    pub async fn release(&self, proof: &Proof<'_>) -> Result<bool, LockError> {
+        self.release_within(proof, self.command_timeout).await
+    }
+
+    async fn release_within(
+        &self,
+        proof: &Proof<'_>,
+        timeout: Duration,
+    ) -> Result<bool, LockError> {
+        let [token, contents, set_at] = proof.args();
         let mut invocation = scripts::RELEASE.key(&self.owner_key);
-        invocation.key(&self.redis_key).arg(token).arg(contents);
-        let deleted: i64 = self
-            .store
-            .eval(&invocation, self.command_timeout, Replay::Safe)
-            .await?;
+        invocation
+            .key(&self.redis_key)
+            .arg(token)
+            .arg(contents)
+            .arg(set_at);
+        let deleted: i64 = self.store.eval(&invocation, timeout, Replay::Safe).await?;
         Ok(deleted == 1)
     }
 
-    /// Makes the owner key ours beside a lock key our transaction set, whose absolute expiry
-    /// it read as `expiry` (see exclusive/multi.rs); `false` when the lock key changed since.
-    pub async fn claim(
-        &self,
-        request: &AttemptRequest,
-        expiry: i64,
-        timeout: Duration,
-    ) -> Result<bool, LockError> {
-        let invocation = self.on_expiry(&scripts::EXCLUSIVE_CLAIM, request, expiry);
-        let claimed: i64 = self.store.eval(&invocation, timeout, Replay::Safe).await?;
-        Ok(claimed == 1)
-    }
-
-    /// Undoes a transaction of `request` that set the lock key, whose absolute expiry it
-    /// read as `expiry` (see exclusive_drop.lua).
-    pub async fn undo(&self, request: &AttemptRequest, expiry: i64) {
-        let invocation = self.on_expiry(&scripts::EXCLUSIVE_DROP, request, expiry);
-        self.best_effort(&invocation, request.ttl).await;
+    /// Frees the lock a transaction of `request` took with the absolute expiry `set_at`,
+    /// which nobody holds (its caller stopped waiting, or no fence could be drawn for it).
+    /// Clean-up nobody waits on: bounded by the lock's TTL, after which there is nothing to
+    /// clean.
+    pub async fn undo(&self, request: &AttemptRequest, set_at: i64) {
+        let proof = request.proof(Some(set_at));
+        let _ignored = self.release_within(&proof, request.ttl).await;
     }
 
     /// Deletes the owner key a lost transaction set beside someone else's lock (the owner
@@ -192,29 +216,7 @@ impl Exclusive {
     /// Frees a lock `request` may have taken after its caller stopped waiting, through the
     /// shared connection (the attempt's own is gone), bounded by the lock's TTL.
     pub async fn abandon(&self, request: &AttemptRequest) {
-        let mut invocation = scripts::RELEASE.key(&self.owner_key);
-        invocation
-            .key(&self.redis_key)
-            .arg(&request.token)
-            .arg(&request.contents);
-        self.best_effort(&invocation, request.ttl).await;
-    }
-
-    /// The scripts that tell our lock key by its value and the absolute expiry a
-    /// transaction read (exclusive_claim.lua, exclusive_drop.lua), with their arguments.
-    fn on_expiry<'a>(
-        &'a self,
-        script: &'a Script,
-        request: &'a AttemptRequest,
-        expiry: i64,
-    ) -> ScriptInvocation<'a> {
-        let mut invocation = script.key(&self.redis_key);
-        invocation
-            .key(&self.owner_key)
-            .arg(&request.contents)
-            .arg(expiry)
-            .arg(&request.token);
-        invocation
+        let _ignored = self.release_within(&request.proof(None), request.ttl).await;
     }
 
     /// Clean-up nobody waits on: bounded by the lock's TTL, after which there is nothing to
@@ -239,14 +241,15 @@ impl Exclusive {
     }
 
     /// What the watchdog refreshes for a claim.
-    pub fn target(&self, token: &str, terms: &Terms) -> Target {
+    pub fn target(&self, claim: &Claim, terms: &Terms) -> Target {
         Target {
             key: self.owner_key.clone(),
             name_at: 0,
-            token: token.to_owned(),
+            token: claim.token.clone(),
             pair: Some(Pair {
                 data_key: self.redis_key.clone(),
                 expected: terms.contents.clone().into_bytes(),
+                set_at: claim.set_at,
                 name: self.key.clone(),
             }),
             ttl: terms.ttl,
@@ -297,7 +300,18 @@ impl AttemptRequest {
             token: self.token,
             fence: lock::fence_of(fence)?,
             sent: self.sent,
+            set_at: None,
         }))
+    }
+
+    /// What proves its lock ours: its token, the contents, and (for a transaction) the lock
+    /// key's expiry as it set it.
+    pub fn proof(&self, set_at: Option<i64>) -> Proof<'_> {
+        Proof {
+            token: &self.token,
+            contents: &self.contents,
+            set_at,
+        }
     }
 
     /// The same attempt under a fresh token, `sent` now: what is sent once a transaction's
@@ -329,28 +343,14 @@ impl AttemptRequest {
         );
     }
 
-    /// exclusive_drop.lua (one reply), for a transaction that set the lock key, read its
-    /// expiry as `expiry`, and answered after its caller stopped waiting.
-    pub fn write_undo(&self, out: &mut Vec<u8>, expiry: i64) {
-        let expiry = expiry.to_string();
-        lock::write_script(
-            out,
-            &scripts::EXCLUSIVE_DROP,
-            &[&self.redis_key, &self.owner_key],
-            &[
-                self.contents.as_bytes(),
-                expiry.as_bytes(),
-                self.token.as_bytes(),
-            ],
-        );
-    }
-
-    /// The claim of an attempt that won with `fence`.
-    pub fn claim(self, fence: u64) -> Claim {
+    /// The claim of a transaction that won with `fence`, setting the lock key's absolute
+    /// expiry to `set_at`.
+    pub fn claim(self, fence: u64, set_at: i64) -> Claim {
         Claim {
             token: self.token,
             fence,
             sent: self.sent,
+            set_at: Some(set_at),
         }
     }
 
@@ -369,14 +369,16 @@ impl AttemptRequest {
         matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(1))))
     }
 
-    /// The release of the lock this attempt may have taken, written to `out` (one reply):
-    /// for a late reply that won, after its caller was told of the timeout.
-    pub fn write_release(&self, out: &mut Vec<u8>) {
+    /// The release of the lock this attempt took (with the absolute expiry `set_at`, for a
+    /// transaction), written to `out` (one reply): for a late reply that won, after its
+    /// caller was told of the timeout.
+    pub fn write_release(&self, out: &mut Vec<u8>, set_at: Option<i64>) {
+        let [token, contents, set_at] = self.proof(set_at).args();
         lock::write_script(
             out,
             &scripts::RELEASE,
             &[&self.owner_key, &self.redis_key],
-            &[self.token.as_bytes(), self.contents.as_bytes()],
+            &[&token, &contents, &set_at],
         );
     }
 }
@@ -437,12 +439,12 @@ mod tests {
         assert!(text.contains(scripts::ACQUIRE.get_hash()));
         assert!(text.contains("\r\n3\r\n"), "three keys: {text}");
         let mut out = Vec::new();
-        request().write_release(&mut out);
+        request().write_release(&mut out, Some(5000));
         let text = String::from_utf8_lossy(&out);
         assert!(text.contains(scripts::RELEASE.get_hash()));
         assert!(
-            text.ends_with("$1\r\nt\r\n$1\r\n1\r\n"),
-            "token then contents: {text}"
+            text.ends_with("$1\r\nt\r\n$1\r\n1\r\n$4\r\n5000\r\n"),
+            "token, contents, then the expiry: {text}"
         );
     }
 }

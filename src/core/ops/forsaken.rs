@@ -44,7 +44,8 @@ impl Orphan {
                 invocation
                     .key(&pair.data_key)
                     .arg(&self.token)
-                    .arg(&pair.expected);
+                    .arg(&pair.expected)
+                    .arg(pair.set_at_arg());
                 let _ignored: Result<i64, _> = store.eval(&invocation, bound, Replay::Safe).await;
             }
         }

@@ -5,5 +5,15 @@
 pub struct Pair {
     pub data_key: Vec<u8>,
     pub expected: Vec<u8>,
+    /// The lock key's absolute expiry (ms) as the transaction that took it set it: what
+    /// proves it ours until a refresh makes the owner key ours too (see same_expiry.lua).
+    pub set_at: Option<i64>,
     pub name: String,
+}
+
+impl Pair {
+    /// `set_at` as the scripts take it: empty when none.
+    pub fn set_at_arg(&self) -> String {
+        self.set_at.map(|at| at.to_string()).unwrap_or_default()
+    }
 }

@@ -345,7 +345,8 @@ impl Entry {
                 .arg(&pair.data_key)
                 .arg(self.token())
                 .arg(self.ttl_ms)
-                .arg(&pair.expected),
+                .arg(&pair.expected)
+                .arg(pair.set_at_arg()),
         };
         cmd
     }

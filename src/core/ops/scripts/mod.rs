@@ -38,13 +38,11 @@ const RELEASE_FAIR_SOURCE: &str = concat!(
     include_str!("announce.lua"),
     include_str!("release_fair.lua")
 );
-const EXCLUSIVE_CLAIM_SOURCE: &str = include_str!("exclusive_claim.lua");
-const EXCLUSIVE_DROP_SOURCE: &str = include_str!("exclusive_drop.lua");
 const LEAVE_FAIR_SOURCE: &str =
     concat!(include_str!("announce.lua"), include_str!("leave_fair.lua"));
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 17] = [
+pub const ALL_SOURCES: [&str; 15] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -60,8 +58,6 @@ pub const ALL_SOURCES: [&str; 17] = [
     ACQUIRE_FAIR_SOURCE,
     RELEASE_FAIR_SOURCE,
     LEAVE_FAIR_SOURCE,
-    EXCLUSIVE_CLAIM_SOURCE,
-    EXCLUSIVE_DROP_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -79,6 +75,3 @@ pub static REFRESH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(REFRESH
 pub static ACQUIRE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_FAIR_SOURCE));
 pub static RELEASE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_FAIR_SOURCE));
 pub static LEAVE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_FAIR_SOURCE));
-pub static EXCLUSIVE_CLAIM: LazyLock<Script> =
-    LazyLock::new(|| Script::new(EXCLUSIVE_CLAIM_SOURCE));
-pub static EXCLUSIVE_DROP: LazyLock<Script> = LazyLock::new(|| Script::new(EXCLUSIVE_DROP_SOURCE));
