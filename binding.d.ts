@@ -267,6 +267,13 @@ export interface LockServiceOptions {
 }
 
 /**
+ * Runs one command on the `memory://` keyspace of `url` and answers its reply as JSON:
+ * integers, `null`, arrays, `{"bulk": base64}`, `{"status": text}`, `{"error": text}`. How
+ * tests read and write beside the locks on the embedded backend, as with a client on Redis.
+ */
+export declare function memoryCommand(url: string, args: Array<Buffer>): string
+
+/**
  * The TTL rule every API shares, for JS code paths that create no native lock (a
  * DistributedLockService without a cache still rejects what the others reject).
  */

@@ -843,5 +843,6 @@ module.exports.NativeHeartbeat = nativeBinding.NativeHeartbeat
 module.exports.NativeLockService = nativeBinding.NativeLockService
 module.exports.NativeTicker = nativeBinding.NativeTicker
 module.exports.collectNativeMemory = nativeBinding.collectNativeMemory
+module.exports.memoryCommand = nativeBinding.memoryCommand
 module.exports.validateTtlMs = nativeBinding.validateTtlMs
 module.exports.watchdogStats = nativeBinding.watchdogStats

@@ -1,13 +1,13 @@
 'use strict'
 
-// DistributedLock / LockHandle behaviour against a private redis-server.
+// DistributedLock / LockHandle behaviour, on a private redis-server or (NRL_BACKEND=memory)
+// on the embedded memory:// backend.
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { execFile } = require('node:child_process')
 const path = require('node:path')
 const { pathToFileURL } = require('node:url')
-const Redis = require('ioredis')
-const { startRedis } = require('./helpers/redis-server')
+const { startBackend, redisOnly } = require('./helpers/backend')
 const { fenceKey } = require('./helpers/keys')
 const {
   DistributedLock,
@@ -20,8 +20,8 @@ const {
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-let server
-let redis // our own ioredis client, to look at what landed in Redis
+let backend
+let redis // our own client, to look at what landed in the store
 let lock // default options, connected by URL
 let lockB // a second instance over a second connection (different host spelling)
 
@@ -53,16 +53,15 @@ function assertInvalidLock(err, key) {
 }
 
 before(async () => {
-  server = await startRedis()
-  redis = new Redis({ host: '127.0.0.1', port: server.port, lazyConnect: true, maxRetriesPerRequest: 1 })
-  await redis.connect()
-  lock = new DistributedLock(server.url)
-  lockB = new DistributedLock(`redis://localhost:${server.port}`)
+  backend = await startBackend()
+  redis = backend.client()
+  lock = new DistributedLock(backend.url)
+  lockB = new DistributedLock(backend.alias)
 })
 
 after(async () => {
   if (redis) redis.disconnect()
-  if (server) await server.close()
+  if (backend) await backend.close()
 })
 
 describe('defaults', () => {
@@ -114,7 +113,7 @@ describe('defaults', () => {
 
   test('custom keyPrefix and defaultTtlMs are honoured', async () => {
     const key = 'defaults:custom'
-    const custom = new DistributedLock(server.url, { keyPrefix: 'myapp:', defaultTtlMs: 5000 })
+    const custom = new DistributedLock(backend.url, { keyPrefix: 'myapp:', defaultTtlMs: 5000 })
     const handle = await custom.acquire(key)
     try {
       assert.equal(await redis.get(`myapp:${key}`), handle.token)
@@ -131,7 +130,7 @@ describe('defaults', () => {
 
   test('an explicit ttlMs wins over defaultTtlMs', async () => {
     const key = 'defaults:explicit-ttl'
-    const custom = new DistributedLock(server.url, { defaultTtlMs: 5000 })
+    const custom = new DistributedLock(backend.url, { defaultTtlMs: 5000 })
     const handle = await custom.acquire(key, 60000)
     try {
       const pttl = await redis.pttl(`lock:${key}`)
@@ -248,7 +247,7 @@ describe('acquire, tryAcquire, waitForLock, isLocked', () => {
 
   test('acquire with maxRetries retries until the holder lets go', async () => {
     const key = 'acquire:retries'
-    const retrying = new DistributedLock(server.url, { maxRetries: 5, retryDelayMs: 50 })
+    const retrying = new DistributedLock(backend.url, { maxRetries: 5, retryDelayMs: 50 })
     const holder = await lockB.acquire(key, 20000)
     const timer = setTimeout(() => holder.release(), 200)
     try {
@@ -266,7 +265,7 @@ describe('acquire, tryAcquire, waitForLock, isLocked', () => {
 
   test('acquire with maxRetries reports the retries when it gives up', async () => {
     const key = 'acquire:gives-up'
-    const retrying = new DistributedLock(server.url, { maxRetries: 2, retryDelayMs: 20 })
+    const retrying = new DistributedLock(backend.url, { maxRetries: 2, retryDelayMs: 20 })
     const holder = await lockB.acquire(key, 20000)
     try {
       const started = performance.now()
@@ -511,7 +510,7 @@ describe('fencing', () => {
   })
 
   test("with keyPrefix '', a lock key is never another lock's fence counter, either way round", async () => {
-    const bare = new DistributedLock(server.url, { keyPrefix: '' })
+    const bare = new DistributedLock(backend.url, { keyPrefix: '' })
     const braced = await bare.acquire('{bare}:fence', 10_000)
     const plain = await bare.tryAcquire('bare', 10_000)
     assert.ok(plain, "'bare' must be free while '{bare}:fence' is held")
@@ -527,7 +526,7 @@ describe('fencing', () => {
 
   for (const path of ['transaction', 'script']) {
     test(`an acquisition whose fence cannot be drawn fails and leaves no lock (${path})`, async () => {
-      const instance = path === 'script' ? new DistributedLock(server.url, { fair: true }) : lock
+      const instance = path === 'script' ? new DistributedLock(backend.url, { fair: true }) : lock
       for (const [name, counter] of [['garbage', 'oops'], ['exhausted', '999999999999998'], ['padded', '007']]) {
         const key = `fence:broken-${path}-${name}`
         await redis.set(fenceKey(`lock:${key}`), counter)
@@ -761,7 +760,7 @@ describe('AbortSignal', () => {
 
   test('aborting acquire while it retries (maxRetries > 0) rejects with the reason', async () => {
     const key = 'abort:acquire'
-    const retrying = new DistributedLock(server.url, { maxRetries: 20, retryDelayMs: 100 })
+    const retrying = new DistributedLock(backend.url, { maxRetries: 20, retryDelayMs: 100 })
     const holder = await lockB.acquire(key, 20000)
     try {
       const controller = new AbortController()
@@ -783,7 +782,7 @@ describe('AbortSignal', () => {
 
   test('an already-aborted signal makes acquire with retries reject at once', async () => {
     const key = 'abort:acquire-already'
-    const retrying = new DistributedLock(server.url, { maxRetries: 5 })
+    const retrying = new DistributedLock(backend.url, { maxRetries: 5 })
     const signal = AbortSignal.abort()
     const started = performance.now()
     await assert.rejects(retrying.acquire(key, undefined, { signal }), (err) => err === signal.reason)
@@ -925,11 +924,12 @@ describe('module entries', () => {
     assert.equal(out.errorChain, true)
   })
 
-  test('the ESM entry works against Redis', async () => {
+  // Another process: it shares a Redis server, not a memory:// keyspace.
+  redisOnly('the ESM entry works against Redis', async () => {
     const key = 'esm:works'
     const source = `
       import { DistributedLock } from 'native-redis-lock'
-      const lock = new DistributedLock(${JSON.stringify(server.url)})
+      const lock = new DistributedLock(${JSON.stringify(backend.url)})
       const handle = await lock.acquire(${JSON.stringify(key)}, 10000)
       console.log(JSON.stringify({ token: handle.token, fence: handle.fence }))
     `

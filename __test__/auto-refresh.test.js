@@ -3,29 +3,30 @@
 // DistributedLock handles with `autoRefresh`: the native watchdog keeps them alive, and the
 // handle reports what it last confirmed (isHeld, info.expiresAt), releases and extends with
 // that, and tells of a loss once.
+// Runs on a private redis-server, or on the embedded memory:// backend with NRL_BACKEND=memory
+// (`npm test` runs both; see helpers/backend.js).
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const Redis = require('ioredis')
-const { startRedis } = require('./helpers/redis-server')
+const { startBackend, redisOnly } = require('./helpers/backend')
 const { startProxy } = require('./helpers/tcp-proxy')
 const { DistributedLock, LockLostError } = require('..')
 const native = require('../binding.js')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-let server
+let backend
 let redis
 let lock
 
 before(async () => {
-  server = await startRedis()
-  redis = new Redis(server.url)
-  lock = new DistributedLock(server.url)
+  backend = await startBackend()
+  redis = backend.client()
+  lock = new DistributedLock(backend.url)
 })
 
 after(async () => {
   redis?.disconnect()
-  await server?.close()
+  await backend?.close()
 })
 
 test('held past 3 x TTL: isHeld stays true and expiresAt follows the refreshes', async () => {
@@ -46,10 +47,11 @@ test('held past 3 x TTL: isHeld stays true and expiresAt follows the refreshes',
   assert.equal(handle.token, token)
 })
 
-test('released after 3 x TTL over a slow link: the key is deleted, not left to expire', async () => {
+// A slow link to a server: a TCP proxy in front of Redis.
+redisOnly('released after 3 x TTL over a slow link: the key is deleted, not left to expire', async () => {
   // The handle's own deadline is its acquisition's; the release must be bounded by the
   // watchdog's, or it gives up (as on a lock already expired) before Redis can answer.
-  const proxy = await startProxy(server.port)
+  const proxy = await startProxy(backend.server.port)
   try {
     proxy.setDelay(40)
     const slow = new DistributedLock(proxy.url)
@@ -103,7 +105,7 @@ test('a lock deleted under its holder: lost resolves, onLost is called once, isH
 })
 
 test('a release stops the refreshes; a handle without autoRefresh never had any', async () => {
-  const url = server.url
+  const url = backend.url
   const watched = () => native.watchdogStats({ url }).watched
   const plain = await lock.acquire('auto:plain', 1000)
   const auto = await lock.acquire('auto:stop', 1000, { autoRefresh: true })
@@ -120,7 +122,7 @@ test('a release stops the refreshes; a handle without autoRefresh never had any'
 test('tryAcquire with autoRefresh on a held key answers null and watches nothing', async () => {
   const holder = await lock.acquire('auto:busy', 1000)
   assert.equal(await lock.tryAcquire('auto:busy', 1000, { autoRefresh: true }), null)
-  assert.equal(native.watchdogStats({ url: server.url }).watched, 0)
+  assert.equal(native.watchdogStats({ url: backend.url }).watched, 0)
   await holder.release()
 })
 

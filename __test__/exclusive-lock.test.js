@@ -3,6 +3,8 @@
 // ExclusiveLock (drop-in for @logdna/exclusive-lock 2.x) against a private redis-server:
 // options, defaults and validation, methods, properties, events and their order, the Redis
 // layout, the native refresh, and every way of losing the lock.
+// Runs on a private redis-server, or on the embedded memory:// backend with NRL_BACKEND=memory
+// (`npm test` runs both; see helpers/backend.js).
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const EventEmitter = require('node:events')
@@ -11,7 +13,7 @@ const util = require('node:util')
 const { spawn } = require('node:child_process')
 const Redis = require('ioredis')
 const { createClient } = require('redis')
-const { startRedis } = require('./helpers/redis-server')
+const { startBackend, redisOnly } = require('./helpers/backend')
 const ExclusiveLock = require('../exclusive-lock')
 const lib = require('..')
 const { siblingKey } = require('./helpers/keys')
@@ -24,7 +26,7 @@ const FENCE = /^\d{15}$/
 const MARGIN = 400
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-let server
+let backend
 let raw // our own ioredis client, to look at (and tamper with) what landed in Redis
 const locks = new Set() // every ExclusiveLock made here, released in after()
 const clients = new Set() // every extra client made here, closed in after()
@@ -32,7 +34,7 @@ const children = new Set()
 
 /** A new ExclusiveLock (URL connection unless given), remembered for cleanup. */
 function make(opts) {
-  const lock = new ExclusiveLock({ cache_connection: server.url, ...opts })
+  const lock = new ExclusiveLock({ cache_connection: backend.url, ...opts })
   locks.add(lock)
   return lock
 }
@@ -133,7 +135,7 @@ function assertConnectionError(cache_connection) {
 
 function assertRangeMeta(opts, meta) {
   assert.throws(
-    () => new ExclusiveLock({ name: 'range', cache_connection: server.url, ...opts }),
+    () => new ExclusiveLock({ name: 'range', cache_connection: backend.url, ...opts }),
     (err) => {
       assert.ok(err instanceof RangeError, `expected RangeError, got ${err.name}`)
       assert.equal(err.message, 'lock_refresh_ms must be at least 500ms less than lock_ttl_ms')
@@ -155,8 +157,8 @@ function assertLost(err, lock) {
 }
 
 before(async () => {
-  server = await startRedis()
-  raw = new Redis({ host: '127.0.0.1', port: server.port, lazyConnect: true, maxRetriesPerRequest: 1 })
+  backend = await startBackend()
+  raw = backend.client()
   raw.on('error', () => {}) // reconnect noise while the server is stopped on purpose
   await raw.connect()
 })
@@ -174,7 +176,7 @@ after(async () => {
   }
   for (const client of clients) client.disconnect()
   if (raw) raw.disconnect()
-  if (server) await server.close()
+  if (backend) await backend.close()
 })
 
 describe('module shape', () => {
@@ -209,7 +211,7 @@ describe('module shape', () => {
 
 describe('options and defaults', () => {
   test('defaults: ttl 3000, refresh 1000, contents "1", prefix exclusive-lock, stall 3 x ttl, silent log', () => {
-    const lock = new ExclusiveLock({ name: 'defaults', cache_connection: server.url })
+    const lock = new ExclusiveLock({ name: 'defaults', cache_connection: backend.url })
     assert.equal(lock.key, 'exclusive-lock:defaults')
     assert.equal(lock.name, 'defaults')
     assert.equal(lock.lock_ttl_ms, 3000)
@@ -217,7 +219,7 @@ describe('options and defaults', () => {
     assert.equal(lock.lock_contents, '1')
     assert.equal(lock.max_stall_ms, 9000)
     assert.equal(lock.max_hold_ms, undefined)
-    assert.equal(lock.cache_connection, server.url)
+    assert.equal(lock.cache_connection, backend.url)
     assert.equal(lock.acquired, false)
     assert.equal(lock.fence, null)
     for (const level of ['info', 'warn', 'error', 'debug']) {
@@ -226,9 +228,9 @@ describe('options and defaults', () => {
     }
   })
 
-  test('every option is honoured and exposed', () => {
+  redisOnly('every option is honoured and exposed', () => {
     const log = spyLog()
-    const connection = { host: '127.0.0.1', port: server.port }
+    const connection = { host: '127.0.0.1', port: backend.server.port }
     const lock = new ExclusiveLock({
       name: 'custom name',
       cache_connection: connection,
@@ -269,11 +271,11 @@ describe('options and defaults', () => {
       ['x', 'x'],
     ]
     for (const [name, slug] of cases) {
-      const lock = new ExclusiveLock({ name, cache_connection: server.url })
+      const lock = new ExclusiveLock({ name, cache_connection: backend.url })
       assert.equal(lock.name, slug, `name ${JSON.stringify(name)}`)
       assert.equal(lock.key, `exclusive-lock:${slug}`, `key of ${JSON.stringify(name)}`)
     }
-    const prefixed = new ExclusiveLock({ name: 'n', key_prefix: 'a:b c', cache_connection: server.url })
+    const prefixed = new ExclusiveLock({ name: 'n', key_prefix: 'a:b c', cache_connection: backend.url })
     assert.equal(prefixed.key, 'a-b-c:n')
   })
 
@@ -286,7 +288,7 @@ describe('options and defaults', () => {
 
 describe('validation', () => {
   test('schema failures: Error("Input validation failed"), code EINVAL, errors [{instancePath, message}], logged first', () => {
-    const url = server.url
+    const url = backend.url
     const cases = [
       [{}, '', "must have required property 'name'"],
       [{ name: 'x' }, '', "must have required property 'cache_connection'"],
@@ -312,7 +314,7 @@ describe('validation', () => {
   })
 
   test('a log that is not an object is itself a validation failure', () => {
-    assertValidation(() => new ExclusiveLock({ name: 'x', cache_connection: server.url, log: 'pino' }), '/log', 'must be object')
+    assertValidation(() => new ExclusiveLock({ name: 'x', cache_connection: backend.url, log: 'pino' }), '/log', 'must be object')
   })
 
   test('no options are an empty object, which lacks its name; options that are not an object are refused', () => {
@@ -333,7 +335,7 @@ describe('validation', () => {
       assertValidation(() => new ExclusiveLock({ name: 'x', cache_connection: bad }), '/cache_connection', 'must be object')
     }
     for (const bad of [NaN, Infinity]) {
-      assertValidation(() => new ExclusiveLock({ name: 'x', cache_connection: server.url, lock_ttl_ms: bad, lock_refresh_ms: 100 }), '/lock_ttl_ms', 'must be number')
+      assertValidation(() => new ExclusiveLock({ name: 'x', cache_connection: backend.url, lock_ttl_ms: bad, lock_refresh_ms: 100 }), '/lock_ttl_ms', 'must be number')
     }
   })
 
@@ -342,7 +344,7 @@ describe('validation', () => {
     assertRangeMeta({ lock_ttl_ms: 1000, lock_refresh_ms: 501 }, { lock_ttl_ms: 1000, lock_refresh_ms: 501, diff: 499 })
     assertRangeMeta({ lock_ttl_ms: 1000, lock_refresh_ms: 2000 }, { lock_ttl_ms: 1000, lock_refresh_ms: 2000, diff: -1000 })
     // exactly 500 below is fine
-    const ok = new ExclusiveLock({ name: 'range-ok', cache_connection: server.url, lock_ttl_ms: 1000, lock_refresh_ms: 500 })
+    const ok = new ExclusiveLock({ name: 'range-ok', cache_connection: backend.url, lock_ttl_ms: 1000, lock_refresh_ms: 500 })
     assert.equal(ok.lock_refresh_ms, 500)
   })
 
@@ -356,7 +358,7 @@ describe('validation', () => {
     ]
     for (const [opts, pattern] of bad) {
       assert.throws(
-        () => new ExclusiveLock({ name: 'x', cache_connection: server.url, ...opts }),
+        () => new ExclusiveLock({ name: 'x', cache_connection: backend.url, ...opts }),
         (err) => {
           assert.ok(err instanceof RangeError, `${JSON.stringify(opts)}: got ${err.name}: ${err.message}`)
           assert.equal(err.code, 'EINVAL')
@@ -389,7 +391,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
     }
   })
 
-  test('with defaults: events, properties and the keys in Redis, byte for byte', async () => {
+  redisOnly('with defaults: events, properties and the keys in Redis, byte for byte', async () => {
     const log = spyLog()
     const lock = make({ name: 'layout defaults', log })
     const events = record(lock)
@@ -465,19 +467,19 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.equal(await raw.exists(key, ownerKey(key)), 0)
   })
 
-  test('acquire() while holding: true again, a warn, no event and no Redis call (works with Redis paused)', async () => {
+  redisOnly('acquire() while holding: true again, a warn, no event and no Redis call (works with Redis paused)', async () => {
     const log = spyLog()
     const lock = make({ name: 'double acquire', log })
     const events = record(lock)
     assert.equal(await lock.acquire(), true)
     const fence = lock.fence
-    server.pause()
+    backend.server.pause()
     let again
     const started = performance.now()
     try {
       again = await Promise.race([lock.acquire(), sleep(1000).then(() => 'timed out')])
     } finally {
-      server.resume()
+      backend.server.resume()
     }
     assert.equal(again, true, 'resolved without talking to the (paused) server')
     assert.ok(performance.now() - started < 1000)
@@ -557,7 +559,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
     }
   })
 
-  test("the original's fields: acquired, is_refreshing (a refresh in flight), refresh_timer (while held, else null)", async () => {
+  redisOnly("the original's fields: acquired, is_refreshing (a refresh in flight), refresh_timer (while held, else null)", async () => {
     const lock = make({ name: 'fields', lock_ttl_ms: 2000, lock_refresh_ms: 200 })
     assert.equal(lock.acquired, false)
     assert.equal(lock.is_refreshing, false)
@@ -604,7 +606,7 @@ describe('acquire, inspect, release and the Redis layout', () => {
 
   test('a second instance cannot acquire while the first holds; after release it can; fences increase', async () => {
     const a = make({ name: 'contend' })
-    const b = make({ name: 'contend', cache_connection: `redis://localhost:${server.port}` })
+    const b = make({ name: 'contend', cache_connection: backend.alias })
     const bEvents = record(b)
     assert.equal(await a.acquire(), true)
     const fenceA = a.fence
@@ -622,8 +624,8 @@ describe('acquire, inspect, release and the Redis layout', () => {
     await b.release()
   })
 
-  test('an ioredis client with keyPrefix: the keys carry it, lock.key does not; the client is not touched', async () => {
-    const client = new Redis({ host: '127.0.0.1', port: server.port, keyPrefix: 'app:', lazyConnect: true })
+  redisOnly('an ioredis client with keyPrefix: the keys carry it, lock.key does not; the client is not touched', async () => {
+    const client = new Redis({ host: '127.0.0.1', port: backend.server.port, keyPrefix: 'app:', lazyConnect: true })
     clients.add(client)
     const lock = make({ name: 'prefixed', cache_connection: client })
     assert.equal(lock.key, 'exclusive-lock:prefixed')
@@ -640,9 +642,9 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.equal(client.status, 'wait', 'our lock never connected the user client')
   })
 
-  test('a node-redis client (by socket or url) works, and is not opened', async () => {
-    const bySocket = createClient({ socket: { host: '127.0.0.1', port: server.port } })
-    const byUrl = createClient({ url: server.url })
+  redisOnly('a node-redis client (by socket or url) works, and is not opened', async () => {
+    const bySocket = createClient({ socket: { host: '127.0.0.1', port: backend.server.port } })
+    const byUrl = createClient({ url: backend.url })
     for (const [label, client] of [['socket', bySocket], ['url', byUrl]]) {
       const lock = make({ name: `node redis ${label}`, cache_connection: client, lock_contents: label })
       assert.equal(await lock.acquire(), true, label)
@@ -654,10 +656,10 @@ describe('acquire, inspect, release and the Redis layout', () => {
     }
   })
 
-  test('URL string and {host, port} object connections', async () => {
+  redisOnly('URL string and {host, port} object connections', async () => {
     for (const [label, connection] of [
-      ['url', server.url],
-      ['object', { host: '127.0.0.1', port: server.port }],
+      ['url', backend.url],
+      ['object', { host: '127.0.0.1', port: backend.server.port }],
     ]) {
       const lock = make({ name: `by ${label}`, cache_connection: connection })
       assert.equal(await lock.acquire(), true, label)
@@ -877,7 +879,7 @@ describe('losing the lock', () => {
     await r.lock.release()
   })
 
-  test('two concurrent acquire() calls on one instance: one wins, and the winner still reports refreshes and loss', async () => {
+  redisOnly('two concurrent acquire() calls on one instance: one wins, and the winner still reports refreshes and loss', async () => {
     const lock = make({ name: 'concurrent acquire', lock_ttl_ms: 2000, lock_refresh_ms: 200 })
     // Warm up, so each attempt below is a single EVALSHA: the acquire script is cached in
     // Redis, and a lock held meanwhile keeps the connection's refresh scheduler (and its
@@ -889,7 +891,7 @@ describe('losing the lock', () => {
     const events = record(lock)
     // Redis paused, so both attempts queue on the connection in call order: the first wins,
     // as two SET NX on one ioredis connection do for the original.
-    server.pause()
+    backend.server.pause()
     let first
     let second
     try {
@@ -898,7 +900,7 @@ describe('losing the lock', () => {
       second = lock.acquire()
       await sleep(50)
     } finally {
-      server.resume()
+      backend.server.resume()
     }
     const results = await Promise.all([first, second])
     assert.deepEqual(results, [true, false])
@@ -918,10 +920,10 @@ describe('losing the lock', () => {
     }
   })
 
-  test("no 'error' listener: the loss crashes the process, as the original's refresh failure did", async () => {
+  redisOnly("no 'error' listener: the loss crashes the process, as the original's refresh failure did", async () => {
     const name = 'lost unhandled'
     const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'exclusive-unhandled.js')], {
-      env: { ...process.env, REDIS_URL: server.url, LOCK_NAME: name },
+      env: { ...process.env, REDIS_URL: backend.url, LOCK_NAME: name },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     children.add(child)
@@ -944,13 +946,13 @@ describe('losing the lock', () => {
     assert.match(stderr, /ELOST/)
   })
 
-  test('Redis stopped: ELOST at the deadline (ttl after the last refresh), the failed release is a second error', async () => {
+  redisOnly('Redis stopped: ELOST at the deadline (ttl after the last refresh), the failed release is a second error', async () => {
     const TTL = 1000
     let stoppedAt
     const r = await loseBy(
       'lost stopped',
       async () => {
-        await server.stop()
+        await backend.server.stop()
         stoppedAt = performance.now()
       },
       { ttl: TTL, refresh: 200 },
@@ -979,7 +981,7 @@ describe('losing the lock', () => {
       )
       assert.equal(ofType(events, 'refreshed').filter((e) => e.at > error.at).length, 0)
     } finally {
-      await server.start()
+      await backend.server.start()
     }
     // Once Redis is back, acquire works again (the first call may still see the old outage).
     const deadline = performance.now() + 3000
@@ -998,12 +1000,12 @@ describe('losing the lock', () => {
     await r.lock.release()
   })
 
-  test('Redis restarted empty: ELOST at the next tick after it is back, then released; acquire works again', async () => {
+  redisOnly('Redis restarted empty: ELOST at the next tick after it is back, then released; acquire works again', async () => {
     let restartedAt
     const r = await loseBy(
       'lost restarted',
       async () => {
-        await server.restart()
+        await backend.server.restart()
         restartedAt = performance.now()
       },
       { ttl: 3000, refresh: 200 },

@@ -3,10 +3,11 @@
 // `new DistributedLock(redis, { fair: true })`: waiters get each lock in the order they asked
 // for it, whichever connection they wait on, and no attempt gets ahead of them. Two locks
 // with different connection settings stand for two processes (each gets its own connection).
+// Runs on a private redis-server, or on the embedded memory:// backend with NRL_BACKEND=memory
+// (`npm test` runs both; see helpers/backend.js).
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const Redis = require('ioredis')
-const { startRedis } = require('./helpers/redis-server')
+const { startBackend } = require('./helpers/backend')
 const { DistributedLock } = require('..')
 const { siblingKey } = require('./helpers/keys')
 
@@ -14,24 +15,24 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const unhandled = []
 process.on('unhandledRejection', (reason) => unhandled.push(reason))
 
-let server
+let backend
 let admin
 
 before(async () => {
-  server = await startRedis()
-  admin = new Redis(server.port, { lazyConnect: true })
+  backend = await startBackend()
+  admin = backend.client()
   await admin.connect()
 })
 
 after(async () => {
   admin?.disconnect()
-  await server?.close()
+  await backend?.close()
   assert.deepEqual(unhandled, [])
 })
 
 /** A fair lock on a connection of its own (`n` tells the connections apart). */
 function processLock(n, options = {}) {
-  return new DistributedLock(server.url, { fair: true, connectTimeoutMs: 4000 + n, ...options })
+  return new DistributedLock(backend.url, { fair: true, connectTimeoutMs: 4000 + n, ...options })
 }
 
 test('waiters get a fair lock in the order they asked, even behind a waiter of another connection', async () => {
@@ -102,7 +103,7 @@ test('acquire with retries takes its place in line with its first attempt', asyn
 test('options.fair must be a boolean', () => {
   for (const fair of ['yes', 1, null, {}]) {
     assert.throws(
-      () => new DistributedLock(server.url, { fair }),
+      () => new DistributedLock(backend.url, { fair }),
       (err) => err instanceof TypeError && err.argument === 'options.fair',
       `fair ${String(fair)}`,
     )

@@ -3,14 +3,15 @@
 // maestro's DistributedLockService (`require('../maestro')`): constructor rules, the cache
 // instances it accepts, its Redis layout, acquire's wait and backoff, the auto-refresh,
 // release/disconnect, a lost lock, and that it never touches a key it does not own.
+// Runs on a private redis-server, or on the embedded memory:// backend with NRL_BACKEND=memory
+// (`npm test` runs both; see helpers/backend.js).
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const readline = require('node:readline')
-const Redis = require('ioredis')
 const { createClient } = require('redis')
-const { startRedis } = require('./helpers/redis-server')
+const { startBackend, redisOnly } = require('./helpers/backend')
 
 // maestro's configuration is read once, at load: this process runs on the defaults.
 for (const name of Object.keys(process.env)) if (name.startsWith('MO_')) delete process.env[name]
@@ -20,7 +21,7 @@ const FIXTURES = path.join(__dirname, 'fixtures')
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-let server
+let backend
 let probe // our ioredis client, to look at Redis
 const services = new Set() // released in after(): a held lock keeps this process alive
 const clients = [] // ioredis / node-redis clients to close in after()
@@ -28,7 +29,7 @@ const children = new Set()
 let keyCount = 0
 const freshKey = (label) => `service-test:${label}:${++keyCount}`
 
-function service(key, ttl, cache = server.url) {
+function service(key, ttl, cache = backend.url) {
   const s = new DistributedLockService(key, ttl, cache)
   services.add(s)
   return s
@@ -42,7 +43,7 @@ function fakeMaestroCache({ connected = false } = {}) {
     return name === 'get' ? null : true
   }
   return {
-    _client: createClient({ url: server.url }),
+    _client: createClient({ url: backend.url }),
     isConnected: connected,
     calls,
     setIfNotExists: record('setIfNotExists'),
@@ -80,7 +81,7 @@ const attemptsOf = (seen, key, otherHolder = 'someone-else') =>
 function runChild(script, env, { onLine } = {}) {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('MO_')))
   const proc = spawn(process.execPath, [path.join(FIXTURES, script)], {
-    env: { ...clean, REDIS_URL: server.url, ...env },
+    env: { ...clean, REDIS_URL: backend.url, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   children.add(proc)
@@ -105,8 +106,8 @@ function runChild(script, env, { onLine } = {}) {
 }
 
 before(async () => {
-  server = await startRedis()
-  probe = new Redis(server.url)
+  backend = await startBackend()
+  probe = backend.client()
 })
 
 after(async () => {
@@ -123,14 +124,14 @@ after(async () => {
     } catch {}
   }
   probe?.disconnect()
-  await server?.close()
+  await backend?.close()
 })
 
 describe('constructor', () => {
   test('a missing or non-string key: Error("Lock key must be a non-empty string")', () => {
     for (const key of ['', null, 5, undefined]) {
       assert.throws(
-        () => new DistributedLockService(key, 1000, server.url),
+        () => new DistributedLockService(key, 1000, backend.url),
         (err) => Object.getPrototypeOf(err) === Error.prototype && err.message === 'Lock key must be a non-empty string',
         `key ${String(key)}`,
       )
@@ -138,7 +139,7 @@ describe('constructor', () => {
   })
 
   test('a TTL that is not a positive number: Error("TTL must be a positive number")', () => {
-    for (const cache of [server.url, null]) {
+    for (const cache of [backend.url, null]) {
       for (const ttl of [0, -1, '100', null]) {
         assert.throws(
           () => new DistributedLockService('k', ttl, cache),
@@ -152,7 +153,7 @@ describe('constructor', () => {
   test('NaN, 1.5 and Infinity: our stricter RangeError with code EINVAL', () => {
     for (const ttl of [NaN, 1.5, Infinity, 2 ** 31]) {
       assert.throws(
-        () => new DistributedLockService('k', ttl, server.url),
+        () => new DistributedLockService('k', ttl, backend.url),
         (err) => err instanceof RangeError && err.code === 'EINVAL' && /ttl/i.test(err.message),
         `ttl ${ttl}`,
       )
@@ -195,27 +196,27 @@ describe('cacheInstance variants', () => {
     return s
   }
 
-  test('an ioredis client (not connected; only its settings are read)', async () => {
-    const client = new Redis(server.url, { lazyConnect: true })
+  redisOnly('an ioredis client (not connected; only its settings are read)', async () => {
+    const client = backend.client()
     clients.push(client)
     const s = await roundTrip('ioredis', client)
     assert.equal(s.getStatus().hasCacheLayer, true)
     assert.equal(client.status, 'wait', 'the user\'s client was connected behind their back')
   })
 
-  test('a node-redis v4 client (createClient, not connected)', async () => {
-    const client = createClient({ url: server.url })
+  redisOnly('a node-redis v4 client (createClient, not connected)', async () => {
+    const client = createClient({ url: backend.url })
     clients.push(client)
     await roundTrip('node-redis', client)
     assert.equal(client.isOpen, false)
   })
 
   test('a redis:// URL', async () => {
-    const s = await roundTrip('url', server.url)
+    const s = await roundTrip('url', backend.url)
     assert.equal(s.getStatus().cacheConnected, undefined)
   })
 
-  test("a maestro RedisCacheClient (node-redis client in _client, cache methods, isConnected)", async () => {
+  redisOnly("a maestro RedisCacheClient (node-redis client in _client, cache methods, isConnected)", async () => {
     const cache = fakeMaestroCache({ connected: true })
     clients.push(cache._client)
     const s = await roundTrip('maestro-cache', cache)
@@ -226,7 +227,7 @@ describe('cacheInstance variants', () => {
 })
 
 describe('Redis layout', () => {
-  test('the key is lockKey verbatim, the value the lockValue (UUID v4), the TTL in ms', async () => {
+  redisOnly('the key is lockKey verbatim, the value the lockValue (UUID v4), the TTL in ms', async () => {
     const key = 'service-test:layout:{jobs}:Producer Lock' // no prefix, no slugging
     const before = new Set(await probe.keys('*'))
     const s = service(key, 1500)
@@ -251,7 +252,7 @@ describe('Redis layout', () => {
   })
 
   test('every instance has its own random lockValue', () => {
-    const values = Array.from({ length: 50 }, () => new DistributedLockService('k', 1000, server.url).lockValue)
+    const values = Array.from({ length: 50 }, () => new DistributedLockService('k', 1000, backend.url).lockValue)
     for (const value of values) assert.match(value, UUID_V4)
     assert.equal(new Set(values).size, values.length)
   })
@@ -276,7 +277,7 @@ describe('acquire() waits with maestro\'s backoff (default config: 30000 ms base
     assert.equal(await probe.get(key), 'someone-else')
   })
 
-  test('acquire(1000, 300) on a held key: false at ~300 ms, after exactly 2 attempts', async () => {
+  redisOnly('acquire(1000, 300) on a held key: false at ~300 ms, after exactly 2 attempts', async () => {
     const key = freshKey('two-attempts')
     await holdElsewhere(key)
     const s = service(key, 1000)
@@ -305,7 +306,7 @@ describe('acquire() waits with maestro\'s backoff (default config: 30000 ms base
     assert.equal(await s.release(), true)
   })
 
-  test('short backoff (MO_* env in a child): false at ~maxWaitTime, never past it', async (t) => {
+  redisOnly('short backoff (MO_* env in a child): false at ~maxWaitTime, never past it', async (t) => {
     const key = freshKey('short-backoff')
     await holdElsewhere(key)
     const watch = await watchKey(key)
@@ -330,7 +331,7 @@ describe('acquire() waits with maestro\'s backoff (default config: 30000 ms base
     assert.equal(await probe.get(key), 'someone-else')
   })
 
-  test('short backoff (MO_* env in a child): gets the lock soon after the holder lets go', async () => {
+  redisOnly('short backoff (MO_* env in a child): gets the lock soon after the holder lets go', async () => {
     const key = freshKey('short-backoff-win')
     await holdElsewhere(key)
     const watch = await watchKey(key)
@@ -435,7 +436,7 @@ describe('auto-refresh, release and status', () => {
     const key = freshKey('taken-over')
     const s = service(key, 3000)
     assert.equal(await s.acquire(), true)
-    await probe.multi().del(key).set(key, 'the-new-holder', 'PX', 10_000).exec()
+    await probe.set(key, 'the-new-holder', 'PX', 10_000)
     assert.equal(await s.release(), false)
     assert.equal(await probe.get(key), 'the-new-holder')
     const pttl = await probe.pttl(key)
@@ -494,7 +495,7 @@ describe('a lost lock', () => {
     assert.equal(await s.release(), true, 'release() after a loss, with the key gone')
   })
 
-  test('a process whose lock was lost is no longer kept alive by it', async () => {
+  redisOnly('a process whose lock was lost is no longer kept alive by it', async () => {
     const key = freshKey('lost-child')
     let heldAt = null
     const run = runChild('service-hold.js', { LOCK_KEY: key, LOCK_TTL: '600' }, {
@@ -529,9 +530,9 @@ describe('a lost lock', () => {
 })
 
 describe('disconnect()', () => {
-  test('releases the lock, then disconnects a connected node-redis client', async () => {
+  redisOnly('releases the lock, then disconnects a connected node-redis client', async () => {
     const key = freshKey('disconnect-node-redis')
-    const client = createClient({ url: server.url })
+    const client = createClient({ url: backend.url })
     clients.push(client)
     await client.connect()
     const s = service(key, 2000, client)
@@ -543,7 +544,7 @@ describe('disconnect()', () => {
     assert.equal(s.getStatus().isLocked, false)
   })
 
-  test('calls cacheInstance.disconnect() once, after the release', async () => {
+  redisOnly('calls cacheInstance.disconnect() once, after the release', async () => {
     const key = freshKey('disconnect-spy')
     const cache = fakeMaestroCache({ connected: true })
     const existsAtDisconnect = []
@@ -560,7 +561,7 @@ describe('disconnect()', () => {
 })
 
 describe('a key it does not own', () => {
-  test('acquire(…, 200) while another value sits at lockKey: false, value and TTL unchanged', async () => {
+  redisOnly('acquire(…, 200) while another value sits at lockKey: false, value and TTL unchanged', async () => {
     const key = freshKey('foreign')
     await probe.set(key, 'not-ours', 'PX', 5000)
     const s = service(key, 1000)

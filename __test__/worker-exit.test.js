@@ -5,13 +5,14 @@
 // never wins the lock (by poll or by a handover from a release of this process) for a thread
 // that no longer exists, and a lock it held with auto-refresh is released at once and never
 // refreshed again. The waiters queued behind it get the lock as soon as its holder releases it.
+// Runs on a private redis-server, or on the embedded memory:// backend with NRL_BACKEND=memory
+// (`npm test` runs both; see helpers/backend.js).
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { once } = require('node:events')
 const { spawn } = require('node:child_process')
 const { Worker } = require('node:worker_threads')
-const Redis = require('ioredis')
-const { startRedis } = require('./helpers/redis-server')
+const { startBackend, redisOnly } = require('./helpers/backend')
 const { ownerKey } = require('./helpers/keys')
 
 // maestro's configuration is read once, at load (in this thread and in each worker).
@@ -29,14 +30,14 @@ const PROMPT_MS = 1000
 const unhandled = []
 process.on('unhandledRejection', (reason) => unhandled.push(reason))
 
-let server
+let backend
 let probe
 const services = new Set() // held DistributedLockServices keep the process alive
 const workers = new Set()
 
 before(async () => {
-  server = await startRedis()
-  probe = new Redis(server.port, { lazyConnect: true })
+  backend = await startBackend()
+  probe = backend.client()
   await probe.connect()
 })
 
@@ -44,7 +45,7 @@ after(async () => {
   for (const worker of workers) await worker.terminate()
   for (const service of services) await service.release().catch(() => {})
   probe?.disconnect()
-  await server?.close()
+  await backend?.close()
   assert.deepEqual(unhandled, [])
 })
 
@@ -58,7 +59,7 @@ function startWorker(body, data) {
     const post = (message) => parentPort.postMessage(message)
     ;(async () => { ${body} })().catch((err) => post({ error: String(err?.stack ?? err) }))
   `
-  const worker = new Worker(source, { eval: true, workerData: { url: server.url, ...data } })
+  const worker = new Worker(source, { eval: true, workerData: { url: backend.url, ...data } })
   workers.add(worker)
   const messages = []
   worker.on('message', (message) => messages.push(message))
@@ -114,7 +115,7 @@ async function eventually(check, ms) {
 
 test('a terminated worker waiting with autoRefresh never gets the lock: the waiter behind it does, promptly', async () => {
   const key = 'exit:wait:auto'
-  const lock = new DistributedLock(server.url)
+  const lock = new DistributedLock(backend.url)
   const holder = await lock.acquire(key, 20_000)
   const { worker, messages } = startWorker(
     `
@@ -136,7 +137,7 @@ test('a terminated worker waiting with autoRefresh never gets the lock: the wait
 
 test('a terminated worker waiting without autoRefresh leaves the lock to the waiter behind it', async () => {
   const key = 'exit:wait:plain'
-  const lock = new DistributedLock(server.url)
+  const lock = new DistributedLock(backend.url)
   const holder = await lock.acquire(key, 20_000)
   const { worker } = startWorker(
     `
@@ -154,7 +155,7 @@ test('a terminated worker waiting without autoRefresh leaves the lock to the wai
 
 test("a terminated worker's DistributedLockService wait ends: the service waiting behind it gets the lock", async () => {
   const key = 'exit:service'
-  const holder = new DistributedLockService(key, 10_000, server.url)
+  const holder = new DistributedLockService(key, 10_000, backend.url)
   services.add(holder)
   assert.equal(await holder.acquire(), true)
   const { worker, messages } = startWorker(
@@ -169,7 +170,7 @@ test("a terminated worker's DistributedLockService wait ends: the service waitin
   assert.equal(await message(worker), 'waiting')
   // Its first attempt failed and it waits in the native queue.
   await sleep(300)
-  const behind = new DistributedLockService(key, 10_000, server.url)
+  const behind = new DistributedLockService(key, 10_000, backend.url)
   services.add(behind)
   const waiting = behind.acquire(undefined, 8000)
   await sleep(100)
@@ -256,7 +257,7 @@ test("a terminated worker's unref()ed ExclusiveLock is left to its TTL, as the o
 
 /** Runs `source` in a child node process (argv[1] is the server's URL); resolves with its exit. */
 async function runChild(source) {
-  const child = spawn(process.execPath, ['-e', source, server.url], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, ['-e', source, backend.url], { stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
   let ending = null
@@ -278,7 +279,8 @@ async function runChild(source) {
   assert.ok(lingered < 3000, `the child exited ${Math.round(lingered)} ms after its main thread ended`)
 }
 
-test('the process exits promptly after such a worker, and a lock its main thread kept alive is released at exit', async () => {
+// These two run a child process, which shares a Redis server but not a memory:// keyspace.
+redisOnly('the process exits promptly after such a worker, and a lock its main thread kept alive is released at exit', async () => {
   await runChild(`
     const { Worker } = require('node:worker_threads')
     const { once } = require('node:events')
@@ -310,7 +312,7 @@ test('the process exits promptly after such a worker, and a lock its main thread
   assert.equal(await probe.exists(...keys), 0)
 })
 
-test('process.exit() releases the kept-alive locks of the main thread and of its running workers', async () => {
+redisOnly('process.exit() releases the kept-alive locks of the main thread and of its running workers', async () => {
   await runChild(`
     const { Worker } = require('node:worker_threads')
     const { once } = require('node:events')

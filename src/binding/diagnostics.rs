@@ -2,7 +2,7 @@ use super::error::{OrThrow, Result};
 use super::options::ConnectionOptions;
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::Watchdog;
-use napi::bindgen_prelude::Env;
+use napi::bindgen_prelude::{Buffer, Env};
 use napi_derive::napi;
 
 /// What the refreshes of one connection have cost so far (for tests and benchmarks).
@@ -37,4 +37,87 @@ pub fn watchdog_stats(env: Env, connection: ConnectionOptions) -> Result<Watchdo
 #[napi]
 pub fn collect_native_memory() {
     super::sys::memory::give_back_freed();
+}
+
+/// Runs one command on the `memory://` keyspace of `url` and answers its reply as JSON:
+/// integers, `null`, arrays, `{"bulk": base64}`, `{"status": text}`, `{"error": text}`. How
+/// tests read and write beside the locks on the embedded backend, as with a client on Redis.
+#[napi]
+pub fn memory_command(url: String, args: Vec<Buffer>) -> Result<String> {
+    let Some(name) = url.strip_prefix("memory://") else {
+        return Err(napi::Error::from_reason(
+            "memoryCommand takes a memory:// URL",
+        ));
+    };
+    let args: Vec<&[u8]> = args.iter().map(|arg| &arg[..]).collect();
+    let mut out = String::new();
+    json(
+        &crate::core::backend::memory::command(name, &args),
+        &mut out,
+    );
+    Ok(out)
+}
+
+fn json(value: &redis::Value, out: &mut String) {
+    use redis::Value;
+    match value {
+        Value::Nil => out.push_str("null"),
+        Value::Int(n) => out.push_str(&n.to_string()),
+        Value::Okay => tagged("status", "OK", out),
+        Value::SimpleString(text) => tagged("status", text, out),
+        Value::BulkString(bytes) => tagged("bulk", &base64(bytes), out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                json(item, out);
+            }
+            out.push(']');
+        }
+        Value::ServerError(err) => {
+            let text = match err.details() {
+                Some(details) => format!("{} {details}", err.code()),
+                None => err.code().to_owned(),
+            };
+            tagged("error", &text, out);
+        }
+        other => tagged("error", &format!("unexpected reply {other:?}"), out),
+    }
+}
+
+/// `{"tag":"text"}`, the text escaped as JSON wants it.
+fn tagged(tag: &str, text: &str, out: &mut String) {
+    out.push_str("{\"");
+    out.push_str(tag);
+    out.push_str("\":\"");
+    for ch in text.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push_str("\"}");
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }

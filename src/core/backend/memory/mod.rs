@@ -18,5 +18,15 @@ mod strings;
 mod zset;
 
 pub use connection::MemoryConnection;
+
+/// Runs one plain command on the keyspace `name` (without `memory://`), as Redis would
+/// answer it: what a test reads and writes beside the locks, on the very keyspace they use.
+pub fn command(name: &str, args: &[&[u8]]) -> redis::Value {
+    let mut replies = instance::instance(name).run(&[args.to_vec()]);
+    match replies.pop() {
+        Some(reply) => reply.into_value(),
+        None => reply::error_value("ERR no reply"),
+    }
+}
 pub use lua::sha1_hex;
 pub use pubsub::Pushes;
