@@ -1,6 +1,6 @@
-//! The lock operations: one attempt, retries with backoff, waiting with a deadline, release,
-//! extend and the held check. Contention is an answer here, not an error; only the caller's
-//! policy (retries used up, deadline passed) turns it into `LockError::Locked`.
+//! The lock operations on one lock: one attempt, release, extend, the held check and the
+//! fenced write. Contention is an answer here, not an error; only an acquisition's plan
+//! (acquire.rs: retries used up, deadline passed) turns it into `LockError::Locked`.
 
 use super::scripts;
 use super::store::Store;
