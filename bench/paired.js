@@ -1,0 +1,90 @@
+#!/usr/bin/env node
+'use strict'
+
+// Two libraries' serial pairs (scenario (a)) in adjacent short windows, alternating, on one
+// private redis-server: the ratio of each pair of neighbouring windows, and where each
+// library's time goes (Node's CPU and Redis's, per pair). On a VM whose speed swings between
+// the 2 s rounds of run.js, neighbouring windows see the same machine.
+//
+//   node bench/paired.js [ours-exclusive-lock] [original-exclusive-lock] [--windows=24] [--ms=500]
+//   taskset -c 0 node bench/paired.js ...     # pinned: Redis is started from here, so it
+//                                             # shares the core
+//
+// Prints the median of the ratios (first ÷ second) with its quartiles, then per library the
+// medians of wall time, Node CPU and Redis CPU per pair.
+const { startRedis } = require('../__test__/helpers/redis-server')
+const { connect } = require('./lib/redis')
+
+const args = process.argv.slice(2)
+const option = (name, fallback) => Number(args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)
+const [first = 'ours-exclusive-lock', second = 'original-exclusive-lock'] = args.filter((a) => !a.startsWith('--'))
+const WINDOWS = option('windows', 24)
+const WINDOW_MS = option('ms', 500)
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]
+}
+const quartile = (values, q) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * q)]
+
+async function main() {
+  const server = await startRedis()
+  const admin = await connect(server.port)
+  const redisCpuUs = async () => {
+    const info = await admin.info('cpu')
+    const read = (name) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)[1])
+    return (read('used_cpu_user') + read('used_cpu_sys')) * 1e6
+  }
+  try {
+    const libraries = []
+    for (const [i, id] of [first, second].entries()) {
+      const adapter = require(`./adapters/${id}`)
+      const lock = await adapter.create({ port: server.port, url: server.url })
+      const key = `paired:${i}`
+      libraries.push({ name: adapter.name, lock, pair: async () => lock.release(await lock.acquire(key, 10_000)), windows: [] })
+    }
+    const measure = async (library) => {
+      const redis0 = await redisCpuUs()
+      const cpu0 = process.cpuUsage()
+      const start = performance.now()
+      let pairs = 0
+      while (performance.now() - start < WINDOW_MS) {
+        await library.pair()
+        pairs++
+      }
+      const elapsed = performance.now() - start
+      const cpu = process.cpuUsage(cpu0)
+      const redis = (await redisCpuUs()) - redis0
+      const window = { rate: (pairs / elapsed) * 1000, wallUs: (elapsed * 1000) / pairs, nodeUs: (cpu.user + cpu.system) / pairs, redisUs: redis / pairs }
+      library.windows.push(window)
+      return window.rate
+    }
+    for (const library of libraries) await measure(library) // warm-up
+    for (const library of libraries) library.windows.length = 0
+    const ratios = []
+    for (let i = 0; i < WINDOWS; i++) {
+      // Alternate which goes first, so neither always follows the other.
+      const [a, b] = i % 2 ? [libraries[1], libraries[0]] : libraries
+      const rates = new Map([[a, await measure(a)], [b, await measure(b)]])
+      ratios.push(rates.get(libraries[0]) / rates.get(libraries[1]))
+    }
+    console.log(`${libraries[0].name} ÷ ${libraries[1].name}, serial pairs, ${WINDOWS} paired windows of ${WINDOW_MS} ms:`)
+    console.log(`  median ${median(ratios).toFixed(3)}× (quartiles ${quartile(ratios, 0.25).toFixed(3)}–${quartile(ratios, 0.75).toFixed(3)})`)
+    for (const library of libraries) {
+      const m = (field) => median(library.windows.map((w) => w[field])).toFixed(1)
+      console.log(`  ${library.name}: ${m('wallUs')} µs a pair; Node CPU ${m('nodeUs')} µs, Redis CPU ${m('redisUs')} µs`)
+    }
+    for (const library of libraries) await library.lock.close?.()
+  } finally {
+    admin.disconnect()
+    await server.close()
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err)
+    process.exit(1)
+  },
+)
