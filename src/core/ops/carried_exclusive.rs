@@ -22,11 +22,9 @@ fn no_reply(bound: Duration) -> LockError {
 /// One attempt; `Ok(None)` when the lock is someone else's.
 ///
 /// Sent as the script, it may run twice: the script recognises its own token. Sent as the
-/// transaction (exclusive/multi.rs), only its reply tells what it did: its owner key may be
-/// set beside someone else's lock key (it is set whether or not the lock key was), and its
-/// lock key is known ours only by the expiry the reply tells. So where the reply is lost
-/// the owner key alone is deleted and a fresh attempt made (should the lost transaction have
-/// won, its lock key then waits for its TTL).
+/// transaction (exclusive/multi.rs), only its reply tells what it did: its lock key is known
+/// ours only by the expiry the reply tells. So where the reply is lost a fresh attempt is
+/// made (should the lost transaction have won, its lock key then waits for its TTL).
 pub struct ExclusiveAttempt {
     lock: Arc<Exclusive>,
     request: AttemptRequest,
@@ -79,13 +77,7 @@ impl Carried for ExclusiveAttempt {
             return Step::Now(self.request.won(reply));
         }
         match AttemptRequest::answer(&reply) {
-            Answer::Held { stray } => {
-                if stray {
-                    let ExclusiveAttempt { lock, request, .. } = self;
-                    spawn(async move { lock.drop_stray(&request).await });
-                }
-                Step::Now(Ok(None))
-            }
+            Answer::Held => Step::Now(Ok(None)),
             Answer::Set {
                 fence: Some(fence),
                 expiry,
@@ -112,11 +104,12 @@ impl Carried for ExclusiveAttempt {
             return true;
         }
         match AttemptRequest::answer(&reply) {
-            Answer::Held { stray: true } => self.request.write_drop_stray(out),
-            Answer::Set { expiry, .. } => self.request.write_release(out, Some(expiry)),
-            Answer::Held { stray: false } | Answer::Other => return false,
+            Answer::Set { expiry, .. } => {
+                self.request.write_release(out, Some(expiry));
+                true
+            }
+            Answer::Held | Answer::Other => false,
         }
-        true
     }
 
     fn resend(self, left: Option<Duration>) -> Later<Option<Claim>> {
@@ -128,7 +121,6 @@ impl Carried for ExclusiveAttempt {
         async move {
             let timeout = left.unwrap_or(lock.command_timeout());
             let request = if transaction.get() {
-                lock.drop_stray(&request).await;
                 request.renewed()
             } else {
                 request
@@ -145,9 +137,9 @@ impl Carried for ExclusiveAttempt {
             request,
             transaction,
         } = self;
-        if transaction.get() {
-            spawn(async move { lock.drop_stray(&request).await });
-        } else {
+        // A transaction's lock key is known ours only by the expiry its reply would have told:
+        // it is left to its TTL.
+        if !transaction.get() {
             spawn(async move { lock.abandon(&request).await });
         }
     }

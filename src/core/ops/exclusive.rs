@@ -3,8 +3,9 @@
 //! and half on us never has two holders and the original's `inspect()` reads our locks. Our
 //! owner token lives in a sibling key in the same hash slot, expired together with the lock
 //! key, so refresh and release act only on a lock that is provably ours (see
-//! same_expiry.lua): a transaction that took the lock tells its absolute expiry, which proves
-//! it ours until the first refresh sets both keys on one new expiry.
+//! same_expiry.lua). A transaction that took the lock writes no owner key: it tells the lock
+//! key's absolute expiry, which proves the lock ours until the first refresh writes the owner
+//! key beside it, both on one new expiry.
 
 mod multi;
 
@@ -21,7 +22,6 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::resp;
 use crate::core::basics::token;
-use redis::ScriptInvocation;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -205,24 +205,10 @@ impl Exclusive {
         let _ignored = self.release_within(&proof, request.ttl).await;
     }
 
-    /// Deletes the owner key a lost transaction set beside someone else's lock (the owner
-    /// key alone: the lock key is theirs), if it still holds our token.
-    pub async fn drop_stray(&self, request: &AttemptRequest) {
-        let mut invocation = scripts::RELEASE.key(&self.owner_key);
-        invocation.arg(&request.token);
-        self.best_effort(&invocation, request.ttl).await;
-    }
-
     /// Frees a lock `request` may have taken after its caller stopped waiting, through the
     /// shared connection (the attempt's own is gone), bounded by the lock's TTL.
     pub async fn abandon(&self, request: &AttemptRequest) {
         let _ignored = self.release_within(&request.proof(None), request.ttl).await;
-    }
-
-    /// Clean-up nobody waits on: bounded by the lock's TTL, after which there is nothing to
-    /// clean; its failure leaves the keys to that TTL.
-    async fn best_effort(&self, invocation: &ScriptInvocation<'_>, ttl: Duration) {
-        let _ignored: Result<i64, _> = self.store.eval(invocation, ttl, Replay::Safe).await;
     }
 
     /// The holder's contents and remaining TTL, for any instance, as the original's
@@ -330,17 +316,6 @@ impl AttemptRequest {
         resp::write_command(out, &[b"MULTI"]);
         resp::write_command(out, &[b"EXEC"]);
         self.write(out) + 2
-    }
-
-    /// The owner key deleted if it holds our token (one reply), for a transaction that lost
-    /// and answered after its caller stopped waiting.
-    pub fn write_drop_stray(&self, out: &mut Vec<u8>) {
-        lock::write_script(
-            out,
-            &scripts::RELEASE,
-            &[&self.owner_key],
-            &[self.token.as_bytes()],
-        );
     }
 
     /// The claim of a transaction that won with `fence`, setting the lock key's absolute

@@ -1,10 +1,10 @@
 //! An ExclusiveLock attempt as one transaction, for the caller's own connection: for Redis it
-//! costs what the commands in it cost, where a script costs more. Both keys are set with NX
-//! and the fences drawn as DistributedLock's transaction draws them; PEXPIRETIME reads the
-//! lock key's absolute expiry, which tells our lock key apart from one another client
-//! re-created (see same_expiry.lua): the owner key's own expiry may lie a millisecond off
-//! (two PX read the clock apart), so the hold counts on the lock key's alone until its first
-//! refresh sets both together. A counter that gives no fence takes the lock back.
+//! costs what the commands in it cost, where a script costs more. It sets the lock key with
+//! NX, draws the fences as DistributedLock's transaction draws them, and reads the lock key's
+//! absolute expiry, which tells our lock key apart from one another client re-created (see
+//! same_expiry.lua). It writes no owner key: the hold counts on that expiry until its first
+//! refresh sets the owner key to our token, beside the lock key on one new expiry (a short
+//! hold never writes one). A counter that gives no fence takes the lock back.
 
 use super::AttemptRequest;
 use crate::core::basics::resp;
@@ -14,9 +14,8 @@ use redis::Value;
 /// What EXEC answered.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// Someone else's lock. `stray`: our owner key was set all the same (its holder is not
-    /// one of ours, so there was none) and must be deleted.
-    Held { stray: bool },
+    /// Someone else's lock.
+    Held,
     /// The lock key is ours, with the absolute expiry `expiry` (ms); `fence` when the counter
     /// gave one.
     Set { fence: Option<u64>, expiry: i64 },
@@ -25,45 +24,41 @@ pub enum Answer {
     Other,
 }
 
-fn is_set(value: &Value) -> Option<bool> {
-    match value {
-        Value::Okay | Value::SimpleString(_) => Some(true),
-        Value::Nil => Some(false),
-        _ => None,
-    }
-}
-
 impl AttemptRequest {
     /// Appends the transaction to `out`; the answer is how many replies it gets (EXEC's is
     /// the last, read by `answer`).
     pub fn write_transaction(&self, out: &mut Vec<u8>) -> usize {
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
         resp::write_command(out, &[b"MULTI"]);
-        for (key, value) in [
-            (&self.redis_key, self.contents.as_bytes()),
-            (&self.owner_key, self.token.as_bytes()),
-        ] {
-            resp::write_command(out, &[b"SET", key, value, b"NX", b"PX", ttl.as_bytes()]);
-        }
+        resp::write_command(
+            out,
+            &[
+                b"SET",
+                &self.redis_key,
+                self.contents.as_bytes(),
+                b"NX",
+                b"PX",
+                ttl.as_bytes(),
+            ],
+        );
         resp::write_command(out, &[b"INCRBY", &self.fence_key, b"2"]);
         resp::write_command(out, &[b"PEXPIRETIME", &self.redis_key]);
         resp::write_command(out, &[b"EXEC"]);
-        6
+        5
     }
 
-    /// What EXEC's `[lock set?, owner set?, counter, lock expiry]` says.
+    /// What EXEC's `[lock set?, counter, lock expiry]` says.
     pub fn answer(reply: &Value) -> Answer {
         let Value::Array(items) = reply else {
             return Answer::Other;
         };
-        let [lock, owner, counter, Value::Int(expiry)] = items.as_slice() else {
+        let [lock, counter, Value::Int(expiry)] = items.as_slice() else {
             return Answer::Other;
         };
-        let (Some(lock), Some(owner)) = (is_set(lock), is_set(owner)) else {
-            return Answer::Other;
-        };
-        if !lock {
-            return Answer::Held { stray: owner };
+        match lock {
+            Value::Nil => return Answer::Held,
+            Value::Okay | Value::SimpleString(_) => {}
+            _ => return Answer::Other,
         }
         // Two at a time, as acquire.lua: the counter is the kept one, which must be a fence
         // too (a counter refused by INCRBY answers an error here).
@@ -89,17 +84,17 @@ mod tests {
     }
 
     #[test]
-    fn a_won_transaction_answers_the_lock_keys_expiry_whatever_became_of_the_owner_key() {
-        for owner in [Value::Okay, Value::Nil] {
-            let won = exec(vec![Value::Okay, owner, Value::Int(8), Value::Int(5000)]);
-            assert_eq!(
-                AttemptRequest::answer(&won),
-                Answer::Set {
-                    fence: Some(7),
-                    expiry: 5000
-                }
-            );
-        }
+    fn a_won_transaction_answers_the_lock_keys_expiry() {
+        let won = exec(vec![Value::Okay, Value::Int(8), Value::Int(5000)]);
+        assert_eq!(
+            AttemptRequest::answer(&won),
+            Answer::Set {
+                fence: Some(7),
+                expiry: 5000
+            }
+        );
+        let held = exec(vec![Value::Nil, Value::Int(8), Value::Int(5000)]);
+        assert_eq!(AttemptRequest::answer(&held), Answer::Held);
     }
 
     #[test]
@@ -113,33 +108,12 @@ mod tests {
             Value::Int(1),
             Value::Int(token::FENCE_MAX as i64 + 1),
         ] {
-            let reply = exec(vec![Value::Okay, Value::Okay, counter, Value::Int(5000)]);
+            let reply = exec(vec![Value::Okay, counter, Value::Int(5000)]);
             assert!(matches!(
                 AttemptRequest::answer(&reply),
                 Answer::Set { fence: None, .. }
             ));
         }
-    }
-
-    #[test]
-    fn a_held_lock_says_whether_our_owner_key_was_set_stray() {
-        let stray = exec(vec![
-            Value::Nil,
-            Value::Okay,
-            Value::Int(8),
-            Value::Int(5000),
-        ]);
-        assert_eq!(AttemptRequest::answer(&stray), Answer::Held { stray: true });
-        let ours_held = exec(vec![
-            Value::Nil,
-            Value::Nil,
-            Value::Int(8),
-            Value::Int(5000),
-        ]);
-        assert_eq!(
-            AttemptRequest::answer(&ours_held),
-            Answer::Held { stray: false }
-        );
     }
 
     #[test]
@@ -150,14 +124,15 @@ mod tests {
     }
 
     #[test]
-    fn writes_six_commands_whose_last_reply_is_exec() {
+    fn writes_five_commands_whose_last_reply_is_exec_and_no_owner_key() {
         let request = super::super::tests::request();
         let mut out = Vec::new();
-        assert_eq!(request.write_transaction(&mut out), 6);
+        assert_eq!(request.write_transaction(&mut out), 5);
         let text = String::from_utf8_lossy(&out);
         assert!(text.starts_with("*1\r\n$5\r\nMULTI\r\n"), "{text}");
         assert!(text.ends_with("*1\r\n$4\r\nEXEC\r\n"), "{text}");
         assert_eq!(text.matches("PEXPIRETIME").count(), 1);
-        assert_eq!(text.matches("\r\nNX\r\n").count(), 2);
+        assert_eq!(text.matches("\r\nNX\r\n").count(), 1);
+        assert!(!text.contains("owner"), "{text}");
     }
 }
