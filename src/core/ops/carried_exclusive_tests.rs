@@ -126,3 +126,30 @@ async fn a_won_transaction_is_released_by_its_expiry_until_a_refresh_makes_the_o
     let left: i64 = run(&lock, &[b"EXISTS", KEY, &owner]).await;
     assert_eq!(left, 0, "both keys go");
 }
+
+#[tokio::test]
+async fn the_expiry_proves_nothing_once_an_owner_key_on_it_is_someone_elses_or_ours() {
+    let lock = lock("carried-exclusive-proofs");
+    let owner = keys::owner_key(KEY);
+    let request = transaction(&lock).request.clone();
+    // Re-created by another holder through the acquire script, by chance on our very expiry:
+    // its owner key shares the lock key's expiry, so the lock key is theirs.
+    run::<()>(&lock, &[b"SET", KEY, b"1", b"PX", b"3000"]).await;
+    let at: i64 = run(&lock, &[b"PEXPIRETIME", KEY]).await;
+    let at_text = at.to_string();
+    run::<()>(
+        &lock,
+        &[b"SET", &owner, b"theirs", b"PXAT", at_text.as_bytes()],
+    )
+    .await;
+    assert!(!lock.release(&request.proof(Some(at))).await.unwrap());
+    let left: i64 = run(&lock, &[b"EXISTS", KEY, &owner]).await;
+    assert_eq!(left, 2, "their lock and owner key stay");
+    // Our owner key, on another expiry than the lock key's: re-timed by someone else, so the
+    // expiry our transaction read proves nothing any more.
+    let ours = request.token.as_bytes();
+    run::<()>(&lock, &[b"SET", &owner, ours, b"PX", b"9000"]).await;
+    assert!(!lock.release(&request.proof(Some(at))).await.unwrap());
+    let lock_left: i64 = run(&lock, &[b"EXISTS", KEY]).await;
+    assert_eq!(lock_left, 1, "the lock key stays");
+}
