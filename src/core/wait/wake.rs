@@ -609,39 +609,50 @@ impl Drop for Ticket {
             return;
         };
         entry.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
+        let owed = self.owed_on_leaving(entry);
+        // A lock nobody waits on, that we neither listen to nor queue for, leaves nothing to
+        // remember: kept, every key ever waited on would stay in the table for good.
+        if entry.waiters.is_empty()
+            && !entry.subscribed
+            && !entry.preparing
+            && entry.queued.is_none()
+        {
+            channels.remove(&self.channel);
+        }
+        drop(channels);
+        if let Some(chore) = owed {
+            self.wakes.chore(chore);
+        }
+    }
+}
+
+impl Ticket {
+    /// What a departing waiter leaves for the store to do, if anything.
+    fn owed_on_leaving(&self, entry: &mut Channel) -> Option<Chore> {
         // A fair waiter gives up its place in the line, telling the next in line if the
         // lock is free and it was first (see leave_fair.lua).
         if self.waiter.fair {
-            if !self.waiter.in_line.load(Ordering::Acquire) {
-                return;
-            }
-            let lock_key = entry.lock_key.clone();
-            drop(channels);
-            let seq = self.waiter.seq;
-            self.wakes.chore(Chore::LeaveLine { lock_key, seq });
-            return;
+            let in_line = self.waiter.in_line.load(Ordering::Acquire);
+            return in_line.then(|| Chore::LeaveLine {
+                lock_key: entry.lock_key.clone(),
+                seq: self.waiter.seq,
+            });
         }
         // Answered by the release that handed it the lock: nothing is owed to anyone.
         if self.waiter.settled.load(Ordering::Acquire) {
-            return;
+            return None;
         }
         // A lock handed to us that we will never use: freed (and passed on) by the store.
         if let Some(orphan) = lock(&self.waiter.grant).take() {
-            drop(channels);
-            self.wakes.chore(Chore::ReleaseOrphan(orphan));
-            return;
+            return Some(Chore::ReleaseOrphan(orphan));
         }
         // A wake meant for us that we will never act on belongs to the next in line: here,
         // or with nobody left here, the next connection in the lock's queue.
-        if !self.waiter.woken.load(Ordering::Acquire) {
-            return;
+        if !self.waiter.woken.load(Ordering::Acquire) || wake_next(entry) || entry.queued.is_some()
+        {
+            return None;
         }
-        if wake_next(entry) || entry.queued.is_some() {
-            return;
-        }
-        let lock_key = entry.lock_key.clone();
-        drop(channels);
-        self.wakes.chore(Chore::PassOn(lock_key));
+        Some(Chore::PassOn(entry.lock_key.clone()))
     }
 }
 

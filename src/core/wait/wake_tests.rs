@@ -40,7 +40,9 @@ async fn a_woken_waiter_is_skipped_by_the_next_turn_until_it_tries_again() {
 async fn a_turn_for_a_lock_nobody_here_waits_for_is_passed_on() {
     let wakes = Arc::new(Wakes::default());
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(_)));
+    // Only a channel we listen to can bring a turn: it outlives its last waiter.
     let gone = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(gone.channel());
     drop(gone);
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(key) if key == LOCK));
 }
@@ -194,4 +196,34 @@ async fn a_lock_handed_to_a_waiter_whose_owner_ended_comes_back() {
     );
     assert!(wakes.grant(&channel(LOCK), to, lease).is_some());
     assert!(waiter.take_grant().is_none());
+}
+
+#[test]
+fn a_lock_nobody_waits_on_any_more_is_forgotten_unless_listened_to_or_queued_for() {
+    let wakes = Arc::new(Wakes::default());
+    let channels = |wakes: &Wakes| lock(&wakes.channels).len();
+    for n in 0..1_000 {
+        drop(wakes.join(format!("free:{n}").as_bytes(), TTL));
+    }
+    assert_eq!(channels(&wakes), 0, "one entry per key ever waited on");
+
+    let first = wakes.join(b"lock:a", TTL);
+    let second = wakes.join(b"lock:a", TTL);
+    drop(first);
+    assert_eq!(channels(&wakes), 1, "a waiter is still there");
+    drop(second);
+    assert_eq!(channels(&wakes), 0);
+
+    let listened = wakes.join(b"lock:b", TTL);
+    wakes.mark_subscribed(listened.channel());
+    let queued = wakes.join(b"lock:c", TTL);
+    wakes.mark_queued(queued.channel(), true);
+    let preparing = wakes.join(b"lock:d", TTL);
+    assert!(wakes.begin_preparing(preparing.channel()));
+    drop((listened, queued, preparing));
+    assert_eq!(
+        channels(&wakes),
+        3,
+        "kept for the next wait and for wakes still to come"
+    );
 }
