@@ -168,6 +168,14 @@ struct Channel {
     handoffs: u64,
 }
 
+impl Channel {
+    /// Nobody waits on it, and we neither listen to it nor queue for it (nor are about to):
+    /// nothing would be lost with it. Kept, every key ever waited on would stay for good.
+    fn is_forgettable(&self) -> bool {
+        self.waiters.is_empty() && !self.subscribed && !self.preparing && self.queued.is_none()
+    }
+}
+
 /// Every waiter of one connection, by channel.
 #[derive(Default)]
 pub struct Wakes {
@@ -294,7 +302,14 @@ impl Wakes {
     }
 
     pub(crate) fn end_preparing(&self, channel: &[u8]) {
-        self.with(channel, |entry| entry.preparing = false);
+        let mut channels = lock(&self.channels);
+        if let Some(entry) = channels.get_mut(channel) {
+            entry.preparing = false;
+            // Its last waiter may have left meanwhile, and the subscription failed.
+            if entry.is_forgettable() {
+                channels.remove(channel);
+            }
+        }
     }
 
     pub(crate) fn mark_subscribed(&self, channel: &[u8]) {
@@ -417,7 +432,8 @@ impl Wakes {
     /// in flight may be gone. Each channel's first waiter tries again at once, and waiters
     /// subscribe and queue anew.
     pub fn connection_lost(&self) {
-        for entry in lock(&self.channels).values_mut() {
+        let mut channels = lock(&self.channels);
+        for entry in channels.values_mut() {
             entry.subscribed = false;
             entry.queued = None;
             if let Some(first) = entry.waiters.front() {
@@ -425,6 +441,7 @@ impl Wakes {
                 first.notify.notify_one();
             }
         }
+        channels.retain(|_, entry| !entry.is_forgettable());
     }
 
     /// Once more than `keep` channels nobody waits on are still subscribed, forgets them all
@@ -610,13 +627,7 @@ impl Drop for Ticket {
         };
         entry.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
         let owed = self.owed_on_leaving(entry);
-        // A lock nobody waits on, that we neither listen to nor queue for, leaves nothing to
-        // remember: kept, every key ever waited on would stay in the table for good.
-        if entry.waiters.is_empty()
-            && !entry.subscribed
-            && !entry.preparing
-            && entry.queued.is_none()
-        {
+        if entry.is_forgettable() {
             channels.remove(&self.channel);
         }
         drop(channels);

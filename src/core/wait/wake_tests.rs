@@ -227,3 +227,33 @@ fn a_lock_nobody_waits_on_any_more_is_forgotten_unless_listened_to_or_queued_for
         "kept for the next wait and for wakes still to come"
     );
 }
+
+#[test]
+fn a_lock_left_while_its_subscription_was_under_way_or_lost_with_the_connection_is_forgotten() {
+    let wakes = Arc::new(Wakes::default());
+    let channels = |wakes: &Wakes| lock(&wakes.channels).len();
+    let ticket = wakes.join(LOCK, TTL);
+    assert!(wakes.begin_preparing(ticket.channel()));
+    drop(ticket);
+    assert_eq!(
+        channels(&wakes),
+        1,
+        "kept while the subscription is under way"
+    );
+    wakes.end_preparing(&channel(LOCK));
+    assert_eq!(
+        channels(&wakes),
+        0,
+        "the subscription failed: nothing to keep"
+    );
+
+    let listened = wakes.join(b"lock:a", TTL);
+    wakes.mark_subscribed(listened.channel());
+    drop(listened);
+    let waiting = wakes.join(b"lock:b", TTL);
+    assert_eq!(channels(&wakes), 2);
+    wakes.connection_lost();
+    assert_eq!(channels(&wakes), 1, "only the lock still waited on is kept");
+    drop(waiting);
+    assert_eq!(channels(&wakes), 0);
+}
