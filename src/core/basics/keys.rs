@@ -44,6 +44,24 @@ pub fn channel_key(lock_key: &[u8], suffix: &str) -> Vec<u8> {
     beside(lock_key, suffix, [b':', 0])
 }
 
+/// The lock key whose channel (`channel_key`) is `channel`, when it is one: a wake can come
+/// for a lock this connection no longer remembers, and is passed on by the lock key.
+pub fn lock_key_of_channel(channel: &[u8], suffix: &str) -> Option<Vec<u8>> {
+    let rest = channel.strip_prefix(b"{")?;
+    let close = rest.iter().position(|&b| b == b'}')?;
+    let (inner, after) = (&rest[..close], &rest[close + 1..]);
+    let lock_key = match after.split_first()? {
+        (b':', tail) if tail == suffix.as_bytes() => inner.to_vec(),
+        (0, tail) => tail
+            .strip_prefix(suffix.as_bytes())?
+            .strip_prefix(&[0u8][..])?
+            .to_vec(),
+        _ => return None,
+    };
+    // Read back only what the same lock key would be announced on.
+    (channel_key(&lock_key, suffix) == channel).then_some(lock_key)
+}
+
 /// `{<lock_key>}<untagged><suffix>`, or `{T}<tagged><suffix><tagged><lock_key>`.
 fn beside(lock_key: &[u8], suffix: &str, [untagged, tagged]: [u8; 2]) -> Vec<u8> {
     let tag = hash_tag(lock_key);
@@ -154,6 +172,35 @@ mod tests {
         assert_eq!(hash_tag(b"foo{{bar}}zap"), b"{bar");
         assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
         assert_eq!(hash_tag(b"plain"), b"plain");
+    }
+
+    #[test]
+    fn a_channel_gives_back_its_lock_key_and_nothing_else_does() {
+        for lock_key in [
+            &b"lock:job"[..],
+            b"lock:{app}:job",
+            b"{app}:job",
+            b"lock:}odd",
+            b"lock:{}:empty-tag",
+            b"",
+        ] {
+            let channel = channel_key(lock_key, "released");
+            assert_eq!(
+                lock_key_of_channel(&channel, "released").as_deref(),
+                Some(lock_key),
+                "{}",
+                String::from_utf8_lossy(&channel)
+            );
+            assert_eq!(lock_key_of_channel(&channel, "other"), None);
+        }
+        for stranger in [
+            &b"lock:job"[..],
+            b"{lock:job}:releasedx",
+            b"{lock:job}",
+            b"{a}\0released\0x",
+        ] {
+            assert_eq!(lock_key_of_channel(stranger, "released"), None);
+        }
     }
 
     #[test]

@@ -44,8 +44,10 @@ pub fn alive_key(lock_key: &[u8]) -> Vec<u8> {
 /// The channel a lock's release is announced on: in the lock key's hash slot, so sharded
 /// pub/sub can carry it on a cluster.
 pub fn channel(lock_key: &[u8]) -> Vec<u8> {
-    keys::channel_key(lock_key, "released")
+    keys::channel_key(lock_key, RELEASED)
 }
+
+const RELEASED: &str = "released";
 
 /// A connection's place in a lock's queue: microseconds of its wall clock (clocks of
 /// different hosts differ a little; the order is a courtesy, never a safety property).
@@ -418,7 +420,10 @@ impl Wakes {
     pub fn take_turn(&self, channel: &[u8]) -> Turn {
         let mut channels = lock(&self.channels);
         let Some(entry) = channels.get_mut(channel) else {
-            return Turn::PassOn(Vec::new());
+            // Forgotten here, yet still in the lock's queue (a place kept across a lost
+            // connection): the next connection in it gets the turn.
+            let lock_key = keys::lock_key_of_channel(channel, RELEASED).unwrap_or_default();
+            return Turn::PassOn(lock_key);
         };
         entry.queued = None;
         if wake_next(entry) {

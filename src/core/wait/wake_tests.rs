@@ -40,11 +40,11 @@ async fn a_woken_waiter_is_skipped_by_the_next_turn_until_it_tries_again() {
 async fn a_turn_for_a_lock_nobody_here_waits_for_is_passed_on() {
     let wakes = Arc::new(Wakes::default());
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(_)));
-    // Only a channel we listen to can bring a turn: it outlives its last waiter.
     let gone = wakes.join(LOCK, TTL);
-    wakes.mark_subscribed(gone.channel());
     drop(gone);
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(key) if key == LOCK));
+    let tagged: &[u8] = b"lock:{app}:job";
+    assert!(matches!(wakes.take_turn(&channel(tagged)), Turn::PassOn(key) if key == tagged));
 }
 
 #[tokio::test]
@@ -256,4 +256,18 @@ fn a_lock_left_while_its_subscription_was_under_way_or_lost_with_the_connection_
     assert_eq!(channels(&wakes), 1, "only the lock still waited on is kept");
     drop(waiting);
     assert_eq!(channels(&wakes), 0);
+}
+
+#[test]
+fn a_turn_for_a_lock_forgotten_after_a_lost_connection_is_passed_on() {
+    // Our place in the lock's queue outlives the connection, and the client subscribes
+    // again on reconnecting: a turn can come for a lock nobody here remembers.
+    let wakes = Arc::new(Wakes::default());
+    let ticket = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(ticket.channel());
+    wakes.mark_queued(ticket.channel(), true);
+    wakes.connection_lost();
+    drop(ticket);
+    assert_eq!(lock(&wakes.channels).len(), 0);
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(key) if key == LOCK));
 }
