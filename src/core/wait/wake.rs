@@ -463,9 +463,10 @@ impl Wakes {
         }
         let mut names = Vec::with_capacity(idle);
         channels.retain(|name, entry| {
-            // A connection still queued keeps the lock key, to pass on a wake that comes.
+            // A connection still queued keeps the lock key, to pass on a wake that comes; a
+            // subscription under way must find its entry to be recorded (and undone later).
             let queued = entry.queued.is_some_and(|at| at.elapsed() < QUEUE_LIFETIME);
-            let keep = !entry.waiters.is_empty() || queued;
+            let keep = !entry.waiters.is_empty() || queued || entry.preparing;
             if !keep && entry.subscribed {
                 names.push(name.clone());
             }

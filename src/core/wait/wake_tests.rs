@@ -271,3 +271,19 @@ fn a_turn_for_a_lock_forgotten_after_a_lost_connection_is_passed_on() {
     assert_eq!(lock(&wakes.channels).len(), 0);
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(key) if key == LOCK));
 }
+
+#[test]
+fn idle_channels_being_prepared_are_not_dropped() {
+    let wakes = Arc::new(Wakes::default());
+    for n in 0..3 {
+        let ticket = wakes.join(format!("lock:{n}").as_bytes(), TTL);
+        wakes.mark_subscribed(ticket.channel());
+        if n == 0 {
+            assert!(wakes.begin_preparing(ticket.channel()));
+        }
+    }
+    let dropped = wakes.take_idle(0);
+    assert_eq!(dropped.len(), 2, "the one being prepared stays");
+    assert!(!dropped.contains(&channel(b"lock:0")));
+    assert_eq!(lock(&wakes.channels).len(), 1);
+}
