@@ -14,6 +14,7 @@
 // medians of wall time, Node CPU and Redis CPU per pair.
 const { startRedis } = require('../__test__/helpers/redis-server')
 const { connect } = require('./lib/redis')
+const { median, quantile } = require('./lib/util')
 
 const args = process.argv.slice(2)
 const option = (name, fallback) => Number(args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)
@@ -21,11 +22,7 @@ const [first = 'ours-exclusive-lock', second = 'original-exclusive-lock'] = args
 const WINDOWS = option('windows', 24)
 const WINDOW_MS = option('ms', 500)
 
-const median = (values) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)]
-}
-const quartile = (values, q) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) * q)]
+const quartile = (values, q) => quantile([...values].sort((a, b) => a - b), q)
 
 async function main() {
   const server = await startRedis()
