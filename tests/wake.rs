@@ -5,6 +5,7 @@ mod common;
 
 use common::RedisServer;
 use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::ops::acquire::{Plan, Start};
 use native_redis_lock::core::ops::lock::{Attempt, Locker};
 use native_redis_lock::core::ops::store::Store;
@@ -390,4 +391,43 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
         .expect("won");
     assert_eq!(calls(&mut monitor, "set") - before, 2);
     assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_answers() {
+    let server = RedisServer::start();
+    let locks = process(&server, 1);
+    let key = "given-up";
+    let plan = Plan::Until {
+        ticket: locks.join(key, MS(30_000), None),
+        deadline: Instant::now() + MS(20_000),
+        poll: SLOW_POLL,
+    };
+    // The server holds every command back a while: the attempt is in flight when the caller
+    // gives up, and wins after.
+    let mut admin = server.raw();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .query(&mut admin)
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let waiting = {
+        let (locks, cancel) = (locks.clone(), cancel.clone());
+        tokio::spawn(async move {
+            locks
+                .pursue(plan, key, MS(30_000), &cancel, Start::Attempt)
+                .await
+        })
+    };
+    tokio::time::sleep(MS(100)).await;
+    cancel.cancel();
+    let ended = waiting.await.unwrap();
+    assert!(matches!(ended, Err(LockError::Aborted)), "{ended:?}");
+    // Freed before the answer; not handed to the waiter that was giving up.
+    let held: i64 = redis::cmd("EXISTS")
+        .arg(format!("lock:{key}"))
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(held, 0, "the lock outlived the answer");
 }

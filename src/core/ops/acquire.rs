@@ -231,7 +231,7 @@ impl Locker {
                 self.check(cancel)?;
                 let (key, token, ttl) = (request.key, request.token, request.ttl);
                 match self.attempt_with(&key, token, ttl, timeout, None).await? {
-                    Attempt::Acquired(lease) => return self.won(lease, cancel).await,
+                    Attempt::Acquired(lease) => return self.won(lease, cancel, ticket).await,
                     Attempt::Held { ttl } => Some(ttl),
                 }
             }
@@ -248,7 +248,7 @@ impl Locker {
         }
         loop {
             if let Next::Won(lease) = next {
-                return self.won(lease, cancel).await;
+                return self.won(lease, cancel, ticket).await;
             }
             self.check(cancel)?;
             match next {
@@ -259,7 +259,7 @@ impl Locker {
                         .attempt_bounded(key, ttl, bound, ticket.as_ref())
                         .await?
                     {
-                        Attempt::Acquired(lease) => return self.won(lease, cancel).await,
+                        Attempt::Acquired(lease) => return self.won(lease, cancel, ticket).await,
                         Attempt::Held { ttl } => holder_ttl = ttl,
                     }
                     failed += 1;
@@ -268,7 +268,7 @@ impl Locker {
             let Some(due) = schedule.next(failed, holder_ttl.take()) else {
                 // A lock handed over in the last instant is still ours to take.
                 if let Some(lease) = ticket.as_ref().and_then(Ticket::take_grant) {
-                    return self.won(lease, cancel).await;
+                    return self.won(lease, cancel, ticket).await;
                 }
                 return schedule.run_out(key, failed);
             };
@@ -333,12 +333,16 @@ impl Locker {
     }
 
     /// A won lock is the caller's, unless the caller gave up meanwhile (or its owner went
-    /// away): it is then released at once, not handed out.
+    /// away): it is then released at once, not handed out, and the caller answered once it
+    /// is. The waiter leaves its wake table first: our release would otherwise hand the lock
+    /// to this very waiter, leaving it held until the orphan it became was freed.
     async fn won(
         &self,
         lease: Lease,
         cancel: &CancellationToken,
+        ticket: Option<Ticket>,
     ) -> Result<Option<Lease>, LockError> {
+        drop(ticket);
         if self.is_cancelled(cancel) {
             let _ignored = self.release(&lease).await;
             return Err(LockError::Aborted);

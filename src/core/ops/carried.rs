@@ -152,15 +152,22 @@ impl Attempt {
 }
 
 /// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed
-/// out.
-fn won(locker: Arc<Locker>, lease: Lease, cancel: &CancellationToken) -> Settled<Option<Lease>> {
-    if cancel.is_cancelled() {
-        spawn(async move {
-            let _ignored = locker.release(&lease).await;
-        });
-        return Err(LockError::Aborted);
+/// out, and the caller is answered once it is (as on the runtime, acquire.rs `won`), so that
+/// a caller who cancelled finds nothing held. `mode` goes first: a waiter's ticket in it
+/// would be the one our release hands the lock to.
+fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
+    let cancelled = mode.cancel.is_cancelled();
+    drop(mode);
+    if !cancelled {
+        return Step::Now(Ok(Some(lease)));
     }
-    Ok(Some(lease))
+    Step::Later(
+        async move {
+            let _ignored = locker.release(&lease).await;
+            Err(LockError::Aborted)
+        }
+        .boxed(),
+    )
 }
 
 impl Carried for Attempt {
@@ -187,7 +194,7 @@ impl Carried for Attempt {
                     mode,
                     ..
                 } = self;
-                Step::Now(won(locker, request.into_lease(fence), &mode.cancel))
+                won(locker, request.into_lease(fence), mode)
             }
             Ok(None) => self.held(holder_ttl),
             Err(err) => Step::Now(Err(err)),

@@ -106,10 +106,8 @@ fn a_won_attempt_is_the_lease_unless_its_caller_cancelled() {
     let cancelled = mode(Plan::Once);
     cancelled.cancel.cancel();
     let attempt = Attempt::new(&locker, "k", Duration::from_secs(1), cancelled);
-    assert!(matches!(
-        now(attempt.answered(won())),
-        Err(LockError::Aborted)
-    ));
+    // Answered (aborted) on the runtime, once the lock it won is freed.
+    assert!(is_later(&attempt.answered(won())));
 }
 
 #[test]
