@@ -170,6 +170,43 @@ test('waitForLock that finds the key held there goes on waiting: woken by a rele
   await blocker.release()
 })
 
+test('a release of the same thread made behind a waiter\'s first attempt still reaches that waiter at once', async () => {
+  // No RESP3 here, so no wake-up by message: nothing but the release itself can tell the
+  // waiter, whose first attempt (on a free-looking key it has not queued for) is in flight
+  // when the release is sent, and whose next poll is seconds away.
+  const plain = await startRedis({ args: ['--rename-command', 'HELLO', ''] })
+  const plainAdmin = new Redis(plain.port, { lazyConnect: true })
+  try {
+    await plainAdmin.connect()
+    await plainAdmin.client('SETNAME', 'test-admin')
+    const lock = new DistributedLock(plain.url, { retryDelayMs: 5000 })
+    // Ours there: the tokio connection and, once open, the JS-thread one (both RESP2).
+    for (let tries = 0; (await direct.directConnections(plainAdmin)).length < 2; tries++) {
+      assert.ok(tries < 100, 'the JS-thread connection never opened')
+      await lock.isLocked('warm-up')
+      await sleep(10)
+    }
+    for (let round = 0; round < 5; round++) {
+      const key = `direct:in-flight-${round}`
+      const holder = await lock.acquire(key, 10_000)
+      const started = Date.now()
+      const waiting = lock.waitForLock(key, 8000, 10_000)
+      const released = holder.release()
+      const handle = await waiting
+      await released
+      assert.equal(holder.isHeld, false)
+      const took = Date.now() - started
+      assert.ok(took < 1000, `round ${round}: waited ${took} ms, for its poll`)
+      assert.equal(await plainAdmin.get(`lock:${key}`), handle.token)
+      assert.ok(BigInt(handle.fence) > BigInt(holder.fence))
+      await handle.release()
+    }
+  } finally {
+    plainAdmin.disconnect()
+    await plain.close()
+  }
+})
+
 test("DistributedLockService's acquire and release go over the JS-thread connection too", async () => {
   const DistributedLockService = require('../maestro')
   const lock = new DistributedLock(server.url)

@@ -48,7 +48,7 @@ async fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
     };
     let cancel = CancellationToken::new();
     let plan = Plan::Until {
-        ticket: waiter.join("w", MS(5000), None),
+        place: waiter.place("w", MS(5000), None),
         deadline: Instant::now() + MS(5000),
         poll: MS(4000),
     };

@@ -6,7 +6,7 @@ mod common;
 use common::RedisServer;
 use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
 use native_redis_lock::core::basics::error::LockError;
-use native_redis_lock::core::ops::acquire::{Plan, Start};
+use native_redis_lock::core::ops::acquire::{Place, Plan, Start};
 use native_redis_lock::core::ops::lock::{Attempt, Locker};
 use native_redis_lock::core::ops::store::Store;
 use native_redis_lock::core::wait::wake;
@@ -355,8 +355,8 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
     let server = RedisServer::start();
     let locks = process(&server, 1);
     let held = take(&locks, "late").await;
-    // Two waiters join in order (as waitForLock does, on its JS thread); the second's task
-    // runs only after the lock has moved to the first.
+    // Two waiters join in order (as waitForLock does on its JS thread, once its connection
+    // remembers the lock); the second's task runs only after the lock has moved to the first.
     let first = locks.join("late", MS(30_000), None);
     let second = locks.join("late", MS(30_000), None);
     let mut monitor = server.raw();
@@ -368,7 +368,7 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
     let deadline = Instant::now() + MS(20_000);
     let waiting = tokio::spawn(async move {
         let plan = Plan::Until {
-            ticket: second,
+            place: Place::Joined(second),
             deadline,
             poll: SLOW_POLL,
         };
@@ -394,12 +394,44 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
 }
 
 #[tokio::test]
+async fn a_release_of_ours_between_a_waiters_attempt_and_its_joining_has_it_try_again_at_once() {
+    // No RESP3, so no wake-up by message: only the count of releases can tell the waiter.
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let locks = process(&server, 1);
+    let held = take(&locks, "between").await;
+    // Nobody of ours waits for the lock: the waiter is placed, not joined, and makes its
+    // first attempt (elsewhere, say on its JS thread); it finds the lock held.
+    let place = locks.place("between", MS(30_000), None);
+    assert!(matches!(place, Place::Later { .. }));
+    // Our release lands before the held reply is read: it finds nobody to hand over to.
+    assert!(locks.release(&held).await.unwrap());
+    let plan = Plan::Until {
+        place,
+        deadline: Instant::now() + MS(20_000),
+        poll: SLOW_POLL,
+    };
+    let started = Instant::now();
+    let start = Start::Held {
+        holder_ttl: Some(MS(30_000)),
+    };
+    let cancel = CancellationToken::new();
+    let lease = locks
+        .pursue(plan, "between", MS(30_000), &cancel, start)
+        .await
+        .expect("wait")
+        .expect("won");
+    let took = started.elapsed();
+    assert!(took < MS(1000), "took {took:?}: its poll, not the release");
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
 async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_answers() {
     let server = RedisServer::start();
     let locks = process(&server, 1);
     let key = "given-up";
     let plan = Plan::Until {
-        ticket: locks.join(key, MS(30_000), None),
+        place: Place::Joined(locks.join(key, MS(30_000), None)),
         deadline: Instant::now() + MS(20_000),
         poll: SLOW_POLL,
     };

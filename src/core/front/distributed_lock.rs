@@ -249,9 +249,9 @@ impl Acquisition<'_> {
                 caller,
             },
             Kind::Wait(timeout) => Plan::Until {
-                // Joined now, on the caller's thread: a release made there next can hand
-                // the lock to it at once, however late the runtime gets to the wait.
-                ticket: locker.join(&key, ttl, caller),
+                // Placed now, on the caller's thread, behind any waiter of ours already
+                // there; it joins there too should its first attempt find the lock held.
+                place: locker.place(&key, ttl, caller),
                 deadline: Instant::now() + timeout,
                 poll: lock.retry_delay,
             },

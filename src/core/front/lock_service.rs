@@ -199,10 +199,9 @@ impl Acquire<'_> {
             }),
             listener,
         };
-        // Joined before the first attempt, as every waiter: a release from now on wakes it.
-        let ticket = locker.join(&key, lock_ttl, None);
+        // Placed before the first attempt, as every waiter (see `Locker::place`).
         let plan = Plan::Backoff {
-            ticket,
+            place: locker.place(&key, lock_ttl, None),
             deadline: Instant::now() + max_wait,
             base: service.retry_delay,
             cap: service.max_backoff,

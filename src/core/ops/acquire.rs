@@ -11,6 +11,7 @@ use super::lock::{Attempt, Locker, GRACE};
 use crate::core::basics::backoff;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::wait::releases::Mark;
 use crate::core::wait::wake::{self, Caller, Ticket};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -26,16 +27,16 @@ pub enum Plan {
         delay: Duration,
         caller: Option<Caller>,
     },
-    /// Until `deadline`, polling every `poll`, already queued (`waitForLock`).
+    /// Until `deadline`, polling every `poll` (`waitForLock`).
     Until {
-        ticket: Ticket,
+        place: Place,
         deadline: Instant,
         poll: Duration,
     },
-    /// Until `deadline` with maestro's capped backoff, already queued; not won by then is
-    /// no error (DistributedLockService).
+    /// Until `deadline` with maestro's capped backoff; not won by then is no error
+    /// (DistributedLockService).
     Backoff {
-        ticket: Ticket,
+        place: Place,
         deadline: Instant,
         base: Duration,
         cap: Duration,
@@ -51,6 +52,55 @@ impl Plan {
             Plan::Until { deadline, .. } => within(*deadline, command_timeout),
             Plan::Once | Plan::Retries { .. } | Plan::Backoff { .. } => command_timeout,
         }
+    }
+}
+
+/// Where a waiter stands in its connection's wake table before its first attempt.
+pub enum Place {
+    /// Joined: waiters of ours were there first (it queues behind them), or the lock is fair.
+    Joined(Ticket),
+    /// Joins once an attempt finds the lock held, which on a free lock never happens; a
+    /// release of ours that looked for waiters before it joined is caught by `mark` (see
+    /// wait/releases.rs).
+    Later { caller: Option<Caller>, mark: Mark },
+}
+
+impl Plan {
+    /// The plan of a waiter whose first attempt found the lock held, joined now if it had
+    /// not: a release of its thread made from here on can hand it the lock. `true` beside
+    /// it when a release of ours may have missed it before it joined: that attempt is
+    /// stale, and the next one is due at once.
+    pub fn joined(self, locker: &Locker, key: &str, ttl: Duration) -> (Plan, bool) {
+        let mut missed = false;
+        let mut join = |place| {
+            let (ticket, late) = locker.ticket(place, key, ttl);
+            missed = late;
+            Place::Joined(ticket)
+        };
+        let plan = match self {
+            Plan::Until {
+                place,
+                deadline,
+                poll,
+            } => Plan::Until {
+                place: join(place),
+                deadline,
+                poll,
+            },
+            Plan::Backoff {
+                place,
+                deadline,
+                base,
+                cap,
+            } => Plan::Backoff {
+                place: join(place),
+                deadline,
+                base,
+                cap,
+            },
+            plan @ (Plan::Once | Plan::Retries { .. }) => plan,
+        };
+        (plan, missed)
     }
 }
 
@@ -176,7 +226,7 @@ impl Locker {
         cancel: &CancellationToken,
         start: Start,
     ) -> Result<Option<Lease>, LockError> {
-        let (schedule, mut ticket, caller) = match plan {
+        let (schedule, place, caller) = match plan {
             Plan::Once => (Schedule::Once, None, None),
             Plan::Retries {
                 retries,
@@ -189,12 +239,12 @@ impl Locker {
                 (Schedule::Retries { max, base: delay }, None, caller)
             }
             Plan::Until {
-                ticket,
+                place,
                 deadline,
                 poll,
-            } => (Schedule::Until { deadline, poll }, Some(ticket), None),
+            } => (Schedule::Until { deadline, poll }, Some(place), None),
             Plan::Backoff {
-                ticket,
+                place,
                 deadline,
                 base,
                 cap,
@@ -204,8 +254,13 @@ impl Locker {
                     base,
                     cap,
                 };
-                (schedule, Some(ticket), None)
+                (schedule, Some(place), None)
             }
+        };
+        let (mut ticket, mark, caller) = match place {
+            Some(Place::Joined(ticket)) => (Some(ticket), None, caller),
+            Some(Place::Later { caller, mark }) => (None, Some(mark), caller),
+            None => (None, None, caller),
         };
         // Answered by a release that handed it the lock before this ran.
         if ticket.as_ref().is_some_and(Ticket::is_settled) {
@@ -272,7 +327,16 @@ impl Locker {
                 }
                 return schedule.run_out(key, failed);
             };
-            let ticket = ticket.get_or_insert_with(|| self.join(key, ttl, caller));
+            let ticket = ticket.get_or_insert_with(|| match mark {
+                Some(mark) => {
+                    let (ticket, missed) = self.ticket(Place::Later { caller, mark }, key, ttl);
+                    if missed {
+                        ticket.nudge();
+                    }
+                    ticket
+                }
+                None => self.join(key, ttl, caller),
+            });
             next = if schedule.woken_attempt_counts() {
                 // A release cuts the poll short; the next attempt is the loop's own.
                 let pause = self.pause_until(ticket, due, cancel).await?;
@@ -383,7 +447,7 @@ impl Locker {
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
         let plan = Plan::Until {
-            ticket: self.join(key, ttl, None),
+            place: self.place(key, ttl, None),
             deadline: Instant::now() + timeout,
             poll,
         };
@@ -392,6 +456,32 @@ impl Locker {
             key: key.to_owned(),
             retries: 0,
         })
+    }
+
+    /// Where a new waiter for `key` (wanting it for `ttl`, for `caller`) stands before its
+    /// first attempt: joined at once where its connection remembers the lock (waiters of
+    /// ours are there first, or it listens or queues for it), or at a fair lock (whose line
+    /// its attempts keep). Elsewhere it joins only if its attempt finds the lock held.
+    pub fn place(&self, key: &str, ttl: Duration, caller: Option<Caller>) -> Place {
+        let wakes = self.store().wakes();
+        if self.is_fair() || wakes.remembers(|| self.redis_key(key)) {
+            return Place::Joined(self.join(key, ttl, caller));
+        }
+        let mark = wakes.mark(&[self.prefix(), key.as_bytes()]);
+        Place::Later { caller, mark }
+    }
+
+    /// The ticket of a waiter at `place`, joining now if it has not; `true` beside it as
+    /// `Wakes::join_late` says.
+    fn ticket(&self, place: Place, key: &str, ttl: Duration) -> (Ticket, bool) {
+        match place {
+            Place::Joined(ticket) => (ticket, false),
+            Place::Later { caller, mark } => {
+                let owner = Some(self.owner().clone());
+                let lock_key = self.redis_key(key);
+                (self.store().wakes()).join_late(&lock_key, ttl, caller, owner, mark)
+            }
+        }
     }
 
     /// Sleeps until `due` or until a release wakes this waiter, whichever comes first, and

@@ -162,8 +162,8 @@ impl Locker {
     /// must go through `release`: already released, or waiters of this process are to be
     /// woken by it.
     pub fn release_request(&self, lease: &Lease) -> Option<Duration> {
-        let channel = wake::channel(&lease.redis_key);
-        if self.is_fair() || lease.is_released() || self.store().wakes().has_waiters(&channel) {
+        let wakes = self.store().wakes();
+        if self.is_fair() || lease.is_released() || wakes.waiters_at_release(&lease.redis_key) {
             return None;
         }
         Some(self.bound_for(lease))

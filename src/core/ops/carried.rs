@@ -140,13 +140,18 @@ impl Attempt {
             Plan::Retries { retries: 0, .. } => {
                 Step::Now(Err(LockError::Locked { key, retries: 0 }))
             }
-            plan => Step::Later(
-                async move {
-                    let start = Start::Held { holder_ttl };
-                    locker.pursue(plan, &key, ttl, &cancel, start).await
-                }
-                .boxed(),
-            ),
+            plan => {
+                // Joined here, on the carrier's thread, as soon as the reply is read: a
+                // release made there from now on can hand the lock to it at once.
+                let (plan, missed) = plan.joined(&locker, &key, ttl);
+                let start = match missed {
+                    true => Start::Attempt,
+                    false => Start::Held { holder_ttl },
+                };
+                Step::Later(
+                    async move { locker.pursue(plan, &key, ttl, &cancel, start).await }.boxed(),
+                )
+            }
         }
     }
 }

@@ -76,6 +76,11 @@ impl Locker {
         self.fair
     }
 
+    /// What every lock key of this locker starts with.
+    pub fn prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
     pub fn redis_key(&self, key: &str) -> Vec<u8> {
         let mut full = Vec::with_capacity(self.prefix.len() + key.len());
         full.extend_from_slice(&self.prefix);

@@ -32,7 +32,7 @@ pub async fn release(
         return hand_off(store, lease, &channel, to, bound).await;
     }
     // Waiters of our own that are already trying go first, woken here; else the queue decides.
-    let ours_wait = store.wakes().has_waiters(&channel);
+    let ours_wait = store.wakes().waiters_at_release(&lease.redis_key);
     let mut invocation = scripts::RELEASE_WAKE.key(&lease.redis_key);
     invocation
         .key(wake::queue_key(&lease.redis_key))

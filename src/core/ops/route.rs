@@ -3,7 +3,7 @@
 //! carried attempt cannot: it loads the scripts first, queues for wakes, and waits its
 //! turn behind waiters of the same connection.
 
-use super::acquire::Plan;
+use super::acquire::{Place, Plan};
 use super::carried::Mode;
 use super::lock::Locker;
 use super::store::Store;
@@ -68,8 +68,18 @@ impl FirstAttempt {
     pub fn in_mode(self, mode: &Mode) -> Self {
         let attempt = self.cancelled_by(&mode.cancel);
         match &mode.plan {
-            Plan::Until { ticket, .. } | Plan::Backoff { ticket, .. } => attempt.waiting_as(ticket),
-            Plan::Once | Plan::Retries { .. } => attempt,
+            Plan::Until {
+                place: Place::Joined(ticket),
+                ..
+            }
+            | Plan::Backoff {
+                place: Place::Joined(ticket),
+                ..
+            } => attempt.waiting_as(ticket),
+            // Not joined: its connection remembers nothing of the lock (acquire.rs `place`).
+            Plan::Until { .. } | Plan::Backoff { .. } | Plan::Once | Plan::Retries { .. } => {
+                attempt
+            }
         }
     }
 

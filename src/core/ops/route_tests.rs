@@ -83,21 +83,26 @@ fn the_mode_tells_cancellation_and_a_waiter_behind_ours() {
     assert!(FirstAttempt::of(&locker)
         .in_mode(&retries(&cancel))
         .carried());
-    let until = |ticket| Mode {
+    let until = |place| Mode {
         plan: Plan::Until {
-            ticket,
+            place,
             deadline: Instant::now() + Duration::from_secs(1),
             poll: Duration::from_millis(10),
         },
         cancel: CancellationToken::new(),
     };
     let ttl = Duration::from_secs(1);
-    let first = until(locker.join("k", ttl, None));
+    let first = until(locker.place("k", ttl, None));
     assert!(FirstAttempt::of(&locker).in_mode(&first).carried());
-    // A second waiter of ours for the same lock queues behind the first.
-    let second = until(locker.join("k", ttl, None));
-    let facts = FirstAttempt::of(&locker).in_mode(&second);
+    // Nobody of ours waits yet: a second waiter carries its attempt too, right behind.
+    let second = until(locker.place("k", ttl, None));
+    assert!(FirstAttempt::of(&locker).in_mode(&second).carried());
+    // Once the first found the lock held and joined, a newcomer queues behind it.
+    let first = first.plan.joined(&locker, "k", ttl);
+    let third = until(locker.place("k", ttl, None));
+    let facts = FirstAttempt::of(&locker).in_mode(&third);
     assert!(facts.turn_from_others && !facts.carried());
+    drop(first);
     cancel.cancel();
     let facts = FirstAttempt::of(&locker).in_mode(&retries(&cancel));
     assert!(facts.cancelled && !facts.carried());

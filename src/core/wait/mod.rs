@@ -5,4 +5,5 @@
 pub mod chores;
 pub mod lent;
 pub mod owner;
+pub mod releases;
 pub mod wake;

@@ -2,18 +2,19 @@
 //! waiters for a lock subscribes to the lock's channel (RESP3 carries pushes beside replies
 //! on the ordinary connection) and queues itself in Redis, in a sorted set beside the lock.
 //! A release pops the connection that queued first and publishes its id; only that
-//! connection reacts, waking its own first waiter (in request order). Everyone else sleeps
+//! connection reacts, waking its own first waiter (in the order they joined). Everyone else sleeps
 //! on, so a release never sets off a herd. Polling stays as the safety net for what sends no
 //! message: a lock that expires, or a message lost with a connection.
 
 use super::chores::{Chore, Chores};
 use super::lent::Lends;
 use super::owner::Owner;
+use super::releases::{Mark, Releases};
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -156,7 +157,8 @@ impl Reservation {
 
 struct Channel {
     lock_key: Vec<u8>,
-    /// In request order.
+    /// In the order they joined: request order for those that join before their first
+    /// attempt, the order their attempts were answered for those that join after it.
     waiters: VecDeque<Arc<Waiter>>,
     subscribed: bool,
     /// A background task is subscribing and queueing this connection for the lock.
@@ -182,6 +184,11 @@ impl Channel {
 #[derive(Default)]
 pub struct Wakes {
     channels: Mutex<HashMap<Vec<u8>, Channel>>,
+    /// How many locks `channels` remembers, read without its mutex: while it is none, a
+    /// waiter need not join before its first attempt, nor a release look for waiters.
+    remembered: AtomicUsize,
+    /// Releases that looked for waiters, for the waiters that join late (see releases.rs).
+    releases: Releases,
     /// Who carries out what a departing waiter leaves to do (the connection's store), from
     /// where no caller is waiting.
     chores: OnceLock<Weak<dyn Chores>>,
@@ -269,12 +276,62 @@ impl Wakes {
         };
         entry.waiters.push_back(waiter.clone());
         let handoffs_at_join = entry.handoffs;
+        self.recount(&channels);
+        drop(channels);
         Ticket {
             wakes: self.clone(),
             channel: name,
             waiter,
             handoffs_at_join,
         }
+    }
+
+    /// After every change to which locks `channels` holds, under its mutex.
+    fn recount(&self, channels: &HashMap<Vec<u8>, Channel>) {
+        self.remembered.store(channels.len(), Ordering::SeqCst);
+    }
+
+    /// Whether this connection remembers the lock at `lock_key` (someone of ours waits for
+    /// it, listens to it or queues for it): a new waiter then joins before its first attempt,
+    /// to keep its place behind ours and have that attempt queue for wakes. `lock_key` is
+    /// only worked out when any lock is remembered at all.
+    pub fn remembers(&self, lock_key: impl FnOnce() -> Vec<u8>) -> bool {
+        if self.remembered.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        lock(&self.channels).contains_key(&channel(&lock_key()))
+    }
+
+    /// Read before the first attempt of a waiter that does not join yet (`key_parts`, its
+    /// lock key in pieces), for `join_late`.
+    pub fn mark(&self, key_parts: &[&[u8]]) -> Mark {
+        self.releases.mark(key_parts)
+    }
+
+    /// As `join_as`, for a waiter whose first attempt (made after `mark`) found the lock
+    /// held; `true` beside it when a release of ours may have missed it meanwhile: its
+    /// attempt is stale, and it should try again at once.
+    pub fn join_late(
+        self: &Arc<Self>,
+        lock_key: &[u8],
+        ttl: Duration,
+        caller: Option<Caller>,
+        owner: Option<Owner>,
+        mark: Mark,
+    ) -> (Ticket, bool) {
+        let ticket = self.join_with(lock_key, ttl, caller, false, owner);
+        let missed = self.releases.since(mark);
+        (ticket, missed)
+    }
+
+    /// A release of ours of the lock at `lock_key` asks whether waiters of this connection
+    /// wait for it; counted first, so that a waiter joining late learns of it (releases.rs).
+    pub fn waiters_at_release(&self, lock_key: &[u8]) -> bool {
+        self.releases.count(&[lock_key]);
+        if self.remembered.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        self.has_waiters(&channel(lock_key))
     }
 
     fn with<T>(&self, channel: &[u8], read: impl FnOnce(&mut Channel) -> T) -> Option<T> {
@@ -310,6 +367,7 @@ impl Wakes {
             // Its last waiter may have left meanwhile, and the subscription failed.
             if entry.is_forgettable() {
                 channels.remove(channel);
+                self.recount(&channels);
             }
         }
     }
@@ -330,7 +388,7 @@ impl Wakes {
             .unwrap_or(false)
     }
 
-    /// Picks the waiter a release of ours hands the lock to: the first in request order that
+    /// Picks the waiter a release of ours hands the lock to: the first in order that
     /// is neither woken (about to try on its own) nor already being handed one, and whose
     /// owner is still there.
     pub fn reserve(&self, channel: &[u8]) -> Option<Reservation> {
@@ -447,6 +505,7 @@ impl Wakes {
             }
         }
         channels.retain(|_, entry| !entry.is_forgettable());
+        self.recount(&channels);
     }
 
     /// Once more than `keep` channels nobody waits on are still subscribed, forgets them all
@@ -472,6 +531,7 @@ impl Wakes {
             }
             keep
         });
+        self.recount(&channels);
         names
     }
 }
@@ -523,6 +583,12 @@ impl Ticket {
     /// winning attempt takes it away).
     pub fn set_in_line(&self, in_line: bool) {
         self.waiter.in_line.store(in_line, Ordering::Release);
+    }
+
+    /// Its next pause ends at once. Unlike a wake, this is news for this waiter only: no
+    /// release picks another over it, and should it leave, it owes nobody a wake.
+    pub fn nudge(&self) {
+        self.waiter.notify.notify_one();
     }
 
     /// About to try: a wake from now on is news for this waiter.
@@ -635,6 +701,7 @@ impl Drop for Ticket {
         let owed = self.owed_on_leaving(entry);
         if entry.is_forgettable() {
             channels.remove(&self.channel);
+            self.wakes.recount(&channels);
         }
         drop(channels);
         if let Some(chore) = owed {

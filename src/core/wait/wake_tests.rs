@@ -287,3 +287,30 @@ fn idle_channels_being_prepared_are_not_dropped() {
     assert!(!dropped.contains(&channel(b"lock:0")));
     assert_eq!(lock(&wakes.channels).len(), 1);
 }
+
+#[tokio::test]
+async fn a_waiter_joining_late_learns_of_a_release_of_ours_that_looked_before_it_joined() {
+    let wakes = Arc::new(Wakes::default());
+    // Nothing remembered: a release looks no further, and a new waiter need not join.
+    assert!(!wakes.remembers(|| unreachable!("worked out with nothing remembered")));
+    let mark = wakes.mark(&[b"lock:", b"job"]);
+    assert!(!wakes.waiters_at_release(LOCK));
+    let (late, missed) = wakes.join_late(LOCK, TTL, None, None, mark);
+    assert!(missed);
+    // Told only: not woken, so a release still hands it the lock, and no wake is owed.
+    assert!(!is_woken(&late).await);
+    assert!(wakes.remembers(|| LOCK.to_vec()));
+    // Joined, it is what the next release finds.
+    let after_join = wakes.mark(&[LOCK]);
+    assert!(wakes.waiters_at_release(LOCK));
+    assert!(wakes.reserve(&channel(LOCK)).is_some());
+    drop(late);
+    assert!(!wakes.remembers(|| LOCK.to_vec()));
+    let (_, missed) = wakes.join_late(LOCK, TTL, None, None, after_join);
+    assert!(missed, "the release counted after the mark");
+    let fresh = wakes.mark(&[LOCK]);
+    let (calm, missed) = wakes.join_late(LOCK, TTL, None, None, fresh);
+    assert!(!missed);
+    calm.nudge();
+    assert!(is_woken(&calm).await);
+}
