@@ -463,3 +463,41 @@ async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_an
         .unwrap();
     assert_eq!(held, 0, "the lock outlived the answer");
 }
+
+#[tokio::test]
+async fn an_acquire_that_retries_learns_of_a_release_of_ours_that_landed_before_it_joined() {
+    // No RESP3: only the count of releases can tell it before its retry is due.
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let locks = process(&server, 1);
+    let held = take(&locks, "retried").await;
+    // Read before its first attempt, which finds the lock held; our release lands first.
+    let mark = locks.mark("retried");
+    assert!(locks.release(&held).await.unwrap());
+    let plan = Plan::Retries {
+        retries: 3,
+        delay: SLOW_POLL,
+        caller: None,
+        mark: Some(mark),
+    };
+    let started = Instant::now();
+    let start = Start::Held {
+        holder_ttl: Some(MS(30_000)),
+    };
+    let lease = locks
+        .pursue(
+            plan,
+            "retried",
+            MS(30_000),
+            &CancellationToken::new(),
+            start,
+        )
+        .await
+        .expect("acquire")
+        .expect("won");
+    let took = started.elapsed();
+    assert!(
+        took < MS(1000),
+        "took {took:?}: its backoff, not the release"
+    );
+    assert!(locks.release(&lease).await.unwrap());
+}

@@ -247,6 +247,7 @@ impl Acquisition<'_> {
                 retries: lock.max_retries,
                 delay: lock.retry_delay,
                 caller,
+                mark: (lock.max_retries > 0).then(|| locker.mark(&key)),
             },
             Kind::Wait(timeout) => Plan::Until {
                 // Placed now, on the caller's thread, behind any waiter of ours already

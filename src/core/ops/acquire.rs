@@ -21,11 +21,14 @@ pub enum Plan {
     /// That was the one attempt (`tryAcquire`, ExclusiveLock).
     Once,
     /// Up to `retries` more after `delay`, doubling (`acquire`). A release on `caller`'s
-    /// thread may answer it directly, when its first attempt was made there.
+    /// thread may answer it directly, when its first attempt was made there. It joins the
+    /// wake table once its first attempt failed; `mark`, read before that attempt when there
+    /// are retries, is what `Place::Later` has.
     Retries {
         retries: u32,
         delay: Duration,
         caller: Option<Caller>,
+        mark: Option<Mark>,
     },
     /// Until `deadline`, polling every `poll` (`waitForLock`).
     Until {
@@ -232,11 +235,13 @@ impl Locker {
                 retries,
                 delay,
                 caller,
+                mark,
             } => {
                 // Only a first attempt made on the caller's thread leaves a caller to answer.
                 let caller = caller.filter(|_| !matches!(start, Start::Attempt));
                 let max = retries;
-                (Schedule::Retries { max, base: delay }, None, caller)
+                let place = mark.map(|mark| Place::Later { caller, mark });
+                (Schedule::Retries { max, base: delay }, place, caller)
             }
             Plan::Until {
                 place,
@@ -428,6 +433,7 @@ impl Locker {
             retries: max_retries,
             delay: base_delay,
             caller: None,
+            mark: (max_retries > 0).then(|| self.mark(key)),
         };
         let won = self.pursue(plan, key, ttl, cancel, Start::Attempt).await?;
         won.ok_or_else(|| LockError::Locked {
@@ -467,8 +473,14 @@ impl Locker {
         if self.is_fair() || wakes.remembers(|| self.redis_key(key)) {
             return Place::Joined(self.join(key, ttl, caller));
         }
-        let mark = wakes.mark(&[self.prefix(), key.as_bytes()]);
+        let mark = self.mark(key);
         Place::Later { caller, mark }
+    }
+
+    /// Read before a first attempt at `key` by one who joins the wake table only if it
+    /// fails (see wait/releases.rs).
+    pub fn mark(&self, key: &str) -> Mark {
+        (self.store().wakes()).mark(&[self.prefix(), key.as_bytes()])
     }
 
     /// The ticket of a waiter at `place`, joining now if it has not; `true` beside it as
@@ -476,6 +488,8 @@ impl Locker {
     fn ticket(&self, place: Place, key: &str, ttl: Duration) -> (Ticket, bool) {
         match place {
             Place::Joined(ticket) => (ticket, false),
+            // A fair lock's waiter keeps its place in the line, not here: never late.
+            Place::Later { caller, .. } if self.is_fair() => (self.join(key, ttl, caller), false),
             Place::Later { caller, mark } => {
                 let owner = Some(self.owner().clone());
                 let lock_key = self.redis_key(key);

@@ -81,6 +81,7 @@ fn an_attempt_that_finds_the_lock_held_ends_or_goes_on_as_its_plan_says() {
         retries: 0,
         delay: Duration::from_millis(10),
         caller: None,
+        mark: None,
     };
     let no_retries = Attempt::new(&locker, "k", Duration::from_secs(1), mode(plan));
     assert!(matches!(
@@ -91,6 +92,7 @@ fn an_attempt_that_finds_the_lock_held_ends_or_goes_on_as_its_plan_says() {
         retries: 2,
         delay: Duration::from_millis(10),
         caller: None,
+        mark: None,
     };
     let retries = Attempt::new(&locker, "k", Duration::from_secs(1), mode(plan));
     assert!(is_later(&retries.answered(held())));

@@ -77,6 +77,7 @@ fn the_mode_tells_cancellation_and_a_waiter_behind_ours() {
             retries: 1,
             delay: Duration::from_millis(1),
             caller: None,
+            mark: None,
         },
         cancel: cancel.clone(),
     };
