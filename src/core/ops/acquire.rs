@@ -69,6 +69,21 @@ pub enum Place {
 }
 
 impl Plan {
+    /// The ticket of a waiter that joined before its first attempt.
+    pub fn ticket(&self) -> Option<&Ticket> {
+        match self {
+            Plan::Until {
+                place: Place::Joined(ticket),
+                ..
+            }
+            | Plan::Backoff {
+                place: Place::Joined(ticket),
+                ..
+            } => Some(ticket),
+            _ => None,
+        }
+    }
+
     /// The plan of a waiter whose first attempt found the lock held, joined now if it had
     /// not: a release of its thread made from here on can hand it the lock. `true` beside
     /// it when a release of ours may have missed it before it joined: that attempt is
@@ -332,16 +347,7 @@ impl Locker {
                 }
                 return schedule.run_out(key, failed);
             };
-            let ticket = ticket.get_or_insert_with(|| match mark {
-                Some(mark) => {
-                    let (ticket, missed) = self.ticket(Place::Later { caller, mark }, key, ttl);
-                    if missed {
-                        ticket.nudge();
-                    }
-                    ticket
-                }
-                None => self.join(key, ttl, caller),
-            });
+            let ticket = ticket.get_or_insert_with(|| self.join_after(mark, key, ttl, caller));
             next = if schedule.woken_attempt_counts() {
                 // A release cuts the poll short; the next attempt is the loop's own.
                 let pause = self.pause_until(ticket, due, cancel).await?;
@@ -481,6 +487,25 @@ impl Locker {
     /// fails (see wait/releases.rs).
     pub fn mark(&self, key: &str) -> Mark {
         (self.store().wakes()).mark(&[self.prefix(), key.as_bytes()])
+    }
+
+    /// Joins a waiter whose first attempt found the lock held; with the `mark` read before
+    /// that attempt, a release of ours that may have missed it ends its first pause at once.
+    fn join_after(
+        &self,
+        mark: Option<Mark>,
+        key: &str,
+        ttl: Duration,
+        caller: Option<Caller>,
+    ) -> Ticket {
+        let Some(mark) = mark else {
+            return self.join(key, ttl, caller);
+        };
+        let (ticket, missed) = self.ticket(Place::Later { caller, mark }, key, ttl);
+        if missed {
+            ticket.nudge();
+        }
+        ticket
     }
 
     /// The ticket of a waiter at `place`, joining now if it has not; `true` beside it as

@@ -3,7 +3,6 @@
 //! carried attempt cannot: it loads the scripts first, queues for wakes, and waits its
 //! turn behind waiters of the same connection.
 
-use super::acquire::{Place, Plan};
 use super::carried::Mode;
 use super::lock::Locker;
 use super::store::Store;
@@ -67,19 +66,10 @@ impl FirstAttempt {
     /// Made in `mode`: its cancellation, and the ticket of a waiter's plan.
     pub fn in_mode(self, mode: &Mode) -> Self {
         let attempt = self.cancelled_by(&mode.cancel);
-        match &mode.plan {
-            Plan::Until {
-                place: Place::Joined(ticket),
-                ..
-            }
-            | Plan::Backoff {
-                place: Place::Joined(ticket),
-                ..
-            } => attempt.waiting_as(ticket),
+        match mode.plan.ticket() {
+            Some(ticket) => attempt.waiting_as(ticket),
             // Not joined: its connection remembers nothing of the lock (acquire.rs `place`).
-            Plan::Until { .. } | Plan::Backoff { .. } | Plan::Once | Plan::Retries { .. } => {
-                attempt
-            }
+            None => attempt,
         }
     }
 

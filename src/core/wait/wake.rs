@@ -14,8 +14,9 @@ use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
 use std::collections::{HashMap, VecDeque};
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -180,11 +181,38 @@ impl Channel {
     }
 }
 
+/// `Wakes::channels`, locked: how many locks it holds is written to `remembered` when the
+/// lock is let go, still under the mutex, whatever changed them.
+struct Table<'a> {
+    channels: MutexGuard<'a, HashMap<Vec<u8>, Channel>>,
+    remembered: &'a AtomicUsize,
+}
+
+impl Drop for Table<'_> {
+    fn drop(&mut self) {
+        self.remembered.store(self.channels.len(), Ordering::SeqCst);
+    }
+}
+
+impl Deref for Table<'_> {
+    type Target = HashMap<Vec<u8>, Channel>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.channels
+    }
+}
+
+impl DerefMut for Table<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.channels
+    }
+}
+
 /// Every waiter of one connection, by channel.
 #[derive(Default)]
 pub struct Wakes {
     channels: Mutex<HashMap<Vec<u8>, Channel>>,
-    /// How many locks `channels` remembers, read without its mutex: while it is none, a
+    /// How many locks `channels` remembers (kept by `Table`), read without its mutex: while it is none, a
     /// waiter need not join before its first attempt, nor a release look for waiters.
     remembered: AtomicUsize,
     /// Releases that looked for waiters, for the waiters that join late (see releases.rs).
@@ -261,7 +289,7 @@ impl Wakes {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let waiter = Arc::new(Waiter::new(ttl, caller, seq, fair, owner));
         let name = channel(lock_key);
-        let mut channels = lock(&self.channels);
+        let mut channels = self.table();
         // Looked up before it is inserted: the name is copied only for a new channel.
         let entry = match channels.get_mut(&name) {
             Some(entry) => entry,
@@ -276,7 +304,6 @@ impl Wakes {
         };
         entry.waiters.push_back(waiter.clone());
         let handoffs_at_join = entry.handoffs;
-        self.recount(&channels);
         drop(channels);
         Ticket {
             wakes: self.clone(),
@@ -286,9 +313,12 @@ impl Wakes {
         }
     }
 
-    /// After every change to which locks `channels` holds, under its mutex.
-    fn recount(&self, channels: &HashMap<Vec<u8>, Channel>) {
-        self.remembered.store(channels.len(), Ordering::SeqCst);
+    /// The table, locked. However it is changed, `remembered` follows as it is let go.
+    fn table(&self) -> Table<'_> {
+        Table {
+            channels: lock(&self.channels),
+            remembered: &self.remembered,
+        }
     }
 
     /// Whether this connection remembers the lock at `lock_key` (someone of ours waits for
@@ -299,7 +329,7 @@ impl Wakes {
         if self.remembered.load(Ordering::SeqCst) == 0 {
             return false;
         }
-        lock(&self.channels).contains_key(&channel(&lock_key()))
+        self.table().contains_key(&channel(&lock_key()))
     }
 
     /// Read before the first attempt of a waiter that does not join yet (`key_parts`, its
@@ -335,7 +365,7 @@ impl Wakes {
     }
 
     fn with<T>(&self, channel: &[u8], read: impl FnOnce(&mut Channel) -> T) -> Option<T> {
-        lock(&self.channels).get_mut(channel).map(read)
+        self.table().get_mut(channel).map(read)
     }
 
     pub(crate) fn is_subscribed(&self, channel: &[u8]) -> bool {
@@ -361,13 +391,12 @@ impl Wakes {
     }
 
     pub(crate) fn end_preparing(&self, channel: &[u8]) {
-        let mut channels = lock(&self.channels);
+        let mut channels = self.table();
         if let Some(entry) = channels.get_mut(channel) {
             entry.preparing = false;
             // Its last waiter may have left meanwhile, and the subscription failed.
             if entry.is_forgettable() {
                 channels.remove(channel);
-                self.recount(&channels);
             }
         }
     }
@@ -410,7 +439,7 @@ impl Wakes {
     /// waiter left meanwhile (timed out, cancelled, its owner gone): the caller frees it.
     #[must_use]
     pub fn grant(&self, channel: &[u8], to: Reservation, lease: Lease) -> Option<Lease> {
-        let mut channels = lock(&self.channels);
+        let mut channels = self.table();
         let entry = channels
             .get_mut(channel)
             .filter(|_| !to.waiter.is_orphaned())
@@ -430,7 +459,7 @@ impl Wakes {
     /// its caller was answered by the one who handed it over: its wait is over. `false` when
     /// the waiter left meanwhile (the lock is then the caller's to free).
     pub fn settle(&self, channel: &[u8], to: Reservation) -> bool {
-        let mut channels = lock(&self.channels);
+        let mut channels = self.table();
         let Some(entry) = channels.get_mut(channel) else {
             return false;
         };
@@ -449,7 +478,7 @@ impl Wakes {
 
     /// The handoff to `to` did not happen: it tries on its own, at once.
     pub fn unreserve(&self, to: Reservation) {
-        let _channels = lock(&self.channels);
+        let _channels = self.table();
         to.waiter.reserved.store(false, Ordering::Release);
         to.waiter.woken.store(true, Ordering::Release);
         to.waiter.notify.notify_one();
@@ -476,7 +505,7 @@ impl Wakes {
     /// A release was announced to this connection: it is off the queue, and its first waiter
     /// not already woken goes next.
     pub fn take_turn(&self, channel: &[u8]) -> Turn {
-        let mut channels = lock(&self.channels);
+        let mut channels = self.table();
         let Some(entry) = channels.get_mut(channel) else {
             // Forgotten here, yet still in the lock's queue (a place kept across a lost
             // connection): the next connection in it gets the turn.
@@ -495,7 +524,7 @@ impl Wakes {
     /// in flight may be gone. Each channel's first waiter tries again at once, and waiters
     /// subscribe and queue anew.
     pub fn connection_lost(&self) {
-        let mut channels = lock(&self.channels);
+        let mut channels = self.table();
         for entry in channels.values_mut() {
             entry.subscribed = false;
             entry.queued = None;
@@ -505,14 +534,13 @@ impl Wakes {
             }
         }
         channels.retain(|_, entry| !entry.is_forgettable());
-        self.recount(&channels);
     }
 
     /// Once more than `keep` channels nobody waits on are still subscribed, forgets them all
     /// and returns them for one UNSUBSCRIBE (called while no other SUBSCRIBE or UNSUBSCRIBE is
     /// under way, see backend/link.rs).
     pub(crate) fn take_idle(&self, keep: usize) -> Vec<Vec<u8>> {
-        let mut channels = lock(&self.channels);
+        let mut channels = self.table();
         let idle = channels
             .values()
             .filter(|entry| entry.waiters.is_empty())
@@ -531,7 +559,6 @@ impl Wakes {
             }
             keep
         });
-        self.recount(&channels);
         names
     }
 }
@@ -616,7 +643,8 @@ impl Ticket {
     /// joined: a newcomer that tries at once would jump the queue (and usually lose to the
     /// waiter the release woke, at the cost of a failed attempt).
     pub fn is_behind_others(&self) -> bool {
-        lock(&self.wakes.channels)
+        self.wakes
+            .table()
             .get(&self.channel)
             .and_then(|entry| entry.waiters.front())
             .is_some_and(|first| !Arc::ptr_eq(first, &self.waiter))
@@ -693,7 +721,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        let mut channels = lock(&self.wakes.channels);
+        let mut channels = self.wakes.table();
         let Some(entry) = channels.get_mut(&self.channel) else {
             return;
         };
@@ -701,7 +729,6 @@ impl Drop for Ticket {
         let owed = self.owed_on_leaving(entry);
         if entry.is_forgettable() {
             channels.remove(&self.channel);
-            self.wakes.recount(&channels);
         }
         drop(channels);
         if let Some(chore) = owed {
