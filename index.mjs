@@ -4,6 +4,7 @@ export const {
   DistributedLock,
   LockHandle,
   ExclusiveLock,
+  DistributedLockService,
   LockError,
   LockAcquisitionError,
   InvalidLockError,
