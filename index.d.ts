@@ -223,7 +223,11 @@ export interface ExclusiveLockEvents {
   acquired: [key: string]
   refreshed: [payload: { key: string; lock_ttl_ms: number }]
   released: [key: string]
-  error: [err: Error]
+  /**
+   * The lock was lost (a `LockLostError`), then also when the automatic release that follows
+   * fails (a `LockError` with the failure's code). Both name the lock in `key`.
+   */
+  error: [err: LockLostError | (LockError & { readonly key: string })]
 }
 
 export interface LockInspection {

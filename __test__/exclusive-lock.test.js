@@ -993,6 +993,7 @@ describe('losing the lock', () => {
       const second = ofType(events, 'error')[1].args[0]
       assert.ok(second instanceof LockError, `second error: ${second?.name}`)
       assert.ok(['ECONNECTION', 'ETIMEDOUT'].includes(second.code), second.code)
+      assert.equal(second.key, lock.key, 'it names its lock, as the loss does (and as the types say)')
       assert.deepEqual(ofType(events, 'released'), [])
       assert.equal(lock.acquired, false)
       assert.equal(lock.fence, null)

@@ -4,7 +4,10 @@
 // own (ESM when they import or await at the top level) in a scratch project where
 // `native-redis-lock` is this package, with REDIS_URL naming a private redis-server; each
 // must exit 0 on its own within its time (an example that leaves a client open never does).
-// TypeScript blocks are type-checked; shell blocks may only name commands that exist.
+// Every JavaScript and TypeScript block also compiles as TypeScript under --strict against the
+// package's types (a JavaScript block in CommonJS with its `require`s written as imports, or
+// TypeScript would not check them), and the TypeScript blocks run as compiled. Shell blocks
+// may only name commands that exist.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { execFile } = require('node:child_process')
@@ -35,6 +38,21 @@ function codeBlocks(markdown) {
 
 const blocks = codeBlocks(README)
 const isEsm = (code) => /^\s*(import|export)\s/m.test(code) || /^await\s/m.test(code)
+const isJs = (block) => block.lang === 'js' || block.lang === 'javascript'
+const isTs = (block) => block.lang === 'ts' || block.lang === 'typescript'
+
+/** `const { a, b } = require('m')` as `import { a, b } from 'm'`: what a .cts file type-checks. */
+function asTypeScript(code) {
+  return code
+    .replace(/^const (\{[^}]*\}) = require\(('[^']*')\)$/gm, 'import $1 from $2')
+    .replace(/^const (\w+) = require\(('[^']*')\)$/gm, 'import $1 = require($2)')
+}
+
+/** The TypeScript file block `n` compiles as, and the JavaScript tsc makes of it. */
+function typeScriptFiles(n) {
+  const ext = isEsm(blocks[n].code) ? 'mts' : 'cts'
+  return { source: `ts/block-${n}.${ext}`, output: `ts-out/block-${n}.${ext.replace('ts', 'js')}` }
+}
 
 let server
 let scratch
@@ -48,7 +66,62 @@ before(async () => {
   for (const dependency of ['ioredis', 'redis', '@redis', 'typescript', '@types']) {
     fs.symlinkSync(path.join(root, 'node_modules', dependency), path.join(modules, dependency))
   }
+  writeTypeScriptProject()
 })
+
+/** Every JavaScript and TypeScript block as a file of one strict TypeScript project. */
+function writeTypeScriptProject() {
+  fs.mkdirSync(path.join(scratch, 'ts'))
+  const files = []
+  for (const [n, block] of blocks.entries()) {
+    if (!isJs(block) && !isTs(block)) continue
+    const { source } = typeScriptFiles(n)
+    fs.writeFileSync(path.join(scratch, source), asTypeScript(block.code))
+    files.push(source)
+  }
+  // The examples' premise ("The examples read the server's address from REDIS_URL"), said
+  // to TypeScript, which otherwise types every variable of the environment as possibly unset.
+  fs.writeFileSync(
+    path.join(scratch, 'ts', 'env.d.ts'),
+    'declare global {\n  namespace NodeJS {\n    interface ProcessEnv {\n      REDIS_URL: string\n    }\n  }\n}\nexport {}\n',
+  )
+  files.push('ts/env.d.ts')
+  const compilerOptions = {
+    strict: true,
+    module: 'nodenext',
+    moduleResolution: 'nodenext',
+    target: 'ES2022',
+    lib: ['ES2022', 'ESNext.Disposable'],
+    types: ['node'],
+    rootDir: 'ts',
+    outDir: 'ts-out',
+    pretty: false,
+  }
+  fs.writeFileSync(path.join(scratch, 'tsconfig.json'), JSON.stringify({ compilerOptions, files }))
+}
+
+let compiled
+/** tsc over the project, once: its complaints by file (`ts/block-N.mts`). */
+function compile() {
+  compiled ??= run(path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), ['-p', scratch]).then((result) => {
+    const byFile = new Map()
+    for (const line of result.stdout.split('\n').filter(Boolean)) {
+      const file = /^(.*?)\(\d+,\d+\)/.exec(line)?.[1] ?? ''
+      byFile.set(file, [...(byFile.get(file) ?? []), line])
+    }
+    return { code: result.code, byFile, output: result.stdout + result.stderr }
+  })
+  return compiled
+}
+
+async function assertCompiles(n) {
+  const { byFile, output } = await compile()
+  const { source } = typeScriptFiles(n)
+  assert.deepEqual(byFile.get(source) ?? [], [], `\n${asTypeScript(blocks[n].code)}`)
+  // Anything tsc said about no block in particular (the configuration, env.d.ts) is a failure too.
+  const elsewhere = [...byFile.entries()].filter(([file]) => !/^ts\/block-\d+\.[cm]ts$/.test(file))
+  assert.deepEqual(elsewhere, [], output)
+}
 
 after(async () => {
   if (scratch) fs.rmSync(scratch, { recursive: true, force: true })
@@ -73,21 +146,20 @@ test('the README has code blocks, each in a language this test knows', () => {
 
 for (const [n, block] of blocks.entries()) {
   const where = `README line ${block.line}`
-  if (block.lang === 'js' || block.lang === 'javascript') {
+  if (isJs(block)) {
+    test(`${where}: the JavaScript type-checks as TypeScript under --strict`, () => assertCompiles(n))
     test(`${where}: the JavaScript runs and exits by itself`, async () => {
       const file = path.join(scratch, `block-${n}.${isEsm(block.code) ? 'mjs' : 'cjs'}`)
       fs.writeFileSync(file, block.code)
       const result = await run(file, [], { REDIS_URL: server.url })
       assert.equal(result.code, 0, `exit ${result.code}\n${result.stderr}\n${result.stdout}`)
     })
-  } else if (block.lang === 'ts' || block.lang === 'typescript') {
-    test(`${where}: the TypeScript type-checks under --strict`, async () => {
-      const file = path.join(scratch, `block-${n}.mts`)
-      fs.writeFileSync(file, block.code)
-      const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc')
-      const flags = ['--noEmit', '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'ES2022', '--types', 'node', file]
-      const result = await run(tsc, flags)
-      assert.equal(result.code, 0, result.stdout + result.stderr)
+  } else if (isTs(block)) {
+    test(`${where}: the TypeScript type-checks under --strict`, () => assertCompiles(n))
+    test(`${where}: the TypeScript runs as compiled and exits by itself`, async () => {
+      await assertCompiles(n)
+      const result = await run(path.join(scratch, typeScriptFiles(n).output), [], { REDIS_URL: server.url })
+      assert.equal(result.code, 0, `exit ${result.code}\n${result.stderr}\n${result.stdout}`)
     })
   } else if (block.lang === 'sh' || block.lang === 'bash') {
     test(`${where}: the shell commands name only scripts and files that exist`, () => {

@@ -371,6 +371,8 @@ class ExclusiveLock extends EventEmitter {
     this.emit('error', err)
     this.release().catch((releaseError) => {
       const error = fromNative(releaseError, this.key)
+      // Every 'error' names its lock, the loss's and this one alike (as the types say).
+      error.key ??= this.key
       this.log.error({ err: error }, 'Error removing lock %s: %s', this.key, error)
       this.emit('error', error)
     })

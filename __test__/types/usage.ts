@@ -75,7 +75,7 @@ void main
 
 import ExclusiveLock = require('native-redis-lock/exclusive-lock')
 import DistributedLockService = require('native-redis-lock/maestro')
-import { LockLostError, type LockInspection } from 'native-redis-lock'
+import { LockLostError, type LockInspection, DistributedLockService as MainService } from 'native-redis-lock'
 
 async function exclusive(): Promise<void> {
   const lock = new ExclusiveLock({ name: 'app', cache_connection: 'redis://localhost', lock_contents: 'pod-1' })
@@ -83,6 +83,9 @@ async function exclusive(): Promise<void> {
   lock.on('refreshed', ({ key, lock_ttl_ms }) => void [key.length, lock_ttl_ms.toFixed()])
   lock.on('error', (err) => {
     if (err instanceof LockLostError) void err.key
+    const key: string = err.key // the failed release after a loss names its lock too
+    const code: string = err.code
+    void [key, code]
   })
   // @ts-expect-error unknown event
   lock.on('lost', () => {})
@@ -95,6 +98,8 @@ async function exclusive(): Promise<void> {
   new ExclusiveLock({ cache_connection: 'redis://localhost' })
 
   const service = new DistributedLockService('job-lock', 60_000, 'redis://localhost')
+  const fromMain: DistributedLockService = new MainService('job-lock', 60_000, 'memory://')
+  void fromMain
   const got: boolean = await service.acquire(1000, 5000)
   const released: boolean = await service.release()
   const status = service.getStatus()
