@@ -941,6 +941,30 @@ describe('losing the lock', () => {
     }
   })
 
+  test("an 'error' caught by an uncaughtException handler: the lock is still released, and the process exits", async () => {
+    const name = 'lost caught'
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'exclusive-caught.js')], {
+      env: { ...process.env, REDIS_URL: backend.url, LOCK_NAME: name },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    children.add(child)
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+    // Held for max_hold_ms (300 ms), then lost; a release that never comes keeps it alive.
+    const exit = await Promise.race([exited, sleep(10_000).then(() => null)])
+    children.delete(child)
+    if (!exit) child.kill('SIGKILL')
+    assert.deepEqual(
+      stdout.trim().split('\n'),
+      ['held true', 'caught ELOST', 'released exclusive-lock:lost-caught', 'acquired false'],
+      `exit ${JSON.stringify(exit)}\n${stderr}`,
+    )
+    assert.equal(exit?.code, 0, stderr)
+  })
+
   redisOnly("no 'error' listener: the loss crashes the process, as the original's refresh failure did", async () => {
     const name = 'lost unhandled'
     const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'exclusive-unhandled.js')], {

@@ -366,16 +366,20 @@ class ExclusiveLock extends EventEmitter {
     }
     const err = new LockLostError(this.key, message)
     this.log.error({ err }, 'Could not refresh lock: %s', err)
-    // As the original: report, then release. Emitting 'error' with no listener throws, by
-    // EventEmitter's rule, exactly as the original's refresh failure did.
-    this.emit('error', err)
-    this.release().catch((releaseError) => {
+    // The release starts before the 'error': emitting it with no listener (or a listener that
+    // throws) throws, by EventEmitter's rule, as the original's refresh failure did, and a
+    // process that catches that throw must still see the lock released. The events keep the
+    // original's order: 'released' comes once the release is answered, after 'error'.
+    const releasing = this.release()
+    releasing.catch((releaseError) => {
       const error = fromNative(releaseError, this.key)
       // Every 'error' names its lock, the loss's and this one alike (as the types say).
       error.key ??= this.key
       this.log.error({ err: error }, 'Error removing lock %s: %s', this.key, error)
-      this.emit('error', error)
+      // Thrown, when unheard, as an uncaught exception like the first, not a rejection.
+      process.nextTick(() => this.emit('error', error))
     })
+    this.emit('error', err)
   }
 }
 
