@@ -137,8 +137,13 @@ export declare class DistributedLock {
   isLocked(key: string): Promise<boolean>
   /** Writes `value` to the hash at `key` unless a higher fencing token wrote there; `false` when rejected as stale. */
   fencedSet(key: string, value: string, fence: string): Promise<boolean>
-  /** Acquires, runs `fn`, releases in `finally`; resolves with `fn`'s result. */
-  using<T>(key: string, fn: (handle: LockHandle) => T | Promise<T>, options?: UsingOptions): Promise<T>
+  /**
+   * Acquires, runs `fn`, releases in `finally`; resolves with `fn`'s result. `signal` aborts,
+   * its reason a LockLostError, when the lock is lost while `fn` runs (reported by the
+   * watchdog with `autoRefresh`, else its TTL ran out); `using` then rejects with that error
+   * once `fn` settles, unless `fn` threw (its own error wins).
+   */
+  using<T>(key: string, fn: (handle: LockHandle, signal: AbortSignal) => T | Promise<T>, options?: UsingOptions): Promise<T>
 }
 
 /** Stable error codes. */

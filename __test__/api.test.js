@@ -682,6 +682,99 @@ describe('disposal and using', () => {
     }
   })
 
+  test('using hands fn a signal that stays unaborted while the lock is held', async () => {
+    const key = 'using:signal-held'
+    let seen
+    const result = await lock.using(key, async (handle, signal) => {
+      seen = signal
+      assert.ok(signal instanceof AbortSignal)
+      await handle.extend(2000)
+      await sleep(700) // past the TTL it was acquired with: extended, not lost
+      return signal.aborted
+    }, { ttlMs: 500 })
+    assert.equal(result, false)
+    await sleep(600) // past the TTL the lock had: released, not lost
+    assert.equal(seen.aborted, false)
+  })
+
+  test('using: fn releasing the handle itself is no loss', async () => {
+    const key = 'using:signal-released'
+    const result = await lock.using(key, async (handle, signal) => {
+      await handle.release()
+      await sleep(250) // past the TTL
+      return signal.aborted
+    }, { ttlMs: 100 })
+    assert.equal(result, false)
+  })
+
+  test('using with autoRefresh: a lost lock aborts the signal and using rejects with the LockLostError', async () => {
+    const key = 'using:lost'
+    const lost = []
+    let reason
+    let finished = false
+    await assert.rejects(
+      lock.using(
+        key,
+        async (handle, signal) => {
+          await redis.del(`lock:${key}`)
+          // Real work keeps the event loop alive; on memory:// nothing else would while we wait.
+          const busy = setInterval(() => {}, 1000)
+          await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }))
+          clearInterval(busy)
+          reason = signal.reason
+          finished = true
+          return 'finished unprotected'
+        },
+        { ttlMs: 600, autoRefresh: true, onLost: (err) => lost.push(err) },
+      ),
+      (err) => {
+        assert.equal(err.code, 'ELOST')
+        assert.equal(err.key, key)
+        assert.equal(err, reason, 'the signal\'s reason')
+        return true
+      },
+    )
+    assert.equal(finished, true)
+    assert.deepEqual(lost, [reason], 'onLost is told the same error')
+  })
+
+  test('using without autoRefresh: the TTL running out aborts the signal and using rejects with ELOST', async () => {
+    const key = 'using:expired'
+    let abortedAt = null
+    const started = performance.now()
+    await assert.rejects(
+      lock.using(
+        key,
+        async (_handle, signal) => {
+          signal.addEventListener('abort', () => (abortedAt = performance.now()), { once: true })
+          await sleep(600)
+          return 'too slow'
+        },
+        { ttlMs: 150 },
+      ),
+      (err) => {
+        assert.equal(err.code, 'ELOST')
+        assert.equal(err.key, key)
+        return true
+      },
+    )
+    assert.ok(abortedAt !== null, 'aborted while fn ran')
+    assert.ok(abortedAt - started >= 140, `aborted after ${Math.round(abortedAt - started)} ms, before the TTL ran out`)
+  })
+
+  test("using: fn's own error wins over a loss", async () => {
+    const key = 'using:lost-throws'
+    const boom = new Error('boom')
+    await assert.rejects(
+      lock.using(key, async (_handle, signal) => {
+        await sleep(300)
+        assert.equal(signal.aborted, true)
+        throw boom
+      }, { ttlMs: 100 }),
+      (err) => err === boom,
+    )
+  })
+
   test('using with a short timeoutMs rejects without running fn', async () => {
     const key = 'using:timeout-expires'
     const holder = await lockB.acquire(key, 20000)

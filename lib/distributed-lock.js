@@ -3,6 +3,7 @@
 const { NativeDistributedLock } = require('./native')
 const { connectionOptions } = require('./connection')
 const { withSignal } = require('./abort')
+const { lossSignal } = require('./loss-signal')
 const { fromNative, InvalidLockError, LockLostError } = require('./errors')
 const { heartbeat, beating } = require('./liveness')
 const { completions, listen, unlisten, EVENT, FAILED } = require('./completions')
@@ -14,6 +15,8 @@ const CONSTRUCTING = Symbol('LockHandle')
 const LISTENER = Symbol('listener')
 /** The acquisition did not win, or ended in an error: no news or beats are wanted. */
 const STOP = Symbol('stop')
+/** Whether the lock ended without being released: lost, or past its TTL. */
+const GONE = Symbol('gone')
 const NEVER = new Promise(() => {})
 
 let fill
@@ -91,6 +94,10 @@ class LockHandle {
 
   [STOP]() {
     this.#stopListening()
+  }
+
+  [GONE]() {
+    return (this.#flags & RELEASED) === 0 && !this.isHeld
   }
 
   /**
@@ -335,7 +342,10 @@ class DistributedLock {
 
   /**
    * Acquires `key` (waiting up to `timeoutMs` when given, else as `acquire`), runs
-   * `fn(handle)`, and releases in `finally`. Resolves with what `fn` returns.
+   * `fn(handle, signal)`, and releases in `finally`. `signal` aborts with a LockLostError
+   * when the lock is lost while `fn` runs. Resolves with what `fn` returns; rejects with
+   * `fn`'s error, else with the LockLostError when the lock was lost before `fn` settled:
+   * work that finished unprotected must not look as if it had been.
    */
   async using(key, fn, options) {
     check.string(key, 'key')
@@ -346,13 +356,20 @@ class DistributedLock {
       o.timeoutMs === undefined
         ? await this.acquire(key, o.ttlMs, acquireOptions)
         : await this.waitForLock(key, o.timeoutMs, o.ttlMs, acquireOptions)
+    const loss = lossSignal(handle, o.autoRefresh === true, () => handle[GONE]())
     let result
     try {
-      result = await fn(handle)
+      result = await fn(handle, loss.signal)
     } catch (err) {
+      loss.stop()
       // The work's own failure is the one to report; the lock expires by TTL if this fails.
       await handle.release().catch(() => {})
       throw err
+    }
+    const lost = loss.stop()
+    if (lost !== null) {
+      await handle.release().catch(() => {})
+      throw lost
     }
     await handle.release()
     return result

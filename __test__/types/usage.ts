@@ -43,6 +43,8 @@ async function main(): Promise<void> {
 
   const n: number = await lock.using('job:1', async (h) => (h.isHeld ? 1 : 0), { ttlMs: 1000, timeoutMs: 200 })
   const s: string = await lock.using('job:2', () => 'sync result')
+  const aborted: boolean = await lock.using('job:3', (_h, signal) => signal.aborted || signal.reason instanceof LockLostError)
+  void aborted
 
   try {
     await lock.acquire('x')
