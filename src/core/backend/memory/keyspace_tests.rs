@@ -61,10 +61,12 @@ fn a_sweep_looks_only_at_keys_that_expired() {
 fn many_keys_expiring_together_are_swept_in_bounded_slices() {
     let mut keyspace = Keyspace::new();
     let count = 3 * SWEEP_SLICE + 7;
+    // All in the same millisecond, as locks taken in a burst with one TTL.
+    let at = (keyspace.clock.now().ms() + 50).to_string();
     for i in 0..count {
         run(
             &mut keyspace,
-            &["SET", &format!("lock:{i}"), "token", "PX", "1"],
+            &["SET", &format!("lock:{i}"), "token", "PXAT", &at],
         );
     }
     let most = tick_until(&mut keyspace, Duration::from_secs(3), |k| {
