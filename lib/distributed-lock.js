@@ -269,7 +269,7 @@ class DistributedLock {
    * worker_thread: no network, no Redis. Same semantics as over Redis.
    */
   static memory(name = '', options) {
-    check.string(name === '' ? 'memory' : name, 'name')
+    check.memoryName(name, 'name')
     return new DistributedLock(`memory://${name}`, options)
   }
 

@@ -66,8 +66,39 @@ function optionalSignal(value, name) {
   return value
 }
 
+// The name of a memory:// keyspace: the same rule, and the same way of showing a refused
+// name, as the native side applies to a memory:// URL (src/core/backend/endpoint.rs).
+const MEMORY_NAME = /^[A-Za-z0-9._-]*$/
+const ESCAPES = { '\t': '\\t', '\r': '\\r', '\n': '\\n', "'": "\\'", '"': '\\"', '\\': '\\\\' }
+
+function shownMemoryName(name) {
+  if (name.includes('@')) return "a name with '@' (not repeated: it may hold credentials)"
+  const chars = [...name].map((c) => {
+    if (ESCAPES[c]) return ESCAPES[c]
+    const code = c.codePointAt(0)
+    return code >= 0x20 && code < 0x7f ? c : `\\u{${code.toString(16)}}`
+  })
+  const escaped = chars.join('')
+  return escaped.length > 64 ? `'${escaped.slice(0, 64)}'...` : `'${escaped}'`
+}
+
+function memoryName(value, name) {
+  if (typeof value !== 'string') {
+    throw invalidArgument(TypeError, name, `${name} must be a string, got ${describe(value)}`)
+  }
+  if (!MEMORY_NAME.test(value)) {
+    throw invalidArgument(
+      TypeError,
+      name,
+      `${name} must be made of ASCII letters, digits, '-', '_' or '.'; got ${shownMemoryName(value)}`,
+    )
+  }
+  return value
+}
+
 module.exports = {
   describe,
+  memoryName,
   string,
   number,
   optionalNumber,

@@ -213,10 +213,10 @@ impl Endpoint {
                 "a memory:// backend is in this process: it takes no host, port, path, TLS, database or credentials",
             ));
         }
-        if name.contains(['/', '?', '#', '@', ':']) {
+        if !is_memory_name(name) {
             return Err(LockError::invalid_type(
                 "redis",
-                "redis must be memory:// or memory://<name>, the name made of letters, digits, '-', '_' or '.'",
+                format!("redis must be memory:// or memory://<name>, the name made of ASCII letters, digits, '-', '_' or '.'; got {}", shown_memory_name(name)),
             ));
         }
         Ok(Endpoint {
@@ -490,6 +490,27 @@ impl fmt::Debug for Tls {
 impl fmt::Debug for ClientIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<client certificate>")
+    }
+}
+
+/// A `memory://` name: what the error message promises, so that two spellings of one name
+/// (`%2F` and `/`, a space or none) cannot make two keyspaces by accident.
+fn is_memory_name(name: &str) -> bool {
+    name.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// A refused name as the message shows it: quoted, whatever is not printable ASCII escaped,
+/// cut short when long, and left out when it reads like `user:password@host`.
+fn shown_memory_name(name: &str) -> String {
+    const MOST: usize = 64;
+    if name.contains('@') {
+        return "a name with '@' (not repeated: it may hold credentials)".into();
+    }
+    let escaped: String = name.escape_default().collect();
+    match escaped.char_indices().nth(MOST) {
+        Some((cut, _)) => format!("'{}'...", &escaped[..cut]),
+        None => format!("'{escaped}'"),
     }
 }
 

@@ -52,10 +52,44 @@ fn memory_urls_name_an_embedded_keyspace_and_take_nothing_of_a_network() {
         },
         spec_url("memory://a/b"),
         spec_url("memory://user@x"),
+        spec_url("memory://user:secret@x"),
     ] {
         let err = Endpoint::from_spec(spec).unwrap_err();
         assert_eq!(err.code(), "EINVAL");
         assert!(!err.to_string().contains("secret"));
+    }
+}
+
+#[test]
+fn a_memory_name_is_only_ascii_letters_digits_dashes_underscores_and_dots() {
+    for (name, shown) in [
+        ("a b", "'a b'"),
+        ("\u{fc}", "'\\u{fc}'"),
+        ("%2F", "'%2F'"),
+        ("\0", "'\\u{0}'"),
+        ("a\tb", "'a\\tb'"),
+        ("it's", "'it\\'s'"),
+    ] {
+        let err = Endpoint::from_spec(spec_url(&format!("memory://{name}"))).unwrap_err();
+        assert_eq!(err.code(), "EINVAL", "{name:?}");
+        let message = err.to_string();
+        assert!(message.contains(shown), "{name:?}: {message}");
+        assert!(
+            message.bytes().all(|b| (0x20..0x7f).contains(&b)),
+            "{message}"
+        );
+    }
+    let long = "x".repeat(100) + " ";
+    let message = Endpoint::from_spec(spec_url(&format!("memory://{long}")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains(&format!("'{}'...", "x".repeat(64))),
+        "{message}"
+    );
+    for name in ["", "jobs", "A-z_0.9"] {
+        let e = Endpoint::from_spec(spec_url(&format!("memory://{name}"))).unwrap();
+        assert!(matches!(&e.address, Address::Memory(n) if n == name));
     }
 }
 

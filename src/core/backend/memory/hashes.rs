@@ -28,8 +28,8 @@ impl Keyspace {
             return Reply::arity(name);
         }
         if self.live(key).is_none() {
-            self.entries.insert(
-                key.to_vec(),
+            self.insert(
+                key,
                 Entry {
                     data: Data::Hash(HashMap::new()),
                     expire_at: None,
@@ -39,7 +39,7 @@ impl Keyspace {
         let Some(Entry {
             data: Data::Hash(hash),
             ..
-        }) = self.entries.get_mut(*key)
+        }) = self.live(key)
         else {
             return Reply::error(WRONGTYPE);
         };

@@ -5,14 +5,17 @@
 //! the script around it starts: a script sees time stand still, as on Redis 7.2+.
 
 use super::clock::{Clock, Now};
+use super::deadlines::Deadlines;
 use super::number::parse_i64;
 use super::pubsub::{Kind, PubSub};
 use super::reply::{Reply, NOT_INTEGER, SYNTAX};
 use super::sorted_set::ZSet;
 use std::collections::HashMap;
 
-/// How often expired keys nobody reads again are swept out, in ms of the keyspace's clock.
-const SWEEP_EVERY_MS: i64 = 1_000;
+/// The most expired keys one command sweeps out before it runs. Every command sweeps, so a
+/// crowd of keys expiring together goes out over the next commands, none of which waits for
+/// more than this many removals (tens of microseconds) while holding the keyspace.
+const SWEEP_SLICE: usize = 256;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Data {
@@ -24,17 +27,22 @@ pub enum Data {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub data: Data,
-    /// Absolute, in ms of the keyspace's clock; `None` lives until deleted.
+    /// Absolute, in ms of the keyspace's clock; `None` lives until deleted. Changed only
+    /// through `Keyspace::insert` and `set_expiry`, which keep the index of deadlines.
     pub expire_at: Option<i64>,
 }
 
 #[derive(Default)]
 pub struct Keyspace {
-    pub(super) entries: HashMap<Vec<u8>, Entry>,
+    entries: HashMap<Vec<u8>, Entry>,
+    /// When each entry with an expiry expires: what a sweep reads.
+    deadlines: Deadlines,
     clock: Clock,
     pub(super) now: Option<Now>,
-    last_sweep_ms: i64,
     pub pubsub: PubSub,
+    /// Entries the sweeps have looked at, for tests of what a sweep costs.
+    #[cfg(test)]
+    pub(super) sweep_visits: usize,
 }
 
 impl Keyspace {
@@ -42,17 +50,60 @@ impl Keyspace {
         Self::default()
     }
 
-    /// Reads the clock for the command or script about to run, and now and then drops the
-    /// keys that expired unread.
+    /// Reads the clock for the command or script about to run, and drops a slice of the keys
+    /// that expired unread.
     pub fn tick(&mut self) -> Now {
         let now = self.clock.now();
         self.now = Some(now);
-        if now.ms() - self.last_sweep_ms >= SWEEP_EVERY_MS {
-            self.last_sweep_ms = now.ms();
-            let ms = now.ms();
-            self.entries.retain(|_, entry| !expired(entry, ms));
-        }
+        self.sweep(now.ms(), SWEEP_SLICE);
         now
+    }
+
+    /// Drops up to `most` keys that expired by `now_ms`, earliest first: the work is what
+    /// expired, not what exists.
+    fn sweep(&mut self, now_ms: i64, most: usize) {
+        for _ in 0..most {
+            let Some((at, key)) = self.deadlines.pop_expired(now_ms) else {
+                return;
+            };
+            #[cfg(test)]
+            {
+                self.sweep_visits += 1;
+            }
+            // The index is exact; the check only keeps a slip of ours from deleting a key
+            // that lives on.
+            if self
+                .entries
+                .get(&key)
+                .is_some_and(|entry| entry.expire_at == Some(at))
+            {
+                self.entries.remove(&key);
+            }
+        }
+    }
+
+    /// Puts `entry` at `key`, replacing what was there.
+    pub(super) fn insert(&mut self, key: &[u8], entry: Entry) {
+        let new = entry.expire_at;
+        let old = self
+            .entries
+            .insert(key.to_vec(), entry)
+            .and_then(|old| old.expire_at);
+        self.deadlines.moved(key, old, new);
+    }
+
+    pub(super) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let entry = self.entries.remove(key)?;
+        self.deadlines.moved(key, entry.expire_at, None);
+        Some(entry)
+    }
+
+    /// Sets the expiry of the entry at `key`, if there is one.
+    fn set_expiry(&mut self, key: &[u8], at: Option<i64>) {
+        if let Some(entry) = self.entries.get_mut(key) {
+            let old = std::mem::replace(&mut entry.expire_at, at);
+            self.deadlines.moved(key, old, at);
+        }
     }
 
     pub(super) fn now(&mut self) -> Now {
@@ -66,10 +117,12 @@ impl Keyspace {
     pub(super) fn placeholder(&self) -> Self {
         Keyspace {
             entries: HashMap::new(),
+            deadlines: Deadlines::default(),
             clock: self.clock,
             now: self.now,
-            last_sweep_ms: self.last_sweep_ms,
             pubsub: PubSub::default(),
+            #[cfg(test)]
+            sweep_visits: 0,
         }
     }
 
@@ -82,7 +135,7 @@ impl Keyspace {
             .get(key)
             .is_some_and(|entry| expired(entry, ms))
         {
-            self.entries.remove(key);
+            self.remove(key);
         }
         self.entries.get_mut(key)
     }
@@ -129,6 +182,7 @@ impl Keyspace {
             "DBSIZE" => self.dbsize(&name, rest),
             "FLUSHALL" | "FLUSHDB" => {
                 self.entries.clear();
+                self.deadlines.clear();
                 Reply::ok()
             }
             "PUBLISH" => self.publish(&name, rest, false),
@@ -144,7 +198,7 @@ impl Keyspace {
         let mut deleted = 0;
         for key in args {
             if self.live(key).is_some() {
-                self.entries.remove(*key);
+                self.remove(key);
                 deleted += 1;
             }
         }
@@ -216,9 +270,9 @@ impl Keyspace {
             return Reply::Int(0);
         }
         if at <= now_ms {
-            self.entries.remove(*key);
+            self.remove(key);
         } else {
-            entry.expire_at = Some(at);
+            self.set_expiry(key, Some(at));
         }
         Reply::Int(1)
     }
@@ -264,7 +318,7 @@ impl Keyspace {
         };
         match self.live(key) {
             Some(entry) if entry.expire_at.is_some() => {
-                entry.expire_at = None;
+                self.set_expiry(key, None);
                 Reply::Int(1)
             }
             _ => Reply::Int(0),
@@ -299,8 +353,10 @@ impl Keyspace {
         if !args.is_empty() {
             return Reply::arity(name);
         }
+        // Redis counts keys that expired unread too; ours go out first, so that the count
+        // does not depend on how far the sweeps got.
         let ms = self.now().ms();
-        self.entries.retain(|_, entry| !expired(entry, ms));
+        self.sweep(ms, usize::MAX);
         Reply::Int(self.entries.len() as i64)
     }
 }
@@ -339,3 +395,7 @@ impl Keyspace {
         Reply::Int(self.pubsub.publish(kind, channel, message))
     }
 }
+
+#[cfg(test)]
+#[path = "keyspace_tests.rs"]
+mod tests;

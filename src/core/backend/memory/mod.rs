@@ -6,6 +6,7 @@
 
 mod clock;
 mod connection;
+mod deadlines;
 mod hashes;
 mod instance;
 mod keyspace;

@@ -75,8 +75,8 @@ impl Keyspace {
                 Expiry::Keep => current.and_then(|(_, at)| at),
                 Expiry::At(at) => Some(at),
             };
-            self.entries.insert(
-                key.to_vec(),
+            self.insert(
+                key,
                 Entry {
                     data: Data::Str(value.to_vec()),
                     expire_at,
@@ -129,8 +129,8 @@ impl Keyspace {
         let Some(next) = current.checked_add(by) else {
             return Reply::error("ERR increment or decrement would overflow");
         };
-        self.entries.insert(
-            key.to_vec(),
+        self.insert(
+            key,
             Entry {
                 data: Data::Str(next.to_string().into_bytes()),
                 expire_at,

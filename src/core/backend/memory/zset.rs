@@ -30,9 +30,8 @@ impl Keyspace {
 
     /// Deletes a sorted set that lost its last member, as Redis does.
     fn drop_if_empty(&mut self, key: &[u8]) {
-        if matches!(self.entries.get(key), Some(Entry { data: Data::ZSet(zset), .. }) if zset.is_empty())
-        {
-            self.entries.remove(key);
+        if matches!(self.live(key), Some(Entry { data: Data::ZSet(zset), .. }) if zset.is_empty()) {
+            self.remove(key);
         }
     }
 
@@ -101,8 +100,8 @@ impl Keyspace {
             Ok(None) => Some(ZSet::default()),
         };
         if let Some(zset) = zset {
-            self.entries.insert(
-                key.to_vec(),
+            self.insert(
+                key,
                 Entry {
                     data: Data::ZSet(zset),
                     expire_at: None,
