@@ -23,6 +23,7 @@ for (const [api, name, make] of apis) {
       assert.match(err.message, /memory:\/\//)
       assert.match(err.message, /got "htp:\/\/alice:\*\*\*@db\.example:6379\/0"/)
       assert.ok(!err.message.includes('hunter2'), err.message)
+      assert.ok(err.stack.startsWith(`TypeError: ${err.message}\n`), err.stack)
       return err instanceof TypeError
     })
   })

@@ -272,12 +272,16 @@ function connectionError(err, read) {
   if (err?.code !== 'EINVAL' || err.argument !== 'redis' || read === undefined) return err
   const argument = read.urlArgument
   const url = read.connection.url
+  const before = err.message
   err.argument = argument
   if (err.message.startsWith('redis ')) err.message = `${argument} ${err.message.slice('redis '.length)}`
   if (typeof url === 'string') {
     const shown = redactUrl(url)
     err.message += shown === undefined ? ', got a string with no scheme:// (not shown: it may hold a password)' : `, got "${shown}"`
   }
+  // A stack already written out holds the native message: its first line says what the message says.
+  const head = `${err.name}: ${before}\n`
+  if (typeof err.stack === 'string' && err.stack.startsWith(head)) err.stack = `${err.name}: ${err.message}\n${err.stack.slice(head.length)}`
   return err
 }
 

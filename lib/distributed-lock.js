@@ -340,7 +340,8 @@ class DistributedLock {
       if (err instanceof LockAcquisitionError) {
         const counted = err.message
         err.message = `Failed to acquire lock "${key}" within ${timeoutMs} ms`
-        if (typeof err.stack === 'string') err.stack = err.stack.replace(counted, err.message)
+        const head = `${err.name}: ${counted}\n`
+        if (typeof err.stack === 'string' && err.stack.startsWith(head)) err.stack = `${err.name}: ${err.message}\n${err.stack.slice(head.length)}`
       }
       throw fromNative(err, key)
     }
