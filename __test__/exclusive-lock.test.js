@@ -837,7 +837,7 @@ describe('losing the lock', () => {
 
   test('lock key deleted: ELOST at the next tick, then released', async () => {
     const r = await loseBy('lost deleted', (lock) => raw.del(lock.key))
-    await assertLossThenRelease(r, /deleted or taken/)
+    await assertLossThenRelease(r, /gone or no longer ours/)
     assert.ok(r.error.at - r.actedAt <= 2 * 200 + MARGIN, `noticed ${Math.round(r.error.at - r.actedAt)} ms after the DEL`)
     assert.equal(await raw.exists(r.lock.key, ownerKey(r.lock.key)), 0, 'the owner key is cleaned up too')
     assert.equal(await r.lock.acquire(), true, 'a later acquire works')
@@ -846,7 +846,7 @@ describe('losing the lock', () => {
 
   test('lock key overwritten with another value: ELOST, and the new value is neither deleted nor extended', async () => {
     const r = await loseBy('lost overwritten', (lock) => raw.set(lock.key, 'someone-else'))
-    await assertLossThenRelease(r, /deleted or taken/)
+    await assertLossThenRelease(r, /gone or no longer ours/)
     assert.ok(r.error.at - r.actedAt <= 2 * 200 + MARGIN, `noticed ${Math.round(r.error.at - r.actedAt)} ms after the SET`)
     assert.equal(await raw.get(r.lock.key), 'someone-else')
     assert.equal(await raw.pttl(r.lock.key), -1, 'no TTL was put on the stranger value')
@@ -858,7 +858,7 @@ describe('losing the lock', () => {
 
   test('owner key deleted: ELOST; the lock key is left to expire, never extended', async () => {
     const r = await loseBy('lost owner', (lock) => raw.del(ownerKey(lock.key)))
-    await assertLossThenRelease(r, /deleted or taken/)
+    await assertLossThenRelease(r, /gone or no longer ours/)
     assert.ok(r.error.at - r.actedAt <= 2 * 200 + MARGIN)
     const ttl1 = await raw.pttl(r.lock.key)
     await sleep(300)
@@ -1056,7 +1056,7 @@ describe('losing the lock', () => {
       },
       { ttl: 3000, refresh: 200 },
     )
-    await assertLossThenRelease(r, /deleted or taken|TTL ran out/)
+    await assertLossThenRelease(r, /gone or no longer ours|TTL ran out/)
     assert.ok(
       r.error.at - restartedAt <= 2 * 200 + MARGIN + 800,
       `noticed ${Math.round(r.error.at - restartedAt)} ms after the restart`,

@@ -6,7 +6,7 @@
 // supplies are the hooks a settlement needs: the error classes users match on, and the
 // listeners that hear of held locks (`refreshed`, `lost`).
 const { NativeCompletions } = require('./native')
-const { fromNative } = require('./errors')
+const { settledError } = require('./errors')
 
 /** A method of objects that listen for their lock's news: `[EVENT](event, code, message)`. */
 const EVENT = Symbol('event')
@@ -29,7 +29,7 @@ const completions = new NativeCompletions(performance.now())
 process.once('exit', () => completions.end())
 
 completions.hook('error', (err, owner) => {
-  const error = fromNative(err)
+  const error = settledError(err)
   owner?.[FAILED]?.(error.code)
   return error
 })

@@ -7,7 +7,7 @@ const check = require('./validate')
 
 /** What `name` may be, for error messages. */
 const expected = (name) =>
-  `${name} must be an ioredis client, a node-redis client, a redis://, rediss:// or memory:// URL, or options naming host, port, path or url`
+  `${name} must be an ioredis client, a node-redis client, a redis://, rediss://, unix:// or memory:// URL, or options naming host, port, path or url`
 
 // TLS options as ioredis (`tls: {...}`) and node-redis (`socket: { tls: true, ... }`) take
 // them, that is, Node's tls.connect options. We honour these; the PEM travels as bytes.
@@ -85,6 +85,13 @@ function tlsFields(tls, name) {
   }
 }
 
+// A real client can connect itself; an object that merely has the fields we look at (a
+// mock, a half-built wrapper) says nothing trustworthy about where its server is.
+function canConnect(client) {
+  return typeof client.connect === 'function' && typeof client.on === 'function' &&
+    (typeof client.quit === 'function' || typeof client.disconnect === 'function')
+}
+
 function isIoredis(client) {
   return typeof client.options === 'object' && client.options !== null &&
     typeof client.status === 'string' && typeof client.sendCommand === 'function'
@@ -95,13 +102,29 @@ function isNodeRedis(client) {
     'isOpen' in client
 }
 
+/** Refuses a client-shaped object that is not a real client of its library. */
+function realClient(client, library, name) {
+  if (!canConnect(client)) {
+    throw invalidArgument(
+      TypeError,
+      name,
+      `${expected(name)}; this object looks like a ${library} client but is not one (it cannot connect), so where its server is cannot be told`,
+    )
+  }
+}
+
 function fromIoredis(client, name) {
   if (client.isCluster) {
     throw invalidArgument(TypeError, name, 'ioredis Cluster clients are not supported yet; pass a single-node client')
   }
+  realClient(client, 'ioredis', name)
   const o = client.options
   if (Array.isArray(o.sentinels) && o.sentinels.length > 0) {
     throw invalidArgument(TypeError, name, 'ioredis Sentinel clients are not supported yet; pass the master address')
+  }
+  // ioredis fills in its defaults (localhost:6379), so a real client always names its server.
+  if (!o.path && o.host === undefined && o.port === undefined) {
+    throw invalidArgument(TypeError, name, `${expected(name)}; this ioredis client's options name no host, port or path`)
   }
   return {
     connection: {
@@ -114,17 +137,26 @@ function fromIoredis(client, name) {
       password: o.password || undefined,
     },
     clientKeyPrefix: o.keyPrefix || undefined,
+    fromClient: true,
   }
 }
 
-function fromNodeRedis(client) {
+// node-redis's own defaults: a client made by createClient() with no address connects there.
+const NODE_REDIS_HOST = 'localhost'
+const NODE_REDIS_PORT = 6379
+
+function fromNodeRedis(client, name) {
+  realClient(client, 'node-redis', name)
   const o = client.options ?? {}
   const socket = o.socket ?? {}
+  // Where the user's client itself connects, node-redis's defaults included: the locks belong
+  // on the server the client talks to. A URL's own host and port are left to the URL.
+  const own = (value, fallback) => (socket.path ? undefined : value ?? (o.url ? undefined : fallback))
   return {
     connection: {
       url: o.url || undefined,
-      host: socket.path ? undefined : socket.host,
-      port: socket.path ? undefined : socket.port,
+      host: own(socket.host, NODE_REDIS_HOST),
+      port: own(socket.port, NODE_REDIS_PORT),
       path: socket.path || undefined,
       // node-redis reads the TLS options from the socket object, and only when `tls` is set.
       ...(socket.tls ? tlsFields(typeof socket.tls === 'object' ? { ...socket, ...socket.tls } : socket, 'socket') : {}),
@@ -132,6 +164,7 @@ function fromNodeRedis(client) {
       username: o.username || undefined,
       password: o.password || undefined,
     },
+    fromClient: true,
   }
 }
 
@@ -203,7 +236,53 @@ function checkRanges(result, name) {
  * never a guess at a default server.
  */
 function connectionOptions(input, name = 'redis') {
-  return checkRanges(readConnection(input, name), name)
+  const read = checkRanges(readConnection(input, name), name)
+  // Where a URL the native side refuses came from, to name it as the caller wrote it.
+  read.urlArgument = typeof input === 'string' || read.fromClient ? name : `${name}.url`
+  return read
+}
+
+/**
+ * A URL as it may be printed: its password (or lone userinfo) and any password parameter
+ * hidden; `undefined` for a string with no scheme, of which no part can be told safe to show.
+ */
+function redactUrl(url) {
+  const scheme = url.indexOf('://')
+  if (scheme < 0) return undefined
+  const start = scheme + 3
+  const end = url.slice(start).search(/[/?#]/)
+  const authority = end < 0 ? url.slice(start) : url.slice(start, start + end)
+  const at = authority.lastIndexOf('@')
+  let shown = url
+  if (at >= 0) {
+    const userinfo = authority.slice(0, at)
+    const colon = userinfo.indexOf(':')
+    const hidden = colon >= 0 ? `${userinfo.slice(0, colon)}:***` : '***'
+    shown = url.slice(0, start) + hidden + url.slice(start + at)
+  }
+  shown = shown.replace(/([?&][^=&#]*pass[^=&#]*=)[^&#]*/gi, '$1***')
+  return shown.length > 200 ? `${shown.slice(0, 200)}...` : shown
+}
+
+/**
+ * The native side names the connection argument `redis`; this names it as the caller's API
+ * does (`read` from connectionOptions), and shows the refused URL with its secrets hidden.
+ */
+function connectionError(err, read) {
+  if (err?.code !== 'EINVAL' || err.argument !== 'redis' || read === undefined) return err
+  const argument = read.urlArgument
+  const url = read.connection.url
+  const before = err.message
+  err.argument = argument
+  if (err.message.startsWith('redis ')) err.message = `${argument} ${err.message.slice('redis '.length)}`
+  if (typeof url === 'string') {
+    const shown = redactUrl(url)
+    err.message += shown === undefined ? ', got a string with no scheme:// (not shown: it may hold a password)' : `, got "${shown}"`
+  }
+  // A stack already written out holds the native message: its first line says what the message says.
+  const head = `${err.name}: ${before}\n`
+  if (typeof err.stack === 'string' && err.stack.startsWith(head)) err.stack = `${err.name}: ${err.message}\n${err.stack.slice(head.length)}`
+  return err
 }
 
 function readConnection(input, name) {
@@ -215,11 +294,11 @@ function readConnection(input, name) {
     throw invalidArgument(TypeError, name, `${expected(name)}, got ${check.describe(input)}`)
   }
   if (isIoredis(input)) return fromIoredis(input, name)
-  if (isNodeRedis(input)) return fromNodeRedis(input)
+  if (isNodeRedis(input)) return fromNodeRedis(input, name)
   if (typeof input.sendCommand === 'function' || typeof input.set === 'function') {
     throw invalidArgument(TypeError, name, `${expected(name)}; this client type is not recognised`)
   }
   return fromObject(input, name)
 }
 
-module.exports = { connectionOptions }
+module.exports = { connectionOptions, connectionError, redactUrl, expected }

@@ -1,10 +1,10 @@
 'use strict'
 
 const { NativeDistributedLock } = require('./native')
-const { connectionOptions } = require('./connection')
+const { connectionOptions, connectionError } = require('./connection')
 const { withSignal } = require('./abort')
 const { lossSignal } = require('./loss-signal')
-const { fromNative, InvalidLockError, LockLostError } = require('./errors')
+const { fromNative, InvalidLockError, LockLostError, LockAcquisitionError } = require('./errors')
 const { heartbeat, beating } = require('./liveness')
 const { completions, listen, unlisten, EVENT, FAILED } = require('./completions')
 const check = require('./validate')
@@ -147,8 +147,10 @@ class LockHandle {
     }
   }
 
-  release() {
-    if ((this.#flags & (FILLED | RELEASED)) !== FILLED) return Promise.resolve()
+  // Public methods await their native call in an async function, so that a failure's stack
+  // shows the caller's frames (see fromNative).
+  async release() {
+    if ((this.#flags & (FILLED | RELEASED)) !== FILLED) return
     if ((this.#flags & LENT) !== 0) this.#askLent()
     this.#flags |= RELEASED | RELEASING
     this.#stopListening()
@@ -156,11 +158,17 @@ class LockHandle {
     this.#remember()
     // A lost lock, or one lent to us and not confirmed yet, is never lent on (fence 0).
     const fence = (this.#flags & (LOST | LENT)) === 0 ? this.#fence : 0
+    let pending
     try {
-      return this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch)
+      pending = this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch)
     } catch (err) {
       this[FAILED]()
-      return Promise.reject(fromNative(err, this.#key))
+      throw fromNative(err, this.#key)
+    }
+    try {
+      return await pending
+    } catch (err) {
+      throw fromNative(err, this.#key)
     }
   }
 
@@ -274,7 +282,8 @@ class DistributedLock {
   }
 
   constructor(redis, options) {
-    const { connection, clientKeyPrefix } = connectionOptions(redis)
+    const read = connectionOptions(redis)
+    const { connection, clientKeyPrefix } = read
     const o = check.optionalObject(options, 'options')
     check.optionalString(o.keyPrefix, 'options.keyPrefix')
     check.optionalBoolean(o.fair, 'options.fair')
@@ -299,44 +308,59 @@ class DistributedLock {
         completions,
       )
     } catch (err) {
-      throw withOptionPrefix(fromNative(err))
+      throw withOptionPrefix(connectionError(fromNative(err), read))
     }
   }
 
   /** Acquires `key`, retrying `maxRetries` times with exponential backoff. */
-  acquire(key, ttlMs, options) {
-    return this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
-      this.#native.acquire(handle, key, ttlMs, cancel, listener),
-    )
+  async acquire(key, ttlMs, options) {
+    try {
+      return await this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
+        this.#native.acquire(handle, key, ttlMs, cancel, listener),
+      )
+    } catch (err) {
+      throw fromNative(err, key)
+    }
   }
 
   /** One attempt; `null` when someone else holds the lock. */
-  tryAcquire(key, ttlMs, options) {
-    return this.#attempting(key, ttlMs, options, false, (handle, _cancel, listener) =>
-      this.#native.tryAcquire(handle, key, ttlMs, listener),
-    )
+  async tryAcquire(key, ttlMs, options) {
+    try {
+      return await this.#attempting(key, ttlMs, options, false, (handle, _cancel, listener) =>
+        this.#native.tryAcquire(handle, key, ttlMs, listener),
+      )
+    } catch (err) {
+      throw fromNative(err, key)
+    }
   }
 
   /** Waits up to `timeoutMs` for the lock, however many attempts that takes. */
-  waitForLock(key, timeoutMs, ttlMs, options) {
+  async waitForLock(key, timeoutMs, ttlMs, options) {
+    check.string(key, 'key')
+    check.number(timeoutMs, 'timeoutMs')
     try {
-      check.string(key, 'key')
-      check.number(timeoutMs, 'timeoutMs')
+      return await this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
+        this.#native.waitForLock(handle, key, timeoutMs, ttlMs, cancel, listener),
+      )
     } catch (err) {
-      return Promise.reject(fromNative(err, key))
+      // A wait is bounded by time, not by a number of retries: say so.
+      if (err instanceof LockAcquisitionError) {
+        const counted = err.message
+        err.message = `Failed to acquire lock "${key}" within ${timeoutMs} ms`
+        const head = `${err.name}: ${counted}\n`
+        if (typeof err.stack === 'string' && err.stack.startsWith(head)) err.stack = `${err.name}: ${err.message}\n${err.stack.slice(head.length)}`
+      }
+      throw fromNative(err, key)
     }
-    return this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
-      this.#native.waitForLock(handle, key, timeoutMs, ttlMs, cancel, listener),
-    )
   }
 
   /** Whether anyone holds `key`. Rejects, never answers `false`, when Redis cannot be asked. */
-  isLocked(key) {
+  async isLocked(key) {
     try {
       check.string(key, 'key')
-      return this.#native.isLocked(key)
+      return await this.#native.isLocked(key)
     } catch (err) {
-      return Promise.reject(fromNative(err, key))
+      throw fromNative(err, key)
     }
   }
 
@@ -412,14 +436,14 @@ class DistributedLock {
    * landed there: the fenced store that makes a paused, expired holder's late write harmless.
    * Resolves `true` when written, `false` when rejected as stale.
    */
-  fencedSet(key, value, fence) {
+  async fencedSet(key, value, fence) {
     try {
       check.string(key, 'key')
       check.string(value, 'value')
       check.string(fence, 'fence')
-      return this.#native.fencedSet(key, value, fence)
+      return await this.#native.fencedSet(key, value, fence)
     } catch (err) {
-      return Promise.reject(fromNative(err, key))
+      throw fromNative(err, key)
     }
   }
 }

@@ -49,8 +49,30 @@ function invalidArgument(Class, argument, message) {
 // and `key`, marked by a non-enumerable `nativeRedisLock` so that a user's error that
 // happens to carry one of these codes passes through untouched.
 
-/** Turns an error from the native binding into the error class users match on. */
+/** Marks an error made as a native call settled: no caller's frame is on the stack then. */
+const SETTLED = Symbol('settled')
+
+/** The error class users match on, for an error that a native call settled with. */
+function settledError(err) {
+  const error = fromNative(err)
+  if (error !== null && typeof error === 'object' && Object.isExtensible(error)) {
+    Object.defineProperty(error, SETTLED, { value: true, configurable: true })
+  }
+  return error
+}
+
+/**
+ * Turns an error from the native binding into the error class users match on. One that a
+ * native call settled with gets the stack of the first public method that catches it after
+ * its `await`: V8 then adds the frames of the async functions awaiting it, the caller's
+ * among them. Only failures pay for it.
+ */
 function fromNative(err, key) {
+  if (err !== null && typeof err === 'object' && err[SETTLED] === true) {
+    delete err[SETTLED]
+    Error.captureStackTrace(err, fromNative)
+    return err
+  }
   if (err === null || typeof err !== 'object' || err.nativeRedisLock !== true) return err
   const lockKey = err.key !== undefined ? err.key : key
   switch (err.code) {
@@ -67,4 +89,4 @@ function fromNative(err, key) {
   }
 }
 
-module.exports = { LockError, LockAcquisitionError, InvalidLockError, LockLostError, invalidArgument, fromNative }
+module.exports = { LockError, LockAcquisitionError, InvalidLockError, LockLostError, invalidArgument, fromNative, settledError }

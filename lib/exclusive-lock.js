@@ -2,7 +2,7 @@
 
 const EventEmitter = require('node:events')
 const { NativeExclusiveLock } = require('./native')
-const { connectionOptions } = require('./connection')
+const { connectionOptions, connectionError } = require('./connection')
 const { LockLostError, fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating, missed } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
@@ -118,7 +118,10 @@ class ExclusiveLock extends EventEmitter {
     } catch (err) {
       // A connection with a bad TLS option keeps its own message; the rest is the original's.
       if (err.argument?.startsWith('cache_connection.tls')) throw err
-      throw einval(new TypeError('A valid cache_connection to a cache store is required'))
+      // The original's words; what exactly was wrong, and with what, is the cause.
+      throw einval(new TypeError('A valid cache_connection to a cache store is required', { cause: err }), {
+        argument: 'cache_connection',
+      })
     }
     const o = { ...DEFAULTS, ...opts }
     const diff = o.lock_ttl_ms - o.lock_refresh_ms
@@ -145,7 +148,7 @@ class ExclusiveLock extends EventEmitter {
         completions,
       )
     } catch (err) {
-      throw fromNative(err)
+      throw connectionError(fromNative(err), connection)
     }
     this.#stallGuarded = maxStall > 0
     this.#key = this.#native.key

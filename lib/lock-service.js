@@ -2,7 +2,7 @@
 
 const { randomUUID } = require('node:crypto')
 const { NativeLockService, NativeTicker, validateTtlMs } = require('./native')
-const { connectionOptions } = require('./connection')
+const { connectionOptions, connectionError, expected: expectedConnection } = require('./connection')
 const { fromNative, invalidArgument } = require('./errors')
 const check = require('./validate')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
@@ -28,7 +28,7 @@ const CONFIG = Object.freeze({
 
 const CACHE_METHODS = ['setIfNotExists', 'get', 'del', 'expire']
 const CACHE_EXPECTED =
-  'cacheInstance must be a cache with setIfNotExists, get, del and expire, a Redis client (ioredis, node-redis, maestro RedisCacheClient), a redis:// URL, or options naming host, port, path or url'
+  'cacheInstance must be a cache with setIfNotExists, get, del and expire, a Redis client (ioredis, node-redis, maestro RedisCacheClient), a redis://, rediss://, unix:// or memory:// URL, or options naming host, port, path or url'
 
 /**
  * maestro logs through its logger service (`logDebug`, `logInfo`, `logWarning`, `logError`);
@@ -64,7 +64,10 @@ function pathOf(cache) {
     return connectionOptions(cache, 'cacheInstance')
   } catch (err) {
     if (err.argument?.startsWith('cacheInstance.')) throw err
-    throw invalidArgument(TypeError, 'cacheInstance', CACHE_EXPECTED)
+    // What was wrong with it, as connectionOptions said after its own list of the forms.
+    const prefix = expectedConnection('cacheInstance')
+    const detail = err.message.startsWith(prefix) ? err.message.slice(prefix.length) : ''
+    throw invalidArgument(TypeError, 'cacheInstance', CACHE_EXPECTED + detail)
   }
 }
 
@@ -144,7 +147,7 @@ class DistributedLockService {
         completions,
       )
     } catch (err) {
-      throw fromNative(err, this.lockKey)
+      throw connectionError(fromNative(err, this.lockKey), native)
     }
   }
 

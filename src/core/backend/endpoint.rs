@@ -237,7 +237,7 @@ impl Endpoint {
         let invalid = || {
             LockError::invalid_type(
                 "redis",
-                "redis must be a valid redis://, rediss:// or unix:// URL",
+                "redis must be a valid redis://, rediss://, unix:// or memory:// URL",
             )
         };
         let info = url.into_connection_info().map_err(|_| invalid())?;

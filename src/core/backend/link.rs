@@ -7,6 +7,7 @@
 use super::boundary::Backend;
 use super::endpoint::{Address, Endpoint};
 use super::memory::MemoryConnection;
+use super::mismatch;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -70,6 +71,9 @@ pub struct Link {
     manager: Mutex<Option<Backend>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
+    /// Set once a call was answered: until then a failure may be a wrong address or TLS on
+    /// one side only, which is worth finding out (`mismatch.rs`).
+    reached: AtomicBool,
     /// Set once the server turned down SSUBSCRIBE (before Redis 7, or an ACL without it):
     /// from then on we listen with plain SUBSCRIBE, as the scripts then publish.
     unsharded: AtomicBool,
@@ -99,6 +103,7 @@ impl Link {
             endpoint,
             manager: Mutex::new(None),
             resp2_only: AtomicBool::new(false),
+            reached: AtomicBool::new(false),
             unsharded: AtomicBool::new(false),
             dropped: Arc::new(Notify::new()),
             scripts_ready: Arc::new(AtomicBool::new(false)),
@@ -319,9 +324,29 @@ impl Link {
         loop {
             let started = tokio::time::Instant::now();
             let manager = self.manager().map_err(|err| (err, None))?;
-            let reply = tokio::time::timeout_at(deadline, op(manager.clone())).await;
+            let work = tokio::time::timeout_at(deadline, op(manager.clone()));
+            let reply = if self.unreached_tls() {
+                // A plain server sent a TLS hello stays silent until the connect timeout:
+                // after a short silence, ask it in plain text whether it is one.
+                let silence = async {
+                    tokio::time::sleep(mismatch::TLS_SILENCE).await;
+                    mismatch::tls_mismatch(&self.endpoint).await
+                };
+                tokio::select! {
+                    reply = work => reply,
+                    Some(err) = silence => {
+                        self.discard_manager();
+                        return Err((err, None));
+                    }
+                }
+            } else {
+                work.await
+            };
             let err = match reply {
-                Ok(Ok(value)) => return Ok(value),
+                Ok(Ok(value)) => {
+                    self.reached.store(true, Ordering::Relaxed);
+                    return Ok(value);
+                }
                 Ok(Err(err)) => err,
                 Err(_) => {
                     // A request that got no reply keeps its place in the connection's reply
@@ -332,7 +357,7 @@ impl Link {
                     self.dropped.notify_one();
                     let err =
                         LockError::Timeout(format!("no reply within {} ms", timeout.as_millis()));
-                    return Err((err, Some(Connection(manager))));
+                    return Err((self.explain(err).await, Some(Connection(manager))));
                 }
             };
             if refuses_resp3(&err) && !self.resp2_only.swap(true, Ordering::Relaxed) {
@@ -364,8 +389,25 @@ impl Link {
             {
                 self.discard_manager();
             }
-            return Err((LockError::from(err), None));
+            return Err((self.explain(LockError::from(err)).await, None));
         }
+    }
+
+    /// TLS to a server never reached yet: it may be a plain-text one.
+    fn unreached_tls(&self) -> bool {
+        self.endpoint.is_tls() && !self.reached.load(Ordering::Relaxed)
+    }
+
+    /// A failed call's error, naming the server; before the server was ever reached, one
+    /// that speaks the other protocol (TLS or plain text) is said to.
+    async fn explain(&self, err: LockError) -> LockError {
+        let reaching = matches!(err, LockError::Connection(_) | LockError::Timeout(_));
+        if reaching && !self.reached.load(Ordering::Relaxed) {
+            if let Some(mismatch) = mismatch::tls_mismatch(&self.endpoint).await {
+                return mismatch;
+            }
+        }
+        mismatch::explain(&self.endpoint, err)
     }
 
     /// As `eval`; on a timeout, also the connection the request is still queued on.

@@ -7,3 +7,4 @@ pub mod direct;
 pub mod endpoint;
 pub mod link;
 pub mod memory;
+pub mod mismatch;

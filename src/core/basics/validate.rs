@@ -19,6 +19,24 @@ pub const MAX_RETRIES: u32 = 1_000;
 /// The bound of each command when the user sets none (`commandTimeout`).
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_millis(5_000);
 
+/// The shortest TTL a lock kept alive by refreshes may have: it is refreshed every third of
+/// it, and a TTL shorter than this is nearly always seconds written where ms were meant.
+pub const MIN_REFRESHED_TTL_MS: u64 = 100;
+
+/// A TTL that refreshes are to keep alive (`ttl`, already checked as a TTL, from `arg`).
+pub fn refreshed_ttl(arg: &'static str, ttl: Duration) -> Result<Duration, LockError> {
+    if ttl.as_millis() < u128::from(MIN_REFRESHED_TTL_MS) {
+        return Err(LockError::invalid_range(
+            arg,
+            format!(
+                "{arg} must be at least {MIN_REFRESHED_TTL_MS} ms with autoRefresh (the lock is refreshed every third of it), got {} ms; TTLs are in milliseconds, not seconds",
+                ttl.as_millis()
+            ),
+        ));
+    }
+    Ok(ttl)
+}
+
 pub fn key(arg: &'static str, key: &str) -> Result<(), LockError> {
     if key.is_empty() {
         return Err(LockError::invalid_type(
@@ -146,6 +164,15 @@ mod tests {
     fn zero_is_a_valid_delay_but_not_a_ttl() {
         assert_eq!(non_negative_ms("retryDelayMs", 0.0), Ok(Duration::ZERO));
         assert!(positive_ms("ttlMs", 0.0).is_err());
+    }
+
+    #[test]
+    fn refreshed_ttls_have_a_floor_named_in_ms() {
+        assert!(refreshed_ttl("ttlMs", Duration::from_millis(100)).is_ok());
+        let err = refreshed_ttl("ttlMs", Duration::from_millis(5)).unwrap_err();
+        assert_eq!(range_arg(err.clone()), ("ttlMs", InvalidKind::Range));
+        assert!(err.to_string().contains("at least 100 ms"), "{err}");
+        assert!(err.to_string().contains("got 5 ms"), "{err}");
     }
 
     #[test]

@@ -175,7 +175,15 @@ impl DistributedLock {
         listener: Option<u32>,
     ) -> Result<Acquisition<'_>, LockError> {
         validate::key("key", &key)?;
-        let ttl = self.ttl(ttl_ms)?;
+        let mut ttl = self.ttl(ttl_ms)?;
+        if listener.is_some() {
+            let arg = if ttl_ms.is_some() {
+                "ttlMs"
+            } else {
+                "options.defaultTtlMs"
+            };
+            ttl = validate::refreshed_ttl(arg, ttl)?;
+        }
         Ok(Acquisition {
             lock: self,
             kind,

@@ -331,7 +331,8 @@ impl Watchdog {
                     Some(false) => {
                         let err = LockError::Lost {
                             key: entry.name(),
-                            reason: "it was deleted or taken by another holder".into(),
+                            // The refresh cannot tell these apart: it only finds the key not ours.
+                            reason: "the key is gone or no longer ours (deleted, lost in a Redis restart or failover, or taken by another holder after it expired)".into(),
                         };
                         lost.push(Lost::of(entry, err, &self.clock));
                         state.entries.remove(id);
