@@ -32,7 +32,8 @@ for (const [api, name, make] of apis) {
     assert.throws(() => make('memory://a/b'), (err) => {
       assert.equal(err.argument, name)
       assert.ok(err.message.startsWith(`${name} must be memory://`), err.message)
-      assert.match(err.message, /got "memory:\/\/a\/b"/)
+      // The name alone is shown, once (the native message already repeats it).
+      assert.match(err.message, /got 'a\/b'$/)
       return true
     })
   })

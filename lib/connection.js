@@ -261,6 +261,8 @@ function redactUrl(url) {
     shown = url.slice(0, start) + hidden + url.slice(start + at)
   }
   shown = shown.replace(/([?&][^=&#]*pass[^=&#]*=)[^&#]*/gi, '$1***')
+  // Control and non-ASCII characters are shown escaped: a message must not carry them raw.
+  shown = shown.replace(/[^\x20-\x7e]/gu, (c) => `\\u{${c.codePointAt(0).toString(16)}}`)
   return shown.length > 200 ? `${shown.slice(0, 200)}...` : shown
 }
 
@@ -275,7 +277,8 @@ function connectionError(err, read) {
   const before = err.message
   err.argument = argument
   if (err.message.startsWith('redis ')) err.message = `${argument} ${err.message.slice('redis '.length)}`
-  if (typeof url === 'string') {
+  // The native message may already show the refused part (a memory:// name, escaped).
+  if (typeof url === 'string' && !/\bgot '/.test(before)) {
     const shown = redactUrl(url)
     err.message += shown === undefined ? ', got a string with no scheme:// (not shown: it may hold a password)' : `, got "${shown}"`
   }
