@@ -251,6 +251,8 @@ impl Win for ServiceHold {
     fn deliver(self, locker: &Locker, lease: Lease) -> String {
         let mut target = locker.target(&lease, self.every.max(Duration::from_millis(1)));
         target.ttl = self.refresh_ttl;
+        // maestro refreshes on a `setInterval`: never sooner than its interval.
+        target.punctual = true;
         let watchdog = Watchdog::of(locker.store());
         let sent = lease.sent().at;
         let watch = watchdog.watch(target, sent, self.limits, self.sink, self.listener);
