@@ -3,6 +3,7 @@
 const { randomUUID } = require('node:crypto')
 const { NativeLockService, NativeTicker, validateTtlMs } = require('./native')
 const { connectionOptions } = require('./connection')
+const { sharedConnection } = require('./shared-connection')
 const { fromNative, invalidArgument } = require('./errors')
 const check = require('./validate')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
@@ -84,6 +85,8 @@ class NativeRefresh {
  */
 class DistributedLockService {
   #native = null
+  // Keeps the shared connection of these settings known while this service lives.
+  #connection = null
   #ticker = null
   #keepAlive = new KeepAlive()
   #beating = new Beating()
@@ -131,8 +134,9 @@ class DistributedLockService {
       return
     }
     try {
+      this.#connection = sharedConnection(native.connection)
       this.#native = new NativeLockService(
-        native.connection,
+        this.#connection,
         {
           retryDelayMs: CONFIG.retryDelayMs,
           maxBackoffMs: CONFIG.maxBackoffMs,
@@ -141,7 +145,6 @@ class DistributedLockService {
           maxStallMs: 3 * this.ttl,
         },
         heartbeat,
-        completions,
       )
     } catch (err) {
       throw fromNative(err, this.lockKey)
