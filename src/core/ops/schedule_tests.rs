@@ -78,11 +78,15 @@ fn a_punctual_lock_is_refreshed_at_its_due_time_not_with_an_earlier_tick() {
         .insert(entry_of(&clock, 300, 3_000, 1_000, true), &clock)
         .0;
     let batched = schedule.insert(entry(&clock, 300, 3_000, 1_000), &clock).0;
+    let together = schedule
+        .insert(entry_of(&clock, 350, 3_000, 1_000, true), &clock)
+        .0;
     assert_eq!(schedule.tick(1_000, &clock).due, [first, batched]);
     assert!(schedule.get(punctual).is_some_and(|e| !e.in_flight));
-    assert_eq!(schedule.next_wake(&clock), Some(1_300));
+    // Due at 1,300 and 1,350: one tick takes both, a tenth of the interval after the first.
+    assert_eq!(schedule.next_wake(&clock), Some(1_400));
     assert!(schedule.tick(1_299, &clock).due.is_empty());
-    assert_eq!(schedule.tick(1_300, &clock).due, [punctual]);
+    assert_eq!(schedule.tick(1_400, &clock).due, [punctual, together]);
 }
 
 #[test]

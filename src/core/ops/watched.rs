@@ -64,8 +64,9 @@ pub struct Target {
     /// Refresh this often, counted from the last refresh sent.
     pub every: Duration,
     /// Never refreshed before `every` has passed: the API promises its schedule (the
-    /// originals' `setInterval`), and its users read the refreshes by that clock. Otherwise a
-    /// refresh may come up to half an interval early to share a round trip (`ripe_at`).
+    /// originals' `setInterval`), and its users read the refreshes by that clock; it may come
+    /// a little late instead (`Entry::late_by`). Otherwise a refresh may come up to half an
+    /// interval early to share a round trip (`ripe_at`).
     pub punctual: bool,
 }
 
@@ -285,9 +286,22 @@ impl Entry {
             .min(self.hold_until)
             .min(self.stalled_at(clock));
         if !self.in_flight {
-            at = at.min(self.next_due);
+            at = at.min(self.next_due + self.late_by());
         }
         at
+    }
+
+    /// How long after its due time a punctual lock may wait for its tick: never early, but
+    /// late by up to a tenth of its interval (at most 100 ms), so that locks due within that
+    /// window, as those acquired together, share one tick and one pipeline. A timer is late
+    /// too; the TTL keeps at least 500 ms beyond the interval for ExclusiveLock, and two
+    /// thirds of itself for DistributedLockService.
+    fn late_by(&self) -> u64 {
+        if self.punctual {
+            u64::from(self.every_ms / 10).min(100)
+        } else {
+            0
+        }
     }
 
     /// Refreshing up to half an interval early makes any two groups of locks whose phases
