@@ -38,12 +38,16 @@ export declare class NativeCompletions {
   keepAlive(on: boolean): void
 }
 
+export declare class NativeConnection {
+  constructor(connection: ConnectionOptions, completions: NativeCompletions)
+}
+
 /**
  * The native side of one DistributedLock. Handles are plain JS objects holding their
  * lock's token and deadline; their `release` and `extend` come back here with those.
  */
 export declare class NativeDistributedLock {
-  constructor(connection: ConnectionOptions, options: DistributedLockOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
+  constructor(connection: NativeConnection, options: DistributedLockOptions, heartbeat: NativeHeartbeat)
   /** Resolves with `owner` filled in as the handle, after up to `maxRetries` retries. */
   acquire(owner: object, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): Promise<unknown>
   /** Resolves with `owner` filled in as the handle, or with `null` when the key is held. */
@@ -84,7 +88,7 @@ export declare class NativeDistributedLock {
 }
 
 export declare class NativeExclusiveLock {
-  constructor(connection: ConnectionOptions, options: ExclusiveLockOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
+  constructor(connection: NativeConnection, options: ExclusiveLockOptions, heartbeat: NativeHeartbeat)
   get key(): string
   get name(): string
   /** The fencing token of the current hold, if any. */
@@ -136,7 +140,7 @@ export declare class NativeHeartbeat {
 }
 
 export declare class NativeLockService {
-  constructor(connection: ConnectionOptions, options: LockServiceOptions, heartbeat: NativeHeartbeat, completions: NativeCompletions)
+  constructor(connection: NativeConnection, options: LockServiceOptions, heartbeat: NativeHeartbeat)
   /**
    * Tries `key` until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and
    * resolves with the lock's value (its owner token) once won, `null` when it stayed held

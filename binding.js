@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeCancel = nativeBinding.NativeCancel
 module.exports.NativeCompletions = nativeBinding.NativeCompletions
+module.exports.NativeConnection = nativeBinding.NativeConnection
 module.exports.NativeDistributedLock = nativeBinding.NativeDistributedLock
 module.exports.NativeExclusiveLock = nativeBinding.NativeExclusiveLock
 module.exports.NativeHeartbeat = nativeBinding.NativeHeartbeat

@@ -765,7 +765,7 @@ describe('the native refresh', () => {
     const sortedTtls = [...lockTtls].sort((x, y) => x - y)
     assert.ok(sortedTtls[Math.floor(sortedTtls.length / 2)] > TTL - 2 * REFRESH, 'median PTTL stays near the ttl')
 
-    // About one refresh per lock_refresh_ms (up to half an interval early).
+    // About one refresh per lock_refresh_ms (never sooner: see the next test).
     assert.ok(count >= HOLD / REFRESH / 2 && count <= (HOLD / REFRESH) * 2 + 5, `${count} refreshes in ${HOLD} ms`)
     const gaps = refreshTimes.slice(1, count).map((t, i) => t - refreshTimes[i]).sort((x, y) => x - y)
     const medianGap = gaps[Math.floor(gaps.length / 2)]
@@ -781,6 +781,45 @@ describe('the native refresh', () => {
     await sleep(400)
     assert.ok(refreshTimes.length <= releasedAt + 1, 'at most one in-flight refresh lands after release')
     assert.equal(await raw.exists(key, ownerKey(key)), 0)
+  })
+
+  test('refreshes come every lock_refresh_ms, never sooner, even beside other locks due in between', async () => {
+    // Several holds on one connection, started 1.2 s apart: each one's refresh falls in the
+    // others' intervals, where a watchdog batching refreshes early would take them along.
+    const TTL = 4000
+    const REFRESH = 3000
+    const STAGGER = 1200
+    const READ_AT = 2100 // well inside the first interval, 900 ms before the refresh is due
+    const holds = []
+    for (let i = 0; i < 4; i++) {
+      if (i > 0) await sleep(STAGGER)
+      const lock = make({ name: `punctual ${i}`, lock_ttl_ms: TTL, lock_refresh_ms: REFRESH })
+      const hold = { lock, refreshes: [], called: performance.now(), pttl: null }
+      lock.on('refreshed', () => hold.refreshes.push(performance.now()))
+      assert.equal(await lock.acquire(), true)
+      hold.acquired = performance.now()
+      hold.read = sleep(READ_AT).then(async () => {
+        const asked = performance.now()
+        hold.pttl = { ttl: await raw.pttl(lock.key), after: asked - hold.acquired }
+      })
+      holds.push(hold)
+    }
+    const last = holds[holds.length - 1]
+    await waitFor(() => last.refreshes.length >= 1, REFRESH + 5000, 'the last hold refreshed')
+    await Promise.all(holds.map((hold) => hold.read))
+    for (const hold of holds) await hold.lock.release()
+
+    for (const [i, hold] of holds.entries()) {
+      // Set no sooner than acquire() was called and not refreshed since: at most the TTL less
+      // the time from acquire()'s answer to the read.
+      const { ttl, after } = hold.pttl
+      assert.ok(ttl <= TTL - after + 5, `hold ${i}: PTTL ${ttl} read ${after.toFixed(0)} ms after acquire()`)
+      assert.ok(hold.refreshes.length >= 1, `hold ${i} was never refreshed`)
+      const first = hold.refreshes[0] - hold.called
+      assert.ok(first >= REFRESH - 10, `hold ${i}: first refreshed ${first.toFixed(0)} ms after acquire()`)
+      const gaps = hold.refreshes.slice(1).map((t, k) => t - hold.refreshes[k])
+      for (const gap of gaps) assert.ok(gap >= REFRESH - MARGIN, `hold ${i}: refreshed ${gap.toFixed(0)} ms apart`)
+    }
   })
 
   test('max_stall_ms 0 disables the stall guard: a 2.2 s blocked JS thread keeps the lock (ttl 600)', async () => {

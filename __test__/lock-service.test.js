@@ -432,6 +432,31 @@ describe('auto-refresh, release and status', () => {
     assert.equal(await probe.exists(key), 0, 'the key was refreshed after release()')
   })
 
+  test('refreshed every ttl/3 as maestro, never sooner, even beside other locks due in between', async () => {
+    // Holds on one connection, started 1.2 s apart: each one's refresh falls in the others'
+    // intervals, where a watchdog batching refreshes early would take them along.
+    const TTL = 9000 // refreshed every 3000 ms
+    const READ_AT = 2100 // well inside the first interval, 900 ms before the refresh is due
+    const holds = []
+    for (let i = 0; i < 4; i++) {
+      if (i > 0) await sleep(1200)
+      const s = service(freshKey('punctual'), TTL)
+      assert.equal(await s.acquire(), true)
+      const acquired = performance.now()
+      const read = sleep(READ_AT).then(async () => {
+        const after = performance.now() - acquired
+        return { ttl: await probe.pttl(s.getLockKey()), after }
+      })
+      holds.push({ s, read })
+    }
+    const reads = await Promise.all(holds.map((hold) => hold.read))
+    for (const { s } of holds) await s.release()
+    for (const [i, { ttl, after }] of reads.entries()) {
+      // Set no sooner than acquire() was called and not refreshed since.
+      assert.ok(ttl <= TTL - after + 5, `hold ${i}: PTTL ${ttl} read ${after.toFixed(0)} ms after acquire()`)
+    }
+  })
+
   test('release() when another holder now has the key: false, their key untouched', async () => {
     const key = freshKey('taken-over')
     const s = service(key, 3000)

@@ -50,7 +50,8 @@ test('10,000 held locks are refreshed each period in a handful of pipelines', as
   const pipelines = after.pipelines - before.pipelines
   assert.equal(after.watched, HELD)
   assert.equal(lost, 0)
-  // Six refresh periods: every lock refreshed about six times (up to half a period early).
+  // Six refresh periods: every lock refreshed about six times (on its interval, never early;
+  // the locks of one batch were sent together, so they stay in one pipeline).
   assert.ok(refreshes >= HELD * 5, `${refreshes} refreshes`)
   // Far from one round trip per lock: a few ticks per period, each a pipeline per 1,024 locks
   // due (the watchdog's chunk, which keeps a tick's memory small).

@@ -16,7 +16,8 @@ function rawLock(name, options = {}) {
   completions.hook('handle', (owner) => owner)
   const heartbeat = new native.NativeHeartbeat()
   const url = `memory://native-errors-${process.pid}-${name}`
-  return new native.NativeDistributedLock({ url }, { maxRetries: 0, retryDelayMs: 0, ...options }, heartbeat, completions)
+  const connection = new native.NativeConnection({ url }, completions)
+  return new native.NativeDistributedLock(connection, { maxRetries: 0, retryDelayMs: 0, ...options }, heartbeat)
 }
 
 function marked(err) {
@@ -76,7 +77,8 @@ test('a sync throw is a TypeError or RangeError with code EINVAL and argument, s
     return true
   })
 
-  assert.throws(() => new native.NativeDistributedLock({ url: 'memory://x' }, { maxRetries: -1 }, new native.NativeHeartbeat(), new native.NativeCompletions()), {
+  const connection = new native.NativeConnection({ url: 'memory://x' }, new native.NativeCompletions())
+  assert.throws(() => new native.NativeDistributedLock(connection, { maxRetries: -1 }, new native.NativeHeartbeat()), {
     name: 'RangeError',
     code: 'EINVAL',
     argument: 'maxRetries',

@@ -2,6 +2,7 @@
 
 const { NativeDistributedLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
+const { identity, shared, sharedConnection } = require('./shared-connection')
 const { withSignal } = require('./abort')
 const { lossSignal } = require('./loss-signal')
 const { fromNative, InvalidLockError, LockLostError, LockAcquisitionError } = require('./errors')
@@ -271,6 +272,8 @@ function autoRefreshOf(o) {
 /** Drop-in for @lilith/distributed-lock's DistributedLock. */
 class DistributedLock {
   #native
+  // Keeps the shared connection of these settings known while this lock lives.
+  #connection
 
   /**
    * Locks kept in this process (`memory://<name>`, default name ''), shared by every
@@ -292,20 +295,21 @@ class DistributedLock {
       check.optionalNumber(o[name], `options.${name}`)
     }
     try {
-      this.#native = new NativeDistributedLock(
-        { ...connection, connectTimeoutMs: o.connectTimeoutMs },
-        {
-          keyPrefix: o.keyPrefix,
-          clientKeyPrefix,
-          defaultTtlMs: o.defaultTtlMs,
-          retryDelayMs: o.retryDelayMs,
-          maxRetries: o.maxRetries,
-          commandTimeoutMs: o.commandTimeoutMs,
-          fair: o.fair,
-          lendOnHandover: o.lendOnHandover,
-        },
-        heartbeat,
-        completions,
+      const fields = { ...connection, connectTimeoutMs: o.connectTimeoutMs }
+      const settings = {
+        keyPrefix: o.keyPrefix,
+        clientKeyPrefix,
+        defaultTtlMs: o.defaultTtlMs,
+        retryDelayMs: o.retryDelayMs,
+        maxRetries: o.maxRetries,
+        commandTimeoutMs: o.commandTimeoutMs,
+        fair: o.fair,
+        lendOnHandover: o.lendOnHandover,
+      }
+      this.#connection = sharedConnection(fields)
+      // The native side keeps no state of its own between calls: one per set of settings.
+      this.#native = shared(`distributed-lock ${identity([fields, settings])}`, () =>
+        new NativeDistributedLock(this.#connection, settings, heartbeat),
       )
     } catch (err) {
       throw withOptionPrefix(connectionError(fromNative(err), read))

@@ -3,6 +3,7 @@
 const EventEmitter = require('node:events')
 const { NativeExclusiveLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
+const { sharedConnection } = require('./shared-connection')
 const { LockLostError, fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating, missed } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
@@ -12,6 +13,19 @@ const noop = () => {}
 const SILENT = Object.freeze({ info: noop, warn: noop, error: noop, debug: noop, trace: noop })
 
 const DEFAULTS = { lock_ttl_ms: 3000, lock_refresh_ms: 1000, lock_contents: '1', key_prefix: 'exclusive-lock' }
+
+// The schema's types, in its order.
+const TYPES = Object.entries({
+  name: 'string',
+  cache_connection: 'object or URL',
+  log: 'object',
+  lock_ttl_ms: 'number',
+  lock_refresh_ms: 'number',
+  lock_contents: 'string',
+  key_prefix: 'string',
+  max_stall_ms: 'number',
+  max_hold_ms: 'number',
+})
 
 // The original validates with an ajv schema and reports the first failure in ajv's words.
 function schemaError(opts) {
@@ -23,18 +37,7 @@ function schemaError(opts) {
   const refresh = opts.lock_refresh_ms !== undefined
   if (ttl && !refresh) return ['', 'must have property lock_refresh_ms when property lock_ttl_ms is present']
   if (refresh && !ttl) return ['', 'must have property lock_ttl_ms when property lock_refresh_ms is present']
-  const types = {
-    name: 'string',
-    cache_connection: 'object or URL',
-    log: 'object',
-    lock_ttl_ms: 'number',
-    lock_refresh_ms: 'number',
-    lock_contents: 'string',
-    key_prefix: 'string',
-    max_stall_ms: 'number',
-    max_hold_ms: 'number',
-  }
-  for (const [name, type] of Object.entries(types)) {
+  for (const [name, type] of TYPES) {
     const value = opts[name]
     if (value === undefined) continue
     if (type === 'object or URL') {
@@ -86,6 +89,8 @@ class RefreshTimer {
 
 class ExclusiveLock extends EventEmitter {
   #native
+  // Keeps the shared connection of these settings known while this lock lives.
+  #connection
   // The native lock's key, read once: it never changes, and the hot path names it.
   #key
   #acquired = false
@@ -132,8 +137,9 @@ class ExclusiveLock extends EventEmitter {
     }
     const maxStall = o.max_stall_ms ?? 3 * o.lock_ttl_ms
     try {
+      this.#connection = sharedConnection(connection.connection)
       this.#native = new NativeExclusiveLock(
-        connection.connection,
+        this.#connection,
         {
           name: o.name,
           keyPrefix: o.key_prefix,
@@ -145,7 +151,6 @@ class ExclusiveLock extends EventEmitter {
           maxHoldMs: o.max_hold_ms,
         },
         heartbeat,
-        completions,
       )
     } catch (err) {
       throw connectionError(fromNative(err), connection)
@@ -163,7 +168,8 @@ class ExclusiveLock extends EventEmitter {
     // `refreshed` crosses from Rust into JS only while someone listens for it or the logger
     // records refreshes (the original logged each one at trace level).
     const traced = typeof log.isLevelEnabled === 'function' && log.isLevelEnabled('trace') === true
-    this.#native.wantRefreshed(traced)
+    // The native side starts with them off.
+    if (traced) this.#native.wantRefreshed(true)
     this.on('newListener', (event) => event === 'refreshed' && this.#native.wantRefreshed(true))
     this.on('removeListener', (event) => {
       if (event === 'refreshed') this.#native.wantRefreshed(traced || this.listenerCount('refreshed') > 0)

@@ -3,6 +3,7 @@
 const { randomUUID } = require('node:crypto')
 const { NativeLockService, NativeTicker, validateTtlMs } = require('./native')
 const { connectionOptions, connectionError, expected: expectedConnection } = require('./connection')
+const { sharedConnection } = require('./shared-connection')
 const { fromNative, invalidArgument } = require('./errors')
 const check = require('./validate')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
@@ -87,6 +88,8 @@ class NativeRefresh {
  */
 class DistributedLockService {
   #native = null
+  // Keeps the shared connection of these settings known while this service lives.
+  #connection = null
   #ticker = null
   #keepAlive = new KeepAlive()
   #beating = new Beating()
@@ -134,8 +137,9 @@ class DistributedLockService {
       return
     }
     try {
+      this.#connection = sharedConnection(native.connection)
       this.#native = new NativeLockService(
-        native.connection,
+        this.#connection,
         {
           retryDelayMs: CONFIG.retryDelayMs,
           maxBackoffMs: CONFIG.maxBackoffMs,
@@ -144,7 +148,6 @@ class DistributedLockService {
           maxStallMs: 3 * this.ttl,
         },
         heartbeat,
-        completions,
       )
     } catch (err) {
       throw connectionError(fromNative(err, this.lockKey), native)

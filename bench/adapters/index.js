@@ -16,6 +16,12 @@ const ADAPTERS = {
   'ours-lock-service': require('./ours-lock-service'),
   'original-exclusive-lock': require('./original-exclusive-lock'),
   'original-maestro': require('./original-maestro'),
+  // One object per acquisition, (a) and (b) only: what constructing each costs.
+  'ours-distributed-lock-each': require('./ours-distributed-lock-each'),
+  'ours-exclusive-lock-each': require('./ours-exclusive-lock-each'),
+  'ours-lock-service-each': require('./ours-lock-service-each'),
+  'original-exclusive-lock-each': require('./original-exclusive-lock-each'),
+  'original-maestro-each': require('./original-maestro-each'),
   redlock4: require('./redlock4'),
   'sesamecare-redlock': require('./sesamecare-redlock'),
   'redis-semaphore': require('./redis-semaphore'),

@@ -134,3 +134,6 @@ module.exports = {
     }
   },
 }
+
+module.exports.StandInExclusiveLock = StandInExclusiveLock
+module.exports.refreshFor = refreshFor

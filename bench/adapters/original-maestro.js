@@ -153,3 +153,5 @@ module.exports = {
     }
   },
 }
+
+module.exports.StandInLockService = StandInLockService

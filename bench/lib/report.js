@@ -148,6 +148,10 @@ const AGAINST_ORIGINAL = [
   { ours: 'ours-exclusive-lock', reference: 'original-exclusive-lock', label: 'ExclusiveLock ÷ original @logdna/exclusive-lock (stand-in)', want: 1.0 },
   { ours: 'ours-lock-service', reference: 'original-maestro', label: 'DistributedLockService ÷ original maestro DistributedLockService (stand-in)', want: 1.0 },
   { ours: 'ours-distributed-lock-wait', reference: 'ours-distributed-lock', label: 'DistributedLock.waitForLock (free key) ÷ DistributedLock.acquire', want: 0.9 },
+  { ours: 'ours-exclusive-lock-each', reference: 'original-exclusive-lock-each', label: 'ExclusiveLock, one per acquisition ÷ the stand-in, one per acquisition', want: 1.0 },
+  { ours: 'ours-lock-service-each', reference: 'original-maestro-each', label: 'DistributedLockService, one per acquisition ÷ the stand-in, one per acquisition', want: 1.0 },
+  // @lilith/distributed-lock has no stand-in (its source is not public): against one reused.
+  { ours: 'ours-distributed-lock-each', reference: 'ours-distributed-lock', label: 'DistributedLock, one per acquisition ÷ DistributedLock reused', want: 0.9 },
 ]
 
 /**

@@ -2,11 +2,11 @@
 //! and answers them through the call's promise.
 
 use super::cancel::NativeCancel;
-use super::completions::{NativeCompletions, Outcome};
+use super::completions::Outcome;
+use super::connection::NativeConnection;
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
-use super::options::ConnectionOptions;
 use super::reply::{boolean, JsCalls};
 use crate::core::front::distributed_lock::{DistributedLock, Settings};
 use crate::core::front::granted::Granted;
@@ -65,10 +65,9 @@ impl NativeDistributedLock {
     #[napi(constructor)]
     pub fn new(
         env: Env,
-        connection: ConnectionOptions,
+        connection: &NativeConnection,
         options: DistributedLockOptions,
         heartbeat: &NativeHeartbeat,
-        completions: &NativeCompletions,
     ) -> Result<Self> {
         let settings = Settings {
             key_prefix: options.key_prefix,
@@ -80,16 +79,21 @@ impl NativeDistributedLock {
             fair: options.fair,
             lend_on_handover: options.lend_on_handover,
         };
-        let endpoint = connection.endpoint().or_throw(&env)?;
-        let (completer, thread) = (completions.completer(), completions.thread());
-        let sink = Arc::new(JsSink::new(completer, Arc::new(AtomicBool::new(false))));
-        let owner = thread.owner().clone();
-        let front = DistributedLock::new(endpoint, settings, owner, heartbeat.inner.clone(), sink)
-            .or_throw(&env)?;
-        Ok(NativeDistributedLock {
-            calls: JsCalls::new(front.store(), completions),
-            front,
-        })
+        let calls = connection.calls.clone();
+        let sink = Arc::new(JsSink::new(
+            calls.completer.clone(),
+            Arc::new(AtomicBool::new(false)),
+        ));
+        let owner = calls.thread.owner().clone();
+        let front = DistributedLock::new(
+            &connection.connection,
+            settings,
+            owner,
+            heartbeat.inner.clone(),
+            sink,
+        )
+        .or_throw(&env)?;
+        Ok(NativeDistributedLock { calls, front })
     }
 
     /// Resolves with `owner` filled in as the handle, after up to `maxRetries` retries.

@@ -1,11 +1,11 @@
 //! `NativeExclusiveLock`: converts the JS layer's calls for core::front::exclusive_lock and
 //! answers them through the call's promise.
 
-use super::completions::{NativeCompletions, Outcome};
+use super::completions::Outcome;
+use super::connection::NativeConnection;
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::{Beater, NativeHeartbeat};
-use super::options::ConnectionOptions;
 use super::reply::{boolean, JsCalls};
 use crate::core::basics::token::format_fence;
 use crate::core::front::exclusive_lock::{ExclusiveLock, Inspection, Settings};
@@ -55,10 +55,9 @@ impl NativeExclusiveLock {
     #[napi(constructor)]
     pub fn new(
         env: Env,
-        connection: ConnectionOptions,
+        connection: &NativeConnection,
         options: ExclusiveLockOptions,
         heartbeat: &NativeHeartbeat,
-        completions: &NativeCompletions,
     ) -> Result<Self> {
         let settings = Settings {
             name: options.name,
@@ -70,15 +69,20 @@ impl NativeExclusiveLock {
             max_hold_ms: options.max_hold_ms,
             command_timeout_ms: options.command_timeout_ms,
         };
-        let endpoint = connection.endpoint().or_throw(&env)?;
-        let (completer, thread) = (completions.completer(), completions.thread());
+        let calls = connection.calls.clone();
         let want_refreshed = Arc::new(AtomicBool::new(false));
-        let sink = Arc::new(JsSink::new(completer, want_refreshed.clone()));
-        let owner = thread.owner().clone();
-        let front = ExclusiveLock::new(endpoint, settings, owner, heartbeat.inner.clone(), sink)
-            .or_throw(&env)?;
+        let sink = Arc::new(JsSink::new(calls.completer.clone(), want_refreshed.clone()));
+        let owner = calls.thread.owner().clone();
+        let front = ExclusiveLock::new(
+            &connection.connection,
+            settings,
+            owner,
+            heartbeat.inner.clone(),
+            sink,
+        )
+        .or_throw(&env)?;
         Ok(NativeExclusiveLock {
-            calls: JsCalls::new(front.store(), completions),
+            calls,
             front,
             beater: heartbeat.beater(),
             want_refreshed,

@@ -1,11 +1,11 @@
 //! `NativeLockService`: converts the JS layer's calls for core::front::lock_service and
 //! answers them through the call's promise.
 
-use super::completions::{NativeCompletions, Outcome};
+use super::completions::Outcome;
+use super::connection::NativeConnection;
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
-use super::options::ConnectionOptions;
 use super::reply::{boolean, JsCalls};
 use crate::core::front::lock_service::{LockService, Settings};
 use crate::core::front::reply::Settled;
@@ -45,10 +45,9 @@ impl NativeLockService {
     #[napi(constructor)]
     pub fn new(
         env: Env,
-        connection: ConnectionOptions,
+        connection: &NativeConnection,
         options: LockServiceOptions,
         heartbeat: &NativeHeartbeat,
-        completions: &NativeCompletions,
     ) -> Result<Self> {
         let settings = Settings {
             retry_delay_ms: options.retry_delay_ms,
@@ -56,18 +55,23 @@ impl NativeLockService {
             max_stall_ms: options.max_stall_ms,
             command_timeout_ms: options.command_timeout_ms,
         };
-        let endpoint = connection.endpoint().or_throw(&env)?;
-        let (completer, thread) = (completions.completer(), completions.thread());
+        let calls = connection.calls.clone();
         // Every refresh is told: maestro's users may end a hold by setting isLocked false,
         // which the JS layer sees only then (one crossing per third of a TTL).
-        let sink = Arc::new(JsSink::new(completer, Arc::new(AtomicBool::new(true))));
-        let owner = thread.owner().clone();
-        let front = LockService::new(endpoint, settings, owner, heartbeat.inner.clone(), sink)
-            .or_throw(&env)?;
-        Ok(NativeLockService {
-            calls: JsCalls::new(front.store(), completions),
-            front,
-        })
+        let sink = Arc::new(JsSink::new(
+            calls.completer.clone(),
+            Arc::new(AtomicBool::new(true)),
+        ));
+        let owner = calls.thread.owner().clone();
+        let front = LockService::new(
+            &connection.connection,
+            settings,
+            owner,
+            heartbeat.inner.clone(),
+            sink,
+        )
+        .or_throw(&env)?;
+        Ok(NativeLockService { calls, front })
     }
 
     /// Tries `key` until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and

@@ -2,6 +2,7 @@
 
 pub mod cancel;
 pub mod completions;
+pub mod connection;
 pub mod diagnostics;
 pub mod direct;
 pub mod distributed_lock;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 /// How the calls of one native object are answered: their JS thread, the queue the runtime
 /// settles them through, and the thread's own connection to the object's server.
+#[derive(Clone)]
 pub struct JsCalls {
     pub completer: Completer,
     pub thread: Rc<JsThread>,

@@ -3,10 +3,10 @@
 //! (ops/lock.rs, ops/route.rs); this names them for the API.
 
 use super::auto_refresh::{AutoRefresh, HandleWin};
+use super::connection::Connection;
 use super::granted::Granted;
 use super::reply::Reply;
 use super::win::{self, Win};
-use crate::core::backend::endpoint::Endpoint;
 use crate::core::basics::error::LockError;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
@@ -68,7 +68,7 @@ impl DistributedLock {
     /// Checks `settings` (naming the option at fault) and opens nothing yet: the shared
     /// connection to `endpoint` connects on first use. Its waits and locks belong to `owner`.
     pub fn new(
-        endpoint: Endpoint,
+        connection: &Connection,
         settings: Settings,
         owner: Owner,
         heartbeat: Arc<Heartbeat>,
@@ -93,7 +93,7 @@ impl DistributedLock {
             "{client_prefix}{}",
             settings.key_prefix.as_deref().unwrap_or(DEFAULT_PREFIX)
         );
-        let locker = Locker::new(Store::shared(endpoint), prefix, command_timeout)
+        let locker = Locker::new(connection.store().clone(), prefix, command_timeout)
             .fair(settings.fair.unwrap_or(false))
             .owned_by(owner);
         Ok(DistributedLock {

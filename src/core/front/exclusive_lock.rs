@@ -2,8 +2,8 @@
 //! `acquire()`, kept alive by the watchdog while held, its holder told when it is lost. The
 //! record of the hold lives here; what each call does in Redis is ops/exclusive.rs's.
 
+use super::connection::Connection;
 use super::reply::Reply;
-use crate::core::backend::endpoint::Endpoint;
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync;
@@ -75,7 +75,7 @@ fn terms(contents: String, ttl_ms: f64, refresh_ms: f64) -> Result<Terms, LockEr
 
 impl ExclusiveLock {
     pub fn new(
-        endpoint: Endpoint,
+        connection: &Connection,
         settings: Settings,
         owner: Owner,
         heartbeat: Arc<Heartbeat>,
@@ -105,7 +105,7 @@ impl ExclusiveLock {
             key_prefix: settings.key_prefix,
             client_key_prefix: settings.client_key_prefix.unwrap_or_default(),
         };
-        let lock = Exclusive::new(Store::shared(endpoint), spec, command_timeout);
+        let lock = Exclusive::new(connection.store().clone(), spec, command_timeout);
         Ok(ExclusiveLock {
             lock: Arc::new(lock),
             held: Arc::new(Mutex::new(None)),

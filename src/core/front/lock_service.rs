@@ -2,9 +2,9 @@
 //! backoff until a wait runs out, refreshed while held on maestro's schedule, and released
 //! with maestro's answer. The record of the hold lives here.
 
+use super::connection::Connection;
 use super::reply::Reply;
 use super::win::{self, Win};
-use crate::core::backend::endpoint::Endpoint;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync;
@@ -50,7 +50,7 @@ pub struct LockService {
 
 impl LockService {
     pub fn new(
-        endpoint: Endpoint,
+        connection: &Connection,
         settings: Settings,
         owner: crate::core::wait::owner::Owner,
         heartbeat: Arc<Heartbeat>,
@@ -64,7 +64,7 @@ impl LockService {
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
         let retry_delay = validate::non_negative_ms("retryDelayMs", settings.retry_delay_ms)?;
         let max_backoff = validate::non_negative_ms("maxBackoffMs", settings.max_backoff_ms)?;
-        let locker = Locker::new(Store::shared(endpoint), "", command_timeout).owned_by(owner);
+        let locker = Locker::new(connection.store().clone(), "", command_timeout).owned_by(owner);
         Ok(LockService {
             locker: Arc::new(locker),
             retry_delay,
@@ -251,6 +251,8 @@ impl Win for ServiceHold {
     fn deliver(self, locker: &Locker, lease: Lease) -> String {
         let mut target = locker.target(&lease, self.every.max(Duration::from_millis(1)));
         target.ttl = self.refresh_ttl;
+        // maestro refreshes on a `setInterval`: never sooner than its interval.
+        target.punctual = true;
         let watchdog = Watchdog::of(locker.store());
         let sent = lease.sent().at;
         let watch = watchdog.watch(target, sent, self.limits, self.sink, self.listener);

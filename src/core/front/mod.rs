@@ -4,6 +4,7 @@
 //! call is answered through the `Reply` its caller gave.
 
 pub mod auto_refresh;
+pub mod connection;
 pub mod distributed_lock;
 pub mod exclusive_lock;
 pub mod granted;

@@ -240,6 +240,9 @@ impl Exclusive {
             }),
             ttl: terms.ttl,
             every: terms.refresh,
+            // The original refreshes on a `setInterval` of lock_refresh_ms, and its users
+            // read the `refreshed` events by that clock.
+            punctual: true,
         }
     }
 }

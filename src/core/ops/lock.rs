@@ -205,7 +205,8 @@ impl Locker {
         });
     }
 
-    /// The refresh target of a lease: its key holds the token, nothing beside it.
+    /// The refresh target of a lease: its key holds the token, nothing beside it. Batched
+    /// with others (not punctual): DistributedLock's `autoRefresh` has no original schedule.
     pub fn target(&self, lease: &Lease, every: Duration) -> super::watched::Target {
         super::watched::Target {
             key: lease.redis_key.clone(),
@@ -214,6 +215,7 @@ impl Locker {
             pair: None,
             ttl: lease.ttl(),
             every,
+            punctual: false,
         }
     }
 

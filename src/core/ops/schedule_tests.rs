@@ -13,6 +13,11 @@ impl Sink for Quiet {
 
 /// A lock whose TTL was set at `sent` ms on `clock`, refreshed every `every` ms.
 fn entry(clock: &Clock, sent: u64, ttl: u64, every: u64) -> Entry {
+    entry_of(clock, sent, ttl, every, false)
+}
+
+/// As `entry`, never refreshed early when `punctual`.
+fn entry_of(clock: &Clock, sent: u64, ttl: u64, every: u64, punctual: bool) -> Entry {
     let target = Target {
         key: b"lock:k".to_vec(),
         name_at: 5,
@@ -20,6 +25,7 @@ fn entry(clock: &Clock, sent: u64, ttl: u64, every: u64) -> Entry {
         pair: None,
         ttl: Duration::from_millis(ttl),
         every: Duration::from_millis(every),
+        punctual,
     };
     let sink: Arc<dyn Sink> = Arc::new(Quiet);
     Entry::new(target, clock, clock.at(sent), Limits::default(), sink, 0)
@@ -61,6 +67,26 @@ fn a_tick_takes_along_the_locks_due_within_half_an_interval() {
     // Not at the near lock's due time: it is in flight, so the far one's comes first.
     assert_eq!(schedule.next_wake(&clock), Some(1_501));
     assert_eq!(schedule.tick(1_501, &clock).due, [far]);
+}
+
+#[test]
+fn a_punctual_lock_is_refreshed_at_its_due_time_not_with_an_earlier_tick() {
+    let clock = clock();
+    let mut schedule = Schedule::default();
+    let first = schedule.insert(entry(&clock, 0, 3_000, 1_000), &clock).0;
+    let punctual = schedule
+        .insert(entry_of(&clock, 300, 3_000, 1_000, true), &clock)
+        .0;
+    let batched = schedule.insert(entry(&clock, 300, 3_000, 1_000), &clock).0;
+    let together = schedule
+        .insert(entry_of(&clock, 350, 3_000, 1_000, true), &clock)
+        .0;
+    assert_eq!(schedule.tick(1_000, &clock).due, [first, batched]);
+    assert!(schedule.get(punctual).is_some_and(|e| !e.in_flight));
+    // Due at 1,300 and 1,350: one tick takes both, a tenth of the interval after the first.
+    assert_eq!(schedule.next_wake(&clock), Some(1_400));
+    assert!(schedule.tick(1_299, &clock).due.is_empty());
+    assert_eq!(schedule.tick(1_400, &clock).due, [punctual, together]);
 }
 
 #[test]
@@ -153,6 +179,7 @@ fn the_stall_guard_gives_a_lock_up_once_the_heartbeat_is_too_old() {
         pair: None,
         ttl: Duration::from_millis(600_000),
         every: Duration::from_millis(200_000),
+        punctual: false,
     };
     let limits = Limits {
         stall: Some((heartbeat, Duration::from_millis(300))),

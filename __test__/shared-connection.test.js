@@ -1,0 +1,80 @@
+'use strict'
+
+// Making a lock sets nothing up that its settings already have: the connection of an address
+// in use (and a DistributedLock's native side, which keeps no state of its own) is made once
+// and handed to every ExclusiveLock, DistributedLockService and DistributedLock made with the
+// same settings, so code that makes one object per job pays for no connection per job.
+// Runs on a private redis-server, or on memory:// with NRL_BACKEND=memory.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { startBackend } = require('./helpers/backend')
+
+// Counts what the JS layer asks the addon to make, before the classes load the addon.
+const native = require('../lib/native')
+const made = { NativeConnection: 0, NativeDistributedLock: 0, NativeExclusiveLock: 0, NativeLockService: 0 }
+for (const name of Object.keys(made)) {
+  const Original = native[name]
+  if (typeof Original !== 'function') continue
+  native[name] = class extends Original {
+    constructor(...args) {
+      super(...args)
+      made[name]++
+    }
+  }
+}
+const ExclusiveLock = require('../exclusive-lock')
+const DistributedLockService = require('../maestro')
+const { DistributedLock } = require('..')
+
+let backend
+before(async () => {
+  backend = await startBackend()
+})
+after(async () => {
+  if (backend) await backend.close()
+})
+
+const counted = () => ({ ...made })
+const since = (start) => Object.fromEntries(Object.keys(made).map((name) => [name, made[name] - start[name]]))
+
+test('one connection per address for every API, however many objects are made on it', async () => {
+  const start = counted()
+  const objects = []
+  for (let i = 0; i < 50; i++) {
+    objects.push(new ExclusiveLock({ name: `job ${i % 5}`, cache_connection: backend.url }))
+    objects.push(new DistributedLockService(`job:${i % 5}`, 3000, backend.url))
+    objects.push(new DistributedLock(backend.url))
+    objects.push(new DistributedLock(backend.url, { keyPrefix: 'other:' }))
+  }
+  const counts = since(start)
+  assert.equal(counts.NativeConnection, 1, 'the connection was set up again for an address in use')
+  assert.equal(counts.NativeExclusiveLock, 50)
+  assert.equal(counts.NativeLockService, 50)
+  assert.equal(counts.NativeDistributedLock, 2, 'one native DistributedLock per set of options')
+
+  // They work, and on one connection.
+  const lock = objects[0]
+  assert.equal(await lock.acquire(), true)
+  const handle = await objects[2].acquire('shared-connection:a', 1000)
+  assert.equal(await objects[3].isLocked('shared-connection:a'), false, 'the other prefix is another lock')
+  assert.equal(await objects[2].isLocked('shared-connection:a'), true)
+  await handle.release()
+  await lock.release()
+})
+
+test('other settings are another connection, and settings are read anew each time', async () => {
+  const options = { connectTimeoutMs: 1000 }
+  const first = new DistributedLock(backend.url, options)
+  const start = counted()
+  const same = new DistributedLock(backend.url, options)
+  assert.deepEqual(since(start), { NativeConnection: 0, NativeDistributedLock: 0, NativeExclusiveLock: 0, NativeLockService: 0 })
+  // The same object, changed: read again, not remembered by identity.
+  options.connectTimeoutMs = 2000
+  const changed = new DistributedLock(backend.url, options)
+  assert.equal(since(start).NativeConnection, 1, 'a changed connect timeout reused the old connection')
+  assert.equal(since(start).NativeDistributedLock, 1)
+  const handle = await changed.acquire('shared-connection:b', 1000)
+  assert.equal(await first.isLocked('shared-connection:b'), true)
+  assert.equal(await same.isLocked('shared-connection:b'), true)
+  await handle.release()
+})

@@ -1,0 +1,24 @@
+//! A connection as the fronts take it: found (or opened) once for its address and handed to
+//! every lock made on it, so that making a lock sets nothing up that the address already has.
+
+use crate::core::backend::endpoint::Endpoint;
+use crate::core::ops::store::Store;
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub struct Connection {
+    store: Arc<Store>,
+}
+
+impl Connection {
+    /// The connection to `endpoint`: the one already open to it, if any (see `Store::shared`).
+    pub fn open(endpoint: Endpoint) -> Connection {
+        Connection {
+            store: Store::shared(endpoint),
+        }
+    }
+
+    pub(crate) fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+}
