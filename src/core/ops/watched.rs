@@ -14,6 +14,7 @@ use super::scripts;
 use super::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::basics::clock::validity;
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::basics::pages::Pages;
 use crate::core::wait::owner::Owner;
 use redis::Cmd;
@@ -335,14 +336,16 @@ impl Entry {
         cmd.arg("EVALSHA").arg(scripts::REFRESH.get_hash());
         match &self.pair {
             None => cmd
-                .arg(1)
+                .arg(2)
                 .arg(self.key())
+                .arg(keys::fence_key(self.key()))
                 .arg(self.token())
                 .arg(self.ttl_ms),
             Some(pair) => cmd
-                .arg(2)
+                .arg(3)
                 .arg(self.key())
                 .arg(&pair.data_key)
+                .arg(keys::fence_key(&pair.data_key))
                 .arg(self.token())
                 .arg(self.ttl_ms)
                 .arg(&pair.expected)

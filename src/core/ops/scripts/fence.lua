@@ -44,3 +44,32 @@ local function draw_fences(key, count)
   end
   return after
 end
+-- A counter outlives every lock it numbered by the retention window (README, "Fencing
+-- tokens"): once a draw is done it is kept for `window` ms past a lock living `ttl` ms from
+-- now ('0': forever), never for less than another holder or client asked. A counter without
+-- an expiry is given one (it predates the window, or was kept forever by a client told 0).
+-- As a decimal: Lua would print a large number in exponent form.
+local function keep_fences(key, ttl, window)
+  if window == '0' then
+    redis.call('PERSIST', key)
+    return
+  end
+  local want = tonumber(ttl) + tonumber(window)
+  if redis.call('PTTL', key) < want then
+    redis.call('PEXPIRE', key, string.format('%d', want))
+  end
+end
+-- Before a held lock is given `ttl` ms anew (refresh, extend, handover): the counter keeps
+-- the margin it has over the lock, so a long hold never outlives it. One without an expiry
+-- is kept forever, one gone (deleted by someone else) stays gone.
+local function keep_fences_past(key, lock, ttl)
+  local left = redis.call('PTTL', key)
+  local lock_left = redis.call('PTTL', lock)
+  if left < 0 or lock_left < 0 then
+    return
+  end
+  local want = tonumber(ttl) + left - lock_left
+  if want > left then
+    redis.call('PEXPIRE', key, string.format('%d', want))
+  end
+end
