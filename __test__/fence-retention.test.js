@@ -9,7 +9,7 @@ const assert = require('node:assert/strict')
 const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
 const DistributedLockService = require('../maestro')
-const { startBackend } = require('./helpers/backend')
+const { startBackend, redisOnly } = require('./helpers/backend')
 const { fenceKey } = require('./helpers/keys')
 
 const WEEK = 7 * 24 * 60 * 60 * 1000
@@ -173,4 +173,19 @@ test('a bad fence retention is an EINVAL naming the option, before any Redis cal
     assert.throws(() => new DistributedLockService('k', 1000, backend.url, { fenceRetentionMs: bad }), (err) => err.code === 'EINVAL' && err.argument === 'options.fenceRetentionMs')
     assert.throws(() => new ExclusiveLock({ name: 'bad', cache_connection: backend.url, fence_retention_ms: bad }), (err) => err.code === 'EINVAL')
   }
+})
+
+redisOnly('a user whose ACL refuses PERSIST gets an error and no lock with fenceRetentionMs: 0, and locks as usual with a window', async () => {
+  const commands = ['evalsha', 'script|load', 'exists', 'get', 'set', 'del', 'pexpire', 'pexpireat', 'pexpiretime', 'pttl', 'incr', 'incrby', 'time', 'multi', 'exec']
+  await redis.call('ACL', 'SETUSER', 'nopersist', 'on', '>nopersist-pw', '~acl:*', '~{acl:*', ...commands.map((c) => `+${c}`))
+  const url = `redis://nopersist:nopersist-pw@127.0.0.1:${backend.server.port}`
+  const forever = new DistributedLock(url, { keyPrefix: 'acl:', fenceRetentionMs: 0 })
+  // The JS thread's transaction, then the script.
+  await assert.rejects(forever.acquire('k', TTL))
+  await assert.rejects(forever.tryAcquire('k', TTL))
+  assert.equal(await redis.exists('acl:k'), 0, 'no lock may be left behind')
+  const windowed = new DistributedLock(url, { keyPrefix: 'acl:', fenceRetentionMs: 60_000 })
+  const handle = await windowed.acquire('k', TTL)
+  await assertKept('acl:k', 60_000, TTL)
+  await handle.release()
 })

@@ -46,6 +46,7 @@ local function won_before(owner_key, token)
 end
 
 if not KEYS[3] then
+  keep_fences_forever(KEYS[2], ARGV[3])
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return numbered()
   end
@@ -54,6 +55,7 @@ end
 if redis.replicate_commands then
   redis.replicate_commands()
 end
+keep_fences_forever(KEYS[2], ARGV[3])
 local now = redis.call('TIME')
 local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2])
 local set = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', at)

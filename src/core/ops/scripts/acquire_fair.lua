@@ -34,6 +34,7 @@ local function first()
   end
 end
 
+keep_fences_forever(KEYS[2], ARGV[3])
 if not fence_counter(KEYS[2], 2) then
   if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('DEL', KEYS[1])

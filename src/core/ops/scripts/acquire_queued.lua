@@ -15,6 +15,7 @@ local function stay_queued()
   end
 end
 
+keep_fences_forever(KEYS[2], ARGV[3])
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Drawn after the lock is written, in one INCRBY (see fence.lua): a counter that can give
   -- none takes the lock back, and the attempt fails with nothing written.

@@ -46,17 +46,23 @@ local function draw_fences(key, count)
 end
 -- A counter outlives every lock it numbered by the retention window (README, "Fencing
 -- tokens"): once a draw is done it is kept for `window` ms past a lock living `ttl` ms from
--- now ('0': forever), never for less than another holder or client asked. A counter without
--- an expiry is given one (it predates the window, or was kept forever by a client told 0).
+-- now, never for less than another holder or client asked. A counter without an expiry is
+-- given one (it predates the window, or was kept forever by a client told 0).
 -- As a decimal: Lua would print a large number in exponent form.
 local function keep_fences(key, ttl, window)
   if window == '0' then
-    redis.call('PERSIST', key)
     return
   end
   local want = tonumber(ttl) + tonumber(window)
   if redis.call('PTTL', key) < want then
     redis.call('PEXPIRE', key, string.format('%d', want))
+  end
+end
+-- A counter kept forever ('0') loses its expiry before the script writes anything, so a user
+-- whose ACL refuses PERSIST gets an error and no lock, rather than a lock and an error.
+local function keep_fences_forever(key, window)
+  if window == '0' then
+    redis.call('PERSIST', key)
   end
 end
 -- Before a held lock is given `ttl` ms anew (refresh, extend, handover): the counter keeps
