@@ -338,7 +338,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             evalsha(
                 &scripts::REFRESH,
                 &[&key(*lock), &fence_key(&key(*lock))],
-                &[token(*t), ttl.to_string()],
+                &[token(*t), ttl.to_string(), retention(*lock)],
             ),
             Clocked::No,
         ),
@@ -355,7 +355,13 @@ fn command(op: &Op) -> (Cmd, Clocked) {
                     &key(*lock),
                     &fence_key(&key(*lock)),
                 ],
-                &[token(*t), ttl.to_string(), format!("contents{value}")],
+                &[
+                    token(*t),
+                    ttl.to_string(),
+                    format!("contents{value}"),
+                    String::new(),
+                    retention(*lock),
+                ],
             ),
             Clocked::No,
         ),
@@ -365,6 +371,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
             let mut args: Vec<String> = locks.iter().map(|(_, t, _)| token(*t)).collect();
             args.extend(locks.iter().map(|(_, _, ttl)| ttl.to_string()));
+            args.extend(locks.iter().map(|(lock, _, _)| retention(*lock)));
             (evalsha(&scripts::REFRESH_MANY, &keys, &args), Clocked::No)
         }
         Op::Handoff {

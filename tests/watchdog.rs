@@ -88,6 +88,7 @@ impl Fixture {
             pair: None,
             ttl,
             every,
+            fence_retention_ms: 60_000,
         };
         let watch = watchdog.watch(target, sent, limits, recorder.clone(), 1);
         (lease, recorder, watch)
@@ -312,6 +313,7 @@ fn idle(watchdog: &Arc<Watchdog>, sink: &Arc<Recorder>, i: usize) -> Watch {
         pair: None,
         ttl: Duration::from_secs(600),
         every: Duration::from_secs(200),
+        fence_retention_ms: 60_000,
     };
     watchdog.watch(target, Instant::now(), Limits::default(), sink.clone(), 1)
 }

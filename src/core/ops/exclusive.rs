@@ -246,6 +246,7 @@ impl Exclusive {
             }),
             ttl: terms.ttl,
             every: terms.refresh,
+            fence_retention_ms: self.fence_retention_ms,
         }
     }
 }

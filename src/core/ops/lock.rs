@@ -228,6 +228,7 @@ impl Locker {
             pair: None,
             ttl: lease.ttl(),
             every,
+            fence_retention_ms: self.fence_retention_ms,
         }
     }
 

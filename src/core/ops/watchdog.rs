@@ -379,7 +379,7 @@ impl Watchdog {
                 .iter()
                 .map(|(_, e)| e.key().len() + e.token().len() + 16)
                 .sum();
-            let mut many = Cmd::with_capacity(3 + 4 * singles.len(), 64 + 2 * bytes);
+            let mut many = Cmd::with_capacity(3 + 5 * singles.len(), 64 + 2 * bytes);
             many.arg("EVALSHA")
                 .arg(scripts::REFRESH_MANY.get_hash())
                 .arg(2 * singles.len());
@@ -395,6 +395,9 @@ impl Watchdog {
             }
             for (_, entry) in &singles {
                 many.arg(entry.ttl_ms());
+            }
+            for (_, entry) in &singles {
+                many.arg(entry.fence_retention_ms());
             }
             commands.push(many);
         }

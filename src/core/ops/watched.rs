@@ -64,6 +64,8 @@ pub struct Target {
     pub ttl: Duration,
     /// Refresh this often, counted from the last refresh sent.
     pub every: Duration,
+    /// How long the lock's fence counter outlives it, in ms; 0 forever (see fence.lua).
+    pub fence_retention_ms: u64,
 }
 
 /// Bounds on how long a lock is kept alive without its holder's say.
@@ -123,6 +125,7 @@ pub struct Entry {
     name_at: u32,
     ttl_ms: u32,
     every_ms: u32,
+    fence_retention_ms: u64,
     /// On the watchdog's clock.
     deadline: u64,
     next_due: u64,
@@ -162,6 +165,7 @@ impl Entry {
             name_at: target.name_at.min(key_len) as u32,
             ttl_ms: ms32(target.ttl),
             every_ms: ms32(target.every),
+            fence_retention_ms: target.fence_retention_ms,
             deadline: clock.ms(sent + validity(target.ttl)),
             next_due: clock.ms(sent + target.every),
             hold_until: limits.hold_until.map_or(u64::MAX, |at| clock.ms(at)),
@@ -190,6 +194,10 @@ impl Entry {
 
     pub fn ttl_ms(&self) -> u32 {
         self.ttl_ms
+    }
+
+    pub fn fence_retention_ms(&self) -> u64 {
+        self.fence_retention_ms
     }
 
     pub fn is_owned_by(&self, owner: &Owner) -> bool {
@@ -340,7 +348,8 @@ impl Entry {
                 .arg(self.key())
                 .arg(keys::fence_key(self.key()))
                 .arg(self.token())
-                .arg(self.ttl_ms),
+                .arg(self.ttl_ms)
+                .arg(self.fence_retention_ms),
             Some(pair) => cmd
                 .arg(3)
                 .arg(self.key())
@@ -349,7 +358,8 @@ impl Entry {
                 .arg(self.token())
                 .arg(self.ttl_ms)
                 .arg(&pair.expected)
-                .arg(pair.set_at_arg()),
+                .arg(pair.set_at_arg())
+                .arg(self.fence_retention_ms),
         };
         cmd
     }
@@ -506,6 +516,7 @@ mod tests {
             pair: None,
             ttl: Duration::from_millis(1000),
             every: Duration::from_millis(300),
+            fence_retention_ms: 60_000,
         };
         Entry::new(
             target,

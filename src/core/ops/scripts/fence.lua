@@ -65,7 +65,21 @@ local function keep_fences_forever(key, window)
     redis.call('PERSIST', key)
   end
 end
--- Before a held lock is given `ttl` ms anew (refresh, extend, handover): the counter keeps
+-- A watchdog's refresh giving the lock `ttl` ms anew: the counter kept `window` ms past it,
+-- pushed a quarter window further whenever it is pushed, so that nearly every refresh only
+-- reads its TTL. One without an expiry (kept forever, or from before windows; acquisitions
+-- see to those) or gone is left as it is.
+local function keep_fences_refreshed(key, ttl, window)
+  if window == '0' then
+    return
+  end
+  local want = tonumber(ttl) + tonumber(window)
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < want then
+    redis.call('PEXPIRE', key, string.format('%d', want + math.floor(tonumber(window) / 4)))
+  end
+end
+-- Before a held lock is given `ttl` ms anew (extend, handover): the counter keeps
 -- the margin it has over the lock, so a long hold never outlives it. One without an expiry
 -- is kept forever, one gone (deleted by someone else) stays gone.
 local function keep_fences_past(key, lock, ttl)
