@@ -236,6 +236,11 @@ export interface DistributedLockOptions {
    * the handover is sent, on the releaser's lease, before Redis confirms it. Default false.
    */
   lendOnHandover?: boolean
+  /**
+   * How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
+   * forever.
+   */
+  fenceRetentionMs?: number
 }
 
 /**
@@ -255,6 +260,11 @@ export interface ExclusiveLockOptions {
   /** Give the lock up this long after acquiring it, whatever happens. */
   maxHoldMs?: number
   commandTimeoutMs?: number
+  /**
+   * How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
+   * forever.
+   */
+  fenceRetentionMs?: number
 }
 
 /**
@@ -268,6 +278,11 @@ export interface LockServiceOptions {
   /** Give the lock up when the JS thread has been blocked this long; 0 disables. */
   maxStallMs: number
   commandTimeoutMs?: number
+  /**
+   * How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
+   * forever.
+   */
+  fenceRetentionMs?: number
 }
 
 /**
@@ -276,6 +291,12 @@ export interface LockServiceOptions {
  * tests read and write beside the locks on the embedded backend, as with a client on Redis.
  */
 export declare function memoryCommand(url: string, args: Array<Buffer>): string
+
+/**
+ * The fence retention rule, for a DistributedLockService whose cache takes no native lock
+ * (see `validate_ttl_ms`).
+ */
+export declare function validateFenceRetentionMs(value: number): void
 
 /**
  * The TTL rule every API shares, for JS code paths that create no native lock (a

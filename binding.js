@@ -845,5 +845,6 @@ module.exports.NativeLockService = nativeBinding.NativeLockService
 module.exports.NativeTicker = nativeBinding.NativeTicker
 module.exports.collectNativeMemory = nativeBinding.collectNativeMemory
 module.exports.memoryCommand = nativeBinding.memoryCommand
+module.exports.validateFenceRetentionMs = nativeBinding.validateFenceRetentionMs
 module.exports.validateTtlMs = nativeBinding.validateTtlMs
 module.exports.watchdogStats = nativeBinding.watchdogStats

@@ -73,6 +73,11 @@ export interface LockOptions {
    * an acquisition resolves once Redis holds the new holder's token.
    */
   lendOnHandover?: boolean
+  /**
+   * How long each key's fence counter is kept after its lock's last use, in ms; a counter
+   * that expired starts again from 1. 0 or Infinity: forever. Default 7 days.
+   */
+  fenceRetentionMs?: number
 }
 
 export interface RefreshOptions {
@@ -222,6 +227,8 @@ export interface ExclusiveLockOptions {
   max_stall_ms?: number
   /** Give the lock up this long after acquiring it, whatever happens. Default: no limit. */
   max_hold_ms?: number
+  /** How long the fence counter is kept after the lock's last use (0 or Infinity: forever). Default 7 days. */
+  fence_retention_ms?: number
 }
 
 export interface ExclusiveLockEvents {
@@ -308,7 +315,11 @@ export declare class DistributedLockService {
     lockKey: string,
     ttlMs?: number,
     cacheInstance?: RedisInput | MaestroCache | null,
-    options?: { logger?: Logger | MaestroLogger },
+    options?: {
+      logger?: Logger | MaestroLogger
+      /** How long the fence counter is kept after the lock's last use (0 or Infinity: forever). Default 7 days. */
+      fenceRetentionMs?: number
+    },
   )
   /** The Redis key, verbatim; read at each acquire(). */
   lockKey: string

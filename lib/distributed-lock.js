@@ -291,7 +291,7 @@ class DistributedLock {
     check.optionalString(o.keyPrefix, 'options.keyPrefix')
     check.optionalBoolean(o.fair, 'options.fair')
     check.optionalBoolean(o.lendOnHandover, 'options.lendOnHandover')
-    for (const name of ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs']) {
+    for (const name of ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs']) {
       check.optionalNumber(o[name], `options.${name}`)
     }
     try {
@@ -305,6 +305,7 @@ class DistributedLock {
         commandTimeoutMs: o.commandTimeoutMs,
         fair: o.fair,
         lendOnHandover: o.lendOnHandover,
+        fenceRetentionMs: o.fenceRetentionMs,
       }
       this.#connection = sharedConnection(fields)
       // The native side keeps no state of its own between calls: one per set of settings.
@@ -454,7 +455,7 @@ class DistributedLock {
 
 // The core names options as the native layer receives them; users wrote `options.x`.
 function withOptionPrefix(err) {
-  const names = ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs']
+  const names = ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs']
   if (err.code === 'EINVAL' && names.includes(err.argument)) {
     err.message = `options.${err.message}`
     err.argument = `options.${err.argument}`

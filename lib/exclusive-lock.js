@@ -25,6 +25,8 @@ const TYPES = Object.entries({
   key_prefix: 'string',
   max_stall_ms: 'number',
   max_hold_ms: 'number',
+  // Ours: Infinity (keep fence counters forever) too; the core checks the range.
+  fence_retention_ms: 'number or Infinity',
 })
 
 // The original validates with an ajv schema and reports the first failure in ajv's words.
@@ -48,8 +50,11 @@ function schemaError(opts) {
       continue
     }
     // ajv's `number` is a finite number.
-    const ok = type === 'number' ? Number.isFinite(value) : typeof value === type && value !== null
-    if (!ok) return [`/${name}`, `must be ${type}`]
+    const ok =
+      type === 'number' ? Number.isFinite(value)
+      : type === 'number or Infinity' ? typeof value === 'number' && !Number.isNaN(value)
+      : typeof value === type && value !== null
+    if (!ok) return [`/${name}`, `must be ${type === 'number or Infinity' ? 'number' : type}`]
     if (name === 'name' && value.length < 1) return ['/name', 'must NOT have fewer than 1 characters']
   }
   return null
@@ -149,6 +154,7 @@ class ExclusiveLock extends EventEmitter {
           lockRefreshMs: o.lock_refresh_ms,
           maxStallMs: maxStall,
           maxHoldMs: o.max_hold_ms,
+          fenceRetentionMs: o.fence_retention_ms,
         },
         heartbeat,
       )

@@ -1,7 +1,7 @@
 'use strict'
 
 const { randomUUID } = require('node:crypto')
-const { NativeLockService, NativeTicker, validateTtlMs } = require('./native')
+const { NativeLockService, NativeTicker, validateTtlMs, validateFenceRetentionMs } = require('./native')
 const { connectionOptions, connectionError, expected: expectedConnection } = require('./connection')
 const { sharedConnection } = require('./shared-connection')
 const { fromNative, invalidArgument } = require('./errors')
@@ -96,6 +96,7 @@ class DistributedLockService {
   #generation = 0
   #listener = 0
   #logger
+  #fenceRetentionMs
   // The acquisition in flight, if any: `{ cancelled, cancel(), done }`. A release wins over it.
   #attempt = null
   #refreshing = false
@@ -110,6 +111,19 @@ class DistributedLockService {
     } catch (err) {
       throw fromNative(err, lockKey)
     }
+    check.optionalNumber(options?.fenceRetentionMs, 'options.fenceRetentionMs')
+    if (options?.fenceRetentionMs !== undefined) {
+      try {
+        validateFenceRetentionMs(options.fenceRetentionMs)
+      } catch (err) {
+        // Named as the caller wrote it.
+        const named = fromNative(err, lockKey)
+        named.message = `options.${named.message}`
+        named.argument = `options.${named.argument}`
+        throw named
+      }
+    }
+    this.#fenceRetentionMs = options?.fenceRetentionMs
     this.#logger = loggerOf(options?.logger)
     this.lockKey = lockKey
     this.ttl = ttlMs
@@ -146,6 +160,7 @@ class DistributedLockService {
           // The original's JS interval stopped with a blocked event loop; a native refresh
           // must not keep a stuck process's lock forever either.
           maxStallMs: 3 * this.ttl,
+          fenceRetentionMs: this.#fenceRetentionMs,
         },
         heartbeat,
       )

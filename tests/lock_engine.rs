@@ -330,6 +330,7 @@ fn a_queued_attempt_without_a_fence_fails_and_leaves_no_lock() {
             .key("lock:q:waiting")
             .arg("mine")
             .arg(5000)
+            .arg(604_800_000)
             .arg("conn")
             .arg(1)
             .arg("0")

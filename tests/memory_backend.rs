@@ -297,7 +297,11 @@ fn threads_hammering_one_keyspace_keep_mutual_exclusion() {
                     for i in 0..2_000 {
                         let token = format!("t{n}-{i}");
                         let mut acquire = scripts::ACQUIRE.key("lock");
-                        acquire.key("lock:fence").arg(&token).arg(10_000);
+                        acquire
+                            .key("lock:fence")
+                            .arg(&token)
+                            .arg(10_000)
+                            .arg(604_800_000);
                         let (won, _): (i64, i64) =
                             acquire.invoke_async(&mut con).await.expect("acquire");
                         if won != 1 {
@@ -342,7 +346,7 @@ fn an_acquire_script_costs_microseconds() {
         for i in 0..n {
             let token = format!("t{i}");
             let mut acquire = scripts::ACQUIRE.key(format!("lock{}", i % 100));
-            acquire.key("fence").arg(&token).arg(10);
+            acquire.key("fence").arg(&token).arg(10).arg(604_800_000);
             let _: (i64, i64) = acquire.invoke_async(&mut con).await.expect("acquire");
         }
         let each = started.elapsed() / n;

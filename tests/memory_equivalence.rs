@@ -179,6 +179,12 @@ enum Clocked {
     Second,
 }
 
+/// The fence counter's retention window a lock's attempts give: the first lock keeps its
+/// counter forever, the others for a while.
+fn retention(lock: usize) -> String {
+    if lock == 0 { "0" } else { "600000" }.to_owned()
+}
+
 /// The command an op sends (built as lock.rs, release.rs, exclusive.rs, watched.rs and
 /// store.rs build theirs), and which of its numbers come from the clock.
 fn command(op: &Op) -> (Cmd, Clocked) {
@@ -194,7 +200,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             evalsha(
                 &scripts::ACQUIRE,
                 &[&key(*lock), &fence_key(&key(*lock))],
-                &[token(*t), ttl.to_string()],
+                &[token(*t), ttl.to_string(), retention(*lock)],
             ),
             Clocked::AttemptPttl,
         ),
@@ -211,7 +217,12 @@ fn command(op: &Op) -> (Cmd, Clocked) {
                     &fence_key(&key(*lock)),
                     &owner_key(&key(*lock)),
                 ],
-                &[format!("contents{value}"), ttl.to_string(), token(*t)],
+                &[
+                    format!("contents{value}"),
+                    ttl.to_string(),
+                    retention(*lock),
+                    token(*t),
+                ],
             ),
             Clocked::AttemptPttl,
         ),
@@ -233,6 +244,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
                 &[
                     token(*t),
                     ttl.to_string(),
+                    retention(*lock),
                     format!("conn{conn}"),
                     score.to_string(),
                     if *company { "1" } else { "0" }.to_owned(),
@@ -258,6 +270,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
                 &[
                     token(*t),
                     ttl.to_string(),
+                    retention(*lock),
                     m.map(member).unwrap_or_default(),
                     "2000".to_owned(),
                     "60000".to_owned(),
@@ -312,7 +325,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
         } => (
             evalsha(
                 &scripts::EXTEND,
-                &[&key(*lock)],
+                &[&key(*lock), &fence_key(&key(*lock))],
                 &[token(*t), add.to_string()],
             ),
             Clocked::Whole,
@@ -324,8 +337,8 @@ fn command(op: &Op) -> (Cmd, Clocked) {
         } => (
             evalsha(
                 &scripts::REFRESH,
-                &[&key(*lock)],
-                &[token(*t), ttl.to_string()],
+                &[&key(*lock), &fence_key(&key(*lock))],
+                &[token(*t), ttl.to_string(), retention(*lock)],
             ),
             Clocked::No,
         ),
@@ -337,16 +350,28 @@ fn command(op: &Op) -> (Cmd, Clocked) {
         } => (
             evalsha(
                 &scripts::REFRESH,
-                &[&owner_key(&key(*lock)), &key(*lock)],
-                &[token(*t), ttl.to_string(), format!("contents{value}")],
+                &[
+                    &owner_key(&key(*lock)),
+                    &key(*lock),
+                    &fence_key(&key(*lock)),
+                ],
+                &[
+                    token(*t),
+                    ttl.to_string(),
+                    format!("contents{value}"),
+                    String::new(),
+                    retention(*lock),
+                ],
             ),
             Clocked::No,
         ),
         Op::RefreshMany { locks } => {
-            let keys: Vec<Vec<u8>> = locks.iter().map(|(lock, _, _)| key(*lock)).collect();
+            let mut keys: Vec<Vec<u8>> = locks.iter().map(|(lock, _, _)| key(*lock)).collect();
+            keys.extend(locks.iter().map(|(lock, _, _)| fence_key(&key(*lock))));
             let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
             let mut args: Vec<String> = locks.iter().map(|(_, t, _)| token(*t)).collect();
             args.extend(locks.iter().map(|(_, _, ttl)| ttl.to_string()));
+            args.extend(locks.iter().map(|(lock, _, _)| retention(*lock)));
             (evalsha(&scripts::REFRESH_MANY, &keys, &args), Clocked::No)
         }
         Op::Handoff {

@@ -97,6 +97,7 @@ fn the_same_attempt_sent_again_wins_again_with_the_same_fence() {
             .key(keys::fence_key(b"lock:r"))
             .arg(token)
             .arg(5000)
+            .arg(604_800_000)
             .invoke(raw)
             .unwrap()
     };
@@ -119,6 +120,7 @@ fn an_exclusive_lock_replay_wins_only_while_both_keys_are_still_its_own() {
             .key(keys::owner_key(b"el:job"))
             .arg("1")
             .arg(5000)
+            .arg(604_800_000)
             .arg(token)
             .invoke(raw)
             .unwrap()
@@ -154,6 +156,7 @@ fn a_key_of_another_type_is_held_not_an_error() {
         .key(keys::fence_key(b"lock:h"))
         .arg("token")
         .arg(5000)
+        .arg(604_800_000)
         .invoke(&mut raw)
         .unwrap();
     assert_eq!(won, 0);

@@ -89,6 +89,7 @@ impl Fixture {
             ttl,
             every,
             punctual: false,
+            fence_retention_ms: 60_000,
         };
         let watch = watchdog.watch(target, sent, limits, recorder.clone(), 1);
         (lease, recorder, watch)
@@ -314,6 +315,7 @@ fn idle(watchdog: &Arc<Watchdog>, sink: &Arc<Recorder>, i: usize) -> Watch {
         ttl: Duration::from_secs(600),
         every: Duration::from_secs(200),
         punctual: false,
+        fence_retention_ms: 60_000,
     };
     watchdog.watch(target, Instant::now(), Limits::default(), sink.clone(), 1)
 }

@@ -37,6 +37,9 @@ pub struct DistributedLockOptions {
     /// A waiter of this instance handed the lock by a release of its own JS thread starts as
     /// the handover is sent, on the releaser's lease, before Redis confirms it. Default false.
     pub lend_on_handover: Option<bool>,
+    /// How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
+    /// forever.
+    pub fence_retention_ms: Option<f64>,
 }
 
 /// The native side of one DistributedLock. Handles are plain JS objects holding their
@@ -76,6 +79,7 @@ impl NativeDistributedLock {
             retry_delay_ms: options.retry_delay_ms,
             max_retries: options.max_retries,
             command_timeout_ms: options.command_timeout_ms,
+            fence_retention_ms: options.fence_retention_ms,
             fair: options.fair,
             lend_on_handover: options.lend_on_handover,
         };

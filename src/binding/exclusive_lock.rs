@@ -32,6 +32,9 @@ pub struct ExclusiveLockOptions {
     /// Give the lock up this long after acquiring it, whatever happens.
     pub max_hold_ms: Option<f64>,
     pub command_timeout_ms: Option<f64>,
+    /// How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
+    /// forever.
+    pub fence_retention_ms: Option<f64>,
 }
 
 #[napi]
@@ -68,6 +71,7 @@ impl NativeExclusiveLock {
             max_stall_ms: options.max_stall_ms,
             max_hold_ms: options.max_hold_ms,
             command_timeout_ms: options.command_timeout_ms,
+            fence_retention_ms: options.fence_retention_ms,
         };
         let calls = connection.calls.clone();
         let want_refreshed = Arc::new(AtomicBool::new(false));

@@ -24,6 +24,9 @@ pub struct LockServiceOptions {
     /// Give the lock up when the JS thread has been blocked this long; 0 disables.
     pub max_stall_ms: f64,
     pub command_timeout_ms: Option<f64>,
+    /// How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
+    /// forever.
+    pub fence_retention_ms: Option<f64>,
 }
 
 #[napi]
@@ -54,6 +57,7 @@ impl NativeLockService {
             max_backoff_ms: options.max_backoff_ms,
             max_stall_ms: options.max_stall_ms,
             command_timeout_ms: options.command_timeout_ms,
+            fence_retention_ms: options.fence_retention_ms,
         };
         let calls = connection.calls.clone();
         // Every refresh is told: maestro's users may end a hold by setting isLocked false,

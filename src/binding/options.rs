@@ -77,3 +77,12 @@ pub fn validate_ttl_ms(env: Env, value: f64) -> Result<()> {
         .map(|_| ())
         .or_throw(&env)
 }
+
+/// The fence retention rule, for a DistributedLockService whose cache takes no native lock
+/// (see `validate_ttl_ms`).
+#[napi]
+pub fn validate_fence_retention_ms(env: Env, value: f64) -> Result<()> {
+    validate::fence_retention("fenceRetentionMs", Some(value))
+        .map(|_| ())
+        .or_throw(&env)
+}

@@ -59,6 +59,15 @@ pub fn new_token() -> String {
 /// that key fail (see fence.lua) rather than give a 16-digit fence that sorts wrong.
 pub const FENCE_MAX: u64 = 999_999_999_999_999;
 
+/// How long a lock's fence counter is kept past the last lock it numbered, unless told
+/// otherwise (`fenceRetentionMs`): a holder stalled longer than this after its lock expired
+/// may see a fence drawn anew from 1 (README, "Fencing tokens"). 0 keeps counters forever.
+pub const FENCE_RETENTION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+
+/// The longest retention window: about 100 years, so a TTL plus it stays a whole number Lua
+/// and Redis both read exactly.
+pub const FENCE_RETENTION_MAX_MS: u64 = 100 * 366 * 24 * 60 * 60 * 1000;
+
 /// Fencing numbers as 15-digit zero-padded decimals: string order and numeric order agree,
 /// and every value fits a JavaScript number exactly.
 pub fn format_fence(fence: u64) -> String {

@@ -96,6 +96,26 @@ fn whole_ms(arg: &'static str, value: f64, min: u64) -> Result<Duration, LockErr
     Ok(Duration::from_millis(value as u64))
 }
 
+/// How long a lock's fence counter is kept past the lock (see token.rs): `value` ms, 0 or
+/// `Infinity` for forever (answered as 0), `None` for the default.
+pub fn fence_retention(arg: &'static str, value: Option<f64>) -> Result<u64, LockError> {
+    use super::token::{FENCE_RETENTION_MAX_MS, FENCE_RETENTION_MS};
+    match value {
+        None => Ok(FENCE_RETENTION_MS),
+        Some(ms) if ms == f64::INFINITY => Ok(0),
+        Some(ms) if is_whole(ms) && ms >= 0.0 && ms <= FENCE_RETENTION_MAX_MS as f64 => {
+            Ok(ms as u64)
+        }
+        Some(ms) => Err(LockError::invalid_range(
+            arg,
+            format!(
+                "{arg} must be a whole number of milliseconds from 0 to {FENCE_RETENTION_MAX_MS}, or Infinity (0 and Infinity keep fence counters forever), got {}",
+                js_number(ms)
+            ),
+        )),
+    }
+}
+
 fn is_whole(value: f64) -> bool {
     value.is_finite() && value.fract() == 0.0
 }
@@ -201,5 +221,21 @@ mod tests {
         assert!(count("maxRetries", -1.0, MAX_RETRIES).is_err());
         assert!(count("maxRetries", 0.5, MAX_RETRIES).is_err());
         assert!(count("maxRetries", 1001.0, MAX_RETRIES).is_err());
+    }
+
+    #[test]
+    fn fence_retention_is_whole_ms_or_forever() {
+        use crate::core::basics::token::{FENCE_RETENTION_MAX_MS, FENCE_RETENTION_MS};
+        let arg = "fenceRetentionMs";
+        assert_eq!(fence_retention(arg, None), Ok(FENCE_RETENTION_MS));
+        assert_eq!(fence_retention(arg, Some(0.0)), Ok(0));
+        assert_eq!(fence_retention(arg, Some(f64::INFINITY)), Ok(0));
+        assert_eq!(fence_retention(arg, Some(1.0)), Ok(1));
+        let max = FENCE_RETENTION_MAX_MS as f64;
+        assert_eq!(fence_retention(arg, Some(max)), Ok(FENCE_RETENTION_MAX_MS));
+        for bad in [-1.0, 1.5, f64::NAN, f64::NEG_INFINITY, max + 1.0, 1e300] {
+            let err = fence_retention(arg, Some(bad)).expect_err("must reject");
+            assert_eq!(range_arg(err), (arg, InvalidKind::Range), "{bad}");
+        }
     }
 }

@@ -40,6 +40,8 @@ pub struct Settings {
     /// A waiter handed the lock by a release of its own thread starts as the handover is
     /// sent, on the releaser's lease, before Redis confirms it. Default false.
     pub lend_on_handover: Option<bool>,
+    /// How long each lock's fence counter outlives the lock; 0 or Infinity: forever.
+    pub fence_retention_ms: Option<f64>,
 }
 
 const DEFAULT_PREFIX: &str = "lock:";
@@ -88,6 +90,8 @@ impl DistributedLock {
         let max_retries = settings.max_retries.map_or(Ok(0), |n| {
             validate::count("maxRetries", n, validate::MAX_RETRIES)
         })?;
+        let fence_retention =
+            validate::fence_retention("fenceRetentionMs", settings.fence_retention_ms)?;
         let client_prefix = settings.client_key_prefix.unwrap_or_default();
         let prefix = format!(
             "{client_prefix}{}",
@@ -95,6 +99,7 @@ impl DistributedLock {
         );
         let locker = Locker::new(connection.store().clone(), prefix, command_timeout)
             .fair(settings.fair.unwrap_or(false))
+            .fence_retention(fence_retention)
             .owned_by(owner);
         Ok(DistributedLock {
             locker: Arc::new(locker),

@@ -34,6 +34,8 @@ pub struct Settings {
     /// Give the lock up this long after acquiring it, whatever happens.
     pub max_hold_ms: Option<f64>,
     pub command_timeout_ms: Option<f64>,
+    /// How long the lock's fence counter outlives the lock; 0 or Infinity: forever.
+    pub fence_retention_ms: Option<f64>,
 }
 
 /// The shortest stall budget: the holder's thread beats every 100 ms, so a shorter one
@@ -100,10 +102,13 @@ impl ExclusiveLock {
             .transpose()?
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
         validate::key("name", &settings.name)?;
+        let fence_retention_ms =
+            validate::fence_retention("fence_retention_ms", settings.fence_retention_ms)?;
         let spec = ExclusiveSpec {
             name: settings.name,
             key_prefix: settings.key_prefix,
             client_key_prefix: settings.client_key_prefix.unwrap_or_default(),
+            fence_retention_ms,
         };
         let lock = Exclusive::new(connection.store().clone(), spec, command_timeout);
         Ok(ExclusiveLock {

@@ -29,6 +29,8 @@ pub struct Settings {
     /// Give the lock up when the holder's thread has been blocked this long; 0 disables.
     pub max_stall_ms: f64,
     pub command_timeout_ms: Option<f64>,
+    /// How long the lock's fence counter outlives the lock; 0 or Infinity: forever.
+    pub fence_retention_ms: Option<f64>,
 }
 
 struct Held {
@@ -64,7 +66,11 @@ impl LockService {
             .unwrap_or(DEFAULT_COMMAND_TIMEOUT);
         let retry_delay = validate::non_negative_ms("retryDelayMs", settings.retry_delay_ms)?;
         let max_backoff = validate::non_negative_ms("maxBackoffMs", settings.max_backoff_ms)?;
-        let locker = Locker::new(connection.store().clone(), "", command_timeout).owned_by(owner);
+        let fence_retention =
+            validate::fence_retention("fenceRetentionMs", settings.fence_retention_ms)?;
+        let locker = Locker::new(connection.store().clone(), "", command_timeout)
+            .fence_retention(fence_retention)
+            .owned_by(owner);
         Ok(LockService {
             locker: Arc::new(locker),
             retry_delay,

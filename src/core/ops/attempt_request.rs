@@ -1,7 +1,7 @@
 //! A first attempt to send on a connection of its own (the caller's, see carried.rs), and
 //! the other one-command calls written for one: what each writes, and what its reply means.
 
-use super::lock::{fence_of, write_script, AttemptForm, Locker};
+use super::lock::{fence_of, write_keep_fences, write_script, AttemptForm, Locker};
 use super::scripts;
 use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
@@ -20,6 +20,8 @@ pub struct AttemptRequest {
     pub token: String,
     pub ttl: Duration,
     pub sent: Stamp,
+    /// The locker's (see `Locker::fence_retention`).
+    pub fence_retention_ms: u64,
 }
 
 impl AttemptRequest {
@@ -45,15 +47,25 @@ impl AttemptRequest {
                     ],
                 );
                 resp::write_command(out, &[b"INCRBY", &fence_key, b"2"]);
+                let kept = write_keep_fences(
+                    out,
+                    &fence_key,
+                    self.ttl.as_millis() as u64,
+                    self.fence_retention_ms,
+                );
                 resp::write_command(out, &[b"EXEC"]);
-                4
+                4 + kept
             }
             AttemptForm::Script => {
                 write_script(
                     out,
                     &scripts::ACQUIRE,
                     &[&self.redis_key, &fence_key],
-                    &[self.token.as_bytes(), ttl.as_bytes()],
+                    &[
+                        self.token.as_bytes(),
+                        ttl.as_bytes(),
+                        resp::decimal(self.fence_retention_ms).as_bytes(),
+                    ],
                 );
                 1
             }
@@ -155,6 +167,7 @@ impl Locker {
             token: token::new_token(),
             ttl,
             sent: Stamp::now(),
+            fence_retention_ms: self.fence_retention_ms(),
         }
     }
 
@@ -265,9 +278,10 @@ mod tests {
             token: "t".into(),
             ttl: Duration::from_millis(1000),
             sent: Stamp::now(),
+            fence_retention_ms: 5000,
         };
         let mut out = Vec::new();
-        assert_eq!(request.write(&mut out, AttemptForm::Transaction), 4);
+        assert_eq!(request.write(&mut out, AttemptForm::Transaction), 6);
         assert!(!out.windows(4).any(|w| w == b"PTTL"));
         assert_eq!(
             request.won(pair(Value::Okay, Value::Int(8))).ok(),

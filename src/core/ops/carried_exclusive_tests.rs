@@ -21,6 +21,7 @@ fn lock(name: &str) -> Arc<Exclusive> {
         name: "job".into(),
         key_prefix: "exclusive-lock".into(),
         client_key_prefix: String::new(),
+        fence_retention_ms: crate::core::basics::token::FENCE_RETENTION_MS,
     };
     Arc::new(Exclusive::new(Store::shared(endpoint), spec, SECOND))
 }
@@ -38,7 +39,7 @@ fn terms() -> Terms {
 fn transaction(lock: &Arc<Exclusive>) -> ExclusiveAttempt {
     let attempt = ExclusiveAttempt::new(lock, &terms());
     let mut out = Vec::new();
-    assert_eq!(attempt.write(&mut out, AttemptForm::Transaction), 5);
+    assert_eq!(attempt.write(&mut out, AttemptForm::Transaction), 7);
     attempt
 }
 
@@ -76,12 +77,14 @@ async fn a_lost_transaction_that_never_ran_is_made_again() {
     assert_eq!(owner, won.map(|claim| claim.token));
 }
 
-/// What a late EXEC answer `[lock, counter, lock expiry]` makes the transaction send to undo
-/// itself: whether it sends anything, and the text sent.
+/// What a late EXEC answer `[lock, counter, counter kept (two), lock expiry]` makes the
+/// transaction send to undo itself: whether it sends anything, and the text sent.
 fn undo_of(lock: &Arc<Exclusive>, set: bool, expiry: i64) -> (bool, String) {
     let answer = Value::Array(vec![
         if set { Value::Okay } else { Value::Nil },
         Value::Int(4),
+        Value::Int(1),
+        Value::Int(0),
         Value::Int(expiry),
     ]);
     let mut out = Vec::new();

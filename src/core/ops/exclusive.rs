@@ -30,6 +30,8 @@ pub struct ExclusiveSpec {
     pub key_prefix: String,
     /// The user's ioredis `keyPrefix`, which the original's keys carry too.
     pub client_key_prefix: String,
+    /// How long the lock's fence counter outlives it, in ms; 0 forever (see fence.lua).
+    pub fence_retention_ms: u64,
 }
 
 /// What one hold is taken with: the original reads these at every acquire, so a user who
@@ -49,6 +51,7 @@ pub struct Exclusive {
     redis_key: Vec<u8>,
     owner_key: Vec<u8>,
     fence_key: Vec<u8>,
+    fence_retention_ms: u64,
     command_timeout: Duration,
 }
 
@@ -95,6 +98,7 @@ impl Exclusive {
             store,
             owner_key: keys::owner_key(&redis_key),
             fence_key: keys::fence_key(&redis_key),
+            fence_retention_ms: spec.fence_retention_ms,
             redis_key,
             key,
             name,
@@ -131,6 +135,7 @@ impl Exclusive {
             .key(&self.owner_key)
             .arg(&request.contents)
             .arg(request.ttl.as_millis() as u64)
+            .arg(request.fence_retention_ms)
             .arg(&request.token);
         let (won, fence): (i64, i64) = self.store.eval(&invocation, timeout, Replay::Safe).await?;
         if won != 1 {
@@ -154,6 +159,7 @@ impl Exclusive {
             contents: terms.contents.clone(),
             ttl: terms.ttl,
             sent: Stamp::now(),
+            fence_retention_ms: self.fence_retention_ms,
         }
     }
 
@@ -243,6 +249,7 @@ impl Exclusive {
             // The original refreshes on a `setInterval` of lock_refresh_ms, and its users
             // read the `refreshed` events by that clock.
             punctual: true,
+            fence_retention_ms: self.fence_retention_ms,
         }
     }
 }
@@ -259,6 +266,7 @@ pub struct AttemptRequest {
     pub contents: String,
     pub ttl: Duration,
     pub sent: Stamp,
+    fence_retention_ms: u64,
 }
 
 impl AttemptRequest {
@@ -272,6 +280,7 @@ impl AttemptRequest {
             &[
                 self.contents.as_bytes(),
                 ttl.as_bytes(),
+                resp::decimal(self.fence_retention_ms).as_bytes(),
                 self.token.as_bytes(),
             ],
         );
@@ -375,6 +384,7 @@ mod tests {
             contents: "1".into(),
             ttl: Duration::from_millis(3000),
             sent: Stamp::now(),
+            fence_retention_ms: 5000,
         }
     }
 

@@ -30,6 +30,8 @@ pub struct Locker {
     command_timeout: Duration,
     /// Waiters get the lock in the order they asked for it (see acquire_fair.lua).
     fair: bool,
+    /// How long a lock's fence counter outlives the lock, in ms; 0 forever (see fence.lua).
+    fence_retention_ms: u64,
     /// On whose behalf its calls run: once it is gone, waits end and what they win is
     /// released (see owner.rs).
     owner: Owner,
@@ -51,6 +53,7 @@ impl Locker {
             prefix: prefix.into(),
             command_timeout,
             fair: false,
+            fence_retention_ms: token::FENCE_RETENTION_MS,
             owner: Owner::new(),
         }
     }
@@ -74,6 +77,16 @@ impl Locker {
 
     pub fn is_fair(&self) -> bool {
         self.fair
+    }
+
+    /// Keeps each lock's fence counter `ms` past the lock (0: forever; see fence.lua).
+    pub fn fence_retention(mut self, ms: u64) -> Self {
+        self.fence_retention_ms = ms;
+        self
+    }
+
+    pub fn fence_retention_ms(&self) -> u64 {
+        self.fence_retention_ms
     }
 
     /// What every lock key of this locker starts with.
@@ -133,7 +146,8 @@ impl Locker {
         invocation
             .key(keys::fence_key(&redis_key))
             .arg(&token)
-            .arg(ttl_ms);
+            .arg(ttl_ms)
+            .arg(self.fence_retention_ms);
         if self.fair {
             let member = waiting.map(|ticket| ticket.member(self.store.id()));
             invocation
@@ -216,6 +230,7 @@ impl Locker {
             ttl: lease.ttl(),
             every,
             punctual: false,
+            fence_retention_ms: self.fence_retention_ms,
         }
     }
 
@@ -246,7 +261,10 @@ impl Locker {
             });
         }
         let mut invocation = scripts::EXTEND.key(&lease.redis_key);
-        invocation.arg(&lease.token).arg(extra.as_millis() as u64);
+        invocation
+            .key(keys::fence_key(&lease.redis_key))
+            .arg(&lease.token)
+            .arg(extra.as_millis() as u64);
         self.store.ensure_scripts(self.bound_for(lease)).await?;
         let sent = Stamp::now();
         let new_ttl: i64 = self
@@ -275,7 +293,7 @@ impl Locker {
         write_script(
             out,
             &scripts::EXTEND,
-            &[&lease.redis_key],
+            &[&lease.redis_key, &keys::fence_key(&lease.redis_key)],
             &[lease.token.as_bytes(), extra.as_bytes()],
         );
     }
@@ -405,6 +423,27 @@ pub fn write_handoff(out: &mut Vec<u8>, lease: &Lease, theirs: &str, ttl: Durati
             fence.as_bytes(),
         ],
     );
+}
+
+/// What a transaction that draws fences adds after its INCRBY, as fence.lua's
+/// `keep_fences`: the counter kept `retention_ms` past a lock of `ttl_ms` (the first sets an
+/// expiry on a counter without one, the second only lengthens one), or forever for 0. Redis
+/// before 7.0 refuses the flags as the transaction is queued, and the connection turns to
+/// the script for good. Answers how many replies it adds.
+pub(crate) fn write_keep_fences(
+    out: &mut Vec<u8>,
+    fence_key: &[u8],
+    ttl_ms: u64,
+    retention_ms: u64,
+) -> usize {
+    if retention_ms == 0 {
+        resp::write_command(out, &[b"PERSIST", fence_key]);
+        return 1;
+    }
+    let keep = resp::decimal(ttl_ms + retention_ms);
+    resp::write_command(out, &[b"PEXPIRE", fence_key, keep.as_bytes(), b"NX"]);
+    resp::write_command(out, &[b"PEXPIRE", fence_key, keep.as_bytes(), b"GT"]);
+    2
 }
 
 /// `EVALSHA` of `script` with `keys` and `args`.

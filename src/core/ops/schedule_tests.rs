@@ -26,6 +26,7 @@ fn entry_of(clock: &Clock, sent: u64, ttl: u64, every: u64, punctual: bool) -> E
         ttl: Duration::from_millis(ttl),
         every: Duration::from_millis(every),
         punctual,
+        fence_retention_ms: 60_000,
     };
     let sink: Arc<dyn Sink> = Arc::new(Quiet);
     Entry::new(target, clock, clock.at(sent), Limits::default(), sink, 0)
@@ -180,6 +181,7 @@ fn the_stall_guard_gives_a_lock_up_once_the_heartbeat_is_too_old() {
         ttl: Duration::from_millis(600_000),
         every: Duration::from_millis(200_000),
         punctual: false,
+        fence_retention_ms: 60_000,
     };
     let limits = Limits {
         stall: Some((heartbeat, Duration::from_millis(300))),

@@ -11,6 +11,7 @@ use super::store::Store;
 use super::watched::{Clock, Entry};
 pub use super::watched::{Limits, Target};
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::basics::sync::lock;
 use crate::core::wait::owner::{Keeper, Owner, Release};
 use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
@@ -379,18 +380,25 @@ impl Watchdog {
                 .iter()
                 .map(|(_, e)| e.key().len() + e.token().len() + 16)
                 .sum();
-            let mut many = Cmd::with_capacity(3 + 3 * singles.len(), 64 + bytes);
+            let mut many = Cmd::with_capacity(3 + 5 * singles.len(), 64 + 2 * bytes);
             many.arg("EVALSHA")
                 .arg(scripts::REFRESH_MANY.get_hash())
-                .arg(singles.len());
+                .arg(2 * singles.len());
             for (_, entry) in &singles {
                 many.arg(entry.key());
+            }
+            // Each lock's fence counter, kept past it (see fence.lua).
+            for (_, entry) in &singles {
+                many.arg(keys::fence_key(entry.key()));
             }
             for (_, entry) in &singles {
                 many.arg(entry.token());
             }
             for (_, entry) in &singles {
                 many.arg(entry.ttl_ms());
+            }
+            for (_, entry) in &singles {
+                many.arg(entry.fence_retention_ms());
             }
             commands.push(many);
         }

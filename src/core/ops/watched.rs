@@ -14,6 +14,7 @@ use super::scripts;
 use super::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::basics::clock::validity;
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::basics::pages::Pages;
 use crate::core::wait::owner::Owner;
 use redis::Cmd;
@@ -68,6 +69,8 @@ pub struct Target {
     /// a little late instead (`Entry::late_by`). Otherwise a refresh may come up to half an
     /// interval early to share a round trip (`ripe_at`).
     pub punctual: bool,
+    /// How long the lock's fence counter outlives it, in ms; 0 forever (see fence.lua).
+    pub fence_retention_ms: u64,
 }
 
 /// Bounds on how long a lock is kept alive without its holder's say.
@@ -127,6 +130,7 @@ pub struct Entry {
     name_at: u32,
     ttl_ms: u32,
     every_ms: u32,
+    fence_retention_ms: u64,
     /// On the watchdog's clock.
     deadline: u64,
     next_due: u64,
@@ -168,6 +172,7 @@ impl Entry {
             name_at: target.name_at.min(key_len) as u32,
             ttl_ms: ms32(target.ttl),
             every_ms: ms32(target.every),
+            fence_retention_ms: target.fence_retention_ms,
             deadline: clock.ms(sent + validity(target.ttl)),
             next_due: clock.ms(sent + target.every),
             hold_until: limits.hold_until.map_or(u64::MAX, |at| clock.ms(at)),
@@ -197,6 +202,10 @@ impl Entry {
 
     pub fn ttl_ms(&self) -> u32 {
         self.ttl_ms
+    }
+
+    pub fn fence_retention_ms(&self) -> u64 {
+        self.fence_retention_ms
     }
 
     pub fn is_owned_by(&self, owner: &Owner) -> bool {
@@ -361,18 +370,22 @@ impl Entry {
         cmd.arg("EVALSHA").arg(scripts::REFRESH.get_hash());
         match &self.pair {
             None => cmd
-                .arg(1)
-                .arg(self.key())
-                .arg(self.token())
-                .arg(self.ttl_ms),
-            Some(pair) => cmd
                 .arg(2)
                 .arg(self.key())
+                .arg(keys::fence_key(self.key()))
+                .arg(self.token())
+                .arg(self.ttl_ms)
+                .arg(self.fence_retention_ms),
+            Some(pair) => cmd
+                .arg(3)
+                .arg(self.key())
                 .arg(&pair.data_key)
+                .arg(keys::fence_key(&pair.data_key))
                 .arg(self.token())
                 .arg(self.ttl_ms)
                 .arg(&pair.expected)
-                .arg(pair.set_at_arg()),
+                .arg(pair.set_at_arg())
+                .arg(self.fence_retention_ms),
         };
         cmd
     }
@@ -530,6 +543,7 @@ mod tests {
             ttl: Duration::from_millis(1000),
             every: Duration::from_millis(300),
             punctual: false,
+            fence_retention_ms: 60_000,
         };
         Entry::new(
             target,

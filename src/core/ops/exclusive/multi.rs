@@ -6,6 +6,7 @@
 //! refresh sets the owner key to our token, beside the lock key on one new expiry (a short
 //! hold never writes one). A counter that gives no fence takes the lock back.
 
+use super::super::lock;
 use super::AttemptRequest;
 use crate::core::basics::resp;
 use crate::core::basics::token;
@@ -42,17 +43,24 @@ impl AttemptRequest {
             ],
         );
         resp::write_command(out, &[b"INCRBY", &self.fence_key, b"2"]);
+        let kept = lock::write_keep_fences(
+            out,
+            &self.fence_key,
+            self.ttl.as_millis() as u64,
+            self.fence_retention_ms,
+        );
         resp::write_command(out, &[b"PEXPIRETIME", &self.redis_key]);
         resp::write_command(out, &[b"EXEC"]);
-        5
+        5 + kept
     }
 
-    /// What EXEC's `[lock set?, counter, lock expiry]` says.
+    /// What EXEC's `[lock set?, counter, the counter kept (one or two), lock expiry]` says.
     pub fn answer(reply: &Value) -> Answer {
         let Value::Array(items) = reply else {
             return Answer::Other;
         };
-        let [lock, counter, Value::Int(expiry)] = items.as_slice() else {
+        // The script's answer has two items; the transaction's, four or five.
+        let [lock, counter, _, .., Value::Int(expiry)] = items.as_slice() else {
             return Answer::Other;
         };
         match lock {
@@ -85,7 +93,13 @@ mod tests {
 
     #[test]
     fn a_won_transaction_answers_the_lock_keys_expiry() {
-        let won = exec(vec![Value::Okay, Value::Int(8), Value::Int(5000)]);
+        let won = exec(vec![
+            Value::Okay,
+            Value::Int(8),
+            Value::Int(1),
+            Value::Int(0),
+            Value::Int(5000),
+        ]);
         assert_eq!(
             AttemptRequest::answer(&won),
             Answer::Set {
@@ -93,7 +107,13 @@ mod tests {
                 expiry: 5000
             }
         );
-        let held = exec(vec![Value::Nil, Value::Int(8), Value::Int(5000)]);
+        let held = exec(vec![
+            Value::Nil,
+            Value::Int(8),
+            Value::Int(0),
+            Value::Int(1),
+            Value::Int(5000),
+        ]);
         assert_eq!(AttemptRequest::answer(&held), Answer::Held);
     }
 
@@ -108,7 +128,7 @@ mod tests {
             Value::Int(1),
             Value::Int(token::FENCE_MAX as i64 + 1),
         ] {
-            let reply = exec(vec![Value::Okay, counter, Value::Int(5000)]);
+            let reply = exec(vec![Value::Okay, counter, Value::Int(1), Value::Int(5000)]);
             assert!(matches!(
                 AttemptRequest::answer(&reply),
                 Answer::Set { fence: None, .. }
@@ -124,15 +144,30 @@ mod tests {
     }
 
     #[test]
-    fn writes_five_commands_whose_last_reply_is_exec_and_no_owner_key() {
+    fn writes_seven_commands_whose_last_reply_is_exec_and_no_owner_key() {
         let request = super::super::tests::request();
         let mut out = Vec::new();
-        assert_eq!(request.write_transaction(&mut out), 5);
+        assert_eq!(request.write_transaction(&mut out), 7);
         let text = String::from_utf8_lossy(&out);
         assert!(text.starts_with("*1\r\n$5\r\nMULTI\r\n"), "{text}");
         assert!(text.ends_with("*1\r\n$4\r\nEXEC\r\n"), "{text}");
         assert_eq!(text.matches("PEXPIRETIME").count(), 1);
-        assert_eq!(text.matches("\r\nNX\r\n").count(), 1);
+        // The lock's SET, and the counter's first expiry.
+        assert_eq!(text.matches("\r\nNX\r\n").count(), 2);
+        // Kept its retention (5000 ms) past the lock's 3000 ms.
+        assert_eq!(text.matches("$4\r\n8000\r\n").count(), 2);
+        assert_eq!(text.matches("\r\nGT\r\n").count(), 1);
         assert!(!text.contains("owner"), "{text}");
+    }
+
+    #[test]
+    fn a_counter_kept_forever_is_persisted_instead() {
+        let mut request = super::super::tests::request();
+        request.fence_retention_ms = 0;
+        let mut out = Vec::new();
+        assert_eq!(request.write_transaction(&mut out), 6);
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("PERSIST"), "{text}");
+        assert!(!text.contains("\r\nGT\r\n"), "{text}");
     }
 }

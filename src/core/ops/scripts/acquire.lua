@@ -1,6 +1,7 @@
 -- Take a free lock and number it in one step, so fence order is acquisition order.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] (optional) owner key; all one hash slot.
--- ARGV[1] value of the lock key, ARGV[2] ttl in ms, ARGV[3] (with KEYS[3]) owner token.
+-- ARGV[1] value of the lock key, ARGV[2] ttl in ms, ARGV[3] the fence counter's retention
+-- window in ms (see fence.lua), ARGV[4] (with KEYS[3]) owner token.
 -- DistributedLock stores its token as the lock's value. ExclusiveLock stores the user's
 -- contents there, as the original package does, and its token in the owner key beside it;
 -- both keys get one absolute expiry, computed once (Redis before 7.2 reads the clock anew
@@ -26,6 +27,7 @@ end
 local function numbered()
   local counter = draw_fences(KEYS[2], 2)
   if counter then
+    keep_fences(KEYS[2], ARGV[2], ARGV[3])
     return {1, counter - 1}
   end
   return taken_back()
@@ -36,6 +38,7 @@ local function won_before(owner_key, token)
   if redis.pcall('GET', owner_key) == token then
     local drawn = fence_drawn(KEYS[2])
     if drawn then
+      keep_fences(KEYS[2], ARGV[2], ARGV[3])
       return {1, drawn}
     end
     return taken_back()
@@ -43,6 +46,7 @@ local function won_before(owner_key, token)
 end
 
 if not KEYS[3] then
+  keep_fences_forever(KEYS[2], ARGV[3])
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return numbered()
   end
@@ -51,6 +55,7 @@ end
 if redis.replicate_commands then
   redis.replicate_commands()
 end
+keep_fences_forever(KEYS[2], ARGV[3])
 local now = redis.call('TIME')
 local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2])
 local set = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', at)
@@ -64,12 +69,12 @@ if not pxat then
 end
 if not set then
   local ours = redis.pcall('GET', KEYS[1]) == ARGV[1] and same_expiry(KEYS[1], KEYS[3])
-  return (ours and won_before(KEYS[3], ARGV[3])) or {0, redis.call('PTTL', KEYS[1])}
+  return (ours and won_before(KEYS[3], ARGV[4])) or {0, redis.call('PTTL', KEYS[1])}
 end
 if pxat then
-  redis.call('SET', KEYS[3], ARGV[3], 'PXAT', at)
+  redis.call('SET', KEYS[3], ARGV[4], 'PXAT', at)
 else
-  redis.call('SET', KEYS[3], ARGV[3])
+  redis.call('SET', KEYS[3], ARGV[4])
   redis.call('PEXPIREAT', KEYS[3], at)
 end
 return numbered()

@@ -2,18 +2,20 @@
 -- connection keeps its place in the lock's queue of waiting connections (see wake.rs) in the
 -- same step, so no release can slip between a failed attempt and the queueing.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue; all one hash slot.
--- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the connection's id, ARGV[4] its queue score
--- (microseconds of its clock), ARGV[5] '1' while other waiters of that connection remain,
--- ARGV[6] lifetime of the queue in ms.
+-- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the fence counter's retention window in ms (see
+-- fence.lua), ARGV[4] the connection's id, ARGV[5] its queue score
+-- (microseconds of its clock), ARGV[6] '1' while other waiters of that connection remain,
+-- ARGV[7] lifetime of the queue in ms.
 -- Fences are drawn two at a time, as in acquire.lua.
 -- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
 -- Queue commands run under pcall: a user whose ACL allows no sorted sets just polls.
 local function stay_queued()
-  if redis.pcall('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[3]) == 1 then
-    redis.pcall('PEXPIRE', KEYS[3], ARGV[6])
+  if redis.pcall('ZADD', KEYS[3], 'NX', ARGV[5], ARGV[4]) == 1 then
+    redis.pcall('PEXPIRE', KEYS[3], ARGV[7])
   end
 end
 
+keep_fences_forever(KEYS[2], ARGV[3])
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Drawn after the lock is written, in one INCRBY (see fence.lua): a counter that can give
   -- none takes the lock back, and the attempt fails with nothing written.
@@ -22,10 +24,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     redis.call('DEL', KEYS[1])
     return no_fence()
   end
-  if ARGV[5] == '1' then
+  keep_fences(KEYS[2], ARGV[2], ARGV[3])
+  if ARGV[6] == '1' then
     stay_queued()
   else
-    redis.pcall('ZREM', KEYS[3], ARGV[3])
+    redis.pcall('ZREM', KEYS[3], ARGV[4])
   end
   return {1, counter - 1}
 end
@@ -33,6 +36,7 @@ end
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   local drawn = fence_drawn(KEYS[2])
   if drawn then
+    keep_fences(KEYS[2], ARGV[2], ARGV[3])
     return {1, drawn}
   end
   redis.call('DEL', KEYS[1])

@@ -44,3 +44,52 @@ local function draw_fences(key, count)
   end
   return after
 end
+-- A counter outlives every lock it numbered by the retention window (README, "Fencing
+-- tokens"): once a draw is done it is kept for `window` ms past a lock living `ttl` ms from
+-- now, never for less than another holder or client asked. A counter without an expiry is
+-- given one (it predates the window, or was kept forever by a client told 0).
+-- As a decimal: Lua would print a large number in exponent form.
+local function keep_fences(key, ttl, window)
+  if window == '0' then
+    return
+  end
+  local want = tonumber(ttl) + tonumber(window)
+  if redis.call('PTTL', key) < want then
+    redis.call('PEXPIRE', key, string.format('%d', want))
+  end
+end
+-- A counter kept forever ('0') loses its expiry before the script writes anything, so a user
+-- whose ACL refuses PERSIST gets an error and no lock, rather than a lock and an error.
+local function keep_fences_forever(key, window)
+  if window == '0' then
+    redis.call('PERSIST', key)
+  end
+end
+-- A watchdog's refresh giving the lock `ttl` ms anew: the counter kept `window` ms past it,
+-- pushed a quarter window further whenever it is pushed, so that nearly every refresh only
+-- reads its TTL. One without an expiry (kept forever, or from before windows; acquisitions
+-- see to those) or gone is left as it is.
+local function keep_fences_refreshed(key, ttl, window)
+  if window == '0' then
+    return
+  end
+  local want = tonumber(ttl) + tonumber(window)
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < want then
+    redis.call('PEXPIRE', key, string.format('%d', want + math.floor(tonumber(window) / 4)))
+  end
+end
+-- Before a held lock is given `ttl` ms anew (extend, handover): the counter keeps
+-- the margin it has over the lock, so a long hold never outlives it. One without an expiry
+-- is kept forever, one gone (deleted by someone else) stays gone.
+local function keep_fences_past(key, lock, ttl)
+  local left = redis.call('PTTL', key)
+  local lock_left = redis.call('PTTL', lock)
+  if left < 0 or lock_left < 0 then
+    return
+  end
+  local want = tonumber(ttl) + left - lock_left
+  if want > left then
+    redis.call('PEXPIRE', key, string.format('%d', want))
+  end
+end

@@ -20,6 +20,7 @@ if holder == ARGV[1] then
     redis.call('DEL', KEYS[1])
     return 0
   end
+  keep_fences_past(KEYS[2], KEYS[1], ARGV[3])
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   if ours == 0 then
     return counter - 1

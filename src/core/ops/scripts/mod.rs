@@ -4,7 +4,8 @@
 //! the EVALSHA that ran; the redis crate still reloads and retries on a NOSCRIPT that slips
 //! through (a SCRIPT FLUSH without a reconnect). Lua scripts cannot share functions, so the
 //! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended, the ones that
-//! wake a waiter `announce.lua`, and the ones that draw fences `fence.lua`.
+//! wake a waiter `announce.lua`, and the ones that draw fences or keep a lock's counter
+//! `fence.lua`.
 
 use redis::Script;
 use std::sync::LazyLock;
@@ -15,8 +16,12 @@ pub(crate) const ACQUIRE_SOURCE: &str = concat!(
     include_str!("acquire.lua")
 );
 const RELEASE_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("release.lua"));
-const EXTEND_SOURCE: &str = include_str!("extend.lua");
-const REFRESH_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("refresh.lua"));
+const EXTEND_SOURCE: &str = concat!(include_str!("fence.lua"), include_str!("extend.lua"));
+const REFRESH_SOURCE: &str = concat!(
+    include_str!("fence.lua"),
+    include_str!("same_expiry.lua"),
+    include_str!("refresh.lua")
+);
 const INSPECT_SOURCE: &str = include_str!("inspect.lua");
 const FENCED_SET_SOURCE: &str = include_str!("fenced_set.lua");
 pub(crate) const RELEASE_WAKE_SOURCE: &str = concat!(
@@ -31,7 +36,8 @@ const ACQUIRE_QUEUED_SOURCE: &str = concat!(
 );
 pub(crate) const HANDOFF_SOURCE: &str =
     concat!(include_str!("fence.lua"), include_str!("handoff.lua"));
-const REFRESH_MANY_SOURCE: &str = include_str!("refresh_many.lua");
+const REFRESH_MANY_SOURCE: &str =
+    concat!(include_str!("fence.lua"), include_str!("refresh_many.lua"));
 const ACQUIRE_FAIR_SOURCE: &str =
     concat!(include_str!("fence.lua"), include_str!("acquire_fair.lua"));
 const RELEASE_FAIR_SOURCE: &str = concat!(

@@ -1,0 +1,191 @@
+'use strict'
+
+// Fence counters expire (README, "Fencing tokens"): each is kept `fenceRetentionMs`
+// (ExclusiveLock: `fence_retention_ms`) past the last lock it numbered, default 7 days, and
+// for as long as a hold is refreshed or extended; 0 or Infinity keep it forever. Every API,
+// on Redis and on memory:// (NRL_BACKEND=memory).
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { DistributedLock } = require('..')
+const ExclusiveLock = require('../exclusive-lock')
+const DistributedLockService = require('../maestro')
+const { startBackend, redisOnly } = require('./helpers/backend')
+const { fenceKey } = require('./helpers/keys')
+
+const WEEK = 7 * 24 * 60 * 60 * 1000
+const TTL = 5000
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+let backend
+let redis
+
+before(async () => {
+  backend = await startBackend()
+  redis = backend.client()
+  await redis.connect()
+})
+
+after(async () => {
+  redis.disconnect()
+  await backend.close()
+})
+
+/** The counter's TTL is the lock's plus the window, less the time since it was set. */
+async function assertKept(lockKey, retention, ttl) {
+  const left = await redis.pttl(fenceKey(lockKey))
+  assert.ok(left <= retention + ttl && left > retention + ttl - 5000, `${lockKey}: counter PTTL ${left}, want about ${retention + ttl}`)
+}
+
+test('DistributedLock: every counter of 200 distinct keys expires a week after its lock, by default', async () => {
+  const lock = new DistributedLock(backend.url, { keyPrefix: 'dl-default:' })
+  const keys = Array.from({ length: 200 }, (_, i) => `user:${i}`)
+  // acquire (the JS thread's transaction on Redis), tryAcquire and waitForLock (the scripts).
+  const handles = await Promise.all(
+    keys.map((key, i) => [lock.acquire, lock.tryAcquire, (k, t) => lock.waitForLock(k, 1000, t)][i % 3].call(lock, key, TTL)),
+  )
+  assert.ok(handles.every(Boolean))
+  for (const key of keys) await assertKept(`dl-default:${key}`, WEEK, TTL)
+  await Promise.all(handles.map((handle) => handle.release()))
+})
+
+test('DistributedLock: fenceRetentionMs sets the window, and fences still increase across holds', async () => {
+  const lock = new DistributedLock(backend.url, { keyPrefix: 'dl-window:', fenceRetentionMs: 60_000 })
+  let last = ''
+  for (let i = 0; i < 6; i++) {
+    const handle = await [lock.acquire, lock.tryAcquire][i % 2].call(lock, 'k', TTL)
+    assert.ok(handle.fence > last, `${handle.fence} after ${last}`)
+    last = handle.fence
+    await assertKept('dl-window:k', 60_000, TTL)
+    await handle.release()
+  }
+  // A fair lock draws its fences in its own script.
+  const fair = new DistributedLock(backend.url, { keyPrefix: 'dl-fair:', fair: true, fenceRetentionMs: 60_000 })
+  const handle = await fair.acquire('k', TTL)
+  await assertKept('dl-fair:k', 60_000, TTL)
+  await handle.release()
+})
+
+test('DistributedLock: a counter handed over with the lock is kept past the new holder', async () => {
+  const lock = new DistributedLock(backend.url, { keyPrefix: 'dl-handoff:', fenceRetentionMs: 60_000 })
+  const first = await lock.acquire('k', 1000)
+  const waiting = lock.waitForLock('k', 10_000, 30_000)
+  await sleep(50)
+  await first.release()
+  const second = await waiting
+  assert.ok(second.fence > first.fence)
+  // At least the window past the new holder's lock; the waiter's own failed attempt may
+  // have asked for as much already, and the handover keeps the counter's margin.
+  const left = await redis.pttl(fenceKey('dl-handoff:k'))
+  assert.ok(left > 60_000 + 30_000 - 5000 && left <= 60_000 + 2 * 30_000, `counter PTTL ${left}`)
+  await second.release()
+})
+
+test('DistributedLock: a hold refreshed or extended past the window keeps its counter', async () => {
+  const lock = new DistributedLock(backend.url, { keyPrefix: 'dl-long:', fenceRetentionMs: 1000 })
+  const handle = await lock.acquire('k', 600, { autoRefresh: true })
+  // Three times the window plus the TTL: without refreshes the counter would be gone.
+  await sleep(3 * 1000 + 600)
+  const left = await redis.pttl(fenceKey('dl-long:k'))
+  assert.ok(left > 1000 - 600, `counter PTTL ${left} after a long hold`)
+  await handle.extend(20_000)
+  const extended = await redis.pttl(fenceKey('dl-long:k'))
+  assert.ok(extended > 20_000, `counter PTTL ${extended} after extend`)
+  await handle.release()
+  const next = await lock.acquire('k', 600)
+  assert.ok(next.fence > handle.fence, `${next.fence} after ${handle.fence}`)
+  await next.release()
+})
+
+test('0 and Infinity keep counters forever, on every API', async () => {
+  for (const forever of [0, Infinity]) {
+    const lock = new DistributedLock(backend.url, { keyPrefix: `dl-forever-${forever}:`, fenceRetentionMs: forever })
+    const handle = await lock.acquire('k', TTL)
+    assert.equal(await redis.pttl(fenceKey(`dl-forever-${forever}:k`)), -1)
+    await handle.release()
+
+    const exclusive = new ExclusiveLock({ name: `forever-${forever}`, cache_connection: backend.url, fence_retention_ms: forever })
+    assert.equal(await exclusive.acquire(), true)
+    assert.equal(await redis.pttl(fenceKey(`exclusive-lock:forever-${forever}`)), -1)
+    await exclusive.release()
+
+    const service = new DistributedLockService(`svc-forever-${forever}`, TTL, backend.url, { fenceRetentionMs: forever })
+    assert.equal(await service.acquire(), true)
+    assert.equal(await redis.pttl(fenceKey(`svc-forever-${forever}`)), -1)
+    await service.release()
+  }
+})
+
+test('ExclusiveLock: every counter of 100 names expires after its lock, the window its fence_retention_ms', async () => {
+  const locks = Array.from({ length: 100 }, (_, i) => new ExclusiveLock({ name: `job-${i}`, cache_connection: backend.url, lock_ttl_ms: TTL, lock_refresh_ms: 2000 }))
+  assert.ok((await Promise.all(locks.map((lock) => lock.acquire()))).every(Boolean))
+  for (let i = 0; i < locks.length; i++) await assertKept(`exclusive-lock:job-${i}`, WEEK, TTL)
+  await Promise.all(locks.map((lock) => lock.release()))
+
+  const short = new ExclusiveLock({ name: 'short', cache_connection: backend.url, lock_ttl_ms: 600, lock_refresh_ms: 100, fence_retention_ms: 1000 })
+  assert.equal(await short.acquire(), true)
+  const fence = short.fence
+  await assertKept('exclusive-lock:short', 1000, 600)
+  // Refreshed past the window: the counter stays beside the lock.
+  await sleep(3 * 1000 + 600)
+  const left = await redis.pttl(fenceKey('exclusive-lock:short'))
+  assert.ok(left > 1000 - 600, `counter PTTL ${left} after a long hold`)
+  await short.release()
+  assert.equal(await short.acquire(), true)
+  assert.ok(short.fence > fence, `${short.fence} after ${fence}`)
+  await short.release()
+})
+
+test('DistributedLockService: its counter expires after its lock, the window its options.fenceRetentionMs', async () => {
+  const keys = Array.from({ length: 50 }, (_, i) => `svc:${i}`)
+  const services = keys.map((key) => new DistributedLockService(key, TTL, backend.url))
+  assert.ok((await Promise.all(services.map((service) => service.acquire()))).every(Boolean))
+  for (const key of keys) await assertKept(key, WEEK, TTL)
+  await Promise.all(services.map((service) => service.release()))
+
+  const service = new DistributedLockService('svc-window', TTL, backend.url, { fenceRetentionMs: 60_000 })
+  assert.equal(await service.acquire(), true)
+  await assertKept('svc-window', 60_000, TTL)
+  await service.release()
+})
+
+test('a bad fence retention is an EINVAL naming the option, before any Redis call', () => {
+  for (const bad of [-1, 1.5, NaN, -Infinity, 1e20]) {
+    assert.throws(
+      () => new DistributedLock(backend.url, { fenceRetentionMs: bad }),
+      (err) => err.code === 'EINVAL' && err.argument === 'options.fenceRetentionMs' && err instanceof RangeError,
+      String(bad),
+    )
+    assert.throws(
+      () => new DistributedLockService('k', 1000, backend.url, { fenceRetentionMs: bad }),
+      (err) => err.code === 'EINVAL' && err.argument === 'options.fenceRetentionMs' && err instanceof RangeError,
+      String(bad),
+    )
+  }
+  for (const bad of [-1, 1.5, -Infinity, 1e20]) {
+    assert.throws(
+      () => new ExclusiveLock({ name: 'bad', cache_connection: backend.url, fence_retention_ms: bad }),
+      (err) => err.code === 'EINVAL' && err.argument === 'fence_retention_ms' && /fence_retention_ms/.test(err.message),
+      String(bad),
+    )
+  }
+  for (const bad of ['1000', null]) {
+    assert.throws(() => new DistributedLock(backend.url, { fenceRetentionMs: bad }), (err) => err.code === 'EINVAL' && err.argument === 'options.fenceRetentionMs')
+    assert.throws(() => new DistributedLockService('k', 1000, backend.url, { fenceRetentionMs: bad }), (err) => err.code === 'EINVAL' && err.argument === 'options.fenceRetentionMs')
+    assert.throws(() => new ExclusiveLock({ name: 'bad', cache_connection: backend.url, fence_retention_ms: bad }), (err) => err.code === 'EINVAL')
+  }
+})
+
+redisOnly('a user whose ACL refuses PERSIST gets an error and no lock with fenceRetentionMs: 0, and locks as usual with a window', async () => {
+  const commands = ['evalsha', 'script|load', 'exists', 'get', 'set', 'del', 'pexpire', 'pexpireat', 'pexpiretime', 'pttl', 'incr', 'incrby', 'time', 'multi', 'exec']
+  await redis.call('ACL', 'SETUSER', 'nopersist', 'on', '>nopersist-pw', '~acl:*', '~{acl:*', ...commands.map((c) => `+${c}`))
+  const url = `redis://nopersist:nopersist-pw@127.0.0.1:${backend.server.port}`
+  const forever = new DistributedLock(url, { keyPrefix: 'acl:', fenceRetentionMs: 0 })
+  // The JS thread's transaction, then the script.
+  await assert.rejects(forever.acquire('k', TTL))
+  await assert.rejects(forever.tryAcquire('k', TTL))
+  assert.equal(await redis.exists('acl:k'), 0, 'no lock may be left behind')
+  const windowed = new DistributedLock(url, { keyPrefix: 'acl:', fenceRetentionMs: 60_000 })
+  const handle = await windowed.acquire('k', TTL)
+  await assertKept('acl:k', 60_000, TTL)
+  await handle.release()
+})
