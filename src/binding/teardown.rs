@@ -6,30 +6,37 @@
 //! thread's exit the runtime is shut down right after (by napi's own hook, registered
 //! before ours, so run after it), and an unsent release would leave the lock to its TTL.
 
+use super::completions::Queue;
 use super::direct;
 use super::sys::env::Env;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::wait::owner::Owner;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the hook waits for the releases beyond their own bound (see core::forsaken).
 const SLACK: Duration = Duration::from_millis(100);
 
-/// Ends `owner` when `env` goes away; `false` if Node refused the hook.
-pub fn register(env: Env, owner: Owner) -> bool {
-    env.on_end(owner, |owner| end(&owner))
+/// Ends `owner` and closes its answers' `queue` when `env` goes away; `false` if Node
+/// refused the hook.
+pub fn register(env: Env, ending: (Owner, Arc<Queue>)) -> bool {
+    env.on_end(ending, |(owner, queue)| end(&owner, &queue))
 }
 
 /// Ends `owner`'s environment: its connections, its waits, its kept-alive locks; returns
 /// once those locks are released (or their bound passed). On the environment's JS thread.
 /// Later calls find nothing left to do.
-pub fn end(owner: &Owner) {
+pub fn end(owner: &Owner, queue: &Queue) {
     // No panic may unwind into Node; a runtime already gone (spawn panics then) leaves the
     // locks to their TTLs, which is all that is left to do.
     let _ = catch_unwind(AssertUnwindSafe(|| {
         direct::close_thread();
         let ending = owner.end();
+        // After the owner ended: a lock won from now on is released where it is won (see
+        // ops/won.rs); one won before and not yet delivered is freed as its answer is
+        // forsaken, now or as it joins the closed queue.
+        queue.close();
         let (done, finished) = std::sync::mpsc::channel::<()>();
         napi::bindgen_prelude::spawn(async move {
             ending.await;
