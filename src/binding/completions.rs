@@ -286,7 +286,7 @@ impl Completer {
         // several times on the JS thread; a box moves as a pointer.
         let work = Box::pin(work);
         let completer = self.clone();
-        napi::bindgen_prelude::spawn(async move {
+        let started = super::runtime::spawn(async move {
             // A panic must still settle the promise, or the caller would wait forever.
             let outcome = match AssertUnwindSafe(work).catch_unwind().await {
                 Ok(outcome) => outcome,
@@ -294,5 +294,9 @@ impl Completer {
             };
             completer.push(Entry::Settled(id, outcome));
         });
+        if started.is_err() {
+            let err = LockError::Internal("no runtime: the OS refused its thread".into());
+            self.push(Entry::Settled(id, Outcome::Failed(err)));
+        }
     }
 }

@@ -3,11 +3,12 @@
 //! be won for it: one cleanup hook per environment closes its own connections and ends its
 //! owner in the core (see core::owner), which stops its waits, takes its watched locks off
 //! the watchdog and releases them. The hook waits for those releases, bounded: at the main
-//! thread's exit the runtime is shut down right after (by napi's own hook, registered
-//! before ours, so run after it), and an unsent release would leave the lock to its TTL.
+//! thread's exit the process ends right after, and an unsent release would leave the lock to
+//! its TTL.
 
 use super::completions::Queue;
 use super::direct;
+use super::runtime;
 use super::sys::env::Env;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::wait::owner::Owner;
@@ -28,8 +29,7 @@ pub fn register(env: Env, ending: (Owner, Arc<Queue>)) -> bool {
 /// once those locks are released (or their bound passed). On the environment's JS thread.
 /// Later calls find nothing left to do.
 pub fn end(owner: &Owner, queue: &Queue) {
-    // No panic may unwind into Node; a runtime already gone (spawn panics then) leaves the
-    // locks to their TTLs, which is all that is left to do.
+    // No panic may unwind into Node.
     let _ = catch_unwind(AssertUnwindSafe(|| {
         direct::close_thread();
         let ending = owner.end();
@@ -38,11 +38,13 @@ pub fn end(owner: &Owner, queue: &Queue) {
         // forsaken, now or as it joins the closed queue.
         queue.close();
         let (done, finished) = std::sync::mpsc::channel::<()>();
-        napi::bindgen_prelude::spawn(async move {
+        let waited = runtime::spawn(async move {
             ending.await;
             let _ = done.send(());
         });
-        // Disconnected (the task was dropped with the runtime) ends the wait as well.
-        let _ = finished.recv_timeout(DEFAULT_COMMAND_TIMEOUT + SLACK);
+        // Without a runtime (the OS refused its thread) nothing was sent: no wait.
+        if waited.is_ok() {
+            let _ = finished.recv_timeout(DEFAULT_COMMAND_TIMEOUT + SLACK);
+        }
     }));
 }
