@@ -348,6 +348,36 @@ test('a worker terminated 0-1 ms after ExclusiveLock.acquire() or the service\'s
   assert.deepEqual(left, [], `${left.length} of 50 locks outlived their terminated callers`)
 })
 
+test('a worker terminated while the reactions to its settled handles run leaves none of those locks', async () => {
+  // Two acquisitions settle in one batch (the thread is blocked until both are won); the first
+  // reaction never returns, so the second never runs, and the worker is terminated in it.
+  const key = 'exit:reactions'
+  const { worker, messages } = startWorker(
+    `
+      const lock = new DistributedLock(url)
+      const spin = () => { for (;;) {} }
+      lock.acquire(key + ':a', 30000).then(spin)
+      lock.acquire(key + ':b', 30000).then(spin)
+      post('calling')
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500)
+    `,
+    { key },
+  )
+  assert.equal(await message(worker), 'calling')
+  // Both won (a lock left free would prove nothing), then the thread spins.
+  assert.ok(
+    await eventually(async () => (await probe.exists(`lock:${key}:a`, `lock:${key}:b`)) === 2, 2000),
+    'the worker did not win both locks',
+  )
+  await sleep(600)
+  await terminate(worker)
+  assert.ok(
+    await eventually(async () => (await probe.exists(`lock:${key}:a`, `lock:${key}:b`)) === 0, 500),
+    'a lock handed to a thread terminated before its code could release it outlived it',
+  )
+  assert.deepEqual(messages, ['calling'])
+})
+
 /** Runs `source` in a child node process (argv[1] is the server's URL); resolves with its exit. */
 async function runChild(source) {
   const child = spawn(process.execPath, ['-e', source, backend.url], { stdio: ['ignore', 'pipe', 'pipe'] })

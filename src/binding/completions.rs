@@ -136,7 +136,11 @@ impl NativeCompletions {
         }
         // Without the hook (Node refused it) the environment's waits and locks outlive it as
         // they did before it existed: no reason to refuse the addon.
-        let ending = (thread.owner().clone(), queue.clone());
+        let ending = (
+            thread.owner().clone(),
+            queue.clone(),
+            Rc::downgrade(&thread),
+        );
         let _registered = teardown::register(JsEnv::of(&env), ending);
         Ok(NativeCompletions {
             completer: Completer(queue),
@@ -172,7 +176,7 @@ impl NativeCompletions {
     /// stop and its kept-alive locks are released before this returns (see teardown.rs).
     #[napi]
     pub fn end(&self) {
-        teardown::end(self.thread.owner(), &self.completer.0);
+        teardown::end(self.thread.owner(), &self.completer.0, Some(&self.thread));
     }
 
     /// A held lock that keeps the process alive (`true`), or no longer does (`false`).

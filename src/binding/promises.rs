@@ -6,6 +6,7 @@
 
 use super::completions::{Entry, Loss, Outcome, Queue};
 use super::error::js_error;
+use super::sys::check::Check;
 use super::sys::env::{AsyncResource, Env, Made, Ref, Scope, Value};
 use super::sys::promise::Deferred;
 use super::sys::uv::EventLoop;
@@ -18,7 +19,7 @@ use crate::core::wait::owner::Owner;
 use napi::bindgen_prelude::PromiseRaw;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,9 +50,12 @@ pub struct JsThread {
     event_loop: EventLoop,
     hooks: RefCell<HashMap<Hook, Ref>>,
     slots: RefCell<HashMap<u32, Slot>>,
-    /// Plain locks whose handles were just settled, until their reactions ran (see
-    /// `confirm_claims`).
+    /// Plain locks whose handles were settled in this loop turn, until their reactions ran
+    /// (see `confirm_claims`).
     claims: RefCell<Vec<Unclaimed>>,
+    /// Started while `claims` holds any: calls `confirm_claims` at the end of the loop turn.
+    /// Taken (and closed) as the environment ends.
+    claims_check: RefCell<Option<Check<Weak<JsThread>>>>,
     next_id: Cell<u32>,
     /// Promises pending plus holds that keep the process alive; the waker is referred
     /// while this is above zero.
@@ -83,6 +87,7 @@ impl JsThread {
             hooks: RefCell::new(HashMap::new()),
             slots: RefCell::new(HashMap::new()),
             claims: RefCell::new(Vec::new()),
+            claims_check: RefCell::new(None),
             next_id: Cell::new(1),
             keepers: Cell::new(0),
             queue,
@@ -98,6 +103,12 @@ impl JsThread {
                 thread.deliver_queued();
             }
         });
+        *thread.claims_check.borrow_mut() =
+            Check::new(event_loop, Rc::downgrade(&thread), |weak| {
+                if let Some(thread) = weak.upgrade() {
+                    thread.confirm_claims();
+                }
+            });
         Some(thread)
     }
 
@@ -241,7 +252,10 @@ impl JsThread {
                     }
                 }
             });
-            self.confirm_claims(scope);
+            if self.claims_check.borrow().is_none() {
+                // Without the check (libuv refused it), as close as can be told here.
+                self.confirm_claims_now(scope);
+            }
             if let Some(exception) = thrown {
                 if scope.fatal_exception(exception).is_err() {
                     // Node could not raise it (its environment is ending): say so rather
@@ -270,20 +284,53 @@ impl JsThread {
         if let Some(outcome) = outcome {
             outcome.forsake();
         }
-        // Its reactions run once the JS call that settled it returns, on a live thread.
+        if self.claims_check.borrow().is_none() {
+            // Its reactions run once the JS call that settled it returns, on a live thread.
+            self.claims.borrow_mut().clear();
+        }
+    }
+
+    /// The handles settled in this loop turn reached their callers' code unless the
+    /// environment stopped running JS meanwhile (a worker terminated while the reactions
+    /// ran, which stops them where they are): those locks are then freed, as nobody will run
+    /// the code that could release them. Their reactions run as the callback that settled
+    /// them returns, which for a threadsafe function's callback (the runtime's results) is
+    /// Node's, after ours: only the check at the end of the loop turn comes after them.
+    fn confirm_claims(&self) {
+        if let Some(check) = self.claims_check.borrow().as_ref() {
+            check.stop();
+        }
+        if self.claims.borrow().is_empty() {
+            return;
+        }
+        // Only an ending environment refuses a scope: it runs no JS either.
+        let runs_js = self.env.handle_scope(|scope| scope.can_run_js());
+        if runs_js != Some(true) {
+            self.forsake_claims();
+        } else {
+            self.claims.borrow_mut().clear();
+        }
+    }
+
+    /// `confirm_claims` without the check: right after `deliver`'s callback scope closed.
+    fn confirm_claims_now(&self, scope: &Scope<'_>) {
+        if !self.claims.borrow().is_empty() && !scope.can_run_js() {
+            self.forsake_claims();
+        }
         self.claims.borrow_mut().clear();
     }
 
-    /// The handles just settled reached their callers' code unless the environment stopped
-    /// running JS meanwhile (a worker terminated while the reactions ran, which stops them
-    /// where they are): those locks are then freed, as nobody will run the code that could
-    /// release them. From `deliver`, once its callback scope has run the reactions.
-    fn confirm_claims(&self, scope: &Scope<'_>) {
+    /// Frees the plain locks handed out whose reactions are not known to have run.
+    fn forsake_claims(&self) {
         let claims = std::mem::take(&mut *self.claims.borrow_mut());
-        if claims.is_empty() || scope.can_run_js() {
-            return;
-        }
         within(|| claims.into_iter().for_each(|claim| claim.release()));
+    }
+
+    /// The environment ends (see teardown.rs): the locks whose handles were settled in its
+    /// last loop turn are freed, as its code may never have seen them. No more is checked.
+    pub fn end_claims(&self) {
+        drop(self.claims_check.borrow_mut().take());
+        self.forsake_claims();
     }
 
     /// Resolves or rejects promise `id`. `Err` carries an exception a hook threw. No
@@ -328,6 +375,10 @@ impl JsThread {
         if let Some(unclaimed) = unclaimed {
             if handed && settled {
                 self.claims.borrow_mut().push(unclaimed);
+                if let Some(check) = self.claims_check.borrow().as_ref() {
+                    // Refused only by a loop that is gone, whose environment's end frees it.
+                    let _started = check.start();
+                }
             } else {
                 within(|| unclaimed.release());
             }

@@ -8,27 +8,31 @@
 
 use super::completions::Queue;
 use super::direct;
+use super::promises::JsThread;
 use super::runtime;
 use super::sys::env::Env;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::wait::owner::Owner;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Weak;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the hook waits for the releases beyond their own bound (see core::forsaken).
 const SLACK: Duration = Duration::from_millis(100);
 
-/// Ends `owner` and closes its answers' `queue` when `env` goes away; `false` if Node
-/// refused the hook.
-pub fn register(env: Env, ending: (Owner, Arc<Queue>)) -> bool {
-    env.on_end(ending, |(owner, queue)| end(&owner, &queue))
+/// Ends `owner`, closes its answers' `queue` and frees the locks `thread` handed out in its
+/// last loop turn when `env` goes away; `false` if Node refused the hook.
+pub fn register(env: Env, ending: (Owner, Arc<Queue>, Weak<JsThread>)) -> bool {
+    env.on_end(ending, |(owner, queue, thread)| {
+        end(&owner, &queue, thread.upgrade().as_deref())
+    })
 }
 
 /// Ends `owner`'s environment: its connections, its waits, its kept-alive locks; returns
 /// once those locks are released (or their bound passed). On the environment's JS thread.
 /// Later calls find nothing left to do.
-pub fn end(owner: &Owner, queue: &Queue) {
+pub fn end(owner: &Owner, queue: &Queue, thread: Option<&JsThread>) {
     // No panic may unwind into Node.
     let _ = catch_unwind(AssertUnwindSafe(|| {
         direct::close_thread();
@@ -37,6 +41,10 @@ pub fn end(owner: &Owner, queue: &Queue) {
         // ops/won.rs); one won before and not yet delivered is freed as its answer is
         // forsaken, now or as it joins the closed queue.
         queue.close();
+        // Handles settled in the last loop turn whose reactions may never have run.
+        if let Some(thread) = thread {
+            thread.end_claims();
+        }
         let (done, finished) = std::sync::mpsc::channel::<()>();
         let waited = runtime::spawn(async move {
             ending.await;
