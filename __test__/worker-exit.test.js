@@ -378,6 +378,48 @@ test('a worker terminated while the reactions to its settled handles run leaves 
   assert.deepEqual(messages, ['calling'])
 })
 
+redisOnly('a worker terminated while the reactions to handles its own releases handed over run leaves none of those locks', async () => {
+  // As above, with the locks handed by releases on the worker's own connection to waiters of
+  // the same thread: both handovers are answered in one batch, whose first reaction spins.
+  const key = 'exit:handed'
+  const { worker, messages } = startWorker(
+    `
+      const lock = new DistributedLock(url)
+      const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+      // The JS-thread connection opens after the first call.
+      for (let i = 0; i < 20; i++) { await lock.isLocked('warm-up'); await sleep(10) }
+      const a = await lock.acquire(key + ':a', 30000)
+      const b = await lock.acquire(key + ':b', 30000)
+      const spin = () => { for (;;) {} }
+      lock.waitForLock(key + ':a', 30000, 10000).then(spin)
+      lock.waitForLock(key + ':b', 30000, 10000).then(spin)
+      await sleep(100)
+      post({ a: a.token, b: b.token })
+      a.release()
+      b.release()
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500)
+    `,
+    { key },
+  )
+  const first = await message(worker)
+  const tokens = async () => [await probe.get(`lock:${key}:a`), await probe.get(`lock:${key}:b`)]
+  // Both handed over (to tokens other than the holders'), then the thread spins.
+  assert.ok(
+    await eventually(async () => {
+      const [a, b] = await tokens()
+      return a !== null && b !== null && a !== first.a && b !== first.b
+    }, 2000),
+    `the waiters were not handed both locks: ${JSON.stringify(await tokens())}`,
+  )
+  await sleep(300)
+  await terminate(worker)
+  assert.ok(
+    await eventually(async () => (await probe.exists(`lock:${key}:a`, `lock:${key}:b`)) === 0, 500),
+    'a lock handed over to a thread terminated before its code could release it outlived it',
+  )
+  assert.equal(messages.length, 1)
+})
+
 /** Runs `source` in a child node process (argv[1] is the server's URL); resolves with its exit. */
 async function runChild(source) {
   const child = spawn(process.execPath, ['-e', source, backend.url], { stdio: ['ignore', 'pipe', 'pipe'] })
