@@ -17,7 +17,7 @@ const { ownerKey } = require('./helpers/keys')
 
 // maestro's configuration is read once, at load (in this thread and in each worker).
 for (const name of Object.keys(process.env)) if (name.startsWith('MO_')) delete process.env[name]
-const { DistributedLock } = require('..')
+const { DistributedLock, ExclusiveLock } = require('..')
 const DistributedLockService = require('../maestro')
 
 const ROOT = JSON.stringify(require.resolve('..'))
@@ -253,6 +253,171 @@ test("a terminated worker's unref()ed ExclusiveLock is left to its TTL, as the o
   const later = await probe.pttl(key)
   assert.ok(later > 0 && later <= left - 1000, `refreshed after its thread was gone (PTTL ${left} then ${later})`)
   await probe.del(key, ownerKey(key))
+})
+
+/**
+ * Starts a worker that calls `call` (an expression on `lock`, `key` and the package) and
+ * terminates it 0 to `maxDelayMs` ms after the call, `rounds` times, a few at a time, each
+ * on its own key. The worker sets its flag (a shared Int32Array, seen here even once it is
+ * gone) as its code receives what was won. Resolves with the keys and the flags.
+ */
+async function terminatedMidCall({ name, make, call, keyOf, rounds, maxDelayMs }) {
+  const flags = new Int32Array(new SharedArrayBuffer(4 * rounds))
+  const keys = []
+  const one = async (index) => {
+    const key = `exit:mid:${name}:${maxDelayMs}:${index}`
+    keys.push(keyOf(key))
+    const source = `
+      const { parentPort, workerData } = require('node:worker_threads')
+      const { DistributedLock, ExclusiveLock } = require(${ROOT})
+      const DistributedLockService = require(${MAESTRO})
+      const { url, key, flags, index } = workerData
+      const lock = ${make}
+      const pending = ${call}
+      parentPort.postMessage('called')
+      pending.then((won) => { if (won) Atomics.store(flags, index, 1) }, () => {})
+    `
+    const worker = new Worker(source, { eval: true, workerData: { url: backend.url, key, flags, index } })
+    workers.add(worker)
+    await new Promise((resolve, reject) => {
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })
+    const delay = Math.random() * maxDelayMs
+    if (delay >= 0.5) await sleep(delay)
+    await terminate(worker)
+  }
+  for (let start = 0; start < rounds; start += 5) {
+    const batch = []
+    for (let index = start; index < Math.min(rounds, start + 5); index++) batch.push(one(index))
+    await Promise.all(batch)
+  }
+  // What a terminated thread's end frees is sent as it goes; a lock left now is left to its TTL.
+  await sleep(300)
+  return { keys, flags }
+}
+
+/** The keys of `run` still locked although their worker's code never received the lock. */
+async function lockedUnreceived({ keys, flags }) {
+  const left = []
+  for (const [index, key] of keys.entries()) {
+    if (!Atomics.load(flags, index) && (await probe.exists(key)) === 1) left.push(key)
+  }
+  return left
+}
+
+/** The keys of `run` still locked at all. */
+async function lockedAny({ keys }) {
+  const left = []
+  for (const key of keys) if ((await probe.exists(key)) === 1) left.push(key)
+  return left
+}
+
+const plain = { make: 'new DistributedLock(url)', keyOf: (key) => `lock:${key}` }
+for (const [name, call, rounds, maxDelayMs] of [
+  ['acquire', 'lock.acquire(key, 30000)', 80, 1],
+  ['acquire', 'lock.acquire(key, 30000)', 30, 40],
+  ['tryAcquire', 'lock.tryAcquire(key, 30000)', 30, 1],
+  ['waitForLock', 'lock.waitForLock(key, 30000, 5000)', 30, 1],
+]) {
+  test(`a worker terminated 0-${maxDelayMs} ms after ${name}() leaves no lock its code never received`, async () => {
+    const left = await lockedUnreceived(await terminatedMidCall({ name, call, rounds, maxDelayMs, ...plain }))
+    assert.deepEqual(left, [], `${left.length} of ${rounds} locks outlived their terminated callers`)
+  })
+}
+
+test('a worker terminated 0-1 ms after ExclusiveLock.acquire() or the service\'s acquire() leaves no lock', async () => {
+  const exclusive = await terminatedMidCall({
+    name: 'exclusive',
+    make: 'new ExclusiveLock({ cache_connection: url, name: key, lock_ttl_ms: 30000, lock_refresh_ms: 10000 })',
+    call: 'lock.acquire()',
+    keyOf: (key) => new ExclusiveLock({ cache_connection: backend.url, name: key }).key,
+    rounds: 25,
+    maxDelayMs: 1,
+  })
+  const service = await terminatedMidCall({
+    name: 'service',
+    make: 'new DistributedLockService(key, 30000, url)',
+    call: 'lock.acquire(undefined, 5000)',
+    keyOf: (key) => key,
+    rounds: 25,
+    maxDelayMs: 1,
+  })
+  // Both keep what they hold alive, so the thread's end releases it, received or not.
+  const left = [...(await lockedAny(exclusive)), ...(await lockedAny(service))]
+  assert.deepEqual(left, [], `${left.length} of 50 locks outlived their terminated callers`)
+})
+
+test('a worker terminated while the reactions to its settled handles run leaves none of those locks', async () => {
+  // Two acquisitions settle in one batch (the thread is blocked until both are won); the first
+  // reaction never returns, so the second never runs, and the worker is terminated in it.
+  const key = 'exit:reactions'
+  const { worker, messages } = startWorker(
+    `
+      const lock = new DistributedLock(url)
+      const spin = () => { for (;;) {} }
+      lock.acquire(key + ':a', 30000).then(spin)
+      lock.acquire(key + ':b', 30000).then(spin)
+      post('calling')
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500)
+    `,
+    { key },
+  )
+  assert.equal(await message(worker), 'calling')
+  // Both won (a lock left free would prove nothing), then the thread spins.
+  assert.ok(
+    await eventually(async () => (await probe.exists(`lock:${key}:a`, `lock:${key}:b`)) === 2, 2000),
+    'the worker did not win both locks',
+  )
+  await sleep(600)
+  await terminate(worker)
+  assert.ok(
+    await eventually(async () => (await probe.exists(`lock:${key}:a`, `lock:${key}:b`)) === 0, 500),
+    'a lock handed to a thread terminated before its code could release it outlived it',
+  )
+  assert.deepEqual(messages, ['calling'])
+})
+
+redisOnly('a worker terminated while the reactions to handles its own releases handed over run leaves none of those locks', async () => {
+  // As above, with the locks handed by releases on the worker's own connection to waiters of
+  // the same thread: both handovers are answered in one batch, whose first reaction spins.
+  const key = 'exit:handed'
+  const { worker, messages } = startWorker(
+    `
+      const lock = new DistributedLock(url)
+      const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+      // The JS-thread connection opens after the first call.
+      for (let i = 0; i < 20; i++) { await lock.isLocked('warm-up'); await sleep(10) }
+      const a = await lock.acquire(key + ':a', 30000)
+      const b = await lock.acquire(key + ':b', 30000)
+      const spin = () => { for (;;) {} }
+      lock.waitForLock(key + ':a', 30000, 10000).then(spin)
+      lock.waitForLock(key + ':b', 30000, 10000).then(spin)
+      await sleep(100)
+      post({ a: a.token, b: b.token })
+      a.release()
+      b.release()
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500)
+    `,
+    { key },
+  )
+  const first = await message(worker)
+  const tokens = async () => [await probe.get(`lock:${key}:a`), await probe.get(`lock:${key}:b`)]
+  // Both handed over (to tokens other than the holders'), then the thread spins.
+  assert.ok(
+    await eventually(async () => {
+      const [a, b] = await tokens()
+      return a !== null && b !== null && a !== first.a && b !== first.b
+    }, 2000),
+    `the waiters were not handed both locks: ${JSON.stringify(await tokens())}`,
+  )
+  await sleep(300)
+  await terminate(worker)
+  assert.ok(
+    await eventually(async () => (await probe.exists(`lock:${key}:a`, `lock:${key}:b`)) === 0, 500),
+    'a lock handed over to a thread terminated before its code could release it outlived it',
+  )
+  assert.equal(messages.length, 1)
 })
 
 /** Runs `source` in a child node process (argv[1] is the server's URL); resolves with its exit. */

@@ -3,9 +3,11 @@ use super::promises::{Hook, JsThread};
 use super::sys::env::{Env as JsEnv, Scope};
 use super::sys::waker::Waker;
 use super::teardown;
+use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::front::granted::Granted;
+use crate::core::ops::won::Unclaimed;
 use futures_util::FutureExt;
 use napi::bindgen_prelude::{Env, Function, Object, PromiseRaw};
 use napi_derive::napi;
@@ -51,7 +53,8 @@ pub struct Loss {
 
 /// What the runtime finished for one JS thread, waiting for that thread to take it.
 pub struct Queue {
-    done: Mutex<Vec<Entry>>,
+    /// `None` once the JS environment ended: nothing will take what joins it.
+    done: Mutex<Option<Vec<Entry>>>,
     waker: OnceLock<Arc<Waker>>,
     /// Calls the JS thread answered itself while their runtime task still ran (a waiter
     /// handed the lock by a release on that thread): what the task ends with is dropped
@@ -61,7 +64,45 @@ pub struct Queue {
 
 impl Queue {
     pub fn take(&self) -> Vec<Entry> {
-        std::mem::take(&mut *lock(&self.done))
+        lock(&self.done)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// The JS environment ended (see teardown.rs): what waits here, and what joins later,
+    /// is never delivered, and is forsaken instead.
+    pub fn close(&self) {
+        let left = lock(&self.done).take().unwrap_or_default();
+        for entry in left {
+            entry.forsake();
+        }
+    }
+}
+
+impl Entry {
+    /// Nobody will hear this entry: a lock it hands out is freed (see ops/won.rs).
+    pub fn forsake(self) {
+        if let Entry::Settled(_, outcome) = self {
+            outcome.forsake();
+        }
+    }
+}
+
+impl Outcome {
+    /// Takes out what frees the lock this outcome hands out, should it never reach its caller.
+    pub fn unclaimed(&mut self) -> Option<Unclaimed> {
+        match self {
+            Outcome::Lease(granted) => granted.unclaimed.take(),
+            _ => None,
+        }
+    }
+
+    /// Nobody will hear this outcome: a lock it hands out is freed.
+    pub fn forsake(mut self) {
+        if let Some(unclaimed) = self.unclaimed() {
+            background::within(|| unclaimed.release());
+        }
     }
 }
 
@@ -84,7 +125,7 @@ impl NativeCompletions {
     pub fn new(env: Env, perf_now: Option<f64>) -> Result<Self> {
         let perf_now = perf_now.filter(|ms| ms.is_finite()).unwrap_or(0.0);
         let queue = Arc::new(Queue {
-            done: Mutex::new(Vec::new()),
+            done: Mutex::new(Some(Vec::new())),
             waker: OnceLock::new(),
             answered: Mutex::new(std::collections::HashSet::new()),
         });
@@ -95,7 +136,12 @@ impl NativeCompletions {
         }
         // Without the hook (Node refused it) the environment's waits and locks outlive it as
         // they did before it existed: no reason to refuse the addon.
-        let _registered = teardown::register(JsEnv::of(&env), thread.owner().clone());
+        let ending = (
+            thread.owner().clone(),
+            queue.clone(),
+            Rc::downgrade(&thread),
+        );
+        let _registered = teardown::register(JsEnv::of(&env), ending);
         Ok(NativeCompletions {
             completer: Completer(queue),
             thread,
@@ -130,7 +176,7 @@ impl NativeCompletions {
     /// stop and its kept-alive locks are released before this returns (see teardown.rs).
     #[napi]
     pub fn end(&self) {
-        teardown::end(self.thread.owner());
+        teardown::end(self.thread.owner(), &self.completer.0, Some(&self.thread));
     }
 
     /// A held lock that keeps the process alive (`true`), or no longer does (`false`).
@@ -214,6 +260,11 @@ impl Completer {
         }
         let wake = {
             let mut done = lock(&queue.done);
+            let Some(done) = done.as_mut() else {
+                drop(done);
+                entry.forsake();
+                return;
+            };
             done.push(entry);
             done.len() == 1
         };
@@ -239,7 +290,7 @@ impl Completer {
         // several times on the JS thread; a box moves as a pointer.
         let work = Box::pin(work);
         let completer = self.clone();
-        napi::bindgen_prelude::spawn(async move {
+        let started = super::runtime::spawn(async move {
             // A panic must still settle the promise, or the caller would wait forever.
             let outcome = match AssertUnwindSafe(work).catch_unwind().await {
                 Ok(outcome) => outcome,
@@ -247,5 +298,9 @@ impl Completer {
             };
             completer.push(Entry::Settled(id, outcome));
         });
+        if started.is_err() {
+            let err = LockError::Internal("no runtime: the OS refused its thread".into());
+            self.push(Entry::Settled(id, Outcome::Failed(err)));
+        }
     }
 }

@@ -6,17 +6,20 @@
 
 use super::completions::{Entry, Loss, Outcome, Queue};
 use super::error::js_error;
+use super::sys::check::Check;
 use super::sys::env::{AsyncResource, Env, Made, Ref, Scope, Value};
 use super::sys::promise::Deferred;
 use super::sys::uv::EventLoop;
 use super::sys::waker::Waker;
+use crate::core::basics::background::within;
 use crate::core::basics::clock::validity;
 use crate::core::basics::error::LockError;
+use crate::core::ops::won::Unclaimed;
 use crate::core::wait::owner::Owner;
 use napi::bindgen_prelude::PromiseRaw;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -47,6 +50,12 @@ pub struct JsThread {
     event_loop: EventLoop,
     hooks: RefCell<HashMap<Hook, Ref>>,
     slots: RefCell<HashMap<u32, Slot>>,
+    /// Plain locks whose handles were settled in this loop turn, until their reactions ran
+    /// (see `confirm_claims`).
+    claims: RefCell<Vec<Unclaimed>>,
+    /// Started while `claims` holds any: calls `confirm_claims` at the end of the loop turn.
+    /// Taken (and closed) as the environment ends.
+    claims_check: RefCell<Option<Check<Weak<JsThread>>>>,
     next_id: Cell<u32>,
     /// Promises pending plus holds that keep the process alive; the waker is referred
     /// while this is above zero.
@@ -77,6 +86,8 @@ impl JsThread {
             event_loop,
             hooks: RefCell::new(HashMap::new()),
             slots: RefCell::new(HashMap::new()),
+            claims: RefCell::new(Vec::new()),
+            claims_check: RefCell::new(None),
             next_id: Cell::new(1),
             keepers: Cell::new(0),
             queue,
@@ -92,6 +103,12 @@ impl JsThread {
                 thread.deliver_queued();
             }
         });
+        *thread.claims_check.borrow_mut() =
+            Check::new(event_loop, Rc::downgrade(&thread), |weak| {
+                if let Some(thread) = weak.upgrade() {
+                    thread.confirm_claims();
+                }
+            });
         Some(thread)
     }
 
@@ -216,11 +233,12 @@ impl JsThread {
             return;
         }
         // Only an ending environment refuses a scope; its promises can no longer settle,
-        // and the core ends its waits (see teardown.rs).
+        // and the core ends its waits (see teardown.rs); the locks they hand out are freed.
+        let mut entries = Some(entries);
         let _ = self.env.handle_scope(|scope| {
             let mut thrown = None;
             scope.callback_scope(&self.resource, || {
-                for entry in entries {
+                for entry in entries.take().unwrap_or_default() {
                     let result = match entry {
                         Entry::Settled(id, outcome) => self.settle(scope, id, outcome),
                         Entry::Event {
@@ -234,6 +252,10 @@ impl JsThread {
                     }
                 }
             });
+            if self.claims_check.borrow().is_none() {
+                // Without the check (libuv refused it), as close as can be told here.
+                self.confirm_claims_now(scope);
+            }
             if let Some(exception) = thrown {
                 if scope.fatal_exception(exception).is_err() {
                     // Node could not raise it (its environment is ending): say so rather
@@ -244,23 +266,88 @@ impl JsThread {
                 }
             }
         });
+        entries.into_iter().flatten().for_each(Entry::forsake);
     }
 
     /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
     /// call returns. No borrow of ours may be held.
     pub fn settle_in_call(&self, id: u32, outcome: Outcome) {
         // As in `deliver`: only an ending environment refuses a scope.
+        let mut outcome = Some(outcome);
         let _ = self.env.handle_scope(|scope| {
             // The hooks throw only for the handle hook's caller, who is this very call's: a
             // throw inside a call from JS is left for that call to surface, not raised here.
-            let _thrown = self.settle(scope, id, outcome);
+            if let Some(outcome) = outcome.take() {
+                let _thrown = self.settle(scope, id, outcome);
+            }
         });
+        if let Some(outcome) = outcome {
+            outcome.forsake();
+        }
+        if self.claims_check.borrow().is_none() {
+            // Its reactions run once the JS call that settled it returns, on a live thread.
+            self.claims.borrow_mut().clear();
+        }
+    }
+
+    /// The handles settled in this loop turn reached their callers' code unless the
+    /// environment stopped running JS meanwhile (a worker terminated while the reactions
+    /// ran, which stops them where they are): those locks are then freed, as nobody will run
+    /// the code that could release them. Their reactions run as the callback that settled
+    /// them returns, which for a threadsafe function's callback (the runtime's results) is
+    /// Node's, after ours: only the check at the end of the loop turn comes after them.
+    fn confirm_claims(&self) {
+        if let Some(check) = self.claims_check.borrow().as_ref() {
+            check.stop();
+        }
+        if self.claims.borrow().is_empty() {
+            return;
+        }
+        // Only an ending environment refuses a scope: it runs no JS either.
+        let runs_js = self.env.handle_scope(|scope| scope.can_run_js());
+        if runs_js != Some(true) {
+            self.forsake_claims();
+        } else {
+            self.claims.borrow_mut().clear();
+        }
+    }
+
+    /// `confirm_claims` without the check: right after `deliver`'s callback scope closed.
+    fn confirm_claims_now(&self, scope: &Scope<'_>) {
+        if !self.claims.borrow().is_empty() && !scope.can_run_js() {
+            self.forsake_claims();
+        }
+        self.claims.borrow_mut().clear();
+    }
+
+    /// Frees the plain locks handed out whose reactions are not known to have run.
+    fn forsake_claims(&self) {
+        let claims = std::mem::take(&mut *self.claims.borrow_mut());
+        within(|| claims.into_iter().for_each(|claim| claim.release()));
+    }
+
+    /// The environment ends (see teardown.rs): the locks whose handles were settled in its
+    /// last loop turn are freed, as its code may never have seen them. No more is checked.
+    pub fn end_claims(&self) {
+        drop(self.claims_check.borrow_mut().take());
+        self.forsake_claims();
     }
 
     /// Resolves or rejects promise `id`. `Err` carries an exception a hook threw. No
     /// borrow of ours may be held.
-    fn settle<'s>(&self, scope: &Scope<'s>, id: u32, outcome: Outcome) -> Result<(), Value<'s>> {
+    fn settle<'s>(
+        &self,
+        scope: &Scope<'s>,
+        id: u32,
+        mut outcome: Outcome,
+    ) -> Result<(), Value<'s>> {
+        // A plain lock is freed unless its handle resolves the promise: a thread being
+        // terminated can no longer make the handle, or settle (see ops/won.rs).
+        let unclaimed = outcome.unclaimed();
         let Some(slot) = self.slots.borrow_mut().remove(&id) else {
+            if let Some(unclaimed) = unclaimed {
+                within(|| unclaimed.release());
+            }
             return Ok(());
         };
         self.keep(-1);
@@ -282,8 +369,20 @@ impl JsThread {
                 Err(self.error(scope, &err))
             }
         };
+        let handed = value.is_ok();
         // Refused only while the environment ends: nobody is left to hear the promise.
-        let _ = slot.deferred.settle(scope, value);
+        let settled = slot.deferred.settle(scope, value).is_ok();
+        if let Some(unclaimed) = unclaimed {
+            if handed && settled {
+                self.claims.borrow_mut().push(unclaimed);
+                if let Some(check) = self.claims_check.borrow().as_ref() {
+                    // Refused only by a loop that is gone, whose environment's end frees it.
+                    let _started = check.start();
+                }
+            } else {
+                within(|| unclaimed.release());
+            }
+        }
         Ok(())
     }
 

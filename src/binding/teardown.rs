@@ -3,39 +3,56 @@
 //! be won for it: one cleanup hook per environment closes its own connections and ends its
 //! owner in the core (see core::owner), which stops its waits, takes its watched locks off
 //! the watchdog and releases them. The hook waits for those releases, bounded: at the main
-//! thread's exit the runtime is shut down right after (by napi's own hook, registered
-//! before ours, so run after it), and an unsent release would leave the lock to its TTL.
+//! thread's exit the process ends right after, and an unsent release would leave the lock to
+//! its TTL.
 
+use super::completions::Queue;
 use super::direct;
+use super::promises::JsThread;
+use super::runtime;
 use super::sys::env::Env;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::wait::owner::Owner;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Weak;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long the hook waits for the releases beyond their own bound (see core::forsaken).
 const SLACK: Duration = Duration::from_millis(100);
 
-/// Ends `owner` when `env` goes away; `false` if Node refused the hook.
-pub fn register(env: Env, owner: Owner) -> bool {
-    env.on_end(owner, |owner| end(&owner))
+/// Ends `owner`, closes its answers' `queue` and frees the locks `thread` handed out in its
+/// last loop turn when `env` goes away; `false` if Node refused the hook.
+pub fn register(env: Env, ending: (Owner, Arc<Queue>, Weak<JsThread>)) -> bool {
+    env.on_end(ending, |(owner, queue, thread)| {
+        end(&owner, &queue, thread.upgrade().as_deref())
+    })
 }
 
 /// Ends `owner`'s environment: its connections, its waits, its kept-alive locks; returns
 /// once those locks are released (or their bound passed). On the environment's JS thread.
 /// Later calls find nothing left to do.
-pub fn end(owner: &Owner) {
-    // No panic may unwind into Node; a runtime already gone (spawn panics then) leaves the
-    // locks to their TTLs, which is all that is left to do.
+pub fn end(owner: &Owner, queue: &Queue, thread: Option<&JsThread>) {
+    // No panic may unwind into Node.
     let _ = catch_unwind(AssertUnwindSafe(|| {
         direct::close_thread();
         let ending = owner.end();
+        // After the owner ended: a lock won from now on is released where it is won (see
+        // ops/won.rs); one won before and not yet delivered is freed as its answer is
+        // forsaken, now or as it joins the closed queue.
+        queue.close();
+        // Handles settled in the last loop turn whose reactions may never have run.
+        if let Some(thread) = thread {
+            thread.end_claims();
+        }
         let (done, finished) = std::sync::mpsc::channel::<()>();
-        napi::bindgen_prelude::spawn(async move {
+        let waited = runtime::spawn(async move {
             ending.await;
             let _ = done.send(());
         });
-        // Disconnected (the task was dropped with the runtime) ends the wait as well.
-        let _ = finished.recv_timeout(DEFAULT_COMMAND_TIMEOUT + SLACK);
+        // Without a runtime (the OS refused its thread) nothing was sent: no wait.
+        if waited.is_ok() {
+            let _ = finished.recv_timeout(DEFAULT_COMMAND_TIMEOUT + SLACK);
+        }
     }));
 }

@@ -36,7 +36,8 @@ impl NativeTicker {
             old.cancel();
         }
         let completer = self.completer.clone();
-        napi::bindgen_prelude::spawn(async move {
+        // Without a runtime (the OS refused its thread) the listener is never told.
+        let _started = super::runtime::spawn(async move {
             let start = tokio::time::Instant::now() + every;
             let mut period = tokio::time::interval_at(start, every);
             // After a stall, one tick, not a burst of the ones missed.

@@ -99,12 +99,17 @@ where
                 released,
                 waiter,
                 lease,
+                unclaimed,
             } => {
                 // Its runtime task ends without a word: nothing of it is to reach JS. The
                 // waiter goes first: its critical section starts before the releaser's
                 // bookkeeping (often its next wait) runs.
                 completer.answered(waiter);
-                let handle = Outcome::Lease(Granted::of(&lease, None));
+                let granted = Granted {
+                    unclaimed: Some(unclaimed),
+                    ..Granted::of(&lease, None)
+                };
+                let handle = Outcome::Lease(granted);
                 settled.push(Entry::Settled(waiter, handle));
                 settled.push(Entry::Settled(id, convert(released)));
             }

@@ -158,7 +158,9 @@ impl Link {
     fn start(&self) -> State {
         let opened: Opened = Arc::new(Mutex::new(None));
         let (slot, store) = (opened.clone(), self.store.clone());
-        napi::bindgen_prelude::spawn(async move {
+        // Without a runtime (the OS refused its thread) it stays opening: calls go the
+        // runtime's way, which answers them.
+        let _started = crate::binding::runtime::spawn(async move {
             let socket = direct::open(store.endpoint()).await;
             *lock(&slot) = Some(socket);
         });

@@ -267,6 +267,15 @@ impl<'s> Scope<'s> {
         called.map_err(|_| self.take_exception())
     }
 
+    /// Whether Node still runs JS in this environment: not once it is stopping (a worker
+    /// being terminated), when Node refuses anything that could run JS, as setting a
+    /// property could.
+    pub fn can_run_js(&self) -> bool {
+        self.object()
+            .and_then(|probe| self.set_named(probe, c"p", self.undefined()))
+            .is_ok()
+    }
+
     /// The pending exception, cleared; undefined if none is pending (or Node refused).
     pub fn take_exception(&self) -> Value<'s> {
         // SAFETY: as in `undefined`.

@@ -2,6 +2,7 @@
 //! invariants hold inside. Nothing here knows of locks; the rest of the binding has no
 //! `unsafe` (scripts/check-safety.js fails on any).
 
+pub mod check;
 pub mod env;
 pub mod memory;
 pub mod promise;

@@ -1,5 +1,5 @@
-//! The few libuv functions the JS-thread connection and the heartbeat need, found in the
-//! running Node process at first use (Node exports libuv for addons). Looked up, not linked:
+//! The few libuv functions the JS-thread connection, the heartbeat and the check of handed
+//! locks need, found in the running Node process at first use (Node exports libuv for addons). Looked up, not linked:
 //! the Rust test binaries link this crate without Node. Only stable libuv 1.x ABI is used: handle sizes come from
 //! `uv_handle_size`, and `data` is the first field of every handle.
 
@@ -13,6 +13,7 @@ pub(super) type HandleCb = unsafe extern "C" fn(*mut Handle);
 
 pub(super) const READABLE: c_int = 1;
 pub(super) const WRITABLE: c_int = 2;
+const CHECK: c_int = 2;
 const IDLE: c_int = 6;
 const POLL: c_int = 8;
 const TIMER: c_int = 13;
@@ -48,6 +49,9 @@ pub(super) struct Uv {
     pub(super) timer_init: unsafe extern "C" fn(*mut Loop, *mut Handle) -> c_int,
     pub(super) timer_start: unsafe extern "C" fn(*mut Handle, HandleCb, u64, u64) -> c_int,
     pub(super) timer_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
+    check_init: unsafe extern "C" fn(*mut Loop, *mut Handle) -> c_int,
+    pub(super) check_start: unsafe extern "C" fn(*mut Handle, HandleCb) -> c_int,
+    pub(super) check_stop: unsafe extern "C" fn(*mut Handle) -> c_int,
     unref: unsafe extern "C" fn(*mut Handle),
     close: unsafe extern "C" fn(*mut Handle, Option<HandleCb>),
 }
@@ -71,6 +75,9 @@ fn load() -> Option<Uv> {
             timer_init: function(c"uv_timer_init")?,
             timer_start: function(c"uv_timer_start")?,
             timer_stop: function(c"uv_timer_stop")?,
+            check_init: function(c"uv_check_init")?,
+            check_start: function(c"uv_check_start")?,
+            check_stop: function(c"uv_check_stop")?,
             unref: function(c"uv_unref")?,
             close: function(c"uv_close")?,
         })
@@ -172,6 +179,28 @@ impl Uv {
             (self.unref)(timer);
         }
         Some(timer)
+    }
+
+    /// A check handle (called right after the loop polled for I/O) on `event_loop` that does
+    /// not keep the process alive, with `data`.
+    ///
+    /// # Safety
+    /// Called on the loop's thread.
+    pub(super) unsafe fn check(
+        &self,
+        event_loop: *mut Loop,
+        data: *mut c_void,
+    ) -> Option<*mut Handle> {
+        // SAFETY: on the loop's thread, as the caller promises.
+        let check = unsafe { self.alloc(CHECK) }?;
+        // SAFETY: zeroed memory of a check handle's size, on the loop's thread; check_init
+        // cannot fail on an initialised loop (libuv returns 0); `data` is the first field.
+        unsafe {
+            (self.check_init)(event_loop, check);
+            *(check as *mut *mut c_void) = data;
+            (self.unref)(check);
+        }
+        Some(check)
     }
 
     /// Closes one handle; its memory is freed by libuv's close callback.

@@ -8,6 +8,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::signals::{Heartbeat, Sink};
 use crate::core::ops::watchdog::{Limits, Watchdog};
+use crate::core::ops::won::Unclaimed;
 use crate::core::wait::owner::Owner;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +63,15 @@ impl Win for HandleWin {
     }
 
     fn deliver(self, locker: &Locker, lease: Lease) -> Granted {
-        let watch = self.0.map(|auto| auto.start(locker, &lease));
-        Granted::of(&lease, watch)
+        let Some(auto) = self.0 else {
+            let granted = Granted::of(&lease, None);
+            let unclaimed = Some(Unclaimed::new(locker, lease));
+            return Granted {
+                unclaimed,
+                ..granted
+            };
+        };
+        let watch = auto.start(locker, &lease);
+        Granted::of(&lease, Some(watch))
     }
 }

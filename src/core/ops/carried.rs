@@ -12,6 +12,7 @@
 use super::acquire::{Plan, Start};
 use super::attempt_request::AttemptRequest;
 use super::lock::{self, AttemptForm, Locker};
+use super::won::Unclaimed;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -37,6 +38,8 @@ pub enum Step<T> {
         released: Settled<T>,
         waiter: u32,
         lease: Lease,
+        /// Frees the lock should the waiter's thread end before its code has it.
+        unclaimed: Unclaimed,
     },
     /// The call goes on through the runtime.
     Later(Later<T>),

@@ -16,6 +16,7 @@
 use super::carried::{Carried, Later, Release, Settled, Step};
 use super::lock::{self, AttemptForm, Locker};
 use super::release;
+use super::won::Unclaimed;
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::error::LockError;
@@ -297,6 +298,7 @@ impl Carried for Handoff {
             return Step::Handed {
                 released: Ok(()),
                 waiter: self.caller.id,
+                unclaimed: Unclaimed::new(&self.locker, self.granted(fence as u64)),
                 lease: granted,
             };
         }

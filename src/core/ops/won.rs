@@ -31,6 +31,29 @@ impl Orphan {
     }
 }
 
+/// A plain lease on its way to its caller, which nothing else tracks (no watchdog keeps it):
+/// if the caller's environment goes away before the caller has it (its answer never
+/// delivered, or delivered to a thread that can no longer run it), nobody could release
+/// it, so whoever failed to deliver it frees it here instead of leaving it to its TTL.
+/// Dropped once delivered.
+/// Boxed: it rides in every answer of a plain acquisition, which stays a few words.
+pub struct Unclaimed(Box<Orphan>);
+
+impl Unclaimed {
+    pub fn new(locker: &Locker, lease: Lease) -> Self {
+        Unclaimed(Box::new(Orphan {
+            store: locker.store().clone(),
+            lease,
+        }))
+    }
+
+    /// Frees the lock in the background, as `Orphan::release` does.
+    pub fn release(self) {
+        let Orphan { store, lease } = *self.0;
+        store.release_orphan(lease);
+    }
+}
+
 /// What becomes of `lease`, just won by `locker`.
 pub fn won(locker: &Locker, lease: Lease) -> Won {
     if locker.owner().is_gone() {
