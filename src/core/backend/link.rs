@@ -22,7 +22,7 @@ const REFUSAL_FIRST_PAUSE: Duration = Duration::from_millis(10);
 const REFUSAL_MAX_PAUSE: Duration = Duration::from_millis(50);
 /// Channels nobody waits on stay subscribed (the next wait on the same lock skips the
 /// SUBSCRIBE) until there are more than this many.
-const IDLE_SUBSCRIPTIONS: usize = 64;
+pub const IDLE_SUBSCRIPTIONS: usize = 64;
 /// Who hears what the scripts publish on the channels we subscribed to, and that the
 /// connection dropped (subscriptions and messages in flight may be gone with it).
 pub trait Listener: Send + Sync {
@@ -33,6 +33,10 @@ pub trait Listener: Send + Sync {
 /// Which channels are subscribed, kept by the listener beside its own state of each channel.
 pub trait Subscriptions: Sync {
     fn is_subscribed(&self, channel: &[u8]) -> bool;
+    /// Whether anyone still waits for what the channel announces. SUBSCRIBEs go one at a
+    /// time, so in a burst of waiters one may come up long after its waiters got their locks
+    /// and left: made then, it would only sit on the server.
+    fn is_wanted(&self, channel: &[u8]) -> bool;
     /// Channels nobody listens on any more, to unsubscribe, once more than `keep` of them
     /// pile up (called while no other SUBSCRIBE or UNSUBSCRIBE is under way).
     fn take_idle(&self, keep: usize) -> Vec<Vec<u8>>;
@@ -195,6 +199,9 @@ impl Link {
             if book.is_subscribed(channel) {
                 return true;
             }
+            if !book.is_wanted(channel) {
+                return false;
+            }
             let Ok(mut manager) = self.manager() else {
                 return false;
             };
@@ -220,6 +227,29 @@ impl Link {
                 self.dropped.notify_one();
                 false
             }
+        }
+    }
+
+    /// Unsubscribes from the channels nobody listens on any more, if more than we keep pile
+    /// up: what a SUBSCRIBE does first, for when none follows.
+    pub async fn drop_idle(&self, timeout: Duration, book: &dyn Subscriptions) {
+        if self.resp2_only.load(Ordering::Relaxed) {
+            return;
+        }
+        let work = async {
+            let _switching = self.switching.lock().await;
+            let Ok(mut manager) = self.manager() else {
+                return;
+            };
+            let idle = book.take_idle(IDLE_SUBSCRIPTIONS);
+            if !idle.is_empty() {
+                let _ignored = self.unsubscribe(&mut manager, idle).await;
+            }
+        };
+        if tokio::time::timeout(timeout, work).await.is_err() {
+            // As for any call without an answer (see `call_tracked`): start afresh.
+            self.discard_manager();
+            self.dropped.notify_one();
         }
     }
 
