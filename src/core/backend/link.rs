@@ -465,8 +465,13 @@ impl Link {
 }
 
 /// Redis before 6 answers HELLO with "unknown command"; a server with HELLO renamed away does
-/// the same. The manager's connect then fails for good, so we fall back to RESP2.
+/// the same, and one that has HELLO without protocol 3 answers NOPROTO (whose text names no
+/// command: only HELLO answers it). The manager's connect then fails for good, so we fall
+/// back to RESP2.
 fn refuses_resp3(err: &redis::RedisError) -> bool {
+    if err.kind() == redis::ErrorKind::RESP3NotSupported || err.code() == Some("NOPROTO") {
+        return true;
+    }
     let text = err.to_string();
-    text.contains("HELLO") && (text.contains("unknown command") || text.contains("NOPROTO"))
+    text.contains("HELLO") && text.contains("unknown command")
 }
