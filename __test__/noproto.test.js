@@ -78,3 +78,19 @@ test('a server answering HELLO 3 with NOPROTO is spoken to over RESP2: locks, wa
   for (const line of ours) assert.match(line, / resp=2/)
   assert.deepEqual(await admin.call('PUBSUB', 'SHARDCHANNELS'), [])
 })
+
+test('the first calls on a new connection to a server without RESP3, all at once, all go over RESP2', async () => {
+  const plain = await startRedis({ args: ['--rename-command', 'HELLO', ''] })
+  try {
+    // Refused with NOPROTO (through the proxy, named anew so that a new connection opens) and
+    // with unknown command (HELLO renamed away).
+    for (const url of [`redis://localhost:${proxy.address().port}`, plain.url]) {
+      const lock = new DistributedLock(url)
+      const handles = await Promise.all(Array.from({ length: 200 }, (_, i) => lock.acquire(`noproto:many:${i}`, 10_000)))
+      assert.equal(handles.length, 200)
+      await Promise.all(handles.map((handle) => handle.release()))
+    }
+  } finally {
+    await plain.close()
+  }
+})

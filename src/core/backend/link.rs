@@ -71,7 +71,8 @@ pub struct Connection(Backend);
 
 pub struct Link {
     endpoint: Endpoint,
-    manager: Mutex<Option<Backend>>,
+    /// The connection, and whether it was opened asking for RESP3.
+    manager: Mutex<Option<(Backend, bool)>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
     /// Set once the server turned down SSUBSCRIBE (before Redis 7, or an ACL without it):
@@ -124,8 +125,11 @@ impl Link {
     /// Must run inside the tokio runtime: the manager spawns its driver task there.
     fn manager(&self) -> Result<Backend, LockError> {
         let mut slot = lock(&self.manager);
-        if let Some(manager) = slot.as_ref() {
-            return Ok(manager.clone());
+        match slot.as_ref() {
+            // One opened for RESP3 before the server was found to refuse it fails every call.
+            Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => {}
+            Some((manager, _)) => return Ok(manager.clone()),
+            None => {}
         }
         if let Address::Memory(name) = &self.endpoint.address {
             let listener = self.listener.clone();
@@ -135,7 +139,7 @@ impl Link {
                 }
             };
             let memory = Backend::Memory(MemoryConnection::open(name, Some(Arc::new(pushes))));
-            *slot = Some(memory.clone());
+            *slot = Some((memory.clone(), false));
             return Ok(memory);
         }
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
@@ -170,7 +174,7 @@ impl Link {
             );
         }
         let manager = Backend::Redis(ConnectionManager::new_lazy_with_config(client, config)?);
-        *slot = Some(manager.clone());
+        *slot = Some((manager.clone(), resp3));
         Ok(manager)
     }
 
@@ -346,6 +350,7 @@ impl Link {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut refused_since = None;
         let mut pause = REFUSAL_FIRST_PAUSE;
+        let mut fell_back = false;
         loop {
             let started = tokio::time::Instant::now();
             let manager = self.manager().map_err(|err| (err, None))?;
@@ -365,8 +370,13 @@ impl Link {
                     return Err((err, Some(Connection(manager))));
                 }
             };
-            if refuses_resp3(&err) && !self.resp2_only.swap(true, Ordering::Relaxed) {
-                self.discard_manager();
+            // Every call that found RESP3 refused goes again over RESP2, not only the first:
+            // the first calls on a new connection go out together.
+            if refuses_resp3(&err) && !fell_back {
+                fell_back = true;
+                if !self.resp2_only.swap(true, Ordering::Relaxed) {
+                    self.discard_manager();
+                }
                 continue;
             }
             // A refused connection means the command was never sent, so trying again is
