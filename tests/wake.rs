@@ -323,9 +323,11 @@ async fn idle_subscriptions_are_dropped_past_the_limit_and_the_connection_stays_
             .unwrap();
         names.len()
     };
-    assert_eq!(channels(&mut raw), 80);
-    // The next wait drops them all in one go, then must still hear its own wake: replies
-    // and confirmations stay paired.
+    // The 64th waiter to leave had the idle channels dropped in one go (not left for the next
+    // SUBSCRIBE); only those that left after it stay.
+    let left = channels(&mut raw);
+    assert!(left <= 80 - 64, "{left} channels still subscribed");
+    // The next wait must still hear its own wake: replies and confirmations stay paired.
     let lease = take(&holder, "idle:last").await;
     let waiting = {
         let waiter = waiter.clone();
@@ -337,7 +339,10 @@ async fn idle_subscriptions_are_dropped_past_the_limit_and_the_connection_stays_
         })
     };
     tokio::time::sleep(MS(100)).await;
-    assert_eq!(channels(&mut raw), 1, "idle channels stayed subscribed");
+    assert!(
+        channels(&mut raw) <= left + 1,
+        "idle channels were subscribed again"
+    );
     let released = Instant::now();
     assert!(holder.release(&lease).await.unwrap());
     let won = waiting.await.unwrap().expect("wait");

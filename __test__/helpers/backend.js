@@ -1,8 +1,9 @@
 'use strict'
 
 // One switch for the tests that hold on every backend: with NRL_BACKEND=memory they run on
-// the embedded memory:// backend, otherwise on a private redis-server (`npm test` runs them
-// both ways). Tests that need a Redis server itself (MONITOR, CLIENT, a killed or paused
+// the embedded memory:// backend, with NRL_BACKEND=redis-resp2 on a private redis-server
+// without HELLO (so without RESP3: no wake-up messages, waiters poll), otherwise on a private
+// redis-server (`npm test` runs them all three ways). Tests that need a Redis server itself (MONITOR, CLIENT, a killed or paused
 // server, another process) are declared with `redisOnly`, which leaves them out of the
 // memory:// run.
 const { test } = require('node:test')
@@ -10,10 +11,12 @@ const Redis = require('ioredis')
 const { startRedis } = require('./redis-server')
 
 const BACKEND = process.env.NRL_BACKEND ?? 'redis'
-if (!['redis', 'memory'].includes(BACKEND)) {
-  throw new Error(`NRL_BACKEND must be redis or memory, got ${JSON.stringify(BACKEND)}`)
+if (!['redis', 'redis-resp2', 'memory'].includes(BACKEND)) {
+  throw new Error(`NRL_BACKEND must be redis, redis-resp2 or memory, got ${JSON.stringify(BACKEND)}`)
 }
-const onRedis = BACKEND === 'redis'
+const onRedis = BACKEND !== 'memory'
+/** The server's arguments for this run: HELLO renamed away for redis-resp2. */
+const serverArgs = BACKEND === 'redis-resp2' ? ['--rename-command', 'HELLO', ''] : []
 
 let made = 0
 
@@ -24,7 +27,7 @@ let made = 0
  */
 async function startBackend(options) {
   if (onRedis) {
-    const server = await startRedis(options)
+    const server = await startRedis({ ...options, args: [...(options?.args ?? []), ...serverArgs] })
     return {
       name: BACKEND,
       server,

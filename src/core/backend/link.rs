@@ -23,7 +23,7 @@ const REFUSAL_FIRST_PAUSE: Duration = Duration::from_millis(10);
 const REFUSAL_MAX_PAUSE: Duration = Duration::from_millis(50);
 /// Channels nobody waits on stay subscribed (the next wait on the same lock skips the
 /// SUBSCRIBE) until there are more than this many.
-const IDLE_SUBSCRIPTIONS: usize = 64;
+pub const IDLE_SUBSCRIPTIONS: usize = 64;
 /// Who hears what the scripts publish on the channels we subscribed to, and that the
 /// connection dropped (subscriptions and messages in flight may be gone with it).
 pub trait Listener: Send + Sync {
@@ -34,6 +34,10 @@ pub trait Listener: Send + Sync {
 /// Which channels are subscribed, kept by the listener beside its own state of each channel.
 pub trait Subscriptions: Sync {
     fn is_subscribed(&self, channel: &[u8]) -> bool;
+    /// Whether anyone still waits for what the channel announces. SUBSCRIBEs go one at a
+    /// time, so in a burst of waiters one may come up long after its waiters got their locks
+    /// and left: made then, it would only sit on the server.
+    fn is_wanted(&self, channel: &[u8]) -> bool;
     /// Channels nobody listens on any more, to unsubscribe, once more than `keep` of them
     /// pile up (called while no other SUBSCRIBE or UNSUBSCRIBE is under way).
     fn take_idle(&self, keep: usize) -> Vec<Vec<u8>>;
@@ -68,7 +72,8 @@ pub struct Connection(Backend);
 
 pub struct Link {
     endpoint: Endpoint,
-    manager: Mutex<Option<Backend>>,
+    /// The connection, and whether it was opened asking for RESP3.
+    manager: Mutex<Option<(Backend, bool)>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
     /// Set once a call was answered: until then a failure may be a wrong address or TLS on
@@ -125,8 +130,11 @@ impl Link {
     /// Must run inside the tokio runtime: the manager spawns its driver task there.
     fn manager(&self) -> Result<Backend, LockError> {
         let mut slot = lock(&self.manager);
-        if let Some(manager) = slot.as_ref() {
-            return Ok(manager.clone());
+        match slot.as_ref() {
+            // One opened for RESP3 before the server was found to refuse it fails every call.
+            Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => {}
+            Some((manager, _)) => return Ok(manager.clone()),
+            None => {}
         }
         if let Address::Memory(name) = &self.endpoint.address {
             let listener = self.listener.clone();
@@ -136,7 +144,7 @@ impl Link {
                 }
             };
             let memory = Backend::Memory(MemoryConnection::open(name, Some(Arc::new(pushes))));
-            *slot = Some(memory.clone());
+            *slot = Some((memory.clone(), false));
             return Ok(memory);
         }
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
@@ -171,7 +179,7 @@ impl Link {
             );
         }
         let manager = Backend::Redis(ConnectionManager::new_lazy_with_config(client, config)?);
-        *slot = Some(manager.clone());
+        *slot = Some((manager.clone(), resp3));
         Ok(manager)
     }
 
@@ -200,6 +208,9 @@ impl Link {
             if book.is_subscribed(channel) {
                 return true;
             }
+            if !book.is_wanted(channel) {
+                return false;
+            }
             let Ok(mut manager) = self.manager() else {
                 return false;
             };
@@ -225,6 +236,29 @@ impl Link {
                 self.dropped.notify_one();
                 false
             }
+        }
+    }
+
+    /// Unsubscribes from the channels nobody listens on any more, if more than we keep pile
+    /// up: what a SUBSCRIBE does first, for when none follows.
+    pub async fn drop_idle(&self, timeout: Duration, book: &dyn Subscriptions) {
+        if self.resp2_only.load(Ordering::Relaxed) {
+            return;
+        }
+        let work = async {
+            let _switching = self.switching.lock().await;
+            let Ok(mut manager) = self.manager() else {
+                return;
+            };
+            let idle = book.take_idle(IDLE_SUBSCRIPTIONS);
+            if !idle.is_empty() {
+                let _ignored = self.unsubscribe(&mut manager, idle).await;
+            }
+        };
+        if tokio::time::timeout(timeout, work).await.is_err() {
+            // As for any call without an answer (see `call_tracked`): start afresh.
+            self.discard_manager();
+            self.dropped.notify_one();
         }
     }
 
@@ -321,6 +355,7 @@ impl Link {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut refused_since = None;
         let mut pause = REFUSAL_FIRST_PAUSE;
+        let mut fell_back = false;
         loop {
             let started = tokio::time::Instant::now();
             let manager = self.manager().map_err(|err| (err, None))?;
@@ -360,8 +395,13 @@ impl Link {
                     return Err((self.explain(err).await, Some(Connection(manager))));
                 }
             };
-            if refuses_resp3(&err) && !self.resp2_only.swap(true, Ordering::Relaxed) {
-                self.discard_manager();
+            // Every call that found RESP3 refused goes again over RESP2, not only the first:
+            // the first calls on a new connection go out together.
+            if refuses_resp3(&err) && !fell_back {
+                fell_back = true;
+                if !self.resp2_only.swap(true, Ordering::Relaxed) {
+                    self.discard_manager();
+                }
                 continue;
             }
             // A refused connection means the command was never sent, so trying again is
@@ -477,8 +517,13 @@ impl Link {
 }
 
 /// Redis before 6 answers HELLO with "unknown command"; a server with HELLO renamed away does
-/// the same. The manager's connect then fails for good, so we fall back to RESP2.
+/// the same, and one that has HELLO without protocol 3 answers NOPROTO (whose text names no
+/// command: only HELLO answers it). The manager's connect then fails for good, so we fall
+/// back to RESP2.
 fn refuses_resp3(err: &redis::RedisError) -> bool {
+    if err.kind() == redis::ErrorKind::RESP3NotSupported || err.code() == Some("NOPROTO") {
+        return true;
+    }
     let text = err.to_string();
-    text.contains("HELLO") && (text.contains("unknown command") || text.contains("NOPROTO"))
+    text.contains("HELLO") && text.contains("unknown command")
 }

@@ -27,6 +27,8 @@ impl Chores for Store {
                 let member = wake::member(self.id(), seq);
                 self.leave_line(lock_key, member);
             }
+            Chore::LeaveQueue(lock_key) => self.leave_queue(lock_key),
+            Chore::DropIdle => self.drop_idle_subscriptions(),
         }
     }
 }

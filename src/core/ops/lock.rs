@@ -167,14 +167,15 @@ impl Locker {
                 .arg(if company { "1" } else { "0" })
                 .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
         }
+        let turns = queueing.map(|ticket| ticket.wakes().turns(ticket.channel()));
         let sent = Stamp::now();
         let reply = self
             .store
             .eval_tracked::<(i64, i64)>(&invocation, timeout)
             .await;
-        if let (Some(ticket), Ok((won, _))) = (queueing, &reply) {
+        if let (Some(ticket), Some(turns), Ok((won, _))) = (queueing, turns, &reply) {
             let wakes = ticket.wakes();
-            wakes.mark_queued(ticket.channel(), *won != 1 || company);
+            wakes.mark_queued_after(ticket.channel(), *won != 1 || company, turns);
         }
         if let (Some(ticket), Ok((1, _))) = (waiting, &reply) {
             // Winning took it out of the fair lock's line.

@@ -59,6 +59,10 @@ impl Subscriptions for Wakes {
         Wakes::is_subscribed(self, channel)
     }
 
+    fn is_wanted(&self, channel: &[u8]) -> bool {
+        Wakes::has_waiters(self, channel)
+    }
+
     fn take_idle(&self, keep: usize) -> Vec<Vec<u8>> {
         Wakes::take_idle(self, keep)
     }
@@ -198,6 +202,33 @@ impl Store {
         });
     }
 
+    /// Takes this connection off a lock's queue, in the background; a failure leaves the
+    /// place to be popped (the wake is then passed on) or to run out.
+    pub(crate) fn leave_queue(&self, lock_key: Vec<u8>) {
+        let Some(store) = self.me.upgrade() else {
+            return;
+        };
+        spawn(async move {
+            let mut zrem = redis::cmd("ZREM");
+            zrem.arg(wake::queue_key(&lock_key)).arg(&store.id);
+            let _ignored: Result<i64, _> = store.query(&zrem, BACKGROUND_TIMEOUT).await;
+        });
+    }
+
+    /// Unsubscribes, in the background, from the locks nobody waits for, once there are
+    /// more of them than the connection keeps for the next wait.
+    pub(crate) fn drop_idle_subscriptions(&self) {
+        let Some(store) = self.me.upgrade() else {
+            return;
+        };
+        spawn(async move {
+            store
+                .link
+                .drop_idle(BACKGROUND_TIMEOUT, &*store.wakes)
+                .await;
+        });
+    }
+
     /// Puts this connection in the queue for `lock_key` (it keeps its place if already
     /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
     /// ACL without sorted sets, say): the waiter then only polls.
@@ -208,12 +239,14 @@ impl Store {
             .arg(&self.id)
             .arg(wake::queue_score())
             .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
+        let channel = wake::channel(lock_key);
+        let turns = self.wakes.turns(&channel);
         let free: i64 = self
             .link
             .eval(&invocation, timeout, Replay::Safe)
             .await
             .ok()?;
-        self.wakes.mark_queued(&wake::channel(lock_key), true);
+        self.wakes.mark_queued_after(&channel, true, turns);
         Some(free == 1)
     }
     /// Makes a lock's waiters wakeable, in the background: the connection subscribes to the

@@ -1,5 +1,5 @@
 //! What a waiter leaves to do when it stops waiting, for the operations layer to carry out:
-//! each sends a script, and this layer sends nothing.
+//! each sends a script (or an UNSUBSCRIBE), and this layer sends nothing.
 
 use crate::core::basics::lease::Lease;
 
@@ -11,6 +11,10 @@ pub enum Chore {
     PassOn(Vec<u8>),
     /// A fair waiter (`seq` on this connection) gave up its place in the lock's line.
     LeaveLine { lock_key: Vec<u8>, seq: u64 },
+    /// This connection is queued for a lock nobody here waits for any more: it leaves.
+    LeaveQueue(Vec<u8>),
+    /// Many locks are still subscribed to with nobody waiting for them: unsubscribe.
+    DropIdle,
 }
 
 /// Carries chores out, in the background (the store of the wake table's connection).

@@ -10,6 +10,7 @@ use super::chores::{Chore, Chores};
 use super::lent::Lends;
 use super::owner::Owner;
 use super::releases::{Mark, Releases};
+use crate::core::backend::link::IDLE_SUBSCRIPTIONS;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
@@ -171,6 +172,8 @@ struct Channel {
     /// Handoffs of the lock between waiters of this connection so far: while it moves, the
     /// first waiter's turn comes by handoff, and its poll would only find the lock held.
     handoffs: u64,
+    /// Turns announced to this connection so far: each took it off the lock's queue.
+    turns: u64,
 }
 
 impl Channel {
@@ -224,6 +227,10 @@ pub struct Wakes {
     seq: AtomicU64,
     /// Waiters answered by a release before Redis ran its handover.
     lends: Lends,
+    /// Locks still subscribed whose last waiter left since idle subscriptions were last
+    /// looked at (`take_idle`): after a burst of waiters with no SUBSCRIBE to follow, they
+    /// are dropped once there are enough of them, not left on the server for good.
+    left_idle: AtomicUsize,
 }
 
 /// What a wake addressed to this connection asks of it.
@@ -300,6 +307,7 @@ impl Wakes {
                 preparing: false,
                 queued: None,
                 handoffs: 0,
+                turns: 0,
             }),
         };
         entry.waiters.push_back(waiter.clone());
@@ -373,9 +381,13 @@ impl Wakes {
             .unwrap_or(false)
     }
 
+    /// Whether this connection should queue for the lock: nobody waiting any more, a place in
+    /// its queue would only have the next release's wake passed on through us.
     pub(crate) fn needs_queueing(&self, channel: &[u8]) -> bool {
-        self.with(channel, |entry| entry.queued.is_none())
-            .unwrap_or(false)
+        self.with(channel, |entry| {
+            entry.queued.is_none() && !entry.waiters.is_empty()
+        })
+        .unwrap_or(false)
     }
 
     /// Claims the job of making a lock's waiters wakeable (subscribed, queued); `false` when
@@ -405,10 +417,37 @@ impl Wakes {
         self.with(channel, |entry| entry.subscribed = true);
     }
 
+    #[cfg(test)]
     pub(crate) fn mark_queued(&self, channel: &[u8], queued: bool) {
         self.with(channel, |entry| {
             entry.queued = queued.then(Instant::now);
         });
+    }
+
+    /// How many turns were announced to this connection for the lock so far (see
+    /// `mark_queued_after`).
+    pub(crate) fn turns(&self, channel: &[u8]) -> u64 {
+        self.with(channel, |entry| entry.turns).unwrap_or(0)
+    }
+
+    /// As `mark_queued`, for a queueing sent when `turns` turns had been announced. A turn
+    /// announced since popped us off the queue, and its message is read before the reply that
+    /// queued us is acted on; marked queued after it, we would count as queued for good, and
+    /// the lock's subscription would not be dropped. Taken as not queued then: at worst, a
+    /// wake is passed on from a lock we forgot. Replies are acted on in no set order, so the
+    /// last waiter may have left meanwhile (see `Ticket`'s drop): we leave the queue again.
+    pub(crate) fn mark_queued_after(&self, channel: &[u8], queued: bool, turns: u64) {
+        let leave = self
+            .with(channel, |entry| {
+                let queued = queued && entry.turns == turns;
+                let leave = queued && entry.waiters.is_empty();
+                entry.queued = (queued && !leave).then(Instant::now);
+                leave.then(|| entry.lock_key.clone())
+            })
+            .flatten();
+        if let Some(lock_key) = leave {
+            self.chore(Chore::LeaveQueue(lock_key));
+        }
     }
 
     /// Whether waiters of this connection wait for the lock behind `channel`.
@@ -513,6 +552,7 @@ impl Wakes {
             return Turn::PassOn(lock_key);
         };
         entry.queued = None;
+        entry.turns += 1;
         if wake_next(entry) {
             Turn::Woke
         } else {
@@ -541,6 +581,7 @@ impl Wakes {
     /// under way, see backend/link.rs).
     pub(crate) fn take_idle(&self, keep: usize) -> Vec<Vec<u8>> {
         let mut channels = self.table();
+        self.left_idle.store(0, Ordering::SeqCst);
         let idle = channels
             .values()
             .filter(|entry| entry.waiters.is_empty())
@@ -726,13 +767,24 @@ impl Drop for Ticket {
             return;
         };
         entry.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
-        let owed = self.owed_on_leaving(entry);
+        let mut owed = self.owed_on_leaving(entry);
+        // Nobody here waits for the lock any more: a place in its queue would only have the
+        // next release's wake passed on through us, and keep its subscription for a minute.
+        if owed.is_none() && entry.waiters.is_empty() && entry.queued.take().is_some() {
+            owed = Some(Chore::LeaveQueue(entry.lock_key.clone()));
+        }
+        let left_idle = entry.waiters.is_empty() && entry.subscribed;
         if entry.is_forgettable() {
             channels.remove(&self.channel);
         }
         drop(channels);
         if let Some(chore) = owed {
             self.wakes.chore(chore);
+        }
+        if left_idle
+            && self.wakes.left_idle.fetch_add(1, Ordering::SeqCst) + 1 == IDLE_SUBSCRIPTIONS
+        {
+            self.wakes.chore(Chore::DropIdle);
         }
     }
 }

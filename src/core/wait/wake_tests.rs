@@ -1,5 +1,6 @@
 use super::*;
 use crate::core::basics::clock::Stamp;
+use crate::core::wait::chores::Chores;
 use std::time::Duration;
 
 const LOCK: &[u8] = b"lock:job";
@@ -86,10 +87,9 @@ fn idle_channels_are_dropped_in_one_batch_past_the_limit_unless_still_queued() {
         let key = format!("lock:{n}");
         let ticket = wakes.join(key.as_bytes(), TTL);
         wakes.mark_subscribed(ticket.channel());
-        if n == 0 {
-            wakes.mark_queued(ticket.channel(), true);
-        }
     }
+    // Queued after its last waiter left (a place its waiter's leaving has not undone yet).
+    wakes.mark_queued(&channel(b"lock:0"), true);
     assert!(wakes.take_idle(4).is_empty());
     let dropped = wakes.take_idle(2);
     assert_eq!(dropped.len(), 3, "the queued one stays");
@@ -223,9 +223,10 @@ fn a_lock_nobody_waits_on_any_more_is_forgotten_unless_listened_to_or_queued_for
     drop((listened, queued, preparing));
     assert_eq!(
         channels(&wakes),
-        3,
-        "kept for the next wait and for wakes still to come"
+        2,
+        "kept for the next wait and for the subscription under way; the queue is left"
     );
+    assert!(!wakes.remembers(|| b"lock:c".to_vec()));
 }
 
 #[test]
@@ -313,4 +314,96 @@ async fn a_waiter_joining_late_learns_of_a_release_of_ours_that_looked_before_it
     assert!(!missed);
     calm.nudge();
     assert!(is_woken(&calm).await);
+}
+
+/// The chores a table asks for, as names.
+#[derive(Default)]
+struct Noted(Mutex<Vec<String>>);
+
+impl Chores for Noted {
+    fn carry_out(&self, chore: Chore) {
+        let name = match chore {
+            Chore::ReleaseOrphan(_) => "release-orphan".to_string(),
+            Chore::PassOn(_) => "pass-on".to_string(),
+            Chore::LeaveLine { .. } => "leave-line".to_string(),
+            Chore::LeaveQueue(key) => format!("leave-queue {}", String::from_utf8_lossy(&key)),
+            Chore::DropIdle => "drop-idle".to_string(),
+        };
+        lock(&self.0).push(name);
+    }
+}
+
+fn noted() -> (Arc<Wakes>, Arc<Noted>) {
+    let wakes = Arc::new(Wakes::default());
+    let noted = Arc::new(Noted::default());
+    let chores: Arc<dyn Chores> = noted.clone();
+    wakes.hire(Arc::downgrade(&chores));
+    // Kept alive by the caller's `Arc<Noted>`.
+    drop(chores);
+    (wakes, noted)
+}
+
+#[test]
+fn the_last_waiter_to_leave_takes_the_connection_off_the_queue() {
+    let (wakes, noted) = noted();
+    let waiter = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&channel(LOCK));
+    wakes.mark_queued(&channel(LOCK), true);
+    drop(waiter);
+    assert_eq!(*lock(&noted.0), vec!["leave-queue lock:job".to_string()]);
+    // Subscribed, no longer queued: dropped with the next idle subscriptions.
+    assert_eq!(wakes.take_idle(0), vec![channel(LOCK)]);
+}
+
+#[test]
+fn a_queueing_answered_after_a_turn_or_after_the_last_waiter_left_leaves_no_place() {
+    let (wakes, noted) = noted();
+    let waiter = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&channel(LOCK));
+    // A turn announced while the queueing was under way took us off the queue.
+    let turns = wakes.turns(&channel(LOCK));
+    assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
+    wakes.mark_queued_after(&channel(LOCK), true, turns);
+    assert!(wakes.needs_queueing(&channel(LOCK)));
+    // Queued with nobody left to wait: the connection leaves the queue again.
+    waiter.rearm();
+    let _keeps_the_entry = wakes.begin_preparing(&channel(LOCK));
+    drop(waiter);
+    assert!(lock(&noted.0).is_empty());
+    let turns = wakes.turns(&channel(LOCK));
+    wakes.mark_queued_after(&channel(LOCK), true, turns);
+    assert_eq!(*lock(&noted.0), vec!["leave-queue lock:job".to_string()]);
+    assert!(!wakes.needs_queueing(&channel(LOCK)));
+}
+
+#[test]
+fn a_subscription_is_not_wanted_once_its_waiters_left_nor_is_a_queue_place() {
+    let wakes = Arc::new(Wakes::default());
+    let waiter = wakes.join(LOCK, TTL);
+    assert!(wakes.begin_preparing(&channel(LOCK)));
+    assert!(wakes.needs_queueing(&channel(LOCK)));
+    drop(waiter);
+    assert!(!wakes.has_waiters(&channel(LOCK)));
+    assert!(!wakes.needs_queueing(&channel(LOCK)));
+}
+
+#[test]
+fn waiters_leaving_subscribed_locks_ask_for_idle_subscriptions_to_be_dropped() {
+    let (wakes, noted) = noted();
+    let leave_subscribed = |n: usize| {
+        let ticket = wakes.join(format!("lock:{n}").as_bytes(), TTL);
+        wakes.mark_subscribed(ticket.channel());
+    };
+    (1..IDLE_SUBSCRIPTIONS).for_each(leave_subscribed);
+    assert!(lock(&noted.0).is_empty());
+    leave_subscribed(IDLE_SUBSCRIPTIONS);
+    assert_eq!(*lock(&noted.0), vec!["drop-idle".to_string()]);
+    // Looking at them starts the count afresh.
+    assert_eq!(wakes.take_idle(IDLE_SUBSCRIPTIONS).len(), 0);
+    (1..IDLE_SUBSCRIPTIONS).for_each(|n| leave_subscribed(n + 100));
+    assert_eq!(lock(&noted.0).len(), 1);
+    assert_eq!(
+        wakes.take_idle(IDLE_SUBSCRIPTIONS).len(),
+        2 * IDLE_SUBSCRIPTIONS - 1
+    );
 }

@@ -1,0 +1,29 @@
+#!/usr/bin/env node
+'use strict'
+
+// Runs the tests that hold on every backend (the files that take theirs from
+// __test__/helpers/backend.js) once more, on a private redis-server without HELLO
+// (NRL_BACKEND=redis-resp2): RESP2 only, so waiters poll, and fair queues and handovers must
+// hold without wake-up messages. `npm test` runs them on a plain redis-server first.
+const fs = require('node:fs')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+
+const dir = path.join(__dirname, '..', '__test__')
+const files = fs
+  .readdirSync(dir)
+  .filter((name) => name.endsWith('.test.js'))
+  .filter((name) => fs.readFileSync(path.join(dir, name), 'utf8').includes("require('./helpers/backend')"))
+  .sort()
+  .map((name) => path.join('__test__', name))
+if (files.length === 0) {
+  console.error('no test file takes its backend from __test__/helpers/backend.js')
+  process.exit(1)
+}
+const args = ['--test', '--test-concurrency=1', '--test-timeout=600000', '--test-force-exit', ...files]
+const run = spawnSync(process.execPath, args, {
+  cwd: path.join(__dirname, '..'),
+  stdio: 'inherit',
+  env: { ...process.env, NRL_BACKEND: 'redis-resp2' },
+})
+process.exit(run.status ?? 1)
