@@ -324,8 +324,16 @@ async fn idle_subscriptions_are_dropped_past_the_limit_and_the_connection_stays_
         names.len()
     };
     // The 64th waiter to leave had the idle channels dropped in one go (not left for the next
-    // SUBSCRIBE); only those that left after it stay.
-    let left = channels(&mut raw);
+    // SUBSCRIBE); only those that left after it stay. The drop is a chore the runtime carries
+    // out after the leaving, so it is waited for, within a bound a loaded machine meets.
+    let mut left = channels(&mut raw);
+    for _ in 0..100 {
+        if left <= 80 - 64 {
+            break;
+        }
+        tokio::time::sleep(MS(50)).await;
+        left = channels(&mut raw);
+    }
     assert!(left <= 80 - 64, "{left} channels still subscribed");
     // The next wait must still hear its own wake: replies and confirmations stay paired.
     let lease = take(&holder, "idle:last").await;
