@@ -92,3 +92,31 @@ test('errors that are not ours pass through lib/errors.js untouched', () => {
   const already = new LockError('x', 'ECONNECTION')
   assert.equal(fromNative(already), already)
 })
+
+test('a call made after its environment ended (end(), as at process.exit()) throws EABORTED at once instead of pending forever', () => {
+  // In a child: ending an environment is for good.
+  const script = `
+    const native = require(${JSON.stringify(require.resolve('../binding.js'))})
+    const completions = new native.NativeCompletions(performance.now())
+    completions.hook('handle', (owner) => owner)
+    const heartbeat = new native.NativeHeartbeat()
+    const connection = new native.NativeConnection({ url: 'memory://native-errors-ended-' + process.pid }, completions)
+    const lock = new native.NativeDistributedLock(connection, { maxRetries: 0, retryDelayMs: 0 }, heartbeat)
+    const exclusive = new native.NativeExclusiveLock(connection, { name: 'ended', keyPrefix: 'p', lockContents: '1', lockTtlMs: 3000, lockRefreshMs: 1000, maxStallMs: 0 }, heartbeat)
+    completions.end()
+    const outcomes = []
+    for (const call of [() => lock.isLocked('k'), () => lock.tryAcquire({}, 'k', 1000), () => exclusive.inspect()]) {
+      try {
+        const pending = call()
+        outcomes.push('returned ' + typeof pending)
+      } catch (err) {
+        outcomes.push(err.code)
+      }
+    }
+    console.log(JSON.stringify(outcomes))
+  `
+  const { spawnSync } = require('node:child_process')
+  const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })
+  assert.equal(run.status, 0, run.stderr)
+  assert.deepEqual(JSON.parse(run.stdout.trim()), ['EABORTED', 'EABORTED', 'EABORTED'])
+})

@@ -308,8 +308,14 @@ async function nativeCalls(url, report) {
   }
   const of = (name) => instances.filter((i) => i.constructor.name === name)
   const extras = [...of('NativeHeartbeat').slice(0, 1), ...of('NativeCompletions').slice(0, 1)]
+  // Then those made from connection settings (a NativeConnection), so the lock classes can be
+  // handed one of them as well as hostile settings.
   for (const [, Class] of classes) {
-    for (const connection of parts.connection) {
+    for (const connection of parts.connection) await tryBuild(Class, [connection, ...of('NativeCompletions').slice(0, 1)])
+  }
+  const connections = [...parts.connection, ...of('NativeConnection')]
+  for (const [, Class] of classes) {
+    for (const connection of connections) {
       for (const options of parts.options) await tryBuild(Class, [connection, options, ...extras])
     }
     for (const args of hostileArgs) await tryBuild(Class, args)

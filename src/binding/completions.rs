@@ -207,6 +207,11 @@ impl JsThread {
     /// the hooks that make its value.
     /// From the #[napi] method `env` was handed to.
     pub fn call<'env>(&self, env: &Env, owner: Option<&Object<'env>>) -> Result<Call<'env>> {
+        // Its environment was ended (`end()`, as at `process.exit()`): nothing would deliver
+        // what the call ends with, so it fails now instead of pending forever.
+        if self.owner().is_gone() {
+            return Err(super::error::to_napi(env, LockError::Aborted));
+        }
         let scope = Scope::<'env>::of_call(env);
         let owner = owner.map(|owner| scope.value(owner));
         let (id, promise) = self.promise(&scope, owner)?;
