@@ -420,6 +420,46 @@ redisOnly('a worker terminated while the reactions to handles its own releases h
   assert.equal(messages.length, 1)
 })
 
+redisOnly('a worker terminated while the reactions to handles its own releases lent on handover run leaves none of those locks', async () => {
+  // As above with lendOnHandover: each waiter is answered as its handover is queued, before
+  // Redis runs it, and the first reaction spins, so the JS thread never again writes or reads
+  // on its connection. The teardown sends the handovers through the runtime; what frees the
+  // waiters' locks must reach Redis after them, or it finds the releasers' tokens, frees
+  // nothing, and the handovers then give the dead waiters the locks for their whole TTL.
+  const key = 'exit:lent'
+  const { worker, messages } = startWorker(
+    `
+      const lock = new DistributedLock(url, { lendOnHandover: true })
+      const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+      for (let i = 0; i < 20; i++) { await lock.isLocked('warm-up'); await sleep(10) }
+      const a = await lock.acquire(key + ':a', 30000)
+      const b = await lock.acquire(key + ':b', 30000)
+      const spin = (handle) => { post({ lent: handle.token }); for (;;) {} }
+      lock.waitForLock(key + ':a', 30000, 10000).then(spin)
+      lock.waitForLock(key + ':b', 30000, 10000).then(spin)
+      await sleep(100)
+      post({ a: a.token, b: b.token })
+      a.release()
+      b.release()
+    `,
+    { key },
+  )
+  const first = await message(worker)
+  // Answered without a turn of the event loop: lent, with its handover still to be sent.
+  const { lent } = await message(worker)
+  assert.ok(typeof lent === 'string' && lent !== first.a, `the first waiter got ${lent}`)
+  assert.equal(await probe.exists(`lock:${key}:a`, `lock:${key}:b`), 2)
+  await terminate(worker)
+  assert.ok(
+    await eventually(async () => (await probe.exists(`lock:${key}:a`, `lock:${key}:b`)) === 0, 1000),
+    `a lock lent to a thread terminated before its code could release it outlived it: ${JSON.stringify([
+      await probe.get(`lock:${key}:a`),
+      await probe.get(`lock:${key}:b`),
+    ])} (lent ${lent})`,
+  )
+  assert.equal(messages.length, 2)
+})
+
 /** Runs `source` in a child node process (argv[1] is the server's URL); resolves with its exit. */
 async function runChild(source) {
   const child = spawn(process.execPath, ['-e', source, backend.url], { stdio: ['ignore', 'pipe', 'pipe'] })

@@ -35,9 +35,10 @@ impl Granted {
     }
 
     /// A handle answered as its handover was sent, on a lease valid until `until`.
-    pub fn lent(lease: &Lease, until: Instant) -> Granted {
+    pub fn lent(lease: &Lease, until: Instant, unclaimed: Unclaimed) -> Granted {
         Granted {
             lent_until: Some(until),
+            unclaimed: Some(unclaimed),
             ..Granted::of(lease, None)
         }
     }

@@ -150,7 +150,8 @@ impl HandleRelease<'_> {
             } => {
                 reply.carry(&sender, handoff, done);
                 if let Some(to) = lent {
-                    sender.answer_lent(to.waiter, Granted::lent(&to.lease, to.until));
+                    let granted = Granted::lent(&to.lease, to.until, to.unclaimed);
+                    sender.answer_lent(to.waiter, granted);
                 }
                 return;
             }

@@ -100,6 +100,8 @@ pub struct LentTo {
     pub waiter: u32,
     pub lease: Lease,
     pub until: Instant,
+    /// Frees the lock should the waiter's code never have its handle.
+    pub unclaimed: Unclaimed,
 }
 
 impl Releasing {
@@ -124,10 +126,12 @@ impl Releasing {
                 waiter,
                 lease,
                 until,
+                unclaimed,
             } => Some(LentTo {
                 waiter,
                 lease,
                 until,
+                unclaimed,
             }),
             Lending::No => None,
         };
@@ -149,6 +153,7 @@ pub enum Lending {
         waiter: u32,
         lease: Lease,
         until: Instant,
+        unclaimed: Unclaimed,
     },
     /// It left meanwhile: nobody to hand the lock to.
     WaiterGone,
@@ -194,10 +199,12 @@ impl Handoff {
         }
         self.lent = true;
         wakes.lends().lend(self.token.clone(), self.own_deadline());
+        let fence = self.lease.fence + 1;
         Lending::Lent {
             waiter: self.caller.id,
-            lease: self.granted(self.lease.fence + 1),
+            lease: self.granted(fence),
             until: self.lease.deadline(),
+            unclaimed: Unclaimed::lent(&self.locker, self.granted(fence)),
         }
     }
 

@@ -4,6 +4,7 @@
 
 use super::lock::Locker;
 use super::store::Store;
+use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use std::sync::Arc;
@@ -37,20 +38,53 @@ impl Orphan {
 /// it, so whoever failed to deliver it frees it here instead of leaving it to its TTL.
 /// Dropped once delivered.
 /// Boxed: it rides in every answer of a plain acquisition, which stays a few words.
-pub struct Unclaimed(Box<Orphan>);
+pub struct Unclaimed(Box<Claim>);
+
+struct Claim {
+    orphan: Orphan,
+    /// Lent on handover (see carried_handoff.rs): Redis gets the lease only once its
+    /// handover runs, which may still be on its way.
+    lent: bool,
+}
 
 impl Unclaimed {
     pub fn new(locker: &Locker, lease: Lease) -> Self {
-        Unclaimed(Box::new(Orphan {
-            store: locker.store().clone(),
-            lease,
-        }))
+        Self::of(locker, lease, false)
     }
 
-    /// Frees the lock in the background, as `Orphan::release` does.
+    /// A lease lent to its caller before Redis ran its handover (see wait/lent.rs).
+    pub fn lent(locker: &Locker, lease: Lease) -> Self {
+        Self::of(locker, lease, true)
+    }
+
+    fn of(locker: &Locker, lease: Lease, lent: bool) -> Self {
+        let store = locker.store().clone();
+        let orphan = Orphan { store, lease };
+        Unclaimed(Box::new(Claim { orphan, lent }))
+    }
+
+    /// Frees the lock in the background, as `Orphan::release` does. A lent lease only once
+    /// its handover was answered (or can no longer matter, its lease over): the handover
+    /// goes on its JS thread's connection, or again through the runtime as that thread
+    /// ends, and a release reaching Redis before it would find the lender's token and free
+    /// nothing, leaving the handover to give the lock to nobody for its whole TTL. Confirmed,
+    /// the handover ran; refused, it never will (handoff.lua moves the lock only from the
+    /// lender's token). Only one left unanswered within its bound may still run after this
+    /// release, which then frees nothing: the lock is left to its TTL, as before.
     pub fn release(self) {
-        let Orphan { store, lease } = *self.0;
-        store.release_orphan(lease);
+        let Claim { orphan, lent } = *self.0;
+        let Orphan { store, lease } = orphan;
+        if !lent {
+            store.release_orphan(lease);
+            return;
+        }
+        spawn(async move {
+            let lends = store.wakes().lends();
+            lends.settled(&lease.token, lease.remaining()).await;
+            // Nobody will ask for its answer.
+            lends.forget(&lease.token);
+            store.release_orphan(lease);
+        });
     }
 }
 

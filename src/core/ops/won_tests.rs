@@ -3,7 +3,7 @@ use super::*;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
 use crate::core::basics::clock::Stamp;
 use crate::core::wait::owner::Owner;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn locker(port: u16, owner: &Owner) -> Locker {
     let endpoint = Endpoint::from_spec(EndpointSpec {
@@ -39,4 +39,59 @@ async fn a_lease_won_for_a_living_owner_is_delivered_and_an_ended_ones_released(
         Won::Deliver(_) => panic!("delivered to an ended owner"),
         Won::Orphaned(orphan) => assert!(matches!(orphan.release(), LockError::Aborted)),
     }
+}
+
+/// A locker on the embedded keyspace `name`.
+fn memory_locker(name: &str) -> Locker {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(format!("memory://{name}")),
+        ..Default::default()
+    })
+    .unwrap();
+    Locker::new(Store::shared(endpoint), "t:", Duration::from_secs(5))
+}
+
+#[tokio::test]
+async fn a_lent_lease_is_freed_only_once_its_handover_was_answered() {
+    use crate::core::ops::lock::Attempt;
+    use crate::core::wait::lent::Lent;
+    let locker = memory_locker("won-lent");
+    let ttl = Duration::from_secs(30);
+    let lender = match locker.attempt("k", ttl).await.unwrap() {
+        Attempt::Acquired(lease) => lease,
+        Attempt::Held { .. } => panic!("held"),
+    };
+    let lent = Lease::new(
+        "k".into(),
+        lender.redis_key.clone(),
+        "lent".into(),
+        lender.fence + 1,
+        Stamp::now(),
+        ttl,
+    );
+    let lends = locker.store().wakes().lends();
+    lends.lend("lent".into(), lender.deadline());
+    // Its thread ends before the handover reached Redis.
+    Unclaimed::lent(&locker, lent).release();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(locker.is_locked("k").await.unwrap());
+    // The handover runs only now, and is answered.
+    let store = locker.store();
+    let bound = Duration::from_secs(1);
+    let ran = super::super::release::confirm_lend(store, &lender, "lent", ttl, bound).await;
+    assert!(matches!(ran, Ok(true)));
+    lends.settle("lent", Lent::Confirmed(Instant::now() + ttl));
+    let mut freed = false;
+    for _ in 0..100 {
+        if !locker.is_locked("k").await.unwrap() {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        freed,
+        "the lock lent to a caller that never had it outlived the handover"
+    );
+    assert_eq!(lends.take("lent"), None);
 }
