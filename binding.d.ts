@@ -87,36 +87,41 @@ export declare class NativeDistributedLock {
   watchExpiresAt(watch: number): number
 }
 
+/**
+ * Shared by every ExclusiveLock of the JS thread made with the same settings
+ * (lib/shared-connection.js); each call names the hold it is about by its listener.
+ */
 export declare class NativeExclusiveLock {
   constructor(connection: NativeConnection, options: ExclusiveLockOptions, heartbeat: NativeHeartbeat)
   get key(): string
   get name(): string
-  /** The fencing token of the current hold, if any. */
-  get fence(): string | null
+  /** The fencing token of the hold won with `listener`, if held. */
+  fence(listener: number): string | null
   /**
-   * Whether a refresh of the held lock is on its way to Redis (the original's
-   * `is_refreshing`).
+   * Whether a refresh of the hold won with `listener` is on its way to Redis (the
+   * original's `is_refreshing`).
    */
-  get refreshing(): boolean
+  refreshing(listener: number): boolean
   /**
-   * Whether a hold lets its process exit (`unref()`): then the end of the JS environment
-   * leaves it to its TTL instead of releasing it.
+   * Whether the hold won with `listener` lets its process exit (`unref()`): then the end
+   * of the JS environment leaves it to its TTL instead of releasing it.
    */
-  setUnrefed(unrefed: boolean): void
-  /** Whether `refreshed` events should cross into JavaScript. */
-  wantRefreshed(want: boolean): void
+  setUnrefed(listener: number, unrefed: boolean): void
+  /** Whether the hold won with `listener` sends its `refreshed` events into JavaScript. */
+  wantRefreshed(listener: number, want: boolean): void
   /**
    * One attempt with the instance's `lock_contents`, `lock_ttl_ms` and `lock_refresh_ms`
    * (arguments, not an object: this is the hot path); resolves with whether it won. While
    * held, the watchdog refreshes the lock and tells `listener` of `refreshed` and `lost`.
-   * `keep` and `beat` are changes to this thread's liveness counts (see `liveness`).
+   * `keep` and `beat` are changes to this thread's liveness counts (see `liveness`);
+   * `unrefed` and `refreshed` what the hold starts with (see `setUnrefed`, `wantRefreshed`).
    */
-  acquire(listener: number, lockContents: string, lockTtlMs: number, lockRefreshMs: number, keep: number, beat: number): Promise<boolean>
+  acquire(listener: number, lockContents: string, lockTtlMs: number, lockRefreshMs: number, keep: number, beat: number, unrefed: boolean, refreshed: boolean): Promise<boolean>
   /**
-   * Stops refreshing and deletes the lock if it is still ours; resolves with whether it
-   * was. `keep` and `beat` as for `acquire`.
+   * Stops refreshing the hold won with `listener` and deletes the lock if it is still
+   * ours; resolves with whether it was. `keep` and `beat` as for `acquire`.
    */
-  release(keep: number, beat: number): Promise<boolean>
+  release(listener: number, keep: number, beat: number): Promise<boolean>
   /** Resolves with the holder's `{ lock_ttl_ms, lock_contents }`, or null when free. */
   inspect(): Promise<{ lock_ttl_ms: number, lock_contents: string } | null>
 }
@@ -252,7 +257,6 @@ export interface ExclusiveLockOptions {
   keyPrefix: string
   /** The `keyPrefix` of the user's ioredis client. */
   clientKeyPrefix?: string
-  lockContents: string
   lockTtlMs: number
   lockRefreshMs: number
   /** Give the lock up when the JS thread has been blocked this long; 0 disables. */

@@ -113,6 +113,17 @@ test('0 and Infinity keep counters forever, on every API', async () => {
     assert.equal(await redis.pttl(fenceKey(`svc-forever-${forever}`)), -1)
     await service.release()
   }
+  // Instances of one name that differ only in the window keep their own: the default one made
+  // first must not lend its window to one that keeps counters forever (JSON writes Infinity
+  // as it writes the default's undefined).
+  const windowed = new ExclusiveLock({ name: 'forever-shared', cache_connection: backend.url })
+  assert.equal(await windowed.acquire(), true)
+  await windowed.release()
+  await redis.persist(fenceKey('exclusive-lock:forever-shared'))
+  const forever = new ExclusiveLock({ name: 'forever-shared', cache_connection: backend.url, fence_retention_ms: Infinity })
+  assert.equal(await forever.acquire(), true)
+  assert.equal(await redis.pttl(fenceKey('exclusive-lock:forever-shared')), -1)
+  await forever.release()
 })
 
 test('ExclusiveLock: every counter of 100 names expires after its lock, the window its fence_retention_ms', async () => {

@@ -48,7 +48,7 @@ test('one connection per address for every API, however many objects are made on
   }
   const counts = since(start)
   assert.equal(counts.NativeConnection, 1, 'the connection was set up again for an address in use')
-  assert.equal(counts.NativeExclusiveLock, 50)
+  assert.equal(counts.NativeExclusiveLock, 5, 'one native ExclusiveLock per name (and settings)')
   assert.equal(counts.NativeLockService, 50)
   assert.equal(counts.NativeDistributedLock, 2, 'one native DistributedLock per set of options')
 
@@ -77,4 +77,37 @@ test('other settings are another connection, and settings are read anew each tim
   assert.equal(await first.isLocked('shared-connection:b'), true)
   assert.equal(await same.isLocked('shared-connection:b'), true)
   await handle.release()
+})
+
+test('ExclusiveLocks sharing their native side keep their holds apart', async () => {
+  const start = counted()
+  const settings = { name: 'shared-connection:holds', cache_connection: backend.url, lock_ttl_ms: 1200, lock_refresh_ms: 200 }
+  const first = new ExclusiveLock(settings)
+  const second = new ExclusiveLock(settings)
+  assert.equal(since(start).NativeExclusiveLock, 1)
+  let firstRefreshed = 0
+  let secondRefreshed = 0
+  first.on('refreshed', () => firstRefreshed++)
+  second.on('refreshed', () => secondRefreshed++)
+  assert.equal(await first.acquire(), true)
+  assert.equal(await second.acquire(), false, 'the second instance took a lock the first holds')
+  assert.equal(second.fence, null)
+  assert.equal(second.refresh_timer, null)
+  assert.match(first.fence, /^\d{15}$/)
+  // Releasing the instance that does not hold leaves the hold alone.
+  await second.release()
+  assert.equal((await first.inspect())?.lock_contents, '1', 'the release of the other instance deleted the lock')
+  assert.equal(first.acquired, true)
+  await new Promise((resolve) => setTimeout(resolve, 600))
+  assert.ok(firstRefreshed >= 1, 'the holder heard no refresh')
+  assert.equal(secondRefreshed, 0, 'news of the first hold reached the second instance')
+  const fence = first.fence
+  await first.release()
+  assert.equal(first.fence, null)
+  assert.equal(await first.inspect(), null)
+  // Now the second wins, with a hold of its own.
+  assert.equal(await second.acquire(), true)
+  assert.notEqual(second.fence, fence)
+  assert.equal(first.fence, null)
+  await second.release()
 })

@@ -3,7 +3,7 @@
 const EventEmitter = require('node:events')
 const { NativeExclusiveLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
-const { sharedConnection } = require('./shared-connection')
+const { sharedConnection, sharedOn } = require('./shared-connection')
 const { LockLostError, fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating, missed } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
@@ -60,6 +60,11 @@ function schemaError(opts) {
   return null
 }
 
+/** `opts[name]` as `{ ...DEFAULTS, ...opts }` would have it, without copying every field. */
+function option(opts, name) {
+  return Object.prototype.propertyIsEnumerable.call(opts, name) ? opts[name] : DEFAULTS[name]
+}
+
 function einval(err, extra) {
   err.code = 'EINVAL'
   return Object.assign(err, extra)
@@ -92,15 +97,45 @@ class RefreshTimer {
   }
 }
 
+/**
+ * The native lock of these settings on `connection`, shared by every instance made with them
+ * (it keeps each hold apart by its listener), with its key and name read once.
+ */
+function nativeLock(connection, settings) {
+  // JSON writes Infinity (fence counters kept forever) as null, as it does the default
+  // (undefined): that one setting is written out beside the rest.
+  const what = `exclusive-lock ${JSON.stringify(Object.values(settings))} ${settings.fenceRetentionMs}`
+  return sharedOn(connection, what, () => {
+    const native = new NativeExclusiveLock(connection, settings, heartbeat)
+    return { native, key: native.key, name: native.name }
+  })
+}
+
+// `this` is the lock (EventEmitter calls listeners so): no closures made per instance.
+// 'newListener' comes before the listener is added, 'removeListener' after it is gone.
+function onNewListener(event) {
+  if (event === 'refreshed') this[WANT_REFRESHED](true)
+}
+
+function onRemoveListener(event) {
+  if (event === 'refreshed') this[WANT_REFRESHED](this.listenerCount('refreshed') > 0)
+}
+
+const WANT_REFRESHED = Symbol('wantRefreshed')
+
 class ExclusiveLock extends EventEmitter {
+  // `{ native, key, name }`, shared by the instances of these settings: holds the native
+  // lock and its connection alive while this lock lives.
+  #shared
   #native
-  // Keeps the shared connection of these settings known while this lock lives.
-  #connection
   // The native lock's key, read once: it never changes, and the hot path names it.
   #key
   #acquired = false
-  // The hold whose native events count; an attempt that loses never replaces it.
+  // The hold whose native events count; an attempt that loses never replaces it. Its
+  // listener names it in every native call about it.
   #hold = null
+  // Whether the logger records refreshes (then `refreshed` crosses into JS even unheard).
+  #traced = false
   #keepAlive = new KeepAlive()
   #beating = new Beating()
   #refed = true
@@ -133,7 +168,16 @@ class ExclusiveLock extends EventEmitter {
         argument: 'cache_connection',
       })
     }
-    const o = { ...DEFAULTS, ...opts }
+    const o = {
+      name: option(opts, 'name'),
+      lock_ttl_ms: option(opts, 'lock_ttl_ms'),
+      lock_refresh_ms: option(opts, 'lock_refresh_ms'),
+      lock_contents: option(opts, 'lock_contents'),
+      key_prefix: option(opts, 'key_prefix'),
+      max_stall_ms: option(opts, 'max_stall_ms'),
+      max_hold_ms: option(opts, 'max_hold_ms'),
+      fence_retention_ms: option(opts, 'fence_retention_ms'),
+    }
     const diff = o.lock_ttl_ms - o.lock_refresh_ms
     if (!(diff >= 500)) {
       throw einval(new RangeError('lock_refresh_ms must be at least 500ms less than lock_ttl_ms'), {
@@ -142,28 +186,25 @@ class ExclusiveLock extends EventEmitter {
     }
     const maxStall = o.max_stall_ms ?? 3 * o.lock_ttl_ms
     try {
-      this.#connection = sharedConnection(connection.connection)
-      this.#native = new NativeExclusiveLock(
-        this.#connection,
-        {
-          name: o.name,
-          keyPrefix: o.key_prefix,
-          clientKeyPrefix: connection.clientKeyPrefix,
-          lockContents: o.lock_contents,
-          lockTtlMs: o.lock_ttl_ms,
-          lockRefreshMs: o.lock_refresh_ms,
-          maxStallMs: maxStall,
-          maxHoldMs: o.max_hold_ms,
-          fenceRetentionMs: o.fence_retention_ms,
-        },
-        heartbeat,
-      )
+      // The TTL and refresh are checked by the native constructor (as numbers the native side
+      // takes) but read anew at every acquire(), so they are part of the settings shared.
+      this.#shared = nativeLock(sharedConnection(connection.connection), {
+        name: o.name,
+        keyPrefix: o.key_prefix,
+        clientKeyPrefix: connection.clientKeyPrefix,
+        lockTtlMs: o.lock_ttl_ms,
+        lockRefreshMs: o.lock_refresh_ms,
+        maxStallMs: maxStall,
+        maxHoldMs: o.max_hold_ms,
+        fenceRetentionMs: o.fence_retention_ms,
+      })
     } catch (err) {
       throw connectionError(fromNative(err), connection)
     }
+    this.#native = this.#shared.native
     this.#stallGuarded = maxStall > 0
-    this.#key = this.#native.key
-    this.name = this.#native.name
+    this.#key = this.#shared.key
+    this.name = this.#shared.name
     this.log = log
     this.cache_connection = opts.cache_connection
     this.lock_ttl_ms = o.lock_ttl_ms
@@ -173,13 +214,19 @@ class ExclusiveLock extends EventEmitter {
     this.max_hold_ms = o.max_hold_ms
     // `refreshed` crosses from Rust into JS only while someone listens for it or the logger
     // records refreshes (the original logged each one at trace level).
-    const traced = typeof log.isLevelEnabled === 'function' && log.isLevelEnabled('trace') === true
-    // The native side starts with them off.
-    if (traced) this.#native.wantRefreshed(true)
-    this.on('newListener', (event) => event === 'refreshed' && this.#native.wantRefreshed(true))
-    this.on('removeListener', (event) => {
-      if (event === 'refreshed') this.#native.wantRefreshed(traced || this.listenerCount('refreshed') > 0)
-    })
+    this.#traced = typeof log.isLevelEnabled === 'function' && log.isLevelEnabled('trace') === true
+    this.on('newListener', onNewListener)
+    this.on('removeListener', onRemoveListener)
+  }
+
+  /** Whether this lock's holds should send their `refreshed` events into JS. */
+  #wantsRefreshed() {
+    return this.#traced || this.listenerCount('refreshed') > 0
+  }
+
+  /** Tells the hold, if any, whether `refreshed` is wanted now (`heard`: a listener is). */
+  [WANT_REFRESHED](heard) {
+    if (this.#hold !== null) this.#native.wantRefreshed(this.#hold.listener, this.#traced || heard)
   }
 
   get [Symbol.toStringTag]() {
@@ -200,7 +247,7 @@ class ExclusiveLock extends EventEmitter {
 
   /** The original's field: whether a refresh is on its way to Redis right now. */
   get is_refreshing() {
-    return this.#acquired && this.#native.refreshing
+    return this.#acquired && this.#hold !== null && this.#native.refreshing(this.#hold.listener)
   }
 
   // The original's users (and its own tests) reset the flag by hand; the refresh is native
@@ -223,7 +270,7 @@ class ExclusiveLock extends EventEmitter {
 
   /** Fencing token of the current hold (15-digit decimal string), or null when not held. */
   get fence() {
-    return this.#acquired ? this.#native.fence : null
+    return this.#acquired && this.#hold !== null ? this.#native.fence(this.#hold.listener) : null
   }
 
   /** One attempt; `true` when this instance holds the lock (again, when it already did). */
@@ -243,12 +290,24 @@ class ExclusiveLock extends EventEmitter {
       // Counted as held from now, the change riding on the acquire call: most attempts win.
       const keep = this.#keepAlive.handOff(this.#refed)
       const beat = this.#beating.handOff(this.#stallGuarded)
+      // What the hold starts with; changed meanwhile, it is told once won.
+      const unrefed = !this.#refed
+      const refreshed = this.#wantsRefreshed()
       let won
       try {
         // Read now, as the original reads them at every acquire.
         let pending
         try {
-          pending = this.#native.acquire(hold.listener, this.lock_contents, this.lock_ttl_ms, this.lock_refresh_ms, keep, beat)
+          pending = this.#native.acquire(
+            hold.listener,
+            this.lock_contents,
+            this.lock_ttl_ms,
+            this.lock_refresh_ms,
+            keep,
+            beat,
+            unrefed,
+            refreshed,
+          )
         } catch (err) {
           missed(keep, beat)
           throw err
@@ -263,7 +322,7 @@ class ExclusiveLock extends EventEmitter {
         // lock Redis granted meanwhile is deleted before either call resolves.
         this.#lose(attempt, hold)
         try {
-          await this.#native.release(0, 0)
+          await this.#native.release(hold.listener, 0, 0)
         } catch (err) {
           throw fromNative(err, this.#key)
         }
@@ -275,6 +334,8 @@ class ExclusiveLock extends EventEmitter {
       }
       this.#hold = hold
       this.#acquired = true
+      if (unrefed === this.#refed) this.#native.setUnrefed(hold.listener, !this.#refed)
+      if (refreshed !== this.#wantsRefreshed()) this[WANT_REFRESHED](this.listenerCount('refreshed') > 0)
       // No-ops unless an attempt that lost meanwhile undid them, or unref() came in between.
       this.#keepAlive.set(this.#refed)
       this.#beating.set(this.#stallGuarded)
@@ -319,14 +380,15 @@ class ExclusiveLock extends EventEmitter {
       }
       return
     }
-    unlisten(this.#hold?.listener)
+    const listener = this.#hold?.listener ?? 0
+    unlisten(listener)
     this.#hold = null
     const keep = this.#keepAlive.handOff(false)
     const beat = this.#beating.handOff(false)
     try {
       let pending
       try {
-        pending = this.#native.release(keep, beat)
+        pending = this.#native.release(listener, keep, beat)
       } catch (err) {
         missed(keep, beat)
         throw err
@@ -360,7 +422,7 @@ class ExclusiveLock extends EventEmitter {
     this.#refed = false
     this.#keepAlive.set(false)
     // As with the original, a lock held as the process exits then expires by its TTL.
-    this.#native.setUnrefed(true)
+    if (this.#hold !== null) this.#native.setUnrefed(this.#hold.listener, true)
     return this
   }
 
@@ -368,7 +430,7 @@ class ExclusiveLock extends EventEmitter {
   ref() {
     this.#refed = true
     this.#keepAlive.set(this.#acquired)
-    this.#native.setUnrefed(false)
+    if (this.#hold !== null) this.#native.setUnrefed(this.#hold.listener, false)
     return this
   }
 

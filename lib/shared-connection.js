@@ -11,9 +11,12 @@ const { NativeConnection } = require('./native')
 const { completions } = require('./completions')
 
 const made = new Map()
-const forget = new FinalizationRegistry((key) => {
-  if (made.get(key)?.deref() === undefined) made.delete(key)
+const forget = new FinalizationRegistry(([table, key]) => {
+  if (table.get(key)?.deref() === undefined) table.delete(key)
 })
+// What is shared on each NativeConnection (`sharedOn`), by a key that need not repeat the
+// connection's: lookups by short strings, made per lock.
+const madeOn = new WeakMap()
 
 /** `value` as one string, PEM bytes as base64 (JSON would spell out every byte). */
 function identity(value) {
@@ -23,20 +26,40 @@ function identity(value) {
   })
 }
 
-/** What `make()` made for `key` and is still alive, or what it makes now (throws as it). */
-function shared(key, make) {
-  let value = made.get(key)?.deref()
+/** What `make()` made for `key` in `table` and is still alive, or what it makes now. */
+function sharedIn(table, key, make) {
+  let value = table.get(key)?.deref()
   if (value === undefined) {
     value = make()
-    made.set(key, new WeakRef(value))
-    forget.register(value, key)
+    table.set(key, new WeakRef(value))
+    forget.register(value, [table, key])
   }
   return value
 }
 
-/** The NativeConnection for `fields` (what lib/connection.js read); throws as its constructor. */
-function sharedConnection(fields) {
-  return shared(`connection ${identity(fields)}`, () => new NativeConnection(fields, completions))
+/** What `make()` made for `key` and is still alive, or what it makes now (throws as it). */
+function shared(key, make) {
+  return sharedIn(made, key, make)
 }
 
-module.exports = { identity, shared, sharedConnection }
+/** The NativeConnection for `fields` (what lib/connection.js read); throws as its constructor. */
+function sharedConnection(fields) {
+  // Without PEM bytes, plain JSON says the same as identity(), without a call per field.
+  const plain = fields.tlsCa === undefined && fields.tlsCert === undefined && fields.tlsKey === undefined
+  return shared(`connection ${plain ? JSON.stringify(fields) : identity(fields)}`, () => new NativeConnection(fields, completions))
+}
+
+/**
+ * What `make()` made for `what` on `connection` (a NativeConnection from `sharedConnection`)
+ * and is still alive, or what it makes now.
+ */
+function sharedOn(connection, what, make) {
+  let table = madeOn.get(connection)
+  if (table === undefined) {
+    table = new Map()
+    madeOn.set(connection, table)
+  }
+  return sharedIn(table, what, make)
+}
+
+module.exports = { identity, shared, sharedConnection, sharedOn }

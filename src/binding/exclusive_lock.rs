@@ -8,12 +8,12 @@ use super::events::JsSink;
 use super::heartbeat::{Beater, NativeHeartbeat};
 use super::reply::{boolean, JsCalls};
 use crate::core::basics::token::format_fence;
-use crate::core::front::exclusive_lock::{ExclusiveLock, Inspection, Settings};
+use crate::core::front::exclusive_lock::{ExclusiveLock, Inspection, Settings, Wishes};
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, PromiseRaw};
 use napi_derive::napi;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// Options of the native ExclusiveLock; the JS layer has already checked their types and
@@ -24,7 +24,6 @@ pub struct ExclusiveLockOptions {
     pub key_prefix: String,
     /// The `keyPrefix` of the user's ioredis client.
     pub client_key_prefix: Option<String>,
-    pub lock_contents: String,
     pub lock_ttl_ms: f64,
     pub lock_refresh_ms: f64,
     /// Give the lock up when the JS thread has been blocked this long; 0 disables.
@@ -37,12 +36,12 @@ pub struct ExclusiveLockOptions {
     pub fence_retention_ms: Option<f64>,
 }
 
+/// Shared by every ExclusiveLock of the JS thread made with the same settings
+/// (lib/shared-connection.js); each call names the hold it is about by its listener.
 #[napi]
 pub struct NativeExclusiveLock {
     front: ExclusiveLock,
     beater: Rc<Beater>,
-    /// Whether `refreshed` events cross into JavaScript (shared with the sink).
-    want_refreshed: Arc<AtomicBool>,
     pub(super) calls: JsCalls,
 }
 
@@ -74,8 +73,11 @@ impl NativeExclusiveLock {
             fence_retention_ms: options.fence_retention_ms,
         };
         let calls = connection.calls.clone();
-        let want_refreshed = Arc::new(AtomicBool::new(false));
-        let sink = Arc::new(JsSink::new(calls.completer.clone(), want_refreshed.clone()));
+        // Every hold's news passes: the front keeps `refreshed` back per hold.
+        let sink = Arc::new(JsSink::new(
+            calls.completer.clone(),
+            Arc::new(AtomicBool::new(true)),
+        ));
         let owner = calls.thread.owner().clone();
         let front = ExclusiveLock::new(
             &connection.connection,
@@ -89,7 +91,6 @@ impl NativeExclusiveLock {
             calls,
             front,
             beater: heartbeat.beater(),
-            want_refreshed,
         })
     }
 
@@ -103,36 +104,37 @@ impl NativeExclusiveLock {
         self.front.name().to_owned()
     }
 
-    /// The fencing token of the current hold, if any.
-    #[napi(getter)]
-    pub fn fence(&self) -> Option<String> {
-        self.front.fence().map(format_fence)
-    }
-
-    /// Whether a refresh of the held lock is on its way to Redis (the original's
-    /// `is_refreshing`).
-    #[napi(getter)]
-    pub fn refreshing(&self) -> bool {
-        self.front.refreshing()
-    }
-
-    /// Whether a hold lets its process exit (`unref()`): then the end of the JS environment
-    /// leaves it to its TTL instead of releasing it.
+    /// The fencing token of the hold won with `listener`, if held.
     #[napi]
-    pub fn set_unrefed(&self, unrefed: bool) {
-        self.front.set_unrefed(unrefed);
+    pub fn fence(&self, listener: u32) -> Option<String> {
+        self.front.fence(listener).map(format_fence)
     }
 
-    /// Whether `refreshed` events should cross into JavaScript.
+    /// Whether a refresh of the hold won with `listener` is on its way to Redis (the
+    /// original's `is_refreshing`).
     #[napi]
-    pub fn want_refreshed(&self, want: bool) {
-        self.want_refreshed.store(want, Ordering::Relaxed);
+    pub fn refreshing(&self, listener: u32) -> bool {
+        self.front.refreshing(listener)
+    }
+
+    /// Whether the hold won with `listener` lets its process exit (`unref()`): then the end
+    /// of the JS environment leaves it to its TTL instead of releasing it.
+    #[napi]
+    pub fn set_unrefed(&self, listener: u32, unrefed: bool) {
+        self.front.set_unrefed(listener, unrefed);
+    }
+
+    /// Whether the hold won with `listener` sends its `refreshed` events into JavaScript.
+    #[napi]
+    pub fn want_refreshed(&self, listener: u32, want: bool) {
+        self.front.want_refreshed(listener, want);
     }
 
     /// One attempt with the instance's `lock_contents`, `lock_ttl_ms` and `lock_refresh_ms`
     /// (arguments, not an object: this is the hot path); resolves with whether it won. While
     /// held, the watchdog refreshes the lock and tells `listener` of `refreshed` and `lost`.
-    /// `keep` and `beat` are changes to this thread's liveness counts (see `liveness`).
+    /// `keep` and `beat` are changes to this thread's liveness counts (see `liveness`);
+    /// `unrefed` and `refreshed` what the hold starts with (see `setUnrefed`, `wantRefreshed`).
     #[napi(ts_return_type = "Promise<boolean>")]
     #[allow(clippy::too_many_arguments)]
     pub fn acquire<'env>(
@@ -144,10 +146,19 @@ impl NativeExclusiveLock {
         lock_refresh_ms: f64,
         keep: i32,
         beat: i32,
+        unrefed: bool,
+        refreshed: bool,
     ) -> Result<PromiseRaw<'env, ()>> {
+        let wishes = Wishes { unrefed, refreshed };
         let acquire = self
             .front
-            .acquire(listener, lock_contents, lock_ttl_ms, lock_refresh_ms)
+            .acquire(
+                listener,
+                lock_contents,
+                lock_ttl_ms,
+                lock_refresh_ms,
+                wishes,
+            )
             .or_throw(&env)?;
         let call = self.calls.thread.call(&env, None)?;
         self.liveness(keep, beat);
@@ -155,13 +166,20 @@ impl NativeExclusiveLock {
         Ok(call.promise)
     }
 
-    /// Stops refreshing and deletes the lock if it is still ours; resolves with whether it
-    /// was. `keep` and `beat` as for `acquire`.
+    /// Stops refreshing the hold won with `listener` and deletes the lock if it is still
+    /// ours; resolves with whether it was. `keep` and `beat` as for `acquire`.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'env>(&self, env: Env, keep: i32, beat: i32) -> Result<PromiseRaw<'env, ()>> {
+    pub fn release<'env>(
+        &self,
+        env: Env,
+        listener: u32,
+        keep: i32,
+        beat: i32,
+    ) -> Result<PromiseRaw<'env, ()>> {
         let call = self.calls.thread.call(&env, None)?;
         self.liveness(keep, beat);
-        self.front.release(self.calls.reply(call.id, boolean));
+        self.front
+            .release(listener, self.calls.reply(call.id, boolean));
         Ok(call.promise)
     }
 

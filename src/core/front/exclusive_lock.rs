@@ -1,6 +1,8 @@
-//! ExclusiveLock (@logdna/exclusive-lock): one named lock per instance, one attempt per
-//! `acquire()`, kept alive by the watchdog while held, its holder told when it is lost. The
-//! record of the hold lives here; what each call does in Redis is ops/exclusive.rs's.
+//! ExclusiveLock (@logdna/exclusive-lock): one named lock, one attempt per `acquire()`, kept
+//! alive by the watchdog while held, its holder told when it is lost. One `ExclusiveLock`
+//! serves every JS instance made with the same settings, so that making one costs nothing
+//! here: each hold is a record of its own, named by the listener its attempt was made with.
+//! What each call does in Redis is ops/exclusive.rs's.
 
 use super::connection::Connection;
 use super::reply::Reply;
@@ -12,10 +14,11 @@ use crate::core::ops::carried_exclusive::{ExclusiveAttempt, ExclusiveRelease};
 pub use crate::core::ops::exclusive::Inspection;
 use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveSpec, Terms};
 use crate::core::ops::route::FirstAttempt;
-use crate::core::ops::signals::{Heartbeat, Sink};
+use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
 use crate::core::wait::owner::Owner;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,19 +53,52 @@ struct Held {
     /// The lock key's expiry as the transaction that took it set it.
     set_at: Option<i64>,
     watch: Watch,
+    /// Set by `unref()`: the end of the owner leaves the lock to its TTL, as the original's
+    /// did, instead of releasing it.
+    unrefed: Arc<AtomicBool>,
+    news: Arc<HoldNews>,
+}
+
+/// The holds of one `ExclusiveLock`, by the listener their attempt was made with (unique
+/// among the listeners alive on the JS thread, and a hold keeps its listener alive).
+type Holds = Arc<Mutex<HashMap<u32, Held>>>;
+
+/// One hold's news on its way to its listener: `refreshed` only while its instance wants it
+/// (someone listens, or the logger traces), so that 10,000 held locks cost no work per tick
+/// on the listener's side. Per hold, as the instances sharing a front want different things.
+struct HoldNews {
+    sink: Arc<dyn Sink>,
+    refreshed: AtomicBool,
+}
+
+impl Sink for HoldNews {
+    fn refreshed(&self, tag: u32, sent: std::time::Instant, ttl: Duration) {
+        if self.refreshed.load(Ordering::Relaxed) {
+            self.sink.refreshed(tag, sent, ttl);
+        }
+    }
+
+    fn lost(&self, tag: u32, error: LockError, last: Confirmed, token: &[u8]) {
+        self.sink.lost(tag, error, last, token);
+    }
 }
 
 pub struct ExclusiveLock {
     lock: Arc<Exclusive>,
-    held: Arc<Mutex<Option<Held>>>,
+    holds: Holds,
     heartbeat: Arc<Heartbeat>,
     max_stall: Option<Duration>,
     max_hold: Option<Duration>,
     sink: Arc<dyn Sink>,
     owner: Owner,
-    /// Set by `unref()`: the end of the owner leaves the lock to its TTL, as the original's
-    /// did, instead of releasing it.
-    unrefed: Arc<AtomicBool>,
+}
+
+/// How an instance wants its hold kept, as it is when `acquire()` is called; `unref()` and
+/// listeners added later change the hold through `set_unrefed` and `want_refreshed`.
+#[derive(Clone, Copy, Default)]
+pub struct Wishes {
+    pub unrefed: bool,
+    pub refreshed: bool,
 }
 
 /// What a hold is taken with, read from the instance's fields at each `acquire()`, as the
@@ -113,13 +149,12 @@ impl ExclusiveLock {
         let lock = Exclusive::new(connection.store().clone(), spec, command_timeout);
         Ok(ExclusiveLock {
             lock: Arc::new(lock),
-            held: Arc::new(Mutex::new(None)),
+            holds: Arc::new(Mutex::new(HashMap::new())),
             heartbeat,
             max_stall: (!max_stall.is_zero()).then_some(max_stall),
             max_hold,
             sink,
             owner,
-            unrefed: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -136,49 +171,63 @@ impl ExclusiveLock {
         &self.lock.name
     }
 
-    /// The fencing token of the current hold, if any.
-    pub fn fence(&self) -> Option<u64> {
-        sync::lock(&self.held).as_ref().map(|held| held.fence)
+    /// The fencing token of the hold won with `listener`, if it is held.
+    pub fn fence(&self, listener: u32) -> Option<u64> {
+        sync::lock(&self.holds)
+            .get(&listener)
+            .map(|held| held.fence)
     }
 
-    /// Whether a refresh of the held lock is on its way to Redis (the original's
-    /// `is_refreshing`).
-    pub fn refreshing(&self) -> bool {
-        sync::lock(&self.held)
-            .as_ref()
+    /// Whether a refresh of the hold won with `listener` is on its way to Redis (the
+    /// original's `is_refreshing`).
+    pub fn refreshing(&self, listener: u32) -> bool {
+        sync::lock(&self.holds)
+            .get(&listener)
             .is_some_and(|held| held.watch.refreshing())
     }
 
-    /// Whether a hold lets its process exit (`unref()`): then the end of its owner leaves
-    /// it to its TTL instead of releasing it.
-    pub fn set_unrefed(&self, unrefed: bool) {
-        self.unrefed.store(unrefed, Ordering::Relaxed);
+    /// Whether the hold won with `listener` lets its process exit (`unref()`): then the end
+    /// of its owner leaves it to its TTL instead of releasing it. Nothing for a hold not won
+    /// yet: its attempt carries the wish it was made with.
+    pub fn set_unrefed(&self, listener: u32, unrefed: bool) {
+        if let Some(held) = sync::lock(&self.holds).get(&listener) {
+            held.unrefed.store(unrefed, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the hold won with `listener` tells it of its refreshes; as `set_unrefed`.
+    pub fn want_refreshed(&self, listener: u32, want: bool) {
+        if let Some(held) = sync::lock(&self.holds).get(&listener) {
+            held.news.refreshed.store(want, Ordering::Relaxed);
+        }
     }
 
     /// `acquire()` with the instance's `lock_contents`, `lock_ttl_ms` and `lock_refresh_ms`,
-    /// checked; the watchdog tells `listener` of the hold's news.
+    /// checked; the watchdog tells `listener` of the hold's news, and the hold is named by it.
     pub fn acquire(
         &self,
         listener: u32,
         contents: String,
         ttl_ms: f64,
         refresh_ms: f64,
+        wishes: Wishes,
     ) -> Result<Acquire<'_>, LockError> {
         let terms = terms(contents, ttl_ms, refresh_ms)?;
         Ok(Acquire {
             lock: self,
             listener,
             terms,
+            wishes,
         })
     }
 
-    /// `release()`: stops refreshing, then deletes the lock if it is still ours; answers
-    /// whether it was.
-    pub fn release<R: Reply<bool>>(&self, reply: R) {
+    /// `release()` of the hold won with `listener`: stops refreshing, then deletes the lock
+    /// if it is still ours; answers whether it was.
+    pub fn release<R: Reply<bool>>(&self, listener: u32, reply: R) {
         // Stopped now, on the caller's thread: no refresh is sent after this point, and the
         // answer of one already in flight is dropped, so it cannot report our own delete as
         // a loss.
-        let Some(held) = sync::lock(&self.held).take() else {
+        let Some(held) = sync::lock(&self.holds).remove(&listener) else {
             return reply.now(Ok(false));
         };
         held.watch.stop();
@@ -201,6 +250,7 @@ pub struct Acquire<'a> {
     lock: &'a ExclusiveLock,
     listener: u32,
     terms: Terms,
+    wishes: Wishes,
 }
 
 impl Acquire<'_> {
@@ -211,14 +261,14 @@ impl Acquire<'_> {
         front.heartbeat.beat();
         let winning = Winning {
             lock: front.lock.clone(),
-            held: front.held.clone(),
+            holds: front.holds.clone(),
             sink: front.sink.clone(),
             listener: self.listener,
             terms: self.terms,
             stall: front.max_stall.map(|max| (front.heartbeat.clone(), max)),
             max_hold: front.max_hold,
             owner: front.owner.clone(),
-            unrefed: front.unrefed.clone(),
+            wishes: self.wishes,
         };
         // The caller's connection only once the scripts are known loaded: the watchdog's
         // refreshes must be one round trip from the first, which the runtime's way makes
@@ -242,39 +292,47 @@ impl Acquire<'_> {
 /// wherever the reply is read, so both ways start the watchdog alike.
 struct Winning {
     lock: Arc<Exclusive>,
-    held: Arc<Mutex<Option<Held>>>,
+    holds: Holds,
     sink: Arc<dyn Sink>,
     listener: u32,
     terms: Terms,
     stall: Option<(Arc<Heartbeat>, Duration)>,
     max_hold: Option<Duration>,
     owner: Owner,
-    unrefed: Arc<AtomicBool>,
+    wishes: Wishes,
 }
 
 impl Winning {
     /// The lock is ours: the watchdog keeps it alive from the moment its request was sent.
     fn hold(self, claim: Claim) -> bool {
+        let unrefed = Arc::new(AtomicBool::new(self.wishes.unrefed));
+        let news = Arc::new(HoldNews {
+            sink: self.sink,
+            refreshed: AtomicBool::new(self.wishes.refreshed),
+        });
         let limits = Limits {
             stall: self.stall,
             hold_until: self
                 .max_hold
                 .map(|max| tokio::time::Instant::from_std(claim.sent.at + max)),
             owner: Some(self.owner),
-            outlives_owner: Some(self.unrefed),
+            outlives_owner: Some(unrefed.clone()),
         };
         let target = self.lock.target(&claim, &self.terms);
         let watchdog = Watchdog::of(self.lock.store());
-        let (sink, listener) = (self.sink, self.listener);
+        let (sink, listener): (Arc<dyn Sink>, u32) = (news.clone(), self.listener);
         let watch =
             background::within(|| watchdog.watch(target, claim.sent.at, limits, sink, listener));
-        *sync::lock(&self.held) = Some(Held {
+        let held = Held {
             token: claim.token,
             fence: claim.fence,
             contents: self.terms.contents,
             set_at: claim.set_at,
             watch,
-        });
+            unrefed,
+            news,
+        };
+        sync::lock(&self.holds).insert(self.listener, held);
         true
     }
 
