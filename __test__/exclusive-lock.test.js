@@ -983,44 +983,38 @@ describe('losing the lock', () => {
     }
   })
 
-  test("an 'error' caught by an uncaughtException handler: the lock is still released, and the process exits", async () => {
-    const name = 'lost caught'
-    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'exclusive-caught.js')], {
+  /** Fixture `fixture` holding lock `name` on this backend, as a child: its output so far, its exit. */
+  function fixtureChild(fixture, name) {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', fixture)], {
       env: { ...process.env, REDIS_URL: backend.url, LOCK_NAME: name },
       stdio: ['ignore', 'pipe', 'pipe'],
     })
     children.add(child)
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
+    const out = { stdout: '', stderr: '' }
+    child.stdout.on('data', (d) => (out.stdout += d))
+    child.stderr.on('data', (d) => (out.stderr += d))
     const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+    return { child, out, exited }
+  }
+
+  test("an 'error' caught by an uncaughtException handler: the lock is still released, and the process exits", async () => {
+    const { child, out, exited } = fixtureChild('exclusive-caught.js', 'lost caught')
     // Held for max_hold_ms (300 ms), then lost; a release that never comes keeps it alive.
     const exit = await Promise.race([exited, sleep(10_000).then(() => null)])
     children.delete(child)
     if (!exit) child.kill('SIGKILL')
     assert.deepEqual(
-      stdout.trim().split('\n'),
+      out.stdout.trim().split('\n'),
       ['held true', 'caught ELOST', 'released exclusive-lock:lost-caught', 'acquired false'],
-      `exit ${JSON.stringify(exit)}\n${stderr}`,
+      `exit ${JSON.stringify(exit)}\n${out.stderr}`,
     )
-    assert.equal(exit?.code, 0, stderr)
+    assert.equal(exit?.code, 0, out.stderr)
   })
 
   redisOnly("no 'error' listener: the loss crashes the process, as the original's refresh failure did", async () => {
-    const name = 'lost unhandled'
-    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'exclusive-unhandled.js')], {
-      env: { ...process.env, REDIS_URL: backend.url, LOCK_NAME: name },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    children.add(child)
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
-    await waitFor(() => stdout.includes('held') || child.exitCode !== null, 10000, 'the child to hold the lock')
-    assert.equal(stdout.trim(), 'held true', stderr)
+    const { child, out, exited } = fixtureChild('exclusive-unhandled.js', 'lost unhandled')
+    await waitFor(() => out.stdout.includes('held') || child.exitCode !== null, 10000, 'the child to hold the lock')
+    assert.equal(out.stdout.trim(), 'held true', out.stderr)
     await raw.del('exclusive-lock:lost-unhandled')
     const exit = await Promise.race([exited, sleep(5000).then(() => null)])
     children.delete(child)
@@ -1028,9 +1022,9 @@ describe('losing the lock', () => {
       child.kill('SIGKILL')
       assert.fail('the child kept running after losing its lock with no error listener')
     }
-    assert.equal(exit.code, 1, stderr)
-    assert.match(stderr, /LockLostError/)
-    assert.match(stderr, /ELOST/)
+    assert.equal(exit.code, 1, out.stderr)
+    assert.match(out.stderr, /LockLostError/)
+    assert.match(out.stderr, /ELOST/)
   })
 
   redisOnly('Redis stopped: ELOST at the deadline (ttl after the last refresh), the failed release is a second error', async () => {

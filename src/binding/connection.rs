@@ -4,15 +4,19 @@
 
 use super::completions::NativeCompletions;
 use super::error::{OrThrow, Result};
+use super::events::JsSink;
 use super::options::ConnectionOptions;
 use super::reply::JsCalls;
-use crate::core::front::connection::Connection;
+use crate::core::front::connection::LockConnection;
+use crate::core::wait::owner::Owner;
 use napi::bindgen_prelude::Env;
 use napi_derive::napi;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 #[napi]
 pub struct NativeConnection {
-    pub(super) connection: Connection,
+    pub(super) connection: LockConnection,
     /// This thread's way of answering calls on the connection, shared by its locks.
     pub(super) calls: JsCalls,
 }
@@ -25,8 +29,31 @@ impl NativeConnection {
         connection: ConnectionOptions,
         completions: &NativeCompletions,
     ) -> Result<Self> {
-        let connection = Connection::open(connection.endpoint().or_throw(&env)?);
+        let connection = LockConnection::open(connection.endpoint().or_throw(&env)?);
         let calls = JsCalls::new(connection.store(), completions);
         Ok(NativeConnection { connection, calls })
+    }
+}
+
+/// What a lock made on a connection starts from: the connection's calls, a sink for its
+/// watchdog's news, and the owner its calls run on behalf of.
+pub(super) struct LockParts {
+    pub calls: JsCalls,
+    pub sink: Arc<JsSink>,
+    pub owner: Owner,
+}
+
+impl NativeConnection {
+    /// The parts of a lock made on this connection. `every_hold_news`: each hold's news
+    /// crosses into JS (the front keeps back what nobody asked for); otherwise only once
+    /// asked for.
+    pub(super) fn lock_parts(&self, every_hold_news: bool) -> LockParts {
+        let calls = self.calls.clone();
+        let sink = Arc::new(JsSink::new(
+            calls.completer.clone(),
+            Arc::new(AtomicBool::new(every_hold_news)),
+        ));
+        let owner = calls.thread.owner().clone();
+        LockParts { calls, sink, owner }
     }
 }

@@ -3,9 +3,8 @@
 
 use super::cancel::NativeCancel;
 use super::completions::Outcome;
-use super::connection::NativeConnection;
+use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
-use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::reply::{boolean, JsCalls};
 use crate::core::front::distributed_lock::{DistributedLock, Settings};
@@ -13,8 +12,6 @@ use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};
 use napi_derive::napi;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Options of `new DistributedLock(redis, options)`, defaults as in @lilith/distributed-lock.
@@ -83,12 +80,7 @@ impl NativeDistributedLock {
             fair: options.fair,
             lend_on_handover: options.lend_on_handover,
         };
-        let calls = connection.calls.clone();
-        let sink = Arc::new(JsSink::new(
-            calls.completer.clone(),
-            Arc::new(AtomicBool::new(false)),
-        ));
-        let owner = calls.thread.owner().clone();
+        let LockParts { calls, sink, owner } = connection.lock_parts(false);
         let front = DistributedLock::new(
             &connection.connection,
             settings,

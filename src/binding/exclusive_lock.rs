@@ -2,9 +2,8 @@
 //! answers them through the call's promise.
 
 use super::completions::Outcome;
-use super::connection::NativeConnection;
+use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
-use super::events::JsSink;
 use super::heartbeat::{Beater, NativeHeartbeat};
 use super::reply::{boolean, JsCalls};
 use crate::core::basics::token::format_fence;
@@ -13,8 +12,6 @@ use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, PromiseRaw};
 use napi_derive::napi;
 use std::rc::Rc;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// Options of the native ExclusiveLock; the JS layer has already checked their types and
 /// the original's rules (required name, ttl/refresh pairing, the 500 ms margin).
@@ -72,13 +69,8 @@ impl NativeExclusiveLock {
             command_timeout_ms: options.command_timeout_ms,
             fence_retention_ms: options.fence_retention_ms,
         };
-        let calls = connection.calls.clone();
         // Every hold's news passes: the front keeps `refreshed` back per hold.
-        let sink = Arc::new(JsSink::new(
-            calls.completer.clone(),
-            Arc::new(AtomicBool::new(true)),
-        ));
-        let owner = calls.thread.owner().clone();
+        let LockParts { calls, sink, owner } = connection.lock_parts(true);
         let front = ExclusiveLock::new(
             &connection.connection,
             settings,

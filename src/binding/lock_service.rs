@@ -2,17 +2,14 @@
 //! answers them through the call's promise.
 
 use super::completions::Outcome;
-use super::connection::NativeConnection;
+use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
-use super::events::JsSink;
 use super::heartbeat::NativeHeartbeat;
 use super::reply::{boolean, JsCalls};
 use crate::core::front::lock_service::{LockService, Settings};
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, PromiseRaw};
 use napi_derive::napi;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 /// Settings of `@jonaskahn/maestro`'s DistributedLockService, resolved by the JS layer from
 /// maestro's environment variables. The key and TTL come with each call: maestro's users may
@@ -59,14 +56,9 @@ impl NativeLockService {
             command_timeout_ms: options.command_timeout_ms,
             fence_retention_ms: options.fence_retention_ms,
         };
-        let calls = connection.calls.clone();
         // Every refresh is told: maestro's users may end a hold by setting isLocked false,
         // which the JS layer sees only then (one crossing per third of a TTL).
-        let sink = Arc::new(JsSink::new(
-            calls.completer.clone(),
-            Arc::new(AtomicBool::new(true)),
-        ));
-        let owner = calls.thread.owner().clone();
+        let LockParts { calls, sink, owner } = connection.lock_parts(true);
         let front = LockService::new(
             &connection.connection,
             settings,

@@ -6,14 +6,14 @@ use crate::core::ops::store::Store;
 use std::sync::Arc;
 
 #[derive(Clone)]
-pub struct Connection {
+pub struct LockConnection {
     store: Arc<Store>,
 }
 
-impl Connection {
+impl LockConnection {
     /// The connection to `endpoint`: the one already open to it, if any (see `Store::shared`).
-    pub fn open(endpoint: Endpoint) -> Connection {
-        Connection {
+    pub fn open(endpoint: Endpoint) -> LockConnection {
+        LockConnection {
             store: Store::shared(endpoint),
         }
     }

@@ -3,7 +3,7 @@
 //! (ops/lock.rs, ops/route.rs); this names them for the API.
 
 use super::auto_refresh::{AutoRefresh, HandleWin};
-use super::connection::Connection;
+use super::connection::LockConnection;
 use super::granted::Granted;
 use super::reply::Reply;
 use super::win::{self, Win};
@@ -70,7 +70,7 @@ impl DistributedLock {
     /// Checks `settings` (naming the option at fault) and opens nothing yet: the shared
     /// connection to `endpoint` connects on first use. Its waits and locks belong to `owner`.
     pub fn new(
-        connection: &Connection,
+        connection: &LockConnection,
         settings: Settings,
         owner: Owner,
         heartbeat: Arc<Heartbeat>,

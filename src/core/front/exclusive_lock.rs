@@ -4,7 +4,7 @@
 //! here: each hold is a record of its own, named by the listener its attempt was made with.
 //! What each call does in Redis is ops/exclusive.rs's.
 
-use super::connection::Connection;
+use super::connection::LockConnection;
 use super::reply::Reply;
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
@@ -113,7 +113,7 @@ fn terms(contents: String, ttl_ms: f64, refresh_ms: f64) -> Result<Terms, LockEr
 
 impl ExclusiveLock {
     pub fn new(
-        connection: &Connection,
+        connection: &LockConnection,
         settings: Settings,
         owner: Owner,
         heartbeat: Arc<Heartbeat>,

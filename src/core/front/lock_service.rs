@@ -2,7 +2,7 @@
 //! backoff until a wait runs out, refreshed while held on maestro's schedule, and released
 //! with maestro's answer. The record of the hold lives here.
 
-use super::connection::Connection;
+use super::connection::LockConnection;
 use super::reply::Reply;
 use super::win::{self, Win};
 use crate::core::basics::error::LockError;
@@ -52,7 +52,7 @@ pub struct LockService {
 
 impl LockService {
     pub fn new(
-        connection: &Connection,
+        connection: &LockConnection,
         settings: Settings,
         owner: crate::core::wait::owner::Owner,
         heartbeat: Arc<Heartbeat>,

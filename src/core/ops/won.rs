@@ -38,9 +38,9 @@ impl Orphan {
 /// it, so whoever failed to deliver it frees it here instead of leaving it to its TTL.
 /// Dropped once delivered.
 /// Boxed: it rides in every answer of a plain acquisition, which stays a few words.
-pub struct Unclaimed(Box<Claim>);
+pub struct Unclaimed(Box<UnclaimedLease>);
 
-struct Claim {
+struct UnclaimedLease {
     orphan: Orphan,
     /// Lent on handover (see carried_handoff.rs): Redis gets the lease only once its
     /// handover runs, which may still be on its way.
@@ -60,7 +60,7 @@ impl Unclaimed {
     fn of(locker: &Locker, lease: Lease, lent: bool) -> Self {
         let store = locker.store().clone();
         let orphan = Orphan { store, lease };
-        Unclaimed(Box::new(Claim { orphan, lent }))
+        Unclaimed(Box::new(UnclaimedLease { orphan, lent }))
     }
 
     /// Frees the lock in the background, as `Orphan::release` does. A lent lease only once
@@ -72,7 +72,7 @@ impl Unclaimed {
     /// lender's token). Only one left unanswered within its bound may still run after this
     /// release, which then frees nothing: the lock is left to its TTL, as before.
     pub fn release(self) {
-        let Claim { orphan, lent } = *self.0;
+        let UnclaimedLease { orphan, lent } = *self.0;
         let Orphan { store, lease } = orphan;
         if !lent {
             store.release_orphan(lease);
