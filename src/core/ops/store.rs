@@ -14,9 +14,8 @@ use crate::core::basics::sync::lock;
 use crate::core::wait::chores::{Chore, Chores};
 use crate::core::wait::wake::{self, Turn, Wakes};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation};
-use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 
@@ -25,9 +24,6 @@ pub(crate) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Store {
     link: Link,
-    /// The connection's watchdog (see `Watchdog::of`), typed only there so the store need
-    /// not know the watchdog, which uses the store.
-    watchdog: Mutex<Weak<dyn Any + Send + Sync>>,
     wakes: Arc<Wakes>,
     /// This connection's name in the queues of waiting connections (see wake.rs).
     id: String,
@@ -92,7 +88,6 @@ impl Store {
             });
             Store {
                 link: Link::new(endpoint.clone(), &scripts::ALL_SOURCES, listener),
-                watchdog: Mutex::new(Weak::<()>::new()),
                 wakes: wakes.clone(),
                 id: crate::core::basics::token::new_token(),
                 me: me.clone(),
@@ -107,10 +102,6 @@ impl Store {
     /// The store itself, for work that outlives the call that starts it.
     pub(crate) fn me(&self) -> Option<Arc<Store>> {
         self.me.upgrade()
-    }
-
-    pub(crate) fn watchdog_slot(&self) -> MutexGuard<'_, Weak<dyn Any + Send + Sync>> {
-        lock(&self.watchdog)
     }
 
     /// Resolves after the connection dropped (one waiter: the watchdog).

@@ -15,9 +15,9 @@ use crate::core::basics::keys;
 use crate::core::basics::sync::lock;
 use crate::core::wait::owner::{Keeper, Owner, Release};
 use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
-use std::any::Any;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -81,19 +81,24 @@ impl Drop for Watch {
     }
 }
 
+/// Each connection's watchdog, by the address of its store. Kept here, not in the store, so
+/// the dependency runs one way (the watchdog uses the store). A watchdog keeps its store
+/// alive, so an entry that still upgrades names the live store at that address.
+static WATCHDOGS: LazyLock<Mutex<HashMap<usize, Weak<Watchdog>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
 /// Refreshes sent in one pipeline at most.
 const REFRESH_CHUNK: usize = 1024;
 
 impl Watchdog {
     /// The watchdog of `store`'s connection, created on first use.
     pub fn of(store: &Arc<Store>) -> Arc<Watchdog> {
-        let mut slot = store.watchdog_slot();
-        let known = slot
-            .upgrade()
-            .and_then(|any| any.downcast::<Watchdog>().ok());
-        if let Some(watchdog) = known {
+        let at = Arc::as_ptr(store) as usize;
+        let mut all = lock(&WATCHDOGS);
+        if let Some(watchdog) = all.get(&at).and_then(Weak::upgrade) {
             return watchdog;
         }
+        all.retain(|_, watchdog| watchdog.strong_count() > 0);
         let watchdog = Arc::new(Watchdog {
             store: store.clone(),
             clock: Clock::default(),
@@ -102,8 +107,7 @@ impl Watchdog {
             pipelines: AtomicU64::new(0),
             refreshes: AtomicU64::new(0),
         });
-        let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&watchdog) as Weak<Watchdog>;
-        *slot = weak;
+        all.insert(at, Arc::downgrade(&watchdog));
         watchdog
     }
 
@@ -602,5 +606,25 @@ mod tests {
             "a flag string of the wrong length tells nothing"
         );
         assert_eq!(shape.answers(Vec::new()), [None, None, None]);
+    }
+
+    #[test]
+    fn one_watchdog_per_store_while_it_lives() {
+        let store = crate::core::ops::test_support::locker(40411, "a:")
+            .store()
+            .clone();
+        let other = crate::core::ops::test_support::locker(40412, "b:")
+            .store()
+            .clone();
+        let first = Watchdog::of(&store);
+        assert!(Arc::ptr_eq(&first, &Watchdog::of(&store)));
+        assert!(!Arc::ptr_eq(&first, &Watchdog::of(&other)));
+        let gone = Arc::downgrade(&first);
+        drop(first);
+        assert!(
+            gone.upgrade().is_none(),
+            "the registry holds no watchdog alive"
+        );
+        assert!(Arc::ptr_eq(&Watchdog::of(&store).store, &store));
     }
 }
