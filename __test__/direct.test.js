@@ -1,6 +1,6 @@
 'use strict'
 
-// The JS-thread connection (src/binding/direct): the one-round-trip calls go over a socket
+// The JS-thread connection (src/binding/js/socket): the one-round-trip calls go over a socket
 // driven by the JS thread's own loop. What it must keep from the tokio path: a broken
 // connection loses no call (each goes again through tokio), a silent server bounds every call
 // and a lock won after its caller gave up is freed, Redis errors read as they always did, and

@@ -1,6 +1,6 @@
 'use strict'
 
-// ExclusiveLock's acquire() and release() on the JS-thread connection (src/binding/direct):
+// ExclusiveLock's acquire() and release() on the JS-thread connection (src/binding/js/socket):
 // once it is open they go there, the acquire as one transaction (ops/exclusive/multi.rs) and
 // the release as the same script as through tokio; what it cannot finish (a connection killed
 // under the call, NOSCRIPT, another Redis error, a silent server) ends exactly as through

@@ -1,8 +1,9 @@
 'use strict'
 
-// The core's layers (ARCHITECTURE.md) hold: no JavaScript in src/core, no import cycle, and
-// no layer importing one above it. The checker must catch an upward import, so it is also
-// run on a copy of the core with one added.
+// The layers (ARCHITECTURE.md) hold: no JavaScript in src/core, no import cycle in the core
+// or the binding, no layer importing one above it, the binding's JS-thread runtime (js/) in
+// its order, and the binding reaching the core only through front, basics and api. The
+// checker must catch each, so it is also run on copies of src/ with one violation planted.
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
@@ -12,21 +13,70 @@ const { check } = require('../scripts/check-layers')
 
 const root = path.join(__dirname, '..')
 
-test('src/core keeps its layers and has no import cycle', () => {
+test('src/core and src/binding keep their layers and have no import cycle', () => {
   const { problems } = check(root)
   assert.deepEqual(problems, [])
 })
 
-test('the check fails when a class of the binding reaches past the fronts', () => {
+/** The problems found in a copy of src/ with `line` appended to each file of `plants`. */
+function planted(plants) {
   const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-'))
   try {
     fs.cpSync(path.join(root, 'src'), path.join(copy, 'src'), { recursive: true })
-    fs.appendFileSync(path.join(copy, 'src', 'binding', 'lock_service.rs'), '\nuse crate::core::ops::lock::Locker;\n')
-    const { problems } = check(copy)
-    assert.deepEqual(problems, ['src/binding/lock_service.rs reaches core::ops (only front, basics)'])
+    for (const [file, line] of Object.entries(plants)) {
+      fs.appendFileSync(path.join(copy, 'src', file), `\n${line}\n`)
+    }
+    return check(copy).problems
   } finally {
     fs.rmSync(copy, { recursive: true, force: true })
   }
+}
+
+test('the check fails when a class of the binding reaches past the fronts', () => {
+  const problems = planted({ 'binding/lock_service.rs': 'use crate::core::ops::lock::Locker;' })
+  assert.deepEqual(problems, ['src/binding/lock_service.rs reaches core::ops (only front, basics, api)'])
+})
+
+test('the check fails when any file of the binding reaches past the fronts and api', () => {
+  const problems = planted({ 'binding/js/socket/call.rs': 'use crate::core::wait::wake::Caller;' })
+  assert.deepEqual(problems, ['src/binding/js/socket/call.rs reaches core::wait (only front, basics, api)'])
+})
+
+test('the check fails on an import cycle in the binding', () => {
+  const problems = planted({ 'binding/options.rs': 'use super::connection::NativeConnection;' })
+  assert.deepEqual(problems, ['binding import cycle: connection -> options -> connection'])
+})
+
+test('the check fails when a file of js/ uses one later in its order', () => {
+  // No cycle: teardown does not use the responder. Only the order forbids it.
+  const problems = planted({ 'binding/js/responder.rs': 'use super::teardown::end;' })
+  assert.deepEqual(problems, ['js/ out of order: js::responder uses js::teardown (outcome < thread < settle < socket < responder < teardown < completions)'])
+})
+
+test('the check fails when js/ uses a binding file above it, or has a file out of its order', () => {
+  const problems = planted({
+    'binding/js/thread.rs': 'use crate::binding::options::ConnectionOptions;',
+    'binding/js/mod.rs': 'pub mod extra;',
+    'binding/js/extra.rs': 'use super::outcome::Outcome;',
+  })
+  assert.deepEqual(problems.sort(), [
+    'js/ reaches past what is below it: js::thread uses options (only sys, error, runtime)',
+    'src/binding/js/extra has no place in the js/ order (outcome, thread, settle, socket, responder, teardown, completions)',
+  ])
+})
+
+test("the check holds the core's tests and test support to their module's layer", () => {
+  const problems = planted({
+    'core/basics/resp_tests.rs': 'use crate::core::wait::owner::Owner;',
+    'core/ops/test_support.rs': 'use crate::core::front::granted::Granted;',
+  })
+  assert.ok(problems.includes('upward import: basics::resp uses wait::owner'), problems.join('\n'))
+  assert.ok(problems.includes('upward import: ops::test_support uses front::granted'), problems.join('\n'))
+})
+
+test('nothing in the core uses api, the top of its layers', () => {
+  const problems = planted({ 'core/front/win.rs': 'use crate::core::api::Owner;' })
+  assert.deepEqual(problems, ['upward import: front::win uses api'])
 })
 
 test('the check fails on an upward import, a cycle and a binding import', () => {

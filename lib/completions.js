@@ -1,6 +1,6 @@
 'use strict'
 
-// The JS side of native promises (src/binding/promises.rs). Every native call returns a
+// The JS side of native promises (src/binding/js/thread.rs). Every native call returns a
 // promise that the native side settles itself, in batches, from this thread's event loop;
 // while any is pending the process stays alive, as it would for pending I/O. What this file
 // supplies are the hooks a settlement needs: the error classes users match on, and the

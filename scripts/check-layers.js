@@ -4,20 +4,29 @@
 // Checks that src/core keeps its layers (see ARCHITECTURE.md): nothing of JavaScript in the
 // core, no import cycle between its modules, and every layer importing only itself and the
 // layers below it. A module is a file, or a directory's mod.rs; a `#[path = "x_tests.rs"]`
-// file belongs to the module that declares it. Run with no arguments to check this
-// repository (exit code 1 and a list of problems when it breaks), or `require` it.
+// file belongs to the module that declares it, so the core's tests and their support
+// (ops/test_support.rs, a module of ops) are held to the same rules. In src/binding: no
+// import cycle, the JS-thread runtime (js/) in its order, and every file reaching the core
+// only through its fronts, basics and api. Run with no arguments to check this repository
+// (exit code 1 and a list of problems when it breaks), or `require` it.
 
 const fs = require('node:fs')
 const path = require('node:path')
 
 /** Bottom to top: a layer may import only itself and the ones before it. */
-const LAYERS = ['basics', 'backend', 'wait', 'ops', 'front']
+const LAYERS = ['basics', 'backend', 'wait', 'ops', 'front', 'api']
 /**
- * The binding's files for the public classes only convert: they reach the core through its
- * fronts and its basics (errors, tokens), never the operations, waits or backends below.
+ * Every file of the binding only converts: it reaches the core through its fronts, its
+ * basics (errors, tokens) and `api` (the few values that cross), never the operations,
+ * waits or backends below.
  */
-const BINDING_CLASSES = ['distributed_lock.rs', 'handle.rs', 'exclusive_lock.rs', 'lock_service.rs']
-const BINDING_REACHES = ['front', 'basics']
+const BINDING_REACHES = ['front', 'basics', 'api']
+/**
+ * The JS-thread runtime (src/binding/js), bottom to top: a file uses only the ones before it
+ * (and its own folder), and outside js/ only JS_BELOW.
+ */
+const JS_ORDER = ['outcome', 'thread', 'settle', 'socket', 'responder', 'teardown', 'completions']
+const JS_BELOW = ['sys', 'error', 'runtime']
 /** What would tie the core to Node: N-API, libuv, or the binding above it. */
 const FORBIDDEN = [/napi/i, /libuv/i, /\buv_/, /crate::binding/]
 
@@ -80,7 +89,7 @@ function pathsIn(code) {
   const found = []
   const inline = [] // brace depths at which inline `mod x {` blocks opened
   let depth = 0
-  const token = /\bmod\s+\w+\s*\{|\buse\s+([^;]+);|\b((?:crate::core|super|self)(?:::(?:super|\w+))+)|[{}]/g
+  const token = /\bmod\s+\w+\s*\{|\buse\s+([^;]+);|\b((?:crate::(?:core|binding)|super|self)(?:::(?:super|\w+))+)|[{}]/g
   let m
   while ((m = token.exec(code))) {
     const text = m[0]
@@ -100,12 +109,12 @@ function pathsIn(code) {
   return found
 }
 
-/** The module a path names, as the longest known module prefix; `null` outside the core. */
-function resolve(from, nesting, raw, known) {
+/** The module a path names, as the longest known module prefix; `null` outside `top`. */
+function resolve(from, nesting, raw, known, top) {
   let segs = raw.split('::').filter(Boolean)
   let base
   if (segs[0] === 'crate') {
-    if (segs[1] !== 'core') return null
+    if (segs[1] !== top) return null
     base = []
     segs = segs.slice(2)
   } else if (segs[0] === 'super' || segs[0] === 'self') {
@@ -126,16 +135,19 @@ function resolve(from, nesting, raw, known) {
   return null
 }
 
-function check(root) {
-  const coreDir = path.join(root, 'src', 'core')
-  const problems = []
-  const files = rustFiles(coreDir)
+/**
+ * The modules of `src/<top>` and who imports whom. Files pulled in with #[path] belong to the
+ * module declaring them; a directory's mod.rs declaring its children is containment, not a
+ * dependency.
+ */
+function graph(root, top) {
+  const dir = path.join(root, 'src', top)
+  const files = rustFiles(dir)
+  const texts = new Map(files.map((file) => [file, fs.readFileSync(file, 'utf8')]))
   const owner = new Map() // file -> module name
-  for (const file of files) owner.set(file, moduleOf(coreDir, file).join('::'))
-  // Files pulled in with #[path] belong to the module declaring them.
+  for (const file of files) owner.set(file, moduleOf(dir, file).join('::'))
   for (const file of files) {
-    const text = fs.readFileSync(file, 'utf8')
-    for (const m of text.matchAll(/#\[path\s*=\s*"([^"]+)"\]/g)) {
+    for (const m of texts.get(file).matchAll(/#\[path\s*=\s*"([^"]+)"\]/g)) {
       const target = path.join(path.dirname(file), m[1])
       if (owner.has(target)) owner.set(target, owner.get(file))
     }
@@ -143,21 +155,27 @@ function check(root) {
   const known = new Set(owner.values())
   const edges = new Map([...known].map((m) => [m, new Set()]))
   for (const file of files) {
-    const text = fs.readFileSync(file, 'utf8')
-    const rel = path.relative(root, file)
-    for (const word of FORBIDDEN) {
-      if (word.test(text)) problems.push(`${rel} mentions ${word}`)
-    }
     const from = owner.get(file)
     // A #[path] file is a child of the declaring module: `super` there is that module.
     const here = from.split('::').filter(Boolean)
-    const self = owner.get(file) === moduleOf(coreDir, file).join('::') ? here : [...here, 'tests']
-    for (const { path: p, nesting } of pathsIn(stripped(text))) {
-      const to = resolve(self, nesting, p, known)
+    const self = owner.get(file) === moduleOf(dir, file).join('::') ? here : [...here, 'tests']
+    for (const { path: p, nesting } of pathsIn(stripped(texts.get(file)))) {
+      const to = resolve(self, nesting, p, known, top)
       if (to === null || to === from) continue
-      // A directory's mod.rs declaring its children is containment, not a dependency.
       if (to.startsWith(from === '' ? '' : `${from}::`)) continue
       edges.get(from).add(to)
+    }
+  }
+  return { files, texts, edges }
+}
+
+function check(root) {
+  const problems = []
+  const { files, texts, edges } = graph(root, 'core')
+  for (const file of files) {
+    const rel = path.relative(root, file)
+    for (const word of FORBIDDEN) {
+      if (word.test(texts.get(file))) problems.push(`${rel} mentions ${word}`)
     }
   }
   const layer = (m) => LAYERS.indexOf(m.split('::')[0])
@@ -170,14 +188,38 @@ function check(root) {
     }
   }
   for (const cycle of cycles(edges)) problems.push(`import cycle: ${cycle.join(' -> ')}`)
-  for (const name of BINDING_CLASSES) {
-    const file = path.join(root, 'src', 'binding', name)
-    if (!fs.existsSync(file)) continue
-    for (const { path: p } of pathsIn(stripped(fs.readFileSync(file, 'utf8')))) {
+  const binding = checkBinding(root)
+  return { problems: [...problems, ...binding.problems], edges, bindingEdges: binding.edges }
+}
+
+/** src/binding: no cycle, js/ in its order, and the core reached only through BINDING_REACHES. */
+function checkBinding(root) {
+  const problems = []
+  if (!fs.existsSync(path.join(root, 'src', 'binding'))) return { problems, edges: new Map() }
+  const { files, texts, edges } = graph(root, 'binding')
+  for (const file of files) {
+    const rel = path.relative(root, file)
+    for (const { path: p } of pathsIn(stripped(texts.get(file)))) {
       const m = /^crate::core::(\w+)/.exec(p)
-      if (m && !BINDING_REACHES.includes(m[1])) problems.push(`src/binding/${name} reaches core::${m[1]} (only ${BINDING_REACHES.join(', ')})`)
+      const problem = m && !BINDING_REACHES.includes(m[1]) && `${rel} reaches core::${m[1]} (only ${BINDING_REACHES.join(', ')})`
+      if (problem && !problems.includes(problem)) problems.push(problem)
     }
   }
+  const inJs = (m) => m === 'js' || m.startsWith('js::')
+  // The folder's mod.rs is above every file in it.
+  const place = (m) => (m === 'js' ? JS_ORDER.length : JS_ORDER.indexOf(m.split('::')[1]))
+  for (const [from, tos] of edges) {
+    if (!inJs(from)) continue
+    if (place(from) < 0) problems.push(`src/binding/${from.replace(/::/g, '/')} has no place in the js/ order (${JS_ORDER.join(', ')})`)
+    for (const to of tos) {
+      if (!inJs(to)) {
+        if (!JS_BELOW.includes(to.split('::')[0])) problems.push(`js/ reaches past what is below it: ${from} uses ${to} (only ${JS_BELOW.join(', ')})`)
+      } else if (place(from) >= 0 && place(to) > place(from)) {
+        problems.push(`js/ out of order: ${from} uses ${to} (${JS_ORDER.join(' < ')})`)
+      }
+    }
+  }
+  for (const cycle of cycles(edges)) problems.push(`binding import cycle: ${cycle.join(' -> ')}`)
   return { problems, edges }
 }
 
@@ -237,17 +279,20 @@ function pathThrough(edges, component) {
   return [...component]
 }
 
-module.exports = { check, LAYERS }
+module.exports = { check, LAYERS, JS_ORDER }
 
 if (require.main === module) {
-  const root = process.argv[2] || path.join(__dirname, '..')
-  const { problems, edges } = check(root)
-  if (process.argv.includes('--graph')) {
+  const args = process.argv.slice(2)
+  const root = args.find((arg) => !arg.startsWith('--')) || path.join(__dirname, '..')
+  const { problems, edges, bindingEdges } = check(root)
+  if (args.includes('--graph')) {
     for (const [from, tos] of [...edges].sort()) console.log(`${from || '(core)'}: ${[...tos].sort().join(' ')}`)
+    for (const [from, tos] of [...bindingEdges].sort()) console.log(`binding ${from || '(binding)'}: ${[...tos].sort().join(' ')}`)
   }
   if (problems.length) {
     console.error(problems.join('\n'))
     process.exit(1)
   }
   console.log(`src/core: ${edges.size} modules in layers ${LAYERS.join(' < ')}, no cycle`)
+  console.log(`src/binding: ${bindingEdges.size} modules, no cycle, js/ in order ${JS_ORDER.join(' < ')}`)
 }

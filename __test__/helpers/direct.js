@@ -1,6 +1,6 @@
 'use strict'
 
-// Our JS-thread connection (src/binding/direct), seen from Redis: it speaks RESP2 (the tokio
+// Our JS-thread connection (src/binding/js/socket), seen from Redis: it speaks RESP2 (the tokio
 // one RESP3), and the test's own admin client is named `test-admin` to tell it apart.
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))

@@ -2,13 +2,13 @@
 //! (lib/shared-connection.js) and handed to every lock made on it, so that a lock's
 //! constructor converts no connection options, parses no URL and looks up nothing.
 
-use super::completions::NativeCompletions;
 use super::error::{OrThrow, Result};
 use super::events::JsSink;
+use super::js::completions::NativeCompletions;
+use super::js::responder::JsCalls;
 use super::options::ConnectionOptions;
-use super::reply::JsCalls;
+use crate::core::api::Owner;
 use crate::core::front::connection::LockConnection;
-use crate::core::wait::owner::Owner;
 use napi::bindgen_prelude::Env;
 use napi_derive::napi;
 use std::sync::atomic::AtomicBool;
@@ -30,7 +30,7 @@ impl NativeConnection {
         completions: &NativeCompletions,
     ) -> Result<Self> {
         let connection = LockConnection::open(connection.endpoint().or_throw(&env)?);
-        let calls = JsCalls::new(connection.store(), completions);
+        let calls = completions.calls(&connection);
         Ok(NativeConnection { connection, calls })
     }
 }

@@ -1,7 +1,6 @@
 use super::error::{OrThrow, Result};
 use super::options::ConnectionOptions;
-use crate::core::ops::store::Store;
-use crate::core::ops::watchdog::Watchdog;
+use crate::core::front::connection::LockConnection;
 use napi::bindgen_prelude::{Buffer, Env};
 use napi_derive::napi;
 
@@ -21,8 +20,7 @@ pub struct WatchdogStats {
 
 #[napi]
 pub fn watchdog_stats(env: Env, connection: ConnectionOptions) -> Result<WatchdogStats> {
-    let store = Store::shared(connection.endpoint().or_throw(&env)?);
-    let stats = Watchdog::of(&store).stats();
+    let stats = LockConnection::open(connection.endpoint().or_throw(&env)?).watchdog_stats();
     Ok(WatchdogStats {
         pipelines: stats.pipelines as f64,
         refreshes: stats.refreshes as f64,
@@ -51,10 +49,7 @@ pub fn memory_command(url: String, args: Vec<Buffer>) -> Result<String> {
     };
     let args: Vec<&[u8]> = args.iter().map(|arg| &arg[..]).collect();
     let mut out = String::new();
-    json(
-        &crate::core::backend::memory::command(name, &args),
-        &mut out,
-    );
+    json(&crate::core::api::memory_command(name, &args), &mut out);
     Ok(out)
 }
 

@@ -2,11 +2,11 @@
 //! and answers them through the call's promise.
 
 use super::cancel::NativeCancel;
-use super::completions::Outcome;
 use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
 use super::heartbeat::NativeHeartbeat;
-use super::reply::{boolean, JsCalls};
+use super::js::outcome::{boolean, Outcome};
+use super::js::responder::JsCalls;
 use crate::core::front::distributed_lock::{DistributedLock, Settings};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;

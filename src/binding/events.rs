@@ -1,6 +1,6 @@
-use super::completions::Completer;
+use super::js::settle::Completer;
+use crate::core::api::{Confirmed, Sink};
 use crate::core::basics::error::LockError;
-use crate::core::ops::signals::{Confirmed, Sink};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

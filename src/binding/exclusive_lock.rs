@@ -1,11 +1,11 @@
 //! `NativeExclusiveLock`: converts the JS layer's calls for core::front::exclusive_lock and
 //! answers them through the call's promise.
 
-use super::completions::Outcome;
 use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
 use super::heartbeat::{Beater, NativeHeartbeat};
-use super::reply::{boolean, JsCalls};
+use super::js::outcome::{boolean, Outcome};
+use super::js::responder::JsCalls;
 use crate::core::basics::token::format_fence;
 use crate::core::front::exclusive_lock::{ExclusiveLock, Inspection, Settings, Wishes};
 use crate::core::front::reply::Settled;

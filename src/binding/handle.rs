@@ -3,10 +3,9 @@
 //! object holding its key, token and deadline (see lib/distributed-lock.js); it passes them
 //! back here, so no native object exists per handle.
 
-use super::completions::Outcome;
 use super::distributed_lock::NativeDistributedLock;
 use super::error::{OrThrow, Result};
-use super::reply::done;
+use super::js::outcome::{done, Outcome};
 use crate::core::front::handle::{Extended, Parts};
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};

@@ -1,7 +1,7 @@
 use super::sys::env::Env as JsEnv;
 use super::sys::timer::Timer;
 use super::sys::uv::{self, EventLoop};
-use crate::core::ops::signals::Heartbeat;
+use crate::core::api::Heartbeat;
 use napi::bindgen_prelude::Env;
 use napi_derive::napi;
 use std::cell::{Cell, OnceCell};

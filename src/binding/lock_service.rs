@@ -1,11 +1,11 @@
 //! `NativeLockService`: converts the JS layer's calls for core::front::lock_service and
 //! answers them through the call's promise.
 
-use super::completions::Outcome;
 use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
 use super::heartbeat::NativeHeartbeat;
-use super::reply::{boolean, JsCalls};
+use super::js::outcome::{boolean, Outcome};
+use super::js::responder::JsCalls;
 use crate::core::front::lock_service::{LockService, Settings};
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, PromiseRaw};

@@ -1,5 +1,5 @@
 use super::error::{OrThrow, Result};
-use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::api::{Endpoint, EndpointSpec};
 use crate::core::basics::error::LockError;
 use crate::core::basics::validate;
 use napi::bindgen_prelude::{Buffer, Env};

@@ -1,5 +1,6 @@
-use super::completions::{Completer, NativeCompletions};
 use super::error::{OrThrow, Result};
+use super::js::completions::NativeCompletions;
+use super::js::settle::Completer;
 use crate::core::basics::sync;
 use crate::core::basics::validate;
 use napi::bindgen_prelude::Env;

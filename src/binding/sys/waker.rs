@@ -160,7 +160,7 @@ unsafe extern "C" fn call_js<C>(
         (callback.on_wake)(&callback.context)
     }));
     // A panic must not unwind into Node; the batch it interrupted is lost, as its promises
-    // were (the core's own panics are caught before they get here, see completions.rs).
+    // were (the core's own panics are caught before they get here, see js/settle.rs).
     let _ = woken;
 }
 

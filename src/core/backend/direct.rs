@@ -1,5 +1,5 @@
 //! Opens the socket of a connection that is driven outside tokio (the JS thread's, see
-//! binding/direct): connected, authenticated and with the given scripts loaded here, on the
+//! binding/js/socket): connected, authenticated and with the given scripts loaded here, on the
 //! runtime, then handed over as a plain non-blocking socket.
 
 use super::endpoint::{Address, Endpoint};

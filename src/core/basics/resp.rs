@@ -1,4 +1,4 @@
-//! The JS-thread connection's side of the protocol (see binding/direct): commands written
+//! The JS-thread connection's side of the protocol (see binding/js/socket): commands written
 //! straight into its output buffer, and RESP2 replies read from a byte buffer that may end
 //! mid-reply. Only what our commands get back is needed, but every RESP2 type is read, so an
 //! unexpected reply is reported as such instead of desynchronising the stream.

@@ -3,6 +3,7 @@
 
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::ops::store::Store;
+use crate::core::ops::watchdog::{Stats, Watchdog};
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -20,5 +21,20 @@ impl LockConnection {
 
     pub(crate) fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        self.store.endpoint()
+    }
+
+    /// The same number for every `LockConnection` of one open connection, and for no other
+    /// while it is open.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.store) as usize
+    }
+
+    /// What the refreshes of this connection have cost so far (for tests and benchmarks).
+    pub fn watchdog_stats(&self) -> Stats {
+        Watchdog::of(&self.store).stats()
     }
 }

@@ -1,4 +1,4 @@
-//! The JS thread's own socket (see binding/direct), as the backend opens it (see
+//! The JS thread's own socket (see binding/js/socket), as the backend opens it (see
 //! backend/direct.rs) with the scripts that thread sends already loaded, so that no lock's
 //! TTL is counted from an EVALSHA that came back NOSCRIPT. Which scripts those are is the
 //! operations' business, hence this file; the binding reaches the socket only through it.

@@ -94,7 +94,7 @@ struct Waiter {
 
 /// The caller of a wait, as the binding knows it: a call (`id`) of one JS thread
 /// (`thread`). A release made on that same thread may hand the lock over and answer the
-/// caller itself, with no trip through the runtime (see binding/direct).
+/// caller itself, with no trip through the runtime (see binding/js/socket).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub thread: usize,

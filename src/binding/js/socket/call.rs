@@ -2,11 +2,11 @@
 //! reply means (core::ops::carried); this runs what goes on through the runtime and turns
 //! each core-level result into what the promise settles with.
 
-use super::super::completions::{Completer, Entry, Outcome};
-use super::super::reply::done;
+use super::super::outcome::{done, Entry, Outcome};
+use super::super::settle::Completer;
+use crate::core::api::{AttemptForm, Carried, Later, Step};
 use crate::core::front::granted::Granted;
-use crate::core::ops::carried::{Carried, Later, Settled, Step};
-use crate::core::ops::lock::AttemptForm;
+use crate::core::front::reply::Settled;
 use redis::Value;
 use std::time::Duration;
 

@@ -4,18 +4,17 @@
 //! scope, so promise reactions run right after the batch, as for any I/O callback; no JS
 //! object describes a completion, and no JS function stands between Redis and the caller.
 
-use super::completions::{Entry, Loss, Outcome, Queue};
-use super::error::js_error;
-use super::sys::check::Check;
-use super::sys::env::{AsyncResource, Env, Made, Ref, Scope, Value};
-use super::sys::promise::Deferred;
-use super::sys::uv::EventLoop;
-use super::sys::waker::Waker;
+use super::outcome::{Entry, Loss, Outcome, Queue};
+use crate::binding::error::js_error;
+use crate::binding::sys::check::Check;
+use crate::binding::sys::env::{AsyncResource, Env, Made, Ref, Scope, Value};
+use crate::binding::sys::promise::Deferred;
+use crate::binding::sys::uv::EventLoop;
+use crate::binding::sys::waker::Waker;
+use crate::core::api::{Owner, Unclaimed};
 use crate::core::basics::background::within;
 use crate::core::basics::clock::validity;
 use crate::core::basics::error::LockError;
-use crate::core::ops::won::Unclaimed;
-use crate::core::wait::owner::Owner;
 use napi::bindgen_prelude::PromiseRaw;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -6,13 +6,13 @@
 //! thread's exit the process ends right after, and an unsent release would leave the lock to
 //! its TTL.
 
-use super::completions::Queue;
-use super::direct;
-use super::promises::JsThread;
-use super::runtime;
-use super::sys::env::Env;
+use super::outcome::Queue;
+use super::socket;
+use super::thread::JsThread;
+use crate::binding::runtime;
+use crate::binding::sys::env::Env;
+use crate::core::api::Owner;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
-use crate::core::wait::owner::Owner;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Weak;
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub fn register(env: Env, ending: (Owner, Arc<Queue>, Weak<JsThread>)) -> bool {
 pub fn end(owner: &Owner, queue: &Queue, thread: Option<&JsThread>) {
     // No panic may unwind into Node.
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        direct::close_thread();
+        socket::close_thread();
         let ending = owner.end();
         // After the owner ended: a lock won from now on is released where it is won (see
         // ops/won.rs); one won before and not yet delivered is freed as its answer is

@@ -12,14 +12,15 @@
 mod call;
 mod connection;
 
-use super::completions::{Completer, Outcome};
-use super::promises::JsThread;
-use super::sys::uv;
+use super::outcome::Outcome;
+use super::settle::Completer;
+use super::thread::JsThread;
+use crate::binding::sys::uv;
+use crate::core::api::{direct, Carried};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
-use crate::core::ops::carried::{Carried, Settled};
-use crate::core::ops::direct;
-use crate::core::ops::store::Store;
+use crate::core::front::connection::LockConnection;
+use crate::core::front::reply::Settled;
 use call::Adapted;
 use connection::Shared;
 use std::cell::RefCell;
@@ -40,14 +41,14 @@ enum State {
 
 /// One endpoint's JS-thread connection, reopened as needed.
 pub struct Link {
-    store: Arc<Store>,
+    connection: LockConnection,
     thread: Rc<JsThread>,
     completer: Completer,
     state: RefCell<State>,
 }
 
 thread_local! {
-    /// By the addresses of the store they serve and of their JS thread's state (both kept
+    /// By the identity of the connection they serve and of their JS thread's state (both kept
     /// alive by the link).
     static LINKS: RefCell<HashMap<(usize, usize), Weak<Link>>> = RefCell::new(HashMap::new());
 }
@@ -62,33 +63,33 @@ fn enabled() -> bool {
     std::env::var("NATIVE_REDIS_LOCK_DIRECT").map_or(true, |v| v != "0")
 }
 
-fn key(store: &Arc<Store>, thread: &Rc<JsThread>) -> (usize, usize) {
-    (Arc::as_ptr(store) as usize, Rc::as_ptr(thread) as usize)
+fn key(connection: &LockConnection, thread: &Rc<JsThread>) -> (usize, usize) {
+    (connection.id(), Rc::as_ptr(thread) as usize)
 }
 
 impl Link {
-    /// The link of `store` on this thread, made on first use. `None` when the endpoint or the
+    /// The link of `connection` on this thread, made on first use. `None` when the endpoint or the
     /// environment cannot have one.
     pub fn of(
-        store: &Arc<Store>,
+        connection: &LockConnection,
         thread: &Rc<JsThread>,
         completer: &Completer,
     ) -> Option<Rc<Link>> {
         if !enabled() {
             return None;
         }
-        let id = key(store, thread);
+        let id = key(connection, thread);
         if let Some(link) = LINKS.with(|links| links.borrow().get(&id).and_then(Weak::upgrade)) {
             return Some(link);
         }
         if !uv::available() {
             return None;
         }
-        if !direct::supports(store.endpoint()) {
+        if !direct::supports(connection.endpoint()) {
             return None;
         }
         let link = Rc::new(Link {
-            store: store.clone(),
+            connection: connection.clone(),
             thread: thread.clone(),
             completer: completer.clone(),
             state: RefCell::new(State::Idle),
@@ -157,11 +158,11 @@ impl Link {
     /// Opens a connection on the runtime; the next call picks it up.
     fn start(&self) -> State {
         let opened: Opened = Arc::new(Mutex::new(None));
-        let (slot, store) = (opened.clone(), self.store.clone());
+        let (slot, connection) = (opened.clone(), self.connection.clone());
         // Without a runtime (the OS refused its thread) it stays opening: calls go the
         // runtime's way, which answers them.
         let _started = crate::binding::runtime::spawn(async move {
-            let socket = direct::open(store.endpoint()).await;
+            let socket = direct::open(connection.endpoint()).await;
             *lock(&slot) = Some(socket);
         });
         State::Opening(opened)

@@ -1,17 +1,16 @@
 //! The `Reply` a front answers a JS call through: the call's promise, its JS thread's own
 //! connection, and how the front's result becomes what the promise settles with.
 
-use super::completions::{Completer, NativeCompletions, Outcome};
-use super::direct::{Link, Sender};
-use super::promises::JsThread;
+use super::outcome::Outcome;
+use super::settle::Completer;
+use super::socket::{Link, Sender};
+use super::thread::JsThread;
+use crate::core::api::{Caller, Carried};
+use crate::core::front::connection::LockConnection;
 use crate::core::front::granted::Granted;
-use crate::core::front::reply::{Carrier, Reply};
-use crate::core::ops::carried::{Carried, Settled};
-use crate::core::ops::store::Store;
-use crate::core::wait::wake::Caller;
+use crate::core::front::reply::{Carrier, Reply, Settled};
 use std::future::Future;
 use std::rc::Rc;
-use std::sync::Arc;
 
 /// How the calls of one native object are answered: their JS thread, the queue the runtime
 /// settles them through, and the thread's own connection to the object's server.
@@ -24,10 +23,9 @@ pub struct JsCalls {
 }
 
 impl JsCalls {
-    pub fn new(store: &Arc<Store>, completions: &NativeCompletions) -> Self {
-        let (completer, thread) = (completions.completer(), completions.thread().clone());
+    pub fn new(connection: &LockConnection, completer: Completer, thread: Rc<JsThread>) -> Self {
         JsCalls {
-            direct: Link::of(store, &thread, &completer),
+            direct: Link::of(connection, &thread, &completer),
             completer,
             thread,
         }
@@ -108,21 +106,5 @@ where
             id: self.id,
             lent_start,
         }
-    }
-}
-
-/// Outcomes of calls that answer nothing but success.
-pub fn done(result: Settled<impl Sized>) -> Outcome {
-    match result {
-        Ok(_) => Outcome::Done,
-        Err(err) => Outcome::Failed(err),
-    }
-}
-
-/// Outcomes of calls that answer a yes or no.
-pub fn boolean(result: Settled<bool>) -> Outcome {
-    match result {
-        Ok(answer) => Outcome::Bool(answer),
-        Err(err) => Outcome::Failed(err),
     }
 }

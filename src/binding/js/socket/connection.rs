@@ -8,11 +8,12 @@
 //! more) and closes once everything sent on it has been answered, or after `LINGER`. A
 //! connection that breaks hands every unanswered call to the tokio connection.
 
-use super::super::completions::{Completer, Entry};
-use super::super::promises::JsThread;
-use super::super::sys::socket_poll::{SocketEvents, SocketPoll};
+use super::super::outcome::Entry;
+use super::super::settle::Completer;
+use super::super::thread::JsThread;
 use super::call::Call;
-use crate::core::backend::direct::{AttemptForm, Forms};
+use crate::binding::sys::socket_poll::{SocketEvents, SocketPoll};
+use crate::core::api::{AttemptForm, Forms};
 use crate::core::basics::resp;
 use std::cell::RefCell;
 use std::collections::VecDeque;

@@ -1,0 +1,130 @@
+//! How a call of a JS thread ended, as its promise settles, and the queue where what the
+//! runtime finished waits for that thread. The bottom of the JS-thread runtime: every other
+//! file of this folder uses it, and it uses none of them.
+
+use crate::binding::sys::waker::Waker;
+use crate::core::api::Unclaimed;
+use crate::core::basics::background;
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
+use crate::core::front::exclusive_lock::Inspection;
+use crate::core::front::granted::Granted;
+use crate::core::front::reply::Settled;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+/// How a call ended, as its promise settles.
+pub enum Outcome {
+    Lease(Granted),
+    NoHandle,
+    Bool(bool),
+    Text(String),
+    Done,
+    /// A lock's new local deadline and its expiry in Redis, epoch ms (`extend`).
+    Extended {
+        deadline: Instant,
+        expires_at_ms: u64,
+    },
+    Inspected(Option<Inspection>),
+    Failed(LockError),
+}
+
+/// What happened, in order: a call that ended (`id`), or news for a listener.
+pub enum Entry {
+    Settled(u32, Outcome),
+    Event {
+        listener: u32,
+        event: &'static str,
+        /// For `lost`: why, the last confirmed expiry in Redis (epoch ms), and the token.
+        lost: Option<Box<Loss>>,
+    },
+}
+
+/// What a holder is told of its lost lock.
+pub struct Loss {
+    pub error: LockError,
+    pub expires_at_ms: u64,
+    pub token: String,
+}
+
+/// What the runtime finished for one JS thread, waiting for that thread to take it.
+pub struct Queue {
+    /// `None` once the JS environment ended: nothing will take what joins it.
+    pub(super) done: Mutex<Option<Vec<Entry>>>,
+    pub(super) waker: OnceLock<Arc<Waker>>,
+    /// Calls the JS thread answered itself while their runtime task still ran (a waiter
+    /// handed the lock by a release on that thread): what the task ends with is dropped
+    /// here, without waking the thread for nothing.
+    pub(super) answered: Mutex<HashSet<u32>>,
+}
+
+impl Default for Queue {
+    fn default() -> Queue {
+        Queue {
+            done: Mutex::new(Some(Vec::new())),
+            waker: OnceLock::new(),
+            answered: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+impl Queue {
+    pub fn take(&self) -> Vec<Entry> {
+        lock(&self.done)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// The JS environment ended (see teardown.rs): what waits here, and what joins later,
+    /// is never delivered, and is forsaken instead.
+    pub fn close(&self) {
+        let left = lock(&self.done).take().unwrap_or_default();
+        for entry in left {
+            entry.forsake();
+        }
+    }
+}
+
+impl Entry {
+    /// Nobody will hear this entry: a lock it hands out is freed (see ops/won.rs).
+    pub fn forsake(self) {
+        if let Entry::Settled(_, outcome) = self {
+            outcome.forsake();
+        }
+    }
+}
+
+impl Outcome {
+    /// Takes out what frees the lock this outcome hands out, should it never reach its caller.
+    pub fn unclaimed(&mut self) -> Option<Unclaimed> {
+        match self {
+            Outcome::Lease(granted) => granted.unclaimed.take(),
+            _ => None,
+        }
+    }
+
+    /// Nobody will hear this outcome: a lock it hands out is freed.
+    pub fn forsake(mut self) {
+        if let Some(unclaimed) = self.unclaimed() {
+            background::within(|| unclaimed.release());
+        }
+    }
+}
+
+/// Outcomes of calls that answer nothing but success.
+pub fn done(result: Settled<impl Sized>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Done,
+        Err(err) => Outcome::Failed(err),
+    }
+}
+
+/// Outcomes of calls that answer a yes or no.
+pub fn boolean(result: Settled<bool>) -> Outcome {
+    match result {
+        Ok(answer) => Outcome::Bool(answer),
+        Err(err) => Outcome::Failed(err),
+    }
+}
