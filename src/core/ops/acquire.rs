@@ -12,7 +12,7 @@ use crate::core::basics::backoff;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::wait::releases::Mark;
-use crate::core::wait::wake::{self, Caller, Ticket};
+use crate::core::wait::wake::{self, Caller, Resume, Ticket};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -534,18 +534,17 @@ impl Locker {
         due: Instant,
         cancel: &CancellationToken,
     ) -> Result<Pause, LockError> {
-        if let Some(lease) = ticket.take_grant() {
-            return Ok(Pause::Granted(lease));
+        match ticket.look() {
+            Resume::Granted(lease) => return Ok(Pause::Granted(lease)),
+            Resume::Settled => return Err(LockError::Aborted),
+            Resume::Waiting => {}
         }
-        if ticket.is_settled() {
-            return Err(LockError::Aborted);
-        }
-        if ticket.needs_preparing() {
+        let view = ticket.view();
+        if view.needs_preparing {
             let fair = ticket.is_fair();
             self.store()
                 .prepare_wake(ticket.lock_key(), self.command_timeout(), fair);
         }
-        let handoffs = ticket.handoffs();
         let mut left = due.saturating_duration_since(Instant::now());
         // A fair waiter's place in line lives only as long as it keeps trying.
         let beat = ticket.is_fair() && left > wake::FAIR_HEARTBEAT;
@@ -558,21 +557,18 @@ impl Locker {
                 result?;
                 match () {
                     _ if beat => Pause::Woken,
-                    _ if ticket.handoffs() != handoffs => Pause::Moving,
+                    _ if ticket.handoffs() != view.handoffs => Pause::Moving,
                     _ => Pause::Due,
                 }
             }
         };
-        if let Some(lease) = ticket.take_grant() {
-            return Ok(Pause::Granted(lease));
+        // From here on, a release announced is news for this waiter again; a lock handed
+        // over meanwhile is taken, and a caller answered by its releaser is done.
+        match ticket.rearm() {
+            Resume::Granted(lease) => Ok(Pause::Granted(lease)),
+            Resume::Settled => Err(LockError::Aborted),
+            Resume::Waiting => Ok(pause),
         }
-        // Its caller was answered by the release that handed it the lock.
-        if ticket.is_settled() {
-            return Err(LockError::Aborted);
-        }
-        // From here on, a release announced is news for this waiter again.
-        ticket.rearm();
-        Ok(pause)
     }
 
     /// Until `due` (the next scheduled attempt), tries again whenever a release is

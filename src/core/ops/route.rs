@@ -55,10 +55,10 @@ impl FirstAttempt {
 
     /// Made for the waiter of `ticket`.
     pub fn waiting_as(self, ticket: &Ticket) -> Self {
-        let (subscribed, turn_from_others) = ticket.route_view();
+        let view = ticket.view();
         FirstAttempt {
-            subscribed,
-            turn_from_others,
+            subscribed: view.subscribed,
+            turn_from_others: view.turn_from_others,
             ..self
         }
     }

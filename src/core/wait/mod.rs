@@ -6,4 +6,5 @@ pub mod chores;
 pub mod lent;
 pub mod owner;
 pub mod releases;
+pub mod waiter;
 pub mod wake;

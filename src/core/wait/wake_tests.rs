@@ -172,7 +172,7 @@ async fn a_waiter_whose_owner_ended_is_neither_handed_the_lock_nor_woken() {
     let live = wakes.join_as(LOCK, TTL, None, Some(Owner::new()));
     let _ending = owner.end();
     let to = wakes.reserve(&channel(LOCK)).expect("a live waiter");
-    assert!(Arc::ptr_eq(&to.waiter, &live.waiter));
+    assert_eq!(to.seq, live.seq);
     drop(to);
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
     assert!(is_woken(&live).await);
