@@ -47,11 +47,11 @@ async fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
         panic!("a free lock was not won");
     };
     let cancel = CancellationToken::new();
-    let plan = Plan::Until {
-        place: waiter.place("w", MS(5000), None),
-        deadline: Instant::now() + MS(5000),
-        poll: MS(4000),
-    };
+    let plan = Plan::until(
+        waiter.place("w", MS(5000), None),
+        Instant::now() + MS(5000),
+        MS(4000),
+    );
     let waiting = {
         let waiter = waiter.clone();
         tokio::spawn(async move {

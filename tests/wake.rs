@@ -380,11 +380,7 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
     let (late, cancel) = (locks.clone(), CancellationToken::new());
     let deadline = Instant::now() + MS(20_000);
     let waiting = tokio::spawn(async move {
-        let plan = Plan::Until {
-            place: Place::Joined(second),
-            deadline,
-            poll: SLOW_POLL,
-        };
+        let plan = Plan::until(Place::Joined(second), deadline, SLOW_POLL);
         late.pursue(plan, "late", MS(30_000), &cancel, Start::Attempt)
             .await
     });
@@ -418,11 +414,7 @@ async fn a_release_of_ours_between_a_waiters_attempt_and_its_joining_has_it_try_
     assert!(matches!(place, Place::Later { .. }));
     // Our release lands before the held reply is read: it finds nobody to hand over to.
     assert!(locks.release(&held).await.unwrap());
-    let plan = Plan::Until {
-        place,
-        deadline: Instant::now() + MS(20_000),
-        poll: SLOW_POLL,
-    };
+    let plan = Plan::until(place, Instant::now() + MS(20_000), SLOW_POLL);
     let started = Instant::now();
     let start = Start::Held {
         holder_ttl: Some(MS(30_000)),
@@ -443,11 +435,11 @@ async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_an
     let server = RedisServer::start();
     let locks = process(&server, 1);
     let key = "given-up";
-    let plan = Plan::Until {
-        place: Place::Joined(locks.join(key, MS(30_000), None)),
-        deadline: Instant::now() + MS(20_000),
-        poll: SLOW_POLL,
-    };
+    let plan = Plan::until(
+        Place::Joined(locks.join(key, MS(30_000), None)),
+        Instant::now() + MS(20_000),
+        SLOW_POLL,
+    );
     // The server holds every command back a while: the attempt is in flight when the caller
     // gives up, and wins after.
     let mut admin = server.raw();
@@ -486,12 +478,7 @@ async fn an_acquire_that_retries_learns_of_a_release_of_ours_that_landed_before_
     // Read before its first attempt, which finds the lock held; our release lands first.
     let mark = locks.mark("retried");
     assert!(locks.release(&held).await.unwrap());
-    let plan = Plan::Retries {
-        retries: 3,
-        delay: SLOW_POLL,
-        caller: None,
-        mark: Some(mark),
-    };
+    let plan = Plan::retries(3, SLOW_POLL, None, Some(mark));
     let started = Instant::now();
     let start = Start::Held {
         holder_ttl: Some(MS(30_000)),
