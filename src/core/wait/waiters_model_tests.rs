@@ -66,13 +66,13 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// Every chore the table asks for, kept whole.
+/// Every cleanup the table asks for, kept whole.
 #[derive(Default)]
-struct Kept(Mutex<Vec<Chore>>);
+struct Kept(Mutex<Vec<Cleanup>>);
 
-impl Chores for Kept {
-    fn carry_out(&self, chore: Chore) {
-        lock(&self.0).push(chore);
+impl Cleaner for Kept {
+    fn clean_up(&self, cleanup: Cleanup) {
+        lock(&self.0).push(cleanup);
     }
 }
 
@@ -141,8 +141,8 @@ impl Model {
     fn new() -> Self {
         let wakes = Arc::new(Wakes::default());
         let kept = Arc::new(Kept::default());
-        let chores: Arc<dyn Chores> = kept.clone();
-        wakes.hire(Arc::downgrade(&chores));
+        let cleaner: Arc<dyn Cleaner> = kept.clone();
+        wakes.set_cleaner(Arc::downgrade(&cleaner));
         Model {
             wakes,
             kept,
@@ -188,7 +188,7 @@ impl Model {
             .is_some_and(|entry| entry.queued.is_some())
     }
 
-    fn chores(&self) -> Vec<Chore> {
+    fn cleanups(&self) -> Vec<Cleanup> {
         std::mem::take(&mut *lock(&self.kept.0))
     }
 
@@ -286,24 +286,24 @@ impl Model {
                 drop(joined.ticket);
                 let after = self.seen();
                 assert!(after.iter().all(|w| w.seq != seq), "left, yet still there");
-                let chores = self.chores();
-                let owed: Vec<&Chore> = chores
+                let cleanups = self.cleanups();
+                let owed: Vec<&Cleanup> = cleanups
                     .iter()
-                    .filter(|c| !matches!(c, Chore::DropIdle))
+                    .filter(|c| !matches!(c, Cleanup::DropIdle))
                     .collect();
-                assert!(owed.len() <= 1, "more than one chore for one departure");
+                assert!(owed.len() <= 1, "more than one cleanup for one departure");
                 let Some(was) = before.iter().find(|w| w.seq == seq) else {
                     assert!(joined.settled, "gone from the table unsettled");
-                    assert!(!owed.iter().any(|c| !matches!(c, Chore::LeaveQueue(_))));
+                    assert!(!owed.iter().any(|c| !matches!(c, Cleanup::LeaveQueue(_))));
                     return;
                 };
                 match (&was.kind, was.fair) {
                     (_, true) => {
-                        let line = matches!(owed.first(), Some(Chore::LeaveLine { seq: s, .. }) if *s == seq);
+                        let line = matches!(owed.first(), Some(Cleanup::LeaveLine { seq: s, .. }) if *s == seq);
                         assert_eq!(line, was.in_line, "a fair waiter's line place");
                     }
                     (Kind::Granted(token), false) => {
-                        let Some(Chore::ReleaseOrphan(lease)) = owed.first() else {
+                        let Some(Cleanup::FreeGranted(lease)) = owed.first() else {
                             panic!("a granted lock was not freed on leaving");
                         };
                         assert_eq!(&lease.token, token);
@@ -314,7 +314,7 @@ impl Model {
                         let passed_here = Self::newly_woken(&before, &after)
                             .iter()
                             .any(|w| w.lock == lock_index);
-                        let passed_on = matches!(owed.first(), Some(Chore::PassOn(_)));
+                        let passed_on = matches!(owed.first(), Some(Cleanup::PassWake(_)));
                         assert!(
                             passed_here || passed_on || queued,
                             "a wake was dropped by a leaving waiter"
@@ -322,7 +322,7 @@ impl Model {
                     }
                     (Kind::Waiting | Kind::Reserved { woken: false }, false) => {
                         assert!(Self::newly_woken(&before, &after).is_empty());
-                        assert!(!matches!(owed.first(), Some(Chore::PassOn(_))));
+                        assert!(!matches!(owed.first(), Some(Cleanup::PassWake(_))));
                     }
                 }
             }

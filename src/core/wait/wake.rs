@@ -6,7 +6,7 @@
 //! on, so a release never sets off a herd. Polling stays as the safety net for what sends no
 //! message: a lock that expires, or a message lost with a connection.
 
-use super::chores::{Chore, Chores};
+use super::cleanup::{Cleaner, Cleanup};
 use super::lent::Lends;
 use super::owner::Owner;
 use super::releases::{Mark, Releases};
@@ -214,7 +214,7 @@ pub struct Wakes {
     releases: Releases,
     /// Who carries out what a departing waiter leaves to do (the connection's store), from
     /// where no caller is waiting.
-    chores: OnceLock<Weak<dyn Chores>>,
+    cleaner: OnceLock<Weak<dyn Cleaner>>,
     /// The last waiter's number.
     seq: AtomicU64,
     /// Waiters answered by a release before Redis ran its handover.
@@ -234,14 +234,14 @@ pub enum Turn {
 }
 
 impl Wakes {
-    /// Names who carries out this table's chores, once.
-    pub fn hire(&self, chores: Weak<dyn Chores>) {
-        let _first = self.chores.set(chores);
+    /// Names who carries out this table's cleanups, once.
+    pub fn set_cleaner(&self, cleaner: Weak<dyn Cleaner>) {
+        let _first = self.cleaner.set(cleaner);
     }
 
-    fn chore(&self, chore: Chore) {
-        if let Some(chores) = self.chores.get().and_then(Weak::upgrade) {
-            chores.carry_out(chore);
+    fn clean_up(&self, cleanup: Cleanup) {
+        if let Some(cleaner) = self.cleaner.get().and_then(Weak::upgrade) {
+            cleaner.clean_up(cleanup);
         }
     }
 
@@ -442,7 +442,7 @@ impl Wakes {
             })
             .flatten();
         if let Some(lock_key) = leave {
-            self.chore(Chore::LeaveQueue(lock_key));
+            self.clean_up(Cleanup::LeaveQueue(lock_key));
         }
     }
 
@@ -780,40 +780,40 @@ impl Drop for Ticket {
         // Nobody here waits for the lock any more: a place in its queue would only have the
         // next release's wake passed on through us, and keep its subscription for a minute.
         if owed.is_none() && entry.waiters.is_empty() && entry.queued.take().is_some() {
-            owed = Some(Chore::LeaveQueue(entry.lock_key.clone()));
+            owed = Some(Cleanup::LeaveQueue(entry.lock_key.clone()));
         }
         let left_idle = entry.waiters.is_empty() && entry.subscribed;
         if entry.is_forgettable() {
             channels.remove(&self.channel);
         }
         drop(channels);
-        if let Some(chore) = owed {
-            self.wakes.chore(chore);
+        if let Some(cleanup) = owed {
+            self.wakes.clean_up(cleanup);
         }
         if left_idle
             && self.wakes.left_idle.fetch_add(1, Ordering::SeqCst) + 1 == IDLE_SUBSCRIPTIONS
         {
-            self.wakes.chore(Chore::DropIdle);
+            self.wakes.clean_up(Cleanup::DropIdle);
         }
     }
 }
 
 /// What waiter `seq`, departing `entry` with `leaving` behind, leaves for the store to do.
-fn owed_on_leaving(entry: &mut Channel, leaving: Leaving, seq: u64) -> Option<Chore> {
+fn owed_on_leaving(entry: &mut Channel, leaving: Leaving, seq: u64) -> Option<Cleanup> {
     match leaving {
         Leaving::Nothing => None,
         // A fair waiter gives up its place in the line, telling the next in line if the
         // lock is free and it was first (see leave_fair.lua).
-        Leaving::Line => Some(Chore::LeaveLine {
+        Leaving::Line => Some(Cleanup::LeaveLine {
             lock_key: entry.lock_key.clone(),
             seq,
         }),
         // A lock handed to us that we will never use: freed (and passed on) by the store.
-        Leaving::Lease(orphan) => Some(Chore::ReleaseOrphan(orphan)),
+        Leaving::Lease(orphan) => Some(Cleanup::FreeGranted(orphan)),
         // A wake meant for us that we will never act on belongs to the next in line: here,
         // or with nobody left here, the next connection in the lock's queue.
         Leaving::Wake if entry.wake_next() || entry.queued.is_some() => None,
-        Leaving::Wake => Some(Chore::PassOn(entry.lock_key.clone())),
+        Leaving::Wake => Some(Cleanup::PassWake(entry.lock_key.clone())),
     }
 }
 

@@ -1,6 +1,6 @@
 use super::*;
 use crate::core::basics::clock::Stamp;
-use crate::core::wait::chores::Chores;
+use crate::core::wait::cleanup::Cleaner;
 use std::time::Duration;
 
 const LOCK: &[u8] = b"lock:job";
@@ -316,18 +316,18 @@ async fn a_waiter_joining_late_learns_of_a_release_of_ours_that_looked_before_it
     assert!(is_woken(&calm).await);
 }
 
-/// The chores a table asks for, as names.
+/// The cleanups a table asks for, as names.
 #[derive(Default)]
 struct Noted(Mutex<Vec<String>>);
 
-impl Chores for Noted {
-    fn carry_out(&self, chore: Chore) {
-        let name = match chore {
-            Chore::ReleaseOrphan(_) => "release-orphan".to_string(),
-            Chore::PassOn(_) => "pass-on".to_string(),
-            Chore::LeaveLine { .. } => "leave-line".to_string(),
-            Chore::LeaveQueue(key) => format!("leave-queue {}", String::from_utf8_lossy(&key)),
-            Chore::DropIdle => "drop-idle".to_string(),
+impl Cleaner for Noted {
+    fn clean_up(&self, cleanup: Cleanup) {
+        let name = match cleanup {
+            Cleanup::FreeGranted(_) => "release-orphan".to_string(),
+            Cleanup::PassWake(_) => "pass-on".to_string(),
+            Cleanup::LeaveLine { .. } => "leave-line".to_string(),
+            Cleanup::LeaveQueue(key) => format!("leave-queue {}", String::from_utf8_lossy(&key)),
+            Cleanup::DropIdle => "drop-idle".to_string(),
         };
         lock(&self.0).push(name);
     }
@@ -336,10 +336,10 @@ impl Chores for Noted {
 fn noted() -> (Arc<Wakes>, Arc<Noted>) {
     let wakes = Arc::new(Wakes::default());
     let noted = Arc::new(Noted::default());
-    let chores: Arc<dyn Chores> = noted.clone();
-    wakes.hire(Arc::downgrade(&chores));
+    let cleaner: Arc<dyn Cleaner> = noted.clone();
+    wakes.set_cleaner(Arc::downgrade(&cleaner));
     // Kept alive by the caller's `Arc<Noted>`.
-    drop(chores);
+    drop(cleaner);
     (wakes, noted)
 }
 
