@@ -544,3 +544,7 @@ impl Locker {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "acquire_tests.rs"]
+mod tests;
