@@ -235,7 +235,7 @@ impl Locker {
             Place::Later { caller, mark } => (None, mark, caller),
         };
         // Answered by a release that handed it the lock before this ran.
-        if ticket.as_ref().is_some_and(Ticket::is_settled) {
+        if ticket.as_ref().is_some_and(|ticket| ticket.view().settled) {
             return Err(LockError::Aborted);
         }
         let mut failed = 0;
@@ -337,7 +337,7 @@ impl Locker {
             ),
             Attempts::Once | Attempts::Retries { .. } => return Ok(None),
         };
-        let Some(ticket) = ticket.filter(|ticket| ticket.turn_comes_from_others()) else {
+        let Some(ticket) = ticket.filter(|ticket| ticket.view().turn_from_others) else {
             return Ok(None);
         };
         let due = deadline.min(Instant::now() + first);
@@ -354,7 +354,7 @@ impl Locker {
             Pause::Granted(lease) => Next::Won(lease),
             _ if !attempts.woken_attempt_counts() => Next::Attempt,
             Pause::Woken => Next::Attempt,
-            Pause::Due if ticket.is_fair() || !ticket.is_behind_others() => Next::Attempt,
+            Pause::Due if ticket.is_fair() || !ticket.view().behind_others => Next::Attempt,
             Pause::Due | Pause::Moving => Next::Pause,
         }
     }
@@ -503,7 +503,7 @@ impl Locker {
                 result?;
                 match () {
                     _ if beat => Pause::Woken,
-                    _ if ticket.handoffs() != view.handoffs => Pause::Moving,
+                    _ if ticket.view().handoffs != view.handoffs => Pause::Moving,
                     _ => Pause::Due,
                 }
             }

@@ -22,7 +22,7 @@ pub struct FirstAttempt {
     /// A waiter of ours is subscribed to the lock: the attempt must queue for its wakes
     /// (acquire_queued.lua).
     pub subscribed: bool,
-    /// The waiter's turn comes from our own waiters (see `Ticket::turn_comes_from_others`):
+    /// The waiter's turn comes from our own waiters (see `TicketView::turn_from_others`):
     /// an attempt of its own would jump their queue.
     pub turn_from_others: bool,
 }

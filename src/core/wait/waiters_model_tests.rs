@@ -240,7 +240,7 @@ impl Model {
                 } else {
                     self.wakes.join_as(LOCKS[lock], TTL, None, owner)
                 };
-                assert!(!ticket.is_settled());
+                assert!(!ticket.view().settled);
                 self.joined.push(Joined {
                     ticket,
                     lock,
@@ -418,7 +418,7 @@ impl Model {
                     self.joined[at].settled = true;
                     let ticket = &self.joined[at].ticket;
                     assert!(has_permit(ticket), "settled, yet not told");
-                    assert!(ticket.is_settled());
+                    assert!(ticket.view().settled);
                     assert!(ticket.take_grant().is_none());
                 }
             }
@@ -492,7 +492,7 @@ impl Model {
                 present, !joined.settled,
                 "granted and settled at once, or lost"
             );
-            assert_eq!(joined.ticket.is_settled(), joined.settled);
+            assert_eq!(joined.ticket.view().settled, joined.settled);
         }
     }
 

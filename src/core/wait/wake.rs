@@ -610,7 +610,9 @@ pub enum Resume {
 pub struct TicketView {
     /// Answered by the one who handed it the lock (it left the table then).
     pub settled: bool,
-    /// Others of this connection were waiting for the lock before it.
+    /// Others of this connection were waiting for the lock before it: a newcomer that tries
+    /// at once would jump the queue (and usually lose to the waiter the release woke, at the
+    /// cost of a failed attempt).
     pub behind_others: bool,
     /// Other waiters of this connection wait for the same lock.
     pub company: bool,
@@ -619,7 +621,10 @@ pub struct TicketView {
     pub needs_preparing: bool,
     /// Hand-overs of the lock between waiters of this connection so far.
     pub handoffs: u64,
-    /// Its turn comes from the waiters of its connection (see `turn_comes_from_others`).
+    /// Its turn comes from the waiters of its connection (handed over, or woken in turn)
+    /// rather than from an attempt of its own: it queues behind them, or the lock was handed
+    /// between them since it joined (one of them holds it, and its release hands it on to
+    /// the first in line). Never for a fair lock, whose attempts keep its place in line.
     pub turn_from_others: bool,
 }
 
@@ -709,41 +714,8 @@ impl Ticket {
         })
     }
 
-    /// Whether this waiter's caller was answered by the one who handed it the lock: the
-    /// wait is over, with nothing left to do.
-    pub fn is_settled(&self) -> bool {
-        self.view().settled
-    }
-
-    /// Whether others of this connection were already waiting for the lock when this waiter
-    /// joined: a newcomer that tries at once would jump the queue (and usually lose to the
-    /// waiter the release woke, at the cost of a failed attempt).
-    pub fn is_behind_others(&self) -> bool {
-        self.view().behind_others
-    }
-
     pub fn is_subscribed(&self) -> bool {
         self.view().subscribed
-    }
-
-    /// Whether the connection still has to subscribe or queue before a wake can reach this
-    /// waiter.
-    pub fn needs_preparing(&self) -> bool {
-        self.view().needs_preparing
-    }
-
-    /// How many times the lock was handed between waiters of this connection so far.
-    pub fn handoffs(&self) -> u64 {
-        self.view().handoffs
-    }
-
-    /// Whether this waiter's turn comes from the waiters of its connection (handed over, or
-    /// woken in turn) rather than from an attempt of its own: it queues behind them, or the
-    /// lock was handed between them since it joined (one of them holds it, and its release
-    /// hands it on to the first in line). Never for a fair lock, whose attempts keep its
-    /// place in line.
-    pub fn turn_comes_from_others(&self) -> bool {
-        self.view().turn_from_others
     }
 
     /// Whether other waiters of this connection wait for the same lock.

@@ -16,8 +16,8 @@ async fn is_woken(ticket: &Ticket) -> bool {
 async fn a_turn_wakes_the_first_waiter_only() {
     let wakes = Arc::new(Wakes::default());
     let (first, second) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
-    assert!(!first.is_behind_others());
-    assert!(second.is_behind_others());
+    assert!(!first.view().behind_others);
+    assert!(second.view().behind_others);
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
     assert!(is_woken(&first).await);
     assert!(!is_woken(&second).await);
@@ -74,9 +74,9 @@ async fn a_lost_connection_forgets_subscriptions_and_queue_places_and_wakes_the_
     let waiter = wakes.join(LOCK, TTL);
     wakes.mark_subscribed(&channel(LOCK));
     wakes.mark_queued(&channel(LOCK), true);
-    assert!(waiter.is_subscribed() && !waiter.needs_preparing());
+    assert!(waiter.is_subscribed() && !waiter.view().needs_preparing);
     wakes.connection_lost();
-    assert!(!waiter.is_subscribed() && waiter.needs_preparing());
+    assert!(!waiter.is_subscribed() && waiter.view().needs_preparing);
     assert!(is_woken(&waiter).await);
 }
 
