@@ -2,12 +2,10 @@
 //! through the same store, scripts and wake-ups as over Redis.
 
 use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::ops::acquire::{Plan, Start};
 use native_redis_lock::core::ops::lock::{Attempt, Locker};
 use native_redis_lock::core::ops::store::Store;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
+use std::time::Duration;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
@@ -37,43 +35,6 @@ async fn an_attempt_wins_a_free_lock_and_finds_a_held_one_held_with_its_ttl() {
     assert!(locks.is_locked("k").await.expect("exists"));
     assert!(locks.release(&lease).await.expect("release"));
     assert!(!locks.is_locked("k").await.expect("exists"));
-}
-
-#[tokio::test]
-async fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
-    let holder = locker("engine-wake");
-    let waiter = locker("engine-wake");
-    let Attempt::Acquired(lease) = holder.attempt("w", MS(10_000)).await.expect("attempt") else {
-        panic!("a free lock was not won");
-    };
-    let cancel = CancellationToken::new();
-    let plan = Plan::Until {
-        place: waiter.place("w", MS(5000), None),
-        deadline: Instant::now() + MS(5000),
-        poll: MS(4000),
-    };
-    let waiting = {
-        let waiter = waiter.clone();
-        tokio::spawn(async move {
-            waiter
-                .pursue(plan, "w", MS(5000), &cancel, Start::Attempt)
-                .await
-        })
-    };
-    tokio::time::sleep(MS(100)).await;
-    let released = Instant::now();
-    holder.release(&lease).await.expect("release");
-    let won = waiting
-        .await
-        .expect("task")
-        .expect("wait")
-        .expect("a lease");
-    assert!(
-        released.elapsed() < MS(1000),
-        "woken after {:?}",
-        released.elapsed()
-    );
-    assert!(won.fence > lease.fence);
 }
 
 #[tokio::test]

@@ -3,10 +3,8 @@
 
 mod common;
 
-use common::RedisServer;
+use common::{calls, RedisServer};
 use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::basics::error::LockError;
-use native_redis_lock::core::ops::acquire::{Place, Plan, Start};
 use native_redis_lock::core::ops::lock::{Attempt, Locker};
 use native_redis_lock::core::ops::store::Store;
 use native_redis_lock::core::wait::wake;
@@ -83,7 +81,7 @@ async fn a_release_wakes_one_waiter_the_one_that_asked_first() {
     let second = wait_for(&waiters, "one");
     tokio::time::sleep(MS(200)).await;
     let mut monitor = server.raw();
-    let before = attempts(&mut monitor);
+    let before = calls(&mut monitor, "set");
     let released = Instant::now();
     assert!(holder.release(&lease).await.unwrap());
     let first_at = first.await.unwrap();
@@ -96,17 +94,7 @@ async fn a_release_wakes_one_waiter_the_one_that_asked_first() {
         "took {after:?}: the poll, not the releases"
     );
     // Two acquisitions and nothing else: nobody tried and failed in between.
-    assert_eq!(attempts(&mut monitor) - before, 2);
-}
-
-/// Acquire scripts run so far (each attempt is one).
-fn attempts(raw: &mut redis::Connection) -> i64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_set:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    assert_eq!(calls(&mut monitor, "set") - before, 2);
 }
 
 #[tokio::test]
@@ -145,7 +133,7 @@ async fn a_holder_that_waits_again_queues_behind_the_waiter_it_woke() {
     let other = wait_for(&locks, "turns");
     tokio::time::sleep(MS(200)).await;
     let mut monitor = server.raw();
-    let before = attempts(&mut monitor);
+    let before = calls(&mut monitor, "set");
     // Release and at once ask again, as a worker loop does: the waiter woken by the release
     // must get the lock, and the newcomer wait behind it without trying.
     assert!(locks.release(&first).await.unwrap());
@@ -163,7 +151,7 @@ async fn a_holder_that_waits_again_queues_behind_the_waiter_it_woke() {
     let other_at = other.await.unwrap();
     assert!(other_at < again_at, "the newcomer jumped the queue");
     assert_eq!(
-        attempts(&mut monitor) - before,
+        calls(&mut monitor, "set") - before,
         2,
         "a failed attempt in between"
     );
@@ -181,14 +169,14 @@ async fn a_release_wakes_one_waiter_across_processes_in_the_order_they_queued() 
         tokio::time::sleep(MS(150)).await;
     }
     let mut monitor = server.raw();
-    let before = attempts(&mut monitor);
+    let before = calls(&mut monitor, "set");
     assert!(holder.release(&lease).await.unwrap());
     let mut times = Vec::new();
     for handle in waiting {
         times.push(handle.await.unwrap());
     }
     // Each release woke exactly the next process: one successful attempt each, no losers.
-    assert_eq!(attempts(&mut monitor) - before, 3);
+    assert_eq!(calls(&mut monitor, "set") - before, 3);
     assert!(
         times.windows(2).all(|pair| pair[0] <= pair[1]),
         "not in queue order"
@@ -226,17 +214,6 @@ async fn a_wake_for_a_process_whose_waiter_gave_up_is_passed_on() {
         after < MS(1000),
         "took {after:?}: the poll, not the passed-on wake"
     );
-}
-
-/// Calls of `command` so far.
-fn calls(raw: &mut redis::Connection, command: &str) -> i64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|line| line.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Holds `key` in one process, releases it under a waiter of another, and says how long
@@ -361,156 +338,4 @@ async fn idle_subscriptions_are_dropped_past_the_limit_and_the_connection_stays_
     for lease in held {
         assert!(holder.release(&lease).await.unwrap());
     }
-}
-
-#[tokio::test]
-async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover() {
-    let server = RedisServer::start();
-    let locks = process(&server, 1);
-    let held = take(&locks, "late").await;
-    // Two waiters join in order (as waitForLock does on its JS thread, once its connection
-    // remembers the lock); the second's task runs only after the lock has moved to the first.
-    let first = locks.join("late", MS(30_000), None);
-    let second = locks.join("late", MS(30_000), None);
-    let mut monitor = server.raw();
-    let before = calls(&mut monitor, "set");
-    assert!(locks.release(&held).await.unwrap());
-    let first_lease = first.take_grant().expect("handed to the first waiter");
-    drop(first);
-    let (late, cancel) = (locks.clone(), CancellationToken::new());
-    let deadline = Instant::now() + MS(20_000);
-    let waiting = tokio::spawn(async move {
-        let plan = Plan::Until {
-            place: Place::Joined(second),
-            deadline,
-            poll: SLOW_POLL,
-        };
-        late.pursue(plan, "late", MS(30_000), &cancel, Start::Attempt)
-            .await
-    });
-    tokio::time::sleep(MS(200)).await;
-    // Only the handover's SET: first in line now, it still knows the lock is on its way.
-    assert_eq!(
-        calls(&mut monitor, "set") - before,
-        1,
-        "it tried for a held lock"
-    );
-    assert!(locks.release(&first_lease).await.unwrap());
-    let lease = tokio::time::timeout(MS(2000), waiting)
-        .await
-        .expect("handed over in time")
-        .unwrap()
-        .expect("wait")
-        .expect("won");
-    assert_eq!(calls(&mut monitor, "set") - before, 2);
-    assert!(locks.release(&lease).await.unwrap());
-}
-
-#[tokio::test]
-async fn a_release_of_ours_between_a_waiters_attempt_and_its_joining_has_it_try_again_at_once() {
-    // No RESP3, so no wake-up by message: only the count of releases can tell the waiter.
-    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
-    let locks = process(&server, 1);
-    let held = take(&locks, "between").await;
-    // Nobody of ours waits for the lock: the waiter is placed, not joined, and makes its
-    // first attempt (elsewhere, say on its JS thread); it finds the lock held.
-    let place = locks.place("between", MS(30_000), None);
-    assert!(matches!(place, Place::Later { .. }));
-    // Our release lands before the held reply is read: it finds nobody to hand over to.
-    assert!(locks.release(&held).await.unwrap());
-    let plan = Plan::Until {
-        place,
-        deadline: Instant::now() + MS(20_000),
-        poll: SLOW_POLL,
-    };
-    let started = Instant::now();
-    let start = Start::Held {
-        holder_ttl: Some(MS(30_000)),
-    };
-    let cancel = CancellationToken::new();
-    let lease = locks
-        .pursue(plan, "between", MS(30_000), &cancel, start)
-        .await
-        .expect("wait")
-        .expect("won");
-    let took = started.elapsed();
-    assert!(took < MS(1000), "took {took:?}: its poll, not the release");
-    assert!(locks.release(&lease).await.unwrap());
-}
-
-#[tokio::test]
-async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_answers() {
-    let server = RedisServer::start();
-    let locks = process(&server, 1);
-    let key = "given-up";
-    let plan = Plan::Until {
-        place: Place::Joined(locks.join(key, MS(30_000), None)),
-        deadline: Instant::now() + MS(20_000),
-        poll: SLOW_POLL,
-    };
-    // The server holds every command back a while: the attempt is in flight when the caller
-    // gives up, and wins after.
-    let mut admin = server.raw();
-    let _: () = redis::cmd("CLIENT")
-        .arg("PAUSE")
-        .arg(300)
-        .query(&mut admin)
-        .unwrap();
-    let cancel = CancellationToken::new();
-    let waiting = {
-        let (locks, cancel) = (locks.clone(), cancel.clone());
-        tokio::spawn(async move {
-            locks
-                .pursue(plan, key, MS(30_000), &cancel, Start::Attempt)
-                .await
-        })
-    };
-    tokio::time::sleep(MS(100)).await;
-    cancel.cancel();
-    let ended = waiting.await.unwrap();
-    assert!(matches!(ended, Err(LockError::Aborted)), "{ended:?}");
-    // Freed before the answer; not handed to the waiter that was giving up.
-    let held: i64 = redis::cmd("EXISTS")
-        .arg(format!("lock:{key}"))
-        .query(&mut admin)
-        .unwrap();
-    assert_eq!(held, 0, "the lock outlived the answer");
-}
-
-#[tokio::test]
-async fn an_acquire_that_retries_learns_of_a_release_of_ours_that_landed_before_it_joined() {
-    // No RESP3: only the count of releases can tell it before its retry is due.
-    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
-    let locks = process(&server, 1);
-    let held = take(&locks, "retried").await;
-    // Read before its first attempt, which finds the lock held; our release lands first.
-    let mark = locks.mark("retried");
-    assert!(locks.release(&held).await.unwrap());
-    let plan = Plan::Retries {
-        retries: 3,
-        delay: SLOW_POLL,
-        caller: None,
-        mark: Some(mark),
-    };
-    let started = Instant::now();
-    let start = Start::Held {
-        holder_ttl: Some(MS(30_000)),
-    };
-    let lease = locks
-        .pursue(
-            plan,
-            "retried",
-            MS(30_000),
-            &CancellationToken::new(),
-            start,
-        )
-        .await
-        .expect("acquire")
-        .expect("won");
-    let took = started.elapsed();
-    assert!(
-        took < MS(1000),
-        "took {took:?}: its backoff, not the release"
-    );
-    assert!(locks.release(&lease).await.unwrap());
 }

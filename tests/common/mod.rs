@@ -125,6 +125,20 @@ impl RedisServer {
     }
 }
 
+/// Calls of `command` that `raw`'s server has run so far.
+pub fn calls(raw: &mut redis::Connection, command: &str) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(raw)
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

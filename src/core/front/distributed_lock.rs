@@ -255,20 +255,20 @@ impl Acquisition<'_> {
         // there); others may be answered by a release on the caller's thread.
         let caller = auto.is_none().then(|| reply.caller(lock.lend_on_handover));
         let plan = match kind {
-            Kind::Once => Plan::Once,
-            Kind::Retries => Plan::Retries {
-                retries: lock.max_retries,
-                delay: lock.retry_delay,
+            Kind::Once => Plan::once(),
+            Kind::Retries => Plan::retries(
+                lock.max_retries,
+                lock.retry_delay,
                 caller,
-                mark: (lock.max_retries > 0).then(|| locker.mark(&key)),
-            },
-            Kind::Wait(timeout) => Plan::Until {
-                // Placed now, on the caller's thread, behind any waiter of ours already
-                // there; it joins there too should its first attempt find the lock held.
-                place: locker.place(&key, ttl, caller),
-                deadline: Instant::now() + timeout,
-                poll: lock.retry_delay,
-            },
+                (lock.max_retries > 0).then(|| locker.mark(&key)),
+            ),
+            // Placed now, on the caller's thread, behind any waiter of ours already there;
+            // it joins there too should its first attempt find the lock held.
+            Kind::Wait(timeout) => Plan::until(
+                locker.place(&key, ttl, caller),
+                Instant::now() + timeout,
+                lock.retry_delay,
+            ),
         };
         let mode = Mode { plan, cancel };
         let win = HandleWin(auto);

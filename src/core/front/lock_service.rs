@@ -206,12 +206,12 @@ impl Acquire<'_> {
             listener,
         };
         // Placed before the first attempt, as every waiter (see `Locker::place`).
-        let plan = Plan::Backoff {
-            place: locker.place(&key, lock_ttl, None),
-            deadline: Instant::now() + max_wait,
-            base: service.retry_delay,
-            cap: service.max_backoff,
-        };
+        let plan = Plan::backoff(
+            locker.place(&key, lock_ttl, None),
+            Instant::now() + max_wait,
+            service.retry_delay,
+            service.max_backoff,
+        );
         let mode = Mode { plan, cancel };
         if FirstAttempt::of(&locker)
             .watched(true)

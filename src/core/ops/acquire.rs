@@ -12,50 +12,32 @@ use crate::core::basics::backoff;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::wait::releases::Mark;
-use crate::core::wait::wake::{self, Caller, Ticket};
+use crate::core::wait::wake::{self, Caller, Resume, Ticket};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// What an acquisition does once an attempt found the lock held.
-pub enum Plan {
+/// What an acquisition does once an attempt found the lock held: when its next attempts
+/// are due, and where its waiter stands in its connection's wake table meanwhile.
+pub struct Plan {
+    pub attempts: Attempts,
+    pub place: Place,
+}
+
+/// When an acquisition's attempts are due, and how it ends when they run out.
+pub enum Attempts {
     /// That was the one attempt (`tryAcquire`, ExclusiveLock).
     Once,
-    /// Up to `retries` more after `delay`, doubling (`acquire`). A release on `caller`'s
-    /// thread may answer it directly, when its first attempt was made there. It joins the
-    /// wake table once its first attempt failed; `mark`, read before that attempt when there
-    /// are retries, is what `Place::Later` has.
-    Retries {
-        retries: u32,
-        delay: Duration,
-        caller: Option<Caller>,
-        mark: Option<Mark>,
-    },
+    /// Up to `max` more after `base`, doubling (`acquire`).
+    Retries { max: u32, base: Duration },
     /// Until `deadline`, polling every `poll` (`waitForLock`).
-    Until {
-        place: Place,
-        deadline: Instant,
-        poll: Duration,
-    },
+    Until { deadline: Instant, poll: Duration },
     /// Until `deadline` with maestro's capped backoff; not won by then is no error
     /// (DistributedLockService).
     Backoff {
-        place: Place,
         deadline: Instant,
         base: Duration,
         cap: Duration,
     },
-}
-
-impl Plan {
-    /// The bound of an attempt made for this plan: `waitForLock`'s never outlives its wait by
-    /// more than a little grace; the others get the command timeout (maestro's
-    /// `acquire(ttl, 0)` still makes its one attempt in full).
-    pub fn attempt_bound(&self, command_timeout: Duration) -> Duration {
-        match self {
-            Plan::Until { deadline, .. } => within(*deadline, command_timeout),
-            Plan::Once | Plan::Retries { .. } | Plan::Backoff { .. } => command_timeout,
-        }
-    }
 }
 
 /// Where a waiter stands in its connection's wake table before its first attempt.
@@ -64,61 +46,74 @@ pub enum Place {
     Joined(Ticket),
     /// Joins once an attempt finds the lock held, which on a free lock never happens; a
     /// release of ours that looked for waiters before it joined is caught by `mark` (see
-    /// wait/releases.rs).
-    Later { caller: Option<Caller>, mark: Mark },
+    /// wait/releases.rs), when one was read. A release on `caller`'s thread may answer it
+    /// directly.
+    Later {
+        caller: Option<Caller>,
+        mark: Option<Mark>,
+    },
 }
 
 impl Plan {
+    /// `tryAcquire`: one attempt, never a waiter.
+    pub fn once() -> Plan {
+        Plan {
+            attempts: Attempts::Once,
+            place: Place::Later {
+                caller: None,
+                mark: None,
+            },
+        }
+    }
+
+    /// `acquire`: up to `max` retries after `base`, doubling. It joins the wake table once
+    /// its first attempt failed; `mark`, read before that attempt when there are retries,
+    /// catches a release that missed it. Only a first attempt made on `caller`'s thread
+    /// leaves a caller to answer there.
+    pub fn retries(max: u32, base: Duration, caller: Option<Caller>, mark: Option<Mark>) -> Plan {
+        Plan {
+            attempts: Attempts::Retries { max, base },
+            place: Place::Later { caller, mark },
+        }
+    }
+
+    /// `waitForLock`: until `deadline`, polling every `poll`, from `place`.
+    pub fn until(place: Place, deadline: Instant, poll: Duration) -> Plan {
+        let attempts = Attempts::Until { deadline, poll };
+        Plan { attempts, place }
+    }
+
+    /// maestro: until `deadline` with a backoff from `base` capped at `cap`, from `place`.
+    pub fn backoff(place: Place, deadline: Instant, base: Duration, cap: Duration) -> Plan {
+        let attempts = Attempts::Backoff {
+            deadline,
+            base,
+            cap,
+        };
+        Plan { attempts, place }
+    }
+
     /// The ticket of a waiter that joined before its first attempt.
     pub fn ticket(&self) -> Option<&Ticket> {
-        match self {
-            Plan::Until {
-                place: Place::Joined(ticket),
-                ..
-            }
-            | Plan::Backoff {
-                place: Place::Joined(ticket),
-                ..
-            } => Some(ticket),
-            _ => None,
+        match &self.place {
+            Place::Joined(ticket) => Some(ticket),
+            Place::Later { .. } => None,
         }
     }
 
     /// The plan of a waiter whose first attempt found the lock held, joined now if it had
-    /// not: a release of its thread made from here on can hand it the lock. `true` beside
-    /// it when a release of ours may have missed it before it joined: that attempt is
-    /// stale, and the next one is due at once.
+    /// not and it waits (`acquire`'s retries join as they pause): a release of its thread
+    /// made from here on can hand it the lock. `true` beside it when a release of ours may
+    /// have missed it before it joined: that attempt is stale, and the next one is due at
+    /// once.
     pub fn joined(self, locker: &Locker, key: &str, ttl: Duration) -> (Plan, bool) {
-        let mut missed = false;
-        let mut join = |place| {
-            let (ticket, late) = locker.ticket(place, key, ttl);
-            missed = late;
-            Place::Joined(ticket)
-        };
-        let plan = match self {
-            Plan::Until {
-                place,
-                deadline,
-                poll,
-            } => Plan::Until {
-                place: join(place),
-                deadline,
-                poll,
-            },
-            Plan::Backoff {
-                place,
-                deadline,
-                base,
-                cap,
-            } => Plan::Backoff {
-                place: join(place),
-                deadline,
-                base,
-                cap,
-            },
-            plan @ (Plan::Once | Plan::Retries { .. }) => plan,
-        };
-        (plan, missed)
+        let Plan { attempts, place } = self;
+        if !matches!(attempts, Attempts::Until { .. } | Attempts::Backoff { .. }) {
+            return (Plan { attempts, place }, false);
+        }
+        let (ticket, missed) = locker.ticket(place, key, ttl);
+        let place = Place::Joined(ticket);
+        (Plan { attempts, place }, missed)
     }
 }
 
@@ -142,40 +137,22 @@ pub enum Start {
     },
 }
 
-/// When a plan's attempts are due, and how it ends when they run out.
-enum Schedule {
-    Once,
-    Retries {
-        max: u32,
-        base: Duration,
-    },
-    Until {
-        deadline: Instant,
-        poll: Duration,
-    },
-    Backoff {
-        deadline: Instant,
-        base: Duration,
-        cap: Duration,
-    },
-}
-
-impl Schedule {
+impl Attempts {
     /// When the next attempt is due after `failed` attempts found the lock held (`holder_ttl`
     /// left, when known); `None` when the plan has run out.
     fn next(&self, failed: u32, holder_ttl: Option<Duration>) -> Option<Instant> {
         let now = Instant::now();
         match *self {
-            Schedule::Once => None,
-            Schedule::Retries { max, base } => {
+            Attempts::Once => None,
+            Attempts::Retries { max, base } => {
                 let retried = failed.saturating_sub(1);
                 (retried < max).then(|| now + backoff::retry_delay(base, retried))
             }
-            Schedule::Until { deadline, poll } => {
+            Attempts::Until { deadline, poll } => {
                 let left = deadline.saturating_duration_since(now);
                 (!left.is_zero()).then(|| now + backoff::poll_delay(poll, holder_ttl, left))
             }
-            Schedule::Backoff {
+            Attempts::Backoff {
                 deadline,
                 base,
                 cap,
@@ -190,18 +167,21 @@ impl Schedule {
     /// How an acquisition that ran out without the lock ends.
     fn run_out(&self, key: &str, failed: u32) -> Result<Option<Lease>, LockError> {
         match self {
-            Schedule::Once | Schedule::Backoff { .. } => Ok(None),
+            Attempts::Once | Attempts::Backoff { .. } => Ok(None),
             // The first attempt is not a retry.
-            Schedule::Retries { .. } | Schedule::Until { .. } => Err(LockError::Locked {
+            Attempts::Retries { .. } | Attempts::Until { .. } => Err(LockError::Locked {
                 key: key.to_owned(),
                 retries: failed.saturating_sub(1),
             }),
         }
     }
 
-    fn bound(&self, command_timeout: Duration) -> Duration {
+    /// The bound of an attempt made for these attempts: `waitForLock`'s never outlives its
+    /// wait by more than a little grace; the others get the command timeout (maestro's
+    /// `acquire(ttl, 0)` still makes its one attempt in full).
+    pub fn bound(&self, command_timeout: Duration) -> Duration {
         match *self {
-            Schedule::Until { deadline, .. } => within(deadline, command_timeout),
+            Attempts::Until { deadline, .. } => within(deadline, command_timeout),
             _ => command_timeout,
         }
     }
@@ -210,7 +190,7 @@ impl Schedule {
     /// it (`waitForLock`'s polls). Otherwise it is extra: a failed one leaves the count and
     /// the schedule as they were, so the caller's backoff stays the original package's.
     fn woken_attempt_counts(&self) -> bool {
-        matches!(self, Schedule::Until { .. })
+        matches!(self, Attempts::Until { .. })
     }
 }
 
@@ -244,46 +224,18 @@ impl Locker {
         cancel: &CancellationToken,
         start: Start,
     ) -> Result<Option<Lease>, LockError> {
-        let (schedule, place, caller) = match plan {
-            Plan::Once => (Schedule::Once, None, None),
-            Plan::Retries {
-                retries,
-                delay,
-                caller,
-                mark,
-            } => {
-                // Only a first attempt made on the caller's thread leaves a caller to answer.
-                let caller = caller.filter(|_| !matches!(start, Start::Attempt));
-                let max = retries;
-                let place = mark.map(|mark| Place::Later { caller, mark });
-                (Schedule::Retries { max, base: delay }, place, caller)
-            }
-            Plan::Until {
-                place,
-                deadline,
-                poll,
-            } => (Schedule::Until { deadline, poll }, Some(place), None),
-            Plan::Backoff {
-                place,
-                deadline,
-                base,
-                cap,
-            } => {
-                let schedule = Schedule::Backoff {
-                    deadline,
-                    base,
-                    cap,
-                };
-                (schedule, Some(place), None)
-            }
-        };
+        let Plan { attempts, place } = plan;
         let (mut ticket, mark, caller) = match place {
-            Some(Place::Joined(ticket)) => (Some(ticket), None, caller),
-            Some(Place::Later { caller, mark }) => (None, Some(mark), caller),
-            None => (None, None, caller),
+            Place::Joined(ticket) => (Some(ticket), None, None),
+            // Only a first attempt made on the caller's thread leaves a caller to answer.
+            Place::Later { caller, mark } if matches!(attempts, Attempts::Retries { .. }) => {
+                let caller = caller.filter(|_| !matches!(start, Start::Attempt));
+                (None, mark, caller)
+            }
+            Place::Later { caller, mark } => (None, mark, caller),
         };
         // Answered by a release that handed it the lock before this ran.
-        if ticket.as_ref().is_some_and(Ticket::is_settled) {
+        if ticket.as_ref().is_some_and(|ticket| ticket.view().settled) {
             return Err(LockError::Aborted);
         }
         let mut failed = 0;
@@ -293,10 +245,10 @@ impl Locker {
             Start::Attempt => {
                 self.check(cancel)?;
                 // A fair lock's first attempt of a retrying acquisition takes its place in line.
-                if self.is_fair() && matches!(schedule, Schedule::Retries { max: 1.., .. }) {
+                if self.is_fair() && matches!(attempts, Attempts::Retries { max: 1.., .. }) {
                     ticket = Some(self.join(key, ttl, caller));
                 }
-                if let Some(pause) = self.first_pause(&schedule, ticket.as_ref(), cancel).await? {
+                if let Some(pause) = self.first_pause(&attempts, ticket.as_ref(), cancel).await? {
                     next = pause;
                 }
                 None
@@ -314,10 +266,10 @@ impl Locker {
         if let Some(told) = held_before {
             failed = 1;
             next = Next::Pause;
-            holder_ttl = match (told, &schedule) {
+            holder_ttl = match (told, &attempts) {
                 // A transaction does not tell the TTL (asking would cost every attempt on a
                 // free key a command): a wait whose first pause ends with it asks now.
-                (None, Schedule::Until { deadline, .. }) => self.holder_ttl(key, *deadline).await,
+                (None, Attempts::Until { deadline, .. }) => self.holder_ttl(key, *deadline).await,
                 (told, _) => told,
             };
         }
@@ -329,7 +281,7 @@ impl Locker {
             match next {
                 Next::Won(_) | Next::Pause => {}
                 Next::Attempt => {
-                    let bound = schedule.bound(self.command_timeout());
+                    let bound = attempts.bound(self.command_timeout());
                     match self
                         .attempt_bounded(key, ttl, bound, ticket.as_ref())
                         .await?
@@ -340,18 +292,18 @@ impl Locker {
                     failed += 1;
                 }
             }
-            let Some(due) = schedule.next(failed, holder_ttl.take()) else {
+            let Some(due) = attempts.next(failed, holder_ttl.take()) else {
                 // A lock handed over in the last instant is still ours to take.
                 if let Some(lease) = ticket.as_ref().and_then(Ticket::take_grant) {
                     return self.won(lease, cancel, ticket).await;
                 }
-                return schedule.run_out(key, failed);
+                return attempts.run_out(key, failed);
             };
             let ticket = ticket.get_or_insert_with(|| self.join_after(mark, key, ttl, caller));
-            next = if schedule.woken_attempt_counts() {
+            next = if attempts.woken_attempt_counts() {
                 // A release cuts the poll short; the next attempt is the loop's own.
                 let pause = self.pause_until(ticket, due, cancel).await?;
-                self.after_pause(&schedule, ticket, pause)
+                self.after_pause(&attempts, ticket, pause)
             } else {
                 match self
                     .attempts_on_release(key, ttl, ticket, due, cancel)
@@ -369,13 +321,13 @@ impl Locker {
     /// lock, or woken in turn, or for its first poll, before its first attempt.
     async fn first_pause(
         &self,
-        schedule: &Schedule,
+        attempts: &Attempts,
         ticket: Option<&Ticket>,
         cancel: &CancellationToken,
     ) -> Result<Option<Next>, LockError> {
-        let (deadline, first) = match *schedule {
-            Schedule::Until { deadline, poll } => (deadline, poll),
-            Schedule::Backoff {
+        let (deadline, first) = match *attempts {
+            Attempts::Until { deadline, poll } => (deadline, poll),
+            Attempts::Backoff {
                 deadline,
                 base,
                 cap,
@@ -383,26 +335,26 @@ impl Locker {
                 deadline,
                 backoff::maestro_delay(base, cap, 0, backoff::unit_random()),
             ),
-            Schedule::Once | Schedule::Retries { .. } => return Ok(None),
+            Attempts::Once | Attempts::Retries { .. } => return Ok(None),
         };
-        let Some(ticket) = ticket.filter(|ticket| ticket.turn_comes_from_others()) else {
+        let Some(ticket) = ticket.filter(|ticket| ticket.view().turn_from_others) else {
             return Ok(None);
         };
         let due = deadline.min(Instant::now() + first);
         let pause = self.pause_until(ticket, due, cancel).await?;
-        Ok(Some(self.after_pause(schedule, ticket, pause)))
+        Ok(Some(self.after_pause(attempts, ticket, pause)))
     }
 
     /// Whether a pause leads to an attempt. Not when only the poll timer ended the pause of
     /// a waiter behind others of this process (their turns come first, handed over or
     /// woken, and the attempt would find the lock held: only the first in line polls), nor
     /// while the lock moves between them.
-    fn after_pause(&self, schedule: &Schedule, ticket: &Ticket, pause: Pause) -> Next {
+    fn after_pause(&self, attempts: &Attempts, ticket: &Ticket, pause: Pause) -> Next {
         match pause {
             Pause::Granted(lease) => Next::Won(lease),
-            _ if !schedule.woken_attempt_counts() => Next::Attempt,
+            _ if !attempts.woken_attempt_counts() => Next::Attempt,
             Pause::Woken => Next::Attempt,
-            Pause::Due if ticket.is_fair() || !ticket.is_behind_others() => Next::Attempt,
+            Pause::Due if ticket.is_fair() || !ticket.view().behind_others => Next::Attempt,
             Pause::Due | Pause::Moving => Next::Pause,
         }
     }
@@ -435,12 +387,8 @@ impl Locker {
         base_delay: Duration,
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
-        let plan = Plan::Retries {
-            retries: max_retries,
-            delay: base_delay,
-            caller: None,
-            mark: (max_retries > 0).then(|| self.mark(key)),
-        };
+        let mark = (max_retries > 0).then(|| self.mark(key));
+        let plan = Plan::retries(max_retries, base_delay, None, mark);
         let won = self.pursue(plan, key, ttl, cancel, Start::Attempt).await?;
         won.ok_or_else(|| LockError::Locked {
             key: key.to_owned(),
@@ -458,11 +406,8 @@ impl Locker {
         poll: Duration,
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
-        let plan = Plan::Until {
-            place: self.place(key, ttl, None),
-            deadline: Instant::now() + timeout,
-            poll,
-        };
+        let deadline = Instant::now() + timeout;
+        let plan = Plan::until(self.place(key, ttl, None), deadline, poll);
         let won = self.pursue(plan, key, ttl, cancel, Start::Attempt).await?;
         won.ok_or_else(|| LockError::Locked {
             key: key.to_owned(),
@@ -479,7 +424,7 @@ impl Locker {
         if self.is_fair() || wakes.remembers(|| self.redis_key(key)) {
             return Place::Joined(self.join(key, ttl, caller));
         }
-        let mark = self.mark(key);
+        let mark = Some(self.mark(key));
         Place::Later { caller, mark }
     }
 
@@ -498,9 +443,6 @@ impl Locker {
         ttl: Duration,
         caller: Option<Caller>,
     ) -> Ticket {
-        let Some(mark) = mark else {
-            return self.join(key, ttl, caller);
-        };
         let (ticket, missed) = self.ticket(Place::Later { caller, mark }, key, ttl);
         if missed {
             ticket.nudge();
@@ -514,8 +456,12 @@ impl Locker {
         match place {
             Place::Joined(ticket) => (ticket, false),
             // A fair lock's waiter keeps its place in the line, not here: never late.
+            Place::Later { caller, mark: None } => (self.join(key, ttl, caller), false),
             Place::Later { caller, .. } if self.is_fair() => (self.join(key, ttl, caller), false),
-            Place::Later { caller, mark } => {
+            Place::Later {
+                caller,
+                mark: Some(mark),
+            } => {
                 let owner = Some(self.owner().clone());
                 let lock_key = self.redis_key(key);
                 (self.store().wakes()).join_late(&lock_key, ttl, caller, owner, mark)
@@ -534,18 +480,17 @@ impl Locker {
         due: Instant,
         cancel: &CancellationToken,
     ) -> Result<Pause, LockError> {
-        if let Some(lease) = ticket.take_grant() {
-            return Ok(Pause::Granted(lease));
+        match ticket.look() {
+            Resume::Granted(lease) => return Ok(Pause::Granted(lease)),
+            Resume::Settled => return Err(LockError::Aborted),
+            Resume::Waiting => {}
         }
-        if ticket.is_settled() {
-            return Err(LockError::Aborted);
-        }
-        if ticket.needs_preparing() {
+        let view = ticket.view();
+        if view.needs_preparing {
             let fair = ticket.is_fair();
             self.store()
                 .prepare_wake(ticket.lock_key(), self.command_timeout(), fair);
         }
-        let handoffs = ticket.handoffs();
         let mut left = due.saturating_duration_since(Instant::now());
         // A fair waiter's place in line lives only as long as it keeps trying.
         let beat = ticket.is_fair() && left > wake::FAIR_HEARTBEAT;
@@ -558,21 +503,18 @@ impl Locker {
                 result?;
                 match () {
                     _ if beat => Pause::Woken,
-                    _ if ticket.handoffs() != handoffs => Pause::Moving,
+                    _ if ticket.view().handoffs != view.handoffs => Pause::Moving,
                     _ => Pause::Due,
                 }
             }
         };
-        if let Some(lease) = ticket.take_grant() {
-            return Ok(Pause::Granted(lease));
+        // From here on, a release announced is news for this waiter again; a lock handed
+        // over meanwhile is taken, and a caller answered by its releaser is done.
+        match ticket.rearm() {
+            Resume::Granted(lease) => Ok(Pause::Granted(lease)),
+            Resume::Settled => Err(LockError::Aborted),
+            Resume::Waiting => Ok(pause),
         }
-        // Its caller was answered by the release that handed it the lock.
-        if ticket.is_settled() {
-            return Err(LockError::Aborted);
-        }
-        // From here on, a release announced is news for this waiter again.
-        ticket.rearm();
-        Ok(pause)
     }
 
     /// Until `due` (the next scheduled attempt), tries again whenever a release is
@@ -602,3 +544,7 @@ impl Locker {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "acquire_tests.rs"]
+mod tests;

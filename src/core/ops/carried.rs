@@ -9,7 +9,7 @@
 //! may run twice: an attempt's script recognises its token, a release only deletes a lock
 //! still ours, and a handover names the waiter's token.
 
-use super::acquire::{Plan, Start};
+use super::acquire::{Attempts, Plan, Start};
 use super::attempt_request::AttemptRequest;
 use super::lock::{self, AttemptForm, Locker};
 use super::won::Unclaimed;
@@ -119,7 +119,7 @@ pub struct Attempt {
 impl Attempt {
     /// `locker`'s first attempt at `key`; `sent` counts from now.
     pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
-        let bound = mode.plan.attempt_bound(locker.command_timeout());
+        let bound = mode.plan.attempts.bound(locker.command_timeout());
         Attempt {
             request: locker.attempt_request(key, ttl),
             locker: locker.clone(),
@@ -138,12 +138,12 @@ impl Attempt {
             ..
         } = self;
         let (key, ttl) = (request.key, request.ttl);
-        match plan {
-            Plan::Once => Step::Now(Ok(None)),
-            Plan::Retries { retries: 0, .. } => {
+        match plan.attempts {
+            Attempts::Once => Step::Now(Ok(None)),
+            Attempts::Retries { max: 0, .. } => {
                 Step::Now(Err(LockError::Locked { key, retries: 0 }))
             }
-            plan => {
+            _ => {
                 // Joined here, on the carrier's thread, as soon as the reply is read: a
                 // release made there from now on can hand the lock to it at once.
                 let (plan, missed) = plan.joined(&locker, &key, ttl);

@@ -8,7 +8,6 @@ pub mod carried_exclusive;
 pub mod carried_extend;
 pub mod carried_handoff;
 pub mod direct;
-pub mod errands;
 pub mod exclusive;
 pub mod forsaken;
 pub mod held;
@@ -20,6 +19,7 @@ pub mod schedule;
 pub mod scripts;
 pub mod signals;
 pub mod store;
+pub mod store_cleanup;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod watchdog;

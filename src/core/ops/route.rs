@@ -22,7 +22,7 @@ pub struct FirstAttempt {
     /// A waiter of ours is subscribed to the lock: the attempt must queue for its wakes
     /// (acquire_queued.lua).
     pub subscribed: bool,
-    /// The waiter's turn comes from our own waiters (see `Ticket::turn_comes_from_others`):
+    /// The waiter's turn comes from our own waiters (see `TicketView::turn_from_others`):
     /// an attempt of its own would jump their queue.
     pub turn_from_others: bool,
 }
@@ -55,10 +55,10 @@ impl FirstAttempt {
 
     /// Made for the waiter of `ticket`.
     pub fn waiting_as(self, ticket: &Ticket) -> Self {
-        let (subscribed, turn_from_others) = ticket.route_view();
+        let view = ticket.view();
         FirstAttempt {
-            subscribed,
-            turn_from_others,
+            subscribed: view.subscribed,
+            turn_from_others: view.turn_from_others,
             ..self
         }
     }

@@ -73,23 +73,18 @@ fn the_mode_tells_cancellation_and_a_waiter_behind_ours() {
     let locker = locker(41103, false);
     let cancel = CancellationToken::new();
     let retries = |cancel: &CancellationToken| Mode {
-        plan: Plan::Retries {
-            retries: 1,
-            delay: Duration::from_millis(1),
-            caller: None,
-            mark: None,
-        },
+        plan: Plan::retries(1, Duration::from_millis(1), None, None),
         cancel: cancel.clone(),
     };
     assert!(FirstAttempt::of(&locker)
         .in_mode(&retries(&cancel))
         .carried());
     let until = |place| Mode {
-        plan: Plan::Until {
+        plan: Plan::until(
             place,
-            deadline: Instant::now() + Duration::from_secs(1),
-            poll: Duration::from_millis(10),
-        },
+            Instant::now() + Duration::from_secs(1),
+            Duration::from_millis(10),
+        ),
         cancel: CancellationToken::new(),
     };
     let ttl = Duration::from_secs(1);

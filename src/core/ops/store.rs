@@ -11,7 +11,7 @@ use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
-use crate::core::wait::chores::{Chore, Chores};
+use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake::{self, Turn, Wakes};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation};
 use std::collections::HashMap;
@@ -93,8 +93,8 @@ impl Store {
                 me: me.clone(),
             }
         });
-        let chores: Weak<dyn Chores> = store.me.clone();
-        wakes.hire(chores);
+        let cleaner: Weak<dyn Cleaner> = store.me.clone();
+        wakes.set_cleaner(cleaner);
         registry.insert(endpoint, Arc::downgrade(&store));
         store
     }
@@ -154,7 +154,7 @@ impl Store {
     /// Frees, in the background, a lock handed to a waiter that left before taking it, as
     /// a release would (to the next waiter of ours, or waking the next connection).
     pub(crate) fn release_orphan(&self, lease: Lease) {
-        self.carry_out(Chore::ReleaseOrphan(lease));
+        self.clean_up(Cleanup::FreeGranted(lease));
     }
 
     /// Hands a wake nobody here will use to the next connection in the lock's queue.

@@ -1,5 +1,6 @@
 //! What the core's unit tests build a `Locker` from: one on a TCP endpoint that is never
-//! dialled (the tests hand replies to the decisions themselves), so none needs a server.
+//! dialled (the tests hand replies to the decisions themselves), or one on a server a test
+//! started.
 
 use super::lock::Locker;
 use super::store::Store;
@@ -9,14 +10,24 @@ use std::time::Duration;
 
 /// A locker for 127.0.0.1:`port` with keys under `prefix` and a 500 ms command timeout.
 pub fn locker(port: u16, prefix: &str) -> Arc<Locker> {
-    let endpoint = Endpoint::from_spec(EndpointSpec {
+    let spec = EndpointSpec {
         port: Some(port),
         ..Default::default()
-    })
-    .unwrap();
-    Arc::new(Locker::new(
-        Store::shared(endpoint),
-        prefix,
-        Duration::from_millis(500),
-    ))
+    };
+    locker_of(spec, prefix, Duration::from_millis(500))
+}
+
+/// A locker that does dial: for `url` (a server the test started, or memory://), with keys
+/// under `lock:` and a 2 s command timeout.
+pub fn locker_at(url: String) -> Arc<Locker> {
+    let spec = EndpointSpec {
+        url: Some(url),
+        ..Default::default()
+    };
+    locker_of(spec, "lock:", Duration::from_secs(2))
+}
+
+fn locker_of(spec: EndpointSpec, prefix: &str, timeout: Duration) -> Arc<Locker> {
+    let endpoint = Endpoint::from_spec(spec).unwrap();
+    Arc::new(Locker::new(Store::shared(endpoint), prefix, timeout))
 }

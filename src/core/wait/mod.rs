@@ -1,9 +1,10 @@
 //! Who waits for which lock, on whose behalf: waiters, tickets and wake tables, lent leases,
 //! owners. Plain state and no I/O: what a departing waiter leaves to do (free a lock handed to
-//! it, pass a wake on) is queued as a chore for the operations layer to carry out.
+//! it, pass a wake on) is queued as a `Cleanup` for the operations layer to carry out.
 
-pub mod chores;
+pub mod cleanup;
 pub mod lent;
 pub mod owner;
 pub mod releases;
+pub mod waiter;
 pub mod wake;

@@ -6,17 +6,19 @@
 //! on, so a release never sets off a herd. Polling stays as the safety net for what sends no
 //! message: a lock that expires, or a message lost with a connection.
 
-use super::chores::{Chore, Chores};
+use super::cleanup::{Cleaner, Cleanup};
 use super::lent::Lends;
 use super::owner::Owner;
 use super::releases::{Mark, Releases};
+pub use super::waiter::Caller;
+use super::waiter::{Effect, Event, Leaving, Waiter};
 use crate::core::backend::link::IDLE_SUBSCRIPTIONS;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -66,94 +68,43 @@ pub fn queue_score() -> u64 {
 pub fn queue_key(lock_key: &[u8]) -> Vec<u8> {
     keys::sibling_key(lock_key, "waiting")
 }
-
-struct Waiter {
-    notify: Notify,
-    /// Told of a release it has not acted on yet; the next wake goes to the next waiter.
-    woken: AtomicBool,
-    /// The TTL it asks for: what a handoff grants it.
-    ttl: Duration,
-    /// A release of this process is handing the lock to it right now.
-    reserved: AtomicBool,
-    /// The lock handed to it, until it takes it.
-    grant: Mutex<Option<Lease>>,
-    /// Who waits, when the releaser may answer them itself (see `Caller`).
-    caller: Option<Caller>,
-    /// The caller was answered by whoever handed it the lock: the wait is over.
-    settled: AtomicBool,
-    /// Its number on this connection: a fair lock's release names the waiter it wakes.
-    seq: u64,
-    /// It waits for a fair lock: woken by name, in the line's order, never handed a lock.
-    fair: bool,
-    /// It has a place in the fair lock's line, to give up when it stops waiting.
-    in_line: AtomicBool,
-    /// On whose behalf it waits: once that owner is gone, nobody is handed the lock through
-    /// it, and its wait ends (see owner.rs).
-    owner: Option<Owner>,
-}
-
-/// The caller of a wait, as the binding knows it: a call (`id`) of one JS thread
-/// (`thread`). A release made on that same thread may hand the lock over and answer the
-/// caller itself, with no trip through the runtime (see binding/js/socket).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Caller {
-    pub thread: usize,
-    pub id: u32,
-    /// It opted in to starting on its releaser's lease, before Redis confirms the handover
-    /// (`lendOnHandover`).
-    pub lent_start: bool,
-}
-
-impl Waiter {
-    fn new(
-        ttl: Duration,
-        caller: Option<Caller>,
-        seq: u64,
-        fair: bool,
-        owner: Option<Owner>,
-    ) -> Self {
-        Waiter {
-            notify: Notify::new(),
-            woken: AtomicBool::new(false),
-            ttl,
-            reserved: AtomicBool::new(false),
-            grant: Mutex::new(None),
-            caller,
-            settled: AtomicBool::new(false),
-            seq,
-            fair,
-            in_line: AtomicBool::new(false),
-            owner,
-        }
-    }
-
-    /// Its owner ended: whatever its wait would win goes to the next in line.
-    fn is_orphaned(&self) -> bool {
-        self.owner.as_ref().is_some_and(Owner::is_gone)
-    }
-}
-
 /// The waiter a release of this process hands the lock to (see release.rs). Dropped
 /// unused, it lets the waiter be picked again.
 pub struct Reservation {
-    waiter: Arc<Waiter>,
+    wakes: Arc<Wakes>,
+    channel: Vec<u8>,
+    seq: u64,
+    ttl: Duration,
+    caller: Option<Caller>,
+    /// Not yet used by `grant`, `settle` or `unreserve`: dropping it gives the waiter back.
+    armed: bool,
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.waiter.reserved.store(false, Ordering::Release);
+        if self.armed {
+            let (seq, channel) = (self.seq, &self.channel);
+            self.wakes
+                .with(channel, |entry| entry.apply(seq, Event::DropReservation));
+        }
     }
 }
 
 impl Reservation {
     /// The TTL the waiter asked for.
     pub fn ttl(&self) -> Duration {
-        self.waiter.ttl
+        self.ttl
     }
 
     /// Who waits, when its caller may be answered directly.
     pub fn caller(&self) -> Option<Caller> {
-        self.waiter.caller
+        self.caller
+    }
+
+    /// Used up: the waiter's number, for the event that ends the reservation.
+    fn spend(mut self) -> u64 {
+        self.armed = false;
+        self.seq
     }
 }
 
@@ -161,7 +112,8 @@ struct Channel {
     lock_key: Vec<u8>,
     /// In the order they joined: request order for those that join before their first
     /// attempt, the order their attempts were answered for those that join after it.
-    waiters: VecDeque<Arc<Waiter>>,
+    /// By `seq`: numbers are drawn under the table's lock, as waiters join.
+    waiters: VecDeque<Waiter>,
     subscribed: bool,
     /// A background task is subscribing and queueing this connection for the lock.
     preparing: bool,
@@ -177,6 +129,46 @@ struct Channel {
 }
 
 impl Channel {
+    /// Applies `event` to waiter `seq` and carries out what the answer asks of the table:
+    /// the one way a waiter changes. `None` when the waiter is not here (it left, or was
+    /// settled).
+    fn apply(&mut self, seq: u64, event: Event) -> Option<Effect> {
+        let at = self.waiters.binary_search_by_key(&seq, |w| w.seq).ok()?;
+        let waiter = &mut self.waiters[at];
+        let effect = waiter.apply(event);
+        match effect {
+            Effect::Done { notify: true } => waiter.notify.notify_one(),
+            Effect::Handed => {
+                self.handoffs += 1;
+                waiter.notify.notify_one();
+            }
+            Effect::Settled => {
+                self.handoffs += 1;
+                waiter.notify.notify_one();
+                self.waiters.remove(at);
+            }
+            Effect::Left(_) => {
+                self.waiters.remove(at);
+            }
+            Effect::Done { notify: false } | Effect::Refused(_) | Effect::Took(_) => {}
+        }
+        Some(effect)
+    }
+
+    fn has(&self, seq: u64) -> bool {
+        self.waiters.binary_search_by_key(&seq, |w| w.seq).is_ok()
+    }
+
+    /// Wakes the first waiter that sleeps and whose owner is still there; `false` when
+    /// there is none.
+    fn wake_next(&mut self) -> bool {
+        let Some(next) = self.waiters.iter().find(|w| w.is_wakeable()) else {
+            return false;
+        };
+        let seq = next.seq;
+        self.apply(seq, Event::Wake).is_some()
+    }
+
     /// Nobody waits on it, and we neither listen to it nor queue for it (nor are about to):
     /// nothing would be lost with it. Kept, every key ever waited on would stay for good.
     fn is_forgettable(&self) -> bool {
@@ -222,7 +214,7 @@ pub struct Wakes {
     releases: Releases,
     /// Who carries out what a departing waiter leaves to do (the connection's store), from
     /// where no caller is waiting.
-    chores: OnceLock<Weak<dyn Chores>>,
+    cleaner: OnceLock<Weak<dyn Cleaner>>,
     /// The last waiter's number.
     seq: AtomicU64,
     /// Waiters answered by a release before Redis ran its handover.
@@ -242,14 +234,14 @@ pub enum Turn {
 }
 
 impl Wakes {
-    /// Names who carries out this table's chores, once.
-    pub fn hire(&self, chores: Weak<dyn Chores>) {
-        let _first = self.chores.set(chores);
+    /// Names who carries out this table's cleanups, once.
+    pub fn set_cleaner(&self, cleaner: Weak<dyn Cleaner>) {
+        let _first = self.cleaner.set(cleaner);
     }
 
-    fn chore(&self, chore: Chore) {
-        if let Some(chores) = self.chores.get().and_then(Weak::upgrade) {
-            chores.carry_out(chore);
+    fn clean_up(&self, cleanup: Cleanup) {
+        if let Some(cleaner) = self.cleaner.get().and_then(Weak::upgrade) {
+            cleaner.clean_up(cleanup);
         }
     }
 
@@ -293,10 +285,12 @@ impl Wakes {
         fair: bool,
         owner: Option<Owner>,
     ) -> Ticket {
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let waiter = Arc::new(Waiter::new(ttl, caller, seq, fair, owner));
         let name = channel(lock_key);
         let mut channels = self.table();
+        // Drawn under the table's lock, so each channel's waiters stay ordered by number.
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let waiter = Waiter::new(ttl, caller, seq, fair, owner);
+        let notify = waiter.notify.clone();
         // Looked up before it is inserted: the name is copied only for a new channel.
         let entry = match channels.get_mut(&name) {
             Some(entry) => entry,
@@ -310,13 +304,15 @@ impl Wakes {
                 turns: 0,
             }),
         };
-        entry.waiters.push_back(waiter.clone());
+        entry.waiters.push_back(waiter);
         let handoffs_at_join = entry.handoffs;
         drop(channels);
         Ticket {
             wakes: self.clone(),
             channel: name,
-            waiter,
+            seq,
+            fair,
+            notify,
             handoffs_at_join,
         }
     }
@@ -446,7 +442,7 @@ impl Wakes {
             })
             .flatten();
         if let Some(lock_key) = leave {
-            self.chore(Chore::LeaveQueue(lock_key));
+            self.clean_up(Cleanup::LeaveQueue(lock_key));
         }
     }
 
@@ -457,88 +453,68 @@ impl Wakes {
     }
 
     /// Picks the waiter a release of ours hands the lock to: the first in order that
-    /// is neither woken (about to try on its own) nor already being handed one, and whose
-    /// owner is still there.
-    pub fn reserve(&self, channel: &[u8]) -> Option<Reservation> {
-        self.with(channel, |entry| {
-            let waiter = entry.waiters.iter().find(|waiter| {
-                !waiter.fair
-                    && !waiter.is_orphaned()
-                    && !waiter.woken.load(Ordering::Acquire)
-                    && !waiter.reserved.swap(true, Ordering::AcqRel)
-            })?;
-            Some(Reservation {
-                waiter: waiter.clone(),
-            })
+    /// sleeps (neither woken, about to try on its own, nor already being handed one), and
+    /// whose owner is still there.
+    pub fn reserve(self: &Arc<Self>, channel: &[u8]) -> Option<Reservation> {
+        let picked = self.with(channel, |entry| {
+            let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
+            let (seq, ttl, caller) = (waiter.seq, waiter.ttl, waiter.caller);
+            let reserved = entry.apply(seq, Event::Reserve);
+            matches!(reserved, Some(Effect::Done { .. })).then_some((seq, ttl, caller))
+        });
+        let (seq, ttl, caller) = picked.flatten()?;
+        Some(Reservation {
+            wakes: self.clone(),
+            channel: channel.to_vec(),
+            seq,
+            ttl,
+            caller,
+            armed: true,
         })
-        .flatten()
     }
 
     /// The handoff to `to` happened: it holds `lease` now. The lease comes back when the
     /// waiter left meanwhile (timed out, cancelled, its owner gone): the caller frees it.
     #[must_use]
     pub fn grant(&self, channel: &[u8], to: Reservation, lease: Lease) -> Option<Lease> {
+        let seq = to.spend();
         let mut channels = self.table();
-        let entry = channels
-            .get_mut(channel)
-            .filter(|_| !to.waiter.is_orphaned())
-            .filter(|entry| entry.waiters.iter().any(|w| Arc::ptr_eq(w, &to.waiter)));
-        let Some(entry) = entry else {
+        let Some(entry) = channels.get_mut(channel).filter(|entry| entry.has(seq)) else {
             return Some(lease);
         };
-        entry.handoffs += 1;
-        *lock(&to.waiter.grant) = Some(lease);
-        to.waiter.woken.store(true, Ordering::Release);
-        to.waiter.reserved.store(false, Ordering::Release);
-        to.waiter.notify.notify_one();
-        None
+        match entry.apply(seq, Event::Grant(lease)) {
+            Some(Effect::Refused(back)) => back,
+            _ => None,
+        }
     }
 
     /// The handoff to `to` happened (or was sent, the waiter starting on a lent lease), and
     /// its caller was answered by the one who handed it over: its wait is over. `false` when
     /// the waiter left meanwhile (the lock is then the caller's to free).
     pub fn settle(&self, channel: &[u8], to: Reservation) -> bool {
-        let mut channels = self.table();
-        let Some(entry) = channels.get_mut(channel) else {
-            return false;
-        };
-        let before = entry.waiters.len();
-        entry.waiters.retain(|w| !Arc::ptr_eq(w, &to.waiter));
-        if entry.waiters.len() == before {
-            return false;
-        }
-        entry.handoffs += 1;
-        to.waiter.settled.store(true, Ordering::Release);
-        to.waiter.woken.store(false, Ordering::Release);
-        to.waiter.reserved.store(false, Ordering::Release);
-        to.waiter.notify.notify_one();
-        true
+        let seq = to.spend();
+        let settled = self.with(channel, |entry| entry.apply(seq, Event::Settle));
+        matches!(settled, Some(Some(Effect::Settled)))
     }
 
     /// The handoff to `to` did not happen: it tries on its own, at once.
     pub fn unreserve(&self, to: Reservation) {
-        let _channels = self.table();
-        to.waiter.reserved.store(false, Ordering::Release);
-        to.waiter.woken.store(true, Ordering::Release);
-        to.waiter.notify.notify_one();
+        let (seq, channel) = (to.seq, to.channel.clone());
+        let _spent = to.spend();
+        self.with(&channel, |entry| entry.apply(seq, Event::Unreserve));
     }
 
     /// Our own release freed the lock: the first of our waiters not already woken goes
     /// next, without a round trip through the queue.
     pub fn wake_local(&self, channel: &[u8]) {
-        self.with(channel, wake_next);
+        self.with(channel, Channel::wake_next);
     }
 
     /// A fair lock's release (or a waiter leaving its line) named waiter `seq` of this
     /// connection as next in line: it tries at once. Nothing happens when it left meanwhile
     /// (leaving, it told the next in line itself).
     pub fn wake_member(&self, channel: &[u8], seq: u64) {
-        self.with(channel, |entry| {
-            if let Some(waiter) = entry.waiters.iter().find(|waiter| waiter.seq == seq) {
-                waiter.woken.store(true, Ordering::Release);
-                waiter.notify.notify_one();
-            }
-        });
+        self.with(channel, |entry| entry.apply(seq, Event::Wake));
     }
 
     /// A release was announced to this connection: it is off the queue, and its first waiter
@@ -553,7 +529,7 @@ impl Wakes {
         };
         entry.queued = None;
         entry.turns += 1;
-        if wake_next(entry) {
+        if entry.wake_next() {
             Turn::Woke
         } else {
             Turn::PassOn(entry.lock_key.clone())
@@ -568,9 +544,8 @@ impl Wakes {
         for entry in channels.values_mut() {
             entry.subscribed = false;
             entry.queued = None;
-            if let Some(first) = entry.waiters.front() {
-                first.woken.store(true, Ordering::Release);
-                first.notify.notify_one();
+            if let Some(first) = entry.waiters.front().map(|w| w.seq) {
+                entry.apply(first, Event::Wake);
             }
         }
         channels.retain(|_, entry| !entry.is_forgettable());
@@ -604,145 +579,148 @@ impl Wakes {
     }
 }
 
-/// Wakes the first waiter not already woken (or being handed the lock), whose owner is
-/// still there; `false` when there is none.
-fn wake_next(entry: &mut Channel) -> bool {
-    let next = entry.waiters.iter().find(|waiter| {
-        !waiter.reserved.load(Ordering::Acquire)
-            && !waiter.is_orphaned()
-            && !waiter.woken.swap(true, Ordering::AcqRel)
-    });
-    if let Some(next) = next {
-        next.notify.notify_one();
-    }
-    next.is_some()
-}
-
 /// A fair waiter's name in its lock's line: its connection's id and its number there.
 pub fn member(connection_id: &str, seq: u64) -> String {
     format!("{connection_id}:{seq}")
 }
 
-/// One waiter's place in its connection's queue for a lock.
+/// One waiter's place in its connection's queue for a lock: a handle on its entry in the
+/// table, read and changed only under the table's lock.
 pub struct Ticket {
     wakes: Arc<Wakes>,
     channel: Vec<u8>,
-    waiter: Arc<Waiter>,
+    seq: u64,
+    fair: bool,
+    notify: Arc<Notify>,
     handoffs_at_join: u64,
+}
+
+/// What a waiter finds when it looks up from a pause (see `Ticket::resume`).
+pub enum Resume {
+    /// A release of this process handed it the lock.
+    Granted(Lease),
+    /// Its caller was answered by the one who handed it the lock: the wait is over.
+    Settled,
+    /// Neither: it goes on trying.
+    Waiting,
+}
+
+/// A waiter's standing in its channel, read at once under the table's lock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TicketView {
+    /// Answered by the one who handed it the lock (it left the table then).
+    pub settled: bool,
+    /// Others of this connection were waiting for the lock before it: a newcomer that tries
+    /// at once would jump the queue (and usually lose to the waiter the release woke, at the
+    /// cost of a failed attempt).
+    pub behind_others: bool,
+    /// Other waiters of this connection wait for the same lock.
+    pub company: bool,
+    pub subscribed: bool,
+    /// The connection still has to subscribe or queue before a wake can reach it.
+    pub needs_preparing: bool,
+    /// Hand-overs of the lock between waiters of this connection so far.
+    pub handoffs: u64,
+    /// Its turn comes from the waiters of its connection (handed over, or woken in turn)
+    /// rather than from an attempt of its own: it queues behind them, or the lock was handed
+    /// between them since it joined (one of them holds it, and its release hands it on to
+    /// the first in line). Never for a fair lock, whose attempts keep its place in line.
+    pub turn_from_others: bool,
 }
 
 impl Ticket {
     /// Resolves when a release was announced for this waiter.
     pub async fn woken(&self) {
-        self.waiter.notify.notified().await;
+        self.notify.notified().await;
     }
 
     /// Whether it waits for a fair lock.
     pub fn is_fair(&self) -> bool {
-        self.waiter.fair
+        self.fair
     }
 
     /// Its name in a fair lock's line: the connection's and its own number.
     pub fn member(&self, connection_id: &str) -> String {
-        member(connection_id, self.waiter.seq)
+        member(connection_id, self.seq)
+    }
+
+    fn apply(&self, event: Event) -> Option<Effect> {
+        self.wakes
+            .with(&self.channel, |entry| entry.apply(self.seq, event))
+            .flatten()
     }
 
     /// Whether it holds a place in the fair lock's line (a failed attempt gives it one, a
     /// winning attempt takes it away).
     pub fn set_in_line(&self, in_line: bool) {
-        self.waiter.in_line.store(in_line, Ordering::Release);
+        self.apply(Event::Line(in_line));
     }
 
     /// Its next pause ends at once. Unlike a wake, this is news for this waiter only: no
     /// release picks another over it, and should it leave, it owes nobody a wake.
     pub fn nudge(&self) {
-        self.waiter.notify.notify_one();
+        self.notify.notify_one();
     }
 
     /// About to try: a wake from now on is news for this waiter.
-    pub fn rearm(&self) {
-        self.waiter.woken.store(false, Ordering::Release);
-    }
-
-    /// Whether this waiter's caller was answered by the one who handed it the lock: the
-    /// wait is over, with nothing left to do.
-    pub fn is_settled(&self) -> bool {
-        self.waiter.settled.load(Ordering::Acquire)
+    pub fn rearm(&self) -> Resume {
+        self.resume(Event::Rearm)
     }
 
     /// The lock a release of this process handed to this waiter, if one did. Taking it is
     /// acting on the wake that came with it.
     pub fn take_grant(&self) -> Option<Lease> {
-        let granted = lock(&self.waiter.grant).take();
-        if granted.is_some() {
-            self.waiter.woken.store(false, Ordering::Release);
+        match self.look() {
+            Resume::Granted(lease) => Some(lease),
+            Resume::Settled | Resume::Waiting => None,
         }
-        granted
     }
 
-    /// Whether others of this connection were already waiting for the lock when this waiter
-    /// joined: a newcomer that tries at once would jump the queue (and usually lose to the
-    /// waiter the release woke, at the cost of a failed attempt).
-    pub fn is_behind_others(&self) -> bool {
-        self.wakes
-            .table()
-            .get(&self.channel)
-            .and_then(|entry| entry.waiters.front())
-            .is_some_and(|first| !Arc::ptr_eq(first, &self.waiter))
+    /// What it finds before a pause: a lock handed to it (taken), its wait settled, or
+    /// neither. Unlike `rearm`, a wake it has not acted on stays.
+    pub fn look(&self) -> Resume {
+        self.resume(Event::TakeGrant)
+    }
+
+    fn resume(&self, event: Event) -> Resume {
+        match self.apply(event) {
+            None => Resume::Settled,
+            Some(Effect::Took(lease)) => Resume::Granted(lease),
+            Some(_) => Resume::Waiting,
+        }
+    }
+
+    /// Everything a waiter asks of its standing, under one lock.
+    pub fn view(&self) -> TicketView {
+        let fair = self.fair;
+        let seq = self.seq;
+        let view = self.wakes.with(&self.channel, |entry| {
+            let behind_others = entry.waiters.front().is_some_and(|first| first.seq != seq);
+            TicketView {
+                settled: !entry.has(seq),
+                behind_others,
+                company: entry.waiters.len() > 1,
+                subscribed: entry.subscribed,
+                needs_preparing: !entry.subscribed || (!fair && entry.queued.is_none()),
+                handoffs: entry.handoffs,
+                turn_from_others: !fair
+                    && (entry.handoffs != self.handoffs_at_join || behind_others),
+            }
+        });
+        view.unwrap_or(TicketView {
+            settled: true,
+            needs_preparing: true,
+            ..TicketView::default()
+        })
     }
 
     pub fn is_subscribed(&self) -> bool {
-        self.wakes.is_subscribed(&self.channel)
-    }
-
-    /// Whether the connection still has to subscribe or queue before a wake can reach this
-    /// waiter.
-    pub fn needs_preparing(&self) -> bool {
-        let fair = self.waiter.fair;
-        self.wakes
-            .with(&self.channel, |entry| {
-                !entry.subscribed || (!fair && entry.queued.is_none())
-            })
-            .unwrap_or(true)
-    }
-
-    /// How many times the lock was handed between waiters of this connection so far.
-    pub fn handoffs(&self) -> u64 {
-        self.wakes
-            .with(&self.channel, |entry| entry.handoffs)
-            .unwrap_or(0)
-    }
-
-    /// Whether this waiter's turn comes from the waiters of its connection (handed over, or
-    /// woken in turn) rather than from an attempt of its own: it queues behind them, or the
-    /// lock was handed between them since it joined (one of them holds it, and its release
-    /// hands it on to the first in line). Never for a fair lock, whose attempts keep its
-    /// place in line.
-    pub fn turn_comes_from_others(&self) -> bool {
-        self.route_view().1
-    }
-
-    /// `is_subscribed` and `turn_comes_from_others` at once, as a first attempt's route
-    /// asks them.
-    pub fn route_view(&self) -> (bool, bool) {
-        let fair = self.waiter.fair;
-        self.wakes
-            .with(&self.channel, |entry| {
-                let behind = entry
-                    .waiters
-                    .front()
-                    .is_some_and(|first| !Arc::ptr_eq(first, &self.waiter));
-                let turn = !fair && (entry.handoffs != self.handoffs_at_join || behind);
-                (entry.subscribed, turn)
-            })
-            .unwrap_or((false, false))
+        self.view().subscribed
     }
 
     /// Whether other waiters of this connection wait for the same lock.
     pub fn has_company(&self) -> bool {
-        self.wakes
-            .with(&self.channel, |entry| entry.waiters.len() > 1)
-            .unwrap_or(false)
+        self.view().company
     }
 
     pub fn wakes(&self) -> &Arc<Wakes> {
@@ -766,59 +744,55 @@ impl Drop for Ticket {
         let Some(entry) = channels.get_mut(&self.channel) else {
             return;
         };
-        entry.waiters.retain(|w| !Arc::ptr_eq(w, &self.waiter));
-        let mut owed = self.owed_on_leaving(entry);
+        let mut owed = match entry.apply(self.seq, Event::Leave) {
+            Some(Effect::Left(leaving)) => owed_on_leaving(entry, leaving, self.seq),
+            // Settled: answered by the release that handed it the lock, nothing is owed.
+            _ => None,
+        };
         // Nobody here waits for the lock any more: a place in its queue would only have the
         // next release's wake passed on through us, and keep its subscription for a minute.
         if owed.is_none() && entry.waiters.is_empty() && entry.queued.take().is_some() {
-            owed = Some(Chore::LeaveQueue(entry.lock_key.clone()));
+            owed = Some(Cleanup::LeaveQueue(entry.lock_key.clone()));
         }
         let left_idle = entry.waiters.is_empty() && entry.subscribed;
         if entry.is_forgettable() {
             channels.remove(&self.channel);
         }
         drop(channels);
-        if let Some(chore) = owed {
-            self.wakes.chore(chore);
+        if let Some(cleanup) = owed {
+            self.wakes.clean_up(cleanup);
         }
         if left_idle
             && self.wakes.left_idle.fetch_add(1, Ordering::SeqCst) + 1 == IDLE_SUBSCRIPTIONS
         {
-            self.wakes.chore(Chore::DropIdle);
+            self.wakes.clean_up(Cleanup::DropIdle);
         }
     }
 }
 
-impl Ticket {
-    /// What a departing waiter leaves for the store to do, if anything.
-    fn owed_on_leaving(&self, entry: &mut Channel) -> Option<Chore> {
+/// What waiter `seq`, departing `entry` with `leaving` behind, leaves for the store to do.
+fn owed_on_leaving(entry: &mut Channel, leaving: Leaving, seq: u64) -> Option<Cleanup> {
+    match leaving {
+        Leaving::Nothing => None,
         // A fair waiter gives up its place in the line, telling the next in line if the
         // lock is free and it was first (see leave_fair.lua).
-        if self.waiter.fair {
-            let in_line = self.waiter.in_line.load(Ordering::Acquire);
-            return in_line.then(|| Chore::LeaveLine {
-                lock_key: entry.lock_key.clone(),
-                seq: self.waiter.seq,
-            });
-        }
-        // Answered by the release that handed it the lock: nothing is owed to anyone.
-        if self.waiter.settled.load(Ordering::Acquire) {
-            return None;
-        }
+        Leaving::Line => Some(Cleanup::LeaveLine {
+            lock_key: entry.lock_key.clone(),
+            seq,
+        }),
         // A lock handed to us that we will never use: freed (and passed on) by the store.
-        if let Some(orphan) = lock(&self.waiter.grant).take() {
-            return Some(Chore::ReleaseOrphan(orphan));
-        }
+        Leaving::Lease(orphan) => Some(Cleanup::FreeGranted(orphan)),
         // A wake meant for us that we will never act on belongs to the next in line: here,
         // or with nobody left here, the next connection in the lock's queue.
-        if !self.waiter.woken.load(Ordering::Acquire) || wake_next(entry) || entry.queued.is_some()
-        {
-            return None;
-        }
-        Some(Chore::PassOn(entry.lock_key.clone()))
+        Leaving::Wake if entry.wake_next() || entry.queued.is_some() => None,
+        Leaving::Wake => Some(Cleanup::PassWake(entry.lock_key.clone())),
     }
 }
 
 #[cfg(test)]
 #[path = "wake_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "waiters_model_tests.rs"]
+mod model_tests;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::core::basics::clock::Stamp;
-use crate::core::wait::chores::Chores;
+use crate::core::wait::cleanup::Cleaner;
 use std::time::Duration;
 
 const LOCK: &[u8] = b"lock:job";
@@ -16,8 +16,8 @@ async fn is_woken(ticket: &Ticket) -> bool {
 async fn a_turn_wakes_the_first_waiter_only() {
     let wakes = Arc::new(Wakes::default());
     let (first, second) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
-    assert!(!first.is_behind_others());
-    assert!(second.is_behind_others());
+    assert!(!first.view().behind_others);
+    assert!(second.view().behind_others);
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
     assert!(is_woken(&first).await);
     assert!(!is_woken(&second).await);
@@ -74,9 +74,9 @@ async fn a_lost_connection_forgets_subscriptions_and_queue_places_and_wakes_the_
     let waiter = wakes.join(LOCK, TTL);
     wakes.mark_subscribed(&channel(LOCK));
     wakes.mark_queued(&channel(LOCK), true);
-    assert!(waiter.is_subscribed() && !waiter.needs_preparing());
+    assert!(waiter.is_subscribed() && !waiter.view().needs_preparing);
     wakes.connection_lost();
-    assert!(!waiter.is_subscribed() && waiter.needs_preparing());
+    assert!(!waiter.is_subscribed() && waiter.view().needs_preparing);
     assert!(is_woken(&waiter).await);
 }
 
@@ -172,7 +172,7 @@ async fn a_waiter_whose_owner_ended_is_neither_handed_the_lock_nor_woken() {
     let live = wakes.join_as(LOCK, TTL, None, Some(Owner::new()));
     let _ending = owner.end();
     let to = wakes.reserve(&channel(LOCK)).expect("a live waiter");
-    assert!(Arc::ptr_eq(&to.waiter, &live.waiter));
+    assert_eq!(to.seq, live.seq);
     drop(to);
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::Woke));
     assert!(is_woken(&live).await);
@@ -316,18 +316,18 @@ async fn a_waiter_joining_late_learns_of_a_release_of_ours_that_looked_before_it
     assert!(is_woken(&calm).await);
 }
 
-/// The chores a table asks for, as names.
+/// The cleanups a table asks for, as names.
 #[derive(Default)]
 struct Noted(Mutex<Vec<String>>);
 
-impl Chores for Noted {
-    fn carry_out(&self, chore: Chore) {
-        let name = match chore {
-            Chore::ReleaseOrphan(_) => "release-orphan".to_string(),
-            Chore::PassOn(_) => "pass-on".to_string(),
-            Chore::LeaveLine { .. } => "leave-line".to_string(),
-            Chore::LeaveQueue(key) => format!("leave-queue {}", String::from_utf8_lossy(&key)),
-            Chore::DropIdle => "drop-idle".to_string(),
+impl Cleaner for Noted {
+    fn clean_up(&self, cleanup: Cleanup) {
+        let name = match cleanup {
+            Cleanup::FreeGranted(_) => "release-orphan".to_string(),
+            Cleanup::PassWake(_) => "pass-on".to_string(),
+            Cleanup::LeaveLine { .. } => "leave-line".to_string(),
+            Cleanup::LeaveQueue(key) => format!("leave-queue {}", String::from_utf8_lossy(&key)),
+            Cleanup::DropIdle => "drop-idle".to_string(),
         };
         lock(&self.0).push(name);
     }
@@ -336,10 +336,10 @@ impl Chores for Noted {
 fn noted() -> (Arc<Wakes>, Arc<Noted>) {
     let wakes = Arc::new(Wakes::default());
     let noted = Arc::new(Noted::default());
-    let chores: Arc<dyn Chores> = noted.clone();
-    wakes.hire(Arc::downgrade(&chores));
+    let cleaner: Arc<dyn Cleaner> = noted.clone();
+    wakes.set_cleaner(Arc::downgrade(&cleaner));
     // Kept alive by the caller's `Arc<Noted>`.
-    drop(chores);
+    drop(cleaner);
     (wakes, noted)
 }
 

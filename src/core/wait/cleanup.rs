@@ -3,12 +3,12 @@
 
 use crate::core::basics::lease::Lease;
 
-pub enum Chore {
+pub enum Cleanup {
     /// A lock handed to a waiter that left before taking it: freed as a release would (to
     /// the next waiter of ours, or waking the next connection).
-    ReleaseOrphan(Lease),
+    FreeGranted(Lease),
     /// A wake nobody here will use: handed to the next connection in the lock's queue.
-    PassOn(Vec<u8>),
+    PassWake(Vec<u8>),
     /// A fair waiter (`seq` on this connection) gave up its place in the lock's line.
     LeaveLine { lock_key: Vec<u8>, seq: u64 },
     /// This connection is queued for a lock nobody here waits for any more: it leaves.
@@ -17,7 +17,7 @@ pub enum Chore {
     DropIdle,
 }
 
-/// Carries chores out, in the background (the store of the wake table's connection).
-pub trait Chores: Send + Sync {
-    fn carry_out(&self, chore: Chore);
+/// Carries cleanups out, in the background (the store of the wake table's connection).
+pub trait Cleaner: Send + Sync {
+    fn clean_up(&self, cleanup: Cleanup);
 }

@@ -1,17 +1,18 @@
-//! The store carries out the chores its waiters leave (see wait/chores.rs). Apart from
-//! store.rs because freeing an orphaned lock is a release, and the release uses the store.
+//! The store carries out the cleanups its waiters leave (see wait/cleanup.rs). Apart from
+//! store.rs because freeing a lock handed to a waiter that left is a release, and the release
+//! uses the store.
 
 use super::release;
 use super::store::{Store, BACKGROUND_TIMEOUT};
 use crate::core::basics::background::spawn;
-use crate::core::wait::chores::{Chore, Chores};
+use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake;
 use std::time::Duration;
 
-impl Chores for Store {
-    fn carry_out(&self, chore: Chore) {
-        match chore {
-            Chore::ReleaseOrphan(lease) => {
+impl Cleaner for Store {
+    fn clean_up(&self, cleanup: Cleanup) {
+        match cleanup {
+            Cleanup::FreeGranted(lease) => {
                 let Some(store) = self.me() else {
                     return;
                 };
@@ -22,13 +23,13 @@ impl Chores for Store {
                     let _ignored = release::release(&store, &lease, bound).await;
                 });
             }
-            Chore::PassOn(lock_key) => self.pass_on(lock_key),
-            Chore::LeaveLine { lock_key, seq } => {
+            Cleanup::PassWake(lock_key) => self.pass_on(lock_key),
+            Cleanup::LeaveLine { lock_key, seq } => {
                 let member = wake::member(self.id(), seq);
                 self.leave_line(lock_key, member);
             }
-            Chore::LeaveQueue(lock_key) => self.leave_queue(lock_key),
-            Chore::DropIdle => self.drop_idle_subscriptions(),
+            Cleanup::LeaveQueue(lock_key) => self.leave_queue(lock_key),
+            Cleanup::DropIdle => self.drop_idle_subscriptions(),
         }
     }
 }

@@ -1,0 +1,197 @@
+//! Acquisitions driven through `Locker::pursue` from a given `Plan` and `Start`, as the
+//! fronts drive them, against a private redis-server (or memory://): the cases where a
+//! waiter's place, its first pause or its caller's cancellation decide what happens.
+
+use super::*;
+
+#[path = "../../../tests/common/mod.rs"]
+mod server;
+
+use crate::core::ops::test_support::locker_at;
+use server::{calls, RedisServer};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+const SLOW_POLL: Duration = Duration::from_secs(5);
+
+async fn take(locks: &Locker, key: &str) -> Lease {
+    match locks.attempt(key, MS(30_000)).await.expect("attempt") {
+        Attempt::Acquired(lease) => lease,
+        Attempt::Held { .. } => panic!("{key} held"),
+    }
+}
+
+#[tokio::test]
+async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let held = take(&locks, "late").await;
+    // Two waiters join in order (as waitForLock does on its JS thread, once its connection
+    // remembers the lock); the second's task runs only after the lock has moved to the first.
+    let first = locks.join("late", MS(30_000), None);
+    let second = locks.join("late", MS(30_000), None);
+    let mut monitor = server.raw();
+    let before = calls(&mut monitor, "set");
+    assert!(locks.release(&held).await.unwrap());
+    let first_lease = first.take_grant().expect("handed to the first waiter");
+    drop(first);
+    let (late, cancel) = (locks.clone(), CancellationToken::new());
+    let deadline = Instant::now() + MS(20_000);
+    let waiting = tokio::spawn(async move {
+        let plan = Plan::until(Place::Joined(second), deadline, SLOW_POLL);
+        late.pursue(plan, "late", MS(30_000), &cancel, Start::Attempt)
+            .await
+    });
+    tokio::time::sleep(MS(200)).await;
+    // Only the handover's SET: first in line now, it still knows the lock is on its way.
+    assert_eq!(
+        calls(&mut monitor, "set") - before,
+        1,
+        "it tried for a held lock"
+    );
+    assert!(locks.release(&first_lease).await.unwrap());
+    let lease = tokio::time::timeout(MS(2000), waiting)
+        .await
+        .expect("handed over in time")
+        .unwrap()
+        .expect("wait")
+        .expect("won");
+    assert_eq!(calls(&mut monitor, "set") - before, 2);
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_release_of_ours_between_a_waiters_attempt_and_its_joining_has_it_try_again_at_once() {
+    // No RESP3, so no wake-up by message: only the count of releases can tell the waiter.
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let locks = locker_at(server.url());
+    let held = take(&locks, "between").await;
+    // Nobody of ours waits for the lock: the waiter is placed, not joined, and makes its
+    // first attempt (elsewhere, say on its JS thread); it finds the lock held.
+    let place = locks.place("between", MS(30_000), None);
+    assert!(matches!(place, Place::Later { .. }));
+    // Our release lands before the held reply is read: it finds nobody to hand over to.
+    assert!(locks.release(&held).await.unwrap());
+    let plan = Plan::until(place, Instant::now() + MS(20_000), SLOW_POLL);
+    let started = Instant::now();
+    let start = Start::Held {
+        holder_ttl: Some(MS(30_000)),
+    };
+    let cancel = CancellationToken::new();
+    let lease = locks
+        .pursue(plan, "between", MS(30_000), &cancel, start)
+        .await
+        .expect("wait")
+        .expect("won");
+    let took = started.elapsed();
+    assert!(took < MS(1000), "took {took:?}: its poll, not the release");
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_answers() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let key = "given-up";
+    let plan = Plan::until(
+        Place::Joined(locks.join(key, MS(30_000), None)),
+        Instant::now() + MS(20_000),
+        SLOW_POLL,
+    );
+    // The server holds every command back a while: the attempt is in flight when the caller
+    // gives up, and wins after.
+    let mut admin = server.raw();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .query(&mut admin)
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let waiting = {
+        let (locks, cancel) = (locks.clone(), cancel.clone());
+        tokio::spawn(async move {
+            locks
+                .pursue(plan, key, MS(30_000), &cancel, Start::Attempt)
+                .await
+        })
+    };
+    tokio::time::sleep(MS(100)).await;
+    cancel.cancel();
+    let ended = waiting.await.unwrap();
+    assert!(matches!(ended, Err(LockError::Aborted)), "{ended:?}");
+    // Freed before the answer; not handed to the waiter that was giving up.
+    let held: i64 = redis::cmd("EXISTS")
+        .arg(format!("lock:{key}"))
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(held, 0, "the lock outlived the answer");
+}
+
+#[tokio::test]
+async fn an_acquire_that_retries_learns_of_a_release_of_ours_that_landed_before_it_joined() {
+    // No RESP3: only the count of releases can tell it before its retry is due.
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let locks = locker_at(server.url());
+    let held = take(&locks, "retried").await;
+    // Read before its first attempt, which finds the lock held; our release lands first.
+    let mark = locks.mark("retried");
+    assert!(locks.release(&held).await.unwrap());
+    let plan = Plan::retries(3, SLOW_POLL, None, Some(mark));
+    let started = Instant::now();
+    let start = Start::Held {
+        holder_ttl: Some(MS(30_000)),
+    };
+    let lease = locks
+        .pursue(
+            plan,
+            "retried",
+            MS(30_000),
+            &CancellationToken::new(),
+            start,
+        )
+        .await
+        .expect("acquire")
+        .expect("won");
+    let took = started.elapsed();
+    assert!(
+        took < MS(1000),
+        "took {took:?}: its backoff, not the release"
+    );
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
+    let holder = locker_at("memory://engine-wake".into());
+    let waiter = locker_at("memory://engine-wake".into());
+    let Attempt::Acquired(lease) = holder.attempt("w", MS(10_000)).await.expect("attempt") else {
+        panic!("a free lock was not won");
+    };
+    let cancel = CancellationToken::new();
+    let plan = Plan::until(
+        waiter.place("w", MS(5000), None),
+        Instant::now() + MS(5000),
+        MS(4000),
+    );
+    let waiting = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move {
+            waiter
+                .pursue(plan, "w", MS(5000), &cancel, Start::Attempt)
+                .await
+        })
+    };
+    tokio::time::sleep(MS(100)).await;
+    let released = Instant::now();
+    holder.release(&lease).await.expect("release");
+    let won = waiting
+        .await
+        .expect("task")
+        .expect("wait")
+        .expect("a lease");
+    assert!(
+        released.elapsed() < MS(1000),
+        "woken after {:?}",
+        released.elapsed()
+    );
+    assert!(won.fence > lease.fence);
+}

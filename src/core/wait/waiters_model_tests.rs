@@ -1,0 +1,529 @@
+//! The wake table as a state machine: random interleavings of joins, attempts (rearm, take a
+//! grant), wakes of every kind (our releases, queue turns, a fair line naming a waiter, a
+//! lost connection), hand-overs (reserve, then grant, settle, unreserve or drop, with
+//! reservations held across other steps), departures (timeouts, cancellations) and ended
+//! owners. Every transition runs under the table's one lock, so orders of these calls cover
+//! the interleavings of the tasks that make them. After each step it checks that no waiter
+//! is both granted and settled, that no lease is lost or handed out twice, that no wake is
+//! dropped by a leaving waiter, and that no waiter holds a lock it was not told of.
+
+use super::*;
+use crate::core::basics::clock::Stamp;
+use crate::core::wait::waiter::WaiterState;
+use proptest::prelude::*;
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+const LOCKS: [&[u8]; 2] = [b"lock:a", b"lock:b"];
+const TTL: Duration = Duration::from_millis(1000);
+
+#[derive(Clone, Debug)]
+enum Step {
+    Join {
+        lock: usize,
+        fair: bool,
+        owner: usize,
+    },
+    Rearm(usize),
+    TakeGrant(usize),
+    Leave(usize),
+    InLine(usize, bool),
+    WakeLocal(usize),
+    TakeTurn(usize),
+    WakeMember(usize),
+    ConnectionLost,
+    Queued(usize),
+    Reserve(usize),
+    Grant(usize),
+    Settle(usize),
+    Unreserve(usize),
+    DropReservation(usize),
+    OwnerGone(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let i = 0usize..8;
+    prop_oneof![
+        3 => (0usize..2, any::<bool>(), 0usize..2)
+            .prop_map(|(lock, fair, owner)| Step::Join { lock, fair, owner }),
+        2 => i.clone().prop_map(Step::Rearm),
+        2 => i.clone().prop_map(Step::TakeGrant),
+        2 => i.clone().prop_map(Step::Leave),
+        1 => (i.clone(), any::<bool>()).prop_map(|(i, on)| Step::InLine(i, on)),
+        2 => (0usize..2).prop_map(Step::WakeLocal),
+        2 => (0usize..2).prop_map(Step::TakeTurn),
+        1 => i.clone().prop_map(Step::WakeMember),
+        1 => Just(Step::ConnectionLost),
+        1 => (0usize..2).prop_map(Step::Queued),
+        3 => (0usize..2).prop_map(Step::Reserve),
+        2 => i.clone().prop_map(Step::Grant),
+        1 => i.clone().prop_map(Step::Settle),
+        1 => i.clone().prop_map(Step::Unreserve),
+        1 => i.clone().prop_map(Step::DropReservation),
+        1 => (0usize..2).prop_map(Step::OwnerGone),
+    ]
+}
+
+/// Every cleanup the table asks for, kept whole.
+#[derive(Default)]
+struct Kept(Mutex<Vec<Cleanup>>);
+
+impl Cleaner for Kept {
+    fn clean_up(&self, cleanup: Cleanup) {
+        lock(&self.0).push(cleanup);
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    Waiting,
+    Woken,
+    Reserved { woken: bool },
+    Granted(String),
+}
+
+#[derive(Clone, Debug)]
+struct Seen {
+    lock: usize,
+    seq: u64,
+    kind: Kind,
+    fair: bool,
+    orphaned: bool,
+    in_line: bool,
+}
+
+struct Joined {
+    ticket: Ticket,
+    lock: usize,
+    settled: bool,
+}
+
+/// Where a lease passed to `grant` is.
+#[derive(Debug, PartialEq, Eq)]
+enum Whereabouts {
+    /// In the table, granted to waiter `seq`.
+    Held(u64),
+    Refused,
+    Taken,
+    Freed,
+}
+
+struct Model {
+    wakes: Arc<Wakes>,
+    kept: Arc<Kept>,
+    owners: Vec<Owner>,
+    joined: Vec<Joined>,
+    reservations: Vec<(usize, Reservation)>,
+    leases: HashMap<String, Whereabouts>,
+    next_lease: u32,
+}
+
+fn lease(token: &str, lock: usize) -> Lease {
+    Lease::new(
+        "job".into(),
+        LOCKS[lock].to_vec(),
+        token.into(),
+        1,
+        Stamp::now(),
+        TTL,
+    )
+}
+
+fn has_permit(ticket: &Ticket) -> bool {
+    let woken = pin!(ticket.woken());
+    let mut context = Context::from_waker(Waker::noop());
+    matches!(woken.poll(&mut context), Poll::Ready(()))
+}
+
+impl Model {
+    fn new() -> Self {
+        let wakes = Arc::new(Wakes::default());
+        let kept = Arc::new(Kept::default());
+        let cleaner: Arc<dyn Cleaner> = kept.clone();
+        wakes.set_cleaner(Arc::downgrade(&cleaner));
+        Model {
+            wakes,
+            kept,
+            owners: vec![Owner::new(), Owner::new()],
+            joined: Vec::new(),
+            reservations: Vec::new(),
+            leases: HashMap::new(),
+            next_lease: 0,
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        let channels = lock(&self.wakes.channels);
+        let mut seen = Vec::new();
+        for (lock_index, name) in LOCKS.iter().map(|key| channel(key)).enumerate() {
+            let Some(entry) = channels.get(&name) else {
+                continue;
+            };
+            for waiter in &entry.waiters {
+                let kind = match &waiter.state {
+                    WaiterState::Waiting => Kind::Waiting,
+                    WaiterState::Woken => Kind::Woken,
+                    WaiterState::Reserved { woken } => Kind::Reserved { woken: *woken },
+                    WaiterState::Granted(lease) => Kind::Granted(lease.token.clone()),
+                };
+                seen.push(Seen {
+                    lock: lock_index,
+                    seq: waiter.seq,
+                    kind,
+                    fair: waiter.fair,
+                    orphaned: waiter.is_orphaned(),
+                    in_line: waiter.in_line,
+                });
+            }
+        }
+        seen
+    }
+
+    fn queued(&self, lock_index: usize) -> bool {
+        let channels = lock(&self.wakes.channels);
+        channels
+            .get(&channel(LOCKS[lock_index]))
+            .is_some_and(|entry| entry.queued.is_some())
+    }
+
+    fn cleanups(&self) -> Vec<Cleanup> {
+        std::mem::take(&mut *lock(&self.kept.0))
+    }
+
+    fn live(&self, i: usize) -> Option<usize> {
+        (!self.joined.is_empty()).then(|| i % self.joined.len())
+    }
+
+    fn reservation(&mut self, i: usize) -> Option<(usize, Reservation)> {
+        if self.reservations.is_empty() {
+            return None;
+        }
+        let at = i % self.reservations.len();
+        Some(self.reservations.remove(at))
+    }
+
+    fn took(&mut self, seq: u64, lease: Lease) {
+        let was = self.leases.insert(lease.token.clone(), Whereabouts::Taken);
+        assert_eq!(was, Some(Whereabouts::Held(seq)), "taken: {}", lease.token);
+    }
+
+    /// Waiters that went from Waiting to Woken between `before` and `after`.
+    fn newly_woken(before: &[Seen], after: &[Seen]) -> Vec<Seen> {
+        after
+            .iter()
+            .filter(|now| now.kind == Kind::Woken)
+            .filter(|now| {
+                before
+                    .iter()
+                    .any(|then| then.seq == now.seq && then.kind == Kind::Waiting)
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn first_wakeable(before: &[Seen], lock_index: usize) -> Option<u64> {
+        before
+            .iter()
+            .find(|w| w.lock == lock_index && w.kind == Kind::Waiting && !w.orphaned)
+            .map(|w| w.seq)
+    }
+
+    fn run(&mut self, step: Step) {
+        let before = self.seen();
+        match step {
+            Step::Join { lock, fair, owner } => {
+                let owner = Some(self.owners[owner].clone());
+                let ticket = if fair {
+                    self.wakes.join_fair(LOCKS[lock], TTL, owner)
+                } else {
+                    self.wakes.join_as(LOCKS[lock], TTL, None, owner)
+                };
+                assert!(!ticket.view().settled);
+                self.joined.push(Joined {
+                    ticket,
+                    lock,
+                    settled: false,
+                });
+            }
+            Step::Rearm(i) | Step::TakeGrant(i) => {
+                let Some(at) = self.live(i) else { return };
+                let ticket = &self.joined[at].ticket;
+                let seq = ticket.seq;
+                let found = match step {
+                    Step::Rearm(_) => ticket.rearm(),
+                    _ => ticket.look(),
+                };
+                match found {
+                    Resume::Granted(lease) => self.took(seq, lease),
+                    Resume::Settled => assert!(self.joined[at].settled, "settled unasked"),
+                    Resume::Waiting => {
+                        assert!(!self.joined[at].settled, "settled yet not told so");
+                        let was = before.iter().find(|w| w.seq == seq);
+                        assert!(!matches!(
+                            was,
+                            Some(Seen {
+                                kind: Kind::Granted(_),
+                                ..
+                            })
+                        ));
+                    }
+                }
+            }
+            Step::InLine(i, on) => {
+                let Some(at) = self.live(i) else { return };
+                if self.joined[at].ticket.is_fair() {
+                    self.joined[at].ticket.set_in_line(on);
+                }
+            }
+            Step::Leave(i) => {
+                let Some(at) = self.live(i) else { return };
+                let joined = self.joined.remove(at);
+                let seq = joined.ticket.seq;
+                let lock_index = joined.lock;
+                let queued = self.queued(lock_index);
+                drop(joined.ticket);
+                let after = self.seen();
+                assert!(after.iter().all(|w| w.seq != seq), "left, yet still there");
+                let cleanups = self.cleanups();
+                let owed: Vec<&Cleanup> = cleanups
+                    .iter()
+                    .filter(|c| !matches!(c, Cleanup::DropIdle))
+                    .collect();
+                assert!(owed.len() <= 1, "more than one cleanup for one departure");
+                let Some(was) = before.iter().find(|w| w.seq == seq) else {
+                    assert!(joined.settled, "gone from the table unsettled");
+                    assert!(!owed.iter().any(|c| !matches!(c, Cleanup::LeaveQueue(_))));
+                    return;
+                };
+                match (&was.kind, was.fair) {
+                    (_, true) => {
+                        let line = matches!(owed.first(), Some(Cleanup::LeaveLine { seq: s, .. }) if *s == seq);
+                        assert_eq!(line, was.in_line, "a fair waiter's line place");
+                    }
+                    (Kind::Granted(token), false) => {
+                        let Some(Cleanup::FreeGranted(lease)) = owed.first() else {
+                            panic!("a granted lock was not freed on leaving");
+                        };
+                        assert_eq!(&lease.token, token);
+                        let was = self.leases.insert(token.clone(), Whereabouts::Freed);
+                        assert_eq!(was, Some(Whereabouts::Held(seq)));
+                    }
+                    (Kind::Woken | Kind::Reserved { woken: true }, false) => {
+                        let passed_here = Self::newly_woken(&before, &after)
+                            .iter()
+                            .any(|w| w.lock == lock_index);
+                        let passed_on = matches!(owed.first(), Some(Cleanup::PassWake(_)));
+                        assert!(
+                            passed_here || passed_on || queued,
+                            "a wake was dropped by a leaving waiter"
+                        );
+                    }
+                    (Kind::Waiting | Kind::Reserved { woken: false }, false) => {
+                        assert!(Self::newly_woken(&before, &after).is_empty());
+                        assert!(!matches!(owed.first(), Some(Cleanup::PassWake(_))));
+                    }
+                }
+            }
+            Step::WakeLocal(lock_index) | Step::TakeTurn(lock_index) => {
+                let expected = Self::first_wakeable(&before, lock_index);
+                let name = channel(LOCKS[lock_index]);
+                let turn = match step {
+                    Step::TakeTurn(_) => Some(self.wakes.take_turn(&name)),
+                    _ => {
+                        self.wakes.wake_local(&name);
+                        None
+                    }
+                };
+                let woken = Self::newly_woken(&before, &self.seen());
+                assert_eq!(
+                    woken.iter().map(|w| w.seq).collect::<Vec<_>>(),
+                    Vec::from_iter(expected)
+                );
+                if let Some(turn) = turn {
+                    assert_eq!(matches!(turn, Turn::Woke), expected.is_some());
+                }
+                for w in &woken {
+                    let at = self.joined.iter().position(|j| j.ticket.seq == w.seq);
+                    let told = at.is_some_and(|at| has_permit(&self.joined[at].ticket));
+                    assert!(told, "woken, yet not told");
+                }
+            }
+            Step::WakeMember(i) => {
+                let Some(at) = self.live(i) else { return };
+                let ticket = &self.joined[at].ticket;
+                let name = channel(LOCKS[self.joined[at].lock]);
+                self.wakes.wake_member(&name, ticket.seq);
+                let present = self.seen().iter().any(|w| w.seq == ticket.seq);
+                assert!(!present || has_permit(ticket), "named, yet not told");
+            }
+            Step::ConnectionLost => self.wakes.connection_lost(),
+            Step::Queued(lock_index) => {
+                let name = channel(LOCKS[lock_index]);
+                let queued = !self.queued(lock_index);
+                self.wakes.mark_queued(&name, queued);
+            }
+            Step::Reserve(lock_index) => {
+                let expected = before
+                    .iter()
+                    .find(|w| {
+                        w.lock == lock_index && w.kind == Kind::Waiting && !w.orphaned && !w.fair
+                    })
+                    .map(|w| w.seq);
+                let reserved = self.wakes.reserve(&channel(LOCKS[lock_index]));
+                assert_eq!(reserved.as_ref().map(|r| r.seq), expected);
+                if let Some(reservation) = reserved {
+                    self.reservations.push((lock_index, reservation));
+                }
+            }
+            Step::Grant(i) => {
+                let Some((lock_index, to)) = self.reservation(i) else {
+                    return;
+                };
+                let seq = to.seq;
+                self.next_lease += 1;
+                let token = format!("t{}", self.next_lease);
+                let name = channel(LOCKS[lock_index]);
+                let back = self.wakes.grant(&name, to, lease(&token, lock_index));
+                let at = self.joined.iter().position(|j| j.ticket.seq == seq);
+                match back {
+                    Some(back) => {
+                        assert_eq!(back.token, token);
+                        self.leases.insert(token, Whereabouts::Refused);
+                        let was = before.iter().find(|w| w.seq == seq);
+                        assert!(was.is_none_or(|w| w.orphaned), "refused a live waiter");
+                    }
+                    None => {
+                        let live = before.iter().any(|w| w.seq == seq && !w.orphaned);
+                        assert!(live, "handed a lock to an ended owner's waiter");
+                        self.leases.insert(token, Whereabouts::Held(seq));
+                        let told = at.is_some_and(|at| has_permit(&self.joined[at].ticket));
+                        assert!(told, "granted, yet not told");
+                    }
+                }
+            }
+            Step::Settle(i) => {
+                let Some((lock_index, to)) = self.reservation(i) else {
+                    return;
+                };
+                let seq = to.seq;
+                let settled = self.wakes.settle(&channel(LOCKS[lock_index]), to);
+                assert_eq!(settled, before.iter().any(|w| w.seq == seq));
+                if settled {
+                    let at = self.joined.iter().position(|j| j.ticket.seq == seq);
+                    let Some(at) = at else {
+                        panic!("settled a waiter that left");
+                    };
+                    self.joined[at].settled = true;
+                    let ticket = &self.joined[at].ticket;
+                    assert!(has_permit(ticket), "settled, yet not told");
+                    assert!(ticket.view().settled);
+                    assert!(ticket.take_grant().is_none());
+                }
+            }
+            Step::Unreserve(i) | Step::DropReservation(i) => {
+                let Some((_, to)) = self.reservation(i) else {
+                    return;
+                };
+                let seq = to.seq;
+                match step {
+                    Step::Unreserve(_) => self.wakes.unreserve(to),
+                    _ => drop(to),
+                }
+                let after = self.seen();
+                if let Some(now) = after.iter().find(|w| w.seq == seq) {
+                    let was_woken = before
+                        .iter()
+                        .any(|w| w.seq == seq && w.kind == Kind::Reserved { woken: true });
+                    let woken = matches!(step, Step::Unreserve(_)) || was_woken;
+                    let expected = if woken { Kind::Woken } else { Kind::Waiting };
+                    assert_eq!(now.kind, expected);
+                }
+            }
+            Step::OwnerGone(o) => {
+                // Its waits would end; here, its waiters stay until they leave.
+                drop(self.owners[o].end());
+            }
+        }
+        self.check();
+    }
+
+    /// What holds after every step.
+    fn check(&self) {
+        let seen = self.seen();
+        let channels = lock(&self.wakes.channels);
+        assert_eq!(
+            self.wakes.remembered.load(Ordering::SeqCst),
+            channels.len(),
+            "remembered drifted"
+        );
+        for entry in channels.values() {
+            let seqs: Vec<u64> = entry.waiters.iter().map(|w| w.seq).collect();
+            assert!(seqs.windows(2).all(|w| w[0] < w[1]), "waiters out of order");
+        }
+        drop(channels);
+        let reserved: HashSet<u64> = self.reservations.iter().map(|(_, r)| r.seq).collect();
+        for w in &seen {
+            if w.fair {
+                assert!(
+                    matches!(w.kind, Kind::Waiting | Kind::Woken),
+                    "a fair waiter was picked for a hand-over"
+                );
+            }
+            if matches!(w.kind, Kind::Reserved { .. }) {
+                assert!(reserved.contains(&w.seq), "reserved with no reservation");
+            }
+            if let Kind::Granted(token) = &w.kind {
+                assert_eq!(self.leases.get(token), Some(&Whereabouts::Held(w.seq)));
+            }
+        }
+        for (token, whereabouts) in &self.leases {
+            if let Whereabouts::Held(seq) = whereabouts {
+                let held = seen
+                    .iter()
+                    .any(|w| w.seq == *seq && w.kind == Kind::Granted(token.clone()));
+                assert!(held, "lease {token} lost");
+            }
+        }
+        for joined in &self.joined {
+            let present = seen.iter().any(|w| w.seq == joined.ticket.seq);
+            assert_eq!(
+                present, !joined.settled,
+                "granted and settled at once, or lost"
+            );
+            assert_eq!(joined.ticket.view().settled, joined.settled);
+        }
+    }
+
+    /// Everyone leaves: every lease handed over is accounted for, nobody is left behind.
+    fn finish(mut self) {
+        self.reservations.clear();
+        while !self.joined.is_empty() {
+            self.run(Step::Leave(0));
+        }
+        self.check();
+        let held: Vec<_> = self
+            .leases
+            .iter()
+            .filter(|(_, w)| matches!(w, Whereabouts::Held(_)))
+            .collect();
+        assert!(held.is_empty(), "leases never taken nor freed: {held:?}");
+        assert!(self.seen().is_empty());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn waiters_keep_their_invariants_under_any_interleaving(
+        steps in prop::collection::vec(step(), 1..200)
+    ) {
+        let mut model = Model::new();
+        for step in steps {
+            model.run(step);
+        }
+        model.finish();
+    }
+}
