@@ -12,6 +12,7 @@ pub mod errands;
 pub mod exclusive;
 pub mod forsaken;
 pub mod held;
+pub mod kept_fences;
 pub mod lock;
 pub mod pair;
 pub mod release;

@@ -4,6 +4,7 @@
 //! connection wakes one of its waiters or is passed on, and waiters are made wakeable by
 //! subscribing and queueing for their lock.
 
+use super::kept_fences::KeptFences;
 use super::scripts;
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::backend::link::{Connection, Link, Listener, Replay, Subscriptions};
@@ -31,6 +32,7 @@ pub struct Store {
     wakes: Arc<Wakes>,
     /// This connection's name in the queues of waiting connections (see wake.rs).
     id: String,
+    kept_fences: KeptFences,
     me: Weak<Store>,
 }
 
@@ -95,6 +97,7 @@ impl Store {
                 watchdog: Mutex::new(Weak::<()>::new()),
                 wakes: wakes.clone(),
                 id: crate::core::basics::token::new_token(),
+                kept_fences: KeptFences::default(),
                 me: me.clone(),
             }
         });
@@ -124,6 +127,11 @@ impl Store {
 
     pub fn wakes(&self) -> &Arc<Wakes> {
         &self.wakes
+    }
+
+    /// How long this connection's transactions kept each fence counter.
+    pub fn kept_fences(&self) -> &KeptFences {
+        &self.kept_fences
     }
 
     /// This connection's name in the queues of waiting connections.
