@@ -419,10 +419,11 @@ describe('acquire, inspect, release and the Redis layout', () => {
     assert.match(lock.fence, FENCE)
     // The counter keeps the next fence, for a handover.
     assert.equal(lock.fence, String((await raw.get(fenceKey(key))) - 1).padStart(15, '0'))
-    // It outlives the hold by fence_retention_ms (7 days by default; README, "Fencing tokens").
+    // It outlives the hold by fence_retention_ms (7 days by default; README, "Fencing tokens"),
+    // and by a quarter of that more when a transaction pushed it.
     const counterTtl = await raw.pttl(fenceKey(key))
     const week = 7 * 24 * 60 * 60 * 1000
-    assert.ok(counterTtl > week && counterTtl <= week + 3000, `the fence counter outlives holds by a week: PTTL ${counterTtl}`)
+    assert.ok(counterTtl > week && counterTtl <= week * 1.25 + 3000, `the fence counter outlives holds by a week: PTTL ${counterTtl}`)
 
     // The default refresh (every 1000 ms) pushes the TTL back to 3000, and both keys share
     // one absolute expiry from then on.

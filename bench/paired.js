@@ -1,26 +1,32 @@
 #!/usr/bin/env node
 'use strict'
 
-// Two libraries' serial pairs (scenario (a)) in adjacent short windows, alternating, on one
-// private redis-server: the ratio of each pair of neighbouring windows, and where each
-// library's time goes (Node's CPU and Redis's, per pair). On a VM whose speed swings between
-// the 2 s rounds of run.js, neighbouring windows see the same machine.
+// Two libraries' serial pairs (scenario (a)), or pairs kept in flight (scenario (b):
+// --inflight=256), in adjacent short windows, alternating, on one private redis-server: the
+// ratio of each pair of neighbouring windows, and where each library's time goes (Node's CPU
+// and Redis's, per pair). On a VM whose speed swings between the 2 s rounds of run.js,
+// neighbouring windows see the same machine.
 //
-//   node bench/paired.js [ours-exclusive-lock] [original-exclusive-lock] [--windows=24] [--ms=500]
+//   node bench/paired.js [ours-exclusive-lock] [original-exclusive-lock] [--windows=24] [--ms=500] [--inflight=256]
 //   taskset -c 0 node bench/paired.js ...     # pinned: Redis is started from here, so it
 //                                             # shares the core
+//
+// An adapter of ours may name the copy of the package it loads, `ours-distributed-lock@/tmp/a`
+// (a directory holding index.js, lib/, binding.js and the .node file of another build): two
+// builds of ours, A/B, in one process.
 //
 // Prints the median of the ratios (first ÷ second) with its quartiles, then per library the
 // medians of wall time, Node CPU and Redis CPU per pair.
 const { startRedis } = require('../__test__/helpers/redis-server')
 const { connect } = require('./lib/redis')
-const { median, quantile } = require('./lib/util')
+const { median, quantile, ours, ROOT } = require('./lib/util')
 
 const args = process.argv.slice(2)
 const option = (name, fallback) => Number(args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)
 const [first = 'ours-exclusive-lock', second = 'original-exclusive-lock'] = args.filter((a) => !a.startsWith('--'))
 const WINDOWS = option('windows', 24)
 const WINDOW_MS = option('ms', 500)
+const INFLIGHT = option('inflight', 0)
 
 const quartile = (values, q) => quantile([...values].sort((a, b) => a - b), q)
 
@@ -34,21 +40,35 @@ async function main() {
   }
   try {
     const libraries = []
-    for (const [i, id] of [first, second].entries()) {
+    for (const [i, spec] of [first, second].entries()) {
+      const [id, root] = spec.split('@')
       const adapter = require(`./adapters/${id}`)
+      ours.root = root ?? ROOT
       const lock = await adapter.create({ port: server.port, url: server.url })
+      ours.root = ROOT
       const key = `paired:${i}`
-      libraries.push({ name: adapter.name, lock, pair: async () => lock.release(await lock.acquire(key, 10_000)), windows: [] })
+      const name = root ? `${adapter.name} (${root})` : adapter.name
+      libraries.push({ name, lock, key, windows: [] })
+    }
+    /** Pairs on `key` until `end`; how many. */
+    const loop = async (lock, key, end) => {
+      let pairs = 0
+      while (performance.now() < end) {
+        await lock.release(await lock.acquire(key, 10_000))
+        pairs++
+      }
+      return pairs
+    }
+    const run = async ({ lock, key }, end) => {
+      if (INFLIGHT === 0) return loop(lock, key, end)
+      const counts = await Promise.all(Array.from({ length: INFLIGHT }, (_, j) => loop(lock, `${key}:${j}`, end)))
+      return counts.reduce((a, b) => a + b, 0)
     }
     const measure = async (library) => {
       const redis0 = await redisCpuUs()
       const cpu0 = process.cpuUsage()
       const start = performance.now()
-      let pairs = 0
-      while (performance.now() - start < WINDOW_MS) {
-        await library.pair()
-        pairs++
-      }
+      const pairs = await run(library, start + WINDOW_MS)
       const elapsed = performance.now() - start
       const cpu = process.cpuUsage(cpu0)
       const redis = (await redisCpuUs()) - redis0
@@ -65,7 +85,7 @@ async function main() {
       const rates = new Map([[a, await measure(a)], [b, await measure(b)]])
       ratios.push(rates.get(libraries[0]) / rates.get(libraries[1]))
     }
-    console.log(`${libraries[0].name} ÷ ${libraries[1].name}, serial pairs, ${WINDOWS} paired windows of ${WINDOW_MS} ms:`)
+    console.log(`${libraries[0].name} ÷ ${libraries[1].name}, ${INFLIGHT ? `${INFLIGHT} pairs in flight` : 'serial pairs'}, ${WINDOWS} paired windows of ${WINDOW_MS} ms:`)
     console.log(`  median ${median(ratios).toFixed(3)}× (quartiles ${quartile(ratios, 0.25).toFixed(3)}–${quartile(ratios, 0.75).toFixed(3)})`)
     for (const library of libraries) {
       const m = (field) => median(library.windows.map((w) => w[field])).toFixed(1)

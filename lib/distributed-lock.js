@@ -148,10 +148,8 @@ class LockHandle {
     }
   }
 
-  // Public methods await their native call in an async function, so that a failure's stack
-  // shows the caller's frames (see fromNative).
-  async release() {
-    if ((this.#flags & (FILLED | RELEASED)) !== FILLED) return
+  release() {
+    if ((this.#flags & (FILLED | RELEASED)) !== FILLED) return DONE
     if ((this.#flags & LENT) !== 0) this.#askLent()
     this.#flags |= RELEASED | RELEASING
     this.#stopListening()
@@ -159,17 +157,11 @@ class LockHandle {
     this.#remember()
     // A lost lock, or one lent to us and not confirmed yet, is never lent on (fence 0).
     const fence = (this.#flags & (LOST | LENT)) === 0 ? this.#fence : 0
-    let pending
     try {
-      pending = this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch)
+      return callersFrames(this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch))
     } catch (err) {
       this[FAILED]()
-      throw fromNative(err, this.#key)
-    }
-    try {
-      return await pending
-    } catch (err) {
-      throw fromNative(err, this.#key)
+      return Promise.reject(fromNative(err, this.#key))
     }
   }
 
@@ -262,6 +254,22 @@ class LockHandle {
 
 completions.hook('handle', fill)
 
+const DONE = Promise.resolve()
+
+function rethrow(err) {
+  throw fromNative(err)
+}
+
+/**
+ * A native call's promise, whose failure gets a stack with the caller's frames: `rethrow`
+ * runs as a reaction whose promise the caller awaits, and V8 adds the frames awaiting that
+ * promise to the stack it captures there (see fromNative). A success costs one reaction,
+ * where an async function awaiting the call cost one more promise and a resumption.
+ */
+function callersFrames(pending) {
+  return pending.then(undefined, rethrow)
+}
+
 /** Reads `{ autoRefresh, onLost }`; what a handle needs to be kept alive, if it is to be. */
 function autoRefreshOf(o) {
   check.optionalBoolean(o.autoRefresh, 'options.autoRefresh')
@@ -318,36 +326,34 @@ class DistributedLock {
   }
 
   /** Acquires `key`, retrying `maxRetries` times with exponential backoff. */
-  async acquire(key, ttlMs, options) {
-    try {
-      return await this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
+  acquire(key, ttlMs, options) {
+    return callersFrames(
+      this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
         this.#native.acquire(handle, key, ttlMs, cancel, listener),
-      )
-    } catch (err) {
-      throw fromNative(err, key)
-    }
+      ),
+    )
   }
 
   /** One attempt; `null` when someone else holds the lock. */
-  async tryAcquire(key, ttlMs, options) {
-    try {
-      return await this.#attempting(key, ttlMs, options, false, (handle, _cancel, listener) =>
+  tryAcquire(key, ttlMs, options) {
+    return callersFrames(
+      this.#attempting(key, ttlMs, options, false, (handle, _cancel, listener) =>
         this.#native.tryAcquire(handle, key, ttlMs, listener),
-      )
-    } catch (err) {
-      throw fromNative(err, key)
-    }
+      ),
+    )
   }
 
   /** Waits up to `timeoutMs` for the lock, however many attempts that takes. */
-  async waitForLock(key, timeoutMs, ttlMs, options) {
-    check.string(key, 'key')
-    check.number(timeoutMs, 'timeoutMs')
+  waitForLock(key, timeoutMs, ttlMs, options) {
     try {
-      return await this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
-        this.#native.waitForLock(handle, key, timeoutMs, ttlMs, cancel, listener),
-      )
+      check.string(key, 'key')
+      check.number(timeoutMs, 'timeoutMs')
     } catch (err) {
+      return Promise.reject(fromNative(err, key))
+    }
+    return this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
+      this.#native.waitForLock(handle, key, timeoutMs, ttlMs, cancel, listener),
+    ).then(undefined, (err) => {
       // A wait is bounded by time, not by a number of retries: say so.
       if (err instanceof LockAcquisitionError) {
         const counted = err.message
@@ -356,16 +362,16 @@ class DistributedLock {
         if (typeof err.stack === 'string' && err.stack.startsWith(head)) err.stack = `${err.name}: ${err.message}\n${err.stack.slice(head.length)}`
       }
       throw fromNative(err, key)
-    }
+    })
   }
 
   /** Whether anyone holds `key`. Rejects, never answers `false`, when Redis cannot be asked. */
-  async isLocked(key) {
+  isLocked(key) {
     try {
       check.string(key, 'key')
-      return await this.#native.isLocked(key)
+      return callersFrames(this.#native.isLocked(key))
     } catch (err) {
-      throw fromNative(err, key)
+      return Promise.reject(fromNative(err, key))
     }
   }
 
@@ -441,14 +447,14 @@ class DistributedLock {
    * landed there: the fenced store that makes a paused, expired holder's late write harmless.
    * Resolves `true` when written, `false` when rejected as stale.
    */
-  async fencedSet(key, value, fence) {
+  fencedSet(key, value, fence) {
     try {
       check.string(key, 'key')
       check.string(value, 'value')
       check.string(fence, 'fence')
-      return await this.#native.fencedSet(key, value, fence)
+      return callersFrames(this.#native.fencedSet(key, value, fence))
     } catch (err) {
-      throw fromNative(err, key)
+      return Promise.reject(fromNative(err, key))
     }
   }
 }

@@ -11,13 +11,15 @@ function sleepSync(ms) {
 }
 
 const ROOT = path.join(__dirname, '..', '..')
+/** Where `requireOurs` loads the package from: paired.js points it at another build's copy. */
+const ours = { root: ROOT }
 
 /**
  * require() of our package or one of its subpaths ('', 'exclusive-lock', 'maestro'), retried
  * for up to a minute: the .node file may be mid-rewrite when another build runs.
  */
 function requireOurs(subpath = '') {
-  const target = subpath ? path.join(ROOT, subpath) : ROOT
+  const target = subpath ? path.join(ours.root, subpath) : ours.root
   const deadline = Date.now() + 60_000
   for (;;) {
     try {
@@ -75,4 +77,4 @@ function rotate(list, n) {
   return list.slice(k).concat(list.slice(0, k))
 }
 
-module.exports = { holdThroughUsing, sleep, sleepSync, requireOurs, quantile, median, fmt, rotate, ROOT }
+module.exports = { holdThroughUsing, sleep, sleepSync, requireOurs, quantile, median, fmt, rotate, ROOT, ours }

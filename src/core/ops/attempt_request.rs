@@ -22,6 +22,8 @@ pub struct AttemptRequest {
     pub sent: Stamp,
     /// The locker's (see `Locker::fence_retention`).
     pub fence_retention_ms: u64,
+    /// Whether the transaction pushes the fence counter's expiry (see kept_fences.rs).
+    pub keep_fences: bool,
 }
 
 impl AttemptRequest {
@@ -52,6 +54,7 @@ impl AttemptRequest {
                     &fence_key,
                     self.ttl.as_millis() as u64,
                     self.fence_retention_ms,
+                    self.keep_fences,
                 );
                 resp::write_command(out, &[b"EXEC"]);
                 4 + kept
@@ -161,13 +164,35 @@ impl AttemptRequest {
 impl Locker {
     /// A first attempt (as `attempt`) to send elsewhere; `sent` is now.
     pub fn attempt_request(&self, key: &str, ttl: Duration) -> AttemptRequest {
+        let redis_key = self.redis_key(key);
+        let fence_retention_ms = self.fence_retention_ms();
+        let keep_fences =
+            self.store()
+                .kept_fences()
+                .due(&keys::fence_key(&redis_key), ttl, fence_retention_ms);
         AttemptRequest {
             key: key.to_owned(),
-            redis_key: self.redis_key(key),
+            redis_key,
             token: token::new_token(),
             ttl,
             sent: Stamp::now(),
-            fence_retention_ms: self.fence_retention_ms(),
+            fence_retention_ms,
+            keep_fences,
+        }
+    }
+
+    /// Remembers how long the reply to `request`'s transaction kept its fence counter.
+    pub fn note_kept_fences(&self, request: &AttemptRequest, reply: &redis::Value) {
+        if request.keep_fences {
+            let (ttl, window) = (request.ttl, request.fence_retention_ms);
+            let kept = self.store().kept_fences();
+            kept.answered(
+                reply,
+                &keys::fence_key(&request.redis_key),
+                request.sent.at,
+                ttl,
+                window,
+            );
         }
     }
 
@@ -225,6 +250,18 @@ mod tests {
         Value::Array(vec![a, b])
     }
 
+    fn request(keep_fences: bool) -> AttemptRequest {
+        AttemptRequest {
+            key: "k".into(),
+            redis_key: b"lock:k".to_vec(),
+            token: "t".into(),
+            ttl: Duration::from_millis(1000),
+            sent: Stamp::now(),
+            fence_retention_ms: 5000,
+            keep_fences,
+        }
+    }
+
     #[test]
     fn the_scripts_answer_is_read_as_it_is_even_for_the_first_fence() {
         // `[1, 1]`: the script won the key's very first fence; nothing to settle again.
@@ -272,24 +309,25 @@ mod tests {
 
     #[test]
     fn the_transaction_asks_nothing_a_free_lock_does_not_need() {
-        let request = AttemptRequest {
-            key: "k".into(),
-            redis_key: b"lock:k".to_vec(),
-            token: "t".into(),
-            ttl: Duration::from_millis(1000),
-            sent: Stamp::now(),
-            fence_retention_ms: 5000,
-        };
-        let mut out = Vec::new();
-        assert_eq!(request.write(&mut out, AttemptForm::Transaction), 6);
-        assert!(!out.windows(4).any(|w| w == b"PTTL"));
-        assert_eq!(
-            request.won(pair(Value::Okay, Value::Int(8))).ok(),
-            Some(Some(7))
-        );
-        assert_eq!(
-            request.won(pair(Value::Nil, Value::Int(8))).ok(),
-            Some(None)
-        );
+        // Pushing the fence counter's expiry, or leaving a counter known kept alone.
+        for (keep_fences, replies) in [(true, 6), (false, 4)] {
+            let request = request(keep_fences);
+            let mut out = Vec::new();
+            assert_eq!(request.write(&mut out, AttemptForm::Transaction), replies);
+            assert!(!out.windows(4).any(|w| w == b"PTTL"));
+            assert_eq!(out.windows(7).any(|w| w == b"PEXPIRE"), keep_fences);
+            assert!(!AttemptRequest::needs_script(&pair(
+                Value::Okay,
+                Value::Int(8)
+            )));
+            assert_eq!(
+                request.won(pair(Value::Okay, Value::Int(8))).ok(),
+                Some(Some(7))
+            );
+            assert_eq!(
+                request.won(pair(Value::Nil, Value::Int(8))).ok(),
+                Some(None)
+            );
+        }
     }
 }

@@ -193,6 +193,7 @@ impl Carried for Attempt {
         if AttemptRequest::needs_script(&reply) {
             return Step::Later(self.resend(None));
         }
+        self.locker.note_kept_fences(&self.request, &reply);
         let holder_ttl = AttemptRequest::holder_ttl(&reply);
         match self.request.won(reply) {
             Ok(Some(fence)) => {

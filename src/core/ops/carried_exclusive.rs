@@ -76,6 +76,7 @@ impl Carried for ExclusiveAttempt {
             }
             return Step::Now(self.request.won(reply));
         }
+        self.lock.note_kept_fences(&self.request, &reply);
         match AttemptRequest::answer(&reply) {
             Answer::Held => Step::Now(Ok(None)),
             Answer::Set {

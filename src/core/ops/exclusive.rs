@@ -160,6 +160,20 @@ impl Exclusive {
             ttl: terms.ttl,
             sent: Stamp::now(),
             fence_retention_ms: self.fence_retention_ms,
+            keep_fences: self.store.kept_fences().due(
+                &self.fence_key,
+                terms.ttl,
+                self.fence_retention_ms,
+            ),
+        }
+    }
+
+    /// Remembers how long the reply to `request`'s transaction kept its fence counter.
+    pub fn note_kept_fences(&self, request: &AttemptRequest, reply: &redis::Value) {
+        if request.keep_fences {
+            let (ttl, window) = (request.ttl, request.fence_retention_ms);
+            let kept = self.store.kept_fences();
+            kept.answered(reply, &request.fence_key, request.sent.at, ttl, window);
         }
     }
 
@@ -267,6 +281,8 @@ pub struct AttemptRequest {
     pub ttl: Duration,
     pub sent: Stamp,
     fence_retention_ms: u64,
+    /// Whether the transaction pushes the fence counter's expiry (see kept_fences.rs).
+    keep_fences: bool,
 }
 
 impl AttemptRequest {
@@ -385,6 +401,7 @@ mod tests {
             ttl: Duration::from_millis(3000),
             sent: Stamp::now(),
             fence_retention_ms: 5000,
+            keep_fences: true,
         }
     }
 

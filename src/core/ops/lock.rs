@@ -427,21 +427,27 @@ pub fn write_handoff(out: &mut Vec<u8>, lease: &Lease, theirs: &str, ttl: Durati
 }
 
 /// What a transaction that draws fences adds after its INCRBY, as fence.lua's
-/// `keep_fences`: the counter kept `retention_ms` past a lock of `ttl_ms` (the first sets an
-/// expiry on a counter without one, the second only lengthens one), or forever for 0. Redis
-/// before 7.0 refuses the flags as the transaction is queued, and the connection turns to
-/// the script for good. Answers how many replies it adds.
+/// `keep_fences`: the counter kept `retention_ms` past a lock of `ttl_ms`, and a quarter
+/// window more (the first sets an expiry on a counter without one, the second only lengthens
+/// one), or forever for 0; nothing when the connection knows it kept that long already
+/// (`due` false, see kept_fences.rs). Redis before 7.0 refuses the flags as the transaction
+/// is queued, and the connection turns to the script for good. Answers how many replies it
+/// adds.
 pub(crate) fn write_keep_fences(
     out: &mut Vec<u8>,
     fence_key: &[u8],
     ttl_ms: u64,
     retention_ms: u64,
+    due: bool,
 ) -> usize {
+    if !due {
+        return 0;
+    }
     if retention_ms == 0 {
         resp::write_command(out, &[b"PERSIST", fence_key]);
         return 1;
     }
-    let keep = resp::decimal(ttl_ms + retention_ms);
+    let keep = resp::decimal(super::kept_fences::pushed_for(ttl_ms, retention_ms));
     resp::write_command(out, &[b"PEXPIRE", fence_key, keep.as_bytes(), b"NX"]);
     resp::write_command(out, &[b"PEXPIRE", fence_key, keep.as_bytes(), b"GT"]);
     2

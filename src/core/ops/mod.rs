@@ -11,6 +11,7 @@ pub mod direct;
 pub mod exclusive;
 pub mod forsaken;
 pub mod held;
+pub mod kept_fences;
 pub mod lock;
 pub mod pair;
 pub mod release;

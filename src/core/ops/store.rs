@@ -4,6 +4,7 @@
 //! connection wakes one of its waiters or is passed on, and waiters are made wakeable by
 //! subscribing and queueing for their lock.
 
+use super::kept_fences::KeptFences;
 use super::scripts;
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::backend::link::{Connection, Link, Listener, Replay, Subscriptions};
@@ -27,6 +28,7 @@ pub struct Store {
     wakes: Arc<Wakes>,
     /// This connection's name in the queues of waiting connections (see wake.rs).
     id: String,
+    kept_fences: KeptFences,
     me: Weak<Store>,
 }
 
@@ -90,6 +92,7 @@ impl Store {
                 link: Link::new(endpoint.clone(), &scripts::ALL_SOURCES, listener),
                 wakes: wakes.clone(),
                 id: crate::core::basics::token::new_token(),
+                kept_fences: KeptFences::default(),
                 me: me.clone(),
             }
         });
@@ -115,6 +118,11 @@ impl Store {
 
     pub fn wakes(&self) -> &Arc<Wakes> {
         &self.wakes
+    }
+
+    /// How long this connection's transactions kept each fence counter.
+    pub fn kept_fences(&self) -> &KeptFences {
+        &self.kept_fences
     }
 
     /// This connection's name in the queues of waiting connections.

@@ -48,19 +48,21 @@ impl AttemptRequest {
             &self.fence_key,
             self.ttl.as_millis() as u64,
             self.fence_retention_ms,
+            self.keep_fences,
         );
         resp::write_command(out, &[b"PEXPIRETIME", &self.redis_key]);
         resp::write_command(out, &[b"EXEC"]);
         5 + kept
     }
 
-    /// What EXEC's `[lock set?, counter, the counter kept (one or two), lock expiry]` says.
+    /// What EXEC's `[lock set?, counter, the counter kept (none, one or two), lock expiry]`
+    /// says.
     pub fn answer(reply: &Value) -> Answer {
         let Value::Array(items) = reply else {
             return Answer::Other;
         };
-        // The script's answer has two items; the transaction's, four or five.
-        let [lock, counter, _, .., Value::Int(expiry)] = items.as_slice() else {
+        // The script's answer has two items; the transaction's, three to five.
+        let [lock, counter, .., Value::Int(expiry)] = items.as_slice() else {
             return Answer::Other;
         };
         match lock {
@@ -154,10 +156,29 @@ mod tests {
         assert_eq!(text.matches("PEXPIRETIME").count(), 1);
         // The lock's SET, and the counter's first expiry.
         assert_eq!(text.matches("\r\nNX\r\n").count(), 2);
-        // Kept its retention (5000 ms) past the lock's 3000 ms.
-        assert_eq!(text.matches("$4\r\n8000\r\n").count(), 2);
+        // Kept its retention (5000 ms) and a quarter more past the lock's 3000 ms.
+        assert_eq!(text.matches("$4\r\n9250\r\n").count(), 2);
         assert_eq!(text.matches("\r\nGT\r\n").count(), 1);
         assert!(!text.contains("owner"), "{text}");
+    }
+
+    #[test]
+    fn a_counter_known_kept_is_not_pushed_and_the_shorter_answer_reads_the_same() {
+        let mut request = super::super::tests::request();
+        request.keep_fences = false;
+        let mut out = Vec::new();
+        assert_eq!(request.write_transaction(&mut out), 5);
+        assert!(!String::from_utf8_lossy(&out).contains("PEXPIRE\r\n"));
+        let won = exec(vec![Value::Okay, Value::Int(8), Value::Int(5000)]);
+        assert_eq!(
+            AttemptRequest::answer(&won),
+            Answer::Set {
+                fence: Some(7),
+                expiry: 5000
+            }
+        );
+        let held = exec(vec![Value::Nil, Value::Int(8), Value::Int(5000)]);
+        assert_eq!(AttemptRequest::answer(&held), Answer::Held);
     }
 
     #[test]

@@ -1,0 +1,184 @@
+//! How long this connection knows each fence counter to live, from the replies of its own
+//! transactions. A transaction that pushes a counter pushes it a quarter window beyond what
+//! its lock needs, so the attempts at that key after it, until that quarter is used up, need
+//! not push it at all: two commands fewer in each (see `AttemptRequest::write`).
+//!
+//! What is known stays true: nothing we send ever shortens a counter's life (the pushes are
+//! `NX` and `GT`, the scripts push only a counter due, a window of 0 persists it). A counter
+//! deleted by someone else comes back from its next draw without an expiry, which it gets
+//! at the next push due (its fences restarted anyway, as with any counter deleted).
+
+use crate::core::basics::sync::lock;
+use redis::Value;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Counters known at most (about 100 KB); past that all is forgotten at once, which costs
+/// the next attempt at each key its two commands, never a counter.
+const KNOWN: usize = 1024;
+
+/// How far a transaction pushes the counter of a lock living `ttl_ms`: the window past the
+/// lock, and a quarter window more (a counter may live 1.25 windows past its last lock).
+pub fn pushed_for(ttl_ms: u64, window_ms: u64) -> u64 {
+    ttl_ms
+        .saturating_add(window_ms)
+        .saturating_add(window_ms / 4)
+}
+
+/// Whether EXEC's answer shows the pushes ran: `[lock set?, counter, NX's, GT's, ...]`.
+fn pushed(reply: &Value) -> bool {
+    let Value::Array(items) = reply else {
+        return false;
+    };
+    matches!(
+        items.as_slice(),
+        [
+            Value::Okay | Value::SimpleString(_) | Value::Nil,
+            Value::Int(_),
+            Value::Int(_),
+            Value::Int(_),
+            ..
+        ]
+    )
+}
+
+#[derive(Default)]
+pub struct KeptFences {
+    until: Mutex<HashMap<Vec<u8>, Instant>>,
+}
+
+impl KeptFences {
+    /// Whether an attempt sent now for a lock of `ttl` must push `fence_key`: unless a
+    /// transaction of ours kept it `window_ms` past such a lock already. A window of 0 (kept
+    /// forever) is persisted by every attempt.
+    pub fn due(&self, fence_key: &[u8], ttl: Duration, window_ms: u64) -> bool {
+        if window_ms == 0 {
+            return true;
+        }
+        let needed = Instant::now()
+            .checked_add(ttl)
+            .and_then(|at| at.checked_add(Duration::from_millis(window_ms)));
+        let Some(needed) = needed else {
+            return true;
+        };
+        match lock(&self.until).get(fence_key) {
+            Some(until) => *until < needed,
+            None => true,
+        }
+    }
+
+    /// `reply` answers a transaction sent at `sent` for a lock of `ttl`, which pushed
+    /// `fence_key` (`pushed_for`) if the reply says so.
+    pub fn answered(
+        &self,
+        reply: &Value,
+        fence_key: &[u8],
+        sent: Instant,
+        ttl: Duration,
+        window_ms: u64,
+    ) {
+        if window_ms == 0 || !pushed(reply) {
+            return;
+        }
+        let keep = pushed_for(ttl.as_millis() as u64, window_ms);
+        let Some(until) = sent.checked_add(Duration::from_millis(keep)) else {
+            return;
+        };
+        let mut known = lock(&self.until);
+        if known.len() >= KNOWN && !known.contains_key(fence_key) {
+            known.clear();
+        }
+        known.insert(fence_key.to_vec(), until);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WINDOW: u64 = 60_000;
+    const TTL: Duration = Duration::from_secs(5);
+
+    fn won() -> Value {
+        Value::Array(vec![
+            Value::Okay,
+            Value::Int(8),
+            Value::Int(0),
+            Value::Int(1),
+        ])
+    }
+
+    #[test]
+    fn a_counter_is_due_until_a_push_is_known_then_for_a_quarter_window_it_is_not() {
+        let kept = KeptFences::default();
+        assert!(kept.due(b"f", TTL, WINDOW));
+        let sent = Instant::now();
+        kept.answered(&won(), b"f", sent, TTL, WINDOW);
+        assert!(!kept.due(b"f", TTL, WINDOW));
+        // Another key, a longer lock than the push allowed for, or a push long ago: due.
+        assert!(kept.due(b"g", TTL, WINDOW));
+        assert!(kept.due(b"f", TTL + Duration::from_millis(WINDOW / 4 + 1000), WINDOW));
+        let long_ago = sent.checked_sub(Duration::from_millis(WINDOW / 4 + 1000));
+        if let Some(long_ago) = long_ago {
+            kept.answered(&won(), b"f", long_ago, TTL, WINDOW);
+            assert!(kept.due(b"f", TTL, WINDOW));
+        }
+    }
+
+    #[test]
+    fn a_counter_kept_forever_is_always_persisted() {
+        let kept = KeptFences::default();
+        kept.answered(&won(), b"f", Instant::now(), TTL, 0);
+        assert!(kept.due(b"f", TTL, 0));
+    }
+
+    #[test]
+    fn past_the_bound_everything_is_forgotten() {
+        let kept = KeptFences::default();
+        let now = Instant::now();
+        for i in 0..KNOWN {
+            kept.answered(&won(), format!("f{i}").as_bytes(), now, TTL, WINDOW);
+        }
+        assert!(!kept.due(b"f0", TTL, WINDOW));
+        kept.answered(&won(), b"one more", now, TTL, WINDOW);
+        assert!(kept.due(b"f0", TTL, WINDOW));
+        assert!(!kept.due(b"one more", TTL, WINDOW));
+    }
+
+    #[test]
+    fn only_an_answer_whose_pushes_ran_counts() {
+        let ints = |n: i64| Value::Int(n);
+        assert!(pushed(&Value::Array(vec![
+            Value::Okay,
+            ints(8),
+            ints(0),
+            ints(1)
+        ])));
+        assert!(pushed(&Value::Array(vec![
+            Value::Nil,
+            ints(8),
+            ints(0),
+            ints(0),
+            ints(5000)
+        ])));
+        // No pushes written, the script's answer, an error among them.
+        assert!(!pushed(&Value::Array(vec![Value::Okay, ints(8)])));
+        assert!(!pushed(&Value::Array(vec![
+            Value::Okay,
+            ints(8),
+            ints(5000)
+        ])));
+        assert!(!pushed(&Value::Array(vec![ints(1), ints(7)])));
+        let refused = match crate::core::basics::resp::parse(b"-ERR refused\r\n") {
+            Ok(Some((reply, _))) => reply,
+            other => panic!("{other:?}"),
+        };
+        assert!(!pushed(&Value::Array(vec![
+            Value::Okay,
+            ints(8),
+            refused,
+            ints(1)
+        ])));
+    }
+}
