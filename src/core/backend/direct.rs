@@ -146,9 +146,20 @@ impl Forms {
         }
     }
 
-    /// A command queued in a transaction was refused: MULTI is not allowed here.
-    pub fn multi_refused(&mut self) {
-        self.refused = true;
+    /// A command queued in a transaction was refused. Only a refusal of the command itself
+    /// (an ACL without it, a renamed or unknown command) says MULTI is not allowed here; any
+    /// other (OOM under maxmemory, a read-only replica, ...) passes with its cause, and
+    /// taking it for one would send every later attempt as the costlier script.
+    pub fn multi_refused(&mut self, refusal: &redis::Value) {
+        if let redis::Value::ServerError(err) = refusal {
+            let unknown = err.code() == "ERR"
+                && err
+                    .details()
+                    .is_some_and(|details| details.starts_with("unknown command"));
+            if err.code() == "NOPERM" || unknown {
+                self.refused = true;
+            }
+        }
     }
 
     /// A transaction ran with none of its commands refused.
@@ -165,18 +176,42 @@ pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 mod tests {
     use super::*;
 
+    fn error(line: &[u8]) -> redis::Value {
+        match crate::core::basics::resp::parse(line) {
+            Ok(Some((value, _))) => value,
+            other => panic!("{line:?} gave {other:?}"),
+        }
+    }
+
     #[test]
     fn attempts_are_untried_then_transactions_until_multi_is_refused_then_scripts_for_good() {
+        let noperm = error(b"-NOPERM User u has no permissions to run the 'multi' command\r\n");
         let mut forms = Forms::default();
         assert_eq!(forms.attempts(), AttemptForm::Untried);
         forms.multi_worked();
         assert_eq!(forms.attempts(), AttemptForm::Transaction);
-        forms.multi_refused();
+        forms.multi_refused(&noperm);
         assert_eq!(forms.attempts(), AttemptForm::Script);
         forms.multi_worked();
         assert_eq!(forms.attempts(), AttemptForm::Script);
         let mut refused_first = Forms::default();
-        refused_first.multi_refused();
+        refused_first.multi_refused(&error(
+            b"-ERR unknown command 'MULTI', with args beginning with: \r\n",
+        ));
         assert_eq!(refused_first.attempts(), AttemptForm::Script);
+    }
+
+    #[test]
+    fn other_refusals_in_a_transaction_leave_it_the_form() {
+        let mut forms = Forms::default();
+        forms.multi_worked();
+        for line in [
+            &b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"[..],
+            b"-READONLY You can't write against a read only replica.\r\n",
+            b"-ERR value is not an integer or out of range\r\n",
+        ] {
+            forms.multi_refused(&error(line));
+            assert_eq!(forms.attempts(), AttemptForm::Transaction, "{line:?}");
+        }
     }
 }

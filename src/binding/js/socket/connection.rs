@@ -283,7 +283,7 @@ impl Connection {
             };
             let reply = match call.refused.take() {
                 Some(refused) => {
-                    self.forms.multi_refused();
+                    self.forms.multi_refused(&refused);
                     refused
                 }
                 None => {
