@@ -7,6 +7,7 @@
 // the 2 s rounds of run.js, neighbouring windows see the same machine.
 //
 //   node bench/paired.js [ours-exclusive-lock] [original-exclusive-lock] [--windows=24] [--ms=500]
+//                        [--inflight=256]        # (b): that many loops at once, on distinct keys
 //   taskset -c 0 node bench/paired.js ...     # pinned: Redis is started from here, so it
 //                                             # shares the core
 //
@@ -21,6 +22,7 @@ const option = (name, fallback) => Number(args.find((a) => a.startsWith(`--${nam
 const [first = 'ours-exclusive-lock', second = 'original-exclusive-lock'] = args.filter((a) => !a.startsWith('--'))
 const WINDOWS = option('windows', 24)
 const WINDOW_MS = option('ms', 500)
+const INFLIGHT = option('inflight', 1)
 
 const quartile = (values, q) => quantile([...values].sort((a, b) => a - b), q)
 
@@ -38,17 +40,20 @@ async function main() {
       const adapter = require(`./adapters/${id}`)
       const lock = await adapter.create({ port: server.port, url: server.url })
       const key = `paired:${i}`
-      libraries.push({ name: adapter.name, lock, pair: async () => lock.release(await lock.acquire(key, 10_000)), windows: [] })
+      libraries.push({ name: adapter.name, lock, pair: async (loop) => lock.release(await lock.acquire(`${key}:${loop}`, 10_000)), windows: [] })
     }
     const measure = async (library) => {
       const redis0 = await redisCpuUs()
       const cpu0 = process.cpuUsage()
       const start = performance.now()
       let pairs = 0
-      while (performance.now() - start < WINDOW_MS) {
-        await library.pair()
-        pairs++
+      const loop = async (i) => {
+        while (performance.now() - start < WINDOW_MS) {
+          await library.pair(i)
+          pairs++
+        }
       }
+      await Promise.all(Array.from({ length: INFLIGHT }, (_, i) => loop(i)))
       const elapsed = performance.now() - start
       const cpu = process.cpuUsage(cpu0)
       const redis = (await redisCpuUs()) - redis0
@@ -65,7 +70,8 @@ async function main() {
       const rates = new Map([[a, await measure(a)], [b, await measure(b)]])
       ratios.push(rates.get(libraries[0]) / rates.get(libraries[1]))
     }
-    console.log(`${libraries[0].name} ÷ ${libraries[1].name}, serial pairs, ${WINDOWS} paired windows of ${WINDOW_MS} ms:`)
+    const pairs = INFLIGHT === 1 ? 'serial pairs' : `${INFLIGHT} pairs in flight`
+    console.log(`${libraries[0].name} ÷ ${libraries[1].name}, ${pairs}, ${WINDOWS} paired windows of ${WINDOW_MS} ms:`)
     console.log(`  median ${median(ratios).toFixed(3)}× (quartiles ${quartile(ratios, 0.25).toFixed(3)}–${quartile(ratios, 0.75).toFixed(3)})`)
     for (const library of libraries) {
       const m = (field) => median(library.windows.map((w) => w[field])).toFixed(1)
