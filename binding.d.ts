@@ -154,19 +154,23 @@ export declare class NativeLockService {
    * longer, and tells `listener` if it is lost.
    */
   acquire(key: string, ttlMs: number, lockTtlMs: number | undefined | null, maxWaitMs: number | undefined | null, listener: number): Promise<string | null>
-  /** Ends the acquisition in flight, if any: a lock it wins is released at once. */
-  cancel(): void
   /**
-   * Stops refreshing the held lock and leaves it to expire (its user set `isLocked` false
-   * by hand, after which maestro's refresh stops and its release deletes nothing).
+   * Ends the acquisition made with `listener`, if in flight: a lock it wins is released
+   * at once.
    */
-  forget(): void
+  cancel(listener: number): void
   /**
-   * Stops refreshing and deletes the lock if it is ours. Resolves with `true` when it was
-   * ours or is already gone, `false` when someone else holds it now, as the original
-   * answers.
+   * Stops refreshing the hold won with `listener` and leaves it to expire (its user set
+   * `isLocked` false by hand, after which maestro's refresh stops and its release deletes
+   * nothing).
    */
-  release(): Promise<boolean>
+  forget(listener: number): void
+  /**
+   * Stops refreshing the hold won with `listener` and deletes the lock if it is ours.
+   * Resolves with `true` when it was ours or is already gone, `false` when someone else
+   * holds it now, as the original answers.
+   */
+  release(listener: number): Promise<boolean>
 }
 
 /**
@@ -274,7 +278,8 @@ export interface ExclusiveLockOptions {
 /**
  * Settings of `@jonaskahn/maestro`'s DistributedLockService, resolved by the JS layer from
  * maestro's environment variables. The key and TTL come with each call: maestro's users may
- * reassign `lockKey` and `ttl` between acquisitions.
+ * reassign `lockKey` and `ttl` between acquisitions, and one native object serves every
+ * instance of these settings (each hold named by its listener).
  */
 export interface LockServiceOptions {
   retryDelayMs: number

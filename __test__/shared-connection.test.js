@@ -49,7 +49,7 @@ test('one connection per address for every API, however many objects are made on
   const counts = since(start)
   assert.equal(counts.NativeConnection, 1, 'the connection was set up again for an address in use')
   assert.equal(counts.NativeExclusiveLock, 5, 'one native ExclusiveLock per name (and settings)')
-  assert.equal(counts.NativeLockService, 50)
+  assert.equal(counts.NativeLockService, 1, 'one native DistributedLockService per set of settings')
   assert.equal(counts.NativeDistributedLock, 2, 'one native DistributedLock per set of options')
 
   // They work, and on one connection.
@@ -110,4 +110,30 @@ test('ExclusiveLocks sharing their native side keep their holds apart', async ()
   assert.notEqual(second.fence, fence)
   assert.equal(first.fence, null)
   await second.release()
+})
+
+test('DistributedLockServices sharing their native side keep their holds and waits apart', async () => {
+  const start = counted()
+  const first = new DistributedLockService('shared-connection:service', 3000, backend.url)
+  const second = new DistributedLockService('shared-connection:service', 3000, backend.url)
+  const other = new DistributedLockService('shared-connection:service-other', 3000, backend.url)
+  // One at most: those of the tests before may have been collected.
+  assert.ok(since(start).NativeLockService <= 1, 'a service was made anew for settings in use')
+  assert.equal(await first.acquire(3000, 0), true)
+  // The second waits for the key the first holds; releasing the second ends only its wait.
+  const waiting = second.acquire(3000, 2000)
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  assert.equal(await other.acquire(3000, 0), true, 'another key of the same native side')
+  assert.equal(await second.release(), true)
+  assert.equal(await waiting, false, 'the cancelled wait won')
+  assert.equal(first.isLocked, true)
+  assert.equal(other.isLocked, true)
+  // Releasing the one holds leaves the other's alone.
+  assert.equal(await other.release(), true)
+  assert.equal(first.isLocked, true)
+  assert.equal(await second.acquire(3000, 0), false, 'the first hold was released with the other one')
+  assert.equal(await first.release(), true)
+  assert.equal(await second.acquire(3000, 0), true)
+  assert.notEqual(second.lockValue, first.lockValue)
+  assert.equal(await second.release(), true)
 })

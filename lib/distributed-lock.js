@@ -2,7 +2,7 @@
 
 const { NativeDistributedLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
-const { identity, shared, sharedConnection } = require('./shared-connection')
+const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
 const { withSignal } = require('./abort')
 const { lossSignal } = require('./loss-signal')
 const { fromNative, InvalidLockError, LockLostError, LockAcquisitionError } = require('./errors')
@@ -280,8 +280,9 @@ function autoRefreshOf(o) {
 /** Drop-in for @lilith/distributed-lock's DistributedLock. */
 class DistributedLock {
   #native
-  // Keeps the shared connection of these settings known while this lock lives.
-  #connection
+  // `{ native, connection, settings }`, shared by the locks of these settings: holds the native lock and
+  // its connection alive while this lock lives.
+  #shared
 
   /**
    * Locks kept in this process (`memory://<name>`, default name ''), shared by every
@@ -293,8 +294,9 @@ class DistributedLock {
   }
 
   constructor(redis, options) {
-    const read = connectionOptions(redis)
-    const { connection, clientKeyPrefix } = read
+    // A URL alone (the usual way to make one per job) is read by the native side, once.
+    const url = typeof redis === 'string' && redis.length > 0
+    const read = url ? undefined : connectionOptions(redis)
     const o = check.optionalObject(options, 'options')
     check.optionalString(o.keyPrefix, 'options.keyPrefix')
     check.optionalBoolean(o.fair, 'options.fair')
@@ -303,10 +305,9 @@ class DistributedLock {
       check.optionalNumber(o[name], `options.${name}`)
     }
     try {
-      const fields = { ...connection, connectTimeoutMs: o.connectTimeoutMs }
       const settings = {
         keyPrefix: o.keyPrefix,
-        clientKeyPrefix,
+        clientKeyPrefix: read?.clientKeyPrefix,
         defaultTtlMs: o.defaultTtlMs,
         retryDelayMs: o.retryDelayMs,
         maxRetries: o.maxRetries,
@@ -315,13 +316,19 @@ class DistributedLock {
         lendOnHandover: o.lendOnHandover,
         fenceRetentionMs: o.fenceRetentionMs,
       }
-      this.#connection = sharedConnection(fields)
+      const connection =
+        url && o.connectTimeoutMs === undefined
+          ? sharedUrl(redis)
+          : sharedConnection({ ...(read ?? connectionOptions(redis)).connection, connectTimeoutMs: o.connectTimeoutMs })
       // The native side keeps no state of its own between calls: one per set of settings.
-      this.#native = shared(`distributed-lock ${identity([fields, settings])}`, () =>
-        new NativeDistributedLock(this.#connection, settings, heartbeat),
-      )
+      this.#shared = sharedAlike(connection, 'distributed-lock', '', settings, () => ({
+        native: new NativeDistributedLock(connection, settings, heartbeat),
+        connection,
+        settings,
+      }))
+      this.#native = this.#shared.native
     } catch (err) {
-      throw withOptionPrefix(connectionError(fromNative(err), read))
+      throw withOptionPrefix(connectionError(fromNative(err), read ?? connectionOptions(redis)))
     }
   }
 

@@ -3,7 +3,7 @@
 const EventEmitter = require('node:events')
 const { NativeExclusiveLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
-const { sharedConnection, sharedOn } = require('./shared-connection')
+const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
 const { LockLostError, fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating, missed } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
@@ -102,12 +102,9 @@ class RefreshTimer {
  * (it keeps each hold apart by its listener), with its key and name read once.
  */
 function nativeLock(connection, settings) {
-  // JSON writes Infinity (fence counters kept forever) as null, as it does the default
-  // (undefined): that one setting is written out beside the rest.
-  const what = `exclusive-lock ${JSON.stringify(Object.values(settings))} ${settings.fenceRetentionMs}`
-  return sharedOn(connection, what, () => {
+  return sharedAlike(connection, 'exclusive-lock', settings.name, settings, () => {
     const native = new NativeExclusiveLock(connection, settings, heartbeat)
-    return { native, key: native.key, name: native.name }
+    return { native, connection, key: native.key, name: native.name, settings }
   })
 }
 
@@ -157,9 +154,12 @@ class ExclusiveLock extends EventEmitter {
       log.error?.(err)
       throw err
     }
+    const given = opts.cache_connection
+    // A URL alone (the usual way to make one per job) is read by the native side, once.
+    const url = typeof given === 'string' && given.length > 0
     let connection
     try {
-      connection = connectionOptions(opts.cache_connection, 'cache_connection')
+      connection = url ? undefined : connectionOptions(given, 'cache_connection')
     } catch (err) {
       // A connection with a bad TLS option keeps its own message; the rest is the original's.
       if (err.argument?.startsWith('cache_connection.tls')) throw err
@@ -188,10 +188,10 @@ class ExclusiveLock extends EventEmitter {
     try {
       // The TTL and refresh are checked by the native constructor (as numbers the native side
       // takes) but read anew at every acquire(), so they are part of the settings shared.
-      this.#shared = nativeLock(sharedConnection(connection.connection), {
+      this.#shared = nativeLock(url ? sharedUrl(given) : sharedConnection(connection.connection), {
         name: o.name,
         keyPrefix: o.key_prefix,
-        clientKeyPrefix: connection.clientKeyPrefix,
+        clientKeyPrefix: connection?.clientKeyPrefix,
         lockTtlMs: o.lock_ttl_ms,
         lockRefreshMs: o.lock_refresh_ms,
         maxStallMs: maxStall,
@@ -199,7 +199,7 @@ class ExclusiveLock extends EventEmitter {
         fenceRetentionMs: o.fence_retention_ms,
       })
     } catch (err) {
-      throw connectionError(fromNative(err), connection)
+      throw connectionError(fromNative(err), connection ?? connectionOptions(given, 'cache_connection'))
     }
     this.#native = this.#shared.native
     this.#stallGuarded = maxStall > 0

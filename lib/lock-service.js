@@ -3,7 +3,7 @@
 const { randomUUID } = require('node:crypto')
 const { NativeLockService, NativeTicker, validateTtlMs, validateFenceRetentionMs } = require('./native')
 const { connectionOptions, connectionError, expected: expectedConnection } = require('./connection')
-const { sharedConnection } = require('./shared-connection')
+const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
 const { fromNative, invalidArgument } = require('./errors')
 const check = require('./validate')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
@@ -54,6 +54,8 @@ const isCache = (cache) => CACHE_METHODS.some((name) => typeof cache[name] === '
  * `null` for any other cache object, which is driven through its own methods.
  */
 function pathOf(cache) {
+  // A URL alone (the usual way to make one per job) is read by the native side, once.
+  if (typeof cache === 'string' && cache.length > 0) return { url: true }
   const client = cache?._client ?? cache?.client
   if (client && typeof client === 'object' && typeof client.sendCommand === 'function') {
     return connectionOptions(client, 'cacheInstance')
@@ -87,9 +89,10 @@ class NativeRefresh {
  * native refresh schedule. The fields maestro's users read or assign are plain properties.
  */
 class DistributedLockService {
+  // `{ native, connection, settings }`, shared by the services of these settings (the
+  // native side names each hold by its listener): holds them alive while this service lives.
+  #shared = null
   #native = null
-  // Keeps the shared connection of these settings known while this service lives.
-  #connection = null
   #ticker = null
   #keepAlive = new KeepAlive()
   #beating = new Beating()
@@ -151,21 +154,23 @@ class DistributedLockService {
       return
     }
     try {
-      this.#connection = sharedConnection(native.connection)
-      this.#native = new NativeLockService(
-        this.#connection,
-        {
-          retryDelayMs: CONFIG.retryDelayMs,
-          maxBackoffMs: CONFIG.maxBackoffMs,
-          // The original's JS interval stopped with a blocked event loop; a native refresh
-          // must not keep a stuck process's lock forever either.
-          maxStallMs: 3 * this.ttl,
-          fenceRetentionMs: this.#fenceRetentionMs,
-        },
-        heartbeat,
-      )
+      const connection = native.url ? sharedUrl(cache) : sharedConnection(native.connection)
+      const settings = {
+        retryDelayMs: CONFIG.retryDelayMs,
+        maxBackoffMs: CONFIG.maxBackoffMs,
+        // The original's JS interval stopped with a blocked event loop; a native refresh
+        // must not keep a stuck process's lock forever either.
+        maxStallMs: 3 * this.ttl,
+        fenceRetentionMs: this.#fenceRetentionMs,
+      }
+      this.#shared = sharedAlike(connection, 'lock-service', '', settings, () => ({
+        native: new NativeLockService(connection, settings, heartbeat),
+        connection,
+        settings,
+      }))
+      this.#native = this.#shared.native
     } catch (err) {
-      throw connectionError(fromNative(err, this.lockKey), native)
+      throw connectionError(fromNative(err, this.lockKey), native.url ? connectionOptions(cache, 'cacheInstance') : native)
     }
   }
 
@@ -264,10 +269,12 @@ class DistributedLockService {
       finish: () => finish(),
       // Cuts a backoff sleep short (set while one runs).
       wake: null,
+      // The native acquisition's listener, once it is made.
+      listener: 0,
       cancel: () => {
         attempt.cancelled = true
         attempt.wake?.()
-        this.#native?.cancel()
+        if (attempt.listener !== 0) this.#native?.cancel(attempt.listener)
       },
     }
     this.#attempt = attempt
@@ -298,6 +305,12 @@ class DistributedLockService {
   }
 
   async #acquireNative(attempt, lockTtl, maxWaitTime) {
+    if (this.#listener !== 0) {
+      // A hold its user ended by setting isLocked false, refreshed until its next refresh
+      // is told: stopped now, as maestro's next acquisition clears the old interval.
+      this.#native.forget(this.#listener)
+      this.#stopRefresh()
+    }
     const generation = ++this.#generation
     const listener = listen((event, code, message) => {
       if (generation !== this.#generation) return
@@ -306,7 +319,7 @@ class DistributedLockService {
         // left to expire (release() of an unlocked service deletes nothing).
         if (!this.isLocked) {
           this.#stopRefresh()
-          this.#native?.forget()
+          this.#native?.forget(listener)
         }
         return
       }
@@ -315,6 +328,7 @@ class DistributedLockService {
       this.#stopRefresh()
       this.#logger.warn(`Lock lost: ${this.lockKey} (${message})`)
     })
+    attempt.listener = listener
     let token
     try {
       token = await this.#native.acquire(this.lockKey, this.ttl, lockTtl, maxWaitTime, listener)
@@ -332,7 +346,7 @@ class DistributedLockService {
     if (attempt.cancelled) {
       // Won as release() was called: the release wins.
       unlisten(listener)
-      await this.#native.release().catch((err) => this.#logger.error(`Lock release error for ${this.lockKey}`, fromNative(err, this.lockKey)))
+      await this.#native.release(listener).catch((err) => this.#logger.error(`Lock release error for ${this.lockKey}`, fromNative(err, this.lockKey)))
       return false
     }
     this.lockValue = token
@@ -341,10 +355,11 @@ class DistributedLockService {
   }
 
   async #releaseNative() {
+    const listener = this.#listener
     this.#stopRefresh()
     this.isLocked = false
     try {
-      const released = await this.#native.release()
+      const released = await this.#native.release(listener)
       if (released) this.#logger.debug(`Lock released: ${this.lockKey}`)
       else this.#logger.warn(`Failed to release lock: ${this.lockKey} (not lock owner)`)
       return released

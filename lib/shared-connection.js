@@ -42,6 +42,16 @@ function shared(key, make) {
   return sharedIn(made, key, make)
 }
 
+// NativeConnections of URLs given alone, by the caller's own string: V8 keeps a string's hash
+// in it, so a program that passes the same URL to each lock it makes hashes it once, where
+// the JSON of the fields is a new string to hash and compare in full every time.
+const byUrl = new Map()
+
+/** The NativeConnection of `url` given alone: the one `sharedConnection({ url })` gives. */
+function sharedUrl(url) {
+  return sharedIn(byUrl, url, () => sharedConnection({ url }))
+}
+
 /** The NativeConnection for `fields` (what lib/connection.js read); throws as its constructor. */
 function sharedConnection(fields) {
   // Without PEM bytes, plain JSON says the same as identity(), without a call per field.
@@ -62,4 +72,59 @@ function sharedOn(connection, what, make) {
   return sharedIn(table, what, make)
 }
 
-module.exports = { identity, shared, sharedConnection, sharedOn }
+// Per NativeConnection and kind of object, the first one made for each name (while it
+// lives), to be found again by comparing its settings field by field rather than by the
+// JSON of them.
+const recent = new WeakMap()
+
+/**
+ * `settings` (an object of strings, numbers, booleans and undefined) as one string that
+ * tells every value apart: JSON would write Infinity as it writes undefined (a default).
+ */
+function settingsKey(settings) {
+  let key = ''
+  for (const name in settings) {
+    const value = settings[name]
+    key += typeof value === 'string' ? `${JSON.stringify(value)} ` : `${value} `
+  }
+  return key
+}
+
+/** Whether `a` and `b` (settings objects with the same fields, in one order) hold the same values. */
+function sameValues(a, b) {
+  for (const name in a) if (!Object.is(a[name], b[name])) return false
+  return true
+}
+
+/**
+ * As `sharedOn(connection, settingsKey(settings), make)` for objects of `kind`, found first by `name` (a string the caller has,
+ * such as a lock's name) among the `kind` objects on `connection`, when the one first made
+ * for that name has the same `settings` (which `make` must keep as `.settings`, beside the
+ * `connection`, which the objects sharing it keep alive so that it stays the one shared): most
+ * programs make each of their locks with one set of settings, so a lock made again for a job
+ * costs a few comparisons instead of writing out its settings.
+ */
+function sharedAlike(connection, kind, name, settings, make) {
+  let kinds = recent.get(connection)
+  if (kinds === undefined) {
+    kinds = new Map()
+    recent.set(connection, kinds)
+  }
+  let names = kinds.get(kind)
+  if (names === undefined) {
+    names = new Map()
+    kinds.set(kind, names)
+  }
+  const last = names.get(name)?.deref()
+  if (last !== undefined && sameValues(last.settings, settings)) return last
+  const value = sharedOn(connection, `${kind} ${settingsKey(settings)}`, make)
+  // A name's first settings stay the ones found fast while their object lives: replaced
+  // only when it is gone, each object is registered once per name.
+  if (last === undefined) {
+    names.set(name, new WeakRef(value))
+    forget.register(value, [names, name])
+  }
+  return value
+}
+
+module.exports = { sharedConnection, sharedUrl, sharedAlike }

@@ -22,6 +22,9 @@ const ADAPTERS = {
   'ours-lock-service-each': require('./ours-lock-service-each'),
   'original-exclusive-lock-each': require('./original-exclusive-lock-each'),
   'original-maestro-each': require('./original-maestro-each'),
+  // Peers made per acquisition: the reference for ours-distributed-lock-each (never a best peer).
+  'redis-semaphore-each': require('./redis-semaphore-each'),
+  'sesamecare-redlock-each': require('./sesamecare-redlock-each'),
   redlock4: require('./redlock4'),
   'sesamecare-redlock': require('./sesamecare-redlock'),
   'redis-semaphore': require('./redis-semaphore'),

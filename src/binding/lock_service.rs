@@ -13,7 +13,8 @@ use napi_derive::napi;
 
 /// Settings of `@jonaskahn/maestro`'s DistributedLockService, resolved by the JS layer from
 /// maestro's environment variables. The key and TTL come with each call: maestro's users may
-/// reassign `lockKey` and `ttl` between acquisitions.
+/// reassign `lockKey` and `ttl` between acquisitions, and one native object serves every
+/// instance of these settings (each hold named by its listener).
 #[napi(object)]
 pub struct LockServiceOptions {
     pub retry_delay_ms: f64,
@@ -94,26 +95,29 @@ impl NativeLockService {
         Ok(call.promise)
     }
 
-    /// Ends the acquisition in flight, if any: a lock it wins is released at once.
+    /// Ends the acquisition made with `listener`, if in flight: a lock it wins is released
+    /// at once.
     #[napi]
-    pub fn cancel(&self) {
-        self.front.cancel();
+    pub fn cancel(&self, listener: u32) {
+        self.front.cancel(listener);
     }
 
-    /// Stops refreshing the held lock and leaves it to expire (its user set `isLocked` false
-    /// by hand, after which maestro's refresh stops and its release deletes nothing).
+    /// Stops refreshing the hold won with `listener` and leaves it to expire (its user set
+    /// `isLocked` false by hand, after which maestro's refresh stops and its release deletes
+    /// nothing).
     #[napi]
-    pub fn forget(&self) {
-        self.front.forget();
+    pub fn forget(&self, listener: u32) {
+        self.front.forget(listener);
     }
 
-    /// Stops refreshing and deletes the lock if it is ours. Resolves with `true` when it was
-    /// ours or is already gone, `false` when someone else holds it now, as the original
-    /// answers.
+    /// Stops refreshing the hold won with `listener` and deletes the lock if it is ours.
+    /// Resolves with `true` when it was ours or is already gone, `false` when someone else
+    /// holds it now, as the original answers.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn release<'env>(&self, env: Env) -> Result<PromiseRaw<'env, ()>> {
+    pub fn release<'env>(&self, env: Env, listener: u32) -> Result<PromiseRaw<'env, ()>> {
         let call = self.calls.thread.call(&env, None)?;
-        self.front.release(self.calls.reply(call.id, boolean));
+        self.front
+            .release(listener, self.calls.reply(call.id, boolean));
         Ok(call.promise)
     }
 }

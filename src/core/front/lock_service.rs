@@ -1,6 +1,8 @@
 //! DistributedLockService (@jonaskahn/maestro): one lock per instance, taken with maestro's
 //! backoff until a wait runs out, refreshed while held on maestro's schedule, and released
-//! with maestro's answer. The record of the hold lives here.
+//! with maestro's answer. The records of the holds live here: one front serves every
+//! instance of its settings, so each hold, and each acquisition in flight, is named by the
+//! listener its attempt was made with (unique among the listeners alive on the JS thread).
 
 use super::connection::LockConnection;
 use super::reply::Reply;
@@ -16,6 +18,7 @@ use crate::core::ops::route::FirstAttempt;
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -38,13 +41,17 @@ struct Held {
     watch: Watch,
 }
 
+/// The holds, by listener.
+type Holds = Arc<Mutex<HashMap<u32, Held>>>;
+/// What cancels each acquisition in flight (a release made meanwhile wins), by listener.
+type Acquiring = Arc<Mutex<HashMap<u32, CancellationToken>>>;
+
 pub struct LockService {
     locker: Arc<Locker>,
     retry_delay: Duration,
     max_backoff: Duration,
-    held: Arc<Mutex<Option<Held>>>,
-    /// Cancels the acquisition in flight, if any: a release made meanwhile wins.
-    acquiring: Mutex<Option<CancellationToken>>,
+    held: Holds,
+    acquiring: Acquiring,
     heartbeat: Arc<Heartbeat>,
     max_stall: Option<Duration>,
     sink: Arc<dyn Sink>,
@@ -75,8 +82,8 @@ impl LockService {
             locker: Arc::new(locker),
             retry_delay,
             max_backoff,
-            held: Arc::new(Mutex::new(None)),
-            acquiring: Mutex::new(None),
+            held: Arc::new(Mutex::new(HashMap::new())),
+            acquiring: Arc::new(Mutex::new(HashMap::new())),
             heartbeat,
             max_stall: (!max_stall.is_zero()).then_some(max_stall),
             sink,
@@ -119,26 +126,29 @@ impl LockService {
         })
     }
 
-    /// Ends the acquisition in flight, if any: a lock it wins is released at once.
-    pub fn cancel(&self) {
-        if let Some(cancel) = sync::lock(&self.acquiring).take() {
+    /// Ends the acquisition made with `listener`, if in flight: a lock it wins is released
+    /// at once.
+    pub fn cancel(&self, listener: u32) {
+        if let Some(cancel) = sync::lock(&self.acquiring).remove(&listener) {
             cancel.cancel();
         }
     }
 
-    /// Stops refreshing the held lock and leaves it to expire (its user set `isLocked` false
-    /// by hand, after which maestro's refresh stops and its release deletes nothing).
-    pub fn forget(&self) {
-        if let Some(held) = sync::lock(&self.held).take() {
+    /// Stops refreshing the hold won with `listener` and leaves it to expire (its user set
+    /// `isLocked` false by hand, after which maestro's refresh stops and its release deletes
+    /// nothing).
+    pub fn forget(&self, listener: u32) {
+        if let Some(held) = sync::lock(&self.held).remove(&listener) {
             held.watch.stop();
         }
     }
 
-    /// `release()`: stops refreshing and deletes the lock if it is ours. Answers `true` when
-    /// it was ours or is already gone, `false` when someone else holds it now, as maestro.
-    pub fn release<R: Reply<bool>>(&self, reply: R) {
+    /// `release()` of the hold won with `listener`: stops refreshing and deletes the lock if
+    /// it is ours. Answers `true` when it was ours or is already gone, `false` when someone
+    /// else holds it now, as maestro.
+    pub fn release<R: Reply<bool>>(&self, listener: u32, reply: R) {
         // Stopped on the caller's thread, before the release is sent (see ExclusiveLock).
-        let Some(held) = sync::lock(&self.held).take() else {
+        let Some(held) = sync::lock(&self.held).remove(&listener) else {
             return reply.now(Ok(true));
         };
         held.watch.stop();
@@ -182,10 +192,14 @@ impl Acquire<'_> {
             listener,
         } = self;
         let cancel = CancellationToken::new();
-        *sync::lock(&service.acquiring) = Some(cancel.clone());
+        sync::lock(&service.acquiring).insert(listener, cancel.clone());
         service.heartbeat.beat();
         let locker = service.locker.clone();
         let hold = ServiceHold {
+            _in_flight: InFlight {
+                acquiring: service.acquiring.clone(),
+                listener,
+            },
             held: service.held.clone(),
             // The original refreshed every third of the instance's TTL even when this hold's
             // TTL was shorter, letting it expire first; a third of the shorter one is safe.
@@ -239,7 +253,9 @@ impl Acquire<'_> {
 /// What a won acquisition starts: the watchdog's refresh of it, on maestro's schedule, and
 /// the service's record of the hold; its caller is answered with the lock's value.
 struct ServiceHold {
-    held: Arc<Mutex<Option<Held>>>,
+    // Dropped with the hold, once the acquisition has settled however it did.
+    _in_flight: InFlight,
+    held: Holds,
     every: Duration,
     refresh_ttl: Duration,
     limits: Limits,
@@ -263,7 +279,7 @@ impl Win for ServiceHold {
         let sent = lease.sent().at;
         let watch = watchdog.watch(target, sent, self.limits, self.sink, self.listener);
         let token = lease.token.clone();
-        *sync::lock(&self.held) = Some(Held { lease, watch });
+        sync::lock(&self.held).insert(self.listener, Held { lease, watch });
         token
     }
 
@@ -276,10 +292,22 @@ impl Win for ServiceHold {
     }
 }
 
+/// An acquisition in flight: no longer cancellable once this is dropped.
+struct InFlight {
+    acquiring: Acquiring,
+    listener: u32,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        sync::lock(&self.acquiring).remove(&self.listener);
+    }
+}
+
 /// Forgets the hold once it is lost, then passes the news on.
 struct LostFlag {
     sink: Arc<dyn Sink>,
-    held: Arc<Mutex<Option<Held>>>,
+    held: Holds,
 }
 
 impl Sink for LostFlag {
@@ -291,10 +319,10 @@ impl Sink for LostFlag {
         {
             let mut held = sync::lock(&self.held);
             if held
-                .as_ref()
+                .get(&listener)
                 .is_some_and(|h| h.lease.token.as_bytes() == token)
             {
-                *held = None;
+                held.remove(&listener);
             }
         }
         self.sink.lost(listener, error, last, token);
