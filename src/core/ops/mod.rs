@@ -11,6 +11,9 @@ pub mod direct;
 pub mod errands;
 pub mod exclusive;
 pub mod forsaken;
+#[cfg(test)]
+#[path = "golden_tests.rs"]
+mod golden_tests;
 pub mod held;
 pub mod lock;
 pub mod pair;
