@@ -7,6 +7,8 @@
 // the 2 s rounds of run.js, neighbouring windows see the same machine.
 //
 //   node bench/paired.js [ours-exclusive-lock] [original-exclusive-lock] [--windows=24] [--ms=500]
+//   node bench/paired.js ours-distributed-lock ours-distributed-lock@/path/to/other/build
+//                                             # the same adapter on another build's package
 //   taskset -c 0 node bench/paired.js ...     # pinned: Redis is started from here, so it
 //                                             # shares the core
 //
@@ -14,7 +16,7 @@
 // medians of wall time, Node CPU and Redis CPU per pair.
 const { startRedis } = require('../__test__/helpers/redis-server')
 const { connect } = require('./lib/redis')
-const { median, quantile } = require('./lib/util')
+const { median, quantile, ours, ROOT } = require('./lib/util')
 
 const args = process.argv.slice(2)
 const option = (name, fallback) => Number(args.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback)
@@ -35,10 +37,13 @@ async function main() {
   try {
     const libraries = []
     for (const [i, id] of [first, second].entries()) {
-      const adapter = require(`./adapters/${id}`)
+      const [adapterId, root] = id.split('@')
+      const adapter = require(`./adapters/${adapterId}`)
+      ours.root = root || ROOT
       const lock = await adapter.create({ port: server.port, url: server.url })
+      ours.root = ROOT
       const key = `paired:${i}`
-      libraries.push({ name: adapter.name, lock, pair: async () => lock.release(await lock.acquire(key, 10_000)), windows: [] })
+      libraries.push({ name: root ? `${adapter.name}@${root}` : adapter.name, lock, pair: async () => lock.release(await lock.acquire(key, 10_000)), windows: [] })
     }
     const measure = async (library) => {
       const redis0 = await redisCpuUs()

@@ -16,8 +16,11 @@ const ROOT = path.join(__dirname, '..', '..')
  * require() of our package or one of its subpaths ('', 'exclusive-lock', 'maestro'), retried
  * for up to a minute: the .node file may be mid-rewrite when another build runs.
  */
+/** Where requireOurs loads from: another build's checkout while paired.js creates `id@/path`. */
+const ours = { root: ROOT }
+
 function requireOurs(subpath = '') {
-  const target = subpath ? path.join(ROOT, subpath) : ROOT
+  const target = subpath ? path.join(ours.root, subpath) : ours.root
   const deadline = Date.now() + 60_000
   for (;;) {
     try {
@@ -75,4 +78,4 @@ function rotate(list, n) {
   return list.slice(k).concat(list.slice(0, k))
 }
 
-module.exports = { holdThroughUsing, sleep, sleepSync, requireOurs, quantile, median, fmt, rotate, ROOT }
+module.exports = { holdThroughUsing, sleep, sleepSync, requireOurs, quantile, median, fmt, rotate, ROOT, ours }
