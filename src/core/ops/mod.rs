@@ -11,16 +11,14 @@ pub mod direct;
 pub mod errands;
 pub mod exclusive;
 pub mod forsaken;
-#[cfg(test)]
-#[path = "golden_tests.rs"]
-mod golden_tests;
 pub mod held;
 pub mod lock;
 pub mod pair;
 pub mod release;
 pub mod route;
+mod run;
 pub mod schedule;
-pub mod scripts;
+pub use crate::core::proto::scripts;
 pub mod signals;
 pub mod store;
 #[cfg(test)]
