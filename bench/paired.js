@@ -9,6 +9,7 @@
 //   node bench/paired.js [ours-exclusive-lock] [original-exclusive-lock] [--windows=24] [--ms=500]
 //   node bench/paired.js ours-distributed-lock ours-distributed-lock@/path/to/other/build
 //                                             # the same adapter on another build's package
+//   node bench/paired.js ... --inflight=256      # 256 pairs in flight, each on its own key
 //   taskset -c 0 node bench/paired.js ...     # pinned: Redis is started from here, so it
 //                                             # shares the core
 //
@@ -23,6 +24,8 @@ const option = (name, fallback) => Number(args.find((a) => a.startsWith(`--${nam
 const [first = 'ours-exclusive-lock', second = 'original-exclusive-lock'] = args.filter((a) => !a.startsWith('--'))
 const WINDOWS = option('windows', 24)
 const WINDOW_MS = option('ms', 500)
+// Pairs kept in flight at once, each on its own key (1: serial pairs, scenario (a)).
+const INFLIGHT = option('inflight', 1)
 
 const quartile = (values, q) => quantile([...values].sort((a, b) => a - b), q)
 
@@ -42,18 +45,22 @@ async function main() {
       ours.root = root || ROOT
       const lock = await adapter.create({ port: server.port, url: server.url })
       ours.root = ROOT
-      const key = `paired:${i}`
-      libraries.push({ name: root ? `${adapter.name}@${root}` : adapter.name, lock, pair: async () => lock.release(await lock.acquire(key, 10_000)), windows: [] })
+      const pair = async (key) => lock.release(await lock.acquire(key, 10_000))
+      libraries.push({ name: root ? `${adapter.name}@${root}` : adapter.name, lock, pair, windows: [] })
     }
     const measure = async (library) => {
       const redis0 = await redisCpuUs()
       const cpu0 = process.cpuUsage()
       const start = performance.now()
       let pairs = 0
-      while (performance.now() - start < WINDOW_MS) {
-        await library.pair()
-        pairs++
+      const lane = async (key) => {
+        while (performance.now() - start < WINDOW_MS) {
+          await library.pair(key)
+          pairs++
+        }
       }
+      const name = libraries.indexOf(library)
+      await Promise.all(Array.from({ length: INFLIGHT }, (_, j) => lane(`paired:${name}:${j}`)))
       const elapsed = performance.now() - start
       const cpu = process.cpuUsage(cpu0)
       const redis = (await redisCpuUs()) - redis0
@@ -70,7 +77,8 @@ async function main() {
       const rates = new Map([[a, await measure(a)], [b, await measure(b)]])
       ratios.push(rates.get(libraries[0]) / rates.get(libraries[1]))
     }
-    console.log(`${libraries[0].name} ÷ ${libraries[1].name}, serial pairs, ${WINDOWS} paired windows of ${WINDOW_MS} ms:`)
+    const shape = INFLIGHT > 1 ? `${INFLIGHT} pairs in flight` : 'serial pairs'
+    console.log(`${libraries[0].name} ÷ ${libraries[1].name}, ${shape}, ${WINDOWS} paired windows of ${WINDOW_MS} ms:`)
     console.log(`  median ${median(ratios).toFixed(3)}× (quartiles ${quartile(ratios, 0.25).toFixed(3)}–${quartile(ratios, 0.75).toFixed(3)})`)
     for (const library of libraries) {
       const m = (field) => median(library.windows.map((w) => w[field])).toFixed(1)
