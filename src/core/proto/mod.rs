@@ -4,9 +4,10 @@
 //! a timeout) is the operations' business, above (`ops`). The backends may use these too:
 //! a quorum must know what each node's reply means.
 //!
-//! The first acquire attempt (`ops/attempt_request.rs`, `ops/exclusive`) is not here yet:
-//! its encodings are changing (fence-speed); it writes through `wire::write_script` as
-//! these do, and moves here as `Acquire` next.
+//! Not here yet: the first acquire attempt (`ops/attempt_request.rs`, `ops/exclusive`,
+//! including its MULTI form), which writes through `wire::write_script` as these do and
+//! moves here as an `Acquire` op; the waiters' queue scripts (`ops/store.rs`) and the
+//! watchdog's refresh batch.
 
 pub mod extend;
 pub mod fenced_set;
