@@ -180,7 +180,7 @@ test('a lock key re-created by another client is not ours by the expiry our tran
   const owner = siblingKey(lock.key, 'owner')
   await admin.set(lock.key, '1', 'PX', 5000)
   const expiry = await admin.pexpiretime(lock.key)
-  const scripts = require('node:path').join(__dirname, '../src/core/ops/scripts')
+  const scripts = require('node:path').join(__dirname, '../src/core/proto/scripts')
   const read = (name) => require('node:fs').readFileSync(require('node:path').join(scripts, name), 'utf8')
   const release = read('same_expiry.lua') + read('release.lua')
   assert.equal(await admin.eval(release, 2, owner, lock.key, 'ours-token', '1', expiry + 7), 0)

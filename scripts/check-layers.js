@@ -14,7 +14,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 
 /** Bottom to top: a layer may import only itself and the ones before it. */
-const LAYERS = ['basics', 'backend', 'wait', 'ops', 'front', 'api']
+const LAYERS = ['basics', 'proto', 'backend', 'wait', 'ops', 'front', 'api']
 /**
  * Every file of the binding only converts: it reaches the core through its fronts, its
  * basics (errors, tokens) and `api` (the few values that cross), never the operations,

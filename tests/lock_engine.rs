@@ -373,3 +373,47 @@ fn a_queued_attempt_without_a_fence_fails_and_leaves_no_lock() {
         .unwrap();
     assert_eq!(attempt(&mut raw).expect("a free lock"), (1, 1));
 }
+
+/// An attempt that wins after its caller stopped waiting is freed as any release is: the
+/// connection queued longest for the lock is woken (taken off the queue), not left to its
+/// poll. (It was freed without a wake on this path, and with one on the JS thread's.)
+#[tokio::test]
+async fn a_lock_won_after_its_attempt_timed_out_is_freed_and_wakes_the_queue() {
+    let server = RedisServer::start();
+    let locker = locker(&server, "lock:", MS(150));
+    let warm = take(&locker, "warm", MS(10_000)).await;
+    locker.release(&warm).await.expect("release");
+    let mut admin = server.raw();
+    let queue = keys::queue_key(b"lock:late");
+    let _: () = redis::cmd("ZADD")
+        .arg(&queue)
+        .arg(1)
+        .arg("another-connection")
+        .query(&mut admin)
+        .expect("ZADD");
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(500)
+        .arg("WRITE")
+        .query(&mut admin)
+        .expect("CLIENT PAUSE");
+    let attempt = locker.attempt("late", MS(10_000)).await;
+    assert!(matches!(attempt, Err(LockError::Timeout(_))), "timed out");
+    // The attempt runs once the pause ends, and the release queued behind it then.
+    let deadline = Instant::now() + MS(3_000);
+    loop {
+        let held: i64 = redis::cmd("EXISTS")
+            .arg("lock:late")
+            .query(&mut admin)
+            .expect("EXISTS");
+        let queued: i64 = redis::cmd("ZCARD")
+            .arg(&queue)
+            .query(&mut admin)
+            .expect("ZCARD");
+        if held == 0 && queued == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "held {held}, queued {queued}");
+        tokio::time::sleep(MS(20)).await;
+    }
+}

@@ -89,6 +89,30 @@ fn beside(lock_key: &[u8], suffix: &str, [untagged, tagged]: [u8; 2]) -> Vec<u8>
     out
 }
 
+/// The line of waiters of a fair lock, in arrival order.
+pub fn line_key(lock_key: &[u8]) -> Vec<u8> {
+    sibling_key(lock_key, "line")
+}
+
+/// Until when each waiter in a fair lock's line counts as alive.
+pub fn alive_key(lock_key: &[u8]) -> Vec<u8> {
+    sibling_key(lock_key, "alive")
+}
+
+/// The queue of connections waiting for a lock.
+pub fn queue_key(lock_key: &[u8]) -> Vec<u8> {
+    sibling_key(lock_key, "waiting")
+}
+
+/// The channel a lock's release is announced on: in the lock key's hash slot, so sharded
+/// pub/sub can carry it on a cluster.
+pub fn released_channel(lock_key: &[u8]) -> Vec<u8> {
+    channel_key(lock_key, RELEASED)
+}
+
+/// The suffix of `released_channel`.
+pub const RELEASED: &str = "released";
+
 /// The fencing counter of a lock.
 pub fn fence_key(lock_key: &[u8]) -> Vec<u8> {
     sibling_key(lock_key, "fence")

@@ -12,7 +12,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
-use crate::core::ops::carried::{Attempt, Mode, Release};
+use crate::core::ops::carried::{Attempt, Mode, PlainRelease};
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::FirstAttempt;
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
@@ -154,7 +154,7 @@ impl LockService {
         held.watch.stop();
         let lease = Arc::new(held.lease);
         // Waiters of ours to wake, or a lock already released: through the runtime.
-        if let Some(release) = Release::new(&self.locker, &lease, true) {
+        if let Some(release) = PlainRelease::new(&self.locker, &lease, true) {
             if let Some(on) = reply.carrier() {
                 return reply.carry(&on, release, |result| result);
             }

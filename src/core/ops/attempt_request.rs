@@ -1,16 +1,15 @@
-//! A first attempt to send on a connection of its own (the caller's, see carried.rs), and
-//! the other one-command calls written for one: what each writes, and what its reply means.
+//! A first attempt to send on a connection of its own (the caller's, see carried.rs): what
+//! it writes, and what its reply means.
 
 use super::lock::{fence_of, write_keep_fences, write_script, AttemptForm, Locker};
 use super::scripts;
-use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::resp;
 use crate::core::basics::token;
-use crate::core::wait::wake;
+use crate::core::proto::release::Release;
 use std::time::Duration;
 
 /// An acquire attempt sent on a connection of its own, and what its reply means.
@@ -215,29 +214,8 @@ impl Locker {
     /// Frees a lock an attempt may have won after its caller stopped waiting, through the
     /// tokio connection (the attempt's own connection is gone), bounded by the lock's TTL.
     pub async fn abandon(&self, request: &AttemptRequest) {
-        let mut invocation = scripts::RELEASE_WAKE.key(&request.redis_key);
-        invocation
-            .key(wake::queue_key(&request.redis_key))
-            .arg(&request.token)
-            .arg(wake::channel(&request.redis_key))
-            .arg("0");
-        let _ignored: Result<i64, _> = self
-            .store()
-            .eval(&invocation, request.ttl, Replay::Safe)
-            .await;
-    }
-
-    /// The reply to `write_release`'s command, or its lack within the bound.
-    pub fn release_outcome(
-        lease: &Lease,
-        reply: Result<redis::Value, LockError>,
-    ) -> Result<bool, LockError> {
-        super::release::outcome(lease, reply)
-    }
-
-    /// `is_locked` written to `out` (one reply).
-    pub fn write_exists(&self, out: &mut Vec<u8>, key: &str) {
-        resp::write_command(out, &[b"EXISTS", &self.redis_key(key)]);
+        let free = Release::late_win(&request.redis_key, &request.token, self.is_fair());
+        let _ignored = self.store().run(&free, request.ttl).await;
     }
 }
 

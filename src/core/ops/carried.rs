@@ -11,11 +11,15 @@
 
 use super::acquire::{Attempts, Plan, Start};
 use super::attempt_request::AttemptRequest;
-use super::lock::{self, AttemptForm, Locker};
+use super::lock::{AttemptForm, Locker};
+use super::release::outcome;
 use super::won::Unclaimed;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::proto::read::Exists as IsLocked;
+use crate::core::proto::release::{Release, ReleaseKind};
+use crate::core::proto::Op;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use redis::Value;
@@ -218,7 +222,8 @@ impl Carried for Attempt {
         if !AttemptRequest::took_it(&reply) {
             return false;
         }
-        lock::write_release(out, &self.request.redis_key, &self.request.token);
+        let request = &self.request;
+        Release::late_win(&request.redis_key, &request.token, self.locker.is_fair()).encode(out);
         true
     }
 
@@ -254,18 +259,18 @@ impl Carried for Attempt {
 /// A plain release of a lock nobody of ours waits for (`Locker::release_request`). Answers
 /// whether the lock is ours no more: deleted now, or (`ask_gone`, maestro's answer) found
 /// gone all the same.
-pub struct Release {
+pub struct PlainRelease {
     locker: Arc<Locker>,
     lease: Arc<Lease>,
     bound: Duration,
     ask_gone: bool,
 }
 
-impl Release {
+impl PlainRelease {
     /// `None` when the release must go through the runtime (see `Locker::release_request`).
     pub fn new(locker: &Arc<Locker>, lease: &Arc<Lease>, ask_gone: bool) -> Option<Self> {
         let bound = locker.release_request(lease)?;
-        Some(Release {
+        Some(PlainRelease {
             locker: locker.clone(),
             lease: lease.clone(),
             bound,
@@ -274,16 +279,27 @@ impl Release {
     }
 }
 
+impl PlainRelease {
+    /// Sent only when no waiter of ours is to be woken (`Locker::release_request`).
+    fn op(&self) -> Release<'_> {
+        Release {
+            lock_key: &self.lease.redis_key,
+            token: &self.lease.token,
+            kind: ReleaseKind::Wake { ours_wait: false },
+        }
+    }
+}
+
 /// A release that deleted nothing: whether the lock is gone all the same.
 async fn gone(locker: Arc<Locker>, lease: Arc<Lease>) -> Settled<bool> {
     locker.is_locked(&lease.key).await.map(|held| !held)
 }
 
-impl Carried for Release {
+impl Carried for PlainRelease {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        lock::write_release(out, &self.lease.redis_key, &self.lease.token);
+        self.op().encode(out);
         1
     }
 
@@ -295,7 +311,7 @@ impl Carried for Release {
         if is_refusal(&reply) {
             return Step::Later(self.resend(None));
         }
-        match Locker::release_outcome(&self.lease, Ok(reply)) {
+        match outcome(&self.lease, self.op().decode(reply)) {
             Ok(false) if self.ask_gone => Step::Later(gone(self.locker, self.lease).boxed()),
             result => Step::Now(result),
         }
@@ -305,7 +321,7 @@ impl Carried for Release {
         if self.ask_gone {
             return Err(no_reply(bound));
         }
-        Locker::release_outcome(&self.lease, Err(no_reply(bound)))
+        outcome(&self.lease, Err(no_reply(bound)))
     }
 
     fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
@@ -313,7 +329,7 @@ impl Carried for Release {
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {
-        let Release {
+        let PlainRelease {
             locker,
             lease,
             ask_gone,
@@ -339,13 +355,23 @@ impl Carried for Release {
 pub struct Exists {
     locker: Arc<Locker>,
     key: String,
+    lock_key: Vec<u8>,
 }
 
 impl Exists {
     pub fn new(locker: &Arc<Locker>, key: &str) -> Self {
         Exists {
+            lock_key: locker.redis_key(key),
             locker: locker.clone(),
             key: key.to_owned(),
+        }
+    }
+}
+
+impl Exists {
+    fn op(&self) -> IsLocked<'_> {
+        IsLocked {
+            lock_key: &self.lock_key,
         }
     }
 }
@@ -354,7 +380,7 @@ impl Carried for Exists {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        self.locker.write_exists(out, &self.key);
+        self.op().encode(out);
         1
     }
 
@@ -366,10 +392,7 @@ impl Carried for Exists {
         if is_refusal(&reply) {
             return Step::Later(self.resend(None));
         }
-        Step::Now(match redis::from_redis_value::<i64>(reply) {
-            Ok(count) => Ok(count > 0),
-            Err(err) => Err(redis::RedisError::from(err).into()),
-        })
+        Step::Now(self.op().decode(reply))
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<bool> {
@@ -381,7 +404,7 @@ impl Carried for Exists {
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {
-        let Exists { locker, key } = self;
+        let Exists { locker, key, .. } = self;
         async move { locker.is_locked(&key).await }.boxed()
     }
 

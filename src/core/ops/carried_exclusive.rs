@@ -9,6 +9,7 @@ use super::exclusive::{Answer, AttemptRequest, Claim, Exclusive, Proof, Terms};
 use super::lock::AttemptForm;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
+use crate::core::proto::Op;
 use futures_util::FutureExt;
 use redis::Value;
 use std::cell::Cell;
@@ -193,7 +194,7 @@ impl Carried for ExclusiveRelease {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        self.lock.write_release(out, &self.proof());
+        self.lock.release_op(&self.proof()).encode(out);
         1
     }
 
@@ -205,7 +206,7 @@ impl Carried for ExclusiveRelease {
         if matches!(reply, Value::ServerError(_)) {
             return Step::Later(self.resend(None));
         }
-        Step::Now(Exclusive::released(reply))
+        Step::Now(self.lock.release_op(&self.proof()).decode(reply))
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<bool> {

@@ -8,6 +8,7 @@ use super::lock::{AttemptForm, Locker};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::proto::Op;
 use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
@@ -53,7 +54,7 @@ impl Carried for Extend {
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        Locker::write_extend(out, &self.lease, self.extra);
+        Locker::extend_op(&self.lease, self.extra).encode(out);
         1
     }
 
@@ -65,10 +66,12 @@ impl Carried for Extend {
         if is_refusal(&reply) {
             return Step::Later(self.through_runtime());
         }
-        Step::Now(match redis::from_redis_value::<i64>(reply) {
-            Ok(new_ttl) => Locker::extended(&self.lease, self.sent, new_ttl),
-            Err(err) => Err(redis::RedisError::from(err).into()),
-        })
+        let extend = Locker::extend_op(&self.lease, self.extra);
+        Step::Now(
+            extend
+                .decode(reply)
+                .and_then(|new_ttl| Locker::extended(&self.lease, self.sent, new_ttl)),
+        )
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<()> {

@@ -13,15 +13,17 @@
 //! once; whatever goes wrong leaves the waiter to try on its own and frees the token it may
 //! have been given.
 
-use super::carried::{Carried, Later, Release, Settled, Step};
-use super::lock::{self, AttemptForm, Locker};
-use super::release;
+use super::carried::{Carried, Later, PlainRelease, Settled, Step};
+use super::lock::{AttemptForm, Locker};
+use super::release::{self, hand_over, outcome};
 use super::won::Unclaimed;
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
+use crate::core::proto::release::Release;
+use crate::core::proto::Op;
 use crate::core::wait::lent::Lent;
 use crate::core::wait::wake::{self, Caller, Reservation};
 use futures_util::FutureExt;
@@ -32,7 +34,7 @@ use std::time::{Duration, Instant};
 /// How a release of ours is carried.
 pub enum Releasing {
     /// A plain release: nobody of ours waits for the lock.
-    Plain(Release),
+    Plain(PlainRelease),
     /// A handover to a waiter of the releasing thread.
     HandOver(Handoff),
     /// Through the runtime: a fair lock, a waiter of another thread, a lease already
@@ -49,7 +51,7 @@ impl Releasing {
         if locker.store().wakes().lends().pending(&lease.token) {
             return Releasing::Elsewhere;
         }
-        if let Some(release) = Release::new(locker, lease, false) {
+        if let Some(release) = PlainRelease::new(locker, lease, false) {
             return Releasing::Plain(release);
         }
         // A fair lock is never handed over (see release::release_fair).
@@ -87,7 +89,7 @@ impl Releasing {
 pub enum Carry<S> {
     /// Nothing here: the release goes through the runtime.
     Elsewhere,
-    Plain(Release),
+    Plain(PlainRelease),
     HandOver {
         sender: S,
         handoff: Handoff,
@@ -272,7 +274,7 @@ impl Carried for Handoff {
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        lock::write_handoff(out, &self.lease, &self.token, self.ttl);
+        hand_over(&self.lease, &self.token, self.ttl).encode(out);
         1
     }
 
@@ -281,13 +283,12 @@ impl Carried for Handoff {
     }
 
     fn answered(mut self, reply: Value) -> Step<()> {
-        let fence = match reply {
-            Value::Int(fence) => fence,
-            _ => return Step::Later(self.resend(None)),
+        let Ok(fence) = hand_over(&self.lease, &self.token, self.ttl).decode(reply) else {
+            return Step::Later(self.resend(None));
         };
         if self.lent {
             self.lease.mark_released();
-            self.told(fence > 0 && fence as u64 == self.lease.fence + 1);
+            self.told(fence == Some(self.lease.fence + 1));
             return Step::Now(Ok(()));
         }
         let wakes = self.locker.store().wakes().clone();
@@ -295,17 +296,17 @@ impl Carried for Handoff {
             return Step::Now(Ok(()));
         };
         self.lease.mark_released();
-        if fence <= 0 {
+        let Some(fence) = fence else {
             // Not ours any more: nothing changed; the waiter tries on its own.
             wakes.unreserve(to);
             return Step::Now(Ok(()));
-        }
-        let granted = self.granted(fence as u64);
+        };
+        let granted = self.granted(fence);
         if wakes.settle(&self.channel(), to) {
             return Step::Handed {
                 released: Ok(()),
                 waiter: self.caller.id,
-                unclaimed: Unclaimed::new(&self.locker, self.granted(fence as u64)),
+                unclaimed: Unclaimed::new(&self.locker, self.granted(fence)),
                 lease: granted,
             };
         }
@@ -327,7 +328,7 @@ impl Carried for Handoff {
             self.locker.store().wakes().unreserve(to);
         }
         let err = LockError::Timeout(format!("no reply within {} ms", bound.as_millis()));
-        Locker::release_outcome(&self.lease, Err(err)).map(|_| ())
+        outcome(&self.lease, Err(err)).map(|_| ())
     }
 
     /// A lock handed over meanwhile has nobody holding it.
@@ -336,11 +337,12 @@ impl Carried for Handoff {
         if self.lent {
             return false;
         }
-        if matches!(reply, Value::Int(fence) if fence > 0) {
-            lock::write_release(out, &self.lease.redis_key, &self.token);
-            return true;
+        let handed = hand_over(&self.lease, &self.token, self.ttl).decode(reply);
+        if !matches!(handed, Ok(Some(_))) {
+            return false;
         }
-        false
+        Release::late_win(&self.lease.redis_key, &self.token, false).encode(out);
+        true
     }
 
     /// The release goes again through the runtime, the waiter tries on its own, and the

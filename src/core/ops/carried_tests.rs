@@ -41,15 +41,15 @@ fn is_later<T>(step: &Step<T>) -> bool {
 #[test]
 fn a_release_reads_its_reply_and_asks_again_only_for_maestro() {
     let locker = locker(41001);
-    let release = Release::new(&locker, &lease(&locker), false).unwrap();
+    let release = PlainRelease::new(&locker, &lease(&locker), false).unwrap();
     assert!(now(release.answered(Value::Int(1))).unwrap());
-    let release = Release::new(&locker, &lease(&locker), false).unwrap();
+    let release = PlainRelease::new(&locker, &lease(&locker), false).unwrap();
     assert!(!now(release.answered(Value::Int(0))).unwrap());
     // Deleted nothing: maestro's answer is whether the lock is gone, asked on the runtime.
-    let release = Release::new(&locker, &lease(&locker), true).unwrap();
+    let release = PlainRelease::new(&locker, &lease(&locker), true).unwrap();
     assert!(is_later(&release.answered(Value::Int(0))));
     // A refusal (NOSCRIPT among others) goes again through the runtime.
-    let release = Release::new(&locker, &lease(&locker), false).unwrap();
+    let release = PlainRelease::new(&locker, &lease(&locker), false).unwrap();
     let (refused, _) = crate::core::basics::resp::parse(b"-NOSCRIPT No matching script.\r\n")
         .unwrap()
         .unwrap();
@@ -61,7 +61,7 @@ fn a_released_lease_is_not_released_here_again() {
     let locker = locker(41002);
     let lease = lease(&locker);
     lease.mark_released();
-    assert!(Release::new(&locker, &lease, false).is_none());
+    assert!(PlainRelease::new(&locker, &lease, false).is_none());
 }
 
 #[test]

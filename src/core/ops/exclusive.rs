@@ -22,6 +22,8 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::resp;
 use crate::core::basics::token;
+use crate::core::proto::release::{Release, ReleaseKind};
+use crate::core::proto::Op;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -71,15 +73,18 @@ pub struct Proof<'a> {
     pub set_at: Option<i64>,
 }
 
-impl Proof<'_> {
-    /// The release or refresh script's arguments after its own (see same_expiry.lua).
-    fn args(&self) -> [Vec<u8>; 3] {
-        let set_at = self.set_at.map(|at| at.to_string()).unwrap_or_default();
-        [
-            self.token.as_bytes().to_vec(),
-            self.contents.as_bytes().to_vec(),
-            set_at.into_bytes(),
-        ]
+impl<'a> Proof<'a> {
+    /// The release of the lock at `data_key` (guarded by `owner_key`) this proves ours.
+    fn release(&self, owner_key: &'a [u8], data_key: &'a [u8]) -> Release<'a> {
+        Release {
+            lock_key: owner_key,
+            token: self.token,
+            kind: ReleaseKind::Pair {
+                data_key,
+                contents: self.contents.as_bytes(),
+                set_at: self.set_at,
+            },
+        }
     }
 }
 
@@ -177,22 +182,9 @@ impl Exclusive {
         }
     }
 
-    /// `release` written to `out` (one reply, read by `released`).
-    pub fn write_release(&self, out: &mut Vec<u8>, proof: &Proof<'_>) {
-        let [token, contents, set_at] = proof.args();
-        lock::write_script(
-            out,
-            &scripts::RELEASE,
-            &[&self.owner_key, &self.redis_key],
-            &[&token, &contents, &set_at],
-        );
-    }
-
-    /// Whether the reply to `write_release` says our lock was deleted, read as the shared
-    /// connection would read it.
-    pub fn released(reply: redis::Value) -> Result<bool, LockError> {
-        let deleted: i64 = resp::typed(reply)?;
-        Ok(deleted == 1)
+    /// The release of the lock `proof` proves ours.
+    pub fn release_op<'a>(&'a self, proof: &Proof<'a>) -> Release<'a> {
+        proof.release(&self.owner_key, &self.redis_key)
     }
 
     /// Deletes the lock only if it is still ours; says whether it was.
@@ -205,15 +197,7 @@ impl Exclusive {
         proof: &Proof<'_>,
         timeout: Duration,
     ) -> Result<bool, LockError> {
-        let [token, contents, set_at] = proof.args();
-        let mut invocation = scripts::RELEASE.key(&self.owner_key);
-        invocation
-            .key(&self.redis_key)
-            .arg(token)
-            .arg(contents)
-            .arg(set_at);
-        let deleted: i64 = self.store.eval(&invocation, timeout, Replay::Safe).await?;
-        Ok(deleted == 1)
+        self.store.run(&self.release_op(proof), timeout).await
     }
 
     /// Frees the lock a transaction of `request` took with the absolute expiry `set_at`,
@@ -376,13 +360,8 @@ impl AttemptRequest {
     /// transaction), written to `out` (one reply): for a late reply that won, after its
     /// caller was told of the timeout.
     pub fn write_release(&self, out: &mut Vec<u8>, set_at: Option<i64>) {
-        let [token, contents, set_at] = self.proof(set_at).args();
-        lock::write_script(
-            out,
-            &scripts::RELEASE,
-            &[&self.owner_key, &self.redis_key],
-            &[&token, &contents, &set_at],
-        );
+        let proof = self.proof(set_at);
+        proof.release(&self.owner_key, &self.redis_key).encode(out);
     }
 }
 

@@ -4,11 +4,10 @@
 
 use super::pair::Pair;
 use super::release;
-use super::scripts;
 use super::store::Store;
-use crate::core::backend::link::Replay;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
+use crate::core::proto::release::{Release, ReleaseKind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,13 +39,16 @@ impl Orphan {
                 let _ignored = release::release(&store, &lease, bound).await;
             }
             Some(pair) => {
-                let mut invocation = scripts::RELEASE.key(&self.key);
-                invocation
-                    .key(&pair.data_key)
-                    .arg(&self.token)
-                    .arg(&pair.expected)
-                    .arg(pair.set_at_arg());
-                let _ignored: Result<i64, _> = store.eval(&invocation, bound, Replay::Safe).await;
+                let release = Release {
+                    lock_key: &self.key,
+                    token: &self.token,
+                    kind: ReleaseKind::Pair {
+                        data_key: &pair.data_key,
+                        contents: &pair.expected,
+                        set_at: pair.set_at,
+                    },
+                };
+                let _ignored = store.run(&release, bound).await;
             }
         }
     }

@@ -5,16 +5,20 @@
 use super::scripts;
 use super::store::Store;
 pub use crate::core::backend::direct::AttemptForm;
-use crate::core::backend::link::{Connection, Replay};
+use crate::core::backend::link::Connection;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::resp;
 use crate::core::basics::token;
+use crate::core::proto::extend::Extend;
+use crate::core::proto::fenced_set::FencedSet;
+use crate::core::proto::read::{Exists, Pttl};
+use crate::core::proto::release::Release;
+pub(crate) use crate::core::proto::wire::write_script;
 use crate::core::wait::owner::Owner;
 use crate::core::wait::wake::{self, Caller, Ticket};
-use redis::Cmd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -209,14 +213,8 @@ impl Locker {
         let store = self.store.clone();
         let fair = self.fair;
         tokio::spawn(async move {
-            let invocation = if fair {
-                super::release::fair_invocation(&redis_key, &token)
-            } else {
-                let mut plain = scripts::RELEASE.key(&redis_key);
-                plain.arg(&token);
-                plain
-            };
-            let _ignored: Result<i64, _> = store.eval_on(&connection, &invocation, ttl).await;
+            let free = Release::late_win(&redis_key, &token, fair);
+            let _ignored = store.run_on(&connection, &free, ttl).await;
         });
     }
 
@@ -261,42 +259,36 @@ impl Locker {
                 key: lease.key.clone(),
             });
         }
-        let mut invocation = scripts::EXTEND.key(&lease.redis_key);
-        invocation
-            .key(keys::fence_key(&lease.redis_key))
-            .arg(&lease.token)
-            .arg(extra.as_millis() as u64);
         self.store.ensure_scripts(self.bound_for(lease)).await?;
         let sent = Stamp::now();
-        let new_ttl: i64 = self
-            .store
-            .eval(&invocation, self.bound_for(lease), Replay::Never)
-            .await?;
+        let extend = Self::extend_op(lease, extra);
+        let new_ttl = self.store.run(&extend, self.bound_for(lease)).await?;
         Self::extended(lease, sent, new_ttl)
     }
 
-    /// What extend.lua's answer (the new TTL, 0 when not ours) means for `lease`, sent at
+    pub(crate) fn extend_op(lease: &Lease, extra: Duration) -> Extend<'_> {
+        Extend {
+            lock_key: &lease.redis_key,
+            token: &lease.token,
+            extra,
+        }
+    }
+
+    /// What extend's answer (the new TTL, `None` when not ours) means for `lease`, sent at
     /// `sent`, wherever it was carried.
-    pub(crate) fn extended(lease: &Lease, sent: Stamp, new_ttl: i64) -> Result<(), LockError> {
-        if new_ttl <= 0 {
+    pub(crate) fn extended(
+        lease: &Lease,
+        sent: Stamp,
+        new_ttl: Option<Duration>,
+    ) -> Result<(), LockError> {
+        let Some(new_ttl) = new_ttl else {
             lease.mark_released();
             return Err(LockError::NotHeld {
                 key: lease.key.clone(),
             });
-        }
-        lease.extended(sent, Duration::from_millis(new_ttl as u64));
+        };
+        lease.extended(sent, new_ttl);
         Ok(())
-    }
-
-    /// `extend` written to `out` (one reply, read by `extended`).
-    pub(crate) fn write_extend(out: &mut Vec<u8>, lease: &Lease, extra: Duration) {
-        let extra = resp::decimal(extra.as_millis() as u64);
-        write_script(
-            out,
-            &scripts::EXTEND,
-            &[&lease.redis_key, &keys::fence_key(&lease.redis_key)],
-            &[lease.token.as_bytes(), extra.as_bytes()],
-        );
     }
 
     /// Queues a waiter (wanting `key` for `ttl`, for `caller`) for its releases.
@@ -328,13 +320,12 @@ impl Locker {
                 "fence must be a fencing token: 15 decimal digits, as handle.fence gives it",
             ));
         }
-        let mut invocation = scripts::FENCED_SET.key(redis_key);
-        invocation.arg(value).arg(fence);
-        let written: i64 = self
-            .store
-            .eval(&invocation, self.command_timeout, Replay::Safe)
-            .await?;
-        Ok(written == 1)
+        let set = FencedSet {
+            key: redis_key,
+            value,
+            fence,
+        };
+        self.store.run(&set, self.command_timeout).await
     }
 
     /// How long `key`'s holder still has, when Redis tells it before `deadline` (with a
@@ -342,22 +333,19 @@ impl Locker {
     /// (a poll is the safety net).
     pub(super) async fn holder_ttl(&self, key: &str, deadline: Instant) -> Option<Duration> {
         let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
-        let mut cmd = Cmd::new();
-        cmd.arg("PTTL").arg(self.redis_key(key));
-        let pttl: i64 = self
-            .store
-            .query(&cmd, self.command_timeout.min(left))
-            .await
-            .ok()?;
-        u64::try_from(pttl).ok().map(Duration::from_millis)
+        let pttl = Pttl {
+            lock_key: &self.redis_key(key),
+        };
+        let bound = self.command_timeout.min(left);
+        self.store.run(&pttl, bound).await.ok().flatten()
     }
 
     /// Whether anyone holds `key`. An unreachable Redis is an error, never `false`.
     pub async fn is_locked(&self, key: &str) -> Result<bool, LockError> {
-        let mut cmd = Cmd::new();
-        cmd.arg("EXISTS").arg(self.redis_key(key));
-        let count: i64 = self.store.query(&cmd, self.command_timeout).await?;
-        Ok(count > 0)
+        let exists = Exists {
+            lock_key: &self.redis_key(key),
+        };
+        self.store.run(&exists, self.command_timeout).await
     }
 }
 
@@ -397,35 +385,6 @@ pub fn fence_of(fence: i64) -> Result<u64, LockError> {
     }
 }
 
-/// The release script for a lock and token, with no local waiters to wake (one reply): also
-/// what frees a lock an attempt won after its caller stopped waiting.
-pub fn write_release(out: &mut Vec<u8>, redis_key: &[u8], token: &str) {
-    write_script(
-        out,
-        &scripts::RELEASE_WAKE,
-        &[redis_key, &wake::queue_key(redis_key)],
-        &[token.as_bytes(), &wake::channel(redis_key), b"0"],
-    );
-}
-
-/// The handover script (see release.rs): our lock (`lease`), to a waiter's fresh token for
-/// `ttl`.
-pub fn write_handoff(out: &mut Vec<u8>, lease: &Lease, theirs: &str, ttl: Duration) {
-    let ttl = resp::decimal(ttl.as_millis() as u64);
-    let fence = resp::decimal(lease.fence);
-    write_script(
-        out,
-        &scripts::HANDOFF,
-        &[&lease.redis_key, &keys::fence_key(&lease.redis_key)],
-        &[
-            lease.token.as_bytes(),
-            theirs.as_bytes(),
-            ttl.as_bytes(),
-            fence.as_bytes(),
-        ],
-    );
-}
-
 /// What a transaction that draws fences adds after its INCRBY, as fence.lua's
 /// `keep_fences`: the counter kept `retention_ms` past a lock of `ttl_ms`, and a quarter
 /// window more (the first sets an expiry on a counter without one, the second only lengthens
@@ -451,22 +410,4 @@ pub(crate) fn write_keep_fences(
     resp::write_command(out, &[b"PEXPIRE", fence_key, keep.as_bytes(), b"NX"]);
     resp::write_command(out, &[b"PEXPIRE", fence_key, keep.as_bytes(), b"GT"]);
     2
-}
-
-/// `EVALSHA` of `script` with `keys` and `args`.
-pub(crate) fn write_script(
-    out: &mut Vec<u8>,
-    script: &redis::Script,
-    keys: &[&[u8]],
-    args: &[&[u8]],
-) {
-    let count = resp::decimal(keys.len() as u64);
-    let mut parts: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
-    parts.extend([
-        b"EVALSHA".as_slice(),
-        script.get_hash().as_bytes(),
-        count.as_bytes(),
-    ]);
-    parts.extend(keys.iter().chain(args).copied());
-    resp::write_command(out, &parts);
 }

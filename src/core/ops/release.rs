@@ -4,15 +4,12 @@
 //! one waiter: one of ours, else the connection that queued first (see wake.rs). A fair
 //! lock is only ever deleted, waking the first waiter in its line.
 
-use super::scripts;
 use super::store::Store;
-use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
-use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
-use crate::core::basics::resp;
 use crate::core::basics::token;
+use crate::core::proto::release::{HandOver, Release, ReleaseKind};
 use crate::core::wait::wake::{self, Reservation};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,33 +30,27 @@ pub async fn release(
     }
     // Waiters of our own that are already trying go first, woken here; else the queue decides.
     let ours_wait = store.wakes().waiters_at_release(&lease.redis_key);
-    let mut invocation = scripts::RELEASE_WAKE.key(&lease.redis_key);
-    invocation
-        .key(wake::queue_key(&lease.redis_key))
-        .arg(&lease.token)
-        .arg(&channel)
-        .arg(if ours_wait { "1" } else { "0" });
-    let reply = store.eval(&invocation, bound, Replay::Safe).await;
-    let deleted = outcome(lease, reply)?;
+    let release = Release {
+        lock_key: &lease.redis_key,
+        token: &lease.token,
+        kind: ReleaseKind::Wake { ours_wait },
+    };
+    let deleted = outcome(lease, store.run(&release, bound).await)?;
     if deleted && ours_wait {
         store.wakes().wake_local(&channel);
     }
     Ok(deleted)
 }
 
-fn handoff_invocation(
-    lease: &Lease,
-    token: &str,
-    ttl: Duration,
-) -> redis::ScriptInvocation<'static> {
-    let mut invocation = scripts::HANDOFF.key(&lease.redis_key);
-    invocation
-        .key(keys::fence_key(&lease.redis_key))
-        .arg(&lease.token)
-        .arg(token)
-        .arg(ttl.as_millis() as u64)
-        .arg(lease.fence);
-    invocation
+/// The handover of our `lease` to a waiter's fresh token `to`, for `ttl`.
+pub fn hand_over<'a>(lease: &'a Lease, to: &'a str, ttl: Duration) -> HandOver<'a> {
+    HandOver {
+        lock_key: &lease.redis_key,
+        token: &lease.token,
+        fence: lease.fence,
+        to,
+        ttl,
+    }
 }
 
 /// Sends again a handover whose waiter already started on our lease (the JS-thread
@@ -72,10 +63,9 @@ pub async fn confirm_lend(
     ttl: Duration,
     bound: Duration,
 ) -> Result<bool, LockError> {
-    let invocation = handoff_invocation(lease, token, ttl);
-    let fence: i64 = store.eval(&invocation, bound, Replay::Safe).await?;
+    let fence = store.run(&hand_over(lease, token, ttl), bound).await?;
     lease.mark_released();
-    Ok(fence > 0 && fence as u64 == lease.fence + 1)
+    Ok(fence == Some(lease.fence + 1))
 }
 
 /// Hands our lock to the waiter `to` (see handoff.lua).
@@ -87,19 +77,18 @@ async fn hand_off(
     bound: Duration,
 ) -> Result<bool, LockError> {
     let (token, ttl) = (token::new_token(), to.ttl());
-    let invocation = handoff_invocation(lease, &token, ttl);
     // The waiter's validity counts from here: no later than Redis set its TTL.
     let sent = Stamp::now();
-    let reply: Result<i64, LockError> = store.eval(&invocation, bound, Replay::Safe).await;
+    let reply = store.run(&hand_over(lease, &token, ttl), bound).await;
     let wakes = store.wakes();
     match reply {
-        Ok(fence) if fence > 0 => {
+        Ok(Some(fence)) => {
             lease.mark_released();
             let granted = Lease::new(
                 lease.key.clone(),
                 lease.redis_key.clone(),
                 token,
-                fence as u64,
+                fence,
                 sent,
                 ttl,
             );
@@ -109,7 +98,7 @@ async fn hand_off(
             }
             Ok(true)
         }
-        Ok(_) => {
+        Ok(None) => {
             // Not ours any more (expired, taken): nothing changed; the waiter tries itself.
             wakes.unreserve(to);
             lease.mark_released();
@@ -133,17 +122,6 @@ async fn hand_off(
     }
 }
 
-/// The release script of a fair lock for `token` (see release_fair.lua).
-pub fn fair_invocation(redis_key: &[u8], token: &str) -> redis::ScriptInvocation<'static> {
-    let mut invocation = scripts::RELEASE_FAIR.key(redis_key);
-    invocation
-        .key(wake::line_key(redis_key))
-        .key(wake::alive_key(redis_key))
-        .arg(token)
-        .arg(wake::channel(redis_key));
-    invocation
-}
-
 /// Deletes a fair lock if it is still ours, and wakes the first in its line, wherever it
 /// waits. Never handed over: a waiter of ours may be behind one of another process.
 pub async fn release_fair(
@@ -154,20 +132,23 @@ pub async fn release_fair(
     if lease.is_released() {
         return Ok(false);
     }
-    let invocation = fair_invocation(&lease.redis_key, &lease.token);
-    let reply = store.eval(&invocation, bound, Replay::Safe).await;
-    outcome(lease, reply)
+    let release = Release {
+        lock_key: &lease.redis_key,
+        token: &lease.token,
+        kind: ReleaseKind::Fair,
+    };
+    outcome(lease, store.run(&release, bound).await)
 }
 
-/// The reply to a release script, or its lack within the bound: whether Redis still had our
-/// lock. A release left unanswered until the lock ran out counts as done.
-pub fn outcome(lease: &Lease, reply: Result<redis::Value, LockError>) -> Result<bool, LockError> {
-    let deleted: i64 = match reply.and_then(resp::typed) {
+/// What a release's answer, or its lack within the bound, means for `lease`: whether Redis
+/// still had our lock. A release left unanswered until the lock ran out counts as done.
+pub fn outcome(lease: &Lease, deleted: Result<bool, LockError>) -> Result<bool, LockError> {
+    let deleted = match deleted {
         Ok(deleted) => deleted,
         // Redis did not answer before the lock ran out: it is gone either way.
-        Err(LockError::Timeout(_)) if lease.remaining().is_zero() => 0,
+        Err(LockError::Timeout(_)) if lease.remaining().is_zero() => false,
         Err(err) => return Err(err),
     };
     lease.mark_released();
-    Ok(deleted == 1)
+    Ok(deleted)
 }

@@ -36,23 +36,7 @@ pub const FAIR_HEARTBEAT: Duration = Duration::from_millis(500);
 /// holds up the line (the lock stays free for it) for at most this long.
 pub const FAIR_PLACE: Duration = Duration::from_millis(2_000);
 
-/// The line of waiters of a fair lock, in arrival order.
-pub fn line_key(lock_key: &[u8]) -> Vec<u8> {
-    keys::sibling_key(lock_key, "line")
-}
-
-/// Until when each waiter in a fair lock's line counts as alive.
-pub fn alive_key(lock_key: &[u8]) -> Vec<u8> {
-    keys::sibling_key(lock_key, "alive")
-}
-
-/// The channel a lock's release is announced on: in the lock key's hash slot, so sharded
-/// pub/sub can carry it on a cluster.
-pub fn channel(lock_key: &[u8]) -> Vec<u8> {
-    keys::channel_key(lock_key, RELEASED)
-}
-
-const RELEASED: &str = "released";
+pub use keys::{alive_key, line_key, queue_key, released_channel as channel};
 
 /// A connection's place in a lock's queue: microseconds of its wall clock (clocks of
 /// different hosts differ a little; the order is a courtesy, never a safety property).
@@ -64,10 +48,6 @@ pub fn queue_score() -> u64 {
         .unwrap_or(0)
 }
 
-/// The queue of connections waiting for a lock.
-pub fn queue_key(lock_key: &[u8]) -> Vec<u8> {
-    keys::sibling_key(lock_key, "waiting")
-}
 /// The waiter a release of this process hands the lock to (see release.rs). Dropped
 /// unused, it lets the waiter be picked again.
 pub struct Reservation {
@@ -524,7 +504,7 @@ impl Wakes {
         let Some(entry) = channels.get_mut(channel) else {
             // Forgotten here, yet still in the lock's queue (a place kept across a lost
             // connection): the next connection in it gets the turn.
-            let lock_key = keys::lock_key_of_channel(channel, RELEASED).unwrap_or_default();
+            let lock_key = keys::lock_key_of_channel(channel, keys::RELEASED).unwrap_or_default();
             return Turn::PassOn(lock_key);
         };
         entry.queued = None;

@@ -1,0 +1,246 @@
+//! The exact bytes each operation sends, on both transports: the JS-thread socket's RESP and
+//! the runtime's command (recorded from what the redis crate would write). A change here is a
+//! change of what Redis is sent, never a refactoring.
+
+use super::extend::Extend;
+use super::fenced_set::FencedSet;
+use super::read::{Exists, Pttl};
+use super::release::{HandOver, Release, ReleaseKind};
+use super::{scripts, Op, Request};
+use redis::{ConnectionLike, RedisResult, Value};
+use std::time::Duration;
+
+/// RESP written by hand, apart from the code under test.
+fn resp(parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", parts.len()).into_bytes();
+    for part in parts {
+        out.extend(format!("${}\r\n", part.len()).bytes());
+        out.extend(*part);
+        out.extend(b"\r\n");
+    }
+    out
+}
+
+fn evalsha(script: &redis::Script, keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
+    let count = keys.len().to_string();
+    let mut parts = vec![
+        b"EVALSHA".as_slice(),
+        script.get_hash().as_bytes(),
+        count.as_bytes(),
+    ];
+    parts.extend(keys.iter().chain(args));
+    resp(&parts)
+}
+
+/// What the runtime's connection writes for a script call.
+struct Recorder(Vec<u8>);
+
+impl ConnectionLike for Recorder {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        self.0.extend_from_slice(cmd);
+        Ok(Value::Int(1))
+    }
+    fn req_packed_commands(&mut self, cmd: &[u8], _: usize, _: usize) -> RedisResult<Vec<Value>> {
+        self.0.extend_from_slice(cmd);
+        Ok(vec![])
+    }
+    fn get_db(&self) -> i64 {
+        0
+    }
+    fn check_connection(&mut self) -> bool {
+        true
+    }
+    fn is_open(&self) -> bool {
+        true
+    }
+}
+
+fn sent(invocation: &redis::ScriptInvocation<'_>) -> Vec<u8> {
+    let mut recorder = Recorder(Vec::new());
+    let _: RedisResult<Value> = invocation.invoke(&mut recorder);
+    recorder.0
+}
+
+/// What each transport sends for `op`: both must be `want`.
+fn assert_sends<O: Op>(op: &O, want: &[u8]) {
+    let mut socket = Vec::new();
+    op.encode(&mut socket);
+    assert_eq!(
+        String::from_utf8_lossy(&socket),
+        String::from_utf8_lossy(want)
+    );
+    let runtime = match Request::of(op) {
+        Request::Script(invocation) => sent(&invocation),
+        Request::Command(cmd) => cmd.get_packed_command(),
+    };
+    assert_eq!(
+        String::from_utf8_lossy(&runtime),
+        String::from_utf8_lossy(want)
+    );
+}
+
+const WAKE_RELEASE: [&[u8]; 2] = [b"lock:k", b"{lock:k}\xffwaiting"];
+const FENCED: [&[u8]; 2] = [b"lock:k", b"{lock:k}\xfffence"];
+
+#[test]
+fn release_with_no_local_waiter_is_release_wake_with_zero() {
+    let release = Release {
+        lock_key: b"lock:k",
+        token: "tok",
+        kind: ReleaseKind::Wake { ours_wait: false },
+    };
+    let want = evalsha(
+        &scripts::RELEASE_WAKE,
+        &WAKE_RELEASE,
+        &[b"tok", b"{lock:k}:released", b"0"],
+    );
+    assert_sends(&release, &want);
+    let ours = Release {
+        kind: ReleaseKind::Wake { ours_wait: true },
+        ..release
+    };
+    let want = evalsha(
+        &scripts::RELEASE_WAKE,
+        &WAKE_RELEASE,
+        &[b"tok", b"{lock:k}:released", b"1"],
+    );
+    assert_sends(&ours, &want);
+    assert_eq!(ours.decode(Value::Int(1)).ok(), Some(true));
+    assert_eq!(ours.decode(Value::Int(0)).ok(), Some(false));
+}
+
+/// One behaviour for both transports (the runtime freed with release.lua and woke nobody,
+/// the JS thread with release_wake): a lock won late is released as any release is, and
+/// wakes the next queued connection, which else would wait for its poll.
+#[test]
+fn a_late_win_is_freed_as_a_release_that_wakes_the_queue() {
+    let want = evalsha(
+        &scripts::RELEASE_WAKE,
+        &WAKE_RELEASE,
+        &[b"tok", b"{lock:k}:released", b"0"],
+    );
+    assert_sends(&Release::late_win(b"lock:k", "tok", false), &want);
+    let fair = evalsha(
+        &scripts::RELEASE_FAIR,
+        &[b"lock:k", b"{lock:k}\xffline", b"{lock:k}\xffalive"],
+        &[b"tok", b"{lock:k}:released"],
+    );
+    assert_sends(&Release::late_win(b"lock:k", "tok", true), &fair);
+}
+
+#[test]
+fn handover_names_both_tokens_the_ttl_and_our_fence() {
+    let handover = HandOver {
+        lock_key: b"lock:k",
+        token: "tok",
+        fence: 7,
+        to: "theirs",
+        ttl: Duration::from_millis(3000),
+    };
+    let want = evalsha(
+        &scripts::HANDOFF,
+        &FENCED,
+        &[b"tok", b"theirs", b"3000", b"7"],
+    );
+    assert_sends(&handover, &want);
+    assert_eq!(handover.decode(Value::Int(8)).ok(), Some(Some(8)));
+    assert_eq!(handover.decode(Value::Int(0)).ok(), Some(None));
+    assert!(handover.decode(Value::Nil).is_err());
+}
+
+#[test]
+fn extend_names_the_fence_key_and_the_extra_ms() {
+    let extend = Extend {
+        lock_key: b"lock:k",
+        token: "tok",
+        extra: Duration::from_millis(500),
+    };
+    let want = evalsha(&scripts::EXTEND, &FENCED, &[b"tok", b"500"]);
+    assert_sends(&extend, &want);
+    assert_eq!(
+        extend.decode(Value::Int(1500)).ok(),
+        Some(Some(Duration::from_millis(1500)))
+    );
+    assert_eq!(extend.decode(Value::Int(0)).ok(), Some(None));
+}
+
+#[test]
+fn is_locked_is_exists_and_the_holders_ttl_is_pttl() {
+    let exists = Exists {
+        lock_key: b"lock:k",
+    };
+    assert_sends(&exists, &resp(&[b"EXISTS", b"lock:k"]));
+    assert_eq!(exists.decode(Value::Int(1)).ok(), Some(true));
+    assert_eq!(exists.decode(Value::Int(0)).ok(), Some(false));
+    let pttl = Pttl {
+        lock_key: b"lock:k",
+    };
+    assert_sends(&pttl, &resp(&[b"PTTL", b"lock:k"]));
+    let left = Some(Some(Duration::from_millis(250)));
+    assert_eq!(pttl.decode(Value::Int(250)).ok(), left);
+    assert_eq!(pttl.decode(Value::Int(-2)).ok(), Some(None));
+}
+
+#[test]
+fn a_fair_release_names_the_line_and_its_liveness() {
+    let release = Release {
+        lock_key: b"lock:k",
+        token: "tok",
+        kind: ReleaseKind::Fair,
+    };
+    let want = evalsha(
+        &scripts::RELEASE_FAIR,
+        &[b"lock:k", b"{lock:k}\xffline", b"{lock:k}\xffalive"],
+        &[b"tok", b"{lock:k}:released"],
+    );
+    assert_sends(&release, &want);
+}
+
+#[test]
+fn an_exclusive_release_names_the_owner_key_first_and_proves_the_contents() {
+    let release = Release {
+        lock_key: b"{exclusive-lock:a}\xffowner",
+        token: "tok",
+        kind: ReleaseKind::Pair {
+            data_key: b"exclusive-lock:a",
+            contents: b"1",
+            set_at: Some(5000),
+        },
+    };
+    let want = evalsha(
+        &scripts::RELEASE,
+        &[b"{exclusive-lock:a}\xffowner", b"exclusive-lock:a"],
+        &[b"tok", b"1", b"5000"],
+    );
+    assert_sends(&release, &want);
+    let unset = Release {
+        kind: ReleaseKind::Pair {
+            data_key: b"exclusive-lock:a",
+            contents: b"1",
+            set_at: None,
+        },
+        ..release
+    };
+    let want = evalsha(
+        &scripts::RELEASE,
+        &[b"{exclusive-lock:a}\xffowner", b"exclusive-lock:a"],
+        &[b"tok", b"1", b""],
+    );
+    assert_sends(&unset, &want);
+}
+
+#[test]
+fn a_fenced_set_sends_the_value_then_the_fence() {
+    let set = FencedSet {
+        key: b"data",
+        value: "v",
+        fence: "000000000000007",
+    };
+    let want = evalsha(
+        &scripts::FENCED_SET,
+        &[b"data"],
+        &[b"v", b"000000000000007"],
+    );
+    assert_sends(&set, &want);
+    assert_eq!(set.decode(Value::Int(0)).ok(), Some(false));
+}

@@ -1,0 +1,47 @@
+//! What each lock operation sends and what its reply means, with no I/O: one definition per
+//! operation, which the runtime's connection (`Request`) and the JS-thread socket (RESP
+//! bytes) both send as written here. What a reply leads to (a retry, a wake, a resend after
+//! a timeout) is the operations' business, above (`ops`). The backends may use these too:
+//! a quorum must know what each node's reply means.
+//!
+//! Not here yet: the first acquire attempt (`ops/attempt_request.rs`, `ops/exclusive`,
+//! including its MULTI form), which writes through `wire::write_script` as these do and
+//! moves here as an `Acquire` op; the waiters' queue scripts (`ops/store.rs`) and the
+//! watchdog's refresh batch.
+
+pub mod extend;
+pub mod fenced_set;
+pub mod read;
+pub mod release;
+pub mod scripts;
+pub mod wire;
+
+pub use wire::{Request, Wire};
+
+use crate::core::basics::error::LockError;
+use redis::Value;
+
+/// One operation: its command, written once, and the meaning of its reply.
+pub trait Op {
+    type Out;
+
+    /// Whether running it twice leaves Redis as running it once did, so that it may be sent
+    /// again when a connection dropped with it unanswered.
+    const REPEATABLE: bool = true;
+
+    /// Writes the operation's one command.
+    fn encode<W: Wire>(&self, wire: &mut W);
+
+    /// What the reply means. A server error is an error here; whether it sends the call
+    /// elsewhere is decided by its caller.
+    fn decode(&self, reply: Value) -> Result<Self::Out, LockError>;
+}
+
+/// An integer reply, read as the redis crate's connection reads one.
+fn int(reply: Value) -> Result<i64, LockError> {
+    crate::core::basics::resp::typed(reply)
+}
+
+#[cfg(test)]
+#[path = "golden_tests.rs"]
+mod golden_tests;

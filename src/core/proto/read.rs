@@ -1,0 +1,40 @@
+//! Reading a lock without changing it.
+
+use super::{int, Op, Wire};
+use crate::core::basics::error::LockError;
+use redis::Value;
+use std::time::Duration;
+
+/// Whether anyone holds `lock_key`.
+pub struct Exists<'a> {
+    pub lock_key: &'a [u8],
+}
+
+impl Op for Exists<'_> {
+    type Out = bool;
+
+    fn encode<W: Wire>(&self, wire: &mut W) {
+        wire.command(&[b"EXISTS", self.lock_key]);
+    }
+
+    fn decode(&self, reply: Value) -> Result<bool, LockError> {
+        Ok(int(reply)? > 0)
+    }
+}
+
+/// How long the holder of `lock_key` still has: `None` when it is free or has no TTL.
+pub struct Pttl<'a> {
+    pub lock_key: &'a [u8],
+}
+
+impl Op for Pttl<'_> {
+    type Out = Option<Duration>;
+
+    fn encode<W: Wire>(&self, wire: &mut W) {
+        wire.command(&[b"PTTL", self.lock_key]);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Option<Duration>, LockError> {
+        Ok(u64::try_from(int(reply)?).ok().map(Duration::from_millis))
+    }
+}

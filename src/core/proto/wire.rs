@@ -1,0 +1,73 @@
+//! Where an operation's command is written: RESP bytes for the JS-thread socket, or a
+//! request for the runtime's connection built from the very same parts (a script call stays
+//! a `ScriptInvocation`, so the redis crate reloads a script on NOSCRIPT as before).
+
+use super::Op;
+use crate::core::basics::resp;
+use redis::{Cmd, Script, ScriptInvocation};
+
+/// What an operation writes its command into.
+pub trait Wire {
+    /// `EVALSHA` of `script` with `keys` and `args`.
+    fn script(&mut self, script: &'static Script, keys: &[&[u8]], args: &[&[u8]]);
+    /// A plain command.
+    fn command(&mut self, parts: &[&[u8]]);
+}
+
+impl Wire for Vec<u8> {
+    fn script(&mut self, script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) {
+        write_script(self, script, keys, args);
+    }
+
+    fn command(&mut self, parts: &[&[u8]]) {
+        resp::write_command(self, parts);
+    }
+}
+
+/// `EVALSHA` of `script` with `keys` and `args`, appended to `out`.
+pub fn write_script(out: &mut Vec<u8>, script: &Script, keys: &[&[u8]], args: &[&[u8]]) {
+    let count = resp::decimal(keys.len() as u64);
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
+    parts.extend([
+        b"EVALSHA".as_slice(),
+        script.get_hash().as_bytes(),
+        count.as_bytes(),
+    ]);
+    parts.extend(keys.iter().chain(args).copied());
+    resp::write_command(out, &parts);
+}
+
+/// An operation's command as the runtime's connection sends it.
+pub enum Request {
+    Script(ScriptInvocation<'static>),
+    Command(Cmd),
+}
+
+impl Request {
+    pub fn of<O: Op>(op: &O) -> Request {
+        let mut request = Request::Command(Cmd::new());
+        op.encode(&mut request);
+        request
+    }
+}
+
+impl Wire for Request {
+    fn script(&mut self, script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        *self = Request::Script(invocation);
+    }
+
+    fn command(&mut self, parts: &[&[u8]]) {
+        let mut cmd = Cmd::new();
+        for part in parts {
+            cmd.arg(*part);
+        }
+        *self = Request::Command(cmd);
+    }
+}
