@@ -18,9 +18,6 @@ const ours = { root: ROOT }
  * require() of our package or one of its subpaths ('', 'exclusive-lock', 'maestro'), retried
  * for up to a minute: the .node file may be mid-rewrite when another build runs.
  */
-/** Where requireOurs loads from: another build's checkout while paired.js creates `id@/path`. */
-const ours = { root: ROOT }
-
 function requireOurs(subpath = '') {
   const target = subpath ? path.join(ours.root, subpath) : ours.root
   const deadline = Date.now() + 60_000
