@@ -108,7 +108,7 @@ impl Outcome {
     /// Nobody will hear this outcome: a lock it hands out is freed.
     pub fn forsake(mut self) {
         if let Some(unclaimed) = self.unclaimed() {
-            background::within(|| unclaimed.release());
+            background::within(|| unclaimed.free());
         }
     }
 }

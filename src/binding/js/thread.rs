@@ -322,7 +322,7 @@ impl JsThread {
     /// Frees the plain locks handed out whose reactions are not known to have run.
     fn forsake_claims(&self) {
         let claims = std::mem::take(&mut *self.claims.borrow_mut());
-        within(|| claims.into_iter().for_each(|claim| claim.release()));
+        within(|| claims.into_iter().for_each(|claim| claim.free()));
     }
 
     /// The environment ends (see teardown.rs): the locks whose handles were settled in its
@@ -345,7 +345,7 @@ impl JsThread {
         let unclaimed = outcome.unclaimed();
         let Some(slot) = self.slots.borrow_mut().remove(&id) else {
             if let Some(unclaimed) = unclaimed {
-                within(|| unclaimed.release());
+                within(|| unclaimed.free());
             }
             return Ok(());
         };
@@ -379,7 +379,7 @@ impl JsThread {
                     let _started = check.start();
                 }
             } else {
-                within(|| unclaimed.release());
+                within(|| unclaimed.free());
             }
         }
         Ok(())

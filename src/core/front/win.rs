@@ -48,7 +48,7 @@ pub fn settle<W: Win>(
     match result {
         Ok(Some(lease)) => match won(locker, lease) {
             Won::Deliver(lease) => Ok(Some(background::within(|| win.deliver(locker, lease)))),
-            Won::Ownerless(lease) => Err(background::within(|| lease.release())),
+            Won::Ownerless(lease) => Err(background::within(|| lease.free())),
         },
         Ok(None) => Ok(None),
         Err(err) => win.without(err),

@@ -1,6 +1,6 @@
 //! Delivering a lease just won to its caller: handed over (`Won::Deliver`, then `Unclaimed`
 //! until the caller has it), or, when the owner (see wait/owner.rs) ended while the lock was
-//! being won, released instead (`OwnerlessLease`), since nobody is left to release it.
+//! being won, freed instead (`OwnerlessLease`), since nobody is left to release it.
 
 use super::lock::Locker;
 use super::store::Store;
@@ -14,7 +14,7 @@ pub enum Won {
     Ownerless(OwnerlessLease),
 }
 
-/// A lease whose owner ended: it must be released (`release`), and its caller answered
+/// A lease whose owner ended: it must be freed (`free`), and its caller answered
 /// with the error that gives back.
 #[must_use]
 pub struct OwnerlessLease {
@@ -26,7 +26,7 @@ impl OwnerlessLease {
     /// Frees the lock in the background (to the next waiter of ours, or waking the next
     /// connection); the caller's answer is that it was aborted. Starts a task: the caller
     /// must be inside a runtime, or one must be installed (see basics/background.rs).
-    pub fn release(self) -> LockError {
+    pub fn free(self) -> LockError {
         self.store.release_orphan(self.lease);
         LockError::Aborted
     }
@@ -63,7 +63,7 @@ impl Unclaimed {
         Unclaimed(Box::new(UnclaimedLease { ownerless, lent }))
     }
 
-    /// Frees the lock in the background, as `OwnerlessLease::release` does. A lent lease only once
+    /// Frees the lock in the background, as `OwnerlessLease::free` does. A lent lease only once
     /// its handover was answered (or can no longer matter, its lease over): the handover
     /// goes on its JS thread's connection, or again through the runtime as that thread
     /// ends, and a release reaching Redis before it would find the lender's token and free
@@ -71,7 +71,7 @@ impl Unclaimed {
     /// the handover ran; refused, it never will (handoff.lua moves the lock only from the
     /// lender's token). Only one left unanswered within its bound may still run after this
     /// release, which then frees nothing: the lock is left to its TTL, as before.
-    pub fn release(self) {
+    pub fn free(self) {
         let UnclaimedLease { ownerless, lent } = *self.0;
         let OwnerlessLease { store, lease } = ownerless;
         if !lent {

@@ -37,7 +37,7 @@ async fn a_lease_won_for_a_living_owner_is_delivered_and_an_ended_ones_released(
     let _ended = owner.end();
     match won(&locker, lease(&locker)) {
         Won::Deliver(_) => panic!("delivered to an ended owner"),
-        Won::Ownerless(lease) => assert!(matches!(lease.release(), LockError::Aborted)),
+        Won::Ownerless(lease) => assert!(matches!(lease.free(), LockError::Aborted)),
     }
 }
 
@@ -72,7 +72,7 @@ async fn a_lent_lease_is_freed_only_once_its_handover_was_answered() {
     let lends = locker.store().wakes().lends();
     lends.lend("lent".into(), lender.deadline());
     // Its thread ends before the handover reached Redis.
-    Unclaimed::lent(&locker, lent).release();
+    Unclaimed::lent(&locker, lent).free();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(locker.is_locked("k").await.unwrap());
     // The handover runs only now, and is answered.
