@@ -2,7 +2,7 @@
 //! that cross between them. scripts/check-layers.js holds every binding file to `front`,
 //! `basics` and this list, so the rest of the core can change without the binding knowing.
 
-pub use super::backend::direct::{AttemptForm, Forms};
+pub use super::backend::direct::{AttemptForm, TxSupport};
 /// Where a connection goes: the binding converts JS connection options into one.
 pub use super::backend::endpoint::{Endpoint, EndpointSpec};
 /// One command on a `memory://` keyspace, for tests that read and write beside the locks.

@@ -13,7 +13,7 @@ use super::super::settle::Completer;
 use super::super::thread::JsThread;
 use super::call::Call;
 use crate::binding::sys::socket_poll::{SocketEvents, SocketPoll};
-use crate::core::api::{AttemptForm, Forms};
+use crate::core::api::{AttemptForm, TxSupport};
 use crate::core::basics::resp;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -56,7 +56,7 @@ pub struct SocketConnection {
     input: Vec<u8>,
     chunk: Box<[u8]>,
     /// How acquire attempts are written (the core chooses, from what the server refused).
-    forms: Forms,
+    tx_support: TxSupport,
     pending: VecDeque<Pending>,
     writable_polled: bool,
     flush_scheduled: bool,
@@ -92,7 +92,7 @@ pub fn open(
         out: Vec::with_capacity(4096),
         input: Vec::with_capacity(4096),
         chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
-        forms: Forms::default(),
+        tx_support: TxSupport::default(),
         pending: VecDeque::new(),
         writable_polled: false,
         flush_scheduled: false,
@@ -157,7 +157,7 @@ impl SocketConnection {
         id: u32,
         write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Box<dyn Call>),
     ) {
-        let (replies, bound, call) = write(&mut self.out, self.forms.attempts());
+        let (replies, bound, call) = write(&mut self.out, self.tx_support.attempts());
         let deadline = Instant::now() + bound;
         self.pending.push_back(Pending {
             id,
@@ -283,12 +283,12 @@ impl SocketConnection {
             };
             let reply = match call.refused.take() {
                 Some(refused) => {
-                    self.forms.multi_refused(&refused);
+                    self.tx_support.multi_refused(&refused);
                     refused
                 }
                 None => {
                     if call.transaction {
-                        self.forms.multi_worked();
+                        self.tx_support.multi_worked();
                     }
                     reply
                 }
