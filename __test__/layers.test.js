@@ -2,14 +2,16 @@
 
 // The layers (ARCHITECTURE.md) hold: no JavaScript in src/core, no import cycle in the core
 // or the binding, no layer importing one above it, the binding's JS-thread runtime (js/) in
-// its order, and the binding reaching the core only through front, basics and api. The
-// checker must catch each, so it is also run on copies of src/ with one violation planted.
+// its order, and the binding reaching the core only through front, basics and api; and no two
+// types in src/ share a name. The checkers must catch each, so they are also run on copies of
+// src/ with one violation planted.
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { check } = require('../scripts/check-layers')
+const names = require('../scripts/check-names')
 
 const root = path.join(__dirname, '..')
 
@@ -18,15 +20,18 @@ test('src/core and src/binding keep their layers and have no import cycle', () =
   assert.deepEqual(problems, [])
 })
 
-/** The problems found in a copy of src/ with `line` appended to each file of `plants`. */
-function planted(plants) {
+/**
+ * The problems `checker` finds in a copy of src/ with `line` appended to each file of
+ * `plants`.
+ */
+function planted(plants, checker = (copy) => check(copy).problems) {
   const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-'))
   try {
     fs.cpSync(path.join(root, 'src'), path.join(copy, 'src'), { recursive: true })
     for (const [file, line] of Object.entries(plants)) {
       fs.appendFileSync(path.join(copy, 'src', file), `\n${line}\n`)
     }
-    return check(copy).problems
+    return checker(copy)
   } finally {
     fs.rmSync(copy, { recursive: true, force: true })
   }
@@ -92,4 +97,42 @@ test('the check fails on an upward import, a cycle and a binding import', () => 
   } finally {
     fs.rmSync(copy, { recursive: true, force: true })
   }
+})
+
+test('no two types in src/ share a name, but for those left to the files being rewritten', () => {
+  assert.deepEqual(names.check(root).problems, [])
+})
+
+test('the check fails when two types share a name, however deep or whatever their kind', () => {
+  const problems = planted(
+    {
+      'core/basics/keys.rs': 'pub enum Lease { A }',
+      'binding/js/outcome.rs': 'fn f() { type Queue = u8; }',
+    },
+    (copy) => names.check(copy).problems,
+  )
+  assert.equal(problems.length, 2, problems.join('\n'))
+  assert.match(problems[0], /^Lease is defined 2 times: src\/core\/basics\/keys\.rs:\d+, src\/core\/basics\/lease\.rs:\d+$/)
+  assert.match(problems[1], /^Queue is defined 2 times: src\/binding\/js\/outcome\.rs:\d+, src\/binding\/js\/outcome\.rs:\d+$/)
+})
+
+test("an impl's or trait's associated type is not a definition of its name", () => {
+  const found = names.definitions('trait T { type Out: Clone; }\nimpl T for X { type Out = u8; }\nfn f() -> impl Iterator<Item = u8> { type Out = u8; }')
+  assert.deepEqual(found, [
+    { name: 'T', line: 1 },
+    { name: 'Out', line: 3 },
+  ])
+})
+
+test('the names left shared may only go: a third definition, or one gone, fails', () => {
+  const left = { ...names.LEFT_SHARED, Lease: ['src/core/basics/lease.rs', 'src/core/basics/keys.rs'], Gone: ['src/a.rs', 'src/b.rs'] }
+  const third = planted(
+    { 'core/basics/keys.rs': 'struct Lease;', 'core/basics/token.rs': 'struct Lease;' },
+    (copy) => names.check(copy, left).problems,
+  )
+  assert.equal(third.length, 2, third.join('\n'))
+  assert.match(third[0], /^Lease is no longer defined just in src\/core\/basics\/lease\.rs and src\/core\/basics\/keys\.rs \(.*token\.rs:\d+\): update LEFT_SHARED/)
+  assert.match(third[1], /^Gone is no longer defined just in src\/a\.rs and src\/b\.rs \(nowhere\)/)
+  const allowed = planted({ 'core/basics/keys.rs': 'struct Lease;' }, (copy) => names.check(copy, left).problems)
+  assert.deepEqual(allowed, [third[1]])
 })

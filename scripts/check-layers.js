@@ -48,13 +48,17 @@ function moduleOf(coreDir, file) {
   return parts
 }
 
-/** Code without comments, string or char literals, so braces and words in them don't count. */
+/**
+ * Code without comments, string or char literals, so braces and words in them don't count;
+ * their line breaks stay, so a line number in it is the file's.
+ */
 function stripped(text) {
+  const lines = (m) => m.replace(/[^\n]/g, '')
   return text
-    .replace(/r(#*)"[\s\S]*?"\1/g, '""')
-    .replace(/"(?:[^"\\]|\\[\s\S])*"/g, '""')
+    .replace(/\bb?r(#*)"[\s\S]*?"\1/g, (m) => `""${lines(m)}`)
+    .replace(/"(?:[^"\\]|\\[\s\S])*"/g, (m) => `""${lines(m)}`)
     .replace(/'(?:[^'\\\n]|\\.[^']*)'/g, "' '")
-    .replace(/\/\*[\s\S]*?\*\//g, '')
+    .replace(/\/\*[\s\S]*?\*\//g, lines)
     .replace(/\/\/[^\n]*/g, '')
 }
 
@@ -279,7 +283,7 @@ function pathThrough(edges, component) {
   return [...component]
 }
 
-module.exports = { check, LAYERS, JS_ORDER }
+module.exports = { check, rustFiles, stripped, LAYERS, JS_ORDER }
 
 if (require.main === module) {
   const args = process.argv.slice(2)

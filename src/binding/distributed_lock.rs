@@ -7,7 +7,7 @@ use super::error::{OrThrow, Result};
 use super::heartbeat::NativeHeartbeat;
 use super::js::outcome::{boolean, Outcome};
 use super::js::responder::JsCalls;
-use crate::core::front::distributed_lock::{DistributedLock, Settings};
+use crate::core::front::distributed_lock::{DistributedLock, DistributedLockSettings};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw};
@@ -69,7 +69,7 @@ impl NativeDistributedLock {
         options: DistributedLockOptions,
         heartbeat: &NativeHeartbeat,
     ) -> Result<Self> {
-        let settings = Settings {
+        let settings = DistributedLockSettings {
             key_prefix: options.key_prefix,
             client_key_prefix: options.client_key_prefix,
             default_ttl_ms: options.default_ttl_ms,

@@ -7,7 +7,7 @@ use super::heartbeat::{Beater, NativeHeartbeat};
 use super::js::outcome::{boolean, Outcome};
 use super::js::responder::JsCalls;
 use crate::core::basics::token::format_fence;
-use crate::core::front::exclusive_lock::{ExclusiveLock, Inspection, Settings, Wishes};
+use crate::core::front::exclusive_lock::{ExclusiveLock, ExclusiveSettings, Inspection, Wishes};
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, PromiseRaw};
 use napi_derive::napi;
@@ -58,7 +58,7 @@ impl NativeExclusiveLock {
         options: ExclusiveLockOptions,
         heartbeat: &NativeHeartbeat,
     ) -> Result<Self> {
-        let settings = Settings {
+        let settings = ExclusiveSettings {
             name: options.name,
             key_prefix: options.key_prefix,
             client_key_prefix: options.client_key_prefix,

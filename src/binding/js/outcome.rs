@@ -31,7 +31,7 @@ pub enum Outcome {
 }
 
 /// What happened, in order: a call that ended (`id`), or news for a listener.
-pub enum Entry {
+pub enum Settlement {
     Settled(u32, Outcome),
     Event {
         listener: u32,
@@ -51,7 +51,7 @@ pub struct Loss {
 /// What the runtime finished for one JS thread, waiting for that thread to take it.
 pub struct Queue {
     /// `None` once the JS environment ended: nothing will take what joins it.
-    pub(super) done: Mutex<Option<Vec<Entry>>>,
+    pub(super) done: Mutex<Option<Vec<Settlement>>>,
     pub(super) waker: OnceLock<Arc<Waker>>,
     /// Calls the JS thread answered itself while their runtime task still ran (a waiter
     /// handed the lock by a release on that thread): what the task ends with is dropped
@@ -70,7 +70,7 @@ impl Default for Queue {
 }
 
 impl Queue {
-    pub fn take(&self) -> Vec<Entry> {
+    pub fn take(&self) -> Vec<Settlement> {
         lock(&self.done)
             .as_mut()
             .map(std::mem::take)
@@ -87,10 +87,10 @@ impl Queue {
     }
 }
 
-impl Entry {
-    /// Nobody will hear this entry: a lock it hands out is freed (see ops/won.rs).
+impl Settlement {
+    /// Nobody will hear this entry: a lock it hands out is freed (see ops/delivery.rs).
     pub fn forsake(self) {
-        if let Entry::Settled(_, outcome) = self {
+        if let Settlement::Settled(_, outcome) = self {
             outcome.forsake();
         }
     }
@@ -108,7 +108,7 @@ impl Outcome {
     /// Nobody will hear this outcome: a lock it hands out is freed.
     pub fn forsake(mut self) {
         if let Some(unclaimed) = self.unclaimed() {
-            background::within(|| unclaimed.release());
+            background::within(|| unclaimed.free());
         }
     }
 }

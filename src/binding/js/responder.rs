@@ -3,7 +3,7 @@
 
 use super::outcome::Outcome;
 use super::settle::Completer;
-use super::socket::{Link, Sender};
+use super::socket::{JsSocket, Sender};
 use super::thread::JsThread;
 use crate::core::api::{Caller, Carried};
 use crate::core::front::connection::LockConnection;
@@ -19,13 +19,13 @@ pub struct JsCalls {
     pub completer: Completer,
     pub thread: Rc<JsThread>,
     /// The JS-thread connection for one-round-trip calls, where the endpoint allows one.
-    direct: Option<Rc<Link>>,
+    direct: Option<Rc<JsSocket>>,
 }
 
 impl JsCalls {
     pub fn new(connection: &LockConnection, completer: Completer, thread: Rc<JsThread>) -> Self {
         JsCalls {
-            direct: Link::of(connection, &thread, &completer),
+            direct: JsSocket::of(connection, &thread, &completer),
             completer,
             thread,
         }

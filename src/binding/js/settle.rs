@@ -1,7 +1,7 @@
 //! The runtime's side of a JS thread's promises: a `Completer` queues what ends (a call's
 //! outcome, a listener's news) for the thread and wakes it once per batch.
 
-use super::outcome::{Entry, Loss, Outcome, Queue};
+use super::outcome::{Loss, Outcome, Queue, Settlement};
 use super::thread::JsThread;
 use crate::binding::error::Result;
 use crate::binding::sys::env::Scope;
@@ -19,7 +19,7 @@ use std::sync::Arc;
 pub struct Completer(pub(super) Arc<Queue>);
 
 /// A promise for a call made now, settled later through `id`.
-pub struct Call<'env> {
+pub struct PromisedCall<'env> {
     pub id: u32,
     pub promise: PromiseRaw<'env, ()>,
 }
@@ -28,7 +28,11 @@ impl JsThread {
     /// A new promise; `owner` (a JS object) stays alive until it settles and is passed to
     /// the hooks that make its value.
     /// From the #[napi] method `env` was handed to.
-    pub fn call<'env>(&self, env: &Env, owner: Option<&Object<'env>>) -> Result<Call<'env>> {
+    pub fn call<'env>(
+        &self,
+        env: &Env,
+        owner: Option<&Object<'env>>,
+    ) -> Result<PromisedCall<'env>> {
         // Its environment was ended (`end()`, as at `process.exit()`): nothing would deliver
         // what the call ends with, so it fails now instead of pending forever.
         if self.owner().is_gone() {
@@ -37,14 +41,14 @@ impl JsThread {
         let scope = Scope::<'env>::of_call(env);
         let owner = owner.map(|owner| scope.value(owner));
         let (id, promise) = self.promise(&scope, owner)?;
-        Ok(Call { id, promise })
+        Ok(PromisedCall { id, promise })
     }
 }
 
 impl Completer {
     /// Queues a `refreshed` for a JS listener.
     pub fn refreshed(&self, listener: u32) {
-        self.push(Entry::Event {
+        self.push(Settlement::Event {
             listener,
             event: "refreshed",
             lost: None,
@@ -53,7 +57,7 @@ impl Completer {
 
     /// Queues a `lost` for a JS listener, with the lock's last confirmed expiry and token.
     pub fn lost(&self, listener: u32, error: LockError, expires_at_ms: u64, token: String) {
-        self.push(Entry::Event {
+        self.push(Settlement::Event {
             listener,
             event: "lost",
             lost: Some(Box::new(Loss {
@@ -66,7 +70,7 @@ impl Completer {
 
     /// Queues a `tick` of a native period (see ticker.rs) for a JS listener.
     pub fn tick(&self, listener: u32) {
-        self.push(Entry::Event {
+        self.push(Settlement::Event {
             listener,
             event: "tick",
             lost: None,
@@ -78,9 +82,9 @@ impl Completer {
         lock(&self.0.answered).insert(id);
     }
 
-    fn push(&self, entry: Entry) {
+    fn push(&self, entry: Settlement) {
         let queue = &self.0;
-        if let Entry::Settled(id, _) = &entry {
+        if let Settlement::Settled(id, _) = &entry {
             if lock(&queue.answered).remove(id) {
                 return;
             }
@@ -105,7 +109,7 @@ impl Completer {
     /// Settles promise `id` with `outcome` from the JS thread's queue (never synchronously:
     /// its caller has not returned the promise yet).
     pub fn settle(&self, id: u32, outcome: Outcome) {
-        self.push(Entry::Settled(id, outcome));
+        self.push(Settlement::Settled(id, outcome));
     }
 
     /// Runs `work` on the runtime and settles promise `id` with its outcome.
@@ -123,11 +127,11 @@ impl Completer {
                 Ok(outcome) => outcome,
                 Err(_) => Outcome::Failed(LockError::Internal("a lock operation panicked".into())),
             };
-            completer.push(Entry::Settled(id, outcome));
+            completer.push(Settlement::Settled(id, outcome));
         });
         if started.is_err() {
             let err = LockError::Internal("no runtime: the OS refused its thread".into());
-            self.push(Entry::Settled(id, Outcome::Failed(err)));
+            self.push(Settlement::Settled(id, Outcome::Failed(err)));
         }
     }
 }

@@ -38,7 +38,7 @@ pub fn end(owner: &Owner, queue: &Queue, thread: Option<&JsThread>) {
         socket::close_thread();
         let ending = owner.end();
         // After the owner ended: a lock won from now on is released where it is won (see
-        // ops/won.rs); one won before and not yet delivered is freed as its answer is
+        // ops/delivery.rs); one won before and not yet delivered is freed as its answer is
         // forsaken, now or as it joins the closed queue.
         queue.close();
         // Handles settled in the last loop turn whose reactions may never have run.

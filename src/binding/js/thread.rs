@@ -4,7 +4,7 @@
 //! scope, so promise reactions run right after the batch, as for any I/O callback; no JS
 //! object describes a completion, and no JS function stands between Redis and the caller.
 
-use super::outcome::{Entry, Loss, Outcome, Queue};
+use super::outcome::{Loss, Outcome, Queue, Settlement};
 use crate::binding::error::js_error;
 use crate::binding::sys::check::Check;
 use crate::binding::sys::env::{AsyncResource, Env, Made, Ref, Scope, Value};
@@ -227,7 +227,7 @@ impl JsThread {
     /// the batch; its exception is raised as uncaught afterwards, as an EventEmitter's would.
     /// From a libuv callback of this thread, with no JS on the stack and no borrow of ours
     /// held (the reactions may call back into us).
-    pub fn deliver(&self, entries: Vec<Entry>) {
+    pub fn deliver(&self, entries: Vec<Settlement>) {
         if entries.is_empty() {
             return;
         }
@@ -239,8 +239,8 @@ impl JsThread {
             scope.callback_scope(&self.resource, || {
                 for entry in entries.take().unwrap_or_default() {
                     let result = match entry {
-                        Entry::Settled(id, outcome) => self.settle(scope, id, outcome),
-                        Entry::Event {
+                        Settlement::Settled(id, outcome) => self.settle(scope, id, outcome),
+                        Settlement::Event {
                             listener,
                             event,
                             lost,
@@ -265,7 +265,7 @@ impl JsThread {
                 }
             }
         });
-        entries.into_iter().flatten().for_each(Entry::forsake);
+        entries.into_iter().flatten().for_each(Settlement::forsake);
     }
 
     /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
@@ -322,7 +322,7 @@ impl JsThread {
     /// Frees the plain locks handed out whose reactions are not known to have run.
     fn forsake_claims(&self) {
         let claims = std::mem::take(&mut *self.claims.borrow_mut());
-        within(|| claims.into_iter().for_each(|claim| claim.release()));
+        within(|| claims.into_iter().for_each(|claim| claim.free()));
     }
 
     /// The environment ends (see teardown.rs): the locks whose handles were settled in its
@@ -341,11 +341,11 @@ impl JsThread {
         mut outcome: Outcome,
     ) -> Result<(), Value<'s>> {
         // A plain lock is freed unless its handle resolves the promise: a thread being
-        // terminated can no longer make the handle, or settle (see ops/won.rs).
+        // terminated can no longer make the handle, or settle (see ops/delivery.rs).
         let unclaimed = outcome.unclaimed();
         let Some(slot) = self.slots.borrow_mut().remove(&id) else {
             if let Some(unclaimed) = unclaimed {
-                within(|| unclaimed.release());
+                within(|| unclaimed.free());
             }
             return Ok(());
         };
@@ -379,7 +379,7 @@ impl JsThread {
                     let _started = check.start();
                 }
             } else {
-                within(|| unclaimed.release());
+                within(|| unclaimed.free());
             }
         }
         Ok(())

@@ -131,12 +131,12 @@ pub enum AttemptForm {
 /// transaction until the server refuses MULTI (an ACL without it), the script from then
 /// on. A property of the connection, whatever lock is attempted on it.
 #[derive(Debug, Default)]
-pub struct Forms {
+pub struct TxSupport {
     refused: bool,
     worked: bool,
 }
 
-impl Forms {
+impl TxSupport {
     /// How the next attempt is written.
     pub fn attempts(&self) -> AttemptForm {
         match (self.refused, self.worked) {
@@ -186,15 +186,15 @@ mod tests {
     #[test]
     fn attempts_are_untried_then_transactions_until_multi_is_refused_then_scripts_for_good() {
         let noperm = error(b"-NOPERM User u has no permissions to run the 'multi' command\r\n");
-        let mut forms = Forms::default();
-        assert_eq!(forms.attempts(), AttemptForm::Untried);
-        forms.multi_worked();
-        assert_eq!(forms.attempts(), AttemptForm::Transaction);
-        forms.multi_refused(&noperm);
-        assert_eq!(forms.attempts(), AttemptForm::Script);
-        forms.multi_worked();
-        assert_eq!(forms.attempts(), AttemptForm::Script);
-        let mut refused_first = Forms::default();
+        let mut support = TxSupport::default();
+        assert_eq!(support.attempts(), AttemptForm::Untried);
+        support.multi_worked();
+        assert_eq!(support.attempts(), AttemptForm::Transaction);
+        support.multi_refused(&noperm);
+        assert_eq!(support.attempts(), AttemptForm::Script);
+        support.multi_worked();
+        assert_eq!(support.attempts(), AttemptForm::Script);
+        let mut refused_first = TxSupport::default();
         refused_first.multi_refused(&error(
             b"-ERR unknown command 'MULTI', with args beginning with: \r\n",
         ));
@@ -203,15 +203,15 @@ mod tests {
 
     #[test]
     fn other_refusals_in_a_transaction_leave_it_the_form() {
-        let mut forms = Forms::default();
-        forms.multi_worked();
+        let mut support = TxSupport::default();
+        support.multi_worked();
         for line in [
             &b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"[..],
             b"-READONLY You can't write against a read only replica.\r\n",
             b"-ERR value is not an integer or out of range\r\n",
         ] {
-            forms.multi_refused(&error(line));
-            assert_eq!(forms.attempts(), AttemptForm::Transaction, "{line:?}");
+            support.multi_refused(&error(line));
+            assert_eq!(support.attempts(), AttemptForm::Transaction, "{line:?}");
         }
     }
 }

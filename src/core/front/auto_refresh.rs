@@ -5,10 +5,10 @@
 use super::granted::Granted;
 use super::win::Win;
 use crate::core::basics::lease::Lease;
+use crate::core::ops::delivery::Unclaimed;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::signals::{Heartbeat, Sink};
 use crate::core::ops::watchdog::{Limits, Watchdog};
-use crate::core::ops::won::Unclaimed;
 use crate::core::wait::owner::Owner;
 use std::sync::Arc;
 use std::time::Duration;

@@ -10,7 +10,7 @@ use super::win::{self, Win};
 use crate::core::basics::error::LockError;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
-use crate::core::ops::carried::{self, Exists, Mode};
+use crate::core::ops::carried::{self, IsLockedCall, Mode};
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::FirstAttempt;
 use crate::core::ops::signals::{Heartbeat, Sink};
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Options of `new DistributedLock(redis, options)`, as the caller gave them.
 #[derive(Default)]
-pub struct Settings {
+pub struct DistributedLockSettings {
     /// Prefix of every lock key. Default `'lock:'`.
     pub key_prefix: Option<String>,
     /// The `keyPrefix` of the user's ioredis client, which the original's keys carry too.
@@ -71,7 +71,7 @@ impl DistributedLock {
     /// connection to `endpoint` connects on first use. Its waits and locks belong to `owner`.
     pub fn new(
         connection: &LockConnection,
-        settings: Settings,
+        settings: DistributedLockSettings,
         owner: Owner,
         heartbeat: Arc<Heartbeat>,
         sink: Arc<dyn Sink>,
@@ -146,7 +146,7 @@ impl DistributedLock {
         ttl_ms: Option<f64>,
         listener: Option<u32>,
     ) -> Result<Acquisition<'_>, LockError> {
-        self.acquisition(Kind::Retries, key, ttl_ms, listener)
+        self.acquisition(WaitPolicy::Retries, key, ttl_ms, listener)
     }
 
     /// `tryAcquire(key, ttlMs)`, checked: one attempt; not won is no handle, not an error.
@@ -156,7 +156,7 @@ impl DistributedLock {
         ttl_ms: Option<f64>,
         listener: Option<u32>,
     ) -> Result<Acquisition<'_>, LockError> {
-        self.acquisition(Kind::Once, key, ttl_ms, listener)
+        self.acquisition(WaitPolicy::Once, key, ttl_ms, listener)
     }
 
     /// `waitForLock(key, timeoutMs, ttlMs)`, checked: attempts until `timeout_ms` has
@@ -169,12 +169,12 @@ impl DistributedLock {
         listener: Option<u32>,
     ) -> Result<Acquisition<'_>, LockError> {
         let timeout = validate::non_negative_ms("timeoutMs", timeout_ms)?;
-        self.acquisition(Kind::Wait(timeout), key, ttl_ms, listener)
+        self.acquisition(WaitPolicy::Wait(timeout), key, ttl_ms, listener)
     }
 
     fn acquisition(
         &self,
-        kind: Kind,
+        kind: WaitPolicy,
         key: String,
         ttl_ms: Option<f64>,
         listener: Option<u32>,
@@ -211,10 +211,10 @@ impl DistributedLock {
         key: String,
         value: String,
         fence: String,
-    ) -> Result<FencedSet<'_>, LockError> {
+    ) -> Result<DistributedFencedSet<'_>, LockError> {
         validate::key("key", &key)?;
         let redis_key = format!("{}{key}", self.client_prefix).into_bytes();
-        Ok(FencedSet {
+        Ok(DistributedFencedSet {
             lock: self,
             redis_key,
             value,
@@ -223,7 +223,7 @@ impl DistributedLock {
     }
 }
 
-enum Kind {
+enum WaitPolicy {
     Once,
     Retries,
     Wait(Duration),
@@ -232,7 +232,7 @@ enum Kind {
 /// A checked acquisition: `start` runs it.
 pub struct Acquisition<'a> {
     lock: &'a DistributedLock,
-    kind: Kind,
+    kind: WaitPolicy,
     key: String,
     ttl: Duration,
     listener: Option<u32>,
@@ -255,8 +255,8 @@ impl Acquisition<'_> {
         // there); others may be answered by a release on the caller's thread.
         let caller = auto.is_none().then(|| reply.caller(lock.lend_on_handover));
         let plan = match kind {
-            Kind::Once => Plan::once(),
-            Kind::Retries => Plan::retries(
+            WaitPolicy::Once => Plan::once(),
+            WaitPolicy::Retries => Plan::retries(
                 lock.max_retries,
                 lock.retry_delay,
                 caller,
@@ -264,7 +264,7 @@ impl Acquisition<'_> {
             ),
             // Placed now, on the caller's thread, behind any waiter of ours already there;
             // it joins there too should its first attempt find the lock held.
-            Kind::Wait(timeout) => Plan::until(
+            WaitPolicy::Wait(timeout) => Plan::until(
                 locker.place(&key, ttl, caller),
                 Instant::now() + timeout,
                 lock.retry_delay,
@@ -304,7 +304,7 @@ impl IsLocked<'_> {
     pub fn start<R: Reply<bool>>(self, reply: R) {
         let locker = self.lock.locker.clone();
         if let Some(on) = reply.carrier() {
-            return reply.carry(&on, Exists::new(&locker, &self.key), |result| result);
+            return reply.carry(&on, IsLockedCall::new(&locker, &self.key), |result| result);
         }
         let key = self.key;
         reply.run(async move { locker.is_locked(&key).await });
@@ -312,18 +312,18 @@ impl IsLocked<'_> {
 }
 
 /// A checked `fencedSet`.
-pub struct FencedSet<'a> {
+pub struct DistributedFencedSet<'a> {
     lock: &'a DistributedLock,
     redis_key: Vec<u8>,
     value: String,
     fence: String,
 }
 
-impl FencedSet<'_> {
+impl DistributedFencedSet<'_> {
     /// Answers whether the write landed.
     pub fn start<R: Reply<bool>>(self, reply: R) {
         let locker = self.lock.locker.clone();
-        let FencedSet {
+        let DistributedFencedSet {
             redis_key,
             value,
             fence,

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 /// The options the JS layer has already checked against the original's rules (a required
 /// name, the ttl/refresh pairing, the 500 ms margin), and ours.
-pub struct Settings {
+pub struct ExclusiveSettings {
     pub name: String,
     pub key_prefix: String,
     /// The `keyPrefix` of the user's ioredis client.
@@ -45,7 +45,7 @@ pub struct Settings {
 /// would call a healthy thread stalled.
 const MIN_STALL: Duration = Duration::from_millis(250);
 
-struct Held {
+struct ExclusiveHold {
     token: String,
     fence: u64,
     /// The value the lock key holds: release checks it.
@@ -61,7 +61,7 @@ struct Held {
 
 /// The holds of one `ExclusiveLock`, by the listener their attempt was made with (unique
 /// among the listeners alive on the JS thread, and a hold keeps its listener alive).
-type Holds = Arc<Mutex<HashMap<u32, Held>>>;
+type ExclusiveHolds = Arc<Mutex<HashMap<u32, ExclusiveHold>>>;
 
 /// One hold's news on its way to its listener: `refreshed` only while its instance wants it
 /// (someone listens, or the logger traces), so that 10,000 held locks cost no work per tick
@@ -85,7 +85,7 @@ impl Sink for HoldNews {
 
 pub struct ExclusiveLock {
     lock: Arc<Exclusive>,
-    holds: Holds,
+    holds: ExclusiveHolds,
     heartbeat: Arc<Heartbeat>,
     max_stall: Option<Duration>,
     max_hold: Option<Duration>,
@@ -114,7 +114,7 @@ fn terms(contents: String, ttl_ms: f64, refresh_ms: f64) -> Result<Terms, LockEr
 impl ExclusiveLock {
     pub fn new(
         connection: &LockConnection,
-        settings: Settings,
+        settings: ExclusiveSettings,
         owner: Owner,
         heartbeat: Arc<Heartbeat>,
         sink: Arc<dyn Sink>,
@@ -211,9 +211,9 @@ impl ExclusiveLock {
         ttl_ms: f64,
         refresh_ms: f64,
         wishes: Wishes,
-    ) -> Result<Acquire<'_>, LockError> {
+    ) -> Result<ExclusiveAcquire<'_>, LockError> {
         let terms = terms(contents, ttl_ms, refresh_ms)?;
-        Ok(Acquire {
+        Ok(ExclusiveAcquire {
             lock: self,
             listener,
             terms,
@@ -246,14 +246,14 @@ impl ExclusiveLock {
 }
 
 /// A checked `acquire()`.
-pub struct Acquire<'a> {
+pub struct ExclusiveAcquire<'a> {
     lock: &'a ExclusiveLock,
     listener: u32,
     terms: Terms,
     wishes: Wishes,
 }
 
-impl Acquire<'_> {
+impl ExclusiveAcquire<'_> {
     /// Answers whether the lock is ours now.
     pub fn start<R: Reply<bool>>(self, reply: R) {
         let front = self.lock;
@@ -292,7 +292,7 @@ impl Acquire<'_> {
 /// wherever the reply is read, so both ways start the watchdog alike.
 struct Winning {
     lock: Arc<Exclusive>,
-    holds: Holds,
+    holds: ExclusiveHolds,
     sink: Arc<dyn Sink>,
     listener: u32,
     terms: Terms,
@@ -323,7 +323,7 @@ impl Winning {
         let (sink, listener): (Arc<dyn Sink>, u32) = (news.clone(), self.listener);
         let watch =
             background::within(|| watchdog.watch(target, claim.sent.at, limits, sink, listener));
-        let held = Held {
+        let held = ExclusiveHold {
             token: claim.token,
             fence: claim.fence,
             contents: self.terms.contents,

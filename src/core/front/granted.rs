@@ -2,7 +2,7 @@
 
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::lease::Lease;
-use crate::core::ops::won::Unclaimed;
+use crate::core::ops::delivery::Unclaimed;
 use std::time::{Duration, Instant};
 
 /// A lock won for a DistributedLock call: what its handle is made of.
@@ -17,7 +17,7 @@ pub struct Granted {
     /// Started on its predecessor's lease, valid until this by our clock unless Redis
     /// confirms the handover (see ops/carried_handoff.rs).
     pub lent_until: Option<Instant>,
-    /// Frees a lock no watchdog keeps should this never reach its caller (see ops/won.rs).
+    /// Frees a lock no watchdog keeps should this never reach its caller (see ops/delivery.rs).
     pub unclaimed: Option<Unclaimed>,
 }
 

@@ -9,9 +9,9 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate;
 use crate::core::ops::carried::Settled;
-use crate::core::ops::carried_extend::Extend;
+use crate::core::ops::carried_extend::ExtendCall;
 use crate::core::ops::carried_handoff::{Carry, Releasing};
-use crate::core::ops::held;
+use crate::core::ops::holder;
 use crate::core::ops::watchdog::Watchdog;
 use crate::core::wait::lent::Lent;
 use std::sync::Arc;
@@ -157,7 +157,7 @@ impl HandleRelease<'_> {
             }
         };
         let (locker, lease) = (locker.clone(), self.lease);
-        reply.run(async move { held::release(&locker, &lease).await.map(|_| ()) });
+        reply.run(async move { holder::release(&locker, &lease).await.map(|_| ()) });
     }
 }
 
@@ -189,14 +189,14 @@ impl HandleExtend<'_> {
                 })
             }
         };
-        if held::may_carry(&locker, &lease) {
+        if holder::may_carry(&locker, &lease) {
             if let Some(on) = reply.carrier() {
-                let extend = Extend::new(&locker, &lease, extra);
+                let extend = ExtendCall::new(&locker, &lease, extra);
                 return reply.carry(&on, extend, extended(lease));
             }
         }
         reply.run(async move {
-            let result = held::extend(&locker, &lease, extra).await;
+            let result = holder::extend(&locker, &lease, extra).await;
             extended(lease)(result)
         });
     }

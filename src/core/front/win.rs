@@ -5,9 +5,9 @@ use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::carried::Settled;
+use crate::core::ops::delivery::{won, Won};
 use crate::core::ops::lock::Locker;
 use crate::core::ops::watchdog::Watchdog;
-use crate::core::ops::won::{won, Won};
 
 /// An API's answer to a won lock (and what it starts with it: a watchdog entry, a record of
 /// the hold).
@@ -48,7 +48,7 @@ pub fn settle<W: Win>(
     match result {
         Ok(Some(lease)) => match won(locker, lease) {
             Won::Deliver(lease) => Ok(Some(background::within(|| win.deliver(locker, lease)))),
-            Won::Orphaned(orphan) => Err(background::within(|| orphan.release())),
+            Won::Ownerless(lease) => Err(background::within(|| lease.free())),
         },
         Ok(None) => Ok(None),
         Err(err) => win.without(err),

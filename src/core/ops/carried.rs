@@ -352,15 +352,15 @@ impl Carried for PlainRelease {
 }
 
 /// Whether anyone holds a lock (`isLocked`).
-pub struct Exists {
+pub struct IsLockedCall {
     locker: Arc<Locker>,
     key: String,
     lock_key: Vec<u8>,
 }
 
-impl Exists {
+impl IsLockedCall {
     pub fn new(locker: &Arc<Locker>, key: &str) -> Self {
-        Exists {
+        IsLockedCall {
             lock_key: locker.redis_key(key),
             locker: locker.clone(),
             key: key.to_owned(),
@@ -368,7 +368,7 @@ impl Exists {
     }
 }
 
-impl Exists {
+impl IsLockedCall {
     fn op(&self) -> IsLocked<'_> {
         IsLocked {
             lock_key: &self.lock_key,
@@ -376,7 +376,7 @@ impl Exists {
     }
 }
 
-impl Carried for Exists {
+impl Carried for IsLockedCall {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
@@ -404,7 +404,7 @@ impl Carried for Exists {
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {
-        let Exists { locker, key, .. } = self;
+        let IsLockedCall { locker, key, .. } = self;
         async move { locker.is_locked(&key).await }.boxed()
     }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Adds `extra` to the remaining TTL of a lock still ours.
-pub struct Extend {
+pub struct ExtendCall {
     locker: Arc<Locker>,
     lease: Arc<Lease>,
     extra: Duration,
@@ -23,10 +23,10 @@ pub struct Extend {
     bound: Duration,
 }
 
-impl Extend {
+impl ExtendCall {
     /// `sent` counts from now: the new deadline is counted from before Redis could act.
     pub fn new(locker: &Arc<Locker>, lease: &Arc<Lease>, extra: Duration) -> Self {
-        Extend {
+        ExtendCall {
             bound: locker.bound_for(lease),
             locker: locker.clone(),
             lease: lease.clone(),
@@ -40,7 +40,7 @@ impl Extend {
     }
 
     fn through_runtime(self) -> Later<()> {
-        let Extend {
+        let ExtendCall {
             locker,
             lease,
             extra,
@@ -50,7 +50,7 @@ impl Extend {
     }
 }
 
-impl Carried for Extend {
+impl Carried for ExtendCall {
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
@@ -107,7 +107,7 @@ impl Carried for Extend {
 mod tests {
     use super::*;
 
-    fn extend() -> Extend {
+    fn extend() -> ExtendCall {
         // Nothing is sent: the store only names the keys and bounds.
         let locker = crate::core::ops::test_support::locker(1, "lock:");
         let lease = Arc::new(Lease::new(
@@ -118,7 +118,7 @@ mod tests {
             Stamp::now(),
             Duration::from_secs(1),
         ));
-        Extend::new(&locker, &lease, Duration::from_millis(500))
+        ExtendCall::new(&locker, &lease, Duration::from_millis(500))
     }
 
     #[test]

@@ -67,8 +67,8 @@ fn a_released_lease_is_not_released_here_again() {
 #[test]
 fn exists_counts_keys() {
     let locker = locker(41003);
-    assert!(now(Exists::new(&locker, "k").answered(Value::Int(1))).unwrap());
-    assert!(!now(Exists::new(&locker, "k").answered(Value::Int(0))).unwrap());
+    assert!(now(IsLockedCall::new(&locker, "k").answered(Value::Int(1))).unwrap());
+    assert!(!now(IsLockedCall::new(&locker, "k").answered(Value::Int(0))).unwrap());
 }
 
 #[test]

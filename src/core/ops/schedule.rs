@@ -8,16 +8,16 @@
 //! The pairs left behind are bounded by rebuilding the queues from the table once they
 //! outnumber the live entries by far, an O(n) pass after at least n stops.
 
-use super::watched::{Clock, Entry, Table};
+use super::watched::{TickClock, WatchSlots, Watched};
 use crate::core::basics::error::LockError;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// `(when, id)` pairs, earliest first.
 #[derive(Default)]
-struct Queue(BinaryHeap<Reverse<(u64, u64)>>);
+struct DueQueue(BinaryHeap<Reverse<(u64, u64)>>);
 
-impl Queue {
+impl DueQueue {
     fn push(&mut self, at: u64, id: u64) {
         self.0.push(Reverse((at, id)));
     }
@@ -42,8 +42,8 @@ impl Queue {
         self.0.len()
     }
 
-    fn rebuilt(pairs: Vec<Reverse<(u64, u64)>>) -> Queue {
-        Queue(BinaryHeap::from(pairs))
+    fn rebuilt(pairs: Vec<Reverse<(u64, u64)>>) -> DueQueue {
+        DueQueue(BinaryHeap::from(pairs))
     }
 }
 
@@ -53,13 +53,13 @@ const SLACK: usize = 4096;
 
 #[derive(Default)]
 pub struct Schedule {
-    entries: Table,
-    /// Per entry, when to look at it next (`Entry::next_event`): the loss checks, and when
+    entries: WatchSlots,
+    /// Per entry, when to look at it next (`Watched::next_event`): the loss checks, and when
     /// the scheduler wakes. The pair that counts is the one the entry is `armed` with.
-    events: Queue,
-    /// Per entry not in flight, from when it may be refreshed (`Entry::ripe_at`), so a tick
+    events: DueQueue,
+    /// Per entry not in flight, from when it may be refreshed (`Watched::ripe_at`), so a tick
     /// takes along every lock it may refresh early.
-    ripe: Queue,
+    ripe: DueQueue,
     /// Entries looked at so far, by any operation: the work the table costs.
     visited: u64,
 }
@@ -67,7 +67,7 @@ pub struct Schedule {
 /// What a tick found: locks given up (out of the table) and locks to refresh (now in flight).
 #[derive(Default)]
 pub struct Tick {
-    pub lost: Vec<(Entry, LockError)>,
+    pub lost: Vec<(Watched, LockError)>,
     pub due: Vec<u64>,
 }
 
@@ -84,17 +84,17 @@ impl Schedule {
         self.visited
     }
 
-    pub fn get(&self, id: u64) -> Option<&Entry> {
+    pub fn get(&self, id: u64) -> Option<&Watched> {
         self.entries.get(id)
     }
 
     /// An entry to read or to mark; one whose times change must be `requeue`d after.
-    pub fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut Watched> {
         self.entries.get_mut(id)
     }
 
     /// Adds `entry`; the answer is its id and when the scheduler must look at it first.
-    pub fn insert(&mut self, entry: Entry, clock: &Clock) -> (u64, u64) {
+    pub fn insert(&mut self, entry: Watched, clock: &TickClock) -> (u64, u64) {
         self.visited += 1;
         let id = self.entries.insert(entry);
         let at = self.requeue(id, clock).unwrap_or(0);
@@ -102,18 +102,18 @@ impl Schedule {
     }
 
     /// Every entry, for a pass over the whole table (rare: an owner's end).
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut Entry)> {
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut Watched)> {
         self.visited += self.entries.len() as u64;
         self.entries.iter_mut()
     }
 
     /// Takes entry `id` out: its queued pairs are left to be dropped when they come up.
-    pub fn remove(&mut self, id: u64) -> Option<Entry> {
+    pub fn remove(&mut self, id: u64) -> Option<Watched> {
         self.visited += 1;
         let entry = self.entries.remove(id)?;
         if self.entries.is_empty() {
-            self.events = Queue::default();
-            self.ripe = Queue::default();
+            self.events = DueQueue::default();
+            self.ripe = DueQueue::default();
         }
         Some(entry)
     }
@@ -121,7 +121,7 @@ impl Schedule {
     /// Queues entry `id` after it came out of flight (or in): its refresh was answered, or
     /// it is new. The answer is when the scheduler must look at it next, `None` when it is
     /// not in the table.
-    pub fn requeue(&mut self, id: u64, clock: &Clock) -> Option<u64> {
+    pub fn requeue(&mut self, id: u64, clock: &TickClock) -> Option<u64> {
         let entry = self.entries.get_mut(id)?;
         let at = entry.next_event(clock);
         // A later time needs no pair: the one queued comes up first and queues it again.
@@ -135,10 +135,10 @@ impl Schedule {
         Some(entry.armed)
     }
 
-    /// When the scheduler must wake next: the earliest `Entry::next_event`, as a full pass
+    /// When the scheduler must wake next: the earliest `Watched::next_event`, as a full pass
     /// would find it. Pairs of stopped locks, and those queued before their lock went in
     /// flight (its due time no longer counts), are settled on the way, each once.
-    pub fn next_wake(&mut self, clock: &Clock) -> Option<u64> {
+    pub fn next_wake(&mut self, clock: &TickClock) -> Option<u64> {
         while let Some((at, id)) = self.events.first() {
             self.visited += 1;
             let Some(entry) = self.entries.get_mut(id).filter(|e| e.armed == at) else {
@@ -164,7 +164,7 @@ impl Schedule {
 
     /// The scheduler's pass at `now`: every lock whose event came up is checked for a loss,
     /// and every lock that may be refreshed now is marked in flight.
-    pub fn tick(&mut self, now: u64, clock: &Clock) -> Tick {
+    pub fn tick(&mut self, now: u64, clock: &TickClock) -> Tick {
         if self.needs_rebuild() {
             self.rebuild(clock);
         }
@@ -216,7 +216,7 @@ impl Schedule {
     }
 
     /// Every lock due at once (the connection dropped, so any of them may be gone).
-    pub fn all_due(&mut self, now: u64, clock: &Clock) {
+    pub fn all_due(&mut self, now: u64, clock: &TickClock) {
         for (_, entry) in self.entries.iter_mut() {
             entry.due_now(now);
         }
@@ -224,7 +224,7 @@ impl Schedule {
     }
 
     /// Queues every entry afresh from the table, without the pairs of stopped locks.
-    fn rebuild(&mut self, clock: &Clock) {
+    fn rebuild(&mut self, clock: &TickClock) {
         let mut events = Vec::with_capacity(self.entries.len());
         let mut ripe = Vec::with_capacity(self.entries.len());
         for (id, entry) in self.entries.iter_mut() {
@@ -235,8 +235,8 @@ impl Schedule {
             }
         }
         self.visited += events.len() as u64;
-        self.events = Queue::rebuilt(events);
-        self.ripe = Queue::rebuilt(ripe);
+        self.events = DueQueue::rebuilt(events);
+        self.ripe = DueQueue::rebuilt(ripe);
     }
 }
 

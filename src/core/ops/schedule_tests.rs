@@ -1,23 +1,18 @@
 use super::*;
-use crate::core::ops::signals::{Confirmed, Sink};
+use crate::core::ops::signals::QuietSink;
+use crate::core::ops::signals::Sink;
 use crate::core::ops::watched::{Limits, Target};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-struct Quiet;
-impl Sink for Quiet {
-    fn refreshed(&self, _tag: u32, _sent: std::time::Instant, _ttl: Duration) {}
-    fn lost(&self, _tag: u32, _error: LockError, _last: Confirmed, _token: &[u8]) {}
-}
-
 /// A lock whose TTL was set at `sent` ms on `clock`, refreshed every `every` ms.
-fn entry(clock: &Clock, sent: u64, ttl: u64, every: u64) -> Entry {
+fn entry(clock: &TickClock, sent: u64, ttl: u64, every: u64) -> Watched {
     entry_of(clock, sent, ttl, every, false)
 }
 
 /// As `entry`, never refreshed early when `punctual`.
-fn entry_of(clock: &Clock, sent: u64, ttl: u64, every: u64, punctual: bool) -> Entry {
+fn entry_of(clock: &TickClock, sent: u64, ttl: u64, every: u64, punctual: bool) -> Watched {
     let target = Target {
         key: b"lock:k".to_vec(),
         name_at: 5,
@@ -28,12 +23,12 @@ fn entry_of(clock: &Clock, sent: u64, ttl: u64, every: u64, punctual: bool) -> E
         punctual,
         fence_retention_ms: 60_000,
     };
-    let sink: Arc<dyn Sink> = Arc::new(Quiet);
-    Entry::new(target, clock, clock.at(sent), Limits::default(), sink, 0)
+    let sink: Arc<dyn Sink> = Arc::new(QuietSink);
+    Watched::new(target, clock, clock.at(sent), Limits::default(), sink, 0)
 }
 
-fn clock() -> Clock {
-    Clock::default()
+fn clock() -> TickClock {
+    TickClock::default()
 }
 
 #[test]
@@ -187,10 +182,10 @@ fn the_stall_guard_gives_a_lock_up_once_the_heartbeat_is_too_old() {
         stall: Some((heartbeat, Duration::from_millis(300))),
         ..Limits::default()
     };
-    let sink: Arc<dyn Sink> = Arc::new(Quiet);
+    let sink: Arc<dyn Sink> = Arc::new(QuietSink);
     let mut schedule = Schedule::default();
     schedule.insert(
-        Entry::new(target, &clock, Instant::now(), limits, sink, 0),
+        Watched::new(target, &clock, Instant::now(), limits, sink, 0),
         &clock,
     );
     let at = schedule.next_wake(&clock).unwrap_or(u64::MAX);

@@ -8,12 +8,12 @@ use super::schedule::Schedule;
 use super::scripts;
 use super::signals::{Confirmed, Sink};
 use super::store::Store;
-use super::watched::{Clock, Entry};
 pub use super::watched::{Limits, Target};
+use super::watched::{TickClock, Watched};
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::sync::lock;
-use crate::core::wait::owner::{Keeper, Owner, Release};
+use crate::core::wait::owner::{Freeing, Keeper, Owner};
 use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +32,7 @@ struct State {
 
 pub struct Watchdog {
     store: Arc<Store>,
-    clock: Clock,
+    clock: TickClock,
     state: Mutex<State>,
     wake: Notify,
     pipelines: AtomicU64,
@@ -103,7 +103,7 @@ impl Watchdog {
         all.retain(|_, watchdog| watchdog.strong_count() > 0);
         let watchdog = Arc::new(Watchdog {
             store: store.clone(),
-            clock: Clock::default(),
+            clock: TickClock::default(),
             state: Mutex::new(State::default()),
             wake: Notify::new(),
             pipelines: AtomicU64::new(0),
@@ -212,7 +212,7 @@ impl Watchdog {
     ) -> u64 {
         let sent = Instant::from_std(sent);
         let owner = limits.owner.clone();
-        let entry = Entry::new(target, &self.clock, sent, limits, sink, tag);
+        let entry = Watched::new(target, &self.clock, sent, limits, sink, tag);
         let enlisted = owner.as_ref().is_none_or(|owner| owner.enlist(self));
         let mut state = lock(&self.state);
         // Checked under the table's lock: an owner ending now either finds the entry in the
@@ -294,7 +294,7 @@ impl Watchdog {
         lock(&self.state).entries.all_due(now, &self.clock);
     }
 
-    fn lost(&self, gone: Vec<(Entry, LockError)>) -> Vec<Lost> {
+    fn lost(&self, gone: Vec<(Watched, LockError)>) -> Vec<Lost> {
         gone.into_iter()
             .map(|(entry, err)| Lost::of(&entry, err, &self.clock))
             .collect()
@@ -372,14 +372,15 @@ impl Watchdog {
     /// for the single-key ones, then one call per ExclusiveLock pair; `None` when none is.
     fn batch(&self, ids: &[u64], sent: u64) -> Option<Batch> {
         let state = lock(&self.state);
-        let entries: Vec<(u64, &Entry)> = ids
+        let entries: Vec<(u64, &Watched)> = ids
             .iter()
             .filter_map(|&id| state.entries.get(id).map(|entry| (id, entry)))
             .collect();
         if entries.is_empty() {
             return None;
         }
-        let singles: Vec<&(u64, &Entry)> = entries.iter().filter(|(_, e)| e.is_single()).collect();
+        let singles: Vec<&(u64, &Watched)> =
+            entries.iter().filter(|(_, e)| e.is_single()).collect();
         let mut commands = Vec::new();
         if !singles.is_empty() {
             let bytes: usize = singles
@@ -408,7 +409,7 @@ impl Watchdog {
             }
             commands.push(many);
         }
-        let pairs: Vec<&(u64, &Entry)> = entries.iter().filter(|(_, e)| !e.is_single()).collect();
+        let pairs: Vec<&(u64, &Watched)> = entries.iter().filter(|(_, e)| !e.is_single()).collect();
         commands.extend(pairs.iter().map(|(_, entry)| entry.command()));
         // No answer is worth waiting for past the earliest deadline among them.
         let deadline = entries
@@ -544,7 +545,7 @@ struct Lost {
 }
 
 impl Lost {
-    fn of(entry: &Entry, error: LockError, clock: &Clock) -> Lost {
+    fn of(entry: &Watched, error: LockError, clock: &TickClock) -> Lost {
         Lost {
             sink: entry.sink.clone(),
             tag: entry.tag,
@@ -563,11 +564,11 @@ fn report_lost(lost: Vec<Lost>) {
 
 /// An ended owner's locks are released as its holder's release would have (see forsaken.rs).
 impl Keeper for Watchdog {
-    fn forsake(&self, owner: &Owner) -> Vec<Release> {
+    fn forsake(&self, owner: &Owner) -> Vec<Freeing> {
         let store = self.store.clone();
         self.orphans_of(owner)
             .into_iter()
-            .map(|orphan| Box::pin(orphan.release(store.clone())) as Release)
+            .map(|orphan| Box::pin(orphan.release(store.clone())) as Freeing)
             .collect()
     }
 }

@@ -25,23 +25,23 @@ use tokio::time::Instant;
 
 /// Milliseconds since a watchdog's start: what its entries count time in.
 #[derive(Clone, Copy)]
-pub struct Clock {
+pub struct TickClock {
     base: Instant,
     /// The wall-clock time of `base` (epoch ms), for the expiries shown to users: one
     /// reading, so an expiry computed twice is the same number.
     base_wall_ms: u64,
 }
 
-impl Default for Clock {
+impl Default for TickClock {
     fn default() -> Self {
-        Clock {
+        TickClock {
             base: Instant::now(),
             base_wall_ms: crate::core::basics::clock::wall_ms(),
         }
     }
 }
 
-impl Clock {
+impl TickClock {
     /// `at` in whole ms, rounded down: a deadline read back is never later than given.
     pub fn ms(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.base).as_millis() as u64
@@ -66,7 +66,7 @@ pub struct Target {
     pub every: Duration,
     /// Never refreshed before `every` has passed: the API promises its schedule (the
     /// originals' `setInterval`), and its users read the refreshes by that clock; it may come
-    /// a little late instead (`Entry::late_by`). Otherwise a refresh may come up to half an
+    /// a little late instead (`Watched::late_by`). Otherwise a refresh may come up to half an
     /// interval early to share a round trip (`ripe_at`).
     pub punctual: bool,
     /// How long the lock's fence counter outlives it, in ms; 0 forever (see fence.lua).
@@ -123,7 +123,7 @@ impl Bytes {
     }
 }
 
-pub struct Entry {
+pub struct Watched {
     /// The key holding the token, then the token.
     bytes: Bytes,
     key_len: u32,
@@ -155,18 +155,18 @@ fn ms32(d: Duration) -> u32 {
     u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
 }
 
-impl Entry {
+impl Watched {
     /// `sent`: when the request that last set its TTL was sent.
     pub fn new(
         target: Target,
-        clock: &Clock,
+        clock: &TickClock,
         sent: Instant,
         limits: Limits,
         sink: Arc<dyn Sink>,
         tag: u32,
-    ) -> Entry {
+    ) -> Watched {
         let key_len = target.key.len();
-        Entry {
+        Watched {
             bytes: Bytes::new([&target.key, target.token.as_bytes()]),
             key_len: key_len as u32,
             name_at: target.name_at.min(key_len) as u32,
@@ -220,7 +220,7 @@ impl Entry {
     }
 
     /// The lock as its owner's end leaves it: to be released (see forsaken.rs).
-    pub fn into_orphan(self, clock: &Clock) -> Orphan {
+    pub fn into_orphan(self, clock: &TickClock) -> Orphan {
         Orphan {
             key: self.key().to_vec(),
             name: self.name(),
@@ -244,7 +244,7 @@ impl Entry {
         }
     }
 
-    pub fn confirmed(&self, clock: &Clock) -> Confirmed {
+    pub fn confirmed(&self, clock: &TickClock) -> Confirmed {
         let validity_ms = validity(self.ttl()).as_millis() as u64;
         let sent = self.deadline.saturating_sub(validity_ms);
         Confirmed {
@@ -253,7 +253,7 @@ impl Entry {
         }
     }
 
-    fn stalled_at(&self, clock: &Clock) -> u64 {
+    fn stalled_at(&self, clock: &TickClock) -> u64 {
         match &self.stall {
             Some((heartbeat, max)) => clock.ms(heartbeat.last()) + u64::from(*max),
             None => u64::MAX,
@@ -261,7 +261,7 @@ impl Entry {
     }
 
     /// Why this lock must be given up at `now` (ms), if it must.
-    pub fn verdict(&self, now: u64, clock: &Clock) -> Option<LockError> {
+    pub fn verdict(&self, now: u64, clock: &TickClock) -> Option<LockError> {
         let lost = |reason: &str| {
             Some(LockError::Lost {
                 key: self.name(),
@@ -289,7 +289,7 @@ impl Entry {
     }
 
     /// When the scheduler must look at this lock next (ms).
-    pub fn next_event(&self, clock: &Clock) -> u64 {
+    pub fn next_event(&self, clock: &TickClock) -> u64 {
         let mut at = self
             .deadline
             .min(self.hold_until)
@@ -396,15 +396,15 @@ const CHUNK: usize = 512;
 /// Bits of an id that hold the slot's generation (1 to 255, so no id is 0).
 const GENERATION_BITS: u32 = 8;
 
-struct Slot {
+struct WatchSlot {
     generation: u8,
-    entry: Option<Entry>,
+    entry: Option<Watched>,
 }
 
 /// Entries by id; an id is `index << 8 | generation`, never 0.
 #[derive(Default)]
-pub struct Table {
-    chunks: Vec<Pages<Slot>>,
+pub struct WatchSlots {
+    chunks: Vec<Pages<WatchSlot>>,
     free: Vec<u32>,
     len: usize,
     /// The generation new slots start at; it goes on counting when the table is emptied, so
@@ -420,7 +420,7 @@ fn join(generation: u8, index: usize) -> u64 {
     ((index as u64) << GENERATION_BITS) | u64::from(generation)
 }
 
-impl Table {
+impl WatchSlots {
     pub fn len(&self) -> usize {
         self.len
     }
@@ -429,21 +429,21 @@ impl Table {
         self.len == 0
     }
 
-    fn slot(&self, index: usize) -> Option<&Slot> {
+    fn slot(&self, index: usize) -> Option<&WatchSlot> {
         self.chunks
             .get(index / CHUNK)?
             .as_slice()
             .get(index % CHUNK)
     }
 
-    fn slot_mut(&mut self, index: usize) -> Option<&mut Slot> {
+    fn slot_mut(&mut self, index: usize) -> Option<&mut WatchSlot> {
         self.chunks
             .get_mut(index / CHUNK)?
             .as_mut_slice()
             .get_mut(index % CHUNK)
     }
 
-    pub fn insert(&mut self, entry: Entry) -> u64 {
+    pub fn insert(&mut self, entry: Watched) -> u64 {
         self.len += 1;
         if let Some(index) = self.free.pop() {
             if let Some(slot) = self.slot_mut(index as usize) {
@@ -463,7 +463,7 @@ impl Table {
         let generation = self.seed.max(1);
         if let Some(chunk) = self.chunks.last_mut() {
             // Never full: a fresh chunk was added above when the last one was.
-            let _ = chunk.push(Slot {
+            let _ = chunk.push(WatchSlot {
                 generation,
                 entry: Some(entry),
             });
@@ -471,13 +471,13 @@ impl Table {
         join(generation, index)
     }
 
-    pub fn get(&self, id: u64) -> Option<&Entry> {
+    pub fn get(&self, id: u64) -> Option<&Watched> {
         let (generation, index) = split(id);
         let slot = self.slot(index)?;
         (slot.generation == generation).then_some(slot.entry.as_ref())?
     }
 
-    pub fn get_mut(&mut self, id: u64) -> Option<&mut Entry> {
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut Watched> {
         let (generation, index) = split(id);
         let slot = self.slot_mut(index)?;
         if slot.generation != generation {
@@ -486,7 +486,7 @@ impl Table {
         slot.entry.as_mut()
     }
 
-    pub fn remove(&mut self, id: u64) -> Option<Entry> {
+    pub fn remove(&mut self, id: u64) -> Option<Watched> {
         let (generation, index) = split(id);
         let slot = self.slot_mut(index)?;
         if slot.generation != generation {
@@ -510,7 +510,7 @@ impl Table {
     }
 
     /// Every entry with its id, for the scheduler's pass.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut Entry)> {
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut Watched)> {
         self.chunks.iter_mut().enumerate().flat_map(|(c, chunk)| {
             chunk
                 .as_mut_slice()
@@ -527,14 +527,9 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ops::signals::QuietSink;
 
-    struct Quiet;
-    impl Sink for Quiet {
-        fn refreshed(&self, _tag: u32, _sent: std::time::Instant, _ttl: Duration) {}
-        fn lost(&self, _tag: u32, _error: LockError, _last: Confirmed, _token: &[u8]) {}
-    }
-
-    fn entry(clock: &Clock, name: &str) -> Entry {
+    fn entry(clock: &TickClock, name: &str) -> Watched {
         let target = Target {
             key: format!("lock:{name}").into_bytes(),
             name_at: 5,
@@ -545,37 +540,37 @@ mod tests {
             punctual: false,
             fence_retention_ms: 60_000,
         };
-        Entry::new(
+        Watched::new(
             target,
             clock,
             Instant::now(),
             Limits::default(),
-            Arc::new(Quiet),
+            Arc::new(QuietSink),
             7,
         )
     }
 
     #[test]
     fn ids_are_never_zero_and_a_stale_id_misses_the_slot_reused_after_it() {
-        let clock = Clock::default();
-        let mut table = Table::default();
+        let clock = TickClock::default();
+        let mut table = WatchSlots::default();
         let first = table.insert(entry(&clock, "a"));
         assert_ne!(first, 0);
-        assert_eq!(table.get(first).map(Entry::name).as_deref(), Some("a"));
+        assert_eq!(table.get(first).map(Watched::name).as_deref(), Some("a"));
         assert!(table.remove(first).is_some());
         let second = table.insert(entry(&clock, "b"));
         assert_ne!(second, first, "the slot was reused under the same id");
         assert!(second < 1 << 31, "ids are small integers in JS");
         assert!(table.get(first).is_none());
         assert!(table.remove(first).is_none());
-        assert_eq!(table.get(second).map(Entry::name).as_deref(), Some("b"));
+        assert_eq!(table.get(second).map(Watched::name).as_deref(), Some("b"));
         assert_eq!(table.len(), 1);
     }
 
     #[test]
     fn an_emptied_table_keeps_one_chunk_gives_the_rest_back_and_old_ids_stay_stale() {
-        let clock = Clock::default();
-        let mut table = Table::default();
+        let clock = TickClock::default();
+        let mut table = WatchSlots::default();
         let ids: Vec<u64> = (0..CHUNK + 1)
             .map(|n| table.insert(entry(&clock, &n.to_string())))
             .collect();
@@ -599,8 +594,8 @@ mod tests {
 
     #[test]
     fn an_id_given_out_by_a_reused_slot_is_not_given_again_after_the_table_empties() {
-        let clock = Clock::default();
-        let mut table = Table::default();
+        let clock = TickClock::default();
+        let mut table = WatchSlots::default();
         let a = table.insert(entry(&clock, "a"));
         let b = table.insert(entry(&clock, "b"));
         table.remove(a);
@@ -619,8 +614,8 @@ mod tests {
 
     #[test]
     fn the_table_grows_by_chunks_and_iterates_every_live_entry() {
-        let clock = Clock::default();
-        let mut table = Table::default();
+        let clock = TickClock::default();
+        let mut table = WatchSlots::default();
         let ids: Vec<u64> = (0..CHUNK * 2 + 3)
             .map(|n| table.insert(entry(&clock, &n.to_string())))
             .collect();
@@ -638,7 +633,7 @@ mod tests {
 
     #[test]
     fn keys_short_and_long_keep_their_bytes() {
-        let clock = Clock::default();
+        let clock = TickClock::default();
         for len in [0, 1, INLINE - 5 - 5, INLINE - 5 - 4, INLINE, 4 * INLINE] {
             let name = "k".repeat(len);
             let e = entry(&clock, &name);
@@ -650,7 +645,7 @@ mod tests {
 
     #[test]
     fn the_refresh_command_is_the_script_with_the_key_token_and_ttl() {
-        let clock = Clock::default();
+        let clock = TickClock::default();
         let packed = entry(&clock, "job").command().get_packed_command();
         let text = String::from_utf8_lossy(&packed);
         assert!(text.contains("lock:job") && text.contains("token") && text.contains("1000"));

@@ -22,7 +22,7 @@ pub enum Lent {
     Failed,
 }
 
-struct Entry {
+struct LentEntry {
     state: Lent,
     /// After this nobody can still be counting on the entry.
     until: Instant,
@@ -30,7 +30,7 @@ struct Entry {
 
 #[derive(Default)]
 pub struct Lends {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<String, LentEntry>>,
     /// Woken whenever an entry stops being pending (the few who wait recheck their own).
     answered: Notify,
 }
@@ -48,7 +48,7 @@ impl Lends {
             entries.retain(|_, entry| entry.until > now);
         }
         let state = Lent::Pending;
-        entries.insert(token, Entry { state, until });
+        entries.insert(token, LentEntry { state, until });
     }
 
     /// The handover's answer for `token`.

@@ -14,19 +14,19 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone)]
-pub struct Owner(Arc<Inner>);
+pub struct Owner(Arc<OwnerState>);
 
-/// Freeing one lock an ended owner held, run on the runtime.
-pub type Release = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+/// Frees one lock an ended owner held: run on the runtime.
+pub type Freeing = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// What keeps an owner's locks alive (the watchdog, see ops/watchdog.rs): defined here so an
 /// owner can stop it without this layer knowing the operations.
 pub trait Keeper: Send + Sync {
     /// Stops keeping `owner`'s locks alive; the answer frees those to be released.
-    fn forsake(&self, owner: &Owner) -> Vec<Release>;
+    fn forsake(&self, owner: &Owner) -> Vec<Freeing>;
 }
 
-struct Inner {
+struct OwnerState {
     gone: CancellationToken,
     /// Every watchdog that kept a lock alive for this owner; `None` once it ended.
     watchdogs: Mutex<Option<Vec<Weak<dyn Keeper>>>>,
@@ -42,7 +42,7 @@ impl Owner {
     /// An owner that lives until `end` is called (or forever: plain core users never end
     /// theirs).
     pub fn new() -> Owner {
-        Owner(Arc::new(Inner {
+        Owner(Arc::new(OwnerState {
             gone: CancellationToken::new(),
             watchdogs: Mutex::new(Some(Vec::new())),
         }))
@@ -92,7 +92,7 @@ impl Owner {
             self.0.gone.cancel();
             watchdogs.take().unwrap_or_default()
         };
-        let releases: Vec<Release> = enlisted
+        let releases: Vec<Freeing> = enlisted
             .iter()
             .filter_map(Weak::upgrade)
             .flat_map(|watchdog| watchdog.forsake(self))

@@ -20,7 +20,7 @@ const LOCKS: [&[u8]; 2] = [b"lock:a", b"lock:b"];
 const TTL: Duration = Duration::from_millis(1000);
 
 #[derive(Clone, Debug)]
-enum Step {
+enum Action {
     Join {
         lock: usize,
         fair: bool,
@@ -43,26 +43,26 @@ enum Step {
     OwnerGone(usize),
 }
 
-fn step() -> impl Strategy<Value = Step> {
+fn step() -> impl Strategy<Value = Action> {
     let i = 0usize..8;
     prop_oneof![
         3 => (0usize..2, any::<bool>(), 0usize..2)
-            .prop_map(|(lock, fair, owner)| Step::Join { lock, fair, owner }),
-        2 => i.clone().prop_map(Step::Rearm),
-        2 => i.clone().prop_map(Step::TakeGrant),
-        2 => i.clone().prop_map(Step::Leave),
-        1 => (i.clone(), any::<bool>()).prop_map(|(i, on)| Step::InLine(i, on)),
-        2 => (0usize..2).prop_map(Step::WakeLocal),
-        2 => (0usize..2).prop_map(Step::TakeTurn),
-        1 => i.clone().prop_map(Step::WakeMember),
-        1 => Just(Step::ConnectionLost),
-        1 => (0usize..2).prop_map(Step::Queued),
-        3 => (0usize..2).prop_map(Step::Reserve),
-        2 => i.clone().prop_map(Step::Grant),
-        1 => i.clone().prop_map(Step::Settle),
-        1 => i.clone().prop_map(Step::Unreserve),
-        1 => i.clone().prop_map(Step::DropReservation),
-        1 => (0usize..2).prop_map(Step::OwnerGone),
+            .prop_map(|(lock, fair, owner)| Action::Join { lock, fair, owner }),
+        2 => i.clone().prop_map(Action::Rearm),
+        2 => i.clone().prop_map(Action::TakeGrant),
+        2 => i.clone().prop_map(Action::Leave),
+        1 => (i.clone(), any::<bool>()).prop_map(|(i, on)| Action::InLine(i, on)),
+        2 => (0usize..2).prop_map(Action::WakeLocal),
+        2 => (0usize..2).prop_map(Action::TakeTurn),
+        1 => i.clone().prop_map(Action::WakeMember),
+        1 => Just(Action::ConnectionLost),
+        1 => (0usize..2).prop_map(Action::Queued),
+        3 => (0usize..2).prop_map(Action::Reserve),
+        2 => i.clone().prop_map(Action::Grant),
+        1 => i.clone().prop_map(Action::Settle),
+        1 => i.clone().prop_map(Action::Unreserve),
+        1 => i.clone().prop_map(Action::DropReservation),
+        1 => (0usize..2).prop_map(Action::OwnerGone),
     ]
 }
 
@@ -77,7 +77,7 @@ impl Cleaner for Kept {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Kind {
+enum SeenState {
     Waiting,
     Woken,
     Reserved { woken: bool },
@@ -88,7 +88,7 @@ enum Kind {
 struct Seen {
     lock: usize,
     seq: u64,
-    kind: Kind,
+    kind: SeenState,
     fair: bool,
     orphaned: bool,
     in_line: bool,
@@ -163,10 +163,10 @@ impl Model {
             };
             for waiter in &entry.waiters {
                 let kind = match &waiter.state {
-                    WaiterState::Waiting => Kind::Waiting,
-                    WaiterState::Woken => Kind::Woken,
-                    WaiterState::Reserved { woken } => Kind::Reserved { woken: *woken },
-                    WaiterState::Granted(lease) => Kind::Granted(lease.token.clone()),
+                    WaiterState::Waiting => SeenState::Waiting,
+                    WaiterState::Woken => SeenState::Woken,
+                    WaiterState::Reserved { woken } => SeenState::Reserved { woken: *woken },
+                    WaiterState::Granted(lease) => SeenState::Granted(lease.token.clone()),
                 };
                 seen.push(Seen {
                     lock: lock_index,
@@ -213,11 +213,11 @@ impl Model {
     fn newly_woken(before: &[Seen], after: &[Seen]) -> Vec<Seen> {
         after
             .iter()
-            .filter(|now| now.kind == Kind::Woken)
+            .filter(|now| now.kind == SeenState::Woken)
             .filter(|now| {
                 before
                     .iter()
-                    .any(|then| then.seq == now.seq && then.kind == Kind::Waiting)
+                    .any(|then| then.seq == now.seq && then.kind == SeenState::Waiting)
             })
             .cloned()
             .collect()
@@ -226,14 +226,14 @@ impl Model {
     fn first_wakeable(before: &[Seen], lock_index: usize) -> Option<u64> {
         before
             .iter()
-            .find(|w| w.lock == lock_index && w.kind == Kind::Waiting && !w.orphaned)
+            .find(|w| w.lock == lock_index && w.kind == SeenState::Waiting && !w.orphaned)
             .map(|w| w.seq)
     }
 
-    fn run(&mut self, step: Step) {
+    fn run(&mut self, step: Action) {
         let before = self.seen();
         match step {
-            Step::Join { lock, fair, owner } => {
+            Action::Join { lock, fair, owner } => {
                 let owner = Some(self.owners[owner].clone());
                 let ticket = if fair {
                     self.wakes.join_fair(LOCKS[lock], TTL, owner)
@@ -247,12 +247,12 @@ impl Model {
                     settled: false,
                 });
             }
-            Step::Rearm(i) | Step::TakeGrant(i) => {
+            Action::Rearm(i) | Action::TakeGrant(i) => {
                 let Some(at) = self.live(i) else { return };
                 let ticket = &self.joined[at].ticket;
                 let seq = ticket.seq;
                 let found = match step {
-                    Step::Rearm(_) => ticket.rearm(),
+                    Action::Rearm(_) => ticket.rearm(),
                     _ => ticket.look(),
                 };
                 match found {
@@ -264,20 +264,20 @@ impl Model {
                         assert!(!matches!(
                             was,
                             Some(Seen {
-                                kind: Kind::Granted(_),
+                                kind: SeenState::Granted(_),
                                 ..
                             })
                         ));
                     }
                 }
             }
-            Step::InLine(i, on) => {
+            Action::InLine(i, on) => {
                 let Some(at) = self.live(i) else { return };
                 if self.joined[at].ticket.is_fair() {
                     self.joined[at].ticket.set_in_line(on);
                 }
             }
-            Step::Leave(i) => {
+            Action::Leave(i) => {
                 let Some(at) = self.live(i) else { return };
                 let joined = self.joined.remove(at);
                 let seq = joined.ticket.seq;
@@ -302,7 +302,7 @@ impl Model {
                         let line = matches!(owed.first(), Some(Cleanup::LeaveLine { seq: s, .. }) if *s == seq);
                         assert_eq!(line, was.in_line, "a fair waiter's line place");
                     }
-                    (Kind::Granted(token), false) => {
+                    (SeenState::Granted(token), false) => {
                         let Some(Cleanup::FreeGranted(lease)) = owed.first() else {
                             panic!("a granted lock was not freed on leaving");
                         };
@@ -310,7 +310,7 @@ impl Model {
                         let was = self.leases.insert(token.clone(), Whereabouts::Freed);
                         assert_eq!(was, Some(Whereabouts::Held(seq)));
                     }
-                    (Kind::Woken | Kind::Reserved { woken: true }, false) => {
+                    (SeenState::Woken | SeenState::Reserved { woken: true }, false) => {
                         let passed_here = Self::newly_woken(&before, &after)
                             .iter()
                             .any(|w| w.lock == lock_index);
@@ -320,17 +320,17 @@ impl Model {
                             "a wake was dropped by a leaving waiter"
                         );
                     }
-                    (Kind::Waiting | Kind::Reserved { woken: false }, false) => {
+                    (SeenState::Waiting | SeenState::Reserved { woken: false }, false) => {
                         assert!(Self::newly_woken(&before, &after).is_empty());
                         assert!(!matches!(owed.first(), Some(Cleanup::PassWake(_))));
                     }
                 }
             }
-            Step::WakeLocal(lock_index) | Step::TakeTurn(lock_index) => {
+            Action::WakeLocal(lock_index) | Action::TakeTurn(lock_index) => {
                 let expected = Self::first_wakeable(&before, lock_index);
                 let name = channel(LOCKS[lock_index]);
                 let turn = match step {
-                    Step::TakeTurn(_) => Some(self.wakes.take_turn(&name)),
+                    Action::TakeTurn(_) => Some(self.wakes.take_turn(&name)),
                     _ => {
                         self.wakes.wake_local(&name);
                         None
@@ -350,7 +350,7 @@ impl Model {
                     assert!(told, "woken, yet not told");
                 }
             }
-            Step::WakeMember(i) => {
+            Action::WakeMember(i) => {
                 let Some(at) = self.live(i) else { return };
                 let ticket = &self.joined[at].ticket;
                 let name = channel(LOCKS[self.joined[at].lock]);
@@ -358,17 +358,20 @@ impl Model {
                 let present = self.seen().iter().any(|w| w.seq == ticket.seq);
                 assert!(!present || has_permit(ticket), "named, yet not told");
             }
-            Step::ConnectionLost => self.wakes.connection_lost(),
-            Step::Queued(lock_index) => {
+            Action::ConnectionLost => self.wakes.connection_lost(),
+            Action::Queued(lock_index) => {
                 let name = channel(LOCKS[lock_index]);
                 let queued = !self.queued(lock_index);
                 self.wakes.mark_queued(&name, queued);
             }
-            Step::Reserve(lock_index) => {
+            Action::Reserve(lock_index) => {
                 let expected = before
                     .iter()
                     .find(|w| {
-                        w.lock == lock_index && w.kind == Kind::Waiting && !w.orphaned && !w.fair
+                        w.lock == lock_index
+                            && w.kind == SeenState::Waiting
+                            && !w.orphaned
+                            && !w.fair
                     })
                     .map(|w| w.seq);
                 let reserved = self.wakes.reserve(&channel(LOCKS[lock_index]));
@@ -377,7 +380,7 @@ impl Model {
                     self.reservations.push((lock_index, reservation));
                 }
             }
-            Step::Grant(i) => {
+            Action::Grant(i) => {
                 let Some((lock_index, to)) = self.reservation(i) else {
                     return;
                 };
@@ -403,7 +406,7 @@ impl Model {
                     }
                 }
             }
-            Step::Settle(i) => {
+            Action::Settle(i) => {
                 let Some((lock_index, to)) = self.reservation(i) else {
                     return;
                 };
@@ -422,26 +425,30 @@ impl Model {
                     assert!(ticket.take_grant().is_none());
                 }
             }
-            Step::Unreserve(i) | Step::DropReservation(i) => {
+            Action::Unreserve(i) | Action::DropReservation(i) => {
                 let Some((_, to)) = self.reservation(i) else {
                     return;
                 };
                 let seq = to.seq;
                 match step {
-                    Step::Unreserve(_) => self.wakes.unreserve(to),
+                    Action::Unreserve(_) => self.wakes.unreserve(to),
                     _ => drop(to),
                 }
                 let after = self.seen();
                 if let Some(now) = after.iter().find(|w| w.seq == seq) {
                     let was_woken = before
                         .iter()
-                        .any(|w| w.seq == seq && w.kind == Kind::Reserved { woken: true });
-                    let woken = matches!(step, Step::Unreserve(_)) || was_woken;
-                    let expected = if woken { Kind::Woken } else { Kind::Waiting };
+                        .any(|w| w.seq == seq && w.kind == SeenState::Reserved { woken: true });
+                    let woken = matches!(step, Action::Unreserve(_)) || was_woken;
+                    let expected = if woken {
+                        SeenState::Woken
+                    } else {
+                        SeenState::Waiting
+                    };
                     assert_eq!(now.kind, expected);
                 }
             }
-            Step::OwnerGone(o) => {
+            Action::OwnerGone(o) => {
                 // Its waits would end; here, its waiters stay until they leave.
                 drop(self.owners[o].end());
             }
@@ -467,14 +474,14 @@ impl Model {
         for w in &seen {
             if w.fair {
                 assert!(
-                    matches!(w.kind, Kind::Waiting | Kind::Woken),
+                    matches!(w.kind, SeenState::Waiting | SeenState::Woken),
                     "a fair waiter was picked for a hand-over"
                 );
             }
-            if matches!(w.kind, Kind::Reserved { .. }) {
+            if matches!(w.kind, SeenState::Reserved { .. }) {
                 assert!(reserved.contains(&w.seq), "reserved with no reservation");
             }
-            if let Kind::Granted(token) = &w.kind {
+            if let SeenState::Granted(token) = &w.kind {
                 assert_eq!(self.leases.get(token), Some(&Whereabouts::Held(w.seq)));
             }
         }
@@ -482,7 +489,7 @@ impl Model {
             if let Whereabouts::Held(seq) = whereabouts {
                 let held = seen
                     .iter()
-                    .any(|w| w.seq == *seq && w.kind == Kind::Granted(token.clone()));
+                    .any(|w| w.seq == *seq && w.kind == SeenState::Granted(token.clone()));
                 assert!(held, "lease {token} lost");
             }
         }
@@ -500,7 +507,7 @@ impl Model {
     fn finish(mut self) {
         self.reservations.clear();
         while !self.joined.is_empty() {
-            self.run(Step::Leave(0));
+            self.run(Action::Leave(0));
         }
         self.check();
         let held: Vec<_> = self

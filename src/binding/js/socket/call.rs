@@ -2,7 +2,7 @@
 //! reply means (core::ops::carried); this runs what goes on through the runtime and turns
 //! each core-level result into what the promise settles with.
 
-use super::super::outcome::{done, Entry, Outcome};
+use super::super::outcome::{done, Outcome, Settlement};
 use super::super::settle::Completer;
 use crate::core::api::{AttemptForm, Carried, Later, Step};
 use crate::core::front::granted::Granted;
@@ -18,7 +18,7 @@ pub trait Call {
         id: u32,
         reply: Value,
         completer: &Completer,
-        settled: &mut Vec<Entry>,
+        settled: &mut Vec<Settlement>,
     );
     fn timed_out(&mut self, bound: Duration) -> Outcome;
     /// `true` when a command to undo was written to `out` (see `Carried::answered_late`).
@@ -86,7 +86,7 @@ where
         id: u32,
         reply: Value,
         completer: &Completer,
-        settled: &mut Vec<Entry>,
+        settled: &mut Vec<Settlement>,
     ) {
         let Adapted { carried, convert } = *self;
         let convert = move |result| match convert {
@@ -94,7 +94,7 @@ where
             None => unconverted(result),
         };
         match carried.answered(reply) {
-            Step::Now(result) => settled.push(Entry::Settled(id, convert(result))),
+            Step::Now(result) => settled.push(Settlement::Settled(id, convert(result))),
             Step::Handed {
                 released,
                 waiter,
@@ -110,8 +110,8 @@ where
                     ..Granted::of(&lease, None)
                 };
                 let handle = Outcome::Lease(granted);
-                settled.push(Entry::Settled(waiter, handle));
-                settled.push(Entry::Settled(id, convert(released)));
+                settled.push(Settlement::Settled(waiter, handle));
+                settled.push(Settlement::Settled(id, convert(released)));
             }
             Step::Later(later) => completer.run(id, async move { convert(later.await) }),
         }

@@ -8,12 +8,12 @@
 //! more) and closes once everything sent on it has been answered, or after `LINGER`. A
 //! connection that breaks hands every unanswered call to the tokio connection.
 
-use super::super::outcome::Entry;
+use super::super::outcome::Settlement;
 use super::super::settle::Completer;
 use super::super::thread::JsThread;
 use super::call::Call;
 use crate::binding::sys::socket_poll::{SocketEvents, SocketPoll};
-use crate::core::api::{AttemptForm, Forms};
+use crate::core::api::{AttemptForm, TxSupport};
 use crate::core::basics::resp;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -46,7 +46,7 @@ struct Pending {
     timed_out: bool,
 }
 
-pub struct Connection {
+pub struct SocketConnection {
     /// Declared before the socket, so dropped (closed) before it is.
     handles: Option<SocketPoll>,
     socket: std::net::TcpStream,
@@ -56,7 +56,7 @@ pub struct Connection {
     input: Vec<u8>,
     chunk: Box<[u8]>,
     /// How acquire attempts are written (the core chooses, from what the server refused).
-    forms: Forms,
+    tx_support: TxSupport,
     pending: VecDeque<Pending>,
     writable_polled: bool,
     flush_scheduled: bool,
@@ -67,10 +67,10 @@ pub struct Connection {
     retired: Option<Instant>,
     broken: bool,
     /// Calls settled here, delivered to JS when the callback ends.
-    settled: Vec<Entry>,
+    settled: Vec<Settlement>,
 }
 
-pub type Shared = RefCell<Connection>;
+pub type Shared = RefCell<SocketConnection>;
 
 thread_local! {
     /// Every open connection of this thread; libuv's handles point into these.
@@ -84,7 +84,7 @@ pub fn open(
     completer: Completer,
 ) -> Option<Rc<Shared>> {
     let event_loop = thread.event_loop();
-    let shared = Rc::new(RefCell::new(Connection {
+    let shared = Rc::new(RefCell::new(SocketConnection {
         handles: None,
         socket,
         thread,
@@ -92,7 +92,7 @@ pub fn open(
         out: Vec::with_capacity(4096),
         input: Vec::with_capacity(4096),
         chunk: vec![0u8; READ_CHUNK].into_boxed_slice(),
-        forms: Forms::default(),
+        tx_support: TxSupport::default(),
         pending: VecDeque::new(),
         writable_polled: false,
         flush_scheduled: false,
@@ -145,7 +145,7 @@ pub fn close_all() {
     }
 }
 
-impl Connection {
+impl SocketConnection {
     pub fn is_usable(&self) -> bool {
         self.retired.is_none() && !self.broken && self.handles.is_some()
     }
@@ -157,7 +157,7 @@ impl Connection {
         id: u32,
         write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Box<dyn Call>),
     ) {
-        let (replies, bound, call) = write(&mut self.out, self.forms.attempts());
+        let (replies, bound, call) = write(&mut self.out, self.tx_support.attempts());
         let deadline = Instant::now() + bound;
         self.pending.push_back(Pending {
             id,
@@ -283,12 +283,12 @@ impl Connection {
             };
             let reply = match call.refused.take() {
                 Some(refused) => {
-                    self.forms.multi_refused(&refused);
+                    self.tx_support.multi_refused(&refused);
                     refused
                 }
                 None => {
                     if call.transaction {
-                        self.forms.multi_worked();
+                        self.tx_support.multi_worked();
                     }
                     reply
                 }
@@ -332,7 +332,7 @@ impl Connection {
                 expired = true;
                 if let (Some(work), true) = (&mut call.call, call.id != 0) {
                     let outcome = work.timed_out(call.bound);
-                    self.settled.push(Entry::Settled(call.id, outcome));
+                    self.settled.push(Settlement::Settled(call.id, outcome));
                 }
             } else if next.is_none_or(|due| due > call.deadline) {
                 next = Some(call.deadline);
@@ -400,7 +400,7 @@ fn after_callback(shared: &Rc<Shared>) {
 /// Closes the connection, handing its unanswered calls to tokio. Answers it had settled
 /// but not delivered are returned, for a caller in a libuv callback to deliver (outside
 /// one, none are left: every callback delivers before it returns).
-fn close(shared: &Rc<Shared>) -> (Option<Rc<JsThread>>, Vec<Entry>) {
+fn close(shared: &Rc<Shared>) -> (Option<Rc<JsThread>>, Vec<Settlement>) {
     let (thread, settled) = {
         let Ok(mut conn) = shared.try_borrow_mut() else {
             return (None, Vec::new());

@@ -31,7 +31,7 @@ use std::time::Instant;
 
 type Opened = Arc<Mutex<Option<Result<std::net::TcpStream, LockError>>>>;
 
-enum State {
+enum SocketState {
     Idle,
     Opening(Opened),
     Open(Rc<Shared>),
@@ -40,23 +40,23 @@ enum State {
 }
 
 /// One endpoint's JS-thread connection, reopened as needed.
-pub struct Link {
+pub struct JsSocket {
     connection: LockConnection,
     thread: Rc<JsThread>,
     completer: Completer,
-    state: RefCell<State>,
+    state: RefCell<SocketState>,
 }
 
 thread_local! {
     /// By the identity of the connection they serve and of their JS thread's state (both kept
-    /// alive by the link).
-    static LINKS: RefCell<HashMap<(usize, usize), Weak<Link>>> = RefCell::new(HashMap::new());
+    /// alive by the socket).
+    static SOCKETS: RefCell<HashMap<(usize, usize), Weak<JsSocket>>> = RefCell::new(HashMap::new());
 }
 
 /// Closes this thread's connections: its JS environment is going away (see teardown.rs).
 pub fn close_thread() {
     connection::close_all();
-    LINKS.with(|links| links.borrow_mut().clear());
+    SOCKETS.with(|sockets| sockets.borrow_mut().clear());
 }
 
 fn enabled() -> bool {
@@ -67,20 +67,22 @@ fn key(connection: &LockConnection, thread: &Rc<JsThread>) -> (usize, usize) {
     (connection.id(), Rc::as_ptr(thread) as usize)
 }
 
-impl Link {
-    /// The link of `connection` on this thread, made on first use. `None` when the endpoint or the
+impl JsSocket {
+    /// The socket of `connection` on this thread, made on first use. `None` when the endpoint or the
     /// environment cannot have one.
     pub fn of(
         connection: &LockConnection,
         thread: &Rc<JsThread>,
         completer: &Completer,
-    ) -> Option<Rc<Link>> {
+    ) -> Option<Rc<JsSocket>> {
         if !enabled() {
             return None;
         }
         let id = key(connection, thread);
-        if let Some(link) = LINKS.with(|links| links.borrow().get(&id).and_then(Weak::upgrade)) {
-            return Some(link);
+        if let Some(socket) =
+            SOCKETS.with(|sockets| sockets.borrow().get(&id).and_then(Weak::upgrade))
+        {
+            return Some(socket);
         }
         if !uv::available() {
             return None;
@@ -88,18 +90,18 @@ impl Link {
         if !direct::supports(connection.endpoint()) {
             return None;
         }
-        let link = Rc::new(Link {
+        let socket = Rc::new(JsSocket {
             connection: connection.clone(),
             thread: thread.clone(),
             completer: completer.clone(),
-            state: RefCell::new(State::Idle),
+            state: RefCell::new(SocketState::Idle),
         });
-        LINKS.with(|links| {
-            let mut links = links.borrow_mut();
-            links.retain(|_, link| link.strong_count() > 0);
-            links.insert(id, Rc::downgrade(&link));
+        SOCKETS.with(|sockets| {
+            let mut sockets = sockets.borrow_mut();
+            sockets.retain(|_, socket| socket.strong_count() > 0);
+            sockets.insert(id, Rc::downgrade(&socket));
         });
-        Some(link)
+        Some(socket)
     }
 
     /// Sends `call` if the connection is open, its result settling promise `id` through
@@ -126,37 +128,37 @@ impl Link {
     fn connection(&self) -> Option<Rc<Shared>> {
         let mut state = self.state.borrow_mut();
         let next = match &*state {
-            State::Open(shared) => {
+            SocketState::Open(shared) => {
                 if shared.try_borrow().is_ok_and(|conn| conn.is_usable()) {
                     return Some(shared.clone());
                 }
                 self.start()
             }
-            State::Opening(opened) => match lock(opened).take() {
+            SocketState::Opening(opened) => match lock(opened).take() {
                 None => return None,
                 Some(Ok(socket)) => {
                     if !uv::available() {
                         return None;
                     }
                     match connection::open(socket, self.thread.clone(), self.completer.clone()) {
-                        Some(shared) => State::Open(shared),
-                        None => State::Resting(Instant::now() + direct::RETRY_AFTER),
+                        Some(shared) => SocketState::Open(shared),
+                        None => SocketState::Resting(Instant::now() + direct::RETRY_AFTER),
                     }
                 }
-                Some(Err(_)) => State::Resting(Instant::now() + direct::RETRY_AFTER),
+                Some(Err(_)) => SocketState::Resting(Instant::now() + direct::RETRY_AFTER),
             },
-            State::Resting(until) if Instant::now() < *until => return None,
-            State::Idle | State::Resting(_) => self.start(),
+            SocketState::Resting(until) if Instant::now() < *until => return None,
+            SocketState::Idle | SocketState::Resting(_) => self.start(),
         };
         *state = next;
         match &*state {
-            State::Open(shared) => Some(shared.clone()),
+            SocketState::Open(shared) => Some(shared.clone()),
             _ => None,
         }
     }
 
     /// Opens a connection on the runtime; the next call picks it up.
-    fn start(&self) -> State {
+    fn start(&self) -> SocketState {
         let opened: Opened = Arc::new(Mutex::new(None));
         let (slot, connection) = (opened.clone(), self.connection.clone());
         // Without a runtime (the OS refused its thread) it stays opening: calls go the
@@ -165,11 +167,11 @@ impl Link {
             let socket = direct::open(connection.endpoint()).await;
             *lock(&slot) = Some(socket);
         });
-        State::Opening(opened)
+        SocketState::Opening(opened)
     }
 }
 
-/// A connection found open, to send one call on (see `Link::sender`).
+/// A connection found open, to send one call on (see `JsSocket::sender`).
 pub struct Sender(Rc<Shared>);
 
 impl Sender {
@@ -187,9 +189,9 @@ impl Sender {
     }
 }
 
-impl Drop for Link {
+impl Drop for JsSocket {
     fn drop(&mut self) {
-        if let State::Open(shared) = &*self.state.borrow() {
+        if let SocketState::Open(shared) = &*self.state.borrow() {
             connection::retire(shared);
         }
     }

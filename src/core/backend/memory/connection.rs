@@ -4,8 +4,8 @@
 //! when returned.
 
 use super::instance::{instance, Instance};
-use super::pubsub::{Kind, Pushes};
-use super::reply::{error_value, Reply};
+use super::pubsub::{ChannelKind, Pushes};
+use super::reply::{error_value, MemoryReply};
 use crate::core::basics::sync::lock;
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, Pipeline, PushKind, RedisFuture, Value};
@@ -93,26 +93,26 @@ impl MemoryConnection {
             }
             "EXEC" => vec![self.exec()],
             "DISCARD" => vec![error_value("ERR DISCARD without MULTI")],
-            "SUBSCRIBE" => self.subscribe(Kind::Plain, rest),
-            "SSUBSCRIBE" => self.subscribe(Kind::Sharded, rest),
-            "UNSUBSCRIBE" => self.unsubscribe(Kind::Plain, rest),
-            "SUNSUBSCRIBE" => self.unsubscribe(Kind::Sharded, rest),
+            "SUBSCRIBE" => self.subscribe(ChannelKind::Plain, rest),
+            "SSUBSCRIBE" => self.subscribe(ChannelKind::Sharded, rest),
+            "UNSUBSCRIBE" => self.unsubscribe(ChannelKind::Plain, rest),
+            "SUNSUBSCRIBE" => self.unsubscribe(ChannelKind::Sharded, rest),
             "PSUBSCRIBE" | "PUNSUBSCRIBE" => vec![error_value(
                 "ERR pattern subscriptions are not supported by memory://",
             )],
             "PING" => vec![match rest {
                 [] => Value::SimpleString("PONG".into()),
                 [message] => Value::BulkString(message.clone()),
-                _ => Reply::arity("ping").into_value(),
+                _ => MemoryReply::arity("ping").into_value(),
             }],
             "ECHO" => vec![match rest {
                 [message] => Value::BulkString(message.clone()),
-                _ => Reply::arity("echo").into_value(),
+                _ => MemoryReply::arity("echo").into_value(),
             }],
             "SELECT" => vec![match rest {
                 [db] if db.as_slice() == b"0" => Value::Okay,
                 [_] => error_value("ERR DB index is out of range"),
-                _ => Reply::arity("select").into_value(),
+                _ => MemoryReply::arity("select").into_value(),
             }],
             "HELLO" => vec![self.hello(rest)],
             "CLIENT" => vec![self.client(rest)],
@@ -123,7 +123,7 @@ impl MemoryConnection {
                     .instance
                     .run(&[args])
                     .into_iter()
-                    .map(Reply::into_value)
+                    .map(MemoryReply::into_value)
                     .collect()
             }
         }
@@ -142,18 +142,18 @@ impl MemoryConnection {
                 .instance
                 .run(&commands)
                 .into_iter()
-                .map(Reply::into_value)
+                .map(MemoryReply::into_value)
                 .collect(),
         )
     }
 
-    fn subscribe(&self, kind: Kind, channels: &[Vec<u8>]) -> Vec<Value> {
+    fn subscribe(&self, kind: ChannelKind, channels: &[Vec<u8>]) -> Vec<Value> {
         let (push_kind, name) = match kind {
-            Kind::Plain => (PushKind::Subscribe, "subscribe"),
-            Kind::Sharded => (PushKind::SSubscribe, "ssubscribe"),
+            ChannelKind::Plain => (PushKind::Subscribe, "subscribe"),
+            ChannelKind::Sharded => (PushKind::SSubscribe, "ssubscribe"),
         };
         if channels.is_empty() {
-            return vec![Reply::arity(name).into_value()];
+            return vec![MemoryReply::arity(name).into_value()];
         }
         channels
             .iter()
@@ -171,10 +171,10 @@ impl MemoryConnection {
 
     /// With no channels, from every channel of that kind; with none to leave, one
     /// confirmation naming no channel, as Redis sends.
-    fn unsubscribe(&self, kind: Kind, channels: &[Vec<u8>]) -> Vec<Value> {
+    fn unsubscribe(&self, kind: ChannelKind, channels: &[Vec<u8>]) -> Vec<Value> {
         let push_kind = match kind {
-            Kind::Plain => PushKind::Unsubscribe,
-            Kind::Sharded => PushKind::SUnsubscribe,
+            ChannelKind::Plain => PushKind::Unsubscribe,
+            ChannelKind::Sharded => PushKind::SUnsubscribe,
         };
         let channels = if channels.is_empty() {
             self.inner.instance.channels_of(self.inner.id, kind)
@@ -222,7 +222,7 @@ impl MemoryConnection {
         match sub.as_str() {
             "ID" => Value::Int(self.inner.id as i64),
             "GETNAME" => Value::Nil,
-            "" => Reply::arity("client").into_value(),
+            "" => MemoryReply::arity("client").into_value(),
             _ => Value::Okay,
         }
     }

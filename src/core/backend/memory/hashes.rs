@@ -1,31 +1,34 @@
 //! Hash commands: HGET and HSET (what fenced_set.lua uses).
 
 use super::keyspace::{Data, Entry, Keyspace};
-use super::reply::{Reply, WRONGTYPE};
+use super::reply::{MemoryReply, WRONGTYPE};
 use std::collections::HashMap;
 
 impl Keyspace {
-    pub(super) fn hget(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn hget(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key, field] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         match self.live(key) {
-            None => Reply::Nil,
+            None => MemoryReply::Nil,
             Some(Entry {
                 data: Data::Hash(hash),
                 ..
-            }) => hash.get(*field).cloned().map_or(Reply::Nil, Reply::Bulk),
-            Some(_) => Reply::error(WRONGTYPE),
+            }) => hash
+                .get(*field)
+                .cloned()
+                .map_or(MemoryReply::Nil, MemoryReply::Bulk),
+            Some(_) => MemoryReply::error(WRONGTYPE),
         }
     }
 
     /// HSET key field value [field value ...]: the number of fields that were new.
-    pub(super) fn hset(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn hset(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key, pairs @ ..] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         if pairs.is_empty() || pairs.len() % 2 != 0 {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         }
         if self.live(key).is_none() {
             self.insert(
@@ -41,7 +44,7 @@ impl Keyspace {
             ..
         }) = self.live(key)
         else {
-            return Reply::error(WRONGTYPE);
+            return MemoryReply::error(WRONGTYPE);
         };
         let mut added = 0;
         for pair in pairs.chunks_exact(2) {
@@ -49,6 +52,6 @@ impl Keyspace {
                 added += 1;
             }
         }
-        Reply::Int(added)
+        MemoryReply::Int(added)
     }
 }

@@ -5,8 +5,8 @@
 use super::keyspace::{unknown_command, Keyspace};
 use super::lua::LuaHost;
 use super::number::parse_i64;
-use super::pubsub::{deliver, Kind, Pushes};
-use super::reply::{Reply, NOT_INTEGER};
+use super::pubsub::{deliver, ChannelKind, Pushes};
+use super::reply::{MemoryReply, NOT_INTEGER};
 use crate::core::basics::sync::lock;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -51,7 +51,7 @@ impl Instance {
 
     /// Runs `commands` one after the other as one atomic step: one command, or a
     /// transaction's.
-    pub fn run(&self, commands: &[Vec<&[u8]>]) -> Vec<Reply> {
+    pub fn run(&self, commands: &[Vec<&[u8]>]) -> Vec<MemoryReply> {
         let (replies, outbox) = {
             let mut engine = lock(&self.engine);
             let replies = commands
@@ -60,7 +60,7 @@ impl Instance {
                     // A bug of ours must come back as an error reply, not unwind into the
                     // caller (or through Node).
                     catch_unwind(AssertUnwindSafe(|| engine.execute(args))).unwrap_or_else(|_| {
-                        Reply::error("ERR internal error in the memory:// backend")
+                        MemoryReply::error("ERR internal error in the memory:// backend")
                     })
                 })
                 .collect();
@@ -70,21 +70,27 @@ impl Instance {
         replies
     }
 
-    pub fn subscribe(&self, id: u64, kind: Kind, channel: &[u8], pushes: Option<Pushes>) -> i64 {
+    pub fn subscribe(
+        &self,
+        id: u64,
+        kind: ChannelKind,
+        channel: &[u8],
+        pushes: Option<Pushes>,
+    ) -> i64 {
         lock(&self.engine)
             .keyspace
             .pubsub
             .subscribe(id, kind, channel, pushes)
     }
 
-    pub fn unsubscribe(&self, id: u64, kind: Kind, channel: &[u8]) -> i64 {
+    pub fn unsubscribe(&self, id: u64, kind: ChannelKind, channel: &[u8]) -> i64 {
         lock(&self.engine)
             .keyspace
             .pubsub
             .unsubscribe(id, kind, channel)
     }
 
-    pub fn channels_of(&self, id: u64, kind: Kind) -> Vec<Vec<u8>> {
+    pub fn channels_of(&self, id: u64, kind: ChannelKind) -> Vec<Vec<u8>> {
         lock(&self.engine).keyspace.pubsub.channels_of(id, kind)
     }
 
@@ -94,9 +100,9 @@ impl Instance {
 }
 
 impl Engine {
-    fn execute(&mut self, args: &[&[u8]]) -> Reply {
+    fn execute(&mut self, args: &[&[u8]]) -> MemoryReply {
         let Some(name) = args.first() else {
-            return Reply::error("ERR empty command");
+            return MemoryReply::error("ERR empty command");
         };
         let name = String::from_utf8_lossy(name).to_ascii_uppercase();
         match name.as_str() {
@@ -110,22 +116,22 @@ impl Engine {
     }
 
     /// EVALSHA sha numkeys key... arg... / EVAL source numkeys key... arg...
-    fn eval(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    fn eval(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [script, numkeys, rest @ ..] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         let Some(numkeys) = parse_i64(numkeys) else {
-            return Reply::error(NOT_INTEGER);
+            return MemoryReply::error(NOT_INTEGER);
         };
         if numkeys < 0 {
-            return Reply::error("ERR Number of keys can't be negative");
+            return MemoryReply::error("ERR Number of keys can't be negative");
         }
         let Some(numkeys) = usize::try_from(numkeys).ok().filter(|n| *n <= rest.len()) else {
-            return Reply::error("ERR Number of keys can't be greater than number of args");
+            return MemoryReply::error("ERR Number of keys can't be greater than number of args");
         };
         let lua = match &mut self.lua {
             Ok(lua) => lua,
-            Err(why) => return Reply::Error(why.clone()),
+            Err(why) => return MemoryReply::Error(why.clone()),
         };
         let sha = if name == "EVAL" {
             match lua.load(script) {
@@ -140,28 +146,30 @@ impl Engine {
     }
 
     /// SCRIPT LOAD | EXISTS | FLUSH
-    fn script(&mut self, args: &[&[u8]]) -> Reply {
+    fn script(&mut self, args: &[&[u8]]) -> MemoryReply {
         let lua = match &mut self.lua {
             Ok(lua) => lua,
-            Err(why) => return Reply::Error(why.clone()),
+            Err(why) => return MemoryReply::Error(why.clone()),
         };
         let Some(sub) = args.first() else {
-            return Reply::arity("script");
+            return MemoryReply::arity("script");
         };
         match String::from_utf8_lossy(sub).to_ascii_uppercase().as_str() {
             "LOAD" => match &args[1..] {
-                [source] => lua.load(source).map_or_else(|err| err, Reply::bulk),
-                _ => Reply::arity("script|load"),
+                [source] => lua.load(source).map_or_else(|err| err, MemoryReply::bulk),
+                _ => MemoryReply::arity("script|load"),
             },
-            "EXISTS" if args.len() > 1 => Reply::Array(
+            "EXISTS" if args.len() > 1 => MemoryReply::Array(
                 args[1..]
                     .iter()
-                    .map(|sha| Reply::Int(i64::from(lua.exists(&String::from_utf8_lossy(sha)))))
+                    .map(|sha| {
+                        MemoryReply::Int(i64::from(lua.exists(&String::from_utf8_lossy(sha))))
+                    })
                     .collect(),
             ),
             "FLUSH" => {
                 lua.flush();
-                Reply::ok()
+                MemoryReply::ok()
             }
             _ => unknown_command("script", args),
         }

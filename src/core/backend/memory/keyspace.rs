@@ -7,8 +7,8 @@
 use super::clock::{Clock, Now};
 use super::deadlines::Deadlines;
 use super::number::parse_i64;
-use super::pubsub::{Kind, PubSub};
-use super::reply::{Reply, NOT_INTEGER, SYNTAX};
+use super::pubsub::{ChannelKind, PubSub};
+use super::reply::{MemoryReply, NOT_INTEGER, SYNTAX};
 use super::sorted_set::ZSet;
 use std::collections::HashMap;
 
@@ -146,9 +146,9 @@ impl Keyspace {
 
     /// Runs one command (`args[0]` is its name). Pub/sub commands that belong to a
     /// connection are the connection's business; PUBLISH and SPUBLISH are here.
-    pub fn execute(&mut self, args: &[&[u8]]) -> Reply {
+    pub fn execute(&mut self, args: &[&[u8]]) -> MemoryReply {
         let Some(name) = args.first() else {
-            return Reply::error("ERR empty command");
+            return MemoryReply::error("ERR empty command");
         };
         let name = String::from_utf8_lossy(name).to_ascii_uppercase();
         let rest = &args[1..];
@@ -183,7 +183,7 @@ impl Keyspace {
             "FLUSHALL" | "FLUSHDB" => {
                 self.entries.clear();
                 self.deadlines.clear();
-                Reply::ok()
+                MemoryReply::ok()
             }
             "PUBLISH" => self.publish(&name, rest, false),
             "SPUBLISH" => self.publish(&name, rest, true),
@@ -191,9 +191,9 @@ impl Keyspace {
         }
     }
 
-    fn del(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    fn del(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         if args.is_empty() {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         }
         let mut deleted = 0;
         for key in args {
@@ -202,24 +202,24 @@ impl Keyspace {
                 deleted += 1;
             }
         }
-        Reply::Int(deleted)
+        MemoryReply::Int(deleted)
     }
 
-    fn exists_command(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    fn exists_command(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         if args.is_empty() {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         }
         // Each key counts as often as it is named, as in Redis.
-        Reply::Int(args.iter().filter(|key| self.exists(key)).count() as i64)
+        MemoryReply::Int(args.iter().filter(|key| self.exists(key)).count() as i64)
     }
 
     /// PEXPIRE / EXPIRE / PEXPIREAT / EXPIREAT with Redis 7's NX, XX, GT and LT.
-    fn expire(&mut self, name: &str, args: &[&[u8]], unit_ms: i64, absolute: bool) -> Reply {
+    fn expire(&mut self, name: &str, args: &[&[u8]], unit_ms: i64, absolute: bool) -> MemoryReply {
         let [key, amount, options @ ..] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         let Some(amount) = parse_i64(amount) else {
-            return Reply::error(NOT_INTEGER);
+            return MemoryReply::error(NOT_INTEGER);
         };
         let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
         for option in options {
@@ -231,19 +231,19 @@ impl Keyspace {
                 "XX" => xx = true,
                 "GT" => gt = true,
                 "LT" => lt = true,
-                other => return Reply::error(format!("ERR Unsupported option {other}")),
+                other => return MemoryReply::error(format!("ERR Unsupported option {other}")),
             }
         }
         if nx && (xx || gt || lt) {
-            return Reply::error(
+            return MemoryReply::error(
                 "ERR NX and XX, GT or LT options at the same time are not compatible",
             );
         }
         if gt && lt {
-            return Reply::error("ERR GT and LT options at the same time are not compatible");
+            return MemoryReply::error("ERR GT and LT options at the same time are not compatible");
         }
         let invalid = || {
-            Reply::error(format!(
+            MemoryReply::error(format!(
                 "ERR invalid expire time in '{}' command",
                 name.to_ascii_lowercase()
             ))
@@ -259,7 +259,7 @@ impl Keyspace {
             at = sum;
         }
         let Some(entry) = self.live(key) else {
-            return Reply::Int(0);
+            return MemoryReply::Int(0);
         };
         let current = entry.expire_at;
         let allowed = match current {
@@ -267,33 +267,33 @@ impl Keyspace {
             Some(current) => !nx && (!gt || at > current) && (!lt || at < current),
         };
         if !allowed {
-            return Reply::Int(0);
+            return MemoryReply::Int(0);
         }
         if at <= now_ms {
             self.remove(key);
         } else {
             self.set_expiry(key, Some(at));
         }
-        Reply::Int(1)
+        MemoryReply::Int(1)
     }
 
-    fn ttl(&mut self, name: &str, args: &[&[u8]], unit_ms: i64) -> Reply {
+    fn ttl(&mut self, name: &str, args: &[&[u8]], unit_ms: i64) -> MemoryReply {
         let [key] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         let now_ms = self.now().ms();
         match self.live(key) {
-            None => Reply::Int(-2),
+            None => MemoryReply::Int(-2),
             Some(Entry {
                 expire_at: None, ..
-            }) => Reply::Int(-1),
+            }) => MemoryReply::Int(-1),
             Some(Entry {
                 expire_at: Some(at),
                 ..
             }) => {
                 let left = (*at - now_ms).max(0);
                 // TTL rounds to the nearest second, as Redis does.
-                Reply::Int(if unit_ms == 1 {
+                MemoryReply::Int(if unit_ms == 1 {
                     left
                 } else {
                     (left + 500) / 1000
@@ -302,32 +302,32 @@ impl Keyspace {
         }
     }
 
-    fn expire_time(&mut self, name: &str, args: &[&[u8]], unit_ms: i64) -> Reply {
+    fn expire_time(&mut self, name: &str, args: &[&[u8]], unit_ms: i64) -> MemoryReply {
         let [key] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         match self.live(key) {
-            None => Reply::Int(-2),
-            Some(entry) => Reply::Int(entry.expire_at.map_or(-1, |at| at / unit_ms)),
+            None => MemoryReply::Int(-2),
+            Some(entry) => MemoryReply::Int(entry.expire_at.map_or(-1, |at| at / unit_ms)),
         }
     }
 
-    fn persist(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    fn persist(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         match self.live(key) {
             Some(entry) if entry.expire_at.is_some() => {
                 self.set_expiry(key, None);
-                Reply::Int(1)
+                MemoryReply::Int(1)
             }
-            _ => Reply::Int(0),
+            _ => MemoryReply::Int(0),
         }
     }
 
-    fn type_of(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    fn type_of(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         let kind = match self.live(key).map(|entry| &entry.data) {
             None => "none",
@@ -335,29 +335,29 @@ impl Keyspace {
             Some(Data::Hash(_)) => "hash",
             Some(Data::ZSet(_)) => "zset",
         };
-        Reply::Status(kind.into())
+        MemoryReply::Status(kind.into())
     }
 
-    fn time(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    fn time(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         if !args.is_empty() {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         }
         let now = self.now();
-        Reply::Array(vec![
-            Reply::bulk(now.us.div_euclid(1_000_000).to_string()),
-            Reply::bulk(now.us.rem_euclid(1_000_000).to_string()),
+        MemoryReply::Array(vec![
+            MemoryReply::bulk(now.us.div_euclid(1_000_000).to_string()),
+            MemoryReply::bulk(now.us.rem_euclid(1_000_000).to_string()),
         ])
     }
 
-    fn dbsize(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    fn dbsize(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         if !args.is_empty() {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         }
         // Redis counts keys that expired unread too; ours go out first, so that the count
         // does not depend on how far the sweeps got.
         let ms = self.now().ms();
         self.sweep(ms, usize::MAX);
-        Reply::Int(self.entries.len() as i64)
+        MemoryReply::Int(self.entries.len() as i64)
     }
 }
 
@@ -366,12 +366,12 @@ fn expired(entry: &Entry, now_ms: i64) -> bool {
     entry.expire_at.is_some_and(|at| now_ms > at)
 }
 
-pub fn unknown_command(name: &str, args: &[&[u8]]) -> Reply {
+pub fn unknown_command(name: &str, args: &[&[u8]]) -> MemoryReply {
     let shown: String = args
         .iter()
         .map(|arg| format!("'{}' ", String::from_utf8_lossy(arg)))
         .collect();
-    Reply::error(format!(
+    MemoryReply::error(format!(
         "ERR unknown command '{name}', with args beginning with: {shown}"
     ))
 }
@@ -381,18 +381,22 @@ pub(super) fn keyword(arg: &[u8]) -> String {
     String::from_utf8_lossy(arg).to_ascii_uppercase()
 }
 
-pub(super) fn syntax_error() -> Reply {
-    Reply::error(SYNTAX)
+pub(super) fn syntax_error() -> MemoryReply {
+    MemoryReply::error(SYNTAX)
 }
 
 /// PUBLISH and SPUBLISH: here, beside the keyspace that owns the subscriptions.
 impl Keyspace {
-    pub(super) fn publish(&mut self, name: &str, args: &[&[u8]], sharded: bool) -> Reply {
+    pub(super) fn publish(&mut self, name: &str, args: &[&[u8]], sharded: bool) -> MemoryReply {
         let [channel, message] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
-        let kind = if sharded { Kind::Sharded } else { Kind::Plain };
-        Reply::Int(self.pubsub.publish(kind, channel, message))
+        let kind = if sharded {
+            ChannelKind::Sharded
+        } else {
+            ChannelKind::Plain
+        };
+        MemoryReply::Int(self.pubsub.publish(kind, channel, message))
     }
 }
 

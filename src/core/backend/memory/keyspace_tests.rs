@@ -3,7 +3,7 @@
 use super::*;
 use std::time::{Duration, Instant};
 
-fn run(keyspace: &mut Keyspace, args: &[&str]) -> Reply {
+fn run(keyspace: &mut Keyspace, args: &[&str]) -> MemoryReply {
     let args: Vec<&[u8]> = args.iter().map(|arg| arg.as_bytes()).collect();
     keyspace.tick();
     keyspace.execute(&args)
@@ -136,7 +136,7 @@ fn a_key_read_after_it_expired_leaves_the_index_too() {
     std::thread::sleep(Duration::from_millis(3));
     // Read within one command, before any tick of ours could sweep it.
     keyspace.now = Some(keyspace.clock.now());
-    assert_eq!(keyspace.execute(&[b"GET", b"a"]), Reply::Nil);
+    assert_eq!(keyspace.execute(&[b"GET", b"a"]), MemoryReply::Nil);
     assert_index_exact(&keyspace);
     assert_eq!(keyspace.deadlines.len(), 0);
 }

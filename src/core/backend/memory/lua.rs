@@ -4,7 +4,7 @@
 
 use super::keyspace::Keyspace;
 use super::number::format_g17;
-use super::reply::Reply;
+use super::reply::MemoryReply;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use std::collections::HashMap;
 
@@ -90,7 +90,7 @@ impl LuaHost {
 
     /// Compiles and caches `source`; its SHA-1, or the error Redis gives for a script that
     /// does not compile.
-    pub fn load(&mut self, source: &[u8]) -> Result<String, Reply> {
+    pub fn load(&mut self, source: &[u8]) -> Result<String, MemoryReply> {
         let sha = sha1_hex(source);
         if !self.scripts.contains_key(&sha) {
             let function = self
@@ -103,7 +103,7 @@ impl LuaHost {
                         mlua::Error::SyntaxError { message, .. } => message,
                         other => other.to_string(),
                     };
-                    Reply::error(format!(
+                    MemoryReply::error(format!(
                         "ERR Error compiling script (new function): {message}"
                     ))
                 })?;
@@ -128,40 +128,45 @@ impl LuaHost {
         sha: &str,
         keys: &[&[u8]],
         args: &[&[u8]],
-    ) -> Reply {
+    ) -> MemoryReply {
         let sha = sha.to_ascii_lowercase();
         let Some(function) = self.scripts.get(&sha).cloned() else {
-            return Reply::error("NOSCRIPT No matching script. Please use EVAL.");
+            return MemoryReply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
         keyspace.tick();
-        let lent = Lent::new(&self.lua, keyspace);
+        let lent = KeyspaceLoan::new(&self.lua, keyspace);
         let reply = self.invoke(&function, keys, args).unwrap_or_else(|err| {
-            Outcome::Done(Reply::error(format!(
+            ScriptOutcome::Done(MemoryReply::error(format!(
                 "ERR Error running script (call to f_{sha}): {err}"
             )))
         });
         drop(lent);
         match reply {
-            Outcome::Done(reply) => reply,
-            Outcome::Failed { err, source, line } => match (source, line) {
+            ScriptOutcome::Done(reply) => reply,
+            ScriptOutcome::Failed { err, source, line } => match (source, line) {
                 (Some(source), Some(line)) => {
-                    Reply::Error(format!("{err} script: {sha}, on {source}:{line}."))
+                    MemoryReply::Error(format!("{err} script: {sha}, on {source}:{line}."))
                 }
-                _ => Reply::Error(err),
+                _ => MemoryReply::Error(err),
             },
         }
     }
 
-    fn invoke(&self, function: &Function, keys: &[&[u8]], args: &[&[u8]]) -> mlua::Result<Outcome> {
+    fn invoke(
+        &self,
+        function: &Function,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+    ) -> mlua::Result<ScriptOutcome> {
         let globals = self.lua.globals();
         globals.raw_set("KEYS", self.strings(keys)?)?;
         globals.raw_set("ARGV", self.strings(args)?)?;
         let (ok, value): (bool, Value) = self.runner.call(function.clone())?;
         if ok {
-            return Ok(Outcome::Done(to_reply(&value, 0)));
+            return Ok(ScriptOutcome::Done(to_reply(&value, 0)));
         }
         let Value::Table(table) = value else {
-            return Ok(Outcome::Failed {
+            return Ok(ScriptOutcome::Failed {
                 err: format!("ERR {}", describe(&value)),
                 source: None,
                 line: None,
@@ -170,7 +175,7 @@ impl LuaHost {
         let err: Option<mlua::LuaString> = table.raw_get("err")?;
         let source: Option<mlua::LuaString> = table.raw_get("source")?;
         let line: Option<i64> = table.raw_get("line")?;
-        Ok(Outcome::Failed {
+        Ok(ScriptOutcome::Failed {
             err: err.map_or_else(|| "ERR unknown error".to_owned(), |e| e.to_string_lossy()),
             source: source.map(|s| s.to_string_lossy()),
             line,
@@ -186,8 +191,8 @@ impl LuaHost {
     }
 }
 
-enum Outcome {
-    Done(Reply),
+enum ScriptOutcome {
+    Done(MemoryReply),
     Failed {
         err: String,
         source: Option<String>,
@@ -197,20 +202,20 @@ enum Outcome {
 
 /// Lends the keyspace to the Lua state for one script (`redis.call` finds it there), and
 /// takes it back however the script ends, even by a panic unwinding through here.
-struct Lent<'a> {
+struct KeyspaceLoan<'a> {
     lua: &'a Lua,
     home: &'a mut Keyspace,
 }
 
-impl<'a> Lent<'a> {
+impl<'a> KeyspaceLoan<'a> {
     fn new(lua: &'a Lua, home: &'a mut Keyspace) -> Self {
         let keyspace = std::mem::replace(home, home.placeholder());
         lua.set_app_data(keyspace);
-        Lent { lua, home }
+        KeyspaceLoan { lua, home }
     }
 }
 
-impl Drop for Lent<'_> {
+impl Drop for KeyspaceLoan<'_> {
     fn drop(&mut self) {
         if let Some(keyspace) = self.lua.remove_app_data::<Keyspace>() {
             *self.home = keyspace;
@@ -222,16 +227,16 @@ impl Drop for Lent<'_> {
 fn raw_command(lua: &Lua, mut args: MultiValue) -> mlua::Result<(bool, Value)> {
     let raising = matches!(args.pop_front(), Some(Value::Boolean(true)));
     let reply = match command_args(&args) {
-        Err(message) => Reply::Error(message),
+        Err(message) => MemoryReply::Error(message),
         Ok(argv) => {
             let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
             match lua.app_data_mut::<Keyspace>() {
                 Some(mut keyspace) => script_command(&mut keyspace, &argv),
-                None => Reply::error("ERR no keyspace for this script"),
+                None => MemoryReply::error("ERR no keyspace for this script"),
             }
         }
     };
-    if let Reply::Error(text) = &reply {
+    if let MemoryReply::Error(text) = &reply {
         let table = error_table(lua, text)?;
         if raising {
             // Where in the script the command was called (level 0 is this function, 1 the
@@ -247,13 +252,13 @@ fn raw_command(lua: &Lua, mut args: MultiValue) -> mlua::Result<(bool, Value)> {
 }
 
 /// Commands a script may not send (Redis refuses them with the same words).
-fn script_command(keyspace: &mut Keyspace, argv: &[&[u8]]) -> Reply {
+fn script_command(keyspace: &mut Keyspace, argv: &[&[u8]]) -> MemoryReply {
     let name = String::from_utf8_lossy(argv[0]).to_ascii_uppercase();
     match name.as_str() {
         "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT" | "MULTI" | "EXEC"
         | "SUBSCRIBE" | "SSUBSCRIBE" | "PSUBSCRIBE" | "UNSUBSCRIBE" | "SUNSUBSCRIBE"
         | "PUNSUBSCRIBE" | "WATCH" | "CLIENT" | "HELLO" => {
-            Reply::error("ERR This Redis command is not allowed from script")
+            MemoryReply::error("ERR This Redis command is not allowed from script")
         }
         _ => keyspace.execute(argv),
     }
@@ -346,18 +351,18 @@ fn describe(value: &Value) -> String {
 
 /// A Redis reply as Redis gives it to Lua (RESP2): integer -> number, bulk -> string,
 /// nil -> false, array -> table, status -> {ok=..}, error -> {err=..}.
-fn to_lua(lua: &Lua, reply: Reply, depth: usize) -> mlua::Result<Value> {
+fn to_lua(lua: &Lua, reply: MemoryReply, depth: usize) -> mlua::Result<Value> {
     Ok(match reply {
-        Reply::Int(n) => Value::Number(n as f64),
-        Reply::Bulk(bytes) => Value::String(lua.create_string(bytes)?),
-        Reply::Nil => Value::Boolean(false),
-        Reply::Status(text) => {
+        MemoryReply::Int(n) => Value::Number(n as f64),
+        MemoryReply::Bulk(bytes) => Value::String(lua.create_string(bytes)?),
+        MemoryReply::Nil => Value::Boolean(false),
+        MemoryReply::Status(text) => {
             let table = lua.create_table()?;
             table.raw_set("ok", text)?;
             Value::Table(table)
         }
-        Reply::Error(text) => Value::Table(error_table(lua, &text)?),
-        Reply::Array(items) => {
+        MemoryReply::Error(text) => Value::Table(error_table(lua, &text)?),
+        MemoryReply::Array(items) => {
             let table = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.into_iter().enumerate() {
                 let value = if depth >= MAX_DEPTH {
@@ -375,22 +380,22 @@ fn to_lua(lua: &Lua, reply: Reply, depth: usize) -> mlua::Result<Value> {
 /// A script's result as Redis replies it: number -> integer (truncated), string -> bulk,
 /// true -> 1, false/nil -> nil, {err=..} -> error, {ok=..} -> status, other tables -> array
 /// up to the first nil.
-pub fn to_reply(value: &Value, depth: usize) -> Reply {
+pub fn to_reply(value: &Value, depth: usize) -> MemoryReply {
     match value {
-        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
-        Value::Boolean(true) => Reply::Int(1),
-        Value::Integer(n) => Reply::Int(*n),
+        Value::String(s) => MemoryReply::Bulk(s.as_bytes().to_vec()),
+        Value::Boolean(true) => MemoryReply::Int(1),
+        Value::Integer(n) => MemoryReply::Int(*n),
         // `as` truncates towards zero and saturates, as near as Rust gets to C's cast.
-        Value::Number(n) => Reply::Int(*n as i64),
+        Value::Number(n) => MemoryReply::Int(*n as i64),
         Value::Table(table) => {
             if let Ok(Some(err)) = table.raw_get::<Option<mlua::LuaString>>("err") {
-                return Reply::Error(err.to_string_lossy());
+                return MemoryReply::Error(err.to_string_lossy());
             }
             if let Ok(Some(ok)) = table.raw_get::<Option<mlua::LuaString>>("ok") {
-                return Reply::Status(ok.to_string_lossy());
+                return MemoryReply::Status(ok.to_string_lossy());
             }
             if depth >= MAX_DEPTH {
-                return Reply::error("ERR reached lua stack limit");
+                return MemoryReply::error("ERR reached lua stack limit");
             }
             let mut items = Vec::new();
             for i in 1.. {
@@ -399,8 +404,8 @@ pub fn to_reply(value: &Value, depth: usize) -> Reply {
                     Ok(item) => items.push(to_reply(&item, depth + 1)),
                 }
             }
-            Reply::Array(items)
+            MemoryReply::Array(items)
         }
-        _ => Reply::Nil,
+        _ => MemoryReply::Nil,
     }
 }

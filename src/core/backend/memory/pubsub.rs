@@ -12,15 +12,15 @@ pub type Pushes = Arc<dyn Fn(PushInfo) + Send + Sync>;
 /// Plain pub/sub and sharded pub/sub are apart, as in Redis: SPUBLISH reaches only
 /// SSUBSCRIBE subscribers, PUBLISH only SUBSCRIBE ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
+pub enum ChannelKind {
     Plain,
     Sharded,
 }
 
 #[derive(Default)]
 pub struct PubSub {
-    channels: HashMap<(Kind, Vec<u8>), HashMap<u64, Option<Pushes>>>,
-    by_connection: HashMap<u64, BTreeSet<(Kind, Vec<u8>)>>,
+    channels: HashMap<(ChannelKind, Vec<u8>), HashMap<u64, Option<Pushes>>>,
+    by_connection: HashMap<u64, BTreeSet<(ChannelKind, Vec<u8>)>>,
     outbox: Vec<(Pushes, PushInfo)>,
 }
 
@@ -29,7 +29,7 @@ impl PubSub {
     pub fn subscribe(
         &mut self,
         id: u64,
-        kind: Kind,
+        kind: ChannelKind,
         channel: &[u8],
         pushes: Option<Pushes>,
     ) -> i64 {
@@ -45,7 +45,7 @@ impl PubSub {
     }
 
     /// Unsubscribes connection `id`; the number of channels of that kind it is still on.
-    pub fn unsubscribe(&mut self, id: u64, kind: Kind, channel: &[u8]) -> i64 {
+    pub fn unsubscribe(&mut self, id: u64, kind: ChannelKind, channel: &[u8]) -> i64 {
         let key = (kind, channel.to_vec());
         if let Some(listeners) = self.channels.get_mut(&key) {
             listeners.remove(&id);
@@ -63,7 +63,7 @@ impl PubSub {
     }
 
     /// The channels of `kind` connection `id` is on.
-    pub fn channels_of(&self, id: u64, kind: Kind) -> Vec<Vec<u8>> {
+    pub fn channels_of(&self, id: u64, kind: ChannelKind) -> Vec<Vec<u8>> {
         self.by_connection.get(&id).map_or_else(Vec::new, |mine| {
             mine.iter()
                 .filter(|(k, _)| *k == kind)
@@ -84,20 +84,20 @@ impl PubSub {
         }
     }
 
-    fn count(&self, id: u64, kind: Kind) -> i64 {
+    fn count(&self, id: u64, kind: ChannelKind) -> i64 {
         self.by_connection.get(&id).map_or(0, |mine| {
             mine.iter().filter(|(k, _)| *k == kind).count() as i64
         })
     }
 
     /// Queues the message for every subscriber; how many there are.
-    pub fn publish(&mut self, kind: Kind, channel: &[u8], message: &[u8]) -> i64 {
+    pub fn publish(&mut self, kind: ChannelKind, channel: &[u8], message: &[u8]) -> i64 {
         let Some(listeners) = self.channels.get(&(kind, channel.to_vec())) else {
             return 0;
         };
         let push_kind = match kind {
-            Kind::Plain => PushKind::Message,
-            Kind::Sharded => PushKind::SMessage,
+            ChannelKind::Plain => PushKind::Message,
+            ChannelKind::Sharded => PushKind::SMessage,
         };
         for pushes in listeners.values().flatten() {
             self.outbox.push((

@@ -4,14 +4,14 @@
 use redis::Value;
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
+pub enum MemoryReply {
     Int(i64),
     Bulk(Vec<u8>),
     Nil,
     Status(String),
     /// The whole error line without its '-': "CODE detail".
     Error(String),
-    Array(Vec<Reply>),
+    Array(Vec<MemoryReply>),
 }
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -19,35 +19,37 @@ pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const NOT_FLOAT: &str = "ERR value is not a valid float";
 pub const SYNTAX: &str = "ERR syntax error";
 
-impl Reply {
+impl MemoryReply {
     pub fn ok() -> Self {
-        Reply::Status("OK".into())
+        MemoryReply::Status("OK".into())
     }
 
     pub fn error(text: impl Into<String>) -> Self {
-        Reply::Error(text.into())
+        MemoryReply::Error(text.into())
     }
 
     pub fn arity(command: &str) -> Self {
-        Reply::Error(format!(
+        MemoryReply::Error(format!(
             "ERR wrong number of arguments for '{}' command",
             command.to_ascii_lowercase()
         ))
     }
 
     pub fn bulk(bytes: impl Into<Vec<u8>>) -> Self {
-        Reply::Bulk(bytes.into())
+        MemoryReply::Bulk(bytes.into())
     }
 
     pub fn into_value(self) -> Value {
         match self {
-            Reply::Int(n) => Value::Int(n),
-            Reply::Bulk(bytes) => Value::BulkString(bytes),
-            Reply::Nil => Value::Nil,
-            Reply::Status(status) if status == "OK" => Value::Okay,
-            Reply::Status(status) => Value::SimpleString(status),
-            Reply::Error(text) => error_value(&text),
-            Reply::Array(items) => Value::Array(items.into_iter().map(Reply::into_value).collect()),
+            MemoryReply::Int(n) => Value::Int(n),
+            MemoryReply::Bulk(bytes) => Value::BulkString(bytes),
+            MemoryReply::Nil => Value::Nil,
+            MemoryReply::Status(status) if status == "OK" => Value::Okay,
+            MemoryReply::Status(status) => Value::SimpleString(status),
+            MemoryReply::Error(text) => error_value(&text),
+            MemoryReply::Array(items) => {
+                Value::Array(items.into_iter().map(MemoryReply::into_value).collect())
+            }
         }
     }
 }

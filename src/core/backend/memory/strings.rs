@@ -2,7 +2,7 @@
 
 use super::keyspace::{keyword, syntax_error, Data, Entry, Keyspace};
 use super::number::parse_i64;
-use super::reply::{Reply, NOT_INTEGER, WRONGTYPE};
+use super::reply::{MemoryReply, NOT_INTEGER, WRONGTYPE};
 
 enum Expiry {
     /// SET without an expiry option drops any TTL the key had.
@@ -12,24 +12,24 @@ enum Expiry {
 }
 
 impl Keyspace {
-    pub(super) fn get(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn get(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         match self.live(key) {
-            None => Reply::Nil,
+            None => MemoryReply::Nil,
             Some(Entry {
                 data: Data::Str(value),
                 ..
-            }) => Reply::Bulk(value.clone()),
-            Some(_) => Reply::error(WRONGTYPE),
+            }) => MemoryReply::Bulk(value.clone()),
+            Some(_) => MemoryReply::error(WRONGTYPE),
         }
     }
 
     /// SET key value [NX | XX] [GET] [EX s | PX ms | EXAT s | PXAT ms | KEEPTTL]
-    pub(super) fn set(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn set(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key, value, options @ ..] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         let (mut nx, mut xx, mut get) = (false, false, false);
         let mut expiry = Expiry::Clear;
@@ -49,11 +49,13 @@ impl Keyspace {
                     has_expiry = true;
                     i += 1;
                     let Some(amount) = parse_i64(options[i]) else {
-                        return Reply::error(NOT_INTEGER);
+                        return MemoryReply::error(NOT_INTEGER);
                     };
                     match self.expiry_at(&option, amount) {
                         Some(at) => expiry = Expiry::At(at),
-                        None => return Reply::error("ERR invalid expire time in 'set' command"),
+                        None => {
+                            return MemoryReply::error("ERR invalid expire time in 'set' command")
+                        }
                     }
                 }
                 _ => return syntax_error(),
@@ -64,9 +66,9 @@ impl Keyspace {
             .live(key)
             .map(|entry| (entry.data.clone(), entry.expire_at));
         let old = match &current {
-            Some((Data::Str(old), _)) => Reply::Bulk(old.clone()),
-            Some(_) if get => return Reply::error(WRONGTYPE),
-            _ => Reply::Nil,
+            Some((Data::Str(old), _)) => MemoryReply::Bulk(old.clone()),
+            Some(_) if get => return MemoryReply::error(WRONGTYPE),
+            _ => MemoryReply::Nil,
         };
         let blocked = (nx && current.is_some()) || (xx && current.is_none());
         if !blocked {
@@ -85,8 +87,8 @@ impl Keyspace {
         }
         match (get, blocked) {
             (true, _) => old,
-            (false, true) => Reply::Nil,
-            (false, false) => Reply::ok(),
+            (false, true) => MemoryReply::Nil,
+            (false, false) => MemoryReply::ok(),
         }
     }
 
@@ -106,14 +108,19 @@ impl Keyspace {
     }
 
     /// INCR / DECR (`fixed`) and INCRBY. The TTL stays, as in Redis.
-    pub(super) fn incr_by(&mut self, name: &str, args: &[&[u8]], fixed: Option<i64>) -> Reply {
+    pub(super) fn incr_by(
+        &mut self,
+        name: &str,
+        args: &[&[u8]],
+        fixed: Option<i64>,
+    ) -> MemoryReply {
         let (key, by) = match (args, fixed) {
             ([key], Some(by)) => (key, by),
             ([key, by], None) => match parse_i64(by) {
                 Some(by) => (key, by),
-                None => return Reply::error(NOT_INTEGER),
+                None => return MemoryReply::error(NOT_INTEGER),
             },
-            _ => return Reply::arity(name),
+            _ => return MemoryReply::arity(name),
         };
         let (current, expire_at) = match self.live(key) {
             None => (0, None),
@@ -122,12 +129,12 @@ impl Keyspace {
                 expire_at,
             }) => match parse_i64(value) {
                 Some(current) => (current, *expire_at),
-                None => return Reply::error(NOT_INTEGER),
+                None => return MemoryReply::error(NOT_INTEGER),
             },
-            Some(_) => return Reply::error(WRONGTYPE),
+            Some(_) => return MemoryReply::error(WRONGTYPE),
         };
         let Some(next) = current.checked_add(by) else {
-            return Reply::error("ERR increment or decrement would overflow");
+            return MemoryReply::error("ERR increment or decrement would overflow");
         };
         self.insert(
             key,
@@ -136,6 +143,6 @@ impl Keyspace {
                 expire_at,
             },
         );
-        Reply::Int(next)
+        MemoryReply::Int(next)
     }
 }

@@ -3,7 +3,7 @@
 
 use super::keyspace::{keyword, syntax_error, Data, Entry, Keyspace};
 use super::number::{format_g17, parse_f64, parse_i64};
-use super::reply::{Reply, NOT_FLOAT, NOT_INTEGER, WRONGTYPE};
+use super::reply::{MemoryReply, NOT_FLOAT, NOT_INTEGER, WRONGTYPE};
 use super::sorted_set::ZSet;
 
 struct AddFlags {
@@ -17,14 +17,14 @@ struct AddFlags {
 
 impl Keyspace {
     /// The sorted set at `key`, `Ok(None)` when there is none, WRONGTYPE for another type.
-    fn zset(&mut self, key: &[u8]) -> Result<Option<&mut ZSet>, Reply> {
+    fn zset(&mut self, key: &[u8]) -> Result<Option<&mut ZSet>, MemoryReply> {
         match self.live(key) {
             None => Ok(None),
             Some(Entry {
                 data: Data::ZSet(zset),
                 ..
             }) => Ok(Some(zset)),
-            Some(_) => Err(Reply::error(WRONGTYPE)),
+            Some(_) => Err(MemoryReply::error(WRONGTYPE)),
         }
     }
 
@@ -36,9 +36,9 @@ impl Keyspace {
     }
 
     /// ZADD key [NX | XX] [GT | LT] [CH] [INCR] score member [score member ...]
-    pub(super) fn zadd(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn zadd(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key, rest @ ..] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         let mut flags = AddFlags {
             nx: false,
@@ -64,26 +64,26 @@ impl Keyspace {
         let pairs = &rest[at..];
         if pairs.is_empty() || pairs.len() % 2 != 0 {
             return if rest.len() < 2 {
-                Reply::arity(name)
+                MemoryReply::arity(name)
             } else {
                 syntax_error()
             };
         }
         if flags.nx && flags.xx {
-            return Reply::error("ERR XX and NX options at the same time are not compatible");
+            return MemoryReply::error("ERR XX and NX options at the same time are not compatible");
         }
         if (flags.nx && (flags.gt || flags.lt)) || (flags.gt && flags.lt) {
-            return Reply::error(
+            return MemoryReply::error(
                 "ERR GT, LT, and/or NX options at the same time are not compatible",
             );
         }
         if flags.incr && pairs.len() > 2 {
-            return Reply::error("ERR INCR option supports a single increment-element pair");
+            return MemoryReply::error("ERR INCR option supports a single increment-element pair");
         }
         let mut parsed = Vec::with_capacity(pairs.len() / 2);
         for pair in pairs.chunks_exact(2) {
             let Some(score) = parse_f64(pair[0]) else {
-                return Reply::error(NOT_FLOAT);
+                return MemoryReply::error(NOT_FLOAT);
             };
             parsed.push((score, pair[1]));
         }
@@ -92,9 +92,9 @@ impl Keyspace {
             Ok(Some(_)) => None,
             Ok(None) if flags.xx => {
                 return if flags.incr {
-                    Reply::Nil
+                    MemoryReply::Nil
                 } else {
-                    Reply::Int(0)
+                    MemoryReply::Int(0)
                 }
             }
             Ok(None) => Some(ZSet::default()),
@@ -109,10 +109,10 @@ impl Keyspace {
             );
         }
         let Ok(Some(zset)) = self.zset(key) else {
-            return Reply::error(WRONGTYPE);
+            return MemoryReply::error(WRONGTYPE);
         };
         let (mut added, mut changed) = (0, 0);
-        let mut incr_result = Reply::Nil;
+        let mut incr_result = MemoryReply::Nil;
         for (score, member) in parsed {
             let current = zset.score(member);
             let score = match (flags.incr, current) {
@@ -120,7 +120,7 @@ impl Keyspace {
                 _ => score,
             };
             if flags.incr && score.is_nan() {
-                return Reply::error("ERR resulting score is not a number (NaN)");
+                return MemoryReply::error("ERR resulting score is not a number (NaN)");
             }
             let allowed = match current {
                 None => !flags.xx,
@@ -137,23 +137,23 @@ impl Keyspace {
                 Some(_) => {}
             }
             zset.insert(member, score);
-            incr_result = Reply::bulk(format_g17(score));
+            incr_result = MemoryReply::bulk(format_g17(score));
         }
         self.drop_if_empty(key);
         if flags.incr {
             incr_result
         } else if flags.ch {
-            Reply::Int(added + changed)
+            MemoryReply::Int(added + changed)
         } else {
-            Reply::Int(added)
+            MemoryReply::Int(added)
         }
     }
 
     /// ZRANGE key start stop [REV] [WITHSCORES], by index only (BYSCORE and BYLEX are not
     /// used by our scripts).
-    pub(super) fn zrange(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn zrange(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key, start, stop, options @ ..] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         let (mut rev, mut with_scores) = (false, false);
         for option in options {
@@ -161,17 +161,17 @@ impl Keyspace {
                 "REV" => rev = true,
                 "WITHSCORES" => with_scores = true,
                 "BYSCORE" | "BYLEX" => {
-                    return Reply::error("ERR memory:// supports ZRANGE by index only")
+                    return MemoryReply::error("ERR memory:// supports ZRANGE by index only")
                 }
                 _ => return syntax_error(),
             }
         }
         let (Some(start), Some(stop)) = (parse_i64(start), parse_i64(stop)) else {
-            return Reply::error(NOT_INTEGER);
+            return MemoryReply::error(NOT_INTEGER);
         };
         let zset = match self.zset(key) {
             Err(wrong) => return wrong,
-            Ok(None) => return Reply::Array(Vec::new()),
+            Ok(None) => return MemoryReply::Array(Vec::new()),
             Ok(Some(zset)) => zset,
         };
         let len = zset.len() as i64;
@@ -186,14 +186,14 @@ impl Keyspace {
             stop.min(len - 1)
         };
         if start > stop || start >= len {
-            return Reply::Array(Vec::new());
+            return MemoryReply::Array(Vec::new());
         }
         let (skip, take) = (start as usize, (stop - start + 1) as usize);
         let mut out = Vec::new();
         let mut push = |(member, score): (&[u8], f64)| {
-            out.push(Reply::bulk(member));
+            out.push(MemoryReply::bulk(member));
             if with_scores {
-                out.push(Reply::bulk(format_g17(score)));
+                out.push(MemoryReply::bulk(format_g17(score)));
             }
         };
         if rev {
@@ -201,15 +201,15 @@ impl Keyspace {
         } else {
             zset.iter().skip(skip).take(take).for_each(&mut push);
         }
-        Reply::Array(out)
+        MemoryReply::Array(out)
     }
 
-    pub(super) fn zrem(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn zrem(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key, members @ ..] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         if members.is_empty() {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         }
         let removed = match self.zset(key) {
             Err(wrong) => return wrong,
@@ -217,41 +217,45 @@ impl Keyspace {
             Ok(Some(zset)) => members.iter().filter(|member| zset.remove(member)).count(),
         };
         self.drop_if_empty(key);
-        Reply::Int(removed as i64)
+        MemoryReply::Int(removed as i64)
     }
 
-    pub(super) fn zscore(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn zscore(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key, member] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         match self.zset(key) {
             Err(wrong) => wrong,
             Ok(zset) => zset
                 .and_then(|zset| zset.score(member))
-                .map_or(Reply::Nil, |score| Reply::bulk(format_g17(score))),
+                .map_or(MemoryReply::Nil, |score| {
+                    MemoryReply::bulk(format_g17(score))
+                }),
         }
     }
 
-    pub(super) fn zcard(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn zcard(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let [key] = args else {
-            return Reply::arity(name);
+            return MemoryReply::arity(name);
         };
         match self.zset(key) {
             Err(wrong) => wrong,
-            Ok(zset) => Reply::Int(zset.map_or(0, |zset| zset.len() as i64)),
+            Ok(zset) => MemoryReply::Int(zset.map_or(0, |zset| zset.len() as i64)),
         }
     }
 
     /// ZPOPMIN key [count]: a flat [member, score, ...] array, as RESP2 has it.
-    pub(super) fn zpopmin(&mut self, name: &str, args: &[&[u8]]) -> Reply {
+    pub(super) fn zpopmin(&mut self, name: &str, args: &[&[u8]]) -> MemoryReply {
         let (key, count) = match args {
             [key] => (key, 1),
             [key, count] => match parse_i64(count) {
                 Some(count) if count >= 0 => (key, count),
-                Some(_) => return Reply::error("ERR value is out of range, must be positive"),
-                None => return Reply::error(NOT_INTEGER),
+                Some(_) => {
+                    return MemoryReply::error("ERR value is out of range, must be positive")
+                }
+                None => return MemoryReply::error(NOT_INTEGER),
             },
-            _ => return Reply::arity(name),
+            _ => return MemoryReply::arity(name),
         };
         let mut out = Vec::new();
         match self.zset(key) {
@@ -262,12 +266,12 @@ impl Keyspace {
                     let Some((member, score)) = zset.pop_first() else {
                         break;
                     };
-                    out.push(Reply::Bulk(member));
-                    out.push(Reply::bulk(format_g17(score)));
+                    out.push(MemoryReply::Bulk(member));
+                    out.push(MemoryReply::bulk(format_g17(score)));
                 }
             }
         }
         self.drop_if_empty(key);
-        Reply::Array(out)
+        MemoryReply::Array(out)
     }
 }

@@ -1,6 +1,6 @@
-//! What becomes of a lease won for an owner (see wait/owner.rs): handed to the caller, or,
-//! when the owner ended while the lock was being won, released instead, since nobody is
-//! left to release it.
+//! Delivering a lease just won to its caller: handed over (`Won::Deliver`, then `Unclaimed`
+//! until the caller has it), or, when the owner (see wait/owner.rs) ended while the lock was
+//! being won, freed instead (`OwnerlessLease`), since nobody is left to release it.
 
 use super::lock::Locker;
 use super::store::Store;
@@ -11,22 +11,22 @@ use std::sync::Arc;
 
 pub enum Won {
     Deliver(Lease),
-    Orphaned(Orphan),
+    Ownerless(OwnerlessLease),
 }
 
-/// A lease whose owner ended: it must be released (`release`), and its caller answered
+/// A lease whose owner ended: it must be freed (`free`), and its caller answered
 /// with the error that gives back.
 #[must_use]
-pub struct Orphan {
+pub struct OwnerlessLease {
     store: Arc<Store>,
     lease: Lease,
 }
 
-impl Orphan {
+impl OwnerlessLease {
     /// Frees the lock in the background (to the next waiter of ours, or waking the next
     /// connection); the caller's answer is that it was aborted. Starts a task: the caller
     /// must be inside a runtime, or one must be installed (see basics/background.rs).
-    pub fn release(self) -> LockError {
+    pub fn free(self) -> LockError {
         self.store.release_orphan(self.lease);
         LockError::Aborted
     }
@@ -41,7 +41,7 @@ impl Orphan {
 pub struct Unclaimed(Box<UnclaimedLease>);
 
 struct UnclaimedLease {
-    orphan: Orphan,
+    ownerless: OwnerlessLease,
     /// Lent on handover (see carried_handoff.rs): Redis gets the lease only once its
     /// handover runs, which may still be on its way.
     lent: bool,
@@ -59,11 +59,11 @@ impl Unclaimed {
 
     fn of(locker: &Locker, lease: Lease, lent: bool) -> Self {
         let store = locker.store().clone();
-        let orphan = Orphan { store, lease };
-        Unclaimed(Box::new(UnclaimedLease { orphan, lent }))
+        let ownerless = OwnerlessLease { store, lease };
+        Unclaimed(Box::new(UnclaimedLease { ownerless, lent }))
     }
 
-    /// Frees the lock in the background, as `Orphan::release` does. A lent lease only once
+    /// Frees the lock in the background, as `OwnerlessLease::free` does. A lent lease only once
     /// its handover was answered (or can no longer matter, its lease over): the handover
     /// goes on its JS thread's connection, or again through the runtime as that thread
     /// ends, and a release reaching Redis before it would find the lender's token and free
@@ -71,9 +71,9 @@ impl Unclaimed {
     /// the handover ran; refused, it never will (handoff.lua moves the lock only from the
     /// lender's token). Only one left unanswered within its bound may still run after this
     /// release, which then frees nothing: the lock is left to its TTL, as before.
-    pub fn release(self) {
-        let UnclaimedLease { orphan, lent } = *self.0;
-        let Orphan { store, lease } = orphan;
+    pub fn free(self) {
+        let UnclaimedLease { ownerless, lent } = *self.0;
+        let OwnerlessLease { store, lease } = ownerless;
         if !lent {
             store.release_orphan(lease);
             return;
@@ -92,11 +92,11 @@ impl Unclaimed {
 pub fn won(locker: &Locker, lease: Lease) -> Won {
     if locker.owner().is_gone() {
         let store = locker.store().clone();
-        return Won::Orphaned(Orphan { store, lease });
+        return Won::Ownerless(OwnerlessLease { store, lease });
     }
     Won::Deliver(lease)
 }
 
 #[cfg(test)]
-#[path = "won_tests.rs"]
+#[path = "delivery_tests.rs"]
 mod tests;

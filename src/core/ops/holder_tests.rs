@@ -1,4 +1,4 @@
-//! Unit tests of `held.rs`, on the embedded keyspace: a holder's calls wait for its own
+//! Unit tests of `holder.rs`, on the embedded keyspace: a holder's calls wait for its own
 //! handover.
 use super::*;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};

@@ -35,5 +35,5 @@ pub async fn extend(locker: &Locker, lease: &Lease, extra: Duration) -> Result<(
 }
 
 #[cfg(test)]
-#[path = "held_tests.rs"]
+#[path = "holder_tests.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! Unit tests of `won.rs`: a lease is handed out only while its owner lives.
+//! Unit tests of `delivery.rs`: a lease is handed out only while its owner lives.
 use super::*;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
 use crate::core::basics::clock::Stamp;
@@ -32,12 +32,12 @@ async fn a_lease_won_for_a_living_owner_is_delivered_and_an_ended_ones_released(
     let locker = locker(41201, &owner);
     match won(&locker, lease(&locker)) {
         Won::Deliver(lease) => assert_eq!(lease.token, "token"),
-        Won::Orphaned(_) => panic!("orphaned while its owner lives"),
+        Won::Ownerless(_) => panic!("ownerless while its owner lives"),
     }
     let _ended = owner.end();
     match won(&locker, lease(&locker)) {
         Won::Deliver(_) => panic!("delivered to an ended owner"),
-        Won::Orphaned(orphan) => assert!(matches!(orphan.release(), LockError::Aborted)),
+        Won::Ownerless(lease) => assert!(matches!(lease.free(), LockError::Aborted)),
     }
 }
 
@@ -72,7 +72,7 @@ async fn a_lent_lease_is_freed_only_once_its_handover_was_answered() {
     let lends = locker.store().wakes().lends();
     lends.lend("lent".into(), lender.deadline());
     // Its thread ends before the handover reached Redis.
-    Unclaimed::lent(&locker, lent).release();
+    Unclaimed::lent(&locker, lent).free();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(locker.is_locked("k").await.unwrap());
     // The handover runs only now, and is answered.
