@@ -270,6 +270,22 @@ pub struct AttemptRequest {
 }
 
 impl AttemptRequest {
+    /// The attempt `golden_tests` writes: token `t`, contents `1`, 3 s, a 5 s fence window.
+    #[cfg(test)]
+    pub(crate) fn sample(redis_key: &[u8], keep_fences: bool) -> Self {
+        AttemptRequest {
+            redis_key: redis_key.to_vec(),
+            fence_key: keys::fence_key(redis_key),
+            owner_key: keys::owner_key(redis_key),
+            token: "t".into(),
+            contents: "1".into(),
+            ttl: Duration::from_millis(3000),
+            sent: Stamp::now(),
+            fence_retention_ms: 5000,
+            keep_fences,
+        }
+    }
+
     /// Appends the attempt to `out`; it gets one reply.
     pub fn write(&self, out: &mut Vec<u8>) -> usize {
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
