@@ -17,12 +17,14 @@ use super::won::Unclaimed;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::proto::acquire::Acquired;
 use crate::core::proto::read::Exists as IsLocked;
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use redis::Value;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -116,6 +118,8 @@ pub struct Mode {
 pub struct Attempt {
     locker: Arc<Locker>,
     request: AttemptRequest,
+    /// How it was written: its reply is read so.
+    form: Cell<AttemptForm>,
     mode: Mode,
     bound: Duration,
 }
@@ -127,6 +131,7 @@ impl Attempt {
         Attempt {
             request: locker.attempt_request(key, ttl),
             locker: locker.clone(),
+            form: Cell::new(AttemptForm::Script),
             mode,
             bound,
         }
@@ -186,7 +191,10 @@ impl Carried for Attempt {
     type Output = Option<Lease>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
-        self.request.write(out, form)
+        self.form.set(form);
+        let op = self.request.op(form);
+        op.encode(out);
+        op.replies()
     }
 
     fn bound(&self) -> Duration {
@@ -194,13 +202,9 @@ impl Carried for Attempt {
     }
 
     fn answered(self, reply: Value) -> Step<Option<Lease>> {
-        if AttemptRequest::needs_script(&reply) {
-            return Step::Later(self.resend(None));
-        }
         self.locker.note_kept_fences(&self.request, &reply);
-        let holder_ttl = AttemptRequest::holder_ttl(&reply);
-        match self.request.won(reply) {
-            Ok(Some(fence)) => {
+        match self.request.op(self.form.get()).decode(reply) {
+            Ok(Acquired::Won { fence, .. }) => {
                 let Attempt {
                     locker,
                     request,
@@ -209,7 +213,12 @@ impl Carried for Attempt {
                 } = self;
                 won(locker, request.into_lease(fence), mode)
             }
-            Ok(None) => self.held(holder_ttl),
+            Ok(Acquired::Held { ttl }) => self.held(ttl),
+            // The script, sent with the same token, finds its own lock and either reads its
+            // fence or takes the lock back and fails (see fence.lua).
+            Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => {
+                Step::Later(self.resend(None))
+            }
             Err(err) => Step::Now(Err(err)),
         }
     }
@@ -219,7 +228,8 @@ impl Carried for Attempt {
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
-        if !AttemptRequest::took_it(&reply) {
+        let answer = self.request.op(self.form.get()).decode(reply);
+        if !answer.is_ok_and(|answer| answer.took_lock()) {
             return false;
         }
         let request = &self.request;

@@ -249,10 +249,8 @@ fn a_fenced_set_sends_the_value_then_the_fence() {
 /// number of replies it gets.
 mod attempt {
     use super::{evalsha, resp, scripts};
-    use crate::core::backend::direct::AttemptForm;
-    use crate::core::basics::clock::Stamp;
-    use crate::core::ops::attempt_request::AttemptRequest;
-    use crate::core::ops::exclusive;
+    use crate::core::proto::acquire::{Acquire, AttemptForm, Layout};
+    use crate::core::proto::Op;
     use std::time::Duration;
 
     const FENCE: &[u8] = b"{lock:k}\xfffence";
@@ -260,32 +258,46 @@ mod attempt {
     const X_FENCE: &[u8] = b"{exclusive-lock:a}\xfffence";
     const X_OWNER: &[u8] = b"{exclusive-lock:a}\xffowner";
 
+    /// What the JS-thread socket writes, and how many replies it waits for; the runtime
+    /// sends the script alone, the same bytes (see `assert_sends`).
+    fn written(op: &Acquire<'_>) -> (Vec<u8>, usize) {
+        let mut out = Vec::new();
+        op.encode(&mut out);
+        if op.form == AttemptForm::Script {
+            super::assert_sends(op, &out);
+        }
+        (out, op.replies())
+    }
+
     /// DistributedLock's: token `t`, 1 s, a fence window of `retention` ms.
     fn plain(form: AttemptForm, retention: u64, keep_fences: bool) -> (Vec<u8>, usize) {
-        let request = AttemptRequest {
-            key: "k".into(),
-            redis_key: b"lock:k".to_vec(),
-            token: "t".into(),
+        written(&Acquire {
+            lock_key: b"lock:k",
+            fence_key: FENCE,
+            token: "t",
             ttl: Duration::from_millis(1000),
-            sent: Stamp::now(),
             fence_retention_ms: retention,
             keep_fences,
-        };
-        let mut out = Vec::new();
-        let replies = request.write(&mut out, form);
-        (out, replies)
+            layout: Layout::Plain,
+            form,
+        })
     }
 
     /// ExclusiveLock's: token `t`, contents `1`, 3 s, a 5 s fence window.
     fn exclusive(form: AttemptForm, keep_fences: bool) -> (Vec<u8>, usize) {
-        let request = exclusive::AttemptRequest::sample(X_KEY, keep_fences);
-        let mut out = Vec::new();
-        let replies = match form {
-            AttemptForm::Transaction => request.write_transaction(&mut out),
-            AttemptForm::Untried => request.write_probed(&mut out),
-            AttemptForm::Script => request.write(&mut out),
-        };
-        (out, replies)
+        written(&Acquire {
+            lock_key: X_KEY,
+            fence_key: X_FENCE,
+            token: "t",
+            ttl: Duration::from_millis(3000),
+            fence_retention_ms: 5000,
+            keep_fences,
+            layout: Layout::Exclusive {
+                owner_key: X_OWNER,
+                contents: "1",
+            },
+            form,
+        })
     }
 
     fn cat(parts: &[Vec<u8>]) -> Vec<u8> {
@@ -375,5 +387,54 @@ mod attempt {
         let kept = cat(&[resp(&[b"MULTI"]), set, incr, expiry, resp(&[b"EXEC"])]);
         let (got, replies) = exclusive(AttemptForm::Transaction, false);
         assert_eq!((text(&got), replies), (text(&kept), 5));
+    }
+
+    /// A waiter's attempt, as the runtime sends it (the script alone).
+    fn waiter(layout: Layout<'_>) -> (Vec<u8>, usize) {
+        written(&Acquire {
+            lock_key: b"lock:k",
+            fence_key: FENCE,
+            token: "t",
+            ttl: Duration::from_millis(1000),
+            fence_retention_ms: 5000,
+            keep_fences: true,
+            layout,
+            form: AttemptForm::Script,
+        })
+    }
+
+    #[test]
+    fn a_queued_attempt_names_the_queue_its_connection_its_place_and_company() {
+        let want = evalsha(
+            &scripts::ACQUIRE_QUEUED,
+            &[b"lock:k", FENCE, b"{lock:k}\xffwaiting"],
+            &[b"t", b"1000", b"5000", b"c1", b"1234", b"1", b"60000"],
+        );
+        let (got, replies) = waiter(Layout::Queued {
+            queue_id: "c1",
+            score: 1234,
+            company: true,
+            lifetime: Duration::from_secs(60),
+        });
+        assert_eq!((text(&got), replies), (text(&want), 1));
+    }
+
+    #[test]
+    fn a_fair_attempt_names_the_line_its_liveness_and_the_waiters_place() {
+        let line: &[u8] = b"{lock:k}\xffline";
+        let alive: &[u8] = b"{lock:k}\xffalive";
+        for member in ["c1:7", ""] {
+            let want = evalsha(
+                &scripts::ACQUIRE_FAIR,
+                &[b"lock:k", FENCE, line, alive],
+                &[b"t", b"1000", b"5000", member.as_bytes(), b"2000", b"60000"],
+            );
+            let (got, replies) = waiter(Layout::Fair {
+                member,
+                place: Duration::from_secs(2),
+                lifetime: Duration::from_secs(60),
+            });
+            assert_eq!((text(&got), replies), (text(&want), 1));
+        }
     }
 }
