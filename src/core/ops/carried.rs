@@ -10,7 +10,7 @@
 //! still ours, and a handover names the waiter's token.
 
 use super::acquire::{Attempts, Plan, Start};
-use super::attempt_request::AttemptRequest;
+use super::attempt_terms::PlainRequest;
 use super::lock::{AttemptForm, Locker};
 use super::release::outcome;
 use super::won::Unclaimed;
@@ -115,20 +115,20 @@ pub struct Mode {
 
 /// A first attempt at a DistributedLock (or maestro's service) lock. `Ok(None)`: not won,
 /// and the plan does not make that an error.
-pub struct Attempt {
+pub struct PlainAttempt {
     locker: Arc<Locker>,
-    request: AttemptRequest,
+    request: PlainRequest,
     /// How it was written: its reply is read so.
     form: Cell<AttemptForm>,
     mode: Mode,
     bound: Duration,
 }
 
-impl Attempt {
+impl PlainAttempt {
     /// `locker`'s first attempt at `key`; `sent` counts from now.
     pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
         let bound = mode.plan.attempts.bound(locker.command_timeout());
-        Attempt {
+        PlainAttempt {
             request: locker.attempt_request(key, ttl),
             locker: locker.clone(),
             form: Cell::new(AttemptForm::Script),
@@ -140,13 +140,13 @@ impl Attempt {
     /// A held lock: the plan goes on through the runtime (its waits and wake-ups live
     /// there), unless it ends here (`tryAcquire`, `acquire` without retries).
     fn held(self, holder_ttl: Option<Duration>) -> Step<Option<Lease>> {
-        let Attempt {
+        let PlainAttempt {
             locker,
             request,
             mode: Mode { plan, cancel },
             ..
         } = self;
-        let (key, ttl) = (request.key, request.ttl);
+        let (key, ttl) = (request.key, request.terms.ttl);
         match plan.attempts {
             Attempts::Once => Step::Now(Ok(None)),
             Attempts::Retries { max: 0, .. } => {
@@ -187,7 +187,7 @@ fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
     )
 }
 
-impl Carried for Attempt {
+impl Carried for PlainAttempt {
     type Output = Option<Lease>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
@@ -202,10 +202,11 @@ impl Carried for Attempt {
     }
 
     fn answered(self, reply: Value) -> Step<Option<Lease>> {
-        self.locker.note_kept_fences(&self.request, &reply);
+        let terms = &self.request.terms;
+        terms.note_kept_fences(self.locker.store(), &reply);
         match self.request.op(self.form.get()).decode(reply) {
             Ok(Acquired::Won { fence, .. }) => {
-                let Attempt {
+                let PlainAttempt {
                     locker,
                     request,
                     mode,
@@ -232,13 +233,13 @@ impl Carried for Attempt {
         if !answer.is_ok_and(|answer| answer.took_lock()) {
             return false;
         }
-        let request = &self.request;
-        Release::late_win(&request.redis_key, &request.token, self.locker.is_fair()).encode(out);
+        let terms = &self.request.terms;
+        Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
         true
     }
 
     fn resend(self, left: Option<Duration>) -> Later<Option<Lease>> {
-        let Attempt {
+        let PlainAttempt {
             locker,
             request,
             mode: Mode { plan, cancel },
@@ -246,7 +247,7 @@ impl Carried for Attempt {
         } = self;
         let timeout = left.unwrap_or(locker.command_timeout());
         async move {
-            let (key, ttl) = (request.key.clone(), request.ttl);
+            let (key, ttl) = (request.key.clone(), request.terms.ttl);
             let start = Start::Again { request, timeout };
             locker.pursue(plan, &key, ttl, &cancel, start).await
         }
@@ -254,10 +255,10 @@ impl Carried for Attempt {
     }
 
     fn abandon(self) {
-        let Attempt {
+        let PlainAttempt {
             locker, request, ..
         } = self;
-        spawn(async move { locker.abandon(&request).await });
+        spawn(async move { locker.abandon(&request.terms).await });
     }
 
     fn orphaned(self) -> Option<Later<Option<Lease>>> {

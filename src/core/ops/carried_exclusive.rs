@@ -5,7 +5,7 @@
 //! ours.
 
 use super::carried::{Carried, Later, Settled, Step};
-use super::exclusive::{AttemptRequest, Claim, Exclusive, Proof, Terms};
+use super::exclusive::{Claim, Exclusive, ExclusiveRequest, Proof, Terms};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{Acquired, AttemptForm};
@@ -23,12 +23,12 @@ fn no_reply(bound: Duration) -> LockError {
 /// One attempt; `Ok(None)` when the lock is someone else's.
 ///
 /// Sent as the script, it may run twice: the script recognises its own token. Sent as the
-/// transaction (exclusive/multi.rs), only its reply tells what it did: its lock key is known
+/// transaction (proto/acquire.rs), only its reply tells what it did: its lock key is known
 /// ours only by the expiry the reply tells. So where the reply is lost a fresh attempt is
 /// made (should the lost transaction have won, its lock key then waits for its TTL).
 pub struct ExclusiveAttempt {
     lock: Arc<Exclusive>,
-    request: AttemptRequest,
+    request: ExclusiveRequest,
     /// How it was written: its reply is read so.
     form: Cell<AttemptForm>,
 }
@@ -75,7 +75,8 @@ impl Carried for ExclusiveAttempt {
 
     fn answered(self, reply: Value) -> Step<Option<Claim>> {
         if self.transaction() {
-            self.lock.note_kept_fences(&self.request, &reply);
+            let terms = &self.request.terms;
+            terms.note_kept_fences(self.lock.store(), &reply);
         }
         match self.request.op(self.form.get()).decode(reply) {
             Ok(Acquired::Won { fence, set_at }) => {

@@ -7,6 +7,7 @@
 //! key's absolute expiry, which proves the lock ours until the first refresh writes the owner
 //! key beside it, both on one new expiry.
 
+use super::attempt_terms::AttemptTerms;
 use super::pair::Pair;
 use super::scripts;
 use super::store::Store;
@@ -15,7 +16,6 @@ use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
-use crate::core::basics::token;
 use crate::core::proto::acquire::{Acquire, Acquired, AttemptForm, Layout};
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
@@ -47,7 +47,6 @@ pub struct Exclusive {
     pub name: String,
     redis_key: Vec<u8>,
     owner_key: Vec<u8>,
-    fence_key: Vec<u8>,
     fence_retention_ms: u64,
     command_timeout: Duration,
 }
@@ -97,7 +96,6 @@ impl Exclusive {
         Exclusive {
             store,
             owner_key: keys::owner_key(&redis_key),
-            fence_key: keys::fence_key(&redis_key),
             fence_retention_ms: spec.fence_retention_ms,
             redis_key,
             key,
@@ -126,7 +124,7 @@ impl Exclusive {
     /// recognises its token, so an attempt that already won wins again with its fence.
     pub async fn acquire_again(
         &self,
-        request: AttemptRequest,
+        request: ExclusiveRequest,
         timeout: Duration,
     ) -> Result<Option<Claim>, LockError> {
         let op = request.op(AttemptForm::Script);
@@ -139,31 +137,14 @@ impl Exclusive {
         }
     }
 
-    /// One attempt to send on a connection of its own (see `AttemptRequest`); `sent` is now.
-    pub fn attempt_request(&self, terms: &Terms) -> AttemptRequest {
-        AttemptRequest {
-            redis_key: self.redis_key.clone(),
-            fence_key: self.fence_key.clone(),
+    /// One attempt to send on a connection of its own (see `ExclusiveRequest`); `sent` is
+    /// now.
+    pub fn attempt_request(&self, terms: &Terms) -> ExclusiveRequest {
+        let redis_key = self.redis_key.clone();
+        ExclusiveRequest {
+            terms: AttemptTerms::new(&self.store, redis_key, terms.ttl, self.fence_retention_ms),
             owner_key: self.owner_key.clone(),
-            token: token::new_token(),
             contents: terms.contents.clone(),
-            ttl: terms.ttl,
-            sent: Stamp::now(),
-            fence_retention_ms: self.fence_retention_ms,
-            keep_fences: self.store.kept_fences().due(
-                &self.fence_key,
-                terms.ttl,
-                self.fence_retention_ms,
-            ),
-        }
-    }
-
-    /// Remembers how long the reply to `request`'s transaction kept its fence counter.
-    pub fn note_kept_fences(&self, request: &AttemptRequest, reply: &redis::Value) {
-        if request.keep_fences {
-            let (ttl, window) = (request.ttl, request.fence_retention_ms);
-            let kept = self.store.kept_fences();
-            kept.answered(reply, &request.fence_key, request.sent.at, ttl, window);
         }
     }
 
@@ -189,15 +170,17 @@ impl Exclusive {
     /// which nobody holds (its caller stopped waiting, or no fence could be drawn for it).
     /// Clean-up nobody waits on: bounded by the lock's TTL, after which there is nothing to
     /// clean.
-    pub async fn undo(&self, request: &AttemptRequest, set_at: Option<i64>) {
+    pub async fn undo(&self, request: &ExclusiveRequest, set_at: Option<i64>) {
         let proof = request.proof(set_at);
-        let _ignored = self.release_within(&proof, request.ttl).await;
+        let _ignored = self.release_within(&proof, request.terms.ttl).await;
     }
 
     /// Frees a lock `request` may have taken after its caller stopped waiting, through the
     /// shared connection (the attempt's own is gone), bounded by the lock's TTL.
-    pub async fn abandon(&self, request: &AttemptRequest) {
-        let _ignored = self.release_within(&request.proof(None), request.ttl).await;
+    pub async fn abandon(&self, request: &ExclusiveRequest) {
+        let _ignored = self
+            .release_within(&request.proof(None), request.terms.ttl)
+            .await;
     }
 
     /// The holder's contents and remaining TTL, for any instance, as the original's
@@ -238,61 +221,40 @@ impl Exclusive {
 }
 
 /// One acquire attempt of an ExclusiveLock sent on a connection of its own (the JS thread's,
-/// see ops/carried_exclusive.rs): the same script with the same keys as `Exclusive::acquire`, and what
-/// its reply means. Sent again through `acquire_again` when that connection cannot finish it.
+/// see ops/carried_exclusive.rs), and sent again through `acquire_again` when that connection
+/// cannot finish it.
 #[derive(Clone)]
-pub struct AttemptRequest {
-    redis_key: Vec<u8>,
-    fence_key: Vec<u8>,
+pub struct ExclusiveRequest {
+    pub terms: AttemptTerms,
     owner_key: Vec<u8>,
-    pub token: String,
     pub contents: String,
-    pub ttl: Duration,
-    pub sent: Stamp,
-    fence_retention_ms: u64,
-    /// Whether the transaction pushes the fence counter's expiry (see kept_fences.rs).
-    keep_fences: bool,
 }
 
-impl AttemptRequest {
+impl ExclusiveRequest {
     /// The attempt `golden_tests` writes: token `t`, contents `1`, 3 s, a 5 s fence window.
     #[cfg(test)]
     pub(crate) fn sample(redis_key: &[u8], keep_fences: bool) -> Self {
-        AttemptRequest {
-            redis_key: redis_key.to_vec(),
-            fence_key: keys::fence_key(redis_key),
+        ExclusiveRequest {
+            terms: AttemptTerms::sample(redis_key, Duration::from_millis(3000), keep_fences),
             owner_key: keys::owner_key(redis_key),
-            token: "t".into(),
             contents: "1".into(),
-            ttl: Duration::from_millis(3000),
-            sent: Stamp::now(),
-            fence_retention_ms: 5000,
-            keep_fences,
         }
     }
 
     /// The attempt, written in `form`.
     pub fn op(&self, form: AttemptForm) -> Acquire<'_> {
-        Acquire {
-            lock_key: &self.redis_key,
-            fence_key: &self.fence_key,
-            token: &self.token,
-            ttl: self.ttl,
-            fence_retention_ms: self.fence_retention_ms,
-            keep_fences: self.keep_fences,
-            layout: Layout::Exclusive {
-                owner_key: &self.owner_key,
-                contents: &self.contents,
-            },
-            form,
-        }
+        let layout = Layout::Exclusive {
+            owner_key: &self.owner_key,
+            contents: &self.contents,
+        };
+        self.terms.op(layout, form)
     }
 
     /// What proves its lock ours: its token, the contents, and (for a transaction) the lock
     /// key's expiry as it set it.
     pub fn proof(&self, set_at: Option<i64>) -> Proof<'_> {
         Proof {
-            token: &self.token,
+            token: &self.terms.token,
             contents: &self.contents,
             set_at,
         }
@@ -300,10 +262,9 @@ impl AttemptRequest {
 
     /// The same attempt under a fresh token, `sent` now: what is sent once a transaction's
     /// outcome is lost (see carried_exclusive.rs).
-    pub fn renewed(self) -> AttemptRequest {
-        AttemptRequest {
-            token: token::new_token(),
-            sent: Stamp::now(),
+    pub fn renewed(self) -> ExclusiveRequest {
+        ExclusiveRequest {
+            terms: self.terms.renewed(),
             ..self
         }
     }
@@ -312,9 +273,9 @@ impl AttemptRequest {
     /// absolute expiry to `set_at`.
     pub fn claim(self, fence: u64, set_at: Option<i64>) -> Claim {
         Claim {
-            token: self.token,
+            token: self.terms.token,
             fence,
-            sent: self.sent,
+            sent: self.terms.sent,
             set_at,
         }
     }
@@ -324,7 +285,9 @@ impl AttemptRequest {
     /// caller was told of the timeout.
     pub fn write_release(&self, out: &mut Vec<u8>, set_at: Option<i64>) {
         let proof = self.proof(set_at);
-        proof.release(&self.owner_key, &self.redis_key).encode(out);
+        proof
+            .release(&self.owner_key, &self.terms.redis_key)
+            .encode(out);
     }
 }
 
@@ -335,7 +298,7 @@ mod tests {
     #[test]
     fn releases_with_the_owner_key_first_and_the_value_then_the_expiry() {
         let mut out = Vec::new();
-        AttemptRequest::sample(b"exclusive-lock:a", true).write_release(&mut out, Some(5000));
+        ExclusiveRequest::sample(b"exclusive-lock:a", true).write_release(&mut out, Some(5000));
         let text = String::from_utf8_lossy(&out);
         assert!(text.contains(scripts::RELEASE.get_hash()));
         assert!(
