@@ -323,3 +323,7 @@ pub fn fence_of(fence: i64) -> Result<u64, LockError> {
 #[cfg(test)]
 #[path = "acquire_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "acquire_forms_tests.rs"]
+mod forms_tests;
