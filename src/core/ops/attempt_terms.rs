@@ -1,6 +1,6 @@
 //! A first attempt to send on a connection of its own (the caller's, see carried.rs and
 //! carried_exclusive.rs): its token and terms, owned until its reply is read, from which its
-//! `Acquire` is written in whichever form that connection takes.
+//! `AcquireAttempt` is written in whichever form that connection takes.
 
 use super::lock::Locker;
 use super::store::Store;
@@ -8,7 +8,7 @@ use crate::core::basics::clock::Stamp;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
-use crate::core::proto::acquire::{Acquire, AttemptForm, Layout};
+use crate::core::proto::acquire::{AcquireAttempt, AttemptForm, Layout};
 use crate::core::proto::release::Release;
 use std::time::Duration;
 
@@ -43,8 +43,8 @@ impl AttemptTerms {
     }
 
     /// The attempt at a lock of `layout`, written in `form`.
-    pub fn op<'a>(&'a self, layout: Layout<'a>, form: AttemptForm) -> Acquire<'a> {
-        Acquire {
+    pub fn op<'a>(&'a self, layout: Layout<'a>, form: AttemptForm) -> AcquireAttempt<'a> {
+        AcquireAttempt {
             lock_key: &self.redis_key,
             fence_key: &self.fence_key,
             token: &self.token,
@@ -96,7 +96,7 @@ pub struct PlainRequest {
 }
 
 impl PlainRequest {
-    pub fn op(&self, form: AttemptForm) -> Acquire<'_> {
+    pub fn op(&self, form: AttemptForm) -> AcquireAttempt<'_> {
         self.terms.op(Layout::Plain, form)
     }
 

@@ -16,7 +16,7 @@ use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
-use crate::core::proto::acquire::{Acquire, Acquired, AttemptForm, Layout};
+use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout};
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
 use std::sync::Arc;
@@ -242,7 +242,7 @@ impl ExclusiveRequest {
     }
 
     /// The attempt, written in `form`.
-    pub fn op(&self, form: AttemptForm) -> Acquire<'_> {
+    pub fn op(&self, form: AttemptForm) -> AcquireAttempt<'_> {
         let layout = Layout::Exclusive {
             owner_key: &self.owner_key,
             contents: &self.contents,

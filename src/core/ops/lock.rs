@@ -11,7 +11,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
 pub use crate::core::proto::acquire::fence_of;
 pub use crate::core::proto::acquire::AttemptForm;
-use crate::core::proto::acquire::{Acquire, Acquired, Layout};
+use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::extend::Extend;
 use crate::core::proto::fenced_set::FencedSet;
 use crate::core::proto::read::{Exists, Pttl};
@@ -156,7 +156,7 @@ impl Locker {
             None => Layout::Plain,
         };
         let fence_key = keys::fence_key(&redis_key);
-        let op = Acquire {
+        let op = AcquireAttempt {
             lock_key: &redis_key,
             fence_key: &fence_key,
             token: &token,

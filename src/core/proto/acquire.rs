@@ -58,7 +58,7 @@ pub enum Layout<'a> {
     },
 }
 
-pub struct Acquire<'a> {
+pub struct AcquireAttempt<'a> {
     pub lock_key: &'a [u8],
     pub fence_key: &'a [u8],
     pub token: &'a str,
@@ -98,7 +98,7 @@ impl Acquired {
     }
 }
 
-impl Acquire<'_> {
+impl AcquireAttempt<'_> {
     /// How many replies the attempt gets; the last is what `decode` reads.
     pub fn replies(&self) -> usize {
         match (self.transaction(), self.form) {
@@ -237,7 +237,7 @@ impl Acquire<'_> {
     }
 }
 
-impl Op for Acquire<'_> {
+impl Op for AcquireAttempt<'_> {
     type Out = Acquired;
 
     /// Writes every command of its form: the runtime sends only the script (one command).
@@ -271,7 +271,7 @@ impl Op for Acquire<'_> {
     }
 }
 
-impl Acquire<'_> {
+impl AcquireAttempt<'_> {
     /// What EXEC's `[lock set?, counter, the counter kept (none, one or two), lock expiry
     /// (ExclusiveLock)]` says.
     fn exec_answer(&self, reply: &Value) -> Acquired {

@@ -3,7 +3,7 @@
 //! runs of attempts, releases and expiries go to one lock through the script and to its twin
 //! through the transaction, on a private redis-server, as the JS thread's socket writes them.
 
-use super::{pushed_for, Acquire, Acquired, AttemptForm, Layout};
+use super::{pushed_for, AcquireAttempt, Acquired, AttemptForm, Layout};
 use crate::core::basics::resp;
 use crate::core::basics::test_server::RedisServer;
 use crate::core::proto::release::Release;
@@ -138,7 +138,7 @@ impl Twin {
             let pushed = Duration::from_millis(pushed_for(ttl_ms, WINDOW_MS));
             self.kept_until = Some(now + pushed);
         }
-        let op = Acquire {
+        let op = AcquireAttempt {
             lock_key: &self.key,
             fence_key: &self.fence_key,
             token,

@@ -1,8 +1,8 @@
 use super::*;
 use crate::core::basics::resp;
 
-fn attempt(layout: Layout<'static>, form: AttemptForm) -> Acquire<'static> {
-    Acquire {
+fn attempt(layout: Layout<'static>, form: AttemptForm) -> AcquireAttempt<'static> {
+    AcquireAttempt {
         lock_key: b"lock:k",
         fence_key: b"{lock:k}\xfffence",
         token: "t",

@@ -249,7 +249,7 @@ fn a_fenced_set_sends_the_value_then_the_fence() {
 /// number of replies it gets.
 mod attempt {
     use super::{evalsha, resp, scripts};
-    use crate::core::proto::acquire::{Acquire, AttemptForm, Layout};
+    use crate::core::proto::acquire::{AcquireAttempt, AttemptForm, Layout};
     use crate::core::proto::Op;
     use std::time::Duration;
 
@@ -260,7 +260,7 @@ mod attempt {
 
     /// What the JS-thread socket writes, and how many replies it waits for; the runtime
     /// sends the script alone, the same bytes (see `assert_sends`).
-    fn written(op: &Acquire<'_>) -> (Vec<u8>, usize) {
+    fn written(op: &AcquireAttempt<'_>) -> (Vec<u8>, usize) {
         let mut out = Vec::new();
         op.encode(&mut out);
         if op.form == AttemptForm::Script {
@@ -271,7 +271,7 @@ mod attempt {
 
     /// DistributedLock's: token `t`, 1 s, a fence window of `retention` ms.
     fn plain(form: AttemptForm, retention: u64, keep_fences: bool) -> (Vec<u8>, usize) {
-        written(&Acquire {
+        written(&AcquireAttempt {
             lock_key: b"lock:k",
             fence_key: FENCE,
             token: "t",
@@ -285,7 +285,7 @@ mod attempt {
 
     /// ExclusiveLock's: token `t`, contents `1`, 3 s, a 5 s fence window.
     fn exclusive(form: AttemptForm, keep_fences: bool) -> (Vec<u8>, usize) {
-        written(&Acquire {
+        written(&AcquireAttempt {
             lock_key: X_KEY,
             fence_key: X_FENCE,
             token: "t",
@@ -391,7 +391,7 @@ mod attempt {
 
     /// A waiter's attempt, as the runtime sends it (the script alone).
     fn waiter(layout: Layout<'_>) -> (Vec<u8>, usize) {
-        written(&Acquire {
+        written(&AcquireAttempt {
             lock_key: b"lock:k",
             fence_key: FENCE,
             token: "t",

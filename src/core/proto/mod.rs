@@ -4,8 +4,8 @@
 //! a timeout) is the operations' business, above (`ops`). The backends may use these too:
 //! a quorum must know what each node's reply means.
 //!
-//! Not here yet: a waiter's attempt (acquire_queued.lua, acquire_fair.lua, `ops/lock.rs`),
-//! the waiters' queue scripts (`ops/store.rs`) and the watchdog's refresh batch.
+//! Not here yet: the waiters' queue scripts (`ops/store.rs`) and the watchdog's refresh
+//! batch.
 
 pub mod acquire;
 pub mod extend;
