@@ -27,9 +27,14 @@ pub struct AttemptTerms {
 }
 
 impl AttemptTerms {
-    /// A fresh token, sent now, on a connection of `store`'s.
-    pub fn new(store: &Store, redis_key: Vec<u8>, ttl: Duration, fence_retention_ms: u64) -> Self {
-        let fence_key = keys::fence_key(&redis_key);
+    /// A fresh token, sent now, on a connection of `store`'s; `fence_key` is `redis_key`'s.
+    pub fn new(
+        store: &Store,
+        redis_key: Vec<u8>,
+        fence_key: Vec<u8>,
+        ttl: Duration,
+        fence_retention_ms: u64,
+    ) -> Self {
         let keep_fences = store.kept_fences().due(&fence_key, ttl, fence_retention_ms);
         AttemptTerms {
             redis_key,
@@ -116,7 +121,9 @@ impl Locker {
     /// A first attempt (as `attempt`) to send elsewhere; `sent` is now.
     pub fn attempt_request(&self, key: &str, ttl: Duration) -> PlainRequest {
         let redis_key = self.redis_key(key);
-        let terms = AttemptTerms::new(self.store(), redis_key, ttl, self.fence_retention_ms());
+        let fence_key = keys::fence_key(&redis_key);
+        let window = self.fence_retention_ms();
+        let terms = AttemptTerms::new(self.store(), redis_key, fence_key, ttl, window);
         PlainRequest {
             key: key.to_owned(),
             terms,

@@ -47,6 +47,7 @@ pub struct Exclusive {
     pub name: String,
     redis_key: Vec<u8>,
     owner_key: Vec<u8>,
+    fence_key: Vec<u8>,
     fence_retention_ms: u64,
     command_timeout: Duration,
 }
@@ -96,6 +97,7 @@ impl Exclusive {
         Exclusive {
             store,
             owner_key: keys::owner_key(&redis_key),
+            fence_key: keys::fence_key(&redis_key),
             fence_retention_ms: spec.fence_retention_ms,
             redis_key,
             key,
@@ -140,9 +142,10 @@ impl Exclusive {
     /// One attempt to send on a connection of its own (see `ExclusiveRequest`); `sent` is
     /// now.
     pub fn attempt_request(&self, terms: &Terms) -> ExclusiveRequest {
-        let redis_key = self.redis_key.clone();
+        let (redis_key, fence_key) = (self.redis_key.clone(), self.fence_key.clone());
+        let window = self.fence_retention_ms;
         ExclusiveRequest {
-            terms: AttemptTerms::new(&self.store, redis_key, terms.ttl, self.fence_retention_ms),
+            terms: AttemptTerms::new(&self.store, redis_key, fence_key, terms.ttl, window),
             owner_key: self.owner_key.clone(),
             contents: terms.contents.clone(),
         }
