@@ -115,10 +115,9 @@ impl AcquireAttempt<'_> {
     /// Only a plain attempt and ExclusiveLock's have a transaction form: a waiter's queue
     /// and a fair lock's line are the scripts' alone.
     fn transaction(&self) -> bool {
-        match (self.form, &self.layout) {
-            (AttemptForm::Script, _) => false,
-            (AttemptForm::Transaction, Layout::Plain | Layout::Exclusive { .. }) => true,
-            (AttemptForm::Untried, Layout::Plain) => true,
+        match self.layout {
+            Layout::Plain => self.form != AttemptForm::Script,
+            Layout::Exclusive { .. } => self.form == AttemptForm::Transaction,
             _ => false,
         }
     }
@@ -278,14 +277,11 @@ impl AcquireAttempt<'_> {
         let Value::Array(items) = reply else {
             return Acquired::Refused;
         };
-        let (set, counter, rest) = match items.as_slice() {
+        let (counter, rest) = match items.as_slice() {
             [Value::Nil, ..] => return Acquired::Held { ttl: None },
-            [set, counter, rest @ ..] => (set, counter, rest),
+            [Value::Okay | Value::SimpleString(_), counter, rest @ ..] => (counter, rest),
             _ => return Acquired::Refused,
         };
-        if !matches!(set, Value::Okay | Value::SimpleString(_)) {
-            return Acquired::Refused;
-        }
         let set_at = match (self.exclusive(), rest.last()) {
             (false, _) => None,
             (true, Some(Value::Int(expiry))) => Some(*expiry),
