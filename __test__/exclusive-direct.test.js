@@ -1,7 +1,7 @@
 'use strict'
 
 // ExclusiveLock's acquire() and release() on the JS-thread connection (src/binding/js/socket):
-// once it is open they go there, the acquire as one transaction (ops/exclusive/multi.rs) and
+// once it is open they go there, the acquire as one transaction (proto/acquire.rs) and
 // the release as the same script as through tokio; what it cannot finish (a connection killed
 // under the call, NOSCRIPT, another Redis error, a silent server) ends exactly as through
 // tokio. A transaction writes the lock key only: it is known ours by the expiry the

@@ -110,22 +110,7 @@ pub fn protocol(err: resp::ProtocolError) -> LockError {
     LockError::Connection(format!("unexpected reply from Redis: {}", err.0))
 }
 
-/// How an attempt is written on such a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttemptForm {
-    /// `MULTI`, `SET NX PX`, `INCRBY 2` of the fence, `EXEC`: atomic, and far cheaper for
-    /// Redis than a script. The fence is the first of the two drawn (see acquire.lua). The
-    /// counter also moves on a failed attempt, which keeps every fence strictly increasing
-    /// (gaps are allowed). This server has run a transaction on this connection.
-    Transaction,
-    /// As `Transaction`, but no transaction has run on this connection yet: should the
-    /// server refuse MULTI, the commands after it run one by one. An attempt that cannot
-    /// afford that (ExclusiveLock's, whose two keys must be set together) writes the script,
-    /// behind an empty `MULTI` `EXEC` that tells whether transactions work here.
-    Untried,
-    /// The acquire script, for a user whose ACL forbids MULTI.
-    Script,
-}
+pub use crate::core::proto::acquire::AttemptForm;
 
 /// Which attempt form one such connection's server takes, learnt from its replies: a
 /// transaction until the server refuses MULTI (an ACL without it), the script from then

@@ -13,3 +13,9 @@ pub mod resp;
 pub mod sync;
 pub mod token;
 pub mod validate;
+
+/// A private redis-server for the unit tests of every layer, as the integration tests start
+/// one.
+#[cfg(test)]
+#[path = "../../../tests/common/mod.rs"]
+pub(crate) mod test_server;

@@ -277,7 +277,7 @@ impl Acquisition<'_> {
             .in_mode(&mode);
         if first.carried() {
             if let Some(on) = reply.carrier() {
-                let attempt = carried::Attempt::new(&locker, &key, ttl, mode);
+                let attempt = carried::PlainAttempt::new(&locker, &key, ttl, mode);
                 return reply.carry(&on, attempt, move |result| {
                     win::settle(win, &locker, result)
                 });

@@ -12,7 +12,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
-use crate::core::ops::carried::{Attempt, Mode, PlainRelease};
+use crate::core::ops::carried::{Mode, PlainAttempt, PlainRelease};
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::FirstAttempt;
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
@@ -233,7 +233,7 @@ impl Acquire<'_> {
             .carried()
         {
             if let Some(on) = reply.carrier() {
-                let attempt = Attempt::new(&locker, &key, lock_ttl, mode);
+                let attempt = PlainAttempt::new(&locker, &key, lock_ttl, mode);
                 return reply.carry(&on, attempt, move |result| {
                     win::settle(hold, &locker, result)
                 });

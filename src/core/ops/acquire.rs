@@ -6,7 +6,7 @@
 //! next attempt is due, woken early by releases; a release of this process may hand it the
 //! lock instead.
 
-use super::attempt_request::AttemptRequest;
+use super::attempt_terms::PlainRequest;
 use super::lock::{Attempt, Locker, GRACE};
 use crate::core::basics::backoff;
 use crate::core::basics::error::LockError;
@@ -132,7 +132,7 @@ pub enum Start {
     /// After a first attempt sent elsewhere whose outcome is unknown (its connection broke,
     /// or the server refused it there): the same token again, within `timeout`.
     Again {
-        request: AttemptRequest,
+        request: PlainRequest,
         timeout: Duration,
     },
 }
@@ -256,7 +256,7 @@ impl Locker {
             Start::Held { holder_ttl } => Some(holder_ttl),
             Start::Again { request, timeout } => {
                 self.check(cancel)?;
-                let (key, token, ttl) = (request.key, request.token, request.ttl);
+                let (key, token, ttl) = (request.key, request.terms.token, request.terms.ttl);
                 match self.attempt_with(&key, token, ttl, timeout, None).await? {
                     Attempt::Acquired(lease) => return self.won(lease, cancel, ticket).await,
                     Attempt::Held { ttl } => Some(ttl),

@@ -4,11 +4,8 @@
 
 use super::*;
 
-#[path = "../../../tests/common/mod.rs"]
-mod server;
-
+use crate::core::basics::test_server::{calls, RedisServer};
 use crate::core::ops::test_support::locker_at;
-use server::{calls, RedisServer};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const SLOW_POLL: Duration = Duration::from_secs(5);

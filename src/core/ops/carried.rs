@@ -10,19 +10,21 @@
 //! still ours, and a handover names the waiter's token.
 
 use super::acquire::{Attempts, Plan, Start};
-use super::attempt_request::AttemptRequest;
+use super::attempt_terms::PlainRequest;
 use super::lock::{AttemptForm, Locker};
 use super::release::outcome;
 use super::won::Unclaimed;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::proto::acquire::Acquired;
 use crate::core::proto::read::Exists as IsLocked;
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use redis::Value;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -113,20 +115,23 @@ pub struct Mode {
 
 /// A first attempt at a DistributedLock (or maestro's service) lock. `Ok(None)`: not won,
 /// and the plan does not make that an error.
-pub struct Attempt {
+pub struct PlainAttempt {
     locker: Arc<Locker>,
-    request: AttemptRequest,
+    request: PlainRequest,
+    /// How it was written: its reply is read so.
+    form: Cell<AttemptForm>,
     mode: Mode,
     bound: Duration,
 }
 
-impl Attempt {
+impl PlainAttempt {
     /// `locker`'s first attempt at `key`; `sent` counts from now.
     pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
         let bound = mode.plan.attempts.bound(locker.command_timeout());
-        Attempt {
+        PlainAttempt {
             request: locker.attempt_request(key, ttl),
             locker: locker.clone(),
+            form: Cell::new(AttemptForm::Script),
             mode,
             bound,
         }
@@ -135,13 +140,13 @@ impl Attempt {
     /// A held lock: the plan goes on through the runtime (its waits and wake-ups live
     /// there), unless it ends here (`tryAcquire`, `acquire` without retries).
     fn held(self, holder_ttl: Option<Duration>) -> Step<Option<Lease>> {
-        let Attempt {
+        let PlainAttempt {
             locker,
             request,
             mode: Mode { plan, cancel },
             ..
         } = self;
-        let (key, ttl) = (request.key, request.ttl);
+        let (key, ttl) = (request.key, request.terms.ttl);
         match plan.attempts {
             Attempts::Once => Step::Now(Ok(None)),
             Attempts::Retries { max: 0, .. } => {
@@ -182,11 +187,14 @@ fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
     )
 }
 
-impl Carried for Attempt {
+impl Carried for PlainAttempt {
     type Output = Option<Lease>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
-        self.request.write(out, form)
+        self.form.set(form);
+        let op = self.request.op(form);
+        op.encode(out);
+        op.replies()
     }
 
     fn bound(&self) -> Duration {
@@ -194,14 +202,11 @@ impl Carried for Attempt {
     }
 
     fn answered(self, reply: Value) -> Step<Option<Lease>> {
-        if AttemptRequest::needs_script(&reply) {
-            return Step::Later(self.resend(None));
-        }
-        self.locker.note_kept_fences(&self.request, &reply);
-        let holder_ttl = AttemptRequest::holder_ttl(&reply);
-        match self.request.won(reply) {
-            Ok(Some(fence)) => {
-                let Attempt {
+        let terms = &self.request.terms;
+        terms.note_kept_fences(self.locker.store(), &reply);
+        match self.request.op(self.form.get()).decode(reply) {
+            Ok(Acquired::Won { fence, .. }) => {
+                let PlainAttempt {
                     locker,
                     request,
                     mode,
@@ -209,7 +214,12 @@ impl Carried for Attempt {
                 } = self;
                 won(locker, request.into_lease(fence), mode)
             }
-            Ok(None) => self.held(holder_ttl),
+            Ok(Acquired::Held { ttl }) => self.held(ttl),
+            // The script, sent with the same token, finds its own lock and either reads its
+            // fence or takes the lock back and fails (see fence.lua).
+            Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => {
+                Step::Later(self.resend(None))
+            }
             Err(err) => Step::Now(Err(err)),
         }
     }
@@ -219,16 +229,17 @@ impl Carried for Attempt {
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
-        if !AttemptRequest::took_it(&reply) {
+        let answer = self.request.op(self.form.get()).decode(reply);
+        if !answer.is_ok_and(|answer| answer.took_lock()) {
             return false;
         }
-        let request = &self.request;
-        Release::late_win(&request.redis_key, &request.token, self.locker.is_fair()).encode(out);
+        let terms = &self.request.terms;
+        Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
         true
     }
 
     fn resend(self, left: Option<Duration>) -> Later<Option<Lease>> {
-        let Attempt {
+        let PlainAttempt {
             locker,
             request,
             mode: Mode { plan, cancel },
@@ -236,7 +247,7 @@ impl Carried for Attempt {
         } = self;
         let timeout = left.unwrap_or(locker.command_timeout());
         async move {
-            let (key, ttl) = (request.key.clone(), request.ttl);
+            let (key, ttl) = (request.key.clone(), request.terms.ttl);
             let start = Start::Again { request, timeout };
             locker.pursue(plan, &key, ttl, &cancel, start).await
         }
@@ -244,10 +255,10 @@ impl Carried for Attempt {
     }
 
     fn abandon(self) {
-        let Attempt {
+        let PlainAttempt {
             locker, request, ..
         } = self;
-        spawn(async move { locker.abandon(&request).await });
+        spawn(async move { locker.abandon(&request.terms).await });
     }
 
     fn orphaned(self) -> Option<Later<Option<Lease>>> {

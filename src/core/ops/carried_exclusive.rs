@@ -5,10 +5,10 @@
 //! ours.
 
 use super::carried::{Carried, Later, Settled, Step};
-use super::exclusive::{Answer, AttemptRequest, Claim, Exclusive, Proof, Terms};
-use super::lock::AttemptForm;
+use super::exclusive::{Claim, Exclusive, ExclusiveRequest, Proof, Terms};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::{Acquired, AttemptForm};
 use crate::core::proto::Op;
 use futures_util::FutureExt;
 use redis::Value;
@@ -23,13 +23,14 @@ fn no_reply(bound: Duration) -> LockError {
 /// One attempt; `Ok(None)` when the lock is someone else's.
 ///
 /// Sent as the script, it may run twice: the script recognises its own token. Sent as the
-/// transaction (exclusive/multi.rs), only its reply tells what it did: its lock key is known
+/// transaction (proto/acquire.rs), only its reply tells what it did: its lock key is known
 /// ours only by the expiry the reply tells. So where the reply is lost a fresh attempt is
 /// made (should the lost transaction have won, its lock key then waits for its TTL).
 pub struct ExclusiveAttempt {
     lock: Arc<Exclusive>,
-    request: AttemptRequest,
-    transaction: Cell<bool>,
+    request: ExclusiveRequest,
+    /// How it was written: its reply is read so.
+    form: Cell<AttemptForm>,
 }
 
 impl ExclusiveAttempt {
@@ -38,13 +39,17 @@ impl ExclusiveAttempt {
         ExclusiveAttempt {
             request: lock.attempt_request(terms),
             lock: lock.clone(),
-            transaction: Cell::new(false),
+            form: Cell::new(AttemptForm::Script),
         }
+    }
+
+    fn transaction(&self) -> bool {
+        self.form.get() == AttemptForm::Transaction
     }
 
     /// A transaction that set the lock key, but whose counter gave no fence: the lock is
     /// taken back, and the attempt fails as the script's would.
-    fn no_fence(self, set_at: i64) -> Later<Option<Claim>> {
+    fn no_fence(self, set_at: Option<i64>) -> Later<Option<Claim>> {
         let ExclusiveAttempt { lock, request, .. } = self;
         async move {
             lock.undo(&request, set_at).await;
@@ -58,12 +63,10 @@ impl Carried for ExclusiveAttempt {
     type Output = Option<Claim>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
-        self.transaction.set(form == AttemptForm::Transaction);
-        match form {
-            AttemptForm::Transaction => self.request.write_transaction(out),
-            AttemptForm::Untried => self.request.write_probed(out),
-            AttemptForm::Script => self.request.write(out),
-        }
+        self.form.set(form);
+        let op = self.request.op(form);
+        op.encode(out);
+        op.replies()
     }
 
     fn bound(&self) -> Duration {
@@ -71,25 +74,20 @@ impl Carried for ExclusiveAttempt {
     }
 
     fn answered(self, reply: Value) -> Step<Option<Claim>> {
-        if !self.transaction.get() {
-            if matches!(reply, Value::ServerError(_)) {
-                return Step::Later(self.resend(None));
-            }
-            return Step::Now(self.request.won(reply));
+        if self.transaction() {
+            let terms = &self.request.terms;
+            terms.note_kept_fences(self.lock.store(), &reply);
         }
-        self.lock.note_kept_fences(&self.request, &reply);
-        match AttemptRequest::answer(&reply) {
-            Answer::Held => Step::Now(Ok(None)),
-            Answer::Set {
-                fence: Some(fence),
-                expiry,
-            } => Step::Now(Ok(Some(self.request.claim(fence, expiry)))),
-            Answer::Set {
-                fence: None,
-                expiry,
-            } => Step::Later(self.no_fence(expiry)),
-            // EXECABORT and the like: nothing ran.
-            Answer::Other => Step::Later(self.resend(None)),
+        match self.request.op(self.form.get()).decode(reply) {
+            Ok(Acquired::Won { fence, set_at }) => {
+                Step::Now(Ok(Some(self.request.claim(fence, set_at))))
+            }
+            Ok(Acquired::Held { .. }) => Step::Now(Ok(None)),
+            Ok(Acquired::SetWithoutFence { set_at }) => Step::Later(self.no_fence(set_at)),
+            // NOSCRIPT, EXECABORT and the like: nothing ran, or the script recognises its
+            // token.
+            Ok(Acquired::Refused) => Step::Later(self.resend(None)),
+            Err(err) => Step::Now(Err(err)),
         }
     }
 
@@ -98,31 +96,21 @@ impl Carried for ExclusiveAttempt {
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
-        if !self.transaction.get() {
-            if !AttemptRequest::took_it(&reply) {
-                return false;
-            }
-            self.request.write_release(out, None);
-            return true;
-        }
-        match AttemptRequest::answer(&reply) {
-            Answer::Set { expiry, .. } => {
-                self.request.write_release(out, Some(expiry));
+        match self.request.op(self.form.get()).decode(reply) {
+            Ok(Acquired::Won { set_at, .. } | Acquired::SetWithoutFence { set_at }) => {
+                self.request.write_release(out, set_at);
                 true
             }
-            Answer::Held | Answer::Other => false,
+            _ => false,
         }
     }
 
     fn resend(self, left: Option<Duration>) -> Later<Option<Claim>> {
-        let ExclusiveAttempt {
-            lock,
-            request,
-            transaction,
-        } = self;
+        let transaction = self.transaction();
+        let ExclusiveAttempt { lock, request, .. } = self;
         async move {
             let timeout = left.unwrap_or(lock.command_timeout());
-            let request = if transaction.get() {
+            let request = if transaction {
                 request.renewed()
             } else {
                 request
@@ -134,14 +122,11 @@ impl Carried for ExclusiveAttempt {
     }
 
     fn abandon(self) {
-        let ExclusiveAttempt {
-            lock,
-            request,
-            transaction,
-        } = self;
+        let transaction = self.transaction();
+        let ExclusiveAttempt { lock, request, .. } = self;
         // A transaction's lock key is known ours only by the expiry its reply would have told:
         // it is left to its TTL.
-        if !transaction.get() {
+        if !transaction {
             spawn(async move { lock.abandon(&request).await });
         }
     }

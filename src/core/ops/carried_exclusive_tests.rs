@@ -150,7 +150,7 @@ async fn the_expiry_proves_nothing_once_an_owner_key_on_it_is_someone_elses_or_o
     assert_eq!(left, 2, "their lock and owner key stay");
     // Our owner key, on another expiry than the lock key's: re-timed by someone else, so the
     // expiry our transaction read proves nothing any more.
-    let ours = request.token.as_bytes();
+    let ours = request.terms.token.as_bytes();
     run::<()>(&lock, &[b"SET", &owner, ours, b"PX", b"9000"]).await;
     assert!(!lock.release(&request.proof(Some(at))).await.unwrap());
     let lock_left: i64 = run(&lock, &[b"EXISTS", KEY]).await;

@@ -75,16 +75,16 @@ fn exists_counts_keys() {
 fn an_attempt_that_finds_the_lock_held_ends_or_goes_on_as_its_plan_says() {
     let locker = locker(41004);
     let held = || Value::Array(vec![Value::Int(0), Value::Int(250)]);
-    let once = Attempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
+    let once = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
     assert!(now(once.answered(held())).unwrap().is_none());
     let plan = Plan::retries(0, Duration::from_millis(10), None, None);
-    let no_retries = Attempt::new(&locker, "k", Duration::from_secs(1), mode(plan));
+    let no_retries = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(plan));
     assert!(matches!(
         now(no_retries.answered(held())),
         Err(LockError::Locked { retries: 0, .. })
     ));
     let plan = Plan::retries(2, Duration::from_millis(10), None, None);
-    let retries = Attempt::new(&locker, "k", Duration::from_secs(1), mode(plan));
+    let retries = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(plan));
     assert!(is_later(&retries.answered(held())));
 }
 
@@ -92,12 +92,12 @@ fn an_attempt_that_finds_the_lock_held_ends_or_goes_on_as_its_plan_says() {
 fn a_won_attempt_is_the_lease_unless_its_caller_cancelled() {
     let locker = locker(41005);
     let won = || Value::Array(vec![Value::Int(1), Value::Int(7)]);
-    let attempt = Attempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
+    let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
     let lease = now(attempt.answered(won())).unwrap().unwrap();
     assert_eq!(lease.fence, 7);
     let cancelled = mode(Plan::once());
     cancelled.cancel.cancel();
-    let attempt = Attempt::new(&locker, "k", Duration::from_secs(1), cancelled);
+    let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), cancelled);
     // Answered (aborted) on the runtime, once the lock it won is freed.
     assert!(is_later(&attempt.answered(won())));
 }
@@ -106,7 +106,7 @@ fn a_won_attempt_is_the_lease_unless_its_caller_cancelled() {
 fn a_late_reply_frees_only_a_lock_the_attempt_took() {
     let locker = locker(41006);
     let mut out = Vec::new();
-    let mut attempt = Attempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
+    let mut attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
     assert!(matches!(
         attempt.timed_out(Duration::from_millis(5)),
         Err(LockError::Timeout(_))
@@ -114,7 +114,7 @@ fn a_late_reply_frees_only_a_lock_the_attempt_took() {
     let lost = Value::Array(vec![Value::Int(0), Value::Int(250)]);
     assert!(!attempt.answered_late(lost, &mut out));
     assert!(out.is_empty());
-    let attempt = Attempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
+    let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
     let won = Value::Array(vec![Value::Int(1), Value::Int(7)]);
     assert!(attempt.answered_late(won, &mut out));
     assert!(!out.is_empty());

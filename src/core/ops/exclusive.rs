@@ -7,11 +7,7 @@
 //! key's absolute expiry, which proves the lock ours until the first refresh writes the owner
 //! key beside it, both on one new expiry.
 
-mod multi;
-
-pub use multi::Answer;
-
-use super::lock;
+use super::attempt_terms::AttemptTerms;
 use super::pair::Pair;
 use super::scripts;
 use super::store::Store;
@@ -20,8 +16,7 @@ use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
-use crate::core::basics::resp;
-use crate::core::basics::token;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout};
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
 use std::sync::Arc;
@@ -131,54 +126,28 @@ impl Exclusive {
     /// recognises its token, so an attempt that already won wins again with its fence.
     pub async fn acquire_again(
         &self,
-        request: AttemptRequest,
+        request: ExclusiveRequest,
         timeout: Duration,
     ) -> Result<Option<Claim>, LockError> {
-        let mut invocation = scripts::ACQUIRE.key(&self.redis_key);
-        invocation
-            .key(&self.fence_key)
-            .key(&self.owner_key)
-            .arg(&request.contents)
-            .arg(request.ttl.as_millis() as u64)
-            .arg(request.fence_retention_ms)
-            .arg(&request.token);
-        let (won, fence): (i64, i64) = self.store.eval(&invocation, timeout, Replay::Safe).await?;
-        if won != 1 {
-            return Ok(None);
+        let op = request.op(AttemptForm::Script);
+        match self.store.run(&op, timeout).await? {
+            Acquired::Won { fence, .. } => Ok(Some(request.claim(fence, None))),
+            Acquired::Held { .. } => Ok(None),
+            // The runtime's connection reports a server error as an error, and a script
+            // sets no lock without a fence.
+            Acquired::SetWithoutFence { .. } | Acquired::Refused => Err(LockError::no_fence()),
         }
-        Ok(Some(Claim {
-            token: request.token,
-            fence: lock::fence_of(fence)?,
-            sent: request.sent,
-            set_at: None,
-        }))
     }
 
-    /// One attempt to send on a connection of its own (see `AttemptRequest`); `sent` is now.
-    pub fn attempt_request(&self, terms: &Terms) -> AttemptRequest {
-        AttemptRequest {
-            redis_key: self.redis_key.clone(),
-            fence_key: self.fence_key.clone(),
+    /// One attempt to send on a connection of its own (see `ExclusiveRequest`); `sent` is
+    /// now.
+    pub fn attempt_request(&self, terms: &Terms) -> ExclusiveRequest {
+        let (redis_key, fence_key) = (self.redis_key.clone(), self.fence_key.clone());
+        let window = self.fence_retention_ms;
+        ExclusiveRequest {
+            terms: AttemptTerms::new(&self.store, redis_key, fence_key, terms.ttl, window),
             owner_key: self.owner_key.clone(),
-            token: token::new_token(),
             contents: terms.contents.clone(),
-            ttl: terms.ttl,
-            sent: Stamp::now(),
-            fence_retention_ms: self.fence_retention_ms,
-            keep_fences: self.store.kept_fences().due(
-                &self.fence_key,
-                terms.ttl,
-                self.fence_retention_ms,
-            ),
-        }
-    }
-
-    /// Remembers how long the reply to `request`'s transaction kept its fence counter.
-    pub fn note_kept_fences(&self, request: &AttemptRequest, reply: &redis::Value) {
-        if request.keep_fences {
-            let (ttl, window) = (request.ttl, request.fence_retention_ms);
-            let kept = self.store.kept_fences();
-            kept.answered(reply, &request.fence_key, request.sent.at, ttl, window);
         }
     }
 
@@ -204,15 +173,17 @@ impl Exclusive {
     /// which nobody holds (its caller stopped waiting, or no fence could be drawn for it).
     /// Clean-up nobody waits on: bounded by the lock's TTL, after which there is nothing to
     /// clean.
-    pub async fn undo(&self, request: &AttemptRequest, set_at: i64) {
-        let proof = request.proof(Some(set_at));
-        let _ignored = self.release_within(&proof, request.ttl).await;
+    pub async fn undo(&self, request: &ExclusiveRequest, set_at: Option<i64>) {
+        let proof = request.proof(set_at);
+        let _ignored = self.release_within(&proof, request.terms.ttl).await;
     }
 
     /// Frees a lock `request` may have taken after its caller stopped waiting, through the
     /// shared connection (the attempt's own is gone), bounded by the lock's TTL.
-    pub async fn abandon(&self, request: &AttemptRequest) {
-        let _ignored = self.release_within(&request.proof(None), request.ttl).await;
+    pub async fn abandon(&self, request: &ExclusiveRequest) {
+        let _ignored = self
+            .release_within(&request.proof(None), request.terms.ttl)
+            .await;
     }
 
     /// The holder's contents and remaining TTL, for any instance, as the original's
@@ -253,60 +224,40 @@ impl Exclusive {
 }
 
 /// One acquire attempt of an ExclusiveLock sent on a connection of its own (the JS thread's,
-/// see ops/carried_exclusive.rs): the same script with the same keys as `Exclusive::acquire`, and what
-/// its reply means. Sent again through `acquire_again` when that connection cannot finish it.
+/// see ops/carried_exclusive.rs), and sent again through `acquire_again` when that connection
+/// cannot finish it.
 #[derive(Clone)]
-pub struct AttemptRequest {
-    redis_key: Vec<u8>,
-    fence_key: Vec<u8>,
+pub struct ExclusiveRequest {
+    pub terms: AttemptTerms,
     owner_key: Vec<u8>,
-    pub token: String,
     pub contents: String,
-    pub ttl: Duration,
-    pub sent: Stamp,
-    fence_retention_ms: u64,
-    /// Whether the transaction pushes the fence counter's expiry (see kept_fences.rs).
-    keep_fences: bool,
 }
 
-impl AttemptRequest {
-    /// Appends the attempt to `out`; it gets one reply.
-    pub fn write(&self, out: &mut Vec<u8>) -> usize {
-        let ttl = resp::decimal(self.ttl.as_millis() as u64);
-        lock::write_script(
-            out,
-            &scripts::ACQUIRE,
-            &[&self.redis_key, &self.fence_key, &self.owner_key],
-            &[
-                self.contents.as_bytes(),
-                ttl.as_bytes(),
-                resp::decimal(self.fence_retention_ms).as_bytes(),
-                self.token.as_bytes(),
-            ],
-        );
-        1
+impl ExclusiveRequest {
+    /// The attempt `golden_tests` writes: token `t`, contents `1`, 3 s, a 5 s fence window.
+    #[cfg(test)]
+    pub(crate) fn sample(redis_key: &[u8], keep_fences: bool) -> Self {
+        ExclusiveRequest {
+            terms: AttemptTerms::sample(redis_key, Duration::from_millis(3000), keep_fences),
+            owner_key: keys::owner_key(redis_key),
+            contents: "1".into(),
+        }
     }
 
-    /// What the script's `[1, fence]` or `[0, pttl]` says: the claim when won, `None` when
-    /// the lock is held. Read as the shared connection would read it.
-    pub fn won(self, reply: redis::Value) -> Result<Option<Claim>, LockError> {
-        let (won, fence): (i64, i64) = resp::typed(reply)?;
-        if won != 1 {
-            return Ok(None);
-        }
-        Ok(Some(Claim {
-            token: self.token,
-            fence: lock::fence_of(fence)?,
-            sent: self.sent,
-            set_at: None,
-        }))
+    /// The attempt, written in `form`.
+    pub fn op(&self, form: AttemptForm) -> AcquireAttempt<'_> {
+        let layout = Layout::Exclusive {
+            owner_key: &self.owner_key,
+            contents: &self.contents,
+        };
+        self.terms.op(layout, form)
     }
 
     /// What proves its lock ours: its token, the contents, and (for a transaction) the lock
     /// key's expiry as it set it.
     pub fn proof(&self, set_at: Option<i64>) -> Proof<'_> {
         Proof {
-            token: &self.token,
+            token: &self.terms.token,
             contents: &self.contents,
             set_at,
         }
@@ -314,46 +265,22 @@ impl AttemptRequest {
 
     /// The same attempt under a fresh token, `sent` now: what is sent once a transaction's
     /// outcome is lost (see carried_exclusive.rs).
-    pub fn renewed(self) -> AttemptRequest {
-        AttemptRequest {
-            token: token::new_token(),
-            sent: Stamp::now(),
+    pub fn renewed(self) -> ExclusiveRequest {
+        ExclusiveRequest {
+            terms: self.terms.renewed(),
             ..self
         }
     }
 
-    /// An empty transaction, then the script (three replies, the script's last): it tells
-    /// the connection whether transactions work here without risking a half-run one.
-    pub fn write_probed(&self, out: &mut Vec<u8>) -> usize {
-        resp::write_command(out, &[b"MULTI"]);
-        resp::write_command(out, &[b"EXEC"]);
-        self.write(out) + 2
-    }
-
-    /// The claim of a transaction that won with `fence`, setting the lock key's absolute
-    /// expiry to `set_at`.
-    pub fn claim(self, fence: u64, set_at: i64) -> Claim {
+    /// The claim of an attempt that won with `fence`; a transaction's set the lock key's
+    /// absolute expiry to `set_at`.
+    pub fn claim(self, fence: u64, set_at: Option<i64>) -> Claim {
         Claim {
-            token: self.token,
+            token: self.terms.token,
             fence,
-            sent: self.sent,
-            set_at: Some(set_at),
+            sent: self.terms.sent,
+            set_at,
         }
-    }
-
-    /// Whether the reply is a server error (NOSCRIPT after a restart or a SCRIPT FLUSH, the
-    /// script's own NOFENCE, OOM...): the attempt then goes again through the shared
-    /// connection, which loads scripts on NOSCRIPT and reports anything else as it always
-    /// does. Safe: an error reply set nothing, or the script recognises its token.
-    pub fn refused(reply: &redis::Value) -> bool {
-        matches!(reply, redis::Value::ServerError(_))
-    }
-
-    /// Whether the reply says the attempt took the lock: what a late reply must know to
-    /// free it.
-    pub fn took_it(reply: &redis::Value) -> bool {
-        use redis::Value;
-        matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(1))))
     }
 
     /// The release of the lock this attempt took (with the absolute expiry `set_at`, for a
@@ -361,69 +288,20 @@ impl AttemptRequest {
     /// caller was told of the timeout.
     pub fn write_release(&self, out: &mut Vec<u8>, set_at: Option<i64>) {
         let proof = self.proof(set_at);
-        proof.release(&self.owner_key, &self.redis_key).encode(out);
+        proof
+            .release(&self.owner_key, &self.terms.redis_key)
+            .encode(out);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redis::Value;
-
-    pub(super) fn request() -> AttemptRequest {
-        AttemptRequest {
-            redis_key: b"exclusive-lock:a".to_vec(),
-            fence_key: keys::fence_key(b"exclusive-lock:a"),
-            owner_key: keys::owner_key(b"exclusive-lock:a"),
-            token: "t".into(),
-            contents: "1".into(),
-            ttl: Duration::from_millis(3000),
-            sent: Stamp::now(),
-            fence_retention_ms: 5000,
-            keep_fences: true,
-        }
-    }
-
-    fn pair(a: i64, b: i64) -> Value {
-        Value::Array(vec![Value::Int(a), Value::Int(b)])
-    }
 
     #[test]
-    fn reads_the_scripts_answers_as_the_shared_connection_does() {
-        let won = request().won(pair(1, 7)).ok().flatten();
-        assert_eq!(
-            won.map(|claim| (claim.token, claim.fence)),
-            Some(("t".into(), 7))
-        );
-        assert!(matches!(request().won(pair(0, 2500)), Ok(None)));
-        // A win without a usable fence is never handed out.
-        assert!(request().won(pair(1, 0)).is_err());
-        assert!(request().won(Value::Okay).is_err());
-    }
-
-    #[test]
-    fn a_server_error_goes_again_and_only_a_win_is_freed_late() {
-        let noscript = match crate::core::basics::resp::parse(b"-NOSCRIPT No matching script.\r\n")
-        {
-            Ok(Some((reply, _))) => reply,
-            other => panic!("{other:?}"),
-        };
-        assert!(AttemptRequest::refused(&noscript));
-        assert!(!AttemptRequest::refused(&pair(1, 7)));
-        assert!(AttemptRequest::took_it(&pair(1, 7)));
-        assert!(!AttemptRequest::took_it(&pair(0, 2500)));
-        assert!(!AttemptRequest::took_it(&noscript));
-    }
-
-    #[test]
-    fn writes_the_acquire_script_with_the_owner_key_and_the_release_with_the_value() {
+    fn releases_with_the_owner_key_first_and_the_value_then_the_expiry() {
         let mut out = Vec::new();
-        assert_eq!(request().write(&mut out), 1);
-        let text = String::from_utf8_lossy(&out);
-        assert!(text.contains(scripts::ACQUIRE.get_hash()));
-        assert!(text.contains("\r\n3\r\n"), "three keys: {text}");
-        let mut out = Vec::new();
-        request().write_release(&mut out, Some(5000));
+        ExclusiveRequest::sample(b"exclusive-lock:a", true).write_release(&mut out, Some(5000));
         let text = String::from_utf8_lossy(&out);
         assert!(text.contains(scripts::RELEASE.get_hash()));
         assert!(

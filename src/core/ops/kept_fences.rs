@@ -1,7 +1,7 @@
 //! How long this connection knows each fence counter to live, from the replies of its own
 //! transactions. A transaction that pushes a counter pushes it a quarter window beyond what
 //! its lock needs, so the attempts at that key after it, until that quarter is used up, need
-//! not push it at all: two commands fewer in each (see `AttemptRequest::write`).
+//! not push it at all: two commands fewer in each (see proto/acquire.rs).
 //!
 //! What is known stays true: nothing we send ever shortens a counter's life (the pushes are
 //! `NX` and `GT`, the scripts push only a counter due, a window of 0 persists it). A counter
@@ -9,6 +9,7 @@
 //! at the next push due (its fences restarted anyway, as with any counter deleted).
 
 use crate::core::basics::sync::lock;
+use crate::core::proto::acquire::pushed_for;
 use redis::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,14 +18,6 @@ use std::time::{Duration, Instant};
 /// Counters known at most (about 100 KB); past that all is forgotten at once, which costs
 /// the next attempt at each key its two commands, never a counter.
 const KNOWN: usize = 1024;
-
-/// How far a transaction pushes the counter of a lock living `ttl_ms`: the window past the
-/// lock, and a quarter window more (a counter may live 1.25 windows past its last lock).
-pub fn pushed_for(ttl_ms: u64, window_ms: u64) -> u64 {
-    ttl_ms
-        .saturating_add(window_ms)
-        .saturating_add(window_ms / 4)
-}
 
 /// Whether EXEC's answer shows the pushes ran: `[lock set?, counter, NX's, GT's, ...]`.
 fn pushed(reply: &Value) -> bool {

@@ -2,21 +2,20 @@
 //! fenced write. Contention is an answer here, not an error; only an acquisition's plan
 //! (acquire.rs: retries used up, deadline passed) turns it into `LockError::Locked`.
 
-use super::scripts;
 use super::store::Store;
-pub use crate::core::backend::direct::AttemptForm;
 use crate::core::backend::link::Connection;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
-use crate::core::basics::resp;
 use crate::core::basics::token;
+pub use crate::core::proto::acquire::fence_of;
+pub use crate::core::proto::acquire::AttemptForm;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::extend::Extend;
 use crate::core::proto::fenced_set::FencedSet;
 use crate::core::proto::read::{Exists, Pttl};
 use crate::core::proto::release::Release;
-pub(crate) use crate::core::proto::wire::write_script;
 use crate::core::wait::owner::Owner;
 use crate::core::wait::wake::{self, Caller, Ticket};
 use std::sync::Arc;
@@ -136,67 +135,66 @@ impl Locker {
         waiting: Option<&Ticket>,
     ) -> Result<Attempt, LockError> {
         let redis_key = self.redis_key(key);
-        let ttl_ms = ttl.as_millis() as u64;
         // Only a connection that listens on the lock's channel may queue: a wake popped for
         // one that does not would be lost to every waiter. (A fair lock's line is another
         // matter: every waiter takes its place there, heard or not.)
         let queueing = waiting.filter(|ticket| !self.fair && ticket.is_subscribed());
         let company = queueing.is_some_and(Ticket::has_company);
-        let mut invocation = match queueing {
-            _ if self.fair => scripts::ACQUIRE_FAIR.key(&redis_key),
-            Some(_) => scripts::ACQUIRE_QUEUED.key(&redis_key),
-            None => scripts::ACQUIRE.key(&redis_key),
+        let member = waiting.map(|ticket| ticket.member(self.store.id()));
+        let layout = match queueing {
+            _ if self.fair => Layout::Fair {
+                member: member.as_deref().unwrap_or_default(),
+                place: wake::FAIR_PLACE,
+                lifetime: wake::QUEUE_LIFETIME,
+            },
+            Some(_) => Layout::Queued {
+                queue_id: self.store.id(),
+                score: wake::queue_score(),
+                company,
+                lifetime: wake::QUEUE_LIFETIME,
+            },
+            None => Layout::Plain,
         };
-        invocation
-            .key(keys::fence_key(&redis_key))
-            .arg(&token)
-            .arg(ttl_ms)
-            .arg(self.fence_retention_ms);
+        let fence_key = keys::fence_key(&redis_key);
+        let op = AcquireAttempt {
+            lock_key: &redis_key,
+            fence_key: &fence_key,
+            token: &token,
+            ttl,
+            fence_retention_ms: self.fence_retention_ms,
+            keep_fences: false,
+            layout,
+            form: AttemptForm::Script,
+        };
         if self.fair {
-            let member = waiting.map(|ticket| ticket.member(self.store.id()));
-            invocation
-                .key(wake::line_key(&redis_key))
-                .key(wake::alive_key(&redis_key))
-                .arg(member.unwrap_or_default())
-                .arg(wake::FAIR_PLACE.as_millis() as u64)
-                .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
             // Whatever comes of it, the attempt may have given the waiter a place.
             waiting.inspect(|ticket| ticket.set_in_line(true));
         }
-        if queueing.is_some() {
-            invocation
-                .key(wake::queue_key(&redis_key))
-                .arg(self.store.id())
-                .arg(wake::queue_score())
-                .arg(if company { "1" } else { "0" })
-                .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
-        }
         let turns = queueing.map(|ticket| ticket.wakes().turns(ticket.channel()));
         let sent = Stamp::now();
-        let reply = self
-            .store
-            .eval_tracked::<(i64, i64)>(&invocation, timeout)
-            .await;
-        if let (Some(ticket), Some(turns), Ok((won, _))) = (queueing, turns, &reply) {
+        let reply = self.store.run_tracked(&op, timeout).await;
+        let won = matches!(reply, Ok(Acquired::Won { .. }));
+        if let (Some(ticket), Some(turns), Ok(_)) = (queueing, turns, &reply) {
             let wakes = ticket.wakes();
-            wakes.mark_queued_after(ticket.channel(), *won != 1 || company, turns);
+            wakes.mark_queued_after(ticket.channel(), !won || company, turns);
         }
-        if let (Some(ticket), Ok((1, _))) = (waiting, &reply) {
+        if let (Some(ticket), true) = (waiting, won) {
             // Winning took it out of the fair lock's line.
             ticket.set_in_line(false);
         }
         match reply {
-            Ok((1, fence)) => Ok(Attempt::Acquired(Lease::new(
+            Ok(Acquired::Won { fence, .. }) => Ok(Attempt::Acquired(Lease::new(
                 key.to_owned(),
                 redis_key,
                 token,
-                fence_of(fence)?,
+                fence,
                 sent,
                 ttl,
             ))),
-            Ok((_, holder_ttl)) => Ok(Attempt::Held {
-                ttl: u64::try_from(holder_ttl).ok().map(Duration::from_millis),
-            }),
+            Ok(Acquired::Held { ttl }) => Ok(Attempt::Held { ttl }),
+            // The runtime's connection reports a server error as an error, and the script
+            // sets no lock it cannot fence.
+            Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => Err(LockError::no_fence()),
             Err((err, Some(connection))) => {
                 // The SET may still run after we stopped waiting; free it so the key does not
                 // sit locked by a token nobody holds until its TTL runs out.
@@ -374,40 +372,4 @@ impl Locker {
             _ = self.owner.gone() => Err(LockError::Aborted),
         }
     }
-}
-
-/// A fence as a script or transaction gave it: 1 to `token::FENCE_MAX`. Anything else means
-/// no fence could be drawn; an acquisition never resolves with such a fence.
-pub fn fence_of(fence: i64) -> Result<u64, LockError> {
-    match u64::try_from(fence) {
-        Ok(fence @ 1..=token::FENCE_MAX) => Ok(fence),
-        _ => Err(LockError::no_fence()),
-    }
-}
-
-/// What a transaction that draws fences adds after its INCRBY, as fence.lua's
-/// `keep_fences`: the counter kept `retention_ms` past a lock of `ttl_ms`, and a quarter
-/// window more (the first sets an expiry on a counter without one, the second only lengthens
-/// one), or forever for 0; nothing when the connection knows it kept that long already
-/// (`due` false, see kept_fences.rs). Redis before 7.0 refuses the flags as the transaction
-/// is queued, and the connection turns to the script for good. Answers how many replies it
-/// adds.
-pub(crate) fn write_keep_fences(
-    out: &mut Vec<u8>,
-    fence_key: &[u8],
-    ttl_ms: u64,
-    retention_ms: u64,
-    due: bool,
-) -> usize {
-    if !due {
-        return 0;
-    }
-    if retention_ms == 0 {
-        resp::write_command(out, &[b"PERSIST", fence_key]);
-        return 1;
-    }
-    let keep = resp::decimal(super::kept_fences::pushed_for(ttl_ms, retention_ms));
-    resp::write_command(out, &[b"PEXPIRE", fence_key, keep.as_bytes(), b"NX"]);
-    resp::write_command(out, &[b"PEXPIRE", fence_key, keep.as_bytes(), b"GT"]);
-    2
 }

@@ -2,7 +2,7 @@
 //! each atomically in Redis.
 
 pub mod acquire;
-pub mod attempt_request;
+pub mod attempt_terms;
 pub mod carried;
 pub mod carried_exclusive;
 pub mod carried_extend;

@@ -24,6 +24,20 @@ impl Store {
         op.decode(reply)
     }
 
+    /// As `run`, telling with an error which connection the op went out on, if one did (a
+    /// late win is freed behind it, see `Locker::forget`).
+    pub async fn run_tracked<O: Op>(
+        &self,
+        op: &O,
+        timeout: Duration,
+    ) -> Result<O::Out, (LockError, Option<Connection>)> {
+        let reply: Value = match Request::of(op) {
+            Request::Script(invocation) => self.eval_tracked(&invocation, timeout).await?,
+            Request::Command(cmd) => self.query(&cmd, timeout).await.map_err(|e| (e, None))?,
+        };
+        op.decode(reply).map_err(|err| (err, None))
+    }
+
     /// As `run`, on `connection`, behind whatever is still queued there.
     pub async fn run_on<O: Op>(
         &self,

@@ -244,3 +244,197 @@ fn a_fenced_set_sends_the_value_then_the_fence() {
     assert_sends(&set, &want);
     assert_eq!(set.decode(Value::Int(0)).ok(), Some(false));
 }
+
+/// The first acquire attempt, as the JS-thread socket writes it in each form, and the
+/// number of replies it gets.
+mod attempt {
+    use super::{evalsha, resp, scripts};
+    use crate::core::proto::acquire::{AcquireAttempt, AttemptForm, Layout};
+    use crate::core::proto::Op;
+    use std::time::Duration;
+
+    const FENCE: &[u8] = b"{lock:k}\xfffence";
+    const X_KEY: &[u8] = b"exclusive-lock:a";
+    const X_FENCE: &[u8] = b"{exclusive-lock:a}\xfffence";
+    const X_OWNER: &[u8] = b"{exclusive-lock:a}\xffowner";
+
+    /// What the JS-thread socket writes, and how many replies it waits for; the runtime
+    /// sends the script alone, the same bytes (see `assert_sends`).
+    fn written(op: &AcquireAttempt<'_>) -> (Vec<u8>, usize) {
+        let mut out = Vec::new();
+        op.encode(&mut out);
+        if op.form == AttemptForm::Script {
+            super::assert_sends(op, &out);
+        }
+        (out, op.replies())
+    }
+
+    /// DistributedLock's: token `t`, 1 s, a fence window of `retention` ms.
+    fn plain(form: AttemptForm, retention: u64, keep_fences: bool) -> (Vec<u8>, usize) {
+        written(&AcquireAttempt {
+            lock_key: b"lock:k",
+            fence_key: FENCE,
+            token: "t",
+            ttl: Duration::from_millis(1000),
+            fence_retention_ms: retention,
+            keep_fences,
+            layout: Layout::Plain,
+            form,
+        })
+    }
+
+    /// ExclusiveLock's: token `t`, contents `1`, 3 s, a 5 s fence window.
+    fn exclusive(form: AttemptForm, keep_fences: bool) -> (Vec<u8>, usize) {
+        written(&AcquireAttempt {
+            lock_key: X_KEY,
+            fence_key: X_FENCE,
+            token: "t",
+            ttl: Duration::from_millis(3000),
+            fence_retention_ms: 5000,
+            keep_fences,
+            layout: Layout::Exclusive {
+                owner_key: X_OWNER,
+                contents: "1",
+            },
+            form,
+        })
+    }
+
+    fn cat(parts: &[Vec<u8>]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    fn text(bytes: &[u8]) -> String {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+
+    #[test]
+    fn a_plain_script_attempt_names_the_fence_key_and_the_window() {
+        let want = evalsha(
+            &scripts::ACQUIRE,
+            &[b"lock:k", FENCE],
+            &[b"t", b"1000", b"5000"],
+        );
+        let (got, replies) = plain(AttemptForm::Script, 5000, true);
+        assert_eq!((text(&got), replies), (text(&want), 1));
+    }
+
+    #[test]
+    fn a_plain_transaction_draws_two_fences_and_pushes_the_counter_unless_kept() {
+        let set = resp(&[b"SET", b"lock:k", b"t", b"NX", b"PX", b"1000"]);
+        let incr = resp(&[b"INCRBY", FENCE, b"2"]);
+        let pushed = cat(&[
+            resp(&[b"MULTI"]),
+            set.clone(),
+            incr.clone(),
+            resp(&[b"PEXPIRE", FENCE, b"7250", b"NX"]),
+            resp(&[b"PEXPIRE", FENCE, b"7250", b"GT"]),
+            resp(&[b"EXEC"]),
+        ]);
+        for form in [AttemptForm::Transaction, AttemptForm::Untried] {
+            let (got, replies) = plain(form, 5000, true);
+            assert_eq!((text(&got), replies), (text(&pushed), 6));
+        }
+        let kept = cat(&[
+            resp(&[b"MULTI"]),
+            set.clone(),
+            incr.clone(),
+            resp(&[b"EXEC"]),
+        ]);
+        let (got, replies) = plain(AttemptForm::Transaction, 5000, false);
+        assert_eq!((text(&got), replies), (text(&kept), 4));
+        let forever = cat(&[
+            resp(&[b"MULTI"]),
+            set,
+            incr,
+            resp(&[b"PERSIST", FENCE]),
+            resp(&[b"EXEC"]),
+        ]);
+        let (got, replies) = plain(AttemptForm::Transaction, 0, true);
+        assert_eq!((text(&got), replies), (text(&forever), 5));
+    }
+
+    #[test]
+    fn an_exclusive_script_attempt_names_the_owner_key_and_the_token_last() {
+        let script = evalsha(
+            &scripts::ACQUIRE,
+            &[X_KEY, X_FENCE, X_OWNER],
+            &[b"1", b"3000", b"5000", b"t"],
+        );
+        let (got, replies) = exclusive(AttemptForm::Script, true);
+        assert_eq!((text(&got), replies), (text(&script), 1));
+        let probed = cat(&[resp(&[b"MULTI"]), resp(&[b"EXEC"]), script]);
+        let (got, replies) = exclusive(AttemptForm::Untried, true);
+        assert_eq!((text(&got), replies), (text(&probed), 3));
+    }
+
+    #[test]
+    fn an_exclusive_transaction_sets_the_contents_and_reads_the_expiry() {
+        let set = resp(&[b"SET", X_KEY, b"1", b"NX", b"PX", b"3000"]);
+        let incr = resp(&[b"INCRBY", X_FENCE, b"2"]);
+        let expiry = resp(&[b"PEXPIRETIME", X_KEY]);
+        let pushed = cat(&[
+            resp(&[b"MULTI"]),
+            set.clone(),
+            incr.clone(),
+            resp(&[b"PEXPIRE", X_FENCE, b"9250", b"NX"]),
+            resp(&[b"PEXPIRE", X_FENCE, b"9250", b"GT"]),
+            expiry.clone(),
+            resp(&[b"EXEC"]),
+        ]);
+        let (got, replies) = exclusive(AttemptForm::Transaction, true);
+        assert_eq!((text(&got), replies), (text(&pushed), 7));
+        let kept = cat(&[resp(&[b"MULTI"]), set, incr, expiry, resp(&[b"EXEC"])]);
+        let (got, replies) = exclusive(AttemptForm::Transaction, false);
+        assert_eq!((text(&got), replies), (text(&kept), 5));
+    }
+
+    /// A waiter's attempt, as the runtime sends it (the script alone).
+    fn waiter(layout: Layout<'_>) -> (Vec<u8>, usize) {
+        written(&AcquireAttempt {
+            lock_key: b"lock:k",
+            fence_key: FENCE,
+            token: "t",
+            ttl: Duration::from_millis(1000),
+            fence_retention_ms: 5000,
+            keep_fences: true,
+            layout,
+            form: AttemptForm::Script,
+        })
+    }
+
+    #[test]
+    fn a_queued_attempt_names_the_queue_its_connection_its_place_and_company() {
+        let want = evalsha(
+            &scripts::ACQUIRE_QUEUED,
+            &[b"lock:k", FENCE, b"{lock:k}\xffwaiting"],
+            &[b"t", b"1000", b"5000", b"c1", b"1234", b"1", b"60000"],
+        );
+        let (got, replies) = waiter(Layout::Queued {
+            queue_id: "c1",
+            score: 1234,
+            company: true,
+            lifetime: Duration::from_secs(60),
+        });
+        assert_eq!((text(&got), replies), (text(&want), 1));
+    }
+
+    #[test]
+    fn a_fair_attempt_names_the_line_its_liveness_and_the_waiters_place() {
+        let line: &[u8] = b"{lock:k}\xffline";
+        let alive: &[u8] = b"{lock:k}\xffalive";
+        for member in ["c1:7", ""] {
+            let want = evalsha(
+                &scripts::ACQUIRE_FAIR,
+                &[b"lock:k", FENCE, line, alive],
+                &[b"t", b"1000", b"5000", member.as_bytes(), b"2000", b"60000"],
+            );
+            let (got, replies) = waiter(Layout::Fair {
+                member,
+                place: Duration::from_secs(2),
+                lifetime: Duration::from_secs(60),
+            });
+            assert_eq!((text(&got), replies), (text(&want), 1));
+        }
+    }
+}

@@ -4,11 +4,10 @@
 //! a timeout) is the operations' business, above (`ops`). The backends may use these too:
 //! a quorum must know what each node's reply means.
 //!
-//! Not here yet: the first acquire attempt (`ops/attempt_request.rs`, `ops/exclusive`,
-//! including its MULTI form), which writes through `wire::write_script` as these do and
-//! moves here as an `Acquire` op; the waiters' queue scripts (`ops/store.rs`) and the
-//! watchdog's refresh batch.
+//! Not here yet: the waiters' queue scripts (`ops/store.rs`) and the watchdog's refresh
+//! batch.
 
+pub mod acquire;
 pub mod extend;
 pub mod fenced_set;
 pub mod read;

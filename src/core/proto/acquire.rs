@@ -1,0 +1,325 @@
+//! One acquire attempt: SET NX PX of a fresh token, numbered with the next fence when it
+//! wins. Written as the acquire script, or (on a connection of the caller's own, where it
+//! is far cheaper for Redis) as one transaction; each form's reply is read once, into one
+//! answer.
+
+use super::{scripts, Op, Wire};
+use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
+use crate::core::basics::resp;
+use crate::core::basics::token;
+use redis::Value;
+use std::time::Duration;
+
+/// How an attempt is written on a connection of the caller's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptForm {
+    /// `MULTI`, `SET NX PX`, `INCRBY 2` of the fence, `EXEC`: atomic, and far cheaper for
+    /// Redis than a script. The fence is the first of the two drawn (see acquire.lua). The
+    /// counter also moves on a failed attempt, which keeps every fence strictly increasing
+    /// (gaps are allowed). This server has run a transaction on this connection.
+    Transaction,
+    /// As `Transaction`, but no transaction has run on this connection yet: should the
+    /// server refuse MULTI, the commands after it run one by one. An attempt that cannot
+    /// afford that (ExclusiveLock's, whose two keys must be set together) writes the script,
+    /// behind an empty `MULTI` `EXEC` that tells whether transactions work here.
+    Untried,
+    /// The acquire script: the runtime's form, and a user's whose ACL forbids MULTI.
+    Script,
+}
+
+/// Which lock the attempt takes.
+pub enum Layout<'a> {
+    /// DistributedLock's: the lock key holds the token.
+    Plain,
+    /// ExclusiveLock's: the lock key holds `contents`, the owner key the token (the
+    /// transaction writes no owner key: it reads the lock key's absolute expiry instead,
+    /// which tells our lock key apart from one another client re-created, see
+    /// same_expiry.lua).
+    Exclusive {
+        owner_key: &'a [u8],
+        contents: &'a str,
+    },
+    /// A DistributedLock waiter's, on a connection that hears the lock's releases: failing,
+    /// it queues that connection (`queue_id`, at `score`) for a wake-up (acquire_queued.lua);
+    /// `company` when other waiters of that connection wait for the lock too.
+    Queued {
+        queue_id: &'a str,
+        score: u64,
+        company: bool,
+        lifetime: Duration,
+    },
+    /// An attempt at a fair lock (acquire_fair.lua): a waiter's `member` takes or keeps its
+    /// place in the line (a first attempt has none, empty).
+    Fair {
+        member: &'a str,
+        place: Duration,
+        lifetime: Duration,
+    },
+}
+
+pub struct AcquireAttempt<'a> {
+    pub lock_key: &'a [u8],
+    pub fence_key: &'a [u8],
+    pub token: &'a str,
+    pub ttl: Duration,
+    /// How long the fence counter outlives the lock, in ms; 0 forever (see fence.lua).
+    pub fence_retention_ms: u64,
+    /// Whether a transaction pushes the fence counter's expiry (see ops/kept_fences.rs).
+    pub keep_fences: bool,
+    pub layout: Layout<'a>,
+    pub form: AttemptForm,
+}
+
+/// What an attempt's reply says.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// Ours, with `fence`; a transaction's lock key expires at `set_at` (ms, ExclusiveLock).
+    Won { fence: u64, set_at: Option<i64> },
+    /// Someone else's; `ttl` is the holder's remaining time when the reply tells it (only
+    /// the script's does: a transaction that found the lock held asks nothing more).
+    Held { ttl: Option<Duration> },
+    /// A transaction set the lock, but its counter gave no usable fence: the lock is ours
+    /// and must be settled (DistributedLock: the script with the same token reads its fence
+    /// or takes it back; ExclusiveLock: taken back).
+    SetWithoutFence { set_at: Option<i64> },
+    /// A server error, or a transaction aborted: nothing was set (or the script recognises
+    /// its token), so the attempt may go again.
+    Refused,
+}
+
+impl Acquired {
+    /// Whether the attempt set the lock: what a reply come too late must know to free it.
+    pub fn took_lock(&self) -> bool {
+        matches!(
+            self,
+            Acquired::Won { .. } | Acquired::SetWithoutFence { .. }
+        )
+    }
+}
+
+impl AcquireAttempt<'_> {
+    /// How many replies the attempt gets; the last is what `decode` reads.
+    pub fn replies(&self) -> usize {
+        match (self.transaction(), self.form) {
+            (true, _) => 4 + self.exclusive() as usize + self.fence_pushes(),
+            (false, AttemptForm::Untried) => 3,
+            (false, _) => 1,
+        }
+    }
+
+    fn exclusive(&self) -> bool {
+        matches!(self.layout, Layout::Exclusive { .. })
+    }
+
+    /// Only a plain attempt and ExclusiveLock's have a transaction form: a waiter's queue
+    /// and a fair lock's line are the scripts' alone.
+    fn transaction(&self) -> bool {
+        match self.layout {
+            Layout::Plain => self.form != AttemptForm::Script,
+            Layout::Exclusive { .. } => self.form == AttemptForm::Transaction,
+            _ => false,
+        }
+    }
+
+    /// What the lock key holds: ExclusiveLock's contents, or the token.
+    fn value(&self) -> &[u8] {
+        match self.layout {
+            Layout::Exclusive { contents, .. } => contents.as_bytes(),
+            _ => self.token.as_bytes(),
+        }
+    }
+
+    /// How many commands a transaction adds after its INCRBY (see `push_fences`).
+    fn fence_pushes(&self) -> usize {
+        match (self.keep_fences, self.fence_retention_ms) {
+            (false, _) => 0,
+            (true, 0) => 1,
+            (true, _) => 2,
+        }
+    }
+
+    /// What a transaction adds after its INCRBY, as fence.lua's `keep_fences`: the counter
+    /// kept the window past the lock and a quarter window more (the first sets an expiry on
+    /// a counter without one, the second only lengthens one), or forever for a window of 0;
+    /// nothing when the connection knows it kept that long already. Redis before 7.0
+    /// refuses the flags as the transaction is queued, and the connection turns to the
+    /// script for good.
+    fn push_fences<W: Wire>(&self, wire: &mut W) {
+        match self.fence_pushes() {
+            0 => {}
+            1 => wire.command(&[b"PERSIST", self.fence_key]),
+            _ => {
+                let ttl_ms = self.ttl.as_millis() as u64;
+                let keep = resp::decimal(pushed_for(ttl_ms, self.fence_retention_ms));
+                for flag in [b"NX", b"GT"] {
+                    wire.command(&[b"PEXPIRE", self.fence_key, keep.as_bytes(), flag]);
+                }
+            }
+        }
+    }
+
+    fn encode_script<W: Wire>(&self, wire: &mut W) {
+        let ttl = resp::decimal(self.ttl.as_millis() as u64);
+        let window = resp::decimal(self.fence_retention_ms);
+        let (key, fence) = (self.lock_key, self.fence_key);
+        let ms = |duration: Duration| resp::decimal(duration.as_millis() as u64);
+        let head = [self.token.as_bytes(), ttl.as_bytes(), window.as_bytes()];
+        match self.layout {
+            Layout::Plain => wire.script(&scripts::ACQUIRE, &[key, fence], &head),
+            Layout::Exclusive {
+                owner_key,
+                contents,
+            } => wire.script(
+                &scripts::ACQUIRE,
+                &[key, fence, owner_key],
+                &[
+                    contents.as_bytes(),
+                    ttl.as_bytes(),
+                    window.as_bytes(),
+                    self.token.as_bytes(),
+                ],
+            ),
+            Layout::Queued {
+                queue_id,
+                score,
+                company,
+                lifetime,
+            } => {
+                let company: &[u8] = if company { b"1" } else { b"0" };
+                let (score, lifetime) = (resp::decimal(score), ms(lifetime));
+                let tail = [
+                    queue_id.as_bytes(),
+                    score.as_bytes(),
+                    company,
+                    lifetime.as_bytes(),
+                ];
+                wire.script(
+                    &scripts::ACQUIRE_QUEUED,
+                    &[key, fence, &keys::queue_key(key)],
+                    &[&head[..], &tail[..]].concat(),
+                );
+            }
+            Layout::Fair {
+                member,
+                place,
+                lifetime,
+            } => {
+                let (place, lifetime) = (ms(place), ms(lifetime));
+                let tail = [member.as_bytes(), place.as_bytes(), lifetime.as_bytes()];
+                wire.script(
+                    &scripts::ACQUIRE_FAIR,
+                    &[key, fence, &keys::line_key(key), &keys::alive_key(key)],
+                    &[&head[..], &tail[..]].concat(),
+                );
+            }
+        }
+    }
+
+    fn encode_transaction<W: Wire>(&self, wire: &mut W) {
+        let ttl = resp::decimal(self.ttl.as_millis() as u64);
+        wire.command(&[b"MULTI"]);
+        wire.command(&[
+            b"SET",
+            self.lock_key,
+            self.value(),
+            b"NX",
+            b"PX",
+            ttl.as_bytes(),
+        ]);
+        wire.command(&[b"INCRBY", self.fence_key, b"2"]);
+        self.push_fences(wire);
+        if self.exclusive() {
+            wire.command(&[b"PEXPIRETIME", self.lock_key]);
+        }
+        wire.command(&[b"EXEC"]);
+    }
+}
+
+impl Op for AcquireAttempt<'_> {
+    type Out = Acquired;
+
+    /// Writes every command of its form: the runtime sends only the script (one command).
+    fn encode<W: Wire>(&self, wire: &mut W) {
+        if self.transaction() {
+            return self.encode_transaction(wire);
+        }
+        if self.form == AttemptForm::Untried && self.exclusive() {
+            wire.command(&[b"MULTI"]);
+            wire.command(&[b"EXEC"]);
+        }
+        self.encode_script(wire);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Acquired, LockError> {
+        if matches!(reply, Value::ServerError(_)) {
+            return Ok(Acquired::Refused);
+        }
+        if !self.transaction() {
+            return match resp::typed::<(i64, i64)>(reply)? {
+                (1, fence) => Ok(Acquired::Won {
+                    fence: fence_of(fence)?,
+                    set_at: None,
+                }),
+                (_, pttl) => Ok(Acquired::Held {
+                    ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+                }),
+            };
+        }
+        Ok(self.exec_answer(&reply))
+    }
+}
+
+impl AcquireAttempt<'_> {
+    /// What EXEC's `[lock set?, counter, the counter kept (none, one or two), lock expiry
+    /// (ExclusiveLock)]` says.
+    fn exec_answer(&self, reply: &Value) -> Acquired {
+        let Value::Array(items) = reply else {
+            return Acquired::Refused;
+        };
+        let (counter, rest) = match items.as_slice() {
+            [Value::Nil, ..] => return Acquired::Held { ttl: None },
+            [Value::Okay | Value::SimpleString(_), counter, rest @ ..] => (counter, rest),
+            _ => return Acquired::Refused,
+        };
+        let set_at = match (self.exclusive(), rest.last()) {
+            (false, _) => None,
+            (true, Some(Value::Int(expiry))) => Some(*expiry),
+            (true, _) => return Acquired::Refused,
+        };
+        // Drawn two at a time, as acquire.lua: the counter is the kept one, which must be a
+        // fence too (a counter refused by INCRBY answers an error here).
+        match counter {
+            Value::Int(after) if (2..=token::FENCE_MAX as i64).contains(after) => Acquired::Won {
+                fence: *after as u64 - 1,
+                set_at,
+            },
+            _ => Acquired::SetWithoutFence { set_at },
+        }
+    }
+}
+
+/// How far a transaction pushes the counter of a lock living `ttl_ms`: the window past the
+/// lock, and a quarter window more (a counter may live 1.25 windows past its last lock).
+pub fn pushed_for(ttl_ms: u64, window_ms: u64) -> u64 {
+    ttl_ms
+        .saturating_add(window_ms)
+        .saturating_add(window_ms / 4)
+}
+
+/// The fence a script answered as a `u64`: an error for a value outside the fencing range,
+/// which means no fence could be drawn; an acquisition never resolves with such a fence.
+pub fn fence_of(fence: i64) -> Result<u64, LockError> {
+    match u64::try_from(fence) {
+        Ok(fence @ 1..=token::FENCE_MAX) => Ok(fence),
+        _ => Err(LockError::no_fence()),
+    }
+}
+
+#[cfg(test)]
+#[path = "acquire_tests.rs"]
+mod tests;
+
+#[cfg(test)]
+#[path = "acquire_forms_tests.rs"]
+mod forms_tests;

@@ -1,0 +1,160 @@
+use super::*;
+use crate::core::basics::resp;
+
+fn attempt(layout: Layout<'static>, form: AttemptForm) -> AcquireAttempt<'static> {
+    AcquireAttempt {
+        lock_key: b"lock:k",
+        fence_key: b"{lock:k}\xfffence",
+        token: "t",
+        ttl: Duration::from_millis(1000),
+        fence_retention_ms: 5000,
+        keep_fences: true,
+        layout,
+        form,
+    }
+}
+
+fn exclusive() -> Layout<'static> {
+    Layout::Exclusive {
+        owner_key: b"{lock:k}\xffowner",
+        contents: "1",
+    }
+}
+
+fn items(items: &[Value]) -> Value {
+    Value::Array(items.to_vec())
+}
+
+fn error(line: &[u8]) -> Value {
+    match resp::parse(line) {
+        Ok(Some((reply, _))) => reply,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn int(n: i64) -> Value {
+    Value::Int(n)
+}
+
+#[test]
+fn the_scripts_answer_is_read_as_it_is_even_for_the_first_fence() {
+    for layout in [Layout::Plain, exclusive()] {
+        let op = attempt(layout, AttemptForm::Script);
+        let won = op.decode(items(&[int(1), int(1)])).ok();
+        assert_eq!(
+            won,
+            Some(Acquired::Won {
+                fence: 1,
+                set_at: None
+            })
+        );
+        let held = op.decode(items(&[int(0), int(250)])).ok();
+        let ttl = Some(Duration::from_millis(250));
+        assert_eq!(held, Some(Acquired::Held { ttl }));
+        // No TTL on the key (-1): unknown.
+        let forever = op.decode(items(&[int(0), int(-1)])).ok();
+        assert_eq!(forever, Some(Acquired::Held { ttl: None }));
+        // A win without a usable fence is never handed out.
+        assert!(op.decode(items(&[int(1), int(0)])).is_err());
+        assert!(op.decode(Value::Okay).is_err());
+    }
+}
+
+#[test]
+fn a_server_error_is_refused_and_only_a_set_lock_was_taken() {
+    let noscript = error(b"-NOSCRIPT No matching script.\r\n");
+    let execabort = error(b"-EXECABORT Transaction discarded.\r\n");
+    for form in [AttemptForm::Script, AttemptForm::Transaction] {
+        for layout in [Layout::Plain, exclusive()] {
+            let op = attempt(layout, form);
+            for refusal in [&noscript, &execabort] {
+                assert_eq!(op.decode(refusal.clone()).ok(), Some(Acquired::Refused));
+            }
+        }
+    }
+    assert!(Acquired::Won {
+        fence: 7,
+        set_at: None
+    }
+    .took_lock());
+    assert!(Acquired::SetWithoutFence { set_at: Some(5) }.took_lock());
+    assert!(!Acquired::Held { ttl: None }.took_lock());
+    assert!(!Acquired::Refused.took_lock());
+}
+
+#[test]
+fn a_transaction_wins_the_first_of_the_two_fences_it_drew() {
+    for keep in [
+        vec![int(1), int(0)],
+        // A counter known kept: the shorter answer reads the same.
+        vec![],
+    ] {
+        for form in [AttemptForm::Transaction, AttemptForm::Untried] {
+            let op = attempt(Layout::Plain, form);
+            let won = [vec![Value::Okay, int(8)], keep.clone()].concat();
+            let want = Acquired::Won {
+                fence: 7,
+                set_at: None,
+            };
+            assert_eq!(op.decode(items(&won)).ok(), Some(want));
+            let held = [vec![Value::Nil, int(8)], keep.clone()].concat();
+            let want = Acquired::Held { ttl: None };
+            assert_eq!(op.decode(items(&held)).ok(), Some(want));
+        }
+        let op = attempt(exclusive(), AttemptForm::Transaction);
+        let won = [vec![Value::Okay, int(8)], keep.clone(), vec![int(5000)]].concat();
+        let want = Acquired::Won {
+            fence: 7,
+            set_at: Some(5000),
+        };
+        assert_eq!(op.decode(items(&won)).ok(), Some(want));
+        let held = [vec![Value::Nil, int(8)], keep, vec![int(5000)]].concat();
+        let want = Acquired::Held { ttl: None };
+        assert_eq!(op.decode(items(&held)).ok(), Some(want));
+    }
+}
+
+#[test]
+fn a_counter_that_gives_no_fence_leaves_the_lock_set_without_one() {
+    let not_integer = error(b"-ERR value is not an integer or out of range\r\n");
+    for counter in [not_integer, int(1), int(token::FENCE_MAX as i64 + 1)] {
+        let plain = attempt(Layout::Plain, AttemptForm::Transaction);
+        let reply = items(&[Value::Okay, counter.clone(), int(1), int(0)]);
+        let want = Acquired::SetWithoutFence { set_at: None };
+        assert_eq!(plain.decode(reply).ok(), Some(want));
+        let exclusive = attempt(exclusive(), AttemptForm::Transaction);
+        let reply = items(&[Value::Okay, counter, int(1), int(5000)]);
+        let want = Acquired::SetWithoutFence { set_at: Some(5000) };
+        assert_eq!(exclusive.decode(reply).ok(), Some(want));
+    }
+}
+
+#[test]
+fn an_exclusive_untried_attempt_is_the_script_behind_an_empty_transaction() {
+    let op = attempt(exclusive(), AttemptForm::Untried);
+    assert_eq!(op.replies(), 3);
+    let won = op.decode(items(&[int(1), int(7)])).ok();
+    let want = Acquired::Won {
+        fence: 7,
+        set_at: None,
+    };
+    assert_eq!(won, Some(want));
+    // A transaction's answer where the script's is due is nothing we sent.
+    assert!(op.decode(items(&[Value::Okay, int(8), int(5000)])).is_err());
+}
+
+#[test]
+fn an_answer_of_another_shape_is_refused() {
+    let op = attempt(exclusive(), AttemptForm::Transaction);
+    // The lock key's expiry is missing.
+    let reply = items(&[Value::Okay, int(8)]);
+    assert_eq!(op.decode(reply).ok(), Some(Acquired::Refused));
+    for op in [
+        attempt(Layout::Plain, AttemptForm::Transaction),
+        attempt(exclusive(), AttemptForm::Transaction),
+    ] {
+        let script = items(&[int(1), int(7)]);
+        assert_eq!(op.decode(script).ok(), Some(Acquired::Refused));
+        assert_eq!(op.decode(Value::Nil).ok(), Some(Acquired::Refused));
+    }
+}
