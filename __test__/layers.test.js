@@ -37,6 +37,15 @@ function planted(plants, checker = (copy) => check(copy).problems) {
   }
 }
 
+test("the check fails when a Rust integration test reaches the core's inside", () => {
+  const problems = planted({}, (copy) => {
+    fs.mkdirSync(path.join(copy, 'tests'))
+    fs.writeFileSync(path.join(copy, 'tests', 'inside.rs'), 'use native_redis_lock::core::api::Locker;\nuse native_redis_lock::core::ops::acquire::Plan;\n')
+    return check(copy).problems
+  })
+  assert.deepEqual(problems, ['tests/inside.rs reaches core::ops (only api, basics)'])
+})
+
 test('the check fails when a class of the binding reaches past the fronts', () => {
   const problems = planted({ 'binding/lock_service.rs': 'use crate::core::ops::lock::Locker;' })
   assert.deepEqual(problems, ['src/binding/lock_service.rs reaches core::ops (only front, basics, api)'])

@@ -7,8 +7,9 @@
 // file belongs to the module that declares it, so the core's tests and their support
 // (ops/test_support.rs, a module of ops) are held to the same rules. In src/binding: no
 // import cycle, the JS-thread runtime (js/) in its order, and every file reaching the core
-// only through its fronts, basics and api. Run with no arguments to check this repository
-// (exit code 1 and a list of problems when it breaks), or `require` it.
+// only through its fronts, basics and api. In tests/: the core reached only through api and
+// basics, so its inside can change with no test to rewrite. Run with no arguments to check
+// this repository (exit code 1 and a list of problems when it breaks), or `require` it.
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -27,6 +28,8 @@ const BINDING_REACHES = ['front', 'basics', 'api']
  */
 const JS_ORDER = ['outcome', 'thread', 'settle', 'socket', 'responder', 'teardown', 'completions']
 const JS_BELOW = ['sys', 'error', 'runtime']
+/** What the Rust integration tests (tests/) may use of the core: its inside can then change. */
+const TESTS_REACH = ['api', 'basics']
 /** What would tie the core to Node: N-API, libuv, or the binding above it. */
 const FORBIDDEN = [/napi/i, /libuv/i, /\buv_/, /crate::binding/]
 
@@ -193,7 +196,22 @@ function check(root) {
   }
   for (const cycle of cycles(edges)) problems.push(`import cycle: ${cycle.join(' -> ')}`)
   const binding = checkBinding(root)
-  return { problems: [...problems, ...binding.problems], edges, bindingEdges: binding.edges }
+  return { problems: [...problems, ...binding.problems, ...checkTests(root)], edges, bindingEdges: binding.edges }
+}
+
+/** tests/: the core reached only through TESTS_REACH, each path naming its module. */
+function checkTests(root) {
+  const problems = []
+  const dir = path.join(root, 'tests')
+  if (!fs.existsSync(dir)) return problems
+  for (const file of rustFiles(dir)) {
+    const rel = path.relative(root, file).split(path.sep).join('/')
+    for (const [, module] of stripped(fs.readFileSync(file, 'utf8')).matchAll(/native_redis_lock::core::(\w+|\{)/g)) {
+      const problem = !TESTS_REACH.includes(module) && `${rel} reaches core::${module} (only ${TESTS_REACH.join(', ')})`
+      if (problem && !problems.includes(problem)) problems.push(problem)
+    }
+  }
+  return problems
 }
 
 /** src/binding: no cycle, js/ in its order, and the core reached only through BINDING_REACHES. */
@@ -283,7 +301,7 @@ function pathThrough(edges, component) {
   return [...component]
 }
 
-module.exports = { check, rustFiles, stripped, LAYERS, JS_ORDER }
+module.exports = { check, rustFiles, stripped, LAYERS, JS_ORDER, TESTS_REACH }
 
 if (require.main === module) {
   const args = process.argv.slice(2)
@@ -299,4 +317,5 @@ if (require.main === module) {
   }
   console.log(`src/core: ${edges.size} modules in layers ${LAYERS.join(' < ')}, no cycle`)
   console.log(`src/binding: ${bindingEdges.size} modules, no cycle, js/ in order ${JS_ORDER.join(' < ')}`)
+  console.log(`tests/: the core reached only through ${TESTS_REACH.join(', ')}`)
 }

@@ -6,11 +6,11 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::api::Store;
+use native_redis_lock::core::api::{Attempt, Locker};
+use native_redis_lock::core::api::{Endpoint, EndpointSpec};
+use native_redis_lock::core::basics::keys;
 use native_redis_lock::core::basics::lease::Lease;
-use native_redis_lock::core::ops::lock::{Attempt, Locker};
-use native_redis_lock::core::ops::store::Store;
-use native_redis_lock::core::wait::wake;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -60,7 +60,7 @@ fn wait_for(
 
 fn line_size(raw: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("ZCARD")
-        .arg(wake::line_key(format!("lock:{key}").as_bytes()))
+        .arg(keys::line_key(format!("lock:{key}").as_bytes()))
         .query(raw)
         .unwrap()
 }
@@ -201,12 +201,12 @@ async fn a_waiter_that_went_away_holds_up_the_line_only_until_its_place_runs_out
     };
     let _: () = redis::pipe()
         .cmd("ZADD")
-        .arg(wake::line_key(b"lock:gone"))
+        .arg(keys::line_key(b"lock:gone"))
         .arg(1)
         .arg("ghost:1")
         .ignore()
         .cmd("ZADD")
-        .arg(wake::alive_key(b"lock:gone"))
+        .arg(keys::alive_key(b"lock:gone"))
         .arg(now_ms + 800)
         .arg("ghost:1")
         .ignore()

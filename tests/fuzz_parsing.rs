@@ -5,7 +5,7 @@
 //!
 //! Case counts are sized so the whole file runs in a few seconds on a debug build.
 
-use native_redis_lock::core::backend::endpoint::{Address, Endpoint, EndpointSpec};
+use native_redis_lock::core::api::{Address, Endpoint, EndpointSpec};
 use native_redis_lock::core::basics::error::{InvalidKind, LockError};
 use native_redis_lock::core::basics::keys;
 use native_redis_lock::core::basics::validate::{self, MAX_KEY_BYTES, MAX_MS, MAX_RETRIES};
@@ -761,7 +761,7 @@ fn check_endpoint(spec: EndpointSpec) -> Result<(), TestCaseError> {
                 endpoint.connect_timeout,
                 explicit
                     .connect_timeout
-                    .unwrap_or(native_redis_lock::core::backend::endpoint::DEFAULT_CONNECT_TIMEOUT)
+                    .unwrap_or(native_redis_lock::core::api::DEFAULT_CONNECT_TIMEOUT)
             );
             // Building the connection settings never panics either (TLS, unix, any db).
             for resp3 in [true, false] {

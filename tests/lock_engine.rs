@@ -3,11 +3,11 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::api::Store;
+use native_redis_lock::core::api::{Attempt, Locker};
+use native_redis_lock::core::api::{Endpoint, EndpointSpec};
 use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::basics::keys;
-use native_redis_lock::core::ops::lock::{Attempt, Locker};
-use native_redis_lock::core::ops::store::Store;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -287,7 +287,7 @@ async fn an_acquisition_whose_fence_cannot_be_drawn_fails_and_leaves_no_lock() {
 /// A handover whose waiter can get no fence releases the lock instead.
 #[test]
 fn a_handover_without_a_fence_for_the_waiter_releases_the_lock() {
-    use native_redis_lock::core::ops::scripts;
+    use native_redis_lock::core::api::scripts;
     let server = RedisServer::start();
     let mut raw = server.raw();
     let _: () = redis::cmd("SET")
@@ -319,7 +319,7 @@ fn a_handover_without_a_fence_for_the_waiter_releases_the_lock() {
 /// the counter as it was; on a held lock it only queues, as any failed attempt.
 #[test]
 fn a_queued_attempt_without_a_fence_fails_and_leaves_no_lock() {
-    use native_redis_lock::core::ops::scripts;
+    use native_redis_lock::core::api::scripts;
     let server = RedisServer::start();
     let mut raw = server.raw();
     let fence_key = keys::fence_key(b"lock:q");

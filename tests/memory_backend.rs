@@ -2,8 +2,8 @@
 //! replies, and atomicity under threads. (tests/memory_equivalence.rs holds it against a
 //! real redis-server.)
 
-use native_redis_lock::core::backend::memory::{MemoryConnection, Pushes};
-use native_redis_lock::core::ops::scripts;
+use native_redis_lock::core::api::scripts;
+use native_redis_lock::core::api::{MemoryConnection, Pushes};
 use redis::aio::ConnectionLike;
 use redis::{PushInfo, PushKind, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};

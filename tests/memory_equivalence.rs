@@ -6,10 +6,12 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::backend::memory::MemoryConnection;
+use native_redis_lock::core::api::scripts;
+use native_redis_lock::core::api::MemoryConnection;
+use native_redis_lock::core::basics::keys::{
+    alive_key, line_key, queue_key, released_channel as channel,
+};
 use native_redis_lock::core::basics::keys::{fence_key, owner_key};
-use native_redis_lock::core::ops::scripts;
-use native_redis_lock::core::wait::wake::{alive_key, channel, line_key, queue_key};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use redis::aio::{ConnectionLike, MultiplexedConnection};

@@ -1,9 +1,9 @@
 //! The lock engine over the embedded memory:// backend: the operations run unchanged on it,
 //! through the same store, scripts and wake-ups as over Redis.
 
-use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::ops::lock::{Attempt, Locker};
-use native_redis_lock::core::ops::store::Store;
+use native_redis_lock::core::api::Store;
+use native_redis_lock::core::api::{Attempt, Locker};
+use native_redis_lock::core::api::{Endpoint, EndpointSpec};
 use std::sync::Arc;
 use std::time::Duration;
 

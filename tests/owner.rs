@@ -6,13 +6,13 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::api::Owner;
+use native_redis_lock::core::api::Store;
+use native_redis_lock::core::api::{Attempt, Locker};
+use native_redis_lock::core::api::{Confirmed, Sink};
+use native_redis_lock::core::api::{Endpoint, EndpointSpec};
+use native_redis_lock::core::api::{Limits, Target, Watchdog};
 use native_redis_lock::core::basics::error::{LockError, LockError::Aborted};
-use native_redis_lock::core::ops::lock::{Attempt, Locker};
-use native_redis_lock::core::ops::signals::{Confirmed, Sink};
-use native_redis_lock::core::ops::store::Store;
-use native_redis_lock::core::ops::watchdog::{Limits, Target, Watchdog};
-use native_redis_lock::core::wait::owner::Owner;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;

@@ -3,11 +3,11 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::api::scripts;
+use native_redis_lock::core::api::Store;
+use native_redis_lock::core::api::{Attempt, Locker};
+use native_redis_lock::core::api::{Endpoint, EndpointSpec};
 use native_redis_lock::core::basics::keys;
-use native_redis_lock::core::ops::lock::{Attempt, Locker};
-use native_redis_lock::core::ops::scripts;
-use native_redis_lock::core::ops::store::Store;
 use std::sync::Arc;
 use std::time::Duration;
 

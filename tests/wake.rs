@@ -4,10 +4,10 @@
 mod common;
 
 use common::{calls, RedisServer};
-use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
-use native_redis_lock::core::ops::lock::{Attempt, Locker};
-use native_redis_lock::core::ops::store::Store;
-use native_redis_lock::core::wait::wake;
+use native_redis_lock::core::api::Store;
+use native_redis_lock::core::api::{Attempt, Locker};
+use native_redis_lock::core::api::{Endpoint, EndpointSpec};
+use native_redis_lock::core::basics::keys;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -182,7 +182,7 @@ async fn a_release_wakes_one_waiter_across_processes_in_the_order_they_queued() 
         "not in queue order"
     );
     let queue: i64 = redis::cmd("EXISTS")
-        .arg(wake::queue_key(b"lock:herd"))
+        .arg(keys::queue_key(b"lock:herd"))
         .query(&mut monitor)
         .unwrap();
     assert_eq!(queue, 0, "the queue outlived its waiters");

@@ -3,13 +3,13 @@
 mod common;
 
 use common::RedisServer;
-use native_redis_lock::core::backend::endpoint::{Endpoint, EndpointSpec};
+use native_redis_lock::core::api::Store;
+use native_redis_lock::core::api::{Attempt, Locker};
+use native_redis_lock::core::api::{Confirmed, Heartbeat, Sink};
+use native_redis_lock::core::api::{Endpoint, EndpointSpec};
+use native_redis_lock::core::api::{Limits, Target, Watch, Watchdog};
 use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::basics::lease::Lease;
-use native_redis_lock::core::ops::lock::{Attempt, Locker};
-use native_redis_lock::core::ops::signals::{Confirmed, Heartbeat, Sink};
-use native_redis_lock::core::ops::store::Store;
-use native_redis_lock::core::ops::watchdog::{Limits, Target, Watch, Watchdog};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

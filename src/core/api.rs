@@ -1,20 +1,34 @@
-//! What the binding uses of the core beside its fronts (`front`) and `basics`: the values
-//! that cross between them. scripts/check-layers.js holds every binding file to `front`,
-//! `basics` and this list, so the rest of the core can change without the binding knowing.
+//! What the binding and the Rust integration tests (`tests/`) use of the core beside its
+//! fronts (`front`) and `basics`: the values that cross between them. scripts/check-layers.js
+//! holds every binding file to `front`, `basics` and this list, and `tests/` to `basics` and
+//! this list, so the rest of the core (plans, waiters, carried calls) can change without
+//! either knowing.
 
 pub use super::backend::direct::{AttemptForm, TxSupport};
+/// A server's address and the connect bound used when the settings give none.
+pub use super::backend::endpoint::{Address, DEFAULT_CONNECT_TIMEOUT};
 /// Where a connection goes: the binding converts JS connection options into one.
 pub use super::backend::endpoint::{Endpoint, EndpointSpec};
 /// One command on a `memory://` keyspace, for tests that read and write beside the locks.
 pub use super::backend::memory::command as memory_command;
+/// The embedded `memory://` keyspace as a Redis connection, and its published messages.
+pub use super::backend::memory::{MemoryConnection, Pushes};
 /// A call carried on the JS thread's own socket: the core says what it writes, what a reply
 /// means and what follows; `direct` opens that socket.
 pub use super::ops::carried::{Carried, Later, Step};
 /// A lock handed to a JS caller that has not claimed it yet: freed if nobody will.
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;
+/// A connection's lock operations, one at a time (the tests drive them directly).
+pub use super::ops::lock::{Attempt, Locker};
 /// News of a held lock for its listeners, and the JS loop's beat.
 pub use super::ops::signals::{Confirmed, Heartbeat, Sink};
+/// The connection as the operations use it.
+pub use super::ops::store::Store;
+/// Refreshes of held locks.
+pub use super::ops::watchdog::{Limits, Target, Watch, Watchdog};
+/// The Lua scripts, for tests that run them beside the locks.
+pub use super::proto::scripts;
 /// On whose behalf calls run (a JS environment, ended with it).
 pub use super::wait::owner::Owner;
 /// A call as a waiter that a release on its own thread may answer.
