@@ -392,8 +392,7 @@ impl Link {
                     // execution on the old socket is harmless.)
                     self.discard_manager();
                     self.dropped.notify_one();
-                    let err =
-                        LockError::Timeout(format!("no reply within {} ms", timeout.as_millis()));
+                    let err = LockError::no_reply(timeout);
                     return Err((self.explain(err).await, Some(Connection(manager))));
                 }
             };
@@ -474,10 +473,7 @@ impl Link {
         let mut con = connection.0.clone();
         match tokio::time::timeout(timeout, invocation.invoke_async(&mut con)).await {
             Ok(reply) => reply.map_err(LockError::from),
-            Err(_) => Err(LockError::Timeout(format!(
-                "no reply within {} ms",
-                timeout.as_millis()
-            ))),
+            Err(_) => Err(LockError::no_reply(timeout)),
         }
     }
 

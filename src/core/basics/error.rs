@@ -42,6 +42,11 @@ pub enum LockError {
 }
 
 impl LockError {
+    /// A call that got no reply within its bound.
+    pub fn no_reply(bound: std::time::Duration) -> Self {
+        LockError::Timeout(format!("no reply within {} ms", bound.as_millis()))
+    }
+
     pub fn invalid_type(arg: &'static str, message: impl Into<String>) -> Self {
         LockError::Invalid {
             kind: InvalidKind::Type,

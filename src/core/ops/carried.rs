@@ -11,9 +11,9 @@
 
 use super::acquire::{Attempts, Plan, Start};
 use super::attempt_terms::PlainRequest;
+use super::delivery::Unclaimed;
 use super::lock::{AttemptForm, Locker};
 use super::release::outcome;
-use super::won::Unclaimed;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -89,10 +89,6 @@ pub trait Carried: Send + 'static {
     /// it. An attempt that may have won is freed; a release (or handover) goes again through
     /// the runtime, so the lock does not wait for its TTL.
     fn orphaned(self) -> Option<Later<Self::Output>>;
-}
-
-fn no_reply(bound: Duration) -> LockError {
-    LockError::Timeout(format!("no reply within {} ms", bound.as_millis()))
 }
 
 /// A server error, as the reply or inside a transaction's answer.
@@ -225,7 +221,7 @@ impl Carried for PlainAttempt {
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<Option<Lease>> {
-        Err(no_reply(bound))
+        Err(LockError::no_reply(bound))
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
@@ -330,9 +326,9 @@ impl Carried for PlainRelease {
 
     fn timed_out(&mut self, bound: Duration) -> Settled<bool> {
         if self.ask_gone {
-            return Err(no_reply(bound));
+            return Err(LockError::no_reply(bound));
         }
-        outcome(&self.lease, Err(no_reply(bound)))
+        outcome(&self.lease, Err(LockError::no_reply(bound)))
     }
 
     fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
@@ -407,7 +403,7 @@ impl Carried for IsLockedCall {
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<bool> {
-        Err(no_reply(bound))
+        Err(LockError::no_reply(bound))
     }
 
     fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {

@@ -4,7 +4,7 @@
 //! acquire script recognises the attempt's token and a release only deletes a lock still
 //! ours.
 
-use super::carried::{Carried, Later, Settled, Step};
+use super::carried::{is_refusal, Carried, Later, Settled, Step};
 use super::exclusive::{Claim, Exclusive, ExclusiveRequest, Proof, Terms};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -15,10 +15,6 @@ use redis::Value;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
-
-fn no_reply(bound: Duration) -> LockError {
-    LockError::Timeout(format!("no reply within {} ms", bound.as_millis()))
-}
 
 /// One attempt; `Ok(None)` when the lock is someone else's.
 ///
@@ -92,7 +88,7 @@ impl Carried for ExclusiveAttempt {
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<Option<Claim>> {
-        Err(no_reply(bound))
+        Err(LockError::no_reply(bound))
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
@@ -188,14 +184,14 @@ impl Carried for ExclusiveRelease {
     }
 
     fn answered(self, reply: Value) -> Step<bool> {
-        if matches!(reply, Value::ServerError(_)) {
+        if is_refusal(&reply) {
             return Step::Later(self.resend(None));
         }
         Step::Now(self.lock.release_op(&self.proof()).decode(reply))
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<bool> {
-        Err(no_reply(bound))
+        Err(LockError::no_reply(bound))
     }
 
     fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {

@@ -75,10 +75,7 @@ impl Carried for ExtendCall {
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<()> {
-        Err(LockError::Timeout(format!(
-            "no reply within {} ms",
-            bound.as_millis()
-        )))
+        Err(LockError::no_reply(bound))
     }
 
     fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {

@@ -14,9 +14,9 @@
 //! have been given.
 
 use super::carried::{Carried, Later, PlainRelease, Settled, Step};
+use super::delivery::Unclaimed;
 use super::lock::{AttemptForm, Locker};
 use super::release::{self, hand_over, outcome};
-use super::won::Unclaimed;
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::error::LockError;
@@ -327,7 +327,7 @@ impl Carried for Handoff {
         if let Some(to) = self.to.take() {
             self.locker.store().wakes().unreserve(to);
         }
-        let err = LockError::Timeout(format!("no reply within {} ms", bound.as_millis()));
+        let err = LockError::no_reply(bound);
         outcome(&self.lease, Err(err)).map(|_| ())
     }
 

@@ -27,6 +27,3 @@ pub mod store_cleanup;
 pub(crate) mod test_support;
 pub mod watchdog;
 pub mod watched;
-/// The old path of `delivery`, still imported by carried.rs and carried_handoff.rs while
-/// branch ops-once rewrites them: drop it once they import `delivery`.
-pub use delivery as won;
