@@ -53,6 +53,9 @@ enum Move {
     Expire,
     /// Another client writes the fence counter of both locks.
     Spoil { counter: String },
+    /// Another client gives both counters an expiry, longer than any lock here: one kept
+    /// forever loses it again at the next attempt, whatever its form.
+    Age,
 }
 
 fn form() -> impl Strategy<Value = AttemptForm> {
@@ -83,6 +86,7 @@ fn a_move() -> impl Strategy<Value = Move> {
         3 => any::<bool>().prop_map(|stale| Move::Release { stale }),
         1 => Just(Move::Expire),
         1 => spoilt().prop_map(|counter| Move::Spoil { counter }),
+        1 => Just(Move::Age),
     ]
 }
 
@@ -416,9 +420,8 @@ impl Run {
             assert!(pttl > 0, "{name}: {pttl}");
             // The counter outlives its lock, whichever form drew from it.
             let counter_ttl = self.socket.int(&[b"PTTL", &self.fence_key]);
-            let forever = self.window_ms == 0;
             assert!(
-                counter_ttl == -1 || (!forever && counter_ttl >= pttl),
+                counter_ttl == -1 || counter_ttl >= pttl,
                 "{name}: counter {counter_ttl}, lock {pttl}"
             );
         }
@@ -485,6 +488,11 @@ fn run(script: &mut Run, twin: &mut Run, steps: &[Move]) {
                 script.expire();
                 twin.expire();
             }
+            Move::Age => {
+                for run in [&mut *script, &mut *twin] {
+                    run.socket.int(&[b"PEXPIRE", &run.fence_key, b"120000"]);
+                }
+            }
             Move::Spoil { counter } => {
                 // Put back, the counter would repeat fences whatever the form.
                 let value = counter.parse::<i128>().ok();
@@ -506,6 +514,11 @@ fn run(script: &mut Run, twin: &mut Run, steps: &[Move]) {
                     run.name
                 );
             }
+        }
+        // Kept forever, both counters lose an expiry at the same attempts.
+        if script.window_ms == 0 {
+            let forever = |run: &mut Run| run.socket.int(&[b"PTTL", &run.fence_key]) == -1;
+            assert_eq!(forever(script), forever(twin), "{at}");
         }
         let (value, pttl) = script.state();
         let (value_too, pttl_too) = twin.state();
