@@ -1,7 +1,10 @@
 //! The `memory://` backend answers our scripts exactly as Redis does: the same calls, sent
 //! to a real redis-server and to a MemoryConnection, get the same replies and leave the same
 //! keys behind. Only clock-derived numbers (remaining TTLs, scores from TIME) are compared
-//! within a tolerance.
+//! within a tolerance. Every operation is sent: each layout's attempt (the script, and the
+//! transaction the JS thread's connection writes), each kind of release, hand-over, extend,
+//! isLocked and the holder's TTL, fenced writes, the queue scripts, and the watchdog's
+//! refreshes, one by one and as its pipelined batch.
 
 mod common;
 
@@ -56,10 +59,12 @@ enum Op {
         lock: usize,
         token: usize,
     },
+    /// `proof`: with the lock key's expiry as a transaction told it (see same_expiry.lua).
     ReleaseExclusive {
         lock: usize,
         token: usize,
         value: usize,
+        proof: bool,
     },
     ReleaseWake {
         lock: usize,
@@ -85,9 +90,35 @@ enum Op {
         token: usize,
         value: usize,
         ttl: u64,
+        proof: bool,
     },
     RefreshMany {
         locks: Vec<(usize, usize, u64)>,
+    },
+    /// The watchdog's batch, one pipeline: `refresh_many` for the single-key locks, then
+    /// one refresh per ExclusiveLock pair `(lock, token, value, ttl, proof)`.
+    RefreshBatch {
+        singles: Vec<(usize, usize, u64)>,
+        pairs: Vec<(usize, usize, usize, u64, bool)>,
+    },
+    /// The first attempt as the JS thread's connection writes it where MULTI works (see
+    /// proto/acquire.rs `AttemptForm::Transaction`), one pipeline: `value` for
+    /// ExclusiveLock's contents (which asks the lock key's expiry back), else the token;
+    /// `keep` when it pushes the counter's expiry.
+    AcquireTransaction {
+        lock: usize,
+        token: usize,
+        value: Option<usize>,
+        ttl: u64,
+        keep: bool,
+    },
+    /// isLocked().
+    Exists {
+        lock: usize,
+    },
+    /// The holder's remaining time.
+    Pttl {
+        lock: usize,
     },
     Handoff {
         lock: usize,
@@ -116,7 +147,7 @@ enum Op {
         member: usize,
     },
     /// Another client writing where it should not: a counter that is no number, or full,
-    /// or a lock key of another type.
+    /// or given an expiry, or a lock key of another type.
     Spoil {
         lock: usize,
         how: usize,
@@ -140,20 +171,24 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (lock.clone(), token.clone(), ttl(), 0..3usize, 1u64..5, any::<bool>()).prop_map(|(lock, token, ttl, conn, score, company)| Op::AcquireQueued { lock, token, ttl, conn, score, company }),
         3 => (lock.clone(), token.clone(), ttl(), proptest::option::of(0..3usize)).prop_map(|(lock, token, ttl, member)| Op::AcquireFair { lock, token, ttl, member }),
         3 => (lock.clone(), token.clone()).prop_map(|(lock, token)| Op::Release { lock, token }),
-        1 => (lock.clone(), token.clone(), 0..2usize).prop_map(|(lock, token, value)| Op::ReleaseExclusive { lock, token, value }),
+        1 => (lock.clone(), token.clone(), 0..2usize, any::<bool>()).prop_map(|(lock, token, value, proof)| Op::ReleaseExclusive { lock, token, value, proof }),
         2 => (lock.clone(), token.clone(), any::<bool>()).prop_map(|(lock, token, own_waiters)| Op::ReleaseWake { lock, token, own_waiters }),
         2 => (lock.clone(), token.clone()).prop_map(|(lock, token)| Op::ReleaseFair { lock, token }),
         2 => (lock.clone(), token.clone(), 0u64..20_000).prop_map(|(lock, token, add)| Op::Extend { lock, token, add }),
         2 => (lock.clone(), token.clone(), ttl()).prop_map(|(lock, token, ttl)| Op::Refresh { lock, token, ttl }),
-        1 => (lock.clone(), token.clone(), 0..2usize, ttl()).prop_map(|(lock, token, value, ttl)| Op::RefreshExclusive { lock, token, value, ttl }),
+        1 => (lock.clone(), token.clone(), 0..2usize, ttl(), any::<bool>()).prop_map(|(lock, token, value, ttl, proof)| Op::RefreshExclusive { lock, token, value, ttl, proof }),
         1 => proptest::collection::vec((lock.clone(), token.clone(), ttl()), 1..4).prop_map(|locks| Op::RefreshMany { locks }),
+        1 => (proptest::collection::vec((lock.clone(), token.clone(), ttl()), 0..3), proptest::collection::vec((lock.clone(), token.clone(), 0..2usize, ttl(), any::<bool>()), 0..3)).prop_map(|(singles, pairs)| Op::RefreshBatch { singles, pairs }),
+        3 => (lock.clone(), token.clone(), proptest::option::of(0..2usize), ttl(), any::<bool>()).prop_map(|(lock, token, value, ttl, keep)| Op::AcquireTransaction { lock, token, value, ttl, keep }),
+        1 => lock.clone().prop_map(|lock| Op::Exists { lock }),
+        1 => lock.clone().prop_map(|lock| Op::Pttl { lock }),
         2 => (lock.clone(), token.clone(), token.clone(), ttl(), prop_oneof![Just(0u64), 1u64..8]).prop_map(|(lock, ours, theirs, ttl, fence)| Op::Handoff { lock, ours, theirs, ttl, fence }),
         1 => (0..3usize, 0u64..10).prop_map(|(value, fence)| Op::FencedSet { value, fence }),
         1 => lock.clone().prop_map(|lock| Op::Inspect { lock }),
         2 => (lock.clone(), 0..3usize, 1u64..5).prop_map(|(lock, conn, score)| Op::Enqueue { lock, conn, score }),
         1 => lock.clone().prop_map(|lock| Op::WakeNext { lock }),
         1 => (lock.clone(), 0..3usize).prop_map(|(lock, member)| Op::LeaveFair { lock, member }),
-        1 => (lock, 0..4usize).prop_map(|(lock, how)| Op::Spoil { lock, how }),
+        1 => (lock, 0..5usize).prop_map(|(lock, how)| Op::Spoil { lock, how }),
     ]
 }
 
@@ -172,6 +207,13 @@ fn evalsha(script: &Script, keys: &[&[u8]], args: &[String]) -> Cmd {
 /// Whether a reply carries a clock-derived number, and where.
 #[derive(Clone, Copy)]
 enum Clocked {
+    /// A transaction's EXEC: the lock key's expiry last (`expiry_last`), and at `gt_at` the
+    /// counter's `PEXPIRE GT`, which two stores a millisecond apart may answer either way
+    /// (compare_keys compares the expiries).
+    Exec {
+        gt_at: Option<usize>,
+        expiry_last: bool,
+    },
     No,
     /// [won, fence or pttl]: the second is a TTL when the first is 0.
     AttemptPttl,
@@ -187,9 +229,112 @@ fn retention(lock: usize) -> String {
     if lock == 0 { "0" } else { "600000" }.to_owned()
 }
 
+/// The lock keys' expiries as each lock's last winning ExclusiveLock transaction told them
+/// to this store: what proves such a lock ours.
+type Told = [Option<i64>; LOCKS.len()];
+
+fn proof(told: &Told, lock: usize, proof: bool) -> String {
+    match (proof, told[lock]) {
+        (true, Some(at)) => at.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn cmd(parts: &[&[u8]]) -> Cmd {
+    let mut cmd = Cmd::new();
+    for part in parts {
+        cmd.arg(*part);
+    }
+    cmd
+}
+
+/// What an op sends, one command or a pipeline, and which numbers of each reply come from
+/// the clock.
+fn commands(op: &Op, told: &Told) -> Vec<(Cmd, Clocked)> {
+    match op {
+        Op::RefreshBatch { singles, pairs } => {
+            let many = Op::RefreshMany {
+                locks: singles.clone(),
+            };
+            let pairs = pairs.iter().map(|&(lock, token, value, ttl, proof)| {
+                let one = Op::RefreshExclusive {
+                    lock,
+                    token,
+                    value,
+                    ttl,
+                    proof,
+                };
+                command(&one, told)
+            });
+            let many = (!singles.is_empty()).then(|| command(&many, told));
+            many.into_iter().chain(pairs).collect()
+        }
+        Op::AcquireTransaction {
+            lock,
+            token,
+            value,
+            ttl,
+            keep,
+        } => transaction(*lock, *token, *value, *ttl, *keep),
+        _ => vec![command(op, told)],
+    }
+}
+
+/// MULTI, SET NX PX, INCRBY 2, the counter kept (PERSIST, or PEXPIRE NX and GT), the lock
+/// key's expiry for ExclusiveLock, EXEC: as proto/acquire.rs writes them.
+fn transaction(
+    lock: usize,
+    token: usize,
+    value: Option<usize>,
+    ttl: u64,
+    keep: bool,
+) -> Vec<(Cmd, Clocked)> {
+    let key = LOCKS[lock].as_bytes();
+    let fence = fence_key(key);
+    let stored = match value {
+        Some(value) => format!("contents{value}"),
+        None => TOKENS[token].to_owned(),
+    };
+    let ttl_ms = ttl.to_string();
+    let mut queued = vec![
+        cmd(&[
+            b"SET",
+            key,
+            stored.as_bytes(),
+            b"NX",
+            b"PX",
+            ttl_ms.as_bytes(),
+        ]),
+        cmd(&[b"INCRBY", &fence, b"2"]),
+    ];
+    let mut gt_at = None;
+    match (keep, retention(lock).as_str()) {
+        (false, _) => {}
+        (true, "0") => queued.push(cmd(&[b"PERSIST", &fence])),
+        (true, window) => {
+            let window: u64 = window.parse().expect("a window");
+            let pushed = (ttl + window + window / 4).to_string();
+            queued.push(cmd(&[b"PEXPIRE", &fence, pushed.as_bytes(), b"NX"]));
+            gt_at = Some(queued.len());
+            queued.push(cmd(&[b"PEXPIRE", &fence, pushed.as_bytes(), b"GT"]));
+        }
+    }
+    if value.is_some() {
+        queued.push(cmd(&[b"PEXPIRETIME", key]));
+    }
+    let exec = Clocked::Exec {
+        gt_at,
+        expiry_last: value.is_some(),
+    };
+    let mut sent = vec![(cmd(&[b"MULTI"]), Clocked::No)];
+    sent.extend(queued.into_iter().map(|queued| (queued, Clocked::No)));
+    sent.push((cmd(&[b"EXEC"]), exec));
+    sent
+}
+
 /// The command an op sends (built as lock.rs, release.rs, exclusive.rs, watched.rs and
 /// store.rs build theirs), and which of its numbers come from the clock.
-fn command(op: &Op) -> (Cmd, Clocked) {
+fn command(op: &Op, told: &Told) -> (Cmd, Clocked) {
     let key = |lock: usize| LOCKS[lock].as_bytes().to_vec();
     let token = |n: usize| TOKENS[n].to_owned();
     let chan = |lock: usize| String::from_utf8_lossy(&channel(&key(lock))).into_owned();
@@ -288,11 +433,16 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             lock,
             token: t,
             value,
+            proof: p,
         } => (
             evalsha(
                 &scripts::RELEASE,
                 &[&owner_key(&key(*lock)), &key(*lock)],
-                &[token(*t), format!("contents{value}")],
+                &[
+                    token(*t),
+                    format!("contents{value}"),
+                    proof(told, *lock, *p),
+                ],
             ),
             Clocked::No,
         ),
@@ -349,6 +499,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             token: t,
             value,
             ttl,
+            proof: p,
         } => (
             evalsha(
                 &scripts::REFRESH,
@@ -361,7 +512,7 @@ fn command(op: &Op) -> (Cmd, Clocked) {
                     token(*t),
                     ttl.to_string(),
                     format!("contents{value}"),
-                    String::new(),
+                    proof(told, *lock, *p),
                     retention(*lock),
                 ],
             ),
@@ -403,6 +554,11 @@ fn command(op: &Op) -> (Cmd, Clocked) {
             ),
             Clocked::No,
         ),
+        Op::Exists { lock } => (cmd(&[b"EXISTS", &key(*lock)]), Clocked::No),
+        Op::Pttl { lock } => (cmd(&[b"PTTL", &key(*lock)]), Clocked::Whole),
+        Op::RefreshBatch { .. } | Op::AcquireTransaction { .. } => {
+            unreachable!("a pipeline: see commands()")
+        }
         Op::Inspect { lock } => (
             evalsha(&scripts::INSPECT, &[&key(*lock)], &[]),
             Clocked::Second,
@@ -437,6 +593,11 @@ fn command(op: &Op) -> (Cmd, Clocked) {
                 0 => cmd.arg(fence_key(&key(*lock))).arg("not a number"),
                 1 => cmd.arg(fence_key(&key(*lock))).arg("999999999999998"),
                 2 => cmd.arg(fence_key(&key(*lock))).arg("7"),
+                4 => {
+                    let mut pexpire = redis::cmd("PEXPIRE");
+                    pexpire.arg(fence_key(&key(*lock))).arg(100_000);
+                    return (pexpire, Clocked::No);
+                }
                 _ => {
                     let mut hset = redis::cmd("HSET");
                     hset.arg(key(*lock)).arg("f").arg("v");
@@ -455,6 +616,18 @@ fn close(a: i64, b: i64) -> bool {
 /// Equal replies, errors word for word (where in which script included).
 fn same(real: &Value, memory: &Value, clocked: Clocked) -> bool {
     match (real, memory, clocked) {
+        (Value::Array(a), Value::Array(b), Clocked::Exec { gt_at, expiry_last })
+            if a.len() == b.len() =>
+        {
+            a.iter().zip(b).enumerate().all(|(n, (x, y))| {
+                let last = n + 1 == a.len();
+                match (x, y) {
+                    _ if gt_at == Some(n) => true,
+                    (Value::Int(x), Value::Int(y)) if expiry_last && last => close(*x, *y),
+                    _ => x == y,
+                }
+            })
+        }
         (Value::Int(a), Value::Int(b), Clocked::Whole) => close(*a, *b),
         (Value::Array(a), Value::Array(b), Clocked::AttemptPttl)
             if a.len() == 2 && b.len() == 2 =>
@@ -488,6 +661,8 @@ fn refresh_apart(key: &[u8], real: &Value, memory: &Value) -> bool {
 struct Pair {
     real: MultiplexedConnection,
     memory: MemoryConnection,
+    /// What ExclusiveLock's transactions told each store: (real, memory).
+    told: (Told, Told),
 }
 
 impl Pair {
@@ -499,6 +674,7 @@ impl Pair {
                 .await
                 .expect("connection"),
             memory: MemoryConnection::open(name, None),
+            told: ([None; LOCKS.len()], [None; LOCKS.len()]),
         };
         for source in scripts::ALL_SOURCES {
             let mut load = redis::cmd("SCRIPT");
@@ -524,13 +700,27 @@ impl Pair {
     }
 
     async fn send(&mut self, op: &Op) -> Result<(), String> {
-        let (cmd, clocked) = command(op);
-        let (real, memory) = self.both(&cmd).await;
-        if same(&real, &memory, clocked) {
-            Ok(())
-        } else {
-            Err(format!("{op:?}:\n  redis:  {real:?}\n  memory: {memory:?}"))
+        let sent = commands(op, &self.told.0);
+        let real = run(&mut self.real, &sent).await;
+        let memory = run(&mut self.memory, &commands(op, &self.told.1)).await;
+        for ((real, memory), (_, clocked)) in real.iter().zip(&memory).zip(&sent) {
+            if !same(real, memory, *clocked) {
+                return Err(format!("{op:?}:\n  redis:  {real:?}\n  memory: {memory:?}"));
+            }
         }
+        if let Op::AcquireTransaction {
+            lock,
+            value: Some(_),
+            ..
+        } = op
+        {
+            for (told, replies) in [(&mut self.told.0, &real), (&mut self.told.1, &memory)] {
+                if let Some(at) = replies.last().and_then(set_at) {
+                    told[*lock] = Some(at);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Every key the ops touch, read back from both.
@@ -594,8 +784,38 @@ impl Pair {
     }
 
     async fn reset(&mut self) {
+        self.told = ([None; LOCKS.len()], [None; LOCKS.len()]);
         let (real, memory) = self.both(&redis::cmd("FLUSHALL")).await;
         assert_eq!(real, memory);
+    }
+}
+
+/// Sends one command, or several as one pipeline.
+async fn run<C: ConnectionLike>(con: &mut C, sent: &[(Cmd, Clocked)]) -> Vec<Value> {
+    if let [(one, _)] = sent {
+        return vec![con.req_packed_command(one).await.expect("an answer")];
+    }
+    let mut pipe = redis::pipe();
+    for (cmd, _) in sent {
+        pipe.add_command(cmd.clone());
+    }
+    if sent.is_empty() {
+        return Vec::new();
+    }
+    con.req_packed_commands(&pipe, 0, sent.len())
+        .await
+        .expect("answers")
+}
+
+/// The lock key's expiry an EXEC of a transaction that set it tells.
+fn set_at(exec: &Value) -> Option<i64> {
+    match exec {
+        Value::Array(items) => match (items.first(), items.last()) {
+            (Some(Value::Okay), Some(Value::Int(at))) => Some(*at),
+            (Some(Value::SimpleString(ok)), Some(Value::Int(at))) if ok == "OK" => Some(*at),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -739,17 +959,20 @@ fn every_script_answers_as_redis_does() {
                 token: 0,
                 value: 0,
                 ttl: 30_000,
+                proof: false,
             },
             RefreshExclusive {
                 lock: 1,
                 token: 0,
                 value: 1,
                 ttl: 30_000,
+                proof: false,
             },
             ReleaseExclusive {
                 lock: 1,
                 token: 0,
                 value: 0,
+                proof: false,
             },
             AcquireFair {
                 lock: 0,
@@ -824,6 +1047,97 @@ fn every_script_answers_as_redis_does() {
         if let Err(diff) = pair.compare_keys().await {
             panic!("{diff}");
         }
+    });
+}
+
+/// The first attempt as a transaction, in both layouts, and what follows one: the proof an
+/// ExclusiveLock's transaction keeps (its lock key's expiry) for refresh and release, the
+/// watchdog's batch, the script recognising a plain transaction's lock, isLocked and the
+/// holder's TTL, and a transaction on a spoilt counter or lock key.
+#[test]
+fn the_transaction_form_and_what_follows_it_answer_as_redis_does() {
+    use Op::*;
+    let server = RedisServer::start();
+    let runtime = runtime();
+    let exclusive = |token, value, keep| AcquireTransaction {
+        lock: 1,
+        token,
+        value: Some(value),
+        ttl: 10_000,
+        keep,
+    };
+    let plain = |lock, token, keep| AcquireTransaction {
+        lock,
+        token,
+        value: None,
+        ttl: 10_000,
+        keep,
+    };
+    let acquire = |lock, token| Acquire {
+        lock,
+        token,
+        ttl: 10_000,
+    };
+    let release = |token, value, proof| ReleaseExclusive {
+        lock: 1,
+        token,
+        value,
+        proof,
+    };
+    runtime.block_on(async {
+        let mut pair = Pair::new(&server, "equivalence-transaction").await;
+        let script = [
+            exclusive(0, 0, true),
+            exclusive(1, 0, true),
+            Exists { lock: 1 },
+            Pttl { lock: 1 },
+            // Without the expiry it was told, the lock is not provably ours.
+            release(0, 0, false),
+            RefreshExclusive {
+                lock: 1,
+                token: 0,
+                value: 0,
+                ttl: 20_000,
+                proof: true,
+            },
+            plain(0, 0, true),
+            // A counter kept forever loses an expiry another client gave it, to the
+            // transaction and to the script alike.
+            Spoil { lock: 0, how: 4 },
+            RefreshBatch {
+                singles: vec![(0, 0, 15_000), (0, 1, 15_000)],
+                pairs: vec![(1, 0, 0, 15_000, true), (1, 1, 0, 15_000, false)],
+            },
+            release(0, 0, true),
+            Exists { lock: 1 },
+            exclusive(2, 1, false),
+            release(2, 1, true),
+            plain(0, 1, true),
+            Spoil { lock: 0, how: 4 },
+            plain(0, 1, false),
+            acquire(0, 0),
+            Pttl { lock: 0 },
+            Release { lock: 0, token: 0 },
+            // Set, but no fence: taken back with its proof, or by the script that finds
+            // its own token.
+            Spoil { lock: 1, how: 0 },
+            exclusive(0, 0, true),
+            release(0, 0, true),
+            Spoil { lock: 1, how: 1 },
+            plain(1, 0, true),
+            acquire(1, 0),
+            Exists { lock: 1 },
+            Spoil { lock: 1, how: 3 },
+            plain(1, 1, true),
+            Exists { lock: 1 },
+            Pttl { lock: 1 },
+        ];
+        for op in &script {
+            pair.send(op).await.unwrap_or_else(|diff| panic!("{diff}"));
+        }
+        pair.compare_keys()
+            .await
+            .unwrap_or_else(|diff| panic!("{diff}"));
     });
 }
 

@@ -253,3 +253,6 @@ fn the_script_and_the_transaction_answer_alike_and_leave_the_same_lock() {
         run(server.port, cases.fetch_add(1, Ordering::Relaxed), &steps);
     });
 }
+
+#[path = "acquire_forms_layouts_tests.rs"]
+mod layouts;
