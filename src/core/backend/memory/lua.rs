@@ -74,6 +74,7 @@ impl LuaHost {
         let sha1hex =
             lua.create_function(|_, text: mlua::LuaString| Ok(sha1_hex(&text.as_bytes())))?;
         let handler = lua.create_function(error_handler)?;
+        super::cjson::install(&lua)?;
         let runner: Function = lua.load(PRELUDE).set_name("=redis").call((
             raw,
             error_reply,
@@ -341,7 +342,7 @@ fn script_place(debug: &mlua::debug::Debug) -> Option<(String, i64)> {
 fn describe(value: &Value) -> String {
     match value {
         Value::String(s) => s.to_string_lossy(),
-        Value::Error(err) => err.to_string(),
+        Value::Error(err) => super::cjson::message_of(err),
         Value::Number(n) => format_g17(*n),
         Value::Integer(n) => n.to_string(),
         Value::Nil => "nil".into(),

@@ -4,6 +4,7 @@
 //! Only the commands our scripts and the store send are implemented, with Redis 7's
 //! semantics and replies.
 
+mod cjson;
 mod clock;
 mod connection;
 mod deadlines;

@@ -45,6 +45,11 @@ pub fn parse_f64(bytes: &[u8]) -> Option<f64> {
 
 /// C's `printf("%.17g", value)`.
 pub fn format_g17(value: f64) -> String {
+    format_g(value, 17)
+}
+
+/// C's `printf("%.<precision>g", value)` (cjson writes numbers with 14).
+pub fn format_g(value: f64, precision: usize) -> String {
     if value.is_nan() {
         return "nan".into();
     }
@@ -62,17 +67,18 @@ pub fn format_g17(value: f64) -> String {
             "0".into()
         };
     }
-    let scientific = format!("{value:.16e}");
+    let precision = precision.max(1);
+    let scientific = format!("{value:.*e}", precision - 1);
     let Some((mantissa, exponent)) = scientific.split_once('e') else {
         return scientific;
     };
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    if !(-4..17).contains(&exponent) {
+    let exponent: i64 = exponent.parse().unwrap_or(0);
+    if exponent < -4 || exponent >= precision as i64 {
         let mantissa = trim_fraction(mantissa);
         let sign = if exponent < 0 { '-' } else { '+' };
         return format!("{mantissa}e{sign}{:02}", exponent.abs());
     }
-    let decimals = usize::try_from(16 - exponent).unwrap_or(0);
+    let decimals = usize::try_from(precision as i64 - 1 - exponent).unwrap_or(0);
     trim_fraction(&format!("{value:.decimals$}")).to_owned()
 }
 
@@ -120,5 +126,17 @@ mod tests {
         assert_eq!(format_g17(1.5e-5), "1.5e-05");
         assert_eq!(format_g17(123_456_789.123), "123456789.123");
         assert_eq!(format_g17(-2.25), "-2.25");
+    }
+
+    #[test]
+    fn doubles_print_as_percent_14g() {
+        assert_eq!(format_g(1_717_000_000_123.0, 14), "1717000000123");
+        assert_eq!(format_g(101_795_754_377_590.0, 14), "1.0179575437759e+14");
+        assert_eq!(format_g(999_999_999_999_999.0, 14), "1e+15");
+        assert_eq!(format_g(0.1, 14), "0.1");
+        assert_eq!(format_g(1.0 / 3.0, 14), "0.33333333333333");
+        assert_eq!(format_g(0.0001, 14), "0.0001");
+        assert_eq!(format_g(0.00001, 14), "1e-05");
+        assert_eq!(format_g(-0.0, 14), "-0");
     }
 }
