@@ -3,7 +3,7 @@
 //! is far cheaper for Redis) as one transaction; each form's reply is read once, into one
 //! answer.
 
-use super::{scripts, Op, Wire};
+use super::{scripts, syncguard, Op, Wire};
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::resp;
@@ -55,6 +55,15 @@ pub enum Layout<'a> {
         member: &'a str,
         place: Duration,
         lifetime: Duration,
+    },
+    /// syncguard's (sg_acquire.lua): the lock key holds a JSON record with the token as its
+    /// lockId, `index_key` the lock key as `stored_key` writes it, and the fence counter is
+    /// syncguard's own (never expires: `fence_retention_ms` and `keep_fences` are unused).
+    /// The script's form only: a transaction cannot read a record's expiry.
+    Syncguard {
+        index_key: &'a [u8],
+        stored_key: &'a [u8],
+        user_key: &'a str,
     },
 }
 
@@ -213,6 +222,26 @@ impl AcquireAttempt<'_> {
                     &[&head[..], &tail[..]].concat(),
                 );
             }
+            Layout::Syncguard {
+                index_key,
+                stored_key,
+                user_key,
+            } => {
+                // Every TTL JS calls whole reaches the script, even one Redis will refuse.
+                let ttl = self.ttl.as_millis().to_string();
+                let tolerance = resp::decimal(syncguard::TOLERANCE_MS);
+                wire.script(
+                    &scripts::SG_ACQUIRE,
+                    &[key, index_key, fence],
+                    &[
+                        self.token.as_bytes(),
+                        ttl.as_bytes(),
+                        tolerance.as_bytes(),
+                        stored_key,
+                        user_key.as_bytes(),
+                    ],
+                );
+            }
         }
     }
 
@@ -252,6 +281,9 @@ impl Op for AcquireAttempt<'_> {
     }
 
     fn decode(&self, reply: Value) -> Result<Acquired, LockError> {
+        if let Layout::Syncguard { .. } = self.layout {
+            return syncguard_answer(reply);
+        }
         if matches!(reply, Value::ServerError(_)) {
             return Ok(Acquired::Refused);
         }
@@ -299,6 +331,30 @@ impl AcquireAttempt<'_> {
     }
 }
 
+/// What sg_acquire.lua's reply says: won with its fence and the record's absolute expiry
+/// (server ms, in `set_at`), or held with the holder's PTTL. A server error (a TTL Redis
+/// refuses after the fence was drawn, a value at the lock key that is not JSON) is an
+/// error, unlike our own layouts' `Refused`: nothing was locked, and syncguard rejects it.
+fn syncguard_answer(reply: Value) -> Result<Acquired, LockError> {
+    let reply = reply.extract_error()?;
+    let Value::Array(items) = &reply else {
+        return Err(syncguard::malformed("acquire", &reply));
+    };
+    match items.as_slice() {
+        [Value::Int(1), won, Value::Int(expires)] => match syncguard::fence(won) {
+            Some(fence) => Ok(Acquired::Won {
+                fence,
+                set_at: Some(*expires),
+            }),
+            None => Err(syncguard::malformed("acquire", &reply)),
+        },
+        [Value::Int(0), Value::Int(pttl)] => Ok(Acquired::Held {
+            ttl: u64::try_from(*pttl).ok().map(Duration::from_millis),
+        }),
+        _ => Err(syncguard::malformed("acquire", &reply)),
+    }
+}
+
 /// How far a transaction pushes the counter of a lock living `ttl_ms`: the window past the
 /// lock, and a quarter window more (a counter may live 1.25 windows past its last lock).
 pub fn pushed_for(ttl_ms: u64, window_ms: u64) -> u64 {
@@ -323,3 +379,7 @@ mod tests;
 #[cfg(test)]
 #[path = "acquire_forms_tests.rs"]
 mod forms_tests;
+
+#[cfg(test)]
+#[path = "acquire_syncguard_tests.rs"]
+mod syncguard_tests;

@@ -11,7 +11,7 @@ use redis::{ConnectionLike, RedisResult, Value};
 use std::time::Duration;
 
 /// RESP written by hand, apart from the code under test.
-fn resp(parts: &[&[u8]]) -> Vec<u8> {
+pub(super) fn resp(parts: &[&[u8]]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", parts.len()).into_bytes();
     for part in parts {
         out.extend(format!("${}\r\n", part.len()).bytes());
@@ -21,7 +21,7 @@ fn resp(parts: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-fn evalsha(script: &redis::Script, keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
+pub(super) fn evalsha(script: &redis::Script, keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
     let count = keys.len().to_string();
     let mut parts = vec![
         b"EVALSHA".as_slice(),
@@ -62,7 +62,7 @@ fn sent(invocation: &redis::ScriptInvocation<'_>) -> Vec<u8> {
 }
 
 /// What each transport sends for `op`: both must be `want`.
-fn assert_sends<O: Op>(op: &O, want: &[u8]) {
+pub(super) fn assert_sends<O: Op>(op: &O, want: &[u8]) {
     let mut socket = Vec::new();
     op.encode(&mut socket);
     assert_eq!(

@@ -13,6 +13,7 @@ pub mod fenced_set;
 pub mod read;
 pub mod release;
 pub mod scripts;
+pub mod syncguard;
 pub mod wire;
 
 pub use wire::{Request, Wire};

@@ -5,7 +5,7 @@
 //! through (a SCRIPT FLUSH without a reconnect). Lua scripts cannot share functions, so the
 //! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended, the ones that
 //! wake a waiter `announce.lua`, and the ones that draw fences or keep a lock's counter
-//! `fence.lua`.
+//! `fence.lua`; syncguard's layout (`sg_*.lua`) gets `sg_common.lua`.
 
 use redis::Script;
 use std::sync::LazyLock;
@@ -46,9 +46,26 @@ const RELEASE_FAIR_SOURCE: &str = concat!(
 );
 const LEAVE_FAIR_SOURCE: &str =
     concat!(include_str!("announce.lua"), include_str!("leave_fair.lua"));
+const SG_ACQUIRE_SOURCE: &str = concat!(
+    include_str!("sg_common.lua"),
+    include_str!("sg_acquire.lua")
+);
+const SG_RELEASE_SOURCE: &str = concat!(
+    include_str!("sg_common.lua"),
+    include_str!("announce.lua"),
+    include_str!("sg_release.lua")
+);
+const SG_EXTEND_SOURCE: &str =
+    concat!(include_str!("sg_common.lua"), include_str!("sg_extend.lua"));
+const SG_IS_LOCKED_SOURCE: &str = concat!(
+    include_str!("sg_common.lua"),
+    include_str!("sg_is_locked.lua")
+);
+const SG_LOOKUP_SOURCE: &str =
+    concat!(include_str!("sg_common.lua"), include_str!("sg_lookup.lua"));
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 15] = [
+pub const ALL_SOURCES: [&str; 20] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -64,6 +81,11 @@ pub const ALL_SOURCES: [&str; 15] = [
     ACQUIRE_FAIR_SOURCE,
     RELEASE_FAIR_SOURCE,
     LEAVE_FAIR_SOURCE,
+    SG_ACQUIRE_SOURCE,
+    SG_RELEASE_SOURCE,
+    SG_EXTEND_SOURCE,
+    SG_IS_LOCKED_SOURCE,
+    SG_LOOKUP_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -81,3 +103,8 @@ pub static REFRESH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(REFRESH
 pub static ACQUIRE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_FAIR_SOURCE));
 pub static RELEASE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_FAIR_SOURCE));
 pub static LEAVE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_FAIR_SOURCE));
+pub static SG_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_ACQUIRE_SOURCE));
+pub static SG_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_RELEASE_SOURCE));
+pub static SG_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(SG_EXTEND_SOURCE));
+pub static SG_IS_LOCKED: LazyLock<Script> = LazyLock::new(|| Script::new(SG_IS_LOCKED_SOURCE));
+pub static SG_LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(SG_LOOKUP_SOURCE));
