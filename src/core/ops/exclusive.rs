@@ -9,14 +9,13 @@
 
 use super::attempt_terms::AttemptTerms;
 use super::pair::Pair;
-use super::scripts;
 use super::store::Store;
 use super::watched::Target;
-use crate::core::backend::link::Replay;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout};
+use crate::core::proto::read::Inspect;
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
 use std::sync::Arc;
@@ -189,11 +188,10 @@ impl Exclusive {
     /// The holder's contents and remaining TTL, for any instance, as the original's
     /// `MULTI GET PTTL EXEC` (here one script). Never shows an owner token.
     pub async fn inspect(&self) -> Result<Option<Inspection>, LockError> {
-        let invocation = scripts::INSPECT.key(&self.redis_key);
-        let (contents, ttl_ms): (Option<Vec<u8>>, i64) = self
-            .store
-            .eval(&invocation, self.command_timeout, Replay::Safe)
-            .await?;
+        let inspect = Inspect {
+            lock_key: &self.redis_key,
+        };
+        let (contents, ttl_ms) = self.store.run(&inspect, self.command_timeout).await?;
         // Another client may have stored any bytes; show them as ioredis would (lossy UTF-8).
         Ok(contents.map(|bytes| Inspection {
             contents: String::from_utf8_lossy(&bytes).into_owned(),
@@ -297,6 +295,7 @@ impl ExclusiveRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::proto::scripts;
 
     #[test]
     fn releases_with_the_owner_key_first_and_the_value_then_the_expiry() {

@@ -12,9 +12,13 @@ use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
+use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
+use crate::core::proto::refresh::RefreshBatch;
 use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake::{self, Turn, Wakes};
-use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, Pipeline, RedisResult, ScriptInvocation, ServerErrorKind, Value,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
@@ -174,11 +178,10 @@ impl Store {
             return;
         };
         spawn(async move {
-            let mut invocation = scripts::WAKE_NEXT.key(wake::queue_key(&lock_key));
-            invocation.arg(wake::channel(&lock_key));
-            let _ignored: Result<i64, _> = store
-                .eval(&invocation, BACKGROUND_TIMEOUT, Replay::Safe)
-                .await;
+            let wake = WakeNext {
+                lock_key: &lock_key,
+            };
+            let _ignored = store.run(&wake, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -189,15 +192,11 @@ impl Store {
             return;
         };
         spawn(async move {
-            let mut invocation = scripts::LEAVE_FAIR.key(&lock_key);
-            invocation
-                .key(wake::line_key(&lock_key))
-                .key(wake::alive_key(&lock_key))
-                .arg(member)
-                .arg(wake::channel(&lock_key));
-            let _ignored: Result<i64, _> = store
-                .eval(&invocation, BACKGROUND_TIMEOUT, Replay::Safe)
-                .await;
+            let leave = LeaveLine {
+                lock_key: &lock_key,
+                member: &member,
+            };
+            let _ignored = store.run(&leave, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -208,9 +207,11 @@ impl Store {
             return;
         };
         spawn(async move {
-            let mut zrem = redis::cmd("ZREM");
-            zrem.arg(wake::queue_key(&lock_key)).arg(&store.id);
-            let _ignored: Result<i64, _> = store.query(&zrem, BACKGROUND_TIMEOUT).await;
+            let leave = LeaveQueue {
+                lock_key: &lock_key,
+                id: &store.id,
+            };
+            let _ignored = store.run(&leave, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -232,21 +233,17 @@ impl Store {
     /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
     /// ACL without sorted sets, say): the waiter then only polls.
     async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<bool> {
-        let mut invocation = scripts::ENQUEUE.key(wake::queue_key(lock_key));
-        invocation
-            .key(lock_key)
-            .arg(&self.id)
-            .arg(wake::queue_score())
-            .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
+        let enqueue = Enqueue {
+            lock_key,
+            id: &self.id,
+            score: wake::queue_score(),
+            lifetime: wake::QUEUE_LIFETIME,
+        };
         let channel = wake::channel(lock_key);
         let turns = self.wakes.turns(&channel);
-        let free: i64 = self
-            .link
-            .eval(&invocation, timeout, Replay::Safe)
-            .await
-            .ok()?;
+        let free = self.run(&enqueue, timeout).await.ok()?;
         self.wakes.mark_queued_after(&channel, true, turns);
-        Some(free == 1)
+        Some(free)
     }
     /// Makes a lock's waiters wakeable, in the background: the connection subscribes to the
     /// lock's channel, then queues for the lock. No waiter waits for either (its poll is the
@@ -282,6 +279,50 @@ impl Store {
 
     pub fn scripts_lost(&self) {
         self.link.scripts_lost()
+    }
+
+    /// One answer per lock of `batch` (see `RefreshBatch::answers`), in one round trip;
+    /// after a NOSCRIPT (Redis restarted or flushed) the scripts are loaded and those
+    /// commands are sent once more, within the same bound.
+    pub async fn refresh(&self, batch: &RefreshBatch, timeout: Duration) -> Vec<Option<bool>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let commands = batch.commands();
+        let count = commands.len();
+        let mut pipe = Pipeline::with_capacity(count);
+        pipe.ignore_errors();
+        for command in commands {
+            pipe.add_command(command.clone());
+        }
+        let mut replies = match self.link.pipeline::<Value>(&pipe, timeout).await {
+            Ok(replies) if replies.len() == count => replies,
+            _ => return batch.answers(Vec::new()),
+        };
+        let missing: Vec<usize> = (0..count).filter(|&i| is_noscript(&replies[i])).collect();
+        if !missing.is_empty() {
+            self.scripts_lost();
+            let left = || {
+                deadline
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .max(Duration::from_millis(1))
+            };
+            if self.ensure_scripts(left()).await.is_err() {
+                return batch.answers(Vec::new());
+            }
+            let mut retry = Pipeline::with_capacity(missing.len());
+            retry.ignore_errors();
+            for &i in &missing {
+                retry.add_command(commands[i].clone());
+            }
+            match self.link.pipeline::<Value>(&retry, left()).await {
+                Ok(again) if again.len() == missing.len() => {
+                    for (i, reply) in missing.into_iter().zip(again) {
+                        replies[i] = reply;
+                    }
+                }
+                _ => return batch.answers(Vec::new()),
+            }
+        }
+        batch.answers(replies.into_iter().map(Result::ok).collect())
     }
 
     pub async fn eval_tracked<T: FromRedisValue>(
@@ -325,6 +366,10 @@ impl Store {
     ) -> Result<T, LockError> {
         self.link.query(cmd, timeout).await
     }
+}
+
+fn is_noscript(reply: &RedisResult<Value>) -> bool {
+    matches!(reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
 }
 
 #[cfg(test)]
