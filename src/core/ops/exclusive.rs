@@ -11,6 +11,7 @@ use super::attempt_terms::AttemptTerms;
 use super::pair::Pair;
 use super::store::Store;
 use super::watched::Target;
+use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
@@ -129,7 +130,7 @@ impl Exclusive {
         timeout: Duration,
     ) -> Result<Option<Claim>, LockError> {
         let op = request.op(AttemptForm::Script);
-        match self.store.run(&op, timeout).await? {
+        match self.store.backend().acquire(&op, timeout).await? {
             Acquired::Won { fence, .. } => Ok(Some(request.claim(fence, None))),
             Acquired::Held { .. } => Ok(None),
             // The runtime's connection reports a server error as an error, and a script
@@ -165,7 +166,10 @@ impl Exclusive {
         proof: &Proof<'_>,
         timeout: Duration,
     ) -> Result<bool, LockError> {
-        self.store.run(&self.release_op(proof), timeout).await
+        self.store
+            .backend()
+            .release(&self.release_op(proof), timeout)
+            .await
     }
 
     /// Frees the lock a transaction of `request` took with the absolute expiry `set_at`,
@@ -191,7 +195,11 @@ impl Exclusive {
         let inspect = Inspect {
             lock_key: &self.redis_key,
         };
-        let (contents, ttl_ms) = self.store.run(&inspect, self.command_timeout).await?;
+        let (contents, ttl_ms) = self
+            .store
+            .backend()
+            .inspect(&inspect, self.command_timeout)
+            .await?;
         // Another client may have stored any bytes; show them as ioredis would (lossy UTF-8).
         Ok(contents.map(|bytes| Inspection {
             contents: String::from_utf8_lossy(&bytes).into_owned(),

@@ -5,20 +5,16 @@
 //! subscribing and queueing for their lock.
 
 use super::kept_fences::KeptFences;
-use super::scripts;
+use crate::core::backend::boundary::Backend;
 use crate::core::backend::endpoint::Endpoint;
-use crate::core::backend::link::{Connection, Link, Listener, Replay, Subscriptions};
+use crate::core::backend::lock_store::{Listener, LockStore, LostScope, Subscriptions};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
 use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
-use crate::core::proto::refresh::RefreshBatch;
 use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake::{self, Turn, Wakes};
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, Pipeline, RedisResult, ScriptInvocation, ServerErrorKind, Value,
-};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
@@ -28,7 +24,7 @@ use tokio::sync::Notify;
 pub(crate) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Store {
-    link: Link,
+    backend: Backend,
     wakes: Arc<Wakes>,
     /// This connection's name in the queues of waiting connections (see wake.rs).
     id: String,
@@ -51,8 +47,8 @@ impl Listener for Announcements {
         }
     }
 
-    fn connection_lost(&self) {
-        self.wakes.connection_lost();
+    fn connection_lost(&self, scope: LostScope) {
+        self.wakes.connection_lost(&scope);
     }
 }
 
@@ -93,7 +89,7 @@ impl Store {
                 wakes: wakes.clone(),
             });
             Store {
-                link: Link::new(endpoint.clone(), &scripts::ALL_SOURCES, listener),
+                backend: Backend::open(endpoint.clone(), listener),
                 wakes: wakes.clone(),
                 id: crate::core::basics::token::new_token(),
                 kept_fences: KeptFences::default(),
@@ -111,13 +107,18 @@ impl Store {
         self.me.upgrade()
     }
 
+    /// What keeps this endpoint's locks: every lock operation goes through it.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
     /// Resolves after the connection dropped (one waiter: the watchdog).
     pub fn dropped(&self) -> &Notify {
-        self.link.dropped()
+        self.backend.lost()
     }
 
     pub fn endpoint(&self) -> &Endpoint {
-        self.link.endpoint()
+        self.backend.endpoint()
     }
 
     pub fn wakes(&self) -> &Arc<Wakes> {
@@ -181,7 +182,7 @@ impl Store {
             let wake = WakeNext {
                 lock_key: &lock_key,
             };
-            let _ignored = store.run(&wake, BACKGROUND_TIMEOUT).await;
+            let _ignored = store.backend.wake_next(&wake, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -196,7 +197,7 @@ impl Store {
                 lock_key: &lock_key,
                 member: &member,
             };
-            let _ignored = store.run(&leave, BACKGROUND_TIMEOUT).await;
+            let _ignored = store.backend.leave_line(&leave, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -211,7 +212,7 @@ impl Store {
                 lock_key: &lock_key,
                 id: &store.id,
             };
-            let _ignored = store.run(&leave, BACKGROUND_TIMEOUT).await;
+            let _ignored = store.backend.leave_queue(&leave, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -223,8 +224,8 @@ impl Store {
         };
         spawn(async move {
             store
-                .link
-                .drop_idle(BACKGROUND_TIMEOUT, &*store.wakes)
+                .backend
+                .drop_idle(&*store.wakes, BACKGROUND_TIMEOUT)
                 .await;
         });
     }
@@ -241,7 +242,7 @@ impl Store {
         };
         let channel = wake::channel(lock_key);
         let turns = self.wakes.turns(&channel);
-        let free = self.run(&enqueue, timeout).await.ok()?;
+        let free = self.backend.enqueue(&enqueue, timeout).await.ok()?;
         self.wakes.mark_queued_after(&channel, true, turns);
         Some(free)
     }
@@ -258,7 +259,7 @@ impl Store {
         spawn(async move {
             // Queued only where a wake can reach us: a wake popped for a connection that is
             // not listening would be lost to every waiter.
-            if store.link.subscribe(&channel, timeout, &*store.wakes).await
+            if store.backend.listen(&channel, &*store.wakes, timeout).await
                 && !fair
                 && store.wakes.needs_queueing(&channel)
                 && store.enqueue(&lock_key, timeout).await == Some(true)
@@ -270,106 +271,12 @@ impl Store {
     }
 
     pub async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
-        self.link.ensure_scripts(timeout).await
+        self.backend.prepare(timeout).await
     }
 
     pub fn scripts_ready(&self) -> bool {
-        self.link.scripts_ready()
+        self.backend.is_prepared()
     }
-
-    pub fn scripts_lost(&self) {
-        self.link.scripts_lost()
-    }
-
-    /// One answer per lock of `batch` (see `RefreshBatch::answers`), in one round trip;
-    /// after a NOSCRIPT (Redis restarted or flushed) the scripts are loaded and those
-    /// commands are sent once more, within the same bound.
-    pub async fn refresh(&self, batch: &RefreshBatch, timeout: Duration) -> Vec<Option<bool>> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let commands = batch.commands();
-        let count = commands.len();
-        let mut pipe = Pipeline::with_capacity(count);
-        pipe.ignore_errors();
-        for command in commands {
-            pipe.add_command(command.clone());
-        }
-        let mut replies = match self.link.pipeline::<Value>(&pipe, timeout).await {
-            Ok(replies) if replies.len() == count => replies,
-            _ => return batch.answers(Vec::new()),
-        };
-        let missing: Vec<usize> = (0..count).filter(|&i| is_noscript(&replies[i])).collect();
-        if !missing.is_empty() {
-            self.scripts_lost();
-            let left = || {
-                deadline
-                    .saturating_duration_since(tokio::time::Instant::now())
-                    .max(Duration::from_millis(1))
-            };
-            if self.ensure_scripts(left()).await.is_err() {
-                return batch.answers(Vec::new());
-            }
-            let mut retry = Pipeline::with_capacity(missing.len());
-            retry.ignore_errors();
-            for &i in &missing {
-                retry.add_command(commands[i].clone());
-            }
-            match self.link.pipeline::<Value>(&retry, left()).await {
-                Ok(again) if again.len() == missing.len() => {
-                    for (i, reply) in missing.into_iter().zip(again) {
-                        replies[i] = reply;
-                    }
-                }
-                _ => return batch.answers(Vec::new()),
-            }
-        }
-        batch.answers(replies.into_iter().map(Result::ok).collect())
-    }
-
-    pub async fn eval_tracked<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-    ) -> Result<T, (LockError, Option<Connection>)> {
-        self.link.eval_tracked(invocation, timeout).await
-    }
-
-    pub async fn eval_on<T: FromRedisValue>(
-        &self,
-        connection: &Connection,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-    ) -> Result<T, LockError> {
-        self.link.eval_on(connection, invocation, timeout).await
-    }
-
-    pub async fn eval<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-        replay: Replay,
-    ) -> Result<T, LockError> {
-        self.link.eval(invocation, timeout, replay).await
-    }
-
-    pub async fn pipeline<T: FromRedisValue>(
-        &self,
-        pipe: &Pipeline,
-        timeout: Duration,
-    ) -> Result<Vec<RedisResult<T>>, LockError> {
-        self.link.pipeline(pipe, timeout).await
-    }
-
-    pub async fn query<T: FromRedisValue>(
-        &self,
-        cmd: &Cmd,
-        timeout: Duration,
-    ) -> Result<T, LockError> {
-        self.link.query(cmd, timeout).await
-    }
-}
-
-fn is_noscript(reply: &RedisResult<Value>) -> bool {
-    matches!(reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use super::signals::{Confirmed, Sink};
 use super::store::Store;
 pub use super::watched::{Limits, Target};
 use super::watched::{TickClock, Watched};
+use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::proto::refresh::{Refresh, RefreshBatch};
@@ -315,7 +316,9 @@ impl Watchdog {
         self.refreshes
             .fetch_add(batch.ids.len() as u64, Ordering::Relaxed);
         self.pipelines.fetch_add(1, Ordering::Relaxed);
-        let answers = self.store.refresh(&batch.refresh, batch.timeout).await;
+        let answers = (self.store.backend())
+            .refresh(&batch.refresh, batch.timeout)
+            .await;
         let now = self.clock.ms(Instant::now());
         let sent_at = self.clock.at(sent).into_std();
         let mut refreshed = Vec::new();
