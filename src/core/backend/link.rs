@@ -32,11 +32,11 @@ pub enum Replay {
 
 /// One connection, kept by a caller that must send a follow-up on the same socket.
 #[derive(Clone)]
-pub struct Pinned(ConnectionManager);
+pub(super) struct Pinned(ConnectionManager);
 
 impl Pinned {
     /// Runs a script on this connection, behind whatever is still queued on it.
-    pub async fn eval<T: FromRedisValue>(
+    pub(super) async fn eval<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
@@ -49,7 +49,7 @@ impl Pinned {
     }
 }
 
-pub struct Link {
+pub(super) struct Link {
     endpoint: Endpoint,
     /// The connection, and whether it was opened asking for RESP3.
     manager: Mutex<Option<(ConnectionManager, bool)>>,
@@ -78,7 +78,7 @@ pub struct Link {
 impl Link {
     /// The connection itself opens on the first command, so constructing never blocks or
     /// fails.
-    pub fn new(
+    pub(super) fn new(
         endpoint: Endpoint,
         scripts: &'static [&'static str],
         listener: Arc<dyn Listener>,
@@ -98,11 +98,11 @@ impl Link {
     }
 
     /// Resolves after the connection dropped (one waiter: the watchdog).
-    pub fn dropped(&self) -> &Notify {
+    pub(super) fn dropped(&self) -> &Notify {
         &self.dropped
     }
 
-    pub fn endpoint(&self) -> &Endpoint {
+    pub(super) fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
 
@@ -153,7 +153,7 @@ impl Link {
 
     /// Forget the manager after an error that reconnecting with the same manager cannot fix
     /// (a rejected AUTH leaves its shared connect future failed for good).
-    pub fn discard_manager(&self) {
+    pub(super) fn discard_manager(&self) {
         *lock(&self.manager) = None;
         self.scripts_ready.store(false, Ordering::Relaxed);
         self.listener.connection_lost(LostScope::All);
@@ -162,7 +162,7 @@ impl Link {
     /// Subscribes the connection to a lock's channel. `false` when it could not: a RESP2
     /// connection carries no pushes beside replies, and a failed SUBSCRIBE is no reason to
     /// fail a wait that polls anyway.
-    pub async fn subscribe(
+    pub(super) async fn subscribe(
         &self,
         channel: &[u8],
         timeout: Duration,
@@ -211,7 +211,7 @@ impl Link {
     /// we keep pile up: what a SUBSCRIBE does first, for when none follows. Asked for each time
     /// `IDLE_SUBSCRIPTIONS` waiters have left; with the full limit as the bar, the leavers of a
     /// burst past the count's run could find exactly the limit idle and drop nothing.
-    pub async fn drop_idle(&self, timeout: Duration, book: &dyn Subscriptions) {
+    pub(super) async fn drop_idle(&self, timeout: Duration, book: &dyn Subscriptions) {
         if self.resp2_only.load(Ordering::Relaxed) {
             return;
         }
@@ -268,7 +268,7 @@ impl Link {
 
     /// Loads every script on the current connection, once: one round trip after each
     /// (re)connect, so no lock's TTL is counted from an EVALSHA that came back NOSCRIPT.
-    pub async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
+    pub(super) async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
         if self.scripts_ready.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -288,12 +288,12 @@ impl Link {
 
     /// Whether every script is loaded on the current connection (as far as we know: a
     /// restart is noticed when the connection drops or a NOSCRIPT comes back).
-    pub fn scripts_ready(&self) -> bool {
+    pub(super) fn scripts_ready(&self) -> bool {
         self.scripts_ready.load(Ordering::Relaxed)
     }
 
     /// A NOSCRIPT came back: the scripts must be loaded again.
-    pub fn scripts_lost(&self) {
+    pub(super) fn scripts_lost(&self) {
         self.scripts_ready.store(false, Ordering::Relaxed);
     }
 
@@ -424,7 +424,7 @@ impl Link {
     }
 
     /// As `eval`; on a timeout, also the connection the request is still queued on.
-    pub async fn eval_tracked<T: FromRedisValue>(
+    pub(super) async fn eval_tracked<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
@@ -435,7 +435,7 @@ impl Link {
         .await
     }
 
-    pub async fn eval<T: FromRedisValue>(
+    pub(super) async fn eval<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
@@ -449,7 +449,7 @@ impl Link {
 
     /// Sends a whole pipeline in one write and returns each command's own result, so one
     /// failing command does not hide the answers to the others.
-    pub async fn pipeline<T: FromRedisValue>(
+    pub(super) async fn pipeline<T: FromRedisValue>(
         &self,
         pipe: &Pipeline,
         timeout: Duration,
@@ -460,7 +460,7 @@ impl Link {
         .await
     }
 
-    pub async fn query<T: FromRedisValue>(
+    pub(super) async fn query<T: FromRedisValue>(
         &self,
         cmd: &Cmd,
         timeout: Duration,

@@ -6,7 +6,7 @@
 pub mod boundary;
 pub mod direct;
 pub mod endpoint;
-pub mod link;
+mod link;
 pub mod lock_store;
 pub mod memory;
 pub mod mismatch;
