@@ -417,3 +417,19 @@ async fn a_lock_won_after_its_attempt_timed_out_is_freed_and_wakes_the_queue() {
         tokio::time::sleep(MS(20)).await;
     }
 }
+
+#[tokio::test]
+async fn the_store_answers_the_servers_time() {
+    use native_redis_lock::core::api::LockStore;
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(1000));
+    let backend = locks.store().backend();
+    let before = std::time::SystemTime::now();
+    let time = backend.server_time(MS(1000)).await.expect("TIME");
+    let slack = MS(1000);
+    assert!(time + slack >= before && time <= std::time::SystemTime::now() + slack);
+    assert!(
+        backend.caps().transactions,
+        "one Redis may take an attempt as MULTI"
+    );
+}

@@ -9,6 +9,8 @@ pub use super::backend::direct::{AttemptForm, TxSupport};
 pub use super::backend::endpoint::{Address, DEFAULT_CONNECT_TIMEOUT};
 /// Where a connection goes: the binding converts JS connection options into one.
 pub use super::backend::endpoint::{Endpoint, EndpointSpec};
+/// What keeps the locks, answering for each lock operation, and what it offers.
+pub use super::backend::lock_store::{Caps, LockStore};
 /// One command on a `memory://` keyspace, for tests that read and write beside the locks.
 pub use super::backend::memory::command as memory_command;
 /// The embedded `memory://` keyspace as a Redis connection, and its published messages.

@@ -1,73 +1,165 @@
-//! The boundary between the lock operations and what keeps their locks: a connection that
-//! runs our scripts (one atomic script per operation, on the keys of one lock), plain
-//! commands and pipelines, and carries the wake-up messages the scripts publish. The
-//! operations never look behind it. Today: one Redis server (the redis crate's multiplexed
-//! ConnectionManager) and the embedded `memory://` keyspace, which runs the same scripts in
-//! process. A Cluster, a Sentinel-watched master or Redlock's N masters are further kinds of
-//! this connection: the operations need no change for them.
+//! `Backend`: whichever implementation of `LockStore` an endpoint's address names, chosen
+//! once when its store is made. Static dispatch: one `match` per call, no boxed future.
+//! Sentinel, Cluster and Redlock are further variants (see ARCHITECTURE.md, "Where the next
+//! backends plug in").
 
-use super::memory::MemoryConnection;
-use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use super::endpoint::{Address, Endpoint};
+use super::lock_store::{Caps, Listener, LockStore, Subscriptions};
+use super::memory::MemoryStore;
+use super::redis_store::RedisStore;
+use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired};
+use crate::core::proto::extend::Extend;
+use crate::core::proto::fenced_set::FencedSet;
+use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
+use crate::core::proto::read::{Exists, Inspect, Pttl};
+use crate::core::proto::refresh::RefreshBatch;
+use crate::core::proto::release::{HandOver, Release};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::Notify;
 
-#[derive(Clone)]
 pub enum Backend {
-    Redis(ConnectionManager),
-    Memory(MemoryConnection),
+    Redis(RedisStore),
+    Memory(MemoryStore),
 }
 
 impl Backend {
-    /// Starts receiving what the scripts publish on `channel` (see store.rs for who listens).
-    pub async fn subscribe(&mut self, channel: &[u8]) -> RedisResult<()> {
-        match self {
-            // The manager subscribes again by itself after a reconnect.
-            Backend::Redis(manager) => manager.subscribe(channel).await,
-            Backend::Memory(memory) => {
-                redis::cmd("SUBSCRIBE")
-                    .arg(channel)
-                    .exec_async(memory)
-                    .await
+    /// What keeps the locks at `endpoint`, telling `listener` what its scripts publish. Opens
+    /// nothing yet, so it never blocks or fails.
+    pub fn open(endpoint: Endpoint, listener: Arc<dyn Listener>) -> Backend {
+        match &endpoint.address {
+            Address::Memory(name) => {
+                let name = name.clone();
+                Backend::Memory(MemoryStore::open(endpoint, &name, listener))
             }
-        }
-    }
-
-    pub async fn unsubscribe(&mut self, channels: Vec<Vec<u8>>) -> RedisResult<()> {
-        match self {
-            Backend::Redis(manager) => manager.unsubscribe(channels).await,
-            Backend::Memory(memory) => {
-                redis::cmd("UNSUBSCRIBE")
-                    .arg(channels)
-                    .exec_async(memory)
-                    .await
+            Address::Tcp { .. } | Address::Unix(_) => {
+                Backend::Redis(RedisStore::new(endpoint, listener))
             }
         }
     }
 }
 
-impl ConnectionLike for Backend {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Backend::Redis(manager) => manager.req_packed_command(cmd),
-            Backend::Memory(memory) => memory.req_packed_command(cmd),
+/// Calls the method on whichever store this is.
+macro_rules! each {
+    ($self:ident, $store:ident => $call:expr) => {
+        match $self {
+            Backend::Redis($store) => $call,
+            Backend::Memory($store) => $call,
         }
+    };
+}
+
+impl LockStore for Backend {
+    fn caps(&self) -> Caps {
+        each!(self, s => s.caps())
     }
 
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Backend::Redis(manager) => manager.req_packed_commands(cmd, offset, count),
-            Backend::Memory(memory) => memory.req_packed_commands(cmd, offset, count),
-        }
+    fn endpoint(&self) -> &Endpoint {
+        each!(self, s => s.endpoint())
     }
 
-    fn get_db(&self) -> i64 {
-        match self {
-            Backend::Redis(manager) => manager.get_db(),
-            Backend::Memory(memory) => memory.get_db(),
-        }
+    async fn acquire(
+        &self,
+        op: &AcquireAttempt<'_>,
+        bound: Duration,
+    ) -> Result<Acquired, LockError> {
+        each!(self, s => s.acquire(op, bound).await)
+    }
+
+    async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.release(op, bound).await)
+    }
+
+    async fn hand_over(
+        &self,
+        op: &HandOver<'_>,
+        bound: Duration,
+    ) -> Result<Option<u64>, LockError> {
+        each!(self, s => s.hand_over(op, bound).await)
+    }
+
+    async fn extend(
+        &self,
+        op: &Extend<'_>,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        each!(self, s => s.extend(op, bound).await)
+    }
+
+    async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.is_locked(op, bound).await)
+    }
+
+    async fn holder_ttl(
+        &self,
+        op: &Pttl<'_>,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        each!(self, s => s.holder_ttl(op, bound).await)
+    }
+
+    async fn inspect(
+        &self,
+        op: &Inspect<'_>,
+        bound: Duration,
+    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
+        each!(self, s => s.inspect(op, bound).await)
+    }
+
+    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.fenced_write(op, bound).await)
+    }
+
+    async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
+        each!(self, s => s.refresh(batch, bound).await)
+    }
+
+    async fn listen(&self, channel: &[u8], subs: &dyn Subscriptions, bound: Duration) -> bool {
+        each!(self, s => s.listen(channel, subs, bound).await)
+    }
+
+    async fn drop_idle(&self, subs: &dyn Subscriptions, bound: Duration) {
+        each!(self, s => s.drop_idle(subs, bound).await)
+    }
+
+    async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.enqueue(op, bound).await)
+    }
+
+    async fn wake_next(&self, op: &WakeNext<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.wake_next(op, bound).await)
+    }
+
+    async fn leave_line(&self, op: &LeaveLine<'_>, bound: Duration) -> Result<(), LockError> {
+        each!(self, s => s.leave_line(op, bound).await)
+    }
+
+    async fn leave_queue(&self, op: &LeaveQueue<'_>, bound: Duration) -> Result<(), LockError> {
+        each!(self, s => s.leave_queue(op, bound).await)
+    }
+
+    async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
+        each!(self, s => s.prepare(bound).await)
+    }
+
+    fn is_prepared(&self) -> bool {
+        each!(self, s => s.is_prepared())
+    }
+
+    fn unprepared(&self) {
+        each!(self, s => s.unprepared())
+    }
+
+    fn lost(&self) -> &Notify {
+        each!(self, s => s.lost())
+    }
+
+    async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
+        each!(self, s => s.server_time(bound).await)
     }
 }
+
+#[cfg(test)]
+#[path = "boundary_tests.rs"]
+mod tests;

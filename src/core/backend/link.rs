@@ -1,12 +1,10 @@
-//! One multiplexed, self-reconnecting connection per endpoint, and the only way the core
-//! talks to what keeps its locks: every call is bounded by a timeout, a refused connection is
+//! One multiplexed, self-reconnecting connection to one Redis server, under `RedisStore`: every call is bounded by a timeout, a refused connection is
 //! retried briefly, a server without RESP3 is spoken to over RESP2, and the scripts are loaded
 //! once per connection. What the scripts publish goes to the `Listener` the operations layer
 //! installed: this layer knows nothing of locks or waiters.
 
-use super::boundary::Backend;
-use super::endpoint::{Address, Endpoint};
-use super::memory::MemoryConnection;
+use super::endpoint::Endpoint;
+use super::lock_store::{published, Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
@@ -21,40 +19,6 @@ use tokio::sync::Notify;
 const REFUSAL_BUDGET: Duration = Duration::from_millis(300);
 const REFUSAL_FIRST_PAUSE: Duration = Duration::from_millis(10);
 const REFUSAL_MAX_PAUSE: Duration = Duration::from_millis(50);
-/// Channels nobody waits on stay subscribed (the next wait on the same lock skips the
-/// SUBSCRIBE) until there are more than this many.
-pub const IDLE_SUBSCRIPTIONS: usize = 64;
-/// Who hears what the scripts publish on the channels we subscribed to, and that the
-/// connection dropped (subscriptions and messages in flight may be gone with it).
-pub trait Listener: Send + Sync {
-    fn message(&self, channel: &[u8], payload: &[u8]);
-    fn connection_lost(&self);
-}
-
-/// Which channels are subscribed, kept by the listener beside its own state of each channel.
-pub trait Subscriptions: Sync {
-    fn is_subscribed(&self, channel: &[u8]) -> bool;
-    /// Whether anyone still waits for what the channel announces. SUBSCRIBEs go one at a
-    /// time, so in a burst of waiters one may come up long after its waiters got their locks
-    /// and left: made then, it would only sit on the server.
-    fn is_wanted(&self, channel: &[u8]) -> bool;
-    /// Channels nobody listens on any more, to unsubscribe, once more than `keep` of them
-    /// pile up (called while no other SUBSCRIBE or UNSUBSCRIBE is under way).
-    fn take_idle(&self, keep: usize) -> Vec<Vec<u8>>;
-    fn mark_subscribed(&self, channel: &[u8]);
-}
-
-/// A published message as our scripts send it: a channel and one payload.
-fn message(push: &redis::PushInfo) -> Option<(&[u8], &[u8])> {
-    match (&push.kind, push.data.as_slice()) {
-        (
-            redis::PushKind::Message | redis::PushKind::SMessage,
-            [Value::BulkString(channel), Value::BulkString(payload)],
-        ) => Some((channel, payload)),
-        _ => None,
-    }
-}
-
 /// Whether a call may be sent again after its connection dropped mid-request, when nobody
 /// can tell if Redis ran it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -68,12 +32,27 @@ pub enum Replay {
 
 /// One connection, kept by a caller that must send a follow-up on the same socket.
 #[derive(Clone)]
-pub struct Connection(Backend);
+pub(super) struct Pinned(ConnectionManager);
 
-pub struct Link {
+impl Pinned {
+    /// Runs a script on this connection, behind whatever is still queued on it.
+    pub(super) async fn eval<T: FromRedisValue>(
+        &self,
+        invocation: &ScriptInvocation<'_>,
+        timeout: Duration,
+    ) -> Result<T, LockError> {
+        let mut con = self.0.clone();
+        match tokio::time::timeout(timeout, invocation.invoke_async(&mut con)).await {
+            Ok(reply) => reply.map_err(LockError::from),
+            Err(_) => Err(LockError::no_reply(timeout)),
+        }
+    }
+}
+
+pub(super) struct Link {
     endpoint: Endpoint,
     /// The connection, and whether it was opened asking for RESP3.
-    manager: Mutex<Option<(Backend, bool)>>,
+    manager: Mutex<Option<(ConnectionManager, bool)>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
     /// Set once a call was answered: until then a failure may be a wrong address or TLS on
@@ -99,7 +78,7 @@ pub struct Link {
 impl Link {
     /// The connection itself opens on the first command, so constructing never blocks or
     /// fails.
-    pub fn new(
+    pub(super) fn new(
         endpoint: Endpoint,
         scripts: &'static [&'static str],
         listener: Arc<dyn Listener>,
@@ -119,33 +98,22 @@ impl Link {
     }
 
     /// Resolves after the connection dropped (one waiter: the watchdog).
-    pub fn dropped(&self) -> &Notify {
+    pub(super) fn dropped(&self) -> &Notify {
         &self.dropped
     }
 
-    pub fn endpoint(&self) -> &Endpoint {
+    pub(super) fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
 
     /// Must run inside the tokio runtime: the manager spawns its driver task there.
-    fn manager(&self) -> Result<Backend, LockError> {
+    fn manager(&self) -> Result<ConnectionManager, LockError> {
         let mut slot = lock(&self.manager);
         match slot.as_ref() {
             // One opened for RESP3 before the server was found to refuse it fails every call.
             Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => {}
             Some((manager, _)) => return Ok(manager.clone()),
             None => {}
-        }
-        if let Address::Memory(name) = &self.endpoint.address {
-            let listener = self.listener.clone();
-            let pushes = move |push: redis::PushInfo| {
-                if let Some((channel, payload)) = message(&push) {
-                    listener.message(channel, payload);
-                }
-            };
-            let memory = Backend::Memory(MemoryConnection::open(name, Some(Arc::new(pushes))));
-            *slot = Some((memory.clone(), false));
-            return Ok(memory);
         }
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
         let client = self.endpoint.client(resp3)?;
@@ -166,10 +134,10 @@ impl Link {
                         redis::PushKind::Disconnection => {
                             scripts_ready.store(false, Ordering::Relaxed);
                             dropped.notify_one();
-                            listener.connection_lost();
+                            listener.connection_lost(LostScope::All);
                         }
                         _ => {
-                            if let Some((channel, payload)) = message(&push) {
+                            if let Some((channel, payload)) = published(&push) {
                                 listener.message(channel, payload);
                             }
                         }
@@ -178,23 +146,23 @@ impl Link {
                 },
             );
         }
-        let manager = Backend::Redis(ConnectionManager::new_lazy_with_config(client, config)?);
+        let manager = ConnectionManager::new_lazy_with_config(client, config)?;
         *slot = Some((manager.clone(), resp3));
         Ok(manager)
     }
 
     /// Forget the manager after an error that reconnecting with the same manager cannot fix
     /// (a rejected AUTH leaves its shared connect future failed for good).
-    pub fn discard_manager(&self) {
+    pub(super) fn discard_manager(&self) {
         *lock(&self.manager) = None;
         self.scripts_ready.store(false, Ordering::Relaxed);
-        self.listener.connection_lost();
+        self.listener.connection_lost(LostScope::All);
     }
 
     /// Subscribes the connection to a lock's channel. `false` when it could not: a RESP2
     /// connection carries no pushes beside replies, and a failed SUBSCRIBE is no reason to
     /// fail a wait that polls anyway.
-    pub async fn subscribe(
+    pub(super) async fn subscribe(
         &self,
         channel: &[u8],
         timeout: Duration,
@@ -243,7 +211,7 @@ impl Link {
     /// we keep pile up: what a SUBSCRIBE does first, for when none follows. Asked for each time
     /// `IDLE_SUBSCRIPTIONS` waiters have left; with the full limit as the bar, the leavers of a
     /// burst past the count's run could find exactly the limit idle and drop nothing.
-    pub async fn drop_idle(&self, timeout: Duration, book: &dyn Subscriptions) {
+    pub(super) async fn drop_idle(&self, timeout: Duration, book: &dyn Subscriptions) {
         if self.resp2_only.load(Ordering::Relaxed) {
             return;
         }
@@ -267,7 +235,7 @@ impl Link {
     /// SSUBSCRIBE, where the server has it: the scripts' SPUBLISH then reaches us. A server
     /// that turns it down makes us fall back to SUBSCRIBE for good (its scripts fall back to
     /// PUBLISH alike). One channel per command, so the one confirmation is its reply.
-    async fn subscribe_sharded(&self, manager: &mut Backend, channel: &[u8]) -> bool {
+    async fn subscribe_sharded(&self, manager: &mut ConnectionManager, channel: &[u8]) -> bool {
         let reply: RedisResult<Value> = redis::cmd("SSUBSCRIBE")
             .arg(channel)
             .query_async(manager)
@@ -283,7 +251,11 @@ impl Link {
     }
 
     /// Drops idle subscriptions, of whichever kind this connection makes.
-    async fn unsubscribe(&self, manager: &mut Backend, channels: Vec<Vec<u8>>) -> RedisResult<()> {
+    async fn unsubscribe(
+        &self,
+        manager: &mut ConnectionManager,
+        channels: Vec<Vec<u8>>,
+    ) -> RedisResult<()> {
         if self.unsharded.load(Ordering::Relaxed) {
             return manager.unsubscribe(channels).await;
         }
@@ -296,7 +268,7 @@ impl Link {
 
     /// Loads every script on the current connection, once: one round trip after each
     /// (re)connect, so no lock's TTL is counted from an EVALSHA that came back NOSCRIPT.
-    pub async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
+    pub(super) async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
         if self.scripts_ready.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -316,12 +288,12 @@ impl Link {
 
     /// Whether every script is loaded on the current connection (as far as we know: a
     /// restart is noticed when the connection drops or a NOSCRIPT comes back).
-    pub fn scripts_ready(&self) -> bool {
+    pub(super) fn scripts_ready(&self) -> bool {
         self.scripts_ready.load(Ordering::Relaxed)
     }
 
     /// A NOSCRIPT came back: the scripts must be loaded again.
-    pub fn scripts_lost(&self) {
+    pub(super) fn scripts_lost(&self) {
         self.scripts_ready.store(false, Ordering::Relaxed);
     }
 
@@ -334,7 +306,7 @@ impl Link {
         op: F,
     ) -> Result<T, LockError>
     where
-        F: Fn(Backend) -> Fut,
+        F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         self.call_tracked(timeout, replay, op)
@@ -349,9 +321,9 @@ impl Link {
         timeout: Duration,
         replay: Replay,
         op: F,
-    ) -> Result<T, (LockError, Option<Connection>)>
+    ) -> Result<T, (LockError, Option<Pinned>)>
     where
-        F: Fn(Backend) -> Fut,
+        F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -393,7 +365,7 @@ impl Link {
                     self.discard_manager();
                     self.dropped.notify_one();
                     let err = LockError::no_reply(timeout);
-                    return Err((self.explain(err).await, Some(Connection(manager))));
+                    return Err((self.explain(err).await, Some(Pinned(manager))));
                 }
             };
             // Every call that found RESP3 refused goes again over RESP2, not only the first:
@@ -452,32 +424,18 @@ impl Link {
     }
 
     /// As `eval`; on a timeout, also the connection the request is still queued on.
-    pub async fn eval_tracked<T: FromRedisValue>(
+    pub(super) async fn eval_tracked<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
-    ) -> Result<T, (LockError, Option<Connection>)> {
+    ) -> Result<T, (LockError, Option<Pinned>)> {
         self.call_tracked(timeout, Replay::Safe, |mut con| async move {
             invocation.invoke_async(&mut con).await
         })
         .await
     }
 
-    /// Runs a script on one given connection, behind whatever is still queued on it.
-    pub async fn eval_on<T: FromRedisValue>(
-        &self,
-        connection: &Connection,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-    ) -> Result<T, LockError> {
-        let mut con = connection.0.clone();
-        match tokio::time::timeout(timeout, invocation.invoke_async(&mut con)).await {
-            Ok(reply) => reply.map_err(LockError::from),
-            Err(_) => Err(LockError::no_reply(timeout)),
-        }
-    }
-
-    pub async fn eval<T: FromRedisValue>(
+    pub(super) async fn eval<T: FromRedisValue>(
         &self,
         invocation: &ScriptInvocation<'_>,
         timeout: Duration,
@@ -491,7 +449,7 @@ impl Link {
 
     /// Sends a whole pipeline in one write and returns each command's own result, so one
     /// failing command does not hide the answers to the others.
-    pub async fn pipeline<T: FromRedisValue>(
+    pub(super) async fn pipeline<T: FromRedisValue>(
         &self,
         pipe: &Pipeline,
         timeout: Duration,
@@ -502,7 +460,7 @@ impl Link {
         .await
     }
 
-    pub async fn query<T: FromRedisValue>(
+    pub(super) async fn query<T: FromRedisValue>(
         &self,
         cmd: &Cmd,
         timeout: Duration,

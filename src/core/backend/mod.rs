@@ -1,10 +1,13 @@
-//! What keeps the locks: a connection that runs our scripts on the keys of one lock, plain
-//! commands and pipelines, and delivers what the scripts publish. Nothing here knows locks,
-//! waiters or the watchdog: published messages go to whoever installed the listener.
+//! What keeps the locks, answering for each lock operation of `proto` (`LockStore`, with
+//! `Caps` saying what it offers): one Redis server (`RedisStore` over `Link`) or `memory://`
+//! (`MemoryStore`), chosen per endpoint (`Backend`). Nothing here knows waiters or the
+//! watchdog: published messages go to whoever installed the listener.
 
 pub mod boundary;
 pub mod direct;
 pub mod endpoint;
-pub mod link;
+mod link;
+pub mod lock_store;
 pub mod memory;
 pub mod mismatch;
+pub mod redis_store;

@@ -4,6 +4,7 @@
 
 use super::lock::Locker;
 use super::store::Store;
+use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
@@ -150,6 +151,6 @@ impl Locker {
     /// tokio connection (the attempt's own connection is gone), bounded by the lock's TTL.
     pub async fn abandon(&self, terms: &AttemptTerms) {
         let free = Release::late_win(&terms.redis_key, &terms.token, self.is_fair());
-        let _ignored = self.store().run(&free, terms.ttl).await;
+        let _ignored = self.store().backend().release(&free, terms.ttl).await;
     }
 }

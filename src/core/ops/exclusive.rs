@@ -9,14 +9,14 @@
 
 use super::attempt_terms::AttemptTerms;
 use super::pair::Pair;
-use super::scripts;
 use super::store::Store;
 use super::watched::Target;
-use crate::core::backend::link::Replay;
+use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout};
+use crate::core::proto::read::Inspect;
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
 use std::sync::Arc;
@@ -130,7 +130,7 @@ impl Exclusive {
         timeout: Duration,
     ) -> Result<Option<Claim>, LockError> {
         let op = request.op(AttemptForm::Script);
-        match self.store.run(&op, timeout).await? {
+        match self.store.backend().acquire(&op, timeout).await? {
             Acquired::Won { fence, .. } => Ok(Some(request.claim(fence, None))),
             Acquired::Held { .. } => Ok(None),
             // The runtime's connection reports a server error as an error, and a script
@@ -166,7 +166,10 @@ impl Exclusive {
         proof: &Proof<'_>,
         timeout: Duration,
     ) -> Result<bool, LockError> {
-        self.store.run(&self.release_op(proof), timeout).await
+        self.store
+            .backend()
+            .release(&self.release_op(proof), timeout)
+            .await
     }
 
     /// Frees the lock a transaction of `request` took with the absolute expiry `set_at`,
@@ -189,10 +192,13 @@ impl Exclusive {
     /// The holder's contents and remaining TTL, for any instance, as the original's
     /// `MULTI GET PTTL EXEC` (here one script). Never shows an owner token.
     pub async fn inspect(&self) -> Result<Option<Inspection>, LockError> {
-        let invocation = scripts::INSPECT.key(&self.redis_key);
-        let (contents, ttl_ms): (Option<Vec<u8>>, i64) = self
+        let inspect = Inspect {
+            lock_key: &self.redis_key,
+        };
+        let (contents, ttl_ms) = self
             .store
-            .eval(&invocation, self.command_timeout, Replay::Safe)
+            .backend()
+            .inspect(&inspect, self.command_timeout)
             .await?;
         // Another client may have stored any bytes; show them as ioredis would (lossy UTF-8).
         Ok(contents.map(|bytes| Inspection {
@@ -297,6 +303,7 @@ impl ExclusiveRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::proto::scripts;
 
     #[test]
     fn releases_with_the_owner_key_first_and_the_value_then_the_expiry() {

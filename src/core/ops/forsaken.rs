@@ -5,6 +5,7 @@
 use super::pair::Pair;
 use super::release;
 use super::store::Store;
+use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use crate::core::proto::release::{Release, ReleaseKind};
@@ -48,7 +49,7 @@ impl Orphan {
                         set_at: pair.set_at,
                     },
                 };
-                let _ignored = store.run(&release, bound).await;
+                let _ignored = store.backend().release(&release, bound).await;
             }
         }
     }

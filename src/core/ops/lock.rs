@@ -3,7 +3,7 @@
 //! (acquire.rs: retries used up, deadline passed) turns it into `LockError::Locked`.
 
 use super::store::Store;
-use crate::core::backend::link::Connection;
+use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
@@ -15,7 +15,6 @@ use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::extend::Extend;
 use crate::core::proto::fenced_set::FencedSet;
 use crate::core::proto::read::{Exists, Pttl};
-use crate::core::proto::release::Release;
 use crate::core::wait::owner::Owner;
 use crate::core::wait::wake::{self, Caller, Ticket};
 use std::sync::Arc;
@@ -172,7 +171,7 @@ impl Locker {
         }
         let turns = queueing.map(|ticket| ticket.wakes().turns(ticket.channel()));
         let sent = Stamp::now();
-        let reply = self.store.run_tracked(&op, timeout).await;
+        let reply = self.store.backend().acquire(&op, timeout).await;
         let won = matches!(reply, Ok(Acquired::Won { .. }));
         if let (Some(ticket), Some(turns), Ok(_)) = (queueing, turns, &reply) {
             let wakes = ticket.wakes();
@@ -195,25 +194,9 @@ impl Locker {
             // The runtime's connection reports a server error as an error, and the script
             // sets no lock it cannot fence.
             Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => Err(LockError::no_fence()),
-            Err((err, Some(connection))) => {
-                // The SET may still run after we stopped waiting; free it so the key does not
-                // sit locked by a token nobody holds until its TTL runs out.
-                self.forget(connection, redis_key, token, ttl);
-                Err(err)
-            }
-            Err((err, None)) => Err(err),
+            // A timed-out attempt that may still win is freed by the store behind it.
+            Err(err) => Err(err),
         }
-    }
-
-    /// Sent on the connection the timed-out attempt went out on, so it runs after that
-    /// attempt whenever it runs; worth waiting for only as long as the lock could live.
-    fn forget(&self, connection: Connection, redis_key: Vec<u8>, token: String, ttl: Duration) {
-        let store = self.store.clone();
-        let fair = self.fair;
-        tokio::spawn(async move {
-            let free = Release::late_win(&redis_key, &token, fair);
-            let _ignored = store.run_on(&connection, &free, ttl).await;
-        });
     }
 
     /// The refresh target of a lease: its key holds the token, nothing beside it. Batched
@@ -260,7 +243,11 @@ impl Locker {
         self.store.ensure_scripts(self.bound_for(lease)).await?;
         let sent = Stamp::now();
         let extend = Self::extend_op(lease, extra);
-        let new_ttl = self.store.run(&extend, self.bound_for(lease)).await?;
+        let new_ttl = self
+            .store
+            .backend()
+            .extend(&extend, self.bound_for(lease))
+            .await?;
         Self::extended(lease, sent, new_ttl)
     }
 
@@ -323,7 +310,10 @@ impl Locker {
             value,
             fence,
         };
-        self.store.run(&set, self.command_timeout).await
+        self.store
+            .backend()
+            .fenced_write(&set, self.command_timeout)
+            .await
     }
 
     /// How long `key`'s holder still has, when Redis tells it before `deadline` (with a
@@ -335,7 +325,12 @@ impl Locker {
             lock_key: &self.redis_key(key),
         };
         let bound = self.command_timeout.min(left);
-        self.store.run(&pttl, bound).await.ok().flatten()
+        self.store
+            .backend()
+            .holder_ttl(&pttl, bound)
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Whether anyone holds `key`. An unreachable Redis is an error, never `false`.
@@ -343,7 +338,10 @@ impl Locker {
         let exists = Exists {
             lock_key: &self.redis_key(key),
         };
-        self.store.run(&exists, self.command_timeout).await
+        self.store
+            .backend()
+            .is_locked(&exists, self.command_timeout)
+            .await
     }
 }
 

@@ -17,7 +17,6 @@ pub mod lock;
 pub mod pair;
 pub mod release;
 pub mod route;
-mod run;
 pub mod schedule;
 pub use crate::core::proto::scripts;
 pub mod signals;

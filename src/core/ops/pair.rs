@@ -10,10 +10,3 @@ pub struct Pair {
     pub set_at: Option<i64>,
     pub name: String,
 }
-
-impl Pair {
-    /// `set_at` as the scripts take it: empty when none.
-    pub fn set_at_arg(&self) -> String {
-        self.set_at.map(|at| at.to_string()).unwrap_or_default()
-    }
-}

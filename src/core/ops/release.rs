@@ -5,6 +5,7 @@
 //! lock is only ever deleted, waking the first waiter in its line.
 
 use super::store::Store;
+use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -35,7 +36,7 @@ pub async fn release(
         token: &lease.token,
         kind: ReleaseKind::Wake { ours_wait },
     };
-    let deleted = outcome(lease, store.run(&release, bound).await)?;
+    let deleted = outcome(lease, store.backend().release(&release, bound).await)?;
     if deleted && ours_wait {
         store.wakes().wake_local(&channel);
     }
@@ -63,7 +64,10 @@ pub async fn confirm_lend(
     ttl: Duration,
     bound: Duration,
 ) -> Result<bool, LockError> {
-    let fence = store.run(&hand_over(lease, token, ttl), bound).await?;
+    let fence = store
+        .backend()
+        .hand_over(&hand_over(lease, token, ttl), bound)
+        .await?;
     lease.mark_released();
     Ok(fence == Some(lease.fence + 1))
 }
@@ -79,7 +83,10 @@ async fn hand_off(
     let (token, ttl) = (token::new_token(), to.ttl());
     // The waiter's validity counts from here: no later than Redis set its TTL.
     let sent = Stamp::now();
-    let reply = store.run(&hand_over(lease, &token, ttl), bound).await;
+    let reply = store
+        .backend()
+        .hand_over(&hand_over(lease, &token, ttl), bound)
+        .await;
     let wakes = store.wakes();
     match reply {
         Ok(Some(fence)) => {
@@ -137,7 +144,7 @@ pub async fn release_fair(
         token: &lease.token,
         kind: ReleaseKind::Fair,
     };
-    outcome(lease, store.run(&release, bound).await)
+    outcome(lease, store.backend().release(&release, bound).await)
 }
 
 /// What a release's answer, or its lack within the bound, means for `lease`: whether Redis

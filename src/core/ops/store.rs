@@ -5,16 +5,16 @@
 //! subscribing and queueing for their lock.
 
 use super::kept_fences::KeptFences;
-use super::scripts;
+use crate::core::backend::boundary::Backend;
 use crate::core::backend::endpoint::Endpoint;
-use crate::core::backend::link::{Connection, Link, Listener, Replay, Subscriptions};
+use crate::core::backend::lock_store::{Listener, LockStore, LostScope, Subscriptions};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
+use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake::{self, Turn, Wakes};
-use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 pub(crate) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct Store {
-    link: Link,
+    backend: Backend,
     wakes: Arc<Wakes>,
     /// This connection's name in the queues of waiting connections (see wake.rs).
     id: String,
@@ -47,8 +47,8 @@ impl Listener for Announcements {
         }
     }
 
-    fn connection_lost(&self) {
-        self.wakes.connection_lost();
+    fn connection_lost(&self, scope: LostScope) {
+        self.wakes.connection_lost(&scope);
     }
 }
 
@@ -89,7 +89,7 @@ impl Store {
                 wakes: wakes.clone(),
             });
             Store {
-                link: Link::new(endpoint.clone(), &scripts::ALL_SOURCES, listener),
+                backend: Backend::open(endpoint.clone(), listener),
                 wakes: wakes.clone(),
                 id: crate::core::basics::token::new_token(),
                 kept_fences: KeptFences::default(),
@@ -107,13 +107,18 @@ impl Store {
         self.me.upgrade()
     }
 
+    /// What keeps this endpoint's locks: every lock operation goes through it.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
     /// Resolves after the connection dropped (one waiter: the watchdog).
     pub fn dropped(&self) -> &Notify {
-        self.link.dropped()
+        self.backend.lost()
     }
 
     pub fn endpoint(&self) -> &Endpoint {
-        self.link.endpoint()
+        self.backend.endpoint()
     }
 
     pub fn wakes(&self) -> &Arc<Wakes> {
@@ -174,11 +179,10 @@ impl Store {
             return;
         };
         spawn(async move {
-            let mut invocation = scripts::WAKE_NEXT.key(wake::queue_key(&lock_key));
-            invocation.arg(wake::channel(&lock_key));
-            let _ignored: Result<i64, _> = store
-                .eval(&invocation, BACKGROUND_TIMEOUT, Replay::Safe)
-                .await;
+            let wake = WakeNext {
+                lock_key: &lock_key,
+            };
+            let _ignored = store.backend.wake_next(&wake, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -189,15 +193,11 @@ impl Store {
             return;
         };
         spawn(async move {
-            let mut invocation = scripts::LEAVE_FAIR.key(&lock_key);
-            invocation
-                .key(wake::line_key(&lock_key))
-                .key(wake::alive_key(&lock_key))
-                .arg(member)
-                .arg(wake::channel(&lock_key));
-            let _ignored: Result<i64, _> = store
-                .eval(&invocation, BACKGROUND_TIMEOUT, Replay::Safe)
-                .await;
+            let leave = LeaveLine {
+                lock_key: &lock_key,
+                member: &member,
+            };
+            let _ignored = store.backend.leave_line(&leave, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -208,9 +208,11 @@ impl Store {
             return;
         };
         spawn(async move {
-            let mut zrem = redis::cmd("ZREM");
-            zrem.arg(wake::queue_key(&lock_key)).arg(&store.id);
-            let _ignored: Result<i64, _> = store.query(&zrem, BACKGROUND_TIMEOUT).await;
+            let leave = LeaveQueue {
+                lock_key: &lock_key,
+                id: &store.id,
+            };
+            let _ignored = store.backend.leave_queue(&leave, BACKGROUND_TIMEOUT).await;
         });
     }
 
@@ -222,8 +224,8 @@ impl Store {
         };
         spawn(async move {
             store
-                .link
-                .drop_idle(BACKGROUND_TIMEOUT, &*store.wakes)
+                .backend
+                .drop_idle(&*store.wakes, BACKGROUND_TIMEOUT)
                 .await;
         });
     }
@@ -232,21 +234,17 @@ impl Store {
     /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
     /// ACL without sorted sets, say): the waiter then only polls.
     async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<bool> {
-        let mut invocation = scripts::ENQUEUE.key(wake::queue_key(lock_key));
-        invocation
-            .key(lock_key)
-            .arg(&self.id)
-            .arg(wake::queue_score())
-            .arg(wake::QUEUE_LIFETIME.as_millis() as u64);
+        let enqueue = Enqueue {
+            lock_key,
+            id: &self.id,
+            score: wake::queue_score(),
+            lifetime: wake::QUEUE_LIFETIME,
+        };
         let channel = wake::channel(lock_key);
         let turns = self.wakes.turns(&channel);
-        let free: i64 = self
-            .link
-            .eval(&invocation, timeout, Replay::Safe)
-            .await
-            .ok()?;
+        let free = self.backend.enqueue(&enqueue, timeout).await.ok()?;
         self.wakes.mark_queued_after(&channel, true, turns);
-        Some(free == 1)
+        Some(free)
     }
     /// Makes a lock's waiters wakeable, in the background: the connection subscribes to the
     /// lock's channel, then queues for the lock. No waiter waits for either (its poll is the
@@ -261,7 +259,7 @@ impl Store {
         spawn(async move {
             // Queued only where a wake can reach us: a wake popped for a connection that is
             // not listening would be lost to every waiter.
-            if store.link.subscribe(&channel, timeout, &*store.wakes).await
+            if store.backend.listen(&channel, &*store.wakes, timeout).await
                 && !fair
                 && store.wakes.needs_queueing(&channel)
                 && store.enqueue(&lock_key, timeout).await == Some(true)
@@ -273,57 +271,11 @@ impl Store {
     }
 
     pub async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
-        self.link.ensure_scripts(timeout).await
+        self.backend.prepare(timeout).await
     }
 
     pub fn scripts_ready(&self) -> bool {
-        self.link.scripts_ready()
-    }
-
-    pub fn scripts_lost(&self) {
-        self.link.scripts_lost()
-    }
-
-    pub async fn eval_tracked<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-    ) -> Result<T, (LockError, Option<Connection>)> {
-        self.link.eval_tracked(invocation, timeout).await
-    }
-
-    pub async fn eval_on<T: FromRedisValue>(
-        &self,
-        connection: &Connection,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-    ) -> Result<T, LockError> {
-        self.link.eval_on(connection, invocation, timeout).await
-    }
-
-    pub async fn eval<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-        replay: Replay,
-    ) -> Result<T, LockError> {
-        self.link.eval(invocation, timeout, replay).await
-    }
-
-    pub async fn pipeline<T: FromRedisValue>(
-        &self,
-        pipe: &Pipeline,
-        timeout: Duration,
-    ) -> Result<Vec<RedisResult<T>>, LockError> {
-        self.link.pipeline(pipe, timeout).await
-    }
-
-    pub async fn query<T: FromRedisValue>(
-        &self,
-        cmd: &Cmd,
-        timeout: Duration,
-    ) -> Result<T, LockError> {
-        self.link.query(cmd, timeout).await
+        self.backend.is_prepared()
     }
 }
 

@@ -5,16 +5,15 @@
 
 use super::forsaken::Orphan;
 use super::schedule::Schedule;
-use super::scripts;
 use super::signals::{Confirmed, Sink};
 use super::store::Store;
 pub use super::watched::{Limits, Target};
 use super::watched::{TickClock, Watched};
+use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::error::LockError;
-use crate::core::basics::keys;
 use crate::core::basics::sync::lock;
+use crate::core::proto::refresh::{Refresh, RefreshBatch};
 use crate::core::wait::owner::{Freeing, Keeper, Owner};
-use redis::{Cmd, ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
@@ -316,8 +315,10 @@ impl Watchdog {
         };
         self.refreshes
             .fetch_add(batch.ids.len() as u64, Ordering::Relaxed);
-        let replies = self.send(batch.commands, batch.timeout).await;
-        let answers = batch.shape.answers(replies);
+        self.pipelines.fetch_add(1, Ordering::Relaxed);
+        let answers = (self.store.backend())
+            .refresh(&batch.refresh, batch.timeout)
+            .await;
         let now = self.clock.ms(Instant::now());
         let sent_at = self.clock.at(sent).into_std();
         let mut refreshed = Vec::new();
@@ -368,8 +369,8 @@ impl Watchdog {
         report_lost(lost);
     }
 
-    /// The commands refreshing the locks of `ids` still watched: one `refresh_many` call
-    /// for the single-key ones, then one call per ExclusiveLock pair; `None` when none is.
+    /// The batch refreshing the locks of `ids` still watched (see proto/refresh.rs), with
+    /// their ids in the batch's order; `None` when none is.
     fn batch(&self, ids: &[u64], sent: u64) -> Option<Batch> {
         let state = lock(&self.state);
         let entries: Vec<(u64, &Watched)> = ids
@@ -379,38 +380,8 @@ impl Watchdog {
         if entries.is_empty() {
             return None;
         }
-        let singles: Vec<&(u64, &Watched)> =
-            entries.iter().filter(|(_, e)| e.is_single()).collect();
-        let mut commands = Vec::new();
-        if !singles.is_empty() {
-            let bytes: usize = singles
-                .iter()
-                .map(|(_, e)| e.key().len() + e.token().len() + 16)
-                .sum();
-            let mut many = Cmd::with_capacity(3 + 5 * singles.len(), 64 + 2 * bytes);
-            many.arg("EVALSHA")
-                .arg(scripts::REFRESH_MANY.get_hash())
-                .arg(2 * singles.len());
-            for (_, entry) in &singles {
-                many.arg(entry.key());
-            }
-            // Each lock's fence counter, kept past it (see fence.lua).
-            for (_, entry) in &singles {
-                many.arg(keys::fence_key(entry.key()));
-            }
-            for (_, entry) in &singles {
-                many.arg(entry.token());
-            }
-            for (_, entry) in &singles {
-                many.arg(entry.ttl_ms());
-            }
-            for (_, entry) in &singles {
-                many.arg(entry.fence_retention_ms());
-            }
-            commands.push(many);
-        }
-        let pairs: Vec<&(u64, &Watched)> = entries.iter().filter(|(_, e)| !e.is_single()).collect();
-        commands.extend(pairs.iter().map(|(_, entry)| entry.command()));
+        let (singles, pairs): (Vec<_>, Vec<_>) = entries.iter().partition(|(_, e)| e.is_single());
+        let refresh = RefreshBatch::new(&refreshes(&singles), &refreshes(&pairs));
         // No answer is worth waiting for past the earliest deadline among them.
         let deadline = entries
             .iter()
@@ -418,121 +389,30 @@ impl Watchdog {
             .min()
             .unwrap_or(sent);
         Some(Batch {
-            shape: Shape {
-                singles: singles.len(),
-                pairs: pairs.len(),
-            },
+            refresh,
             ids: singles
                 .iter()
                 .chain(pairs.iter())
                 .map(|(id, _)| *id)
                 .collect(),
-            commands,
             timeout: ms(deadline.saturating_sub(sent)).max(ms(1)),
         })
     }
-
-    /// One result per command; after a NOSCRIPT (Redis restarted or flushed) the script is
-    /// loaded and those commands are sent once more.
-    async fn send(&self, commands: Vec<Cmd>, timeout: Duration) -> Vec<RedisResult<Value>> {
-        let deadline = Instant::now() + timeout;
-        let count = commands.len();
-        let mut pipe = Pipeline::with_capacity(count);
-        pipe.ignore_errors();
-        for command in commands {
-            pipe.add_command(command);
-        }
-        self.pipelines.fetch_add(1, Ordering::Relaxed);
-        let mut replies = match self.store.pipeline::<Value>(&pipe, timeout).await {
-            Ok(replies) if replies.len() == count => replies,
-            _ => return unreachable_replies(count),
-        };
-        let missing: Vec<usize> = (0..replies.len())
-            .filter(|&i| is_noscript(&replies[i]))
-            .collect();
-        if missing.is_empty() {
-            return replies;
-        }
-        self.store.scripts_lost();
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(ms(1));
-        if self.prepare(left).await.is_err() {
-            return unreachable_replies(count);
-        }
-        let commands = pipe.cmd_iter().cloned().collect::<Vec<Cmd>>();
-        let mut retry = Pipeline::with_capacity(missing.len());
-        retry.ignore_errors();
-        for &i in &missing {
-            if let Some(cmd) = commands.get(i) {
-                retry.add_command(cmd.clone());
-            }
-        }
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(ms(1));
-        match self.store.pipeline::<Value>(&retry, left).await {
-            Ok(again) if again.len() == missing.len() => {
-                for (i, reply) in missing.into_iter().zip(again) {
-                    replies[i] = reply;
-                }
-                replies
-            }
-            _ => unreachable_replies(count),
-        }
-    }
 }
 
-/// One pipeline of refreshes: what it holds and in which order, and how long it may take.
+/// One round trip of refreshes, the ids of its locks in its order, and how long it may take.
 struct Batch {
-    shape: Shape,
-    /// The single-key locks', then the pairs', in command order.
+    refresh: RefreshBatch,
     ids: Vec<u64>,
-    commands: Vec<Cmd>,
     timeout: Duration,
 }
 
-/// How the replies of a batch map back to its locks.
-struct Shape {
-    singles: usize,
-    pairs: usize,
-}
-
-impl Shape {
-    /// Per lock, in `Batch::ids` order: refreshed (`true`), gone (`false`), or no answer.
-    fn answers(&self, replies: Vec<RedisResult<Value>>) -> Vec<Option<bool>> {
-        let mut replies = replies.into_iter();
-        let mut out = Vec::with_capacity(self.singles + self.pairs);
-        if self.singles > 0 {
-            match replies.next() {
-                Some(Ok(Value::BulkString(flags))) if flags.len() == self.singles => {
-                    out.extend(flags.iter().map(|flag| Some(*flag == b'1')));
-                }
-                _ => out.extend(std::iter::repeat_n(None, self.singles)),
-            }
-        }
-        for _ in 0..self.pairs {
-            out.push(match replies.next() {
-                Some(Ok(Value::Int(done))) => Some(done == 1),
-                _ => None,
-            });
-        }
-        out
-    }
+fn refreshes<'a>(of: &[&(u64, &'a Watched)]) -> Vec<Refresh<'a>> {
+    of.iter().map(|(_, entry)| entry.refresh()).collect()
 }
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-fn is_noscript(reply: &RedisResult<Value>) -> bool {
-    matches!(reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
-}
-
-fn unreachable_replies(n: usize) -> Vec<RedisResult<Value>> {
-    (0..n)
-        .map(|_| Err((ErrorKind::Io, "no reply from Redis").into()))
-        .collect()
 }
 
 /// A loss to report once the state's lock is let go.
@@ -576,40 +456,6 @@ impl Keeper for Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn flags(text: &str) -> RedisResult<Value> {
-        Ok(Value::BulkString(text.as_bytes().to_vec()))
-    }
-
-    #[test]
-    fn answers_map_the_flags_then_the_pairs_in_order() {
-        let shape = Shape {
-            singles: 3,
-            pairs: 2,
-        };
-        let answers = shape.answers(vec![flags("101"), Ok(Value::Int(1)), Ok(Value::Int(0))]);
-        let expected = [Some(true), Some(false), Some(true), Some(true), Some(false)];
-        assert_eq!(answers, expected);
-    }
-
-    #[test]
-    fn a_missing_or_malformed_reply_is_no_answer_for_its_locks_only() {
-        let shape = Shape {
-            singles: 2,
-            pairs: 1,
-        };
-        let err = || Err((ErrorKind::Io, "dropped").into());
-        assert_eq!(
-            shape.answers(vec![err(), Ok(Value::Int(1))]),
-            [None, None, Some(true)]
-        );
-        assert_eq!(
-            shape.answers(vec![flags("1"), err()]),
-            [None, None, None],
-            "a flag string of the wrong length tells nothing"
-        );
-        assert_eq!(shape.answers(Vec::new()), [None, None, None]);
-    }
 
     #[test]
     fn one_watchdog_per_store_while_it_lives() {

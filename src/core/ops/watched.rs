@@ -10,14 +10,12 @@
 
 use super::forsaken::Orphan;
 use super::pair::Pair;
-use super::scripts;
 use super::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::basics::clock::validity;
 use crate::core::basics::error::LockError;
-use crate::core::basics::keys;
 use crate::core::basics::pages::Pages;
+use crate::core::proto::refresh::{PairRefresh, Refresh};
 use crate::core::wait::owner::Owner;
-use redis::Cmd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -358,36 +356,19 @@ impl Watched {
         self.ttl()
     }
 
-    /// The refresh script for this lock alone (see refresh.lua).
-    pub fn command(&self) -> Cmd {
-        // Sized up front: a command grown argument by argument reallocates its buffers a
-        // few times, for every lock, at every tick.
-        let expected = self
-            .pair
-            .as_ref()
-            .map_or(0, |p| p.data_key.len() + p.expected.len());
-        let mut cmd = Cmd::with_capacity(8, 64 + self.bytes.get().len() + expected);
-        cmd.arg("EVALSHA").arg(scripts::REFRESH.get_hash());
-        match &self.pair {
-            None => cmd
-                .arg(2)
-                .arg(self.key())
-                .arg(keys::fence_key(self.key()))
-                .arg(self.token())
-                .arg(self.ttl_ms)
-                .arg(self.fence_retention_ms),
-            Some(pair) => cmd
-                .arg(3)
-                .arg(self.key())
-                .arg(&pair.data_key)
-                .arg(keys::fence_key(&pair.data_key))
-                .arg(self.token())
-                .arg(self.ttl_ms)
-                .arg(&pair.expected)
-                .arg(pair.set_at_arg())
-                .arg(self.fence_retention_ms),
-        };
-        cmd
+    /// What a refresh of this lock sends (see proto/refresh.rs).
+    pub fn refresh(&self) -> Refresh<'_> {
+        Refresh {
+            key: self.key(),
+            token: self.token(),
+            ttl_ms: self.ttl_ms,
+            fence_retention_ms: self.fence_retention_ms,
+            pair: self.pair.as_ref().map(|pair| PairRefresh {
+                data_key: &pair.data_key,
+                expected: &pair.expected,
+                set_at: pair.set_at,
+            }),
+        }
     }
 }
 
@@ -641,14 +622,5 @@ mod tests {
             assert_eq!(e.token(), b"token");
             assert_eq!(e.name(), name);
         }
-    }
-
-    #[test]
-    fn the_refresh_command_is_the_script_with_the_key_token_and_ttl() {
-        let clock = TickClock::default();
-        let packed = entry(&clock, "job").command().get_packed_command();
-        let text = String::from_utf8_lossy(&packed);
-        assert!(text.contains("lock:job") && text.contains("token") && text.contains("1000"));
-        assert!(text.contains(scripts::REFRESH.get_hash()));
     }
 }

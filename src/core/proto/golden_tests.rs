@@ -438,3 +438,173 @@ mod attempt {
         }
     }
 }
+
+#[test]
+fn enqueue_is_the_queue_script_with_id_score_and_lifetime() {
+    use super::queue::Enqueue;
+    let enqueue = Enqueue {
+        lock_key: b"lock:k",
+        id: "conn",
+        score: 1_700_000_000_000_123,
+        lifetime: Duration::from_secs(60),
+    };
+    let want = evalsha(
+        &scripts::ENQUEUE,
+        &[b"{lock:k}\xffwaiting", b"lock:k"],
+        &[b"conn", b"1700000000000123", b"60000"],
+    );
+    assert_sends(&enqueue, &want);
+    assert_eq!(enqueue.decode(Value::Int(1)).ok(), Some(true));
+    assert_eq!(enqueue.decode(Value::Int(0)).ok(), Some(false));
+}
+
+#[test]
+fn the_queue_and_line_ops_send_their_scripts() {
+    use super::queue::{LeaveLine, LeaveQueue, WakeNext};
+    let want = evalsha(
+        &scripts::WAKE_NEXT,
+        &[b"{lock:k}\xffwaiting"],
+        &[b"{lock:k}:released"],
+    );
+    assert_sends(
+        &WakeNext {
+            lock_key: b"lock:k",
+        },
+        &want,
+    );
+    let leave = LeaveLine {
+        lock_key: b"lock:k",
+        member: "conn:7",
+    };
+    let want = evalsha(
+        &scripts::LEAVE_FAIR,
+        &[b"lock:k", b"{lock:k}\xffline", b"{lock:k}\xffalive"],
+        &[b"conn:7", b"{lock:k}:released"],
+    );
+    assert_sends(&leave, &want);
+    let zrem = LeaveQueue {
+        lock_key: b"lock:k",
+        id: "conn",
+    };
+    assert_sends(&zrem, &resp(&[b"ZREM", b"{lock:k}\xffwaiting", b"conn"]));
+    let refused = crate::core::basics::resp::parse(b"-NOPERM no\r\n").unwrap();
+    let (refused, _) = refused.unwrap();
+    assert!(matches!(refused, Value::ServerError(_)));
+    assert!(zrem.decode(refused).is_err());
+}
+
+#[test]
+fn inspect_reads_contents_and_pttl_in_one_script() {
+    use super::read::Inspect;
+    let inspect = Inspect {
+        lock_key: b"lock:k",
+    };
+    assert_sends(&inspect, &evalsha(&scripts::INSPECT, &[b"lock:k"], &[]));
+    let held = Value::Array(vec![Value::BulkString(b"job".to_vec()), Value::Int(900)]);
+    assert_eq!(
+        inspect.decode(held).ok(),
+        Some((Some(b"job".to_vec()), 900))
+    );
+    let free = Value::Array(vec![Value::Nil, Value::Int(-2)]);
+    assert_eq!(inspect.decode(free).ok(), Some((None, -2)));
+}
+
+#[test]
+fn a_refresh_batch_is_one_refresh_many_then_one_refresh_per_pair() {
+    use super::refresh::{PairRefresh, Refresh, RefreshBatch};
+    let single = |key: &'static [u8]| Refresh {
+        key,
+        token: b"tok",
+        ttl_ms: 1000,
+        fence_retention_ms: 5000,
+        pair: None,
+    };
+    let pair = Refresh {
+        key: b"owner:x",
+        token: b"tok2",
+        ttl_ms: 2000,
+        fence_retention_ms: 0,
+        pair: Some(PairRefresh {
+            data_key: b"lock:x",
+            expected: b"contents",
+            set_at: Some(1_700_000_000_000),
+        }),
+    };
+    let unset = Refresh {
+        pair: Some(PairRefresh {
+            data_key: b"lock:y",
+            expected: b"c",
+            set_at: None,
+        }),
+        ..single(b"owner:y")
+    };
+    let batch = RefreshBatch::new(&[single(b"lock:a"), single(b"lock:b")], &[pair, unset]);
+    let sent: Vec<Vec<u8>> = batch
+        .commands()
+        .iter()
+        .map(|cmd| cmd.get_packed_command())
+        .collect();
+    let want = [
+        evalsha(
+            &scripts::REFRESH_MANY,
+            &[
+                b"lock:a",
+                b"lock:b",
+                b"{lock:a}\xfffence",
+                b"{lock:b}\xfffence",
+            ],
+            &[b"tok", b"tok", b"1000", b"1000", b"5000", b"5000"],
+        ),
+        evalsha(
+            &scripts::REFRESH,
+            &[b"owner:x", b"lock:x", b"{lock:x}\xfffence"],
+            &[b"tok2", b"2000", b"contents", b"1700000000000", b"0"],
+        ),
+        evalsha(
+            &scripts::REFRESH,
+            &[b"owner:y", b"lock:y", b"{lock:y}\xfffence"],
+            &[b"tok", b"1000", b"c", b"", b"5000"],
+        ),
+    ];
+    assert_eq!(sent, want);
+    assert_eq!(batch.len(), 4);
+}
+
+#[test]
+fn refresh_answers_map_the_flags_then_the_pairs_in_order() {
+    use super::refresh::{PairRefresh, Refresh, RefreshBatch};
+    let single = || Refresh {
+        key: b"k",
+        token: b"t",
+        ttl_ms: 1,
+        fence_retention_ms: 0,
+        pair: None,
+    };
+    let pair = || Refresh {
+        pair: Some(PairRefresh {
+            data_key: b"d",
+            expected: b"e",
+            set_at: None,
+        }),
+        ..single()
+    };
+    let flags = |text: &str| Some(Value::BulkString(text.as_bytes().to_vec()));
+    let three = [single(), single(), single()];
+    let batch = RefreshBatch::new(&three, &[pair(), pair()]);
+    let answers = batch.answers(vec![flags("101"), Some(Value::Int(1)), Some(Value::Int(0))]);
+    let expected = [Some(true), Some(false), Some(true), Some(true), Some(false)];
+    assert_eq!(answers, expected);
+
+    // A missing or malformed reply is no answer for its locks only.
+    let batch = RefreshBatch::new(&three[..2], &[pair()]);
+    assert_eq!(
+        batch.answers(vec![None, Some(Value::Int(1))]),
+        [None, None, Some(true)]
+    );
+    assert_eq!(
+        batch.answers(vec![flags("1"), None]),
+        [None, None, None],
+        "a flag string of the wrong length tells nothing"
+    );
+    assert_eq!(batch.answers(Vec::new()), [None, None, None]);
+}

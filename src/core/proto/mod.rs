@@ -3,14 +3,13 @@
 //! bytes) both send as written here. What a reply leads to (a retry, a wake, a resend after
 //! a timeout) is the operations' business, above (`ops`). The backends may use these too:
 //! a quorum must know what each node's reply means.
-//!
-//! Not here yet: the waiters' queue scripts (`ops/store.rs`) and the watchdog's refresh
-//! batch.
 
 pub mod acquire;
 pub mod extend;
 pub mod fenced_set;
+pub mod queue;
 pub mod read;
+pub mod refresh;
 pub mod release;
 pub mod scripts;
 pub mod syncguard;

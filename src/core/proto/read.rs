@@ -38,3 +38,22 @@ impl Op for Pttl<'_> {
         Ok(u64::try_from(int(reply)?).ok().map(Duration::from_millis))
     }
 }
+
+/// The holder's contents and remaining TTL of `lock_key`, read in one step (ExclusiveLock's
+/// `inspect`, the original's `MULTI GET PTTL EXEC`).
+pub struct Inspect<'a> {
+    pub lock_key: &'a [u8],
+}
+
+impl Op for Inspect<'_> {
+    /// The contents (none when free) and the PTTL as Redis answers it.
+    type Out = (Option<Vec<u8>>, i64);
+
+    fn encode<W: Wire>(&self, wire: &mut W) {
+        wire.script(&super::scripts::INSPECT, &[self.lock_key], &[]);
+    }
+
+    fn decode(&self, reply: Value) -> Result<Self::Out, LockError> {
+        crate::core::basics::resp::typed(reply)
+    }
+}

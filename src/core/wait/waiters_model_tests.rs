@@ -358,7 +358,7 @@ impl Model {
                 let present = self.seen().iter().any(|w| w.seq == ticket.seq);
                 assert!(!present || has_permit(ticket), "named, yet not told");
             }
-            Action::ConnectionLost => self.wakes.connection_lost(),
+            Action::ConnectionLost => self.wakes.connection_lost(&LostScope::All),
             Action::Queued(lock_index) => {
                 let name = channel(LOCKS[lock_index]);
                 let queued = !self.queued(lock_index);

@@ -12,7 +12,7 @@ use super::owner::Owner;
 use super::releases::{Mark, Releases};
 pub use super::waiter::Caller;
 use super::waiter::{Effect, Event, Leaving, Waiter};
-use crate::core::backend::link::IDLE_SUBSCRIPTIONS;
+use crate::core::backend::lock_store::{LostScope, IDLE_SUBSCRIPTIONS};
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
@@ -519,9 +519,15 @@ impl Wakes {
     /// The connection dropped or was abandoned: subscriptions, queue places and any message
     /// in flight may be gone. Each channel's first waiter tries again at once, and waiters
     /// subscribe and queue anew.
-    pub fn connection_lost(&self) {
+    /// Subscriptions in `scope` were lost: their channels are neither subscribed nor
+    /// queued any more, and their first waiters try at once (a release announced meanwhile
+    /// is lost with them).
+    pub fn connection_lost(&self, scope: &LostScope) {
         let mut channels = self.table();
-        for entry in channels.values_mut() {
+        for (channel, entry) in channels.iter_mut() {
+            if !scope.covers(keys::slot(channel)) {
+                continue;
+            }
             entry.subscribed = false;
             entry.queued = None;
             if let Some(first) = entry.waiters.front().map(|w| w.seq) {

@@ -75,9 +75,28 @@ async fn a_lost_connection_forgets_subscriptions_and_queue_places_and_wakes_the_
     wakes.mark_subscribed(&channel(LOCK));
     wakes.mark_queued(&channel(LOCK), true);
     assert!(waiter.is_subscribed() && !waiter.view().needs_preparing);
-    wakes.connection_lost();
+    wakes.connection_lost(&LostScope::All);
     assert!(!waiter.is_subscribed() && waiter.view().needs_preparing);
     assert!(is_woken(&waiter).await);
+}
+
+#[tokio::test]
+async fn subscriptions_lost_on_some_slots_wake_only_the_waiters_of_those_slots() {
+    let wakes = Arc::new(Wakes::default());
+    let (here, there) = (b"lock:{a}".as_slice(), b"lock:{b}".as_slice());
+    let (slot_here, slot_there) = (keys::slot(here), keys::slot(there));
+    assert_ne!(slot_here, slot_there);
+    let lost = wakes.join(here, TTL);
+    let kept = wakes.join(there, TTL);
+    wakes.mark_subscribed(&channel(here));
+    wakes.mark_subscribed(&channel(there));
+    wakes.connection_lost(&LostScope::Slots(slot_here..=slot_here));
+    assert!(!lost.is_subscribed() && is_woken(&lost).await);
+    assert!(
+        kept.is_subscribed(),
+        "another shard's subscription is still there"
+    );
+    assert!(!is_woken(&kept).await);
 }
 
 #[test]
@@ -253,7 +272,7 @@ fn a_lock_left_while_its_subscription_was_under_way_or_lost_with_the_connection_
     drop(listened);
     let waiting = wakes.join(b"lock:b", TTL);
     assert_eq!(channels(&wakes), 2);
-    wakes.connection_lost();
+    wakes.connection_lost(&LostScope::All);
     assert_eq!(channels(&wakes), 1, "only the lock still waited on is kept");
     drop(waiting);
     assert_eq!(channels(&wakes), 0);
@@ -267,7 +286,7 @@ fn a_turn_for_a_lock_forgotten_after_a_lost_connection_is_passed_on() {
     let ticket = wakes.join(LOCK, TTL);
     wakes.mark_subscribed(ticket.channel());
     wakes.mark_queued(ticket.channel(), true);
-    wakes.connection_lost();
+    wakes.connection_lost(&LostScope::All);
     drop(ticket);
     assert_eq!(lock(&wakes.channels).len(), 0);
     assert!(matches!(wakes.take_turn(&channel(LOCK)), Turn::PassOn(key) if key == LOCK));

@@ -16,10 +16,12 @@ mod number;
 mod pubsub;
 mod reply;
 mod sorted_set;
+mod store;
 mod strings;
 mod zset;
 
 pub use connection::MemoryConnection;
+pub use store::MemoryStore;
 
 /// Runs one plain command on the keyspace `name` (without `memory://`), as Redis would
 /// answer it: what a test reads and writes beside the locks, on the very keyspace they use.

@@ -1,0 +1,266 @@
+//! The boundary at the level of locks: what keeps them answers for each lock operation of
+//! `proto` (an attempt, a release, a refresh batch, a queue's step), not for commands. One
+//! Redis and `memory://` run each over the same Lua scripts; a quorum of N masters or a
+//! cluster routing by slot implement the same methods their own way (see ARCHITECTURE.md,
+//! "Where the next backends plug in"), and say in `Caps` what they cannot offer.
+//!
+//! Every method is bounded by `bound`; every key an op touches shares the lock key's slot
+//! (basics/keys.rs), so one atomic script per op is enough on any of them.
+
+use super::endpoint::Endpoint;
+use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired};
+use crate::core::proto::extend::Extend;
+use crate::core::proto::fenced_set::FencedSet;
+use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
+use crate::core::proto::read::{Exists, Inspect, Pttl};
+use crate::core::proto::refresh::RefreshBatch;
+use crate::core::proto::release::{HandOver, Release};
+use std::future::Future;
+use std::ops::RangeInclusive;
+use std::time::{Duration, SystemTime};
+use tokio::sync::Notify;
+
+/// Channels nobody waits on stay subscribed (the next wait on the same lock skips the
+/// SUBSCRIBE) until there are more than this many.
+pub const IDLE_SUBSCRIPTIONS: usize = 64;
+
+/// What one implementation offers, for the operations to choose by (today each is the one
+/// value both implementations share, bar `fast_path` and `transactions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caps {
+    pub fencing: Fencing,
+    pub handover: Handover,
+    pub fairness: Fairness,
+    pub fast_path: FastPath,
+    pub wake: WakeKind,
+    /// Whether an attempt may go as a MULTI transaction (`AttemptForm::Transaction`).
+    pub transactions: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fencing {
+    /// One counter per lock, drawn in the acquiring script: every fence is larger than any
+    /// before it.
+    Strict,
+    /// Drawn from a majority's counters and written back to a majority (Redlock).
+    Quorum,
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handover {
+    /// A release gives the lock straight to a waiter's token, fenced, in one script
+    /// (handoff.lua).
+    InScript,
+    /// Release and wake only.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fairness {
+    /// A fair lock's line of waiters beside it (acquire_fair.lua).
+    Line,
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FastPath {
+    /// The JS thread may carry calls on a plain TCP socket of its own (one server, no TLS).
+    Socket,
+    /// Calls may run where the caller is, in the process (memory://; not built yet, so
+    /// today they go through the runtime).
+    Inline,
+    /// One socket per master, each call routed by its slot (Cluster, later).
+    SlotRouted,
+    /// Every call goes through the runtime.
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeKind {
+    /// A release pops one queued connection and tells it on the lock's channel.
+    Queue,
+    /// Any node's message wakes every listener; polling covers the rest.
+    Broadcast,
+    /// Nothing is published: waiters only poll.
+    Poll,
+}
+
+/// Which subscriptions a lost connection took with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LostScope {
+    /// Every channel (one connection carried them all).
+    All,
+    /// The channels whose lock keys hash to these slots (one shard of a cluster).
+    Slots(RangeInclusive<u16>),
+}
+
+impl LostScope {
+    pub fn covers(&self, slot: u16) -> bool {
+        match self {
+            LostScope::All => true,
+            LostScope::Slots(slots) => slots.contains(&slot),
+        }
+    }
+}
+
+/// Who hears what the scripts publish on the channels we subscribed to, and that
+/// subscriptions were lost (with messages in flight on them).
+pub trait Listener: Send + Sync {
+    fn message(&self, channel: &[u8], payload: &[u8]);
+    fn connection_lost(&self, scope: LostScope);
+}
+
+/// Which channels are subscribed, kept by the listener beside its own state of each channel.
+pub trait Subscriptions: Sync {
+    fn is_subscribed(&self, channel: &[u8]) -> bool;
+    /// Whether anyone still waits for what the channel announces. SUBSCRIBEs go one at a
+    /// time, so in a burst of waiters one may come up long after its waiters got their locks
+    /// and left: made then, it would only sit on the server.
+    fn is_wanted(&self, channel: &[u8]) -> bool;
+    /// Channels nobody listens on any more, to unsubscribe, once more than `keep` of them
+    /// pile up (called while no other SUBSCRIBE or UNSUBSCRIBE is under way).
+    fn take_idle(&self, keep: usize) -> Vec<Vec<u8>>;
+    fn mark_subscribed(&self, channel: &[u8]);
+}
+
+/// A published message as our scripts send it: a channel and one payload.
+pub fn published(push: &redis::PushInfo) -> Option<(&[u8], &[u8])> {
+    match (&push.kind, push.data.as_slice()) {
+        (
+            redis::PushKind::Message | redis::PushKind::SMessage,
+            [redis::Value::BulkString(channel), redis::Value::BulkString(payload)],
+        ) => Some((channel, payload)),
+        _ => None,
+    }
+}
+
+/// What keeps the locks, at the level of lock operations. Each op is atomic on one lock's
+/// keys; its answer is what `proto` decodes. Futures are `Send`: the operations spawn them.
+pub trait LockStore: Send + Sync {
+    fn caps(&self) -> Caps;
+
+    fn endpoint(&self) -> &Endpoint;
+
+    /// One attempt. One that timed out may still run: the store frees what it may have won
+    /// (One Redis sends the release behind it on the same connection), except for
+    /// ExclusiveLock's layout, whose caller frees its own pair through `Exclusive::abandon`.
+    fn acquire(
+        &self,
+        op: &AcquireAttempt<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<Acquired, LockError>> + Send;
+
+    /// Whether the lock was ours and is now released.
+    fn release(
+        &self,
+        op: &Release<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// The waiter's fence, `None` when the lock was not ours any more.
+    fn hand_over(
+        &self,
+        op: &HandOver<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<Option<u64>, LockError>> + Send;
+
+    /// The new TTL, `None` when not ours. Never sent twice.
+    fn extend(
+        &self,
+        op: &Extend<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<Option<Duration>, LockError>> + Send;
+
+    fn is_locked(
+        &self,
+        op: &Exists<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    fn holder_ttl(
+        &self,
+        op: &Pttl<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<Option<Duration>, LockError>> + Send;
+
+    fn inspect(
+        &self,
+        op: &Inspect<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<(Option<Vec<u8>>, i64), LockError>> + Send;
+
+    fn fenced_write(
+        &self,
+        op: &FencedSet<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    /// One answer per lock of the batch: refreshed, not ours, or `None` (no answer).
+    fn refresh(
+        &self,
+        batch: &RefreshBatch,
+        bound: Duration,
+    ) -> impl Future<Output = Vec<Option<bool>>> + Send;
+
+    /// Subscribes to a lock's channel (sharded where it can), unsubscribing idle ones
+    /// first. `false` when not listening: the waiter then only polls.
+    fn listen(
+        &self,
+        channel: &[u8],
+        subs: &dyn Subscriptions,
+        bound: Duration,
+    ) -> impl Future<Output = bool> + Send;
+
+    /// Unsubscribes from the channels nobody listens on, if more than half of what we keep
+    /// pile up.
+    fn drop_idle(
+        &self,
+        subs: &dyn Subscriptions,
+        bound: Duration,
+    ) -> impl Future<Output = ()> + Send;
+
+    /// `true` when the lock turned out free.
+    fn enqueue(
+        &self,
+        op: &Enqueue<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    fn wake_next(
+        &self,
+        op: &WakeNext<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+
+    fn leave_line(
+        &self,
+        op: &LeaveLine<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<(), LockError>> + Send;
+
+    fn leave_queue(
+        &self,
+        op: &LeaveQueue<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<(), LockError>> + Send;
+
+    /// Loads the scripts, so no lock's TTL is counted from a call that came back NOSCRIPT.
+    fn prepare(&self, bound: Duration) -> impl Future<Output = Result<(), LockError>> + Send;
+
+    fn is_prepared(&self) -> bool;
+
+    /// The scripts must be loaded again (a NOSCRIPT came back).
+    fn unprepared(&self);
+
+    /// Signalled when the connection dropped: every lock may be gone (the watchdog's
+    /// re-check).
+    fn lost(&self) -> &Notify;
+
+    /// The store's clock (Redis TIME), for callers that must not trust their own.
+    fn server_time(
+        &self,
+        bound: Duration,
+    ) -> impl Future<Output = Result<SystemTime, LockError>> + Send;
+}

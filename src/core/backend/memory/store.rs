@@ -1,0 +1,273 @@
+//! `memory://` keeping the locks: each lock operation is its `proto` op run on the
+//! process-wide keyspace, through the same Lua scripts as on Redis, with nothing in
+//! between: no connection to emulate, no timeout to wait out (a call is over when it
+//! returns), and what the scripts publish goes straight to the listener.
+
+use super::instance::{instance, Instance};
+use super::pubsub::{ChannelKind, Pushes};
+use super::reply::MemoryReply;
+use crate::core::backend::endpoint::Endpoint;
+use crate::core::backend::lock_store::{
+    published, Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions,
+    WakeKind, IDLE_SUBSCRIPTIONS,
+};
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired};
+use crate::core::proto::extend::Extend;
+use crate::core::proto::fenced_set::FencedSet;
+use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
+use crate::core::proto::read::{Exists, Inspect, Pttl};
+use crate::core::proto::refresh::RefreshBatch;
+use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::{scripts, Op, Wire};
+use redis::{Script, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::sync::Notify;
+
+pub struct MemoryStore {
+    endpoint: Endpoint,
+    instance: Arc<Instance>,
+    /// Our subscriptions' owner in the keyspace.
+    id: u64,
+    pushes: Pushes,
+    /// Every script is loaded (cleared by a NOSCRIPT: a SCRIPT FLUSH).
+    scripts_ready: AtomicBool,
+    /// Never signalled: nothing here can drop.
+    lost: Notify,
+    /// Serialises (un)subscribing, so idle channels are taken once.
+    switching: Mutex<()>,
+}
+
+impl Drop for MemoryStore {
+    fn drop(&mut self) {
+        self.instance.drop_connection(self.id);
+    }
+}
+
+/// A command's arguments, as the keyspace takes them.
+#[derive(Default)]
+struct Args(Vec<Vec<u8>>);
+
+impl Wire for Args {
+    fn script(&mut self, script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) {
+        self.0 = Vec::with_capacity(3 + keys.len() + args.len());
+        self.0.push(b"EVALSHA".to_vec());
+        self.0.push(script.get_hash().as_bytes().to_vec());
+        self.0.push(keys.len().to_string().into_bytes());
+        self.0
+            .extend(keys.iter().chain(args).map(|part| part.to_vec()));
+    }
+
+    fn command(&mut self, parts: &[&[u8]]) {
+        self.0 = parts.iter().map(|part| part.to_vec()).collect();
+    }
+}
+
+impl MemoryStore {
+    /// The keyspace `endpoint` names (`memory://name`), made on first use.
+    pub fn open(endpoint: Endpoint, name: &str, listener: Arc<dyn Listener>) -> MemoryStore {
+        let instance = instance(name);
+        let pushes: Pushes = Arc::new(move |push: redis::PushInfo| {
+            if let Some((channel, payload)) = published(&push) {
+                listener.message(channel, payload);
+            }
+        });
+        MemoryStore {
+            endpoint,
+            id: instance.new_connection_id(),
+            instance,
+            pushes,
+            scripts_ready: AtomicBool::new(false),
+            lost: Notify::new(),
+            switching: Mutex::new(()),
+        }
+    }
+
+    /// One command, reloading the scripts once if the keyspace lost them (as the redis
+    /// crate's script call does on NOSCRIPT).
+    fn execute(&self, args: &[&[u8]]) -> Value {
+        let reply = self.once(args);
+        if !is_noscript(&reply) {
+            return reply.into_value();
+        }
+        self.scripts_ready.store(false, Ordering::Relaxed);
+        self.load_scripts();
+        self.once(args).into_value()
+    }
+
+    fn once(&self, args: &[&[u8]]) -> MemoryReply {
+        let mut replies = self.instance.run(&[args.to_vec()]);
+        replies
+            .pop()
+            .unwrap_or_else(|| MemoryReply::error("ERR no reply"))
+    }
+
+    fn load_scripts(&self) {
+        for source in scripts::ALL_SOURCES {
+            let _hash = self.once(&[b"SCRIPT", b"LOAD", source.as_bytes()]);
+        }
+        self.scripts_ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Runs `op` and reads its reply; a server error is an error, as on Redis.
+    fn run<O: Op>(&self, op: &O) -> Result<O::Out, LockError> {
+        let mut args = Args::default();
+        op.encode(&mut args);
+        let parts: Vec<&[u8]> = args.0.iter().map(Vec::as_slice).collect();
+        let reply = self.execute(&parts).extract_error()?;
+        op.decode(reply)
+    }
+
+    fn unsubscribe(&self, channels: Vec<Vec<u8>>) {
+        for channel in channels {
+            self.instance
+                .unsubscribe(self.id, ChannelKind::Sharded, &channel);
+        }
+    }
+}
+
+impl LockStore for MemoryStore {
+    fn caps(&self) -> Caps {
+        Caps {
+            fencing: Fencing::Strict,
+            handover: Handover::InScript,
+            fairness: Fairness::Line,
+            fast_path: FastPath::Inline,
+            wake: WakeKind::Queue,
+            transactions: false,
+        }
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Never left running: nothing to free behind it.
+    async fn acquire(&self, op: &AcquireAttempt<'_>, _: Duration) -> Result<Acquired, LockError> {
+        self.run(op)
+    }
+
+    async fn release(&self, op: &Release<'_>, _: Duration) -> Result<bool, LockError> {
+        self.run(op)
+    }
+
+    async fn hand_over(&self, op: &HandOver<'_>, _: Duration) -> Result<Option<u64>, LockError> {
+        self.run(op)
+    }
+
+    async fn extend(&self, op: &Extend<'_>, _: Duration) -> Result<Option<Duration>, LockError> {
+        self.run(op)
+    }
+
+    async fn is_locked(&self, op: &Exists<'_>, _: Duration) -> Result<bool, LockError> {
+        self.run(op)
+    }
+
+    async fn holder_ttl(&self, op: &Pttl<'_>, _: Duration) -> Result<Option<Duration>, LockError> {
+        self.run(op)
+    }
+
+    async fn inspect(
+        &self,
+        op: &Inspect<'_>,
+        _: Duration,
+    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
+        self.run(op)
+    }
+
+    async fn fenced_write(&self, op: &FencedSet<'_>, _: Duration) -> Result<bool, LockError> {
+        self.run(op)
+    }
+
+    /// Each command on its own, as a pipeline's are.
+    async fn refresh(&self, batch: &RefreshBatch, _: Duration) -> Vec<Option<bool>> {
+        let replies = batch
+            .commands()
+            .iter()
+            .map(|cmd| {
+                let args: Vec<&[u8]> = cmd
+                    .args_iter()
+                    .filter_map(|arg| match arg {
+                        redis::Arg::Simple(bytes) => Some(bytes),
+                        _ => None,
+                    })
+                    .collect();
+                self.execute(&args).extract_error().ok()
+            })
+            .collect();
+        batch.answers(replies)
+    }
+
+    async fn listen(&self, channel: &[u8], subs: &dyn Subscriptions, _: Duration) -> bool {
+        let _switching = lock(&self.switching);
+        if subs.is_subscribed(channel) {
+            return true;
+        }
+        if !subs.is_wanted(channel) {
+            return false;
+        }
+        self.unsubscribe(subs.take_idle(IDLE_SUBSCRIPTIONS));
+        self.instance.subscribe(
+            self.id,
+            ChannelKind::Sharded,
+            channel,
+            Some(self.pushes.clone()),
+        );
+        subs.mark_subscribed(channel);
+        true
+    }
+
+    async fn drop_idle(&self, subs: &dyn Subscriptions, _: Duration) {
+        let _switching = lock(&self.switching);
+        self.unsubscribe(subs.take_idle(IDLE_SUBSCRIPTIONS / 2));
+    }
+
+    async fn enqueue(&self, op: &Enqueue<'_>, _: Duration) -> Result<bool, LockError> {
+        self.run(op)
+    }
+
+    async fn wake_next(&self, op: &WakeNext<'_>, _: Duration) -> Result<bool, LockError> {
+        self.run(op)
+    }
+
+    async fn leave_line(&self, op: &LeaveLine<'_>, _: Duration) -> Result<(), LockError> {
+        self.run(op)
+    }
+
+    async fn leave_queue(&self, op: &LeaveQueue<'_>, _: Duration) -> Result<(), LockError> {
+        self.run(op)
+    }
+
+    async fn prepare(&self, _: Duration) -> Result<(), LockError> {
+        if !self.scripts_ready.load(Ordering::Relaxed) {
+            self.load_scripts();
+        }
+        Ok(())
+    }
+
+    fn is_prepared(&self) -> bool {
+        self.scripts_ready.load(Ordering::Relaxed)
+    }
+
+    fn unprepared(&self) {
+        self.scripts_ready.store(false, Ordering::Relaxed);
+    }
+
+    fn lost(&self) -> &Notify {
+        &self.lost
+    }
+
+    /// The keyspace's own clock, as its TIME answers.
+    async fn server_time(&self, _: Duration) -> Result<SystemTime, LockError> {
+        let (secs, micros): (u64, u64) =
+            crate::core::basics::resp::typed(self.execute(&[b"TIME"]))?;
+        Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros))
+    }
+}
+
+fn is_noscript(reply: &MemoryReply) -> bool {
+    matches!(reply, MemoryReply::Error(text) if text.starts_with("NOSCRIPT"))
+}

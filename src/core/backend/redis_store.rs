@@ -1,0 +1,243 @@
+//! One Redis server keeping the locks: each lock operation is its `proto` op sent on the
+//! endpoint's `Link` (timeouts, retries, RESP2 fallback, NOSCRIPT reloads) and read as
+//! `proto` says.
+
+use super::endpoint::Endpoint;
+use super::link::{Link, Pinned, Replay};
+use super::lock_store::{
+    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
+};
+use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
+use crate::core::proto::extend::Extend;
+use crate::core::proto::fenced_set::FencedSet;
+use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
+use crate::core::proto::read::{Exists, Inspect, Pttl};
+use crate::core::proto::refresh::RefreshBatch;
+use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::{scripts, Op, Request};
+use redis::{ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::Notify;
+
+pub struct RedisStore {
+    link: Link,
+}
+
+impl RedisStore {
+    /// Opens nothing yet: the connection opens on the first command.
+    pub fn new(endpoint: Endpoint, listener: Arc<dyn Listener>) -> RedisStore {
+        RedisStore {
+            link: Link::new(endpoint, &scripts::ALL_SOURCES, listener),
+        }
+    }
+
+    /// Sends `op` within `bound` and reads its reply.
+    async fn run<O: Op>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError> {
+        let reply: Value = match Request::of(op) {
+            Request::Script(invocation) => {
+                let replay = if O::REPEATABLE {
+                    Replay::Safe
+                } else {
+                    Replay::Never
+                };
+                self.link.eval(&invocation, bound, replay).await?
+            }
+            Request::Command(cmd) => self.link.query(&cmd, bound).await?,
+        };
+        op.decode(reply)
+    }
+
+    /// Sent on the connection the timed-out attempt went out on, so it runs after that
+    /// attempt whenever it runs; worth waiting for only as long as the lock could live.
+    fn free_late_win(&self, pinned: Pinned, op: &AcquireAttempt<'_>) {
+        let fair = match op.layout {
+            Layout::Fair { .. } => true,
+            Layout::Plain | Layout::Queued { .. } => false,
+            Layout::Exclusive { .. } => return,
+        };
+        let (lock_key, token, ttl) = (op.lock_key.to_vec(), op.token.to_owned(), op.ttl);
+        tokio::spawn(async move {
+            let free = Release::late_win(&lock_key, &token, fair);
+            if let Request::Script(invocation) = Request::of(&free) {
+                let _ignored: Result<Value, _> = pinned.eval(&invocation, ttl).await;
+            }
+        });
+    }
+}
+
+impl LockStore for RedisStore {
+    fn caps(&self) -> Caps {
+        Caps {
+            fencing: Fencing::Strict,
+            handover: Handover::InScript,
+            fairness: Fairness::Line,
+            fast_path: FastPath::Socket,
+            wake: WakeKind::Queue,
+            transactions: true,
+        }
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        self.link.endpoint()
+    }
+
+    async fn acquire(
+        &self,
+        op: &AcquireAttempt<'_>,
+        bound: Duration,
+    ) -> Result<Acquired, LockError> {
+        let reply: Result<Value, _> = match Request::of(op) {
+            Request::Script(invocation) => self.link.eval_tracked(&invocation, bound).await,
+            Request::Command(cmd) => self.link.query(&cmd, bound).await.map_err(|e| (e, None)),
+        };
+        match reply {
+            Ok(reply) => op.decode(reply),
+            Err((err, pinned)) => {
+                // The attempt may still run after we stopped waiting; free what it may win,
+                // so the key does not sit locked by a token nobody holds until its TTL.
+                if let Some(pinned) = pinned {
+                    self.free_late_win(pinned, op);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn hand_over(
+        &self,
+        op: &HandOver<'_>,
+        bound: Duration,
+    ) -> Result<Option<u64>, LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn extend(
+        &self,
+        op: &Extend<'_>,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn holder_ttl(
+        &self,
+        op: &Pttl<'_>,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn inspect(
+        &self,
+        op: &Inspect<'_>,
+        bound: Duration,
+    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
+        self.run(op, bound).await
+    }
+
+    /// One pipeline; after a NOSCRIPT (Redis restarted or flushed) the scripts are loaded
+    /// and those commands are sent once more, within the same bound.
+    async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
+        let deadline = tokio::time::Instant::now() + bound;
+        let commands = batch.commands();
+        let count = commands.len();
+        let mut pipe = Pipeline::with_capacity(count);
+        pipe.ignore_errors();
+        for command in commands {
+            pipe.add_command(command.clone());
+        }
+        let mut replies = match self.link.pipeline::<Value>(&pipe, bound).await {
+            Ok(replies) if replies.len() == count => replies,
+            _ => return batch.answers(Vec::new()),
+        };
+        let missing: Vec<usize> = (0..count).filter(|&i| is_noscript(&replies[i])).collect();
+        if !missing.is_empty() {
+            self.link.scripts_lost();
+            let left = || {
+                deadline
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .max(Duration::from_millis(1))
+            };
+            if self.link.ensure_scripts(left()).await.is_err() {
+                return batch.answers(Vec::new());
+            }
+            let mut retry = Pipeline::with_capacity(missing.len());
+            retry.ignore_errors();
+            for &i in &missing {
+                retry.add_command(commands[i].clone());
+            }
+            match self.link.pipeline::<Value>(&retry, left()).await {
+                Ok(again) if again.len() == missing.len() => {
+                    for (i, reply) in missing.into_iter().zip(again) {
+                        replies[i] = reply;
+                    }
+                }
+                _ => return batch.answers(Vec::new()),
+            }
+        }
+        batch.answers(replies.into_iter().map(Result::ok).collect())
+    }
+
+    async fn listen(&self, channel: &[u8], subs: &dyn Subscriptions, bound: Duration) -> bool {
+        self.link.subscribe(channel, bound, subs).await
+    }
+
+    async fn drop_idle(&self, subs: &dyn Subscriptions, bound: Duration) {
+        self.link.drop_idle(bound, subs).await
+    }
+
+    async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn wake_next(&self, op: &WakeNext<'_>, bound: Duration) -> Result<bool, LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn leave_line(&self, op: &LeaveLine<'_>, bound: Duration) -> Result<(), LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn leave_queue(&self, op: &LeaveQueue<'_>, bound: Duration) -> Result<(), LockError> {
+        self.run(op, bound).await
+    }
+
+    async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
+        self.link.ensure_scripts(bound).await
+    }
+
+    fn is_prepared(&self) -> bool {
+        self.link.scripts_ready()
+    }
+
+    fn unprepared(&self) {
+        self.link.scripts_lost()
+    }
+
+    fn lost(&self) -> &Notify {
+        self.link.dropped()
+    }
+
+    async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
+        let (secs, micros): (u64, u64) = self.link.query(&redis::cmd("TIME"), bound).await?;
+        Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros))
+    }
+}
+
+fn is_noscript(reply: &RedisResult<Value>) -> bool {
+    matches!(reply, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+}
