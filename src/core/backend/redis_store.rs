@@ -15,6 +15,7 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::syncguard::ReleaseById;
 use crate::core::proto::{scripts, Op, Request};
 use redis::{ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::Arc;
@@ -52,15 +53,24 @@ impl RedisStore {
     /// Sent on the connection the timed-out attempt went out on, so it runs after that
     /// attempt whenever it runs; worth waiting for only as long as the lock could live.
     fn free_late_win(&self, pinned: Pinned, op: &AcquireAttempt<'_>) {
-        let fair = match op.layout {
-            Layout::Fair { .. } => true,
-            Layout::Plain | Layout::Queued { .. } => false,
+        let (lock_key, token) = (op.lock_key, op.token);
+        let free = match op.layout {
+            Layout::Fair { .. } => Request::of(&Release::late_win(lock_key, token, true)),
+            Layout::Plain | Layout::Queued { .. } => {
+                Request::of(&Release::late_win(lock_key, token, false))
+            }
             Layout::Exclusive { .. } => return,
+            // Its lock key holds a record, found through the lockId's index key.
+            Layout::Syncguard { index_key, .. } => Request::of(&ReleaseById {
+                index_key,
+                lock_id: token,
+                expect: Some(lock_key),
+                ours_wait: false,
+            }),
         };
-        let (lock_key, token, ttl) = (op.lock_key.to_vec(), op.token.to_owned(), op.ttl);
+        let ttl = op.ttl;
         tokio::spawn(async move {
-            let free = Release::late_win(&lock_key, &token, fair);
-            if let Request::Script(invocation) = Request::of(&free) {
+            if let Request::Script(invocation) = free {
                 let _ignored: Result<Value, _> = pinned.eval(&invocation, ttl).await;
             }
         });
