@@ -1,3 +1,4 @@
+use super::pace::GaveUp;
 use std::fmt;
 
 /// Which JavaScript error class a validation failure maps to.
@@ -39,6 +40,9 @@ pub enum LockError {
     /// A lock we were keeping alive is gone: deleted, taken, expired while Redis could not be
     /// reached, or given up on purpose (stalled holder, maximum hold time).
     Lost { key: String, reason: String },
+    /// syncguard's `lock()` stopped trying, by one of its three rules (basics/pace.rs); the
+    /// message is syncguard's own.
+    GaveUp(GaveUp),
 }
 
 impl LockError {
@@ -82,6 +86,7 @@ impl LockError {
             LockError::Aborted => "EABORTED",
             LockError::Lost { .. } => "ELOST",
             LockError::Internal(_) => "EINTERNAL",
+            LockError::GaveUp(_) => "EGAVEUP",
         }
     }
 
@@ -127,6 +132,21 @@ impl fmt::Display for LockError {
             LockError::Aborted => f.write_str("the operation was aborted"),
             LockError::Internal(m) => write!(f, "internal error in native-redis-lock: {m}"),
             LockError::Lost { key, reason } => write!(f, "lock \"{key}\" was lost: {reason}"),
+            LockError::GaveUp(GaveUp::TimedOut {
+                elapsed_ms,
+                attempts,
+            }) => write!(
+                f,
+                "Failed to acquire lock after {elapsed_ms}ms ({attempts} attempts)"
+            ),
+            LockError::GaveUp(GaveUp::Contention { attempts }) => write!(
+                f,
+                "Failed to acquire lock after {attempts} attempts (lock contention)"
+            ),
+            LockError::GaveUp(GaveUp::NoTimeForRetry { elapsed_ms }) => write!(
+                f,
+                "Timeout reached before next retry ({elapsed_ms}ms elapsed)"
+            ),
         }
     }
 }
@@ -201,6 +221,34 @@ mod tests {
         assert_eq!(LockError::Timeout("x".into()).code(), "ETIMEDOUT");
         assert_eq!(LockError::Aborted.code(), "EABORTED");
         assert_eq!(LockError::NotHeld { key: "k".into() }.code(), "ENOTHELD");
+    }
+
+    /// JS passes these on as syncguard's `AcquisitionTimeout` messages, word for word.
+    #[test]
+    fn giving_up_says_what_syncguard_says() {
+        let messages = [
+            (
+                GaveUp::TimedOut {
+                    elapsed_ms: 5003,
+                    attempts: 4,
+                },
+                "Failed to acquire lock after 5003ms (4 attempts)",
+            ),
+            (
+                GaveUp::Contention { attempts: 11 },
+                "Failed to acquire lock after 11 attempts (lock contention)",
+            ),
+            (
+                GaveUp::NoTimeForRetry { elapsed_ms: 4990 },
+                "Timeout reached before next retry (4990ms elapsed)",
+            ),
+        ];
+        for (gave_up, message) in messages {
+            let err = LockError::GaveUp(gave_up);
+            assert_eq!(err.to_string(), message);
+            assert_eq!(err.code(), "EGAVEUP");
+            assert!(!err.is_infrastructure());
+        }
     }
 
     #[test]

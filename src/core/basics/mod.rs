@@ -8,6 +8,7 @@ pub mod clock;
 pub mod error;
 pub mod keys;
 pub mod lease;
+pub mod pace;
 pub mod pages;
 pub mod resp;
 pub mod sync;
