@@ -5,6 +5,8 @@
 //! semantics and replies.
 
 mod cjson;
+mod cjson_read;
+mod cjson_write;
 mod clock;
 mod connection;
 mod deadlines;

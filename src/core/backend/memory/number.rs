@@ -1,7 +1,7 @@
 //! Numbers as Redis reads and writes them: integers strictly (no sign but '-', no leading
 //! zeros, no spaces), scores as floats without NaN, and doubles printed with `%.17g`, which
 //! is what Redis 7.0 does both for a Lua number passed to `redis.call` and for a score in a
-//! RESP2 reply.
+//! RESP2 reply; cjson's `%.14g`, and C's `strtod`, with which cjson reads a number.
 
 /// Redis's `string2ll`: the only strings INCRBY, PX and friends accept.
 pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
@@ -88,6 +88,111 @@ fn trim_fraction(text: &str) -> &str {
     } else {
         text
     }
+}
+
+/// C's `strtod` on the start of `text`: the value and how many bytes it read, `None` when
+/// no number starts there. Decimal and hexadecimal forms, `inf`, `infinity` and `nan`.
+pub fn strtod(text: &[u8]) -> Option<(f64, usize)> {
+    let (negative, sign) = match text.first() {
+        Some(b'-') => (true, 1),
+        Some(b'+') => (false, 1),
+        _ => (false, 0),
+    };
+    let rest = &text[sign..];
+    let lower: Vec<u8> = rest.iter().take(8).map(u8::to_ascii_lowercase).collect();
+    let (value, used) = if lower.starts_with(b"infinity") {
+        (f64::INFINITY, 8)
+    } else if lower.starts_with(b"inf") {
+        (f64::INFINITY, 3)
+    } else if lower.starts_with(b"nan") {
+        let close = match rest.get(3) {
+            Some(b'(') => rest[4..]
+                .iter()
+                .position(|&b| b == b')')
+                .filter(|&n| {
+                    rest[4..4 + n]
+                        .iter()
+                        .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                })
+                .map(|n| n + 2),
+            _ => None,
+        };
+        (f64::NAN, 3 + close.unwrap_or(0))
+    } else if lower.starts_with(b"0x") && rest.get(2).is_some_and(u8::is_ascii_hexdigit) {
+        hexadecimal(&rest[2..]).map(|(value, used)| (value, used + 2))?
+    } else {
+        decimal(rest)?
+    };
+    Some((if negative { -value } else { value }, sign + used))
+}
+
+fn digits(text: &[u8], from: usize, radix: u32) -> usize {
+    text[from.min(text.len())..]
+        .iter()
+        .take_while(|b| (**b as char).is_digit(radix))
+        .count()
+}
+
+fn decimal(text: &[u8]) -> Option<(f64, usize)> {
+    let whole = digits(text, 0, 10);
+    let mut used = whole;
+    let mut fraction = 0;
+    if text.get(used) == Some(&b'.') {
+        fraction = digits(text, used + 1, 10);
+        if whole + fraction > 0 {
+            used += 1 + fraction;
+        }
+    }
+    if whole + fraction == 0 {
+        return None;
+    }
+    if matches!(text.get(used), Some(b'e' | b'E')) {
+        let signed = matches!(text.get(used + 1), Some(b'+' | b'-')) as usize;
+        let exponent = digits(text, used + 1 + signed, 10);
+        if exponent > 0 {
+            used += 1 + signed + exponent;
+        }
+    }
+    let literal = std::str::from_utf8(&text[..used]).ok()?;
+    let literal = literal.strip_suffix('.').unwrap_or(literal);
+    literal.parse().ok().map(|value| (value, used))
+}
+
+fn hexadecimal(text: &[u8]) -> Option<(f64, usize)> {
+    let whole = digits(text, 0, 16);
+    let mut used = whole;
+    let mut value = 0.0f64;
+    for &b in &text[..whole] {
+        value = value * 16.0 + f64::from((b as char).to_digit(16)?);
+    }
+    if text.get(used) == Some(&b'.') {
+        let fraction = digits(text, used + 1, 16);
+        let mut scale = 1.0 / 16.0;
+        for &b in &text[used + 1..used + 1 + fraction] {
+            value += f64::from((b as char).to_digit(16)?) * scale;
+            scale /= 16.0;
+        }
+        used += 1 + fraction;
+    }
+    if matches!(text.get(used), Some(b'p' | b'P')) {
+        let signed = matches!(text.get(used + 1), Some(b'+' | b'-'));
+        let count = digits(text, used + 1 + signed as usize, 10);
+        if count > 0 {
+            let from = used + 1 + signed as usize;
+            let power: i32 = std::str::from_utf8(&text[from..from + count])
+                .ok()?
+                .parse()
+                .unwrap_or(i32::MAX);
+            let power = if text[used + 1] == b'-' {
+                -power
+            } else {
+                power
+            };
+            value *= 2f64.powi(power);
+            used = from + count;
+        }
+    }
+    Some((value, used))
 }
 
 #[cfg(test)]
