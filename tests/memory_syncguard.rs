@@ -1,6 +1,6 @@
 //! `memory://` answers syncguard's layout as Redis does: its Lua's `cjson` writes and reads
 //! what Redis's does, and the five sg_*.lua scripts, sent to a real redis-server and to a
-//! MemoryConnection, get the same replies and leave the same records, index keys, fence
+//! `memory://` keyspace, get the same replies and leave the same records, index keys, fence
 //! counters and TTLs. lua-cjson writes an object's keys in Lua's table order; both run the
 //! same Lua 5.1, whose order for the same inserts is the same, so records are compared byte
 //! for byte.
@@ -8,8 +8,8 @@
 mod common;
 
 use common::RedisServer;
+use native_redis_lock::core::api::memory_command;
 use native_redis_lock::core::api::scripts;
-use native_redis_lock::core::api::MemoryConnection;
 use native_redis_lock::core::basics::keys::{queue_key, released_channel};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Script, Value};
@@ -19,18 +19,19 @@ const TOLERANCE_MS: i64 = 50;
 
 struct Pair {
     real: MultiplexedConnection,
-    memory: MemoryConnection,
+    /// The `memory://` keyspace's name.
+    memory: &'static str,
 }
 
 impl Pair {
-    async fn new(server: &RedisServer, name: &str) -> Self {
+    async fn new(server: &RedisServer, name: &'static str) -> Self {
         let client = redis::Client::open(server.url()).expect("client");
         Pair {
             real: client
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connection"),
-            memory: MemoryConnection::open(name, None),
+            memory: name,
         }
     }
 
@@ -40,13 +41,17 @@ impl Pair {
             .req_packed_command(cmd)
             .await
             .expect("redis answers");
-        let memory = self
-            .memory
-            .req_packed_command(cmd)
-            .await
-            .expect("memory answers");
+        let args: Vec<&[u8]> = cmd
+            .args_iter()
+            .filter_map(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes),
+                _ => None,
+            })
+            .collect();
+        let memory = memory_command(self.memory, &args);
         (real, memory)
     }
+
     /// Sends `cmd` to both; their replies must be the same, clock-derived numbers within
     /// the tolerance (see `same`). Answers Redis's.
     async fn same(&mut self, what: &str, cmd: &Cmd) -> Value {
