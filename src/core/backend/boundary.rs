@@ -15,9 +15,6 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release};
-use crate::core::proto::syncguard::{
-    ExtendById, ReleaseById, ReleasedById, SyncguardIsLocked, SyncguardLookup,
-};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
@@ -160,38 +157,6 @@ impl LockStore for Backend {
 
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
         each!(self, s => s.server_time(bound).await)
-    }
-
-    async fn release_by_id(
-        &self,
-        op: &ReleaseById<'_>,
-        bound: Duration,
-    ) -> Result<ReleasedById, LockError> {
-        each!(self, s => s.release_by_id(op, bound).await)
-    }
-
-    async fn extend_by_id(
-        &self,
-        op: &ExtendById<'_>,
-        bound: Duration,
-    ) -> Result<Option<i64>, LockError> {
-        each!(self, s => s.extend_by_id(op, bound).await)
-    }
-
-    async fn record_live(
-        &self,
-        op: &SyncguardIsLocked<'_>,
-        bound: Duration,
-    ) -> Result<bool, LockError> {
-        each!(self, s => s.record_live(op, bound).await)
-    }
-
-    async fn lookup_record(
-        &self,
-        op: &SyncguardLookup<'_>,
-        bound: Duration,
-    ) -> Result<Option<Vec<u8>>, LockError> {
-        each!(self, s => s.lookup_record(op, bound).await)
     }
 }
 

@@ -16,9 +16,6 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release};
-use crate::core::proto::syncguard::{
-    ExtendById, ReleaseById, ReleasedById, SyncguardIsLocked, SyncguardLookup,
-};
 use std::future::Future;
 use std::ops::RangeInclusive;
 use std::time::{Duration, SystemTime};
@@ -266,31 +263,4 @@ pub trait LockStore: Send + Sync {
         &self,
         bound: Duration,
     ) -> impl Future<Output = Result<SystemTime, LockError>> + Send;
-    /// syncguard's layout: a release by lockId, through its index key.
-    fn release_by_id(
-        &self,
-        op: &ReleaseById<'_>,
-        bound: Duration,
-    ) -> impl Future<Output = Result<ReleasedById, LockError>> + Send;
-
-    /// syncguard's layout: the new expiry (server ms), `None` when not ours.
-    fn extend_by_id(
-        &self,
-        op: &ExtendById<'_>,
-        bound: Duration,
-    ) -> impl Future<Output = Result<Option<i64>, LockError>> + Send;
-
-    /// syncguard's layout: whether a live record sits at the lock key (cleaning up).
-    fn record_live(
-        &self,
-        op: &SyncguardIsLocked<'_>,
-        bound: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
-
-    /// syncguard's layout: the live record's JSON.
-    fn lookup_record(
-        &self,
-        op: &SyncguardLookup<'_>,
-        bound: Duration,
-    ) -> impl Future<Output = Result<Option<Vec<u8>>, LockError>> + Send;
 }

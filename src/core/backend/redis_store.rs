@@ -15,9 +15,7 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release};
-use crate::core::proto::syncguard::{
-    ExtendById, ReleaseById, ReleasedById, SyncguardIsLocked, SyncguardLookup,
-};
+use crate::core::proto::syncguard::ReleaseById;
 use crate::core::proto::{scripts, Op, Request};
 use redis::{ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::Arc;
@@ -247,38 +245,6 @@ impl LockStore for RedisStore {
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
         let (secs, micros): (u64, u64) = self.link.query(&redis::cmd("TIME"), bound).await?;
         Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros))
-    }
-
-    async fn release_by_id(
-        &self,
-        op: &ReleaseById<'_>,
-        bound: Duration,
-    ) -> Result<ReleasedById, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn extend_by_id(
-        &self,
-        op: &ExtendById<'_>,
-        bound: Duration,
-    ) -> Result<Option<i64>, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn record_live(
-        &self,
-        op: &SyncguardIsLocked<'_>,
-        bound: Duration,
-    ) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn lookup_record(
-        &self,
-        op: &SyncguardLookup<'_>,
-        bound: Duration,
-    ) -> Result<Option<Vec<u8>>, LockError> {
-        self.run(op, bound).await
     }
 }
 

@@ -20,9 +20,6 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release};
-use crate::core::proto::syncguard::{
-    ExtendById, ReleaseById, ReleasedById, SyncguardIsLocked, SyncguardLookup,
-};
 use crate::core::proto::{scripts, Op, Wire};
 use redis::{Script, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -268,38 +265,6 @@ impl LockStore for MemoryStore {
         let (secs, micros): (u64, u64) =
             crate::core::basics::resp::typed(self.execute(&[b"TIME"]))?;
         Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros))
-    }
-
-    async fn release_by_id(
-        &self,
-        op: &ReleaseById<'_>,
-        _: Duration,
-    ) -> Result<ReleasedById, LockError> {
-        self.run(op)
-    }
-
-    async fn extend_by_id(
-        &self,
-        op: &ExtendById<'_>,
-        _: Duration,
-    ) -> Result<Option<i64>, LockError> {
-        self.run(op)
-    }
-
-    async fn record_live(
-        &self,
-        op: &SyncguardIsLocked<'_>,
-        _: Duration,
-    ) -> Result<bool, LockError> {
-        self.run(op)
-    }
-
-    async fn lookup_record(
-        &self,
-        op: &SyncguardLookup<'_>,
-        _: Duration,
-    ) -> Result<Option<Vec<u8>>, LockError> {
-        self.run(op)
     }
 }
 
