@@ -83,7 +83,8 @@ pub struct AcquireAttempt<'a> {
 /// What an attempt's reply says.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Acquired {
-    /// Ours, with `fence`; a transaction's lock key expires at `set_at` (ms, ExclusiveLock).
+    /// Ours, with `fence`; `set_at`, when the reply tells it, is when the lock expires (server
+    /// ms): an ExclusiveLock transaction's lock key, or syncguard's record.
     Won { fence: u64, set_at: Option<i64> },
     /// Someone else's; `ttl` is the holder's remaining time when the reply tells it (only
     /// the script's does: a transaction that found the lock held asks nothing more).
