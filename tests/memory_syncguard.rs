@@ -11,6 +11,8 @@ use common::RedisServer;
 use native_redis_lock::core::api::memory_command;
 use native_redis_lock::core::api::scripts;
 use native_redis_lock::core::basics::keys::{queue_key, released_channel};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Script, Value};
 
@@ -145,11 +147,12 @@ fn close(a: i64, b: i64) -> bool {
     a.abs_diff(b) <= TOLERANCE_MS as u64 + a.unsigned_abs() / 10_000_000_000_000
 }
 
-/// Equal replies, errors word for word; integers past 1000 (expiries, PTTLs: the clock's)
-/// within the tolerance.
+/// Equal replies, errors word for word; the clock's integers (expiries, PTTLs) within the
+/// tolerance.
 fn same(real: &Value, memory: &Value) -> bool {
     match (real, memory) {
-        (Value::Int(a), Value::Int(b)) => a == b || (a.abs() > 1000 && close(*a, *b)),
+        // Replies' codes are -2 to 1 (and a PTTL of -1 or -2 says no TTL, no key).
+        (Value::Int(a), Value::Int(b)) => a == b || (a.abs() > 2 && b.abs() > 2 && close(*a, *b)),
         (Value::Array(a), Value::Array(b)) => {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x, y))
         }
@@ -684,4 +687,136 @@ fn huge_ttls_are_rounded_or_refused_as_on_redis() {
             pair.compare_keys(ttl, set).await;
         }
     });
+}
+
+/// One call of a random sequence: `set` and `id` index `key_sets()` and `IDS`.
+#[derive(Debug, Clone)]
+enum Call {
+    Acquire {
+        set: usize,
+        id: usize,
+        ttl: &'static str,
+    },
+    /// `expect`: none, the right lock key, or another.
+    Release {
+        set: usize,
+        id: usize,
+        expect: usize,
+        ours: bool,
+    },
+    Extend {
+        set: usize,
+        id: usize,
+        ttl: &'static str,
+    },
+    IsLocked {
+        set: usize,
+        cleanup: bool,
+    },
+    LookupKey {
+        set: usize,
+    },
+    LookupId {
+        set: usize,
+        id: usize,
+    },
+    /// A record by hand, expired this long ago (`None`: long ago).
+    Plant {
+        set: usize,
+        id: usize,
+        ago: Option<i64>,
+    },
+    Queue {
+        set: usize,
+    },
+}
+
+/// The lockIds of the random sequences; "old" is planted by hand too.
+const IDS: [&str; 4] = [ID_NAMES[0], ID_NAMES[1], ID_NAMES[2], "old"];
+
+fn call() -> impl Strategy<Value = Call> {
+    let (set, id) = (0..2usize, 0..IDS.len());
+    // Long enough that no key expires between the two stores' reads, whatever the load.
+    let ttl = prop_oneof![Just("30000"), Just("2147483648"), Just("1000000000000000")];
+    let ago = prop_oneof![
+        Just(None),
+        Just(Some(500)),
+        Just(Some(1500)),
+        Just(Some(2500))
+    ];
+    prop_oneof![
+        3 => (set.clone(), id.clone(), ttl.clone()).prop_map(|(set, id, ttl)| Call::Acquire { set, id, ttl }),
+        3 => (set.clone(), id.clone(), 0..3usize, any::<bool>())
+            .prop_map(|(set, id, expect, ours)| Call::Release { set, id, expect, ours }),
+        2 => (set.clone(), id.clone(), ttl).prop_map(|(set, id, ttl)| Call::Extend { set, id, ttl }),
+        1 => (set.clone(), any::<bool>()).prop_map(|(set, cleanup)| Call::IsLocked { set, cleanup }),
+        1 => set.clone().prop_map(|set| Call::LookupKey { set }),
+        1 => (set.clone(), id.clone()).prop_map(|(set, id)| Call::LookupId { set, id }),
+        1 => (set.clone(), id, ago).prop_map(|(set, id, ago)| Call::Plant { set, id, ago }),
+        1 => set.prop_map(|set| Call::Queue { set }),
+    ]
+}
+
+impl Pair {
+    async fn call(&mut self, sets: &[KeySet], call: &Call) {
+        let shown = format!("{call:?}");
+        let cmd = match *call {
+            Call::Acquire { set, id, ttl } => sets[set].acquire(IDS[id], ttl),
+            Call::Release {
+                set,
+                id,
+                expect,
+                ours,
+            } => {
+                let lock = sets[set].lock();
+                let other = sets[1 - set].lock();
+                let expected = [None, Some(&lock[..]), Some(&other[..])][expect];
+                sets[set].release(IDS[id], expected, ours)
+            }
+            Call::Extend { set, id, ttl } => sets[set].extend(IDS[id], ttl),
+            Call::IsLocked { set, cleanup } => sets[set].is_locked(cleanup),
+            Call::LookupKey { set } => sets[set].lookup_key(),
+            Call::LookupId { set, id } => sets[set].lookup_id(IDS[id]),
+            Call::Plant { set, id, ago } => return self.plant(&sets[set], IDS[id], ago).await,
+            Call::Queue { set } => {
+                let mut zadd = redis::cmd("ZADD");
+                zadd.arg(queue_key(&sets[set].lock())).arg(1).arg("conn");
+                zadd
+            }
+        };
+        self.same(&shown, &cmd).await;
+    }
+}
+
+#[test]
+fn random_sequences_of_syncguard_calls_get_the_same_replies_and_keys() {
+    let server = RedisServer::start();
+    let runtime = runtime();
+    let pair = std::cell::RefCell::new(runtime.block_on(async {
+        let mut pair = Pair::new(&server, "sg-random").await;
+        load_scripts(&mut pair).await;
+        pair
+    }));
+    let sets = key_sets();
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&proptest::collection::vec(call(), 1..25), |calls| {
+        let mut pair = pair.borrow_mut();
+        runtime.block_on(async {
+            pair.flush().await;
+            for call in &calls {
+                pair.call(&sets, call).await;
+            }
+            for set in &sets[..2] {
+                pair.compare_keys("after the sequence", set).await;
+            }
+        });
+        Ok(())
+    });
+    if let Err(failure) = result {
+        panic!("{failure}");
+    }
 }
