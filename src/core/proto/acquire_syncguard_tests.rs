@@ -3,25 +3,10 @@
 
 use super::super::golden_tests::{assert_sends, evalsha};
 use super::super::scripts;
+use super::super::syncguard::tests::{bulk, error, ID, INDEX, LOCK};
 use super::*;
 use redis::Value;
 use std::time::Duration;
-
-const LOCK: &[u8] = b"syncguard:job";
-const INDEX: &[u8] = b"syncguard:id:AAAAAAAAAAAAAAAAAAAAAA";
-const ID: &str = "AAAAAAAAAAAAAAAAAAAAAA";
-
-fn bulk(text: &str) -> Value {
-    Value::BulkString(text.as_bytes().to_vec())
-}
-
-fn error(text: &str) -> Value {
-    let wire = format!("-{text}\r\n");
-    match crate::core::basics::resp::parse(wire.as_bytes()) {
-        Ok(Some((value, _))) => value,
-        other => panic!("not an error reply: {other:?}"),
-    }
-}
 
 fn attempt(ttl: Duration) -> AcquireAttempt<'static> {
     AcquireAttempt {

@@ -226,4 +226,4 @@ impl Op for SyncguardLookup<'_> {
 
 #[cfg(test)]
 #[path = "syncguard_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -7,15 +7,16 @@ use super::*;
 use redis::Value;
 use std::time::Duration;
 
-const LOCK: &[u8] = b"syncguard:job";
-const INDEX: &[u8] = b"syncguard:id:AAAAAAAAAAAAAAAAAAAAAA";
-const ID: &str = "AAAAAAAAAAAAAAAAAAAAAA";
+// Shared with syncguard's attempt's tests (acquire_syncguard_tests.rs).
+pub(in crate::core::proto) const LOCK: &[u8] = b"syncguard:job";
+pub(in crate::core::proto) const INDEX: &[u8] = b"syncguard:id:AAAAAAAAAAAAAAAAAAAAAA";
+pub(in crate::core::proto) const ID: &str = "AAAAAAAAAAAAAAAAAAAAAA";
 
-fn bulk(text: &str) -> Value {
+pub(in crate::core::proto) fn bulk(text: &str) -> Value {
     Value::BulkString(text.as_bytes().to_vec())
 }
 
-fn error(text: &str) -> Value {
+pub(in crate::core::proto) fn error(text: &str) -> Value {
     let wire = format!("-{text}\r\n");
     match crate::core::basics::resp::parse(wire.as_bytes()) {
         Ok(Some((value, _))) => value,
