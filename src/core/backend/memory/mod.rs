@@ -8,6 +8,7 @@ mod clock;
 mod connection;
 mod deadlines;
 mod hashes;
+mod inline;
 mod instance;
 mod keyspace;
 mod lua;
@@ -19,6 +20,7 @@ mod strings;
 mod zset;
 
 pub use connection::MemoryConnection;
+pub use inline::MemoryInline;
 
 /// Runs one plain command on the keyspace `name` (without `memory://`), as Redis would
 /// answer it: what a test reads and writes beside the locks, on the very keyspace they use.
