@@ -194,9 +194,10 @@ impl Sender {
 }
 
 /// Runs `call` on `memory` now, on the JS thread, inside the JS call that made it. Its
-/// promise `id` settles from the thread's queue, as a reply read from a socket would: never
-/// inside the call, so JS sees the same order of events as with a server, only sooner. A
-/// waiter its handover answered settles at once, as one a socket's handover lends to.
+/// promise `id` settles at the start of the next loop turn, as a reply read from a socket
+/// would: never inside the call, so JS sees the same order of events as with a server, only
+/// sooner. A waiter its handover answered settles at once, as one a socket's handover lends
+/// to.
 pub fn run_inline<C, F>(
     memory: &MemoryInline,
     id: u32,
@@ -213,7 +214,11 @@ pub fn run_inline<C, F>(
     Adapted::new(call, convert).finish(id, reply, completer, &mut settled);
     for entry in settled {
         match entry {
-            Settlement::Settled(settled, outcome) if settled == id => completer.settle(id, outcome),
+            Settlement::Settled(settled, outcome) if settled == id => {
+                if let Err(outcome) = thread.settle_next_turn(id, outcome) {
+                    completer.settle(id, outcome);
+                }
+            }
             // Its runtime task was told to end without a word (see `Adapted::finish`).
             Settlement::Settled(waiter, outcome) => thread.settle_in_call(waiter, outcome),
             // A call's reply settles calls only: news of a lock comes from the watchdog.
