@@ -193,10 +193,12 @@ impl Sender {
     }
 }
 
-/// Runs `call` on `memory` now, on the JS thread, inside the JS call that made it. What it
-/// settles (its promise `id`, and first a waiter its handover answered) settles at the start
-/// of the next loop turn, in the order a socket's reply would settle them: never inside the
-/// call, so JS sees the same order of events as with a server, only sooner.
+/// Runs `call` on `memory` now, on the JS thread, inside the JS call that made it. Its
+/// promise `id` settles at the start of the next loop turn, as a reply read from a socket
+/// would: never inside the call, so JS sees the same order of events as with a server, only
+/// sooner. A waiter its handover answered settles at once, as one a socket's handover lends
+/// to (`JsCarrier::answer_lent`): its runtime task, told to end without a word, may already
+/// have queued an end of its own, which must find the waiter settled.
 pub fn run_inline<C, F>(
     memory: &MemoryInline,
     id: u32,
@@ -212,18 +214,15 @@ pub fn run_inline<C, F>(
     let mut settled = Vec::with_capacity(2);
     Adapted::new(call, convert).finish(id, reply, completer, &mut settled);
     for entry in settled {
-        let Settlement::Settled(to, outcome) = entry else {
+        match entry {
+            Settlement::Settled(to, outcome) if to == id => {
+                if let Err(outcome) = thread.settle_next_turn(id, outcome) {
+                    completer.settle(id, outcome);
+                }
+            }
+            Settlement::Settled(waiter, outcome) => thread.settle_in_call(waiter, outcome),
             // A call's reply settles calls only: news of a lock comes from the watchdog.
-            entry.forsake();
-            continue;
-        };
-        match thread.settle_next_turn(to, outcome) {
-            Ok(()) => {}
-            // No next turn to settle in (libuv refused its handle, or the environment ends).
-            Err(outcome) if to == id => completer.settle(id, outcome),
-            // A waiter's runtime task was told to end without a word (`Adapted::finish`):
-            // the queue would drop it, so it is settled here.
-            Err(outcome) => thread.settle_in_call(to, outcome),
+            other => other.forsake(),
         }
     }
 }
