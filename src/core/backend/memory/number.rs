@@ -62,6 +62,11 @@ pub fn format_g17(value: f64) -> String {
             "0".into()
         };
     }
+    // An integer that a double holds exactly is printed as itself by %.17g (it has at most
+    // 16 digits): what scripts send most (TTLs, fences), without the scientific round trip.
+    if value.fract() == 0.0 && value.abs() < 9_007_199_254_740_992.0 {
+        return (value as i64).to_string();
+    }
     let scientific = format!("{value:.16e}");
     let Some((mantissa, exponent)) = scientific.split_once('e') else {
         return scientific;
@@ -120,5 +125,12 @@ mod tests {
         assert_eq!(format_g17(1.5e-5), "1.5e-05");
         assert_eq!(format_g17(123_456_789.123), "123456789.123");
         assert_eq!(format_g17(-2.25), "-2.25");
+        // Either side of the integers printed without the scientific form.
+        assert_eq!(format_g17(-9_007_199_254_740_991.0), "-9007199254740991");
+        assert_eq!(format_g17(9_007_199_254_740_992.0), "9007199254740992");
+        assert_eq!(
+            format_g17(12_345_678_901_234_567_890.0),
+            "1.2345678901234567e+19"
+        );
     }
 }
