@@ -14,6 +14,10 @@ const ADAPTERS = {
   'ours-distributed-lock-wait': require('./ours-distributed-lock-wait'),
   'ours-exclusive-lock': require('./ours-exclusive-lock'),
   'ours-lock-service': require('./ours-lock-service'),
+  // The same three on the embedded memory:// backend (no server): what running in process buys.
+  'ours-distributed-lock-memory': require('./ours-distributed-lock-memory'),
+  'ours-exclusive-lock-memory': require('./ours-exclusive-lock-memory'),
+  'ours-lock-service-memory': require('./ours-lock-service-memory'),
   'original-exclusive-lock': require('./original-exclusive-lock'),
   'original-maestro': require('./original-maestro'),
   // One object per acquisition, (a) and (b) only: what constructing each costs.

@@ -14,15 +14,19 @@ pub use super::backend::lock_store::{Caps, LockStore};
 /// One command on a `memory://` keyspace, for tests that read and write beside the locks.
 pub use super::backend::memory::command as memory_command;
 /// The embedded `memory://` keyspace as a Redis connection, and its published messages.
-pub use super::backend::memory::{MemoryConnection, Pushes};
+pub use super::backend::memory::{MemoryConnection, MemoryInline, Pushes};
 /// A call carried on the JS thread's own socket: the core says what it writes, what a reply
 /// means and what follows; `direct` opens that socket.
 pub use super::ops::carried::{Carried, Later, Step};
 /// A lock handed to a JS caller that has not claimed it yet: freed if nobody will.
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;
+/// A call run where its caller is, on a `memory://` keyspace.
+pub use super::ops::inline;
 /// A connection's lock operations, one at a time (the tests drive them directly).
 pub use super::ops::lock::{Attempt, Locker};
+/// Which transport a call takes (the fronts ask; the binding offers the transports).
+pub use super::ops::route::{Route, Way};
 /// News of a held lock for its listeners, and the JS loop's beat.
 pub use super::ops::signals::{Confirmed, Heartbeat, Sink};
 /// The connection as the operations use it.

@@ -1,11 +1,12 @@
 //! The `Reply` a front answers a JS call through: the call's promise, its JS thread's own
-//! connection, and how the front's result becomes what the promise settles with.
+//! connection (or a `memory://` keyspace, run inline), and how the front's result becomes
+//! what the promise settles with.
 
 use super::outcome::Outcome;
 use super::settle::Completer;
-use super::socket::{JsSocket, Sender};
+use super::socket::{self, JsSocket, Sender};
 use super::thread::JsThread;
-use crate::core::api::{Caller, Carried};
+use crate::core::api::{inline, Caller, Carried, MemoryInline, Way};
 use crate::core::front::connection::LockConnection;
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::{Carrier, Reply, Settled};
@@ -20,12 +21,18 @@ pub struct JsCalls {
     pub thread: Rc<JsThread>,
     /// The JS-thread connection for one-round-trip calls, where the endpoint allows one.
     direct: Option<Rc<JsSocket>>,
+    /// The keyspace of a `memory://` endpoint, whose calls run inline.
+    inline: Option<MemoryInline>,
 }
 
 impl JsCalls {
     pub fn new(connection: &LockConnection, completer: Completer, thread: Rc<JsThread>) -> Self {
+        let inline = socket::enabled()
+            .then(|| inline::open(connection.endpoint()))
+            .flatten();
         JsCalls {
             direct: JsSocket::of(connection, &thread, &completer),
+            inline,
             completer,
             thread,
         }
@@ -48,11 +55,18 @@ pub struct JsReply<'a, F> {
     convert: F,
 }
 
-/// The JS thread's connection, found open.
+/// The JS thread's way outside the runtime, ready.
 pub struct JsCarrier {
-    sender: Sender,
+    via: Via,
     completer: Completer,
     thread: Rc<JsThread>,
+}
+
+enum Via {
+    /// Its connection, found open.
+    Socket(Sender),
+    /// A `memory://` keyspace, run inline.
+    Inline(MemoryInline),
 }
 
 impl Carrier for JsCarrier {
@@ -70,10 +84,15 @@ where
 {
     type Carrier = JsCarrier;
 
-    fn carrier(&self) -> Option<JsCarrier> {
+    fn carrier(&self, way: Way) -> Option<JsCarrier> {
         let calls = self.calls;
+        let via = match way {
+            Way::Socket => Via::Socket(calls.direct.as_ref()?.sender()?),
+            Way::Inline => Via::Inline(calls.inline.clone()?),
+            Way::Runtime => return None,
+        };
         Some(JsCarrier {
-            sender: calls.direct.as_ref()?.sender()?,
+            via,
             completer: calls.completer.clone(),
             thread: calls.thread.clone(),
         })
@@ -85,8 +104,13 @@ where
         G: FnOnce(Settled<C::Output>) -> Settled<T> + Send + 'static,
     {
         let convert = self.convert;
-        on.sender
-            .send(self.id, call, move |result| convert(then(result)));
+        let convert = move |result| convert(then(result));
+        match &on.via {
+            Via::Socket(sender) => sender.send(self.id, call, convert),
+            Via::Inline(memory) => {
+                socket::run_inline(memory, self.id, call, convert, &on.thread, &on.completer)
+            }
+        }
     }
 
     fn run(self, work: impl Future<Output = Settled<T>> + Send + 'static) {

@@ -55,6 +55,11 @@ pub struct JsThread {
     /// Started while `claims` holds any: calls `confirm_claims` at the end of the loop turn.
     /// Taken (and closed) as the environment ends.
     claims_check: RefCell<Option<Check<Weak<JsThread>>>>,
+    /// Calls answered inside the JS call that made them (run inline, on `memory://`), to
+    /// settle at the start of the next loop turn.
+    next_turn: RefCell<Vec<Settlement>>,
+    /// Started while `next_turn` holds any: delivers it. Taken as the environment ends.
+    next_turn_idle: RefCell<Option<Check<Weak<JsThread>>>>,
     next_id: Cell<u32>,
     /// Promises pending plus holds that keep the process alive; the waker is referred
     /// while this is above zero.
@@ -87,6 +92,8 @@ impl JsThread {
             slots: RefCell::new(HashMap::new()),
             claims: RefCell::new(Vec::new()),
             claims_check: RefCell::new(None),
+            next_turn: RefCell::new(Vec::new()),
+            next_turn_idle: RefCell::new(None),
             next_id: Cell::new(1),
             keepers: Cell::new(0),
             queue,
@@ -102,6 +109,12 @@ impl JsThread {
                 thread.deliver_queued();
             }
         });
+        *thread.next_turn_idle.borrow_mut() =
+            Check::idle(event_loop, Rc::downgrade(&thread), |weak| {
+                if let Some(thread) = weak.upgrade() {
+                    thread.deliver_next_turn();
+                }
+            });
         *thread.claims_check.borrow_mut() =
             Check::new(event_loop, Rc::downgrade(&thread), |weak| {
                 if let Some(thread) = weak.upgrade() {
@@ -268,6 +281,32 @@ impl JsThread {
         entries.into_iter().flatten().for_each(Settlement::forsake);
     }
 
+    /// Settles promise `id` at the start of the next loop turn, which then comes without
+    /// waiting for I/O: for a call answered inside the JS call that made it, as a reply read
+    /// from a socket would be, in order, and with no wake-up from another thread. Hands the
+    /// outcome back when there is no such turn (libuv refused, or the environment ends).
+    pub fn settle_next_turn(&self, id: u32, outcome: Outcome) -> Result<(), Outcome> {
+        let idle = self.next_turn_idle.borrow();
+        let Some(idle) = idle.as_ref() else {
+            return Err(outcome);
+        };
+        self.next_turn
+            .borrow_mut()
+            .push(Settlement::Settled(id, outcome));
+        // Refused only by a loop that is gone, whose environment's end forsakes them.
+        let _started = idle.start();
+        Ok(())
+    }
+
+    /// What `settle_next_turn` kept, delivered now. From the idle handle's callback.
+    fn deliver_next_turn(&self) {
+        if let Some(idle) = self.next_turn_idle.borrow().as_ref() {
+            idle.stop();
+        }
+        let entries = std::mem::take(&mut *self.next_turn.borrow_mut());
+        self.deliver(entries);
+    }
+
     /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
     /// call returns. No borrow of ours may be held.
     pub fn settle_in_call(&self, id: u32, outcome: Outcome) {
@@ -328,6 +367,9 @@ impl JsThread {
     /// The environment ends (see teardown.rs): the locks whose handles were settled in its
     /// last loop turn are freed, as its code may never have seen them. No more is checked.
     pub fn end_claims(&self) {
+        drop(self.next_turn_idle.borrow_mut().take());
+        let kept = std::mem::take(&mut *self.next_turn.borrow_mut());
+        kept.into_iter().for_each(Settlement::forsake);
         drop(self.claims_check.borrow_mut().take());
         self.forsake_claims();
     }

@@ -203,6 +203,29 @@ impl Uv {
         Some(check)
     }
 
+    /// An idle handle (called at the start of each loop turn, and keeping the loop from
+    /// blocking for I/O while started) on `event_loop` that does not keep the process alive,
+    /// with `data`.
+    ///
+    /// # Safety
+    /// Called on the loop's thread.
+    pub(super) unsafe fn idle(
+        &self,
+        event_loop: *mut Loop,
+        data: *mut c_void,
+    ) -> Option<*mut Handle> {
+        // SAFETY: on the loop's thread, as the caller promises.
+        let idle = unsafe { self.alloc(IDLE) }?;
+        // SAFETY: zeroed memory of an idle handle's size, on the loop's thread; idle_init
+        // cannot fail on an initialised loop (libuv returns 0); `data` is the first field.
+        unsafe {
+            (self.idle_init)(event_loop, idle);
+            *(idle as *mut *mut c_void) = data;
+            (self.unref)(idle);
+        }
+        Some(idle)
+    }
+
     /// Closes one handle; its memory is freed by libuv's close callback.
     ///
     /// # Safety

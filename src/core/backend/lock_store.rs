@@ -68,8 +68,7 @@ pub enum Fairness {
 pub enum FastPath {
     /// The JS thread may carry calls on a plain TCP socket of its own (one server, no TLS).
     Socket,
-    /// Calls may run where the caller is, in the process (memory://; not built yet, so
-    /// today they go through the runtime).
+    /// Calls may run where the caller is, in the process (memory://: `MemoryInline`).
     Inline,
     /// One socket per master, each call routed by its slot (Cluster, later).
     SlotRouted,

@@ -83,7 +83,12 @@ impl LockStore for RedisStore {
             fencing: Fencing::Strict,
             handover: Handover::InScript,
             fairness: Fairness::Line,
-            fast_path: FastPath::Socket,
+            // The JS thread's socket is plain TCP: TLS and Unix sockets stay on the runtime.
+            fast_path: if super::direct::supports(self.endpoint()) {
+                FastPath::Socket
+            } else {
+                FastPath::None
+            },
             wake: WakeKind::Queue,
             transactions: true,
         }

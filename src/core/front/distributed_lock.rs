@@ -5,14 +5,14 @@
 use super::auto_refresh::{AutoRefresh, HandleWin};
 use super::connection::LockConnection;
 use super::granted::Granted;
-use super::reply::Reply;
+use super::reply::{ready, Reply};
 use super::win::{self, Win};
 use crate::core::basics::error::LockError;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
 use crate::core::ops::carried::{self, IsLockedCall, Mode};
 use crate::core::ops::lock::Locker;
-use crate::core::ops::route::FirstAttempt;
+use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
 use crate::core::ops::signals::{Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::wait::owner::Owner;
@@ -275,13 +275,12 @@ impl Acquisition<'_> {
         let first = FirstAttempt::of(&locker)
             .watched(win.watched())
             .in_mode(&mode);
-        if first.carried() {
-            if let Some(on) = reply.carrier() {
-                let attempt = carried::PlainAttempt::new(&locker, &key, ttl, mode);
-                return reply.carry(&on, attempt, move |result| {
-                    win::settle(win, &locker, result)
-                });
-            }
+        let way = Route::way(locker.store(), RouteFacts::Attempt(first));
+        if let Some(on) = ready(&reply, way) {
+            let attempt = carried::PlainAttempt::new(&locker, &key, ttl, mode);
+            return reply.carry(&on, attempt, move |result| {
+                win::settle(win, &locker, result)
+            });
         }
         reply.run(async move {
             win::prepare(&locker, win.watched()).await?;
@@ -303,7 +302,8 @@ pub struct IsLocked<'a> {
 impl IsLocked<'_> {
     pub fn start<R: Reply<bool>>(self, reply: R) {
         let locker = self.lock.locker.clone();
-        if let Some(on) = reply.carrier() {
+        let way = Route::way(locker.store(), RouteFacts::Any);
+        if let Some(on) = ready(&reply, way) {
             return reply.carry(&on, IsLockedCall::new(&locker, &self.key), |result| result);
         }
         let key = self.key;

@@ -5,7 +5,7 @@
 //! What each call does in Redis is ops/exclusive.rs's.
 
 use super::connection::LockConnection;
-use super::reply::Reply;
+use super::reply::{ready, Reply};
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync;
@@ -13,7 +13,7 @@ use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::carried_exclusive::{ExclusiveAttempt, ExclusiveRelease};
 pub use crate::core::ops::exclusive::Inspection;
 use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveSpec, Terms};
-use crate::core::ops::route::FirstAttempt;
+use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
@@ -232,7 +232,7 @@ impl ExclusiveLock {
         };
         held.watch.stop();
         let release = ExclusiveRelease::new(&self.lock, held.token, held.contents, held.set_at);
-        if let Some(on) = reply.carrier() {
+        if let Some(on) = ready(&reply, Route::way(self.lock.store(), RouteFacts::Any)) {
             return reply.carry(&on, release, |result| result);
         }
         reply.run(release.run());
@@ -273,11 +273,11 @@ impl ExclusiveAcquire<'_> {
         // The caller's connection only once the scripts are known loaded: the watchdog's
         // refreshes must be one round trip from the first, which the runtime's way makes
         // sure of (as DistributedLock's autoRefresh).
-        if FirstAttempt::on(front.lock.store()).watched(true).carried() {
-            if let Some(on) = reply.carrier() {
-                let attempt = ExclusiveAttempt::new(&winning.lock, &winning.terms);
-                return reply.carry(&on, attempt, move |result| winning.settle(result));
-            }
+        let store = front.lock.store();
+        let first = FirstAttempt::on(store).watched(true);
+        if let Some(on) = ready(&reply, Route::way(store, RouteFacts::Attempt(first))) {
+            let attempt = ExclusiveAttempt::new(&winning.lock, &winning.terms);
+            return reply.carry(&on, attempt, move |result| winning.settle(result));
         }
         reply.run(async move {
             let watchdog = Watchdog::of(winning.lock.store());

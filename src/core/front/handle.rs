@@ -4,7 +4,7 @@
 
 use super::distributed_lock::DistributedLock;
 use super::granted::Granted;
-use super::reply::{Carrier, Reply};
+use super::reply::{ready, Carrier, Reply};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate;
@@ -12,6 +12,7 @@ use crate::core::ops::carried::Settled;
 use crate::core::ops::carried_extend::ExtendCall;
 use crate::core::ops::carried_handoff::{Carry, Releasing};
 use crate::core::ops::holder;
+use crate::core::ops::route::{Route, RouteFacts};
 use crate::core::ops::watchdog::Watchdog;
 use crate::core::wait::lent::Lent;
 use std::sync::Arc;
@@ -134,11 +135,12 @@ impl HandleRelease<'_> {
         }
         let thread = reply.caller(false).thread;
         let releasing = Releasing::of(locker, &self.lease, thread);
-        let reply = match releasing.carry(|| reply.carrier()) {
+        let way = Route::way(locker.store(), RouteFacts::Any);
+        let reply = match releasing.carry(|| ready(&reply, way)) {
             Carry::Elsewhere => reply,
             Carry::Plain(release) => {
                 // Asked again: the handover path is the one that must know before it commits.
-                match reply.carrier() {
+                match ready(&reply, way) {
                     Some(on) => return reply.carry(&on, release, done),
                     None => reply,
                 }
@@ -189,11 +191,13 @@ impl HandleExtend<'_> {
                 })
             }
         };
-        if holder::may_carry(&locker, &lease) {
-            if let Some(on) = reply.carrier() {
-                let extend = ExtendCall::new(&locker, &lease, extra);
-                return reply.carry(&on, extend, extended(lease));
-            }
+        let facts = RouteFacts::Holder {
+            locker: &locker,
+            lease: &lease,
+        };
+        if let Some(on) = ready(&reply, Route::way(locker.store(), facts)) {
+            let extend = ExtendCall::new(&locker, &lease, extra);
+            return reply.carry(&on, extend, extended(lease));
         }
         reply.run(async move {
             let result = holder::extend(&locker, &lease, extra).await;

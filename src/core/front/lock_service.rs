@@ -5,7 +5,7 @@
 //! listener its attempt was made with (unique among the listeners alive on the JS thread).
 
 use super::connection::LockConnection;
-use super::reply::Reply;
+use super::reply::{ready, Reply};
 use super::win::{self, Win};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -14,7 +14,7 @@ use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
 use crate::core::ops::carried::{Mode, PlainAttempt, PlainRelease};
 use crate::core::ops::lock::Locker;
-use crate::core::ops::route::FirstAttempt;
+use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
@@ -155,7 +155,8 @@ impl LockService {
         let lease = Arc::new(held.lease);
         // Waiters of ours to wake, or a lock already released: through the runtime.
         if let Some(release) = PlainRelease::new(&self.locker, &lease, true) {
-            if let Some(on) = reply.carrier() {
+            let way = Route::way(self.locker.store(), RouteFacts::Any);
+            if let Some(on) = ready(&reply, way) {
                 return reply.carry(&on, release, |result| result);
             }
         }
@@ -227,17 +228,15 @@ impl Acquire<'_> {
             service.max_backoff,
         );
         let mode = Mode { plan, cancel };
-        if FirstAttempt::of(&locker)
-            .watched(true)
-            .in_mode(&mode)
-            .carried()
-        {
-            if let Some(on) = reply.carrier() {
-                let attempt = PlainAttempt::new(&locker, &key, lock_ttl, mode);
-                return reply.carry(&on, attempt, move |result| {
-                    win::settle(hold, &locker, result)
-                });
-            }
+        let first = FirstAttempt::of(&locker).watched(true).in_mode(&mode);
+        if let Some(on) = ready(
+            &reply,
+            Route::way(locker.store(), RouteFacts::Attempt(first)),
+        ) {
+            let attempt = PlainAttempt::new(&locker, &key, lock_ttl, mode);
+            return reply.carry(&on, attempt, move |result| {
+                win::settle(hold, &locker, result)
+            });
         }
         reply.run(async move {
             win::prepare(&locker, true).await?;

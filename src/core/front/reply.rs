@@ -1,21 +1,23 @@
 //! How a call of a front is answered. Whoever calls a front gives one `Reply` per call (the
-//! binding: a promise of a JS thread); the front decides the call's way and the reply only
-//! carries it out: sent on the caller's own connection when that is open (one round trip
-//! from the caller's thread, see ops/carried.rs), or run on the runtime.
+//! binding: a promise of a JS thread); the call's way is decided by ops/route.rs and the
+//! reply only carries it out: sent on the caller's own connection when that is open (one
+//! round trip from the caller's thread, see ops/carried.rs), run where the caller is
+//! (`memory://`), or run on the runtime.
 
 use super::granted::Granted;
 use crate::core::ops::carried::Carried;
 pub use crate::core::ops::carried::Settled;
+use crate::core::ops::route::Way;
 use crate::core::wait::wake::Caller;
 use std::future::Future;
 
 pub trait Reply<T>: Sized {
-    /// The caller's own connection, found open.
+    /// The caller's own way outside the runtime, found ready.
     type Carrier: Carrier;
 
-    /// The caller's own connection if it is open now; asking may start opening it for a
-    /// later call.
-    fn carrier(&self) -> Option<Self::Carrier>;
+    /// The caller's own transport for `way` (`Socket` or `Inline`) if it is ready now;
+    /// asking may start opening a socket for a later call. Fronts ask through `ready`.
+    fn carrier(&self, way: Way) -> Option<Self::Carrier>;
 
     /// Sends `call` on `on`; `then` makes its result this call's answer.
     fn carry<C, F>(self, on: &Self::Carrier, call: C, then: F)
@@ -34,9 +36,18 @@ pub trait Reply<T>: Sized {
     fn caller(&self, lent_start: bool) -> Caller;
 }
 
-/// The caller's own connection, open.
+/// Where a front's call goes: the caller's transport for `way` when it has it ready (the
+/// call is then `carry`d on it), `None` for the runtime (`run`).
+pub fn ready<T, R: Reply<T>>(reply: &R, way: Way) -> Option<R::Carrier> {
+    match way {
+        Way::Runtime => None,
+        way => reply.carrier(way),
+    }
+}
+
+/// The caller's own transport outside the runtime, ready.
 pub trait Carrier {
     /// Answers call `waiter` of the same thread at once with a lock lent to it by a handover
-    /// being sent on this connection (see ops/carried_handoff.rs).
+    /// sent this way (see ops/carried_handoff.rs).
     fn answer_lent(&self, waiter: u32, granted: Granted);
 }

@@ -8,7 +8,7 @@ use crate::core::backend::direct as socket;
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::basics::error::LockError;
 
-pub use socket::{supports, RETRY_AFTER};
+pub use socket::RETRY_AFTER;
 
 const SCRIPTS: [&str; 3] = [
     scripts::ACQUIRE_SOURCE,

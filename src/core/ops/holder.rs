@@ -22,13 +22,6 @@ pub async fn release(locker: &Locker, lease: &Lease) -> Result<bool, LockError> 
     released
 }
 
-/// Whether a call of the holder's may be carried outside the runtime (see carried_extend.rs):
-/// not while its own handover is in flight (the call must come after it), nor for a lease
-/// known released (the runtime's call says so without asking Redis).
-pub fn may_carry(locker: &Locker, lease: &Lease) -> bool {
-    !lease.is_released() && !locker.store().wakes().lends().pending(&lease.token)
-}
-
 pub async fn extend(locker: &Locker, lease: &Lease, extra: Duration) -> Result<(), LockError> {
     after_handover(locker, lease).await;
     locker.extend(lease, extra).await

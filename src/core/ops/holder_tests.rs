@@ -3,6 +3,7 @@
 use super::*;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
 use crate::core::ops::lock::Attempt;
+use crate::core::ops::route::{Route, RouteFacts, Way};
 use crate::core::ops::store::Store;
 use crate::core::wait::lent::Lent;
 use std::sync::Arc;
@@ -69,6 +70,11 @@ async fn an_extend_waits_for_its_own_handover() {
     lends.settle(&lease.token, Lent::Confirmed(Instant::now()));
     let extended = tokio::time::timeout(Duration::from_secs(2), extend).await;
     assert!(matches!(extended, Ok(Ok(Ok(())))));
+}
+
+/// Whether the holder's call goes where its caller is (memory://) rather than the runtime.
+fn may_carry(locker: &Locker, lease: &Lease) -> bool {
+    Route::way(locker.store(), RouteFacts::Holder { locker, lease }) == Way::Inline
 }
 
 #[tokio::test]

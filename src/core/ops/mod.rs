@@ -12,6 +12,7 @@ pub mod direct;
 pub mod exclusive;
 pub mod forsaken;
 pub mod holder;
+pub mod inline;
 pub mod kept_fences;
 pub mod lock;
 pub mod pair;

@@ -1,13 +1,80 @@
-//! Whether a first attempt may be carried by the caller's own connection (see carried.rs)
-//! or must run on the runtime, whatever carrier asks. The runtime's path does what a
-//! carried attempt cannot: it loads the scripts first, queues for wakes, and waits its
-//! turn behind waiters of the same connection.
+//! Which transport a call takes, decided here and nowhere else: the caller's own socket
+//! (one round trip from its thread, see carried.rs), the call run where the caller is
+//! (`memory://`, whose keyspace is in the process), or the runtime's connection. The
+//! runtime's way does what the other two cannot: it loads the scripts first, queues for
+//! wakes, waits its turn behind waiters of the same connection, and goes after a holder's
+//! own handover.
 
 use super::carried::Mode;
 use super::lock::Locker;
 use super::store::Store;
+use crate::core::backend::lock_store::{FastPath, LockStore};
+use crate::core::basics::lease::Lease;
 use crate::core::wait::wake::Ticket;
 use tokio_util::sync::CancellationToken;
+
+/// The transport of one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// The caller's own socket to the server.
+    Socket,
+    /// Run now on the caller's thread, on the embedded keyspace.
+    Inline,
+    /// The runtime's connection.
+    Runtime,
+}
+
+/// What a call is, as far as its way depends on it.
+pub enum RouteFacts<'a> {
+    /// A first attempt at a lock.
+    Attempt(FirstAttempt),
+    /// A holder's own release or extend.
+    Holder {
+        locker: &'a Locker,
+        lease: &'a Lease,
+    },
+    /// A call that may take any way (isLocked, a release that wakes nobody of ours).
+    Any,
+}
+
+pub struct Route;
+
+impl Route {
+    /// The way a call on `store`'s connection goes. The caller may still find the way closed
+    /// (its socket not open yet): the runtime's way then answers it.
+    pub fn way(store: &Store, facts: RouteFacts<'_>) -> Way {
+        match Route::outside(store) {
+            Way::Runtime => Way::Runtime,
+            way if facts.may_leave_runtime() => way,
+            _ => Way::Runtime,
+        }
+    }
+
+    /// The way `store` offers outside the runtime, as its `Caps` say: a socket of the
+    /// caller's, the call inline, or none. A store whose fast path is routed by slot has
+    /// no socket per slot yet, so its calls stay on the runtime.
+    pub fn outside(store: &Store) -> Way {
+        match store.backend().caps().fast_path {
+            FastPath::Socket => Way::Socket,
+            FastPath::Inline => Way::Inline,
+            FastPath::SlotRouted | FastPath::None => Way::Runtime,
+        }
+    }
+}
+
+impl RouteFacts<'_> {
+    fn may_leave_runtime(&self) -> bool {
+        match self {
+            RouteFacts::Attempt(first) => first.may_leave_runtime(),
+            // Not while its own handover is in flight (the call must come after it), nor for
+            // a lease known released (the runtime's call says so without asking Redis).
+            RouteFacts::Holder { locker, lease } => {
+                !lease.is_released() && !locker.store().wakes().lends().pending(&lease.token)
+            }
+            RouteFacts::Any => true,
+        }
+    }
+}
 
 /// What the way of a first attempt depends on.
 #[derive(Clone, Copy, Debug, Default)]
@@ -73,8 +140,7 @@ impl FirstAttempt {
         }
     }
 
-    /// Whether the caller's connection may carry it; otherwise it goes through the runtime.
-    pub fn carried(&self) -> bool {
+    fn may_leave_runtime(&self) -> bool {
         !self.fair
             && (self.scripts_ready || !self.watched)
             && !self.cancelled

@@ -25,7 +25,7 @@ fn open() -> FirstAttempt {
 
 #[test]
 fn every_fact_alone_sends_the_attempt_to_the_runtime() {
-    assert!(open().carried());
+    assert!(open().may_leave_runtime());
     let blockers = [
         FirstAttempt {
             fair: true,
@@ -45,16 +45,16 @@ fn every_fact_alone_sends_the_attempt_to_the_runtime() {
         },
     ];
     for facts in blockers {
-        assert!(!facts.carried(), "{facts:?}");
+        assert!(!facts.may_leave_runtime(), "{facts:?}");
     }
 }
 
 #[test]
 fn scripts_not_known_loaded_matter_only_to_a_watched_lock() {
     let unloaded = FirstAttempt::default();
-    assert!(unloaded.carried());
-    assert!(!unloaded.watched(true).carried());
-    assert!(open().watched(true).carried());
+    assert!(unloaded.may_leave_runtime());
+    assert!(!unloaded.watched(true).may_leave_runtime());
+    assert!(open().watched(true).may_leave_runtime());
 }
 
 #[test]
@@ -62,10 +62,12 @@ fn a_store_whose_scripts_were_never_loaded_keeps_watched_attempts_off() {
     let locker = locker(41101, false);
     let facts = FirstAttempt::of(&locker);
     assert!(!facts.scripts_ready && !facts.fair);
-    assert!(facts.carried());
-    assert!(!facts.watched(true).carried());
-    assert!(!FirstAttempt::on(locker.store()).watched(true).carried());
-    assert!(!FirstAttempt::of(&self::locker(41102, true)).carried());
+    assert!(facts.may_leave_runtime());
+    assert!(!facts.watched(true).may_leave_runtime());
+    assert!(!FirstAttempt::on(locker.store())
+        .watched(true)
+        .may_leave_runtime());
+    assert!(!FirstAttempt::of(&self::locker(41102, true)).may_leave_runtime());
 }
 
 #[test]
@@ -78,7 +80,7 @@ fn the_mode_tells_cancellation_and_a_waiter_behind_ours() {
     };
     assert!(FirstAttempt::of(&locker)
         .in_mode(&retries(&cancel))
-        .carried());
+        .may_leave_runtime());
     let until = |place| Mode {
         plan: Plan::until(
             place,
@@ -89,17 +91,59 @@ fn the_mode_tells_cancellation_and_a_waiter_behind_ours() {
     };
     let ttl = Duration::from_secs(1);
     let first = until(locker.place("k", ttl, None));
-    assert!(FirstAttempt::of(&locker).in_mode(&first).carried());
+    assert!(FirstAttempt::of(&locker)
+        .in_mode(&first)
+        .may_leave_runtime());
     // Nobody of ours waits yet: a second waiter carries its attempt too, right behind.
     let second = until(locker.place("k", ttl, None));
-    assert!(FirstAttempt::of(&locker).in_mode(&second).carried());
+    assert!(FirstAttempt::of(&locker)
+        .in_mode(&second)
+        .may_leave_runtime());
     // Once the first found the lock held and joined, a newcomer queues behind it.
     let first = first.plan.joined(&locker, "k", ttl);
     let third = until(locker.place("k", ttl, None));
     let facts = FirstAttempt::of(&locker).in_mode(&third);
-    assert!(facts.turn_from_others && !facts.carried());
+    assert!(facts.turn_from_others && !facts.may_leave_runtime());
     drop(first);
     cancel.cancel();
     let facts = FirstAttempt::of(&locker).in_mode(&retries(&cancel));
-    assert!(facts.cancelled && !facts.carried());
+    assert!(facts.cancelled && !facts.may_leave_runtime());
+}
+
+fn endpoint(url: &str) -> Endpoint {
+    Endpoint::from_spec(EndpointSpec {
+        url: Some(url.into()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn each_endpoint_offers_its_way_and_the_facts_may_keep_a_call_on_the_runtime() {
+    assert_eq!(
+        Route::outside(&Store::shared(endpoint("redis://127.0.0.1:41104"))),
+        Way::Socket
+    );
+    assert_eq!(
+        Route::outside(&Store::shared(endpoint("memory://route-unit"))),
+        Way::Inline
+    );
+    assert_eq!(
+        Route::outside(&Store::shared(endpoint("rediss://127.0.0.1:41105"))),
+        Way::Runtime
+    );
+    assert_eq!(
+        Route::outside(&Store::shared(endpoint("unix:///tmp/route-unit.sock"))),
+        Way::Runtime
+    );
+    let store = Store::shared(endpoint("memory://route-unit"));
+    assert_eq!(Route::way(&store, RouteFacts::Any), Way::Inline);
+    let fair = FirstAttempt {
+        fair: true,
+        ..open()
+    };
+    assert_eq!(Route::way(&store, RouteFacts::Attempt(fair)), Way::Runtime);
+    assert_eq!(Route::way(&store, RouteFacts::Attempt(open())), Way::Inline);
+    let tls = Store::shared(endpoint("rediss://127.0.0.1:41105"));
+    assert_eq!(Route::way(&tls, RouteFacts::Any), Way::Runtime);
 }

@@ -54,6 +54,44 @@ where
     pub fn bound(&self) -> Duration {
         self.carried.bound()
     }
+
+    /// What `reply` leads to: what ends now goes to `settled`, in order; the rest goes on
+    /// through the runtime. The one continuation of every way a call is carried.
+    pub fn finish(
+        self,
+        id: u32,
+        reply: Value,
+        completer: &Completer,
+        settled: &mut Vec<Settlement>,
+    ) {
+        let Adapted { carried, convert } = self;
+        let convert = move |result| match convert {
+            Some(convert) => convert(result),
+            None => unconverted(result),
+        };
+        match carried.answered(reply) {
+            Step::Now(result) => settled.push(Settlement::Settled(id, convert(result))),
+            Step::Handed {
+                released,
+                waiter,
+                lease,
+                unclaimed,
+            } => {
+                // Its runtime task ends without a word: nothing of it is to reach JS. The
+                // waiter goes first: its critical section starts before the releaser's
+                // bookkeeping (often its next wait) runs.
+                completer.answered(waiter);
+                let granted = Granted {
+                    unclaimed: Some(unclaimed),
+                    ..Granted::of(&lease, None)
+                };
+                let handle = Outcome::Lease(granted);
+                settled.push(Settlement::Settled(waiter, handle));
+                settled.push(Settlement::Settled(id, convert(released)));
+            }
+            Step::Later(later) => completer.run(id, async move { convert(later.await) }),
+        }
+    }
 }
 
 /// A result whose converter was already used: the call told its caller once, and the
@@ -88,33 +126,7 @@ where
         completer: &Completer,
         settled: &mut Vec<Settlement>,
     ) {
-        let Adapted { carried, convert } = *self;
-        let convert = move |result| match convert {
-            Some(convert) => convert(result),
-            None => unconverted(result),
-        };
-        match carried.answered(reply) {
-            Step::Now(result) => settled.push(Settlement::Settled(id, convert(result))),
-            Step::Handed {
-                released,
-                waiter,
-                lease,
-                unclaimed,
-            } => {
-                // Its runtime task ends without a word: nothing of it is to reach JS. The
-                // waiter goes first: its critical section starts before the releaser's
-                // bookkeeping (often its next wait) runs.
-                completer.answered(waiter);
-                let granted = Granted {
-                    unclaimed: Some(unclaimed),
-                    ..Granted::of(&lease, None)
-                };
-                let handle = Outcome::Lease(granted);
-                settled.push(Settlement::Settled(waiter, handle));
-                settled.push(Settlement::Settled(id, convert(released)));
-            }
-            Step::Later(later) => completer.run(id, async move { convert(later.await) }),
-        }
+        (*self).finish(id, reply, completer, settled);
     }
 
     fn timed_out(&mut self, bound: Duration) -> Outcome {

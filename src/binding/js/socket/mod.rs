@@ -8,15 +8,18 @@
 //! connection, and so does every call while this connection is opening, after it broke, or
 //! when `NATIVE_REDIS_LOCK_DIRECT=0` is set. A call it cannot finish goes again through
 //! tokio, as a call is replayed there after a dropped connection.
+//!
+//! A `memory://` keyspace needs no connection: its calls run inline (`run_inline`), read by
+//! the same continuation as a reply read here.
 
 mod call;
 mod connection;
 
-use super::outcome::Outcome;
+use super::outcome::{Outcome, Settlement};
 use super::settle::Completer;
 use super::thread::JsThread;
 use crate::binding::sys::uv;
-use crate::core::api::{direct, Carried};
+use crate::core::api::{direct, inline, Carried, MemoryInline, Route, Way};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::front::connection::LockConnection;
@@ -59,7 +62,8 @@ pub fn close_thread() {
     SOCKETS.with(|sockets| sockets.borrow_mut().clear());
 }
 
-fn enabled() -> bool {
+/// Whether calls may leave the runtime at all (`NATIVE_REDIS_LOCK_DIRECT=0`: never).
+pub fn enabled() -> bool {
     std::env::var("NATIVE_REDIS_LOCK_DIRECT").map_or(true, |v| v != "0")
 }
 
@@ -87,7 +91,7 @@ impl JsSocket {
         if !uv::available() {
             return None;
         }
-        if !direct::supports(connection.endpoint()) {
+        if Route::outside(connection.store()) != Way::Socket {
             return None;
         }
         let socket = Rc::new(JsSocket {
@@ -186,6 +190,40 @@ impl Sender {
             let replies = call.write(out, form);
             (replies, call.bound(), Box::new(call))
         });
+    }
+}
+
+/// Runs `call` on `memory` now, on the JS thread, inside the JS call that made it. Its
+/// promise `id` settles at the start of the next loop turn, as a reply read from a socket
+/// would: never inside the call, so JS sees the same order of events as with a server, only
+/// sooner. A waiter its handover answered settles at once, as one a socket's handover lends
+/// to (`JsCarrier::answer_lent`): its runtime task, told to end without a word, may already
+/// have queued an end of its own, which must find the waiter settled.
+pub fn run_inline<C, F>(
+    memory: &MemoryInline,
+    id: u32,
+    call: C,
+    convert: F,
+    thread: &JsThread,
+    completer: &Completer,
+) where
+    C: Carried,
+    F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
+{
+    let reply = inline::reply_to(memory, &call);
+    let mut settled = Vec::with_capacity(2);
+    Adapted::new(call, convert).finish(id, reply, completer, &mut settled);
+    for entry in settled {
+        match entry {
+            Settlement::Settled(to, outcome) if to == id => {
+                if let Err(outcome) = thread.settle_next_turn(id, outcome) {
+                    completer.settle(id, outcome);
+                }
+            }
+            Settlement::Settled(waiter, outcome) => thread.settle_in_call(waiter, outcome),
+            // A call's reply settles calls only: news of a lock comes from the watchdog.
+            other => other.forsake(),
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! lock: a command or a whole script (or a MULTI/EXEC) runs with the lock held, messages it
 //! published are delivered once the lock is released.
 
-use super::keyspace::{unknown_command, Keyspace};
+use super::keyspace::{command_name, unknown_command, Keyspace};
 use super::lua::LuaHost;
 use super::number::parse_i64;
 use super::pubsub::{deliver, ChannelKind, Pushes};
@@ -104,8 +104,9 @@ impl Engine {
         let Some(name) = args.first() else {
             return MemoryReply::error("ERR empty command");
         };
-        let name = String::from_utf8_lossy(name).to_ascii_uppercase();
-        match name.as_str() {
+        let mut buf = [0; 32];
+        let name = command_name(name, &mut buf);
+        match &*name {
             "EVALSHA" | "EVAL" => self.eval(&name, &args[1..]),
             "SCRIPT" => self.script(&args[1..]),
             _ => {

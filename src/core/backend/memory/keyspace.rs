@@ -10,6 +10,7 @@ use super::number::parse_i64;
 use super::pubsub::{ChannelKind, PubSub};
 use super::reply::{MemoryReply, NOT_INTEGER, SYNTAX};
 use super::sorted_set::ZSet;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// The most expired keys one command sweeps out before it runs. Every command sweeps, so a
@@ -150,9 +151,10 @@ impl Keyspace {
         let Some(name) = args.first() else {
             return MemoryReply::error("ERR empty command");
         };
-        let name = String::from_utf8_lossy(name).to_ascii_uppercase();
+        let mut buf = [0; 32];
+        let name = command_name(name, &mut buf);
         let rest = &args[1..];
-        match name.as_str() {
+        match &*name {
             "GET" => self.get(&name, rest),
             "SET" => self.set(&name, rest),
             "INCR" => self.incr_by(&name, rest, Some(1)),
@@ -374,6 +376,20 @@ pub fn unknown_command(name: &str, args: &[&[u8]]) -> MemoryReply {
     MemoryReply::error(format!(
         "ERR unknown command '{name}', with args beginning with: {shown}"
     ))
+}
+
+/// A command's name in capitals, made in `buf` when it fits (every name a script sends
+/// does): the one thing of each command that was an allocation of its own.
+pub(super) fn command_name<'a>(name: &[u8], buf: &'a mut [u8; 32]) -> Cow<'a, str> {
+    match (buf.get_mut(..name.len()), std::str::from_utf8(name)) {
+        (Some(upper), Ok(_)) => {
+            upper.copy_from_slice(name);
+            upper.make_ascii_uppercase();
+            // Valid UTF-8 stays valid when its ASCII letters change case.
+            Cow::Borrowed(std::str::from_utf8(upper).unwrap_or_default())
+        }
+        _ => Cow::Owned(String::from_utf8_lossy(name).to_ascii_uppercase()),
+    }
 }
 
 /// For commands whose options are keywords: the uppercase keyword, or a syntax error.

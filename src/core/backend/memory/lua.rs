@@ -2,7 +2,7 @@
 //! reply helpers, KEYS and ARGV, and Redis's conversions between its replies and Lua values.
 //! One Lua state per keyspace, used under the keyspace's lock, so a script is atomic.
 
-use super::keyspace::Keyspace;
+use super::keyspace::{command_name, Keyspace};
 use super::number::format_g17;
 use super::reply::MemoryReply;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
@@ -254,8 +254,8 @@ fn raw_command(lua: &Lua, mut args: MultiValue) -> mlua::Result<(bool, Value)> {
 
 /// Commands a script may not send (Redis refuses them with the same words).
 fn script_command(keyspace: &mut Keyspace, argv: &[&[u8]]) -> MemoryReply {
-    let name = String::from_utf8_lossy(argv[0]).to_ascii_uppercase();
-    match name.as_str() {
+    let mut buf = [0; 32];
+    match &*command_name(argv[0], &mut buf) {
         "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "SCRIPT" | "MULTI" | "EXEC"
         | "SUBSCRIBE" | "SSUBSCRIBE" | "PSUBSCRIBE" | "UNSUBSCRIBE" | "SUNSUBSCRIBE"
         | "PUNSUBSCRIBE" | "WATCH" | "CLIENT" | "HELLO" => {

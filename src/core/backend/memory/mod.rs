@@ -11,6 +11,7 @@ mod clock;
 mod connection;
 mod deadlines;
 mod hashes;
+mod inline;
 mod instance;
 mod keyspace;
 mod lua;
@@ -23,6 +24,7 @@ mod strings;
 mod zset;
 
 pub use connection::MemoryConnection;
+pub use inline::MemoryInline;
 pub use store::MemoryStore;
 
 /// Runs one plain command on the keyspace `name` (without `memory://`), as Redis would

@@ -68,6 +68,13 @@ pub fn format_g(value: f64, precision: usize) -> String {
         };
     }
     let precision = precision.max(1);
+    // An integer that a double holds exactly, with no more digits than the precision, is
+    // printed as itself: what scripts send most (TTLs, fences), without the scientific
+    // round trip.
+    let whole = 9_007_199_254_740_992f64.min(10f64.powi(precision.min(17) as i32));
+    if value.fract() == 0.0 && value.abs() < whole {
+        return (value as i64).to_string();
+    }
     let scientific = format!("{value:.*e}", precision - 1);
     let Some((mantissa, exponent)) = scientific.split_once('e') else {
         return scientific;
@@ -231,6 +238,13 @@ mod tests {
         assert_eq!(format_g17(1.5e-5), "1.5e-05");
         assert_eq!(format_g17(123_456_789.123), "123456789.123");
         assert_eq!(format_g17(-2.25), "-2.25");
+        // Either side of the integers printed without the scientific form.
+        assert_eq!(format_g17(-9_007_199_254_740_991.0), "-9007199254740991");
+        assert_eq!(format_g17(9_007_199_254_740_992.0), "9007199254740992");
+        assert_eq!(
+            format_g17(12_345_678_901_234_567_890.0),
+            "1.2345678901234567e+19"
+        );
     }
 
     #[test]
@@ -238,6 +252,10 @@ mod tests {
         assert_eq!(format_g(1_717_000_000_123.0, 14), "1717000000123");
         assert_eq!(format_g(101_795_754_377_590.0, 14), "1.0179575437759e+14");
         assert_eq!(format_g(999_999_999_999_999.0, 14), "1e+15");
+        // Either side of the whole numbers printed as themselves.
+        assert_eq!(format_g(99_999_999_999_999.0, 14), "99999999999999");
+        assert_eq!(format_g(100_000_000_000_000.0, 14), "1e+14");
+        assert_eq!(format_g(-99_999_999_999_999.0, 14), "-99999999999999");
         assert_eq!(format_g(0.1, 14), "0.1");
         assert_eq!(format_g(1.0 / 3.0, 14), "0.33333333333333");
         assert_eq!(format_g(0.0001, 14), "0.0001");

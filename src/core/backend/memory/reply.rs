@@ -39,6 +39,10 @@ impl MemoryReply {
         MemoryReply::Bulk(bytes.into())
     }
 
+    pub fn is_error(&self) -> bool {
+        matches!(self, MemoryReply::Error(_))
+    }
+
     pub fn into_value(self) -> Value {
         match self {
             MemoryReply::Int(n) => Value::Int(n),

@@ -1,0 +1,6 @@
+'use strict'
+
+// ours-distributed-lock on the embedded memory:// backend, beside the redis-server rows of the same run.
+const { onMemory } = require('./memory')
+
+module.exports = onMemory(require('./ours-distributed-lock'))

@@ -1,0 +1,28 @@
+//! A call run where its caller is (`memory://`, see route.rs): written as for the caller's
+//! socket, run at once on the embedded keyspace, and read by the very continuation a socket's
+//! reply goes to (`Carried::answered`), so each operation still means one thing whatever
+//! carries it. Nothing here waits: no bound, no late reply, no broken connection.
+
+use super::carried::Carried;
+use crate::core::backend::direct::AttemptForm;
+use crate::core::backend::endpoint::{Address, Endpoint};
+use crate::core::backend::memory::MemoryInline;
+use redis::Value;
+
+/// The keyspace calls to `endpoint` run on inline, when it is one (`memory://`).
+pub fn open(endpoint: &Endpoint) -> Option<MemoryInline> {
+    match &endpoint.address {
+        Address::Memory(name) => Some(MemoryInline::open(name)),
+        _ => None,
+    }
+}
+
+/// Runs `call`'s request on `memory` now: the reply its `answered` reads. A script the
+/// keyspace does not know yet is refused as a socket's server refuses it, and the call goes
+/// on through the runtime, which loads it.
+pub fn reply_to<C: Carried>(memory: &MemoryInline, call: &C) -> Value {
+    let mut request = Vec::with_capacity(256);
+    // The script: the keyspace runs it as cheaply as a transaction.
+    call.write(&mut request, AttemptForm::Script);
+    memory.run_now(&request)
+}
