@@ -5,7 +5,6 @@
 //! semantics and replies.
 
 mod clock;
-mod connection;
 mod deadlines;
 mod hashes;
 mod instance;
@@ -19,7 +18,9 @@ mod store;
 mod strings;
 mod zset;
 
-pub use connection::MemoryConnection;
+#[cfg(test)]
+mod memory_tests;
+
 pub use store::MemoryStore;
 
 /// Runs one plain command on the keyspace `name` (without `memory://`), as Redis would
@@ -31,5 +32,14 @@ pub fn command(name: &str, args: &[&[u8]]) -> redis::Value {
         None => reply::error_value("ERR no reply"),
     }
 }
+
+/// Runs `commands` on the keyspace `name` as one atomic step, as an EXEC would, and
+/// answers its replies: what a test compares with a transaction on Redis.
+pub fn transaction(name: &str, commands: &[Vec<&[u8]>]) -> Vec<redis::Value> {
+    instance::instance(name)
+        .run(commands)
+        .into_iter()
+        .map(reply::MemoryReply::into_value)
+        .collect()
+}
 pub use lua::sha1_hex;
-pub use pubsub::Pushes;
