@@ -9,12 +9,8 @@ use super::lock_store::{
 };
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
-use crate::core::proto::extend::Extend;
-use crate::core::proto::fenced_set::FencedSet;
-use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
-use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
-use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::release::Release;
 use crate::core::proto::{scripts, Op, Request};
 use redis::{ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::Arc;
@@ -31,22 +27,6 @@ impl RedisStore {
         RedisStore {
             link: Link::new(endpoint, &scripts::ALL_SOURCES, listener),
         }
-    }
-
-    /// Sends `op` within `bound` and reads its reply.
-    async fn run<O: Op>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError> {
-        let reply: Value = match Request::of(op) {
-            Request::Script(invocation) => {
-                let replay = if O::REPEATABLE {
-                    Replay::Safe
-                } else {
-                    Replay::Never
-                };
-                self.link.eval(&invocation, bound, replay).await?
-            }
-            Request::Command(cmd) => self.link.query(&cmd, bound).await?,
-        };
-        op.decode(reply)
     }
 
     /// Sent on the connection the timed-out attempt went out on, so it runs after that
@@ -83,6 +63,25 @@ impl LockStore for RedisStore {
         self.link.endpoint()
     }
 
+    /// Sends `op` within `bound` and reads its reply.
+    async fn run<O: Op + Sync>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        let reply: Value = match Request::of(op) {
+            Request::Script(invocation) => {
+                let replay = if O::REPEATABLE {
+                    Replay::Safe
+                } else {
+                    Replay::Never
+                };
+                self.link.eval(&invocation, bound, replay).await?
+            }
+            Request::Command(cmd) => self.link.query(&cmd, bound).await?,
+        };
+        op.decode(reply)
+    }
+
     async fn acquire(
         &self,
         op: &AcquireAttempt<'_>,
@@ -103,50 +102,6 @@ impl LockStore for RedisStore {
                 Err(err)
             }
         }
-    }
-
-    async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn hand_over(
-        &self,
-        op: &HandOver<'_>,
-        bound: Duration,
-    ) -> Result<Option<u64>, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn extend(
-        &self,
-        op: &Extend<'_>,
-        bound: Duration,
-    ) -> Result<Option<Duration>, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn holder_ttl(
-        &self,
-        op: &Pttl<'_>,
-        bound: Duration,
-    ) -> Result<Option<Duration>, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn inspect(
-        &self,
-        op: &Inspect<'_>,
-        bound: Duration,
-    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
     }
 
     /// One pipeline; after a NOSCRIPT (Redis restarted or flushed) the scripts are loaded
@@ -198,22 +153,6 @@ impl LockStore for RedisStore {
 
     async fn drop_idle(&self, subs: &dyn Subscriptions, bound: Duration) {
         self.link.drop_idle(bound, subs).await
-    }
-
-    async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn wake_next(&self, op: &WakeNext<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn leave_line(&self, op: &LeaveLine<'_>, bound: Duration) -> Result<(), LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn leave_queue(&self, op: &LeaveQueue<'_>, bound: Duration) -> Result<(), LockError> {
-        self.run(op, bound).await
     }
 
     async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
