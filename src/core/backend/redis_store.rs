@@ -68,17 +68,12 @@ impl LockStore for RedisStore {
     where
         O::Out: Send,
     {
-        let reply: Value = match Request::of(op) {
-            Request::Script(invocation) => {
-                let replay = if O::REPEATABLE {
-                    Replay::Safe
-                } else {
-                    Replay::Never
-                };
-                self.link.eval(&invocation, bound, replay).await?
-            }
-            Request::Command(cmd) => self.link.query(&cmd, bound).await?,
+        let replay = if O::REPEATABLE {
+            Replay::Safe
+        } else {
+            Replay::Never
         };
+        let reply = (self.link.send(&Request::of(op), bound, replay).await).map_err(|(e, _)| e)?;
         op.decode(reply)
     }
 
@@ -87,16 +82,13 @@ impl LockStore for RedisStore {
         op: &AcquireAttempt<'_>,
         bound: Duration,
     ) -> Result<Acquired, LockError> {
-        let reply: Result<Value, _> = match Request::of(op) {
-            Request::Script(invocation) => self.link.eval_tracked(&invocation, bound).await,
-            Request::Command(cmd) => self.link.query(&cmd, bound).await.map_err(|e| (e, None)),
-        };
-        match reply {
+        let request = Request::of(op);
+        match self.link.send(&request, bound, Replay::Safe).await {
             Ok(reply) => op.decode(reply),
             Err((err, pinned)) => {
                 // The attempt may still run after we stopped waiting; free what it may win,
                 // so the key does not sit locked by a token nobody holds until its TTL.
-                if let Some(pinned) = pinned {
+                if let (Some(pinned), Request::Script(_)) = (pinned, &request) {
                     self.free_late_win(pinned, op);
                 }
                 Err(err)
@@ -172,7 +164,9 @@ impl LockStore for RedisStore {
     }
 
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
-        let (secs, micros): (u64, u64) = self.link.query(&redis::cmd("TIME"), bound).await?;
+        let time = Request::Command(redis::cmd("TIME"));
+        let reply = (self.link.send(&time, bound, Replay::Safe).await).map_err(|(e, _)| e)?;
+        let (secs, micros): (u64, u64) = crate::core::basics::resp::typed(reply)?;
         Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros))
     }
 }
