@@ -107,15 +107,6 @@ impl MemoryStore {
         self.scripts_ready.store(true, Ordering::Relaxed);
     }
 
-    /// Runs `op` and reads its reply; a server error is an error, as on Redis.
-    fn answer<O: Op>(&self, op: &O) -> Result<O::Out, LockError> {
-        let mut args = Args::default();
-        op.encode(&mut args);
-        let parts: Vec<&[u8]> = args.0.iter().map(Vec::as_slice).collect();
-        let reply = self.execute(&parts).extract_error()?;
-        op.decode(reply)
-    }
-
     fn unsubscribe(&self, channels: Vec<Vec<u8>>) {
         for channel in channels {
             self.instance
@@ -140,16 +131,24 @@ impl LockStore for MemoryStore {
         &self.endpoint
     }
 
+    /// A server error is an error, as on Redis.
     async fn run<O: Op + Sync>(&self, op: &O, _: Duration) -> Result<O::Out, LockError>
     where
         O::Out: Send,
     {
-        self.answer(op)
+        let mut args = Args::default();
+        op.encode(&mut args);
+        let parts: Vec<&[u8]> = args.0.iter().map(Vec::as_slice).collect();
+        op.decode(self.execute(&parts).extract_error()?)
     }
 
     /// Never left running: nothing to free behind it.
-    async fn acquire(&self, op: &AcquireAttempt<'_>, _: Duration) -> Result<Acquired, LockError> {
-        self.answer(op)
+    async fn acquire(
+        &self,
+        op: &AcquireAttempt<'_>,
+        bound: Duration,
+    ) -> Result<Acquired, LockError> {
+        self.run(op, bound).await
     }
 
     /// Each command on its own, as a pipeline's are.
