@@ -1,5 +1,5 @@
 //! The `memory://` backend answers our scripts exactly as Redis does: the same calls, sent
-//! to a real redis-server and to a MemoryConnection, get the same replies and leave the same
+//! to a real redis-server and to a memory:// keyspace, get the same replies and leave the same
 //! keys behind. Only clock-derived numbers (remaining TTLs, scores from TIME) are compared
 //! within a tolerance. Every operation is sent: each layout's attempt (the script, and the
 //! transaction the JS thread's connection writes), each kind of release, hand-over, extend,
@@ -10,7 +10,7 @@ mod common;
 
 use common::RedisServer;
 use native_redis_lock::core::api::scripts;
-use native_redis_lock::core::api::MemoryConnection;
+use native_redis_lock::core::api::{memory_command, memory_transaction};
 use native_redis_lock::core::basics::keys::{
     alive_key, line_key, queue_key, released_channel as channel,
 };
@@ -18,7 +18,7 @@ use native_redis_lock::core::basics::keys::{fence_key, owner_key};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{Cmd, Script, Value};
+use redis::{Arg, Cmd, Script, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -660,7 +660,8 @@ fn refresh_apart(key: &[u8], real: &Value, memory: &Value) -> bool {
 
 struct Pair {
     real: MultiplexedConnection,
-    memory: MemoryConnection,
+    /// The memory:// keyspace's name.
+    memory: String,
     /// What ExclusiveLock's transactions told each store: (real, memory).
     told: (Told, Told),
 }
@@ -673,7 +674,7 @@ impl Pair {
                 .get_multiplexed_async_connection()
                 .await
                 .expect("connection"),
-            memory: MemoryConnection::open(name, None),
+            memory: name.to_owned(),
             told: ([None; LOCKS.len()], [None; LOCKS.len()]),
         };
         for source in scripts::ALL_SOURCES {
@@ -691,18 +692,14 @@ impl Pair {
             .req_packed_command(cmd)
             .await
             .expect("redis answers");
-        let memory = self
-            .memory
-            .req_packed_command(cmd)
-            .await
-            .expect("memory answers");
+        let memory = memory_command(&self.memory, &args_of(cmd));
         (real, memory)
     }
 
     async fn send(&mut self, op: &Op) -> Result<(), String> {
         let sent = commands(op, &self.told.0);
         let real = run(&mut self.real, &sent).await;
-        let memory = run(&mut self.memory, &commands(op, &self.told.1)).await;
+        let memory = run_memory(&self.memory, &commands(op, &self.told.1));
         for ((real, memory), (_, clocked)) in real.iter().zip(&memory).zip(&sent) {
             if !same(real, memory, *clocked) {
                 return Err(format!("{op:?}:\n  redis:  {real:?}\n  memory: {memory:?}"));
@@ -805,6 +802,43 @@ async fn run<C: ConnectionLike>(con: &mut C, sent: &[(Cmd, Clocked)]) -> Vec<Val
     con.req_packed_commands(&pipe, 0, sent.len())
         .await
         .expect("answers")
+}
+
+fn args_of(cmd: &Cmd) -> Vec<&[u8]> {
+    cmd.args_iter()
+        .map(|arg| match arg {
+            Arg::Simple(bytes) => bytes,
+            // A cursor command's cursor; no command of ours uses one.
+            _ => b"0".as_slice(),
+        })
+        .collect()
+}
+
+/// What `run` gets from Redis, from the keyspace `name`: a transaction's commands run as
+/// one step at its EXEC, each answered QUEUED before, as Redis answers them.
+fn run_memory(name: &str, sent: &[(Cmd, Clocked)]) -> Vec<Value> {
+    let mut replies = Vec::with_capacity(sent.len());
+    let mut queued: Option<Vec<Vec<&[u8]>>> = None;
+    for (cmd, _) in sent {
+        let args = args_of(cmd);
+        let word = args.first().map(|w| w.to_ascii_uppercase());
+        match (word.as_deref(), queued.as_mut()) {
+            (Some(b"MULTI"), None) => {
+                queued = Some(Vec::new());
+                replies.push(Value::Okay);
+            }
+            (Some(b"EXEC"), Some(commands)) => {
+                replies.push(Value::Array(memory_transaction(name, commands)));
+                queued = None;
+            }
+            (_, Some(commands)) => {
+                commands.push(args);
+                replies.push(Value::SimpleString("QUEUED".into()));
+            }
+            (_, None) => replies.push(memory_command(name, &args)),
+        }
+    }
+    replies
 }
 
 /// The lock key's expiry an EXEC of a transaction that set it tells.
@@ -1351,9 +1385,6 @@ fn commands_and_lua_conversions_answer_as_redis_does() {
             "EXISTS",
             "e5e3d6b0b8a3c86d2ee8a6fe1bb3a8c1e1f81e6b",
         ],
-        &["PING"],
-        &["PING", "hi"],
-        &["SELECT", "0"],
     ];
     runtime.block_on(async {
         let mut pair = Pair::new(&server, "equivalence-commands").await;

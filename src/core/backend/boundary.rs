@@ -9,12 +9,8 @@ use super::memory::MemoryStore;
 use super::redis_store::RedisStore;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
-use crate::core::proto::extend::Extend;
-use crate::core::proto::fenced_set::FencedSet;
-use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
-use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
-use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::Op;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
@@ -59,56 +55,19 @@ impl LockStore for Backend {
         each!(self, s => s.endpoint())
     }
 
+    async fn run<O: Op + Sync>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        each!(self, s => s.run(op, bound).await)
+    }
+
     async fn acquire(
         &self,
         op: &AcquireAttempt<'_>,
         bound: Duration,
     ) -> Result<Acquired, LockError> {
         each!(self, s => s.acquire(op, bound).await)
-    }
-
-    async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
-        each!(self, s => s.release(op, bound).await)
-    }
-
-    async fn hand_over(
-        &self,
-        op: &HandOver<'_>,
-        bound: Duration,
-    ) -> Result<Option<u64>, LockError> {
-        each!(self, s => s.hand_over(op, bound).await)
-    }
-
-    async fn extend(
-        &self,
-        op: &Extend<'_>,
-        bound: Duration,
-    ) -> Result<Option<Duration>, LockError> {
-        each!(self, s => s.extend(op, bound).await)
-    }
-
-    async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
-        each!(self, s => s.is_locked(op, bound).await)
-    }
-
-    async fn holder_ttl(
-        &self,
-        op: &Pttl<'_>,
-        bound: Duration,
-    ) -> Result<Option<Duration>, LockError> {
-        each!(self, s => s.holder_ttl(op, bound).await)
-    }
-
-    async fn inspect(
-        &self,
-        op: &Inspect<'_>,
-        bound: Duration,
-    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
-        each!(self, s => s.inspect(op, bound).await)
-    }
-
-    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
-        each!(self, s => s.fenced_write(op, bound).await)
     }
 
     async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
@@ -121,22 +80,6 @@ impl LockStore for Backend {
 
     async fn drop_idle(&self, subs: &dyn Subscriptions, bound: Duration) {
         each!(self, s => s.drop_idle(subs, bound).await)
-    }
-
-    async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {
-        each!(self, s => s.enqueue(op, bound).await)
-    }
-
-    async fn wake_next(&self, op: &WakeNext<'_>, bound: Duration) -> Result<bool, LockError> {
-        each!(self, s => s.wake_next(op, bound).await)
-    }
-
-    async fn leave_line(&self, op: &LeaveLine<'_>, bound: Duration) -> Result<(), LockError> {
-        each!(self, s => s.leave_line(op, bound).await)
-    }
-
-    async fn leave_queue(&self, op: &LeaveQueue<'_>, bound: Duration) -> Result<(), LockError> {
-        each!(self, s => s.leave_queue(op, bound).await)
     }
 
     async fn prepare(&self, bound: Duration) -> Result<(), LockError> {

@@ -41,25 +41,18 @@ async fn connect(endpoint: &Endpoint, scripts: &[&str]) -> Result<std::net::TcpS
     };
     let mut stream = TcpStream::connect((host.as_str(), *port))
         .await
-        .map_err(|err| LockError::Connection(err.to_string()))?;
-    stream
-        .set_nodelay(true)
-        .map_err(|err| LockError::Connection(err.to_string()))?;
+        .map_err(io)?;
+    stream.set_nodelay(true).map_err(io)?;
     let commands = handshake(endpoint, scripts);
     let mut out = Vec::new();
     for cmd in &commands {
         cmd.write_packed_command(&mut out);
     }
-    stream
-        .write_all(&out)
-        .await
-        .map_err(|err| LockError::Connection(err.to_string()))?;
+    stream.write_all(&out).await.map_err(io)?;
     for reply in read_replies(&mut stream, commands.len()).await? {
         reply.extract_error()?;
     }
-    stream
-        .into_std()
-        .map_err(|err| LockError::Connection(err.to_string()))
+    stream.into_std().map_err(io)
 }
 
 /// AUTH, SELECT and SCRIPT LOAD, as the tokio connection sends them (RESP2: the JS thread
@@ -88,10 +81,7 @@ async fn read_replies(stream: &mut TcpStream, count: usize) -> Result<Vec<Value>
     let mut replies = Vec::with_capacity(count);
     let mut chunk = [0u8; 512];
     while replies.len() < count {
-        let read = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|err| LockError::Connection(err.to_string()))?;
+        let read = stream.read(&mut chunk).await.map_err(io)?;
         if read == 0 {
             return Err(LockError::Connection(
                 "connection closed during the handshake".into(),
@@ -104,6 +94,10 @@ async fn read_replies(stream: &mut TcpStream, count: usize) -> Result<Vec<Value>
         }
     }
     Ok(replies)
+}
+
+fn io(err: std::io::Error) -> LockError {
+    LockError::Connection(err.to_string())
 }
 
 pub fn protocol(err: resp::ProtocolError) -> LockError {

@@ -228,10 +228,6 @@ impl Endpoint {
         })
     }
 
-    pub fn is_memory(&self) -> bool {
-        matches!(self.address, Address::Memory(_))
-    }
-
     fn from_url(url: &str) -> Result<Self, LockError> {
         // The URL may hold a password, so the message never quotes it.
         let invalid = || {

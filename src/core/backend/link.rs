@@ -8,8 +8,9 @@ use super::lock_store::{published, Listener, LostScope, Subscriptions, IDLE_SUBS
 use super::mismatch;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
+use crate::core::proto::Request;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, FromRedisValue, Pipeline, RedisResult, ScriptInvocation, Value};
+use redis::{FromRedisValue, Pipeline, RedisResult, ScriptInvocation, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -118,7 +119,7 @@ impl Link {
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
         let client = self.endpoint.client(resp3)?;
         // No retries inside the manager: it would retry a rejected AUTH as patiently as a
-        // refused connection. `call_tracked` retries refused connections itself, and the
+        // refused connection. `call` retries refused connections itself, and the
         // manager reconnects whenever a call finds the connection dead. Per-call timeouts
         // bound everything, so the manager has no response timeout.
         let mut config = ConnectionManagerConfig::new()
@@ -199,7 +200,7 @@ impl Link {
         match tokio::time::timeout(timeout, work).await {
             Ok(subscribed) => subscribed,
             Err(_) => {
-                // As for any call without an answer (see `call_tracked`): start afresh.
+                // As for any call without an answer (see `call`): start afresh.
                 self.discard_manager();
                 self.dropped.notify_one();
                 false
@@ -226,7 +227,7 @@ impl Link {
             }
         };
         if tokio::time::timeout(timeout, work).await.is_err() {
-            // As for any call without an answer (see `call_tracked`): start afresh.
+            // As for any call without an answer (see `call`): start afresh.
             self.discard_manager();
             self.dropped.notify_one();
         }
@@ -281,7 +282,8 @@ impl Link {
                 let pipe = &pipe;
                 async move { pipe.query_async(&mut con).await }
             })
-            .await?;
+            .await
+            .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -298,25 +300,10 @@ impl Link {
     }
 
     /// Runs `op` on the shared connection within `timeout`. A server that turns down RESP3
-    /// gets one transparent retry over RESP2, within the same bound.
+    /// gets one transparent retry over RESP2, within the same bound. A timeout also hands
+    /// back the connection the unanswered request went out on, which the connection slot no
+    /// longer holds.
     async fn call<T, F, Fut>(
-        &self,
-        timeout: Duration,
-        replay: Replay,
-        op: F,
-    ) -> Result<T, LockError>
-    where
-        F: Fn(ConnectionManager) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        self.call_tracked(timeout, replay, op)
-            .await
-            .map_err(|(err, _)| err)
-    }
-
-    /// As `call`; a timeout also hands back the connection the unanswered request went out
-    /// on, which the connection slot no longer holds.
-    async fn call_tracked<T, F, Fut>(
         &self,
         timeout: Duration,
         replay: Replay,
@@ -423,26 +410,18 @@ impl Link {
         mismatch::explain(&self.endpoint, err)
     }
 
-    /// As `eval`; on a timeout, also the connection the request is still queued on.
-    pub(super) async fn eval_tracked<T: FromRedisValue>(
+    /// Sends one request; on a timeout, also the connection it is still queued on.
+    pub(super) async fn send(
         &self,
-        invocation: &ScriptInvocation<'_>,
-        timeout: Duration,
-    ) -> Result<T, (LockError, Option<Pinned>)> {
-        self.call_tracked(timeout, Replay::Safe, |mut con| async move {
-            invocation.invoke_async(&mut con).await
-        })
-        .await
-    }
-
-    pub(super) async fn eval<T: FromRedisValue>(
-        &self,
-        invocation: &ScriptInvocation<'_>,
+        request: &Request,
         timeout: Duration,
         replay: Replay,
-    ) -> Result<T, LockError> {
+    ) -> Result<Value, (LockError, Option<Pinned>)> {
         self.call(timeout, replay, |mut con| async move {
-            invocation.invoke_async(&mut con).await
+            match request {
+                Request::Script(invocation) => invocation.invoke_async(&mut con).await,
+                Request::Command(cmd) => cmd.query_async(&mut con).await,
+            }
         })
         .await
     }
@@ -458,17 +437,7 @@ impl Link {
             pipe.query_async(&mut con).await
         })
         .await
-    }
-
-    pub(super) async fn query<T: FromRedisValue>(
-        &self,
-        cmd: &Cmd,
-        timeout: Duration,
-    ) -> Result<T, LockError> {
-        self.call(timeout, Replay::Safe, |mut con| async move {
-            cmd.query_async(&mut con).await
-        })
-        .await
+        .map_err(|(err, _)| err)
     }
 }
 

@@ -16,6 +16,7 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::Op;
 use std::future::Future;
 use std::ops::RangeInclusive;
 use std::time::{Duration, SystemTime};
@@ -142,6 +143,16 @@ pub trait LockStore: Send + Sync {
 
     fn endpoint(&self) -> &Endpoint;
 
+    /// Runs one op and reads its answer: what every op below is unless a store has more to
+    /// do for it (a quorum asks a majority, a cluster routes by slot).
+    fn run<O: Op + Sync>(
+        &self,
+        op: &O,
+        bound: Duration,
+    ) -> impl Future<Output = Result<O::Out, LockError>> + Send
+    where
+        O::Out: Send;
+
     /// One attempt. One that timed out may still run: the store frees what it may have won
     /// (One Redis sends the release behind it on the same connection), except for
     /// ExclusiveLock's layout, whose caller frees its own pair through `Exclusive::abandon`.
@@ -156,45 +167,59 @@ pub trait LockStore: Send + Sync {
         &self,
         op: &Release<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.run(op, bound)
+    }
 
     /// The waiter's fence, `None` when the lock was not ours any more.
     fn hand_over(
         &self,
         op: &HandOver<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<Option<u64>, LockError>> + Send;
+    ) -> impl Future<Output = Result<Option<u64>, LockError>> + Send {
+        self.run(op, bound)
+    }
 
     /// The new TTL, `None` when not ours. Never sent twice.
     fn extend(
         &self,
         op: &Extend<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<Option<Duration>, LockError>> + Send;
+    ) -> impl Future<Output = Result<Option<Duration>, LockError>> + Send {
+        self.run(op, bound)
+    }
 
     fn is_locked(
         &self,
         op: &Exists<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.run(op, bound)
+    }
 
     fn holder_ttl(
         &self,
         op: &Pttl<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<Option<Duration>, LockError>> + Send;
+    ) -> impl Future<Output = Result<Option<Duration>, LockError>> + Send {
+        self.run(op, bound)
+    }
 
     fn inspect(
         &self,
         op: &Inspect<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<(Option<Vec<u8>>, i64), LockError>> + Send;
+    ) -> impl Future<Output = Result<(Option<Vec<u8>>, i64), LockError>> + Send {
+        self.run(op, bound)
+    }
 
     fn fenced_write(
         &self,
         op: &FencedSet<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.run(op, bound)
+    }
 
     /// One answer per lock of the batch: refreshed, not ours, or `None` (no answer).
     fn refresh(
@@ -225,25 +250,33 @@ pub trait LockStore: Send + Sync {
         &self,
         op: &Enqueue<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.run(op, bound)
+    }
 
     fn wake_next(
         &self,
         op: &WakeNext<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<bool, LockError>> + Send;
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.run(op, bound)
+    }
 
     fn leave_line(
         &self,
         op: &LeaveLine<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<(), LockError>> + Send;
+    ) -> impl Future<Output = Result<(), LockError>> + Send {
+        self.run(op, bound)
+    }
 
     fn leave_queue(
         &self,
         op: &LeaveQueue<'_>,
         bound: Duration,
-    ) -> impl Future<Output = Result<(), LockError>> + Send;
+    ) -> impl Future<Output = Result<(), LockError>> + Send {
+        self.run(op, bound)
+    }
 
     /// Loads the scripts, so no lock's TTL is counted from a call that came back NOSCRIPT.
     fn prepare(&self, bound: Duration) -> impl Future<Output = Result<(), LockError>> + Send;

@@ -9,12 +9,8 @@ use super::lock_store::{
 };
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
-use crate::core::proto::extend::Extend;
-use crate::core::proto::fenced_set::FencedSet;
-use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
-use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
-use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::release::Release;
 use crate::core::proto::syncguard::ReleaseById;
 use crate::core::proto::{scripts, Op, Request};
 use redis::{ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
@@ -32,22 +28,6 @@ impl RedisStore {
         RedisStore {
             link: Link::new(endpoint, &scripts::ALL_SOURCES, listener),
         }
-    }
-
-    /// Sends `op` within `bound` and reads its reply.
-    async fn run<O: Op>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError> {
-        let reply: Value = match Request::of(op) {
-            Request::Script(invocation) => {
-                let replay = if O::REPEATABLE {
-                    Replay::Safe
-                } else {
-                    Replay::Never
-                };
-                self.link.eval(&invocation, bound, replay).await?
-            }
-            Request::Command(cmd) => self.link.query(&cmd, bound).await?,
-        };
-        op.decode(reply)
     }
 
     /// Sent on the connection the timed-out attempt went out on, so it runs after that
@@ -98,70 +78,37 @@ impl LockStore for RedisStore {
         self.link.endpoint()
     }
 
+    /// Sends `op` within `bound` and reads its reply.
+    async fn run<O: Op + Sync>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        let replay = if O::REPEATABLE {
+            Replay::Safe
+        } else {
+            Replay::Never
+        };
+        let reply = (self.link.send(&Request::of(op), bound, replay).await).map_err(|(e, _)| e)?;
+        op.decode(reply)
+    }
+
     async fn acquire(
         &self,
         op: &AcquireAttempt<'_>,
         bound: Duration,
     ) -> Result<Acquired, LockError> {
-        let reply: Result<Value, _> = match Request::of(op) {
-            Request::Script(invocation) => self.link.eval_tracked(&invocation, bound).await,
-            Request::Command(cmd) => self.link.query(&cmd, bound).await.map_err(|e| (e, None)),
-        };
-        match reply {
+        let request = Request::of(op);
+        match self.link.send(&request, bound, Replay::Safe).await {
             Ok(reply) => op.decode(reply),
             Err((err, pinned)) => {
                 // The attempt may still run after we stopped waiting; free what it may win,
                 // so the key does not sit locked by a token nobody holds until its TTL.
-                if let Some(pinned) = pinned {
+                if let (Some(pinned), Request::Script(_)) = (pinned, &request) {
                     self.free_late_win(pinned, op);
                 }
                 Err(err)
             }
         }
-    }
-
-    async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn hand_over(
-        &self,
-        op: &HandOver<'_>,
-        bound: Duration,
-    ) -> Result<Option<u64>, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn extend(
-        &self,
-        op: &Extend<'_>,
-        bound: Duration,
-    ) -> Result<Option<Duration>, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn holder_ttl(
-        &self,
-        op: &Pttl<'_>,
-        bound: Duration,
-    ) -> Result<Option<Duration>, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn inspect(
-        &self,
-        op: &Inspect<'_>,
-        bound: Duration,
-    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
     }
 
     /// One pipeline; after a NOSCRIPT (Redis restarted or flushed) the scripts are loaded
@@ -215,22 +162,6 @@ impl LockStore for RedisStore {
         self.link.drop_idle(bound, subs).await
     }
 
-    async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn wake_next(&self, op: &WakeNext<'_>, bound: Duration) -> Result<bool, LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn leave_line(&self, op: &LeaveLine<'_>, bound: Duration) -> Result<(), LockError> {
-        self.run(op, bound).await
-    }
-
-    async fn leave_queue(&self, op: &LeaveQueue<'_>, bound: Duration) -> Result<(), LockError> {
-        self.run(op, bound).await
-    }
-
     async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
         self.link.ensure_scripts(bound).await
     }
@@ -248,7 +179,9 @@ impl LockStore for RedisStore {
     }
 
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
-        let (secs, micros): (u64, u64) = self.link.query(&redis::cmd("TIME"), bound).await?;
+        let time = Request::Command(redis::cmd("TIME"));
+        let reply = (self.link.send(&time, bound, Replay::Safe).await).map_err(|(e, _)| e)?;
+        let (secs, micros): (u64, u64) = crate::core::basics::resp::typed(reply)?;
         Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros))
     }
 }

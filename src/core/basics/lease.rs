@@ -10,8 +10,6 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Copy)]
 struct Validity {
     released: bool,
-    /// The watchdog found it gone, or could not confirm it before its deadline.
-    lost: bool,
     deadline: Instant,
     expires_at_ms: u64,
 }
@@ -51,7 +49,6 @@ impl Lease {
             sent,
             validity: Mutex::new(Validity {
                 released: false,
-                lost: false,
                 deadline: sent.at + super::clock::validity(ttl),
                 expires_at_ms: sent.wall_ms + ttl.as_millis() as u64,
             }),
@@ -78,7 +75,6 @@ impl Lease {
             sent,
             validity: Mutex::new(Validity {
                 released: false,
-                lost: false,
                 deadline,
                 expires_at_ms: sent.wall_ms + left.as_millis() as u64,
             }),
@@ -106,7 +102,7 @@ impl Lease {
     /// Held means: not released, and its TTL has not run out by our conservative clock.
     pub fn is_held(&self) -> bool {
         let v = *self.validity();
-        !v.released && !v.lost && Instant::now() < v.deadline
+        !v.released && Instant::now() < v.deadline
     }
 
     /// How long the lock stays valid by our clock (zero once it has run out).
@@ -114,10 +110,6 @@ impl Lease {
         self.validity()
             .deadline
             .saturating_duration_since(Instant::now())
-    }
-
-    pub fn mark_lost(&self) {
-        self.validity().lost = true;
     }
 
     pub fn is_released(&self) -> bool {
@@ -132,7 +124,7 @@ impl Lease {
     /// the extend was in flight wins: the lock stays released.
     pub fn extended(&self, sent: Stamp, ttl: Duration) {
         let mut v = self.validity();
-        if !v.released && !v.lost {
+        if !v.released {
             v.deadline = sent.at + super::clock::validity(ttl);
             v.expires_at_ms = sent.wall_ms + ttl.as_millis() as u64;
         }

@@ -142,11 +142,6 @@ impl Locker {
         Some(self.bound_for(lease))
     }
 
-    /// The bound of a release (or handover) of `lease` sent elsewhere.
-    pub fn release_bound(&self, lease: &Lease) -> Duration {
-        self.bound_for(lease)
-    }
-
     /// Frees a lock an attempt may have won after its caller stopped waiting, through the
     /// tokio connection (the attempt's own connection is gone), bounded by the lock's TTL.
     pub async fn abandon(&self, terms: &AttemptTerms) {

@@ -72,7 +72,7 @@ impl Releasing {
             locker: locker.clone(),
             lease: lease.clone(),
             ttl: to.ttl(),
-            bound: locker.release_bound(lease),
+            bound: locker.bound_for(lease),
             to: Some(to),
             caller,
             token: token::new_token(),
@@ -248,7 +248,7 @@ impl Handoff {
     /// The lent waiter is in its section already: the handover goes again through the
     /// runtime (it is safe to run twice), within what is left of our lease's bound.
     fn confirm_elsewhere(self) -> Later<()> {
-        let bound = self.locker.release_bound(&self.lease);
+        let bound = self.locker.bound_for(&self.lease);
         async move {
             let store = self.locker.store();
             let result =

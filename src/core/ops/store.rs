@@ -170,15 +170,23 @@ impl Store {
         self.clean_up(Cleanup::FreeGranted(lease));
     }
 
+    /// Runs `work` on this store in the background, bounded by `BACKGROUND_TIMEOUT`; its
+    /// failure is left to what follows (a place runs out, a poll finds the lock).
+    fn in_background<F>(&self, work: impl FnOnce(Arc<Store>) -> F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        if let Some(store) = self.me.upgrade() {
+            spawn(work(store));
+        }
+    }
+
     /// Hands a wake nobody here will use to the next connection in the lock's queue.
     pub(crate) fn pass_on(&self, lock_key: Vec<u8>) {
         if lock_key.is_empty() {
             return;
         }
-        let Some(store) = self.me.upgrade() else {
-            return;
-        };
-        spawn(async move {
+        self.in_background(|store| async move {
             let wake = WakeNext {
                 lock_key: &lock_key,
             };
@@ -186,13 +194,10 @@ impl Store {
         });
     }
 
-    /// Gives up a fair waiter's place in the lock's line, in the background; a failure
-    /// leaves the place to run out (see `wake::FAIR_PLACE`).
+    /// Gives up a fair waiter's place in the lock's line; a failure leaves the place to run
+    /// out (see `wake::FAIR_PLACE`).
     pub(crate) fn leave_line(&self, lock_key: Vec<u8>, member: String) {
-        let Some(store) = self.me.upgrade() else {
-            return;
-        };
-        spawn(async move {
+        self.in_background(|store| async move {
             let leave = LeaveLine {
                 lock_key: &lock_key,
                 member: &member,
@@ -201,13 +206,10 @@ impl Store {
         });
     }
 
-    /// Takes this connection off a lock's queue, in the background; a failure leaves the
-    /// place to be popped (the wake is then passed on) or to run out.
+    /// Takes this connection off a lock's queue; a failure leaves the place to be popped
+    /// (the wake is then passed on) or to run out.
     pub(crate) fn leave_queue(&self, lock_key: Vec<u8>) {
-        let Some(store) = self.me.upgrade() else {
-            return;
-        };
-        spawn(async move {
+        self.in_background(|store| async move {
             let leave = LeaveQueue {
                 lock_key: &lock_key,
                 id: &store.id,
@@ -216,13 +218,10 @@ impl Store {
         });
     }
 
-    /// Unsubscribes, in the background, from the locks nobody waits for, once there are
-    /// more of them than the connection keeps for the next wait.
+    /// Unsubscribes from the locks nobody waits for, once there are more of them than the
+    /// connection keeps for the next wait.
     pub(crate) fn drop_idle_subscriptions(&self) {
-        let Some(store) = self.me.upgrade() else {
-            return;
-        };
-        spawn(async move {
+        self.in_background(|store| async move {
             store
                 .backend
                 .drop_idle(&*store.wakes, BACKGROUND_TIMEOUT)

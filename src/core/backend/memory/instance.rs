@@ -90,10 +90,6 @@ impl Instance {
             .unsubscribe(id, kind, channel)
     }
 
-    pub fn channels_of(&self, id: u64, kind: ChannelKind) -> Vec<Vec<u8>> {
-        lock(&self.engine).keyspace.pubsub.channels_of(id, kind)
-    }
-
     pub fn drop_connection(&self, id: u64) {
         lock(&self.engine).keyspace.pubsub.drop_connection(id);
     }

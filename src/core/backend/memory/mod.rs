@@ -8,7 +8,6 @@ mod cjson;
 mod cjson_read;
 mod cjson_write;
 mod clock;
-mod connection;
 mod deadlines;
 mod hashes;
 mod inline;
@@ -23,7 +22,9 @@ mod store;
 mod strings;
 mod zset;
 
-pub use connection::MemoryConnection;
+#[cfg(test)]
+mod memory_tests;
+
 pub use inline::MemoryInline;
 pub use store::MemoryStore;
 
@@ -36,5 +37,14 @@ pub fn command(name: &str, args: &[&[u8]]) -> redis::Value {
         None => reply::error_value("ERR no reply"),
     }
 }
+
+/// Runs `commands` on the keyspace `name` as one atomic step, as an EXEC would, and
+/// answers its replies: what a test compares with a transaction on Redis.
+pub fn transaction(name: &str, commands: &[Vec<&[u8]>]) -> Vec<redis::Value> {
+    instance::instance(name)
+        .run(commands)
+        .into_iter()
+        .map(reply::MemoryReply::into_value)
+        .collect()
+}
 pub use lua::sha1_hex;
-pub use pubsub::Pushes;

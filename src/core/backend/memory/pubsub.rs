@@ -62,16 +62,6 @@ impl PubSub {
         self.count(id, kind)
     }
 
-    /// The channels of `kind` connection `id` is on.
-    pub fn channels_of(&self, id: u64, kind: ChannelKind) -> Vec<Vec<u8>> {
-        self.by_connection.get(&id).map_or_else(Vec::new, |mine| {
-            mine.iter()
-                .filter(|(k, _)| *k == kind)
-                .map(|(_, channel)| channel.clone())
-                .collect()
-        })
-    }
-
     /// Forgets a connection that is gone.
     pub fn drop_connection(&mut self, id: u64) {
         for key in self.by_connection.remove(&id).unwrap_or_default() {

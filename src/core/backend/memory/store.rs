@@ -14,12 +14,7 @@ use crate::core::backend::lock_store::{
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
-use crate::core::proto::extend::Extend;
-use crate::core::proto::fenced_set::FencedSet;
-use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
-use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
-use crate::core::proto::release::{HandOver, Release};
 use crate::core::proto::{scripts, Op, Wire};
 use redis::{Script, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -112,15 +107,6 @@ impl MemoryStore {
         self.scripts_ready.store(true, Ordering::Relaxed);
     }
 
-    /// Runs `op` and reads its reply; a server error is an error, as on Redis.
-    fn run<O: Op>(&self, op: &O) -> Result<O::Out, LockError> {
-        let mut args = Args::default();
-        op.encode(&mut args);
-        let parts: Vec<&[u8]> = args.0.iter().map(Vec::as_slice).collect();
-        let reply = self.execute(&parts).extract_error()?;
-        op.decode(reply)
-    }
-
     fn unsubscribe(&self, channels: Vec<Vec<u8>>) {
         for channel in channels {
             self.instance
@@ -145,41 +131,24 @@ impl LockStore for MemoryStore {
         &self.endpoint
     }
 
+    /// A server error is an error, as on Redis.
+    async fn run<O: Op + Sync>(&self, op: &O, _: Duration) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        let mut args = Args::default();
+        op.encode(&mut args);
+        let parts: Vec<&[u8]> = args.0.iter().map(Vec::as_slice).collect();
+        op.decode(self.execute(&parts).extract_error()?)
+    }
+
     /// Never left running: nothing to free behind it.
-    async fn acquire(&self, op: &AcquireAttempt<'_>, _: Duration) -> Result<Acquired, LockError> {
-        self.run(op)
-    }
-
-    async fn release(&self, op: &Release<'_>, _: Duration) -> Result<bool, LockError> {
-        self.run(op)
-    }
-
-    async fn hand_over(&self, op: &HandOver<'_>, _: Duration) -> Result<Option<u64>, LockError> {
-        self.run(op)
-    }
-
-    async fn extend(&self, op: &Extend<'_>, _: Duration) -> Result<Option<Duration>, LockError> {
-        self.run(op)
-    }
-
-    async fn is_locked(&self, op: &Exists<'_>, _: Duration) -> Result<bool, LockError> {
-        self.run(op)
-    }
-
-    async fn holder_ttl(&self, op: &Pttl<'_>, _: Duration) -> Result<Option<Duration>, LockError> {
-        self.run(op)
-    }
-
-    async fn inspect(
+    async fn acquire(
         &self,
-        op: &Inspect<'_>,
-        _: Duration,
-    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
-        self.run(op)
-    }
-
-    async fn fenced_write(&self, op: &FencedSet<'_>, _: Duration) -> Result<bool, LockError> {
-        self.run(op)
+        op: &AcquireAttempt<'_>,
+        bound: Duration,
+    ) -> Result<Acquired, LockError> {
+        self.run(op, bound).await
     }
 
     /// Each command on its own, as a pipeline's are.
@@ -223,22 +192,6 @@ impl LockStore for MemoryStore {
     async fn drop_idle(&self, subs: &dyn Subscriptions, _: Duration) {
         let _switching = lock(&self.switching);
         self.unsubscribe(subs.take_idle(IDLE_SUBSCRIPTIONS / 2));
-    }
-
-    async fn enqueue(&self, op: &Enqueue<'_>, _: Duration) -> Result<bool, LockError> {
-        self.run(op)
-    }
-
-    async fn wake_next(&self, op: &WakeNext<'_>, _: Duration) -> Result<bool, LockError> {
-        self.run(op)
-    }
-
-    async fn leave_line(&self, op: &LeaveLine<'_>, _: Duration) -> Result<(), LockError> {
-        self.run(op)
-    }
-
-    async fn leave_queue(&self, op: &LeaveQueue<'_>, _: Duration) -> Result<(), LockError> {
-        self.run(op)
     }
 
     async fn prepare(&self, _: Duration) -> Result<(), LockError> {
