@@ -11,11 +11,11 @@ pub use super::backend::endpoint::{Address, DEFAULT_CONNECT_TIMEOUT};
 pub use super::backend::endpoint::{Endpoint, EndpointSpec};
 /// What keeps the locks, answering for each lock operation, and what it offers.
 pub use super::backend::lock_store::{Caps, LockStore};
+/// `memory://` calls run now on the caller's thread.
+pub use super::backend::memory::MemoryInline;
 /// One command on a `memory://` keyspace, for tests that read and write beside the locks,
 /// and several as one transaction, for tests that hold it against Redis.
 pub use super::backend::memory::{command as memory_command, transaction as memory_transaction};
-/// `memory://` calls run now on the caller's thread.
-pub use super::backend::memory::MemoryInline;
 /// A call carried on the JS thread's own socket: the core says what it writes, what a reply
 /// means and what follows; `direct` opens that socket.
 pub use super::ops::carried::{Carried, Later, Step};

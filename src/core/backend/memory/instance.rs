@@ -8,6 +8,7 @@ use super::number::parse_i64;
 use super::pubsub::{deliver, ChannelKind, Pushes};
 use super::reply::{MemoryReply, NOT_INTEGER};
 use crate::core::basics::sync::lock;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -132,11 +133,11 @@ impl Engine {
         };
         let sha = if name == "EVAL" {
             match lua.load(script) {
-                Ok(sha) => sha,
+                Ok(sha) => Cow::Owned(sha),
                 Err(reply) => return reply,
             }
         } else {
-            String::from_utf8_lossy(script).into_owned()
+            String::from_utf8_lossy(script)
         };
         let (keys, argv) = rest.split_at(numkeys);
         lua.run(&mut self.keyspace, &sha, keys, argv)

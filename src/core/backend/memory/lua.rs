@@ -5,7 +5,8 @@
 use super::keyspace::{command_name, Keyspace};
 use super::number::format_g17;
 use super::reply::MemoryReply;
-use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{BorrowedBytes, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Redis names every script's chunk so; errors point into it ("@user_script:12").
@@ -75,6 +76,7 @@ impl LuaHost {
             lua.create_function(|_, text: mlua::LuaString| Ok(sha1_hex(&text.as_bytes())))?;
         let handler = lua.create_function(error_handler)?;
         super::cjson::install(&lua)?;
+        lua.set_app_data(LentKeyspace(None));
         let runner: Function = lua.load(PRELUDE).set_name("=redis").call((
             raw,
             error_reply,
@@ -124,19 +126,23 @@ impl LuaHost {
     /// EVALSHA: runs a cached script against `keyspace`, atomically (the caller holds the
     /// keyspace's lock throughout).
     pub fn run(
-        &mut self,
+        &self,
         keyspace: &mut Keyspace,
         sha: &str,
         keys: &[&[u8]],
         args: &[&[u8]],
     ) -> MemoryReply {
-        let sha = sha.to_ascii_lowercase();
-        let Some(function) = self.scripts.get(&sha).cloned() else {
+        // Clients send the SHA as `Script::get_hash` prints it, in lowercase: no copy then.
+        let sha = match sha.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            true => Cow::Owned(sha.to_ascii_lowercase()),
+            false => Cow::Borrowed(sha),
+        };
+        let Some(function) = self.scripts.get(&*sha) else {
             return MemoryReply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
         keyspace.tick();
         let lent = KeyspaceLoan::new(&self.lua, keyspace);
-        let reply = self.invoke(&function, keys, args).unwrap_or_else(|err| {
+        let reply = self.invoke(function, keys, args).unwrap_or_else(|err| {
             ScriptOutcome::Done(MemoryReply::error(format!(
                 "ERR Error running script (call to f_{sha}): {err}"
             )))
@@ -162,7 +168,7 @@ impl LuaHost {
         let globals = self.lua.globals();
         globals.raw_set("KEYS", self.strings(keys)?)?;
         globals.raw_set("ARGV", self.strings(args)?)?;
-        let (ok, value): (bool, Value) = self.runner.call(function.clone())?;
+        let (ok, value): (bool, Value) = self.runner.call(function)?;
         if ok {
             return Ok(ScriptOutcome::Done(to_reply(&value, 0)));
         }
@@ -184,6 +190,15 @@ impl LuaHost {
     }
 
     fn strings(&self, items: &[&[u8]]) -> mlua::Result<Table> {
+        // Text (every key and argument of ours) goes straight onto Lua's stack, with no
+        // handle made per string; any other bytes take the general way.
+        if items.iter().all(|item| std::str::from_utf8(item).is_ok()) {
+            return self.lua.create_sequence_from(
+                items
+                    .iter()
+                    .map(|item| std::str::from_utf8(item).unwrap_or_default()),
+            );
+        }
         let table = self.lua.create_table_with_capacity(items.len(), 0)?;
         for (i, item) in items.iter().enumerate() {
             table.raw_seti(i + 1, self.lua.create_string(item)?)?;
@@ -201,6 +216,10 @@ enum ScriptOutcome {
     },
 }
 
+/// Where `redis.call` finds the keyspace of the script running: set up once with the Lua
+/// state, so that lending it is a move, not an allocation.
+struct LentKeyspace(Option<Keyspace>);
+
 /// Lends the keyspace to the Lua state for one script (`redis.call` finds it there), and
 /// takes it back however the script ends, even by a panic unwinding through here.
 struct KeyspaceLoan<'a> {
@@ -211,14 +230,22 @@ struct KeyspaceLoan<'a> {
 impl<'a> KeyspaceLoan<'a> {
     fn new(lua: &'a Lua, home: &'a mut Keyspace) -> Self {
         let keyspace = std::mem::replace(home, home.placeholder());
-        lua.set_app_data(keyspace);
+        match lua.app_data_mut::<LentKeyspace>() {
+            Some(mut slot) => slot.0 = Some(keyspace),
+            // Never so (the slot is made with the state); the script then finds no keyspace.
+            None => *home = keyspace,
+        }
         KeyspaceLoan { lua, home }
     }
 }
 
 impl Drop for KeyspaceLoan<'_> {
     fn drop(&mut self) {
-        if let Some(keyspace) = self.lua.remove_app_data::<Keyspace>() {
+        if let Some(keyspace) = self
+            .lua
+            .app_data_mut::<LentKeyspace>()
+            .and_then(|mut slot| slot.0.take())
+        {
             *self.home = keyspace;
         }
     }
@@ -230,9 +257,10 @@ fn raw_command(lua: &Lua, mut args: MultiValue) -> mlua::Result<(bool, Value)> {
     let reply = match command_args(&args) {
         Err(message) => MemoryReply::Error(message),
         Ok(argv) => {
-            let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-            match lua.app_data_mut::<Keyspace>() {
-                Some(mut keyspace) => script_command(&mut keyspace, &argv),
+            let argv: Vec<&[u8]> = argv.iter().map(CommandArg::bytes).collect();
+            let mut slot = lua.app_data_mut::<LentKeyspace>();
+            match slot.as_mut().and_then(|slot| slot.0.as_mut()) {
+                Some(keyspace) => script_command(keyspace, &argv),
                 None => MemoryReply::error("ERR no keyspace for this script"),
             }
         }
@@ -265,18 +293,34 @@ fn script_command(keyspace: &mut Keyspace, argv: &[&[u8]]) -> MemoryReply {
     }
 }
 
+/// One argument of a `redis.call`: a Lua string read in place (no copy per argument), or
+/// a number as Redis prints it.
+enum CommandArg {
+    Text(BorrowedBytes),
+    Number(String),
+}
+
+impl CommandArg {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            CommandArg::Text(bytes) => bytes,
+            CommandArg::Number(text) => text.as_bytes(),
+        }
+    }
+}
+
 /// Lua arguments as Redis reads them: strings as they are, numbers printed `%.17g`.
-fn command_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, String> {
+fn command_args(args: &MultiValue) -> Result<Vec<CommandArg>, String> {
     if args.is_empty() {
         return Err("ERR Please specify at least one argument for this redis lib call".into());
     }
     args.iter()
         .map(|arg| match arg {
-            Value::String(s) => Ok(s.as_bytes().to_vec()),
+            Value::String(s) => Ok(CommandArg::Text(s.as_bytes())),
             // Lua 5.1 numbers are all doubles; mlua merely hands integral ones over as
             // integers.
-            Value::Integer(n) => Ok(format_g17(*n as f64).into_bytes()),
-            Value::Number(n) => Ok(format_g17(*n).into_bytes()),
+            Value::Integer(n) => Ok(CommandArg::Number(format_g17(*n as f64))),
+            Value::Number(n) => Ok(CommandArg::Number(format_g17(*n))),
             _ => Err("ERR Lua redis lib command arguments must be strings or integers".into()),
         })
         .collect()

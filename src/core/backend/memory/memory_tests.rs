@@ -166,6 +166,33 @@ fn a_wrong_type_is_wrongtype_and_incrby_errors_as_redis() {
     assert_eq!(code(&runtime).as_deref(), Some("ERR"));
 }
 
+/// Keys and arguments reach a script, and its commands, byte for byte: text and any other
+/// bytes alike (the two are handed to Lua by different ways), numbers printed as Redis does.
+#[test]
+fn scripts_pass_keys_and_arguments_on_byte_for_byte() {
+    let keyspace = open("script-bytes");
+    let script: &[u8] = b"redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], 7 * 6); \
+        return {redis.call('GET', KEYS[1]), redis.call('GET', KEYS[2]), #ARGV[1]}";
+    for (key, value) in [
+        (&b"text"[..], &b"v\xc3\xa9"[..]),
+        (b"\xff\x00k", b"\x80\x00\xfe"),
+    ] {
+        let reply = send(&keyspace, &[b"EVAL", script, b"2", key, b"n", value]);
+        assert_eq!(
+            reply,
+            Value::Array(vec![
+                Value::BulkString(value.to_vec()),
+                Value::BulkString(b"42".to_vec()),
+                Value::Int(value.len() as i64),
+            ])
+        );
+        assert_eq!(
+            send(&keyspace, &[b"GET", key]),
+            Value::BulkString(value.to_vec())
+        );
+    }
+}
+
 fn collector() -> (Arc<Mutex<Vec<PushInfo>>>, Pushes) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();

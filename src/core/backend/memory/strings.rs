@@ -1,6 +1,6 @@
 //! String commands: GET, SET with its options, INCR and INCRBY.
 
-use super::keyspace::{keyword, syntax_error, Data, Entry, Keyspace};
+use super::keyspace::{command_name, syntax_error, Data, Entry, Keyspace};
 use super::number::parse_i64;
 use super::reply::{MemoryReply, NOT_INTEGER, WRONGTYPE};
 
@@ -36,8 +36,10 @@ impl Keyspace {
         let mut has_expiry = false;
         let mut i = 0;
         while i < options.len() {
-            let option = keyword(options[i]);
-            match option.as_str() {
+            // Uppercased on the stack: SET NX PX runs in every acquisition.
+            let mut buf = [0; 32];
+            let option = command_name(options[i], &mut buf);
+            match &*option {
                 "NX" if !xx => nx = true,
                 "XX" if !nx => xx = true,
                 "GET" => get = true,
