@@ -6,7 +6,7 @@ use super::outcome::Outcome;
 use super::settle::Completer;
 use super::socket::{self, JsSocket, Sender};
 use super::thread::JsThread;
-use crate::core::api::{inline, Caller, Carried, MemoryInline, Way};
+use crate::core::api::{inline, Caller, FastCall, MemoryInline, Way};
 use crate::core::front::connection::LockConnection;
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::{Carrier, Reply, Settled};
@@ -100,7 +100,7 @@ where
 
     fn carry<C, G>(self, on: &JsCarrier, call: C, then: G)
     where
-        C: Carried,
+        C: FastCall,
         G: FnOnce(Settled<C::Output>) -> Settled<T> + Send + 'static,
     {
         let convert = self.convert;

@@ -10,7 +10,7 @@ use super::win::{self, Win};
 use crate::core::basics::error::LockError;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
-use crate::core::ops::carried::{self, IsLockedCall, Mode};
+use crate::core::ops::fast::{IsLockedCall, Mode, PlainAttempt};
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
 use crate::core::ops::signals::{Heartbeat, Sink};
@@ -277,7 +277,7 @@ impl Acquisition<'_> {
             .in_mode(&mode);
         let way = Route::way(locker.store(), RouteFacts::Attempt(first));
         if let Some(on) = ready(&reply, way) {
-            let attempt = carried::PlainAttempt::new(&locker, &key, ttl, mode);
+            let attempt = PlainAttempt::new(&locker, &key, ttl, mode);
             return reply.carry(&on, attempt, move |result| {
                 win::settle(win, &locker, result)
             });

@@ -12,7 +12,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
-use crate::core::ops::carried::{Mode, PlainAttempt, PlainRelease};
+use crate::core::ops::fast::{Mode, PlainAttempt, PlainRelease};
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};

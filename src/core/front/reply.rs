@@ -5,8 +5,8 @@
 //! (`memory://`), or run on the runtime.
 
 use super::granted::Granted;
-use crate::core::ops::carried::Carried;
-pub use crate::core::ops::carried::Settled;
+use crate::core::ops::fast::FastCall;
+pub use crate::core::ops::fast::Settled;
 use crate::core::ops::route::Way;
 use crate::core::wait::wake::Caller;
 use std::future::Future;
@@ -22,7 +22,7 @@ pub trait Reply<T>: Sized {
     /// Sends `call` on `on`; `then` makes its result this call's answer.
     fn carry<C, F>(self, on: &Self::Carrier, call: C, then: F)
     where
-        C: Carried,
+        C: FastCall,
         F: FnOnce(Settled<C::Output>) -> Settled<T> + Send + 'static;
 
     /// Runs `work` on the runtime; its result is the answer.

@@ -1,10 +1,10 @@
 //! The binding's end of a call carried by the JS-thread connection: the core decides what a
-//! reply means (core::ops::carried); this runs what goes on through the runtime and turns
+//! reply means (core::ops::fast); this runs what goes on through the runtime and turns
 //! each core-level result into what the promise settles with.
 
 use super::super::outcome::{done, Outcome, Settlement};
 use super::super::settle::Completer;
-use crate::core::api::{AttemptForm, Carried, Later, Step};
+use crate::core::api::{AttemptForm, FastCall, Later, Step};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
 use redis::Value;
@@ -21,7 +21,7 @@ pub trait Call {
         settled: &mut Vec<Settlement>,
     );
     fn timed_out(&mut self, bound: Duration) -> Outcome;
-    /// `true` when a command to undo was written to `out` (see `Carried::answered_late`).
+    /// `true` when a command to undo was written to `out` (see `FastCall::answered_late`).
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool;
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer);
     fn abandon(self: Box<Self>);
@@ -37,7 +37,7 @@ pub struct Adapted<C, F> {
 
 impl<C, F> Adapted<C, F>
 where
-    C: Carried,
+    C: FastCall,
     F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
 {
     pub fn new(carried: C, convert: F) -> Self {
@@ -116,7 +116,7 @@ where
 
 impl<C, F> Call for Adapted<C, F>
 where
-    C: Carried,
+    C: FastCall,
     F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
 {
     fn answered(

@@ -19,7 +19,7 @@ use super::outcome::{Outcome, Settlement};
 use super::settle::Completer;
 use super::thread::JsThread;
 use crate::binding::sys::uv;
-use crate::core::api::{direct, inline, Carried, MemoryInline, Route, Way};
+use crate::core::api::{direct, inline, FastCall, MemoryInline, Route, Way};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::front::connection::LockConnection;
@@ -113,7 +113,7 @@ impl JsSocket {
     /// tokio this time).
     pub fn send<C, F>(&self, id: u32, call: C, convert: F) -> bool
     where
-        C: Carried,
+        C: FastCall,
         F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
     {
         let Some(sender) = self.sender() else {
@@ -182,7 +182,7 @@ impl Sender {
     /// Sends `call`; its result settles promise `id` through `convert`.
     pub fn send<C, F>(&self, id: u32, call: C, convert: F)
     where
-        C: Carried,
+        C: FastCall,
         F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
     {
         let call = Adapted::new(call, convert);
@@ -207,7 +207,7 @@ pub fn run_inline<C, F>(
     thread: &JsThread,
     completer: &Completer,
 ) where
-    C: Carried,
+    C: FastCall,
     F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
 {
     let reply = inline::reply_to(memory, &call);

@@ -29,6 +29,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+pub mod exclusive;
+pub mod extend;
+pub mod handoff;
+
 pub type Settled<T> = Result<T, LockError>;
 
 /// What a call comes to on the runtime, once it cannot end where it was carried.
@@ -53,7 +57,7 @@ pub enum Step<T> {
 
 /// A call carried by an outside connection. Its carrier calls exactly one of `answered`,
 /// `resend`, `orphaned`, or (after `timed_out`) `answered_late` or `abandon`.
-pub trait Carried: Send + 'static {
+pub trait FastCall: Send + 'static {
     /// The core-level result its caller is given.
     type Output: Send + 'static;
 
@@ -183,7 +187,7 @@ fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
     )
 }
 
-impl Carried for PlainAttempt {
+impl FastCall for PlainAttempt {
     type Output = Option<Lease>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
@@ -302,7 +306,7 @@ async fn gone(locker: Arc<Locker>, lease: Arc<Lease>) -> Settled<bool> {
     locker.is_locked(&lease.key).await.map(|held| !held)
 }
 
-impl Carried for PlainRelease {
+impl FastCall for PlainRelease {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
@@ -383,7 +387,7 @@ impl IsLockedCall {
     }
 }
 
-impl Carried for IsLockedCall {
+impl FastCall for IsLockedCall {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
@@ -423,5 +427,4 @@ impl Carried for IsLockedCall {
 }
 
 #[cfg(test)]
-#[path = "carried_tests.rs"]
 mod tests;

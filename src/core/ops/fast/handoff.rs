@@ -13,15 +13,15 @@
 //! once; whatever goes wrong leaves the waiter to try on its own and frees the token it may
 //! have been given.
 
-use super::carried::{Carried, Later, PlainRelease, Settled, Step};
-use super::delivery::Unclaimed;
-use super::lock::{AttemptForm, Locker};
-use super::release::{self, hand_over, outcome};
+use super::{FastCall, Later, PlainRelease, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
+use crate::core::ops::delivery::Unclaimed;
+use crate::core::ops::lock::{AttemptForm, Locker};
+use crate::core::ops::release::{self, hand_over, outcome};
 use crate::core::proto::release::Release;
 use crate::core::proto::Op;
 use crate::core::wait::lent::Lent;
@@ -270,7 +270,7 @@ impl Handoff {
     }
 }
 
-impl Carried for Handoff {
+impl FastCall for Handoff {
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
@@ -369,5 +369,5 @@ impl Carried for Handoff {
 }
 
 #[cfg(test)]
-#[path = "carried_handoff_tests.rs"]
+#[path = "handoff_tests.rs"]
 mod tests;
