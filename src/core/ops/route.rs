@@ -5,7 +5,7 @@
 //! wakes, waits its turn behind waiters of the same connection, and goes after a holder's
 //! own handover.
 
-use super::fast::Mode;
+use super::fast::acquire::Mode;
 use super::lock::Locker;
 use super::store::Store;
 use crate::core::backend::lock_store::{FastPath, LockStore};
