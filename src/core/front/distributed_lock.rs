@@ -279,7 +279,7 @@ impl Acquisition<'_> {
         let way = Route::way(locker.store(), RouteFacts::Attempt(first));
         if let Some(on) = ready(&reply, way) {
             let attempt = PlainAttempt::new(&locker, &key, ttl, mode);
-            return reply.carry(&on, attempt, move |result| {
+            return reply.call_fast(&on, attempt, move |result| {
                 win::settle(win, &locker, result)
             });
         }
@@ -305,7 +305,7 @@ impl IsLocked<'_> {
         let locker = self.lock.locker.clone();
         let way = Route::way(locker.store(), RouteFacts::Any);
         if let Some(on) = ready(&reply, way) {
-            return reply.carry(&on, IsLockedCall::new(&locker, &self.key), |result| result);
+            return reply.call_fast(&on, IsLockedCall::new(&locker, &self.key), |result| result);
         }
         let key = self.key;
         reply.run(async move { locker.is_locked(&key).await });

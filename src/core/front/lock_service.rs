@@ -158,7 +158,7 @@ impl LockService {
         if let Some(release) = PlainRelease::new(&self.locker, &lease, true) {
             let way = Route::way(self.locker.store(), RouteFacts::Any);
             if let Some(on) = ready(&reply, way) {
-                return reply.carry(&on, release, |result| result);
+                return reply.call_fast(&on, release, |result| result);
             }
         }
         let locker = self.locker.clone();
@@ -235,7 +235,7 @@ impl Acquire<'_> {
             Route::way(locker.store(), RouteFacts::Attempt(first)),
         ) {
             let attempt = PlainAttempt::new(&locker, &key, lock_ttl, mode);
-            return reply.carry(&on, attempt, move |result| {
+            return reply.call_fast(&on, attempt, move |result| {
                 win::settle(hold, &locker, result)
             });
         }

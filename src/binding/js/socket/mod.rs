@@ -197,7 +197,7 @@ impl Sender {
 /// promise `id` settles at the start of the next loop turn, as a reply read from a socket
 /// would: never inside the call, so JS sees the same order of events as with a server, only
 /// sooner. A waiter its handover answered settles at once, as one a socket's handover lends
-/// to (`JsCarrier::answer_lent`): its runtime task, told to end without a word, may already
+/// to (`JsFastLane::answer_lent`): its runtime task, told to end without a word, may already
 /// have queued an end of its own, which must find the waiter settled.
 pub fn run_inline<C, F>(
     memory: &MemoryInline,

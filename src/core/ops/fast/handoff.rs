@@ -86,7 +86,7 @@ impl Releasing {
 /// answer of the waiter it lent our lease to.
 // Unboxed: taken apart at once, on every release of the caller's connection.
 #[allow(clippy::large_enum_variant)]
-pub enum Carry<S> {
+pub enum FastRelease<S> {
     /// Nothing here: the release goes through the runtime.
     Elsewhere,
     Plain(PlainRelease),
@@ -110,20 +110,20 @@ impl Releasing {
     /// What to send. `sender` is the carrier's connection, if it is open (asked only for a
     /// handover, which must know it will be sent before it lends our lease: a lent waiter
     /// is answered at once, so no lease is lent for a handover that is not sent).
-    pub fn carry<S>(self, sender: impl FnOnce() -> Option<S>) -> Carry<S> {
+    pub fn send_on<S>(self, sender: impl FnOnce() -> Option<S>) -> FastRelease<S> {
         let mut handoff = match self {
-            Releasing::Elsewhere => return Carry::Elsewhere,
-            Releasing::Plain(release) => return Carry::Plain(release),
+            Releasing::Elsewhere => return FastRelease::Elsewhere,
+            Releasing::Plain(release) => return FastRelease::Plain(release),
             Releasing::HandOver(handoff) => handoff,
         };
         // Not sent: dropped with its reservation, which lets the waiter be picked by the
         // runtime's release.
         let Some(sender) = sender() else {
-            return Carry::Elsewhere;
+            return FastRelease::Elsewhere;
         };
         let lent = match handoff.lend() {
             // The waiter left: the runtime's release picks the next one, or frees the lock.
-            Lending::WaiterGone => return Carry::Elsewhere,
+            Lending::WaiterGone => return FastRelease::Elsewhere,
             Lending::Lent {
                 waiter,
                 lease,
@@ -137,7 +137,7 @@ impl Releasing {
             }),
             Lending::No => None,
         };
-        Carry::HandOver {
+        FastRelease::HandOver {
             sender,
             handoff,
             lent,
