@@ -1,7 +1,7 @@
 //! What the binding and the Rust integration tests (`tests/`) use of the core beside its
 //! fronts (`front`) and `basics`: the values that cross between them. scripts/check-layers.js
 //! holds every binding file to `front`, `basics` and this list, and `tests/` to `basics` and
-//! this list, so the rest of the core (plans, waiters, carried calls) can change without
+//! this list, so the rest of the core (plans, waiters, fast calls) can change without
 //! either knowing.
 
 pub use super::backend::direct::{AttemptForm, TxSupport};
@@ -19,7 +19,7 @@ pub use super::backend::memory::{command as memory_command, transaction as memor
 /// A lock handed to a JS caller that has not claimed it yet: freed if nobody will.
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;
-/// A call carried on the JS thread's own socket: the core says what it writes, what a reply
+/// A fast call, sent on the JS thread's own socket: the core says what it writes, what a reply
 /// means and what follows; `direct` opens that socket.
 pub use super::ops::fast::{FastCall, Later, Step};
 /// A call run where its caller is, on a `memory://` keyspace.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// How an acquisition carried here goes on: its plan should the lock be held, and the
+/// How an acquisition sent here goes on: its plan should the lock be held, and the
 /// caller's cancellation.
 pub struct Mode {
     pub plan: Plan,
@@ -66,7 +66,7 @@ impl PlainAttempt {
                 Step::Now(Err(LockError::Locked { key, retries: 0 }))
             }
             _ => {
-                // Joined here, on the carrier's thread, as soon as the reply is read: a
+                // Joined here, on the lane's thread, as soon as the reply is read: a
                 // release made there from now on can hand the lock to it at once.
                 let (plan, missed) = plan.joined(&locker, &key, ttl);
                 let start = match missed {

@@ -1,6 +1,6 @@
-//! ExclusiveLock's calls carried outside the runtime: acquire() and release(). They end as
-//! DistributedLock's do (see carried.rs): with the reply, with the bound passed, or again
-//! through the runtime when their carrier cannot finish them, which is safe because the
+//! ExclusiveLock's fast calls, sent outside the runtime: acquire() and release(). They end as
+//! DistributedLock's do (see acquire.rs): with the reply, with the bound passed, or again
+//! through the runtime when their lane cannot finish them, which is safe because the
 //! acquire script recognises the attempt's token and a release only deletes a lock still
 //! ours.
 

@@ -1,5 +1,5 @@
-//! DistributedLock's `extend()` carried outside the runtime (see carried.rs). Unlike the
-//! other carried calls it must not run twice (extend.lua adds to the remaining TTL), so a
+//! DistributedLock's `extend()` sent outside the runtime (see mod.rs). Unlike the
+//! other fast calls it must not run twice (extend.lua adds to the remaining TTL), so a
 //! connection that breaks under it ends it with the error the runtime's would give (see
 //! `Replay::Never`); only a refusal, which ran nothing, goes again through the runtime.
 

@@ -1,4 +1,4 @@
-//! A release carried outside the runtime that hands the lock to a waiter of the same JS
+//! A release sent outside the runtime that hands the lock to a waiter of the same JS
 //! thread (see release.rs for the handover itself), and the choice of it over a plain
 //! release.
 //!
@@ -31,7 +31,7 @@ use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How a release of ours is carried.
+/// How a release of ours is sent.
 pub enum Releasing {
     /// A plain release: nobody of ours waits for the lock.
     Plain(PlainRelease),
@@ -82,7 +82,7 @@ impl Releasing {
     }
 }
 
-/// What the carrier sends for a release, in this order: the call, then (when `lent`) the
+/// What the fast lane sends for a release, in this order: the call, then (when `lent`) the
 /// answer of the waiter it lent our lease to.
 // Unboxed: taken apart at once, on every release of the caller's connection.
 #[allow(clippy::large_enum_variant)]
@@ -107,7 +107,7 @@ pub struct LentTo {
 }
 
 impl Releasing {
-    /// What to send. `sender` is the carrier's connection, if it is open (asked only for a
+    /// What to send. `sender` is the fast lane, if it is open (asked only for a
     /// handover, which must know it will be sent before it lends our lease: a lent waiter
     /// is answered at once, so no lease is lent for a handover that is not sent).
     pub fn send_on<S>(self, sender: impl FnOnce() -> Option<S>) -> FastRelease<S> {

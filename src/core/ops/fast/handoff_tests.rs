@@ -1,4 +1,4 @@
-//! Unit tests of `handoff.rs`: which release the carrier sends, and that a lease
+//! Unit tests of `handoff.rs`: which release the fast lane sends, and that a lease
 //! is lent only for a handover that is sent.
 use super::*;
 use crate::core::wait::wake::Ticket;

@@ -1,9 +1,9 @@
-//! Calls carried by a connection outside the runtime (the JS thread's own socket, see
-//! `ops/direct.rs`): each encodes its command, reads its reply, and decides what comes next,
-//! whatever carries it. The carrier only writes bytes, hands back replies in order, and
+//! Fast calls: sent on a lane outside the runtime (the JS thread's own socket, see
+//! `ops/direct.rs`, or inline on `memory://`): each encodes its command, reads its reply,
+//! and decides what comes next, whatever sends it. The lane only writes bytes, hands back replies in order, and
 //! tells a call when its bound passed or its connection broke; it knows nothing of locks.
 //!
-//! A call the carrier cannot finish (its connection broke, or the server refused it there,
+//! A call the lane cannot finish (its connection broke, or the server refused it there,
 //! NOSCRIPT among others) goes again through the runtime's connection, which reloads scripts
 //! and reports anything else exactly as it would have. That is safe because every call here
 //! may run twice: an attempt's script recognises its token, a release only deletes a lock
@@ -30,7 +30,7 @@ pub mod handoff;
 
 pub type Settled<T> = Result<T, LockError>;
 
-/// What a call comes to on the runtime, once it cannot end where it was carried.
+/// What a call comes to on the runtime, once it cannot end where it was sent.
 pub type Later<T> = BoxFuture<'static, Settled<T>>;
 
 /// What a reply leads to.
@@ -50,7 +50,7 @@ pub enum Step<T> {
     Later(Later<T>),
 }
 
-/// A call carried by an outside connection. Its carrier calls exactly one of `answered`,
+/// A call sent on a lane outside the runtime. Its lane calls exactly one of `answered`,
 /// `resend`, `orphaned`, or (after `timed_out`) `answered_late` or `abandon`.
 pub trait FastCall: Send + 'static {
     /// The core-level result its caller is given.
@@ -60,7 +60,7 @@ pub trait FastCall: Send + 'static {
     /// is its answer; an error among the others is the answer).
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize;
 
-    /// How long the carrier waits for the reply.
+    /// How long the lane waits for the reply.
     fn bound(&self) -> Duration;
 
     /// The reply came in time.

@@ -1,5 +1,5 @@
-//! Unit tests of the fast calls in mod.rs and acquire.rs: a reply in, a decision out, with no connection (the carrier
-//! is whatever hands the reply over), kept apart so the library file holds no test-only
+//! Unit tests of the fast calls in mod.rs and acquire.rs: a reply in, a decision out, with
+//! no connection (the lane is whatever hands the reply over), kept apart so the library file holds no test-only
 //! unwraps.
 use super::acquire::{Mode, PlainAttempt};
 use super::*;
