@@ -1,7 +1,8 @@
 //! Fast calls: sent on a lane outside the runtime (the JS thread's own socket, see
 //! `ops/direct.rs`, or inline on `memory://`): each encodes its command, reads its reply,
-//! and decides what comes next, whatever sends it. The lane only writes bytes, hands back replies in order, and
-//! tells a call when its bound passed or its connection broke; it knows nothing of locks.
+//! and decides what comes next, whatever sends it. The lane only writes bytes, hands back
+//! replies in order, and tells a call when its bound passed or its connection broke; it
+//! knows nothing of locks.
 //!
 //! A call the lane cannot finish (its connection broke, or the server refused it there,
 //! NOSCRIPT among others) goes again through the runtime's connection, which reloads scripts

@@ -1,6 +1,6 @@
 //! Unit tests of the fast calls in mod.rs and acquire.rs: a reply in, a decision out, with
-//! no connection (the lane is whatever hands the reply over), kept apart so the library file holds no test-only
-//! unwraps.
+//! no connection (the lane is whatever hands the reply over), kept apart so the library
+//! files hold no test-only unwraps.
 use super::acquire::{Mode, PlainAttempt};
 use super::*;
 use crate::core::basics::clock::Stamp;
