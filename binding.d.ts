@@ -71,7 +71,7 @@ export declare class NativeDistributedLock {
    */
   extend(owner: object, key: string, token: string, additionalMs: number, deadline: number, watch: number): Promise<[number, number]>
   /**
-   * Where a holder that started on a lent lease stands (see core::ops::carried_handoff):
+   * Where a holder that started on a lent lease stands (see core::ops::fast::handoff):
    * 0 while Redis has not run its handover, then once its deadline (`performance.now()`'s
    * clock) or -1 when it holds nothing; -1 too for a token not lent, or already told.
    */

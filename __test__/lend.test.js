@@ -3,7 +3,7 @@
 // With `lendOnHandover`, a release that hands the lock to a waiter of its own JS thread lends
 // that waiter its lease:
 // the waiter is answered as the handover is sent, and Redis is told by the handover itself
-// (src/core/ops/carried_handoff.rs). What must hold: the waiter's fence is the one kept for it,
+// (src/core/ops/fast/handoff.rs). What must hold: the waiter's fence is the one kept for it,
 // below any later holder's; a handover Redis does not confirm leaves the waiter's handle not
 // holding, and its token is never freed under it; a lease too short to outlast the
 // handover's bound is not lent.

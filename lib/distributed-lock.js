@@ -29,7 +29,7 @@ const RELEASING = 4 // a release is in flight; if it fails, the lock is ours aga
 const BEATING = 8 // counted among the locks whose holder's event loop is watched
 const LOST = 16 // the watchdog gave it up
 // Started on its predecessor's lease while the handover was in flight: until Redis answers,
-// the deadline is that lease's (see src/core/ops/carried_handoff.rs).
+// the deadline is that lease's (see src/core/ops/fast/handoff.rs).
 const LENT = 32
 
 // Wall-clock times arrive from the native side as whole ms after this base: small integers,

@@ -1,7 +1,7 @@
 //! What the binding and the Rust integration tests (`tests/`) use of the core beside its
 //! fronts (`front`) and `basics`: the values that cross between them. scripts/check-layers.js
 //! holds every binding file to `front`, `basics` and this list, and `tests/` to `basics` and
-//! this list, so the rest of the core (plans, waiters, carried calls) can change without
+//! this list, so the rest of the core (plans, waiters, fast calls) can change without
 //! either knowing.
 
 pub use super::backend::direct::{AttemptForm, TxSupport};
@@ -16,12 +16,12 @@ pub use super::backend::memory::MemoryInline;
 /// One command on a `memory://` keyspace, for tests that read and write beside the locks,
 /// and several as one transaction, for tests that hold it against Redis.
 pub use super::backend::memory::{command as memory_command, transaction as memory_transaction};
-/// A call carried on the JS thread's own socket: the core says what it writes, what a reply
-/// means and what follows; `direct` opens that socket.
-pub use super::ops::carried::{Carried, Later, Step};
 /// A lock handed to a JS caller that has not claimed it yet: freed if nobody will.
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;
+/// A fast call, sent on the JS thread's own socket: the core says what it writes, what a reply
+/// means and what follows; `direct` opens that socket.
+pub use super::ops::fast::{FastCall, Later, Step};
 /// A call run where its caller is, on a `memory://` keyspace.
 pub use super::ops::inline;
 /// A connection's lock operations, one at a time (the tests drive them directly).

@@ -6,10 +6,10 @@ use super::outcome::Outcome;
 use super::settle::Completer;
 use super::socket::{self, JsSocket, Sender};
 use super::thread::JsThread;
-use crate::core::api::{inline, Caller, Carried, MemoryInline, Way};
+use crate::core::api::{inline, Caller, FastCall, MemoryInline, Way};
 use crate::core::front::connection::LockConnection;
 use crate::core::front::granted::Granted;
-use crate::core::front::reply::{Carrier, Reply, Settled};
+use crate::core::front::reply::{FastLane, Reply, Settled};
 use std::future::Future;
 use std::rc::Rc;
 
@@ -56,7 +56,7 @@ pub struct JsReply<'a, F> {
 }
 
 /// The JS thread's way outside the runtime, ready.
-pub struct JsCarrier {
+pub struct JsFastLane {
     via: Via,
     completer: Completer,
     thread: Rc<JsThread>,
@@ -69,7 +69,7 @@ enum Via {
     Inline(MemoryInline),
 }
 
-impl Carrier for JsCarrier {
+impl FastLane for JsFastLane {
     fn answer_lent(&self, waiter: u32, granted: Granted) {
         // Its runtime task, if any, ends without a word.
         self.completer.answered(waiter);
@@ -82,25 +82,25 @@ where
     T: Send + 'static,
     F: FnOnce(Settled<T>) -> Outcome + Send + 'static,
 {
-    type Carrier = JsCarrier;
+    type Lane = JsFastLane;
 
-    fn carrier(&self, way: Way) -> Option<JsCarrier> {
+    fn fast_lane(&self, way: Way) -> Option<JsFastLane> {
         let calls = self.calls;
         let via = match way {
             Way::Socket => Via::Socket(calls.direct.as_ref()?.sender()?),
             Way::Inline => Via::Inline(calls.inline.clone()?),
             Way::Runtime => return None,
         };
-        Some(JsCarrier {
+        Some(JsFastLane {
             via,
             completer: calls.completer.clone(),
             thread: calls.thread.clone(),
         })
     }
 
-    fn carry<C, G>(self, on: &JsCarrier, call: C, then: G)
+    fn call_fast<C, G>(self, on: &JsFastLane, call: C, then: G)
     where
-        C: Carried,
+        C: FastCall,
         G: FnOnce(Settled<C::Output>) -> Settled<T> + Send + 'static,
     {
         let convert = self.convert;

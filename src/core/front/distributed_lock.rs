@@ -10,7 +10,8 @@ use super::win::{self, Win};
 use crate::core::basics::error::LockError;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
-use crate::core::ops::carried::{self, IsLockedCall, Mode};
+use crate::core::ops::fast::acquire::{Mode, PlainAttempt};
+use crate::core::ops::fast::IsLockedCall;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
 use crate::core::ops::signals::{Heartbeat, Sink};
@@ -277,8 +278,8 @@ impl Acquisition<'_> {
             .in_mode(&mode);
         let way = Route::way(locker.store(), RouteFacts::Attempt(first));
         if let Some(on) = ready(&reply, way) {
-            let attempt = carried::PlainAttempt::new(&locker, &key, ttl, mode);
-            return reply.carry(&on, attempt, move |result| {
+            let attempt = PlainAttempt::new(&locker, &key, ttl, mode);
+            return reply.call_fast(&on, attempt, move |result| {
                 win::settle(win, &locker, result)
             });
         }
@@ -304,7 +305,7 @@ impl IsLocked<'_> {
         let locker = self.lock.locker.clone();
         let way = Route::way(locker.store(), RouteFacts::Any);
         if let Some(on) = ready(&reply, way) {
-            return reply.carry(&on, IsLockedCall::new(&locker, &self.key), |result| result);
+            return reply.call_fast(&on, IsLockedCall::new(&locker, &self.key), |result| result);
         }
         let key = self.key;
         reply.run(async move { locker.is_locked(&key).await });

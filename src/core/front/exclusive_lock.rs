@@ -10,9 +10,9 @@ use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
-use crate::core::ops::carried_exclusive::{ExclusiveAttempt, ExclusiveRelease};
 pub use crate::core::ops::exclusive::Inspection;
 use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveSpec, Terms};
+use crate::core::ops::fast::exclusive::{ExclusiveAttempt, ExclusiveRelease};
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
@@ -233,7 +233,7 @@ impl ExclusiveLock {
         held.watch.stop();
         let release = ExclusiveRelease::new(&self.lock, held.token, held.contents, held.set_at);
         if let Some(on) = ready(&reply, Route::way(self.lock.store(), RouteFacts::Any)) {
-            return reply.carry(&on, release, |result| result);
+            return reply.call_fast(&on, release, |result| result);
         }
         reply.run(release.run());
     }
@@ -277,7 +277,7 @@ impl ExclusiveAcquire<'_> {
         let first = FirstAttempt::on(store).watched(true);
         if let Some(on) = ready(&reply, Route::way(store, RouteFacts::Attempt(first))) {
             let attempt = ExclusiveAttempt::new(&winning.lock, &winning.terms);
-            return reply.carry(&on, attempt, move |result| winning.settle(result));
+            return reply.call_fast(&on, attempt, move |result| winning.settle(result));
         }
         reply.run(async move {
             let watchdog = Watchdog::of(winning.lock.store());

@@ -15,7 +15,7 @@ pub struct Granted {
     /// The watchdog entry that keeps it alive (`autoRefresh`), if any.
     pub watch: Option<u64>,
     /// Started on its predecessor's lease, valid until this by our clock unless Redis
-    /// confirms the handover (see ops/carried_handoff.rs).
+    /// confirms the handover (see ops/fast/handoff.rs).
     pub lent_until: Option<Instant>,
     /// Frees a lock no watchdog keeps should this never reach its caller (see ops/delivery.rs).
     pub unclaimed: Option<Unclaimed>,

@@ -4,13 +4,13 @@
 
 use super::distributed_lock::DistributedLock;
 use super::granted::Granted;
-use super::reply::{ready, Carrier, Reply};
+use super::reply::{ready, FastLane, Reply};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate;
-use crate::core::ops::carried::Settled;
-use crate::core::ops::carried_extend::ExtendCall;
-use crate::core::ops::carried_handoff::{Carry, Releasing};
+use crate::core::ops::fast::extend::ExtendCall;
+use crate::core::ops::fast::handoff::{FastRelease, Releasing};
+use crate::core::ops::fast::Settled;
 use crate::core::ops::holder;
 use crate::core::ops::route::{Route, RouteFacts};
 use crate::core::ops::watchdog::Watchdog;
@@ -136,21 +136,21 @@ impl HandleRelease<'_> {
         let thread = reply.caller(false).thread;
         let releasing = Releasing::of(locker, &self.lease, thread);
         let way = Route::way(locker.store(), RouteFacts::Any);
-        let reply = match releasing.carry(|| ready(&reply, way)) {
-            Carry::Elsewhere => reply,
-            Carry::Plain(release) => {
+        let reply = match releasing.send_on(|| ready(&reply, way)) {
+            FastRelease::Elsewhere => reply,
+            FastRelease::Plain(release) => {
                 // Asked again: the handover path is the one that must know before it commits.
                 match ready(&reply, way) {
-                    Some(on) => return reply.carry(&on, release, done),
+                    Some(on) => return reply.call_fast(&on, release, done),
                     None => reply,
                 }
             }
-            Carry::HandOver {
+            FastRelease::HandOver {
                 sender,
                 handoff,
                 lent,
             } => {
-                reply.carry(&sender, handoff, done);
+                reply.call_fast(&sender, handoff, done);
                 if let Some(to) = lent {
                     let granted = Granted::lent(&to.lease, to.until, to.unclaimed);
                     sender.answer_lent(to.waiter, granted);
@@ -197,7 +197,7 @@ impl HandleExtend<'_> {
         };
         if let Some(on) = ready(&reply, Route::way(locker.store(), facts)) {
             let extend = ExtendCall::new(&locker, &lease, extra);
-            return reply.carry(&on, extend, extended(lease));
+            return reply.call_fast(&on, extend, extended(lease));
         }
         reply.run(async move {
             let result = holder::extend(&locker, &lease, extra).await;

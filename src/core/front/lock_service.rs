@@ -12,7 +12,8 @@ use crate::core::basics::lease::Lease;
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
-use crate::core::ops::carried::{Mode, PlainAttempt, PlainRelease};
+use crate::core::ops::fast::acquire::{Mode, PlainAttempt};
+use crate::core::ops::fast::PlainRelease;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
 use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
@@ -157,7 +158,7 @@ impl LockService {
         if let Some(release) = PlainRelease::new(&self.locker, &lease, true) {
             let way = Route::way(self.locker.store(), RouteFacts::Any);
             if let Some(on) = ready(&reply, way) {
-                return reply.carry(&on, release, |result| result);
+                return reply.call_fast(&on, release, |result| result);
             }
         }
         let locker = self.locker.clone();
@@ -234,7 +235,7 @@ impl Acquire<'_> {
             Route::way(locker.store(), RouteFacts::Attempt(first)),
         ) {
             let attempt = PlainAttempt::new(&locker, &key, lock_ttl, mode);
-            return reply.carry(&on, attempt, move |result| {
+            return reply.call_fast(&on, attempt, move |result| {
                 win::settle(hold, &locker, result)
             });
         }

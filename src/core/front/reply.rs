@@ -1,28 +1,28 @@
 //! How a call of a front is answered. Whoever calls a front gives one `Reply` per call (the
 //! binding: a promise of a JS thread); the call's way is decided by ops/route.rs and the
 //! reply only carries it out: sent on the caller's own connection when that is open (one
-//! round trip from the caller's thread, see ops/carried.rs), run where the caller is
+//! round trip from the caller's thread, see ops/fast/mod.rs), run where the caller is
 //! (`memory://`), or run on the runtime.
 
 use super::granted::Granted;
-use crate::core::ops::carried::Carried;
-pub use crate::core::ops::carried::Settled;
+use crate::core::ops::fast::FastCall;
+pub use crate::core::ops::fast::Settled;
 use crate::core::ops::route::Way;
 use crate::core::wait::wake::Caller;
 use std::future::Future;
 
 pub trait Reply<T>: Sized {
-    /// The caller's own way outside the runtime, found ready.
-    type Carrier: Carrier;
+    /// The caller's own way outside the runtime, found ready: its fast lane.
+    type Lane: FastLane;
 
     /// The caller's own transport for `way` (`Socket` or `Inline`) if it is ready now;
     /// asking may start opening a socket for a later call. Fronts ask through `ready`.
-    fn carrier(&self, way: Way) -> Option<Self::Carrier>;
+    fn fast_lane(&self, way: Way) -> Option<Self::Lane>;
 
     /// Sends `call` on `on`; `then` makes its result this call's answer.
-    fn carry<C, F>(self, on: &Self::Carrier, call: C, then: F)
+    fn call_fast<C, F>(self, on: &Self::Lane, call: C, then: F)
     where
-        C: Carried,
+        C: FastCall,
         F: FnOnce(Settled<C::Output>) -> Settled<T> + Send + 'static;
 
     /// Runs `work` on the runtime; its result is the answer.
@@ -37,17 +37,17 @@ pub trait Reply<T>: Sized {
 }
 
 /// Where a front's call goes: the caller's transport for `way` when it has it ready (the
-/// call is then `carry`d on it), `None` for the runtime (`run`).
-pub fn ready<T, R: Reply<T>>(reply: &R, way: Way) -> Option<R::Carrier> {
+/// call is then sent on it with `call_fast`), `None` for the runtime (`run`).
+pub fn ready<T, R: Reply<T>>(reply: &R, way: Way) -> Option<R::Lane> {
     match way {
         Way::Runtime => None,
-        way => reply.carrier(way),
+        way => reply.fast_lane(way),
     }
 }
 
 /// The caller's own transport outside the runtime, ready.
-pub trait Carrier {
+pub trait FastLane {
     /// Answers call `waiter` of the same thread at once with a lock lent to it by a handover
-    /// sent this way (see ops/carried_handoff.rs).
+    /// sent this way (see ops/fast/handoff.rs).
     fn answer_lent(&self, waiter: u32, granted: Granted);
 }

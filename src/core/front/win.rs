@@ -4,8 +4,8 @@
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
-use crate::core::ops::carried::Settled;
 use crate::core::ops::delivery::{won, Won};
+use crate::core::ops::fast::Settled;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::watchdog::Watchdog;
 

@@ -1,5 +1,5 @@
-//! A first attempt to send on a connection of its own (the caller's, see carried.rs and
-//! carried_exclusive.rs): its token and terms, owned until its reply is read, from which its
+//! A first attempt to send on a connection of its own (the caller's, see fast/acquire.rs and
+//! fast/exclusive.rs): its token and terms, owned until its reply is read, from which its
 //! `AcquireAttempt` is written in whichever form that connection takes.
 
 use super::lock::Locker;

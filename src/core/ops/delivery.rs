@@ -42,7 +42,7 @@ pub struct Unclaimed(Box<UnclaimedLease>);
 
 struct UnclaimedLease {
     ownerless: OwnerlessLease,
-    /// Lent on handover (see carried_handoff.rs): Redis gets the lease only once its
+    /// Lent on handover (see fast/handoff.rs): Redis gets the lease only once its
     /// handover runs, which may still be on its way.
     lent: bool,
 }

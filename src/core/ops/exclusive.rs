@@ -230,7 +230,7 @@ impl Exclusive {
 }
 
 /// One acquire attempt of an ExclusiveLock sent on a connection of its own (the JS thread's,
-/// see ops/carried_exclusive.rs), and sent again through `acquire_again` when that connection
+/// see ops/fast/exclusive.rs), and sent again through `acquire_again` when that connection
 /// cannot finish it.
 #[derive(Clone)]
 pub struct ExclusiveRequest {
@@ -270,7 +270,7 @@ impl ExclusiveRequest {
     }
 
     /// The same attempt under a fresh token, `sent` now: what is sent once a transaction's
-    /// outcome is lost (see carried_exclusive.rs).
+    /// outcome is lost (see fast/exclusive.rs).
     pub fn renewed(self) -> ExclusiveRequest {
         ExclusiveRequest {
             terms: self.terms.renewed(),

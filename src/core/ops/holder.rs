@@ -1,5 +1,5 @@
 //! A holder's own calls through the runtime (release, extend). One that started on a lent
-//! lease (see carried_handoff.rs) goes after its handover, which may still be in flight on
+//! lease (see fast/handoff.rs) goes after its handover, which may still be in flight on
 //! the caller's connection or have moved to the runtime with a broken one: sent before it,
 //! the call could reach Redis first and find the lock the releaser's.
 

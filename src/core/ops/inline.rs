@@ -1,9 +1,9 @@
 //! A call run where its caller is (`memory://`, see route.rs): written as for the caller's
 //! socket, run at once on the embedded keyspace, and read by the very continuation a socket's
-//! reply goes to (`Carried::answered`), so each operation still means one thing whatever
+//! reply goes to (`FastCall::answered`), so each operation still means one thing whatever
 //! carries it. Nothing here waits: no bound, no late reply, no broken connection.
 
-use super::carried::Carried;
+use super::fast::FastCall;
 use crate::core::backend::direct::AttemptForm;
 use crate::core::backend::endpoint::{Address, Endpoint};
 use crate::core::backend::memory::MemoryInline;
@@ -20,7 +20,7 @@ pub fn open(endpoint: &Endpoint) -> Option<MemoryInline> {
 /// Runs `call`'s request on `memory` now: the reply its `answered` reads. A script the
 /// keyspace does not know yet is refused as a socket's server refuses it, and the call goes
 /// on through the runtime, which loads it.
-pub fn reply_to<C: Carried>(memory: &MemoryInline, call: &C) -> Value {
+pub fn reply_to<C: FastCall>(memory: &MemoryInline, call: &C) -> Value {
     let mut request = Vec::with_capacity(256);
     // The script: the keyspace runs it as cheaply as a transaction.
     call.write(&mut request, AttemptForm::Script);

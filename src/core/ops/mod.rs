@@ -3,13 +3,10 @@
 
 pub mod acquire;
 pub mod attempt_terms;
-pub mod carried;
-pub mod carried_exclusive;
-pub mod carried_extend;
-pub mod carried_handoff;
 pub mod delivery;
 pub mod direct;
 pub mod exclusive;
+pub mod fast;
 pub mod forsaken;
 pub mod holder;
 pub mod inline;

@@ -1,11 +1,11 @@
 //! Which transport a call takes, decided here and nowhere else: the caller's own socket
-//! (one round trip from its thread, see carried.rs), the call run where the caller is
+//! (one round trip from its thread, see fast/mod.rs), the call run where the caller is
 //! (`memory://`, whose keyspace is in the process), or the runtime's connection. The
 //! runtime's way does what the other two cannot: it loads the scripts first, queues for
 //! wakes, waits its turn behind waiters of the same connection, and goes after a holder's
 //! own handover.
 
-use super::carried::Mode;
+use super::fast::acquire::Mode;
 use super::lock::Locker;
 use super::store::Store;
 use crate::core::backend::lock_store::{FastPath, LockStore};

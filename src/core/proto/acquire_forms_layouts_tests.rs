@@ -2,7 +2,7 @@
 //! DistributedLock's and ExclusiveLock's, with every form a connection of the caller's own
 //! writes (the script, the transaction, and `Untried`: the plain transaction, or
 //! ExclusiveLock's probe before its script) and with the repair the operations make of each
-//! answer (ops/carried.rs, ops/carried_exclusive.rs): a refused or unfenced plain attempt is
+//! answer (ops/fast/acquire.rs, ops/fast/exclusive.rs): a refused or unfenced plain attempt is
 //! sent again as the script with its token; ExclusiveLock's unfenced transaction is taken
 //! back, a refused attempt sent again as the script (under a fresh token after a transaction).
 //! One lock takes every attempt as the script, its twin in the form of the step; on a

@@ -1,5 +1,5 @@
 //! Holders that started on a lease lent to them by a release of their JS thread, before
-//! Redis ran the handover (see handoff.lua and ops/carried_handoff.rs), by token: pending
+//! Redis ran the handover (see handoff.lua and ops/fast/handoff.rs), by token: pending
 //! until the reply, then confirmed (with the holder's own deadline) or failed. Their handles
 //! are plain JS objects: they ask here, and count on the lender's deadline until then. A call
 //! of theirs that goes through the runtime waits for the answer first, so it cannot reach

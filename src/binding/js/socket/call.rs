@@ -1,10 +1,10 @@
-//! The binding's end of a call carried by the JS-thread connection: the core decides what a
-//! reply means (core::ops::carried); this runs what goes on through the runtime and turns
+//! The binding's end of a fast call on the JS-thread connection: the core decides what a
+//! reply means (core::ops::fast); this runs what goes on through the runtime and turns
 //! each core-level result into what the promise settles with.
 
 use super::super::outcome::{done, Outcome, Settlement};
 use super::super::settle::Completer;
-use crate::core::api::{AttemptForm, Carried, Later, Step};
+use crate::core::api::{AttemptForm, FastCall, Later, Step};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
 use redis::Value;
@@ -21,7 +21,7 @@ pub trait Call {
         settled: &mut Vec<Settlement>,
     );
     fn timed_out(&mut self, bound: Duration) -> Outcome;
-    /// `true` when a command to undo was written to `out` (see `Carried::answered_late`).
+    /// `true` when a command to undo was written to `out` (see `FastCall::answered_late`).
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool;
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer);
     fn abandon(self: Box<Self>);
@@ -30,33 +30,33 @@ pub trait Call {
 
 /// A core call and how its result becomes its promise's outcome.
 pub struct Adapted<C, F> {
-    carried: C,
+    call: C,
     /// Taken by the one outcome the call ends with.
     convert: Option<F>,
 }
 
 impl<C, F> Adapted<C, F>
 where
-    C: Carried,
+    C: FastCall,
     F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
 {
-    pub fn new(carried: C, convert: F) -> Self {
+    pub fn new(call: C, convert: F) -> Self {
         Adapted {
-            carried,
+            call,
             convert: Some(convert),
         }
     }
 
     pub fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
-        self.carried.write(out, form)
+        self.call.write(out, form)
     }
 
     pub fn bound(&self) -> Duration {
-        self.carried.bound()
+        self.call.bound()
     }
 
     /// What `reply` leads to: what ends now goes to `settled`, in order; the rest goes on
-    /// through the runtime. The one continuation of every way a call is carried.
+    /// through the runtime. The one continuation of every way a call is sent.
     pub fn finish(
         self,
         id: u32,
@@ -64,12 +64,12 @@ where
         completer: &Completer,
         settled: &mut Vec<Settlement>,
     ) {
-        let Adapted { carried, convert } = self;
+        let Adapted { call, convert } = self;
         let convert = move |result| match convert {
             Some(convert) => convert(result),
             None => unconverted(result),
         };
-        match carried.answered(reply) {
+        match call.answered(reply) {
             Step::Now(result) => settled.push(Settlement::Settled(id, convert(result))),
             Step::Handed {
                 released,
@@ -116,7 +116,7 @@ where
 
 impl<C, F> Call for Adapted<C, F>
 where
-    C: Carried,
+    C: FastCall,
     F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
 {
     fn answered(
@@ -130,7 +130,7 @@ where
     }
 
     fn timed_out(&mut self, bound: Duration) -> Outcome {
-        let result = self.carried.timed_out(bound);
+        let result = self.call.timed_out(bound);
         match self.convert.take() {
             Some(convert) => convert(result),
             None => unconverted(result),
@@ -138,21 +138,21 @@ where
     }
 
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool {
-        self.carried.answered_late(reply, out)
+        self.call.answered_late(reply, out)
     }
 
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {
-        let Adapted { carried, convert } = *self;
-        run(id, carried.resend(left), convert, completer);
+        let Adapted { call, convert } = *self;
+        run(id, call.resend(left), convert, completer);
     }
 
     fn abandon(self: Box<Self>) {
-        self.carried.abandon();
+        self.call.abandon();
     }
 
     fn orphaned(self: Box<Self>, id: u32, completer: &Completer) {
-        let Adapted { carried, convert } = *self;
-        if let Some(later) = carried.orphaned() {
+        let Adapted { call, convert } = *self;
+        if let Some(later) = call.orphaned() {
             run(id, later, convert, completer);
         }
     }

@@ -129,7 +129,7 @@ pub fn retire(shared: &Rc<Shared>) {
 
 /// Closes every connection of this thread (its JS environment is going away). Nobody is
 /// left to hear an answer: a lock an attempt in flight may have won is freed, and a
-/// release in flight goes again through tokio (see `Carried::orphaned`).
+/// release in flight goes again through tokio (see `FastCall::orphaned`).
 pub fn close_all() {
     let all = LIVE.with(|live| live.borrow().clone());
     for shared in all {

@@ -19,7 +19,7 @@ use super::outcome::{Outcome, Settlement};
 use super::settle::Completer;
 use super::thread::JsThread;
 use crate::binding::sys::uv;
-use crate::core::api::{direct, inline, Carried, MemoryInline, Route, Way};
+use crate::core::api::{direct, inline, FastCall, MemoryInline, Route, Way};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::front::connection::LockConnection;
@@ -113,7 +113,7 @@ impl JsSocket {
     /// tokio this time).
     pub fn send<C, F>(&self, id: u32, call: C, convert: F) -> bool
     where
-        C: Carried,
+        C: FastCall,
         F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
     {
         let Some(sender) = self.sender() else {
@@ -182,7 +182,7 @@ impl Sender {
     /// Sends `call`; its result settles promise `id` through `convert`.
     pub fn send<C, F>(&self, id: u32, call: C, convert: F)
     where
-        C: Carried,
+        C: FastCall,
         F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
     {
         let call = Adapted::new(call, convert);
@@ -197,7 +197,7 @@ impl Sender {
 /// promise `id` settles at the start of the next loop turn, as a reply read from a socket
 /// would: never inside the call, so JS sees the same order of events as with a server, only
 /// sooner. A waiter its handover answered settles at once, as one a socket's handover lends
-/// to (`JsCarrier::answer_lent`): its runtime task, told to end without a word, may already
+/// to (`JsFastLane::answer_lent`): its runtime task, told to end without a word, may already
 /// have queued an end of its own, which must find the waiter settled.
 pub fn run_inline<C, F>(
     memory: &MemoryInline,
@@ -207,7 +207,7 @@ pub fn run_inline<C, F>(
     thread: &JsThread,
     completer: &Completer,
 ) where
-    C: Carried,
+    C: FastCall,
     F: FnOnce(Settled<C::Output>) -> Outcome + Send + 'static,
 {
     let reply = inline::reply_to(memory, &call);

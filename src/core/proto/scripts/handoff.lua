@@ -2,7 +2,7 @@
 -- nobody barges in between, and the waiter needs no request of its own.
 -- The waiter's fence is the one kept for it when ours was drawn (every draw takes two, see
 -- acquire.lua): ours + 1, known before this runs, so a waiter of our JS thread may start on
--- the strength of our lease while this is in flight (see ops/carried_handoff.rs). Nobody
+-- the strength of our lease while this is in flight (see ops/fast/handoff.rs). Nobody
 -- else can have drawn it: the counter was already past it when we got ours.
 -- KEYS[1] lock key, KEYS[2] fence counter; one hash slot.
 -- ARGV[1] our token, ARGV[2] the waiter's fresh token, ARGV[3] its TTL in ms, ARGV[4] our

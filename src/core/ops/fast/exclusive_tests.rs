@@ -1,4 +1,4 @@
-//! Unit tests of `carried_exclusive.rs` on the embedded keyspace: what a transaction whose
+//! Unit tests of `exclusive.rs` on the embedded keyspace: what a transaction whose
 //! reply is lost, late or without a fence leaves behind.
 use super::*;
 use crate::core::backend::endpoint::{Address, Endpoint, EndpointSpec};
@@ -53,7 +53,7 @@ async fn run<T: redis::FromRedisValue>(lock: &Exclusive, args: &[&[u8]]) -> T {
 async fn a_lost_transaction_that_won_leaves_its_lock_key_to_its_ttl_and_never_two_holders() {
     // Our transaction set the lock key, then its reply was lost: the fresh attempt cannot
     // tell that lock key ours, so it answers held, and the key runs out by its TTL.
-    let lock = lock("carried-exclusive-lost-won");
+    let lock = lock("fast-exclusive-lost-won");
     let attempt = transaction(&lock);
     run::<()>(&lock, &[b"SET", KEY, b"1", b"NX", b"PX", b"3000"]).await;
     run::<i64>(&lock, &[b"INCRBY", &keys::fence_key(KEY), b"2"]).await;
@@ -67,7 +67,7 @@ async fn a_lost_transaction_that_won_leaves_its_lock_key_to_its_ttl_and_never_tw
 
 #[tokio::test]
 async fn a_lost_transaction_that_never_ran_is_made_again() {
-    let lock = lock("carried-exclusive-unsent");
+    let lock = lock("fast-exclusive-unsent");
     let attempt = transaction(&lock);
     let won = attempt.resend(None).await.unwrap();
     assert!(won.is_some());
@@ -92,7 +92,7 @@ fn undo_of(lock: &Arc<Exclusive>, set: bool, expiry: i64) -> (bool, String) {
 
 #[test]
 fn a_late_answer_undoes_exactly_what_the_transaction_did() {
-    let lock = lock("carried-exclusive-late");
+    let lock = lock("fast-exclusive-late");
     // Won: the release of the lock key it set, told by the expiry the transaction read.
     let (sent, text) = undo_of(&lock, true, 7);
     assert!(sent);
@@ -110,7 +110,7 @@ fn a_late_answer_undoes_exactly_what_the_transaction_did() {
 async fn a_won_transaction_is_released_by_its_expiry_until_a_refresh_makes_the_owner_key_ours() {
     // The owner key was there already (left by a holder whose lock key another client
     // deleted): the transaction set the lock key only.
-    let lock = lock("carried-exclusive-expiry");
+    let lock = lock("fast-exclusive-expiry");
     let owner = keys::owner_key(KEY);
     run::<()>(&lock, &[b"SET", &owner, b"left-behind", b"PX", b"60000"]).await;
     let attempt = transaction(&lock);
@@ -130,7 +130,7 @@ async fn a_won_transaction_is_released_by_its_expiry_until_a_refresh_makes_the_o
 
 #[tokio::test]
 async fn the_expiry_proves_nothing_once_an_owner_key_on_it_is_someone_elses_or_ours() {
-    let lock = lock("carried-exclusive-proofs");
+    let lock = lock("fast-exclusive-proofs");
     let owner = keys::owner_key(KEY);
     let request = transaction(&lock).request.clone();
     // Re-created by another holder through the acquire script, by chance on our very expiry:

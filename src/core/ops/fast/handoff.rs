@@ -1,4 +1,4 @@
-//! A release carried outside the runtime that hands the lock to a waiter of the same JS
+//! A release sent outside the runtime that hands the lock to a waiter of the same JS
 //! thread (see release.rs for the handover itself), and the choice of it over a plain
 //! release.
 //!
@@ -13,15 +13,15 @@
 //! once; whatever goes wrong leaves the waiter to try on its own and frees the token it may
 //! have been given.
 
-use super::carried::{Carried, Later, PlainRelease, Settled, Step};
-use super::delivery::Unclaimed;
-use super::lock::{AttemptForm, Locker};
-use super::release::{self, hand_over, outcome};
+use super::{FastCall, Later, PlainRelease, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
+use crate::core::ops::delivery::Unclaimed;
+use crate::core::ops::lock::{AttemptForm, Locker};
+use crate::core::ops::release::{self, hand_over, outcome};
 use crate::core::proto::release::Release;
 use crate::core::proto::Op;
 use crate::core::wait::lent::Lent;
@@ -31,7 +31,7 @@ use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How a release of ours is carried.
+/// How a release of ours is sent.
 pub enum Releasing {
     /// A plain release: nobody of ours waits for the lock.
     Plain(PlainRelease),
@@ -82,11 +82,11 @@ impl Releasing {
     }
 }
 
-/// What the carrier sends for a release, in this order: the call, then (when `lent`) the
+/// What the fast lane sends for a release, in this order: the call, then (when `lent`) the
 /// answer of the waiter it lent our lease to.
 // Unboxed: taken apart at once, on every release of the caller's connection.
 #[allow(clippy::large_enum_variant)]
-pub enum Carry<S> {
+pub enum FastRelease<S> {
     /// Nothing here: the release goes through the runtime.
     Elsewhere,
     Plain(PlainRelease),
@@ -107,23 +107,23 @@ pub struct LentTo {
 }
 
 impl Releasing {
-    /// What to send. `sender` is the carrier's connection, if it is open (asked only for a
+    /// What to send. `sender` is the fast lane, if it is open (asked only for a
     /// handover, which must know it will be sent before it lends our lease: a lent waiter
     /// is answered at once, so no lease is lent for a handover that is not sent).
-    pub fn carry<S>(self, sender: impl FnOnce() -> Option<S>) -> Carry<S> {
+    pub fn send_on<S>(self, sender: impl FnOnce() -> Option<S>) -> FastRelease<S> {
         let mut handoff = match self {
-            Releasing::Elsewhere => return Carry::Elsewhere,
-            Releasing::Plain(release) => return Carry::Plain(release),
+            Releasing::Elsewhere => return FastRelease::Elsewhere,
+            Releasing::Plain(release) => return FastRelease::Plain(release),
             Releasing::HandOver(handoff) => handoff,
         };
         // Not sent: dropped with its reservation, which lets the waiter be picked by the
         // runtime's release.
         let Some(sender) = sender() else {
-            return Carry::Elsewhere;
+            return FastRelease::Elsewhere;
         };
         let lent = match handoff.lend() {
             // The waiter left: the runtime's release picks the next one, or frees the lock.
-            Lending::WaiterGone => return Carry::Elsewhere,
+            Lending::WaiterGone => return FastRelease::Elsewhere,
             Lending::Lent {
                 waiter,
                 lease,
@@ -137,7 +137,7 @@ impl Releasing {
             }),
             Lending::No => None,
         };
-        Carry::HandOver {
+        FastRelease::HandOver {
             sender,
             handoff,
             lent,
@@ -270,7 +270,7 @@ impl Handoff {
     }
 }
 
-impl Carried for Handoff {
+impl FastCall for Handoff {
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
@@ -369,5 +369,5 @@ impl Carried for Handoff {
 }
 
 #[cfg(test)]
-#[path = "carried_handoff_tests.rs"]
+#[path = "handoff_tests.rs"]
 mod tests;

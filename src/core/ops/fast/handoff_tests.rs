@@ -1,4 +1,4 @@
-//! Unit tests of `carried_handoff.rs`: which release the carrier sends, and that a lease
+//! Unit tests of `handoff.rs`: which release the fast lane sends, and that a lease
 //! is lent only for a handover that is sent.
 use super::*;
 use crate::core::wait::wake::Ticket;
@@ -37,33 +37,39 @@ fn reservable(locker: &Locker) -> bool {
     locker.store().wakes().reserve(&channel).is_some()
 }
 
-/// The carry of a release of `lease` from `THREAD`, its connection open or not; whether
+/// What is sent for a release of `lease` from `THREAD`, its connection open or not; whether
 /// the connection was asked.
-fn carry(locker: &Arc<Locker>, lease: &Arc<Lease>, open: bool) -> (Carry<()>, bool) {
+fn send_on(locker: &Arc<Locker>, lease: &Arc<Lease>, open: bool) -> (FastRelease<()>, bool) {
     let asked = Cell::new(false);
     let sender = || {
         asked.set(true);
         open.then_some(())
     };
-    let carry = Releasing::of(locker, lease, THREAD).carry(sender);
-    (carry, asked.get())
+    let sent = Releasing::of(locker, lease, THREAD).send_on(sender);
+    (sent, asked.get())
 }
 
 #[tokio::test]
 async fn a_release_with_nobody_of_ours_waiting_is_plain_unless_its_handover_is_pending() {
     let locker = locker(41301);
     let lease = lease(&locker);
-    let (plain, asked) = carry(&locker, &lease, true);
-    assert!(matches!(plain, Carry::Plain(_)) && !asked);
+    let (plain, asked) = send_on(&locker, &lease, true);
+    assert!(matches!(plain, FastRelease::Plain(_)) && !asked);
     // Its own handover not yet confirmed: after it, through the runtime.
     let lends = locker.store().wakes().lends();
     lends.lend(
         lease.token.clone(),
         Instant::now() + Duration::from_secs(10),
     );
-    assert!(matches!(carry(&locker, &lease, true).0, Carry::Elsewhere));
+    assert!(matches!(
+        send_on(&locker, &lease, true).0,
+        FastRelease::Elsewhere
+    ));
     lends.settle(&lease.token, Lent::Failed);
-    assert!(matches!(carry(&locker, &lease, true).0, Carry::Plain(_)));
+    assert!(matches!(
+        send_on(&locker, &lease, true).0,
+        FastRelease::Plain(_)
+    ));
 }
 
 #[tokio::test]
@@ -71,8 +77,8 @@ async fn a_handover_not_sent_lends_nothing_and_leaves_the_waiter_to_the_runtime(
     let locker = locker(41302);
     let lease = lease(&locker);
     let _waiter = waiter(&locker, THREAD, true);
-    let (closed, asked) = carry(&locker, &lease, false);
-    assert!(matches!(closed, Carry::Elsewhere) && asked);
+    let (closed, asked) = send_on(&locker, &lease, false);
+    assert!(matches!(closed, FastRelease::Elsewhere) && asked);
     assert!(reservable(&locker));
 }
 
@@ -81,7 +87,7 @@ async fn a_handover_sent_lends_our_lease_to_a_waiter_that_opted_in() {
     let locker = locker(41303);
     let lease = lease(&locker);
     let _waiter = waiter(&locker, THREAD, true);
-    let Carry::HandOver { lent, .. } = carry(&locker, &lease, true).0 else {
+    let FastRelease::HandOver { lent, .. } = send_on(&locker, &lease, true).0 else {
         panic!("not handed over");
     };
     let Some(lent) = lent else {
@@ -99,8 +105,8 @@ async fn a_waiter_that_did_not_opt_in_waits_for_the_reply() {
     let locker = locker(41304);
     let lease = lease(&locker);
     let _waiter = waiter(&locker, THREAD, false);
-    let carried = carry(&locker, &lease, true).0;
-    assert!(matches!(carried, Carry::HandOver { lent: None, .. }));
+    let sent = send_on(&locker, &lease, true).0;
+    assert!(matches!(sent, FastRelease::HandOver { lent: None, .. }));
 }
 
 #[tokio::test]
@@ -108,6 +114,6 @@ async fn a_waiter_of_another_thread_is_left_to_the_runtime() {
     let locker = locker(41305);
     let lease = lease(&locker);
     let _waiter = waiter(&locker, THREAD + 1, true);
-    let (carried, asked) = carry(&locker, &lease, true);
-    assert!(matches!(carried, Carry::Elsewhere) && !asked);
+    let (sent, asked) = send_on(&locker, &lease, true);
+    assert!(matches!(sent, FastRelease::Elsewhere) && !asked);
 }

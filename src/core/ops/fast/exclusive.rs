@@ -1,13 +1,13 @@
-//! ExclusiveLock's calls carried outside the runtime: acquire() and release(). They end as
-//! DistributedLock's do (see carried.rs): with the reply, with the bound passed, or again
-//! through the runtime when their carrier cannot finish them, which is safe because the
+//! ExclusiveLock's fast calls, sent outside the runtime: acquire() and release(). They end as
+//! DistributedLock's do (see acquire.rs): with the reply, with the bound passed, or again
+//! through the runtime when their lane cannot finish them, which is safe because the
 //! acquire script recognises the attempt's token and a release only deletes a lock still
 //! ours.
 
-use super::carried::{is_refusal, Carried, Later, Settled, Step};
-use super::exclusive::{Claim, Exclusive, ExclusiveRequest, Proof, Terms};
+use super::{is_refusal, FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
+use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveRequest, Proof, Terms};
 use crate::core::proto::acquire::{Acquired, AttemptForm};
 use crate::core::proto::Op;
 use futures_util::FutureExt;
@@ -55,7 +55,7 @@ impl ExclusiveAttempt {
     }
 }
 
-impl Carried for ExclusiveAttempt {
+impl FastCall for ExclusiveAttempt {
     type Output = Option<Claim>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
@@ -171,7 +171,7 @@ impl ExclusiveRelease {
     }
 }
 
-impl Carried for ExclusiveRelease {
+impl FastCall for ExclusiveRelease {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
@@ -210,5 +210,5 @@ impl Carried for ExclusiveRelease {
 }
 
 #[cfg(test)]
-#[path = "carried_exclusive_tests.rs"]
+#[path = "exclusive_tests.rs"]
 mod tests;

@@ -1,8 +1,11 @@
-//! Unit tests of `carried.rs`: a reply in, a decision out, with no connection (the carrier
-//! is whatever hands the reply over), kept apart so the library file holds no test-only
-//! unwraps.
+//! Unit tests of the fast calls in mod.rs and acquire.rs: a reply in, a decision out, with
+//! no connection (the lane is whatever hands the reply over), kept apart so the library
+//! files hold no test-only unwraps.
+use super::acquire::{Mode, PlainAttempt};
 use super::*;
 use crate::core::basics::clock::Stamp;
+use crate::core::ops::acquire::Plan;
+use tokio_util::sync::CancellationToken;
 
 fn locker(port: u16) -> Arc<Locker> {
     crate::core::ops::test_support::locker(port, "t:")

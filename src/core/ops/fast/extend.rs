@@ -1,13 +1,13 @@
-//! DistributedLock's `extend()` carried outside the runtime (see carried.rs). Unlike the
-//! other carried calls it must not run twice (extend.lua adds to the remaining TTL), so a
+//! DistributedLock's `extend()` sent outside the runtime (see mod.rs). Unlike the
+//! other fast calls it must not run twice (extend.lua adds to the remaining TTL), so a
 //! connection that breaks under it ends it with the error the runtime's would give (see
 //! `Replay::Never`); only a refusal, which ran nothing, goes again through the runtime.
 
-use super::carried::{is_refusal, Carried, Later, Settled, Step};
-use super::lock::{AttemptForm, Locker};
+use super::{is_refusal, FastCall, Later, Settled, Step};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::proto::Op;
 use futures_util::FutureExt;
 use redis::Value;
@@ -50,7 +50,7 @@ impl ExtendCall {
     }
 }
 
-impl Carried for ExtendCall {
+impl FastCall for ExtendCall {
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {

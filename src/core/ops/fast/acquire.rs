@@ -1,0 +1,181 @@
+//! DistributedLock's (and maestro's service's) first attempt at a lock, sent on the JS
+//! thread's own connection (see mod.rs): a won lock is the caller's at once; a held one
+//! goes on through the runtime as the attempt's plan says.
+
+use super::{FastCall, Later, Settled, Step};
+use crate::core::basics::background::spawn;
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use crate::core::ops::acquire::{Attempts, Plan, Start};
+use crate::core::ops::attempt_terms::PlainRequest;
+use crate::core::ops::lock::{AttemptForm, Locker};
+use crate::core::proto::acquire::Acquired;
+use crate::core::proto::release::Release;
+use crate::core::proto::Op;
+use futures_util::FutureExt;
+use redis::Value;
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How an acquisition sent here goes on: its plan should the lock be held, and the
+/// caller's cancellation.
+pub struct Mode {
+    pub plan: Plan,
+    pub cancel: CancellationToken,
+}
+
+/// A first attempt at a DistributedLock (or maestro's service) lock. `Ok(None)`: not won,
+/// and the plan does not make that an error.
+pub struct PlainAttempt {
+    locker: Arc<Locker>,
+    request: PlainRequest,
+    /// How it was written: its reply is read so.
+    form: Cell<AttemptForm>,
+    mode: Mode,
+    bound: Duration,
+}
+
+impl PlainAttempt {
+    /// `locker`'s first attempt at `key`; `sent` counts from now.
+    pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
+        let bound = mode.plan.attempts.bound(locker.command_timeout());
+        PlainAttempt {
+            request: locker.attempt_request(key, ttl),
+            locker: locker.clone(),
+            form: Cell::new(AttemptForm::Script),
+            mode,
+            bound,
+        }
+    }
+
+    /// A held lock: the plan goes on through the runtime (its waits and wake-ups live
+    /// there), unless it ends here (`tryAcquire`, `acquire` without retries).
+    fn held(self, holder_ttl: Option<Duration>) -> Step<Option<Lease>> {
+        let PlainAttempt {
+            locker,
+            request,
+            mode: Mode { plan, cancel },
+            ..
+        } = self;
+        let (key, ttl) = (request.key, request.terms.ttl);
+        match plan.attempts {
+            Attempts::Once => Step::Now(Ok(None)),
+            Attempts::Retries { max: 0, .. } => {
+                Step::Now(Err(LockError::Locked { key, retries: 0 }))
+            }
+            _ => {
+                // Joined here, on the lane's thread, as soon as the reply is read: a
+                // release made there from now on can hand the lock to it at once.
+                let (plan, missed) = plan.joined(&locker, &key, ttl);
+                let start = match missed {
+                    true => Start::Attempt,
+                    false => Start::Held { holder_ttl },
+                };
+                Step::Later(
+                    async move { locker.pursue(plan, &key, ttl, &cancel, start).await }.boxed(),
+                )
+            }
+        }
+    }
+}
+
+/// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed
+/// out, and the caller is answered once it is (as on the runtime, acquire.rs `won`), so that
+/// a caller who cancelled finds nothing held. `mode` goes first: a waiter's ticket in it
+/// would be the one our release hands the lock to.
+fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
+    let cancelled = mode.cancel.is_cancelled();
+    drop(mode);
+    if !cancelled {
+        return Step::Now(Ok(Some(lease)));
+    }
+    Step::Later(
+        async move {
+            let _ignored = locker.release(&lease).await;
+            Err(LockError::Aborted)
+        }
+        .boxed(),
+    )
+}
+
+impl FastCall for PlainAttempt {
+    type Output = Option<Lease>;
+
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        self.form.set(form);
+        let op = self.request.op(form);
+        op.encode(out);
+        op.replies()
+    }
+
+    fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    fn answered(self, reply: Value) -> Step<Option<Lease>> {
+        let terms = &self.request.terms;
+        terms.note_kept_fences(self.locker.store(), &reply);
+        match self.request.op(self.form.get()).decode(reply) {
+            Ok(Acquired::Won { fence, .. }) => {
+                let PlainAttempt {
+                    locker,
+                    request,
+                    mode,
+                    ..
+                } = self;
+                won(locker, request.into_lease(fence), mode)
+            }
+            Ok(Acquired::Held { ttl }) => self.held(ttl),
+            // The script, sent with the same token, finds its own lock and either reads its
+            // fence or takes the lock back and fails (see fence.lua).
+            Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => {
+                Step::Later(self.resend(None))
+            }
+            Err(err) => Step::Now(Err(err)),
+        }
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Settled<Option<Lease>> {
+        Err(LockError::no_reply(bound))
+    }
+
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+        let answer = self.request.op(self.form.get()).decode(reply);
+        if !answer.is_ok_and(|answer| answer.took_lock()) {
+            return false;
+        }
+        let terms = &self.request.terms;
+        Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
+        true
+    }
+
+    fn resend(self, left: Option<Duration>) -> Later<Option<Lease>> {
+        let PlainAttempt {
+            locker,
+            request,
+            mode: Mode { plan, cancel },
+            ..
+        } = self;
+        let timeout = left.unwrap_or(locker.command_timeout());
+        async move {
+            let (key, ttl) = (request.key.clone(), request.terms.ttl);
+            let start = Start::Again { request, timeout };
+            locker.pursue(plan, &key, ttl, &cancel, start).await
+        }
+        .boxed()
+    }
+
+    fn abandon(self) {
+        let PlainAttempt {
+            locker, request, ..
+        } = self;
+        spawn(async move { locker.abandon(&request.terms).await });
+    }
+
+    fn orphaned(self) -> Option<Later<Option<Lease>>> {
+        self.abandon();
+        None
+    }
+}
