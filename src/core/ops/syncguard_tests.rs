@@ -2,7 +2,7 @@
 //! redis-server in tests/memory_syncguard.rs): `Paced`'s endings and counts, and the wakes.
 
 use super::*;
-use crate::core::basics::pace::{GaveUp, Growth, Jitter};
+use crate::core::basics::pace::GaveUp;
 use crate::core::ops::test_support::locker_at;
 use std::sync::Arc;
 
@@ -24,16 +24,6 @@ fn id(n: u8) -> String {
     format!("{:A>22}", n)
 }
 
-fn pace(max_retries: f64, base_ms: f64, timeout_ms: f64) -> Pace {
-    Pace {
-        max_retries,
-        base_ms,
-        growth: Growth::Fixed,
-        jitter: Jitter::None,
-        timeout_ms,
-    }
-}
-
 async fn paced(
     locks: &Locker,
     keys: &SyncguardKeys,
@@ -49,7 +39,7 @@ async fn paced_gives_up_after_its_retries_counting_the_first_attempt() {
     let held = keys("busy", &id(1));
     assert!(locks.sg_acquire(&held, MS(30_000)).await.unwrap().is_some());
     let waiter = keys("busy", &id(2));
-    let ended = paced(&locks, &waiter, pace(2.0, 10.0, f64::INFINITY)).await;
+    let ended = paced(&locks, &waiter, Pace::fixed(2.0, 10.0, f64::INFINITY)).await;
     assert_eq!(
         ended,
         Err(LockError::GaveUp(GaveUp::Contention { attempts: 3 }))
@@ -60,7 +50,7 @@ async fn paced_gives_up_after_its_retries_counting_the_first_attempt() {
 async fn paced_with_no_time_makes_no_attempt() {
     let locks = locker_at("memory://sg-paced-zero".into());
     let free = keys("free", &id(1));
-    let ended = paced(&locks, &free, pace(3.0, 10.0, 0.0)).await;
+    let ended = paced(&locks, &free, Pace::fixed(3.0, 10.0, 0.0)).await;
     assert_eq!(
         ended,
         Err(LockError::GaveUp(GaveUp::TimedOut {
@@ -83,7 +73,7 @@ async fn paced_stops_when_the_next_delay_would_pass_its_timeout() {
     assert!(locks.sg_acquire(&held, MS(30_000)).await.unwrap().is_some());
     let waiter = keys("slow", &id(2));
     let started = Instant::now();
-    let ended = paced(&locks, &waiter, pace(f64::NAN, 100.0, 250.0)).await;
+    let ended = paced(&locks, &waiter, Pace::fixed(f64::NAN, 100.0, 250.0)).await;
     // Delays are clamped to the time left: attempts at 0, 100, 200 and 250 ms; after the
     // last nothing is left.
     match ended {
@@ -113,7 +103,7 @@ async fn a_release_wakes_a_paced_waiter_before_its_backoff() {
             (late.sg_lock(
                 &waiter,
                 MS(30_000),
-                pace(5.0, 5000.0, 60_000.0),
+                Pace::fixed(5.0, 5000.0, 60_000.0),
                 started,
                 &cancel,
             ))
@@ -145,7 +135,7 @@ async fn a_paced_waiter_cancelled_ends_aborted_and_holds_nothing() {
     let (late, cancel) = (Arc::clone(&locks), CancellationToken::new());
     let stop = cancel.clone();
     let waiting = tokio::spawn(async move {
-        let pace = pace(5.0, 5000.0, 60_000.0);
+        let pace = Pace::fixed(5.0, 5000.0, 60_000.0);
         (late.sg_lock(&waiter, MS(30_000), pace, Instant::now(), &stop)).await
     });
     tokio::time::sleep(MS(100)).await;
