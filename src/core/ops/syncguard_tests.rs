@@ -4,6 +4,7 @@
 use super::*;
 use crate::core::basics::pace::GaveUp;
 use crate::core::ops::test_support::locker_at;
+use crate::core::wait::wake;
 use std::sync::Arc;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -170,4 +171,31 @@ async fn extend_sets_the_expiry_and_release_answers_what_it_found() {
     );
     let again = locks.sg_extend(&mine.index_key, &mine.lock_id, MS(1000));
     assert_eq!(again.await.unwrap(), None);
+}
+
+/// Wakes that find the lock still held are extra attempts: the count and the schedule stay
+/// syncguard's (one retry 500 ms after the first attempt, whatever woke it meanwhile).
+#[tokio::test]
+async fn woken_attempts_that_fail_do_not_count() {
+    let locks = locker_at("memory://sg-paced-extra".into());
+    let held = keys("kept", &id(1));
+    assert!(locks.sg_acquire(&held, MS(30_000)).await.unwrap().is_some());
+    let waiter = keys("kept", &id(2));
+    let (late, cancel) = (Arc::clone(&locks), CancellationToken::new());
+    let started = Instant::now();
+    let waiting = tokio::spawn(async move {
+        let pace = Pace::fixed(1.0, 500.0, f64::INFINITY);
+        (late.sg_lock(&waiter, MS(30_000), pace, started, &cancel)).await
+    });
+    let channel = wake::channel(&held.lock_key);
+    for _ in 0..3 {
+        tokio::time::sleep(MS(100)).await;
+        locks.store().wakes().wake_local(&channel);
+    }
+    let ended = waiting.await.unwrap();
+    assert_eq!(
+        ended,
+        Err(LockError::GaveUp(GaveUp::Contention { attempts: 2 }))
+    );
+    assert!(started.elapsed() >= MS(500), "{:?}", started.elapsed());
 }
