@@ -33,10 +33,17 @@ pub(super) async fn release_by_id(
     let Some(freed) = released.freed() else {
         return Ok(released);
     };
-    if expect == Some(freed) && !ours_wait {
+    let expected = expect == Some(freed);
+    if expected && !ours_wait {
         return Ok(released);
     }
-    if ours_wait || wakes.waiters_at_release(freed) {
+    // `ours_wait` was read for the key expected, which is not always the key freed.
+    let ours = if expected {
+        ours_wait
+    } else {
+        wakes.waiters_at_release(freed)
+    };
+    if ours {
         wakes.wake_local(&wake::channel(freed));
     } else {
         let _best_effort = store
