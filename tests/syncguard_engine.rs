@@ -353,12 +353,13 @@ async fn a_paced_lock_ends_as_syncguards_does() {
             lock(Pace::fixed(2.0, 10.0, f64::INFINITY)).await,
             Err(LockError::GaveUp(GaveUp::Contention { attempts: 3 }))
         );
-        assert_eq!(
-            lock(Pace::fixed(3.0, 10.0, 0.0)).await,
-            Err(LockError::GaveUp(GaveUp::TimedOut {
-                elapsed_ms: 0,
-                attempts: 1
-            }))
+        let no_time = lock(Pace::fixed(3.0, 10.0, 0.0)).await;
+        assert!(
+            matches!(
+                no_time,
+                Err(LockError::GaveUp(GaveUp::TimedOut { attempts: 1, .. }))
+            ),
+            "{no_time:?}"
         );
         let cancel = CancellationToken::new();
         let pace = Pace::fixed(5.0, 5_000.0, 60_000.0);

@@ -52,12 +52,13 @@ async fn paced_with_no_time_makes_no_attempt() {
     let locks = locker_at("memory://sg-paced-zero".into());
     let free = keys("free", &id(1));
     let ended = paced(&locks, &free, Pace::fixed(3.0, 10.0, 0.0)).await;
-    assert_eq!(
-        ended,
-        Err(LockError::GaveUp(GaveUp::TimedOut {
-            elapsed_ms: 0,
-            attempts: 1
-        }))
+    // The elapsed time is whatever the machine took to get there (0 ms unless it is slow).
+    assert!(
+        matches!(
+            ended,
+            Err(LockError::GaveUp(GaveUp::TimedOut { attempts: 1, .. }))
+        ),
+        "{ended:?}"
     );
     let held = SyncguardIsLocked {
         lock_key: &free.lock_key,
