@@ -16,6 +16,12 @@ pub use super::backend::memory::MemoryInline;
 /// One command on a `memory://` keyspace, for tests that read and write beside the locks,
 /// and several as one transaction, for tests that hold it against Redis.
 pub use super::backend::memory::{command as memory_command, transaction as memory_transaction};
+/// The connection the fronts take.
+pub use super::front::connection::LockConnection;
+/// syncguard's backend, as the binding will call it (tests/syncguard_engine.rs drives it).
+pub use super::front::syncguard::{
+    ReleasedById, Syncguard, SyncguardCall, SyncguardSettings, SyncguardWon,
+};
 /// A lock handed to a JS caller that has not claimed it yet: freed if nobody will.
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;

@@ -49,8 +49,8 @@ impl Lease {
             sent,
             validity: Mutex::new(Validity {
                 released: false,
-                deadline: sent.at + super::clock::validity(ttl),
-                expires_at_ms: sent.wall_ms + ttl.as_millis() as u64,
+                deadline: until(sent, ttl),
+                expires_at_ms: wall_until(sent, ttl),
             }),
         }
     }
@@ -125,12 +125,33 @@ impl Lease {
     pub fn extended(&self, sent: Stamp, ttl: Duration) {
         let mut v = self.validity();
         if !v.released {
-            v.deadline = sent.at + super::clock::validity(ttl);
-            v.expires_at_ms = sent.wall_ms + ttl.as_millis() as u64;
+            v.deadline = until(sent, ttl);
+            v.expires_at_ms = wall_until(sent, ttl);
         }
+    }
+
+    /// The same lease, its expiry as the lock's record states it (syncguard's, by the
+    /// server's clock): that is the expiry its caller reports.
+    pub fn stated_expiry(self, expiry_ms: i64) -> Self {
+        self.validity().expires_at_ms = u64::try_from(expiry_ms).unwrap_or(0);
+        self
     }
 
     pub fn mark_released(&self) {
         self.validity().released = true;
     }
+}
+
+/// The deadline of a lock sent at `sent` for `ttl`; a TTL of centuries (syncguard takes any
+/// whole number) saturates instead of overflowing the clock.
+fn until(sent: Stamp, ttl: Duration) -> Instant {
+    let validity = super::clock::validity(ttl);
+    (sent.at.checked_add(validity))
+        .or_else(|| sent.at.checked_add(Duration::from_secs(1 << 40)))
+        .unwrap_or(sent.at)
+}
+
+fn wall_until(sent: Stamp, ttl: Duration) -> u64 {
+    let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    sent.wall_ms.saturating_add(ttl_ms)
 }

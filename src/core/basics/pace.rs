@@ -72,6 +72,17 @@ fn js_max(a: f64, b: f64) -> f64 {
 }
 
 impl Pace {
+    /// Options with `backoff: "fixed"` and `jitter: "none"`: every delay is `base_ms`.
+    pub fn fixed(max_retries: f64, base_ms: f64, timeout_ms: f64) -> Pace {
+        Pace {
+            max_retries,
+            base_ms,
+            growth: Growth::Fixed,
+            jitter: Jitter::None,
+            timeout_ms,
+        }
+    }
+
     /// Before scheduled attempt `attempts` (from 1), `elapsed_ms` after the call began:
     /// whether it may be made.
     pub fn before(&self, attempts: u64, elapsed_ms: u64) -> Result<(), GaveUp> {

@@ -17,13 +17,7 @@ fn defaults() -> Pace {
 }
 
 fn plain(base_ms: f64, timeout_ms: f64) -> Pace {
-    Pace {
-        base_ms,
-        timeout_ms,
-        growth: Growth::Fixed,
-        jitter: Jitter::None,
-        ..defaults()
-    }
+    Pace::fixed(defaults().max_retries, base_ms, timeout_ms)
 }
 
 #[test]

@@ -11,4 +11,5 @@ pub mod granted;
 pub mod handle;
 pub mod lock_service;
 pub mod reply;
+pub mod syncguard;
 pub mod win;

@@ -7,10 +7,12 @@
 //! lock instead.
 
 use super::attempt_terms::PlainRequest;
+use super::key_scheme::KeyScheme;
 use super::lock::{Attempt, Locker, GRACE};
 use crate::core::basics::backoff;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::pace::{GaveUp, Pace};
 use crate::core::wait::releases::Mark;
 use crate::core::wait::wake::{self, Caller, Resume, Ticket};
 use std::time::{Duration, Instant};
@@ -38,6 +40,9 @@ pub enum Attempts {
         base: Duration,
         cap: Duration,
     },
+    /// syncguard's `lock()`: scheduled attempts by `pace`, counted from `started`; an
+    /// attempt a release woke is extra (it never counts, nor moves the schedule).
+    Paced { pace: Pace, started: Instant },
 }
 
 /// Where a waiter stands in its connection's wake table before its first attempt.
@@ -111,7 +116,7 @@ impl Plan {
         if !matches!(attempts, Attempts::Until { .. } | Attempts::Backoff { .. }) {
             return (Plan { attempts, place }, false);
         }
-        let (ticket, missed) = locker.ticket(place, key, ttl);
+        let (ticket, missed) = locker.ticket(place, &locker.redis_key(key), ttl);
         let place = Place::Joined(ticket);
         (Plan { attempts, place }, missed)
     }
@@ -139,11 +144,36 @@ pub enum Start {
 
 impl Attempts {
     /// When the next attempt is due after `failed` attempts found the lock held (`holder_ttl`
-    /// left, when known); `None` when the plan has run out.
-    fn next(&self, failed: u32, holder_ttl: Option<Duration>) -> Option<Instant> {
+    /// left, when known); `Err` when the plan has run out, with syncguard's ending for its.
+    fn next(&self, failed: u32, holder_ttl: Option<Duration>) -> Result<Instant, Option<GaveUp>> {
         let now = Instant::now();
+        if let Attempts::Paced { pace, started } = self {
+            let elapsed = elapsed_ms(*started);
+            let unit = backoff::unit_random();
+            let delay = pace.after_failure(u64::from(failed), elapsed, unit)?;
+            return Ok(now + delay);
+        }
+        self.next_ours(now, failed, holder_ttl).ok_or(None)
+    }
+
+    /// Syncguard's rule before scheduled attempt `attempt` (from 1): the time may be up.
+    fn before(&self, attempt: u32) -> Result<(), LockError> {
+        if let Attempts::Paced { pace, started } = self {
+            let elapsed = elapsed_ms(*started);
+            pace.before(u64::from(attempt), elapsed)
+                .map_err(LockError::GaveUp)?;
+        }
+        Ok(())
+    }
+
+    fn next_ours(
+        &self,
+        now: Instant,
+        failed: u32,
+        holder_ttl: Option<Duration>,
+    ) -> Option<Instant> {
         match *self {
-            Attempts::Once => None,
+            Attempts::Once | Attempts::Paced { .. } => None,
             Attempts::Retries { max, base } => {
                 let retried = failed.saturating_sub(1);
                 (retried < max).then(|| now + backoff::retry_delay(base, retried))
@@ -165,8 +195,18 @@ impl Attempts {
     }
 
     /// How an acquisition that ran out without the lock ends.
-    fn run_out(&self, key: &str, failed: u32) -> Result<Option<Lease>, LockError> {
+    fn run_out(
+        &self,
+        key: &str,
+        failed: u32,
+        gave_up: Option<GaveUp>,
+    ) -> Result<Option<Lease>, LockError> {
+        if let Some(gave_up) = gave_up {
+            return Err(LockError::GaveUp(gave_up));
+        }
         match self {
+            // Paced always says how it gave up.
+            Attempts::Paced { .. } => Ok(None),
             Attempts::Once | Attempts::Backoff { .. } => Ok(None),
             // The first attempt is not a retry.
             Attempts::Retries { .. } | Attempts::Until { .. } => Err(LockError::Locked {
@@ -192,6 +232,11 @@ impl Attempts {
     fn woken_attempt_counts(&self) -> bool {
         matches!(self, Attempts::Until { .. })
     }
+}
+
+/// Milliseconds since `started`, as syncguard's `Date.now() - startTime` reads them.
+fn elapsed_ms(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What a pause between attempts ended with.
@@ -224,6 +269,19 @@ impl Locker {
         cancel: &CancellationToken,
         start: Start,
     ) -> Result<Option<Lease>, LockError> {
+        (self.pursue_in(plan, KeyScheme::Ours(key), ttl, cancel, start)).await
+    }
+
+    /// `pursue`, at the keys `scheme` names.
+    pub async fn pursue_in(
+        &self,
+        plan: Plan,
+        scheme: KeyScheme<'_>,
+        ttl: Duration,
+        cancel: &CancellationToken,
+        start: Start,
+    ) -> Result<Option<Lease>, LockError> {
+        let lock_key = self.scheme_key(&scheme);
         let Plan { attempts, place } = plan;
         let (mut ticket, mark, caller) = match place {
             Place::Joined(ticket) => (Some(ticket), None, None),
@@ -246,7 +304,7 @@ impl Locker {
                 self.check(cancel)?;
                 // A fair lock's first attempt of a retrying acquisition takes its place in line.
                 if self.is_fair() && matches!(attempts, Attempts::Retries { max: 1.., .. }) {
-                    ticket = Some(self.join(key, ttl, caller));
+                    ticket = Some(self.join_at(&lock_key, ttl, caller));
                 }
                 if let Some(pause) = self.first_pause(&attempts, ticket.as_ref(), cancel).await? {
                     next = pause;
@@ -258,7 +316,9 @@ impl Locker {
                 self.check(cancel)?;
                 let (key, token, ttl) = (request.key, request.terms.token, request.terms.ttl);
                 match self.attempt_with(&key, token, ttl, timeout, None).await? {
-                    Attempt::Acquired(lease) => return self.won(lease, cancel, ticket).await,
+                    Attempt::Acquired(lease) => {
+                        return self.won(lease, cancel, ticket, scheme).await
+                    }
                     Attempt::Held { ttl } => Some(ttl),
                 }
             }
@@ -269,44 +329,53 @@ impl Locker {
             holder_ttl = match (told, &attempts) {
                 // A transaction does not tell the TTL (asking would cost every attempt on a
                 // free key a command): a wait whose first pause ends with it asks now.
-                (None, Attempts::Until { deadline, .. }) => self.holder_ttl(key, *deadline).await,
+                (None, Attempts::Until { deadline, .. }) => {
+                    self.holder_ttl(&lock_key, *deadline).await
+                }
                 (told, _) => told,
             };
         }
         loop {
             if let Next::Won(lease) = next {
-                return self.won(lease, cancel, ticket).await;
+                return self.won(lease, cancel, ticket, scheme).await;
             }
             self.check(cancel)?;
             match next {
                 Next::Won(_) | Next::Pause => {}
                 Next::Attempt => {
+                    attempts.before(failed + 1)?;
                     let bound = attempts.bound(self.command_timeout());
                     match self
-                        .attempt_bounded(key, ttl, bound, ticket.as_ref())
+                        .attempt_bounded(scheme, ttl, bound, ticket.as_ref())
                         .await?
                     {
-                        Attempt::Acquired(lease) => return self.won(lease, cancel, ticket).await,
+                        Attempt::Acquired(lease) => {
+                            return self.won(lease, cancel, ticket, scheme).await
+                        }
                         Attempt::Held { ttl } => holder_ttl = ttl,
                     }
                     failed += 1;
                 }
             }
-            let Some(due) = attempts.next(failed, holder_ttl.take()) else {
-                // A lock handed over in the last instant is still ours to take.
-                if let Some(lease) = ticket.as_ref().and_then(Ticket::take_grant) {
-                    return self.won(lease, cancel, ticket).await;
+            let due = match attempts.next(failed, holder_ttl.take()) {
+                Ok(due) => due,
+                Err(gave_up) => {
+                    // A lock handed over in the last instant is still ours to take.
+                    if let Some(lease) = ticket.as_ref().and_then(Ticket::take_grant) {
+                        return self.won(lease, cancel, ticket, scheme).await;
+                    }
+                    return attempts.run_out(scheme.name(), failed, gave_up);
                 }
-                return attempts.run_out(key, failed);
             };
-            let ticket = ticket.get_or_insert_with(|| self.join_after(mark, key, ttl, caller));
+            let ticket =
+                ticket.get_or_insert_with(|| self.join_after(mark, &lock_key, ttl, caller));
             next = if attempts.woken_attempt_counts() {
                 // A release cuts the poll short; the next attempt is the loop's own.
                 let pause = self.pause_until(ticket, due, cancel).await?;
                 self.after_pause(&attempts, ticket, pause)
             } else {
                 match self
-                    .attempts_on_release(key, ttl, ticket, due, cancel)
+                    .attempts_on_release(scheme, ttl, ticket, due, cancel)
                     .await?
                 {
                     Some(lease) => Next::Won(lease),
@@ -335,7 +404,7 @@ impl Locker {
                 deadline,
                 backoff::maestro_delay(base, cap, 0, backoff::unit_random()),
             ),
-            Attempts::Once | Attempts::Retries { .. } => return Ok(None),
+            Attempts::Once | Attempts::Retries { .. } | Attempts::Paced { .. } => return Ok(None),
         };
         let Some(ticket) = ticket.filter(|ticket| ticket.view().turn_from_others) else {
             return Ok(None);
@@ -368,10 +437,14 @@ impl Locker {
         lease: Lease,
         cancel: &CancellationToken,
         ticket: Option<Ticket>,
+        scheme: KeyScheme<'_>,
     ) -> Result<Option<Lease>, LockError> {
         drop(ticket);
         if self.is_cancelled(cancel) {
-            let _ignored = self.release(&lease).await;
+            let _ignored = match scheme {
+                KeyScheme::Ours(_) => self.release(&lease).await,
+                KeyScheme::Syncguard(keys) => self.sg_release_won(keys, &lease).await.map(|_| true),
+            };
             return Err(LockError::Aborted);
         }
         Ok(Some(lease))
@@ -434,16 +507,21 @@ impl Locker {
         (self.store().wakes()).mark(&[self.prefix(), key.as_bytes()])
     }
 
+    /// `mark`, for the lock at `lock_key` named whole (syncguard's keys).
+    pub fn mark_at(&self, lock_key: &[u8]) -> Mark {
+        (self.store().wakes()).mark(&[lock_key])
+    }
+
     /// Joins a waiter whose first attempt found the lock held; with the `mark` read before
     /// that attempt, a release of ours that may have missed it ends its first pause at once.
     fn join_after(
         &self,
         mark: Option<Mark>,
-        key: &str,
+        lock_key: &[u8],
         ttl: Duration,
         caller: Option<Caller>,
     ) -> Ticket {
-        let (ticket, missed) = self.ticket(Place::Later { caller, mark }, key, ttl);
+        let (ticket, missed) = self.ticket(Place::Later { caller, mark }, lock_key, ttl);
         if missed {
             ticket.nudge();
         }
@@ -452,19 +530,20 @@ impl Locker {
 
     /// The ticket of a waiter at `place`, joining now if it has not; `true` beside it as
     /// `Wakes::join_late` says.
-    fn ticket(&self, place: Place, key: &str, ttl: Duration) -> (Ticket, bool) {
+    fn ticket(&self, place: Place, lock_key: &[u8], ttl: Duration) -> (Ticket, bool) {
         match place {
             Place::Joined(ticket) => (ticket, false),
             // A fair lock's waiter keeps its place in the line, not here: never late.
-            Place::Later { caller, mark: None } => (self.join(key, ttl, caller), false),
-            Place::Later { caller, .. } if self.is_fair() => (self.join(key, ttl, caller), false),
+            Place::Later { caller, mark: None } => (self.join_at(lock_key, ttl, caller), false),
+            Place::Later { caller, .. } if self.is_fair() => {
+                (self.join_at(lock_key, ttl, caller), false)
+            }
             Place::Later {
                 caller,
                 mark: Some(mark),
             } => {
                 let owner = Some(self.owner().clone());
-                let lock_key = self.redis_key(key);
-                (self.store().wakes()).join_late(&lock_key, ttl, caller, owner, mark)
+                (self.store().wakes()).join_late(lock_key, ttl, caller, owner, mark)
             }
         }
     }
@@ -521,7 +600,7 @@ impl Locker {
     /// announced; a failed try leaves the schedule as it was.
     async fn attempts_on_release(
         &self,
-        key: &str,
+        scheme: KeyScheme<'_>,
         ttl: Duration,
         ticket: &Ticket,
         due: Instant,
@@ -536,7 +615,7 @@ impl Locker {
             }
             let timeout = self.command_timeout();
             if let Attempt::Acquired(lease) = self
-                .attempt_bounded(key, ttl, timeout, Some(ticket))
+                .attempt_bounded(scheme, ttl, timeout, Some(ticket))
                 .await?
             {
                 return Ok(Some(lease));

@@ -2,6 +2,7 @@
 //! fenced write. Contention is an answer here, not an error; only an acquisition's plan
 //! (acquire.rs: retries used up, deadline passed) turns it into `LockError::Locked`.
 
+use super::key_scheme::KeyScheme;
 use super::store::Store;
 use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
@@ -17,6 +18,7 @@ use crate::core::proto::fenced_set::FencedSet;
 use crate::core::proto::read::{Exists, Pttl};
 use crate::core::wait::owner::Owner;
 use crate::core::wait::wake::{self, Caller, Ticket};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -103,24 +105,38 @@ impl Locker {
         full
     }
 
+    /// The lock key `scheme` names in Redis, by which its waiters are known.
+    pub fn scheme_key<'k>(&self, scheme: &KeyScheme<'k>) -> Cow<'k, [u8]> {
+        match scheme {
+            KeyScheme::Ours(key) => Cow::Owned(self.redis_key(key)),
+            KeyScheme::Syncguard(keys) => Cow::Borrowed(&keys.lock_key),
+        }
+    }
+
     /// One SET NX PX attempt with a fresh token, numbered with the next fencing token when
     /// it wins.
     pub async fn attempt(&self, key: &str, ttl: Duration) -> Result<Attempt, LockError> {
-        self.attempt_bounded(key, ttl, self.command_timeout, None)
+        let scheme = KeyScheme::Ours(key);
+        self.attempt_bounded(scheme, ttl, self.command_timeout, None)
             .await
     }
 
-    /// An attempt within `timeout` with a fresh token; a waiter's (`waiting`) keeps its
-    /// connection queued for a wake-up when it fails.
+    /// An attempt within `timeout`: ours with a fresh token, a waiter's (`waiting`) keeping
+    /// its connection queued for a wake-up when it fails; syncguard's with its call's lockId.
     pub(super) async fn attempt_bounded(
         &self,
-        key: &str,
+        scheme: KeyScheme<'_>,
         ttl: Duration,
         timeout: Duration,
         waiting: Option<&Ticket>,
     ) -> Result<Attempt, LockError> {
-        self.attempt_with(key, token::new_token(), ttl, timeout, waiting)
-            .await
+        match scheme {
+            KeyScheme::Ours(key) => {
+                self.attempt_with(key, token::new_token(), ttl, timeout, waiting)
+                    .await
+            }
+            KeyScheme::Syncguard(keys) => self.attempt_syncguard(keys, ttl, timeout).await,
+        }
     }
 
     /// An attempt with `token`: fresh, or the token of an attempt that may have run already
@@ -278,12 +294,17 @@ impl Locker {
 
     /// Queues a waiter (wanting `key` for `ttl`, for `caller`) for its releases.
     pub fn join(&self, key: &str, ttl: Duration, caller: Option<Caller>) -> Ticket {
+        self.join_at(&self.redis_key(key), ttl, caller)
+    }
+
+    /// Queues a waiter for the releases of the lock at `lock_key`.
+    pub(super) fn join_at(&self, lock_key: &[u8], ttl: Duration, caller: Option<Caller>) -> Ticket {
         let wakes = self.store.wakes();
         let owner = Some(self.owner.clone());
         if self.fair {
-            return wakes.join_fair(&self.redis_key(key), ttl, owner);
+            return wakes.join_fair(lock_key, ttl, owner);
         }
-        wakes.join_as(&self.redis_key(key), ttl, caller, owner)
+        wakes.join_as(lock_key, ttl, caller, owner)
     }
 
     /// Waiting on a release or extend past the lock's own validity helps nobody: by then the
@@ -319,11 +340,9 @@ impl Locker {
     /// How long `key`'s holder still has, when Redis tells it before `deadline` (with a
     /// little grace): `None` when the lock is free, has no TTL, or the answer did not come
     /// (a poll is the safety net).
-    pub(super) async fn holder_ttl(&self, key: &str, deadline: Instant) -> Option<Duration> {
+    pub(super) async fn holder_ttl(&self, lock_key: &[u8], deadline: Instant) -> Option<Duration> {
         let left = deadline.saturating_duration_since(Instant::now()) + GRACE;
-        let pttl = Pttl {
-            lock_key: &self.redis_key(key),
-        };
+        let pttl = Pttl { lock_key };
         let bound = self.command_timeout.min(left);
         self.store
             .backend()

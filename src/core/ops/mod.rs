@@ -11,15 +11,18 @@ pub mod forsaken;
 pub mod holder;
 pub mod inline;
 pub mod kept_fences;
+pub mod key_scheme;
 pub mod lock;
 pub mod pair;
 pub mod release;
+pub mod release_by_id;
 pub mod route;
 pub mod schedule;
 pub use crate::core::proto::scripts;
 pub mod signals;
 pub mod store;
 pub mod store_cleanup;
+pub mod syncguard;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod watchdog;
