@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::RedisServer;
+use common::{args_of, RedisServer};
 use native_redis_lock::core::api::scripts;
 use native_redis_lock::core::api::{memory_command, memory_transaction};
 use native_redis_lock::core::basics::keys::{
@@ -18,7 +18,7 @@ use native_redis_lock::core::basics::keys::{fence_key, owner_key};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
-use redis::{Arg, Cmd, Script, Value};
+use redis::{Cmd, Script, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -802,16 +802,6 @@ async fn run<C: ConnectionLike>(con: &mut C, sent: &[(Cmd, Clocked)]) -> Vec<Val
     con.req_packed_commands(&pipe, 0, sent.len())
         .await
         .expect("answers")
-}
-
-fn args_of(cmd: &Cmd) -> Vec<&[u8]> {
-    cmd.args_iter()
-        .map(|arg| match arg {
-            Arg::Simple(bytes) => bytes,
-            // A cursor command's cursor; no command of ours uses one.
-            _ => b"0".as_slice(),
-        })
-        .collect()
 }
 
 /// What `run` gets from Redis, from the keyspace `name`: a transaction's commands run as

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::RedisServer;
+use common::{args_of, RedisServer};
 use native_redis_lock::core::api::memory_command;
 use native_redis_lock::core::api::scripts;
 use native_redis_lock::core::basics::keys::{queue_key, released_channel};
@@ -43,14 +43,7 @@ impl Pair {
             .req_packed_command(cmd)
             .await
             .expect("redis answers");
-        let args: Vec<&[u8]> = cmd
-            .args_iter()
-            .filter_map(|arg| match arg {
-                redis::Arg::Simple(bytes) => Some(bytes),
-                _ => None,
-            })
-            .collect();
-        let memory = memory_command(self.memory, &args);
+        let memory = memory_command(self.memory, &args_of(cmd));
         (real, memory)
     }
 

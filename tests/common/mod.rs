@@ -145,3 +145,14 @@ impl Drop for RedisServer {
         let _ = self.child.wait();
     }
 }
+
+/// A command's arguments as `memory_command` takes them.
+pub fn args_of(cmd: &redis::Cmd) -> Vec<&[u8]> {
+    cmd.args_iter()
+        .map(|arg| match arg {
+            redis::Arg::Simple(bytes) => bytes,
+            // A cursor command's cursor; no command of ours uses one.
+            _ => b"0".as_slice(),
+        })
+        .collect()
+}
