@@ -4,12 +4,15 @@
 //! restarted empty.
 
 mod common;
+#[path = "common/redlock.rs"]
+mod redlock_nodes;
 
 use common::RedisServer;
-use native_redis_lock::core::api::{Attempt, Endpoint, EndpointSpec, Locker, Store};
+use native_redis_lock::core::api::{Attempt, Locker, Store};
 use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::basics::keys;
 use native_redis_lock::core::basics::lease::Lease;
+use redlock_nodes::servers;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,23 +20,8 @@ use std::time::{Duration, Instant};
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const PREFIX: &str = "rl:";
 
-fn servers(n: usize) -> Vec<RedisServer> {
-    (0..n).map(|_| RedisServer::start()).collect()
-}
-
 fn redlock(servers: &[RedisServer], timeout: Duration) -> Arc<Locker> {
-    let nodes = servers
-        .iter()
-        .map(|server| {
-            Endpoint::from_spec(EndpointSpec {
-                url: Some(server.url()),
-                connect_timeout: Some(timeout),
-                ..Default::default()
-            })
-            .expect("endpoint")
-        })
-        .collect();
-    let endpoint = Endpoint::redlock(nodes, "redis").expect("redlock endpoint");
+    let endpoint = redlock_nodes::endpoint(servers, timeout);
     Arc::new(Locker::new(Store::shared(endpoint), PREFIX, timeout))
 }
 
@@ -301,4 +289,92 @@ async fn nodes_restarted_empty_below_a_quorum_give_no_second_holder() {
         assert_eq!(exists, 0);
     }
     assert!(locks.release(&lease).await.expect("release"));
+}
+
+fn wait_for(locks: &Arc<Locker>, key: &str) -> tokio::task::JoinHandle<(Instant, Lease)> {
+    let (locks, key) = (locks.clone(), key.to_owned());
+    tokio::spawn(async move {
+        // Polling every 5 s: only a release's message explains a prompt acquisition.
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let lease = (locks
+            .wait(&key, MS(10_000), MS(8_000), MS(5_000), &cancel)
+            .await)
+            .expect("wait");
+        (Instant::now(), lease)
+    })
+}
+
+#[tokio::test]
+async fn a_release_wakes_a_waiter_of_another_connection_at_once_with_a_node_down() {
+    let mut nodes = servers(5);
+    let (holder, waiter) = (redlock(&nodes, MS(2001)), redlock(&nodes, MS(2002)));
+    drop(nodes.remove(0));
+    let lease = take(&holder, "job", MS(10_000)).await;
+    let waiting = wait_for(&waiter, "job");
+    tokio::time::sleep(MS(300)).await;
+    assert!(!waiting.is_finished());
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.expect("release"));
+    let (at, next) = waiting.await.expect("waiter");
+    let after = at.duration_since(released);
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the release"
+    );
+    assert!(next.fence > lease.fence);
+}
+
+#[tokio::test]
+async fn a_waiter_of_the_same_connection_is_handed_the_lock_with_a_larger_fence() {
+    let nodes = servers(5);
+    let locks = redlock(&nodes, MS(2000));
+    let lease = take(&locks, "job", MS(10_000)).await;
+    let waiting = wait_for(&locks, "job");
+    tokio::time::sleep(MS(300)).await;
+    assert!(!waiting.is_finished());
+    let released = Instant::now();
+    assert!(locks.release(&lease).await.expect("release"));
+    let (at, next) = waiting.await.expect("waiter");
+    assert!(at.duration_since(released) < MS(1000));
+    assert!(
+        next.fence > lease.fence,
+        "{} after {}",
+        next.fence,
+        lease.fence
+    );
+    // The waiter holds it on a quorum: another connection finds it held.
+    let other = redlock(&nodes, MS(2003));
+    assert!(matches!(
+        other.attempt("job", MS(1000)).await.expect("attempt"),
+        Attempt::Held { .. }
+    ));
+    assert!(locks.release(&next).await.expect("release"));
+}
+
+#[tokio::test]
+async fn extend_lengthens_the_lock_on_the_quorum() {
+    let mut nodes = servers(5);
+    let locks = redlock(&nodes, MS(1000));
+    drop(nodes.drain(3..));
+    let lease = take(&locks, "k", MS(2000)).await;
+    locks.extend(&lease, MS(5000)).await.expect("extend");
+    for server in &nodes {
+        let mut raw = server.raw();
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(lock_key("k"))
+            .query(&mut raw)
+            .expect("PTTL");
+        assert!(ttl > 5000, "{ttl}");
+    }
+    // Ours on two of five only: not extended.
+    let mut raw = nodes[0].raw();
+    let _: i64 = redis::cmd("DEL")
+        .arg(lock_key("k"))
+        .query(&mut raw)
+        .expect("DEL");
+    let refused = locks.extend(&lease, MS(5000)).await;
+    assert!(
+        matches!(refused, Err(LockError::NotHeld { .. })),
+        "{refused:?}"
+    );
 }

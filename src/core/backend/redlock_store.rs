@@ -10,7 +10,7 @@ use super::lock_store::{
 };
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
-use super::redlock_tally::{answered, failed, gather, quorum_error, Tally};
+use super::redlock_tally::{answered, failed, gather, quorum_error, won, Tally};
 use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
@@ -111,21 +111,61 @@ impl RedlockStore {
         }
     }
 
-    /// Every node's answer to `op`.
-    async fn on_all<O: Op + Sync>(&self, op: &O, bound: Duration) -> Vec<Result<O::Out, LockError>>
+    /// Every node's answer to `op`, at its index; `None` for a straggler left behind once a
+    /// quorum answered `yes` (see `gather`: a release waits for a quorum of releases, not
+    /// of any answers, or it could leave our lock on the nodes it did not wait for).
+    async fn on_all<O: Op + Sync>(
+        &self,
+        op: &O,
+        bound: Duration,
+        yes: impl Fn(&O::Out) -> bool,
+    ) -> Vec<Option<Result<O::Out, LockError>>>
     where
         O::Out: Send,
     {
-        join_all(self.nodes.iter().map(|node| node.store.run(op, bound))).await
+        let calls = self.nodes.iter().map(|node| node.store.run(op, bound));
+        let enough = |seen: &[Option<Result<O::Out, LockError>>]| {
+            let agree = seen
+                .iter()
+                .flatten()
+                .filter(|r| matches!(r, Ok(out) if yes(out)));
+            agree.count() >= self.quorum
+        };
+        gather(calls, |_| false, enough).await
+    }
+
+    /// Sends `release` to the nodes `to` (by index), waiting for those in `must`.
+    async fn release_on(
+        &self,
+        release: &Release<'_>,
+        to: &[usize],
+        must: &[usize],
+        bound: Duration,
+    ) {
+        let calls = to
+            .iter()
+            .filter_map(|&i| self.nodes.get(i))
+            .map(|node| node.store.release(release, bound));
+        let replied = |seen: &[Option<Result<bool, LockError>>]| {
+            (to.iter().zip(seen)).all(|(i, reply)| reply.is_some() || !must.contains(i))
+        };
+        let _ignored = gather(calls, |_| false, replied).await;
     }
 
     /// The answers of every node that answered, or the quorum error when fewer than a
     /// quorum did (or the first error a node answered, when that is why).
-    async fn answers<O: Op + Sync>(&self, op: &O, bound: Duration) -> Result<Vec<O::Out>, LockError>
+    async fn answers<O: Op + Sync>(
+        &self,
+        op: &O,
+        bound: Duration,
+        yes: impl Fn(&O::Out) -> bool,
+    ) -> Result<Vec<O::Out>, LockError>
     where
         O::Out: Send,
     {
-        self.tally().answers(self.on_all(op, bound).await)
+        let replies = self.on_all(op, bound, yes).await;
+        self.tally()
+            .answers(replies.into_iter().flatten().collect())
     }
 
     /// Whether a quorum of nodes said yes.
@@ -146,7 +186,7 @@ impl RedlockStore {
         op: &O,
         bound: Duration,
     ) -> Result<Option<Duration>, LockError> {
-        let answers = self.answers(op, bound).await?;
+        let answers = self.answers(op, bound, Option::is_some).await?;
         Ok(self.quorum_ttl(answers.into_iter().flatten()))
     }
 
@@ -172,15 +212,16 @@ impl RedlockStore {
             },
             _ => Release::late_win(op.lock_key, op.token, false),
         };
-        let frees = self
-            .nodes
-            .iter()
-            .zip(replies)
-            .filter_map(|(node, reply)| match reply {
-                Some(Ok(Acquired::Held { .. })) => None,
-                _ => Some(node.store.release(&release, bound)),
-            });
-        let _ignored = join_all(frees).await;
+        // Every node but those that said held; waited for, those that won.
+        let to: Vec<usize> = (replies.iter().enumerate())
+            .filter(|(_, reply)| !matches!(reply, Some(Ok(Acquired::Held { .. }))))
+            .map(|(i, _)| i)
+            .collect();
+        let must: Vec<usize> = (replies.iter().enumerate())
+            .filter(|(_, reply)| matches!(reply, Some(Ok(Acquired::Won { .. }))))
+            .map(|(i, _)| i)
+            .collect();
+        self.release_on(&release, &to, &must, bound).await;
     }
 
     /// Takes `fence`, the highest a quorum of `won` nodes drew, for the acquisition: those
@@ -268,7 +309,7 @@ impl LockStore for RedlockStore {
     where
         O::Out: Send,
     {
-        let mut answers = self.answers(op, bound).await?.into_iter();
+        let mut answers = self.answers(op, bound, |_| true).await?.into_iter();
         answers
             .next()
             .ok_or_else(|| quorum_error(0, self.nodes.len(), self.quorum, "answered"))
@@ -285,7 +326,12 @@ impl LockStore for RedlockStore {
         let tally = self.tally();
         let started = Instant::now();
         let attempts = self.nodes.iter().map(|node| node.store.acquire(op, bound));
-        let replies = gather(attempts, |seen| failed(&tally, seen)).await;
+        let replies = gather(
+            attempts,
+            |seen| failed(&tally, seen),
+            |seen| won(&tally, seen),
+        )
+        .await;
         let won: Vec<(usize, u64)> = (replies.iter().enumerate())
             .filter_map(|(i, reply)| match reply {
                 Some(Ok(Acquired::Won { fence, .. })) => Some((i, *fence)),
@@ -352,9 +398,7 @@ impl LockStore for RedlockStore {
     }
 
     async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
-        let all = self.on_all(op, bound).await;
-        let answers = self.tally().answers(all)?;
-        Ok(answers.iter().filter(|&&released| released).count() >= self.quorum)
+        Ok(self.quorum_says(self.answers(op, bound, |released| *released).await?))
     }
 
     /// The waiter's fence is taken as an acquisition's; short of a quorum, the waiter's token
@@ -364,10 +408,10 @@ impl LockStore for RedlockStore {
         op: &HandOver<'_>,
         bound: Duration,
     ) -> Result<Option<u64>, LockError> {
-        let replies = self.on_all(op, bound).await;
+        let replies = self.on_all(op, bound, Option::is_some).await;
         let won: Vec<(usize, u64)> = (replies.iter().enumerate())
             .filter_map(|(i, reply)| match reply {
-                Ok(Some(fence)) => Some((i, *fence)),
+                Some(Ok(Some(fence))) => Some((i, *fence)),
                 _ => None,
             })
             .collect();
@@ -379,13 +423,10 @@ impl LockStore for RedlockStore {
             }
         }
         let free = Release::late_win(op.lock_key, op.to, false);
-        let _ignored = join_all(
-            self.nodes
-                .iter()
-                .map(|node| node.store.release(&free, bound)),
-        )
-        .await;
-        let heard = replies.iter().filter(|r| answered(r)).count();
+        let every: Vec<usize> = (0..self.nodes.len()).collect();
+        let handed: Vec<usize> = won.iter().map(|&(i, _)| i).collect();
+        self.release_on(&free, &every, &handed, bound).await;
+        let heard = replies.iter().flatten().filter(|r| answered(r)).count();
         self.tally().heard(heard)?;
         Ok(None)
     }
@@ -400,7 +441,7 @@ impl LockStore for RedlockStore {
     }
 
     async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.quorum_says(self.answers(op, bound).await?))
+        Ok(self.quorum_says(self.answers(op, bound, |_| true).await?))
     }
 
     async fn holder_ttl(
@@ -417,7 +458,7 @@ impl LockStore for RedlockStore {
         op: &Inspect<'_>,
         bound: Duration,
     ) -> Result<(Option<Vec<u8>>, i64), LockError> {
-        let answers = self.answers(op, bound).await?;
+        let answers = self.answers(op, bound, |_| true).await?;
         for (value, _) in &answers {
             let Some(value) = value else { continue };
             let mut ttls: Vec<i64> = (answers.iter())
@@ -433,24 +474,32 @@ impl LockStore for RedlockStore {
     }
 
     async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.quorum_says(self.answers(op, bound).await?))
+        Ok(self.quorum_says(self.answers(op, bound, |written| *written).await?))
     }
 
     /// Per lock: refreshed when a quorum says so, lost when a quorum can no longer say so,
     /// else no answer.
     async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
-        let per_node = join_all(
-            self.nodes
+        let calls = self
+            .nodes
+            .iter()
+            .map(|node| node.store.refresh(batch, bound));
+        // A node that answered anything at all counts towards the quorum that starts the
+        // stragglers' grace.
+        let enough = |seen: &[Option<Vec<Option<bool>>>]| {
+            let answering = seen
                 .iter()
-                .map(|node| node.store.refresh(batch, bound)),
-        )
-        .await;
+                .flatten()
+                .filter(|a| a.iter().any(Option::is_some));
+            answering.count() >= self.quorum
+        };
+        let per_node = gather(calls, |_| false, enough).await;
         (0..batch.len())
             .map(|i| {
                 let says = |want: Option<bool>| {
                     per_node
                         .iter()
-                        .filter(|a| a.get(i).copied().flatten() == want)
+                        .filter(|a| a.as_ref().and_then(|a| a.get(i).copied().flatten()) == want)
                         .count()
                 };
                 let (yes, unknown) = (says(Some(true)), says(None));
@@ -490,24 +539,38 @@ impl LockStore for RedlockStore {
     }
 
     async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.answers(op, bound).await?.into_iter().any(|free| free))
+        Ok(self
+            .answers(op, bound, |_| true)
+            .await?
+            .into_iter()
+            .any(|free| free))
     }
 
     async fn wake_next(&self, op: &WakeNext<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.answers(op, bound).await?.into_iter().any(|woke| woke))
+        Ok(self
+            .answers(op, bound, |_| true)
+            .await?
+            .into_iter()
+            .any(|woke| woke))
     }
 
     async fn leave_line(&self, op: &LeaveLine<'_>, bound: Duration) -> Result<(), LockError> {
-        self.answers(op, bound).await.map(|_| ())
+        self.answers(op, bound, |_| true).await.map(|_| ())
     }
 
     async fn leave_queue(&self, op: &LeaveQueue<'_>, bound: Duration) -> Result<(), LockError> {
-        self.answers(op, bound).await.map(|_| ())
+        self.answers(op, bound, |_| true).await.map(|_| ())
     }
 
     async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
-        let prepared = join_all(self.nodes.iter().map(|node| node.store.prepare(bound))).await;
-        self.tally().answers(prepared).map(|_| ())
+        let calls = self.nodes.iter().map(|node| node.store.prepare(bound));
+        let ready = |seen: &[Option<Result<(), LockError>>]| {
+            seen.iter().flatten().filter(|r| r.is_ok()).count() >= self.quorum
+        };
+        let prepared = gather(calls, |_| false, ready).await;
+        self.tally()
+            .answers(prepared.into_iter().flatten().collect())
+            .map(|_| ())
     }
 
     fn is_prepared(&self) -> bool {
@@ -533,6 +596,7 @@ impl LockStore for RedlockStore {
         let times = gather(
             self.nodes.iter().map(|node| node.store.server_time(bound)),
             |seen| seen.iter().flatten().any(Result::is_ok),
+            |_| false,
         )
         .await;
         let mut last = None;

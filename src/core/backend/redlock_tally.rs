@@ -5,6 +5,8 @@ use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::Acquired;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::future::Future;
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// N nodes and the quorum of them (N/2 + 1).
 pub struct Tally {
@@ -61,10 +63,9 @@ impl Tally {
 }
 
 /// Whether an attempt's failure is known from the replies `seen` so far (`None`: still
-/// pending): a quorum answered and the pending can no longer make one win. A win waits for
-/// every node (each bounded): the more nodes hold it, the more may restart empty without a
-/// second holder. Short of either, every node is waited for, so the quorum error counts
-/// them all.
+/// pending): a quorum answered and the pending can no longer make one win. Short of that
+/// (or a win, and its grace, see `gather`), every node is waited for, so the quorum error
+/// counts them all.
 pub fn failed(tally: &Tally, seen: &[Option<Result<Acquired, LockError>>]) -> bool {
     let won = (seen.iter().flatten())
         .filter(|r| matches!(r, Ok(Acquired::Won { .. })))
@@ -74,25 +75,55 @@ pub fn failed(tally: &Tally, seen: &[Option<Result<Acquired, LockError>>]) -> bo
     heard >= tally.quorum && won + pending < tally.quorum
 }
 
-/// Runs every call at once, each reply at its node's index, until `done` says the replies
-/// so far decide (the calls still pending are dropped, `None`) or all have replied.
+/// Whether an attempt won on a quorum of the replies so far.
+pub fn won(tally: &Tally, seen: &[Option<Result<Acquired, LockError>>]) -> bool {
+    let won = (seen.iter().flatten())
+        .filter(|r| matches!(r, Ok(Acquired::Won { .. })))
+        .count();
+    won >= tally.quorum
+}
+
+/// How long the stragglers still get once enough nodes replied: as long again as those
+/// took, at least `GRACE_MIN`. A node that answers normally lands within it (and holds the
+/// lock too, so more may restart empty without a second holder); one that is down, whose
+/// connection retries refusals for a while, does not make every call wait for it.
+pub const GRACE_MIN: Duration = Duration::from_millis(10);
+
+/// Runs every call at once, each reply at its node's index, until `settled` says the replies
+/// so far decide, or the grace after `enough` of them ran out, or all have replied. The
+/// calls still pending then are dropped (`None`).
 pub async fn gather<F, T>(
     calls: impl IntoIterator<Item = F>,
-    done: impl Fn(&[Option<T>]) -> bool,
+    settled: impl Fn(&[Option<T>]) -> bool,
+    enough: impl Fn(&[Option<T>]) -> bool,
 ) -> Vec<Option<T>>
 where
     F: Future<Output = T>,
 {
+    let started = Instant::now();
     let mut pending: FuturesUnordered<_> = (calls.into_iter().enumerate())
         .map(|(i, call)| async move { (i, call.await) })
         .collect();
     let mut replies: Vec<Option<T>> = (0..pending.len()).map(|_| None).collect();
-    while let Some((i, reply)) = pending.next().await {
+    let mut grace: Option<Instant> = None;
+    loop {
+        let next = match grace {
+            Some(until) => match tokio::time::timeout_at(until, pending.next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+            None => pending.next().await,
+        };
+        let Some((i, reply)) = next else { break };
         if let Some(slot) = replies.get_mut(i) {
             *slot = Some(reply);
         }
-        if done(&replies) {
+        if settled(&replies) {
             break;
+        }
+        if grace.is_none() && enough(&replies) {
+            let now = Instant::now();
+            grace = Some(now + now.duration_since(started).max(GRACE_MIN));
         }
     }
     replies
