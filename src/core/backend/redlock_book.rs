@@ -76,8 +76,8 @@ impl Subscriptions for NodeSubscriptions<'_> {
         idle
     }
 
+    /// This node's only: the Redlock marks the wake table once any node listens.
     fn mark_subscribed(&self, channel: &[u8]) {
         self.node.channels().insert(channel.to_vec());
-        self.shared.mark_subscribed(channel)
     }
 }

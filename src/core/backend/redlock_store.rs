@@ -7,6 +7,7 @@
 use super::endpoint::{Address, Endpoint};
 use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
+    IDLE_SUBSCRIPTIONS,
 };
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
@@ -524,10 +525,18 @@ impl LockStore for RedlockStore {
             node.store.listen(channel, &book, bound).await
         }))
         .await;
-        listening.into_iter().any(|yes| yes)
+        // Marked here, once: a node subscribed before answers without marking it again.
+        let listening = listening.into_iter().any(|yes| yes);
+        if listening {
+            subs.mark_subscribed(channel);
+        }
+        listening
     }
 
+    /// The wake table forgets its idle channels here (the nodes' links never ask it: each
+    /// node drops what its own book holds that nobody waits on any more).
     async fn drop_idle(&self, subs: &dyn Subscriptions, bound: Duration) {
+        let _forgotten = subs.take_idle(IDLE_SUBSCRIPTIONS / 2);
         join_all(self.nodes.iter().map(|node| async move {
             let book = NodeSubscriptions {
                 node: &node.book,

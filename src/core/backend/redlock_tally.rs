@@ -128,3 +128,7 @@ where
     }
     replies
 }
+
+#[cfg(test)]
+#[path = "redlock_tally_tests.rs"]
+mod tests;
