@@ -67,19 +67,19 @@ async function releaseWithin(backend, lockId, timeoutMs, onLateError) {
 
 /** The handle of a won lock: `result`'s fields plus the three methods, on a new object. */
 function createDisposableHandle(backend, result, key, onReleaseError, disposeTimeoutMs) {
-  const { lockId } = result
+  // The lockId is read from `result` at each call, as syncguard does, not copied once.
   // 'active' until a release or disposal starts, 'disposing' while it runs, then 'disposed'.
   let state = 'active'
   let releasing = null // release() in flight: disposal waits for it
   let disposing = null // the first disposal: later ones wait for it
-  const notify = (error) => report(onReleaseError, error, lockId, key)
+  const notify = (error) => report(onReleaseError, error, result.lockId, key)
 
   async function dispose() {
     try {
       if (typeof disposeTimeoutMs === 'number' && disposeTimeoutMs > 0) {
-        await releaseWithin(backend, lockId, disposeTimeoutMs, notify)
+        await releaseWithin(backend, result.lockId, disposeTimeoutMs, notify)
       } else {
-        await backend.release({ lockId })
+        await backend.release({ lockId: result.lockId })
       }
       state = 'disposed'
     } catch (error) {
@@ -94,7 +94,7 @@ function createDisposableHandle(backend, result, key, onReleaseError, disposeTim
       state = 'disposing'
       let pending
       try {
-        pending = backend.release({ lockId, signal })
+        pending = backend.release({ lockId: result.lockId, signal })
       } catch (error) {
         state = 'disposed'
         throw error
@@ -109,7 +109,7 @@ function createDisposableHandle(backend, result, key, onReleaseError, disposeTim
 
     async extend(ttlMs, signal) {
       // Extending again and again is legitimate, so no state check.
-      return backend.extend({ lockId, ttlMs, signal })
+      return backend.extend({ lockId: result.lockId, ttlMs, signal })
     },
 
     async [Symbol.asyncDispose]() {
