@@ -6,7 +6,8 @@
 // and our native errors as syncguard's LockError. Every lock decision is the core's.
 
 const { NativeSyncguard } = require('../native')
-const { connectionOptions } = require('../connection')
+const { connectionOptions, connectionError } = require('../connection')
+const { fromNative } = require('../errors')
 const { sharedConnection, sharedUrl, sharedAlike } = require('../shared-connection')
 const { LockError } = require('./errors')
 const { normalizeAndValidateKey, validateLockId } = require('./validation')
@@ -65,12 +66,18 @@ function byServerText(err, text) {
 
 /** The `redis` argument read as our other APIs read it; what names no server is refused. */
 function connectionOf(redis) {
+  let read
   try {
-    if (typeof redis === 'string' && redis.length > 0) return { connection: sharedUrl(redis), read: undefined }
-    const read = connectionOptions(redis, 'redis')
+    if (typeof redis === 'string' && redis.length > 0) return { connection: sharedUrl(redis), read }
+    read = connectionOptions(redis, 'redis')
     return { connection: sharedConnection(read.connection), read }
   } catch (err) {
-    throw new LockError('InvalidArgument', err instanceof Error ? err.message : String(err), { cause: err })
+    // A refused URL is shown with its password hidden, as our other APIs show it.
+    let shown = fromNative(err)
+    if (typeof redis === 'string' && redis.length > 0) shown = connectionError(shown, connectionOptions(redis, 'redis'))
+    const text = shown instanceof Error ? shown.message : String(shown)
+    const message = /^redis\b/.test(text) ? text : `redis: ${text}`
+    throw new LockError('InvalidArgument', message, { cause: shown })
   }
 }
 

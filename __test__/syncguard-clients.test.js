@@ -1,0 +1,149 @@
+'use strict'
+
+// What createRedisBackend takes as `redis` (an ioredis client whose settings are read, a
+// node-redis client, a URL, options) and what it refuses, that the user's client is never
+// touched, and Redis failures as syncguard's error codes. Private redis-servers only.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const Redis = require('ioredis')
+const { createClient } = require('redis')
+const { startRedis } = require('./helpers/redis-server')
+const sg = require('../syncguard')
+
+let server
+let raw
+let n = 0
+const fresh = (name) => `${name}-${++n}`
+
+before(async () => {
+  server = await startRedis({ password: 'sesame' })
+  raw = new Redis({ port: server.port, password: 'sesame', lazyConnect: true })
+  await raw.connect()
+})
+
+after(async () => {
+  raw.disconnect()
+  await server.close()
+})
+
+/** `fn()` throws syncguard's InvalidArgument, naming `redis`. */
+function refusedAsRedis(fn) {
+  assert.throws(fn, (err) => {
+    assert.ok(err instanceof sg.LockError, `not a syncguard LockError: ${err}`)
+    assert.equal(err.code, 'InvalidArgument')
+    assert.match(err.message, /\bredis\b/)
+    return true
+  })
+}
+
+test("an ioredis client: its port, db and password are honoured, and the client is never touched", async () => {
+  const client = new Redis({ port: server.port, password: 'sesame', db: 3, lazyConnect: true })
+  const backend = sg.createRedisBackend(client)
+  assert.equal(typeof client.acquireLock, 'undefined', 'no defineCommand on the user\'s client')
+  assert.equal(client.status, 'wait', 'not connected by us')
+  const key = fresh('ioredis')
+  const won = await backend.acquire({ key, ttlMs: 10_000 })
+  assert.equal(won.ok, true)
+  await raw.select(3)
+  assert.equal(JSON.parse(await raw.get(`syncguard:${key}`)).lockId, won.lockId)
+  await raw.select(0)
+  assert.equal(await raw.exists(`syncguard:${key}`), 0, 'not in db 0')
+  client.disconnect()
+  assert.deepEqual(await won.release(), { ok: true }, 'our calls go on with the client closed')
+})
+
+test('an ioredis keyPrefix prefixes every key, and the index names the key really written', async () => {
+  const client = new Redis({ port: server.port, password: 'sesame', keyPrefix: 'tenant:', lazyConnect: true })
+  const backend = sg.createRedisBackend(client)
+  const key = fresh('prefixed')
+  const won = await backend.acquire({ key, ttlMs: 10_000 })
+  assert.ok(await raw.get(`tenant:syncguard:${key}`))
+  assert.equal(await raw.get(`tenant:syncguard:id:${won.lockId}`), `tenant:syncguard:${key}`)
+  assert.equal(await raw.get(`tenant:syncguard:fence:syncguard:${key}`), '1')
+  assert.ok(await backend.lookup({ lockId: won.lockId }))
+  assert.equal((await backend.extend({ lockId: won.lockId, ttlMs: 20_000 })).ok, true)
+  assert.deepEqual(await backend.release({ lockId: won.lockId }), { ok: true })
+  assert.equal(await raw.exists(`tenant:syncguard:${key}`), 0)
+  client.disconnect()
+})
+
+test('a node-redis client, a URL and options name the same server', async () => {
+  const key = fresh('forms')
+  const nodeRedis = createClient({ url: `redis://:sesame@127.0.0.1:${server.port}` })
+  const forms = [
+    sg.createRedisBackend(nodeRedis),
+    sg.createRedisBackend(`redis://:sesame@127.0.0.1:${server.port}`),
+    sg.createRedisBackend({ host: '127.0.0.1', port: server.port, password: 'sesame' }),
+  ]
+  assert.equal(nodeRedis.isOpen, false, 'the node-redis client is left as it was')
+  const won = await forms[0].acquire({ key, ttlMs: 10_000 })
+  assert.equal(won.ok, true)
+  for (const other of forms.slice(1)) {
+    assert.equal(await other.isLocked({ key }), true)
+    assert.equal((await other.acquire({ key, ttlMs: 10_000 })).reason, 'locked')
+  }
+  assert.deepEqual(await forms[2].release({ lockId: won.lockId }), { ok: true })
+})
+
+test('what names no server is refused at creation with InvalidArgument naming redis', () => {
+  const cluster = new Redis.Cluster([{ host: '127.0.0.1', port: server.port }], { lazyConnect: true })
+  refusedAsRedis(() => sg.createRedisBackend(cluster))
+  refusedAsRedis(() => sg.createRedisBackend({ eval: async () => 1 }))
+  refusedAsRedis(() => sg.createRedisBackend(42))
+  refusedAsRedis(() => sg.createRedisBackend(null))
+  refusedAsRedis(() => sg.createRedisBackend(''))
+  refusedAsRedis(() => sg.createRedisBackend('ftp://example.com'))
+  cluster.disconnect()
+})
+
+test('a wrong password is AuthFailed; an ACL user denied the scripts is AuthFailed', async () => {
+  const wrong = sg.createRedisBackend(`redis://:nope@127.0.0.1:${server.port}`, { commandTimeoutMs: 2000 })
+  await assert.rejects(wrong.isLocked({ key: 'k' }), (err) => {
+    assert.equal(err.code, 'AuthFailed')
+    assert.match(err.message, /^Redis authentication error: /)
+    assert.ok(err.context.cause instanceof Error)
+    return true
+  })
+  await raw.call('ACL', 'SETUSER', 'noscripts', 'on', '>pw', '~*', '+@all', '-@scripting')
+  const denied = sg.createRedisBackend(`redis://noscripts:pw@127.0.0.1:${server.port}`, { commandTimeoutMs: 2000 })
+  await assert.rejects(denied.acquire({ key: 'k', ttlMs: 1000 }), (err) => {
+    assert.equal(err.code, 'AuthFailed')
+    assert.match(err.message, /^Redis authentication error: /)
+    return true
+  })
+})
+
+test('a paused server: NetworkTimeout within commandTimeoutMs; a stopped one: ServiceUnavailable', async () => {
+  const own = await startRedis()
+  try {
+    const backend = sg.createRedisBackend(own.url, { commandTimeoutMs: 300 })
+    assert.equal(await backend.isLocked({ key: 'k' }), false)
+    own.pause()
+    const started = Date.now()
+    await assert.rejects(backend.acquire({ key: 'k', ttlMs: 1000 }), (err) => {
+      assert.equal(err.code, 'NetworkTimeout')
+      assert.match(err.message, /^Redis timeout: /)
+      return true
+    })
+    assert.ok(Date.now() - started < 2000)
+    own.resume()
+    await own.stop()
+    const down = sg.createRedisBackend(own.url, { commandTimeoutMs: 500 })
+    await assert.rejects(down.isLocked({ key: 'k' }), (err) => {
+      assert.ok(['ServiceUnavailable', 'NetworkTimeout'].includes(err.code), err.code)
+      assert.match(err.message, /^Redis (connection error|timeout): /)
+      return true
+    })
+  } finally {
+    await own.close()
+  }
+})
+
+test('commandTimeoutMs that is not a positive number is refused, naming it', () => {
+  for (const commandTimeoutMs of [0, -1, NaN, Infinity, '5']) {
+    assert.throws(
+      () => sg.createRedisBackend('memory://clients', { commandTimeoutMs }),
+      (err) => err.code === 'InvalidArgument' && /commandTimeoutMs/.test(err.message),
+    )
+  }
+})
