@@ -33,7 +33,8 @@ async function rejectsWith(promise, code, message) {
   await assert.rejects(promise, (err) => {
     assert.ok(err instanceof sg.LockError, `not a syncguard LockError: ${err}`)
     assert.equal(err.code, code)
-    if (message !== undefined) assert.equal(err.message, message)
+    if (message instanceof RegExp) assert.match(err.message, message)
+    else if (message !== undefined) assert.equal(err.message, message)
     return true
   })
 }
@@ -284,4 +285,35 @@ test('a value that is not syncguard\'s JSON at the lock key is an Internal error
   await raw.set(`syncguard:${key}`, 'not json')
   await rejectsWith(store.acquire({ key, ttlMs: 1000 }), 'Internal')
   await rejectsWith(store.lookup({ key }), 'Internal')
+})
+
+test('withTelemetry on our backend reads the hidden reasons', async () => {
+  const key = fresh('telemetry')
+  const events = []
+  const watched = sg.withTelemetry(store, { onEvent: (event) => events.push(event) })
+  const won = await watched.acquire({ key, ttlMs: 10_000 })
+  await watched.acquire({ key, ttlMs: 10_000 })
+  await watched.release({ lockId: won.lockId })
+  await watched.release({ lockId: won.lockId })
+  await watched.extend({ lockId: won.lockId, ttlMs: 1000 })
+  const seen = events.map(({ type, result, reason }) => [type, result, reason])
+  assert.deepEqual(seen, [
+    ['acquire', 'ok', undefined],
+    ['acquire', 'fail', 'locked'],
+    ['release', 'ok', undefined],
+    ['release', 'fail', 'not-found'],
+    ['extend', 'fail', 'not-found'],
+  ])
+})
+
+test('huge TTLs go to Redis as syncguard sends them: 1e14 is kept, 1e17 refused by Redis after the fence', async () => {
+  const key = fresh('huge')
+  const won = await store.acquire({ key, ttlMs: 1e14 })
+  assert.equal(won.ok, true)
+  assert.ok(won.expiresAtMs > 1e14)
+  await won.release()
+  const other = fresh('huger')
+  await rejectsWith(store.acquire({ key: other, ttlMs: 1e17 }), 'Internal', /^Redis error: (?!Redis error)/)
+  assert.equal(await raw.get(`syncguard:fence:syncguard:${other}`), '1', 'the fence was consumed, as with syncguard')
+  assert.equal(await store.isLocked({ key: other }), false)
 })

@@ -147,3 +147,34 @@ test('commandTimeoutMs that is not a positive number is refused, naming it', () 
     )
   }
 })
+
+test('disposal against a stalled server: bounded by disposeTimeoutMs; a failed release goes to onReleaseError', async () => {
+  const own = await startRedis()
+  try {
+    const reported = []
+    const onReleaseError = (error, context) => reported.push([error, context])
+    const bounded = sg.createRedisBackend(own.url, { disposeTimeoutMs: 150, commandTimeoutMs: 1000, onReleaseError })
+    const key = 'stalled'
+    const won = await bounded.acquire({ key, ttlMs: 10_000 })
+    own.pause()
+    const started = Date.now()
+    await won[Symbol.asyncDispose]()
+    const took = Date.now() - started
+    assert.ok(took >= 140 && took < 800, `disposal took ${took} ms`)
+    // The release still in flight fails at its command timeout, and is reported then.
+    await new Promise((resolve) => setTimeout(resolve, 1300))
+    assert.equal(reported.length, 1)
+    assert.equal(reported[0][0].code, 'NetworkTimeout')
+    assert.deepEqual(reported[0][1], { lockId: won.lockId, key, source: 'disposal' })
+    own.resume()
+    const failing = sg.createRedisBackend(own.url, { commandTimeoutMs: 200, onReleaseError })
+    const again = await failing.acquire({ key: 'stalled-2', ttlMs: 10_000 })
+    own.pause()
+    await again[Symbol.asyncDispose]()
+    assert.equal(reported.length, 2, 'a release error before any timer is reported too')
+    assert.equal(reported[1][0].code, 'NetworkTimeout')
+    own.resume()
+  } finally {
+    await own.close()
+  }
+})

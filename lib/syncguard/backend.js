@@ -43,7 +43,8 @@ function toLockError(err) {
     case 'EINVAL':
       return new LockError('InvalidArgument', text, { cause: err })
     case 'EREDIS':
-      return byServerText(err, text)
+      // Our message already says "Redis error: "; syncguard's rules read the server's text.
+      return byServerText(err, text.replace(/^Redis error: /, ''))
     default:
       return make('Internal', 'Redis error: ')
   }
