@@ -8,6 +8,7 @@ const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { createClient } = require('redis')
 const { startRedis } = require('./helpers/redis-server')
+const { makeCerts, startTlsRedis } = require('./helpers/tls-certs')
 const sg = require('../syncguard')
 
 let server
@@ -176,5 +177,28 @@ test('disposal against a stalled server: bounded by disposeTimeoutMs; a failed r
     own.resume()
   } finally {
     await own.close()
+  }
+})
+
+test("an ioredis client's TLS settings and an ACL username are honoured", async () => {
+  const certs = makeCerts()
+  const tlsServer = await startTlsRedis({ certs })
+  const admin = new Redis({ host: '127.0.0.1', port: tlsServer.port, tls: tlsServer.clientTls, lazyConnect: true })
+  try {
+    await admin.connect()
+    await admin.call('ACL', 'SETUSER', 'locker', 'on', '>pw', '~*', '+@all')
+    const user = new Redis({ host: '127.0.0.1', port: tlsServer.port, tls: { ca: certs.ca }, username: 'locker', password: 'pw', lazyConnect: true })
+    const backend = sg.createRedisBackend(user)
+    const won = await backend.acquire({ key: 'tls', ttlMs: 10_000 })
+    assert.equal(won.ok, true)
+    assert.equal(JSON.parse(await admin.get('syncguard:tls')).lockId, won.lockId)
+    assert.deepEqual(await won.release(), { ok: true })
+    const untrusted = sg.createRedisBackend({ host: '127.0.0.1', port: tlsServer.port, tls: true }, { commandTimeoutMs: 2000 })
+    await assert.rejects(untrusted.isLocked({ key: 'tls' }), (err) => err instanceof sg.LockError && err.code === 'ServiceUnavailable')
+    user.disconnect()
+  } finally {
+    admin.disconnect()
+    await tlsServer.close()
+    certs.cleanup()
   }
 })
