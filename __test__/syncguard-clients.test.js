@@ -7,6 +7,8 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { createClient } = require('redis')
+const { once } = require('node:events')
+const { Worker } = require('node:worker_threads')
 const { startRedis } = require('./helpers/redis-server')
 const { makeCerts, startTlsRedis } = require('./helpers/tls-certs')
 const sg = require('../syncguard')
@@ -200,5 +202,46 @@ test("an ioredis client's TLS settings and an ACL username are honoured", async 
     admin.disconnect()
     await tlsServer.close()
     certs.cleanup()
+  }
+})
+
+test('a lock won for a worker thread terminated meanwhile is freed, not left to its TTL', async () => {
+  const own = await startRedis()
+  const probe = new Redis(own.url, { lazyConnect: true })
+  try {
+    await probe.connect()
+    const source = `
+      const { parentPort, workerData } = require('node:worker_threads')
+      const sg = require(${JSON.stringify(require.resolve('../syncguard'))})
+      const backend = sg.createRedisBackend(workerData.url)
+      ;(async () => {
+        await backend.isLocked({ key: 'orphan' })
+        parentPort.postMessage('ready')
+        parentPort.once('message', () => {
+          backend.acquire({ key: 'orphan', ttlMs: 30000 }).catch(() => {})
+          parentPort.postMessage('sent')
+        })
+      })()
+    `
+    const worker = new Worker(source, { eval: true, workerData: { url: own.url } })
+    assert.equal((await once(worker, 'message'))[0], 'ready')
+    own.pause()
+    worker.postMessage('go')
+    assert.equal((await once(worker, 'message'))[0], 'sent')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    await worker.terminate()
+    own.resume()
+    const deadline = Date.now() + 3000
+    while ((await probe.get('syncguard:fence:syncguard:orphan')) === null) {
+      assert.ok(Date.now() < deadline, 'the attempt never ran')
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    while ((await probe.exists('syncguard:orphan')) === 1) {
+      assert.ok(Date.now() < deadline, 'the lock won for the terminated worker was kept')
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  } finally {
+    probe.disconnect()
+    await own.close()
   }
 })
