@@ -25,11 +25,58 @@ pub struct SyncguardWon {
 }
 
 impl SyncguardWon {
-    fn of(lease: &Lease) -> Self {
+    pub fn of(lease: &Lease) -> Self {
         SyncguardWon {
             fence: lease.fence,
             expires_at_ms: lease.expires_at_ms(),
         }
+    }
+}
+
+/// The attempt at syncguard's layout for `keys`, wanting the lock for `ttl`.
+pub(super) fn attempt_op(keys: &SyncguardKeys, ttl: Duration) -> AcquireAttempt<'_> {
+    AcquireAttempt {
+        lock_key: &keys.lock_key,
+        fence_key: &keys.fence_key,
+        token: &keys.lock_id,
+        ttl,
+        // syncguard's counters never expire.
+        fence_retention_ms: 0,
+        keep_fences: false,
+        layout: Layout::Syncguard {
+            index_key: &keys.index_key,
+            stored_key: &keys.stored_key,
+            user_key: &keys.user_key,
+        },
+        form: AttemptForm::Script,
+    }
+}
+
+/// What an attempt at syncguard's layout, sent at `sent`, answered: the lock won (with the
+/// record's expiry by the server's clock), or held.
+pub(super) fn attempt_of(
+    keys: &SyncguardKeys,
+    ttl: Duration,
+    sent: Stamp,
+    answer: Acquired,
+) -> Result<Attempt, LockError> {
+    match answer {
+        Acquired::Won {
+            fence,
+            set_at: Some(expiry),
+        } => {
+            let (key, lock_key) = (keys.user_key.clone(), keys.lock_key.clone());
+            let lease = Lease::new(key, lock_key, keys.lock_id.clone(), fence, sent, ttl);
+            Ok(Attempt::Acquired(lease.stated_expiry(expiry)))
+        }
+        Acquired::Held { ttl } => Ok(Attempt::Held { ttl }),
+        // sg_acquire.lua always states the expiry of what it won, and never sets a lock it
+        // could not fence.
+        Acquired::Won { set_at: None, .. }
+        | Acquired::SetWithoutFence { .. }
+        | Acquired::Refused => Err(LockError::Redis(
+            "syncguard's acquire answered no expiry or no fence".into(),
+        )),
     }
 }
 
@@ -42,53 +89,21 @@ impl Locker {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
-        let op = AcquireAttempt {
-            lock_key: &keys.lock_key,
-            fence_key: &keys.fence_key,
-            token: &keys.lock_id,
-            ttl,
-            // syncguard's counters never expire.
-            fence_retention_ms: 0,
-            keep_fences: false,
-            layout: Layout::Syncguard {
-                index_key: &keys.index_key,
-                stored_key: &keys.stored_key,
-                user_key: &keys.user_key,
-            },
-            form: AttemptForm::Script,
-        };
-        let sent = Stamp::now();
-        match self.store().backend().acquire(&op, timeout).await? {
-            Acquired::Won {
-                fence,
-                set_at: Some(expiry),
-            } => {
-                let (key, lock_key) = (keys.user_key.clone(), keys.lock_key.clone());
-                let lease = Lease::new(key, lock_key, keys.lock_id.clone(), fence, sent, ttl);
-                Ok(Attempt::Acquired(lease.stated_expiry(expiry)))
-            }
-            Acquired::Held { ttl } => Ok(Attempt::Held { ttl }),
-            // sg_acquire.lua always states the expiry of what it won, and never sets a lock
-            // it could not fence.
-            Acquired::Won { set_at: None, .. }
-            | Acquired::SetWithoutFence { .. }
-            | Acquired::Refused => Err(LockError::Redis(
-                "syncguard's acquire answered no expiry or no fence".into(),
-            )),
-        }
+        let (op, sent) = (attempt_op(keys, ttl), Stamp::now());
+        let answer = self.store().backend().acquire(&op, timeout).await?;
+        attempt_of(keys, ttl, sent, answer)
     }
 
-    /// syncguard's `backend.acquire`: one attempt, `None` when the lock is held.
+    /// syncguard's `backend.acquire`: one attempt, `None` when the lock is held. A lock won
+    /// after the owner went away is released at once (`pursue` decides, as for every API).
     pub async fn sg_acquire(
         &self,
         keys: &SyncguardKeys,
         ttl: Duration,
-    ) -> Result<Option<SyncguardWon>, LockError> {
+    ) -> Result<Option<Lease>, LockError> {
         let scheme = KeyScheme::Syncguard(keys);
-        match (self.attempt_bounded(scheme, ttl, self.command_timeout(), None)).await? {
-            Attempt::Acquired(lease) => Ok(Some(SyncguardWon::of(&lease))),
-            Attempt::Held { .. } => Ok(None),
-        }
+        let never = CancellationToken::new();
+        (self.pursue_in(Plan::once(), scheme, ttl, &never, Start::Attempt)).await
     }
 
     /// Frees a syncguard lock an acquisition won after its caller gave up.
@@ -113,7 +128,7 @@ impl Locker {
         pace: Pace,
         started: Instant,
         cancel: &CancellationToken,
-    ) -> Result<SyncguardWon, LockError> {
+    ) -> Result<Lease, LockError> {
         let mark = Some(self.mark_at(&keys.lock_key));
         let plan = Plan {
             attempts: Attempts::Paced { pace, started },
@@ -121,10 +136,9 @@ impl Locker {
         };
         let scheme = KeyScheme::Syncguard(keys);
         let won = self.pursue_in(plan, scheme, ttl, cancel, Start::Attempt);
-        let lease = won.await?.ok_or_else(|| {
+        won.await?.ok_or_else(|| {
             LockError::Internal("a paced acquisition ended without saying why".into())
-        })?;
-        Ok(SyncguardWon::of(&lease))
+        })
     }
 
     /// syncguard's `backend.release({ lockId })`. `expect`, the lock key the caller believes
