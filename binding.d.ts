@@ -252,6 +252,12 @@ export interface ConnectionOptions {
   username?: string
   password?: string
   connectTimeoutMs?: number
+  /**
+   * A Redlock: independent masters, each read as one connection is; the fields above
+   * are then unused (each node carries its own) but `connectTimeoutMs`, the default of
+   * every node.
+   */
+  nodes?: Array<ConnectionOptions>
 }
 
 /** Options of `new DistributedLock(redis, options)`, defaults as in @lilith/distributed-lock. */

@@ -9,4 +9,5 @@ export {
   type AcquireOptions,
   type UsingOptions,
   type RedisInput,
+  type RedlockNodes,
 } from './index'

@@ -47,6 +47,12 @@ export interface RedisConnectionOptions {
 /** An ioredis or node-redis client (only its settings are read), a URL, or settings. */
 export type RedisInput = IoredisLike | NodeRedisLike | RedisConnectionOptions | string
 
+/**
+ * Independent Redis masters for a Redlock (README "Scaling out: Redlock"): at least 3, each
+ * read as a single `RedisInput`; a lock is held when a majority of them granted it.
+ */
+export type RedlockNodes = readonly RedisInput[]
+
 export interface LockOptions {
   /** Prefix of every lock key. Default `'lock:'`. */
   keyPrefix?: string
@@ -131,7 +137,7 @@ export declare class LockHandle {
 export declare class DistributedLock {
   /** Locks kept in this process (`memory://<name>`), shared by its worker_threads: no Redis. */
   static memory(name?: string, options?: LockOptions): DistributedLock
-  constructor(redis: RedisInput, options?: LockOptions)
+  constructor(redis: RedisInput | RedlockNodes, options?: LockOptions)
   /** Acquires `key`, retrying `maxRetries` times with exponential backoff; rejects with LockAcquisitionError. */
   acquire(key: string, ttlMs?: number, options?: AcquireOptions): Promise<LockHandle>
   /** One attempt; resolves `null` when the key is held. */
@@ -212,7 +218,7 @@ export interface ExclusiveLockOptions {
   /** Names the lock; slugified into the key. Required. */
   name: string
   /** An ioredis or node-redis client (only its settings are read), a URL, or `{ host, port, ... }`. Required. */
-  cache_connection: RedisInput
+  cache_connection: RedisInput | RedlockNodes
   /** Default: silent. */
   log?: Logger
   /** Lock TTL in ms; give together with `lock_refresh_ms`. Default 3000. */
@@ -266,7 +272,7 @@ export declare class ExclusiveLock extends EventEmitter<ExclusiveLockEvents> {
   readonly max_stall_ms: number
   readonly max_hold_ms: number | undefined
   readonly log: Logger
-  readonly cache_connection: RedisInput
+  readonly cache_connection: RedisInput | RedlockNodes
   /** One attempt; `true` when this instance holds the lock. */
   acquire(): Promise<boolean>
   /** Contents and remaining TTL of whoever holds the lock, or `null`. */
@@ -314,7 +320,7 @@ export declare class DistributedLockService {
   constructor(
     lockKey: string,
     ttlMs?: number,
-    cacheInstance?: RedisInput | MaestroCache | null,
+    cacheInstance?: RedisInput | RedlockNodes | MaestroCache | null,
     options?: {
       logger?: Logger | MaestroLogger
       /** How long the fence counter is kept after the lock's last use (0 or Infinity: forever). Default 7 days. */

@@ -38,6 +38,9 @@ const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
 const adaptersFor = (scenario) => ADAPTER_IDS.filter((id) => ADAPTERS[id] && (ADAPTERS[id].scenarios ?? [scenario]).includes(scenario))
 // (e) takes every library that can keep a lock alive on its own (an adapter with `hold`).
 const HELD_ADAPTERS = adaptersFor('e').filter((id) => ADAPTERS[id].holds)
+// (ra) and (rb), a Redlock over 5 servers, take only the adapters made for it.
+const REDLOCK_SCENARIOS = ['ra', 'rb']
+const redlockAdapters = (scenario) => ADAPTER_IDS.filter((id) => ADAPTERS[id]?.scenarios?.includes(scenario))
 const OUT_JSON = path.join(__dirname, 'results.json')
 
 function which(cmd) {
@@ -164,6 +167,36 @@ async function releaseStall(server, pinned, label) {
   }
 }
 
+// (ra) serial pairs and (rb) 256 in flight on a Redlock: the placement's server and 4 more,
+// pinned alike, as many rounds as (a) and (b).
+async function redlockScenario(server, pinned, name, scenario) {
+  const more = await Promise.all(Array.from({ length: 4 }, () => startRedis()))
+  try {
+    const servers = [server, ...more]
+    if (pinned) for (const s of more) execFileSync(TASKSET, ['-cp', '0', String(s.pid)], { stdio: 'ignore' })
+    const config = {
+      port: server.port,
+      url: server.url,
+      ports: servers.map((s) => s.port),
+      urls: servers.map((s) => s.url),
+      redisPid: server.pid,
+      scenario,
+      rounds: PARAMS.pairRounds,
+      roundMs: PARAMS.pairRoundMs,
+      warmupMs: PARAMS.warmupMs,
+      adapters: redlockAdapters(scenario),
+      label: name,
+    }
+    log(`[${name}] (${scenario}) Redlock over 5 servers, ${config.rounds} rounds of ${config.roundMs} ms per library  (${elapsed()})`)
+    return await runNode(pinned, 'worker.js', config)
+  } catch (err) {
+    log(`[${name}] (${scenario}) failed: ${err.message}`)
+    return undefined
+  } finally {
+    await Promise.all(more.map((s) => s.close()))
+  }
+}
+
 async function placement(name) {
   const pinned = name === 'pinned'
   const server = await startRedis()
@@ -196,6 +229,8 @@ async function placement(name) {
         } catch (err) {
           log(`[${name}] (${scenario}) failed: ${err.message}`)
         }
+      } else if (REDLOCK_SCENARIOS.includes(scenario)) {
+        out[scenario] = await redlockScenario(server, pinned, name, scenario)
       } else if (scenario === 'd') {
         if (!REDIS_BENCHMARK) log(`[${name}] (d) skipped: redis-benchmark is not installed`)
         else out.d = await physicalLimit(server, pinned, name)

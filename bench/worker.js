@@ -217,6 +217,32 @@ async function contendedProcesses({ id }, keyBase, ms, data, processes = 4) {
 
 const RUN = { a: serial, b: inflight, c: contended, c4: contendedProcesses }
 
+/** `run` with each pair's time (acquire sent to release answered) kept, for p50/p99 in ms. */
+function timedPairs(run) {
+  return async (adapter, keyBase, ms, data) => {
+    const started = new WeakMap()
+    const times = []
+    const timed = {
+      async acquire(key, ttlMs) {
+        const t0 = performance.now()
+        const handle = await adapter.acquire(key, ttlMs)
+        if (handle) started.set(handle, t0)
+        return handle
+      },
+      async release(handle) {
+        await adapter.release(handle)
+        times.push(performance.now() - started.get(handle))
+      },
+    }
+    const out = await run(timed, keyBase, ms, data)
+    times.sort((a, b) => a - b)
+    return { ...out, pairP50: quantile(times, 0.5), pairP99: quantile(times, 0.99) }
+  }
+}
+// (ra) and (rb): (a) and (b) on a Redlock over 5 servers (run.js passes their ports and urls).
+RUN.ra = timedPairs(serial)
+RUN.rb = timedPairs(inflight)
+
 /**
  * With (a): the cost of one call that does no lock work, serially: ours isLocked (one EXISTS)
  * against ioredis EXISTS on the same server. The difference is what crossing from JS to the
@@ -237,7 +263,7 @@ async function main() {
   for (const id of config.adapters) {
     const spec = ADAPTERS[id]
     try {
-      const instance = await spec.create({ port, url })
+      const instance = await spec.create({ port, url, ports: config.ports, urls: config.urls })
       adapters.push({ id, spec, instance })
     } catch (err) {
       progress(`${spec.name}: cannot start (${err.message}); skipped`)
@@ -325,6 +351,7 @@ async function main() {
       if (scenario === 'c' || scenario === 'c4') {
         extra = `, ${fmt(round.ownerChangesPerSec)} owner changes/s, wait p99 ${fmt(out.waitP99, 1)} ms, counter ${out.exact ? 'exact' : `WRONG (${out.counter} vs ${out.ops}, overlaps ${out.overlaps})`}`
       }
+      if (out.pairP50 !== undefined) extra += `, pair p50 ${fmt(out.pairP50, 2)} ms p99 ${fmt(out.pairP99, 2)} ms`
       if (out.failed) extra += `, ${out.failed} failed acquires`
       if (out.errors) extra += `, ${out.errors} wait errors`
       progress(`(${scenario}) round ${r + 1}/${rounds} ${spec.name.padEnd(30)} ${fmt(round.rate).padStart(9)} /s, ${fmt(round.commandsPerOp, 2)} cmds/op${extra}`)

@@ -235,11 +235,36 @@ function checkRanges(result, name) {
  * or options naming an address. Anything else throws a TypeError (EINVAL) naming `name`,
  * never a guess at a default server.
  */
-function connectionOptions(input, name = 'redis') {
+function connectionOptions(input, name = 'redis', { redlock = false } = {}) {
+  if (Array.isArray(input)) return redlockOptions(input, name, redlock)
   const read = checkRanges(readConnection(input, name), name)
   // Where a URL the native side refuses came from, to name it as the caller wrote it.
   read.urlArgument = typeof input === 'string' || read.fromClient ? name : `${name}.url`
   return read
+}
+
+/**
+ * An array of servers: a Redlock over them, each element read as a single connection is.
+ * The count, duplicates and memory:// nodes are the native side's to refuse (it names the
+ * node); here, what only the JS objects tell: a node that is not one server, and ioredis
+ * clients whose keyPrefix differ (the lock would have different keys on different nodes).
+ */
+function redlockOptions(nodes, name, offered) {
+  if (!offered) {
+    throw invalidArgument(TypeError, name, `${name} must be one server here: an array of servers (a Redlock) is not supported by this API, got an array of ${nodes.length}`)
+  }
+  const reads = nodes.map((node, i) => connectionOptions(node, `${name}[${i}]`))
+  const prefixes = reads.map((read) => read.clientKeyPrefix)
+  const odd = prefixes.findIndex((prefix) => prefix !== prefixes[0])
+  if (odd > 0) {
+    throw invalidArgument(TypeError, `${name}[${odd}]`, `${name}[${odd}] has keyPrefix ${JSON.stringify(prefixes[odd] ?? '')} but ${name}[0] has ${JSON.stringify(prefixes[0] ?? '')}: a Redlock's nodes must hold the same keys`)
+  }
+  return {
+    connection: { nodes: reads.map((read) => read.connection) },
+    clientKeyPrefix: prefixes[0],
+    nodes: reads,
+    urlArgument: name,
+  }
 }
 
 /**
@@ -273,10 +298,13 @@ function redactUrl(url) {
 function connectionError(err, read) {
   if (err?.code !== 'EINVAL' || err.argument !== 'redis' || read === undefined) return err
   const argument = read.urlArgument
-  const url = read.connection.url
   const before = err.message
-  err.argument = argument
-  if (err.message.startsWith('redis ')) err.message = `${argument} ${err.message.slice('redis '.length)}`
+  // A Redlock node's refusal ('redis[1]: ...' or 'redis[1] ...') names that node, its URL shown.
+  const node = read.nodes && /^redis\[(\d+)\]/.exec(before)
+  const url = node ? read.nodes[Number(node[1])]?.connection.url : read.connection.url
+  err.argument = node ? `${argument}[${node[1]}]` : argument
+  if (node) err.message = `${argument}${err.message.slice('redis'.length)}`.replace(/^([^:]*\]): redis /, '$1 ')
+  else if (err.message.startsWith('redis ')) err.message = `${argument} ${err.message.slice('redis '.length)}`
   // The native message may already show the refused part (a memory:// name, escaped).
   if (typeof url === 'string' && !/\bgot '/.test(before)) {
     const shown = redactUrl(url)

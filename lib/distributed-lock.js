@@ -3,6 +3,8 @@
 const { NativeDistributedLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
 const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
+// An array of servers is a Redlock over them (docs/plans/redlock.md).
+const REDLOCK = { redlock: true }
 const { withSignal } = require('./abort')
 const { lossSignal } = require('./loss-signal')
 const { fromNative, InvalidLockError, LockLostError, LockAcquisitionError } = require('./errors')
@@ -296,7 +298,7 @@ class DistributedLock {
   constructor(redis, options) {
     // A URL alone (the usual way to make one per job) is read by the native side, once.
     const url = typeof redis === 'string' && redis.length > 0
-    const read = url ? undefined : connectionOptions(redis)
+    const read = url ? undefined : connectionOptions(redis, 'redis', REDLOCK)
     const o = check.optionalObject(options, 'options')
     check.optionalString(o.keyPrefix, 'options.keyPrefix')
     check.optionalBoolean(o.fair, 'options.fair')
@@ -319,7 +321,7 @@ class DistributedLock {
       const connection =
         url && o.connectTimeoutMs === undefined
           ? sharedUrl(redis)
-          : sharedConnection({ ...(read ?? connectionOptions(redis)).connection, connectTimeoutMs: o.connectTimeoutMs })
+          : sharedConnection({ ...(read ?? connectionOptions(redis, 'redis', REDLOCK)).connection, connectTimeoutMs: o.connectTimeoutMs })
       // The native side keeps no state of its own between calls: one per set of settings.
       this.#shared = sharedAlike(connection, 'distributed-lock', '', settings, () => ({
         native: new NativeDistributedLock(connection, settings, heartbeat),
@@ -328,7 +330,7 @@ class DistributedLock {
       }))
       this.#native = this.#shared.native
     } catch (err) {
-      throw withOptionPrefix(connectionError(fromNative(err), read ?? connectionOptions(redis)))
+      throw withOptionPrefix(connectionError(fromNative(err), read ?? connectionOptions(redis, 'redis', REDLOCK)))
     }
   }
 

@@ -4,6 +4,8 @@ const EventEmitter = require('node:events')
 const { NativeExclusiveLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
 const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
+// An array of servers is a Redlock over them (docs/plans/redlock.md).
+const REDLOCK = { redlock: true }
 const { LockLostError, fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating, missed } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
@@ -43,9 +45,9 @@ function schemaError(opts) {
     const value = opts[name]
     if (value === undefined) continue
     if (type === 'object or URL') {
-      // The schema wants an object; ours also takes a URL string. Which objects will do is
-      // checked after the schema, as the original checks for `.set()`.
-      const object = typeof value === 'object' && value !== null && !Array.isArray(value)
+      // The schema wants an object; ours also takes a URL string, and an array of servers (a
+      // Redlock). Which objects will do is checked after the schema, as the original checks for `.set()`.
+      const object = typeof value === 'object' && value !== null
       if (!object && typeof value !== 'string') return [`/${name}`, 'must be object']
       continue
     }
@@ -159,10 +161,10 @@ class ExclusiveLock extends EventEmitter {
     const url = typeof given === 'string' && given.length > 0
     let connection
     try {
-      connection = url ? undefined : connectionOptions(given, 'cache_connection')
+      connection = url ? undefined : connectionOptions(given, 'cache_connection', REDLOCK)
     } catch (err) {
-      // A connection with a bad TLS option keeps its own message; the rest is the original's.
-      if (err.argument?.startsWith('cache_connection.tls')) throw err
+      // A connection with a bad TLS option, or a Redlock's node, keeps its own message; the rest is the original's.
+      if (err.argument?.startsWith('cache_connection.tls') || err.argument?.startsWith('cache_connection[')) throw err
       // The original's words; what exactly was wrong, and with what, is the cause.
       throw einval(new TypeError('A valid cache_connection to a cache store is required', { cause: err }), {
         argument: 'cache_connection',
@@ -199,7 +201,7 @@ class ExclusiveLock extends EventEmitter {
         fenceRetentionMs: o.fence_retention_ms,
       })
     } catch (err) {
-      throw connectionError(fromNative(err), connection ?? connectionOptions(given, 'cache_connection'))
+      throw connectionError(fromNative(err), connection ?? connectionOptions(given, 'cache_connection', REDLOCK))
     }
     this.#native = this.#shared.native
     this.#stallGuarded = maxStall > 0

@@ -4,6 +4,8 @@ const { randomUUID } = require('node:crypto')
 const { NativeLockService, NativeTicker, validateTtlMs, validateFenceRetentionMs } = require('./native')
 const { connectionOptions, connectionError, expected: expectedConnection } = require('./connection')
 const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
+// An array of servers is a Redlock over them (docs/plans/redlock.md).
+const REDLOCK = { redlock: true }
 const { fromNative, invalidArgument } = require('./errors')
 const check = require('./validate')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
@@ -64,9 +66,9 @@ function pathOf(cache) {
     return null
   }
   try {
-    return connectionOptions(cache, 'cacheInstance')
+    return connectionOptions(cache, 'cacheInstance', REDLOCK)
   } catch (err) {
-    if (err.argument?.startsWith('cacheInstance.')) throw err
+    if (err.argument?.startsWith('cacheInstance.') || err.argument?.startsWith('cacheInstance[')) throw err
     // What was wrong with it, as connectionOptions said after its own list of the forms.
     const prefix = expectedConnection('cacheInstance')
     const detail = err.message.startsWith(prefix) ? err.message.slice(prefix.length) : ''
@@ -170,7 +172,7 @@ class DistributedLockService {
       }))
       this.#native = this.#shared.native
     } catch (err) {
-      throw connectionError(fromNative(err, this.lockKey), native.url ? connectionOptions(cache, 'cacheInstance') : native)
+      throw connectionError(fromNative(err, this.lockKey), native.url ? connectionOptions(cache, 'cacheInstance', REDLOCK) : native)
     }
   }
 

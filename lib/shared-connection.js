@@ -18,7 +18,7 @@ const forget = new FinalizationRegistry(([table, key]) => {
 // connection's: lookups by short strings, made per lock.
 const madeOn = new WeakMap()
 
-/** `value` as one string, PEM bytes as base64 (JSON would spell out every byte). */
+/** `value` (a Redlock's nodes included) as one string, PEM bytes as base64 (JSON would spell out every byte). */
 function identity(value) {
   return JSON.stringify(value, function bytes(name, field) {
     const raw = this[name]
@@ -55,7 +55,7 @@ function sharedUrl(url) {
 /** The NativeConnection for `fields` (what lib/connection.js read); throws as its constructor. */
 function sharedConnection(fields) {
   // Without PEM bytes, plain JSON says the same as identity(), without a call per field.
-  const plain = fields.tlsCa === undefined && fields.tlsCert === undefined && fields.tlsKey === undefined
+  const plain = fields.tlsCa === undefined && fields.tlsCert === undefined && fields.tlsKey === undefined && fields.nodes === undefined
   return shared(`connection ${plain ? JSON.stringify(fields) : identity(fields)}`, () => new NativeConnection(fields, completions))
 }
 

@@ -8,6 +8,7 @@ import {
   LockError,
   type LockInfo,
   type LockOptions,
+  type RedlockNodes,
 } from 'native-redis-lock'
 import * as sub from 'native-redis-lock/distributed-lock'
 
@@ -17,6 +18,12 @@ async function main(): Promise<void> {
   new DistributedLock('redis://localhost:6379/1')
   new DistributedLock({ host: 'localhost', port: 6379, password: 'x', db: 2 })
   new sub.DistributedLock('rediss://cache:6380', { commandTimeoutMs: 1000, connectTimeoutMs: 500 })
+  // A Redlock: independent masters, each as a single connection is given (clients, URLs, settings).
+  const nodes: RedlockNodes = [new Redis(7001), 'redis://b:6379', { host: 'c', port: 6379 }]
+  new DistributedLock(nodes, options)
+  new sub.DistributedLock(['redis://a', 'redis://b', 'redis://c'] as const)
+  // @ts-expect-error each node is one server, not an array
+  new DistributedLock([['redis://a'], 'redis://b', 'redis://c'])
 
   const handle: LockHandle = await lock.acquire('user:123', 10_000)
   const fence: string = handle.fence
@@ -101,6 +108,8 @@ async function exclusive(): Promise<void> {
 
   const service = new DistributedLockService('job-lock', 60_000, 'redis://localhost')
   const fromMain: DistributedLockService = new MainService('job-lock', 60_000, 'memory://')
+  new ExclusiveLock({ name: 'redlock', cache_connection: ['redis://a', 'redis://b', 'redis://c'] })
+  new DistributedLockService('job-lock', 60_000, ['redis://a', new Redis(7002), { url: 'redis://c' }])
   void fromMain
   const got: boolean = await service.acquire(1000, 5000)
   const released: boolean = await service.release()

@@ -34,6 +34,10 @@ const ADAPTERS = {
   'redis-semaphore': require('./redis-semaphore'),
   'redlock-universal': require('./redlock-universal'),
   'ioredis-raw': require('./ioredis-raw'),
+  // (ra) and (rb) only: a Redlock over 5 servers, ours against the two Redlock peers.
+  'ours-redlock': require('./redlock-five').ours,
+  'redlock4-five': require('./redlock-five').redlock4,
+  'sesamecare-redlock-five': require('./redlock-five').sesamecare,
 }
 
 module.exports = ADAPTERS

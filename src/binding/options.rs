@@ -31,10 +31,26 @@ pub struct ConnectionOptions {
     pub username: Option<String>,
     pub password: Option<String>,
     pub connect_timeout_ms: Option<f64>,
+    /// A Redlock: independent masters, each read as one connection is; the fields above
+    /// are then unused (each node carries its own) but `connectTimeoutMs`, the default of
+    /// every node.
+    pub nodes: Option<Vec<ConnectionOptions>>,
 }
 
 impl ConnectionOptions {
     pub fn endpoint(self) -> std::result::Result<Endpoint, LockError> {
+        if let Some(nodes) = self.nodes {
+            let nodes = nodes
+                .into_iter()
+                .enumerate()
+                .map(|(i, mut node)| {
+                    // The API's connectTimeoutMs comes beside the nodes, for all of them.
+                    node.connect_timeout_ms = node.connect_timeout_ms.or(self.connect_timeout_ms);
+                    node.endpoint().map_err(|err| in_node(err, i))
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            return Endpoint::redlock(nodes, "redis");
+        }
         let port = self
             .port
             .map(|port| {
@@ -66,6 +82,18 @@ impl ConnectionOptions {
             password: self.password,
             connect_timeout,
         })
+    }
+}
+
+/// A node's refusal says which node: its argument name alone would not.
+fn in_node(err: LockError, i: usize) -> LockError {
+    match err {
+        LockError::Invalid { kind, arg, message } => LockError::Invalid {
+            kind,
+            arg,
+            message: format!("redis[{i}]: {message}"),
+        },
+        other => other,
     }
 }
 

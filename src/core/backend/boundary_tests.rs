@@ -75,7 +75,7 @@ fn a_redlock_of_independent_masters_offers_quorum_fences_and_the_runtime_only() 
 }
 
 #[test]
-fn a_redlock_refuses_no_node_the_same_server_twice_and_memory_naming_the_argument() {
+fn a_redlock_refuses_fewer_than_three_nodes_the_same_server_twice_and_memory_naming_the_argument() {
     let spec = |url: &str| {
         Endpoint::from_spec(EndpointSpec {
             url: Some(url.into()),
@@ -92,13 +92,24 @@ fn a_redlock_refuses_no_node_the_same_server_twice_and_memory_naming_the_argumen
     };
     let (arg, message) = refused(vec![]);
     assert_eq!(arg, "redis");
-    assert!(message.contains("at least one"), "{message}");
+    assert!(message.contains("at least 3"), "{message}");
+    let two = vec![
+        spec("redis://127.0.0.1:7001"),
+        spec("redis://127.0.0.1:7002"),
+    ];
+    let (_, message) = refused(two);
+    assert!(message.contains("got 2"), "{message}");
     let a = spec("redis://127.0.0.1:7001");
     let (_, message) = refused(vec![a.clone(), spec("redis://127.0.0.1:7002"), a]);
     assert!(
         message.contains("redis[2]") && message.contains("same server"),
         "{message}"
     );
-    let (_, message) = refused(vec![spec("memory://x"), spec("redis://127.0.0.1:7002")]);
+    let memory = vec![
+        spec("memory://x"),
+        spec("redis://127.0.0.1:7002"),
+        spec("redis://127.0.0.1:7003"),
+    ];
+    let (_, message) = refused(memory);
     assert!(message.contains("redis[0]"), "{message}");
 }

@@ -28,6 +28,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Notify;
 
+/// The fewest nodes of a Redlock that survives one node down.
+pub const MIN_NODES: usize = 3;
+
 pub struct RedlockStore {
     endpoint: Endpoint,
     nodes: Vec<Node>,
@@ -44,10 +47,15 @@ impl Endpoint {
     /// A Redlock over `nodes`, each its own server. Refused (naming `arg`): no node, a
     /// `memory://` or Redlock node, or the same server twice (it would count twice).
     pub fn redlock(nodes: Vec<Endpoint>, arg: &'static str) -> Result<Endpoint, LockError> {
-        if nodes.is_empty() {
-            return Err(LockError::invalid_type(
+        // One node is a single Redis with extra round trips; two need both for a quorum, so
+        // either one down stops every lock: neither tolerates a failure, Redlock's point.
+        if nodes.len() < MIN_NODES {
+            return Err(LockError::invalid_range(
                 arg,
-                format!("{arg} must name at least one Redis server for a Redlock"),
+                format!(
+                    "{arg} must name at least {MIN_NODES} Redis servers for a Redlock (a quorum of fewer tolerates no failed node; for one server pass it alone, not in an array), got {}",
+                    nodes.len()
+                ),
             ));
         }
         for (i, node) in nodes.iter().enumerate() {

@@ -1,0 +1,231 @@
+'use strict'
+
+// A Redlock over 5 independent redis-servers, through every public API: input refused before
+// any Redis call; 4 processes keep an exact counter (DistributedLock `using` and
+// `waitForLock`, ExclusiveLock, DistributedLockService) with fences that strictly increase
+// across processes; 2 of 5 servers killed: still works; 3 of 5 killed: holders told, and
+// acquisitions fail fast with the quorum error, never "held". The servers are killed by pid,
+// in this order, so the tests run in file order.
+const { test, describe, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const readline = require('node:readline')
+const Redis = require('ioredis')
+const { startRedis } = require('./helpers/redis-server')
+const { DistributedLock, ExclusiveLock, DistributedLockService, LockLostError } = require('..')
+const syncguard = require('../syncguard')
+
+const FIXTURE = path.join(__dirname, 'fixtures', 'redlock-increment.js')
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+let servers = []
+let urls = []
+let counter
+const children = new Set()
+
+before(async () => {
+  servers = await Promise.all(Array.from({ length: 5 }, () => startRedis()))
+  urls = servers.map((server) => server.url)
+  counter = new Redis(urls[0])
+})
+
+after(async () => {
+  for (const proc of children) {
+    try {
+      process.kill(proc.pid, 'SIGKILL')
+    } catch {}
+  }
+  counter?.disconnect()
+  await Promise.all(servers.map((server) => server.close()))
+})
+
+/** Runs `fn`, expecting it to throw synchronously an EINVAL naming `argument`; returns the error. */
+function refused(fn, argument) {
+  let caught
+  try {
+    fn()
+  } catch (err) {
+    caught = err
+  }
+  assert.ok(caught, `nothing was refused (expected ${argument})`)
+  assert.equal(caught.code, 'EINVAL', caught.stack)
+  assert.equal(caught.argument, argument, caught.message)
+  return caught
+}
+
+describe('input over an array is refused before any Redis call, naming the argument', () => {
+  // Nothing listens on port 1: a call to it would fail differently.
+  const nowhere = (n) => Array.from({ length: n }, (_, i) => `redis://127.0.0.1:${i + 1}`)
+
+  test('fewer than 3 nodes, on every API', () => {
+    const err = refused(() => new DistributedLock(nowhere(2)), 'redis')
+    assert.match(err.message, /^redis must name at least 3 Redis servers for a Redlock.*got 2/)
+    refused(() => new DistributedLock([]), 'redis')
+    const exclusive = refused(() => new ExclusiveLock({ name: 'x', cache_connection: nowhere(1) }), 'cache_connection')
+    assert.match(exclusive.message, /cache_connection must name at least 3/)
+    const service = refused(() => new DistributedLockService('x', 1000, nowhere(2)), 'cacheInstance')
+    assert.match(service.message, /cacheInstance must name at least 3/)
+  })
+
+  test('the same server twice, a memory:// node, a nested array, a bad node', () => {
+    const same = refused(() => new DistributedLock([...nowhere(3), 'redis://127.0.0.1:2']), 'redis[3]')
+    assert.match(same.message, /^redis\[3\] names the same server as an earlier node/)
+    const memory = refused(() => new DistributedLock(['redis://127.0.0.1:1', 'memory://m', 'redis://127.0.0.1:3']), 'redis[1]')
+    assert.match(memory.message, /redis\[1\] must be a Redis server/)
+    refused(() => new DistributedLock([...nowhere(2), ['redis://127.0.0.1:3']]), 'redis[2]')
+    refused(() => new DistributedLock([...nowhere(2), { host: '127.0.0.1', port: 70000 }]), 'redis[2].port')
+    const scheme = refused(() => new DistributedLock([...nowhere(2), 'http://u:secret@127.0.0.1:3']), 'redis[2]')
+    assert.doesNotMatch(scheme.message, /secret/)
+    refused(() => new ExclusiveLock({ name: 'x', cache_connection: [...nowhere(2), 'memory://m'] }), 'cache_connection[2]')
+  })
+
+  test('cluster clients and nodes of different ioredis keyPrefix', () => {
+    const cluster = new Redis.Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true })
+    const err = refused(() => new DistributedLock([...nowhere(2), cluster]), 'redis[2]')
+    assert.match(err.message, /Cluster/)
+    const clients = [1, 2, 3].map((port, i) => new Redis({ port, lazyConnect: true, keyPrefix: i === 2 ? 'b:' : 'a:' }))
+    const prefix = refused(() => new DistributedLock(clients), 'redis[2]')
+    assert.match(prefix.message, /keyPrefix "b:" but redis\[0\] has "a:"/)
+    for (const client of clients) assert.equal(client.status, 'wait', 'the clients were not connected')
+  })
+
+  test("syncguard's createRedisBackend refuses an array with InvalidArgument naming redis", () => {
+    let caught
+    try {
+      syncguard.createRedisBackend(urls.slice(0, 3))
+    } catch (err) {
+      caught = err
+    }
+    assert.ok(caught instanceof syncguard.LockError, String(caught))
+    assert.equal(caught.code, 'InvalidArgument')
+    assert.match(caught.message, /^redis must be one server here: an array of servers \(a Redlock\) is not supported/)
+  })
+})
+
+/** A child node process whose stdout lines are collected. */
+function child(env) {
+  const proc = spawn(process.execPath, [FIXTURE], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  children.add(proc)
+  const kid = { proc, lines: [], stderr: '' }
+  proc.stderr.on('data', (chunk) => {
+    kid.stderr += chunk
+  })
+  const lines = readline.createInterface({ input: proc.stdout })
+  kid.ready = new Promise((resolve, reject) => {
+    lines.on('line', (line) => {
+      kid.lines.push(line)
+      if (line === 'ready') resolve()
+    })
+    proc.once('exit', () => reject(new Error(`child exited before ready: ${kid.stderr}`)))
+  })
+  kid.exited = new Promise((resolve) => {
+    proc.once('exit', (code) => {
+      children.delete(proc)
+      resolve(code)
+    })
+  })
+  return kid
+}
+
+describe('4 processes on one key keep an exact counter', () => {
+  const PROCESSES = 4
+  const ITERATIONS = 40
+
+  /** Runs PROCESSES children with `apis[i]`, released together; their critical sections. */
+  async function run(name, apis) {
+    const keys = { LOCK_KEY: `rl:${name}`, COUNTER_KEY: `rl:${name}:counter`, GO_KEY: `rl:${name}:go` }
+    const env = { NODES: JSON.stringify(urls), COUNTER_URL: urls[0], ITERATIONS: String(ITERATIONS), ...keys }
+    const kids = apis.map((api) => child({ ...env, API: api }))
+    await Promise.all(kids.map((kid) => kid.ready))
+    await counter.rpush(keys.GO_KEY, ...kids.map((_, i) => `go-${i}`))
+    const codes = await Promise.all(kids.map((kid) => kid.exited))
+    codes.forEach((code, i) => assert.equal(code, 0, `child ${i} (${apis[i]}) failed: ${kids[i].stderr}`))
+    assert.equal(Number(await counter.get(keys.COUNTER_KEY)), PROCESSES * ITERATIONS, 'an update was lost')
+    const sections = kids.flatMap((kid) => JSON.parse(kid.lines.find((line) => line.startsWith('{'))).sections)
+    assert.equal(sections.length, PROCESSES * ITERATIONS)
+    // The counter value each section wrote orders the sections: one per value, 1..N.
+    sections.sort((a, b) => a[0] - b[0])
+    sections.forEach(([value], i) => assert.equal(value, i + 1))
+    return sections
+  }
+
+  /** Fences in the order of the sections (one process after another) strictly increase. */
+  function assertIncreasing(sections) {
+    const fences = sections.map(([, fence]) => BigInt(fence))
+    fences.forEach((fence, i) => {
+      if (i > 0) assert.ok(fence > fences[i - 1], `section ${i + 1} got fence ${fence} after ${fences[i - 1]}`)
+    })
+  }
+
+  test('DistributedLock: 2 processes with using, 2 with waitForLock; fences strictly increase', async () => {
+    assertIncreasing(await run('distributed', ['using', 'wait', 'using', 'wait']))
+  })
+
+  test('ExclusiveLock; fences strictly increase', async () => {
+    assertIncreasing(await run('exclusive', ['exclusive', 'exclusive', 'exclusive', 'exclusive']))
+  })
+
+  test('DistributedLockService (maestro)', async () => {
+    await run('maestro', ['maestro', 'maestro', 'maestro', 'maestro'])
+  })
+})
+
+describe('servers killed', () => {
+  const lock = () => new DistributedLock(urls, { connectTimeoutMs: 500, commandTimeoutMs: 500 })
+
+  test('2 of 5 killed (by pid): locks still work, fences still increase', async () => {
+    const locks = lock()
+    const first = await locks.acquire('rl:survive', 2000)
+    await first.release()
+    await Promise.all([servers[3].kill(), servers[4].kill()])
+    const second = await locks.acquire('rl:survive', 2000)
+    assert.ok(BigInt(second.fence) > BigInt(first.fence), `${second.fence} after ${first.fence}`)
+    assert.equal(await locks.isLocked('rl:survive'), true)
+    assert.equal(await locks.tryAcquire('rl:survive', 2000), null, 'held by a quorum of the 3 left')
+    await second.release()
+    assert.equal(await locks.isLocked('rl:survive'), false)
+    assert.equal(await locks.using('rl:survive', (handle) => handle.isHeld), true)
+    const exclusive = new ExclusiveLock({ name: 'rl-survive', cache_connection: urls, lock_ttl_ms: 2000, lock_refresh_ms: 500 })
+    assert.equal(await exclusive.acquire(), true)
+    await exclusive.release()
+  })
+
+  test('3 of 5 killed: holders told (onLost, error), acquire fails fast naming how many answered', async () => {
+    const locks = lock()
+    let onLost
+    const told = new Promise((resolve) => {
+      onLost = resolve
+    })
+    const held = await locks.acquire('rl:lost', 1500, { autoRefresh: true, onLost })
+    const exclusive = new ExclusiveLock({ name: 'rl-lost', cache_connection: urls, lock_ttl_ms: 1500, lock_refresh_ms: 500 })
+    // Every error is listened to: after the loss, the automatic release fails too (no quorum).
+    const errors = []
+    const errored = new Promise((resolve) => exclusive.on('error', (err) => errors.push(err) === 1 && resolve(err)))
+    assert.equal(await exclusive.acquire(), true)
+    const killedAt = Date.now()
+    await servers[2].kill()
+
+    const lost = await Promise.race([told, sleep(5000).then(() => null)])
+    assert.ok(lost instanceof LockLostError, `onLost not called within 5 s: ${lost}`)
+    assert.equal(await held.lost, lost)
+    const exclusiveLost = await Promise.race([errored, sleep(5000).then(() => null)])
+    assert.ok(exclusiveLost instanceof LockLostError, `ExclusiveLock emitted no error within 5 s: ${exclusiveLost}`)
+    assert.ok(Date.now() - killedAt < 6000)
+
+    for (const key of ['rl:lost', 'rl:fresh']) {
+      const started = Date.now()
+      const err = await locks.acquire(key, 2000).then(
+        () => assert.fail('acquired without a quorum'),
+        (e) => e,
+      )
+      const took = Date.now() - started
+      assert.notEqual(err.code, 'ELOCKED', `a quorum failure reported as held: ${err.message}`)
+      assert.equal(err.code, 'ECONNECTION', err.stack)
+      assert.match(err.message, /2 of 5 Redlock nodes answered; a quorum is 3/)
+      assert.ok(took < 3000, `acquire took ${took} ms to fail`)
+    }
+    const service = new DistributedLockService('rl:lost-service', 2000, urls, { logger: { error() {}, warn() {}, info() {}, debug() {} } })
+    assert.equal(await service.acquire(2000, 200), false)
+  })
+})
