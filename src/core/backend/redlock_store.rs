@@ -50,7 +50,7 @@ impl Endpoint {
         // One node is a single Redis with extra round trips; two need both for a quorum, so
         // either one down stops every lock: neither tolerates a failure, Redlock's point.
         if nodes.len() < MIN_NODES {
-            return Err(LockError::invalid_range(
+            return Err(LockError::invalid_type(
                 arg,
                 format!(
                     "{arg} must name at least {MIN_NODES} Redis servers for a Redlock (a quorum of fewer tolerates no failed node; for one server pass it alone, not in an array), got {}",
