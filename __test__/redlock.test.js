@@ -194,8 +194,12 @@ describe('servers killed', () => {
   test('3 of 5 killed: holders told (onLost, error), acquire fails fast naming how many answered', async () => {
     const locks = lock()
     let onLost
+    let toldAt
     const told = new Promise((resolve) => {
-      onLost = resolve
+      onLost = (err) => {
+        toldAt = Date.now()
+        resolve(err)
+      }
     })
     const held = await locks.acquire('rl:lost', 1500, { autoRefresh: true, onLost })
     const exclusive = new ExclusiveLock({ name: 'rl-lost', cache_connection: urls, lock_ttl_ms: 1500, lock_refresh_ms: 500 })
@@ -209,6 +213,9 @@ describe('servers killed', () => {
     const lost = await Promise.race([told, sleep(5000).then(() => null)])
     assert.ok(lost instanceof LockLostError, `onLost not called within 5 s: ${lost}`)
     assert.equal(await held.lost, lost)
+    // Told before the lock could have expired on the nodes: its TTL counted from the last
+    // refresh sent (expiresAt) had not run out.
+    assert.ok(toldAt <= held.info.expiresAt, `told ${toldAt - held.info.expiresAt} ms after the lock's end`)
     const exclusiveLost = await Promise.race([errored, sleep(5000).then(() => null)])
     assert.ok(exclusiveLost instanceof LockLostError, `ExclusiveLock emitted no error within 5 s: ${exclusiveLost}`)
     assert.ok(Date.now() - killedAt < 6000)
