@@ -80,6 +80,11 @@ describe('input over an array is refused before any Redis call, naming the argum
     refused(() => new ExclusiveLock({ name: 'x', cache_connection: [...nowhere(2), 'memory://m'] }), 'cache_connection[2]')
   })
 
+  test('fair: true over a Redlock, naming options.fair', () => {
+    const err = refused(() => new DistributedLock(nowhere(3), { fair: true }), 'options.fair')
+    assert.match(err.message, /^options\.fair is not supported over several Redis servers \(Redlock\)/)
+  })
+
   test('cluster clients and nodes of different ioredis keyPrefix', () => {
     const cluster = new Redis.Cluster([{ host: '127.0.0.1', port: 1 }], { lazyConnect: true })
     const err = refused(() => new DistributedLock([...nowhere(2), cluster]), 'redis[2]')

@@ -470,7 +470,8 @@ class DistributedLock {
 
 // The core names options as the native layer receives them; users wrote `options.x`.
 function withOptionPrefix(err) {
-  const names = ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs']
+  // `fair` is refused natively over a Redlock.
+  const names = ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs', 'fair']
   if (err.code === 'EINVAL' && names.includes(err.argument)) {
     err.message = `options.${err.message}`
     err.argument = `options.${err.argument}`
