@@ -12,7 +12,9 @@
 //
 // Each file is transpiled with `typescript` into a temp dir outside the repository, its
 // `bun:test` import pointed at scripts/syncguard-conformance/bun-test.mjs and its fixture at
-// one of ours (a redis-server started here on a free port, stopped by its pid). Without
+// one of ours (a redis-server started here on a free port, stopped by its pid). With
+// `--target syncguard` it also runs our mixed-fleet stand-in beside syncguard itself
+// (scripts/syncguard-conformance/standin-beside-syncguard.mjs). Without
 // --syncguard it prints "skipped: no syncguard checkout" and exits 0. Not part of `npm test`.
 // Exit code 1 when any test fails. See docs/SYNCGUARD-CONFORMANCE.md for recorded runs.
 const fs = require('node:fs')
@@ -93,6 +95,8 @@ function prepare({ target, git, commit, tmp }) {
     const sources = listed.filter((n) => /^(common|redis)\/.*\.ts$/.test(n) && !n.endsWith('.d.ts'))
     transpile(ts, git, commit, sources, tmp, map)
     fs.copyFileSync(path.join(SHIMS, 'backends-syncguard.mjs'), fixture)
+    fs.mkdirSync(path.join(tmp, 'standin'))
+    fs.copyFileSync(path.join(SHIMS, 'standin-beside-syncguard.mjs'), path.join(tmp, 'standin', 'beside-syncguard.test.js'))
   } else {
     fs.mkdirSync(path.join(tmp, 'common'))
     for (const name of ['errors.js', 'auto-lock.js']) fs.copyFileSync(path.join(SHIMS, 'common-ours.mjs'), path.join(tmp, 'common', name))
@@ -100,7 +104,8 @@ function prepare({ target, git, commit, tmp }) {
     fs.copyFileSync(path.join(SHIMS, 'backends-ours.mjs'), fixture)
   }
   transpile(ts, git, commit, tests, tmp, map)
-  return { tests: tests.map((n) => n.replace(/\.ts$/, '.js')), ioredis }
+  const extra = target === 'syncguard' ? ['standin/beside-syncguard.test.js'] : []
+  return { tests: [...tests.map((n) => n.replace(/\.ts$/, '.js')), ...extra], ioredis }
 }
 
 /** Leaf results out of node's TAP output: `{ pass, fail, skip, failures: [{ name, error }] }`. */
@@ -157,6 +162,7 @@ async function main() {
       SG_CONF_IOREDIS: ioredis,
       SG_CONF_ENTRY: entry,
       SG_CONF_NATIVE: path.join(ROOT, 'lib', 'native.js'),
+      SG_CONF_STANDIN: path.join(ROOT, '__test__', 'helpers', 'syncguard-standin.js'),
     }
     const chosen = tests.filter((t) => args.only.length === 0 || args.only.some((o) => t.includes(o)))
     console.log(`syncguard ${commit.slice(0, 7)} · target ${args.target} · redis-server :${server.port} (pid ${server.pid}) · ${tmp}`)
