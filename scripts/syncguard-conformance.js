@@ -8,7 +8,7 @@
 // from the same checkout): the second run tells which failures belong to this harness.
 //
 //   node scripts/syncguard-conformance.js --syncguard <git dir or checkout> [--commit 549ad5f]
-//        [--target ours|syncguard] [--only=<substring>,...] [--keep]
+//        [--target ours|syncguard] [--only=<substring>,...] [--keep] [--entry <ESM file>]
 //
 // Each file is transpiled with `typescript` into a temp dir outside the repository, its
 // `bun:test` import pointed at scripts/syncguard-conformance/bun-test.mjs and its fixture at
@@ -16,7 +16,8 @@
 // `--target syncguard` it also runs our mixed-fleet stand-in beside syncguard itself
 // (scripts/syncguard-conformance/standin-beside-syncguard.mjs). Without
 // --syncguard it prints "skipped: no syncguard checkout" and exits 0. Not part of `npm test`.
-// Exit code 1 when any test fails. See docs/SYNCGUARD-CONFORMANCE.md for recorded runs.
+// `--entry` points `--target ours` at another ESM entry than ./syncguard.mjs (to check the
+// harness itself, e.g. with syncguard's transpiled index.js). Exit code 1 when any test fails. See docs/SYNCGUARD-CONFORMANCE.md for recorded runs.
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -37,6 +38,7 @@ function parseArgs(argv) {
     else if (flag === '--target') out.target = value()
     else if (flag === '--only') out.only = value().split(',')
     else if (flag === '--keep') out.keep = true
+    else if (flag === '--entry') out.entry = value()
     else throw new Error(`unknown argument ${JSON.stringify(argv[i])}`)
   }
   if (!['ours', 'syncguard'].includes(out.target)) throw new Error(`--target must be ours or syncguard, got ${JSON.stringify(out.target)}`)
@@ -108,22 +110,37 @@ function prepare({ target, git, commit, tmp }) {
   return { tests: [...tests.map((n) => n.replace(/\.ts$/, '.js')), ...extra], ioredis }
 }
 
-/** Leaf results out of node's TAP output: `{ pass, fail, skip, failures: [{ name, error }] }`. */
+/**
+ * Leaf results out of node's TAP output: `{ pass, fail, skip, byFixture, failures }`, where
+ * `byFixture` tallies the tests under each suite one below the file's top suite (the fixture)
+ * and each failure `{ name, error }` is named with those suites (fixture › test).
+ */
 function readTap(text) {
   const count = (label) => Number(new RegExp(`^# ${label} (\\d+)$`, 'm').exec(text)?.[1] ?? 0)
   const failures = []
+  const byFixture = {}
+  const suites = []
   const lines = text.split('\n')
   for (let i = 0; i < lines.length; i++) {
-    const m = /^\s*not ok \d+ - (.*)$/.exec(lines[i])
+    const subtest = /^(\s*)# Subtest: (.*)$/.exec(lines[i])
+    if (subtest) suites[subtest[1].length / 4] = subtest[2]
+    const m = /^(\s*)(not )?ok \d+ - (.*?)( # SKIP.*)?$/.exec(lines[i])
     if (!m) continue
     const yaml = []
-    for (let j = i + 1; j < lines.length && !/^\s*\.\.\.$/.test(lines[j]); j++) yaml.push(lines[j])
+    for (let j = i + 1; j < lines.length && !/^\s*(\.\.\.|# Subtest:|(not )?ok \d+ )/.test(lines[j]); j++) yaml.push(lines[j])
     const block = yaml.join('\n')
-    if (/failureType: 'subtestsFailed'/.test(block)) continue
-    const error = /error: (?:\|-\n)?\s*([^\n]*(?:\n\s{6,}[^\n]*)*)/.exec(block)?.[1]?.replace(/\s+/g, ' ').trim()
-    failures.push({ name: m[1], error: error ?? '(no message)' })
+    if (/type: 'suite'/.test(block) || /failureType: 'subtestsFailed'/.test(block)) continue
+    const depth = m[1].length / 4
+    const tally = (byFixture[depth >= 2 ? suites[1] : '(file)'] ??= { pass: 0, fail: 0, skip: 0 })
+    if (m[4]) tally.skip++
+    else if (m[2]) tally.fail++
+    else tally.pass++
+    if (!m[2]) continue
+    const error = /\berror: ([\s\S]*?)(?:\n\s*(?:code|name|expected|actual|operator|stack|failureType|location|cause):|$)/.exec(block)?.[1]
+    const name = [...suites.slice(1, depth), m[3]].join(' › ')
+    failures.push({ name, error: error?.replace(/\s+/g, ' ').replace(/^\|-? ?/, '').trim() ?? '(no message)' })
   }
-  return { pass: count('pass'), fail: count('fail') + count('cancelled'), skip: count('skipped') + count('todo'), failures }
+  return { pass: count('pass'), fail: count('fail') + count('cancelled'), skip: count('skipped') + count('todo'), byFixture, failures }
 }
 
 function runFile(file, env, cwd) {
@@ -148,7 +165,7 @@ async function main() {
   }
   const git = gitOf(path.resolve(args.syncguard))
   const commit = git('rev-parse', '--verify', `${args.commit}^{commit}`).trim()
-  const entry = path.join(ROOT, 'syncguard.js')
+  const entry = path.resolve(args.entry ?? path.join(ROOT, 'syncguard.mjs'))
   if (args.target === 'ours' && !fs.existsSync(entry)) throw new Error(`--target ours needs our entry ${entry}, which is not there`)
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'syncguard-conformance-'))
   const { startRedis } = require(path.join(ROOT, '__test__', 'helpers', 'redis-server.js'))
@@ -177,6 +194,8 @@ async function main() {
       failed += r.fail
       const secs = ((Date.now() - started) / 1000).toFixed(1)
       console.log(`${r.fail ? 'FAIL' : 'ok  '} ${test.replace(/^test\//, '').padEnd(36)} pass ${r.pass}  fail ${r.fail}  skipped ${r.skip}  (${secs} s)`)
+      const fixtures = Object.entries(r.byFixture)
+      if (fixtures.length > 1) console.log(`       ${fixtures.map(([name, t]) => `${name}: ${t.pass}/${t.pass + t.fail}`).join(' · ')}`)
       for (const f of r.failures) console.log(`       ✗ ${f.name}: ${f.error.slice(0, 300)}`)
       if (code !== 0 && r.failures.length === 0) console.log(out.split('\n').slice(-15).map((l) => `       | ${l}`).join('\n'))
     }

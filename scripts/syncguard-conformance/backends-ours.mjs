@@ -1,13 +1,13 @@
-// The fixture for `--target ours`: native-redis-lock's `syncguard` entry (SG_CONF_ENTRY), twice:
+// The fixture for `--target ours`: native-redis-lock's `syncguard` entry (SG_CONF_ENTRY, its ESM file), twice:
 // on the harness's private redis-server (an ioredis client handed to our createRedisBackend,
 // as a syncguard user does) and on the embedded memory:// backend. Both are of kind "redis" so
 // syncguard's Redis timings apply. Written here in place of its test/fixtures/backends.ts.
 import { createRequire } from 'node:module'
+import { pathToFileURL } from 'node:url'
 import { PREFIX, fixtureModule, redisServerFixture } from './redis-fixture.js'
 
-const require = createRequire(import.meta.url)
-const { createRedisBackend } = require(process.env.SG_CONF_ENTRY)
-const native = require(process.env.SG_CONF_NATIVE)
+const { createRedisBackend } = await import(pathToFileURL(process.env.SG_CONF_ENTRY).href)
+const native = createRequire(import.meta.url)(process.env.SG_CONF_NATIVE)
 
 let memories = 0
 const onMemory = {
@@ -16,12 +16,11 @@ const onMemory = {
   available: async () => true,
   async setup() {
     const url = `memory://syncguard-conformance-${process.pid}-${++memories}`
-    // The keyspace's own command door (the tests' memory client uses it too): KEYS, then DEL.
-    const run = (...args) => JSON.parse(native.memoryCommand(url, args.map((a) => Buffer.from(String(a)))))
+    // The keyspace is this fixture's alone: FLUSHDB through its command door (as the tests'
+    // memory client sends commands) clears it.
     const clearMemory = async () => {
-      const reply = run('KEYS', '*')
-      const keys = (Array.isArray(reply) ? reply : []).map((k) => Buffer.from(k.bulk, 'base64').toString())
-      if (keys.length > 0) run('DEL', ...keys)
+      const reply = JSON.parse(native.memoryCommand(url, [Buffer.from('FLUSHDB')]))
+      if (reply.status !== 'OK') throw new Error(`FLUSHDB on ${url}: ${JSON.stringify(reply)}`)
     }
     return {
       cleanup: clearMemory,
