@@ -8,16 +8,22 @@
 // from the same checkout): the second run tells which failures belong to this harness.
 //
 //   node scripts/syncguard-conformance.js --syncguard <git dir or checkout> [--commit 549ad5f]
-//        [--target ours|syncguard] [--only=<substring>,...] [--keep] [--entry <ESM file>]
+//        [--target ours|syncguard] [--suite behaviour|unit] [--only=<substring>,...] [--keep]
+//        [--entry <ESM file>]
 //
 // Each file is transpiled with `typescript` into a temp dir outside the repository, its
 // `bun:test` import pointed at scripts/syncguard-conformance/bun-test.mjs and its fixture at
 // one of ours (a redis-server started here on a free port, stopped by its pid). With
 // `--target syncguard` it also runs our mixed-fleet stand-in beside syncguard itself
-// (scripts/syncguard-conformance/standin-beside-syncguard.mjs). Without
-// --syncguard it prints "skipped: no syncguard checkout" and exits 0. Not part of `npm test`.
+// (scripts/syncguard-conformance/standin-beside-syncguard.mjs).
+// `--suite unit` runs syncguard's test/unit/**/*.test.ts instead (plan §7.4): against ours,
+// each syncguard module they import (common/crypto.js, ...) is generated from what our
+// lib/syncguard/*.js and entry export (scripts/syncguard-conformance/ours-internals.cjs); files
+// that need syncguard's redis/, firestore/ or postgres/ internals are listed as n/a.
 // `--entry` points `--target ours` at another ESM entry than ./syncguard.mjs (to check the
-// harness itself, e.g. with syncguard's transpiled index.js). Exit code 1 when any test fails. See docs/SYNCGUARD-CONFORMANCE.md for recorded runs.
+// harness itself, e.g. with syncguard's transpiled index.js).
+// Without --syncguard it prints "skipped: no syncguard checkout" and exits 0. Not part of
+// `npm test`. Exit code 1 when a test fails. Recorded runs: docs/SYNCGUARD-CONFORMANCE.md.
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
@@ -29,7 +35,7 @@ const SHIMS = path.join(__dirname, 'syncguard-conformance')
 const FILE_TIMEOUT_MS = 10 * 60_000
 
 function parseArgs(argv) {
-  const out = { target: 'ours', commit: 'HEAD', only: [], keep: false }
+  const out = { target: 'ours', suite: 'behaviour', commit: 'HEAD', only: [], keep: false }
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i].split(/=(.*)/s)
     const value = () => inline ?? argv[++i]
@@ -39,8 +45,10 @@ function parseArgs(argv) {
     else if (flag === '--only') out.only = value().split(',')
     else if (flag === '--keep') out.keep = true
     else if (flag === '--entry') out.entry = value()
+    else if (flag === '--suite') out.suite = value()
     else throw new Error(`unknown argument ${JSON.stringify(argv[i])}`)
   }
+  if (!['behaviour', 'unit'].includes(out.suite)) throw new Error(`--suite must be behaviour or unit, got ${JSON.stringify(out.suite)}`)
   if (!['ours', 'syncguard'].includes(out.target)) throw new Error(`--target must be ours or syncguard, got ${JSON.stringify(out.target)}`)
   return out
 }
@@ -48,12 +56,14 @@ function parseArgs(argv) {
 /** `git` bound to the checkout: a work tree (has .git) or a bare git directory. */
 function gitOf(dir) {
   const base = fs.existsSync(path.join(dir, '.git')) ? ['-C', dir] : [`--git-dir=${dir}`]
-  return (...args) => execFileSync('git', [...base, ...args], { encoding: 'utf8', maxBuffer: 64 << 20 })
+  const git = (...args) => execFileSync('git', [...base, ...args], { encoding: 'utf8', maxBuffer: 64 << 20 })
+  git.command = ['git', ...base].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')
+  return git
 }
 
-/** Module specifiers the transpiled files need pointed elsewhere. */
+/** Module specifiers the transpiled files need pointed elsewhere: `map(spec)` → a path. */
 function rewriteImports(code, fileDir, map) {
-  return code.replace(/(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(["'])([^"']+)\2/g, (all, lead, quote, spec) => {
+  return code.replace(/(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+|\brequire\s*\(\s*)(["'])([^"']+)\2/g, (all, lead, quote, spec) => {
     const to = map(spec)
     if (to === undefined) return all
     let rel = path.relative(fileDir, to).split(path.sep).join('/')
@@ -62,25 +72,90 @@ function rewriteImports(code, fileDir, map) {
   })
 }
 
-/** Transpiles the TypeScript files `names` (paths in the checkout) into `tmp`, same layout. */
-function transpile(ts, git, commit, names, tmp, map) {
+/**
+ * Bun gives ES modules a `require`; Node does not. Prepended to a test that calls it (run with
+ * --experimental-require-module, so that it can load the ES modules it names).
+ */
+const REQUIRE_IN_ESM = "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);"
+
+/** `[{ spec, names }]`: what a transpiled module imports (`names`: its named value imports). */
+function importsOf(code) {
+  const out = []
+  for (const m of code.matchAll(/\bimport\s*(?:\{([^}]*)\}|[^'"]*?)\s*(?:from\s*)?["']([^"']+)["']/g)) {
+    const names = (m[1] ?? '').split(',').map((n) => n.trim().split(/\s+as\s+/)[0]).filter(Boolean)
+    out.push({ spec: m[2], names })
+  }
+  // Bun lets ESM call require(); a few unit tests do (see REQUIRE_IN_ESM).
+  for (const m of code.matchAll(/\brequire\s*\(\s*["']([^"']+)["']\s*\)/g)) out.push({ spec: m[1], names: [] })
+  return out
+}
+
+/**
+ * Transpiles the TypeScript files `names` (paths in the checkout) into `tmp`, same layout, with
+ * `resolve(spec, name)` giving where an import points (undefined: left as is). A file for which
+ * `skip(name, imports)` gives a reason is not written: `{ written, skipped: [{ name, reason }] }`.
+ */
+function transpile(ts, git, commit, names, tmp, resolve, skip = () => undefined) {
+  const written = []
+  const skipped = []
   for (const name of names) {
     const source = git('show', `${commit}:${name}`)
     const { outputText } = ts.transpileModule(source, {
       fileName: name,
       compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.ESNext, sourceMap: false },
     })
+    const imports = importsOf(outputText).map((i) => ({ ...i, to: resolve(i.spec, name) }))
+    const reason = skip(name, imports)
+    if (reason) {
+      skipped.push({ name, reason })
+      continue
+    }
     const out = path.join(tmp, name.replace(/\.ts$/, '.js'))
     fs.mkdirSync(path.dirname(out), { recursive: true })
-    fs.writeFileSync(out, rewriteImports(outputText, path.dirname(out), map))
+    const code = rewriteImports(outputText, path.dirname(out), (spec) => resolve(spec, name))
+    fs.writeFileSync(out, /\brequire\s*\(/.test(code) ? `${REQUIRE_IN_ESM}\n${code}` : code)
+    written.push({ name, imports })
   }
+  return { written, skipped }
 }
 
-/** Lays out the temp dir for `target`; returns the test files to run (relative to `tmp`). */
-function prepare({ target, git, commit, tmp }) {
+/**
+ * `--suite unit --target ours`: one generated module per syncguard module the tests import
+ * (under tmp/ours/), exporting each imported name from ours-internals.cjs. Returns the names
+ * ours lacks.
+ */
+function writeOursModules(tmp, written) {
+  const wanted = new Map()
+  for (const { imports } of written) {
+    for (const { to, names } of imports) {
+      if (!to?.startsWith(path.join(tmp, 'ours') + path.sep)) continue
+      if (!wanted.has(to)) wanted.set(to, new Set())
+      for (const n of names) wanted.get(to).add(n)
+    }
+  }
+  const internals = path.join(SHIMS, 'ours-internals.cjs')
+  const ours = require(internals)
+  const missing = new Set()
+  for (const [file, names] of wanted) {
+    const lines = ["import { createRequire } from 'node:module'", `const ours = createRequire(import.meta.url)(${JSON.stringify(internals)})`]
+    // Every name ours has (a require() of the module names none), and each one asked for.
+    for (const n of [...new Set([...Object.keys(ours), ...names])].sort()) {
+      lines.push(`export const ${n} = ours.${n}`)
+      if (!(n in ours)) missing.add(n)
+    }
+    fs.mkdirSync(path.dirname(file), { recursive: true })
+    fs.writeFileSync(file, `${lines.join('\n')}\n`)
+  }
+  return [...missing].sort()
+}
+
+/** Lays out the temp dir; returns the test files to run (relative to `tmp`) and those skipped. */
+function prepare({ target, suite, git, commit, tmp }) {
   const ts = require('typescript')
   const listed = git('ls-tree', '-r', '--name-only', commit).split('\n')
-  const tests = listed.filter((n) => /^test\/(contracts|e2e)\/[^/]+\.test\.ts$/.test(n))
+  const has = new Set(listed)
+  const pattern = suite === 'unit' ? /^test\/unit\/.*\.test\.ts$/ : /^test\/(contracts|e2e)\/[^/]+\.test\.ts$/
+  const tests = listed.filter((n) => pattern.test(n))
   const ioredis = require.resolve('ioredis', { paths: [path.join(ROOT, 'bench'), ROOT] })
   fs.writeFileSync(path.join(tmp, 'package.json'), '{ "type": "module" }\n')
   fs.mkdirSync(path.join(tmp, 'shims'))
@@ -88,26 +163,45 @@ function prepare({ target, git, commit, tmp }) {
   const fixture = path.join(tmp, 'test', 'fixtures', 'backends.js')
   fs.mkdirSync(path.dirname(fixture), { recursive: true })
   fs.copyFileSync(path.join(SHIMS, 'redis-fixture.mjs'), path.join(tmp, 'test', 'fixtures', 'redis-fixture.js'))
-  const map = (spec) => {
+  const oursUnit = target === 'ours' && suite === 'unit'
+  // A relative import names a file of the checkout, with or without `.js`, or a folder's index.
+  const resolve = (spec, from) => {
     if (spec === 'bun:test') return path.join(tmp, 'shims', 'bun-test.js')
     if (spec === 'ioredis') return ioredis
+    if (!spec.startsWith('.')) return undefined
+    const at = path.posix.join(path.posix.dirname(from), spec).replace(/\.js$/, '')
+    const file = has.has(`${at}.ts`) ? `${at}.js` : has.has(`${at}/index.ts`) ? `${at}/index.js` : undefined
+    if (!file) return undefined
+    if (oursUnit && /^(common\/|index\.js$)/.test(file)) return path.join(tmp, 'ours', file)
+    return path.join(tmp, file)
+  }
+  // What cannot run here: syncguard's other backends (their packages are not installed), and,
+  // against ours, tests of syncguard's redis/ internals (ours has none of those files).
+  const skip = (name, imports) => {
+    const reaches = (re) => imports.some((i) => re.test(i.spec) || (i.to && re.test(path.relative(tmp, i.to))))
+    if (reaches(/^(@google-cloud\/firestore|postgres)$|^(firestore|postgres)\//)) return "needs syncguard's firestore or postgres backend"
+    if (oursUnit && reaches(/^redis\//)) return "imports syncguard's redis/ internals"
     return undefined
   }
   if (target === 'syncguard') {
-    const sources = listed.filter((n) => /^(common|redis)\/.*\.ts$/.test(n) && !n.endsWith('.d.ts'))
-    transpile(ts, git, commit, sources, tmp, map)
+    // The whole checkout too: a few unit tests read syncguard's own sources and docs (by paths
+    // relative to the working directory, the temp dir).
+    execFileSync('sh', ['-c', `${git.command} archive ${commit} | tar -x -C "${tmp}"`])
+    const sources = listed.filter((n) => /^(common|redis)\/.*\.ts$/.test(n) && !n.endsWith('.d.ts')).concat(has.has('index.ts') ? ['index.ts'] : [])
+    transpile(ts, git, commit, sources, tmp, resolve, (name, imports) => (name === 'index.ts' ? undefined : skip(name, imports)))
     fs.copyFileSync(path.join(SHIMS, 'backends-syncguard.mjs'), fixture)
     fs.mkdirSync(path.join(tmp, 'standin'))
     fs.copyFileSync(path.join(SHIMS, 'standin-beside-syncguard.mjs'), path.join(tmp, 'standin', 'beside-syncguard.test.js'))
-  } else {
+  } else if (suite !== 'unit') {
     fs.mkdirSync(path.join(tmp, 'common'))
     for (const name of ['errors.js', 'auto-lock.js']) fs.copyFileSync(path.join(SHIMS, 'common-ours.mjs'), path.join(tmp, 'common', name))
     fs.writeFileSync(path.join(tmp, 'common', 'types.js'), 'export {}\n')
     fs.copyFileSync(path.join(SHIMS, 'backends-ours.mjs'), fixture)
   }
-  transpile(ts, git, commit, tests, tmp, map)
-  const extra = target === 'syncguard' ? ['standin/beside-syncguard.test.js'] : []
-  return { tests: [...tests.map((n) => n.replace(/\.ts$/, '.js')), ...extra], ioredis }
+  const { written, skipped } = transpile(ts, git, commit, tests, tmp, resolve, skip)
+  const missing = oursUnit ? writeOursModules(tmp, written) : []
+  const extra = target === 'syncguard' && suite !== 'unit' ? ['standin/beside-syncguard.test.js'] : []
+  return { tests: [...written.map((w) => w.name.replace(/\.ts$/, '.js')), ...extra], skipped, missing, ioredis }
 }
 
 /**
@@ -145,7 +239,7 @@ function readTap(text) {
 
 function runFile(file, env, cwd) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--test', '--test-concurrency=1', '--test-reporter=tap', file], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, ['--experimental-require-module', '--no-warnings', '--test', '--test-concurrency=1', '--test-reporter=tap', file], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     child.stdout.on('data', (d) => (out += d))
     child.stderr.on('data', (d) => (out += d))
@@ -166,23 +260,26 @@ async function main() {
   const git = gitOf(path.resolve(args.syncguard))
   const commit = git('rev-parse', '--verify', `${args.commit}^{commit}`).trim()
   const entry = path.resolve(args.entry ?? path.join(ROOT, 'syncguard.mjs'))
-  if (args.target === 'ours' && !fs.existsSync(entry)) throw new Error(`--target ours needs our entry ${entry}, which is not there`)
+  if (args.target === 'ours' && args.suite === 'behaviour' && !fs.existsSync(entry)) throw new Error(`--target ours needs our entry ${entry}, which is not there`)
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'syncguard-conformance-'))
   const { startRedis } = require(path.join(ROOT, '__test__', 'helpers', 'redis-server.js'))
   const server = await startRedis()
   let failed = 0
   try {
-    const { tests, ioredis } = prepare({ target: args.target, git, commit, tmp })
+    const { tests, skipped, missing, ioredis } = prepare({ target: args.target, suite: args.suite, git, commit, tmp })
     const env = {
       ...process.env,
       SG_CONF_PORT: String(server.port),
       SG_CONF_IOREDIS: ioredis,
       SG_CONF_ENTRY: entry,
       SG_CONF_NATIVE: path.join(ROOT, 'lib', 'native.js'),
+      SG_CONF_ROOT: ROOT,
       SG_CONF_STANDIN: path.join(ROOT, '__test__', 'helpers', 'syncguard-standin.js'),
     }
     const chosen = tests.filter((t) => args.only.length === 0 || args.only.some((o) => t.includes(o)))
-    console.log(`syncguard ${commit.slice(0, 7)} · target ${args.target} · redis-server :${server.port} (pid ${server.pid}) · ${tmp}`)
+    console.log(`syncguard ${commit.slice(0, 7)} · ${args.suite} tests · target ${args.target} · redis-server :${server.port} (pid ${server.pid}) · ${tmp}`)
+    for (const { name, reason } of skipped) console.log(`n/a  ${name.replace(/^test\//, '')}: ${reason}`)
+    if (missing.length) console.log(`ours has no ${missing.join(', ')} (what uses them fails)`)
     const totals = { pass: 0, fail: 0, skip: 0 }
     for (const test of chosen) {
       const started = Date.now()
@@ -195,7 +292,7 @@ async function main() {
       const secs = ((Date.now() - started) / 1000).toFixed(1)
       console.log(`${r.fail ? 'FAIL' : 'ok  '} ${test.replace(/^test\//, '').padEnd(36)} pass ${r.pass}  fail ${r.fail}  skipped ${r.skip}  (${secs} s)`)
       const fixtures = Object.entries(r.byFixture)
-      if (fixtures.length > 1) console.log(`       ${fixtures.map(([name, t]) => `${name}: ${t.pass}/${t.pass + t.fail}`).join(' · ')}`)
+      if (args.suite === 'behaviour' && fixtures.length > 1) console.log(`       ${fixtures.map(([name, t]) => `${name}: ${t.pass}/${t.pass + t.fail}`).join(' · ')}`)
       for (const f of r.failures) console.log(`       ✗ ${f.name}: ${f.error.slice(0, 300)}`)
       if (code !== 0 && r.failures.length === 0) console.log(out.split('\n').slice(-15).map((l) => `       | ${l}`).join('\n'))
     }

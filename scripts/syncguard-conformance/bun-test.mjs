@@ -1,8 +1,9 @@
 // `bun:test` for syncguard's own tests, run by Node's runner (scripts/syncguard-conformance.js
-// copies this file next to the transpiled tests). Only what syncguard's test/contracts and
-// test/e2e use: describe / it / it.skip / the four hooks onto node:test, and an `expect` with
-// the matchers those files call, each failing through node:assert. Written here from Bun's
-// documented behaviour (default per-test timeout 5 s; `it(name, fn, timeout | { timeout })`).
+// copies this file next to the transpiled tests). Only what syncguard's test/contracts,
+// test/e2e and test/unit use: describe / it / it.skip / the four hooks onto node:test, an
+// `expect` with the matchers those files call, each failing through node:assert, and Jest-style
+// `mock(fn)` / `spyOn(object, name)`. Written here from Bun's documented behaviour (default
+// per-test timeout 5 s; `it(name, fn, timeout | { timeout })`).
 import assert from 'node:assert/strict'
 import * as nodeTest from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -66,6 +67,71 @@ const show = (v) => {
   }
 }
 
+/**
+ * A mock function (Bun's `mock(impl)`, Jest's `jest.fn`): records `mock.calls` and
+ * `mock.results`; answers with the next one-off behaviour queued, else the default one, else
+ * `impl`.
+ */
+export function mock(impl) {
+  const once = []
+  let fallback
+  const fn = function (...args) {
+    fn.mock.calls.push(args)
+    fn.mock.lastCall = args
+    const behaviour = once.shift() ?? fallback ?? impl
+    try {
+      const value = behaviour ? behaviour.apply(this, args) : undefined
+      fn.mock.results.push({ type: 'return', value })
+      return value
+    } catch (err) {
+      fn.mock.results.push({ type: 'throw', value: err })
+      throw err
+    }
+  }
+  fn.mock = { calls: [], results: [], lastCall: undefined }
+  const chain = (set) => (v) => (set(v), fn)
+  fn.mockImplementation = chain((f) => (fallback = f))
+  fn.mockImplementationOnce = chain((f) => once.push(f))
+  fn.mockReturnValue = chain((v) => (fallback = () => v))
+  fn.mockReturnValueOnce = chain((v) => once.push(() => v))
+  fn.mockResolvedValue = chain((v) => (fallback = () => Promise.resolve(v)))
+  fn.mockResolvedValueOnce = chain((v) => once.push(() => Promise.resolve(v)))
+  fn.mockRejectedValue = chain((v) => (fallback = () => Promise.reject(v)))
+  fn.mockRejectedValueOnce = chain((v) => once.push(() => Promise.reject(v)))
+  fn.mockClear = () => ((fn.mock.calls = []), (fn.mock.results = []), (fn.mock.lastCall = undefined), fn)
+  fn.mockReset = () => (fn.mockClear(), (once.length = 0), (fallback = undefined), (impl = undefined), fn)
+  fn.mockRestore = () => fn.mockReset()
+  fn._isMockFunction = true
+  return fn
+}
+
+/** Bun's `spyOn(object, name)`: a mock calling the original until told otherwise; restorable. */
+export function spyOn(object, name) {
+  const original = object[name]
+  const spy = mock(function (...args) {
+    return original.apply(this, args)
+  })
+  spy.mockRestore = () => {
+    object[name] = original
+    return spy
+  }
+  object[name] = spy
+  return spy
+}
+
+/** Jest's `toMatchObject`: every property of `expected` present in `actual`, recursively. */
+function matchesObject(actual, expected) {
+  if (typeof expected !== 'object' || expected === null) return looselyEqual(actual, expected)
+  if (typeof actual !== 'object' || actual === null) return false
+  if (Array.isArray(expected)) return Array.isArray(actual) && actual.length === expected.length && expected.every((v, i) => matchesObject(actual[i], v))
+  return Object.keys(expected).every((k) => k in actual && matchesObject(actual[k], expected[k]))
+}
+
+const callsOf = (fn) => {
+  if (!fn?._isMockFunction) assert.fail(`expected a mock function, got ${show(fn)}`)
+  return fn.mock.calls
+}
+
 /** The plain matchers; `negate` flips each check. */
 function matchers(actual, negate) {
   const check = (ok, what) => {
@@ -87,6 +153,10 @@ function matchers(actual, negate) {
     toMatch: (e) => check(typeof actual === 'string' && (e instanceof RegExp ? e.test(actual) : actual.includes(e)), `to match ${e}`),
     toContain: (e) => check(actual?.includes?.(e) === true, `to contain ${show(e)}`),
     toHaveLength: (e) => check(actual?.length === e, `to have length ${e}`),
+    toMatchObject: (e) => check(matchesObject(actual, e), `to match object ${show(e)}`),
+    toHaveBeenCalled: () => check(callsOf(actual).length > 0, 'to have been called'),
+    toHaveBeenCalledTimes: (n) => check(callsOf(actual).length === n, `to have been called ${n} times (called ${actual?.mock?.calls.length})`),
+    toHaveBeenCalledWith: (...args) => check(callsOf(actual).some((call) => looselyEqual(call, args)), `to have been called with ${show(args)} (calls ${show(actual?.mock?.calls)})`),
     toThrow: (e) => {
       let threw = false
       let err
@@ -118,9 +188,13 @@ export function expect(actual) {
       if (!throwMatches(err, e)) assert.fail(`expected a rejection matching ${e?.name ?? show(e)}, got ${err?.name}: ${err?.message}`)
     },
   }
-  plain.resolves = {
-    toBe: async (e) => matchers(await actual, false).toBe(e),
-    toEqual: async (e) => matchers(await actual, false).toEqual(e),
-  }
+  // expect(promise).resolves.<matcher>(...): the matcher on the fulfilled value.
+  plain.resolves = new Proxy(
+    {},
+    {
+      get: (_, name) => async (...args) => matchers(await actual, false)[name](...args),
+    },
+  )
   return plain
 }
+expect.unreachable = (message) => assert.fail(message ?? 'reached a line the test says is unreachable')
