@@ -114,6 +114,20 @@ const USES = {
     const service = new DistributedLockService('packed:maestro', 5000, url)
     assert.equal(await service.acquire(), true)
     assert.equal(await service.release(), true)`,
+  './syncguard': `
+    const backend = lib.createRedisBackend(url, { keyPrefix: 'packed' })
+    const won = await backend.acquire({ key: 'packed:syncguard', ttlMs: 10000 })
+    assert.equal(won.ok, true)
+    assert.match(won.fence, /^\\d{15}$/)
+    assert.equal(await backend.isLocked({ key: 'packed:syncguard' }), true)
+    assert.equal((await won.release()).ok, true)
+    assert.equal(await lib.lock(backend, async () => 7, { key: 'packed:syncguard' }), 7)
+    assert.equal(lib.hashKey('abc'), '0001786200483126a9ab02ae')
+    assert.equal(new lib.LockError('Internal').name, 'LockError')`,
+  './syncguard/redis': `
+    const withLock = lib.createLock(url)
+    assert.equal(await withLock(async () => 'done', { key: 'packed:syncguard-redis', ttlMs: 5000 }), 'done')
+    assert.equal(await lib.createRedisBackend(url).isLocked({ key: 'packed:syncguard-redis' }), false)`,
 }
 
 test('every subpath of the exports map has a usage here', () => {
@@ -146,6 +160,20 @@ import lib, { DistributedLock, LockHandle, LockError, LockAcquisitionError, Inva
 import * as distributed from 'native-redis-lock/distributed-lock'
 import ExclusiveLock, { ExclusiveLock as NamedExclusive } from 'native-redis-lock/exclusive-lock'
 import DistributedLockService, { DistributedLockService as NamedService } from 'native-redis-lock/maestro'
+import { createRedisBackend, lock as sgLock, type LockInfo as SgLockInfo, type RedisBackendOptions } from 'native-redis-lock/syncguard'
+import { createLock, type RedisCapabilities } from 'native-redis-lock/syncguard/redis'
+
+export async function syncguard(url: string): Promise<string> {
+  const options: RedisBackendOptions = { keyPrefix: 'app', commandTimeoutMs: 1000 }
+  const backend = createRedisBackend(url, options)
+  const won = await backend.acquire({ key: 'k', ttlMs: 1000 })
+  const fence: string = won.ok ? won.fence : ''
+  await won[Symbol.asyncDispose]()
+  const info: SgLockInfo<RedisCapabilities> | null = await backend.lookup({ lockId: 'AAAAAAAAAAAAAAAAAAAAAA' })
+  const n: number = await sgLock(backend, () => 1, { key: 'k', acquisition: { maxRetries: 1 } })
+  const s: string = await createLock(url)(async () => 's', { key: 'k' })
+  return fence + (info?.fence ?? '') + n + s
+}
 
 export async function use(url: string): Promise<string> {
   const options: LockOptions = { keyPrefix: 'app:', lendOnHandover: false }
@@ -167,6 +195,15 @@ import lib = require('native-redis-lock')
 import distributed = require('native-redis-lock/distributed-lock')
 import ExclusiveLock = require('native-redis-lock/exclusive-lock')
 import DistributedLockService = require('native-redis-lock/maestro')
+import sg = require('native-redis-lock/syncguard')
+import sgRedis = require('native-redis-lock/syncguard/redis')
+
+export async function syncguard(url: string): Promise<boolean> {
+  const backend: sg.LockBackend<sg.RedisCapabilities> = sgRedis.createRedisBackend(url, { cleanupInIsLocked: true })
+  const won = await backend.acquire({ key: 'k', ttlMs: 1000 })
+  const fenced: boolean = won.ok && won.fence.length === 15
+  return fenced && (await sg.lock(backend, async () => true, { key: 'k' })) && sg.hashKey('k').length === 24
+}
 
 export async function use(url: string): Promise<boolean> {
   const handle: lib.LockHandle = await new distributed.DistributedLock(url).acquire('k')

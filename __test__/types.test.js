@@ -23,7 +23,7 @@ test('index.d.ts type-checks a usage file under tsc --noEmit --strict', () => {
 
 test('public signatures contain no `any`', () => {
   const fs = require('node:fs')
-  for (const file of ['index.d.ts', 'distributed-lock.d.ts']) {
+  for (const file of ['index.d.ts', 'distributed-lock.d.ts', 'syncguard.d.ts', 'syncguard-redis.d.ts']) {
     const text = fs.readFileSync(path.join(root, file), 'utf8')
     assert.doesNotMatch(text, /\bany\b/, file)
   }

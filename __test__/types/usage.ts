@@ -111,3 +111,91 @@ async function exclusive(): Promise<void> {
 }
 
 void exclusive
+
+import {
+  createRedisBackend,
+  createLock,
+  lock as sgLock,
+  hasFence,
+  getByKeyRaw,
+  withTelemetry,
+  LockError as SyncguardLockError,
+  LOCK_DEFAULTS,
+  FENCE_THRESHOLDS,
+  type AcquireResult,
+  type BackendCapabilities,
+  type DecoratedAcquireResult,
+  type LockBackend,
+  type LockInfo as SyncguardLockInfo,
+  type RedisBackendOptions,
+} from 'native-redis-lock/syncguard'
+import * as sgRedis from 'native-redis-lock/syncguard/redis'
+
+async function syncguard(): Promise<void> {
+  const options: RedisBackendOptions = { keyPrefix: 'app', disposeTimeoutMs: 1000, commandTimeoutMs: 2000 }
+  const backend = createRedisBackend(new Redis(), options)
+  createRedisBackend('redis://localhost:6379/1')
+  createRedisBackend('memory://tests')
+  createRedisBackend({ host: 'localhost', port: 6379, password: 'x' })
+  const fromSubpath: LockBackend<sgRedis.RedisCapabilities> = sgRedis.createRedisBackend('rediss://cache:6380')
+  // @ts-expect-error an object with only `eval` (a test mock) is not a client
+  createRedisBackend({ eval: async () => 1 })
+  // @ts-expect-error unknown option
+  createRedisBackend('redis://x', { keyprefix: 'typo' })
+
+  // Our backend has fences: `fence` needs no hasFence guard, only the `ok` check.
+  const result = await backend.acquire({ key: 'job', ttlMs: 1000 })
+  if (result.ok) {
+    const fence: string = result.fence
+    const extended = await result.extend(1000)
+    const until: number = extended.ok ? extended.expiresAtMs : 0
+    void [fence, until]
+  } else {
+    const reason: 'locked' = result.reason
+    void reason
+  }
+  {
+    await using held = await backend.acquire({ key: 'job', ttlMs: 1000 })
+    if (held.ok) void held.lockId
+  }
+  const decorated: DecoratedAcquireResult<sgRedis.RedisCapabilities> = await fromSubpath.acquire({ key: 'k', ttlMs: 1 })
+  await decorated[Symbol.asyncDispose]()
+
+  // LockInfo has `fence` exactly when the capabilities say fencing.
+  const info = await backend.lookup({ key: 'job' })
+  if (info) {
+    const fence: string = info.fence
+    void fence
+  }
+  const unfenced = {} as SyncguardLockInfo<{ supportsFencing: false; timeAuthority: 'client' }>
+  // @ts-expect-error no fence without fencing
+  void unfenced.fence
+  const generic = {} as AcquireResult<BackendCapabilities>
+  // @ts-expect-error a backend that may not fence: narrow with hasFence first
+  if (generic.ok) void generic.fence
+  if (hasFence(generic)) {
+    const fence: string = generic.fence
+    void fence
+  }
+  const raw = await getByKeyRaw(backend, 'job')
+  const rawKey: string | undefined = raw?.key
+
+  const n: number = await sgLock(backend, async () => 42, {
+    key: 'job',
+    ttlMs: 5000,
+    acquisition: { maxRetries: 3, backoff: 'fixed', jitter: 'none', timeoutMs: 1000 },
+    onReleaseError: (err, ctx) => void [err.message, ctx.lockId, ctx.source],
+  })
+  const s: string = await createLock('redis://x')(() => 'sync', { key: 'k' })
+  const observed = withTelemetry(backend, { onEvent: (e) => void e.type, includeRaw: (e) => e.result === 'fail' })
+  const observedLocked: boolean = await observed.isLocked({ key: 'k' })
+  const err = new SyncguardLockError('AcquisitionTimeout', 'message', { key: 'k' })
+  const code: 'AcquisitionTimeout' | 'Internal' | string = err.code
+  const retries: number = LOCK_DEFAULTS.maxRetries
+  const max: '900000000000000' = FENCE_THRESHOLDS.MAX
+  // @ts-expect-error syncguard's LockError takes its code first, and only its codes
+  new SyncguardLockError('some message')
+  void [rawKey, n, s, observedLocked, code, retries, max]
+}
+
+void syncguard

@@ -1,0 +1,2 @@
+// ESM view of syncguard-redis.d.ts (see syncguard-redis.mjs).
+export * from './syncguard-redis.js'

@@ -1,0 +1,279 @@
+// Public types of native-redis-lock/syncguard: syncguard 2.5.2's types (generic results whose
+// `fence` exists when the backend's capabilities say so), plus createRedisBackend and createLock
+// at the root. Hand-written, in our words.
+
+import type { RedisInput } from './index'
+
+// ---------------------------------------------------------------------------------------------
+// Backends and their results
+
+/** What a backend can do; a backend's own type narrows these to literal types. */
+export interface BackendCapabilities {
+  supportsFencing: boolean
+  timeAuthority: 'server' | 'client'
+}
+
+/** The capabilities of createRedisBackend's backend: fences, and Redis's clock. */
+export interface RedisCapabilities extends BackendCapabilities {
+  backend: 'redis'
+  supportsFencing: true
+  timeAuthority: 'server'
+}
+
+export type KeyOp = Readonly<{ key: string; signal?: AbortSignal }>
+export type LockOp = Readonly<{ lockId: string; signal?: AbortSignal }>
+export type KeyLookup = { key: string; signal?: AbortSignal }
+export type OwnershipLookup = { lockId: string; signal?: AbortSignal }
+
+/** A fencing token: 15 decimal digits, zero-padded, so that string order is numeric order. */
+export type Fence = string
+/** hashKey's 24 hex digits. */
+export type HashId = string
+
+/** A won acquisition; with `fence` when the backend supports fencing (ours does). */
+export type AcquireOk<C extends BackendCapabilities> = {
+  ok: true
+  lockId: string
+  expiresAtMs: number
+} & (C['supportsFencing'] extends true ? { fence: Fence } : {})
+
+export type AcquireResult<C extends BackendCapabilities> = AcquireOk<C> | { ok: false; reason: 'locked' }
+
+/** What `backend.acquire` resolves with: the result plus release/extend/dispose (`await using`). */
+export type DecoratedAcquireResult<C extends BackendCapabilities> =
+  | (AcquireOk<C> & {
+      release(signal?: AbortSignal): Promise<ReleaseResult>
+      extend(ttlMs: number, signal?: AbortSignal): Promise<ExtendResult>
+      [Symbol.asyncDispose](): Promise<void>
+    })
+  | ({ ok: false; reason: 'locked' } & {
+      release(): Promise<ReleaseResult>
+      extend(ttlMs: number): Promise<ExtendResult>
+      [Symbol.asyncDispose](): Promise<void>
+    })
+
+export type ReleaseResult = { ok: true } | { ok: false }
+export type ExtendResult = { ok: true; expiresAtMs: number } | { ok: false }
+
+/** A lookup's answer: hashes, never the key or lockId themselves. */
+export type LockInfo<C extends BackendCapabilities> = {
+  keyHash: HashId
+  lockIdHash: HashId
+  expiresAtMs: number
+  acquiredAtMs: number
+} & (C['supportsFencing'] extends true ? { fence: Fence } : {})
+
+/** getByKeyRaw/getByIdRaw's answer: LockInfo plus the raw key and lockId. */
+export type LockInfoDebug<C extends BackendCapabilities> = LockInfo<C> & { key: string; lockId: string }
+
+/** Told of a release that failed during disposal (or in `lock()`'s final release). */
+export type OnReleaseError = (error: Error, context: { lockId: string; key: string; source: 'disposal' }) => void
+
+export interface LockBackend<C extends BackendCapabilities = BackendCapabilities> {
+  acquire: (opts: KeyOp & { ttlMs: number }) => Promise<DecoratedAcquireResult<C>>
+  release: (opts: LockOp) => Promise<ReleaseResult>
+  extend: (opts: LockOp & { ttlMs: number }) => Promise<ExtendResult>
+  isLocked: (opts: KeyOp) => Promise<boolean>
+  lookup(opts: KeyLookup): Promise<LockInfo<C> | null>
+  lookup(opts: OwnershipLookup): Promise<LockInfo<C> | null>
+  readonly capabilities: Readonly<C>
+}
+
+// ---------------------------------------------------------------------------------------------
+// lock() and handles
+
+export interface LockConfig {
+  key: string
+  /** Default BACKEND_DEFAULTS.ttlMs (30000). */
+  ttlMs?: number
+  signal?: AbortSignal
+  /** Told when the release after `fn` fails; default: logged unless NODE_ENV is production. */
+  onReleaseError?: OnReleaseError
+}
+
+/** `lock()`'s retries; each defaults to LOCK_DEFAULTS, read at each call. */
+export interface AcquisitionOptions {
+  maxRetries?: number
+  retryDelayMs?: number
+  backoff?: 'exponential' | 'fixed'
+  jitter?: 'equal' | 'full' | 'none'
+  timeoutMs?: number
+  signal?: AbortSignal
+}
+
+export interface DisposableLockHandle {
+  release(signal?: AbortSignal): Promise<ReleaseResult>
+  extend(ttlMs: number, signal?: AbortSignal): Promise<ExtendResult>
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+export type AsyncLock<C extends BackendCapabilities> = AcquireOk<C> & DisposableLockHandle
+
+// ---------------------------------------------------------------------------------------------
+// Telemetry
+
+export type LockEvent = {
+  type: string
+  keyHash?: HashId
+  lockIdHash?: HashId
+  result: 'ok' | 'fail'
+  reason?: 'expired' | 'not-found' | 'locked'
+  key?: string
+  lockId?: string
+}
+
+export interface TelemetryOptions {
+  onEvent: (event: LockEvent) => void
+  /** Put the raw key/lockId on events: always, never (default), or when the predicate says. */
+  includeRaw?: boolean | ((event: LockEvent) => boolean)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis
+
+/**
+ * What createRedisBackend takes: an ioredis or node-redis client (only its settings are read;
+ * the package uses its own connection), a `redis://`/`rediss://`/`unix://` URL, `memory://<name>`,
+ * or connection settings.
+ */
+export type SyncguardRedisInput = RedisInput
+
+export interface RedisBackendOptions {
+  /** Default `'syncguard'`; may not contain `'fence:'` or end with `'fence'`. */
+  keyPrefix?: string
+  /** Let isLocked delete an expired lock it finds. Default false. */
+  cleanupInIsLocked?: boolean
+  /** Told when a disposal's release fails; default: logged unless NODE_ENV is production. */
+  onReleaseError?: OnReleaseError
+  /** Bound on a disposal's release, in ms. Default: none. */
+  disposeTimeoutMs?: number
+  /** Added by native-redis-lock: bound on every Redis call, in ms. Default 5000. */
+  commandTimeoutMs?: number
+}
+
+export interface RedisConfig {
+  keyPrefix: string
+  cleanupInIsLocked: boolean
+  onReleaseError?: OnReleaseError
+  disposeTimeoutMs?: number
+  /** Added by native-redis-lock. */
+  commandTimeoutMs?: number
+}
+
+/** The JSON record stored at a lock key. */
+export interface LockData {
+  lockId: string
+  expiresAtMs: number
+  acquiredAtMs: number
+  key: string
+  fence: string
+}
+
+/** A syncguard backend on Redis, run by this package's engine; checks `options` at once. */
+export declare function createRedisBackend(
+  redis: SyncguardRedisInput,
+  options?: RedisBackendOptions,
+): LockBackend<RedisCapabilities>
+
+/** `lock()` bound to one Redis backend. */
+export declare function createLock(
+  redis: SyncguardRedisInput,
+  options?: RedisBackendOptions,
+): <T>(fn: () => Promise<T> | T, config: LockConfig & { acquisition?: AcquisitionOptions }) => Promise<T>
+
+// ---------------------------------------------------------------------------------------------
+// Functions and values of syncguard's root
+
+/** Acquires `config.key` (retrying per `config.acquisition`), runs `fn`, releases; `fn`'s result. */
+export declare function lock<T, C extends BackendCapabilities>(
+  backend: LockBackend<C>,
+  fn: () => Promise<T> | T,
+  config: LockConfig & { acquisition?: AcquisitionOptions },
+): Promise<T>
+
+export type LockErrorCode =
+  | 'ServiceUnavailable'
+  | 'AuthFailed'
+  | 'InvalidArgument'
+  | 'RateLimited'
+  | 'NetworkTimeout'
+  | 'AcquisitionTimeout'
+  | 'Aborted'
+  | 'Internal'
+
+/** syncguard's error (not the root package's LockError: `code` comes first). */
+export declare class LockError extends Error {
+  constructor(code: LockErrorCode, message?: string, context?: { key?: string; lockId?: string; cause?: unknown })
+  code: LockErrorCode
+  context?: { key?: string; lockId?: string; cause?: unknown }
+}
+
+export declare function normalizeAndValidateKey(key: string): string
+export declare function validateLockId(lockId: string): void
+export declare function generateLockId(): string
+export declare function hashKey(value: string): HashId
+export declare function makeStorageKey(prefix: string, key: string, backendLimitBytes: number, reserveBytes: number): string
+
+export declare function getByKey<C extends BackendCapabilities>(
+  backend: LockBackend<C>,
+  key: string,
+  opts?: { signal?: AbortSignal },
+): Promise<LockInfo<C> | null>
+export declare function getById<C extends BackendCapabilities>(
+  backend: LockBackend<C>,
+  lockId: string,
+  opts?: { signal?: AbortSignal },
+): Promise<LockInfo<C> | null>
+export declare function getByKeyRaw<C extends BackendCapabilities>(
+  backend: LockBackend<C>,
+  key: string,
+  opts?: { signal?: AbortSignal },
+): Promise<LockInfoDebug<C> | null>
+export declare function getByIdRaw<C extends BackendCapabilities>(
+  backend: LockBackend<C>,
+  lockId: string,
+  opts?: { signal?: AbortSignal },
+): Promise<LockInfoDebug<C> | null>
+export declare function owns<C extends BackendCapabilities>(backend: LockBackend<C>, lockId: string): Promise<boolean>
+export declare function hasFence<C extends BackendCapabilities>(
+  result: AcquireResult<C>,
+): result is AcquireOk<C> & { fence: Fence }
+export declare function sanitizeLockInfo<C extends BackendCapabilities>(
+  rawData: { key: string; lockId: string; expiresAtMs: number; acquiredAtMs: number; fence?: string },
+  capabilities: C,
+): LockInfo<C>
+
+export declare function withTelemetry<C extends BackendCapabilities>(
+  backend: LockBackend<C>,
+  options: TelemetryOptions,
+): LockBackend<C>
+
+export declare function acquireHandle<C extends BackendCapabilities>(
+  backend: LockBackend<C>,
+  opts: KeyOp & { ttlMs: number },
+): Promise<AsyncLock<C> | { ok: false; reason: 'locked' }>
+export declare function decorateAcquireResult<C extends BackendCapabilities>(
+  backend: Pick<LockBackend<C>, 'release' | 'extend'>,
+  result: AcquireResult<C>,
+  key: string,
+  onReleaseError?: OnReleaseError,
+  disposeTimeoutMs?: number,
+): DecoratedAcquireResult<C>
+
+export declare function isLive(expiresAtMs: number, nowMs: number, toleranceMs: number): boolean
+export declare function calculateRedisServerTimeMs(redisTime: [string, string]): number
+export declare const TIME_TOLERANCE_MS: 1000
+
+export declare const MAX_KEY_LENGTH_BYTES: 512
+export declare const BACKEND_LIMITS: { readonly REDIS: 1000; readonly POSTGRES: 1700; readonly FIRESTORE: 1500 }
+export declare const RESERVE_BYTES: { readonly REDIS: 26; readonly POSTGRES: 0; readonly FIRESTORE: 0 }
+export declare const BACKEND_DEFAULTS: { readonly ttlMs: 30000 }
+/** A plain object, read at each `lock()` call: assigning to it changes the defaults. */
+export declare const LOCK_DEFAULTS: {
+  maxRetries: number
+  retryDelayMs: number
+  timeoutMs: number
+  backoff: 'exponential'
+  jitter: 'equal'
+}
+export declare const FENCE_THRESHOLDS: { readonly MAX: '900000000000000'; readonly WARN: '090000000000000' }
