@@ -4,11 +4,11 @@
 // (common/crypto.js, common/disposable.js, ...). Ours has the same functions under other file
 // names (lib/syncguard/*.js) and exports the public ones from the entry: this merges them into
 // one object that the generated stand-ins for syncguard's modules read name by name. A name
-// ours lacks reads undefined (the harness lists those). SG_CONF_ROOT is the repository.
+// ours lacks reads undefined (the harness lists those). The repository: SG_CONF_ROOT, else this one.
 const fs = require('node:fs')
 const path = require('node:path')
 
-const root = process.env.SG_CONF_ROOT
+const root = process.env.SG_CONF_ROOT ?? path.resolve(__dirname, '..', '..')
 const all = {}
 const dir = path.join(root, 'lib', 'syncguard')
 for (const file of fs.existsSync(dir) ? fs.readdirSync(dir).sort() : []) {
