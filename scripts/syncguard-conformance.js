@@ -15,7 +15,8 @@
 // `bun:test` import pointed at scripts/syncguard-conformance/bun-test.mjs and its fixture at
 // one of ours (a redis-server started here on a free port, stopped by its pid). With
 // `--target syncguard` it also runs our mixed-fleet stand-in beside syncguard itself
-// (scripts/syncguard-conformance/standin-beside-syncguard.mjs).
+// (scripts/syncguard-conformance/standin-beside-syncguard.mjs) and our mixed-fleet test with
+// syncguard's processes in the place of ours (__test__/syncguard-fleet.test.js).
 // `--suite unit` runs syncguard's test/unit/**/*.test.ts instead (plan §7.4): against ours,
 // each syncguard module they import (common/crypto.js, ...) is generated from what our
 // lib/syncguard/*.js and entry export (scripts/syncguard-conformance/ours-internals.cjs); files
@@ -33,6 +34,8 @@ const { pathToFileURL } = require('node:url')
 const ROOT = path.resolve(__dirname, '..')
 const SHIMS = path.join(__dirname, 'syncguard-conformance')
 const FILE_TIMEOUT_MS = 10 * 60_000
+// With --target syncguard: our mixed-fleet test, syncguard itself in the place of ours.
+const FLEET_TEST = path.join(ROOT, '__test__', 'syncguard-fleet.test.js')
 /** A failure that opened a file of syncguard's repository by a relative path, and found none. */
 const READS_SYNCGUARD_FILES = /^"ENOENT: no such file or directory, open '(common|redis|firestore|postgres|docs)\//
 
@@ -194,6 +197,8 @@ function prepare({ target, suite, git, commit, tmp }) {
     fs.copyFileSync(path.join(SHIMS, 'backends-syncguard.mjs'), fixture)
     fs.mkdirSync(path.join(tmp, 'standin'))
     fs.copyFileSync(path.join(SHIMS, 'standin-beside-syncguard.mjs'), path.join(tmp, 'standin', 'beside-syncguard.test.js'))
+    // syncguard's root and redis entries in one module: what the fleet test loads for "ours".
+    fs.writeFileSync(path.join(tmp, 'syncguard-entry.js'), "export * from './index.js'\nexport { createRedisBackend, createLock } from './redis/index.js'\n")
   } else if (suite !== 'unit') {
     fs.mkdirSync(path.join(tmp, 'common'))
     for (const name of ['errors.js', 'auto-lock.js']) fs.copyFileSync(path.join(SHIMS, 'common-ours.mjs'), path.join(tmp, 'common', name))
@@ -202,7 +207,7 @@ function prepare({ target, suite, git, commit, tmp }) {
   }
   const { written, skipped } = transpile(ts, git, commit, tests, tmp, resolve, skip)
   const missing = oursUnit ? writeOursModules(tmp, written) : []
-  const extra = target === 'syncguard' && suite !== 'unit' ? ['standin/beside-syncguard.test.js'] : []
+  const extra = target === 'syncguard' && suite !== 'unit' ? ['standin/beside-syncguard.test.js', FLEET_TEST] : []
   return { tests: [...written.map((w) => w.name.replace(/\.ts$/, '.js')), ...extra], skipped, missing, ioredis }
 }
 
@@ -276,6 +281,7 @@ async function main() {
       SG_CONF_ENTRY: entry,
       SG_CONF_NATIVE: path.join(ROOT, 'lib', 'native.js'),
       SG_CONF_ROOT: ROOT,
+      ...(args.target === 'syncguard' ? { SG_FLEET_IMPLEMENTATION: path.join(tmp, 'syncguard-entry.js') } : {}),
       SG_CONF_STANDIN: path.join(ROOT, '__test__', 'helpers', 'syncguard-standin.js'),
     }
     const chosen = tests.filter((t) => args.only.length === 0 || args.only.some((o) => t.includes(o)))
@@ -287,6 +293,7 @@ async function main() {
       const started = Date.now()
       const { code, out } = await runFile(test, env, tmp)
       fs.writeFileSync(path.join(tmp, `${path.basename(test)}.tap`), out)
+      const label = path.isAbsolute(test) ? `${path.relative(ROOT, test)} (syncguard as "ours")` : test.replace(/^test\//, '')
       const r = readTap(out)
       if (code !== 0 && r.fail === 0) r.fail = 1 // the file itself broke (load error, timeout)
       // Against ours, a test that reads syncguard's own source or docs (time-helpers lints its
@@ -298,7 +305,7 @@ async function main() {
       for (const k of Object.keys(totals)) totals[k] += r[k]
       failed += r.fail
       const secs = ((Date.now() - started) / 1000).toFixed(1)
-      console.log(`${r.fail ? 'FAIL' : 'ok  '} ${test.replace(/^test\//, '').padEnd(36)} pass ${r.pass}  fail ${r.fail}  skipped ${r.skip}${r.na ? `  n/a ${r.na} (read syncguard's own files)` : ''}  (${secs} s)`)
+      console.log(`${r.fail ? 'FAIL' : 'ok  '} ${label.padEnd(36)} pass ${r.pass}  fail ${r.fail}  skipped ${r.skip}${r.na ? `  n/a ${r.na} (read syncguard's own files)` : ''}  (${secs} s)`)
       const fixtures = Object.entries(r.byFixture)
       if (args.suite === 'behaviour' && fixtures.length > 1) console.log(`       ${fixtures.map(([name, t]) => `${name}: ${t.pass}/${t.pass + t.fail}`).join(' · ')}`)
       for (const f of r.failures) console.log(`       ✗ ${f.name}: ${f.error.slice(0, 300)}`)
