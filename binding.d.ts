@@ -173,6 +173,36 @@ export declare class NativeLockService {
   release(listener: number): Promise<boolean>
 }
 
+export declare class NativeSyncguard {
+  constructor(connection: NativeConnection, options: SyncguardOptions)
+  /** One attempt: resolves with `[fence, expiresAtMs]`, or `null` when the key is held. */
+  acquire(keys: SyncguardCallKeys, ttlMs: number): Promise<[number, number] | null>
+  /**
+   * `lock()`'s acquisition, begun `elapsed_ms` ago by the JS caller's clock: resolves with
+   * `[fence, expiresAtMs]`, or rejects (EGAVEUP with syncguard's ending; EABORTED once
+   * `cancel` is cancelled).
+   */
+  lock(keys: SyncguardCallKeys, ttlMs: number, pace: SyncguardPace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
+  /**
+   * Resolves with syncguard's release code: 1 released, 0 another's, -1 not found,
+   * -2 expired.
+   */
+  release(indexKey: string, lockId: string): Promise<number>
+  /** Resolves with the record's new expiry (server ms), or `null`. */
+  extend(indexKey: string, lockId: string, ttlMs: number): Promise<number | null>
+  isLocked(lockKey: string): Promise<boolean>
+  /** Resolves with the live record's JSON, or `null`. */
+  lookupByKey(lockKey: string): Promise<string | null>
+  /** Resolves with the live record's JSON when it is `lock_id`'s, or `null`. */
+  lookupById(indexKey: string, lockId: string): Promise<string | null>
+  /**
+   * `lock()`'s schedule for a foreign backend (no wakes there): before scheduled attempt
+   * `attempts` (`failed` false), or after it failed (`failed` true), `elapsed_ms` after
+   * the call began. The same formula as the native loop's.
+   */
+  static pacedNext(pace: SyncguardPace, attempts: number, elapsedMs: number, failed: boolean): SyncguardStep
+}
+
 /**
  * A period kept on the runtime that tells a JS listener `tick` each time it comes round:
  * what refreshes a lock held through a cache object we can only drive through its own
@@ -300,6 +330,47 @@ export interface LockServiceOptions {
  * tests read and write beside the locks on the embedded backend, as with a client on Redis.
  */
 export declare function memoryCommand(url: string, args: Array<Buffer>): string
+
+/** One syncguard lock's keys, as lib/syncguard computed them, and the call's lockId. */
+export interface SyncguardCallKeys {
+  /** The normalised user key. */
+  key: string
+  lockKey: string
+  indexKey: string
+  fenceKey: string
+  lockId: string
+}
+
+/** Options of `createRedisBackend(redis, options)` that reach the core. */
+export interface SyncguardOptions {
+  /** syncguard's `keyPrefix`, trailing colons stripped. Default `"syncguard"`. */
+  keyPrefix?: string
+  /** Whether isLocked deletes a record expired past its guard. Default false. */
+  cleanupInIsLocked?: boolean
+  /** The `keyPrefix` of the user's ioredis client, put in front of every key. */
+  clientKeyPrefix?: string
+  /** Bound on every Redis call. Default 5000. */
+  commandTimeoutMs?: number
+}
+
+/** `lock()`'s acquisition options, as JS numbers and names (never validated by syncguard). */
+export interface SyncguardPace {
+  maxRetries: number
+  retryDelayMs: number
+  backoff: string
+  jitter: string
+  timeoutMs: number
+}
+
+/**
+ * What comes after a scheduled attempt of `lock()` on a foreign backend: a delay, or the
+ * message of the ending (`gaveUp` names which).
+ */
+export interface SyncguardStep {
+  delayMs?: number
+  gaveUp?: string
+  message?: string
+}
 
 /**
  * The fence retention rule, for a DistributedLockService whose cache takes no native lock

@@ -842,6 +842,7 @@ module.exports.NativeDistributedLock = nativeBinding.NativeDistributedLock
 module.exports.NativeExclusiveLock = nativeBinding.NativeExclusiveLock
 module.exports.NativeHeartbeat = nativeBinding.NativeHeartbeat
 module.exports.NativeLockService = nativeBinding.NativeLockService
+module.exports.NativeSyncguard = nativeBinding.NativeSyncguard
 module.exports.NativeTicker = nativeBinding.NativeTicker
 module.exports.collectNativeMemory = nativeBinding.collectNativeMemory
 module.exports.memoryCommand = nativeBinding.memoryCommand

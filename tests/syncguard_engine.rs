@@ -9,11 +9,12 @@ use common::RedisServer;
 use native_redis_lock::core::api::{memory_command, LockConnection, Owner};
 use native_redis_lock::core::api::{Endpoint, EndpointSpec};
 use native_redis_lock::core::api::{
-    ReleasedById, Syncguard, SyncguardCall, SyncguardSettings, SyncguardWon,
+    ReleasedById, Syncguard, SyncguardCall, SyncguardGranted, SyncguardSettings, SyncguardWon,
 };
 use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::basics::pace::{GaveUp, Pace};
 use redis::Value;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -54,6 +55,16 @@ impl Place {
     /// A backend on a connection of its own (as another process's would be) when
     /// `connect_timeout` differs from the others'.
     fn backend_on(&self, cleanup: bool, connect_timeout: Option<Duration>) -> Syncguard {
+        self.backend_of(cleanup, connect_timeout, Owner::new())
+    }
+
+    /// A backend whose calls run on behalf of `owner`.
+    fn backend_of(
+        &self,
+        cleanup: bool,
+        connect_timeout: Option<Duration>,
+        owner: Owner,
+    ) -> Syncguard {
         let spec = EndpointSpec {
             url: Some(self.url()),
             connect_timeout,
@@ -65,7 +76,7 @@ impl Place {
             command_timeout_ms: Some(2000.0),
             ..Default::default()
         };
-        Syncguard::new(&connection, settings, Owner::new()).unwrap()
+        Syncguard::new(&connection, settings, owner).unwrap()
     }
 }
 
@@ -132,11 +143,15 @@ fn now_ms() -> i64 {
 }
 
 async fn acquire(backend: &Syncguard, keys: &Keys, ttl_ms: f64) -> Option<SyncguardWon> {
-    backend
-        .acquire(&keys.call(), ttl_ms)
-        .unwrap()
-        .await
-        .unwrap()
+    let won = backend.acquire(&keys.call(), ttl_ms).unwrap().await;
+    won.unwrap().map(|granted| granted.won)
+}
+
+/// What a `lock()` acquisition ended with, without what frees an undelivered lock.
+async fn won(
+    granted: impl Future<Output = Result<SyncguardGranted, LockError>>,
+) -> Result<SyncguardWon, LockError> {
+    granted.await.map(|granted| granted.won)
 }
 
 async fn release(backend: &Syncguard, index: &Keys, id: &Keys) -> ReleasedById {
@@ -316,7 +331,7 @@ async fn a_paced_lock_is_woken_by_a_release_well_before_its_backoff() {
                     CancellationToken::new(),
                 )
                 .unwrap();
-            let waiting = tokio::spawn(waiting);
+            let waiting = tokio::spawn(won(waiting));
             tokio::time::sleep(Duration::from_millis(300)).await;
             let releaser = if releaser_won_it {
                 backend.clone()
@@ -347,7 +362,7 @@ async fn a_paced_lock_ends_as_syncguards_does() {
         let waiter = Keys::new("busy", 2);
         let lock = |pace| {
             let cancel = CancellationToken::new();
-            (backend.lock(&waiter.call(), TTL_MS, pace, Instant::now(), cancel)).unwrap()
+            won((backend.lock(&waiter.call(), TTL_MS, pace, Instant::now(), cancel)).unwrap())
         };
         assert_eq!(
             lock(Pace::fixed(2.0, 10.0, f64::INFINITY)).await,
@@ -364,7 +379,7 @@ async fn a_paced_lock_ends_as_syncguards_does() {
         let cancel = CancellationToken::new();
         let pace = Pace::fixed(5.0, 5_000.0, 60_000.0);
         let waiting = backend.lock(&waiter.call(), TTL_MS, pace, Instant::now(), cancel.clone());
-        let waiting = tokio::spawn(waiting.unwrap());
+        let waiting = tokio::spawn(won(waiting.unwrap()));
         tokio::time::sleep(Duration::from_millis(100)).await;
         cancel.cancel();
         let ended = tokio::time::timeout(Duration::from_secs(1), waiting).await;
@@ -406,4 +421,40 @@ async fn bad_arguments_are_refused_naming_them() {
         name(backend.release(&keys.index, "x").err().unwrap()),
         "lockId"
     );
+}
+
+/// A lock won for a caller that is no longer there is freed, as with every other API: won
+/// after its owner ended (the server paused under the attempt), or never delivered.
+#[tokio::test]
+async fn a_lock_won_for_a_caller_gone_is_freed() {
+    for place in places("late") {
+        let keys = Keys::new("late", 1);
+        if let Place::Redis(server) = &place {
+            let owner = Owner::new();
+            let backend = place.backend_of(false, None, owner.clone());
+            // Connected first, so that the attempt below is sent and waits in the server.
+            assert!(!backend.is_locked(&keys.lock).unwrap().await.unwrap());
+            server.signal("-STOP");
+            let attempt = tokio::spawn(backend.acquire(&keys.call(), TTL_MS).unwrap());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            owner.end().await;
+            server.signal("-CONT");
+            let ended = attempt.await.unwrap().map(|granted| granted.is_some());
+            assert_eq!(ended, Err(LockError::Aborted));
+            assert!(!keys.exists(&place, &keys.lock), "a late win was kept");
+            assert!(!keys.exists(&place, &keys.index));
+        }
+        let backend = place.backend(false);
+        let undelivered = Keys::new("late", 2);
+        let granted = backend.acquire(&undelivered.call(), TTL_MS).unwrap().await;
+        let granted = granted.unwrap().expect("won");
+        assert!(undelivered.exists(&place, &undelivered.lock));
+        granted.unclaimed.free();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while undelivered.exists(&place, &undelivered.lock) {
+            assert!(Instant::now() < deadline, "an undelivered lock was kept");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!undelivered.exists(&place, &undelivered.index));
+    }
 }

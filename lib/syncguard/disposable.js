@@ -171,6 +171,7 @@ async function acquireHandle(backend, opts) {
 
 module.exports = {
   defaultOnReleaseError,
+  report,
   createDisposableHandle,
   decorateAcquireResult,
   acquireHandle,

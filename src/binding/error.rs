@@ -1,5 +1,6 @@
 use super::sys::env::{ErrorClass, Made, Scope, Value};
 use crate::core::basics::error::{InvalidKind, LockError};
+use crate::core::basics::pace::GaveUp;
 use napi::bindgen_prelude::Env;
 
 pub type Result<T> = std::result::Result<T, napi::Error>;
@@ -11,7 +12,8 @@ const MARK: &std::ffi::CStr = c"nativeRedisLock";
 /// The JS error users match on, made natively: an `Error` (a `TypeError` or `RangeError`
 /// for bad input) whose `code` is the core's stable code, with what its class needs to be
 /// rebuilt by `lib/errors.js` as properties: `argument` (EINVAL), `retriesAttempted`
-/// (ELOCKED) and `key` (the lock it is about). `Err` with the status of the call Node
+/// (ELOCKED), `gaveUp`, `elapsedMs` and `attempts` (EGAVEUP: which of syncguard's endings)
+/// and `key` (the lock it is about). `Err` with the status of the call Node
 /// refused (its environment is going away, or an exception is pending).
 pub fn js_error<'s>(scope: &Scope<'s>, err: &LockError) -> Made<Value<'s>> {
     let code = scope.string(err.code())?;
@@ -36,6 +38,26 @@ pub fn js_error<'s>(scope: &Scope<'s>, err: &LockError) -> Made<Value<'s>> {
         LockError::Locked { retries, .. } => {
             let retries_value = scope.uint32(*retries)?;
             scope.set_named(value, c"retriesAttempted", retries_value)?;
+        }
+        LockError::GaveUp(gave_up) => {
+            let (why, elapsed_ms, attempts) = match *gave_up {
+                GaveUp::TimedOut {
+                    elapsed_ms,
+                    attempts,
+                } => ("timedOut", Some(elapsed_ms), Some(attempts)),
+                GaveUp::Contention { attempts } => ("contention", None, Some(attempts)),
+                GaveUp::NoTimeForRetry { elapsed_ms } => ("noTimeForRetry", Some(elapsed_ms), None),
+            };
+            let why = scope.string(why)?;
+            scope.set_named(value, c"gaveUp", why)?;
+            if let Some(ms) = elapsed_ms {
+                let ms = scope.number(ms as f64)?;
+                scope.set_named(value, c"elapsedMs", ms)?;
+            }
+            if let Some(count) = attempts {
+                let count = scope.number(count as f64)?;
+                scope.set_named(value, c"attempts", count)?;
+            }
         }
         _ => {}
     }

@@ -13,5 +13,6 @@ pub mod js;
 pub mod lock_service;
 pub mod options;
 pub mod runtime;
+pub mod syncguard;
 pub mod sys;
 pub mod ticker;

@@ -20,7 +20,7 @@ pub use super::backend::memory::{command as memory_command, transaction as memor
 pub use super::front::connection::LockConnection;
 /// syncguard's backend, as the binding will call it (tests/syncguard_engine.rs drives it).
 pub use super::front::syncguard::{
-    ReleasedById, Syncguard, SyncguardCall, SyncguardSettings, SyncguardWon,
+    ReleasedById, Syncguard, SyncguardCall, SyncguardGranted, SyncguardSettings, SyncguardWon,
 };
 /// A lock handed to a JS caller that has not claimed it yet: freed if nobody will.
 pub use super::ops::delivery::Unclaimed;

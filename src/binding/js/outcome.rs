@@ -27,6 +27,14 @@ pub enum Outcome {
         expires_at_ms: u64,
     },
     Inspected(Option<Inspection>),
+    /// A plain number (syncguard's release code, or an expiry in server ms).
+    Number(f64),
+    /// A syncguard lock won: `[fence, expiresAtMs]`, freed should it never reach its caller.
+    SyncguardWon {
+        fence: u64,
+        expires_at_ms: u64,
+        unclaimed: Option<Unclaimed>,
+    },
     Failed(LockError),
 }
 
@@ -101,6 +109,7 @@ impl Outcome {
     pub fn unclaimed(&mut self) -> Option<Unclaimed> {
         match self {
             Outcome::Lease(granted) => granted.unclaimed.take(),
+            Outcome::SyncguardWon { unclaimed, .. } => unclaimed.take(),
             _ => None,
         }
     }

@@ -480,6 +480,20 @@ impl JsThread {
                 scope.set_named(value, c"lock_contents", contents)?;
                 value
             }
+            Outcome::Number(n) => scope.number(n)?,
+            Outcome::SyncguardWon {
+                fence,
+                expires_at_ms,
+                ..
+            } => {
+                // Both below 2^53: fences stop at 15 digits, expiries are epoch ms.
+                let value = scope.array(2)?;
+                let fence = scope.number(fence as f64)?;
+                let expires_at = scope.number(expires_at_ms as f64)?;
+                scope.set_element(value, 0, fence)?;
+                scope.set_element(value, 1, expires_at)?;
+                value
+            }
             Outcome::Failed(err) => {
                 let raw = self.error(scope, &err);
                 let args = [raw, owner.unwrap_or_else(|| scope.undefined())];

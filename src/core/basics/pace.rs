@@ -15,6 +15,16 @@ pub enum Growth {
     Fixed,
 }
 
+impl Growth {
+    /// syncguard's `backoff` option by name.
+    pub fn named(backoff: &str) -> Growth {
+        match backoff {
+            "exponential" => Growth::Doubling,
+            _ => Growth::Fixed,
+        }
+    }
+}
+
 /// How a delay is randomised (`jitter`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Jitter {
@@ -24,6 +34,17 @@ pub enum Jitter {
     Full,
     /// Anything else: the delay as it is.
     None,
+}
+
+impl Jitter {
+    /// syncguard's `jitter` option by name.
+    pub fn named(jitter: &str) -> Jitter {
+        match jitter {
+            "equal" => Jitter::Equal,
+            "full" => Jitter::Full,
+            _ => Jitter::None,
+        }
+    }
 }
 
 /// The acquisition options of one `lock()` call, as JS numbers.

@@ -8,9 +8,11 @@
 
 use super::connection::LockConnection;
 use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
 use crate::core::basics::pace::Pace;
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
+use crate::core::ops::delivery::Unclaimed;
 use crate::core::ops::key_scheme::SyncguardKeys;
 use crate::core::ops::lock::Locker;
 pub use crate::core::ops::syncguard::SyncguardWon;
@@ -51,6 +53,13 @@ pub struct SyncguardCall<'a> {
     pub index_key: &'a [u8],
     pub fence_key: &'a [u8],
     pub lock_id: &'a str,
+}
+
+/// A syncguard lock won for a call, and what frees it should the answer never reach its
+/// caller (see ops/delivery.rs).
+pub struct SyncguardGranted {
+    pub won: SyncguardWon,
+    pub unclaimed: Unclaimed,
 }
 
 /// One syncguard backend on a shared connection.
@@ -169,10 +178,20 @@ impl Syncguard {
         })
     }
 
-    /// Remembers a lock won for `ttl` under its lockId.
-    fn won(held: &Mutex<HeldIds>, keys: &SyncguardKeys, ttl: Duration) {
+    /// Remembers a lock won for `ttl` under its lockId, and makes what its caller gets.
+    fn won(
+        locker: &Locker,
+        held: &Mutex<HeldIds>,
+        keys: SyncguardKeys,
+        ttl: Duration,
+        lease: Lease,
+    ) -> SyncguardGranted {
         let until = Instant::now().checked_add(ttl).unwrap_or_else(Instant::now);
-        sync::lock(held).insert(&keys.lock_id, keys.lock_key.clone(), until);
+        sync::lock(held).insert(&keys.lock_id, keys.lock_key, until);
+        SyncguardGranted {
+            won: SyncguardWon::of(&lease),
+            unclaimed: Unclaimed::syncguard(locker, lease, keys.index_key),
+        }
     }
 
     /// `backend.acquire({ key, ttlMs })`: `None` when the lock is held.
@@ -181,17 +200,14 @@ impl Syncguard {
         call: &SyncguardCall<'_>,
         ttl_ms: f64,
     ) -> Result<
-        impl Future<Output = Result<Option<SyncguardWon>, LockError>> + Send + 'static,
+        impl Future<Output = Result<Option<SyncguardGranted>, LockError>> + Send + 'static,
         LockError,
     > {
         let (keys, ttl) = (self.keys(call)?, ttl(ttl_ms)?);
         let (locker, held) = (self.locker.clone(), self.held.clone());
         Ok(async move {
             let won = locker.sg_acquire(&keys, ttl).await?;
-            if won.is_some() {
-                Self::won(&held, &keys, ttl);
-            }
-            Ok(won)
+            Ok(won.map(|lease| Self::won(&locker, &held, keys, ttl, lease)))
         })
     }
 
@@ -205,14 +221,13 @@ impl Syncguard {
         pace: Pace,
         started: Instant,
         cancel: CancellationToken,
-    ) -> Result<impl Future<Output = Result<SyncguardWon, LockError>> + Send + 'static, LockError>
+    ) -> Result<impl Future<Output = Result<SyncguardGranted, LockError>> + Send + 'static, LockError>
     {
         let (keys, ttl) = (self.keys(call)?, ttl(ttl_ms)?);
         let (locker, held) = (self.locker.clone(), self.held.clone());
         Ok(async move {
-            let won = locker.sg_lock(&keys, ttl, pace, started, &cancel).await?;
-            Self::won(&held, &keys, ttl);
-            Ok(won)
+            let lease = locker.sg_lock(&keys, ttl, pace, started, &cancel).await?;
+            Ok(Self::won(&locker, &held, keys, ttl, lease))
         })
     }
 

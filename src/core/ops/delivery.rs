@@ -7,6 +7,7 @@ use super::store::Store;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use std::sync::Arc;
 
 pub enum Won {
@@ -45,6 +46,9 @@ struct UnclaimedLease {
     /// Lent on handover (see fast/handoff.rs): Redis gets the lease only once its
     /// handover runs, which may still be on its way.
     lent: bool,
+    /// A syncguard lock's index key: such a lock is freed by its lockId (its record is
+    /// JSON, which our own release script would not recognise as its token).
+    index_key: Option<Vec<u8>>,
 }
 
 impl Unclaimed {
@@ -57,10 +61,22 @@ impl Unclaimed {
         Self::of(locker, lease, true)
     }
 
+    /// A syncguard lock won under the lockId its `index_key` names.
+    pub fn syncguard(locker: &Locker, lease: Lease, index_key: Vec<u8>) -> Self {
+        let Unclaimed(mut unclaimed) = Self::of(locker, lease, false);
+        unclaimed.index_key = Some(index_key);
+        Unclaimed(unclaimed)
+    }
+
     fn of(locker: &Locker, lease: Lease, lent: bool) -> Self {
         let store = locker.store().clone();
         let ownerless = OwnerlessLease { store, lease };
-        Unclaimed(Box::new(UnclaimedLease { ownerless, lent }))
+        let index_key = None;
+        Unclaimed(Box::new(UnclaimedLease {
+            ownerless,
+            lent,
+            index_key,
+        }))
     }
 
     /// Frees the lock in the background, as `OwnerlessLease::free` does. A lent lease only once
@@ -72,8 +88,16 @@ impl Unclaimed {
     /// lender's token). Only one left unanswered within its bound may still run after this
     /// release, which then frees nothing: the lock is left to its TTL, as before.
     pub fn free(self) {
-        let UnclaimedLease { ownerless, lent } = *self.0;
+        let UnclaimedLease {
+            ownerless,
+            lent,
+            index_key,
+        } = *self.0;
         let OwnerlessLease { store, lease } = ownerless;
+        if let Some(index_key) = index_key {
+            store.clean_up(Cleanup::FreeById { lease, index_key });
+            return;
+        }
         if !lent {
             store.release_orphan(lease);
             return;

@@ -34,6 +34,12 @@ pub(super) async fn release_by_id(
         return Ok(released);
     };
     let expected = expect == Some(freed);
+    if expected {
+        // Counted before the script too (see wait/releases.rs); a count made only before
+        // misses the waiter whose mark came after it and whose attempt came before the
+        // script freed the lock.
+        wakes.released(freed);
+    }
     if expected && !ours_wait {
         return Ok(released);
     }

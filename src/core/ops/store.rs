@@ -23,6 +23,13 @@ use tokio::sync::Notify;
 /// Bound of the calls a connection makes on its own (queueing again, passing a wake on).
 pub(crate) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The bound of freeing a lock nobody holds any more: no longer than it would live anyway.
+pub(crate) fn orphan_bound(lease: &Lease) -> Duration {
+    lease
+        .remaining()
+        .clamp(Duration::from_millis(1), BACKGROUND_TIMEOUT)
+}
+
 pub struct Store {
     backend: Backend,
     wakes: Arc<Wakes>,

@@ -3,11 +3,11 @@
 //! uses the store.
 
 use super::release;
-use super::store::{Store, BACKGROUND_TIMEOUT};
+use super::release_by_id::release_by_id;
+use super::store::{orphan_bound, Store};
 use crate::core::basics::background::spawn;
 use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake;
-use std::time::Duration;
 
 impl Cleaner for Store {
     fn clean_up(&self, cleanup: Cleanup) {
@@ -17,10 +17,18 @@ impl Cleaner for Store {
                     return;
                 };
                 spawn(async move {
-                    let bound = lease
-                        .remaining()
-                        .clamp(Duration::from_millis(1), BACKGROUND_TIMEOUT);
+                    let bound = orphan_bound(&lease);
                     let _ignored = release::release(&store, &lease, bound).await;
+                });
+            }
+            Cleanup::FreeById { lease, index_key } => {
+                let Some(store) = self.me() else {
+                    return;
+                };
+                spawn(async move {
+                    let (bound, expect) = (orphan_bound(&lease), Some(&lease.redis_key[..]));
+                    let (index_key, lock_id) = (&index_key, &lease.token);
+                    let _ignored = release_by_id(&store, index_key, lock_id, expect, bound).await;
                 });
             }
             Cleanup::PassWake(lock_key) => self.pass_on(lock_key),

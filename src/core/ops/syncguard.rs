@@ -25,7 +25,7 @@ pub struct SyncguardWon {
 }
 
 impl SyncguardWon {
-    fn of(lease: &Lease) -> Self {
+    pub fn of(lease: &Lease) -> Self {
         SyncguardWon {
             fence: lease.fence,
             expires_at_ms: lease.expires_at_ms(),
@@ -78,17 +78,16 @@ impl Locker {
         }
     }
 
-    /// syncguard's `backend.acquire`: one attempt, `None` when the lock is held.
+    /// syncguard's `backend.acquire`: one attempt, `None` when the lock is held. A lock won
+    /// after the owner went away is released at once (`pursue` decides, as for every API).
     pub async fn sg_acquire(
         &self,
         keys: &SyncguardKeys,
         ttl: Duration,
-    ) -> Result<Option<SyncguardWon>, LockError> {
+    ) -> Result<Option<Lease>, LockError> {
         let scheme = KeyScheme::Syncguard(keys);
-        match (self.attempt_bounded(scheme, ttl, self.command_timeout(), None)).await? {
-            Attempt::Acquired(lease) => Ok(Some(SyncguardWon::of(&lease))),
-            Attempt::Held { .. } => Ok(None),
-        }
+        let never = CancellationToken::new();
+        (self.pursue_in(Plan::once(), scheme, ttl, &never, Start::Attempt)).await
     }
 
     /// Frees a syncguard lock an acquisition won after its caller gave up.
@@ -113,7 +112,7 @@ impl Locker {
         pace: Pace,
         started: Instant,
         cancel: &CancellationToken,
-    ) -> Result<SyncguardWon, LockError> {
+    ) -> Result<Lease, LockError> {
         let mark = Some(self.mark_at(&keys.lock_key));
         let plan = Plan {
             attempts: Attempts::Paced { pace, started },
@@ -121,10 +120,9 @@ impl Locker {
         };
         let scheme = KeyScheme::Syncguard(keys);
         let won = self.pursue_in(plan, scheme, ttl, cancel, Start::Attempt);
-        let lease = won.await?.ok_or_else(|| {
+        won.await?.ok_or_else(|| {
             LockError::Internal("a paced acquisition ended without saying why".into())
-        })?;
-        Ok(SyncguardWon::of(&lease))
+        })
     }
 
     /// syncguard's `backend.release({ lockId })`. `expect`, the lock key the caller believes

@@ -31,7 +31,8 @@ async fn paced(
     pace: Pace,
 ) -> Result<SyncguardWon, LockError> {
     let cancel = CancellationToken::new();
-    (locks.sg_lock(keys, MS(30_000), pace, Instant::now(), &cancel)).await
+    let won = locks.sg_lock(keys, MS(30_000), pace, Instant::now(), &cancel);
+    won.await.map(|lease| SyncguardWon::of(&lease))
 }
 
 #[tokio::test]
@@ -138,7 +139,8 @@ async fn a_paced_waiter_cancelled_ends_aborted_and_holds_nothing() {
     let stop = cancel.clone();
     let waiting = tokio::spawn(async move {
         let pace = Pace::fixed(5.0, 5000.0, 60_000.0);
-        (late.sg_lock(&waiter, MS(30_000), pace, Instant::now(), &stop)).await
+        let won = late.sg_lock(&waiter, MS(30_000), pace, Instant::now(), &stop);
+        won.await.map(|lease| SyncguardWon::of(&lease))
     });
     tokio::time::sleep(MS(100)).await;
     cancel.cancel();
@@ -156,7 +158,7 @@ async fn extend_sets_the_expiry_and_release_answers_what_it_found() {
     let won = locks.sg_acquire(&mine, MS(1000)).await.unwrap().unwrap();
     let extended = locks.sg_extend(&mine.index_key, &mine.lock_id, MS(60_000));
     let expiry = extended.await.unwrap().expect("still ours");
-    assert!(expiry as u64 > won.expires_at_ms + 50_000);
+    assert!(expiry as u64 > won.expires_at_ms() + 50_000);
     let other = keys("e", &id(2));
     let (index, lock_id) = (&other.index_key, &other.lock_id);
     assert_eq!(
@@ -186,7 +188,8 @@ async fn woken_attempts_that_fail_do_not_count() {
     let started = Instant::now();
     let waiting = tokio::spawn(async move {
         let pace = Pace::fixed(1.0, 500.0, f64::INFINITY);
-        (late.sg_lock(&waiter, MS(30_000), pace, started, &cancel)).await
+        let won = late.sg_lock(&waiter, MS(30_000), pace, started, &cancel);
+        won.await.map(|lease| SyncguardWon::of(&lease))
     });
     let channel = wake::channel(&held.lock_key);
     for _ in 0..3 {

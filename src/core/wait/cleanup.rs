@@ -7,6 +7,9 @@ pub enum Cleanup {
     /// A lock handed to a waiter that left before taking it: freed as a release would (to
     /// the next waiter of ours, or waking the next connection).
     FreeGranted(Lease),
+    /// A syncguard lock whose caller never had it: freed by its lockId (the lease's token)
+    /// and the index key naming it.
+    FreeById { lease: Lease, index_key: Vec<u8> },
     /// A wake nobody here will use: handed to the next connection in the lock's queue.
     PassWake(Vec<u8>),
     /// A fair waiter (`seq` on this connection) gave up its place in the lock's line.

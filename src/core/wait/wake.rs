@@ -348,6 +348,13 @@ impl Wakes {
         self.has_waiters(&channel(lock_key))
     }
 
+    /// A release of ours freed the lock at `lock_key` (counted again once its answer came:
+    /// a waiter that read the count after the first counting, but whose attempt ran before
+    /// the lock was freed, learns of it too).
+    pub fn released(&self, lock_key: &[u8]) {
+        self.releases.count(&[lock_key]);
+    }
+
     fn with<T>(&self, channel: &[u8], read: impl FnOnce(&mut Channel) -> T) -> Option<T> {
         self.table().get_mut(channel).map(read)
     }

@@ -343,6 +343,7 @@ impl Cleaner for Noted {
     fn clean_up(&self, cleanup: Cleanup) {
         let name = match cleanup {
             Cleanup::FreeGranted(_) => "release-orphan".to_string(),
+            Cleanup::FreeById { .. } => "release-orphan-by-id".to_string(),
             Cleanup::PassWake(_) => "pass-on".to_string(),
             Cleanup::LeaveLine { .. } => "leave-line".to_string(),
             Cleanup::LeaveQueue(key) => format!("leave-queue {}", String::from_utf8_lossy(&key)),

@@ -1,0 +1,133 @@
+'use strict'
+
+// syncguard's lock(backend, fn, config) and createLock(redis, options). On our own backend the
+// acquisition is one native call (its schedule is syncguard's, and a release made through this
+// package wakes it at once); on any other backend, or ours wrapped, syncguard's loop runs here
+// over backend.acquire, its schedule asked of the same native formula (NativeSyncguard.pacedNext).
+
+const { NativeCancel, NativeSyncguard } = require('../native')
+const { BACKEND_DEFAULTS, LOCK_DEFAULTS } = require('./constants')
+const { LockError } = require('./errors')
+const { normalizeAndValidateKey } = require('./validation')
+const { generateLockId } = require('./keys')
+const { defaultOnReleaseError, report } = require('./disposable')
+const { createRedisBackend, nativeOf } = require('./backend')
+
+/**
+ * The acquisition options as syncguard's arithmetic reads them (never validated): numbers by
+ * JS's own coercion, so NaN, infinities, negatives and fractions act as they do there.
+ */
+function paceOf(acquisition) {
+  const option = (name) => acquisition?.[name] ?? LOCK_DEFAULTS[name]
+  const name = (value) => (typeof value === 'string' ? value : '')
+  return {
+    maxRetries: Number(option('maxRetries')),
+    retryDelayMs: Number(option('retryDelayMs')),
+    backoff: name(option('backoff')),
+    jitter: name(option('jitter')),
+    timeoutMs: Number(option('timeoutMs')),
+  }
+}
+
+/** Throws syncguard's Aborted for whichever signal is aborted, the caller's first. */
+function checkSignals(config, key) {
+  if (config.signal?.aborted) throw new LockError('Aborted', 'Operation cancelled by user signal', { key })
+  if (config.acquisition?.signal?.aborted) {
+    throw new LockError('Aborted', 'Acquisition cancelled by acquisition signal', { key })
+  }
+}
+
+/** syncguard's ending for scheduled attempt `attempts`, if the schedule says one. */
+function ending(step, key) {
+  return step.message === undefined || step.message === null
+    ? undefined
+    : new LockError('AcquisitionTimeout', step.message, { key })
+}
+
+/** Anything an attempt threw, as lock() rethrows it. */
+function asLockError(error, key) {
+  if (error instanceof LockError) return error
+  return new LockError('Internal', error instanceof Error ? error.message : String(error), { key, cause: error })
+}
+
+/** The lockId of a lock won on our backend, natively: paced, woken, ended by either signal. */
+async function acquireNatively(own, key, ttlMs, pace, config, startedAt) {
+  const gaveUp = ending(NativeSyncguard.pacedNext(pace, 1, Date.now() - startedAt, false), key)
+  if (gaveUp) throw gaveUp
+  checkSignals(config, key)
+  const keys = own.keysOf(key, generateLockId())
+  const cancel = new NativeCancel()
+  const signals = [config.signal, config.acquisition?.signal].filter((signal) => signal != null)
+  const onAbort = () => cancel.cancel()
+  for (const signal of signals) signal.addEventListener?.('abort', onAbort, { once: true })
+  try {
+    const won = await own.native.lock(keys, ttlMs, pace, Date.now() - startedAt, cancel)
+    await own.wonWith(keys, won, key)
+    return keys.lockId
+  } catch (err) {
+    if (err instanceof LockError) throw err
+    if (err?.code === 'EGAVEUP') throw new LockError('AcquisitionTimeout', err.message, { key })
+    if (err?.code === 'EABORTED') {
+      const message = config.signal?.aborted
+        ? 'Operation cancelled by user signal'
+        : 'Acquisition cancelled by acquisition signal'
+      throw new LockError('Aborted', message, { key })
+    }
+    throw own.toLockError(err)
+  } finally {
+    for (const signal of signals) signal.removeEventListener?.('abort', onAbort)
+  }
+}
+
+/** syncguard's loop over `backend.acquire`, for a backend that is not (or no longer) ours. */
+async function acquireInJs(backend, key, ttlMs, pace, config, startedAt) {
+  for (let attempts = 1; ; attempts++) {
+    const gaveUp = ending(NativeSyncguard.pacedNext(pace, attempts, Date.now() - startedAt, false), key)
+    if (gaveUp) throw gaveUp
+    checkSignals(config, key)
+    try {
+      const result = await backend.acquire({ key, ttlMs, signal: config.signal })
+      if (result.ok) return result.lockId
+      const next = NativeSyncguard.pacedNext(pace, attempts, Date.now() - startedAt, true)
+      const stop = ending(next, key)
+      if (stop) throw stop
+      await new Promise((resolve) => setTimeout(resolve, next.delayMs))
+    } catch (error) {
+      throw asLockError(error, key)
+    }
+  }
+}
+
+/** syncguard's `lock(backend, fn, config)`: fn under the lock, released after. */
+async function lock(backend, fn, config) {
+  const key = normalizeAndValidateKey(config.key)
+  // Read at each call: a user who assigns to the exported defaults changes them.
+  const ttlMs = config.ttlMs ?? BACKEND_DEFAULTS.ttlMs
+  if (!Number.isInteger(ttlMs) || ttlMs <= 0) {
+    throw new LockError('InvalidArgument', 'ttlMs must be a positive integer')
+  }
+  const pace = paceOf(config.acquisition)
+  const startedAt = Date.now()
+  const own = nativeOf(backend)
+  const lockId = own
+    ? await acquireNatively(own, key, ttlMs, pace, config, startedAt)
+    : await acquireInJs(backend, key, ttlMs, pace, config, startedAt)
+  if (!lockId) throw new LockError('Internal', 'Lock acquired but no lockId returned')
+  try {
+    return await fn()
+  } finally {
+    try {
+      await backend.release({ lockId, signal: config.signal })
+    } catch (error) {
+      report(config.onReleaseError ?? defaultOnReleaseError, error, lockId, key)
+    }
+  }
+}
+
+/** syncguard's `createLock(redis, options)`: one backend, and lock() bound to it. */
+function createLock(redis, options) {
+  const backend = createRedisBackend(redis, options)
+  return (fn, config) => lock(backend, fn, config)
+}
+
+module.exports = { lock, createLock }

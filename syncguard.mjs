@@ -1,0 +1,33 @@
+// `native-redis-lock/syncguard` as an ES module: the CommonJS entry's exports, by name.
+import syncguard from './syncguard.js'
+
+export const {
+  lock,
+  LockError,
+  normalizeAndValidateKey,
+  validateLockId,
+  generateLockId,
+  hashKey,
+  makeStorageKey,
+  getByKey,
+  getById,
+  getByKeyRaw,
+  getByIdRaw,
+  owns,
+  hasFence,
+  sanitizeLockInfo,
+  withTelemetry,
+  acquireHandle,
+  decorateAcquireResult,
+  isLive,
+  calculateRedisServerTimeMs,
+  TIME_TOLERANCE_MS,
+  LOCK_DEFAULTS,
+  BACKEND_DEFAULTS,
+  BACKEND_LIMITS,
+  FENCE_THRESHOLDS,
+  MAX_KEY_LENGTH_BYTES,
+  RESERVE_BYTES,
+  createRedisBackend,
+  createLock,
+} = syncguard
