@@ -245,3 +245,30 @@ test('a lock won for a worker thread terminated meanwhile is freed, not left to 
     await own.close()
   }
 })
+
+test('an acquire that timed out but ran later frees the lock it took', async () => {
+  const own = await startRedis()
+  const probe = new Redis(own.url, { lazyConnect: true })
+  try {
+    await probe.connect()
+    const backend = sg.createRedisBackend(own.url, { commandTimeoutMs: 300 })
+    // Warm: the connection open and the scripts loaded, so the attempt below goes as usual.
+    for (let i = 0; i < 3; i++) await (await backend.acquire({ key: 'late', ttlMs: 30_000 })).release()
+    own.pause()
+    await assert.rejects(backend.acquire({ key: 'late', ttlMs: 30_000 }), (err) => err.code === 'NetworkTimeout')
+    own.resume()
+    const deadline = Date.now() + 3000
+    while ((await probe.get('syncguard:fence:syncguard:late')) !== '4') {
+      assert.ok(Date.now() < deadline, 'the late attempt never ran')
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    while ((await probe.exists('syncguard:late')) === 1) {
+      assert.ok(Date.now() < deadline, 'the lock a timed-out attempt took was kept')
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    assert.equal((await backend.acquire({ key: 'late', ttlMs: 1000 })).ok, true)
+  } finally {
+    probe.disconnect()
+    await own.close()
+  }
+})

@@ -550,6 +550,10 @@ describe('decoration', () => {
       process.env.SYNCGUARD_DEBUG = 'true'
       await dispose()
       assert.equal(logged.mock.callCount(), 2)
+      // createDisposableHandle, called directly, has the same default.
+      await sg.createDisposableHandle(failing.backend, won(), 'k')[Symbol.asyncDispose]()
+      assert.equal(logged.mock.callCount(), 3)
+      assert.equal(logged.mock.calls[2].arguments[1].error, 'down')
       assert.equal(sg.defaultOnReleaseError(new Error('x'), { source: 'disposal' }), undefined)
     } finally {
       for (const [name, value] of Object.entries(saved)) {

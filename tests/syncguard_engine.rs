@@ -14,7 +14,7 @@ use native_redis_lock::core::api::{
 use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::basics::pace::{GaveUp, Pace};
 use redis::Value;
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -435,7 +435,8 @@ async fn a_lock_won_for_a_caller_gone_is_freed() {
             // Connected first, so that the attempt below is sent and waits in the server.
             assert!(!backend.is_locked(&keys.lock).unwrap().await.unwrap());
             server.signal("-STOP");
-            let attempt = tokio::spawn(backend.acquire(&keys.call(), TTL_MS).unwrap());
+            let attempt =
+                tokio::spawn(backend.acquire(&keys.call(), TTL_MS).unwrap().into_future());
             tokio::time::sleep(Duration::from_millis(200)).await;
             owner.end().await;
             server.signal("-CONT");

@@ -1,47 +1,21 @@
 //! The refresh scheduler against a real redis-server.
 
 mod common;
+#[path = "common/watched.rs"]
+mod watched;
 
 use common::RedisServer;
+use native_redis_lock::core::api::Heartbeat;
+use native_redis_lock::core::api::Locker;
 use native_redis_lock::core::api::Store;
-use native_redis_lock::core::api::{Attempt, Locker};
-use native_redis_lock::core::api::{Confirmed, Heartbeat, Sink};
 use native_redis_lock::core::api::{Endpoint, EndpointSpec};
 use native_redis_lock::core::api::{Limits, Target, Watch, Watchdog};
-use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::basics::lease::Lease;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use watched::Recorder;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-#[derive(Default)]
-struct Recorder {
-    refreshed: Mutex<u32>,
-    lost: Mutex<Option<(Instant, LockError)>>,
-}
-
-impl Sink for Recorder {
-    fn refreshed(&self, _tag: u32, _sent: Instant, _ttl: Duration) {
-        *self.refreshed.lock().unwrap() += 1;
-    }
-    fn lost(&self, _tag: u32, error: LockError, _last: Confirmed, _token: &[u8]) {
-        *self.lost.lock().unwrap() = Some((Instant::now(), error));
-    }
-}
-
-impl Recorder {
-    fn refreshes(&self) -> u32 {
-        *self.refreshed.lock().unwrap()
-    }
-    fn lost_at(&self) -> Option<(Instant, String)> {
-        self.lost
-            .lock()
-            .unwrap()
-            .as_ref()
-            .map(|(at, e)| (*at, e.code().to_string()))
-    }
-}
 
 struct Fixture {
     server: RedisServer,
@@ -73,26 +47,7 @@ impl Fixture {
         every: Duration,
         limits: Limits,
     ) -> (Lease, Arc<Recorder>, Watch) {
-        let sent = Instant::now();
-        let lease = match self.locks.attempt(key, ttl).await.unwrap() {
-            Attempt::Acquired(lease) => lease,
-            Attempt::Held { .. } => panic!("{key} is held"),
-        };
-        let watchdog = Watchdog::of(&self.store);
-        watchdog.prepare(MS(1000)).await.unwrap();
-        let recorder = Arc::new(Recorder::default());
-        let target = Target {
-            key: lease.redis_key.clone(),
-            name_at: lease.redis_key.len() - key.len(),
-            token: lease.token.clone(),
-            pair: None,
-            ttl,
-            every,
-            punctual: false,
-            fence_retention_ms: 60_000,
-        };
-        let watch = watchdog.watch(target, sent, limits, recorder.clone(), 1);
-        (lease, recorder, watch)
+        watched::hold(&self.store, &self.locks, key, (ttl, every), limits).await
     }
 
     fn pttl(&self, key: &str) -> i64 {

@@ -66,7 +66,13 @@ async function releaseWithin(backend, lockId, timeoutMs, onLateError) {
 }
 
 /** The handle of a won lock: `result`'s fields plus the three methods, on a new object. */
-function createDisposableHandle(backend, result, key, onReleaseError, disposeTimeoutMs) {
+function createDisposableHandle(
+  backend,
+  result,
+  key,
+  onReleaseError = defaultOnReleaseError,
+  disposeTimeoutMs,
+) {
   // The lockId is read from `result` at each call, as syncguard does, not copied once.
   // 'active' until a release or disposal starts, 'disposing' while it runs, then 'disposed'.
   let state = 'active'

@@ -185,7 +185,7 @@ impl NativeSyncguard {
     ) -> Result<PromiseRaw<'env, ()>> {
         let attempt = self.front.acquire(&call_of(&keys), ttl_ms).or_throw(&env)?;
         let call = self.calls.thread.call(&env, None)?;
-        self.calls.reply(call.id, maybe_won).run(attempt);
+        attempt.start(self.calls.reply(call.id, maybe_won));
         Ok(call.promise)
     }
 
@@ -230,7 +230,7 @@ impl NativeSyncguard {
             .release(index_key.as_bytes(), &lock_id)
             .or_throw(&env)?;
         let call = self.calls.thread.call(&env, None)?;
-        self.calls.reply(call.id, release_code).run(release);
+        release.start(self.calls.reply(call.id, release_code));
         Ok(call.promise)
     }
 

@@ -7,9 +7,15 @@ use super::endpoint::{Address, Endpoint};
 use super::lock_store::{Caps, Listener, LockStore, Subscriptions};
 use super::memory::MemoryStore;
 use super::redis_store::RedisStore;
+use super::redlock_store::RedlockStore;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
+use crate::core::proto::extend::Extend;
+use crate::core::proto::fenced_set::FencedSet;
+use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
+use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
+use crate::core::proto::release::{HandOver, Release};
 use crate::core::proto::Op;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -18,6 +24,7 @@ use tokio::sync::Notify;
 pub enum Backend {
     Redis(RedisStore),
     Memory(MemoryStore),
+    Redlock(RedlockStore),
 }
 
 impl Backend {
@@ -32,6 +39,7 @@ impl Backend {
             Address::Tcp { .. } | Address::Unix(_) => {
                 Backend::Redis(RedisStore::new(endpoint, listener))
             }
+            Address::Redlock(_) => Backend::Redlock(RedlockStore::new(endpoint, listener)),
         }
     }
 }
@@ -42,6 +50,7 @@ macro_rules! each {
         match $self {
             Backend::Redis($store) => $call,
             Backend::Memory($store) => $call,
+            Backend::Redlock($store) => $call,
         }
     };
 }
@@ -72,6 +81,69 @@ impl LockStore for Backend {
 
     async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
         each!(self, s => s.refresh(batch, bound).await)
+    }
+
+    // Each op below is forwarded, not left to the trait's default (`run`): a Redlock answers
+    // each its own way (a quorum of releases, the shortest extension, ...).
+
+    async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.release(op, bound).await)
+    }
+
+    async fn hand_over(
+        &self,
+        op: &HandOver<'_>,
+        bound: Duration,
+    ) -> Result<Option<u64>, LockError> {
+        each!(self, s => s.hand_over(op, bound).await)
+    }
+
+    async fn extend(
+        &self,
+        op: &Extend<'_>,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        each!(self, s => s.extend(op, bound).await)
+    }
+
+    async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.is_locked(op, bound).await)
+    }
+
+    async fn holder_ttl(
+        &self,
+        op: &Pttl<'_>,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        each!(self, s => s.holder_ttl(op, bound).await)
+    }
+
+    async fn inspect(
+        &self,
+        op: &Inspect<'_>,
+        bound: Duration,
+    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
+        each!(self, s => s.inspect(op, bound).await)
+    }
+
+    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.fenced_write(op, bound).await)
+    }
+
+    async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.enqueue(op, bound).await)
+    }
+
+    async fn wake_next(&self, op: &WakeNext<'_>, bound: Duration) -> Result<bool, LockError> {
+        each!(self, s => s.wake_next(op, bound).await)
+    }
+
+    async fn leave_line(&self, op: &LeaveLine<'_>, bound: Duration) -> Result<(), LockError> {
+        each!(self, s => s.leave_line(op, bound).await)
+    }
+
+    async fn leave_queue(&self, op: &LeaveQueue<'_>, bound: Duration) -> Result<(), LockError> {
+        each!(self, s => s.leave_queue(op, bound).await)
     }
 
     async fn listen(&self, channel: &[u8], subs: &dyn Subscriptions, bound: Duration) -> bool {

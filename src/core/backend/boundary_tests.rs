@@ -1,7 +1,9 @@
 //! What each backend says it offers, and the clock it answers with.
 use super::*;
 use crate::core::backend::endpoint::EndpointSpec;
-use crate::core::backend::lock_store::{FastPath, LostScope};
+use crate::core::backend::lock_store::{
+    Fairness, FastPath, Fencing, Handover, LostScope, WakeKind,
+};
 
 struct Deaf;
 
@@ -49,4 +51,54 @@ async fn memory_answers_the_time_of_its_own_clock() {
     let after = SystemTime::now();
     let slack = Duration::from_millis(50);
     assert!(time + slack >= before && time <= after + slack);
+}
+
+#[test]
+fn a_redlock_of_independent_masters_offers_quorum_fences_and_the_runtime_only() {
+    let node = |port: u16| {
+        Endpoint::from_spec(EndpointSpec {
+            url: Some(format!("redis://127.0.0.1:{port}")),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let endpoint = Endpoint::redlock(vec![node(1), node(2), node(3)], "redis").unwrap();
+    let redlock = Backend::open(endpoint, Arc::new(Deaf));
+    assert!(matches!(redlock, Backend::Redlock(_)));
+    let caps = redlock.caps();
+    assert_eq!(caps.fencing, Fencing::Quorum);
+    assert_eq!(caps.handover, Handover::None);
+    assert_eq!(caps.fairness, Fairness::None);
+    assert_eq!(caps.fast_path, FastPath::None);
+    assert_eq!(caps.wake, WakeKind::Broadcast);
+    assert!(!caps.transactions);
+}
+
+#[test]
+fn a_redlock_refuses_no_node_the_same_server_twice_and_memory_naming_the_argument() {
+    let spec = |url: &str| {
+        Endpoint::from_spec(EndpointSpec {
+            url: Some(url.into()),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let refused = |nodes: Vec<Endpoint>| match Endpoint::redlock(nodes, "redis") {
+        Err(LockError::Invalid { arg, message, .. }) => (arg, message),
+        other => panic!(
+            "expected a refusal, got {:?}",
+            other.map(|e| format!("{e:?}"))
+        ),
+    };
+    let (arg, message) = refused(vec![]);
+    assert_eq!(arg, "redis");
+    assert!(message.contains("at least one"), "{message}");
+    let a = spec("redis://127.0.0.1:7001");
+    let (_, message) = refused(vec![a.clone(), spec("redis://127.0.0.1:7002"), a]);
+    assert!(
+        message.contains("redis[2]") && message.contains("same server"),
+        "{message}"
+    );
+    let (_, message) = refused(vec![spec("memory://x"), spec("redis://127.0.0.1:7002")]);
+    assert!(message.contains("redis[0]"), "{message}");
 }

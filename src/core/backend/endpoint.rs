@@ -22,6 +22,9 @@ pub enum Address {
     /// The embedded in-process keyspace of this name (`memory://name`), shared by every
     /// thread of the process.
     Memory(String),
+    /// Independent masters, a lock held by a quorum of them (Redlock, see
+    /// backend/redlock_store.rs); each node its own endpoint, credentials and all.
+    Redlock(Vec<Endpoint>),
 }
 
 /// The scheme of the embedded backend's URLs.
@@ -150,7 +153,9 @@ impl Endpoint {
         } else if spec.host.is_some() || spec.port.is_some() {
             let (old_host, old_port) = match &endpoint.address {
                 Address::Tcp { host, port, .. } => (host.clone(), *port),
-                Address::Unix(_) | Address::Memory(_) => ("127.0.0.1".to_string(), 6379),
+                Address::Unix(_) | Address::Memory(_) | Address::Redlock(_) => {
+                    ("127.0.0.1".to_string(), 6379)
+                }
             };
             endpoint.address = Address::Tcp {
                 host: spec.host.unwrap_or(old_host),
@@ -173,7 +178,7 @@ impl Endpoint {
                     "TLS over a Unix socket is not supported; connect to a host and port, or drop the TLS options",
                 ));
             }
-            Address::Unix(_) | Address::Memory(_) => {}
+            Address::Unix(_) | Address::Memory(_) | Address::Redlock(_) => {}
         }
         if let Some(db) = spec.db {
             if db < 0 {
@@ -298,6 +303,11 @@ impl Endpoint {
             Address::Memory(_) => {
                 return Err(LockError::Internal(
                     "a memory:// backend has no network address".into(),
+                ))
+            }
+            Address::Redlock(_) => {
+                return Err(LockError::Internal(
+                    "a Redlock connects to each of its nodes, not to one address".into(),
                 ))
             }
         };
@@ -459,6 +469,7 @@ impl fmt::Debug for Endpoint {
             ),
             Address::Unix(path) => (format!("unix://{path}"), None),
             Address::Memory(name) => (format!("{MEMORY_SCHEME}{name}"), None),
+            Address::Redlock(nodes) => (format!("redlock({nodes:?})"), None),
         };
         let mut out = f.debug_struct("Endpoint");
         out.field("address", &address);

@@ -27,6 +27,10 @@ pub fn label(endpoint: &Endpoint) -> String {
         Address::Tcp { host, port, .. } => format!("rediss://{host}:{port}"),
         Address::Unix(path) => format!("unix://{path}"),
         Address::Memory(name) => format!("memory://{name}"),
+        Address::Redlock(nodes) => {
+            let labels: Vec<String> = nodes.iter().map(label).collect();
+            format!("redlock[{}]", labels.join(", "))
+        }
     }
 }
 

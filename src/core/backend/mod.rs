@@ -11,3 +11,6 @@ pub mod lock_store;
 pub mod memory;
 pub mod mismatch;
 pub mod redis_store;
+mod redlock_book;
+pub mod redlock_store;
+mod redlock_tally;

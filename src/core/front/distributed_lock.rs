@@ -7,6 +7,7 @@ use super::connection::LockConnection;
 use super::granted::Granted;
 use super::reply::{ready, Reply};
 use super::win::{self, Win};
+use crate::core::backend::lock_store::{Fairness, LockStore};
 use crate::core::basics::error::LockError;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
@@ -93,13 +94,20 @@ impl DistributedLock {
         })?;
         let fence_retention =
             validate::fence_retention("fenceRetentionMs", settings.fence_retention_ms)?;
+        let fair = settings.fair.unwrap_or(false);
+        if fair && connection.store().backend().caps().fairness == Fairness::None {
+            return Err(LockError::invalid_type(
+                "fair",
+                "fair is not supported over several Redis servers (Redlock): each would keep its own line of waiters; drop fair or use one Redis",
+            ));
+        }
         let client_prefix = settings.client_key_prefix.unwrap_or_default();
         let prefix = format!(
             "{client_prefix}{}",
             settings.key_prefix.as_deref().unwrap_or(DEFAULT_PREFIX)
         );
         let locker = Locker::new(connection.store().clone(), prefix, command_timeout)
-            .fair(settings.fair.unwrap_or(false))
+            .fair(fair)
             .fence_retention(fence_retention)
             .owned_by(owner);
         Ok(DistributedLock {
@@ -333,3 +341,7 @@ impl DistributedFencedSet<'_> {
         reply.run(async move { locker.fenced_set(&redis_key, &value, &fence).await });
     }
 }
+
+#[cfg(test)]
+#[path = "distributed_lock_tests.rs"]
+mod tests;

@@ -12,4 +12,5 @@ pub mod handle;
 pub mod lock_service;
 pub mod reply;
 pub mod syncguard;
+pub mod syncguard_calls;
 pub mod win;

@@ -7,19 +7,18 @@
 //! argument, so that no call from elsewhere can send what JS never would.
 
 use super::connection::LockConnection;
+use super::syncguard_calls::{won, HeldIds};
+pub use super::syncguard_calls::{SyncguardAcquire, SyncguardGranted, SyncguardReleaseCall};
 use crate::core::basics::error::LockError;
-use crate::core::basics::lease::Lease;
 use crate::core::basics::pace::Pace;
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
-use crate::core::ops::delivery::Unclaimed;
 use crate::core::ops::key_scheme::SyncguardKeys;
 use crate::core::ops::lock::Locker;
 pub use crate::core::ops::syncguard::SyncguardWon;
 pub use crate::core::proto::syncguard::ReleasedById;
 use crate::core::proto::syncguard::SyncguardLookup;
 use crate::core::wait::owner::Owner;
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,8 +41,6 @@ pub struct SyncguardSettings {
 const DEFAULT_PREFIX: &str = "syncguard";
 /// Length of syncguard's lockIds: 16 random bytes in base64url, unpadded.
 const LOCK_ID_CHARS: usize = 22;
-/// Below this many remembered locks, the lockId table is not pruned.
-const PRUNE_FLOOR: usize = 1024;
 
 /// One syncguard lock's keys as its storage scheme named them (before the client's prefix).
 pub struct SyncguardCall<'a> {
@@ -53,13 +50,6 @@ pub struct SyncguardCall<'a> {
     pub index_key: &'a [u8],
     pub fence_key: &'a [u8],
     pub lock_id: &'a str,
-}
-
-/// A syncguard lock won for a call, and what frees it should the answer never reach its
-/// caller (see ops/delivery.rs).
-pub struct SyncguardGranted {
-    pub won: SyncguardWon,
-    pub unclaimed: Unclaimed,
 }
 
 /// One syncguard backend on a shared connection.
@@ -73,23 +63,6 @@ pub struct Syncguard {
     /// (by our clock): a bare `release({ lockId })` then names the key it expects, and the
     /// release wakes that lock's next waiter in its one round trip.
     held: Arc<Mutex<HeldIds>>,
-}
-
-#[derive(Default)]
-struct HeldIds {
-    keys: HashMap<String, (Vec<u8>, Instant)>,
-    prune_at: usize,
-}
-
-impl HeldIds {
-    fn insert(&mut self, lock_id: &str, lock_key: Vec<u8>, until: Instant) {
-        if self.keys.len() >= self.prune_at.max(PRUNE_FLOOR) {
-            let now = Instant::now();
-            self.keys.retain(|_, (_, until)| *until > now);
-            self.prune_at = self.keys.len() * 2;
-        }
-        self.keys.insert(lock_id.to_owned(), (lock_key, until));
-    }
 }
 
 fn lock_id(lock_id: &str) -> Result<(), LockError> {
@@ -178,36 +151,19 @@ impl Syncguard {
         })
     }
 
-    /// Remembers a lock won for `ttl` under its lockId, and makes what its caller gets.
-    fn won(
-        locker: &Locker,
-        held: &Mutex<HeldIds>,
-        keys: SyncguardKeys,
-        ttl: Duration,
-        lease: Lease,
-    ) -> SyncguardGranted {
-        let until = Instant::now().checked_add(ttl).unwrap_or_else(Instant::now);
-        sync::lock(held).insert(&keys.lock_id, keys.lock_key, until);
-        SyncguardGranted {
-            won: SyncguardWon::of(&lease),
-            unclaimed: Unclaimed::syncguard(locker, lease, keys.index_key),
-        }
-    }
-
-    /// `backend.acquire({ key, ttlMs })`: `None` when the lock is held.
+    /// `backend.acquire({ key, ttlMs })`, checked: `None` when the lock is held.
     pub fn acquire(
         &self,
         call: &SyncguardCall<'_>,
         ttl_ms: f64,
-    ) -> Result<
-        impl Future<Output = Result<Option<SyncguardGranted>, LockError>> + Send + 'static,
-        LockError,
-    > {
+    ) -> Result<SyncguardAcquire, LockError> {
         let (keys, ttl) = (self.keys(call)?, ttl(ttl_ms)?);
         let (locker, held) = (self.locker.clone(), self.held.clone());
-        Ok(async move {
-            let won = locker.sg_acquire(&keys, ttl).await?;
-            Ok(won.map(|lease| Self::won(&locker, &held, keys, ttl, lease)))
+        Ok(SyncguardAcquire {
+            locker,
+            held,
+            keys,
+            ttl,
         })
     }
 
@@ -227,7 +183,7 @@ impl Syncguard {
         let (locker, held) = (self.locker.clone(), self.held.clone());
         Ok(async move {
             let lease = locker.sg_lock(&keys, ttl, pace, started, &cancel).await?;
-            Ok(Self::won(&locker, &held, keys, ttl, lease))
+            Ok(won(&locker, &held, keys, ttl, lease))
         })
     }
 
@@ -236,8 +192,7 @@ impl Syncguard {
         &self,
         index_key: &[u8],
         lock_id: &str,
-    ) -> Result<impl Future<Output = Result<ReleasedById, LockError>> + Send + 'static, LockError>
-    {
+    ) -> Result<SyncguardReleaseCall, LockError> {
         redis_key("indexKey", index_key)?;
         self::lock_id(lock_id)?;
         let (index_key, lock_id) = (self.sent(index_key), lock_id.to_owned());
@@ -245,8 +200,12 @@ impl Syncguard {
             .keys
             .remove(&lock_id)
             .map(|(lock_key, _)| lock_key);
-        let locker = self.locker.clone();
-        Ok(async move { (locker.sg_release(&index_key, &lock_id, expect.as_deref())).await })
+        Ok(SyncguardReleaseCall {
+            locker: self.locker.clone(),
+            index_key,
+            lock_id,
+            expect,
+        })
     }
 
     /// `backend.extend({ lockId, ttlMs })`: the record's new expiry (server ms), `None`

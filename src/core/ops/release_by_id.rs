@@ -11,28 +11,23 @@ use crate::core::wait::wake;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The release by lockId, then the wake its script could not make: waiters of this process
-/// are woken here; a lock key other than the one expected has its queue woken with one more
+/// Before the release is sent: whether waiters of this connection wait for the lock key
+/// `expect`ed (they are woken here, not by the script).
+pub(super) fn ours_wait(store: &Store, expect: Option<&[u8]>) -> bool {
+    expect.is_some_and(|lock_key| store.wakes().waiters_at_release(lock_key))
+}
+
+/// Once the release answered: waiters of this process are woken now; the lock key whose
+/// queue still needs its wake (a key other than the one expected) is returned, for one more
 /// call (best effort: a waiter's backoff is the safety net).
-pub(super) async fn release_by_id(
-    store: &Arc<Store>,
-    index_key: &[u8],
-    lock_id: &str,
+pub(super) fn answered(
+    store: &Store,
     expect: Option<&[u8]>,
-    bound: Duration,
-) -> Result<ReleasedById, LockError> {
+    ours_wait: bool,
+    released: &ReleasedById,
+) -> Option<Vec<u8>> {
+    let freed = released.freed()?;
     let wakes = store.wakes();
-    let ours_wait = expect.is_some_and(|lock_key| wakes.waiters_at_release(lock_key));
-    let op = ReleaseById {
-        index_key,
-        lock_id,
-        expect,
-        ours_wait,
-    };
-    let released = store.backend().run(&op, bound).await?;
-    let Some(freed) = released.freed() else {
-        return Ok(released);
-    };
     let expected = expect == Some(freed);
     if expected {
         // Counted before the script too (see wait/releases.rs); a count made only before
@@ -41,7 +36,7 @@ pub(super) async fn release_by_id(
         wakes.released(freed);
     }
     if expected && !ours_wait {
-        return Ok(released);
+        return None;
     }
     // `ours_wait` was read for the key expected, which is not always the key freed.
     let ours = if expected {
@@ -51,10 +46,36 @@ pub(super) async fn release_by_id(
     };
     if ours {
         wakes.wake_local(&wake::channel(freed));
-    } else {
+        return None;
+    }
+    Some(freed.to_vec())
+}
+
+/// The release by lockId, then the wake its script could not make.
+pub(super) async fn release_by_id(
+    store: &Arc<Store>,
+    index_key: &[u8],
+    lock_id: &str,
+    expect: Option<&[u8]>,
+    bound: Duration,
+) -> Result<ReleasedById, LockError> {
+    let ours_wait = ours_wait(store, expect);
+    let op = ReleaseById {
+        index_key,
+        lock_id,
+        expect,
+        ours_wait,
+    };
+    let released = store.backend().run(&op, bound).await?;
+    if let Some(lock_key) = answered(store, expect, ours_wait, &released) {
         let _best_effort = store
             .backend()
-            .run(&WakeNext { lock_key: freed }, bound)
+            .run(
+                &WakeNext {
+                    lock_key: &lock_key,
+                },
+                bound,
+            )
             .await;
     }
     Ok(released)

@@ -33,6 +33,53 @@ impl SyncguardWon {
     }
 }
 
+/// The attempt at syncguard's layout for `keys`, wanting the lock for `ttl`.
+pub(super) fn attempt_op(keys: &SyncguardKeys, ttl: Duration) -> AcquireAttempt<'_> {
+    AcquireAttempt {
+        lock_key: &keys.lock_key,
+        fence_key: &keys.fence_key,
+        token: &keys.lock_id,
+        ttl,
+        // syncguard's counters never expire.
+        fence_retention_ms: 0,
+        keep_fences: false,
+        layout: Layout::Syncguard {
+            index_key: &keys.index_key,
+            stored_key: &keys.stored_key,
+            user_key: &keys.user_key,
+        },
+        form: AttemptForm::Script,
+    }
+}
+
+/// What an attempt at syncguard's layout, sent at `sent`, answered: the lock won (with the
+/// record's expiry by the server's clock), or held.
+pub(super) fn attempt_of(
+    keys: &SyncguardKeys,
+    ttl: Duration,
+    sent: Stamp,
+    answer: Acquired,
+) -> Result<Attempt, LockError> {
+    match answer {
+        Acquired::Won {
+            fence,
+            set_at: Some(expiry),
+        } => {
+            let (key, lock_key) = (keys.user_key.clone(), keys.lock_key.clone());
+            let lease = Lease::new(key, lock_key, keys.lock_id.clone(), fence, sent, ttl);
+            Ok(Attempt::Acquired(lease.stated_expiry(expiry)))
+        }
+        Acquired::Held { ttl } => Ok(Attempt::Held { ttl }),
+        // sg_acquire.lua always states the expiry of what it won, and never sets a lock it
+        // could not fence.
+        Acquired::Won { set_at: None, .. }
+        | Acquired::SetWithoutFence { .. }
+        | Acquired::Refused => Err(LockError::Redis(
+            "syncguard's acquire answered no expiry or no fence".into(),
+        )),
+    }
+}
+
 impl Locker {
     /// One attempt at syncguard's layout with the call's lockId: sent again after a dropped
     /// connection, the script finds the lock its own and answers won.
@@ -42,40 +89,9 @@ impl Locker {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
-        let op = AcquireAttempt {
-            lock_key: &keys.lock_key,
-            fence_key: &keys.fence_key,
-            token: &keys.lock_id,
-            ttl,
-            // syncguard's counters never expire.
-            fence_retention_ms: 0,
-            keep_fences: false,
-            layout: Layout::Syncguard {
-                index_key: &keys.index_key,
-                stored_key: &keys.stored_key,
-                user_key: &keys.user_key,
-            },
-            form: AttemptForm::Script,
-        };
-        let sent = Stamp::now();
-        match self.store().backend().acquire(&op, timeout).await? {
-            Acquired::Won {
-                fence,
-                set_at: Some(expiry),
-            } => {
-                let (key, lock_key) = (keys.user_key.clone(), keys.lock_key.clone());
-                let lease = Lease::new(key, lock_key, keys.lock_id.clone(), fence, sent, ttl);
-                Ok(Attempt::Acquired(lease.stated_expiry(expiry)))
-            }
-            Acquired::Held { ttl } => Ok(Attempt::Held { ttl }),
-            // sg_acquire.lua always states the expiry of what it won, and never sets a lock
-            // it could not fence.
-            Acquired::Won { set_at: None, .. }
-            | Acquired::SetWithoutFence { .. }
-            | Acquired::Refused => Err(LockError::Redis(
-                "syncguard's acquire answered no expiry or no fence".into(),
-            )),
-        }
+        let (op, sent) = (attempt_op(keys, ttl), Stamp::now());
+        let answer = self.store().backend().acquire(&op, timeout).await?;
+        attempt_of(keys, ttl, sent, answer)
     }
 
     /// syncguard's `backend.acquire`: one attempt, `None` when the lock is held. A lock won

@@ -3,6 +3,7 @@
 //! change of what Redis is sent, never a refactoring.
 
 use super::extend::Extend;
+use super::fence_raise::FenceRaise;
 use super::fenced_set::FencedSet;
 use super::read::{Exists, Pttl};
 use super::release::{HandOver, Release, ReleaseKind};
@@ -162,6 +163,24 @@ fn extend_names_the_fence_key_and_the_extra_ms() {
         Some(Some(Duration::from_millis(1500)))
     );
     assert_eq!(extend.decode(Value::Int(0)).ok(), Some(None));
+}
+
+#[test]
+fn a_fence_raise_names_the_counter_the_fence_the_ttl_and_the_window() {
+    let raise = FenceRaise {
+        fence_key: b"lock:k:fence",
+        fence: 11,
+        ttl: Duration::from_millis(3000),
+        window_ms: Some(0),
+    };
+    let want = evalsha(
+        &scripts::FENCE_RAISE,
+        &[b"lock:k:fence"],
+        &[b"11", b"3000", b"0"],
+    );
+    assert_sends(&raise, &want);
+    assert_eq!(raise.decode(Value::Int(12)).ok(), Some(12));
+    assert!(raise.decode(Value::Int(-1)).is_err());
 }
 
 #[test]

@@ -6,6 +6,7 @@
 
 pub mod acquire;
 pub mod extend;
+pub mod fence_raise;
 pub mod fenced_set;
 pub mod queue;
 pub mod read;

@@ -46,6 +46,8 @@ const RELEASE_FAIR_SOURCE: &str = concat!(
 );
 const LEAVE_FAIR_SOURCE: &str =
     concat!(include_str!("announce.lua"), include_str!("leave_fair.lua"));
+const FENCE_RAISE_SOURCE: &str =
+    concat!(include_str!("fence.lua"), include_str!("fence_raise.lua"));
 const SG_ACQUIRE_SOURCE: &str = concat!(
     include_str!("sg_common.lua"),
     include_str!("sg_acquire.lua")
@@ -65,7 +67,7 @@ const SG_LOOKUP_SOURCE: &str =
     concat!(include_str!("sg_common.lua"), include_str!("sg_lookup.lua"));
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 20] = [
+pub const ALL_SOURCES: [&str; 21] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -86,6 +88,7 @@ pub const ALL_SOURCES: [&str; 20] = [
     SG_EXTEND_SOURCE,
     SG_IS_LOCKED_SOURCE,
     SG_LOOKUP_SOURCE,
+    FENCE_RAISE_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -103,6 +106,7 @@ pub static REFRESH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(REFRESH
 pub static ACQUIRE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_FAIR_SOURCE));
 pub static RELEASE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_FAIR_SOURCE));
 pub static LEAVE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_FAIR_SOURCE));
+pub static FENCE_RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(FENCE_RAISE_SOURCE));
 pub static SG_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_ACQUIRE_SOURCE));
 pub static SG_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_RELEASE_SOURCE));
 pub static SG_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(SG_EXTEND_SOURCE));

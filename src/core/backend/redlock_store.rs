@@ -1,0 +1,620 @@
+//! Redlock: a lock held by a quorum of independent masters, each a `RedisStore` of its own.
+//! Every op goes to every node at once, its per-node reply read by the same `proto` decode;
+//! this file only counts: a quorum won, a quorum answered, or the error saying how many
+//! nodes answered (never "held" when fewer than a quorum did). docs/plans/redlock.md has the
+//! design: validity, fences that still increase, what each method answers.
+
+use super::endpoint::{Address, Endpoint};
+use super::lock_store::{
+    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
+    IDLE_SUBSCRIPTIONS,
+};
+use super::redis_store::RedisStore;
+use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
+use super::redlock_tally::{answered, failed, gather, quorum_error, won, Tally};
+use crate::core::basics::clock;
+use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
+use crate::core::proto::extend::Extend;
+use crate::core::proto::fence_raise::FenceRaise;
+use crate::core::proto::fenced_set::FencedSet;
+use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
+use crate::core::proto::read::{Exists, Inspect, Pttl};
+use crate::core::proto::refresh::RefreshBatch;
+use crate::core::proto::release::{HandOver, Release, ReleaseKind};
+use crate::core::proto::Op;
+use futures_util::future::join_all;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::Notify;
+
+pub struct RedlockStore {
+    endpoint: Endpoint,
+    nodes: Vec<Node>,
+    quorum: usize,
+    lost: Arc<Notify>,
+}
+
+struct Node {
+    store: RedisStore,
+    book: Arc<NodeBook>,
+}
+
+impl Endpoint {
+    /// A Redlock over `nodes`, each its own server. Refused (naming `arg`): no node, a
+    /// `memory://` or Redlock node, or the same server twice (it would count twice).
+    pub fn redlock(nodes: Vec<Endpoint>, arg: &'static str) -> Result<Endpoint, LockError> {
+        if nodes.is_empty() {
+            return Err(LockError::invalid_type(
+                arg,
+                format!("{arg} must name at least one Redis server for a Redlock"),
+            ));
+        }
+        for (i, node) in nodes.iter().enumerate() {
+            if matches!(node.address, Address::Memory(_) | Address::Redlock(_)) {
+                return Err(LockError::invalid_type(
+                    arg,
+                    format!("{arg}[{i}] must be a Redis server: a Redlock's nodes are independent masters"),
+                ));
+            }
+            if nodes[..i].iter().any(|seen| seen.address == node.address) {
+                return Err(LockError::invalid_type(
+                    arg,
+                    format!("{arg}[{i}] names the same server as an earlier node: each must be an independent master"),
+                ));
+            }
+        }
+        let connect_timeout = nodes.iter().map(|n| n.connect_timeout).max();
+        Ok(Endpoint {
+            connect_timeout: connect_timeout.unwrap_or(super::endpoint::DEFAULT_CONNECT_TIMEOUT),
+            address: Address::Redlock(nodes),
+            db: 0,
+            username: None,
+            password: None,
+        })
+    }
+}
+
+impl RedlockStore {
+    /// Opens nothing yet, as each node's store. `endpoint` must be a Redlock's.
+    pub fn new(endpoint: Endpoint, listener: Arc<dyn Listener>) -> RedlockStore {
+        let lost = Arc::new(Notify::new());
+        let nodes: Vec<Node> = match &endpoint.address {
+            Address::Redlock(nodes) => nodes
+                .iter()
+                .map(|node| {
+                    let book = Arc::new(NodeBook::default());
+                    let heard = Arc::new(NodeListener {
+                        inner: listener.clone(),
+                        book: book.clone(),
+                        lost: lost.clone(),
+                    });
+                    Node {
+                        store: RedisStore::new(node.clone(), heard),
+                        book,
+                    }
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        RedlockStore {
+            quorum: nodes.len() / 2 + 1,
+            endpoint,
+            nodes,
+            lost,
+        }
+    }
+
+    fn tally(&self) -> Tally {
+        Tally {
+            nodes: self.nodes.len(),
+            quorum: self.quorum,
+        }
+    }
+
+    /// Every node's answer to `op`, at its index; `None` for a straggler left behind once a
+    /// quorum answered `yes` (see `gather`: a release waits for a quorum of releases, not
+    /// of any answers, or it could leave our lock on the nodes it did not wait for).
+    async fn on_all<O: Op + Sync>(
+        &self,
+        op: &O,
+        bound: Duration,
+        yes: impl Fn(&O::Out) -> bool,
+    ) -> Vec<Option<Result<O::Out, LockError>>>
+    where
+        O::Out: Send,
+    {
+        let calls = self.nodes.iter().map(|node| node.store.run(op, bound));
+        let enough = |seen: &[Option<Result<O::Out, LockError>>]| {
+            let agree = seen
+                .iter()
+                .flatten()
+                .filter(|r| matches!(r, Ok(out) if yes(out)));
+            agree.count() >= self.quorum
+        };
+        gather(calls, |_| false, enough).await
+    }
+
+    /// Sends `release` to the nodes `to` (by index), waiting for those in `must`.
+    async fn release_on(
+        &self,
+        release: &Release<'_>,
+        to: &[usize],
+        must: &[usize],
+        bound: Duration,
+    ) {
+        let calls = to
+            .iter()
+            .filter_map(|&i| self.nodes.get(i))
+            .map(|node| node.store.release(release, bound));
+        let replied = |seen: &[Option<Result<bool, LockError>>]| {
+            (to.iter().zip(seen)).all(|(i, reply)| reply.is_some() || !must.contains(i))
+        };
+        let _ignored = gather(calls, |_| false, replied).await;
+    }
+
+    /// The answers of every node that answered, or the quorum error when fewer than a
+    /// quorum did (or the first error a node answered, when that is why).
+    async fn answers<O: Op + Sync>(
+        &self,
+        op: &O,
+        bound: Duration,
+        yes: impl Fn(&O::Out) -> bool,
+    ) -> Result<Vec<O::Out>, LockError>
+    where
+        O::Out: Send,
+    {
+        let replies = self.on_all(op, bound, yes).await;
+        self.tally()
+            .answers(replies.into_iter().flatten().collect())
+    }
+
+    /// Whether a quorum of nodes said yes.
+    fn quorum_says(&self, answers: Vec<bool>) -> bool {
+        answers.into_iter().filter(|&yes| yes).count() >= self.quorum
+    }
+
+    /// The quorum-th longest of the nodes' TTLs: how long a quorum still has the lock.
+    fn quorum_ttl(&self, ttls: impl Iterator<Item = Duration>) -> Option<Duration> {
+        let mut ttls: Vec<Duration> = ttls.collect();
+        ttls.sort_unstable_by(|a, b| b.cmp(a));
+        ttls.get(self.quorum - 1).copied()
+    }
+
+    /// How long a quorum still has the lock, by each node's answer to `op` (a TTL, or none).
+    async fn ttl_of<O: Op<Out = Option<Duration>> + Sync>(
+        &self,
+        op: &O,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        let answers = self.answers(op, bound, Option::is_some).await?;
+        Ok(self.quorum_ttl(answers.into_iter().flatten()))
+    }
+
+    /// Frees what a failed attempt may have set on every node but those that said held.
+    async fn undo(
+        &self,
+        op: &AcquireAttempt<'_>,
+        replies: &[Option<Result<Acquired, LockError>>],
+        bound: Duration,
+    ) {
+        let release = match op.layout {
+            Layout::Exclusive {
+                owner_key,
+                contents,
+            } => Release {
+                lock_key: owner_key,
+                token: op.token,
+                kind: ReleaseKind::Pair {
+                    data_key: op.lock_key,
+                    contents: contents.as_bytes(),
+                    set_at: None,
+                },
+            },
+            _ => Release::late_win(op.lock_key, op.token, false),
+        };
+        // Every node but those that said held; waited for, those that won.
+        let to: Vec<usize> = (replies.iter().enumerate())
+            .filter(|(_, reply)| !matches!(reply, Some(Ok(Acquired::Held { .. }))))
+            .map(|(i, _)| i)
+            .collect();
+        let must: Vec<usize> = (replies.iter().enumerate())
+            .filter(|(_, reply)| matches!(reply, Some(Ok(Acquired::Won { .. }))))
+            .map(|(i, _)| i)
+            .collect();
+        self.release_on(&release, &to, &must, bound).await;
+    }
+
+    /// Takes `fence`, the highest a quorum of `won` nodes drew, for the acquisition: those
+    /// nodes' counters raised past it first when they differ, so that a later quorum meeting
+    /// this one draws more (docs/plans/redlock.md). Whether a quorum confirmed it.
+    async fn write_back(
+        &self,
+        fence_key: &[u8],
+        won: &[(usize, u64)],
+        ttl: Duration,
+        window_ms: Option<u64>,
+        bound: Duration,
+    ) -> Result<u64, LockError> {
+        let fence = won.iter().map(|&(_, f)| f).max().unwrap_or(0);
+        if won.iter().all(|&(_, f)| f == fence) {
+            return Ok(fence);
+        }
+        let raise = FenceRaise {
+            fence_key,
+            fence,
+            ttl,
+            window_ms,
+        };
+        let raised = join_all(
+            won.iter()
+                .filter_map(|&(i, _)| self.nodes.get(i).map(|node| node.store.run(&raise, bound))),
+        )
+        .await;
+        let confirmed = raised
+            .iter()
+            .filter(|r| matches!(r, Ok(c) if *c > fence))
+            .count();
+        if confirmed >= self.quorum {
+            return Ok(fence);
+        }
+        Err(raised
+            .into_iter()
+            .find_map(|r| r.err().filter(|e| !e.is_infrastructure()))
+            .unwrap_or_else(|| {
+                quorum_error(
+                    confirmed,
+                    self.nodes.len(),
+                    self.quorum,
+                    "confirmed the fence",
+                )
+            }))
+    }
+}
+
+/// Layouts a quorum cannot take yet: a fair line per node could order waiters differently
+/// on each, and syncguard's record and counter are its own.
+fn refused_layout(op: &AcquireAttempt<'_>) -> Option<LockError> {
+    match op.layout {
+        Layout::Fair { .. } => Some(LockError::invalid_type(
+            "fair",
+            "fair locks are not supported over a Redlock of several servers yet",
+        )),
+        Layout::Syncguard { .. } => Some(LockError::invalid_type(
+            "redis",
+            "syncguard's entry does not support a Redlock of several servers yet",
+        )),
+        _ => None,
+    }
+}
+
+impl LockStore for RedlockStore {
+    fn caps(&self) -> Caps {
+        Caps {
+            fencing: Fencing::Quorum,
+            handover: Handover::None,
+            fairness: Fairness::None,
+            fast_path: FastPath::None,
+            wake: WakeKind::Broadcast,
+            transactions: false,
+        }
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Only syncguard's by-id calls come here (refused above at acquisition): the first
+    /// answer, once a quorum answered.
+    async fn run<O: Op + Sync>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        let mut answers = self.answers(op, bound, |_| true).await?.into_iter();
+        answers
+            .next()
+            .ok_or_else(|| quorum_error(0, self.nodes.len(), self.quorum, "answered"))
+    }
+
+    async fn acquire(
+        &self,
+        op: &AcquireAttempt<'_>,
+        bound: Duration,
+    ) -> Result<Acquired, LockError> {
+        if let Some(refused) = refused_layout(op) {
+            return Err(refused);
+        }
+        let tally = self.tally();
+        let started = Instant::now();
+        let attempts = self.nodes.iter().map(|node| node.store.acquire(op, bound));
+        let replies = gather(
+            attempts,
+            |seen| failed(&tally, seen),
+            |seen| won(&tally, seen),
+        )
+        .await;
+        let won: Vec<(usize, u64)> = (replies.iter().enumerate())
+            .filter_map(|(i, reply)| match reply {
+                Some(Ok(Acquired::Won { fence, .. })) => Some((i, *fence)),
+                _ => None,
+            })
+            .collect();
+        if won.len() >= self.quorum {
+            // Validity: the TTL less the drift (`clock::validity`, as every lease counts it)
+            // less the time the quorum took.
+            let left = |now: Instant| {
+                clock::validity(op.ttl)
+                    .checked_sub(now.duration_since(started))
+                    .filter(|left| !left.is_zero())
+            };
+            let window = Some(op.fence_retention_ms);
+            let fenced = match left(Instant::now()) {
+                Some(left) => {
+                    let bound = bound.min(left);
+                    Some(
+                        self.write_back(op.fence_key, &won, op.ttl, window, bound)
+                            .await,
+                    )
+                }
+                None => None,
+            };
+            match fenced {
+                // Still valid once the fence is written back: ours.
+                Some(Ok(fence)) if left(Instant::now()).is_some() => {
+                    let set_at = None;
+                    return Ok(Acquired::Won { fence, set_at });
+                }
+                Some(Err(err)) => {
+                    self.undo(op, &replies, bound).await;
+                    return Err(err);
+                }
+                // The validity ran out on the way: nothing held; slow nodes, not a holder.
+                _ => {
+                    self.undo(op, &replies, bound).await;
+                    let ms = started.elapsed().as_millis();
+                    return Err(LockError::Timeout(format!(
+                        "a quorum of the Redlock nodes took {ms} ms, past the lock's validity (ttl {} ms less the clock drift)",
+                        op.ttl.as_millis()
+                    )));
+                }
+            }
+        }
+        self.undo(op, &replies, bound).await;
+        let heard = replies.iter().flatten().filter(|r| answered(r)).count();
+        self.tally().heard(heard)?;
+        let held = replies.iter().flatten().filter_map(|r| match r {
+            Ok(Acquired::Held { ttl }) => Some(*ttl),
+            _ => None,
+        });
+        let held: Vec<Option<Duration>> = held.collect();
+        if !held.is_empty() {
+            let ttl = held.into_iter().flatten().min();
+            return Ok(Acquired::Held { ttl });
+        }
+        let error = replies.into_iter().flatten().find_map(|r| r.err());
+        match error {
+            Some(err) if !err.is_infrastructure() => Err(err),
+            _ => Ok(Acquired::Refused),
+        }
+    }
+
+    async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
+        Ok(self.quorum_says(self.answers(op, bound, |released| *released).await?))
+    }
+
+    /// The waiter's fence is taken as an acquisition's; short of a quorum, the waiter's token
+    /// is freed everywhere and it tries for itself.
+    async fn hand_over(
+        &self,
+        op: &HandOver<'_>,
+        bound: Duration,
+    ) -> Result<Option<u64>, LockError> {
+        let replies = self.on_all(op, bound, Option::is_some).await;
+        let won: Vec<(usize, u64)> = (replies.iter().enumerate())
+            .filter_map(|(i, reply)| match reply {
+                Some(Ok(Some(fence))) => Some((i, *fence)),
+                _ => None,
+            })
+            .collect();
+        if won.len() >= self.quorum {
+            let fence_key = crate::core::basics::keys::fence_key(op.lock_key);
+            let fence = self.write_back(&fence_key, &won, op.ttl, None, bound).await;
+            if let Ok(fence) = fence {
+                return Ok(Some(fence));
+            }
+        }
+        let free = Release::late_win(op.lock_key, op.to, false);
+        let every: Vec<usize> = (0..self.nodes.len()).collect();
+        let handed: Vec<usize> = won.iter().map(|&(i, _)| i).collect();
+        self.release_on(&free, &every, &handed, bound).await;
+        let heard = replies.iter().flatten().filter(|r| answered(r)).count();
+        self.tally().heard(heard)?;
+        Ok(None)
+    }
+
+    /// The new TTL a quorum has (the lock stands as long as a quorum does).
+    async fn extend(
+        &self,
+        op: &Extend<'_>,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        self.ttl_of(op, bound).await
+    }
+
+    async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
+        Ok(self.quorum_says(self.answers(op, bound, |_| true).await?))
+    }
+
+    async fn holder_ttl(
+        &self,
+        op: &Pttl<'_>,
+        bound: Duration,
+    ) -> Result<Option<Duration>, LockError> {
+        self.ttl_of(op, bound).await
+    }
+
+    /// The contents a quorum holds, with the quorum-th longest TTL among them.
+    async fn inspect(
+        &self,
+        op: &Inspect<'_>,
+        bound: Duration,
+    ) -> Result<(Option<Vec<u8>>, i64), LockError> {
+        let answers = self.answers(op, bound, |_| true).await?;
+        for (value, _) in &answers {
+            let Some(value) = value else { continue };
+            let mut ttls: Vec<i64> = (answers.iter())
+                .filter(|(other, _)| other.as_ref() == Some(value))
+                .map(|&(_, ttl)| ttl)
+                .collect();
+            if ttls.len() >= self.quorum {
+                ttls.sort_unstable_by(|a, b| b.cmp(a));
+                return Ok((Some(value.clone()), ttls[self.quorum - 1]));
+            }
+        }
+        Ok((None, -2))
+    }
+
+    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
+        Ok(self.quorum_says(self.answers(op, bound, |written| *written).await?))
+    }
+
+    /// Per lock: refreshed when a quorum says so, lost when a quorum can no longer say so,
+    /// else no answer.
+    async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
+        let calls = self
+            .nodes
+            .iter()
+            .map(|node| node.store.refresh(batch, bound));
+        // A node that answered anything at all counts towards the quorum that starts the
+        // stragglers' grace.
+        let enough = |seen: &[Option<Vec<Option<bool>>>]| {
+            let answering = seen
+                .iter()
+                .flatten()
+                .filter(|a| a.iter().any(Option::is_some));
+            answering.count() >= self.quorum
+        };
+        let per_node = gather(calls, |_| false, enough).await;
+        (0..batch.len())
+            .map(|i| {
+                let says = |want: Option<bool>| {
+                    per_node
+                        .iter()
+                        .filter(|a| a.as_ref().and_then(|a| a.get(i).copied().flatten()) == want)
+                        .count()
+                };
+                let (yes, unknown) = (says(Some(true)), says(None));
+                if yes >= self.quorum {
+                    Some(true)
+                } else if yes + unknown < self.quorum {
+                    Some(false)
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// Every node's channel: a release on any of them wakes us; polling covers the rest.
+    async fn listen(&self, channel: &[u8], subs: &dyn Subscriptions, bound: Duration) -> bool {
+        let listening = join_all(self.nodes.iter().map(|node| async move {
+            let book = NodeSubscriptions {
+                node: &node.book,
+                shared: subs,
+            };
+            node.store.listen(channel, &book, bound).await
+        }))
+        .await;
+        // Marked here, once: a node subscribed before answers without marking it again.
+        let listening = listening.into_iter().any(|yes| yes);
+        if listening {
+            subs.mark_subscribed(channel);
+        }
+        listening
+    }
+
+    /// The wake table forgets its idle channels here (the nodes' links never ask it: each
+    /// node drops what its own book holds that nobody waits on any more).
+    async fn drop_idle(&self, subs: &dyn Subscriptions, bound: Duration) {
+        let _forgotten = subs.take_idle(IDLE_SUBSCRIPTIONS / 2);
+        join_all(self.nodes.iter().map(|node| async move {
+            let book = NodeSubscriptions {
+                node: &node.book,
+                shared: subs,
+            };
+            node.store.drop_idle(&book, bound).await
+        }))
+        .await;
+    }
+
+    async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {
+        Ok(self
+            .answers(op, bound, |_| true)
+            .await?
+            .into_iter()
+            .any(|free| free))
+    }
+
+    async fn wake_next(&self, op: &WakeNext<'_>, bound: Duration) -> Result<bool, LockError> {
+        Ok(self
+            .answers(op, bound, |_| true)
+            .await?
+            .into_iter()
+            .any(|woke| woke))
+    }
+
+    async fn leave_line(&self, op: &LeaveLine<'_>, bound: Duration) -> Result<(), LockError> {
+        self.answers(op, bound, |_| true).await.map(|_| ())
+    }
+
+    async fn leave_queue(&self, op: &LeaveQueue<'_>, bound: Duration) -> Result<(), LockError> {
+        self.answers(op, bound, |_| true).await.map(|_| ())
+    }
+
+    async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
+        let calls = self.nodes.iter().map(|node| node.store.prepare(bound));
+        let ready = |seen: &[Option<Result<(), LockError>>]| {
+            seen.iter().flatten().filter(|r| r.is_ok()).count() >= self.quorum
+        };
+        let prepared = gather(calls, |_| false, ready).await;
+        self.tally()
+            .answers(prepared.into_iter().flatten().collect())
+            .map(|_| ())
+    }
+
+    fn is_prepared(&self) -> bool {
+        self.nodes
+            .iter()
+            .filter(|node| node.store.is_prepared())
+            .count()
+            >= self.quorum
+    }
+
+    fn unprepared(&self) {
+        for node in &self.nodes {
+            node.store.unprepared();
+        }
+    }
+
+    fn lost(&self) -> &Notify {
+        &self.lost
+    }
+
+    /// A Redlock has no one clock: the first node's that answers.
+    async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
+        let times = gather(
+            self.nodes.iter().map(|node| node.store.server_time(bound)),
+            |seen| seen.iter().flatten().any(Result::is_ok),
+            |_| false,
+        )
+        .await;
+        let mut last = None;
+        for time in times.into_iter().flatten() {
+            match time {
+                Ok(time) => return Ok(time),
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.unwrap_or_else(|| quorum_error(0, self.nodes.len(), 1, "answered")))
+    }
+}

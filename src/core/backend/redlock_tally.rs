@@ -1,0 +1,134 @@
+//! Counting a Redlock's nodes: who answered, whether a quorum can still be reached, and the
+//! error naming how many answered when it cannot. Nothing here knows a lock.
+
+use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::Acquired;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::future::Future;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// N nodes and the quorum of them (N/2 + 1).
+pub struct Tally {
+    pub nodes: usize,
+    pub quorum: usize,
+}
+
+/// Whether a node answered: a reply, or an error Redis itself sent. Not reached, no reply
+/// in time, refused credentials or ACL: no answer (it says nothing of who holds a lock).
+pub fn answered<T>(reply: &Result<T, LockError>) -> bool {
+    match reply {
+        Ok(_) => true,
+        Err(err) => !err.is_infrastructure(),
+    }
+}
+
+/// The error of a call that fewer than a quorum of nodes `did` (answered, confirmed):
+/// infrastructure, never a lock held by someone.
+pub fn quorum_error(count: usize, nodes: usize, quorum: usize, did: &str) -> LockError {
+    LockError::Connection(format!(
+        "only {count} of {nodes} Redlock nodes {did}; a quorum is {quorum}"
+    ))
+}
+
+impl Tally {
+    /// The quorum error, when only `heard` nodes answered.
+    pub fn heard(&self, heard: usize) -> Result<(), LockError> {
+        match heard >= self.quorum {
+            true => Ok(()),
+            false => Err(quorum_error(heard, self.nodes, self.quorum, "answered")),
+        }
+    }
+
+    /// The nodes' answers, once a quorum answered; else the error a node sent, or the
+    /// quorum error.
+    pub fn answers<T>(&self, replies: Vec<Result<T, LockError>>) -> Result<Vec<T>, LockError> {
+        let heard = replies.iter().filter(|r| answered(r)).count();
+        let mut answers = Vec::with_capacity(replies.len());
+        let mut failed = None;
+        for reply in replies {
+            match reply {
+                Ok(answer) => answers.push(answer),
+                Err(err) if failed.is_none() && !err.is_infrastructure() => failed = Some(err),
+                Err(_) => {}
+            }
+        }
+        if answers.len() >= self.quorum {
+            return Ok(answers);
+        }
+        self.heard(heard)?;
+        Err(failed
+            .unwrap_or_else(|| quorum_error(answers.len(), self.nodes, self.quorum, "agreed")))
+    }
+}
+
+/// Whether an attempt's failure is known from the replies `seen` so far (`None`: still
+/// pending): a quorum answered and the pending can no longer make one win. Short of that
+/// (or a win, and its grace, see `gather`), every node is waited for, so the quorum error
+/// counts them all.
+pub fn failed(tally: &Tally, seen: &[Option<Result<Acquired, LockError>>]) -> bool {
+    let won = (seen.iter().flatten())
+        .filter(|r| matches!(r, Ok(Acquired::Won { .. })))
+        .count();
+    let heard = seen.iter().flatten().filter(|r| answered(r)).count();
+    let pending = seen.iter().filter(|r| r.is_none()).count();
+    heard >= tally.quorum && won + pending < tally.quorum
+}
+
+/// Whether an attempt won on a quorum of the replies so far.
+pub fn won(tally: &Tally, seen: &[Option<Result<Acquired, LockError>>]) -> bool {
+    let won = (seen.iter().flatten())
+        .filter(|r| matches!(r, Ok(Acquired::Won { .. })))
+        .count();
+    won >= tally.quorum
+}
+
+/// How long the stragglers still get once enough nodes replied: as long again as those
+/// took, at least `GRACE_MIN`. A node that answers normally lands within it (and holds the
+/// lock too, so more may restart empty without a second holder); one that is down, whose
+/// connection retries refusals for a while, does not make every call wait for it.
+pub const GRACE_MIN: Duration = Duration::from_millis(10);
+
+/// Runs every call at once, each reply at its node's index, until `settled` says the replies
+/// so far decide, or the grace after `enough` of them ran out, or all have replied. The
+/// calls still pending then are dropped (`None`).
+pub async fn gather<F, T>(
+    calls: impl IntoIterator<Item = F>,
+    settled: impl Fn(&[Option<T>]) -> bool,
+    enough: impl Fn(&[Option<T>]) -> bool,
+) -> Vec<Option<T>>
+where
+    F: Future<Output = T>,
+{
+    let started = Instant::now();
+    let mut pending: FuturesUnordered<_> = (calls.into_iter().enumerate())
+        .map(|(i, call)| async move { (i, call.await) })
+        .collect();
+    let mut replies: Vec<Option<T>> = (0..pending.len()).map(|_| None).collect();
+    let mut grace: Option<Instant> = None;
+    loop {
+        let next = match grace {
+            Some(until) => match tokio::time::timeout_at(until, pending.next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+            None => pending.next().await,
+        };
+        let Some((i, reply)) = next else { break };
+        if let Some(slot) = replies.get_mut(i) {
+            *slot = Some(reply);
+        }
+        if settled(&replies) {
+            break;
+        }
+        if grace.is_none() && enough(&replies) {
+            let now = Instant::now();
+            grace = Some(now + now.duration_since(started).max(GRACE_MIN));
+        }
+    }
+    replies
+}
+
+#[cfg(test)]
+#[path = "redlock_tally_tests.rs"]
+mod tests;

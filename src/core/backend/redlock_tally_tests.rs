@@ -1,0 +1,102 @@
+//! Counting a Redlock's nodes, without servers: the quorum error, when an attempt is decided,
+//! and the stragglers' grace.
+use super::*;
+use std::future::{pending, ready};
+use std::pin::Pin;
+
+const FIVE: Tally = Tally {
+    nodes: 5,
+    quorum: 3,
+};
+
+fn down() -> LockError {
+    LockError::Connection("refused".into())
+}
+
+#[test]
+fn fewer_than_a_quorum_answering_is_an_error_naming_how_many_did_never_held() {
+    let replies: Vec<Result<bool, LockError>> =
+        vec![Ok(true), Ok(false), Err(down()), Err(down()), Err(down())];
+    let err = FIVE.answers(replies).unwrap_err();
+    assert_eq!(err.code(), "ECONNECTION");
+    assert!(err.is_infrastructure());
+    assert!(
+        err.to_string()
+            .contains("only 2 of 5 Redlock nodes answered; a quorum is 3"),
+        "{err}"
+    );
+    let enough: Vec<Result<bool, LockError>> =
+        vec![Ok(true), Ok(false), Ok(true), Err(down()), Err(down())];
+    assert_eq!(FIVE.answers(enough).unwrap(), vec![true, false, true]);
+}
+
+#[test]
+fn an_error_redis_sent_counts_as_an_answer_and_is_the_one_reported() {
+    let refused = LockError::Redis("WRONGTYPE".into());
+    let replies: Vec<Result<bool, LockError>> = vec![
+        Ok(true),
+        Ok(true),
+        Err(refused.clone()),
+        Err(down()),
+        Err(down()),
+    ];
+    assert_eq!(FIVE.answers(replies).unwrap_err(), refused);
+}
+
+#[test]
+fn an_attempt_fails_early_only_once_a_quorum_answered_and_none_can_win() {
+    let win = || {
+        Some(Ok(Acquired::Won {
+            fence: 1,
+            set_at: None,
+        }))
+    };
+    let held = || Some(Ok(Acquired::Held { ttl: None }));
+    // Two held, three pending: the pending could still win.
+    assert!(!failed(&FIVE, &[held(), held(), None, None, None]));
+    // Three held: decided.
+    assert!(failed(&FIVE, &[held(), held(), held(), None, None]));
+    // Three unreachable, nobody answered: every node is waited for.
+    assert!(!failed(
+        &FIVE,
+        &[
+            Some(Err(down())),
+            Some(Err(down())),
+            Some(Err(down())),
+            None,
+            None
+        ]
+    ));
+    assert!(won(&FIVE, &[win(), win(), win(), None, None]));
+    assert!(!won(&FIVE, &[win(), win(), held(), None, None]));
+}
+
+type NodeCall = Pin<Box<dyn Future<Output = u32> + Send>>;
+
+#[tokio::test]
+async fn a_straggler_is_left_behind_after_the_grace_and_settled_stops_at_once() {
+    let calls = || -> Vec<NodeCall> {
+        vec![
+            Box::pin(ready(1)),
+            Box::pin(ready(2)),
+            Box::pin(ready(3)),
+            Box::pin(pending()),
+        ]
+    };
+    let started = Instant::now();
+    let replies = gather(
+        calls(),
+        |_| false,
+        |seen| seen.iter().flatten().count() >= 3,
+    )
+    .await;
+    assert_eq!(replies, vec![Some(1), Some(2), Some(3), None]);
+    assert!(started.elapsed() >= GRACE_MIN);
+    let replies = gather(
+        calls(),
+        |seen| seen.iter().flatten().count() >= 2,
+        |_| false,
+    )
+    .await;
+    assert_eq!(replies.iter().flatten().count(), 2);
+}

@@ -1,0 +1,210 @@
+//! syncguard's acquire and release by lockId, sent on the JS thread's own connection (see
+//! mod.rs). Both may run twice: an attempt resent with its lockId finds its own lock and
+//! answers won (sg_acquire.lua), and a release by lockId only deletes that lockId's record.
+
+use super::{is_refusal, FastCall, Later, Settled, Step};
+use crate::core::basics::background::spawn;
+use crate::core::basics::clock::Stamp;
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use crate::core::ops::key_scheme::SyncguardKeys;
+use crate::core::ops::lock::{Attempt, AttemptForm, Locker};
+use crate::core::ops::release_by_id;
+use crate::core::ops::syncguard::{attempt_of, attempt_op};
+use crate::core::proto::syncguard::{ReleaseById, ReleasedById};
+use crate::core::proto::Op;
+use futures_util::FutureExt;
+use redis::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `backend.acquire`: one attempt. `Ok(None)` when the lock is held.
+pub struct SyncguardAttempt {
+    locker: Arc<Locker>,
+    keys: SyncguardKeys,
+    ttl: Duration,
+    sent: Stamp,
+}
+
+impl SyncguardAttempt {
+    pub fn new(locker: &Arc<Locker>, keys: SyncguardKeys, ttl: Duration) -> Self {
+        SyncguardAttempt {
+            locker: locker.clone(),
+            keys,
+            ttl,
+            sent: Stamp::now(),
+        }
+    }
+
+    /// The lock this attempt may have won, released by its lockId.
+    fn release(locker: Arc<Locker>, keys: SyncguardKeys) -> Later<ReleasedById> {
+        async move {
+            let expect = Some(&keys.lock_key[..]);
+            (locker.sg_release(&keys.index_key, &keys.lock_id, expect)).await
+        }
+        .boxed()
+    }
+}
+
+impl FastCall for SyncguardAttempt {
+    type Output = Option<Lease>;
+
+    // Always the script: no transaction can apply syncguard's JSON liveness test. Not loaded
+    // yet, the server refuses it, and the runtime's connection loads it and sends it again.
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+        let op = attempt_op(&self.keys, self.ttl);
+        op.encode(out);
+        op.replies()
+    }
+
+    fn bound(&self) -> Duration {
+        self.locker.command_timeout()
+    }
+
+    fn answered(self, reply: Value) -> Step<Option<Lease>> {
+        // Only a script not loaded here is sent again: any other refusal came from a script
+        // that ran (its fence may be drawn), and is the answer, as on the runtime.
+        if matches!(&reply, Value::ServerError(err) if err.code() == "NOSCRIPT") {
+            return Step::Later(self.resend(None));
+        }
+        let answer = attempt_op(&self.keys, self.ttl).decode(reply);
+        match answer.and_then(|answer| attempt_of(&self.keys, self.ttl, self.sent, answer)) {
+            Ok(Attempt::Held { .. }) => Step::Now(Ok(None)),
+            // Its caller's environment ended meanwhile: nobody could release it (as
+            // acquire.rs `won` does for the runtime's attempts).
+            Ok(Attempt::Acquired(_)) if self.locker.owner().is_gone() => {
+                let freed = Self::release(self.locker, self.keys);
+                Step::Later(async move { freed.await.and(Err(LockError::Aborted)) }.boxed())
+            }
+            Ok(Attempt::Acquired(lease)) => Step::Now(Ok(Some(lease))),
+            Err(err) => Step::Now(Err(err)),
+        }
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Settled<Option<Lease>> {
+        Err(LockError::no_reply(bound))
+    }
+
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+        let answer = attempt_op(&self.keys, self.ttl).decode(reply);
+        if !answer.is_ok_and(|answer| answer.took_lock()) {
+            return false;
+        }
+        let keys = &self.keys;
+        let release = ReleaseById {
+            index_key: &keys.index_key,
+            lock_id: &keys.lock_id,
+            expect: Some(&keys.lock_key),
+            ours_wait: false,
+        };
+        release.encode(out);
+        true
+    }
+
+    // Within its command timeout again: an attempt is never bounded by less.
+    fn resend(self, _left: Option<Duration>) -> Later<Option<Lease>> {
+        let SyncguardAttempt {
+            locker, keys, ttl, ..
+        } = self;
+        async move { locker.sg_acquire(&keys, ttl).await }.boxed()
+    }
+
+    fn abandon(self) {
+        let SyncguardAttempt { locker, keys, .. } = self;
+        spawn(async move {
+            let _ignored = Self::release(locker, keys).await;
+        });
+    }
+
+    fn orphaned(self) -> Option<Later<Option<Lease>>> {
+        self.abandon();
+        None
+    }
+}
+
+/// `backend.release({ lockId })`, expecting the lock key this backend won it at.
+pub struct SyncguardRelease {
+    locker: Arc<Locker>,
+    index_key: Vec<u8>,
+    lock_id: String,
+    expect: Vec<u8>,
+    ours_wait: bool,
+}
+
+impl SyncguardRelease {
+    pub fn new(locker: &Arc<Locker>, index_key: Vec<u8>, lock_id: String, expect: Vec<u8>) -> Self {
+        let ours_wait = release_by_id::ours_wait(locker.store(), Some(&expect));
+        SyncguardRelease {
+            locker: locker.clone(),
+            index_key,
+            lock_id,
+            expect,
+            ours_wait,
+        }
+    }
+
+    fn op(&self) -> ReleaseById<'_> {
+        ReleaseById {
+            index_key: &self.index_key,
+            lock_id: &self.lock_id,
+            expect: Some(&self.expect),
+            ours_wait: self.ours_wait,
+        }
+    }
+}
+
+impl FastCall for SyncguardRelease {
+    type Output = ReleasedById;
+
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+        self.op().encode(out);
+        1
+    }
+
+    fn bound(&self) -> Duration {
+        self.locker.command_timeout()
+    }
+
+    fn answered(self, reply: Value) -> Step<ReleasedById> {
+        if is_refusal(&reply) {
+            return Step::Later(self.resend(None));
+        }
+        let released = match self.op().decode(reply) {
+            Ok(released) => released,
+            Err(err) => return Step::Now(Err(err)),
+        };
+        let store = self.locker.store();
+        match release_by_id::answered(store, Some(&self.expect), self.ours_wait, &released) {
+            None => Step::Now(Ok(released)),
+            Some(lock_key) => {
+                store.pass_on(lock_key);
+                Step::Now(Ok(released))
+            }
+        }
+    }
+
+    fn timed_out(&mut self, bound: Duration) -> Settled<ReleasedById> {
+        Err(LockError::no_reply(bound))
+    }
+
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    fn resend(self, _left: Option<Duration>) -> Later<ReleasedById> {
+        let SyncguardRelease {
+            locker,
+            index_key,
+            lock_id,
+            expect,
+            ..
+        } = self;
+        async move { locker.sg_release(&index_key, &lock_id, Some(&expect)).await }.boxed()
+    }
+
+    fn abandon(self) {}
+
+    fn orphaned(self) -> Option<Later<ReleasedById>> {
+        Some(self.resend(None))
+    }
+}

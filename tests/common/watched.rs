@@ -1,0 +1,71 @@
+//! A lock taken and kept refreshed by the watchdog, and what the watchdog tells its holder,
+//! for the tests that read it (taken by path: `common/mod.rs` is included by the library's
+//! unit tests too, which cannot name this crate).
+
+use native_redis_lock::core::api::{Attempt, Confirmed, Limits, Locker, Sink, Store};
+use native_redis_lock::core::api::{Target, Watch, Watchdog};
+use native_redis_lock::core::basics::error::LockError;
+use native_redis_lock::core::basics::lease::Lease;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Takes `key` for `ttl` and has the watchdog refresh it every `every`.
+pub async fn hold(
+    store: &Arc<Store>,
+    locks: &Locker,
+    key: &str,
+    (ttl, every): (Duration, Duration),
+    limits: Limits,
+) -> (Lease, Arc<Recorder>, Watch) {
+    let sent = Instant::now();
+    let lease = match locks.attempt(key, ttl).await.expect("attempt") {
+        Attempt::Acquired(lease) => lease,
+        Attempt::Held { .. } => panic!("{key} is held"),
+    };
+    let watchdog = Watchdog::of(store);
+    watchdog
+        .prepare(Duration::from_millis(1000))
+        .await
+        .expect("prepare");
+    let recorder = Arc::new(Recorder::default());
+    let target = Target {
+        key: lease.redis_key.clone(),
+        name_at: lease.redis_key.len() - key.len(),
+        token: lease.token.clone(),
+        pair: None,
+        ttl,
+        every,
+        punctual: false,
+        fence_retention_ms: 60_000,
+    };
+    let watch = watchdog.watch(target, sent, limits, recorder.clone(), 1);
+    (lease, recorder, watch)
+}
+
+#[derive(Default)]
+pub struct Recorder {
+    refreshed: Mutex<u32>,
+    lost: Mutex<Option<(Instant, LockError)>>,
+}
+
+impl Sink for Recorder {
+    fn refreshed(&self, _tag: u32, _sent: Instant, _ttl: Duration) {
+        *self.refreshed.lock().unwrap() += 1;
+    }
+    fn lost(&self, _tag: u32, error: LockError, _last: Confirmed, _token: &[u8]) {
+        *self.lost.lock().unwrap() = Some((Instant::now(), error));
+    }
+}
+
+impl Recorder {
+    pub fn refreshes(&self) -> u32 {
+        *self.refreshed.lock().unwrap()
+    }
+    pub fn lost_at(&self) -> Option<(Instant, String)> {
+        self.lost
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(at, e)| (*at, e.code().to_string()))
+    }
+}

@@ -1,0 +1,92 @@
+//! Auto-refresh over a Redlock of 5 real redis-servers: kept alive by a quorum, lost (and
+//! told before the TTL ends) when the majority is lost.
+
+mod common;
+#[path = "common/redlock.rs"]
+mod redlock_nodes;
+#[path = "common/watched.rs"]
+mod watched;
+
+use common::RedisServer;
+use native_redis_lock::core::api::Watch;
+use native_redis_lock::core::api::{Limits, Locker, Store};
+use native_redis_lock::core::basics::lease::Lease;
+use redlock_nodes::{endpoint, servers};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use watched::Recorder;
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// Takes `key` for `ttl` and keeps it refreshed every `every`.
+async fn hold(
+    nodes: &[RedisServer],
+    key: &str,
+    ttl: Duration,
+    every: Duration,
+) -> (Lease, Arc<Recorder>, Watch) {
+    let store = Store::shared(endpoint(nodes, MS(500)));
+    let locks = Locker::new(store.clone(), "lock:", MS(500));
+    watched::hold(&store, &locks, key, (ttl, every), Limits::default()).await
+}
+
+fn pttl(server: &RedisServer, key: &str) -> i64 {
+    redis::cmd("PTTL")
+        .arg(key)
+        .query(&mut server.raw())
+        .expect("PTTL")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_keeps_the_lock_alive_with_two_nodes_down() {
+    let mut nodes = servers(5);
+    let (_lease, recorder, watch) = hold(&nodes, "alive", MS(400), MS(100)).await;
+    drop(nodes.drain(3..));
+    tokio::time::sleep(MS(1500)).await;
+    assert!(recorder.lost_at().is_none(), "{:?}", recorder.lost_at());
+    assert!(recorder.refreshes() >= 8, "{}", recorder.refreshes());
+    for server in &nodes {
+        assert!(pttl(server, "lock:alive") > 100, "TTL was not pushed back");
+    }
+    watch.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_gone_from_three_of_five_is_lost_at_the_next_refresh() {
+    let nodes = servers(5);
+    let (_lease, recorder, _watch) = hold(&nodes, "gone", MS(1000), MS(100)).await;
+    tokio::time::sleep(MS(150)).await;
+    for server in &nodes[..3] {
+        let _: i64 = redis::cmd("DEL")
+            .arg("lock:gone")
+            .query(&mut server.raw())
+            .expect("DEL");
+    }
+    let deleted_at = Instant::now();
+    tokio::time::sleep(MS(400)).await;
+    let (at, code) = recorder.lost_at().expect("lost");
+    assert_eq!(code, "ELOST");
+    assert!(at.duration_since(deleted_at) < MS(300));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_of_five_unreachable_is_lost_before_the_ttl_ends() {
+    let nodes = servers(5);
+    let (_lease, recorder, _watch) = hold(&nodes, "partition", MS(800), MS(200)).await;
+    tokio::time::sleep(MS(250)).await;
+    for server in &nodes[..3] {
+        server.signal("-STOP");
+    }
+    let paused_at = Instant::now();
+    tokio::time::sleep(MS(1100)).await;
+    for server in &nodes[..3] {
+        server.signal("-CONT");
+    }
+    let (at, code) = recorder
+        .lost_at()
+        .expect("lost while the majority was paused");
+    assert_eq!(code, "ELOST");
+    // The last refresh a quorum confirmed went out at most 200 ms before the pause.
+    let after = at.duration_since(paused_at);
+    assert!(after <= MS(850), "{after:?}");
+}
