@@ -20,6 +20,11 @@ const ADAPTERS = {
   'ours-lock-service-memory': require('./ours-lock-service-memory'),
   'original-exclusive-lock': require('./original-exclusive-lock'),
   'original-maestro': require('./original-maestro'),
+  // native-redis-lock/syncguard against the syncguard stand-in: the backend, and lock(fn).
+  'ours-syncguard': require('./ours-syncguard'),
+  'ours-syncguard-lock': require('./ours-syncguard-lock'),
+  'original-syncguard': require('./original-syncguard'),
+  'original-syncguard-lock': require('./original-syncguard-lock'),
   // One object per acquisition, (a) and (b) only: what constructing each costs.
   'ours-distributed-lock-each': require('./ours-distributed-lock-each'),
   'ours-exclusive-lock-each': require('./ours-exclusive-lock-each'),

@@ -147,6 +147,9 @@ function targetsTable(results) {
 const AGAINST_ORIGINAL = [
   { ours: 'ours-exclusive-lock', reference: 'original-exclusive-lock', label: 'ExclusiveLock ÷ original @logdna/exclusive-lock (stand-in)', want: 1.0 },
   { ours: 'ours-lock-service', reference: 'original-maestro', label: 'DistributedLockService ÷ original maestro DistributedLockService (stand-in)', want: 1.0 },
+  // syncguard (issue 24): 1.0x serially, 1.5x at 256 in flight.
+  { ours: 'ours-syncguard', reference: 'original-syncguard', label: 'syncguard backend.acquire + release ÷ the syncguard stand-in', want: { a: 1.0, b: 1.5 } },
+  { ours: 'ours-syncguard-lock', reference: 'original-syncguard-lock', label: 'syncguard lock(fn) ÷ the syncguard stand-in', want: { a: 1.0, b: 1.5 } },
   { ours: 'ours-distributed-lock-wait', reference: 'ours-distributed-lock', label: 'DistributedLock.waitForLock (free key) ÷ DistributedLock.acquire', want: 0.9 },
   { ours: 'ours-exclusive-lock-each', reference: 'original-exclusive-lock-each', label: 'ExclusiveLock, one per acquisition ÷ the stand-in, one per acquisition', want: 1.0 },
   { ours: 'ours-lock-service-each', reference: 'original-maestro-each', label: 'DistributedLockService, one per acquisition ÷ the stand-in, one per acquisition', want: 1.0 },
