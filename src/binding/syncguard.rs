@@ -72,7 +72,7 @@ impl From<&SyncguardPace> for Pace {
     }
 }
 
-fn call_of(keys: &SyncguardCallKeys) -> SyncguardCall<'_> {
+pub(super) fn call_of(keys: &SyncguardCallKeys) -> SyncguardCall<'_> {
     SyncguardCall {
         key: &keys.key,
         lock_key: keys.lock_key.as_bytes(),

@@ -34,7 +34,7 @@ impl SyncguardWon {
 }
 
 /// The attempt at syncguard's layout for `keys`, wanting the lock for `ttl`.
-pub(super) fn attempt_op(keys: &SyncguardKeys, ttl: Duration) -> AcquireAttempt<'_> {
+pub(crate) fn attempt_op(keys: &SyncguardKeys, ttl: Duration) -> AcquireAttempt<'_> {
     AcquireAttempt {
         lock_key: &keys.lock_key,
         fence_key: &keys.fence_key,
