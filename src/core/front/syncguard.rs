@@ -7,8 +7,10 @@
 //! argument, so that no call from elsewhere can send what JS never would.
 
 use super::connection::LockConnection;
-use super::syncguard_calls::{won, HeldIds};
-pub use super::syncguard_calls::{SyncguardAcquire, SyncguardGranted, SyncguardReleaseCall};
+use super::syncguard_calls::HeldIds;
+pub use super::syncguard_calls::{
+    SyncguardAcquire, SyncguardGranted, SyncguardLock, SyncguardReleaseCall,
+};
 use crate::core::basics::error::LockError;
 use crate::core::basics::pace::Pace;
 use crate::core::basics::sync;
@@ -186,13 +188,17 @@ impl Syncguard {
         pace: Pace,
         started: Instant,
         cancel: CancellationToken,
-    ) -> Result<impl Future<Output = Result<SyncguardGranted, LockError>> + Send + 'static, LockError>
-    {
+    ) -> Result<SyncguardLock, LockError> {
         let (keys, ttl) = (self.keys(call)?, ttl(ttl_ms)?);
         let (locker, held) = (self.locker.clone(), self.held.clone());
-        Ok(async move {
-            let lease = locker.sg_lock(&keys, ttl, pace, started, &cancel).await?;
-            Ok(won(&locker, &held, keys, ttl, lease))
+        Ok(SyncguardLock {
+            locker,
+            held,
+            keys,
+            ttl,
+            pace,
+            started,
+            cancel,
         })
     }
 
