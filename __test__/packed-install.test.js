@@ -184,6 +184,7 @@ export async function syncguard(url: string): Promise<string> {
   const info: SgLockInfo<RedisCapabilities> | null = await backend.lookup({ lockId: 'AAAAAAAAAAAAAAAAAAAAAA' })
   const n: number = await sgLock(backend, () => 1, { key: 'k', acquisition: { maxRetries: 1 } })
   const s: string = await createLock(url)(async () => 's', { key: 'k' })
+  createRedisBackend({ eval: async (script: string, numKeys: number, ...rest: string[]) => [script, numKeys, rest] })
   return fence + (info?.fence ?? '') + n + s
 }
 
