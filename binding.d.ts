@@ -203,6 +203,26 @@ export declare class NativeSyncguard {
   static pacedNext(pace: SyncguardPace, attempts: number, elapsedMs: number, failed: boolean): SyncguardStep
 }
 
+export declare class NativeSyncguardEval {
+  constructor(options: SyncguardOptions)
+  acquire(keys: SyncguardCallKeys, ttlMs: number): SyncguardEvalCall
+  /** `[fence, expiresAtMs]`, or `null` when the key is held. */
+  acquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): [number, number] | null
+  release(indexKey: string, lockId: string): SyncguardEvalCall
+  /** syncguard's release code: 1, 0, -1 or -2. */
+  released(indexKey: string, lockId: string, reply: SyncguardEvalReply): number
+  extend(indexKey: string, lockId: string, ttlMs: number): SyncguardEvalCall
+  /** The new expiry (ms), or `null` when not extended. */
+  extended(indexKey: string, lockId: string, ttlMs: number, reply: SyncguardEvalReply): number | null
+  isLocked(lockKey: string): SyncguardEvalCall
+  isLockedReply(lockKey: string, reply: SyncguardEvalReply): boolean
+  lookupByKey(lockKey: string): SyncguardEvalCall
+  lookupById(indexKey: string, lockId: string): SyncguardEvalCall
+  /** The live record's JSON, or `null`. */
+  lookedUpByKey(lockKey: string, reply: SyncguardEvalReply): string | null
+  lookedUpById(indexKey: string, lockId: string, reply: SyncguardEvalReply): string | null
+}
+
 /**
  * A period kept on the runtime that tells a JS listener `tick` each time it comes round:
  * what refreshes a lock held through a cache object we can only drive through its own
@@ -345,6 +365,24 @@ export interface SyncguardCallKeys {
   indexKey: string
   fenceKey: string
   lockId: string
+}
+
+/** One script call: `eval(script, keys.length, ...keys, ...args)`. */
+export interface SyncguardEvalCall {
+  script: string
+  keys: Array<string>
+  args: Array<string>
+}
+
+/**
+ * What the user's `eval` answered, as JS tagged it: an integer, a text, an array, `other`
+ * (anything else, shown) or, with none of them, nothing (null).
+ */
+export interface SyncguardEvalReply {
+  int?: number
+  bulk?: string
+  items?: Array<SyncguardEvalReply>
+  other?: string
 }
 
 /** Options of `createRedisBackend(redis, options)` that reach the core. */

@@ -843,6 +843,7 @@ module.exports.NativeExclusiveLock = nativeBinding.NativeExclusiveLock
 module.exports.NativeHeartbeat = nativeBinding.NativeHeartbeat
 module.exports.NativeLockService = nativeBinding.NativeLockService
 module.exports.NativeSyncguard = nativeBinding.NativeSyncguard
+module.exports.NativeSyncguardEval = nativeBinding.NativeSyncguardEval
 module.exports.NativeTicker = nativeBinding.NativeTicker
 module.exports.collectNativeMemory = nativeBinding.collectNativeMemory
 module.exports.memoryCommand = nativeBinding.memoryCommand

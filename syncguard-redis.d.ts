@@ -7,4 +7,5 @@ export {
   type RedisConfig,
   type RedisCapabilities,
   type SyncguardRedisInput,
+  type SyncguardEvalOnly,
 } from './syncguard'

@@ -132,11 +132,19 @@ export interface TelemetryOptions {
 // Redis
 
 /**
+ * An object naming no server that has `eval` (syncguard's test mocks): every call is one of
+ * our scripts through it, ioredis's calling form, and nothing else is connected to.
+ */
+export interface SyncguardEvalOnly {
+  eval(script: string, numKeys: number, ...keysAndArgs: string[]): unknown
+}
+
+/**
  * What createRedisBackend takes: an ioredis or node-redis client (only its settings are read;
  * the package uses its own connection), a `redis://`/`rediss://`/`unix://` URL, `memory://<name>`,
- * or connection settings.
+ * connection settings, or an object with only `eval`.
  */
-export type SyncguardRedisInput = RedisInput
+export type SyncguardRedisInput = RedisInput | SyncguardEvalOnly
 
 export interface RedisBackendOptions {
   /** Default `'syncguard'`; may not contain `'fence:'` or end with `'fence'`. */

@@ -128,6 +128,12 @@ const USES = {
     const withLock = lib.createLock(url)
     assert.equal(await withLock(async () => 'done', { key: 'packed:syncguard-redis', ttlMs: 5000 }), 'done')
     assert.equal(await lib.createRedisBackend(url).isLocked({ key: 'packed:syncguard-redis' }), false)`,
+  './syncguard/common': `
+    assert.equal(lib.formatFence(7), '000000000000007')
+    assert.deepEqual(lib.mapToMutationResult(lib.mapRedisScriptResult(-2)), { ok: false, reason: 'expired' })
+    assert.equal(lib.mergeAcquisitionConfig(undefined).maxRetries, lib.LOCK_DEFAULTS.maxRetries)
+    assert.equal(typeof lib.createAutoLock, 'function')
+    assert.equal(lib.createRedisBackend, undefined)`,
 }
 
 test('every subpath of the exports map has a usage here', () => {
@@ -162,6 +168,12 @@ import ExclusiveLock, { ExclusiveLock as NamedExclusive } from 'native-redis-loc
 import DistributedLockService, { DistributedLockService as NamedService } from 'native-redis-lock/maestro'
 import { createRedisBackend, lock as sgLock, type LockInfo as SgLockInfo, type RedisBackendOptions } from 'native-redis-lock/syncguard'
 import { createLock, type RedisCapabilities } from 'native-redis-lock/syncguard/redis'
+import { formatFence, mapBackendObservation, type MutationCondition, type LockBackend as SgBackend } from 'native-redis-lock/syncguard/common'
+
+export function common(backend: SgBackend<RedisCapabilities>): string {
+  const condition: MutationCondition = mapBackendObservation(1)
+  return formatFence(1n) + condition + backend.capabilities.backend
+}
 
 export async function syncguard(url: string): Promise<string> {
   const options: RedisBackendOptions = { keyPrefix: 'app', commandTimeoutMs: 1000 }
@@ -172,6 +184,7 @@ export async function syncguard(url: string): Promise<string> {
   const info: SgLockInfo<RedisCapabilities> | null = await backend.lookup({ lockId: 'AAAAAAAAAAAAAAAAAAAAAA' })
   const n: number = await sgLock(backend, () => 1, { key: 'k', acquisition: { maxRetries: 1 } })
   const s: string = await createLock(url)(async () => 's', { key: 'k' })
+  createRedisBackend({ eval: async (script: string, numKeys: number, ...rest: string[]) => [script, numKeys, rest] })
   return fence + (info?.fence ?? '') + n + s
 }
 
@@ -197,6 +210,12 @@ import ExclusiveLock = require('native-redis-lock/exclusive-lock')
 import DistributedLockService = require('native-redis-lock/maestro')
 import sg = require('native-redis-lock/syncguard')
 import sgRedis = require('native-redis-lock/syncguard/redis')
+import sgCommon = require('native-redis-lock/syncguard/common')
+
+export function common(): Promise<number> {
+  const merged: number = sgCommon.mergeBackendConfig({}).ttlMs
+  return sgCommon.delay(0).then(() => merged)
+}
 
 export async function syncguard(url: string): Promise<boolean> {
   const backend: sg.LockBackend<sg.RedisCapabilities> = sgRedis.createRedisBackend(url, { cleanupInIsLocked: true })

@@ -88,10 +88,10 @@ test('a node-redis client, a URL and options name the same server', async () => 
   assert.deepEqual(await forms[2].release({ lockId: won.lockId }), { ok: true })
 })
 
-test('what names no server is refused at creation with InvalidArgument naming redis', () => {
+test('what names no server (and has no eval function, or is a Cluster) is refused at creation with InvalidArgument naming redis', () => {
   const cluster = new Redis.Cluster([{ host: '127.0.0.1', port: server.port }], { lazyConnect: true })
   refusedAsRedis(() => sg.createRedisBackend(cluster))
-  refusedAsRedis(() => sg.createRedisBackend({ eval: async () => 1 }))
+  refusedAsRedis(() => sg.createRedisBackend({ eval: 1 }))
   refusedAsRedis(() => sg.createRedisBackend(42))
   refusedAsRedis(() => sg.createRedisBackend(null))
   refusedAsRedis(() => sg.createRedisBackend(''))

@@ -14,7 +14,7 @@ use native_redis_lock::core::api::{
 use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::basics::pace::{GaveUp, Pace};
 use redis::Value;
-use std::future::{Future, IntoFuture};
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -149,7 +149,7 @@ async fn acquire(backend: &Syncguard, keys: &Keys, ttl_ms: f64) -> Option<Syncgu
 
 /// What a `lock()` acquisition ended with, without what frees an undelivered lock.
 async fn won(
-    granted: impl Future<Output = Result<SyncguardGranted, LockError>>,
+    granted: impl IntoFuture<Output = Result<SyncguardGranted, LockError>>,
 ) -> Result<SyncguardWon, LockError> {
     granted.await.map(|granted| granted.won)
 }

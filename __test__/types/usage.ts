@@ -146,9 +146,12 @@ async function syncguard(): Promise<void> {
   createRedisBackend('redis://localhost:6379/1')
   createRedisBackend('memory://tests')
   createRedisBackend({ host: 'localhost', port: 6379, password: 'x' })
+  const evalOnly: sgRedis.SyncguardEvalOnly = { eval: async (_script: string, _numKeys: number, ..._rest: string[]) => 1 }
+  createRedisBackend(evalOnly)
+  createRedisBackend({ eval: async () => 0 })
   const fromSubpath: LockBackend<sgRedis.RedisCapabilities> = sgRedis.createRedisBackend('rediss://cache:6380')
-  // @ts-expect-error an object with only `eval` (a test mock) is not a client
-  createRedisBackend({ eval: async () => 1 })
+  // @ts-expect-error an object with neither settings nor an `eval` function
+  createRedisBackend({ evaluate: async () => 1 })
   // @ts-expect-error unknown option
   createRedisBackend('redis://x', { keyprefix: 'typo' })
 

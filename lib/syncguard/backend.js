@@ -16,6 +16,8 @@ const { FENCE_THRESHOLDS } = require('./constants')
 const { attachRawData, sanitizeLockInfo, logFenceWarning, checkAborted } = require('./helpers')
 const { decorateAcquireResult, defaultOnReleaseError } = require('./disposable')
 const { failedWith } = require('./failure-reason')
+const { toLockError } = require('./redis-errors')
+const { evalOnly, evalTransport } = require('./eval-transport')
 
 // syncguard's Redis key budget: 1000 bytes, 26 kept for ":id:" and a lockId.
 const LIMIT = 1000
@@ -24,46 +26,6 @@ const DEFAULT_PREFIX = 'syncguard'
 
 /** Our backends, with what lock() needs to take the native loop (see lock.js). */
 const ours = new WeakMap()
-
-/** A native failure (or anything else thrown) as syncguard's LockError, by code first. */
-function toLockError(err) {
-  if (err instanceof LockError) return err
-  const text = err instanceof Error ? err.message : String(err)
-  const make = (code, prefix) => new LockError(code, `${prefix}${text}`, { cause: err })
-  switch (err?.code) {
-    case 'ETIMEDOUT':
-      return make('NetworkTimeout', 'Redis timeout: ')
-    case 'ECONNECTION':
-      return make('ServiceUnavailable', 'Redis connection error: ')
-    case 'EAUTH':
-    case 'ENOPERM':
-      return make('AuthFailed', 'Redis authentication error: ')
-    case 'EABORTED':
-      return new LockError('Aborted', 'Operation aborted by signal', { cause: err })
-    case 'EINVAL':
-      return new LockError('InvalidArgument', text, { cause: err })
-    case 'EREDIS':
-      // Our message already says "Redis error: "; syncguard's rules read the server's text.
-      return byServerText(err, text.replace(/^Redis error: /, ''))
-    default:
-      return make('Internal', 'Redis error: ')
-  }
-}
-
-/** syncguard's reading of a Redis error's text, in its order. */
-function byServerText(err, text) {
-  const rules = [
-    [['timeout'], 'NetworkTimeout', 'Redis timeout: '],
-    [['ECONNRESET', 'ENOTFOUND', 'ECONNREFUSED'], 'ServiceUnavailable', 'Redis connection error: '],
-    [['NOAUTH', 'WRONGPASS', 'NOPERM'], 'AuthFailed', 'Redis authentication error: '],
-    [['WRONGTYPE', 'SYNTAX', 'INVALID'], 'InvalidArgument', 'Redis command error: '],
-    [['SCRIPT_ERROR'], 'Internal', 'Redis script error: '],
-  ]
-  for (const [needles, code, prefix] of rules) {
-    if (needles.some((needle) => text.includes(needle))) return new LockError(code, `${prefix}${text}`, { cause: err })
-  }
-  return new LockError('Internal', `Redis error: ${text}`, { cause: err })
-}
 
 /** The `redis` argument read as our other APIs read it; what names no server is refused. */
 function connectionOf(redis) {
@@ -111,27 +73,44 @@ function configOf(options) {
 /** A fence as syncguard writes it: 15 digits, zero-padded. */
 const fenceText = (fence) => String(fence).padStart(15, '0')
 
-/** `createRedisBackend(redis, options)`: syncguard's LockBackend on our engine. */
-function createRedisBackend(redis, options = {}) {
-  const config = configOf(options)
-  const { connection, read } = connectionOf(redis)
+/**
+ * The calls' transport: our connection to the server `redis` names or, for an object naming
+ * none that has `eval` (a test double, as syncguard allows), that `eval`. The second is not
+ * ours for lock(): its waits are JS's backoff, never woken.
+ */
+function transportOf(redis, config) {
   const settings = {
     keyPrefix: config.keyPrefix,
     cleanupInIsLocked: config.cleanupInIsLocked === true,
-    clientKeyPrefix: read?.clientKeyPrefix,
     commandTimeoutMs: config.commandTimeoutMs,
   }
-  let native
+  let named
+  try {
+    named = connectionOf(redis)
+  } catch (err) {
+    // An ioredis Cluster has eval too, but syncguard's keys of one lock span slots.
+    if (!evalOnly(redis) || redis.isCluster) throw err
+    return { native: evalTransport(redis, settings), viaEval: true }
+  }
+  const { connection, read } = named
+  settings.clientKeyPrefix = read?.clientKeyPrefix
   try {
     // The native side keeps only a lockId → key table of what it won: one per settings.
-    native = sharedAlike(connection, 'syncguard', '', settings, () => ({
+    const shared = sharedAlike(connection, 'syncguard', '', settings, () => ({
       native: new NativeSyncguard(connection, settings),
       connection,
       settings,
-    })).native
+    }))
+    return { native: shared.native, viaEval: false }
   } catch (err) {
     throw toLockError(err)
   }
+}
+
+/** `createRedisBackend(redis, options)`: syncguard's LockBackend on our engine. */
+function createRedisBackend(redis, options = {}) {
+  const config = configOf(options)
+  const { native, viaEval } = transportOf(redis, config)
   const prefix = config.keyPrefix
   const indexKey = (lockId) => makeStorageKey(prefix, `id:${lockId}`, LIMIT, RESERVE)
   /** The keys of one acquisition of `key` (normalised) under a fresh lockId. */
@@ -243,7 +222,7 @@ function createRedisBackend(redis, options = {}) {
 
     capabilities,
   }
-  ours.set(backend, { native, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError })
+  if (!viaEval) ours.set(backend, { native, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError })
   return backend
 }
 

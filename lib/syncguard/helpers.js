@@ -91,6 +91,11 @@ function checkAborted(signal) {
   if (signal?.aborted) throw new LockError('Aborted', 'Operation aborted by signal')
 }
 
+/** A promise settled after `ms` ms: the pause custom backends and tests use between tries. */
+function delay(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
 module.exports = {
   RAW_DATA,
   attachRawData,
@@ -103,4 +108,5 @@ module.exports = {
   owns,
   logFenceWarning,
   checkAborted,
+  delay,
 }

@@ -75,4 +75,18 @@ function makeStorageKey(prefix, key, limitBytes, reserveBytes) {
   return hashed
 }
 
-module.exports = { generateLockId, hashKey, makeStorageKey }
+/**
+ * A fence counter as the 15-digit zero-padded text backends store and return, so that fences
+ * compare as strings. A number is truncated first; negative or 16-digit values are refused,
+ * since Lua's doubles stay exact only up to 2^53.
+ */
+function formatFence(value) {
+  const n = typeof value === 'number' ? BigInt(Math.trunc(value)) : value
+  if (n < 0n) throw new LockError('InvalidArgument', 'Fence must be non-negative')
+  if (n > 999_999_999_999_999n) {
+    throw new LockError('InvalidArgument', `Fence exceeds 15-digit limit: ${n}`)
+  }
+  return n.toString().padStart(15, '0')
+}
+
+module.exports = { generateLockId, hashKey, makeStorageKey, formatFence }

@@ -124,10 +124,14 @@ async function lock(backend, fn, config) {
   }
 }
 
-/** syncguard's `createLock(redis, options)`: one backend, and lock() bound to it. */
-function createLock(redis, options) {
-  const backend = createRedisBackend(redis, options)
+/** `lock` bound to `backend`: `(fn, config) => lock(backend, fn, config)`. */
+function createAutoLock(backend) {
   return (fn, config) => lock(backend, fn, config)
 }
 
-module.exports = { lock, createLock }
+/** syncguard's `createLock(redis, options)`: one backend, and lock() bound to it. */
+function createLock(redis, options) {
+  return createAutoLock(createRedisBackend(redis, options))
+}
+
+module.exports = { lock, createAutoLock, createLock }

@@ -14,5 +14,6 @@ pub mod lock_service;
 pub mod options;
 pub mod runtime;
 pub mod syncguard;
+pub mod syncguard_eval;
 pub mod sys;
 pub mod ticker;

@@ -72,7 +72,7 @@ impl From<&SyncguardPace> for Pace {
     }
 }
 
-fn call_of(keys: &SyncguardCallKeys) -> SyncguardCall<'_> {
+pub(super) fn call_of(keys: &SyncguardCallKeys) -> SyncguardCall<'_> {
     SyncguardCall {
         key: &keys.key,
         lock_key: keys.lock_key.as_bytes(),
@@ -212,7 +212,7 @@ impl NativeSyncguard {
             .lock(&call_of(&keys), ttl_ms, pace, started, token)
             .or_throw(&env)?;
         let call = self.calls.thread.call(&env, None)?;
-        self.calls.reply(call.id, surely_won).run(acquisition);
+        acquisition.start(self.calls.reply(call.id, surely_won));
         Ok(call.promise)
     }
 

@@ -22,6 +22,8 @@ pub use super::front::connection::LockConnection;
 pub use super::front::syncguard::{
     ReleasedById, Syncguard, SyncguardCall, SyncguardGranted, SyncguardSettings, SyncguardWon,
 };
+/// syncguard's backend on a caller's object with only `eval`: each call's script and reply.
+pub use super::front::syncguard_eval::{EvalCall, EvalWon, SyncguardEval};
 /// A lock handed to a JS caller that has not claimed it yet: freed if nobody will.
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;

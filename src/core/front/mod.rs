@@ -13,4 +13,5 @@ pub mod lock_service;
 pub mod reply;
 pub mod syncguard;
 pub mod syncguard_calls;
+pub mod syncguard_eval;
 pub mod win;

@@ -7,8 +7,10 @@
 //! argument, so that no call from elsewhere can send what JS never would.
 
 use super::connection::LockConnection;
-use super::syncguard_calls::{won, HeldIds};
-pub use super::syncguard_calls::{SyncguardAcquire, SyncguardGranted, SyncguardReleaseCall};
+use super::syncguard_calls::HeldIds;
+pub use super::syncguard_calls::{
+    SyncguardAcquire, SyncguardGranted, SyncguardLock, SyncguardReleaseCall,
+};
 use crate::core::basics::error::LockError;
 use crate::core::basics::pace::Pace;
 use crate::core::basics::sync;
@@ -38,7 +40,7 @@ pub struct SyncguardSettings {
     pub command_timeout_ms: Option<f64>,
 }
 
-const DEFAULT_PREFIX: &str = "syncguard";
+pub(super) const DEFAULT_PREFIX: &str = "syncguard";
 /// Length of syncguard's lockIds: 16 random bytes in base64url, unpadded.
 const LOCK_ID_CHARS: usize = 22;
 
@@ -65,7 +67,7 @@ pub struct Syncguard {
     held: Arc<Mutex<HeldIds>>,
 }
 
-fn lock_id(lock_id: &str) -> Result<(), LockError> {
+pub(super) fn lock_id(lock_id: &str) -> Result<(), LockError> {
     let base64url = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
     if lock_id.len() != LOCK_ID_CHARS || !lock_id.bytes().all(base64url) {
         return Err(LockError::invalid_type(
@@ -76,7 +78,7 @@ fn lock_id(lock_id: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-fn redis_key(arg: &'static str, key: &[u8]) -> Result<(), LockError> {
+pub(super) fn redis_key(arg: &'static str, key: &[u8]) -> Result<(), LockError> {
     if key.is_empty() {
         return Err(LockError::invalid_type(
             arg,
@@ -88,7 +90,7 @@ fn redis_key(arg: &'static str, key: &[u8]) -> Result<(), LockError> {
 
 /// A TTL as syncguard takes it: any whole number of ms from 1 (Redis refuses the huge ones,
 /// as it does syncguard's), below 2^64 so that it is written digit for digit.
-fn ttl(value: f64) -> Result<Duration, LockError> {
+pub(super) fn ttl(value: f64) -> Result<Duration, LockError> {
     if !((1.0..18_446_744_073_709_551_616.0).contains(&value) && value.fract() == 0.0) {
         return Err(LockError::invalid_range(
             "ttlMs",
@@ -100,6 +102,28 @@ fn ttl(value: f64) -> Result<Duration, LockError> {
     }
     // Whole and in range, so the cast is exact.
     Ok(Duration::from_millis(value as u64))
+}
+
+/// `call`'s keys, checked, with `client_prefix` in front of each (as the client sends them).
+pub(super) fn keys_of(
+    call: &SyncguardCall<'_>,
+    client_prefix: &[u8],
+) -> Result<SyncguardKeys, LockError> {
+    validate::key("key", call.key)?;
+    redis_key("lockKey", call.lock_key)?;
+    redis_key("indexKey", call.index_key)?;
+    redis_key("fenceKey", call.fence_key)?;
+    lock_id(call.lock_id)?;
+    let sent = |key: &[u8]| [client_prefix, key].concat();
+    let lock_key = sent(call.lock_key);
+    Ok(SyncguardKeys {
+        user_key: call.key.to_owned(),
+        stored_key: lock_key.clone(),
+        lock_key,
+        index_key: sent(call.index_key),
+        fence_key: sent(call.fence_key),
+        lock_id: call.lock_id.to_owned(),
+    })
 }
 
 impl Syncguard {
@@ -135,20 +159,7 @@ impl Syncguard {
     }
 
     fn keys(&self, call: &SyncguardCall<'_>) -> Result<SyncguardKeys, LockError> {
-        validate::key("key", call.key)?;
-        redis_key("lockKey", call.lock_key)?;
-        redis_key("indexKey", call.index_key)?;
-        redis_key("fenceKey", call.fence_key)?;
-        lock_id(call.lock_id)?;
-        let lock_key = self.sent(call.lock_key);
-        Ok(SyncguardKeys {
-            user_key: call.key.to_owned(),
-            stored_key: lock_key.clone(),
-            lock_key,
-            index_key: self.sent(call.index_key),
-            fence_key: self.sent(call.fence_key),
-            lock_id: call.lock_id.to_owned(),
-        })
+        keys_of(call, &self.client_prefix)
     }
 
     /// `backend.acquire({ key, ttlMs })`, checked: `None` when the lock is held.
@@ -177,13 +188,17 @@ impl Syncguard {
         pace: Pace,
         started: Instant,
         cancel: CancellationToken,
-    ) -> Result<impl Future<Output = Result<SyncguardGranted, LockError>> + Send + 'static, LockError>
-    {
+    ) -> Result<SyncguardLock, LockError> {
         let (keys, ttl) = (self.keys(call)?, ttl(ttl_ms)?);
         let (locker, held) = (self.locker.clone(), self.held.clone());
-        Ok(async move {
-            let lease = locker.sg_lock(&keys, ttl, pace, started, &cancel).await?;
-            Ok(won(&locker, &held, keys, ttl, lease))
+        Ok(SyncguardLock {
+            locker,
+            held,
+            keys,
+            ttl,
+            pace,
+            started,
+            cancel,
         })
     }
 

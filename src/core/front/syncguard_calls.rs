@@ -5,6 +5,7 @@
 use super::reply::{ready, Reply, Settled};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::pace::Pace;
 use crate::core::basics::sync;
 use crate::core::ops::delivery::Unclaimed;
 use crate::core::ops::fast::syncguard::{SyncguardAttempt, SyncguardRelease};
@@ -19,6 +20,7 @@ use std::collections::HashMap;
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// Below this many remembered locks, the lockId table is not pruned.
 const PRUNE_FLOOR: usize = 1024;
@@ -106,6 +108,66 @@ impl IntoFuture for SyncguardAcquire {
             locker, keys, ttl, ..
         } = self;
         async move { granted(locker.sg_acquire(&keys, ttl).await) }.boxed()
+    }
+}
+
+/// `lock()`'s acquisition: its first attempt goes the way an acquire goes (the caller's own
+/// lane when ready), and a held lock is waited for on the runtime, paced and woken.
+pub struct SyncguardLock {
+    pub(super) locker: Arc<Locker>,
+    pub(super) held: Arc<Mutex<HeldIds>>,
+    pub(super) keys: SyncguardKeys,
+    pub(super) ttl: Duration,
+    pub(super) pace: Pace,
+    pub(super) started: Instant,
+    pub(super) cancel: CancellationToken,
+}
+
+impl SyncguardLock {
+    fn granted(&self) -> impl FnOnce(Settled<Lease>) -> Settled<SyncguardGranted> + Send + 'static {
+        let (locker, held) = (self.locker.clone(), self.held.clone());
+        let (keys, ttl) = (self.keys.clone(), self.ttl);
+        move |answer| answer.map(|lease| won(&locker, &held, keys, ttl, lease))
+    }
+
+    pub fn start<R: Reply<SyncguardGranted>>(self, reply: R) {
+        let store = self.locker.store();
+        let way = Route::way(store, RouteFacts::Attempt(FirstAttempt::on(store)));
+        let Some(on) = ready(&reply, way) else {
+            return reply.run(self.into_future());
+        };
+        let granted = self.granted();
+        let SyncguardLock {
+            locker,
+            keys,
+            ttl,
+            pace,
+            started,
+            cancel,
+            ..
+        } = self;
+        // The mark is read here, before the first attempt is sent.
+        let attempt = SyncguardAttempt::paced(&locker, keys, ttl, (pace, started), cancel);
+        reply.call_fast(&on, attempt, move |answer| {
+            // A paced attempt answers a lock or an error, never "held".
+            let lease = answer.and_then(|lease| {
+                lease.ok_or_else(|| LockError::Internal("a paced acquisition answered held".into()))
+            });
+            granted(lease)
+        });
+    }
+}
+
+impl IntoFuture for SyncguardLock {
+    type Output = Settled<SyncguardGranted>;
+    type IntoFuture = BoxFuture<'static, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        let granted = self.granted();
+        let SyncguardLock { locker, keys, .. } = &self;
+        let (locker, keys) = (locker.clone(), keys.clone());
+        let (ttl, pace, started, cancel) = (self.ttl, self.pace, self.started, self.cancel);
+        async move { granted(locker.sg_lock(&keys, ttl, pace, started, &cancel).await) }.boxed()
     }
 }
 

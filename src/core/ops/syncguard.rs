@@ -13,6 +13,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::basics::pace::Pace;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout};
 use crate::core::proto::syncguard::{ExtendById, ReleasedById, SyncguardIsLocked, SyncguardLookup};
+use crate::core::wait::releases::Mark;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -34,7 +35,7 @@ impl SyncguardWon {
 }
 
 /// The attempt at syncguard's layout for `keys`, wanting the lock for `ttl`.
-pub(super) fn attempt_op(keys: &SyncguardKeys, ttl: Duration) -> AcquireAttempt<'_> {
+pub(crate) fn attempt_op(keys: &SyncguardKeys, ttl: Duration) -> AcquireAttempt<'_> {
     AcquireAttempt {
         lock_key: &keys.lock_key,
         fence_key: &keys.fence_key,
@@ -129,13 +130,31 @@ impl Locker {
         started: Instant,
         cancel: &CancellationToken,
     ) -> Result<Lease, LockError> {
-        let mark = Some(self.mark_at(&keys.lock_key));
+        let mark = self.mark_at(&keys.lock_key);
+        (self.sg_lock_from(keys, ttl, (pace, started), cancel, mark, Start::Attempt)).await
+    }
+
+    /// `lock()`'s acquisition from `start`: its own first attempt, or after one made on the
+    /// caller's own lane found the lock held (its first pause then due). `mark` was read
+    /// before any attempt, so a release of ours in between ends that pause at once.
+    pub async fn sg_lock_from(
+        &self,
+        keys: &SyncguardKeys,
+        ttl: Duration,
+        (pace, started): (Pace, Instant),
+        cancel: &CancellationToken,
+        mark: Mark,
+        start: Start,
+    ) -> Result<Lease, LockError> {
         let plan = Plan {
             attempts: Attempts::Paced { pace, started },
-            place: Place::Later { caller: None, mark },
+            place: Place::Later {
+                caller: None,
+                mark: Some(mark),
+            },
         };
         let scheme = KeyScheme::Syncguard(keys);
-        let won = self.pursue_in(plan, scheme, ttl, cancel, Start::Attempt);
+        let won = self.pursue_in(plan, scheme, ttl, cancel, start);
         won.await?.ok_or_else(|| {
             LockError::Internal("a paced acquisition ended without saying why".into())
         })

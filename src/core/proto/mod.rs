@@ -14,6 +14,7 @@ pub mod refresh;
 pub mod release;
 pub mod scripts;
 pub mod syncguard;
+pub mod syncguard_eval;
 pub mod wire;
 
 pub use wire::{Request, Wire};

@@ -7,23 +7,38 @@ use crate::core::basics::background::spawn;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::pace::Pace;
+use crate::core::ops::acquire::Start;
 use crate::core::ops::key_scheme::SyncguardKeys;
 use crate::core::ops::lock::{Attempt, AttemptForm, Locker};
 use crate::core::ops::release_by_id;
 use crate::core::ops::syncguard::{attempt_of, attempt_op};
 use crate::core::proto::syncguard::{ReleaseById, ReleasedById};
 use crate::core::proto::Op;
+use crate::core::wait::releases::Mark;
 use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
-/// `backend.acquire`: one attempt. `Ok(None)` when the lock is held.
+/// `backend.acquire`: one attempt. `Ok(None)` when the lock is held. Or `lock()`'s first
+/// attempt (`then`): a held lock is then waited for on the runtime, paced and woken.
 pub struct SyncguardAttempt {
     locker: Arc<Locker>,
     keys: SyncguardKeys,
     ttl: Duration,
     sent: Stamp,
+    then: Option<PacedRest>,
+}
+
+/// The rest of a `lock()` whose first attempt this is: its pace from `started`, its
+/// cancellation, and the release mark read before the attempt was sent.
+pub struct PacedRest {
+    pub pace: Pace,
+    pub started: Instant,
+    pub cancel: CancellationToken,
+    pub mark: Mark,
 }
 
 impl SyncguardAttempt {
@@ -33,7 +48,64 @@ impl SyncguardAttempt {
             keys,
             ttl,
             sent: Stamp::now(),
+            then: None,
         }
+    }
+
+    /// `lock()`'s first attempt; the mark is read now, before it is sent.
+    pub fn paced(
+        locker: &Arc<Locker>,
+        keys: SyncguardKeys,
+        ttl: Duration,
+        (pace, started): (Pace, Instant),
+        cancel: CancellationToken,
+    ) -> Self {
+        let mark = locker.mark_at(&keys.lock_key);
+        let then = Some(PacedRest {
+            pace,
+            started,
+            cancel,
+            mark,
+        });
+        SyncguardAttempt {
+            then,
+            ..Self::new(locker, keys, ttl)
+        }
+    }
+
+    /// Whether the `lock()` of this attempt was cancelled meanwhile: a lock it won is then
+    /// freed, not handed out, as the runtime's attempts do (acquire.rs `won`).
+    fn cancelled(&self) -> bool {
+        (self.then.as_ref()).is_some_and(|rest| rest.cancel.is_cancelled())
+    }
+
+    /// A held lock: the answer, or for `lock()` the wait that follows.
+    fn held(self, holder_ttl: Option<Duration>) -> Step<Option<Lease>> {
+        match self.then.is_some() {
+            false => Step::Now(Ok(None)),
+            true => Step::Later(self.paced_from(Start::Held { holder_ttl })),
+        }
+    }
+
+    /// The rest of `lock()` on the runtime, from `start` (an attempt, or a pause when its
+    /// first attempt here found the lock held); a plain acquire's attempt when not `lock()`.
+    fn paced_from(self, start: Start) -> Later<Option<Lease>> {
+        let SyncguardAttempt {
+            locker,
+            keys,
+            ttl,
+            then,
+            ..
+        } = self;
+        async move {
+            let Some(rest) = then else {
+                return locker.sg_acquire(&keys, ttl).await;
+            };
+            let (paced, cancel) = ((rest.pace, rest.started), &rest.cancel);
+            let lock = locker.sg_lock_from(&keys, ttl, paced, cancel, rest.mark, start);
+            lock.await.map(Some)
+        }
+        .boxed()
     }
 
     /// The lock this attempt may have won, released by its lockId.
@@ -69,10 +141,10 @@ impl FastCall for SyncguardAttempt {
         }
         let answer = attempt_op(&self.keys, self.ttl).decode(reply);
         match answer.and_then(|answer| attempt_of(&self.keys, self.ttl, self.sent, answer)) {
-            Ok(Attempt::Held { .. }) => Step::Now(Ok(None)),
+            Ok(Attempt::Held { ttl }) => self.held(ttl),
             // Its caller's environment ended meanwhile: nobody could release it (as
             // acquire.rs `won` does for the runtime's attempts).
-            Ok(Attempt::Acquired(_)) if self.locker.owner().is_gone() => {
+            Ok(Attempt::Acquired(_)) if self.locker.owner().is_gone() || self.cancelled() => {
                 let freed = Self::release(self.locker, self.keys);
                 Step::Later(async move { freed.await.and(Err(LockError::Aborted)) }.boxed())
             }
@@ -103,10 +175,8 @@ impl FastCall for SyncguardAttempt {
 
     // Within its command timeout again: an attempt is never bounded by less.
     fn resend(self, _left: Option<Duration>) -> Later<Option<Lease>> {
-        let SyncguardAttempt {
-            locker, keys, ttl, ..
-        } = self;
-        async move { locker.sg_acquire(&keys, ttl).await }.boxed()
+        // Its attempt never ran (not loaded here): it starts there again, on the runtime.
+        self.paced_from(Start::Attempt)
     }
 
     fn abandon(self) {

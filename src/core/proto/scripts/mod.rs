@@ -112,3 +112,18 @@ pub static SG_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_RELEAS
 pub static SG_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(SG_EXTEND_SOURCE));
 pub static SG_IS_LOCKED: LazyLock<Script> = LazyLock::new(|| Script::new(SG_IS_LOCKED_SOURCE));
 pub static SG_LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(SG_LOOKUP_SOURCE));
+
+/// The text of a syncguard script, for a caller's own `eval` (a test double that can only
+/// run a script given whole); `None` for the others, which only our connections send.
+pub fn sg_source(script: &Script) -> Option<&'static str> {
+    let ours: [(&Script, &'static str); 5] = [
+        (&SG_ACQUIRE, SG_ACQUIRE_SOURCE),
+        (&SG_RELEASE, SG_RELEASE_SOURCE),
+        (&SG_EXTEND, SG_EXTEND_SOURCE),
+        (&SG_IS_LOCKED, SG_IS_LOCKED_SOURCE),
+        (&SG_LOOKUP, SG_LOOKUP_SOURCE),
+    ];
+    ours.into_iter()
+        .find(|(known, _)| std::ptr::eq(*known, script))
+        .map(|(_, source)| source)
+}

@@ -1,0 +1,2 @@
+// ESM view of syncguard-common.d.ts (see syncguard-common.mjs).
+export * from './syncguard-common.js'
