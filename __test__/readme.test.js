@@ -20,6 +20,9 @@ const root = path.join(__dirname, '..')
 const README = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
 const SCRIPTS = require('../package.json').scripts
 const RUN_MS = 30_000
+// tsc over every block takes tens of seconds on a loaded 2-core machine; killed, it says nothing,
+// which must not read as "no complaints".
+const TSC_MS = 300_000
 
 /** The fenced blocks of `markdown`: `{ lang, code, line }`. */
 function codeBlocks(markdown) {
@@ -103,7 +106,7 @@ function writeTypeScriptProject() {
 let compiled
 /** tsc over the project, once: its complaints by file (`ts/block-N.mts`). */
 function compile() {
-  compiled ??= run(path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), ['-p', scratch]).then((result) => {
+  compiled ??= run(path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), ['-p', scratch], {}, TSC_MS).then((result) => {
     const byFile = new Map()
     for (const line of result.stdout.split('\n').filter(Boolean)) {
       const file = /^(.*?)\(\d+,\d+\)/.exec(line)?.[1] ?? ''
@@ -115,7 +118,8 @@ function compile() {
 }
 
 async function assertCompiles(n) {
-  const { byFile, output } = await compile()
+  const { code, byFile, output } = await compile()
+  assert.equal(typeof code, 'number', `tsc did not finish (${code}): ${output}`)
   const { source } = typeScriptFiles(n)
   assert.deepEqual(byFile.get(source) ?? [], [], `\n${asTypeScript(blocks[n].code)}`)
   // Anything tsc said about no block in particular (the configuration, env.d.ts) is a failure too.
@@ -128,9 +132,9 @@ after(async () => {
   await server?.close()
 })
 
-function run(file, args = [], env = {}) {
+function run(file, args = [], env = {}, timeout = RUN_MS) {
   return new Promise((resolve) => {
-    execFile(process.execPath, [file, ...args], { cwd: scratch, timeout: RUN_MS, env: { ...process.env, ...env } }, (err, stdout, stderr) =>
+    execFile(process.execPath, [file, ...args], { cwd: scratch, timeout, env: { ...process.env, ...env } }, (err, stdout, stderr) =>
       resolve({ code: err ? (err.code ?? err.signal) : 0, stdout, stderr }),
     )
   })
