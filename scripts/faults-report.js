@@ -20,6 +20,7 @@ const SCENARIOS = [
   ['blocked-loop', 'A blocked JS event loop: the native refresh keeps the lock through 2 x TTL; past the stall budget it is given up and the holder told on unblocking.'],
   ['hostile-input', 'Hostile input: rejected before any Redis call, or locked byte-exact; no crash, hang or coercion.'],
   ['soak', 'Soak: RSS and handle count flat after warm-up; the process exits promptly.'],
+  ['soak-mixed', 'Every API on Redis and memory://, 4 processes, the lock server SIGKILLed and restarted every 20 s, a child SIGKILLed and respawned: no RSS growth past 5 % after warm-up, no leaked resource, no op past its bound, no unhandled rejection, no lost update outside a restart (`npm run soak` for longer runs).'],
 ]
 
 function main() {

@@ -1,0 +1,327 @@
+'use strict'
+
+// The soak's traffic in one process, on one backend: actors looping over every API's
+// operations (acquire, tryAcquire, waits with short timeouts, auto-refreshed holds with
+// extend, `using`, aborts mid-wait and at grant time, ExclusiveLock, maestro's service,
+// syncguard's createLock / lock(fn) / backend / lookup / owns). Refusals and connection
+// errors are counted by code; each call runs under a deadline (Tally.watch).
+const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
+const syncguard = require('../../syncguard')
+const { clock } = require('./tally')
+
+const KEYS = ['k0', 'k1', 'k2']
+// Our calls' own bounds (connect + command) when we set them, and the defaults when the
+// original API has no such option (ExclusiveLock, maestro).
+const OURS_MS = 2000
+const DEFAULT_MS = 10000
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const rand = (lo, hi) => lo + Math.floor(Math.random() * (hi - lo + 1))
+const pick = (list) => list[Math.floor(Math.random() * list.length)]
+
+class Traffic {
+  /** `backend`: { name, url, space } (space names the counters: one per memory:// process). */
+  constructor(backend, tally, sections) {
+    this.backend = backend
+    this.tally = tally
+    this.sections = sections
+    this.stopping = false
+    const options = { connectTimeoutMs: 1000, commandTimeoutMs: 1000, retryDelayMs: 20, maxRetries: 2 }
+    this.dl = new DistributedLock(backend.url, options)
+    this.sgBackend = syncguard.createRedisBackend(backend.url, { commandTimeoutMs: 1000 })
+    this.sgLock = syncguard.createLock(backend.url, { commandTimeoutMs: 1000 })
+    this.exclusives = []
+    this.services = []
+  }
+
+  counter(api, key) {
+    return `soak:count:${this.backend.space}:${api}:${key}`
+  }
+
+  watch(kind, boundMs, promise) {
+    return this.tally.watch(`${this.backend.name}.${kind}`, boundMs, promise)
+  }
+
+  /** Releases `handle`; answers true when that failed (the hold is then in doubt). */
+  async release(handle) {
+    try {
+      await this.watch('dl.release', OURS_MS, handle.release())
+      return false
+    } catch (err) {
+      this.tally.error(err)
+      return true
+    }
+  }
+
+  ops() {
+    const key = pick(KEYS)
+    return {
+      'dl.acquire': async () => {
+        const handle = await this.watch('dl.acquire', 3 * OURS_MS + 100, this.dl.acquire(key, 2000))
+        await this.hold('dl', key, handle)
+      },
+      'dl.tryAcquire': async () => {
+        const handle = await this.watch('dl.tryAcquire', OURS_MS, this.dl.tryAcquire(key, 2000))
+        if (!handle) this.tally.passes += 1
+        else await this.hold('dl', key, handle)
+      },
+      'dl.waitForLock': async () => {
+        const timeout = rand(50, 200)
+        const handle = await this.watch('dl.waitForLock', timeout + OURS_MS, this.dl.waitForLock(key, timeout, 2000))
+        await this.hold('dl', key, handle)
+      },
+      'dl.autoRefresh': async () => {
+        const handle = await this.watch(
+          'dl.autoRefresh',
+          3 * OURS_MS + 100,
+          this.dl.acquire(key, 900, { autoRefresh: true, onLost: () => (this.tally.lost += 1) }),
+        )
+        await this.hold('dl', key, handle, async () => {
+          await sleep(rand(300, 1200))
+          if (Math.random() < 0.5) await this.watch('dl.extend', OURS_MS, handle.extend(500))
+        })
+      },
+      'dl.using': async () => {
+        let aborted = false
+        await this.watch(
+          'dl.using',
+          300 + 2 * OURS_MS,
+          this.dl.using(
+            key,
+            async (handle, signal) => {
+              const grantAt = clock()
+              const id = await this.sections.run(this.counter('dl', key), grantAt)
+              this.tally.grants += 1
+              await sleep(rand(0, 400))
+              aborted = signal.aborted || !handle.isHeld
+              if (aborted) await this.sections.doubt(id)
+            },
+            { timeoutMs: 300, ttlMs: 900, autoRefresh: true },
+          ),
+        )
+        if (aborted) this.tally.bump(this.tally.ops, `${this.backend.name}.inDoubt`)
+      },
+      'dl.abortWait': async () => {
+        const signal = AbortSignal.timeout(rand(5, 60))
+        const handle = await this.watch('dl.abortWait', 500 + OURS_MS, this.dl.waitForLock(key, 500, 2000, { signal }))
+        await this.hold('dl', key, handle)
+      },
+      'dl.abortAtGrant': async () => {
+        const first = await this.watch('dl.tryAcquire', OURS_MS, this.dl.tryAcquire(key, 2000))
+        if (!first) {
+          this.tally.passes += 1
+          return
+        }
+        this.tally.grants += 1
+        const id = await this.sections.run(this.counter('dl', key), clock())
+        const controller = new AbortController()
+        const waiting = this.watch('dl.abortAtGrant', 1000 + OURS_MS, this.dl.waitForLock(key, 1000, 2000, { signal: controller.signal }))
+        waiting.catch(() => {})
+        await sleep(rand(1, 10))
+        // The release hands the lock to the waiter as the abort lands: either may win.
+        const releasing = this.release(first)
+        controller.abort()
+        if (await releasing) await this.doubt(id)
+        const second = await waiting.catch((err) => {
+          this.tally.error(err)
+          return null
+        })
+        if (second) await this.hold('dl', key, second)
+      },
+      'ex.acquire': async () => {
+        const ex = this.exclusive(key)
+        ex.soakBusy = true
+        try {
+          await this.exclusiveHold(ex, key)
+        } finally {
+          ex.soakBusy = false
+        }
+      },
+      'maestro.acquire': async () => {
+        const service = this.service(key)
+        service.soakBusy = true
+        try {
+          await this.serviceHold(service, key)
+        } finally {
+          service.soakBusy = false
+        }
+      },
+      'sg.createLock': () => this.syncguardLock('sg.createLock', key, (fn, config) => this.sgLock(fn, config)),
+      'sg.lock': () => this.syncguardLock('sg.lock', key, (fn, config) => syncguard.lock(this.sgBackend, fn, config)),
+      'sg.backend': async () => {
+        const backend = this.sgBackend
+        const got = await this.watch('sg.acquire', OURS_MS, backend.acquire({ key, ttlMs: 1000 }))
+        if (!got.ok) {
+          this.tally.passes += 1
+          return
+        }
+        const grantAt = clock()
+        this.tally.grants += 1
+        const id = await this.sections.run(this.counter('sg', key), grantAt)
+        const info = await this.watch('sg.lookup', OURS_MS, backend.lookup({ key }))
+        const owned = await this.watch('sg.owns', OURS_MS, syncguard.owns(backend, got.lockId))
+        const extended = await this.watch('sg.extend', OURS_MS, backend.extend({ lockId: got.lockId, ttlMs: 1000 }))
+        const released = await this.watch('sg.release', OURS_MS, backend.release({ lockId: got.lockId }))
+        if (!info || !owned || !extended.ok || !released.ok) await this.doubt(id)
+      },
+    }
+  }
+
+  /** A section under `handle`, `during(handle)` after it, then the release; doubt noted. */
+  async hold(api, key, handle, during = async () => {}) {
+    const grantAt = clock()
+    let lost = false
+    handle.lost?.then(
+      () => (lost = true),
+      () => {},
+    )
+    this.tally.grants += 1
+    let id
+    let failed = false
+    try {
+      id = await this.sections.run(this.counter(api, key), grantAt)
+      await during(handle)
+    } catch (err) {
+      this.tally.error(err)
+      failed = true
+    }
+    const heldAtEnd = handle.isHeld
+    if (await this.release(handle)) failed = true
+    if (id && (lost || failed || !heldAtEnd)) await this.doubt(id)
+  }
+
+  /** A section through syncguard's lock(fn) (`run(fn, config)`); a failed final release puts it in doubt. */
+  async syncguardLock(kind, key, run) {
+    let id
+    let releaseFailed = false
+    const config = {
+      key,
+      ttlMs: 1000,
+      acquisition: { timeoutMs: 200, retryDelayMs: 20 },
+      onReleaseError: (err) => {
+        releaseFailed = true
+        this.tally.error(err)
+      },
+    }
+    const section = async () => {
+      this.tally.grants += 1
+      id = await this.sections.run(this.counter('sg', key), clock())
+    }
+    try {
+      await this.watch(kind, 200 + 2 * OURS_MS, run(section, config))
+    } catch (err) {
+      releaseFailed = true
+      throw err
+    } finally {
+      if (id && releaseFailed) await this.doubt(id)
+    }
+  }
+
+  async exclusiveHold(ex, key) {
+    ex.soakLost = false
+    const got = await this.watch('ex.acquire', DEFAULT_MS, ex.acquire())
+    if (!got) {
+      this.tally.passes += 1
+      return
+    }
+    const grantAt = clock()
+    this.tally.grants += 1
+    const id = await this.sections.run(this.counter('ex', key), grantAt)
+    await sleep(rand(0, 800))
+    const doubt = ex.soakLost || !ex.acquired
+    await this.watch('ex.release', DEFAULT_MS, ex.release())
+    if (doubt) await this.doubt(id)
+  }
+
+  async serviceHold(service, key) {
+    const maxWait = rand(50, 300)
+    const got = await this.watch('maestro.acquire', maxWait + DEFAULT_MS, service.acquire(1500, maxWait))
+    if (!got) {
+      this.tally.passes += 1
+      return
+    }
+    const grantAt = clock()
+    this.tally.grants += 1
+    const id = await this.sections.run(this.counter('maestro', key), grantAt)
+    const held = service.isLocked
+    const released = await this.watch('maestro.release', DEFAULT_MS, service.release())
+    if (!held || !released) await this.doubt(id)
+  }
+
+  async doubt(id) {
+    this.tally.bump(this.tally.ops, `${this.backend.name}.inDoubt`)
+    await this.sections.doubt(id)
+  }
+
+  exclusive(key) {
+    let ex = this.exclusives.find((e) => e.soakKey === key && !e.soakBusy)
+    if (!ex) {
+      ex = new ExclusiveLock({
+        name: `soak-${key}`,
+        cache_connection: this.backend.url,
+        lock_ttl_ms: 1500,
+        lock_refresh_ms: 500,
+      })
+      ex.soakKey = key
+      for (const event of ['acquired', 'refreshed', 'released']) {
+        ex.on(event, () => this.tally.bump(this.tally.ops, `${this.backend.name}.ex.${event}`))
+      }
+      ex.on('error', (err) => {
+        if (err.code === 'ELOST') {
+          this.tally.lost += 1
+          ex.soakLost = true
+        }
+        this.tally.error(err)
+      })
+      this.exclusives.push(ex)
+    }
+    return ex
+  }
+
+  service(key) {
+    let service = this.services.find((s) => s.soakKey === key && !s.soakBusy)
+    if (!service) {
+      service = new DistributedLockService(`soak:maestro:${key}`, 1500, this.backend.url)
+      service.soakKey = key
+      this.services.push(service)
+    }
+    return service
+  }
+
+  /** One actor: operations of `apis` (prefixes of the op names) until stop(). */
+  async actor(apis) {
+    while (!this.stopping) {
+      const ops = this.ops()
+      const names = Object.keys(ops).filter((name) => apis.some((api) => name.startsWith(api)))
+      const name = pick(names)
+      // One instance of ExclusiveLock or maestro's service is used by one actor at a time.
+      try {
+        await ops[name]()
+      } catch (err) {
+        if (err?.code === 'ELOCKED' || err?.code === 'AcquisitionTimeout') this.tally.passes += 1
+        this.tally.error(err)
+      }
+      await sleep(rand(5, 25))
+    }
+  }
+
+  /** Starts `perApi` actors for each API; answers a promise of their end. */
+  start(perApi) {
+    const runs = []
+    for (const apis of [['dl.'], ['ex.'], ['maestro.'], ['sg.']]) {
+      for (let i = 0; i < perApi; i += 1) runs.push(this.actor(apis))
+    }
+    this.running = Promise.all(runs)
+    return this.running
+  }
+
+  /** Stops the actors once their current op settles, and releases what is still held. */
+  async stop() {
+    this.stopping = true
+    await this.running
+    for (const ex of this.exclusives) await ex.release().catch((err) => this.tally.error(err))
+    for (const service of this.services) if (service.isLocked) await service.release()
+  }
+}
+
+module.exports = { Traffic }

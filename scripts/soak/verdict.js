@@ -1,0 +1,73 @@
+'use strict'
+
+// The soak's fail rules (docs/plans/cross-process.md §5), applied to what the processes
+// reported. Figures are printed; only these rules decide the exit code.
+
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+}
+
+/**
+ * RSS of one process: the median of its last window against that of the window right after
+ * warm-up. Warm-up is the first 2 minutes, or 10 % of the run when that is longer, but never
+ * more than 20 % of it (a 1-minute run warms up for 12 s); a window is 3 minutes, or a third
+ * of what follows warm-up in shorter runs.
+ */
+function rssRule(samples, runMs) {
+  if (samples.length < 6) return { skipped: `${samples.length} samples` }
+  const start = samples[0].at
+  const warmupMs = Math.min(Math.max(120_000, runMs * 0.1), runMs * 0.2)
+  const windowMs = Math.min(180_000, (runMs - warmupMs) / 3)
+  const early = samples.filter((s) => s.at - start >= warmupMs && s.at - start < warmupMs + windowMs).map((s) => s.rss)
+  const end = samples[samples.length - 1].at
+  const late = samples.filter((s) => end - s.at < windowMs).map((s) => s.rss)
+  if (!early.length || !late.length) return { skipped: 'no samples in a window' }
+  const afterWarmup = median(early)
+  const last = median(late)
+  return { afterWarmupMb: afterWarmup, lastMb: last, ratio: Math.round((last / afterWarmup) * 1000) / 1000, ok: last <= 1.05 * afterWarmup }
+}
+
+/** Resource types with more left after close than at start. */
+function leakedResources(atStart, afterClose) {
+  const leaked = {}
+  for (const [type, count] of Object.entries(afterClose ?? {})) {
+    if (count > (atStart?.[type] ?? 0)) leaked[type] = `${atStart?.[type] ?? 0} -> ${count}`
+  }
+  return leaked
+}
+
+/**
+ * `processes`: [{ label, samples, result, wholeRun, exitMs, crashed }]; `sections`: from
+ * checkSections. Answers { failures, rss }.
+ */
+function verdict({ processes, sections, runMs }) {
+  const failures = []
+  const rss = {}
+  for (const p of processes) {
+    if (p.crashed) failures.push(`${p.label}: ${p.crashed}`)
+    if (!p.result) {
+      if (!p.killed) failures.push(`${p.label}: no closing figures`)
+      continue
+    }
+    for (const f of p.result.failures ?? []) failures.push(`${p.label}: ${f}`)
+    for (const u of p.result.unsettled ?? []) {
+      failures.push(`${p.label}: ${u.kind} unsettled past its bound (${u.boundMs} ms) + 1 s`)
+    }
+    if (p.result.pendingAtClose) failures.push(`${p.label}: ${p.result.pendingAtClose} ops pending at close`)
+    const leaked = leakedResources(p.result.resourcesAtStart, p.result.resourcesAfterClose)
+    if (Object.keys(leaked).length) failures.push(`${p.label}: resources left after close ${JSON.stringify(leaked)}`)
+    if (p.exitMs !== undefined && p.exitMs > 1000) failures.push(`${p.label}: exit took ${Math.round(p.exitMs)} ms`)
+    if (p.wholeRun) {
+      rss[p.label] = rssRule(p.samples, runMs)
+      if (rss[p.label].ok === false) {
+        failures.push(`${p.label}: RSS median ${rss[p.label].lastMb} MB at the end > 1.05 x ${rss[p.label].afterWarmupMb} MB after warm-up`)
+      }
+    }
+  }
+  failures.push(...sections.failures)
+  return { failures, rss }
+}
+
+module.exports = { verdict, rssRule, leakedResources, median }

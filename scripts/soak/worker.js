@@ -1,0 +1,73 @@
+'use strict'
+
+// One soak process's share (the parent's or a child's): traffic on each backend, a sample of
+// memory, resources and counts every `sampleMs`, then a clean stop that closes everything it
+// opened and compares the resources left with those at its start.
+const Redis = require('ioredis')
+const { watchdogStats } = require('../../lib/native')
+const { Tally, sample, resourcesByType } = require('./tally')
+const { Sections } = require('./sections')
+const { Traffic } = require('./traffic')
+
+const failures = []
+process.on('unhandledRejection', (reason) => failures.push(`unhandledRejection: ${reason?.stack ?? reason}`))
+process.on('uncaughtException', (err) => failures.push(`uncaughtException: ${err?.stack ?? err}`))
+
+/** The native watchdog's locks kept alive on `url` (the only native diagnostic exposed yet). */
+function watched(url) {
+  try {
+    return watchdogStats({ url }).watched
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Runs until `stopped` resolves; `onSample(sample)` gets each sample. Answers the closing
+ * figures: resources at start and after close, ops still unsettled, failures seen.
+ */
+async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stopped, onSample }) {
+  const resourcesAtStart = resourcesByType()
+  const tally = new Tally()
+  const data = new Redis(dataUrl, { maxRetriesPerRequest: 1 })
+  const sections = new Sections(data)
+  const traffics = backends.map((name) => {
+    const backend =
+      name === 'memory'
+        ? { name, url: `memory://soak-${process.pid}`, space: `memory-${process.pid}` }
+        : { name, url: lockUrl, space: 'redis' }
+    return new Traffic(backend, tally, sections)
+  })
+  for (const traffic of traffics) traffic.start(actors)
+  const timer = setInterval(() => {
+    // A full collection first (with --expose-gc, as `npm run soak` runs): RSS then follows
+    // what is live, not how far the heap happened to grow since the last collection.
+    globalThis.gc?.()
+    onSample({
+      pid: process.pid,
+      at: Date.now(),
+      ...sample(),
+      watched: Object.fromEntries(traffics.map((t) => [t.backend.name, watched(t.backend.url)])),
+      pending: tally.pending,
+      ...tally.take(),
+    })
+  }, sampleMs)
+  await stopped
+  clearInterval(timer)
+  await Promise.all(traffics.map((traffic) => traffic.stop()))
+  const last = tally.take()
+  await data.quit()
+  // Let closed sockets and timers leave the loop before counting what is left.
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  return {
+    pid: process.pid,
+    last,
+    resourcesAtStart,
+    resourcesAfterClose: resourcesByType(),
+    pendingAtClose: tally.pending,
+    unsettled: tally.unsettled,
+    failures,
+  }
+}
+
+module.exports = { runProcess }
