@@ -382,21 +382,7 @@ impl Endpoint {
     /// `resp3: false` is for servers without HELLO (Redis before 6, or HELLO renamed away).
     pub fn connection_info(&self, resp3: bool) -> Result<ConnectionInfo, LockError> {
         let addr = match &self.address {
-            Address::Tcp {
-                host,
-                port,
-                tls: None,
-            } => ConnectionAddr::Tcp(host.clone(), *port),
-            Address::Tcp {
-                host,
-                port,
-                tls: Some(tls),
-            } => ConnectionAddr::TcpTls {
-                host: host.clone(),
-                port: *port,
-                insecure: tls.insecure,
-                tls_params: None,
-            },
+            Address::Tcp { host, port, tls } => tcp_addr(host, *port, tls.as_ref()),
             Address::Unix(path) => ConnectionAddr::Unix(path.into()),
             Address::Memory(_) => {
                 return Err(LockError::Internal(
@@ -415,23 +401,35 @@ impl Endpoint {
                 ));
             }
         };
-        // RESP3 lets the connection manager see a dropped socket the moment it drops (a push
-        // from the driver) and reconnect before the next call, instead of failing that call.
-        let mut redis = RedisConnectionInfo::default()
-            .set_db(self.db)
-            .set_protocol(if resp3 {
-                redis::ProtocolVersion::RESP3
-            } else {
-                redis::ProtocolVersion::RESP2
-            });
-        if let Some(user) = &self.username {
-            redis = redis.set_username(user);
-        }
-        if let Some(password) = &self.password {
-            redis = redis.set_password(password);
-        }
-        let info = addr.into_connection_info().map_err(LockError::from)?;
-        Ok(info.set_redis_settings(redis))
+        info_of(addr, self.db, &self.username, &self.password, resp3)
+    }
+
+    /// Each node a cluster or a Sentinel set lists, as the redis crate's cluster and Sentinel
+    /// clients take them: a cluster's seeds with the endpoint's credentials, a Sentinel set's
+    /// sentinels with their own and db 0 (the master's db is the endpoint's); TLS for all
+    /// when the address has it.
+    pub fn node_connection_infos(&self, resp3: bool) -> Result<Vec<ConnectionInfo>, LockError> {
+        let (nodes, tls, username, password) = match &self.address {
+            Address::Cluster { nodes, tls } => (nodes, tls, &self.username, &self.password),
+            Address::Sentinel {
+                sentinels,
+                tls,
+                auth,
+                ..
+            } => (sentinels, tls, &auth.username, &auth.password),
+            _ => {
+                return Err(LockError::Internal(
+                    "only a cluster or a Sentinel set lists nodes".into(),
+                ))
+            }
+        };
+        nodes
+            .iter()
+            .map(|(host, port)| {
+                let addr = tcp_addr(host, *port, tls.as_ref());
+                info_of(addr, 0, username, password, resp3)
+            })
+            .collect()
     }
 
     /// The client for this endpoint. A TLS endpoint with its own CA or a client certificate
@@ -459,6 +457,45 @@ impl Endpoint {
     pub fn is_tls(&self) -> bool {
         matches!(self.address, Address::Tcp { tls: Some(_), .. })
     }
+}
+
+fn tcp_addr(host: &str, port: u16, tls: Option<&Tls>) -> ConnectionAddr {
+    match tls {
+        None => ConnectionAddr::Tcp(host.to_owned(), port),
+        Some(tls) => ConnectionAddr::TcpTls {
+            host: host.to_owned(),
+            port,
+            insecure: tls.insecure,
+            tls_params: None,
+        },
+    }
+}
+
+/// `addr` with its database, credentials and protocol.
+fn info_of(
+    addr: ConnectionAddr,
+    db: i64,
+    username: &Option<String>,
+    password: &Option<String>,
+    resp3: bool,
+) -> Result<ConnectionInfo, LockError> {
+    // RESP3 lets the connection manager see a dropped socket the moment it drops (a push
+    // from the driver) and reconnect before the next call, instead of failing that call.
+    let mut redis = RedisConnectionInfo::default()
+        .set_db(db)
+        .set_protocol(if resp3 {
+            redis::ProtocolVersion::RESP3
+        } else {
+            redis::ProtocolVersion::RESP2
+        });
+    if let Some(user) = username {
+        redis = redis.set_username(user);
+    }
+    if let Some(password) = password {
+        redis = redis.set_password(password);
+    }
+    let info = addr.into_connection_info().map_err(LockError::from)?;
+    Ok(info.set_redis_settings(redis))
 }
 
 /// Checks the PEM material up front, so a bad CA, certificate or key is a clear EINVAL at

@@ -276,3 +276,33 @@ fn cluster_and_sentinel_are_refused_until_their_stores_land() {
         .to_string()
         .contains("Redis Cluster is not supported yet"));
 }
+
+#[test]
+fn each_listed_node_connects_with_its_own_credentials() {
+    let cluster = parsed(url("rediss+cluster://u:pw@a:7000,[::1]:7001"));
+    let infos = cluster.node_connection_infos(true).unwrap();
+    let shown: Vec<String> = infos.iter().map(|i| i.addr().to_string()).collect();
+    assert_eq!(shown, ["a:7000", "::1:7001"]);
+    assert!(infos
+        .iter()
+        .all(|i| matches!(i.addr(), ConnectionAddr::TcpTls { .. })));
+    assert!(infos
+        .iter()
+        .all(|i| i.redis_settings().password() == Some("pw")
+            && i.redis_settings().username() == Some("u")));
+
+    let sentinel = parsed(url(
+        "redis+sentinel://:master@s1:1,s2:2/m/4?sentinelPassword=watch",
+    ));
+    let infos = sentinel.node_connection_infos(false).unwrap();
+    assert_eq!(infos.len(), 2);
+    assert!(infos
+        .iter()
+        .all(|i| matches!(i.addr(), ConnectionAddr::Tcp(..))
+            && i.redis_settings().password() == Some("watch")
+            && i.redis_settings().db() == 0));
+    assert_eq!(sentinel.db, 4);
+    assert!(parsed(url("redis://a:1"))
+        .node_connection_infos(true)
+        .is_err());
+}
