@@ -278,6 +278,16 @@ export interface ConnectionOptions {
    * every node.
    */
   nodes?: Array<ConnectionOptions>
+  /** A Redis Cluster's seed nodes (refused until the cluster's store lands). */
+  cluster?: Array<NodeAddress>
+  /**
+   * A Sentinel set, with `sentinelName` (refused until Sentinel's store lands); the
+   * sentinels' own credentials apart from the master's.
+   */
+  sentinels?: Array<NodeAddress>
+  sentinelName?: string
+  sentinelUsername?: string
+  sentinelPassword?: string
 }
 
 /** Options of `new DistributedLock(redis, options)`, defaults as in @lilith/distributed-lock. */
@@ -356,6 +366,12 @@ export interface LockServiceOptions {
  * tests read and write beside the locks on the embedded backend, as with a client on Redis.
  */
 export declare function memoryCommand(url: string, args: Array<Buffer>): string
+
+/** One node of a list: `port` defaults to the service's own (6379, a sentinel 26379). */
+export interface NodeAddress {
+  host: string
+  port?: number
+}
 
 /** One syncguard lock's keys, as lib/syncguard computed them, and the call's lockId. */
 export interface SyncguardCallKeys {

@@ -471,6 +471,26 @@ describe('constructor', () => {
       }
     })
   })
+
+  test('a Redis Cluster or Sentinel URL is refused as not supported yet, revealing no password', async () => {
+    // Closed ports: were anything dialled, the test would fail by the monitor's count too.
+    const cases = [
+      ['redis+cluster://u:hunter2@127.0.0.1:1,127.0.0.1:2', /^Redis Cluster is not supported yet/],
+      ['rediss+cluster://127.0.0.1:1', /^Redis Cluster is not supported yet/],
+      ['redis+sentinel://:hunter2@127.0.0.1:1/mymaster', /^Sentinel is not supported yet/],
+    ]
+    await quiet(async () => {
+      for (const [url, message] of cases) {
+        const err = expectThrows(`redis ${url}`, () => new DistributedLock(url), TypeError, 'redis')
+        assert.equal(err.code, 'EINVAL')
+        assert.match(err.message, message)
+        assert.ok(!err.message.includes('hunter2'), `message reveals the password: ${err.message}`)
+      }
+      // A malformed list is named as such, before the refusal of the kind.
+      const err = expectThrows('redis+cluster:// with a node twice', () => new DistributedLock('redis+cluster://a:1,a:1'), TypeError, 'redis')
+      assert.match(err.message, /twice/)
+    })
+  })
 })
 
 test('after all the bad calls, nothing was written', async () => {

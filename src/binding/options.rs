@@ -35,6 +35,21 @@ pub struct ConnectionOptions {
     /// are then unused (each node carries its own) but `connectTimeoutMs`, the default of
     /// every node.
     pub nodes: Option<Vec<ConnectionOptions>>,
+    /// A Redis Cluster's seed nodes (refused until the cluster's store lands).
+    pub cluster: Option<Vec<NodeAddress>>,
+    /// A Sentinel set, with `sentinelName` (refused until Sentinel's store lands); the
+    /// sentinels' own credentials apart from the master's.
+    pub sentinels: Option<Vec<NodeAddress>>,
+    pub sentinel_name: Option<String>,
+    pub sentinel_username: Option<String>,
+    pub sentinel_password: Option<String>,
+}
+
+/// One node of a list: `port` defaults to the service's own (6379, a sentinel 26379).
+#[napi(object)]
+pub struct NodeAddress {
+    pub host: String,
+    pub port: Option<u32>,
 }
 
 impl ConnectionOptions {
@@ -53,14 +68,12 @@ impl ConnectionOptions {
         }
         let port = self
             .port
-            .map(|port| {
-                u16::try_from(port).map_err(|_| {
-                    LockError::invalid_range(
-                        "port",
-                        format!("port must be from 0 to 65535, got {port}"),
-                    )
-                })
-            })
+            .map(|port| port16("port", "port", port))
+            .transpose()?;
+        let cluster = self.cluster.map(|n| node_list("cluster", n)).transpose()?;
+        let sentinels = self
+            .sentinels
+            .map(|n| node_list("sentinels", n))
             .transpose()?;
         let connect_timeout = self
             .connect_timeout_ms
@@ -81,8 +94,38 @@ impl ConnectionOptions {
             username: self.username,
             password: self.password,
             connect_timeout,
+            cluster,
+            sentinels,
+            sentinel_name: self.sentinel_name,
+            sentinel_username: self.sentinel_username,
+            sentinel_password: self.sentinel_password,
         })
     }
+}
+
+/// `port` as a port; `shown` names it in the message (`cluster[2].port`), `arg` the option.
+fn port16(arg: &'static str, shown: &str, port: u32) -> std::result::Result<u16, LockError> {
+    u16::try_from(port).map_err(|_| {
+        LockError::invalid_range(arg, format!("{shown} must be from 0 to 65535, got {port}"))
+    })
+}
+
+/// A node list as the core reads it; a port out of range names its node.
+fn node_list(
+    arg: &'static str,
+    nodes: Vec<NodeAddress>,
+) -> std::result::Result<Vec<(String, Option<u16>)>, LockError> {
+    nodes
+        .into_iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let port = node
+                .port
+                .map(|port| port16(arg, &format!("{arg}[{i}].port"), port))
+                .transpose()?;
+            Ok((node.host, port))
+        })
+        .collect()
 }
 
 /// A node's refusal says which node: its argument name alone would not.

@@ -36,9 +36,13 @@ impl Backend {
                 let name = name.clone();
                 Backend::Memory(MemoryStore::open(endpoint, &name, listener))
             }
-            Address::Tcp { .. } | Address::Unix(_) => {
-                Backend::Redis(RedisStore::new(endpoint, listener))
-            }
+            // Cluster and Sentinel: refused by `Endpoint::from_spec` until their stores land
+            // (C3, C7); an endpoint made by hand gets a store whose every call answers that
+            // refusal (`Endpoint::connection_info`), never a connection elsewhere.
+            Address::Tcp { .. }
+            | Address::Unix(_)
+            | Address::Cluster { .. }
+            | Address::Sentinel { .. } => Backend::Redis(RedisStore::new(endpoint, listener)),
             Address::Redlock(_) => Backend::Redlock(RedlockStore::new(endpoint, listener)),
         }
     }

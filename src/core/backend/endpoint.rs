@@ -1,5 +1,6 @@
 //! Where and how to connect: the identity of a shared connection.
 
+use super::endpoint_multi::{self as multi, HostPort, Hosts, SentinelAuth};
 use crate::core::basics::error::LockError;
 use redis::{
     ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
@@ -25,6 +26,19 @@ pub enum Address {
     /// Independent masters, a lock held by a quorum of them (Redlock, see
     /// backend/redlock_store.rs); each node its own endpoint, credentials and all.
     Redlock(Vec<Endpoint>),
+    /// A Redis Cluster, found from its seed nodes; `tls` for every node.
+    Cluster {
+        nodes: Vec<HostPort>,
+        tls: Option<Tls>,
+    },
+    /// The master a Sentinel set names `name`; `tls` for the master and the sentinels;
+    /// `auth`: the sentinels' own credentials (the endpoint's are the master's).
+    Sentinel {
+        sentinels: Vec<HostPort>,
+        name: String,
+        tls: Option<Tls>,
+        auth: SentinelAuth,
+    },
 }
 
 /// The scheme of the embedded backend's URLs.
@@ -88,6 +102,14 @@ pub struct EndpointSpec {
     pub username: Option<String>,
     pub password: Option<String>,
     pub connect_timeout: Option<Duration>,
+    /// A Redis Cluster's seed nodes (host, port: 6379 when absent); no URL, host, port or
+    /// path with it.
+    pub cluster: Option<Vec<(String, Option<u16>)>>,
+    /// A Sentinel set (host, port: 26379 when absent), with `sentinel_name`.
+    pub sentinels: Option<Vec<(String, Option<u16>)>>,
+    pub sentinel_name: Option<String>,
+    pub sentinel_username: Option<String>,
+    pub sentinel_password: Option<String>,
 }
 
 impl EndpointSpec {
@@ -102,7 +124,25 @@ impl EndpointSpec {
 }
 
 impl Endpoint {
+    /// The endpoint `spec` names, refused when its backend is not built yet (see
+    /// `endpoint_multi::refuse_unbuilt`).
     pub fn from_spec(spec: EndpointSpec) -> Result<Self, LockError> {
+        let endpoint = Self::parse(spec)?;
+        endpoint.refuse_unbuilt()?;
+        Ok(endpoint)
+    }
+
+    /// Refuses the addresses whose stores are not built yet (see `multi::cluster_unbuilt`).
+    fn refuse_unbuilt(&self) -> Result<(), LockError> {
+        match &self.address {
+            Address::Cluster { .. } => Err(multi::cluster_unbuilt()),
+            Address::Sentinel { .. } => Err(multi::sentinel_unbuilt()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The endpoint `spec` names, whatever backend it needs.
+    pub(crate) fn parse(mut spec: EndpointSpec) -> Result<Self, LockError> {
         if let Some(name) = spec
             .url
             .as_deref()
@@ -110,7 +150,9 @@ impl Endpoint {
         {
             return Self::memory(name, &spec);
         }
+        let many = many_hosts(&mut spec)?;
         let mut endpoint = match &spec.url {
+            Some(url) if multi::is_multi(url) => Self::from_multi_url(url)?,
             Some(url) => Self::from_url(url)?,
             None => Endpoint {
                 address: Address::Tcp {
@@ -124,7 +166,10 @@ impl Endpoint {
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             },
         };
-        let url_tls = matches!(endpoint.address, Address::Tcp { tls: Some(_), .. });
+        if let Some(address) = many {
+            endpoint.address = address;
+        }
+        let url_tls = endpoint.tls().is_some();
         let details = spec.has_tls_details();
         if spec.tls == Some(false) && (url_tls || details) {
             return Err(LockError::invalid_type(
@@ -136,26 +181,28 @@ impl Endpoint {
                 },
             ));
         }
-        let url_insecure = matches!(
-            endpoint.address,
-            Address::Tcp {
-                tls: Some(Tls { insecure: true, .. }),
-                ..
-            }
-        );
+        let url_insecure = endpoint.tls().is_some_and(|tls| tls.insecure);
         let tls = if url_tls || details || spec.tls == Some(true) {
             Some(tls_settings(&spec, url_insecure)?)
         } else {
             None
         };
+        let many = matches!(
+            endpoint.address,
+            Address::Cluster { .. } | Address::Sentinel { .. }
+        );
+        if many && (spec.path.is_some() || spec.host.is_some() || spec.port.is_some()) {
+            return Err(LockError::invalid_type(
+                "redis",
+                "a cluster or a Sentinel set is named by its list of nodes: give no host, port or path with it",
+            ));
+        }
         if let Some(path) = spec.path {
             endpoint.address = Address::Unix(path);
         } else if spec.host.is_some() || spec.port.is_some() {
             let (old_host, old_port) = match &endpoint.address {
                 Address::Tcp { host, port, .. } => (host.clone(), *port),
-                Address::Unix(_) | Address::Memory(_) | Address::Redlock(_) => {
-                    ("127.0.0.1".to_string(), 6379)
-                }
+                _ => ("127.0.0.1".to_string(), 6379),
             };
             endpoint.address = Address::Tcp {
                 host: spec.host.unwrap_or(old_host),
@@ -178,6 +225,15 @@ impl Endpoint {
                     "TLS over a Unix socket is not supported; connect to a host and port, or drop the TLS options",
                 ));
             }
+            Address::Cluster { tls: slot, .. } | Address::Sentinel { tls: slot, .. } => {
+                if spec.tls_servername.is_some() && tls.is_some() {
+                    return Err(LockError::invalid_type(
+                        "tls.servername",
+                        "tls.servername names one host; a cluster or a Sentinel set has many, each checked against its own name",
+                    ));
+                }
+                *slot = tls;
+            }
             Address::Unix(_) | Address::Memory(_) | Address::Redlock(_) => {}
         }
         if let Some(db) = spec.db {
@@ -198,7 +254,23 @@ impl Endpoint {
         if let Some(timeout) = spec.connect_timeout {
             endpoint.connect_timeout = timeout;
         }
+        if matches!(endpoint.address, Address::Cluster { .. }) && endpoint.db != 0 {
+            return Err(LockError::invalid_type(
+                "db",
+                "a Redis Cluster has database 0 only; drop db",
+            ));
+        }
         Ok(endpoint)
+    }
+
+    /// The TLS settings of a networked address, `None` for plain text or no network.
+    fn tls(&self) -> Option<&Tls> {
+        match &self.address {
+            Address::Tcp { tls, .. }
+            | Address::Cluster { tls, .. }
+            | Address::Sentinel { tls, .. } => tls.as_ref(),
+            Address::Unix(_) | Address::Memory(_) | Address::Redlock(_) => None,
+        }
     }
 
     /// The embedded keyspace `name`: nothing to connect to, so no address, TLS, database or
@@ -229,6 +301,32 @@ impl Endpoint {
             db: 0,
             username: None,
             password: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        })
+    }
+
+    /// A cluster's or a Sentinel set's URL (see endpoint_multi.rs).
+    fn from_multi_url(url: &str) -> Result<Self, LockError> {
+        let read = multi::from_url(url)?;
+        let tls = read.tls.then(Tls::default);
+        let address = match read.hosts {
+            Hosts::Cluster(nodes) => Address::Cluster { nodes, tls },
+            Hosts::Sentinel {
+                sentinels,
+                name,
+                auth,
+            } => Address::Sentinel {
+                sentinels,
+                name,
+                tls,
+                auth,
+            },
+        };
+        Ok(Endpoint {
+            address,
+            db: read.db,
+            username: read.username,
+            password: read.password,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
         })
     }
@@ -284,21 +382,7 @@ impl Endpoint {
     /// `resp3: false` is for servers without HELLO (Redis before 6, or HELLO renamed away).
     pub fn connection_info(&self, resp3: bool) -> Result<ConnectionInfo, LockError> {
         let addr = match &self.address {
-            Address::Tcp {
-                host,
-                port,
-                tls: None,
-            } => ConnectionAddr::Tcp(host.clone(), *port),
-            Address::Tcp {
-                host,
-                port,
-                tls: Some(tls),
-            } => ConnectionAddr::TcpTls {
-                host: host.clone(),
-                port: *port,
-                insecure: tls.insecure,
-                tls_params: None,
-            },
+            Address::Tcp { host, port, tls } => tcp_addr(host, *port, tls.as_ref()),
             Address::Unix(path) => ConnectionAddr::Unix(path.into()),
             Address::Memory(_) => {
                 return Err(LockError::Internal(
@@ -310,24 +394,42 @@ impl Endpoint {
                     "a Redlock connects to each of its nodes, not to one address".into(),
                 ))
             }
+            Address::Cluster { .. } | Address::Sentinel { .. } => {
+                self.refuse_unbuilt()?;
+                return Err(LockError::Internal(
+                    "a cluster or a Sentinel set is not one address".into(),
+                ));
+            }
         };
-        // RESP3 lets the connection manager see a dropped socket the moment it drops (a push
-        // from the driver) and reconnect before the next call, instead of failing that call.
-        let mut redis = RedisConnectionInfo::default()
-            .set_db(self.db)
-            .set_protocol(if resp3 {
-                redis::ProtocolVersion::RESP3
-            } else {
-                redis::ProtocolVersion::RESP2
-            });
-        if let Some(user) = &self.username {
-            redis = redis.set_username(user);
-        }
-        if let Some(password) = &self.password {
-            redis = redis.set_password(password);
-        }
-        let info = addr.into_connection_info().map_err(LockError::from)?;
-        Ok(info.set_redis_settings(redis))
+        info_of(addr, self.db, &self.username, &self.password, resp3)
+    }
+
+    /// Each node a cluster or a Sentinel set lists, as the redis crate's cluster and Sentinel
+    /// clients take them: a cluster's seeds with the endpoint's credentials, a Sentinel set's
+    /// sentinels with their own and db 0 (the master's db is the endpoint's); TLS for all
+    /// when the address has it.
+    pub fn node_connection_infos(&self, resp3: bool) -> Result<Vec<ConnectionInfo>, LockError> {
+        let (nodes, tls, username, password) = match &self.address {
+            Address::Cluster { nodes, tls } => (nodes, tls, &self.username, &self.password),
+            Address::Sentinel {
+                sentinels,
+                tls,
+                auth,
+                ..
+            } => (sentinels, tls, &auth.username, &auth.password),
+            _ => {
+                return Err(LockError::Internal(
+                    "only a cluster or a Sentinel set lists nodes".into(),
+                ))
+            }
+        };
+        nodes
+            .iter()
+            .map(|(host, port)| {
+                let addr = tcp_addr(host, *port, tls.as_ref());
+                info_of(addr, 0, username, password, resp3)
+            })
+            .collect()
     }
 
     /// The client for this endpoint. A TLS endpoint with its own CA or a client certificate
@@ -355,6 +457,45 @@ impl Endpoint {
     pub fn is_tls(&self) -> bool {
         matches!(self.address, Address::Tcp { tls: Some(_), .. })
     }
+}
+
+fn tcp_addr(host: &str, port: u16, tls: Option<&Tls>) -> ConnectionAddr {
+    match tls {
+        None => ConnectionAddr::Tcp(host.to_owned(), port),
+        Some(tls) => ConnectionAddr::TcpTls {
+            host: host.to_owned(),
+            port,
+            insecure: tls.insecure,
+            tls_params: None,
+        },
+    }
+}
+
+/// `addr` with its database, credentials and protocol.
+fn info_of(
+    addr: ConnectionAddr,
+    db: i64,
+    username: &Option<String>,
+    password: &Option<String>,
+    resp3: bool,
+) -> Result<ConnectionInfo, LockError> {
+    // RESP3 lets the connection manager see a dropped socket the moment it drops (a push
+    // from the driver) and reconnect before the next call, instead of failing that call.
+    let mut redis = RedisConnectionInfo::default()
+        .set_db(db)
+        .set_protocol(if resp3 {
+            redis::ProtocolVersion::RESP3
+        } else {
+            redis::ProtocolVersion::RESP2
+        });
+    if let Some(user) = username {
+        redis = redis.set_username(user);
+    }
+    if let Some(password) = password {
+        redis = redis.set_password(password);
+    }
+    let info = addr.into_connection_info().map_err(LockError::from)?;
+    Ok(info.set_redis_settings(redis))
 }
 
 /// Checks the PEM material up front, so a bad CA, certificate or key is a clear EINVAL at
@@ -470,6 +611,29 @@ impl fmt::Debug for Endpoint {
             Address::Unix(path) => (format!("unix://{path}"), None),
             Address::Memory(name) => (format!("{MEMORY_SCHEME}{name}"), None),
             Address::Redlock(nodes) => (format!("redlock({nodes:?})"), None),
+            Address::Cluster { nodes, tls } => (
+                format!("{}{}", cluster_scheme(tls.is_some()), list(nodes)),
+                tls.as_ref(),
+            ),
+            Address::Sentinel {
+                sentinels,
+                name,
+                tls,
+                auth,
+            } => (
+                format!(
+                    "{}{}/{name} (sentinel user {:?}, password {})",
+                    sentinel_scheme(tls.is_some()),
+                    list(sentinels),
+                    auth.username,
+                    if auth.password.is_some() {
+                        "<redacted>"
+                    } else {
+                        "none"
+                    }
+                ),
+                tls.as_ref(),
+            ),
         };
         let mut out = f.debug_struct("Endpoint");
         out.field("address", &address);
@@ -481,6 +645,86 @@ impl fmt::Debug for Endpoint {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .finish()
     }
+}
+
+fn cluster_scheme(tls: bool) -> &'static str {
+    if tls {
+        "rediss+cluster://"
+    } else {
+        "redis+cluster://"
+    }
+}
+
+fn sentinel_scheme(tls: bool) -> &'static str {
+    if tls {
+        "rediss+sentinel://"
+    } else {
+        "redis+sentinel://"
+    }
+}
+
+/// `h1:p1,h2:p2`, IPv6 hosts in brackets.
+pub(super) fn list(nodes: &[HostPort]) -> String {
+    let shown: Vec<String> = nodes
+        .iter()
+        .map(|(host, port)| match host.contains(':') {
+            true => format!("[{host}]:{port}"),
+            false => format!("{host}:{port}"),
+        })
+        .collect();
+    shown.join(",")
+}
+
+/// `spec`'s `cluster` or `sentinels` (with `sentinel_*`) as an address, taken out of it;
+/// `None` when it has neither. A URL, or both lists, beside one is refused.
+fn many_hosts(spec: &mut EndpointSpec) -> Result<Option<Address>, LockError> {
+    let sentinel_fields = spec.sentinel_name.is_some()
+        || spec.sentinel_username.is_some()
+        || spec.sentinel_password.is_some();
+    if spec.sentinels.is_none() && sentinel_fields {
+        return Err(LockError::invalid_type(
+            "sentinels",
+            "sentinels is required with name, sentinelUsername or sentinelPassword (the list of sentinels to ask)",
+        ));
+    }
+    let either = spec.cluster.is_some() || spec.sentinels.is_some();
+    if spec.cluster.is_some() && spec.sentinels.is_some() {
+        return Err(LockError::invalid_type(
+            "cluster",
+            "cluster and sentinels cannot both be given: name a cluster or a Sentinel set",
+        ));
+    }
+    if either && spec.url.is_some() {
+        return Err(LockError::invalid_type(
+            "url",
+            "a URL cannot come with cluster or sentinels: pass one or the other",
+        ));
+    }
+    if let Some(nodes) = spec.cluster.take() {
+        return Ok(Some(Address::Cluster {
+            nodes: multi::nodes("cluster", nodes)?,
+            tls: None,
+        }));
+    }
+    let Some(sentinels) = spec.sentinels.take() else {
+        return Ok(None);
+    };
+    let name = spec.sentinel_name.take().filter(|name| !name.is_empty());
+    let name = name.ok_or_else(|| {
+        LockError::invalid_type(
+            "name",
+            "name is required with sentinels: the name of the master the sentinels watch",
+        )
+    })?;
+    Ok(Some(Address::Sentinel {
+        sentinels: multi::nodes("sentinels", sentinels)?,
+        name,
+        tls: None,
+        auth: SentinelAuth {
+            username: spec.sentinel_username.take(),
+            password: spec.sentinel_password.take(),
+        },
+    }))
 }
 
 /// Says which settings are present, never their bytes.
@@ -524,3 +768,7 @@ fn shown_memory_name(name: &str) -> String {
 #[cfg(test)]
 #[path = "endpoint_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "endpoint_multi_tests.rs"]
+mod multi_tests;

@@ -24,10 +24,7 @@ fn spec_url(url: &str) -> EndpointSpec {
 }
 
 fn tls_of(e: &Endpoint) -> Option<&Tls> {
-    match &e.address {
-        Address::Tcp { tls, .. } => tls.as_ref(),
-        Address::Unix(_) | Address::Memory(_) | Address::Redlock(_) => None,
-    }
+    e.tls()
 }
 
 #[test]

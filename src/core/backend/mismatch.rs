@@ -27,6 +27,22 @@ pub fn label(endpoint: &Endpoint) -> String {
         Address::Tcp { host, port, .. } => format!("rediss://{host}:{port}"),
         Address::Unix(path) => format!("unix://{path}"),
         Address::Memory(name) => format!("memory://{name}"),
+        Address::Cluster { nodes, tls } => {
+            let scheme = if tls.is_some() { "rediss" } else { "redis" };
+            format!("{scheme}+cluster://{}", super::endpoint::list(nodes))
+        }
+        Address::Sentinel {
+            sentinels,
+            name,
+            tls,
+            ..
+        } => {
+            let scheme = if tls.is_some() { "rediss" } else { "redis" };
+            format!(
+                "{scheme}+sentinel://{}/{name}",
+                super::endpoint::list(sentinels)
+            )
+        }
         Address::Redlock(nodes) => {
             let labels: Vec<String> = nodes.iter().map(label).collect();
             format!("redlock[{}]", labels.join(", "))

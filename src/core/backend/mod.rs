@@ -6,6 +6,7 @@
 pub mod boundary;
 pub mod direct;
 pub mod endpoint;
+pub mod endpoint_multi;
 mod link;
 pub mod lock_store;
 pub mod memory;

@@ -59,7 +59,7 @@ impl Endpoint {
             ));
         }
         for (i, node) in nodes.iter().enumerate() {
-            if matches!(node.address, Address::Memory(_) | Address::Redlock(_)) {
+            if !matches!(node.address, Address::Tcp { .. } | Address::Unix(_)) {
                 return Err(LockError::invalid_type(
                     arg,
                     format!("{arg}[{i}] must be a Redis server: a Redlock's nodes are independent masters"),

@@ -627,3 +627,84 @@ fn refresh_answers_map_the_flags_then_the_pairs_in_order() {
     );
     assert_eq!(batch.answers(Vec::new()), [None, None, None]);
 }
+
+#[test]
+fn a_batch_split_by_slot_is_one_batch_per_slot_in_slot_order() {
+    use super::refresh::{PairRefresh, Refresh, RefreshBatch};
+    use crate::core::basics::keys::slot;
+    // "{a}x" and "{a}y" share slot 15495; "lock:b" is in 10224 (CRC16/XMODEM mod 16384).
+    let single = |key: &'static [u8]| Refresh {
+        key,
+        token: b"tok",
+        ttl_ms: 1000,
+        fence_retention_ms: 0,
+        pair: None,
+    };
+    let pair = Refresh {
+        pair: Some(PairRefresh {
+            data_key: b"lock:b",
+            expected: b"c",
+            set_at: None,
+        }),
+        ..single(b"{lock:b}\xffowner")
+    };
+    let (a, b) = (slot(b"{a}x"), slot(b"lock:b"));
+    assert!(
+        b < a && slot(b"{a}y") == a,
+        "the case needs two slots, b's first"
+    );
+    let split = RefreshBatch::by_slot(
+        &[single(b"{a}x"), single(b"lock:b"), single(b"{a}y")],
+        &[pair],
+    );
+    let sent: Vec<(u16, Vec<Vec<u8>>)> = split
+        .batches()
+        .iter()
+        .map(|(slot, batch)| {
+            let bytes = batch.commands().iter().map(|c| c.get_packed_command());
+            (*slot, bytes.collect())
+        })
+        .collect();
+    let want = vec![
+        (
+            b,
+            vec![
+                evalsha(
+                    &scripts::REFRESH_MANY,
+                    &[b"lock:b", b"{lock:b}\xfffence"],
+                    &[b"tok", b"1000", b"0"],
+                ),
+                evalsha(
+                    &scripts::REFRESH,
+                    &[b"{lock:b}\xffowner", b"lock:b", b"{lock:b}\xfffence"],
+                    &[b"tok", b"1000", b"c", b"", b"0"],
+                ),
+            ],
+        ),
+        (
+            a,
+            vec![evalsha(
+                &scripts::REFRESH_MANY,
+                &[
+                    b"{a}x",
+                    b"{a}y",
+                    b"{a}\xfffence\xff{a}x",
+                    b"{a}\xfffence\xff{a}y",
+                ],
+                &[b"tok", b"tok", b"1000", b"1000", b"0", b"0"],
+            )],
+        ),
+    ];
+    assert_eq!(sent, want);
+
+    // Answers go back in the caller's order: singles, then pairs; a missing batch
+    // answers nothing for its locks only.
+    let flags = |text: &str| Some(Value::BulkString(text.as_bytes().to_vec()));
+    let answers = split.answers(vec![
+        vec![flags("1"), Some(Value::Int(0))],
+        vec![flags("01")],
+    ]);
+    assert_eq!(answers, [Some(false), Some(true), Some(true), Some(false)]);
+    let answers = split.answers(vec![vec![flags("0"), Some(Value::Int(1))]]);
+    assert_eq!(answers, [None, Some(false), None, Some(true)]);
+}

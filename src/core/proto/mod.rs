@@ -46,3 +46,7 @@ fn int(reply: Value) -> Result<i64, LockError> {
 #[cfg(test)]
 #[path = "golden_tests.rs"]
 mod golden_tests;
+
+#[cfg(test)]
+#[path = "slot_tests.rs"]
+mod slot_tests;

@@ -5,9 +5,11 @@
 use super::scripts;
 use crate::core::basics::keys;
 use redis::{Cmd, Value};
+use std::collections::BTreeMap;
 
 /// One lock to refresh: its key holds `token`; an ExclusiveLock's owner key also has its
 /// `pair`.
+#[derive(Clone, Copy)]
 pub struct Refresh<'a> {
     pub key: &'a [u8],
     pub token: &'a [u8],
@@ -17,6 +19,7 @@ pub struct Refresh<'a> {
 }
 
 /// The lock key an ExclusiveLock's owner key guards and what it must hold.
+#[derive(Clone, Copy)]
 pub struct PairRefresh<'a> {
     pub data_key: &'a [u8],
     pub expected: &'a [u8],
@@ -79,6 +82,68 @@ impl RefreshBatch {
                 Some(Some(Value::Int(done))) => Some(done == 1),
                 _ => None,
             });
+        }
+        out
+    }
+}
+
+/// One batch per hash slot, for Redis Cluster (a script's keys must share a slot), and where
+/// each lock's answer goes back in the caller's order (singles, then pairs).
+pub struct SlotBatches {
+    batches: Vec<(u16, RefreshBatch)>,
+    /// Per batch, the caller's index of each of its locks, in the batch's answer order.
+    places: Vec<Vec<usize>>,
+}
+
+impl RefreshBatch {
+    /// `new`'s batch cut by slot: each slot's singles in one `refresh_many`, its pairs after
+    /// (a pair's owner and lock keys share the lock key's slot, see keys.rs). Slots ascend;
+    /// within one, locks keep the caller's order.
+    pub fn by_slot(singles: &[Refresh<'_>], pairs: &[Refresh<'_>]) -> SlotBatches {
+        let mut groups: BTreeMap<u16, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+        for (index, r) in singles.iter().enumerate() {
+            groups.entry(keys::slot(r.key)).or_default().0.push(index);
+        }
+        for (index, r) in pairs.iter().enumerate() {
+            groups.entry(keys::slot(r.key)).or_default().1.push(index);
+        }
+        let mut batches = Vec::with_capacity(groups.len());
+        let mut places = Vec::with_capacity(groups.len());
+        for (slot, (ones, twos)) in groups {
+            let batch = RefreshBatch::new(&picked(singles, &ones), &picked(pairs, &twos));
+            batches.push((slot, batch));
+            places.push(
+                ones.into_iter()
+                    .chain(twos.into_iter().map(|i| singles.len() + i))
+                    .collect(),
+            );
+        }
+        SlotBatches { batches, places }
+    }
+}
+
+/// The locks of `from` at the indices `at` (each drawn from `from`'s own enumeration).
+fn picked<'a>(from: &[Refresh<'a>], at: &[usize]) -> Vec<Refresh<'a>> {
+    at.iter().map(|&index| from[index]).collect()
+}
+
+impl SlotBatches {
+    /// Each slot with its batch, to be sent where that slot lives.
+    pub fn batches(&self) -> &[(u16, RefreshBatch)] {
+        &self.batches
+    }
+
+    /// Per lock, in the caller's order, what `RefreshBatch::answers` says, from `replies`
+    /// (one entry per batch, as `batches` lists them; a missing entry answers nothing).
+    pub fn answers(&self, replies: Vec<Vec<Option<Value>>>) -> Vec<Option<bool>> {
+        let total = self.places.iter().map(Vec::len).sum();
+        let mut out = vec![None; total];
+        let mut replies = replies.into_iter();
+        for ((_, batch), places) in self.batches.iter().zip(&self.places) {
+            let answers = batch.answers(replies.next().unwrap_or_default());
+            for (&place, answer) in places.iter().zip(answers) {
+                out[place] = answer;
+            }
         }
         out
     }
