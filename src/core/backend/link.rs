@@ -323,11 +323,13 @@ impl Link {
             let work = tokio::time::timeout_at(deadline, op(manager.clone()));
             let reply = if self.unreached_tls() {
                 // A plain server sent a TLS hello stays silent until the connect timeout:
-                // after a short silence, ask it in plain text whether it is one.
-                let silence = async {
+                // after a short silence, ask it in plain text whether it is one. Boxed, as
+                // `explain` below: the probe's state would otherwise be in every call's
+                // future, which a Redlock allocates and moves once per node per call.
+                let silence = Box::pin(async {
                     tokio::time::sleep(mismatch::TLS_SILENCE).await;
                     mismatch::tls_mismatch(&self.endpoint).await
-                };
+                });
                 tokio::select! {
                     reply = work => reply,
                     Some(err) = silence => {
@@ -352,7 +354,7 @@ impl Link {
                     self.discard_manager();
                     self.dropped.notify_one();
                     let err = LockError::no_reply(timeout);
-                    return Err((self.explain(err).await, Some(Pinned(manager))));
+                    return Err((Box::pin(self.explain(err)).await, Some(Pinned(manager))));
                 }
             };
             // Every call that found RESP3 refused goes again over RESP2, not only the first:
@@ -389,7 +391,7 @@ impl Link {
             {
                 self.discard_manager();
             }
-            return Err((self.explain(LockError::from(err)).await, None));
+            return Err((Box::pin(self.explain(LockError::from(err))).await, None));
         }
     }
 
