@@ -10,7 +10,7 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::proto::Request;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{FromRedisValue, Pipeline, RedisResult, ScriptInvocation, Value};
+use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,14 +36,14 @@ pub enum Replay {
 pub(super) struct Pinned(ConnectionManager);
 
 impl Pinned {
-    /// Runs a script on this connection, behind whatever is still queued on it.
+    /// Runs a request on this connection, behind whatever is still queued on it.
     pub(super) async fn eval<T: FromRedisValue>(
         &self,
-        invocation: &ScriptInvocation<'_>,
+        request: &Request,
         timeout: Duration,
     ) -> Result<T, LockError> {
         let mut con = self.0.clone();
-        match tokio::time::timeout(timeout, invocation.invoke_async(&mut con)).await {
+        match tokio::time::timeout(timeout, query(request, &mut con)).await {
             Ok(reply) => reply.map_err(LockError::from),
             Err(_) => Err(LockError::no_reply(timeout)),
         }
@@ -323,11 +323,13 @@ impl Link {
             let work = tokio::time::timeout_at(deadline, op(manager.clone()));
             let reply = if self.unreached_tls() {
                 // A plain server sent a TLS hello stays silent until the connect timeout:
-                // after a short silence, ask it in plain text whether it is one.
-                let silence = async {
+                // after a short silence, ask it in plain text whether it is one. Boxed, as
+                // `explain` below: the probe's state would otherwise be in every call's
+                // future, which a Redlock allocates and moves once per node per call.
+                let silence = Box::pin(async {
                     tokio::time::sleep(mismatch::TLS_SILENCE).await;
                     mismatch::tls_mismatch(&self.endpoint).await
-                };
+                });
                 tokio::select! {
                     reply = work => reply,
                     Some(err) = silence => {
@@ -352,7 +354,7 @@ impl Link {
                     self.discard_manager();
                     self.dropped.notify_one();
                     let err = LockError::no_reply(timeout);
-                    return Err((self.explain(err).await, Some(Pinned(manager))));
+                    return Err((Box::pin(self.explain(err)).await, Some(Pinned(manager))));
                 }
             };
             // Every call that found RESP3 refused goes again over RESP2, not only the first:
@@ -389,7 +391,7 @@ impl Link {
             {
                 self.discard_manager();
             }
-            return Err((self.explain(LockError::from(err)).await, None));
+            return Err((Box::pin(self.explain(LockError::from(err))).await, None));
         }
     }
 
@@ -418,10 +420,7 @@ impl Link {
         replay: Replay,
     ) -> Result<Value, (LockError, Option<Pinned>)> {
         self.call(timeout, replay, |mut con| async move {
-            match request {
-                Request::Script(invocation) => invocation.invoke_async(&mut con).await,
-                Request::Command(cmd) => cmd.query_async(&mut con).await,
-            }
+            query(request, &mut con).await
         })
         .await
     }
@@ -438,6 +437,24 @@ impl Link {
         })
         .await
         .map_err(|(err, _)| err)
+    }
+}
+
+/// Sends `request`; a script the server no longer has (restarted, flushed) is loaded and
+/// sent once more, as the redis crate's `ScriptInvocation` does.
+async fn query<T: FromRedisValue>(
+    request: &Request,
+    con: &mut ConnectionManager,
+) -> RedisResult<T> {
+    match request {
+        Request::Command(cmd) => cmd.query_async(con).await,
+        Request::Script { script, evalsha } => match evalsha.query_async(con).await {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                script.load_async(con).await?;
+                evalsha.query_async(con).await
+            }
+            reply => reply,
+        },
     }
 }
 

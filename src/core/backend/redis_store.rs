@@ -50,10 +50,45 @@ impl RedisStore {
         };
         let ttl = op.ttl;
         tokio::spawn(async move {
-            if let Request::Script(invocation) = free {
-                let _ignored: Result<Value, _> = pinned.eval(&invocation, ttl).await;
-            }
+            let _ignored: Result<Value, _> = pinned.eval(&free, ttl).await;
         });
+    }
+
+    /// `op` sent as `request`, its own command written by the caller once (a Redlock writes
+    /// it once for all its nodes).
+    pub async fn run_request<O: Op>(
+        &self,
+        op: &O,
+        request: &Request,
+        bound: Duration,
+    ) -> Result<O::Out, LockError> {
+        let replay = if O::REPEATABLE {
+            Replay::Safe
+        } else {
+            Replay::Never
+        };
+        let reply = (self.link.send(request, bound, replay).await).map_err(|(e, _)| e)?;
+        op.decode(reply)
+    }
+
+    /// One acquire attempt sent as `request` (`Request::of(op)`, written by the caller).
+    pub async fn acquire_request(
+        &self,
+        op: &AcquireAttempt<'_>,
+        request: &Request,
+        bound: Duration,
+    ) -> Result<Acquired, LockError> {
+        match self.link.send(request, bound, Replay::Safe).await {
+            Ok(reply) => op.decode(reply),
+            Err((err, pinned)) => {
+                // The attempt may still run after we stopped waiting; free what it may win,
+                // so the key does not sit locked by a token nobody holds until its TTL.
+                if let (Some(pinned), Request::Script { .. }) = (pinned, request) {
+                    self.free_late_win(pinned, op);
+                }
+                Err(err)
+            }
+        }
     }
 }
 
@@ -83,13 +118,7 @@ impl LockStore for RedisStore {
     where
         O::Out: Send,
     {
-        let replay = if O::REPEATABLE {
-            Replay::Safe
-        } else {
-            Replay::Never
-        };
-        let reply = (self.link.send(&Request::of(op), bound, replay).await).map_err(|(e, _)| e)?;
-        op.decode(reply)
+        self.run_request(op, &Request::of(op), bound).await
     }
 
     async fn acquire(
@@ -97,18 +126,7 @@ impl LockStore for RedisStore {
         op: &AcquireAttempt<'_>,
         bound: Duration,
     ) -> Result<Acquired, LockError> {
-        let request = Request::of(op);
-        match self.link.send(&request, bound, Replay::Safe).await {
-            Ok(reply) => op.decode(reply),
-            Err((err, pinned)) => {
-                // The attempt may still run after we stopped waiting; free what it may win,
-                // so the key does not sit locked by a token nobody holds until its TTL.
-                if let (Some(pinned), Request::Script(_)) = (pinned, &request) {
-                    self.free_late_win(pinned, op);
-                }
-                Err(err)
-            }
-        }
+        self.acquire_request(op, &Request::of(op), bound).await
     }
 
     /// One pipeline; after a NOSCRIPT (Redis restarted or flushed) the scripts are loaded

@@ -22,7 +22,7 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release, ReleaseKind};
-use crate::core::proto::Op;
+use crate::core::proto::{Op, Request};
 use futures_util::future::join_all;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -132,7 +132,10 @@ impl RedlockStore {
     where
         O::Out: Send,
     {
-        let calls = self.nodes.iter().map(|node| node.store.run(op, bound));
+        // Written once for every node.
+        let request = Request::of(op);
+        let request = &request;
+        let calls = (self.nodes.iter()).map(|node| node.store.run_request(op, request, bound));
         let enough = |seen: &[Option<Result<O::Out, LockError>>]| {
             let agree = seen
                 .iter()
@@ -151,10 +154,10 @@ impl RedlockStore {
         must: &[usize],
         bound: Duration,
     ) {
-        let calls = to
-            .iter()
-            .filter_map(|&i| self.nodes.get(i))
-            .map(|node| node.store.release(release, bound));
+        let request = Request::of(release);
+        let request = &request;
+        let calls = (to.iter().filter_map(|&i| self.nodes.get(i)))
+            .map(|node| node.store.run_request(release, request, bound));
         let replied = |seen: &[Option<Result<bool, LockError>>]| {
             (to.iter().zip(seen)).all(|(i, reply)| reply.is_some() || !must.contains(i))
         };
@@ -254,10 +257,11 @@ impl RedlockStore {
             ttl,
             window_ms,
         };
-        let raised = join_all(
-            won.iter()
-                .filter_map(|&(i, _)| self.nodes.get(i).map(|node| node.store.run(&raise, bound))),
-        )
+        let request = Request::of(&raise);
+        let (raise, request) = (&raise, &request);
+        let raised = join_all(won.iter().filter_map(|&(i, _)| {
+            (self.nodes.get(i)).map(|node| node.store.run_request(raise, request, bound))
+        }))
         .await;
         let confirmed = raised
             .iter()
@@ -334,7 +338,10 @@ impl LockStore for RedlockStore {
         }
         let tally = self.tally();
         let started = Instant::now();
-        let attempts = self.nodes.iter().map(|node| node.store.acquire(op, bound));
+        let request = Request::of(op);
+        let request = &request;
+        let attempts =
+            (self.nodes.iter()).map(|node| node.store.acquire_request(op, request, bound));
         let replies = gather(
             attempts,
             |seen| failed(&tally, seen),

@@ -105,14 +105,16 @@ where
         .map(|(i, call)| async move { (i, call.await) })
         .collect();
     let mut replies: Vec<Option<T>> = (0..pending.len()).map(|_| None).collect();
-    let mut grace: Option<Instant> = None;
+    // One timer for the grace, armed once (not one per straggler's reply), polled only
+    // once armed.
+    let grace = tokio::time::sleep_until(started);
+    tokio::pin!(grace);
+    let mut graced = false;
     loop {
-        let next = match grace {
-            Some(until) => match tokio::time::timeout_at(until, pending.next()).await {
-                Ok(next) => next,
-                Err(_) => break,
-            },
-            None => pending.next().await,
+        let next = tokio::select! {
+            biased;
+            next = pending.next() => next,
+            () = &mut grace, if graced => break,
         };
         let Some((i, reply)) = next else { break };
         if let Some(slot) = replies.get_mut(i) {
@@ -121,9 +123,12 @@ where
         if settled(&replies) {
             break;
         }
-        if grace.is_none() && enough(&replies) {
+        if !graced && enough(&replies) {
             let now = Instant::now();
-            grace = Some(now + now.duration_since(started).max(GRACE_MIN));
+            grace
+                .as_mut()
+                .reset(now + now.duration_since(started).max(GRACE_MIN));
+            graced = true;
         }
     }
     replies

@@ -8,7 +8,7 @@ use super::fenced_set::FencedSet;
 use super::read::{Exists, Pttl};
 use super::release::{HandOver, Release, ReleaseKind};
 use super::{scripts, Op, Request};
-use redis::{ConnectionLike, RedisResult, Value};
+use redis::Value;
 use std::time::Duration;
 
 /// RESP written by hand, apart from the code under test.
@@ -33,35 +33,6 @@ pub(super) fn evalsha(script: &redis::Script, keys: &[&[u8]], args: &[&[u8]]) ->
     resp(&parts)
 }
 
-/// What the runtime's connection writes for a script call.
-struct Recorder(Vec<u8>);
-
-impl ConnectionLike for Recorder {
-    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
-        self.0.extend_from_slice(cmd);
-        Ok(Value::Int(1))
-    }
-    fn req_packed_commands(&mut self, cmd: &[u8], _: usize, _: usize) -> RedisResult<Vec<Value>> {
-        self.0.extend_from_slice(cmd);
-        Ok(vec![])
-    }
-    fn get_db(&self) -> i64 {
-        0
-    }
-    fn check_connection(&mut self) -> bool {
-        true
-    }
-    fn is_open(&self) -> bool {
-        true
-    }
-}
-
-fn sent(invocation: &redis::ScriptInvocation<'_>) -> Vec<u8> {
-    let mut recorder = Recorder(Vec::new());
-    let _: RedisResult<Value> = invocation.invoke(&mut recorder);
-    recorder.0
-}
-
 /// What each transport sends for `op`: both must be `want`.
 pub(super) fn assert_sends<O: Op>(op: &O, want: &[u8]) {
     let mut socket = Vec::new();
@@ -71,7 +42,7 @@ pub(super) fn assert_sends<O: Op>(op: &O, want: &[u8]) {
         String::from_utf8_lossy(want)
     );
     let runtime = match Request::of(op) {
-        Request::Script(invocation) => sent(&invocation),
+        Request::Script { evalsha, .. } => evalsha.get_packed_command(),
         Request::Command(cmd) => cmd.get_packed_command(),
     };
     assert_eq!(

@@ -1,10 +1,10 @@
 //! Where an operation's command is written: RESP bytes for the JS-thread socket, or a
-//! request for the runtime's connection built from the very same parts (a script call stays
-//! a `ScriptInvocation`, so the redis crate reloads a script on NOSCRIPT as before).
+//! request for the runtime's connection built from the very same parts (a script call keeps
+//! its `Script`, so the connection can load it and send again on NOSCRIPT).
 
 use super::Op;
 use crate::core::basics::resp;
-use redis::{Cmd, Script, ScriptInvocation};
+use redis::{Cmd, Script};
 
 /// What an operation writes its command into.
 pub trait Wire {
@@ -39,7 +39,12 @@ pub fn write_script(out: &mut Vec<u8>, script: &Script, keys: &[&[u8]], args: &[
 
 /// An operation's command as the runtime's connection sends it.
 pub enum Request {
-    Script(ScriptInvocation<'static>),
+    /// The `EVALSHA`, written once: a Redlock sends the one request to every node, and a
+    /// resend after NOSCRIPT sends it again as it is.
+    Script {
+        script: &'static Script,
+        evalsha: Cmd,
+    },
     Command(Cmd),
 }
 
@@ -53,14 +58,19 @@ impl Request {
 
 impl Wire for Request {
     fn script(&mut self, script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) {
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(*key);
+        let count = resp::decimal(keys.len() as u64);
+        let hash = script.get_hash().as_bytes();
+        let parts = || keys.iter().chain(args);
+        let size = parts().map(|part| part.len()).sum::<usize>() + hash.len() + 16;
+        let mut evalsha = Cmd::with_capacity(3 + keys.len() + args.len(), size);
+        evalsha
+            .arg(b"EVALSHA".as_slice())
+            .arg(hash)
+            .arg(count.as_bytes());
+        for part in parts() {
+            evalsha.arg(*part);
         }
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        *self = Request::Script(invocation);
+        *self = Request::Script { script, evalsha };
     }
 
     fn command(&mut self, parts: &[&[u8]]) {
