@@ -95,8 +95,9 @@ for (const [where, wrap] of [
     const key = fresh('endings')
     const holder = await held(key)
     const ctx = { key }
-    // 0 ms unless the clock ticked between the call and its first check.
-    await rejectsWith(sg.lock(target, () => 1, { key, acquisition: { timeoutMs: 0 } }), 'AcquisitionTimeout', /^Failed to acquire lock after [01]ms \(1 attempts\)$/, ctx)
+    // Ends at the first check, before any attempt; the ms it names is whatever a loaded machine took
+    // to get there (4 ms seen under a full test run), so only the shape and the count are asserted.
+    await rejectsWith(sg.lock(target, () => 1, { key, acquisition: { timeoutMs: 0 } }), 'AcquisitionTimeout', /^Failed to acquire lock after \d+ms \(1 attempts\)$/, ctx)
     const fast = { retryDelayMs: 5, backoff: 'fixed', jitter: 'none' }
     await rejectsWith(sg.lock(target, () => 1, { key, acquisition: { ...fast, maxRetries: 2 } }), 'AcquisitionTimeout', 'Failed to acquire lock after 3 attempts (lock contention)', ctx)
     await rejectsWith(
