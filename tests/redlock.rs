@@ -378,3 +378,63 @@ async fn extend_lengthens_the_lock_on_the_quorum() {
         "{refused:?}"
     );
 }
+
+/// Resumes a SIGSTOPped node when dropped, even if the test fails first.
+struct Resume<'a>(&'a RedisServer);
+
+impl Drop for Resume<'_> {
+    fn drop(&mut self) {
+        self.0.signal("-CONT");
+    }
+}
+
+#[tokio::test]
+async fn a_silent_node_leaves_short_ttl_acquisitions_their_validity() {
+    let nodes = servers(3);
+    let locks = redlock(&nodes, MS(1000));
+    // Warm every connection, then stop one node: it accepts but never answers.
+    let lease = take(&locks, "warm", MS(5000)).await;
+    assert!(locks.release(&lease).await.expect("release"));
+    nodes[2].signal("-STOP");
+    let resume = Resume(&nodes[2]);
+    // 14 ms: the stragglers' grace (at least 10 ms) alone used to spend the validity.
+    let mut fences = Vec::new();
+    for (i, ttl) in [300, 300, 14, 14, 14].into_iter().enumerate() {
+        let key = format!("short-{i}");
+        match locks.attempt(&key, MS(ttl)).await {
+            Ok(Attempt::Acquired(lease)) => fences.push(lease.fence),
+            Ok(Attempt::Held { .. }) => panic!("{key} unexpectedly held"),
+            Err(err) => panic!("{key} (ttl {ttl} ms): {err}"),
+        }
+    }
+    assert_eq!(fences.len(), 5);
+    drop(resume);
+    let after = take(&locks, "after", MS(300)).await;
+    assert!(locks.release(&after).await.expect("release"));
+}
+
+#[tokio::test]
+async fn a_read_only_node_is_no_answer_and_short_of_a_quorum_is_the_quorum_error() {
+    let mut nodes = servers(3);
+    let locks = redlock(&nodes, MS(1000));
+    let gone = nodes.remove(0);
+    let port = gone.port;
+    drop(gone);
+    // A replica of the node just stopped: it answers every write READONLY.
+    let mut raw = nodes[0].raw();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(port)
+        .query(&mut raw)
+        .expect("REPLICAOF");
+    let err = match locks.attempt("k", MS(5000)).await {
+        Err(err) => err,
+        Ok(_) => panic!("one writable node of three must not give a lock"),
+    };
+    assert_eq!(err.code(), "ECONNECTION", "{err}");
+    assert!(
+        err.to_string()
+            .contains("only 1 of 3 Redlock nodes answered; a quorum is 2"),
+        "{err}"
+    );
+}

@@ -11,7 +11,9 @@ use super::lock_store::{
 };
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
-use super::redlock_tally::{answered, failed, gather, quorum_error, won, Tally};
+use super::redlock_tally::{
+    answered, failed, gather, gather_within, is_answer, quorum_error, won, Tally,
+};
 use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
@@ -342,10 +344,12 @@ impl LockStore for RedlockStore {
         let request = &request;
         let attempts =
             (self.nodes.iter()).map(|node| node.store.acquire_request(op, request, bound));
-        let replies = gather(
+        // The stragglers' grace leaves most of the validity to the winner (see `grace`).
+        let replies = gather_within(
             attempts,
             |seen| failed(&tally, seen),
             |seen| won(&tally, seen),
+            clock::validity(op.ttl),
         )
         .await;
         let won: Vec<(usize, u64)> = (replies.iter().enumerate())
@@ -406,10 +410,21 @@ impl LockStore for RedlockStore {
             let ttl = held.into_iter().flatten().min();
             return Ok(Acquired::Held { ttl });
         }
-        let error = replies.into_iter().flatten().find_map(|r| r.err());
-        match error {
-            Some(err) if !err.is_infrastructure() => Err(err),
-            _ => Ok(Acquired::Refused),
+        // A quorum answered, none holds it: the first error a node answered about the lock,
+        // else a node's refusal; never an error that is no answer (that is the quorum's).
+        let (oks, errors): (Vec<_>, Vec<_>) =
+            replies.into_iter().flatten().partition(Result::is_ok);
+        if let Some(err) = (errors.into_iter().filter_map(Result::err)).find(is_answer) {
+            return Err(err);
+        }
+        match oks.iter().any(|r| !matches!(r, Ok(Acquired::Won { .. }))) {
+            true => Ok(Acquired::Refused),
+            false => Err(quorum_error(
+                won.len(),
+                self.nodes.len(),
+                self.quorum,
+                "agreed",
+            )),
         }
     }
 

@@ -14,13 +14,44 @@ pub struct Tally {
     pub quorum: usize,
 }
 
-/// Whether a node answered: a reply, or an error Redis itself sent. Not reached, no reply
-/// in time, refused credentials or ACL: no answer (it says nothing of who holds a lock).
+/// Whether a node answered: a reply, or an error Redis itself sent about the lock. Not
+/// reached, no reply in time, refused credentials or ACL, or a server not ready to serve
+/// (`unready`): no answer (it says nothing of who holds a lock).
 pub fn answered<T>(reply: &Result<T, LockError>) -> bool {
     match reply {
         Ok(_) => true,
-        Err(err) => !err.is_infrastructure(),
+        Err(err) => is_answer(err),
     }
+}
+
+/// Whether an error is a node's answer about the lock (e.g. WRONGTYPE, NOFENCE).
+pub fn is_answer(err: &LockError) -> bool {
+    !err.is_infrastructure() && !unready(err)
+}
+
+/// The redis crate's names (its `Display`) of the errors a server sends about its own state,
+/// whatever the command: loading, a replica, no memory, busy with a script, its master down.
+const UNREADY: [&str; 7] = [
+    "BusyLoading",
+    "ReadOnly",
+    "MasterDown",
+    "TryAgain",
+    "ClusterDown",
+    "\"OOM\"",
+    "\"BUSY\"",
+];
+
+/// Whether a node's error says the server cannot serve now, not what it holds. The error
+/// keeps only the crate's text (basics/error.rs), so the crate's name of the code is matched
+/// where the text starts, or where a pipeline names an item's error.
+fn unready(err: &LockError) -> bool {
+    let LockError::Redis(text) = err else {
+        return false;
+    };
+    let named = |code: &str| {
+        text.starts_with(&format!("{code}:")) || text.contains(&format!("error: {code}:"))
+    };
+    UNREADY.iter().any(|code| named(code))
 }
 
 /// The error of a call that fewer than a quorum of nodes `did` (answered, confirmed):
@@ -49,7 +80,7 @@ impl Tally {
         for reply in replies {
             match reply {
                 Ok(answer) => answers.push(answer),
-                Err(err) if failed.is_none() && !err.is_infrastructure() => failed = Some(err),
+                Err(err) if failed.is_none() && is_answer(&err) => failed = Some(err),
                 Err(_) => {}
             }
         }
@@ -100,6 +131,26 @@ pub async fn gather<F, T>(
 where
     F: Future<Output = T>,
 {
+    gather_within(calls, settled, enough, Duration::MAX).await
+}
+
+/// The grace once enough replied after `elapsed`, of a call that has `room` in all (a lock's
+/// validity): as long again, at least `GRACE_MIN`, but never more than half the room left,
+/// so that a silent node cannot spend the validity of a lock a quorum already won.
+pub fn grace(elapsed: Duration, room: Duration) -> Duration {
+    (elapsed.max(GRACE_MIN)).min(room.saturating_sub(elapsed) / 2)
+}
+
+/// `gather`, its grace capped by `grace` within `room`.
+pub async fn gather_within<F, T>(
+    calls: impl IntoIterator<Item = F>,
+    settled: impl Fn(&[Option<T>]) -> bool,
+    enough: impl Fn(&[Option<T>]) -> bool,
+    room: Duration,
+) -> Vec<Option<T>>
+where
+    F: Future<Output = T>,
+{
     let started = Instant::now();
     let mut pending: FuturesUnordered<_> = (calls.into_iter().enumerate())
         .map(|(i, call)| async move { (i, call.await) })
@@ -127,7 +178,7 @@ where
             let now = Instant::now();
             grace
                 .as_mut()
-                .reset(now + now.duration_since(started).max(GRACE_MIN));
+                .reset(now + self::grace(now.duration_since(started), room));
             graced = true;
         }
     }

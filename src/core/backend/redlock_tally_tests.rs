@@ -100,3 +100,67 @@ async fn a_straggler_is_left_behind_after_the_grace_and_settled_stops_at_once() 
     .await;
     assert_eq!(replies.iter().flatten().count(), 2);
 }
+
+/// An error as the server sends it, through the redis crate and our conversion.
+fn sent(reply: &str) -> LockError {
+    let value = redis::parse_redis_value(reply.as_bytes()).expect("a RESP error");
+    LockError::from(value.extract_error().expect_err("an error reply"))
+}
+
+const UNREADY_REPLIES: [&str; 5] = [
+    "-LOADING Redis is loading the dataset in memory\r\n",
+    "-READONLY You can't write against a read only replica.\r\n",
+    "-OOM command not allowed when used memory > 'maxmemory'.\r\n",
+    "-BUSY Redis is busy running a script.\r\n",
+    "-MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.\r\n",
+];
+
+#[test]
+fn a_server_not_ready_is_no_answer_and_short_of_a_quorum_is_the_quorum_error() {
+    for reply in UNREADY_REPLIES {
+        let unready = sent(reply);
+        assert!(!is_answer(&unready), "{reply}: {unready}");
+        let replies: Vec<Result<bool, LockError>> = vec![
+            Ok(true),
+            Ok(true),
+            Err(unready.clone()),
+            Err(unready.clone()),
+            Err(down()),
+        ];
+        let err = FIVE.answers(replies).unwrap_err();
+        assert_eq!(err.code(), "ECONNECTION", "{reply}: {err}");
+        assert!(
+            err.to_string()
+                .contains("only 2 of 5 Redlock nodes answered; a quorum is 3"),
+            "{reply}: {err}"
+        );
+        // Nor do they decide an attempt early.
+        let held = || Some(Ok(Acquired::Held { ttl: None }));
+        let seen = [
+            held(),
+            Some(Err(unready.clone())),
+            Some(Err(unready)),
+            None,
+            None,
+        ];
+        assert!(!failed(&FIVE, &seen), "{reply}");
+    }
+    // Errors about the lock still are answers.
+    for reply in [
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        "-NOFENCE no fence can be drawn\r\n",
+    ] {
+        assert!(is_answer(&sent(reply)), "{reply}");
+    }
+}
+
+#[test]
+fn the_grace_never_takes_more_than_half_the_room_left() {
+    let ms = Duration::from_millis;
+    assert_eq!(grace(ms(1), Duration::MAX), GRACE_MIN);
+    assert_eq!(grace(ms(40), Duration::MAX), ms(40));
+    assert_eq!(grace(ms(1), ms(295)), GRACE_MIN);
+    assert_eq!(grace(ms(200), ms(296)), ms(48));
+    assert_eq!(grace(ms(5), ms(15)), ms(5));
+    assert_eq!(grace(ms(300), ms(295)), Duration::ZERO);
+}
