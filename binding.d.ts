@@ -47,6 +47,13 @@ export declare class NativeConnection {
  * lock's token and deadline; their `release` and `extend` come back here with those.
  */
 export declare class NativeDistributedLock {
+  /**
+   * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+   * wake-up and hand-over from now on.
+   */
+  observe(listener: number): void
+  /** Counters and wait-time percentiles of this object's calls. */
+  stats(): NativeStats
   constructor(connection: NativeConnection, options: DistributedLockOptions, heartbeat: NativeHeartbeat)
   /** Resolves with `owner` filled in as the handle, after up to `maxRetries` retries. */
   acquire(owner: object, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): Promise<unknown>
@@ -92,6 +99,13 @@ export declare class NativeDistributedLock {
  * (lib/shared-connection.js); each call names the hold it is about by its listener.
  */
 export declare class NativeExclusiveLock {
+  /**
+   * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+   * wake-up and hand-over from now on.
+   */
+  observe(listener: number): void
+  /** Counters and wait-time percentiles of this object's calls. */
+  stats(): NativeStats
   constructor(connection: NativeConnection, options: ExclusiveLockOptions, heartbeat: NativeHeartbeat)
   get key(): string
   get name(): string
@@ -145,6 +159,13 @@ export declare class NativeHeartbeat {
 }
 
 export declare class NativeLockService {
+  /**
+   * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+   * wake-up and hand-over from now on.
+   */
+  observe(listener: number): void
+  /** Counters and wait-time percentiles of this object's calls. */
+  stats(): NativeStats
   constructor(connection: NativeConnection, options: LockServiceOptions, heartbeat: NativeHeartbeat)
   /**
    * Tries `key` until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and
@@ -174,6 +195,13 @@ export declare class NativeLockService {
 }
 
 export declare class NativeSyncguard {
+  /**
+   * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+   * wake-up and hand-over from now on.
+   */
+  observe(listener: number): void
+  /** Counters and wait-time percentiles of this object's calls. */
+  stats(): NativeStats
   constructor(connection: NativeConnection, options: SyncguardOptions)
   /** One attempt: resolves with `[fence, expiresAtMs]`, or `null` when the key is held. */
   acquire(keys: SyncguardCallKeys, ttlMs: number): Promise<[number, number] | null>
@@ -366,6 +394,26 @@ export interface LockServiceOptions {
  * tests read and write beside the locks on the embedded backend, as with a client on Redis.
  */
 export declare function memoryCommand(url: string, args: Array<Buffer>): string
+
+/** One error code and how many calls ended with it. */
+export interface NativeErrorCount {
+  code: string
+  count: number
+}
+
+/** What one API object has done since it was made (lib/ reshapes `errors` into an object). */
+export interface NativeStats {
+  acquisitions: number
+  contended: number
+  woken: number
+  handedOver: number
+  refreshes: number
+  lost: number
+  errors: Array<NativeErrorCount>
+  waitP50Ms: number
+  waitP99Ms: number
+  waitMaxMs: number
+}
 
 /** One node of a list: `port` defaults to the service's own (6379, a sentinel 26379). */
 export interface NodeAddress {

@@ -18,6 +18,8 @@ const { decorateAcquireResult, defaultOnReleaseError } = require('./disposable')
 const { failedWith } = require('./failure-reason')
 const { toLockError } = require('./redis-errors')
 const { evalOnly, evalTransport } = require('./eval-transport')
+const { statsOf } = require('../stats')
+const { tracerOf, checkTracing } = require('../tracing')
 
 // syncguard's Redis key budget: 1000 bytes, 26 kept for ":id:" and a lockId.
 const LIMIT = 1000
@@ -78,7 +80,7 @@ const fenceText = (fence) => String(fence).padStart(15, '0')
  * none that has `eval` (a test double, as syncguard allows), that `eval`. The second is not
  * ours for lock(): its waits are JS's backoff, never woken.
  */
-function transportOf(redis, config) {
+function transportOf(redis, config, own) {
   const settings = {
     keyPrefix: config.keyPrefix,
     cleanupInIsLocked: config.cleanupInIsLocked === true,
@@ -96,11 +98,13 @@ function transportOf(redis, config) {
   settings.clientKeyPrefix = read?.clientKeyPrefix
   try {
     // The native side keeps only a lockId → key table of what it won: one per settings.
-    const shared = sharedAlike(connection, 'syncguard', '', settings, () => ({
+    const make = () => ({
       native: new NativeSyncguard(connection, settings),
       connection,
       settings,
-    }))
+    })
+    // A traced backend has its own (its hook alone hears what the native side sees).
+    const shared = own ? make() : sharedAlike(connection, 'syncguard', '', settings, make)
     return { native: shared.native, viaEval: false }
   } catch (err) {
     throw toLockError(err)
@@ -110,7 +114,14 @@ function transportOf(redis, config) {
 /** `createRedisBackend(redis, options)`: syncguard's LockBackend on our engine. */
 function createRedisBackend(redis, options = {}) {
   const config = configOf(options)
-  const { native, viaEval } = transportOf(redis, config)
+  // Ours: a logger and an onEvent hook (README "Tracing"), checked after syncguard's options.
+  try {
+    checkTracing(options?.logger, options?.onEvent, 'options')
+  } catch (err) {
+    throw new LockError('InvalidArgument', err.message)
+  }
+  const tracer = tracerOf('syncguard', options?.logger, options?.onEvent)
+  const { native, viaEval } = transportOf(redis, config, tracer !== null)
   const prefix = config.keyPrefix
   const indexKey = (lockId) => makeStorageKey(prefix, `id:${lockId}`, LIMIT, RESERVE)
   /** The keys of one acquisition of `key` (normalised) under a fresh lockId. */
@@ -122,7 +133,7 @@ function createRedisBackend(redis, options = {}) {
   const capabilities = { backend: 'redis', supportsFencing: true, timeAuthority: 'server' }
 
   /** A won acquisition's result; an overflowing fence releases the lock and fails. */
-  async function wonWith(keys, [fence, expiresAtMs], userKey) {
+  async function wonWith(keys, [fence, expiresAtMs], userKey, started) {
     const text = fenceText(fence)
     if (text > FENCE_THRESHOLDS.MAX) {
       await native.release(keys.indexKey, keys.lockId).catch(() => {})
@@ -131,6 +142,7 @@ function createRedisBackend(redis, options = {}) {
       })
     }
     if (text > FENCE_THRESHOLDS.WARN) logFenceWarning(text, userKey)
+    tracer?.acquired(userKey, text, started)
     return { ok: true, lockId: keys.lockId, expiresAtMs, fence: text }
   }
 
@@ -142,14 +154,17 @@ function createRedisBackend(redis, options = {}) {
     }
     const lockId = generateLockId()
     const keys = keysOf(normalizeAndValidateKey(opts.key), lockId)
+    const started = tracer === null ? 0 : performance.now()
     let won
     try {
       won = await native.acquire(keys, opts.ttlMs)
     } catch (err) {
-      throw toLockError(err)
+      const error = toLockError(err)
+      tracer?.error(opts.key, error, 'acquire')
+      throw error
     }
     if (won === null) return { ok: false, reason: 'locked' }
-    return wonWith(keys, won, opts.key)
+    return wonWith(keys, won, opts.key, started)
   }
 
   const backend = {
@@ -167,9 +182,14 @@ function createRedisBackend(redis, options = {}) {
       try {
         code = await native.release(index, opts.lockId)
       } catch (err) {
-        throw toLockError(err)
+        const error = toLockError(err)
+        tracer?.error(undefined, error, 'release')
+        throw error
       }
-      if (code === 1) return { ok: true }
+      if (code === 1) {
+        tracer?.emit({ type: 'released', lockId: opts.lockId })
+        return { ok: true }
+      }
       return failedWith(code === -2 ? 'expired' : 'not-found')
     },
 
@@ -184,8 +204,11 @@ function createRedisBackend(redis, options = {}) {
       try {
         expiresAtMs = await native.extend(index, opts.lockId, opts.ttlMs)
       } catch (err) {
-        throw toLockError(err)
+        const error = toLockError(err)
+        tracer?.error(undefined, error, 'extend')
+        throw error
       }
+      if (expiresAtMs !== null) tracer?.emit({ type: 'refreshed', lockId: opts.lockId, ttlMs: opts.ttlMs })
       // syncguard's extend script answers a bare 0 for every failure: always "not-found".
       return expiresAtMs === null ? failedWith('not-found') : { ok: true, expiresAtMs }
     },
@@ -221,8 +244,14 @@ function createRedisBackend(redis, options = {}) {
     },
 
     capabilities,
+
+    /** Our addition: what this backend's calls have done (README "Stats"); zero over `eval`. */
+    stats() {
+      return statsOf(viaEval ? null : native)
+    },
   }
-  if (!viaEval) ours.set(backend, { native, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError })
+  if (!viaEval) tracer?.observe(native, backend)
+  if (!viaEval) ours.set(backend, { native, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError, tracer })
   return backend
 }
 

@@ -62,9 +62,10 @@ async function acquireNatively(own, key, ttlMs, pace, config, startedAt) {
   for (const signal of signals) signal.addEventListener?.('abort', onAbort, { once: true })
   try {
     const won = await own.native.lock(keys, ttlMs, pace, Date.now() - startedAt, cancel)
-    await own.wonWith(keys, won, key)
+    await own.wonWith(keys, won, key, performance.now() - (Date.now() - startedAt))
     return keys.lockId
   } catch (err) {
+    own.tracer?.error(key, err, 'lock')
     if (err instanceof LockError) throw err
     if (err?.code === 'EGAVEUP') throw new LockError('AcquisitionTimeout', err.message, { key })
     if (err?.code === 'EABORTED') {
@@ -131,7 +132,11 @@ function createAutoLock(backend) {
 
 /** syncguard's `createLock(redis, options)`: one backend, and lock() bound to it. */
 function createLock(redis, options) {
-  return createAutoLock(createRedisBackend(redis, options))
+  const backend = createRedisBackend(redis, options)
+  const locked = createAutoLock(backend)
+  // Our addition: the backend's stats (README "Stats").
+  locked.stats = () => backend.stats()
+  return locked
 }
 
 module.exports = { lock, createAutoLock, createLock }

@@ -13,6 +13,7 @@ pub mod js;
 pub mod lock_service;
 pub mod options;
 pub mod runtime;
+pub mod stats;
 pub mod syncguard;
 pub mod syncguard_eval;
 pub mod sys;

@@ -7,6 +7,7 @@ use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
 use super::js::outcome::{boolean, Outcome};
 use super::js::responder::JsCalls;
+use super::stats::{observe, NativeStats};
 use crate::core::api::{
     ReleasedById, Syncguard, SyncguardCall, SyncguardGranted, SyncguardSettings,
 };
@@ -162,6 +163,19 @@ pub struct NativeSyncguard {
 
 #[napi]
 impl NativeSyncguard {
+    /// Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+    /// wake-up and hand-over from now on.
+    #[napi]
+    pub fn observe(&self, listener: u32) {
+        observe(self.front.counters(), &self.calls.completer, listener);
+    }
+
+    /// Counters and wait-time percentiles of this object's calls.
+    #[napi]
+    pub fn stats(&self) -> NativeStats {
+        self.front.stats().into()
+    }
+
     #[napi(constructor)]
     pub fn new(env: Env, connection: &NativeConnection, options: SyncguardOptions) -> Result<Self> {
         let settings = SyncguardSettings {

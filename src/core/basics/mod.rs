@@ -11,6 +11,7 @@ pub mod lease;
 pub mod pace;
 pub mod pages;
 pub mod resp;
+pub mod stats;
 pub mod sync;
 pub mod token;
 pub mod validate;

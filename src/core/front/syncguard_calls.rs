@@ -80,8 +80,11 @@ impl SyncguardAcquire {
     ) -> impl FnOnce(Settled<Option<Lease>>) -> Settled<Option<SyncguardGranted>> + Send + 'static
     {
         let (locker, held) = (self.locker.clone(), self.held.clone());
-        let (keys, ttl) = (self.keys.clone(), self.ttl);
-        move |answer| answer.map(|answer| answer.map(|lease| won(&locker, &held, keys, ttl, lease)))
+        let (keys, ttl, started) = (self.keys.clone(), self.ttl, Instant::now());
+        move |answer| {
+            locker.stats().ended(started, &answer, false);
+            answer.map(|answer| answer.map(|lease| won(&locker, &held, keys, ttl, lease)))
+        }
     }
 
     pub fn start<R: Reply<Option<SyncguardGranted>>>(self, reply: R) {
@@ -126,8 +129,16 @@ pub struct SyncguardLock {
 impl SyncguardLock {
     fn granted(&self) -> impl FnOnce(Settled<Lease>) -> Settled<SyncguardGranted> + Send + 'static {
         let (locker, held) = (self.locker.clone(), self.held.clone());
-        let (keys, ttl) = (self.keys.clone(), self.ttl);
-        move |answer| answer.map(|lease| won(&locker, &held, keys, ttl, lease))
+        let (keys, ttl, started) = (self.keys.clone(), self.ttl, self.started);
+        let cancel = self.cancel.clone();
+        move |answer| {
+            match &answer {
+                Ok(_) => locker.stats().acquired(started.elapsed()),
+                Err(LockError::Aborted) if !cancel.is_cancelled() => {}
+                Err(err) => locker.stats().error(err),
+            }
+            answer.map(|lease| won(&locker, &held, keys, ttl, lease))
+        }
     }
 
     pub fn start<R: Reply<SyncguardGranted>>(self, reply: R) {
