@@ -204,3 +204,34 @@ describe('logger', () => {
     assert.throws(() => syncguard.createRedisBackend('memory://', { logger: 1 }), { message: /options\.logger/ })
   })
 })
+
+describe('DEBUG=native-redis-lock', () => {
+  const script = path.join(__dirname, 'fixtures', 'debug-trace.js')
+  const run = (env) =>
+    new Promise((resolve, reject) => {
+      execFile(process.execPath, [script, server.url], { env: { ...process.env, ...env }, timeout: 20_000 }, (err, stdout, stderr) =>
+        err ? reject(Object.assign(err, { stderr })) : resolve({ stdout, stderr }),
+      )
+    })
+  const lines = (stderr) => stderr.split('\n').filter((line) => line.includes('native-redis-lock '))
+
+  test('each Redis call to stderr, with its duration, key names and no token', async () => {
+    for (const spec of ['native-redis-lock', '*', 'express,native-*']) {
+      const { stdout, stderr } = await run({ DEBUG: spec })
+      const token = stdout.trim()
+      assert.ok(token.length >= 16, stdout)
+      const traced = lines(stderr)
+      const acquire = traced.find((line) => /EVALSHA acquire \[debug:k, \{debug:k\}(\\x[0-9a-f]{2})+fence\] \+\d+\.\d\dms ok$/.test(line))
+      assert.ok(acquire, `${spec}: ${stderr}`)
+      assert.ok(traced.some((line) => / EVALSHA release\w* \[debug:k/.test(line)), stderr)
+      assert.ok(!stderr.includes(token), 'the token is never written')
+    }
+  })
+
+  test('off without DEBUG, or when excluded', async () => {
+    for (const env of [{ DEBUG: '' }, { DEBUG: '*,-native-redis-lock' }, { DEBUG: 'express' }]) {
+      const { stderr } = await run(env)
+      assert.deepEqual(lines(stderr), [], JSON.stringify(env))
+    }
+  })
+})

@@ -8,13 +8,15 @@ use super::lock_store::{published, Listener, LostScope, Subscriptions, IDLE_SUBS
 use super::mismatch;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
+use crate::core::basics::trace;
+use crate::core::proto::scripts;
 use crate::core::proto::Request;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 const REFUSAL_BUDGET: Duration = Duration::from_millis(300);
@@ -43,10 +45,15 @@ impl Pinned {
         timeout: Duration,
     ) -> Result<T, LockError> {
         let mut con = self.0.clone();
-        match tokio::time::timeout(timeout, query(request, &mut con)).await {
+        let started = Instant::now();
+        let answer = match tokio::time::timeout(timeout, query(request, &mut con)).await {
             Ok(reply) => reply.map_err(LockError::from),
             Err(_) => Err(LockError::no_reply(timeout)),
+        };
+        if trace::on() {
+            trace_call(&packed_request(request), started, answer.as_ref().err());
         }
+        answer
     }
 }
 
@@ -419,10 +426,17 @@ impl Link {
         timeout: Duration,
         replay: Replay,
     ) -> Result<Value, (LockError, Option<Pinned>)> {
-        self.call(timeout, replay, |mut con| async move {
-            query(request, &mut con).await
-        })
-        .await
+        let started = Instant::now();
+        let answer = self
+            .call(timeout, replay, |mut con| async move {
+                query(request, &mut con).await
+            })
+            .await;
+        if trace::on() {
+            let failed = answer.as_ref().err().map(|(err, _)| err);
+            trace_call(&packed_request(request), started, failed);
+        }
+        answer
     }
 
     /// Sends a whole pipeline in one write and returns each command's own result, so one
@@ -432,12 +446,37 @@ impl Link {
         pipe: &Pipeline,
         timeout: Duration,
     ) -> Result<Vec<RedisResult<T>>, LockError> {
-        self.call(timeout, Replay::Safe, |mut con| async move {
-            pipe.query_async(&mut con).await
-        })
-        .await
-        .map_err(|(err, _)| err)
+        let started = Instant::now();
+        let answer = self
+            .call(timeout, Replay::Safe, |mut con| async move {
+                pipe.query_async(&mut con).await
+            })
+            .await
+            .map_err(|(err, _)| err);
+        if trace::on() {
+            trace_call(&pipe.get_packed_pipeline(), started, answer.as_ref().err());
+        }
+        answer
     }
+}
+
+/// The bytes `request` sends, for a `DEBUG` line.
+fn packed_request(request: &Request) -> Vec<u8> {
+    match request {
+        Request::Command(cmd) | Request::Script { evalsha: cmd, .. } => cmd.get_packed_command(),
+    }
+}
+
+/// A `DEBUG` line for a call of the runtime's connection (basics/trace.rs).
+fn trace_call(packed: &[u8], started: Instant, failed: Option<&LockError>) {
+    let outcome = failed.map_or("ok", LockError::code);
+    trace::call(
+        "runtime",
+        packed,
+        started.elapsed(),
+        outcome,
+        scripts::name_of,
+    );
 }
 
 /// Sends `request`; a script the server no longer has (restarted, flushed) is loaded and
