@@ -10,4 +10,9 @@ export {
   type UsingOptions,
   type RedisInput,
   type RedlockNodes,
+  type LockStats,
+  type LockEvent,
+  type LockEventType,
+  type OnLockEvent,
+  type TracingLogger,
 } from './index'

@@ -2,7 +2,7 @@
 // `fence` exists when the backend's capabilities say so), plus createRedisBackend and createLock
 // at the root. Hand-written, in our words.
 
-import type { RedisInput } from './index'
+import type { RedisInput, LockStats, OnLockEvent, TracingLogger } from './index'
 
 // ---------------------------------------------------------------------------------------------
 // Backends and their results
@@ -157,6 +157,10 @@ export interface RedisBackendOptions {
   disposeTimeoutMs?: number
   /** Added by native-redis-lock: bound on every Redis call, in ms. Default 5000. */
   commandTimeoutMs?: number
+  /** Added by native-redis-lock: logs each event at its level (README "Tracing"). */
+  logger?: TracingLogger
+  /** Added by native-redis-lock: told of each event (README "Tracing"). */
+  onEvent?: OnLockEvent
 }
 
 export interface RedisConfig {
@@ -181,13 +185,19 @@ export interface LockData {
 export declare function createRedisBackend(
   redis: SyncguardRedisInput,
   options?: RedisBackendOptions,
-): LockBackend<RedisCapabilities>
+): LockBackend<RedisCapabilities> & {
+  /** Added by native-redis-lock: what this backend's calls have done (zero over an `eval`-only object). */
+  stats(): LockStats
+}
 
 /** `lock()` bound to one Redis backend. */
 export declare function createLock(
   redis: SyncguardRedisInput,
   options?: RedisBackendOptions,
-): <T>(fn: () => Promise<T> | T, config: LockConfig & { acquisition?: AcquisitionOptions }) => Promise<T>
+): (<T>(fn: () => Promise<T> | T, config: LockConfig & { acquisition?: AcquisitionOptions }) => Promise<T>) & {
+  /** Added by native-redis-lock: the backend's stats. */
+  stats(): LockStats
+}
 
 // ---------------------------------------------------------------------------------------------
 // Functions and values of syncguard's root

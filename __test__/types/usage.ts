@@ -9,8 +9,32 @@ import {
   type LockInfo,
   type LockOptions,
   type RedlockNodes,
+  type LockStats,
+  type LockEvent,
 } from 'native-redis-lock'
 import * as sub from 'native-redis-lock/distributed-lock'
+
+async function tracing(): Promise<void> {
+  const spans = new Map<string, number>()
+  const onEvent = (event: LockEvent): void => {
+    if (event.type === 'acquired') spans.set(`${event.key} ${event.fence}`, event.waitedMs ?? 0)
+    if (event.type === 'error') void [event.code, event.call, event.error?.message]
+    // @ts-expect-error not an event
+    if (event.type === 'acquire') void 0
+  }
+  const lock = new DistributedLock('memory://', { logger: console, onEvent })
+  // @ts-expect-error a logger needs debug, info, warn and error
+  new DistributedLock('memory://', { logger: { debug() {} } })
+  const stats: LockStats = lock.stats()
+  const p99: number = stats.waitMs.p99
+  const elocked: number | undefined = stats.errors.ELOCKED
+  const ex = new ExclusiveLock({ name: 'app', cache_connection: 'memory://', onEvent, logger: console })
+  const service = new DistributedLockService('job', 1000, 'memory://', { onEvent })
+  const backend = createRedisBackend('memory://', { onEvent, logger: console })
+  const counts = [ex.stats().acquisitions, service.stats().contended, backend.stats().woken, createLock('memory://').stats().handedOver]
+  void [p99, elocked, counts]
+}
+void tracing
 
 async function main(): Promise<void> {
   const options: LockOptions = { keyPrefix: 'myapp:', defaultTtlMs: 5000, maxRetries: 3, retryDelayMs: 100 }
