@@ -11,6 +11,12 @@ const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
 const syncguard = require('../syncguard')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Waits until `done()` holds, up to `ms` (a refresh due in 300 ms may come late on a loaded machine). */
+async function until(done, ms = 3_000) {
+  const end = Date.now() + ms
+  while (!done() && Date.now() < end) await sleep(10)
+}
 let servers = []
 let seq = 0
 const unique = (what) => `stats-${what}-${process.pid}-${++seq}`
@@ -75,7 +81,7 @@ for (const [name, target] of Object.entries(backends)) {
       const prefix = `${unique('ar')}:`
       const lock = new DistributedLock(target(), { keyPrefix: prefix })
       const handle = await lock.acquire('k', 300, { autoRefresh: true })
-      await sleep(350)
+      await until(() => lock.stats().refreshes >= 2)
       assert.ok(lock.stats().refreshes >= 2, `refreshes ${lock.stats().refreshes}`)
       if (name !== 'redis') return handle.release()
       const client = new Redis(servers[0].url)
@@ -91,7 +97,7 @@ for (const [name, target] of Object.entries(backends)) {
       const b = new ExclusiveLock(settings)
       assert.equal(await a.acquire(), true)
       assert.equal(await b.acquire(), false)
-      await sleep(350)
+      await until(() => a.stats().refreshes >= 1)
       const stats = a.stats()
       assertShape(stats)
       // a and b share their settings: one native lock counts both.

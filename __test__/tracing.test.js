@@ -12,21 +12,30 @@ const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
 const syncguard = require('../syncguard')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Waits until `done()` holds, up to `ms` (a refresh due in 300 ms may come late on a loaded machine). */
+async function until(done, ms = 3_000) {
+  const end = Date.now() + ms
+  while (!done() && Date.now() < end) await sleep(10)
+}
 let server
+// A Redlock's three nodes.
+let nodes = []
 let seq = 0
 const unique = (what) => `tracing-${what}-${process.pid}-${++seq}`
 
 before(async () => {
-  server = await startRedis()
+  ;[server, ...nodes] = await Promise.all([startRedis(), startRedis(), startRedis(), startRedis()])
 })
 
 after(async () => {
-  await server?.close()
+  await Promise.all([server, ...nodes].map((s) => s?.close()))
 })
 
 const backends = {
   redis: () => server.url,
   'memory://': () => `memory://${unique('mem')}`,
+  redlock: () => nodes.map((node) => node.url),
 }
 
 /** A hook that keeps what it hears. */
@@ -68,7 +77,7 @@ for (const [name, target] of Object.entries(backends)) {
       await first.release()
       const second = await waiter
       await second.release()
-      await sleep(20)
+      await until(() => hook.of('contended').length >= 3 && hook.of('woken').length + hook.of('handed-over').length >= 1)
       const acquired = hook.of('acquired')
       assert.equal(acquired.length, 2)
       assert.deepEqual(acquired.map((e) => [e.api, e.key, e.fence]), [
@@ -95,9 +104,9 @@ for (const [name, target] of Object.entries(backends)) {
       const b = new ExclusiveLock({ ...settings, onEvent: hook.onEvent })
       assert.equal(await a.acquire(), true)
       assert.equal(await b.acquire(), false)
-      await sleep(350)
+      await until(() => hook.of('refreshed').length >= 1)
       await a.release()
-      await sleep(20)
+      await until(() => hook.of('contended').length >= 1)
       assert.equal(hook.of('acquired').length, 1)
       assert.equal(hook.of('acquired')[0].api, 'ExclusiveLock')
       assert.equal(hook.of('contended').length, 1)
@@ -115,13 +124,15 @@ for (const [name, target] of Object.entries(backends)) {
     })
 
     test('syncguard backend: acquired, contended, refreshed, released', async () => {
+      // syncguard's entry refuses an array of servers (stats.test.js checks it).
+      if (name === 'redlock') return
       const hook = recorder()
       const backend = syncguard.createRedisBackend(target(), { keyPrefix: unique('sg'), onEvent: hook.onEvent })
       const won = await backend.acquire({ key: 'k', ttlMs: 5_000 })
       assert.equal((await backend.acquire({ key: 'k', ttlMs: 5_000 })).ok, false)
       await backend.extend({ lockId: won.lockId, ttlMs: 5_000 })
       await backend.release({ lockId: won.lockId })
-      await sleep(20)
+      await until(() => hook.of('contended').length >= 1)
       assert.deepEqual(hook.of('acquired').map((e) => [e.api, e.key, e.fence]), [['syncguard', 'k', won.fence]])
       assert.equal(hook.of('contended').length, 1)
       assert.equal(hook.of('refreshed').length, 1)
@@ -140,7 +151,7 @@ for (const [name, target] of Object.entries(backends)) {
       const handle = await lock.acquire('k', 5_000)
       assert.equal(await lock.tryAcquire('k', 5_000), null)
       await handle.release()
-      await sleep(20)
+      await until(() => lines.filter(([, message]) => message.includes('onEvent hook threw')).length >= 3)
       const threw = lines.filter(([, message]) => message.includes('onEvent hook threw'))
       assert.ok(threw.length >= 3, JSON.stringify(lines.map(([l, m]) => [l, m])))
       assert.ok(threw.every(([level, , fields]) => level === 'error' && fields.error.message === 'hook failed'))
@@ -157,7 +168,7 @@ describe('logger', () => {
       await assert.rejects(lock.acquire('k', 5_000), { code: 'ELOCKED' })
       await handle.release()
     }
-    await sleep(20)
+    await until(() => lines.length >= 8)
     const seen = lines.map(([level, message, fields]) => [level, message, fields.type])
     const once = [
       ['debug', 'native-redis-lock: lock acquired', 'acquired'],
@@ -165,7 +176,9 @@ describe('logger', () => {
       ['error', 'native-redis-lock: lock call failed', 'error'],
       ['debug', 'native-redis-lock: lock released', 'released'],
     ]
-    assert.deepEqual(seen, [...once, ...once])
+    // The contention comes from the native side, through the thread's queue: in any order.
+    const sorted = (rows) => rows.map((row) => JSON.stringify(row)).sort()
+    assert.deepEqual(sorted(seen), sorted([...once, ...once]))
     // console itself: its methods take (message, fields).
     const original = console.debug
     const heard = []
