@@ -278,7 +278,7 @@ impl Locker {
             .backend()
             .extend(&extend, self.bound_for(lease))
             .await?;
-        Self::extended(lease, sent, new_ttl)
+        self.extended(lease, sent, new_ttl)
     }
 
     pub(crate) fn extend_op(lease: &Lease, extra: Duration) -> Extend<'_> {
@@ -292,6 +292,7 @@ impl Locker {
     /// What extend's answer (the new TTL, `None` when not ours) means for `lease`, sent at
     /// `sent`, wherever it was carried.
     pub(crate) fn extended(
+        &self,
         lease: &Lease,
         sent: Stamp,
         new_ttl: Option<Duration>,
@@ -303,6 +304,7 @@ impl Locker {
             });
         };
         lease.extended(sent, new_ttl);
+        self.stats.refreshed();
         Ok(())
     }
 
