@@ -341,6 +341,12 @@ export interface ExclusiveLockOptions {
   fenceRetentionMs?: number
 }
 
+/** Whether `key` is a sibling (fence, owner, queue, line) rather than a possible lock key. */
+export declare function isSiblingKey(key: Buffer): boolean
+
+/** The lock key whose wake-up channel is `channel`, or null for any other channel. */
+export declare function lockKeyOfChannel(channel: Buffer): Buffer | null
+
 /**
  * Settings of `@jonaskahn/maestro`'s DistributedLockService, resolved by the JS layer from
  * maestro's environment variables. The key and TTL come with each call: maestro's users may
@@ -358,6 +364,22 @@ export interface LockServiceOptions {
    * forever.
    */
   fenceRetentionMs?: number
+}
+
+export declare function lockSiblings(lockKey: Buffer): LockSiblings
+
+/** Every key and channel that belongs to one lock key (`docs/INTERNALS.md`, "Keys"). */
+export interface LockSiblings {
+  fence: Buffer
+  /** ExclusiveLock's owner token. */
+  owner: Buffer
+  /** Connections queued for a wake-up (sorted set). */
+  waiting: Buffer
+  /** A fair lock's line (sorted set) and its waiters' liveness (hash). */
+  line: Buffer
+  alive: Buffer
+  /** Where a release announces a wake-up. */
+  channel: Buffer
 }
 
 /**

@@ -1,7 +1,7 @@
 'use strict'
 
 // createRedisBackend: syncguard's backend on our engine. Options and checks in syncguard's
-// order, its storage keys (computed here by the exported makeStorageKey), one native call per
+// order, its storage keys (redis-keys.js, over the exported makeStorageKey), one native call per
 // method, the decoration of acquire results, the hidden failure reasons, the fence warning,
 // and our native errors as syncguard's LockError. Every lock decision is the core's.
 
@@ -11,7 +11,8 @@ const { fromNative } = require('../errors')
 const { sharedConnection, sharedUrl, sharedAlike } = require('../shared-connection')
 const { LockError } = require('./errors')
 const { normalizeAndValidateKey, validateLockId } = require('./validation')
-const { generateLockId, makeStorageKey } = require('./keys')
+const { generateLockId } = require('./keys')
+const { lockKeyOf, indexKeyOf, fenceKeyOf } = require('./redis-keys')
 const { FENCE_THRESHOLDS } = require('./constants')
 const { attachRawData, sanitizeLockInfo, logFenceWarning, checkAborted } = require('./helpers')
 const { decorateAcquireResult, defaultOnReleaseError } = require('./disposable')
@@ -19,9 +20,6 @@ const { failedWith } = require('./failure-reason')
 const { toLockError } = require('./redis-errors')
 const { evalOnly, evalTransport } = require('./eval-transport')
 
-// syncguard's Redis key budget: 1000 bytes, 26 kept for ":id:" and a lockId.
-const LIMIT = 1000
-const RESERVE = 26
 const DEFAULT_PREFIX = 'syncguard'
 
 /** Our backends, with what lock() needs to take the native loop (see lock.js). */
@@ -112,11 +110,11 @@ function createRedisBackend(redis, options = {}) {
   const config = configOf(options)
   const { native, viaEval } = transportOf(redis, config)
   const prefix = config.keyPrefix
-  const indexKey = (lockId) => makeStorageKey(prefix, `id:${lockId}`, LIMIT, RESERVE)
+  const indexKey = (lockId) => indexKeyOf(prefix, lockId)
   /** The keys of one acquisition of `key` (normalised) under a fresh lockId. */
   const keysOf = (key, lockId) => {
-    const lockKey = makeStorageKey(prefix, key, LIMIT, RESERVE)
-    const fenceKey = makeStorageKey(prefix, `fence:${lockKey}`, LIMIT, RESERVE)
+    const lockKey = lockKeyOf(prefix, key)
+    const fenceKey = fenceKeyOf(prefix, lockKey)
     return { key, lockKey, indexKey: indexKey(lockId), fenceKey, lockId }
   }
   const capabilities = { backend: 'redis', supportsFencing: true, timeAuthority: 'server' }
@@ -192,7 +190,7 @@ function createRedisBackend(redis, options = {}) {
 
     async isLocked(opts) {
       checkAborted(opts.signal)
-      const lockKey = makeStorageKey(prefix, normalizeAndValidateKey(opts.key), LIMIT, RESERVE)
+      const lockKey = lockKeyOf(prefix, normalizeAndValidateKey(opts.key))
       try {
         return await native.isLocked(lockKey)
       } catch (err) {
@@ -205,7 +203,7 @@ function createRedisBackend(redis, options = {}) {
       let json
       try {
         if ('key' in opts) {
-          const lockKey = makeStorageKey(prefix, normalizeAndValidateKey(opts.key), LIMIT, RESERVE)
+          const lockKey = lockKeyOf(prefix, normalizeAndValidateKey(opts.key))
           json = await native.lookupByKey(lockKey)
         } else {
           validateLockId(opts.lockId)
