@@ -51,19 +51,20 @@ test('watch --json: one line per refresh, the contended lock first with its rate
       assert.deepEqual(Object.keys(lock), ['key', 'api', 'holder', 'ttlMs', 'waiters', 'wakesPerSec', 'attemptsPerSec'])
     }
   }
-  const later = frames.slice(1)
-  const hot = later.map((f) => f.locks.find((l) => l.key === 'lock:hot')).filter(Boolean)
-  assert.ok(hot.length >= 2, stdout)
-  // Two processes take turns hundreds of times a second: attempts are counted every frame,
-  // and the wake-ups announced on the lock's channel are heard.
-  assert.ok(hot.every((l) => l.attemptsPerSec > 0), stdout)
-  assert.ok(hot.some((l) => l.wakesPerSec > 0), stdout)
-  const calm = later.map((f) => f.locks.find((l) => l.key === 'syncguard:calm'))
-  assert.ok(calm.every((l) => l && l.attemptsPerSec === 0 && l.wakesPerSec === 0), stdout)
-  for (const frame of later) {
-    const keys = frame.locks.map((l) => l.key)
-    if (keys.includes('lock:hot')) assert.equal(keys[0], 'lock:hot', 'the most contended first')
+  const hot = frames.map((f) => f.locks.find((l) => l.key === 'lock:hot'))
+  const since = hot.findIndex(Boolean)
+  assert.ok(since >= 0 && since < frames.length - 1, stdout)
+  // A rate needs the frame before. Two processes take turns hundreds of times a second: from
+  // the second frame the lock shows in, it keeps its row (held or not), first, and busy; the
+  // wake-ups announced on its channel are heard.
+  for (const frame of frames.slice(since + 1)) {
+    const row = frame.locks[0]
+    assert.equal(row.key, 'lock:hot', 'the most contended first, and kept while free')
+    assert.ok(row.wakesPerSec + row.attemptsPerSec > 0, stdout)
   }
+  assert.ok(hot.slice(since + 1).some((l) => l.wakesPerSec > 0), stdout)
+  const calm = frames.slice(1).map((f) => f.locks.find((l) => l.key === 'syncguard:calm'))
+  assert.ok(calm.every((l) => l && l.attemptsPerSec === 0 && l.wakesPerSec === 0), stdout)
 })
 
 test('watch [pattern] shows only the matching locks', async () => {
@@ -76,8 +77,8 @@ test('watch [pattern] shows only the matching locks', async () => {
 
 test('watch in a terminal: redrawn in place, per-second counts, q quits and restores it', async () => {
   const run = inTerminal(['watch', '--interval', '300', '--url', url])
-  // Three frames: each starts at the top-left corner of the alternate screen.
-  await until(run.output, (out) => out.split('\x1b[H').length > 3)
+  // Four frames: each starts at the top-left corner of the alternate screen.
+  await until(run.output, (out) => out.split('\x1b[H').length > 4)
   run.child.stdin.write('q')
   const { code, output } = await run.done
   assert.equal(code, 0, output)
@@ -88,10 +89,16 @@ test('watch in a terminal: redrawn in place, per-second counts, q quits and rest
   const last = frames[frames.length - 2]
   assert.match(last, /native-redis-lock watch redis:\/\/127\.0\.0\.1:\d+\/? \*/)
   assert.match(last, /key\s+api\s+holder\s+ttlMs\s+waiters\s+wakes\/s\s+attempts\/s/)
-  const row = last.split(/\r?\n/).find((line) => line.startsWith('lock:hot'))
-  assert.ok(row, last)
-  const [attempts] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-1)
-  assert.ok(Number(attempts) > 0, row)
+  // A rate needs the frame before: from the second frame the hot lock shows in, it is busy
+  // in each one.
+  const rows = frames.map((frame) => frame.split(/\r?\n/).find((line) => line.startsWith('lock:hot')))
+  const since = rows.findIndex(Boolean)
+  assert.ok(since >= 0 && since < frames.length - 1, JSON.stringify(frames))
+  for (const row of rows.slice(since + 1)) {
+    assert.ok(row, JSON.stringify(frames))
+    const [wakes, attempts] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-2).map(Number)
+    assert.ok(wakes + attempts > 0, row)
+  }
   assert.match(last, /syncguard:calm\s+syncguard\s+\S+\s+\d+\s+0\s+0\s+0/)
 })
 

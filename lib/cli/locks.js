@@ -92,6 +92,7 @@ async function readSyncguard(client, key, value, record, full) {
     waiters: 0,
     contents: { key: record.key, acquiredAtMs: record.acquiredAtMs, expiresAtMs: record.expiresAtMs },
   }
+  counters(lock, keys.fence, [])
   if (full) {
     lock.keys = { fence: keys.fence.toString('latin1'), index: indexed ? keys.index.toString('utf8') : null }
     lock.forget = { value, fence: keys.fence, others: [keys.index], step: 1 }
@@ -122,6 +123,7 @@ async function readOurs(client, key, value, full) {
     waiters: queued + lined,
     contents: api === 'exclusive-lock' ? { lock_contents: value.toString('utf8') } : null,
   }
+  counters(lock, sib.fence, [sib.waiting, sib.line])
   if (full) {
     const [owner, waiting, line] = await Promise.all([
       client.call('GET', sib.owner),
@@ -135,6 +137,27 @@ async function readOurs(client, key, value, full) {
     lock.forget = { value, fence: sib.fence, others: [sib.owner], step: 2 }
   }
   return lock
+}
+
+/** Where a lock's fence counter and queues are, kept out of its JSON: `watch` reads them on. */
+function counters(lock, fence, queues) {
+  Object.defineProperty(lock, 'counters', { value: { fence, queues }, enumerable: false })
+}
+
+/**
+ * A lock seen held before, read again while it may be free: its fence counter and waiters
+ * (`watch` keeps a contended lock's row through the instants it is free).
+ */
+async function rereadCounters(client, lock) {
+  const { fence, queues } = lock.counters
+  const [counter, ...sizes] = await Promise.all([
+    client.call('GET', fence).catch(() => null),
+    ...queues.map((queue) => client.call('ZCARD', queue).catch(() => 0)),
+  ])
+  const again = { ...lock, holder: null, ttlMs: null, fence: null, contents: null,
+    fenceCounter: counter ? counter.toString() : null, waiters: sizes.reduce((a, b) => a + b, 0) }
+  counters(again, fence, queues)
+  return again
 }
 
 function pairs(flat) {
@@ -173,4 +196,4 @@ async function forceRelease(client, lock) {
   return { deletedKeys: reply[1], fenceCounter: reply[2] === null ? null : String(reply[2]) }
 }
 
-module.exports = { listLocks, inspectLock, forceRelease }
+module.exports = { listLocks, inspectLock, forceRelease, rereadCounters }

@@ -47,7 +47,8 @@ Exit code 5 when the key holds no lock of this package.
 
 A table redrawn in place every interval (default 1000 ms), most contended first: waiters,
 wake-ups per second (releases that woke a waiting process, heard on the lock's channel) and
-attempts per second (fence numbers drawn). q or Ctrl-C quits. With --json, one JSON line
+attempts per second (fence numbers drawn). A lock seen held stays listed while
+free (holder -). q or Ctrl-C quits. With --json, one JSON line
 per refresh. --count stops after n refreshes.
 `,
   release: `Usage: native-redis-lock release <key> --force [--yes] [--url <url>] [--json]

@@ -6,7 +6,7 @@
 
 const native = require('../native')
 const { connect } = require('./resp')
-const { listLocks } = require('./locks')
+const { listLocks, rereadCounters } = require('./locks')
 
 /** Counts wake-ups per lock key, heard on the lock channels (sharded and plain pub/sub). */
 class WakeCounter {
@@ -100,6 +100,7 @@ async function watch({ address, pattern, intervalMs, count, json, out, input, ti
   await wakes.start()
   const tty = !json && out.isTTY
   const lastCounters = new Map()
+  const seen = new Map()
   let stop
   const stopped = new Promise((resolve) => { stop = resolve })
   const restore = []
@@ -138,6 +139,11 @@ async function watch({ address, pattern, intervalMs, count, json, out, input, ti
       const rest = new Promise((resolve) => setTimeout(resolve, n === 0 ? 0 : intervalMs))
       if ((await Promise.race([rest.then(() => false), stopped.then(() => true)]))) break
       const locks = await listLocks(client, pattern)
+      // A lock held in an earlier frame keeps its row while free: a busy lock often is, at
+      // the instant SCAN passes.
+      const held = new Set(locks.map((lock) => lock.key))
+      for (const lock of locks) seen.set(lock.key, lock)
+      for (const [key, lock] of seen) if (!held.has(key)) locks.push(await rereadCounters(client, lock))
       await wakes.follow(locks.map((lock) => lock.key))
       const now = Date.now()
       const rows = frame(locks, wakes.take(), lastCounters, Math.max(now - last, 1) / 1000)
