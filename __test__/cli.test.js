@@ -103,6 +103,19 @@ test('list [pattern] filters by key with SCAN MATCH; the text form is a table', 
   assert.equal(none.stdout.trim(), 'no locks')
 })
 
+test('a key with a hash tag: its siblings named by the core, so it is found and inspected', async () => {
+  const handle = await dl.acquire('user:{42}:profile', 60_000)
+  const { code, stdout, stderr } = await cli(['list', 'lock:user:*', '--json', '--url', url])
+  assert.equal(code, 0, stderr)
+  const [lock] = JSON.parse(stdout)
+  assert.equal(lock.key, 'lock:user:{42}:profile')
+  assert.equal(lock.api, 'distributed-lock')
+  assert.match(lock.fenceCounter, /^\d+$/)
+  const full = JSON.parse((await cli(['inspect', 'lock:user:{42}:profile', '--json', '--url', url])).stdout)
+  assert.equal(full.keys.fence, '{42}\xfffence\xfflock:user:{42}:profile')
+  await handle.release()
+})
+
 test('inspect: one lock in full, its queue and fence counter', async () => {
   const { code, stdout, stderr } = await cli(['inspect', 'lock:job:1', '--json', '--url', url])
   assert.equal(code, 0, stderr)
