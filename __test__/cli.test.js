@@ -248,6 +248,18 @@ test('an unreachable or refusing Redis: exit 4, one line, no password', async ()
   assert.match(wrong.stderr, /redis:\/\/:\*\*\*@127\.0\.0\.1/)
 })
 
+test('a server that accepts and never answers: exit 4 within --timeout', async () => {
+  const silent = net.createServer(() => {})
+  await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  try {
+    const { code, stderr } = await cli(['list', '--timeout', '300', '--url', `redis://127.0.0.1:${silent.address().port}`])
+    assert.equal(code, 4, stderr)
+    assert.equal(stderr, 'native-redis-lock: Redis did not answer PING within 300 ms\n')
+  } finally {
+    silent.close()
+  }
+})
+
 test('usage errors: exit 2, one line', async () => {
   const cases = [
     [['frobnicate', '--url', 'redis://h'], /unknown command "frobnicate"/],

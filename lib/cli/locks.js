@@ -7,12 +7,24 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const native = require('../native')
+const { ReplyError } = require('./resp')
 const { lockKeyOf, indexKeyOf, fenceKeyOf } = require('../syncguard/redis-keys')
 
 const FORCE_RELEASE = fs.readFileSync(path.join(__dirname, 'force-release.lua'), 'utf8')
 const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 const SLUGGED = /^[\w-]*:[\w-]*$/
 const SCAN_COUNT = 500
+
+/**
+ * A key of another type than a lock's (WRONGTYPE) reads as `fallback`; a lost or silent
+ * connection still fails the command.
+ */
+function orElse(fallback) {
+  return (err) => {
+    if (err instanceof ReplyError) return fallback
+    throw err
+  }
+}
 
 /** A holder's token or lockId cut short: enough to tell holders apart, not to act as one. */
 function shorten(text) {
@@ -63,7 +75,7 @@ function apiOf(key, value, hasOwner) {
  */
 async function readLocks(client, keys, { full = false } = {}) {
   const candidates = keys.filter((key) => !native.isSiblingKey(key))
-  const values = await Promise.all(candidates.map((key) => client.call('GET', key).catch(() => null)))
+  const values = await Promise.all(candidates.map((key) => client.call('GET', key).catch(orElse(null))))
   const reads = candidates.map(async (key, i) => {
     const value = values[i]
     if (!Buffer.isBuffer(value)) return null
@@ -106,9 +118,9 @@ async function readOurs(client, key, value, full) {
     client.call('EXISTS', sib.fence),
     client.call('EXISTS', sib.owner),
     client.call('PTTL', key),
-    client.call('GET', sib.fence).catch(() => null),
-    client.call('ZCARD', sib.waiting).catch(() => 0),
-    client.call('ZCARD', sib.line).catch(() => 0),
+    client.call('GET', sib.fence).catch(orElse(null)),
+    client.call('ZCARD', sib.waiting).catch(orElse(0)),
+    client.call('ZCARD', sib.line).catch(orElse(0)),
   ])
   // Every acquisition of ours draws from the counter: no counter, no lock of ours.
   if (!hasFence) return null
@@ -127,8 +139,8 @@ async function readOurs(client, key, value, full) {
   if (full) {
     const [owner, waiting, line] = await Promise.all([
       client.call('GET', sib.owner),
-      client.call('ZRANGE', sib.waiting, 0, -1, 'WITHSCORES').catch(() => []),
-      client.call('ZRANGE', sib.line, 0, -1, 'WITHSCORES').catch(() => []),
+      client.call('ZRANGE', sib.waiting, 0, -1, 'WITHSCORES').catch(orElse([])),
+      client.call('ZRANGE', sib.line, 0, -1, 'WITHSCORES').catch(orElse([])),
     ])
     if (owner) lock.holder = shorten(owner.toString('utf8'))
     lock.queue = pairs(waiting).map(([connection, since]) => ({ connection, since: Number(since) }))
@@ -151,8 +163,8 @@ function counters(lock, fence, queues) {
 async function rereadCounters(client, lock) {
   const { fence, queues } = lock.counters
   const [counter, ...sizes] = await Promise.all([
-    client.call('GET', fence).catch(() => null),
-    ...queues.map((queue) => client.call('ZCARD', queue).catch(() => 0)),
+    client.call('GET', fence).catch(orElse(null)),
+    ...queues.map((queue) => client.call('ZCARD', queue).catch(orElse(0))),
   ])
   const again = { ...lock, holder: null, ttlMs: null, fence: null, contents: null,
     fenceCounter: counter ? counter.toString() : null, waiters: sizes.reduce((a, b) => a + b, 0) }
