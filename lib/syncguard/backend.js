@@ -107,56 +107,102 @@ function transportOf(redis, config) {
   }
 }
 
+/** The prefix as makeStorageKey uses it: its trailing colons dropped. */
+function baseOf(prefix) {
+  let base = prefix
+  while (base.endsWith(':')) base = base.slice(0, -1)
+  return base
+}
+
+// Storage keys remembered per key string (syncguard derives them anew at every call: NFC,
+// UTF-8 byte counts, maybe a hash); cleared whole when full, as a bound on what it keeps.
+const REMEMBERED_KEYS = 4096
+
+/**
+ * syncguard's storage keys under `prefix`, as makeStorageKey names them. With a prefix short
+ * enough that no key of a valid user key can fail (≤ 948 bytes: a hashed key and an index key
+ * both fit), a key's lock and fence keys are remembered and an index key is a concatenation
+ * (a lockId is 22 ASCII characters, never hashed there); with a longer one, every call derives
+ * them as syncguard does, so that its errors come in its order.
+ */
+function storageKeys(prefix) {
+  const base = baseOf(prefix)
+  const short = Buffer.byteLength(base) + (base ? 1 : 0) + 'id:'.length + 22 + RESERVE <= LIMIT
+  const idPrefix = base ? `${base}:id:` : 'id:'
+  const storageKey = (key) => makeStorageKey(prefix, key, LIMIT, RESERVE)
+  const indexKey = short ? (lockId) => idPrefix + lockId : (lockId) => storageKey(`id:${lockId}`)
+  const remembered = new Map()
+
+  /** The normalised key (validated, throwing as normalizeAndValidateKey does) and its keys. */
+  function entryOf(key) {
+    const known = remembered.get(key)
+    if (known !== undefined) return known
+    const normalized = normalizeAndValidateKey(key)
+    if (!short) return { normalized }
+    const lockKey = storageKey(normalized)
+    const entry = { normalized, lockKey, fenceKey: storageKey(`fence:${lockKey}`) }
+    if (remembered.size >= REMEMBERED_KEYS) remembered.clear()
+    remembered.set(key, entry)
+    return entry
+  }
+
+  /** The keys of one acquisition of `entry`'s key under a fresh lockId. */
+  function keysOf(entry, lockId) {
+    const lockKey = entry.lockKey ?? storageKey(entry.normalized)
+    const fenceKey = entry.fenceKey ?? storageKey(`fence:${lockKey}`)
+    return { key: entry.normalized, lockKey, indexKey: indexKey(lockId), fenceKey, lockId }
+  }
+
+  /** The lock key of user key `key`, validated. */
+  function lockKeyOf(key) {
+    const entry = entryOf(key)
+    return entry.lockKey ?? storageKey(entry.normalized)
+  }
+
+  return { entryOf, keysOf, indexKey, lockKeyOf }
+}
+
 /** `createRedisBackend(redis, options)`: syncguard's LockBackend on our engine. */
 function createRedisBackend(redis, options = {}) {
   const config = configOf(options)
   const { native, viaEval } = transportOf(redis, config)
-  const prefix = config.keyPrefix
-  const indexKey = (lockId) => makeStorageKey(prefix, `id:${lockId}`, LIMIT, RESERVE)
-  /** The keys of one acquisition of `key` (normalised) under a fresh lockId. */
-  const keysOf = (key, lockId) => {
-    const lockKey = makeStorageKey(prefix, key, LIMIT, RESERVE)
-    const fenceKey = makeStorageKey(prefix, `fence:${lockKey}`, LIMIT, RESERVE)
-    return { key, lockKey, indexKey: indexKey(lockId), fenceKey, lockId }
-  }
+  const { entryOf, keysOf, indexKey, lockKeyOf } = storageKeys(config.keyPrefix)
   const capabilities = { backend: 'redis', supportsFencing: true, timeAuthority: 'server' }
 
-  /** A won acquisition's result; an overflowing fence releases the lock and fails. */
-  async function wonWith(keys, [fence, expiresAtMs], userKey) {
+  /** A won acquisition's result (a value, not a promise: no extra turn for the caller). */
+  function wonWith(keys, [fence, expiresAtMs], userKey) {
     const text = fenceText(fence)
-    if (text > FENCE_THRESHOLDS.MAX) {
-      await native.release(keys.indexKey, keys.lockId).catch(() => {})
-      throw new LockError('Internal', `Fence counter overflow - exceeded operational limit (${FENCE_THRESHOLDS.MAX})`, {
-        key: userKey,
-      })
-    }
+    if (text > FENCE_THRESHOLDS.MAX) return overflowed(keys, userKey)
     if (text > FENCE_THRESHOLDS.WARN) logFenceWarning(text, userKey)
     return { ok: true, lockId: keys.lockId, expiresAtMs, fence: text }
   }
 
-  async function acquireCore(opts) {
-    checkAborted(opts.signal)
-    normalizeAndValidateKey(opts.key)
-    if (!Number.isInteger(opts.ttlMs) || opts.ttlMs <= 0) {
-      throw new LockError('InvalidArgument', 'ttlMs must be a positive integer')
-    }
-    const lockId = generateLockId()
-    const keys = keysOf(normalizeAndValidateKey(opts.key), lockId)
-    let won
-    try {
-      won = await native.acquire(keys, opts.ttlMs)
-    } catch (err) {
-      throw toLockError(err)
-    }
-    if (won === null) return { ok: false, reason: 'locked' }
-    return wonWith(keys, won, opts.key)
+  /** An overflowing fence: the lock is released and the acquire fails. */
+  async function overflowed(keys, userKey) {
+    await native.release(keys.indexKey, keys.lockId).catch(() => {})
+    throw new LockError('Internal', `Fence counter overflow - exceeded operational limit (${FENCE_THRESHOLDS.MAX})`, {
+      key: userKey,
+    })
   }
 
   const backend = {
+    // syncguard's checks in its order: the key (its decorating wrapper's), the signal, the TTL.
     async acquire(opts) {
-      const normalizedKey = normalizeAndValidateKey(opts.key)
-      const result = await acquireCore(opts)
-      return decorateAcquireResult(backend, result, normalizedKey, config.onReleaseError, config.disposeTimeoutMs)
+      const entry = entryOf(opts.key)
+      checkAborted(opts.signal)
+      if (!Number.isInteger(opts.ttlMs) || opts.ttlMs <= 0) {
+        throw new LockError('InvalidArgument', 'ttlMs must be a positive integer')
+      }
+      const keys = keysOf(entry, generateLockId())
+      let won
+      try {
+        won = await native.acquire(keys, opts.ttlMs)
+      } catch (err) {
+        throw toLockError(err)
+      }
+      let result = won === null ? { ok: false, reason: 'locked' } : wonWith(keys, won, opts.key)
+      if (result instanceof Promise) result = await result
+      return decorateAcquireResult(backend, result, entry.normalized, config.onReleaseError, config.disposeTimeoutMs)
     },
 
     async release(opts) {
@@ -192,7 +238,7 @@ function createRedisBackend(redis, options = {}) {
 
     async isLocked(opts) {
       checkAborted(opts.signal)
-      const lockKey = makeStorageKey(prefix, normalizeAndValidateKey(opts.key), LIMIT, RESERVE)
+      const lockKey = lockKeyOf(opts.key)
       try {
         return await native.isLocked(lockKey)
       } catch (err) {
@@ -205,8 +251,7 @@ function createRedisBackend(redis, options = {}) {
       let json
       try {
         if ('key' in opts) {
-          const lockKey = makeStorageKey(prefix, normalizeAndValidateKey(opts.key), LIMIT, RESERVE)
-          json = await native.lookupByKey(lockKey)
+          json = await native.lookupByKey(lockKeyOf(opts.key))
         } else {
           validateLockId(opts.lockId)
           json = await native.lookupById(indexKey(opts.lockId), opts.lockId)
@@ -222,7 +267,9 @@ function createRedisBackend(redis, options = {}) {
 
     capabilities,
   }
-  if (!viaEval) ours.set(backend, { native, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError })
+  if (!viaEval) {
+    ours.set(backend, { native, entryOf, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError })
+  }
   return backend
 }
 
