@@ -208,6 +208,8 @@ export declare class NativeSyncguardEval {
   acquire(keys: SyncguardCallKeys, ttlMs: number): SyncguardEvalCall
   /** `[fence, expiresAtMs]`, or `null` when the key is held. */
   acquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): [number, number] | null
+  /** The release to send when the acquire's reply came past its bound, or `null`. */
+  lateAcquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): SyncguardEvalCall | null
   release(indexKey: string, lockId: string): SyncguardEvalCall
   /** syncguard's release code: 1, 0, -1 or -2. */
   released(indexKey: string, lockId: string, reply: SyncguardEvalReply): number
