@@ -173,6 +173,15 @@ export declare class NativeLockService {
   release(listener: number): Promise<boolean>
 }
 
+/**
+ * `lock()`'s acquisition options converted once, for the calls that share them (converting
+ * five fields, two of them texts, at every call cost more than the rest of the call's
+ * arguments).
+ */
+export declare class NativePace {
+  constructor(pace: SyncguardPace)
+}
+
 export declare class NativeSyncguard {
   constructor(connection: NativeConnection, options: SyncguardOptions)
   /** One attempt: resolves with `[fence, expiresAtMs]`, or `null` when the key is held. */
@@ -182,7 +191,7 @@ export declare class NativeSyncguard {
    * `[fence, expiresAtMs]`, or rejects (EGAVEUP with syncguard's ending; EABORTED once
    * `cancel` is cancelled).
    */
-  lock(keys: SyncguardCallKeys, ttlMs: number, pace: SyncguardPace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
+  lock(keys: SyncguardCallKeys, ttlMs: number, pace: NativePace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
   /**
    * Resolves with syncguard's release code: 1 released, 0 another's, -1 not found,
    * -2 expired.

@@ -5,7 +5,7 @@
 // package wakes it at once); on any other backend, or ours wrapped, syncguard's loop runs here
 // over backend.acquire, its schedule asked of the same native formula (NativeSyncguard.pacedNext).
 
-const { NativeCancel, NativeSyncguard } = require('../native')
+const { NativeCancel, NativePace, NativeSyncguard } = require('../native')
 const { BACKEND_DEFAULTS, LOCK_DEFAULTS } = require('./constants')
 const { LockError } = require('./errors')
 const { normalizeAndValidateKey } = require('./validation')
@@ -27,6 +27,26 @@ function paceOf(acquisition) {
     jitter: name(option('jitter')),
     timeoutMs: Number(option('timeoutMs')),
   }
+}
+
+// The last pace converted for the native side: calls in a row mostly share their options.
+let lastPace
+let lastNativePace
+
+/** `pace` as the native lock takes it, converted again only when an option differs. */
+function nativePaceOf(pace) {
+  const same =
+    lastPace !== undefined &&
+    Object.is(pace.maxRetries, lastPace.maxRetries) &&
+    Object.is(pace.retryDelayMs, lastPace.retryDelayMs) &&
+    pace.backoff === lastPace.backoff &&
+    pace.jitter === lastPace.jitter &&
+    Object.is(pace.timeoutMs, lastPace.timeoutMs)
+  if (!same) {
+    lastNativePace = new NativePace(pace)
+    lastPace = pace
+  }
+  return lastNativePace
 }
 
 /** Throws syncguard's Aborted for whichever signal is aborted, the caller's first. */
@@ -70,11 +90,11 @@ async function acquireNatively(own, entry, ttlMs, pace, config, startedAt) {
   const acquisitionSignal = config.acquisition?.signal
   // A canceller only for a call that has a signal to listen to.
   const cancel = signal != null || acquisitionSignal != null ? new NativeCancel() : undefined
-  const onAbort = () => cancel.cancel()
+  const onAbort = cancel && (() => cancel.cancel())
   signal?.addEventListener?.('abort', onAbort, { once: true })
   acquisitionSignal?.addEventListener?.('abort', onAbort, { once: true })
   try {
-    const won = await own.native.lock(keys, ttlMs, pace, Date.now() - startedAt, cancel)
+    const won = await own.native.lock(keys, ttlMs, nativePaceOf(pace), Date.now() - startedAt, cancel)
     const result = own.wonWith(keys, won, key)
     if (result instanceof Promise) await result
     return keys.lockId
