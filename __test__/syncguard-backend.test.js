@@ -128,6 +128,23 @@ test('index keys on either side of the longest prefix that leaves them unhashed 
   }
 })
 
+test('storage keys stay makeStorageKey\'s past the 1024 keys a backend remembers, and for a key in two Unicode forms', async () => {
+  const mine = sg.createRedisBackend(backend.url, { keyPrefix: 'many' })
+  const keys = Array.from({ length: 1100 }, () => fresh('many'))
+  for (let i = 0; i < keys.length; i += 100) {
+    const won = await Promise.all(keys.slice(i, i + 100).map((key) => mine.acquire({ key, ttlMs: 10_000 })))
+    assert.ok(won.every((result) => result.ok))
+    await Promise.all(won.map((result) => result.release()))
+  }
+  for (const key of [keys[0], 'caf\u00e9', 'cafe\u0301', keys[0]]) {
+    const won = await mine.acquire({ key, ttlMs: 10_000 })
+    const lockKey = sg.makeStorageKey('many', key, 1000, 26)
+    assert.equal(JSON.parse(await raw.get(lockKey)).lockId, won.lockId)
+    assert.equal(await raw.get(sg.makeStorageKey('many', `id:${won.lockId}`, 1000, 26)), lockKey)
+    assert.deepEqual(await won.release(), { ok: true })
+  }
+})
+
 test('release answers ok or not, with syncguard\'s hidden reasons', async () => {
   const key = fresh('reasons')
   const won = await store.acquire({ key, ttlMs: 10_000 })

@@ -116,7 +116,7 @@ function baseOf(prefix) {
 
 // Storage keys remembered per key string (syncguard derives them anew at every call: NFC,
 // UTF-8 byte counts, maybe a hash); cleared whole when full, as a bound on what it keeps.
-const REMEMBERED_KEYS = 4096
+const REMEMBERED_KEYS = 1024
 
 /**
  * syncguard's storage keys under `prefix`, as makeStorageKey names them. With a prefix short
