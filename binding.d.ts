@@ -173,6 +173,15 @@ export declare class NativeLockService {
   release(listener: number): Promise<boolean>
 }
 
+/**
+ * `lock()`'s acquisition options converted once, for the calls that share them (converting
+ * five fields, two of them texts, at every call cost more than the rest of the call's
+ * arguments).
+ */
+export declare class NativePace {
+  constructor(pace: SyncguardPace)
+}
+
 export declare class NativeSyncguard {
   constructor(connection: NativeConnection, options: SyncguardOptions)
   /** One attempt: resolves with `[fence, expiresAtMs]`, or `null` when the key is held. */
@@ -182,7 +191,7 @@ export declare class NativeSyncguard {
    * `[fence, expiresAtMs]`, or rejects (EGAVEUP with syncguard's ending; EABORTED once
    * `cancel` is cancelled).
    */
-  lock(keys: SyncguardCallKeys, ttlMs: number, pace: SyncguardPace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
+  lock(keys: SyncguardCallKeys, ttlMs: number, pace: NativePace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
   /**
    * Resolves with syncguard's release code: 1 released, 0 another's, -1 not found,
    * -2 expired.
@@ -208,6 +217,8 @@ export declare class NativeSyncguardEval {
   acquire(keys: SyncguardCallKeys, ttlMs: number): SyncguardEvalCall
   /** `[fence, expiresAtMs]`, or `null` when the key is held. */
   acquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): [number, number] | null
+  /** The release to send when the acquire's reply came past its bound, or `null`. */
+  lateAcquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): SyncguardEvalCall | null
   release(indexKey: string, lockId: string): SyncguardEvalCall
   /** syncguard's release code: 1, 0, -1 or -2. */
   released(indexKey: string, lockId: string, reply: SyncguardEvalReply): number

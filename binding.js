@@ -842,6 +842,7 @@ module.exports.NativeDistributedLock = nativeBinding.NativeDistributedLock
 module.exports.NativeExclusiveLock = nativeBinding.NativeExclusiveLock
 module.exports.NativeHeartbeat = nativeBinding.NativeHeartbeat
 module.exports.NativeLockService = nativeBinding.NativeLockService
+module.exports.NativePace = nativeBinding.NativePace
 module.exports.NativeSyncguard = nativeBinding.NativeSyncguard
 module.exports.NativeSyncguardEval = nativeBinding.NativeSyncguardEval
 module.exports.NativeTicker = nativeBinding.NativeTicker

@@ -12,7 +12,7 @@ const { sharedConnection, sharedUrl, sharedAlike } = require('../shared-connecti
 const { LockError } = require('./errors')
 const { normalizeAndValidateKey, validateLockId } = require('./validation')
 const { generateLockId } = require('./keys')
-const { lockKeyOf, indexKeyOf, fenceKeyOf } = require('./redis-keys')
+const layout = require('./redis-keys')
 const { FENCE_THRESHOLDS } = require('./constants')
 const { attachRawData, sanitizeLockInfo, logFenceWarning, checkAborted } = require('./helpers')
 const { decorateAcquireResult, defaultOnReleaseError } = require('./disposable')
@@ -105,56 +105,101 @@ function transportOf(redis, config) {
   }
 }
 
+/** The prefix as makeStorageKey uses it: its trailing colons dropped. */
+function baseOf(prefix) {
+  let base = prefix
+  while (base.endsWith(':')) base = base.slice(0, -1)
+  return base
+}
+
+// Storage keys remembered per key string (syncguard derives them anew at every call: NFC,
+// UTF-8 byte counts, maybe a hash); cleared whole when full, as a bound on what it keeps.
+const REMEMBERED_KEYS = 1024
+
+/**
+ * syncguard's storage keys under `prefix`, as makeStorageKey names them. With a prefix short
+ * enough that no key of a valid user key can fail (≤ 948 bytes: a hashed key and an index key
+ * both fit), a key's lock and fence keys are remembered and an index key is a concatenation
+ * (a lockId is 22 ASCII characters, never hashed there); with a longer one, every call derives
+ * them as syncguard does, so that its errors come in its order.
+ */
+function storageKeys(prefix) {
+  const base = baseOf(prefix)
+  const short = Buffer.byteLength(base) + (base ? 1 : 0) + 'id:'.length + 22 + layout.RESERVE <= layout.LIMIT
+  const idPrefix = base ? `${base}:id:` : 'id:'
+  const indexKey = short ? (lockId) => idPrefix + lockId : (lockId) => layout.indexKeyOf(prefix, lockId)
+  const remembered = new Map()
+
+  /** The normalised key (validated, throwing as normalizeAndValidateKey does) and its keys. */
+  function entryOf(key) {
+    const known = remembered.get(key)
+    if (known !== undefined) return known
+    const normalized = normalizeAndValidateKey(key)
+    if (!short) return { normalized }
+    const lockKey = layout.lockKeyOf(prefix, normalized)
+    const entry = { normalized, lockKey, fenceKey: layout.fenceKeyOf(prefix, lockKey) }
+    if (remembered.size >= REMEMBERED_KEYS) remembered.clear()
+    remembered.set(key, entry)
+    return entry
+  }
+
+  /** The keys of one acquisition of `entry`'s key under a fresh lockId. */
+  function keysOf(entry, lockId) {
+    const lockKey = entry.lockKey ?? layout.lockKeyOf(prefix, entry.normalized)
+    const fenceKey = entry.fenceKey ?? layout.fenceKeyOf(prefix, lockKey)
+    return { key: entry.normalized, lockKey, indexKey: indexKey(lockId), fenceKey, lockId }
+  }
+
+  /** The lock key of user key `key`, validated. */
+  function lockKeyOf(key) {
+    const entry = entryOf(key)
+    return entry.lockKey ?? layout.lockKeyOf(prefix, entry.normalized)
+  }
+
+  return { entryOf, keysOf, indexKey, lockKeyOf }
+}
+
 /** `createRedisBackend(redis, options)`: syncguard's LockBackend on our engine. */
 function createRedisBackend(redis, options = {}) {
   const config = configOf(options)
   const { native, viaEval } = transportOf(redis, config)
-  const prefix = config.keyPrefix
-  const indexKey = (lockId) => indexKeyOf(prefix, lockId)
-  /** The keys of one acquisition of `key` (normalised) under a fresh lockId. */
-  const keysOf = (key, lockId) => {
-    const lockKey = lockKeyOf(prefix, key)
-    const fenceKey = fenceKeyOf(prefix, lockKey)
-    return { key, lockKey, indexKey: indexKey(lockId), fenceKey, lockId }
-  }
+  const { entryOf, keysOf, indexKey, lockKeyOf } = storageKeys(config.keyPrefix)
   const capabilities = { backend: 'redis', supportsFencing: true, timeAuthority: 'server' }
 
-  /** A won acquisition's result; an overflowing fence releases the lock and fails. */
-  async function wonWith(keys, [fence, expiresAtMs], userKey) {
+  /** A won acquisition's result (a value, not a promise: no extra turn for the caller). */
+  function wonWith(keys, [fence, expiresAtMs], userKey) {
     const text = fenceText(fence)
-    if (text > FENCE_THRESHOLDS.MAX) {
-      await native.release(keys.indexKey, keys.lockId).catch(() => {})
-      throw new LockError('Internal', `Fence counter overflow - exceeded operational limit (${FENCE_THRESHOLDS.MAX})`, {
-        key: userKey,
-      })
-    }
+    if (text > FENCE_THRESHOLDS.MAX) return overflowed(keys, userKey)
     if (text > FENCE_THRESHOLDS.WARN) logFenceWarning(text, userKey)
     return { ok: true, lockId: keys.lockId, expiresAtMs, fence: text }
   }
 
-  async function acquireCore(opts) {
-    checkAborted(opts.signal)
-    normalizeAndValidateKey(opts.key)
-    if (!Number.isInteger(opts.ttlMs) || opts.ttlMs <= 0) {
-      throw new LockError('InvalidArgument', 'ttlMs must be a positive integer')
-    }
-    const lockId = generateLockId()
-    const keys = keysOf(normalizeAndValidateKey(opts.key), lockId)
-    let won
-    try {
-      won = await native.acquire(keys, opts.ttlMs)
-    } catch (err) {
-      throw toLockError(err)
-    }
-    if (won === null) return { ok: false, reason: 'locked' }
-    return wonWith(keys, won, opts.key)
+  /** An overflowing fence: the lock is released and the acquire fails. */
+  async function overflowed(keys, userKey) {
+    await native.release(keys.indexKey, keys.lockId).catch(() => {})
+    throw new LockError('Internal', `Fence counter overflow - exceeded operational limit (${FENCE_THRESHOLDS.MAX})`, {
+      key: userKey,
+    })
   }
 
   const backend = {
+    // syncguard's checks in its order: the key (its decorating wrapper's), the signal, the TTL.
     async acquire(opts) {
-      const normalizedKey = normalizeAndValidateKey(opts.key)
-      const result = await acquireCore(opts)
-      return decorateAcquireResult(backend, result, normalizedKey, config.onReleaseError, config.disposeTimeoutMs)
+      const entry = entryOf(opts.key)
+      checkAborted(opts.signal)
+      if (!Number.isInteger(opts.ttlMs) || opts.ttlMs <= 0) {
+        throw new LockError('InvalidArgument', 'ttlMs must be a positive integer')
+      }
+      const keys = keysOf(entry, generateLockId())
+      let won
+      try {
+        won = await native.acquire(keys, opts.ttlMs)
+      } catch (err) {
+        throw toLockError(err)
+      }
+      let result = won === null ? { ok: false, reason: 'locked' } : wonWith(keys, won, opts.key)
+      if (result instanceof Promise) result = await result
+      return decorateAcquireResult(backend, result, entry.normalized, config.onReleaseError, config.disposeTimeoutMs)
     },
 
     async release(opts) {
@@ -190,7 +235,7 @@ function createRedisBackend(redis, options = {}) {
 
     async isLocked(opts) {
       checkAborted(opts.signal)
-      const lockKey = lockKeyOf(prefix, normalizeAndValidateKey(opts.key))
+      const lockKey = lockKeyOf(opts.key)
       try {
         return await native.isLocked(lockKey)
       } catch (err) {
@@ -203,8 +248,7 @@ function createRedisBackend(redis, options = {}) {
       let json
       try {
         if ('key' in opts) {
-          const lockKey = lockKeyOf(prefix, normalizeAndValidateKey(opts.key))
-          json = await native.lookupByKey(lockKey)
+          json = await native.lookupByKey(lockKeyOf(opts.key))
         } else {
           validateLockId(opts.lockId)
           json = await native.lookupById(indexKey(opts.lockId), opts.lockId)
@@ -220,7 +264,9 @@ function createRedisBackend(redis, options = {}) {
 
     capabilities,
   }
-  if (!viaEval) ours.set(backend, { native, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError })
+  if (!viaEval) {
+    ours.set(backend, { native, entryOf, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError })
+  }
   return backend
 }
 

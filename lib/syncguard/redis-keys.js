@@ -12,4 +12,4 @@ const lockKeyOf = (prefix, key) => makeStorageKey(prefix, key, LIMIT, RESERVE)
 const indexKeyOf = (prefix, lockId) => makeStorageKey(prefix, `id:${lockId}`, LIMIT, RESERVE)
 const fenceKeyOf = (prefix, lockKey) => makeStorageKey(prefix, `fence:${lockKey}`, LIMIT, RESERVE)
 
-module.exports = { lockKeyOf, indexKeyOf, fenceKeyOf }
+module.exports = { LIMIT, RESERVE, lockKeyOf, indexKeyOf, fenceKeyOf }
