@@ -114,6 +114,10 @@ test('refusals name the argument, before any call', () => {
   const slave = new Redis({ sentinels, name: 'm', role: 'slave', lazyConnect: true })
   ioredisClients.push(slave)
   refused(() => new DistributedLock(slave), 'role')
+  const mapped = new Redis({ sentinels, name: 'm', natMap: { '10.0.0.1:6379': { host: '127.0.0.1', port: 6379 } }, lazyConnect: true })
+  ioredisClients.push(mapped)
+  refused(() => new DistributedLock(mapped), 'natMap')
+  refused(() => new DistributedLock({ sentinels, name: 'm', tls: true }), 'redis.sentinelTLS')
   refused(() => new DistributedLock('redis+sentinel://127.0.0.1:1'), 'redis')
 })
 

@@ -203,6 +203,9 @@ function sentinelConnection(o, name, from) {
   if (o.role !== undefined && o.role !== 'master') {
     throw invalidArgument(TypeError, field('role'), `${field('role')} must be 'master': locks are kept on the master, never read from a replica`)
   }
+  if (o.natMap !== undefined && o.natMap !== null) {
+    throw invalidArgument(TypeError, field('natMap'), `${field('natMap')} is not supported: the master is reached at the address the sentinels announce`)
+  }
   check.optionalString(o.sentinelUsername, field('sentinelUsername'))
   check.optionalString(o.sentinelPassword, field('sentinelPassword'))
   const sentinelTls = o.sentinelTLS ?? (o.enableTLSForSentinelMode ? o.tls : undefined)
