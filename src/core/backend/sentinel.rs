@@ -176,3 +176,7 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "sentinel_tests.rs"]
+mod tests;
