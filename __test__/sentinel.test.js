@@ -63,25 +63,30 @@ test('DistributedLock: a waiter is woken by the release, not by its poll', async
   await got.release()
 })
 
-test('ExclusiveLock, DistributedLockService and syncguard keep their keys on the master', async () => {
-  const exclusive = new ExclusiveLock({ name: 'sn-ex', cache_connection: set.options, lock_ttl_ms: 3000, lock_refresh_ms: 1000 })
-  assert.equal(await exclusive.acquire(), true)
-  assert.ok((await master.keys('*sn-ex*')).length > 0, 'the exclusive lock is on the master')
-  await exclusive.release()
+test('ExclusiveLock, DistributedLockService and syncguard keep their keys on the master, by URL, options and ioredis client', async () => {
+  for (const [form, redis] of forms()) {
+    const exclusive = new ExclusiveLock({ name: `sn-ex-${form}`, cache_connection: redis, lock_ttl_ms: 3000, lock_refresh_ms: 1000 })
+    assert.equal(await exclusive.acquire(), true, form)
+    assert.ok((await master.keys(`*sn-ex-${form}*`)).length > 0, `${form}: the exclusive lock is on the master`)
+    await exclusive.release()
 
-  const service = new DistributedLockService('sn:service', 3000, set.url, { logger: quiet })
-  assert.equal(await service.acquire(3000, 200), true)
-  assert.ok(await master.pttl('sn:service') > 0, 'the service lock is on the master')
-  await service.release()
-  assert.equal(await master.exists('sn:service'), 0)
+    const service = new DistributedLockService(`sn:service:${form}`, 3000, redis, { logger: quiet })
+    assert.equal(await service.acquire(3000, 200), true, form)
+    assert.ok(await master.pttl(`sn:service:${form}`) > 0, `${form}: the service lock is on the master`)
+    await service.release()
+    assert.equal(await master.exists(`sn:service:${form}`), 0)
+  }
 
-  const store = syncguard.createRedisBackend(set.url)
-  const won = await store.acquire({ key: 'sn:sg', ttlMs: 5000 })
-  assert.equal(won.ok, true)
-  assert.equal(await store.isLocked({ key: 'sn:sg' }), true)
-  assert.equal((await master.keys('*sn:sg*')).length > 0, true, 'syncguard keys are on the master')
-  await store.release({ lockId: won.lockId })
-  assert.equal(await store.isLocked({ key: 'sn:sg' }), false)
+  for (const [form, redis] of forms()) {
+    const store = syncguard.createRedisBackend(redis)
+    const key = `sn:sg:${form}`
+    const won = await store.acquire({ key, ttlMs: 5000 })
+    assert.equal(won.ok, true, form)
+    assert.equal(await store.isLocked({ key }), true)
+    assert.ok((await master.keys(`*${key}*`)).length > 0, `${form}: syncguard's keys are on the master`)
+    await store.release({ lockId: won.lockId })
+    assert.equal(await store.isLocked({ key }), false)
+  }
 })
 
 test('the replica holds what the master does (replicated), and no lock is ever taken there', async () => {
