@@ -10,6 +10,7 @@ use super::endpoint::{Address, Endpoint};
 use super::endpoint_multi::HostPort;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
+use redis::aio::MultiplexedConnection;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{ConnectionAddr, RedisConnectionInfo, TlsMode};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +39,9 @@ struct Inner {
     stale: Arc<AtomicBool>,
     /// One background re-check at a time.
     checking: AtomicBool,
+    /// A kept connection to a sentinel, for the background re-check: one question on it a
+    /// second, instead of a lookup that opens a connection to the master to check its ROLE.
+    watch: tokio::sync::Mutex<Option<MultiplexedConnection>>,
 }
 
 impl Resolver {
@@ -50,6 +54,7 @@ impl Resolver {
                 current: Mutex::new(None),
                 stale,
                 checking: AtomicBool::new(false),
+                watch: tokio::sync::Mutex::new(None),
             }),
         }
     }
@@ -77,7 +82,14 @@ impl Resolver {
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let bound = inner.endpoint.connect_timeout;
-            if let Ok(Ok(found)) = tokio::time::timeout(bound, inner.ask()).await {
+            // A set the kept connection cannot ask (TLS with its own CA) gets a full lookup.
+            let asked = async {
+                match inner.named().await {
+                    Ok(found) => Ok(found),
+                    Err(_) => inner.ask().await,
+                }
+            };
+            if let Ok(Ok(found)) = tokio::time::timeout(bound, asked).await {
                 let mut current = lock(&inner.current);
                 match current.as_mut() {
                     Some((using, confirmed)) if *using == found => *confirmed = Instant::now(),
@@ -131,6 +143,37 @@ impl Inner {
                 "the sentinels named a master that is not a TCP address".into(),
             )),
         }
+    }
+
+    /// The master a sentinel names now, asked on the kept connection (a new one to the first
+    /// sentinel that answers if it broke). Unchecked: a different answer only makes `Link`
+    /// look the master up again (`ask`), ROLE and all.
+    async fn named(&self) -> Result<HostPort, LockError> {
+        let Address::Sentinel { name, .. } = &self.endpoint.address else {
+            return Err(LockError::Internal("not a Sentinel set".into()));
+        };
+        let mut cmd = redis::cmd("SENTINEL");
+        cmd.arg("get-master-addr-by-name").arg(name);
+        let mut slot = self.watch.lock().await;
+        if let Some(con) = slot.as_mut() {
+            if let Ok(Some(found)) = cmd.query_async::<Option<HostPort>>(con).await {
+                return Ok(found);
+            }
+            *slot = None;
+        }
+        for info in self.endpoint.node_connection_infos(true)? {
+            let Ok(client) = redis::Client::open(info) else {
+                continue;
+            };
+            let Ok(mut con) = client.get_multiplexed_async_connection().await else {
+                continue;
+            };
+            if let Ok(Some(found)) = cmd.query_async::<Option<HostPort>>(&mut con).await {
+                *slot = Some(con);
+                return Ok(found);
+            }
+        }
+        Err(self.no_answer())
     }
 
     /// The user's endpoint, pointed at `master`: its credentials, db and TLS kept.
