@@ -425,8 +425,9 @@ impl Link {
             // A connection reset under a request (a restarting Redis still completes TCP
             // handshakes until its process exits) may or may not have run it, so only a call
             // that is safe to run twice goes again.
-            // A demoted master answers READONLY before running anything.
-            let demoted = err.code() == Some("READONLY");
+            // A demoted master answers READONLY before running anything; a fixed address
+            // that answers it is a replica the user named, which no retry changes.
+            let demoted = self.upstream.moves() && err.code() == Some("READONLY");
             let resendable = err.is_connection_refusal()
                 || demoted
                 || (replay == Replay::Safe && err.is_connection_dropped());
