@@ -292,7 +292,7 @@ export interface ConnectionOptions {
   /** A Redis Cluster's seed nodes (refused until the cluster's store lands). */
   cluster?: Array<NodeAddress>
   /**
-   * A Sentinel set, with `sentinelName` (refused until Sentinel's store lands); the
+   * A Sentinel set, with `sentinelName`: the master it names, followed across failovers; the
    * sentinels' own credentials apart from the master's.
    */
   sentinels?: Array<NodeAddress>

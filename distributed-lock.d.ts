@@ -10,4 +10,5 @@ export {
   type UsingOptions,
   type RedisInput,
   type RedlockNodes,
+  type RedisSentinelOptions,
 } from './index'

@@ -31,7 +31,7 @@ export interface TlsOptions {
 
 /** Connection settings, when no client is passed. */
 export interface RedisConnectionOptions {
-  /** `redis://[user:pass@]host[:port][/db]`, `rediss://...` (TLS) or `unix:///path`. */
+  /** `redis://[user:pass@]host[:port][/db]`, `rediss://...` (TLS), `unix:///path` or `redis+sentinel://...`. */
   url?: string
   host?: string
   port?: number
@@ -44,8 +44,31 @@ export interface RedisConnectionOptions {
   password?: string
 }
 
+/**
+ * A master found through Redis Sentinel (README "Scaling out: Sentinel"), with ioredis's
+ * option names; also `redis+sentinel://[user:pass@]host:port,host:port/<name>[/db]`, or an
+ * ioredis client made with `sentinels`. Failovers are followed.
+ */
+export interface RedisSentinelOptions {
+  /** The sentinels to ask (port 26379 when absent). */
+  sentinels: ReadonlyArray<{ host: string; port?: number }>
+  /** The name of the master the sentinels watch. */
+  name: string
+  /** Only `'master'`: locks are never taken on a replica. */
+  role?: 'master'
+  /** The sentinels' own credentials (`username`/`password` are the master's). */
+  sentinelUsername?: string
+  sentinelPassword?: string
+  /** TLS for the master and the sentinels alike: give both or neither. */
+  tls?: boolean | TlsOptions
+  sentinelTLS?: boolean | TlsOptions
+  db?: number
+  username?: string
+  password?: string
+}
+
 /** An ioredis or node-redis client (only its settings are read), a URL, or settings. */
-export type RedisInput = IoredisLike | NodeRedisLike | RedisConnectionOptions | string
+export type RedisInput = IoredisLike | NodeRedisLike | RedisConnectionOptions | RedisSentinelOptions | string
 
 /**
  * Independent Redis masters for a Redlock (README "Scaling out: Redlock"): at least 3, each
