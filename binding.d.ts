@@ -194,6 +194,15 @@ export declare class NativeLockService {
   release(listener: number): Promise<boolean>
 }
 
+/**
+ * `lock()`'s acquisition options converted once, for the calls that share them (converting
+ * five fields, two of them texts, at every call cost more than the rest of the call's
+ * arguments).
+ */
+export declare class NativePace {
+  constructor(pace: SyncguardPace)
+}
+
 export declare class NativeSyncguard {
   /**
    * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
@@ -210,7 +219,7 @@ export declare class NativeSyncguard {
    * `[fence, expiresAtMs]`, or rejects (EGAVEUP with syncguard's ending; EABORTED once
    * `cancel` is cancelled).
    */
-  lock(keys: SyncguardCallKeys, ttlMs: number, pace: SyncguardPace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
+  lock(keys: SyncguardCallKeys, ttlMs: number, pace: NativePace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
   /**
    * Resolves with syncguard's release code: 1 released, 0 another's, -1 not found,
    * -2 expired.
@@ -236,6 +245,8 @@ export declare class NativeSyncguardEval {
   acquire(keys: SyncguardCallKeys, ttlMs: number): SyncguardEvalCall
   /** `[fence, expiresAtMs]`, or `null` when the key is held. */
   acquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): [number, number] | null
+  /** The release to send when the acquire's reply came past its bound, or `null`. */
+  lateAcquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): SyncguardEvalCall | null
   release(indexKey: string, lockId: string): SyncguardEvalCall
   /** syncguard's release code: 1, 0, -1 or -2. */
   released(indexKey: string, lockId: string, reply: SyncguardEvalReply): number
@@ -309,7 +320,7 @@ export interface ConnectionOptions {
   /** A Redis Cluster's seed nodes (refused until the cluster's store lands). */
   cluster?: Array<NodeAddress>
   /**
-   * A Sentinel set, with `sentinelName` (refused until Sentinel's store lands); the
+   * A Sentinel set, with `sentinelName`: the master it names, followed across failovers; the
    * sentinels' own credentials apart from the master's.
    */
   sentinels?: Array<NodeAddress>
@@ -369,6 +380,12 @@ export interface ExclusiveLockOptions {
   fenceRetentionMs?: number
 }
 
+/** Whether `key` is a sibling (fence, owner, queue, line) rather than a possible lock key. */
+export declare function isSiblingKey(key: Buffer): boolean
+
+/** The lock key whose wake-up channel is `channel`, or null for any other channel. */
+export declare function lockKeyOfChannel(channel: Buffer): Buffer | null
+
 /**
  * Settings of `@jonaskahn/maestro`'s DistributedLockService, resolved by the JS layer from
  * maestro's environment variables. The key and TTL come with each call: maestro's users may
@@ -386,6 +403,22 @@ export interface LockServiceOptions {
    * forever.
    */
   fenceRetentionMs?: number
+}
+
+export declare function lockSiblings(lockKey: Buffer): LockSiblings
+
+/** Every key and channel that belongs to one lock key (`docs/INTERNALS.md`, "Keys"). */
+export interface LockSiblings {
+  fence: Buffer
+  /** ExclusiveLock's owner token. */
+  owner: Buffer
+  /** Connections queued for a wake-up (sorted set). */
+  waiting: Buffer
+  /** A fair lock's line (sorted set) and its waiters' liveness (hash). */
+  line: Buffer
+  alive: Buffer
+  /** Where a release announces a wake-up. */
+  channel: Buffer
 }
 
 /**

@@ -15,4 +15,5 @@ export {
   type LockEventType,
   type OnLockEvent,
   type TracingLogger,
+  type RedisSentinelOptions,
 } from './index'

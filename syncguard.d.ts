@@ -181,7 +181,14 @@ export interface LockData {
   fence: string
 }
 
-/** A syncguard backend on Redis, run by this package's engine; checks `options` at once. */
+/**
+ * A syncguard backend on Redis, run by this package's engine; checks `options` at once.
+ * @throws {LockError} `InvalidArgument` for bad options or an address it cannot use, at once.
+ * @example
+ * const backend = createRedisBackend(process.env.REDIS_URL ?? 'memory://app', { keyPrefix: 'myapp' })
+ * const won = await backend.acquire({ key: 'report:daily', ttlMs: 10_000 })
+ * if (won.ok) await won.release()
+ */
 export declare function createRedisBackend(
   redis: SyncguardRedisInput,
   options?: RedisBackendOptions,
@@ -202,7 +209,14 @@ export declare function createLock(
 // ---------------------------------------------------------------------------------------------
 // Functions and values of syncguard's root
 
-/** Acquires `config.key` (retrying per `config.acquisition`), runs `fn`, releases; `fn`'s result. */
+/**
+ * Acquires `config.key` (retrying per `config.acquisition`), runs `fn`, releases; `fn`'s result.
+ * @throws {LockError} `AcquisitionTimeout` when the lock stayed held past `acquisition.timeoutMs`,
+ *   `ServiceUnavailable`/`NetworkTimeout` when the backend could not be asked, `InvalidArgument`
+ *   for a bad config; or what `fn` throws (the lock is released first).
+ * @example
+ * const total = await lock(backend, async () => chargeOrder(123), { key: 'payment:123', ttlMs: 30_000 })
+ */
 export declare function lock<T, C extends BackendCapabilities>(
   backend: LockBackend<C>,
   fn: () => Promise<T> | T,

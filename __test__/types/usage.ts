@@ -11,6 +11,7 @@ import {
   type RedlockNodes,
   type LockStats,
   type LockEvent,
+  type RedisSentinelOptions,
 } from 'native-redis-lock'
 import * as sub from 'native-redis-lock/distributed-lock'
 
@@ -48,6 +49,14 @@ async function main(): Promise<void> {
   new sub.DistributedLock(['redis://a', 'redis://b', 'redis://c'] as const)
   // @ts-expect-error each node is one server, not an array
   new DistributedLock([['redis://a'], 'redis://b', 'redis://c'])
+  // Sentinel: options with ioredis's names, a URL, or an ioredis client made with sentinels.
+  const sentinel: RedisSentinelOptions = { sentinels: [{ host: 's1', port: 26379 }, { host: 's2' }], name: 'mymaster' }
+  new DistributedLock(sentinel)
+  new sub.DistributedLock({ ...sentinel, sentinelPassword: 'x', password: 'y', db: 1 })
+  new DistributedLock('redis+sentinel://s1:26379,s2:26379/mymaster')
+  new DistributedLock(new Redis({ sentinels: [{ host: 's1', port: 26379 }], name: 'mymaster' }))
+  // @ts-expect-error locks are kept on the master only
+  new DistributedLock({ sentinels: [{ host: 's1' }], name: 'mymaster', role: 'slave' })
 
   const handle: LockHandle = await lock.acquire('user:123', 10_000)
   const fence: string = handle.fence

@@ -1,5 +1,6 @@
 //! The #[napi] layer: converts arguments, calls the core, maps errors. No lock logic here.
 
+pub mod admin;
 pub mod cancel;
 pub mod connection;
 pub mod diagnostics;

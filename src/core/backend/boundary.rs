@@ -36,9 +36,10 @@ impl Backend {
                 let name = name.clone();
                 Backend::Memory(MemoryStore::open(endpoint, &name, listener))
             }
-            // Cluster and Sentinel: refused by `Endpoint::from_spec` until their stores land
-            // (C3, C7); an endpoint made by hand gets a store whose every call answers that
-            // refusal (`Endpoint::connection_info`), never a connection elsewhere.
+            // A Sentinel set's master is one Redis, found by the store's link (`upstream.rs`).
+            // Cluster: refused by `Endpoint::from_spec` until its store lands (C3); an
+            // endpoint made by hand gets a store whose every call answers that refusal
+            // (`Endpoint::connection_info`), never a connection elsewhere.
             Address::Tcp { .. }
             | Address::Unix(_)
             | Address::Cluster { .. }

@@ -136,7 +136,6 @@ impl Endpoint {
     fn refuse_unbuilt(&self) -> Result<(), LockError> {
         match &self.address {
             Address::Cluster { .. } => Err(multi::cluster_unbuilt()),
-            Address::Sentinel { .. } => Err(multi::sentinel_unbuilt()),
             _ => Ok(()),
         }
     }

@@ -6,6 +6,7 @@
 use super::endpoint::Endpoint;
 use super::lock_store::{published, Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
+use super::upstream::Upstream;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
@@ -59,6 +60,11 @@ impl Pinned {
 
 pub(super) struct Link {
     endpoint: Endpoint,
+    /// Where the connection goes: the endpoint's address, or a Sentinel set's master.
+    upstream: Upstream,
+    /// Set when the connection must go to where `upstream` says now (a Sentinel set's master
+    /// moved or the connection to it dropped): the next call opens a new one.
+    stale: Arc<AtomicBool>,
     /// The connection, and whether it was opened asking for RESP3.
     manager: Mutex<Option<(ConnectionManager, bool)>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
@@ -91,7 +97,10 @@ impl Link {
         scripts: &'static [&'static str],
         listener: Arc<dyn Listener>,
     ) -> Link {
+        let stale = Arc::new(AtomicBool::new(false));
         Link {
+            upstream: Upstream::of(&endpoint, stale.clone()),
+            stale,
             endpoint,
             manager: Mutex::new(None),
             resp2_only: AtomicBool::new(false),
@@ -114,17 +123,20 @@ impl Link {
         &self.endpoint
     }
 
-    /// Must run inside the tokio runtime: the manager spawns its driver task there.
-    fn manager(&self) -> Result<ConnectionManager, LockError> {
-        let mut slot = lock(&self.manager);
-        match slot.as_ref() {
-            // One opened for RESP3 before the server was found to refuse it fails every call.
-            Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => {}
-            Some((manager, _)) => return Ok(manager.clone()),
-            None => {}
+    /// Must run inside the tokio runtime: the manager spawns its driver task there. No
+    /// mutex is held while a Sentinel set is asked where its master is.
+    async fn manager(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<ConnectionManager, LockError> {
+        if let Some(manager) = self.kept_manager() {
+            return Ok(manager);
         }
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
-        let client = self.endpoint.client(resp3)?;
+        let client = self
+            .upstream
+            .client(&self.endpoint, resp3, deadline)
+            .await?;
         // No retries inside the manager: it would retry a rejected AUTH as patiently as a
         // refused connection. `call` retries refused connections itself, and the
         // manager reconnects whenever a call finds the connection dead. Per-call timeouts
@@ -136,10 +148,15 @@ impl Link {
         if resp3 {
             let (dropped, scripts_ready) = (self.dropped.clone(), self.scripts_ready.clone());
             let listener = self.listener.clone();
+            // A master that dropped us may have been demoted: ask where it is now.
+            let stale = self.upstream.moves().then(|| self.stale.clone());
             config = config.set_automatic_resubscription().set_push_sender(
                 move |push: redis::PushInfo| {
                     match push.kind {
                         redis::PushKind::Disconnection => {
+                            if let Some(stale) = &stale {
+                                stale.store(true, Ordering::Release);
+                            }
                             scripts_ready.store(false, Ordering::Relaxed);
                             dropped.notify_one();
                             listener.connection_lost(LostScope::All);
@@ -155,8 +172,38 @@ impl Link {
             );
         }
         let manager = ConnectionManager::new_lazy_with_config(client, config)?;
+        let mut slot = lock(&self.manager);
+        if let Some((kept, _)) = slot
+            .as_ref()
+            .filter(|_| !self.stale.load(Ordering::Acquire))
+        {
+            // Another call opened one while we asked the sentinels.
+            return Ok(kept.clone());
+        }
         *slot = Some((manager.clone(), resp3));
         Ok(manager)
+    }
+
+    /// The connection in use, unless it must be replaced: one opened for RESP3 before the
+    /// server was found to refuse it fails every call, and a stale one goes to where a
+    /// Sentinel set's master was.
+    fn kept_manager(&self) -> Option<ConnectionManager> {
+        let mut slot = lock(&self.manager);
+        if self.stale.swap(false, Ordering::AcqRel) && slot.take().is_some() {
+            self.scripts_ready.store(false, Ordering::Relaxed);
+            // Waiters listen again, on the new connection.
+            self.listener.connection_lost(LostScope::All);
+            self.dropped.notify_one();
+            return None;
+        }
+        match slot.as_ref() {
+            Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => None,
+            Some((manager, _)) => {
+                self.upstream.used();
+                Some(manager.clone())
+            }
+            None => None,
+        }
     }
 
     /// Forget the manager after an error that reconnecting with the same manager cannot fix
@@ -179,6 +226,7 @@ impl Link {
         if self.resp2_only.load(Ordering::Relaxed) {
             return false;
         }
+        let deadline = tokio::time::Instant::now() + timeout;
         let work = async {
             let _switching = self.switching.lock().await;
             if book.is_subscribed(channel) {
@@ -187,7 +235,7 @@ impl Link {
             if !book.is_wanted(channel) {
                 return false;
             }
-            let Ok(mut manager) = self.manager() else {
+            let Ok(mut manager) = self.manager(deadline).await else {
                 return false;
             };
             let idle = book.take_idle(IDLE_SUBSCRIPTIONS);
@@ -223,9 +271,10 @@ impl Link {
         if self.resp2_only.load(Ordering::Relaxed) {
             return;
         }
+        let deadline = tokio::time::Instant::now() + timeout;
         let work = async {
             let _switching = self.switching.lock().await;
-            let Ok(mut manager) = self.manager() else {
+            let Ok(mut manager) = self.manager(deadline).await else {
                 return;
             };
             let idle = book.take_idle(IDLE_SUBSCRIPTIONS / 2);
@@ -326,7 +375,10 @@ impl Link {
         let mut fell_back = false;
         loop {
             let started = tokio::time::Instant::now();
-            let manager = self.manager().map_err(|err| (err, None))?;
+            let manager = tokio::time::timeout_at(deadline, self.manager(deadline))
+                .await
+                .map_err(|_| (LockError::no_reply(timeout), None))?
+                .map_err(|err| (err, None))?;
             let work = tokio::time::timeout_at(deadline, op(manager.clone()));
             let reply = if self.unreached_tls() {
                 // A plain server sent a TLS hello stays silent until the connect timeout:
@@ -380,8 +432,16 @@ impl Link {
             // A connection reset under a request (a restarting Redis still completes TCP
             // handshakes until its process exits) may or may not have run it, so only a call
             // that is safe to run twice goes again.
+            // A demoted master answers READONLY before running anything; a fixed address
+            // that answers it is a replica the user named, which no retry changes.
+            let demoted = self.upstream.moves() && err.code() == Some("READONLY");
             let resendable = err.is_connection_refusal()
+                || demoted
                 || (replay == Replay::Safe && err.is_connection_dropped());
+            if resendable && self.upstream.moves() {
+                // Ask the sentinels again: a failover may have moved the master.
+                self.stale.store(true, Ordering::Release);
+            }
             if resendable {
                 let since = *refused_since.get_or_insert(started);
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
