@@ -204,6 +204,48 @@ impl RedlockStore {
         Ok(self.quorum_ttl(answers.into_iter().flatten()))
     }
 
+    /// What a quorum of nodes agrees on, by `side` of their answers to a read, with the
+    /// answers of that side. Waited for until a quorum agrees (or every node replied), so
+    /// that one node's answer never decides the rest left behind; nodes that answered but
+    /// agree on nothing with a quorum are the quorum error naming how many agreed.
+    async fn agreed<O: Op + Sync, K: PartialEq>(
+        &self,
+        op: &O,
+        bound: Duration,
+        side: impl Fn(&O::Out) -> K,
+    ) -> Result<(K, Vec<O::Out>), LockError>
+    where
+        O::Out: Send,
+    {
+        let request = Request::of(op);
+        let request = &request;
+        let calls = (self.nodes.iter()).map(|node| node.store.run_request(op, request, bound));
+        let sides = |seen: &[Option<Result<O::Out, LockError>>]| {
+            let sides: Vec<K> = (seen.iter().flatten().flatten()).map(&side).collect();
+            most_agreeing(sides)
+        };
+        let enough = |seen: &[Option<Result<O::Out, LockError>>]| {
+            sides(seen).is_some_and(|(_, count)| count >= self.quorum)
+        };
+        let replies = gather(calls, |_| false, enough).await;
+        let answers = self
+            .tally()
+            .answers(replies.into_iter().flatten().collect())?;
+        match most_agreeing(answers.iter().map(&side).collect()) {
+            Some((agreed, count)) if count >= self.quorum => {
+                let on_side: Vec<O::Out> = (answers.into_iter())
+                    .filter(|a| side(a) == agreed)
+                    .collect();
+                Ok((agreed, on_side))
+            }
+            other => {
+                let count = other.map_or(0, |(_, count)| count);
+                let (nodes, quorum) = (self.nodes.len(), self.quorum);
+                Err(quorum_error(count, nodes, quorum, "agreed"))
+            }
+        }
+    }
+
     /// Frees what a failed attempt may have set on every node but those that said held.
     async fn undo(
         &self,
@@ -284,6 +326,14 @@ impl RedlockStore {
                 )
             }))
     }
+}
+
+/// The side most of `sides` are on, and how many are.
+fn most_agreeing<K: PartialEq>(sides: Vec<K>) -> Option<(K, usize)> {
+    let count = |k: &K| sides.iter().filter(|other| *other == k).count();
+    let best = (0..sides.len()).max_by_key(|&i| sides.get(i).map_or(0, count))?;
+    let best_count = sides.get(best).map_or(0, count);
+    sides.into_iter().nth(best).map(|k| (k, best_count))
 }
 
 /// Layouts a quorum cannot take yet: a fair line per node could order waiters differently
@@ -471,37 +521,38 @@ impl LockStore for RedlockStore {
         self.ttl_of(op, bound).await
     }
 
+    /// Held when a quorum says so, free when a quorum says so, else the quorum error.
     async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.quorum_says(self.answers(op, bound, |_| true).await?))
+        Ok(self.agreed(op, bound, |&held| held).await?.0)
     }
 
+    /// As `is_locked`, the quorum-th longest TTL when held.
     async fn holder_ttl(
         &self,
         op: &Pttl<'_>,
         bound: Duration,
     ) -> Result<Option<Duration>, LockError> {
-        self.ttl_of(op, bound).await
+        let (held, ttls) = self.agreed(op, bound, Option::is_some).await?;
+        Ok(held
+            .then(|| self.quorum_ttl(ttls.into_iter().flatten()))
+            .flatten())
     }
 
-    /// The contents a quorum holds, with the quorum-th longest TTL among them.
+    /// The contents a quorum holds, with the quorum-th longest TTL among them; nothing when
+    /// a quorum holds nothing; else the quorum error.
     async fn inspect(
         &self,
         op: &Inspect<'_>,
         bound: Duration,
     ) -> Result<(Option<Vec<u8>>, i64), LockError> {
-        let answers = self.answers(op, bound, |_| true).await?;
-        for (value, _) in &answers {
-            let Some(value) = value else { continue };
-            let mut ttls: Vec<i64> = (answers.iter())
-                .filter(|(other, _)| other.as_ref() == Some(value))
-                .map(|&(_, ttl)| ttl)
-                .collect();
-            if ttls.len() >= self.quorum {
-                ttls.sort_unstable_by(|a, b| b.cmp(a));
-                return Ok((Some(value.clone()), ttls[self.quorum - 1]));
-            }
+        let (value, answers) = self.agreed(op, bound, |(value, _)| value.clone()).await?;
+        if value.is_none() {
+            return Ok((None, -2));
         }
-        Ok((None, -2))
+        let mut ttls: Vec<i64> = answers.into_iter().map(|(_, ttl)| ttl).collect();
+        ttls.sort_unstable_by(|a, b| b.cmp(a));
+        let ttl = ttls.get(self.quorum - 1).copied().unwrap_or(-2);
+        Ok((value, ttl))
     }
 
     async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
