@@ -80,6 +80,28 @@ describe('input over an array is refused before any Redis call, naming the argum
     refused(() => new ExclusiveLock({ name: 'x', cache_connection: [...nowhere(2), 'memory://m'] }), 'cache_connection[2]')
   })
 
+  test('fencedSet over a Redlock is refused naming fencedSet, and writes nothing', async () => {
+    const lock = new DistributedLock(urls, { keyPrefix: 'rl-fs:' })
+    const handle = await lock.acquire('k', 5000)
+    try {
+      await assert.rejects(lock.fencedSet('balance', '120', handle.fence), (err) => {
+        assert.equal(err.code, 'EINVAL')
+        assert.match(err.message, /^fencedSet is not available over a Redlock/)
+        return true
+      })
+      for (const url of urls) {
+        const raw = new Redis(url)
+        try {
+          assert.equal(await raw.exists('balance', 'rl-fs:balance'), 0, url)
+        } finally {
+          raw.disconnect()
+        }
+      }
+    } finally {
+      await handle.release()
+    }
+  })
+
   test('fair: true over a Redlock, naming options.fair', () => {
     const err = refused(() => new DistributedLock(nowhere(3), { fair: true }), 'options.fair')
     assert.match(err.message, /^options\.fair is not supported over several Redis servers \(Redlock\)/)

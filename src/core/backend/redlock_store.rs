@@ -555,8 +555,15 @@ impl LockStore for RedlockStore {
         Ok((value, ttl))
     }
 
-    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.quorum_says(self.answers(op, bound, |written| *written).await?))
+    /// Refused: the value would live on N independent servers, and a read of any one of
+    /// them (the user reads with their own client) could see a stale holder's write that
+    /// the quorum refused, or miss the one it accepted. A fence is checked by the resource
+    /// itself, in one place.
+    async fn fenced_write(&self, _op: &FencedSet<'_>, _bound: Duration) -> Result<bool, LockError> {
+        Err(LockError::invalid_type(
+            "fencedSet",
+            "fencedSet is not available over a Redlock of several servers: each server would keep its own copy of the value, and a read of one could see a stale holder's write; check handle.fence in the store you guard (one place that compares fences)",
+        ))
     }
 
     /// Per lock: refreshed when a quorum says so, lost when a quorum can no longer say so,
