@@ -67,7 +67,11 @@ impl Endpoint {
                     format!("{arg}[{i}] must be a Redis server: a Redlock's nodes are independent masters"),
                 ));
             }
-            if nodes[..i].iter().any(|seen| seen.address == node.address) {
+            let server = server_of(&node.address);
+            if nodes[..i]
+                .iter()
+                .any(|seen| server_of(&seen.address) == server)
+            {
                 return Err(LockError::invalid_type(
                     arg,
                     format!("{arg}[{i}] names the same server as an earlier node: each must be an independent master"),
@@ -83,6 +87,47 @@ impl Endpoint {
             password: None,
         })
     }
+}
+
+/// Where a node's server listens, as far as can be told without connecting or asking DNS:
+/// an IP literal in its canonical form (`::ffff:127.0.0.1` is `127.0.0.1`), `localhost`
+/// as the loopback it names, other host names by their text; a socket by its resolved path.
+#[derive(PartialEq, Debug)]
+enum Server {
+    Ip(std::net::IpAddr, u16),
+    Loopback(u16),
+    Name(String, u16),
+    Socket(std::path::PathBuf),
+    Other,
+}
+
+fn server_of(address: &Address) -> Server {
+    match address {
+        Address::Tcp { host, port, .. } => {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let host = host.trim_end_matches('.').to_ascii_lowercase();
+            match host.parse::<std::net::IpAddr>() {
+                Ok(ip) if is_localhost(&ip) => Server::Loopback(*port),
+                Ok(ip) => Server::Ip(ip.to_canonical(), *port),
+                Err(_) if host == "localhost" || host.ends_with(".localhost") => {
+                    Server::Loopback(*port)
+                }
+                Err(_) => Server::Name(host, *port),
+            }
+        }
+        Address::Unix(path) => {
+            let path = std::path::Path::new(path);
+            Server::Socket(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
+        }
+        _ => Server::Other,
+    }
+}
+
+/// The addresses `localhost` resolves to (RFC 6761 and every stock hosts file): a server
+/// listening on the loopback answers on both.
+fn is_localhost(ip: &std::net::IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip == std::net::IpAddr::from([127, 0, 0, 1]) || ip == std::net::Ipv6Addr::LOCALHOST
 }
 
 impl RedlockStore {
