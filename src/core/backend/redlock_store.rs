@@ -373,6 +373,12 @@ impl RedlockStore {
     }
 }
 
+/// What is left of a lock's validity at `now`, for an attempt `started` then: the TTL less
+/// the drift (`clock::validity`, as every lease counts it) less the time the nodes took.
+fn validity_left(ttl: Duration, started: Instant, now: Instant) -> Option<Duration> {
+    (clock::validity(ttl).checked_sub(now.duration_since(started))).filter(|left| !left.is_zero())
+}
+
 /// The side most of `sides` are on, and how many are.
 fn most_agreeing<K: PartialEq>(sides: Vec<K>) -> Option<(K, usize)> {
     let count = |k: &K| sides.iter().filter(|other| *other == k).count();
@@ -454,13 +460,7 @@ impl LockStore for RedlockStore {
             })
             .collect();
         if won.len() >= self.quorum {
-            // Validity: the TTL less the drift (`clock::validity`, as every lease counts it)
-            // less the time the quorum took.
-            let left = |now: Instant| {
-                clock::validity(op.ttl)
-                    .checked_sub(now.duration_since(started))
-                    .filter(|left| !left.is_zero())
-            };
+            let left = |now: Instant| validity_left(op.ttl, started, now);
             let window = Some(op.fence_retention_ms);
             let fenced = match left(Instant::now()) {
                 Some(left) => {
@@ -478,11 +478,14 @@ impl LockStore for RedlockStore {
                     let set_at = None;
                     return Ok(Acquired::Won { fence, set_at });
                 }
-                Some(Err(err)) => {
+                // Short of confirmations with validity left (nodes down, or one said NOFENCE):
+                // why. Cut short by the validity itself, it is time, below.
+                Some(Err(err)) if !err.is_infrastructure() || left(Instant::now()).is_some() => {
                     self.undo(op, &replies, bound).await;
                     return Err(err);
                 }
-                // The validity ran out on the way: nothing held; slow nodes, not a holder.
+                // The validity ran out on the way (the write-back is bounded by it): nothing
+                // held; slow nodes, not a holder.
                 _ => {
                     self.undo(op, &replies, bound).await;
                     let ms = started.elapsed().as_millis();
