@@ -1,5 +1,6 @@
 //! Redlock over nodes behind a slow network (a proxy that delays what the client sends):
-//! time spent past a lock's validity is reported as time (ETIMEDOUT).
+//! time spent past a lock's validity is reported as time (ETIMEDOUT), and a lock is never
+//! handed to a waiter with no validity left.
 
 mod common;
 #[path = "common/delay_proxy.rs"]
@@ -88,4 +89,32 @@ async fn a_fence_write_back_cut_short_by_the_validity_is_a_timeout() {
             .expect("EXISTS");
         assert_eq!(held, 0, "left on port {}", node.port);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_never_handed_a_lock_whose_validity_the_hand_over_spent() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let proxies = proxies(&nodes).await;
+    let locks = redlock(&proxies).await;
+    let lease = take(&locks, "job", MS(10_000)).await;
+    let waiting = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let cancel = tokio_util::sync::CancellationToken::new();
+            locks.wait("job", MS(300), MS(5000), MS(100), &cancel).await
+        })
+    };
+    tokio::time::sleep(MS(300)).await;
+    assert!(!waiting.is_finished());
+    // The hand-over takes 400 ms, past the waiter's validity (~295 ms of its 300 ms TTL).
+    slow(&proxies, MS(400));
+    let _released = locks.release(&lease).await;
+    slow(&proxies, MS(0));
+    let next = waiting.await.expect("waiter").expect("wait");
+    assert!(
+        next.is_held(),
+        "handed a lock with no validity left (fence {})",
+        next.fence
+    );
+    assert!(next.fence > lease.fence);
 }

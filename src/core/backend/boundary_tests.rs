@@ -67,7 +67,7 @@ fn a_redlock_of_independent_masters_offers_quorum_fences_and_the_runtime_only() 
     assert!(matches!(redlock, Backend::Redlock(_)));
     let caps = redlock.caps();
     assert_eq!(caps.fencing, Fencing::Quorum);
-    assert_eq!(caps.handover, Handover::None);
+    assert_eq!(caps.handover, Handover::Quorum);
     assert_eq!(caps.fairness, Fairness::None);
     assert_eq!(caps.fast_path, FastPath::None);
     assert_eq!(caps.wake, WakeKind::Broadcast);

@@ -407,7 +407,7 @@ impl LockStore for RedlockStore {
     fn caps(&self) -> Caps {
         Caps {
             fencing: Fencing::Quorum,
-            handover: Handover::None,
+            handover: Handover::Quorum,
             fairness: Fairness::None,
             fast_path: FastPath::None,
             wake: WakeKind::Broadcast,
@@ -530,13 +530,15 @@ impl LockStore for RedlockStore {
         Ok(self.quorum_says(self.answers(op, bound, |released| *released).await?))
     }
 
-    /// The waiter's fence is taken as an acquisition's; short of a quorum, the waiter's token
-    /// is freed everywhere and it tries for itself.
+    /// The waiter's fence is taken as an acquisition's, within the waiter's validity; short
+    /// of a quorum, or of validity, the waiter's token is freed everywhere and it tries for
+    /// itself.
     async fn hand_over(
         &self,
         op: &HandOver<'_>,
         bound: Duration,
     ) -> Result<Option<u64>, LockError> {
+        let started = Instant::now();
         let replies = self.on_all(op, bound, Option::is_some).await;
         let won: Vec<(usize, u64)> = (replies.iter().enumerate())
             .filter_map(|(i, reply)| match reply {
@@ -544,10 +546,12 @@ impl LockStore for RedlockStore {
                 _ => None,
             })
             .collect();
-        if won.len() >= self.quorum {
+        // As an acquisition: the waiter's only while a quorum has it with validity left.
+        let left = |now: Instant| validity_left(op.ttl, started, now);
+        if let (true, Some(room)) = (won.len() >= self.quorum, left(Instant::now())) {
             let fence_key = crate::core::basics::keys::fence_key(op.lock_key);
-            let fence = self.write_back(&fence_key, &won, op.ttl, None, bound).await;
-            if let Ok(fence) = fence {
+            let fence = (self.write_back(&fence_key, &won, op.ttl, None, bound.min(room))).await;
+            if let (Ok(fence), Some(_)) = (fence, left(Instant::now())) {
                 return Ok(Some(fence));
             }
         }
