@@ -110,11 +110,44 @@ async fn a_waiter_is_never_handed_a_lock_whose_validity_the_hand_over_spent() {
     slow(&proxies, MS(400));
     let _released = locks.release(&lease).await;
     slow(&proxies, MS(0));
-    let next = waiting.await.expect("waiter").expect("wait");
-    assert!(
-        next.is_held(),
-        "handed a lock with no validity left (fence {})",
-        next.fence
-    );
-    assert!(next.fence > lease.fence);
+    // Its own attempt may still meet the slow network: then it fails as slow, never held.
+    match waiting.await.expect("waiter") {
+        Ok(next) => {
+            assert!(
+                next.is_held(),
+                "handed a lock with no validity left (fence {})",
+                next.fence
+            );
+            assert!(next.fence > lease.fence);
+        }
+        Err(err) => assert_eq!(err.code(), "ETIMEDOUT", "{err}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_attempt_leaves_a_slow_nodes_undo_to_a_task_that_still_frees_it() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let proxies = proxies(&nodes).await;
+    let locks = redlock(&proxies).await;
+    // Another holder on two of three: the attempt fails once those two answer.
+    for node in &nodes[..2] {
+        let mut raw = node.raw();
+        let _: () = (redis::cmd("SET").arg(format!("{PREFIX}k")).arg("someone"))
+            .query(&mut raw)
+            .expect("SET");
+    }
+    proxies[2].set_delay(MS(400));
+    let started = std::time::Instant::now();
+    let attempt = locks.attempt("k", MS(10_000)).await.expect("attempt");
+    let took = started.elapsed();
+    assert!(matches!(attempt, Attempt::Held { .. }));
+    assert!(took < MS(200), "waited {took:?} for the slow node's undo");
+    // The attempt reaches node 2 at 400 ms and sets our token there; the undo sent behind
+    // it frees it.
+    tokio::time::sleep(MS(800)).await;
+    let mut raw = nodes[2].raw();
+    let left: i64 = (redis::cmd("EXISTS").arg(format!("{PREFIX}k")))
+        .query(&mut raw)
+        .expect("EXISTS");
+    assert_eq!(left, 0, "the undo never reached the slow node");
 }

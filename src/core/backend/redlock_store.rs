@@ -14,8 +14,8 @@ use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
 use super::redlock_tally::{
     answered, failed, gather, gather_within, is_answer, quorum_error, won, Tally,
 };
-use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
+use crate::core::basics::{background, clock};
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::extend::Extend;
 use crate::core::proto::fence_raise::FenceRaise;
@@ -41,7 +41,8 @@ pub struct RedlockStore {
 }
 
 struct Node {
-    store: RedisStore,
+    /// Shared with the releases left to a task of their own (`release_on`).
+    store: Arc<RedisStore>,
     book: Arc<NodeBook>,
 }
 
@@ -145,7 +146,7 @@ impl RedlockStore {
                         lost: lost.clone(),
                     });
                     Node {
-                        store: RedisStore::new(node.clone(), heard),
+                        store: Arc::new(RedisStore::new(node.clone(), heard)),
                         book,
                     }
                 })
@@ -193,7 +194,9 @@ impl RedlockStore {
         gather(calls, |_| false, enough).await
     }
 
-    /// Sends `release` to the nodes `to` (by index), waiting for those in `must`.
+    /// Sends `release` to the nodes `to` (by index), waiting for those in `must`. The others
+    /// (they did not answer, or failed) may take their whole bound: theirs is left to a task
+    /// of its own, bounded the same, so a failed attempt does not wait for a dead node.
     async fn release_on(
         &self,
         release: &Release<'_>,
@@ -201,14 +204,31 @@ impl RedlockStore {
         must: &[usize],
         bound: Duration,
     ) {
+        let (waited, left): (Vec<usize>, Vec<usize>) = to.iter().partition(|i| must.contains(i));
+        let left: Vec<Arc<RedisStore>> = (left.iter().filter_map(|&i| self.nodes.get(i)))
+            .map(|node| node.store.clone())
+            .collect();
+        if !left.is_empty() {
+            let parts = Detached::of(release);
+            background::spawn(async move {
+                let release = parts.release();
+                let request = Request::of(&release);
+                let released = join_all(
+                    (left.iter()).map(|store| store.run_request(&release, &request, bound)),
+                )
+                .await;
+                // Read here and dropped: a node that kept our token (down, or slow past the
+                // bound) frees it at its TTL; nobody is left to tell.
+                let _unconfirmed = released.iter().filter(|r| !matches!(r, Ok(true))).count();
+            });
+        }
         let request = Request::of(release);
         let request = &request;
-        let calls = (to.iter().filter_map(|&i| self.nodes.get(i)))
-            .map(|node| node.store.run_request(release, request, bound));
-        let replied = |seen: &[Option<Result<bool, LockError>>]| {
-            (to.iter().zip(seen)).all(|(i, reply)| reply.is_some() || !must.contains(i))
-        };
-        let _ignored = gather(calls, |_| false, replied).await;
+        let _released = join_all(
+            (waited.iter().filter_map(|&i| self.nodes.get(i)))
+                .map(|node| node.store.run_request(release, request, bound)),
+        )
+        .await;
     }
 
     /// The answers of every node that answered, or the quorum error when fewer than a
@@ -385,6 +405,71 @@ fn most_agreeing<K: PartialEq>(sides: Vec<K>) -> Option<(K, usize)> {
     let best = (0..sides.len()).max_by_key(|&i| sides.get(i).map_or(0, count))?;
     let best_count = sides.get(best).map_or(0, count);
     sides.into_iter().nth(best).map(|k| (k, best_count))
+}
+
+/// A release's parts, owned by the task that sends it to the nodes nobody waits for.
+struct Detached {
+    lock_key: Vec<u8>,
+    token: String,
+    kind: DetachedKind,
+}
+
+enum DetachedKind {
+    Wake {
+        ours_wait: bool,
+    },
+    Fair,
+    Pair {
+        data_key: Vec<u8>,
+        contents: Vec<u8>,
+        set_at: Option<i64>,
+    },
+}
+
+impl Detached {
+    fn of(release: &Release<'_>) -> Detached {
+        let kind = match release.kind {
+            ReleaseKind::Wake { ours_wait } => DetachedKind::Wake { ours_wait },
+            ReleaseKind::Fair => DetachedKind::Fair,
+            ReleaseKind::Pair {
+                data_key,
+                contents,
+                set_at,
+            } => DetachedKind::Pair {
+                data_key: data_key.to_vec(),
+                contents: contents.to_vec(),
+                set_at,
+            },
+        };
+        Detached {
+            lock_key: release.lock_key.to_vec(),
+            token: release.token.to_owned(),
+            kind,
+        }
+    }
+
+    fn release(&self) -> Release<'_> {
+        let kind = match &self.kind {
+            DetachedKind::Wake { ours_wait } => ReleaseKind::Wake {
+                ours_wait: *ours_wait,
+            },
+            DetachedKind::Fair => ReleaseKind::Fair,
+            DetachedKind::Pair {
+                data_key,
+                contents,
+                set_at,
+            } => ReleaseKind::Pair {
+                data_key,
+                contents,
+                set_at: *set_at,
+            },
+        };
+        Release {
+            lock_key: &self.lock_key,
+            token: &self.token,
+            kind,
+        }
+    }
 }
 
 /// Layouts a quorum cannot take yet: a fair line per node could order waiters differently
