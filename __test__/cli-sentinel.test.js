@@ -9,7 +9,7 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { RedisSentinelSet } = require('./helpers/redis-sentinel')
+const { RedisSentinelSet, SentinelServer } = require('./helpers/redis-sentinel')
 const { freePort } = require('./helpers/redis-server')
 const { cli } = require('./helpers/cli')
 const { DistributedLock } = require('..')
@@ -86,6 +86,22 @@ test('a master name no sentinel knows: exit 4, one line naming it', async () => 
   assert.equal(code, 4, stderr)
   assert.match(stderr, /"nosuchmaster"/)
   assert.equal(stderr.trim().split('\n').length, 1)
+})
+
+test('a sentinel naming a server that is not a master: refused after ROLE, exit 4', async () => {
+  const replicaPort = set.servers.find((s) => s.port !== master.options.port).port
+  // A real sentinel watching the replica as if it were a master (down-after long enough that
+  // it attempts no failover while the test runs).
+  const stale = await new SentinelServer(replicaPort, { name: 'stale', downAfterMs: 60_000 }).start()
+  try {
+    const { code, stderr } = await cli(['list', '--timeout', '2000', '--url', `redis+sentinel://127.0.0.1:${stale.port}/stale`])
+    assert.equal(code, 4, stderr)
+    assert.match(stderr, /"stale"/)
+    assert.match(stderr, new RegExp(`named 127\\.0\\.0\\.1:${replicaPort}, which is a slave`))
+    assert.equal(stderr.trim().split('\n').length, 1)
+  } finally {
+    await stale.close()
+  }
 })
 
 test('no sentinel answering: exit 4 within the timeouts, naming the master, never the password', async () => {

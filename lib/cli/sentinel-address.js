@@ -62,7 +62,8 @@ function parseSentinelAddress(text) {
     const colon = userinfo.indexOf(':')
     const user = colon < 0 ? userinfo : userinfo.slice(0, colon)
     out.username = user ? decode(user, 'user name') : undefined
-    if (colon >= 0) out.password = decode(userinfo.slice(colon + 1), 'password')
+    const password = colon < 0 ? '' : decode(userinfo.slice(colon + 1), 'password')
+    out.password = password || undefined
   }
   for (const pair of query.split('&').filter(Boolean)) {
     const eq = pair.indexOf('=')
