@@ -49,6 +49,19 @@ test('list and inspect find the lock held through redis+sentinel://, on the mast
 /** The fence counter's key as inspect names it (bytes, 0xFF included, read as latin1). */
 const fenceKey = (lock) => Buffer.from(lock.keys.fence, 'latin1')
 
+test('the database after the master name is the master\'s', async () => {
+  const inDb3 = await new DistributedLock(`${set.url}/3`).acquire('sn:db3', 60_000)
+  try {
+    const three = await cli(['list', 'lock:sn:db3', '--json', '--url', `${set.url}/3`])
+    assert.equal(three.code, 0, three.stderr)
+    assert.deepEqual(JSON.parse(three.stdout).map((r) => r.key), ['lock:sn:db3'])
+    const zero = await cli(['list', 'lock:sn:db3', '--json', '--url', set.url])
+    assert.deepEqual(JSON.parse(zero.stdout), [])
+  } finally {
+    await inDb3.release()
+  }
+})
+
 test('release --force deletes the lock on the master and moves its fence on', async () => {
   const lock = JSON.parse((await cli(['inspect', 'lock:sn:cli', '--json', '--url', set.url])).stdout)
   const before = Number(await master.get(fenceKey(lock)))
@@ -102,6 +115,13 @@ test('a sentinel naming a server that is not a master: refused after ROLE, exit 
   } finally {
     await stale.close()
   }
+})
+
+test('a data server given as a sentinel: its refusal of SENTINEL reported, exit 4', async () => {
+  const { code, stderr } = await cli(['list', '--timeout', '2000', '--url', `redis+sentinel://127.0.0.1:${master.options.port}/mymaster`])
+  assert.equal(code, 4, stderr)
+  assert.match(stderr, new RegExp(`sentinel 127\\.0\\.0\\.1:${master.options.port} answered ERR`))
+  assert.equal(stderr.trim().split('\n').length, 1)
 })
 
 test('no sentinel answering: exit 4 within the timeouts, naming the master, never the password', async () => {

@@ -23,8 +23,11 @@ async function askSentinel(address, sentinel, timeoutMs) {
     shown,
   }, { timeoutMs })
   try {
-    const reply = await client.call('SENTINEL', 'get-master-addr-by-name', address.name)
-    if (!Array.isArray(reply) || reply.length !== 2) throw new Error('does not know it')
+    const reply = await client.call('SENTINEL', 'get-master-addr-by-name', address.name).catch((err) => {
+      if (err instanceof CliError) throw err
+      throw new Error(`${shown} answered ${err.message}`)
+    })
+    if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`${shown} does not know "${address.name}"`)
     return { host: text(reply[0]), port: Number(text(reply[1])) }
   } finally {
     client.close()
@@ -39,7 +42,7 @@ async function connectMaster(address, { timeoutMs }) {
     try {
       master = await askSentinel(address, sentinel, timeoutMs)
     } catch (err) {
-      reasons.push(`${at}: ${err.message}`)
+      reasons.push(err.message)
       continue
     }
     const named = hostPort(master.host, master.port)
@@ -50,9 +53,9 @@ async function connectMaster(address, { timeoutMs }) {
       username: address.username,
       password: address.password,
       db: address.db,
-      shown: `${named} (master "${address.name}" of ${address.shown})`,
+      shown: `master ${named}`,
     }, { timeoutMs }).catch((err) => {
-      reasons.push(`${at} named ${named}: ${err.message}`)
+      reasons.push(`sentinel ${at} named ${named}: ${err.message}`)
       return null
     })
     if (!client) continue
@@ -60,7 +63,7 @@ async function connectMaster(address, { timeoutMs }) {
     const first = Array.isArray(role) ? text(role[0]) : null
     if (first === 'master') return client
     client.close()
-    reasons.push(`${at} named ${named}, which is ${first ? `a ${first}` : `not answering ROLE (${role.message})`}`)
+    reasons.push(`sentinel ${at} named ${named}, which is ${first ? `a ${first}` : `answering ROLE with ${role instanceof Error ? role.message : 'no role'}`}`)
   }
   throw new CliError(EXIT.unreachable,
     `no sentinel of ${address.shown} named a reachable master "${address.name}" (${reasons.join('; ')})`)
