@@ -225,7 +225,7 @@ test('a bad URL: exit 3, with the reason and never the password', async () => {
     ['http://127.0.0.1:1', /unsupported URL scheme "http:"/],
     ['not a url', /is not a URL/],
     ['memory://jobs', /memory:\/\/ lives inside the process/],
-    ['redis+sentinel://h:1', /not supported yet/],
+    ['redis+cluster://h:1', /not supported yet/],
     ['redis://127.0.0.1:1/x', /database must be a number/],
   ]
   for (const [bad, reason] of cases) {

@@ -25,11 +25,16 @@ async function until(check, timeoutMs, what) {
   }
 }
 
-/** One sentinel: its config file written here, as Sentinel rewrites it. */
+/**
+ * One sentinel: its config file written here, as Sentinel rewrites it. `name` and
+ * `downAfterMs` let a test start one watching another server under a name of its own.
+ */
 class SentinelServer extends RedisServer {
-  constructor(masterPort) {
+  constructor(masterPort, { name = NAME, downAfterMs = 1000 } = {}) {
     super()
     this.masterPort = masterPort
+    this.masterName = name
+    this.downAfterMs = downAfterMs
   }
 
   async start() {
@@ -40,9 +45,9 @@ class SentinelServer extends RedisServer {
       'bind 127.0.0.1',
       `dir ${this.dir}`,
       'sentinel resolve-hostnames no',
-      `sentinel monitor ${NAME} 127.0.0.1 ${this.masterPort} 2`,
-      `sentinel down-after-milliseconds ${NAME} 1000`,
-      `sentinel failover-timeout ${NAME} 3000`,
+      `sentinel monitor ${this.masterName} 127.0.0.1 ${this.masterPort} 2`,
+      `sentinel down-after-milliseconds ${this.masterName} ${this.downAfterMs}`,
+      `sentinel failover-timeout ${this.masterName} 3000`,
       '',
     ].join('\n'))
     const child = spawn(redisServerBinary(), [conf, '--sentinel'], { stdio: ['ignore', 'ignore', 'inherit'] })
@@ -166,4 +171,4 @@ class RedisSentinelSet {
   }
 }
 
-module.exports = { RedisSentinelSet }
+module.exports = { RedisSentinelSet, SentinelServer }

@@ -3,35 +3,8 @@
 // Reads the address the operator gave (--url or REDIS_URL) into what node:net/node:tls take.
 // No default: an address nobody named is never contacted.
 
-class CliError extends Error {
-  constructor(code, message) {
-    super(message)
-    this.exitCode = code
-  }
-}
-
-/** Exit codes, one per kind of failure (printed by --help, listed in the README). */
-const EXIT = Object.freeze({
-  ok: 0,
-  failed: 1,
-  usage: 2,
-  badUrl: 3,
-  unreachable: 4,
-  notFound: 5,
-  refused: 6,
-})
-
-function badUrl(message) {
-  return new CliError(EXIT.badUrl, message)
-}
-
-function decode(part, what) {
-  try {
-    return decodeURIComponent(part)
-  } catch {
-    throw badUrl(`the URL's ${what} is not valid percent-encoding`)
-  }
-}
+const { CliError, EXIT, badUrl, decodeUrlPart: decode } = require('./errors')
+const { parseSentinelAddress } = require('./sentinel-address')
 
 function database(text) {
   if (text === undefined || text === '') return 0
@@ -40,24 +13,26 @@ function database(text) {
 }
 
 /**
- * `{ host, port }` or `{ path }`, with `tls`, `username`, `password`, `db` and `shown` (the
+ * `{ host, port }`, `{ path }` or `{ sentinels, name }` (lib/cli/sentinel-address.js), with `tls`, `username`, `password`, `db` and `shown` (the
  * URL with its password masked, safe to print).
  */
 function parseAddress(text) {
   if (typeof text !== 'string' || text.trim() === '') {
     throw badUrl('no Redis address: pass --url redis://host:port or set REDIS_URL')
   }
+  // Many hosts are not one URL authority: read apart, by the library's rules.
+  if (/^rediss?\+sentinel:\/\//.test(text.trim())) return parseSentinelAddress(text.trim())
   let url
   try {
     url = new URL(text.trim())
   } catch {
-    throw badUrl('--url is not a URL (expected redis://host:port, rediss://host:port or unix:///path)')
+    throw badUrl('--url is not a URL (expected redis://host:port, rediss://host:port, redis+sentinel://host:port,host:port/<name> or unix:///path)')
   }
   const scheme = url.protocol.slice(0, -1)
   if (scheme === 'memory') {
     throw badUrl('memory:// lives inside the process that made it: the command line cannot see it')
   }
-  if (scheme === 'redis+cluster' || scheme === 'redis+sentinel') {
+  if (scheme === 'redis+cluster' || scheme === 'rediss+cluster') {
     throw badUrl(`${scheme}:// is not supported yet (nor by the library)`)
   }
   if (url.password && !url.username && url.password === '') throw badUrl('empty password')
@@ -72,7 +47,7 @@ function parseAddress(text) {
     return { ...auth, path: decode(url.pathname, 'path'), db: database(url.searchParams.get('db') ?? undefined), tls: false, shown: masked.href }
   }
   if (scheme !== 'redis' && scheme !== 'rediss') {
-    throw badUrl(`unsupported URL scheme "${scheme}:" (expected redis://, rediss:// or unix://)`)
+    throw badUrl(`unsupported URL scheme "${scheme}:" (expected redis://, rediss://, redis+sentinel:// or unix://)`)
   }
   if (!url.hostname) throw badUrl('the URL names no host')
   const port = url.port === '' ? 6379 : Number(url.port)

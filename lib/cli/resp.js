@@ -6,7 +6,7 @@
 
 const net = require('node:net')
 const tls = require('node:tls')
-const { CliError, EXIT } = require('./address')
+const { CliError, EXIT } = require('./errors')
 
 class ReplyError extends Error {}
 

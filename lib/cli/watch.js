@@ -5,7 +5,7 @@
 // second, the most contended first.
 
 const native = require('../native')
-const { connect } = require('./resp')
+const { connect } = require('./connect')
 const { listLocks, rereadCounters } = require('./locks')
 
 /** Counts wake-ups per lock key, heard on the lock channels (sharded and plain pub/sub). */
