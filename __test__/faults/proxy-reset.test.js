@@ -107,3 +107,30 @@ test('maestro: a reset connection calls onSuspended then onResumed; the lock sta
   assert.equal(service.isLocked, true)
   assert.equal(await service.release(), true)
 })
+
+test('RESP2 (a server without HELLO): the reset is noticed at the next refresh, then suspended and resumed', async () => {
+  const resp2 = await startRedis({ args: ['--rename-command', 'HELLO', ''] })
+  const resp2Proxy = await startProxy(resp2.port)
+  try {
+    const lock = new DistributedLock(resp2Proxy.url)
+    const events = []
+    const resumed = told('resumed', 5000)
+    // TTL 600: refreshed every 200 ms, so the next refresh finds the reset soon.
+    const handle = await lock.acquire('reset:resp2', 600, {
+      autoRefresh: true,
+      onSuspended: (h) => events.push(`suspended ${h.isHeld}`),
+      onResumed: (h) => {
+        events.push(`resumed ${h.isHeld}`)
+        resumed.done()
+      },
+      onLost: () => events.push('lost'),
+    })
+    resp2Proxy.reset()
+    await resumed.promise
+    assert.deepEqual(events, ['suspended false', 'resumed true'])
+    await handle.release()
+  } finally {
+    await resp2Proxy.close()
+    await resp2.close()
+  }
+})
