@@ -171,6 +171,14 @@ export interface RefreshOptions {
   autoRefresh?: boolean
   /** With `autoRefresh`: called once when the lock is lost. */
   onLost?: (err: LockLostError) => void
+  /**
+   * With `autoRefresh`: called the moment the connection to Redis drops; the lock is in doubt
+   * (`isHeld` false, `suspended` true) until a refresh confirms it (`onResumed`) or finds it
+   * gone (`onLost`).
+   */
+  onSuspended?: (handle: LockHandle) => void
+  /** With `autoRefresh`: after `onSuspended`, a refresh confirmed the lock is still ours. */
+  onResumed?: (handle: LockHandle) => void
 }
 
 export interface AcquireOptions extends RefreshOptions {
@@ -204,6 +212,8 @@ export declare class LockHandle {
   readonly fence: string
   /** Local state: not released, and not past its TTL by a conservative monotonic clock. */
   readonly isHeld: boolean
+  /** `autoRefresh` holds: the connection dropped and no refresh has confirmed the lock since. */
+  readonly suspended: boolean
   readonly info: LockInfo
   /** With `autoRefresh`: resolves with a LockLostError when the lock is lost; pending otherwise. */
   readonly lost: Promise<LockLostError>
@@ -391,6 +401,10 @@ export interface ExclusiveLockOptions {
 export interface ExclusiveLockEvents {
   acquired: [key: string]
   refreshed: [payload: { key: string; lock_ttl_ms: number }]
+  /** The connection to Redis dropped: the lock is in doubt (`acquired` false) until confirmed. */
+  suspended: [payload: { key: string }]
+  /** After `suspended`, a refresh confirmed the lock is still ours. */
+  resumed: [payload: { key: string }]
   released: [key: string]
   /**
    * The lock was lost (a `LockLostError`), then also when the automatic release that follows
@@ -494,6 +508,10 @@ export declare class DistributedLockService {
       fenceRetentionMs?: number
       /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
       onEvent?: OnLockEvent
+      /** Not in the original: the held lock's connection to Redis dropped (the lock is in doubt). */
+      onSuspended?: (service: DistributedLockService) => void
+      /** Not in the original: after `onSuspended`, a refresh confirmed the lock is still ours. */
+      onResumed?: (service: DistributedLockService) => void
     },
   )
   /** The Redis key, verbatim; read at each acquire(). */
@@ -506,6 +524,8 @@ export declare class DistributedLockService {
   refreshInterval: object | null
   /** Held, as far as this instance knows; turns false when the lock is found lost. */
   isLocked: boolean
+  /** Not in the original: the connection dropped while held, and no refresh has confirmed the lock since. */
+  readonly suspended: boolean
   readonly cacheLayer: unknown
   /**
    * `true` once held; `false` after `maxWaitTime` (default 3 x TTL) or on a Redis error, as

@@ -35,6 +35,7 @@ const LOST = 16 // the watchdog gave it up
 // Started on its predecessor's lease while the handover was in flight: until Redis answers,
 // the deadline is that lease's (see src/core/ops/fast/handoff.rs).
 const LENT = 32
+const SUSPENDED = 64 // its connection dropped: in doubt until a refresh answers (see `suspended`)
 
 // Wall-clock times arrive from the native side as whole ms after this base: small integers,
 // stored in the object itself (a fractional or huge number, or one computed here, would be
@@ -57,11 +58,12 @@ class LockHandle {
   #acquiredAt = 0
   #expiresAt = 0
   #flags = 0
-  // autoRefresh holds only: the watchdog entry, the listener id, onLost, and the loss
-  // (`{ error, promise, resolve }`, made when lost or when `lost` is first read).
+  // autoRefresh holds only: the watchdog entry, the listener id, `{ onLost, onSuspended,
+  // onResumed }`, and the loss (`{ error, promise, resolve }`, made when lost or when `lost`
+  // is first read).
   #watch = 0
   #listener = 0
-  #onLost = undefined
+  #told = undefined
   #lost = null
   // The lock's logger and onEvent hook (lib/tracing.js), when it has either.
   #tracer = null
@@ -74,7 +76,7 @@ class LockHandle {
     this.#key = key
     this.#tracer = tracer
     if (autoRefresh) {
-      this.#onLost = autoRefresh.onLost
+      this.#told = autoRefresh
       this.#listener = listen(this)
       // From the start of the wait: a lock won after a long wait is not a stalled one.
       this.#flags = BEATING
@@ -136,7 +138,18 @@ class LockHandle {
     return String(this.#fence).padStart(15, '0')
   }
 
-  /** Local state: not released and not past its TTL by our (conservative) monotonic clock. */
+  /**
+   * For `autoRefresh` holds: true from the moment its connection to Redis dropped until a
+   * refresh confirms the lock again (then `onResumed`) or finds it gone (then `onLost`).
+   */
+  get suspended() {
+    return (this.#flags & SUSPENDED) !== 0
+  }
+
+  /**
+   * Local state: not released, not past its TTL by our (conservative) monotonic clock, and
+   * (for `autoRefresh` holds) not in doubt after a dropped connection.
+   */
   get isHeld() {
     if ((this.#flags & (FILLED | RELEASED | LOST)) !== FILLED) return false
     if (this.#watch !== 0) return this.#native.watchHeld(this.#watch)
@@ -231,8 +244,10 @@ class LockHandle {
 
   /** News of an `autoRefresh` hold from the watchdog. */
   [EVENT](event, code, message, expiresAt, token) {
-    if (event !== 'lost' || this.#lost?.error) return
-    this.#flags |= LOST
+    if (this.#lost?.error) return
+    if (event === 'suspended' || event === 'resumed') return this.#doubt(event === 'suspended')
+    if (event !== 'lost') return
+    this.#flags = (this.#flags | LOST) & ~SUSPENDED
     this.#stopListening()
     if (expiresAt !== undefined) {
       this.#token ??= token
@@ -247,7 +262,14 @@ class LockHandle {
       this.#lost.resolve(error)
     }
     this.#tracer?.lost(this.key, this.fence, error)
-    this.#onLost?.(error)
+    this.#told.onLost?.(error)
+  }
+
+  #doubt(suspended) {
+    if ((this.#flags & SUSPENDED) !== 0 === suspended) return
+    this.#flags ^= SUSPENDED
+    if (suspended) this.#told.onSuspended?.(this)
+    else this.#told.onResumed?.(this)
   }
 
   #stopListening() {
@@ -293,11 +315,16 @@ function callersFrames(pending) {
   return pending.then(undefined, rethrow)
 }
 
-/** Reads `{ autoRefresh, onLost }`; what a handle needs to be kept alive, if it is to be. */
+/**
+ * Reads `{ autoRefresh, onLost, onSuspended, onResumed }`; what a handle needs to be kept
+ * alive, if it is to be.
+ */
 function autoRefreshOf(o) {
   check.optionalBoolean(o.autoRefresh, 'options.autoRefresh')
   check.optionalFunction(o.onLost, 'options.onLost')
-  return o.autoRefresh ? { onLost: o.onLost } : undefined
+  check.optionalFunction(o.onSuspended, 'options.onSuspended')
+  check.optionalFunction(o.onResumed, 'options.onResumed')
+  return o.autoRefresh ? { onLost: o.onLost, onSuspended: o.onSuspended, onResumed: o.onResumed } : undefined
 }
 
 /** Drop-in for @lilith/distributed-lock's DistributedLock. */
@@ -423,7 +450,13 @@ class DistributedLock {
     check.string(key, 'key')
     if (typeof fn !== 'function') check.optionalFunction(fn ?? null, 'fn')
     const o = check.optionalObject(options, 'options')
-    const acquireOptions = { signal: o.signal, autoRefresh: o.autoRefresh, onLost: o.onLost }
+    const acquireOptions = {
+      signal: o.signal,
+      autoRefresh: o.autoRefresh,
+      onLost: o.onLost,
+      onSuspended: o.onSuspended,
+      onResumed: o.onResumed,
+    }
     const handle =
       o.timeoutMs === undefined
         ? await this.acquire(key, o.ttlMs, acquireOptions)

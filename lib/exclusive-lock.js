@@ -134,6 +134,8 @@ class ExclusiveLock extends EventEmitter {
   // The native lock's key, read once: it never changes, and the hot path names it.
   #key
   #acquired = false
+  // The hold's connection dropped and no refresh has confirmed it since (in doubt).
+  #suspended = false
   // The hold whose native events count; an attempt that loses never replaces it. Its
   // listener names it in every native call about it.
   #hold = null
@@ -248,8 +250,9 @@ class ExclusiveLock extends EventEmitter {
     return this.#key
   }
 
+  /** False while the lock is in doubt (its connection dropped, not confirmed since). */
   get acquired() {
-    return this.#acquired
+    return this.#acquired && !this.#suspended
   }
 
   /**
@@ -355,6 +358,7 @@ class ExclusiveLock extends EventEmitter {
         return false
       }
       this.#hold = hold
+      this.#suspended = false
       this.#acquired = true
       if (unrefed === this.#refed) this.#native.setUnrefed(hold.listener, !this.#refed)
       if (refreshed !== this.#wantsRefreshed()) this[WANT_REFRESHED](this.listenerCount('refreshed') > 0)
@@ -409,6 +413,7 @@ class ExclusiveLock extends EventEmitter {
     const heldSince = this.#hold?.at
     unlisten(listener)
     this.#hold = null
+    this.#suspended = false
     const keep = this.#keepAlive.handOff(false)
     const beat = this.#beating.handOff(false)
     try {
@@ -465,6 +470,13 @@ class ExclusiveLock extends EventEmitter {
 
   #onNative(hold, event, message) {
     if (hold !== this.#hold) return
+    if (event === 'suspended' || event === 'resumed') {
+      if (this.#suspended === (event === 'suspended')) return
+      this.#suspended = !this.#suspended
+      this.log.warn?.('%s lock %s', this.key, event)
+      this.emit(event, { key: this.key })
+      return
+    }
     if (event === 'refreshed') {
       this.#tracer?.refreshed(this.key, this.fence, hold.ttl)
       this.log.trace?.('%s lock refreshed to %sms', this.key, hold.ttl)

@@ -110,6 +110,10 @@ class DistributedLockService {
   // The acquisition in flight, if any: `{ cancelled, cancel(), done }`. A release wins over it.
   #attempt = null
   #refreshing = false
+  // The held lock's connection dropped and no refresh has confirmed it since (in doubt).
+  #suspended = false
+  #onSuspended
+  #onResumed
   // The cache #native or #ticker was made for.
   #pathCache = null
 
@@ -134,6 +138,10 @@ class DistributedLockService {
       }
     }
     this.#fenceRetentionMs = options?.fenceRetentionMs
+    check.optionalFunction(options?.onSuspended, 'options.onSuspended')
+    check.optionalFunction(options?.onResumed, 'options.onResumed')
+    this.#onSuspended = options?.onSuspended
+    this.#onResumed = options?.onResumed
     this.#logger = loggerOf(options?.logger)
     checkTracing(undefined, options?.onEvent, 'options')
     // maestro's logger logs maestro's messages; ours only a throwing onEvent hook.
@@ -265,6 +273,14 @@ class DistributedLockService {
     this.#logger.info(`Distributed lock disconnected: ${this.lockKey}`)
   }
 
+  /**
+   * Not in the original: true from the moment the held lock's connection to Redis dropped
+   * until a refresh confirms it (then `options.onResumed`) or finds it gone (lost).
+   */
+  get suspended() {
+    return this.#suspended
+  }
+
   getStatus() {
     return {
       lockKey: this.lockKey,
@@ -320,6 +336,7 @@ class DistributedLockService {
 
   #stopRefresh() {
     this.#generation++
+    this.#suspended = false
     this.#ticker?.stop()
     unlisten(this.#listener)
     this.#listener = 0
@@ -336,8 +353,17 @@ class DistributedLockService {
       this.#stopRefresh()
     }
     const generation = ++this.#generation
+    this.#suspended = false
     const listener = listen((event, code, message) => {
       if (generation !== this.#generation) return
+      if (event === 'suspended' || event === 'resumed') {
+        if (this.#suspended === (event === 'suspended')) return
+        this.#suspended = !this.#suspended
+        this.#logger.warn(`Lock ${event}: ${this.lockKey}`)
+        if (this.#suspended) this.#onSuspended?.(this)
+        else this.#onResumed?.(this)
+        return
+      }
       if (event === 'refreshed') {
         // maestro's refresh stops once its user set isLocked false by hand: the lock is then
         // left to expire (release() of an unlocked service deletes nothing).

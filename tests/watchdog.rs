@@ -342,3 +342,65 @@ async fn a_tick_visits_the_locks_due_not_every_lock_held() {
     );
     assert!(recorder.lost_at().is_none() && sink.lost_at().is_none());
 }
+
+/// Waits up to `bound` for `done`, polling every 5 ms.
+async fn within(bound: Duration, done: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + bound;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(MS(5)).await;
+    }
+    done()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_dropped_connection_puts_a_lock_in_doubt_until_a_refresh_confirms_it() {
+    let f = fixture();
+    let (_lease, recorder, watch) = f.hold("doubt", MS(3000), MS(1000), Limits::default()).await;
+    assert!(watch.certain());
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut f.server.raw())
+        .unwrap();
+    assert!(
+        within(MS(1000), || !recorder.doubts().is_empty()).await,
+        "told suspended"
+    );
+    assert!(
+        within(MS(1000), || recorder.doubts().len() == 2).await,
+        "told resumed: {:?}",
+        recorder.doubts()
+    );
+    assert_eq!(recorder.doubts(), ["suspended", "resumed"]);
+    assert!(watch.certain(), "confirmed again");
+    assert!(recorder.lost_at().is_none(), "no false loss");
+    assert!(f.pttl("lock:doubt") > 2000, "still ours, refreshed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_restarted_redis_suspends_a_lock_at_the_drop_then_finds_it_lost() {
+    let mut f = fixture();
+    let (_lease, recorder, watch) = f
+        .hold("restarted", MS(3000), MS(1000), Limits::default())
+        .await;
+    f.server.signal("-KILL");
+    assert!(
+        within(MS(500), || recorder.doubts() == ["suspended"]).await,
+        "told suspended while Redis is down: {:?}",
+        recorder.doubts()
+    );
+    assert!(!watch.certain(), "in doubt while Redis is down");
+    assert!(recorder.lost_at().is_none());
+    f.server.restart();
+    assert!(
+        within(MS(1000), || recorder.lost_at().is_some()).await,
+        "lost once the empty Redis answers"
+    );
+    assert_eq!(recorder.doubts(), ["suspended"], "never resumed");
+}

@@ -4,7 +4,8 @@
 // - partition(): stops moving bytes both ways and leaves new connections hanging, as a
 //   network that drops packets does (TCP retransmits, so nothing is lost: it arrives late);
 // - heal(): moves everything that waited, in order;
-// - setDelay(ms): delays every chunk by `ms` in each direction (order kept).
+// - setDelay(ms): delays every chunk by `ms` in each direction (order kept);
+// - reset(): resets every open connection, as a middlebox or a flapping link does.
 const net = require('node:net')
 
 class TcpProxy {
@@ -82,6 +83,14 @@ class TcpProxy {
 
   setDelay(ms) {
     this.#delayMs = ms
+  }
+
+  /** Resets every connection (RST both ways); new connections go through as before. */
+  reset() {
+    for (const { client, upstream } of this.#pairs) {
+      client.resetAndDestroy()
+      upstream.resetAndDestroy()
+    }
   }
 
   async close() {

@@ -68,6 +68,13 @@ async function main(): Promise<void> {
   await handle[Symbol.asyncDispose]()
 
   const kept = await lock.acquire('leader', 3000, { autoRefresh: true, onLost: (err) => void err.key })
+  const doubted = await lock.acquire('doubted', 3000, {
+    autoRefresh: true,
+    onSuspended: (h) => void (h.suspended && !h.isHeld),
+    onResumed: (h) => void h.fence.length,
+  })
+  const inDoubt: boolean = doubted.suspended
+  void inDoubt
   const lostErr: LockLostError = await Promise.race([kept.lost, Promise.reject(new Error('not lost'))])
   const written: boolean = await lock.fencedSet('resource', 'value', kept.fence)
   void [lostErr, written]
@@ -123,6 +130,8 @@ async function exclusive(): Promise<void> {
   const lock = new ExclusiveLock({ name: 'app', cache_connection: 'redis://localhost', lock_contents: 'pod-1' })
   lock.on('acquired', (key: string) => void key)
   lock.on('refreshed', ({ key, lock_ttl_ms }) => void [key.length, lock_ttl_ms.toFixed()])
+  lock.on('suspended', ({ key }) => void key.length)
+  lock.on('resumed', ({ key }) => void key.length)
   lock.on('error', (err) => {
     if (err instanceof LockLostError) void err.key
     const key: string = err.key // the failed release after a loss names its lock too
@@ -140,6 +149,12 @@ async function exclusive(): Promise<void> {
   new ExclusiveLock({ cache_connection: 'redis://localhost' })
 
   const service = new DistributedLockService('job-lock', 60_000, 'redis://localhost')
+  const watched = new DistributedLockService('job-lock', 60_000, 'redis://localhost', {
+    onSuspended: (s) => void s.lockKey,
+    onResumed: (s) => void s.suspended,
+  })
+  const doubting: boolean = watched.suspended
+  void doubting
   const fromMain: DistributedLockService = new MainService('job-lock', 60_000, 'memory://')
   new ExclusiveLock({ name: 'redlock', cache_connection: ['redis://a', 'redis://b', 'redis://c'] })
   new DistributedLockService('job-lock', 60_000, ['redis://a', new Redis(7002), { url: 'redis://c' }])

@@ -34,4 +34,12 @@ impl Sink for JsSink {
         self.completer
             .lost(listener, error, last.expires_at_ms, token);
     }
+
+    fn suspended(&self, listener: u32) {
+        self.completer.news(listener, "suspended");
+    }
+
+    fn resumed(&self, listener: u32) {
+        self.completer.news(listener, "resumed");
+    }
 }

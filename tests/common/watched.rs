@@ -46,6 +46,8 @@ pub async fn hold(
 pub struct Recorder {
     refreshed: Mutex<u32>,
     lost: Mutex<Option<(Instant, LockError)>>,
+    /// `suspended` and `resumed`, in the order told.
+    doubts: Mutex<Vec<&'static str>>,
 }
 
 impl Sink for Recorder {
@@ -55,9 +57,20 @@ impl Sink for Recorder {
     fn lost(&self, _tag: u32, error: LockError, _last: Confirmed, _token: &[u8]) {
         *self.lost.lock().unwrap() = Some((Instant::now(), error));
     }
+    fn suspended(&self, _tag: u32) {
+        self.doubts.lock().unwrap().push("suspended");
+    }
+    fn resumed(&self, _tag: u32) {
+        self.doubts.lock().unwrap().push("resumed");
+    }
 }
 
 impl Recorder {
+    // Read by watchdog.rs only; the other files including this one do not look at doubt.
+    #[allow(dead_code)]
+    pub fn doubts(&self) -> Vec<&'static str> {
+        self.doubts.lock().unwrap().clone()
+    }
     pub fn refreshes(&self) -> u32 {
         *self.refreshed.lock().unwrap()
     }

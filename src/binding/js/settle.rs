@@ -64,6 +64,15 @@ impl Completer {
         });
     }
 
+    /// Queues `event` (`suspended`, `resumed`: news with nothing more to say) for a JS listener.
+    pub fn news(&self, listener: u32, event: &'static str) {
+        self.push(Settlement::Event {
+            listener,
+            event,
+            lost: None,
+        });
+    }
+
     /// Queues a `lost` for a JS listener, with the lock's last confirmed expiry and token.
     pub fn lost(&self, listener: u32, error: LockError, expires_at_ms: u64, token: String) {
         self.push(Settlement::Event {

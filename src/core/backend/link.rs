@@ -72,6 +72,9 @@ pub(super) struct Link {
     /// Set once a call was answered: until then a failure may be a wrong address or TLS on
     /// one side only, which is worth finding out (`mismatch.rs`).
     reached: AtomicBool,
+    /// The last call was answered: the next one that finds the connection gone is the drop
+    /// (over RESP2 no push tells of it; over RESP3 the push may come first, which is harmless).
+    up: AtomicBool,
     /// Set once the server turned down SSUBSCRIBE (before Redis 7, or an ACL without it):
     /// from then on we listen with plain SUBSCRIBE, as the scripts then publish.
     unsharded: AtomicBool,
@@ -105,6 +108,7 @@ impl Link {
             manager: Mutex::new(None),
             resp2_only: AtomicBool::new(false),
             reached: AtomicBool::new(false),
+            up: AtomicBool::new(false),
             unsharded: AtomicBool::new(false),
             dropped: Arc::new(Notify::new()),
             scripts_ready: Arc::new(AtomicBool::new(false)),
@@ -402,9 +406,18 @@ impl Link {
             let err = match reply {
                 Ok(Ok(value)) => {
                     self.reached.store(true, Ordering::Relaxed);
+                    self.up.store(true, Ordering::Relaxed);
                     return Ok(value);
                 }
-                Ok(Err(err)) => err,
+                Ok(Err(err)) => {
+                    let gone = err.is_connection_dropped()
+                        || err.is_connection_refusal()
+                        || err.is_io_error();
+                    if gone && self.up.swap(false, Ordering::Relaxed) {
+                        self.dropped.notify_one();
+                    }
+                    err
+                }
                 Err(_) => {
                     // A request that got no reply keeps its place in the connection's reply
                     // queue; if its bytes were lost, every later reply would go to the wrong

@@ -82,6 +82,14 @@ impl Sink for HoldNews {
     fn lost(&self, tag: u32, error: LockError, last: Confirmed, token: &[u8]) {
         self.sink.lost(tag, error, last, token);
     }
+
+    fn suspended(&self, tag: u32) {
+        self.sink.suspended(tag);
+    }
+
+    fn resumed(&self, tag: u32) {
+        self.sink.resumed(tag);
+    }
 }
 
 pub struct ExclusiveLock {

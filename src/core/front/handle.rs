@@ -101,11 +101,17 @@ impl DistributedLock {
         watch_id(watch).and_then(|id| Watchdog::of(self.locker.store()).token(id))
     }
 
-    /// Whether the watchdog still keeps `watch` alive and its TTL has not run out.
+    /// Whether the watchdog still keeps `watch` alive, its TTL has not run out, and its
+    /// connection has not dropped since Redis last confirmed it (in doubt).
     pub fn watch_held(&self, watch: f64) -> bool {
-        watch_id(watch)
-            .and_then(|id| Watchdog::of(self.locker.store()).confirmed(id))
-            .is_some_and(|confirmed| Instant::now() < confirmed.deadline)
+        let Some(id) = watch_id(watch) else {
+            return false;
+        };
+        let watchdog = Watchdog::of(self.locker.store());
+        watchdog.certain(id)
+            && watchdog
+                .confirmed(id)
+                .is_some_and(|confirmed| Instant::now() < confirmed.deadline)
     }
 
     /// When Redis expires `watch` after its last confirmed refresh (epoch ms); `None` when it

@@ -343,4 +343,12 @@ impl Sink for LostFlag {
         }
         self.sink.lost(listener, error, last, token);
     }
+
+    fn suspended(&self, listener: u32) {
+        self.sink.suspended(listener);
+    }
+
+    fn resumed(&self, listener: u32) {
+        self.sink.resumed(listener);
+    }
 }

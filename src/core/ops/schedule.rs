@@ -8,10 +8,12 @@
 //! The pairs left behind are bounded by rebuilding the queues from the table once they
 //! outnumber the live entries by far, an O(n) pass after at least n stops.
 
+use super::signals::Sink;
 use super::watched::{TickClock, WatchSlots, Watched};
 use crate::core::basics::error::LockError;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 /// `(when, id)` pairs, earliest first.
 #[derive(Default)]
@@ -215,12 +217,19 @@ impl Schedule {
         }
     }
 
-    /// Every lock due at once (the connection dropped, so any of them may be gone).
-    pub fn all_due(&mut self, now: u64, clock: &TickClock) {
+    /// Every lock due at once (the connection dropped, so any of them may be gone), and in
+    /// doubt until its refresh answers; answers the sinks and tags of those newly in doubt.
+    pub fn all_due(&mut self, now: u64, clock: &TickClock) -> Vec<(Arc<dyn Sink>, u32)> {
+        let mut doubted = Vec::new();
         for (_, entry) in self.entries.iter_mut() {
             entry.due_now(now);
+            if !entry.in_doubt {
+                entry.in_doubt = true;
+                doubted.push((entry.sink.clone(), entry.tag));
+            }
         }
         self.rebuild(clock);
+        doubted
     }
 
     /// Queues every entry afresh from the table, without the pairs of stopped locks.

@@ -16,6 +16,12 @@ pub trait Sink: Send + Sync {
     fn refreshed(&self, tag: u32, sent: std::time::Instant, ttl: Duration);
     /// The lock is gone; `last` is what was last confirmed of it, `token` its owner token.
     fn lost(&self, tag: u32, error: LockError, last: Confirmed, token: &[u8]);
+    /// The connection the lock is kept on dropped: until Redis answers again nobody can say
+    /// the lock still exists, so its holder must not act on it.
+    // TODO(stats): count `suspended`/`resumed` through the onEvent hook once it lands.
+    fn suspended(&self, _tag: u32) {}
+    /// A refresh after `suspended` found the lock still ours.
+    fn resumed(&self, _tag: u32) {}
 }
 
 /// A sink that counts what it hears into an API's stats before passing it on: the watchdog

@@ -27,6 +27,9 @@ struct State {
     running: bool,
     /// When the scheduler means to wake next (ms): a lock that needs it earlier wakes it.
     wake_at: u64,
+    /// Drops of the connection seen so far: a refresh sent before the last one cannot end
+    /// the doubt it raised.
+    drops: u64,
 }
 
 pub struct Watchdog {
@@ -71,6 +74,11 @@ impl Watch {
     /// Whether a refresh of this lock is on its way to Redis right now.
     pub fn refreshing(&self) -> bool {
         self.watchdog.refreshing(self.id)
+    }
+
+    /// Whether the lock is watched and not in doubt (see `Watchdog::certain`).
+    pub fn certain(&self) -> bool {
+        self.watchdog.certain(self.id)
     }
 }
 
@@ -290,7 +298,22 @@ impl Watchdog {
     /// reports a lost lock the moment Redis answers.
     fn recheck_all(&self) {
         let now = self.clock.ms(Instant::now());
-        lock(&self.state).entries.all_due(now, &self.clock);
+        let doubted = {
+            let mut state = lock(&self.state);
+            state.drops += 1;
+            state.entries.all_due(now, &self.clock)
+        };
+        for (sink, tag) in doubted {
+            sink.suspended(tag);
+        }
+    }
+
+    /// Whether lock `id` is watched and not in doubt.
+    pub fn certain(&self, id: u64) -> bool {
+        lock(&self.state)
+            .entries
+            .get(id)
+            .is_some_and(|entry| !entry.in_doubt)
     }
 
     fn lost(&self, gone: Vec<(Watched, LockError)>) -> Vec<Lost> {
@@ -313,6 +336,7 @@ impl Watchdog {
         let Some(batch) = self.batch(ids, sent) else {
             return;
         };
+        let drops = lock(&self.state).drops;
         self.refreshes
             .fetch_add(batch.ids.len() as u64, Ordering::Relaxed);
         self.pipelines.fetch_add(1, Ordering::Relaxed);
@@ -322,9 +346,11 @@ impl Watchdog {
         let now = self.clock.ms(Instant::now());
         let sent_at = self.clock.at(sent).into_std();
         let mut refreshed = Vec::new();
+        let mut resumed = Vec::new();
         let mut lost = Vec::new();
         {
             let mut state = lock(&self.state);
+            let current = state.drops == drops;
             let mut next = u64::MAX;
             for (id, answer) in batch.ids.into_iter().zip(answers) {
                 let Some(entry) = state.entries.get_mut(id) else {
@@ -335,6 +361,13 @@ impl Watchdog {
                     Some(true) => {
                         entry.refreshed(sent);
                         refreshed.push((entry.sink.clone(), entry.tag, entry.ttl_for_sink()));
+                        if entry.in_doubt && current {
+                            entry.in_doubt = false;
+                            resumed.push((entry.sink.clone(), entry.tag));
+                        } else if entry.in_doubt {
+                            // Answered on the connection that dropped: ask again on the new one.
+                            entry.retry_in(now, ms(10));
+                        }
                     }
                     Some(false) => {
                         let err = LockError::Lost {
@@ -362,6 +395,9 @@ impl Watchdog {
             } else {
                 self.wake_by(&mut state, next);
             }
+        }
+        for (sink, tag) in resumed {
+            sink.resumed(tag);
         }
         for (sink, tag, ttl) in refreshed {
             sink.refreshed(tag, sent_at, ttl);

@@ -140,6 +140,8 @@ pub struct Watched {
     pub sink: Arc<dyn Sink>,
     pub tag: u32,
     pub in_flight: bool,
+    /// Its connection dropped since Redis last confirmed it: not held until a refresh answers.
+    pub in_doubt: bool,
     /// See `Target::punctual`.
     punctual: bool,
     /// When the schedule's event queue looks at this entry next (see schedule.rs); never
@@ -180,6 +182,7 @@ impl Watched {
             sink,
             tag,
             in_flight: false,
+            in_doubt: false,
             punctual: target.punctual,
             armed: u64::MAX,
             pair: target.pair.map(Box::new),

@@ -1,0 +1,136 @@
+'use strict'
+
+// Doubt without a loss: a proxy between the holder and Redis resets every connection while
+// Redis stays up. The holder is told `suspended` at once (its lock in doubt: `isHeld` false),
+// then `resumed` when a refresh confirms it on the new connection; never `lost`, and Redis
+// still names it the holder.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { startRedis } = require('../helpers/redis-server')
+const { startProxy } = require('../helpers/tcp-proxy')
+const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
+
+const BOUND_MS = 2000
+
+let server
+let proxy
+
+before(async () => {
+  server = await startRedis()
+  proxy = await startProxy(server.port)
+})
+
+after(async () => {
+  await proxy?.close()
+  await server?.close()
+})
+
+/** Resolves with `value` when `register` calls its callback; rejects after `ms`. */
+function told(what, ms = BOUND_MS) {
+  let done
+  const promise = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not told ${what} within ${ms} ms`)), ms)
+    done = (value) => {
+      clearTimeout(timer)
+      resolve(value)
+    }
+  })
+  return { promise, done }
+}
+
+test('DistributedLock: a reset connection suspends an autoRefresh hold, then resumes it; no false loss', async () => {
+  const lock = new DistributedLock(proxy.url)
+  const observer = new DistributedLock(server.url)
+  const suspended = told('suspended')
+  const resumed = told('resumed')
+  const events = []
+  const handle = await lock.acquire('reset:dl', 3000, {
+    autoRefresh: true,
+    onSuspended: (h) => {
+      events.push('suspended')
+      suspended.done({ isHeld: h.isHeld, suspended: h.suspended })
+    },
+    onResumed: (h) => {
+      events.push('resumed')
+      resumed.done({ isHeld: h.isHeld, suspended: h.suspended })
+    },
+    onLost: () => events.push('lost'),
+  })
+  assert.equal(handle.isHeld, true)
+  assert.equal(handle.suspended, false)
+  proxy.reset()
+  assert.deepEqual(await suspended.promise, { isHeld: false, suspended: true }, 'in doubt while suspended')
+  assert.deepEqual(await resumed.promise, { isHeld: true, suspended: false }, 'held again once confirmed')
+  assert.deepEqual(events, ['suspended', 'resumed'])
+  assert.equal(await observer.isLocked('reset:dl'), true, 'Redis still names a holder')
+  await handle.release()
+  assert.deepEqual(events, ['suspended', 'resumed'], 'no lost')
+})
+
+test('ExclusiveLock: a reset connection emits suspended then resumed, acquired false between', async () => {
+  const ex = new ExclusiveLock({ name: 'reset-ex', lock_ttl_ms: 3000, lock_refresh_ms: 1000, cache_connection: proxy.url })
+  const events = []
+  const suspended = told('suspended')
+  const resumed = told('resumed')
+  ex.on('suspended', (payload) => {
+    events.push('suspended')
+    suspended.done({ payload, acquired: ex.acquired })
+  })
+  ex.on('resumed', (payload) => {
+    events.push('resumed')
+    resumed.done({ payload, acquired: ex.acquired })
+  })
+  ex.on('error', (err) => events.push(`error ${err.code}`))
+  assert.equal(await ex.acquire(), true)
+  proxy.reset()
+  const s = await suspended.promise
+  assert.equal(s.acquired, false)
+  assert.equal(s.payload.key, ex.key)
+  const r = await resumed.promise
+  assert.equal(r.acquired, true)
+  assert.deepEqual(events, ['suspended', 'resumed'])
+  await ex.release()
+  assert.deepEqual(events, ['suspended', 'resumed'], 'no error (no loss)')
+})
+
+test('maestro: a reset connection calls onSuspended then onResumed; the lock stays held', async () => {
+  const suspended = told('suspended')
+  const resumed = told('resumed')
+  const service = new DistributedLockService('reset:maestro', 3000, proxy.url, {
+    onSuspended: (s) => suspended.done(s.suspended),
+    onResumed: (s) => resumed.done(s.suspended),
+  })
+  assert.equal(await service.acquire(), true)
+  proxy.reset()
+  assert.equal(await suspended.promise, true)
+  assert.equal(await resumed.promise, false)
+  assert.equal(service.isLocked, true)
+  assert.equal(await service.release(), true)
+})
+
+test('RESP2 (a server without HELLO): the reset is noticed at the next refresh, then suspended and resumed', async () => {
+  const resp2 = await startRedis({ args: ['--rename-command', 'HELLO', ''] })
+  const resp2Proxy = await startProxy(resp2.port)
+  try {
+    const lock = new DistributedLock(resp2Proxy.url)
+    const events = []
+    const resumed = told('resumed', 5000)
+    // TTL 600: refreshed every 200 ms, so the next refresh finds the reset soon.
+    const handle = await lock.acquire('reset:resp2', 600, {
+      autoRefresh: true,
+      onSuspended: (h) => events.push(`suspended ${h.isHeld}`),
+      onResumed: (h) => {
+        events.push(`resumed ${h.isHeld}`)
+        resumed.done()
+      },
+      onLost: () => events.push('lost'),
+    })
+    resp2Proxy.reset()
+    await resumed.promise
+    assert.deepEqual(events, ['suspended false', 'resumed true'])
+    await handle.release()
+  } finally {
+    await resp2Proxy.close()
+    await resp2.close()
+  }
+})
