@@ -44,6 +44,8 @@ struct Quiet;
 impl Sink for Quiet {
     fn refreshed(&self, _tag: u32, _sent: Instant, _ttl: Duration) {}
     fn lost(&self, _tag: u32, _error: LockError, _last: Confirmed, _token: &[u8]) {}
+    fn suspended(&self, _tag: u32) {}
+    fn resumed(&self, _tag: u32) {}
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]

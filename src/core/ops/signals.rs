@@ -17,11 +17,11 @@ pub trait Sink: Send + Sync {
     /// The lock is gone; `last` is what was last confirmed of it, `token` its owner token.
     fn lost(&self, tag: u32, error: LockError, last: Confirmed, token: &[u8]);
     /// The connection the lock is kept on dropped: until Redis answers again nobody can say
-    /// the lock still exists, so its holder must not act on it.
-    // TODO(stats): count `suspended`/`resumed` through the onEvent hook once it lands.
-    fn suspended(&self, _tag: u32) {}
+    /// the lock still exists, so its holder must not act on it. No default body: a sink
+    /// that wraps another and forgot these once swallowed every holder's notice.
+    fn suspended(&self, tag: u32);
     /// A refresh after `suspended` found the lock still ours.
-    fn resumed(&self, _tag: u32) {}
+    fn resumed(&self, tag: u32);
 }
 
 /// A sink that counts what it hears into an API's stats before passing it on: the watchdog
@@ -41,6 +41,14 @@ impl Sink for Counted {
         self.stats.lost();
         self.sink.lost(tag, error, last, token);
     }
+
+    fn suspended(&self, tag: u32) {
+        self.sink.suspended(tag);
+    }
+
+    fn resumed(&self, tag: u32) {
+        self.sink.resumed(tag);
+    }
 }
 
 /// `sink`, its news counted into `stats` first.
@@ -59,6 +67,8 @@ pub struct QuietSink;
 impl Sink for QuietSink {
     fn refreshed(&self, _tag: u32, _sent: std::time::Instant, _ttl: Duration) {}
     fn lost(&self, _tag: u32, _error: LockError, _last: Confirmed, _token: &[u8]) {}
+    fn suspended(&self, _tag: u32) {}
+    fn resumed(&self, _tag: u32) {}
 }
 
 /// Proof that the JavaScript thread is still running, updated by the binding.
