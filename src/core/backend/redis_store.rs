@@ -36,7 +36,7 @@ impl RedisStore {
         let (lock_key, token) = (op.lock_key, op.token);
         let free = match op.layout {
             Layout::Fair { .. } => Request::of(&Release::late_win(lock_key, token, true)),
-            Layout::Plain | Layout::Queued { .. } => {
+            Layout::Plain | Layout::Queued { .. } | Layout::Ring { .. } => {
                 Request::of(&Release::late_win(lock_key, token, false))
             }
             Layout::Exclusive { .. } => return,

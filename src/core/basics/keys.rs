@@ -113,6 +113,53 @@ pub fn released_channel(lock_key: &[u8]) -> Vec<u8> {
 /// The suffix of `released_channel`.
 pub const RELEASED: &str = "released";
 
+/// The ring of connections that wait for a lock and take it by grant: a list of connection
+/// ids whose tail is the head of the line (see release_grant.lua).
+pub fn ring_key(lock_key: &[u8]) -> Vec<u8> {
+    sibling_key(lock_key, "ring")
+}
+
+/// The channel a grant of `lock_key` to connection `id` is published on: only that
+/// connection listens, so the publish's receiver count says whether it is still there.
+pub fn grant_channel(lock_key: &[u8], id: &str) -> Vec<u8> {
+    let (mut channel, suffix) = grant_channel_parts(lock_key);
+    channel.extend_from_slice(id.as_bytes());
+    channel.extend_from_slice(&suffix);
+    channel
+}
+
+/// `grant_channel` around its connection id, as the release script builds it for whichever
+/// connection is next: `{L}:grant:` and nothing, or `{T}\0grant:` and `\0<lock_key>`.
+pub fn grant_channel_parts(lock_key: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut channel = channel_key(lock_key, GRANT);
+    // The tag holds no `}`, and one separator byte follows it.
+    let end = channel.iter().position(|&b| b == b'}').unwrap_or(0) + 2 + GRANT.len();
+    let suffix = channel.split_off(end.min(channel.len()));
+    (channel, suffix)
+}
+
+/// The lock key and connection id of a grant channel (`grant_channel`), when it is one.
+pub fn grant_of_channel(channel: &[u8]) -> Option<(Vec<u8>, String)> {
+    let rest = channel.strip_prefix(b"{")?;
+    let close = rest.iter().position(|&b| b == b'}')?;
+    let (inner, after) = (&rest[..close], &rest[close + 1..]);
+    let (lock_key, id) = match after.split_first()? {
+        (b':', tail) => (inner.to_vec(), tail.strip_prefix(GRANT.as_bytes())?),
+        (0, tail) => {
+            let tail = tail.strip_prefix(GRANT.as_bytes())?;
+            let cut = tail.iter().position(|&b| b == 0)?;
+            (tail[cut + 1..].to_vec(), &tail[..cut])
+        }
+        _ => return None,
+    };
+    let id = String::from_utf8(id.to_vec()).ok()?;
+    // Read back only what the same lock and id would be granted on.
+    (grant_channel(&lock_key, &id) == channel).then_some((lock_key, id))
+}
+
+/// The start of a grant channel's suffix, before the connection id.
+const GRANT: &str = "grant:";
+
 /// The fencing counter of a lock.
 pub fn fence_key(lock_key: &[u8]) -> Vec<u8> {
     sibling_key(lock_key, "fence")
@@ -228,6 +275,32 @@ mod tests {
     }
 
     #[test]
+    fn a_grant_channel_gives_back_its_lock_key_and_id_and_nothing_else_does() {
+        for lock_key in [
+            &b"lock:job"[..],
+            b"lock:{app}:job",
+            b"{app}:job",
+            b"lock:}odd",
+        ] {
+            let channel = grant_channel(lock_key, "c0ffee");
+            let (head, tail) = grant_channel_parts(lock_key);
+            assert_eq!([&head[..], b"c0ffee", &tail[..]].concat(), channel);
+            assert_eq!(slot(&channel), slot(lock_key));
+            assert_eq!(
+                grant_of_channel(&channel),
+                Some((lock_key.to_vec(), "c0ffee".to_owned()))
+            );
+            assert_eq!(lock_key_of_channel(&channel, RELEASED), None);
+            let released = released_channel(lock_key);
+            assert_eq!(grant_of_channel(&released), None);
+        }
+        assert_eq!(grant_channel(b"lock:job", "c1"), b"{lock:job}:grant:c1");
+        for stranger in [&b"{lock:job}:grant"[..], b"{a}\0grant:c1", b"lock:job"] {
+            assert_eq!(grant_of_channel(stranger), None);
+        }
+    }
+
+    #[test]
     fn a_sibling_is_never_a_lock_key_whatever_the_prefix() {
         for lock_key in [
             &b"lock:{app}:job"[..],
@@ -235,7 +308,9 @@ mod tests {
             b"lock:job",
             b"{foo}:fence",
         ] {
-            for suffix in ["fence", "owner", "waiting", "line", "alive", "released"] {
+            for suffix in [
+                "fence", "owner", "waiting", "line", "alive", "released", "ring",
+            ] {
                 let sibling = sibling_key(lock_key, suffix);
                 assert!(
                     std::str::from_utf8(&sibling).is_err(),

@@ -49,6 +49,10 @@ pub enum Layout<'a> {
         company: bool,
         lifetime: Duration,
     },
+    /// A DistributedLock waiter's on a store that grants (join_ring.lua): failing, it puts
+    /// that connection (`ring_id`) in the lock's ring once, to be granted the lock by a
+    /// release (see proto/ring.rs).
+    Ring { ring_id: &'a str },
     /// An attempt at a fair lock (acquire_fair.lua): a waiter's `member` takes or keeps its
     /// place in the line (a first attempt has none, empty).
     Fair {
@@ -210,6 +214,11 @@ impl AcquireAttempt<'_> {
                     &[&head[..], &tail[..]].concat(),
                 );
             }
+            Layout::Ring { ring_id } => wire.script(
+                &scripts::JOIN_RING,
+                &[key, fence, &keys::ring_key(key)],
+                &[&head[..], &[ring_id.as_bytes()]].concat(),
+            ),
             Layout::Fair {
                 member,
                 place,

@@ -410,6 +410,17 @@ mod attempt {
     }
 
     #[test]
+    fn a_ring_attempt_names_the_ring_and_its_connection() {
+        let want = evalsha(
+            &scripts::JOIN_RING,
+            &[b"lock:k", FENCE, b"{lock:k}\xffring"],
+            &[b"t", b"1000", b"5000", b"c1"],
+        );
+        let (got, replies) = waiter(Layout::Ring { ring_id: "c1" });
+        assert_eq!((text(&got), replies), (text(&want), 1));
+    }
+
+    #[test]
     fn a_fair_attempt_names_the_line_its_liveness_and_the_waiters_place() {
         let line: &[u8] = b"{lock:k}\xffline";
         let alive: &[u8] = b"{lock:k}\xffalive";
@@ -678,4 +689,108 @@ fn a_batch_split_by_slot_is_one_batch_per_slot_in_slot_order() {
     assert_eq!(answers, [Some(false), Some(true), Some(true), Some(false)]);
     let answers = split.answers(vec![vec![flags("0"), Some(Value::Int(1))]]);
     assert_eq!(answers, [None, Some(false), None, Some(true)]);
+}
+
+#[test]
+fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
+    use super::ring::{ReleaseGrant, Released};
+    let release = ReleaseGrant {
+        lock_key: b"lock:k",
+        token: "tok",
+        fence: 41,
+        last: 42,
+        grant: "g",
+        claim: Duration::from_secs(1),
+        id: "me",
+        leave: false,
+        fence_retention_ms: 5000,
+    };
+    let want = evalsha(
+        &scripts::RELEASE_GRANT,
+        &[b"lock:k", b"{lock:k}\xfffence", b"{lock:k}\xffring"],
+        &[
+            b"tok",
+            b"41",
+            b"42",
+            b"g",
+            b"1000",
+            b"me",
+            b"0",
+            b"{lock:k}:grant:",
+            b"",
+            b"5000",
+        ],
+    );
+    assert_sends(&release, &want);
+    let tagged = ReleaseGrant {
+        lock_key: b"{app}:k",
+        leave: true,
+        ..release
+    };
+    let want = evalsha(
+        &scripts::RELEASE_GRANT,
+        &[
+            b"{app}:k",
+            b"{app}\xfffence\xff{app}:k",
+            b"{app}\xffring\xff{app}:k",
+        ],
+        &[
+            b"tok",
+            b"41",
+            b"42",
+            b"g",
+            b"1000",
+            b"me",
+            b"1",
+            b"{app}\0grant:",
+            b"\0{app}:k",
+            b"5000",
+        ],
+    );
+    assert_sends(&tagged, &want);
+    let answers = [
+        (Value::Int(0), Released::NotOurs),
+        (Value::Int(1), Released::Freed),
+        (
+            Value::Array(vec![
+                Value::Int(2),
+                Value::BulkString(b"c7".to_vec()),
+                Value::Int(42),
+                Value::Int(1066),
+            ]),
+            Released::Granted {
+                to: "c7".into(),
+                fence: 42,
+                last: 1066,
+            },
+        ),
+    ];
+    for (reply, want) in answers {
+        assert_eq!(tagged.decode(reply).ok(), Some(want));
+    }
+}
+
+#[test]
+fn a_grant_message_is_read_whole_or_not_at_all() {
+    use super::ring::GrantMessage;
+    assert_eq!(
+        GrantMessage::parse(b"42 1066 1000 tok-1"),
+        Some(GrantMessage {
+            fence: 42,
+            last: 1066,
+            claim: Duration::from_secs(1),
+            token: "tok-1".into(),
+        })
+    );
+    for stranger in [
+        &b"c1"[..],
+        b"42 1066 1000",
+        b"42 1066 1000 tok extra",
+        b"0 1 1000 tok",
+        b"43 42 1000 tok",
+        b"x 1066 1000 tok",
+        b"42 1066 1000 ",
+    ] {
+        assert_eq!(GrantMessage::parse(stranger), None);
+    }
 }

@@ -12,6 +12,7 @@ pub mod queue;
 pub mod read;
 pub mod refresh;
 pub mod release;
+pub mod ring;
 pub mod scripts;
 pub mod syncguard;
 pub mod syncguard_eval;

@@ -102,6 +102,7 @@ fn attempts<'a>(key: &'a [u8], fence: &'a [u8], owner: &'a [u8]) -> Vec<AcquireA
                 place: Duration::from_secs(1),
                 lifetime: Duration::from_secs(1),
             },
+            Layout::Ring { ring_id: "r1" },
         ]
     };
     let forms = [
@@ -170,6 +171,20 @@ fn every_other_lock_operation_keeps_its_keys_in_the_lock_keys_slot() {
                 }),
             ),
             ("late win", keys_of(&Release::late_win(key, "t", true))),
+            (
+                "release (grant)",
+                keys_of(&super::ring::ReleaseGrant {
+                    lock_key: key,
+                    token: "t",
+                    fence: 3,
+                    last: 4,
+                    grant: "u",
+                    claim: ms(100),
+                    id: "c1",
+                    leave: false,
+                    fence_retention_ms: 0,
+                }),
+            ),
             (
                 "handover",
                 keys_of(&HandOver {
@@ -243,6 +258,12 @@ fn every_other_lock_operation_keeps_its_keys_in_the_lock_keys_slot() {
 fn a_release_announces_on_a_channel_of_the_lock_keys_slot() {
     for &key in LOCK_KEYS {
         assert_eq!(slot(&keys::released_channel(key)), slot(key));
+        let grant = keys::grant_channel(key, "c1");
+        assert_eq!(slot(&grant), slot(key));
+        assert_eq!(
+            keys::grant_of_channel(&grant),
+            Some((key.to_vec(), "c1".to_owned()))
+        );
     }
 }
 

@@ -6,7 +6,6 @@
 -- fence.lua), ARGV[4] the connection's id, ARGV[5] its queue score
 -- (microseconds of its clock), ARGV[6] '1' while other waiters of that connection remain,
 -- ARGV[7] lifetime of the queue in ms.
--- Fences are drawn two at a time, as in acquire.lua.
 -- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
 -- Queue commands run under pcall: a user whose ACL allows no sorted sets just polls.
 local function stay_queued()
@@ -15,32 +14,15 @@ local function stay_queued()
   end
 end
 
-keep_fences_forever(KEYS[2], ARGV[3])
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  -- Drawn after the lock is written, in one INCRBY (see fence.lua): a counter that can give
-  -- none takes the lock back, and the attempt fails with nothing written.
-  local counter = draw_fences(KEYS[2], 2)
-  if not counter then
-    redis.call('DEL', KEYS[1])
-    return no_fence()
-  end
-  keep_fences(KEYS[2], ARGV[2], ARGV[3])
+local taken = queued_attempt(function()
   if ARGV[6] == '1' then
     stay_queued()
   else
     redis.pcall('ZREM', KEYS[3], ARGV[4])
   end
-  return {1, counter - 1}
-end
--- Our own token: this attempt, sent again after its connection dropped under it.
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  local drawn = fence_drawn(KEYS[2])
-  if drawn then
-    keep_fences(KEYS[2], ARGV[2], ARGV[3])
-    return {1, drawn}
-  end
-  redis.call('DEL', KEYS[1])
-  return no_fence()
+end)
+if taken then
+  return taken
 end
 stay_queued()
 return {0, redis.call('PTTL', KEYS[1])}

@@ -4,8 +4,8 @@
 //! the EVALSHA that ran; the redis crate still reloads and retries on a NOSCRIPT that slips
 //! through (a SCRIPT FLUSH without a reconnect). Lua scripts cannot share functions, so the
 //! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended, the ones that
-//! wake a waiter `announce.lua`, and the ones that draw fences or keep a lock's counter
-//! `fence.lua`; syncguard's layout (`sg_*.lua`) gets `sg_common.lua`.
+//! wake a waiter `announce.lua`, the ones that draw fences or keep a lock's counter
+//! `fence.lua`, a waiter's attempts `queued_attempt.lua`; syncguard's layout (`sg_*.lua`) gets `sg_common.lua`.
 
 use redis::Script;
 use std::sync::LazyLock;
@@ -32,8 +32,16 @@ const WAKE_NEXT_SOURCE: &str = concat!(include_str!("announce.lua"), include_str
 const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");
 const ACQUIRE_QUEUED_SOURCE: &str = concat!(
     include_str!("fence.lua"),
+    include_str!("queued_attempt.lua"),
     include_str!("acquire_queued.lua")
 );
+const JOIN_RING_SOURCE: &str = concat!(
+    include_str!("fence.lua"),
+    include_str!("queued_attempt.lua"),
+    include_str!("join_ring.lua")
+);
+const RELEASE_GRANT_SOURCE: &str =
+    concat!(include_str!("fence.lua"), include_str!("release_grant.lua"));
 pub(crate) const HANDOFF_SOURCE: &str =
     concat!(include_str!("fence.lua"), include_str!("handoff.lua"));
 const REFRESH_MANY_SOURCE: &str =
@@ -67,7 +75,7 @@ const SG_LOOKUP_SOURCE: &str =
     concat!(include_str!("sg_common.lua"), include_str!("sg_lookup.lua"));
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 21] = [
+pub const ALL_SOURCES: [&str; 23] = [
     ACQUIRE_SOURCE,
     RELEASE_SOURCE,
     EXTEND_SOURCE,
@@ -89,6 +97,8 @@ pub const ALL_SOURCES: [&str; 21] = [
     SG_IS_LOCKED_SOURCE,
     SG_LOOKUP_SOURCE,
     FENCE_RAISE_SOURCE,
+    JOIN_RING_SOURCE,
+    RELEASE_GRANT_SOURCE,
 ];
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
@@ -106,6 +116,8 @@ pub static REFRESH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(REFRESH
 pub static ACQUIRE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_FAIR_SOURCE));
 pub static RELEASE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_FAIR_SOURCE));
 pub static LEAVE_FAIR: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_FAIR_SOURCE));
+pub static JOIN_RING: LazyLock<Script> = LazyLock::new(|| Script::new(JOIN_RING_SOURCE));
+pub static RELEASE_GRANT: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_GRANT_SOURCE));
 pub static FENCE_RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(FENCE_RAISE_SOURCE));
 pub static SG_ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_ACQUIRE_SOURCE));
 pub static SG_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_RELEASE_SOURCE));

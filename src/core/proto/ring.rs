@@ -1,0 +1,106 @@
+//! Grants across processes: a release that gives the lock to the next connection of the
+//! lock's ring, told on its own channel (release_grant.lua). A waiter's attempt that joins
+//! the ring is `acquire::Layout::Ring` (join_ring.lua).
+
+use super::{scripts, Op, Wire};
+use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
+use crate::core::basics::resp;
+use redis::Value;
+use std::time::Duration;
+
+/// Releases our lock (`token`, fenced `fence`, with fences up to `last` kept for its chain),
+/// granting it to the next connection of the ring that hears the grant, for `claim`, under
+/// the fresh token `grant`. `id` is our connection; `leave` takes it out of the ring too.
+pub struct ReleaseGrant<'a> {
+    pub lock_key: &'a [u8],
+    pub token: &'a str,
+    pub fence: u64,
+    pub last: u64,
+    pub grant: &'a str,
+    pub claim: Duration,
+    pub id: &'a str,
+    pub leave: bool,
+    /// How long the fence counter outlives the lock, in ms; 0 forever (see fence.lua).
+    pub fence_retention_ms: u64,
+}
+
+/// What a grant-giving release did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Released {
+    /// The lock was not ours: nothing changed.
+    NotOurs,
+    /// Deleted: nobody in the ring heard a grant.
+    Freed,
+    /// Granted to connection `to`, with `fence` and the fences up to `last` for its chain.
+    Granted { to: String, fence: u64, last: u64 },
+}
+
+impl Op for ReleaseGrant<'_> {
+    type Out = Released;
+
+    fn encode<W: Wire>(&self, wire: &mut W) {
+        let key = self.lock_key;
+        let (fence, last) = (resp::decimal(self.fence), resp::decimal(self.last));
+        let claim = resp::decimal(self.claim.as_millis() as u64);
+        let window = resp::decimal(self.fence_retention_ms);
+        let leave: &[u8] = if self.leave { b"1" } else { b"0" };
+        let (before, after) = keys::grant_channel_parts(key);
+        wire.script(
+            &scripts::RELEASE_GRANT,
+            &[key, &keys::fence_key(key), &keys::ring_key(key)],
+            &[
+                self.token.as_bytes(),
+                fence.as_bytes(),
+                last.as_bytes(),
+                self.grant.as_bytes(),
+                claim.as_bytes(),
+                self.id.as_bytes(),
+                leave,
+                &before,
+                &after,
+                window.as_bytes(),
+            ],
+        );
+    }
+
+    fn decode(&self, reply: Value) -> Result<Released, LockError> {
+        if let Value::Array(_) = reply {
+            let (_, to, fence, last) = resp::typed::<(i64, String, u64, u64)>(reply)?;
+            return Ok(Released::Granted { to, fence, last });
+        }
+        Ok(match resp::typed::<i64>(reply)? {
+            1 => Released::Freed,
+            _ => Released::NotOurs,
+        })
+    }
+}
+
+/// What a grant message (`<fence> <last> <claim ms> <token>`, see release_grant.lua) says.
+#[derive(Debug, PartialEq, Eq)]
+pub struct GrantMessage {
+    pub fence: u64,
+    pub last: u64,
+    pub claim: Duration,
+    pub token: String,
+}
+
+impl GrantMessage {
+    /// Reads a grant message; `None` for anything else.
+    pub fn parse(message: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(message).ok()?;
+        let mut parts = text.split(' ');
+        let mut number = || parts.next()?.parse::<u64>().ok();
+        let (fence, last, claim) = (number()?, number()?, number()?);
+        let token = parts.next().filter(|token| !token.is_empty())?;
+        if parts.next().is_some() || fence == 0 || fence > last {
+            return None;
+        }
+        Some(GrantMessage {
+            fence,
+            last,
+            claim: Duration::from_millis(claim),
+            token: token.to_owned(),
+        })
+    }
+}

@@ -1,0 +1,93 @@
+-- Release a lock that connections of other processes wait for, granting it in the same step
+-- to the next of them in the lock's ring: the lock is never free, so nobody barges in, and
+-- the grantee learns it from the message, with no attempt of its own. Only the grantee
+-- listens on its grant channel, so the publish's receiver count says whether it is still
+-- there: a connection that closed (its process killed) is taken out and the next tried, in
+-- this same step. A grant holds for the claim only, until its grantee confirms it, so one
+-- that lands anyway (a host gone, a message lost) keeps the lock that long at most.
+-- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] ring (a list of connection ids, the tail
+-- next in line); all one hash slot.
+-- ARGV[1] our token, ARGV[2] our fence ('0' when unknown), ARGV[3] the last fence of our
+-- block (the fences after ours kept for this chain of grants), ARGV[4] the grant's fresh
+-- token, ARGV[5] the claim in ms, ARGV[6] our connection id, ARGV[7] '1' when we leave the
+-- ring too, ARGV[8] and ARGV[9] a grant channel before and after its connection id,
+-- ARGV[10] the fence counter's retention window in ms (see fence.lua).
+-- Returns 0 when the lock was not ours (nothing changed), 1 when it was released (nobody in
+-- the ring listens), {2, id, fence, last fence of its block} when granted to connection id.
+local BLOCK = 1024
+
+-- The grant's fence and the last of its block: the one after ours while our block lasts,
+-- else a new block drawn in one INCRBY, past anything drawn before, so fences stay strictly
+-- increasing per key. The counter is kept long enough for a chain through the whole block,
+-- each grant living its claim unless confirmed (a confirm keeps the counter's margin, see
+-- extend.lua). nil when the counter can give none.
+local function grant_fences()
+  local ours, last = tonumber(ARGV[2]) or 0, tonumber(ARGV[3]) or 0
+  if ours > 0 and ours < last then
+    return ours + 1, last
+  end
+  local after = draw_fences(KEYS[2], BLOCK)
+  if not after then
+    return nil
+  end
+  local low = math.max(after - BLOCK, last, ours)
+  if low + BLOCK > FENCE_MAX then
+    redis.call('INCRBY', KEYS[2], -BLOCK)
+    return nil
+  end
+  if low + BLOCK > after then
+    -- As a decimal: Lua would print a large number in exponent form.
+    redis.call('SET', KEYS[2], string.format('%d', low + BLOCK))
+  end
+  keep_fences(KEYS[2], BLOCK * tonumber(ARGV[5]), ARGV[10])
+  return low + 1, low + BLOCK
+end
+
+-- How many connections heard `message` on `channel`, on sharded pub/sub where the server has
+-- it (see announce.lua).
+local function told(channel, message)
+  local heard = redis.pcall('SPUBLISH', channel, message)
+  if type(heard) == 'table' then
+    heard = redis.pcall('PUBLISH', channel, message)
+  end
+  return type(heard) == 'number' and heard or 0
+end
+
+local holder = redis.call('GET', KEYS[1])
+-- The grant's token already: this release, sent again after its connection dropped under it.
+if holder == ARGV[4] then
+  return 1
+end
+if holder ~= ARGV[1] then
+  return 0
+end
+if ARGV[7] == '1' then
+  redis.pcall('LREM', KEYS[3], 0, ARGV[6])
+end
+-- pcall: a user whose ACL allows no lists or channels still releases; waiters poll.
+local turns = redis.pcall('LLEN', KEYS[3])
+local fence, last
+for _ = 1, type(turns) == 'number' and turns or 0 do
+  -- The next in line goes to the back of it: a ring turns one step per grant.
+  local head = redis.pcall('RPOPLPUSH', KEYS[3], KEYS[3])
+  if type(head) ~= 'string' then
+    break
+  end
+  if head ~= ARGV[6] then
+    if not fence then
+      fence, last = grant_fences()
+      if not fence then
+        break
+      end
+    end
+    local message = string.format('%d %d %s %s', fence, last, ARGV[5], ARGV[4])
+    if told(ARGV[8] .. head .. ARGV[9], message) > 0 then
+      redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5])
+      return {2, head, fence, last}
+    end
+    -- Nobody heard: that connection is gone, and so is its place.
+    redis.pcall('LPOP', KEYS[3])
+  end
+end
+redis.call('DEL', KEYS[1])
+return 1
