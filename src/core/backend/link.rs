@@ -4,12 +4,13 @@
 //! installed: this layer knows nothing of locks or waiters.
 
 use super::endpoint::Endpoint;
-use super::lock_store::{published, Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
+use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
+use super::wire::{Conduit, PushSink};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::proto::Request;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,9 +34,9 @@ pub enum Replay {
 
 /// One connection, kept by a caller that must send a follow-up on the same socket.
 #[derive(Clone)]
-pub(super) struct Pinned(ConnectionManager);
+pub(super) struct Pinned<W: Conduit = ConnectionManager>(W);
 
-impl Pinned {
+impl<W: Conduit> Pinned<W> {
     /// Runs a request on this connection, behind whatever is still queued on it.
     pub(super) async fn eval<T: FromRedisValue>(
         &self,
@@ -50,10 +51,10 @@ impl Pinned {
     }
 }
 
-pub(super) struct Link {
+pub(super) struct Link<W: Conduit = ConnectionManager> {
     endpoint: Endpoint,
     /// The connection, and whether it was opened asking for RESP3.
-    manager: Mutex<Option<(ConnectionManager, bool)>>,
+    manager: Mutex<Option<(W, bool)>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
     /// Set once a call was answered: until then a failure may be a wrong address or TLS on
@@ -76,14 +77,14 @@ pub(super) struct Link {
     switching: tokio::sync::Mutex<()>,
 }
 
-impl Link {
+impl<W: Conduit> Link<W> {
     /// The connection itself opens on the first command, so constructing never blocks or
     /// fails.
     pub(super) fn new(
         endpoint: Endpoint,
         scripts: &'static [&'static str],
         listener: Arc<dyn Listener>,
-    ) -> Link {
+    ) -> Self {
         Link {
             endpoint,
             manager: Mutex::new(None),
@@ -108,7 +109,7 @@ impl Link {
     }
 
     /// Must run inside the tokio runtime: the manager spawns its driver task there.
-    fn manager(&self) -> Result<ConnectionManager, LockError> {
+    fn manager(&self) -> Result<W, LockError> {
         let mut slot = lock(&self.manager);
         match slot.as_ref() {
             // One opened for RESP3 before the server was found to refuse it fails every call.
@@ -117,37 +118,12 @@ impl Link {
             None => {}
         }
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
-        let client = self.endpoint.client(resp3)?;
-        // No retries inside the manager: it would retry a rejected AUTH as patiently as a
-        // refused connection. `call` retries refused connections itself, and the
-        // manager reconnects whenever a call finds the connection dead. Per-call timeouts
-        // bound everything, so the manager has no response timeout.
-        let mut config = ConnectionManagerConfig::new()
-            .set_number_of_retries(0)
-            .set_connection_timeout(Some(self.endpoint.connect_timeout))
-            .set_response_timeout(None);
-        if resp3 {
-            let (dropped, scripts_ready) = (self.dropped.clone(), self.scripts_ready.clone());
-            let listener = self.listener.clone();
-            config = config.set_automatic_resubscription().set_push_sender(
-                move |push: redis::PushInfo| {
-                    match push.kind {
-                        redis::PushKind::Disconnection => {
-                            scripts_ready.store(false, Ordering::Relaxed);
-                            dropped.notify_one();
-                            listener.connection_lost(LostScope::All);
-                        }
-                        _ => {
-                            if let Some((channel, payload)) = published(&push) {
-                                listener.message(channel, payload);
-                            }
-                        }
-                    }
-                    Ok::<(), std::convert::Infallible>(())
-                },
-            );
-        }
-        let manager = ConnectionManager::new_lazy_with_config(client, config)?;
+        let pushes = PushSink {
+            dropped: self.dropped.clone(),
+            scripts_ready: self.scripts_ready.clone(),
+            listener: self.listener.clone(),
+        };
+        let manager = W::open(&self.endpoint, resp3, pushes)?;
         *slot = Some((manager.clone(), resp3));
         Ok(manager)
     }
@@ -188,7 +164,7 @@ impl Link {
                 return false;
             }
             let subscribed = if self.unsharded.load(Ordering::Relaxed) {
-                manager.subscribe(channel).await.is_ok()
+                manager.subscribe_plain(channel).await.is_ok()
             } else {
                 self.subscribe_sharded(&mut manager, channel).await
             };
@@ -236,35 +212,21 @@ impl Link {
     /// SSUBSCRIBE, where the server has it: the scripts' SPUBLISH then reaches us. A server
     /// that turns it down makes us fall back to SUBSCRIBE for good (its scripts fall back to
     /// PUBLISH alike). One channel per command, so the one confirmation is its reply.
-    async fn subscribe_sharded(&self, manager: &mut ConnectionManager, channel: &[u8]) -> bool {
-        let reply: RedisResult<Value> = redis::cmd("SSUBSCRIBE")
-            .arg(channel)
-            .query_async(manager)
-            .await;
-        match reply {
-            Ok(_) => true,
+    async fn subscribe_sharded(&self, manager: &mut W, channel: &[u8]) -> bool {
+        match manager.subscribe_sharded(channel).await {
+            Ok(()) => true,
             Err(err) if err.code().is_some() => {
                 self.unsharded.store(true, Ordering::Relaxed);
-                manager.subscribe(channel).await.is_ok()
+                manager.subscribe_plain(channel).await.is_ok()
             }
             Err(_) => false,
         }
     }
 
     /// Drops idle subscriptions, of whichever kind this connection makes.
-    async fn unsubscribe(
-        &self,
-        manager: &mut ConnectionManager,
-        channels: Vec<Vec<u8>>,
-    ) -> RedisResult<()> {
-        if self.unsharded.load(Ordering::Relaxed) {
-            return manager.unsubscribe(channels).await;
-        }
-        let mut pipe = Pipeline::with_capacity(channels.len());
-        for channel in &channels {
-            pipe.cmd("SUNSUBSCRIBE").arg(channel).ignore();
-        }
-        pipe.query_async(manager).await
+    async fn unsubscribe(&self, manager: &mut W, channels: Vec<Vec<u8>>) -> RedisResult<()> {
+        let sharded = !self.unsharded.load(Ordering::Relaxed);
+        manager.unsubscribe(channels, sharded).await
     }
 
     /// Loads every script on the current connection, once: one round trip after each
@@ -273,17 +235,12 @@ impl Link {
         if self.scripts_ready.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let mut pipe = Pipeline::with_capacity(self.scripts.len());
-        for source in self.scripts {
-            pipe.cmd("SCRIPT").arg("LOAD").arg(source);
-        }
-        let _hashes: Vec<String> = self
-            .call(timeout, Replay::Safe, |mut con| {
-                let pipe = &pipe;
-                async move { pipe.query_async(&mut con).await }
-            })
-            .await
-            .map_err(|(err, _)| err)?;
+        let scripts = self.scripts;
+        self.call(timeout, Replay::Safe, |mut con| async move {
+            con.load_scripts(scripts).await
+        })
+        .await
+        .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -308,9 +265,9 @@ impl Link {
         timeout: Duration,
         replay: Replay,
         op: F,
-    ) -> Result<T, (LockError, Option<Pinned>)>
+    ) -> Result<T, (LockError, Option<Pinned<W>>)>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(W) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -418,7 +375,7 @@ impl Link {
         request: &Request,
         timeout: Duration,
         replay: Replay,
-    ) -> Result<Value, (LockError, Option<Pinned>)> {
+    ) -> Result<Value, (LockError, Option<Pinned<W>>)> {
         self.call(timeout, replay, |mut con| async move {
             query(request, &mut con).await
         })
@@ -442,9 +399,9 @@ impl Link {
 
 /// Sends `request`; a script the server no longer has (restarted, flushed) is loaded and
 /// sent once more, as the redis crate's `ScriptInvocation` does.
-async fn query<T: FromRedisValue>(
+async fn query<T: FromRedisValue, C: redis::aio::ConnectionLike>(
     request: &Request,
-    con: &mut ConnectionManager,
+    con: &mut C,
 ) -> RedisResult<T> {
     match request {
         Request::Command(cmd) => cmd.query_async(con).await,

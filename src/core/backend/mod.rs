@@ -15,3 +15,4 @@ pub mod redis_store;
 mod redlock_book;
 pub mod redlock_store;
 mod redlock_tally;
+mod wire;
