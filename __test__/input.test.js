@@ -472,11 +472,9 @@ describe('constructor', () => {
     })
   })
 
-  test('a Redis Cluster or Sentinel URL is refused as not supported yet, revealing no password', async () => {
+  test('a Sentinel URL is refused as not supported yet, revealing no password', async () => {
     // Closed ports: were anything dialled, the test would fail by the monitor's count too.
     const cases = [
-      ['redis+cluster://u:hunter2@127.0.0.1:1,127.0.0.1:2', /^Redis Cluster is not supported yet/],
-      ['rediss+cluster://127.0.0.1:1', /^Redis Cluster is not supported yet/],
       ['redis+sentinel://:hunter2@127.0.0.1:1/mymaster', /^Sentinel is not supported yet/],
     ]
     await quiet(async () => {

@@ -132,10 +132,9 @@ impl Endpoint {
         Ok(endpoint)
     }
 
-    /// Refuses the addresses whose stores are not built yet (see `multi::cluster_unbuilt`).
+    /// Refuses the addresses whose stores are not built yet (see `multi::sentinel_unbuilt`).
     fn refuse_unbuilt(&self) -> Result<(), LockError> {
         match &self.address {
-            Address::Cluster { .. } => Err(multi::cluster_unbuilt()),
             Address::Sentinel { .. } => Err(multi::sentinel_unbuilt()),
             _ => Ok(()),
         }

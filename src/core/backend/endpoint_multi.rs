@@ -47,17 +47,9 @@ pub struct MultiUrl {
     pub password: Option<String>,
 }
 
-/// Cluster and Sentinel are parsed but have no store yet: they come in later landings
-/// (docs/plans/cluster-sentinel.md C3, C7), and until then every connection to them is
-/// refused at construction, as the JS layer refuses their clients.
-pub fn cluster_unbuilt() -> LockError {
-    LockError::invalid_type(
-        "redis",
-        "Redis Cluster is not supported yet; connect to one master, or use a Redlock of independent masters",
-    )
-}
-
-/// See `cluster_unbuilt`.
+/// Sentinel is parsed but has no store yet: it comes in a later landing
+/// (docs/plans/cluster-sentinel.md C7), and until then every connection to it is refused at
+/// construction, as the JS layer refuses its clients.
 pub fn sentinel_unbuilt() -> LockError {
     LockError::invalid_type(
         "redis",

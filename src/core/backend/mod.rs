@@ -4,6 +4,8 @@
 //! watchdog: published messages go to whoever installed the listener.
 
 pub mod boundary;
+mod cluster_store;
+mod cluster_wire;
 pub mod direct;
 pub mod endpoint;
 pub mod endpoint_multi;
@@ -15,4 +17,4 @@ pub mod redis_store;
 mod redlock_book;
 pub mod redlock_store;
 mod redlock_tally;
-mod wire;
+pub mod wire;

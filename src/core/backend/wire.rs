@@ -3,7 +3,7 @@
 //! a cluster's connection in `cluster_wire.rs`. A wire opens lazily and knows nothing of locks.
 
 use super::endpoint::Endpoint;
-use super::lock_store::{published, Listener, LostScope};
+use super::lock_store::{published, unsubscribed, Listener, LostScope};
 use crate::core::basics::error::LockError;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Pipeline, RedisResult, Value};
@@ -15,19 +15,24 @@ use tokio::sync::Notify;
 /// Where a connection's pushes go: messages to the listener, a dropped socket to the
 /// watchdog (through `dropped`) and to the waiters, and the scripts marked unloaded.
 #[derive(Clone)]
-pub(super) struct PushSink {
+pub struct PushSink {
     pub(super) dropped: Arc<Notify>,
     pub(super) scripts_ready: Arc<AtomicBool>,
     pub(super) listener: Arc<dyn Listener>,
 }
 
 impl PushSink {
-    pub(super) fn deliver(&self, push: &redis::PushInfo) {
+    pub fn deliver(&self, push: &redis::PushInfo) {
         match push.kind {
             redis::PushKind::Disconnection => {
                 self.scripts_ready.store(false, Ordering::Relaxed);
                 self.dropped.notify_one();
                 self.listener.connection_lost(LostScope::All);
+            }
+            redis::PushKind::SUnsubscribe => {
+                if let Some(channel) = unsubscribed(push) {
+                    self.listener.unsubscribed(channel);
+                }
             }
             _ => {
                 if let Some((channel, payload)) = published(push) {
@@ -39,7 +44,7 @@ impl PushSink {
 }
 
 /// A connection `Link` drives. Cloning is cheap and shares the connection.
-pub(super) trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
+pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
     /// Opens lazily: neither blocks nor reaches the server. `resp3: false` carries no pushes.
     fn open(endpoint: &Endpoint, resp3: bool, pushes: PushSink) -> Result<Self, LockError>;
 
