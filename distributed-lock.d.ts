@@ -10,4 +10,6 @@ export {
   type UsingOptions,
   type RedisInput,
   type RedlockNodes,
+  type ClusterNode,
+  type RedisClusterOptions,
 } from './index'

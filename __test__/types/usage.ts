@@ -9,6 +9,7 @@ import {
   type LockInfo,
   type LockOptions,
   type RedlockNodes,
+  type RedisClusterOptions,
 } from 'native-redis-lock'
 import * as sub from 'native-redis-lock/distributed-lock'
 
@@ -24,6 +25,13 @@ async function main(): Promise<void> {
   new sub.DistributedLock(['redis://a', 'redis://b', 'redis://c'] as const)
   // @ts-expect-error each node is one server, not an array
   new DistributedLock([['redis://a'], 'redis://b', 'redis://c'])
+  // A Redis Cluster: a URL, its seed nodes, or an ioredis Cluster.
+  new DistributedLock('redis+cluster://a:7000,b:7001')
+  const seeds: RedisClusterOptions = { cluster: [7000, 'b:7001', { host: 'c', port: 7002 }], password: 'x' }
+  new sub.DistributedLock(seeds, options)
+  new DistributedLock(new Redis.Cluster([{ host: 'a', port: 7000 }]))
+  // @ts-expect-error a cluster's nodes are ports, strings or { host, port }
+  new DistributedLock({ cluster: [true] })
 
   const handle: LockHandle = await lock.acquire('user:123', 10_000)
   const fence: string = handle.fence
