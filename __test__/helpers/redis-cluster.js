@@ -43,13 +43,22 @@ class RedisCluster {
     return this
   }
 
-  /** One command on the node at `port`, on a connection of its own. */
-  async command(port, ...args) {
+  /** One command on the node at `port`, on a connection of its own; replies as strings. */
+  command(port, ...args) {
+    return this.#send(port, 'call', args)
+  }
+
+  /** `command`, replies as Buffers (our sibling keys hold the byte 0xFF). */
+  commandBuffer(port, ...args) {
+    return this.#send(port, 'callBuffer', args)
+  }
+
+  async #send(port, how, args) {
     const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
     client.on('error', () => {})
     try {
       await client.connect()
-      return await client.call(...args)
+      return await client[how](...args)
     } finally {
       client.disconnect()
     }

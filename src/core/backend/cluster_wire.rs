@@ -14,7 +14,9 @@ use std::time::Duration;
 /// its map's lock across the connects), so no connect may wait longer than this.
 const CONNECT_CAP: Duration = Duration::from_secs(1);
 /// The crate's own retries (MOVED, ASK, TRYAGAIN, a node reconnecting) run inside our
-/// per-call bound: short pauses, and the bound decides when to give up.
+/// per-call bound, with short pauses. Few: each may rebuild the slot map (which stalls every
+/// request meanwhile), and `Link::call` sends a turned-away command again, paced, for as long
+/// as its bound allows.
 const RETRIES: u32 = 3;
 const RETRY_MIN_WAIT_MS: u64 = 10;
 const RETRY_MAX_WAIT_MS: u64 = 100;

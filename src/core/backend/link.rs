@@ -332,6 +332,17 @@ impl<W: Conduit> Link<W> {
             // that is safe to run twice goes again.
             let resendable = err.is_connection_refusal()
                 || (replay == Replay::Safe && err.is_connection_dropped());
+            // A cluster turns a command away unrun while its slot moves or fails over (the
+            // crate's own quick retries may run out first): pause and send it again, for as
+            // long as the bound allows. One server never answers these.
+            if turned_away(&err) {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left > pause {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(REFUSAL_MAX_PAUSE);
+                    continue;
+                }
+            }
             if resendable {
                 let since = *refused_since.get_or_insert(started);
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -413,6 +424,21 @@ async fn query<T: FromRedisValue, C: redis::aio::ConnectionLike>(
             reply => reply,
         },
     }
+}
+
+/// A cluster's answer that the command was not run, to be sent again: its slot is moving
+/// (MOVED, ASK, TRYAGAIN), the cluster is electing a master, or the crate has no connection to
+/// the slot's node yet.
+fn turned_away(err: &redis::RedisError) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+        ) | ErrorKind::ClusterConnectionNotFound
+    )
 }
 
 /// Redis before 6 answers HELLO with "unknown command"; a server with HELLO renamed away does
