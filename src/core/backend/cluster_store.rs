@@ -3,6 +3,7 @@
 //! it), bar what spans slots. A refresh batch is cut by slot and its parts go concurrently;
 //! the JS thread's socket steps aside, so no MOVED can reach it.
 
+use super::cluster_wire::ClusterPair;
 use super::endpoint::Endpoint;
 use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
@@ -12,13 +13,12 @@ use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::Op;
-use redis::cluster_async::ClusterConnection;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
 pub struct ClusterStore {
-    nodes: RedisStore<ClusterConnection>,
+    nodes: RedisStore<ClusterPair>,
 }
 
 impl ClusterStore {
