@@ -47,6 +47,13 @@ export declare class NativeConnection {
  * lock's token and deadline; their `release` and `extend` come back here with those.
  */
 export declare class NativeDistributedLock {
+  /**
+   * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+   * wake-up and hand-over from now on.
+   */
+  observe(listener: number): void
+  /** Counters and wait-time percentiles of this object's calls. */
+  stats(): NativeStats
   constructor(connection: NativeConnection, options: DistributedLockOptions, heartbeat: NativeHeartbeat)
   /** Resolves with `owner` filled in as the handle, after up to `maxRetries` retries. */
   acquire(owner: object, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): Promise<unknown>
@@ -92,6 +99,13 @@ export declare class NativeDistributedLock {
  * (lib/shared-connection.js); each call names the hold it is about by its listener.
  */
 export declare class NativeExclusiveLock {
+  /**
+   * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+   * wake-up and hand-over from now on.
+   */
+  observe(listener: number): void
+  /** Counters and wait-time percentiles of this object's calls. */
+  stats(): NativeStats
   constructor(connection: NativeConnection, options: ExclusiveLockOptions, heartbeat: NativeHeartbeat)
   get key(): string
   get name(): string
@@ -145,6 +159,13 @@ export declare class NativeHeartbeat {
 }
 
 export declare class NativeLockService {
+  /**
+   * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+   * wake-up and hand-over from now on.
+   */
+  observe(listener: number): void
+  /** Counters and wait-time percentiles of this object's calls. */
+  stats(): NativeStats
   constructor(connection: NativeConnection, options: LockServiceOptions, heartbeat: NativeHeartbeat)
   /**
    * Tries `key` until `max_wait_ms` (default 3 x the TTL) with maestro's backoff and
@@ -173,7 +194,23 @@ export declare class NativeLockService {
   release(listener: number): Promise<boolean>
 }
 
+/**
+ * `lock()`'s acquisition options converted once, for the calls that share them (converting
+ * five fields, two of them texts, at every call cost more than the rest of the call's
+ * arguments).
+ */
+export declare class NativePace {
+  constructor(pace: SyncguardPace)
+}
+
 export declare class NativeSyncguard {
+  /**
+   * Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+   * wake-up and hand-over from now on.
+   */
+  observe(listener: number): void
+  /** Counters and wait-time percentiles of this object's calls. */
+  stats(): NativeStats
   constructor(connection: NativeConnection, options: SyncguardOptions)
   /** One attempt: resolves with `[fence, expiresAtMs]`, or `null` when the key is held. */
   acquire(keys: SyncguardCallKeys, ttlMs: number): Promise<[number, number] | null>
@@ -182,7 +219,7 @@ export declare class NativeSyncguard {
    * `[fence, expiresAtMs]`, or rejects (EGAVEUP with syncguard's ending; EABORTED once
    * `cancel` is cancelled).
    */
-  lock(keys: SyncguardCallKeys, ttlMs: number, pace: SyncguardPace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
+  lock(keys: SyncguardCallKeys, ttlMs: number, pace: NativePace, elapsedMs: number, cancel?: NativeCancel | undefined | null): Promise<[number, number]>
   /**
    * Resolves with syncguard's release code: 1 released, 0 another's, -1 not found,
    * -2 expired.
@@ -208,6 +245,8 @@ export declare class NativeSyncguardEval {
   acquire(keys: SyncguardCallKeys, ttlMs: number): SyncguardEvalCall
   /** `[fence, expiresAtMs]`, or `null` when the key is held. */
   acquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): [number, number] | null
+  /** The release to send when the acquire's reply came past its bound, or `null`. */
+  lateAcquired(keys: SyncguardCallKeys, ttlMs: number, reply: SyncguardEvalReply): SyncguardEvalCall | null
   release(indexKey: string, lockId: string): SyncguardEvalCall
   /** syncguard's release code: 1, 0, -1 or -2. */
   released(indexKey: string, lockId: string, reply: SyncguardEvalReply): number
@@ -281,7 +320,7 @@ export interface ConnectionOptions {
   /** A Redis Cluster's seed nodes (refused until the cluster's store lands). */
   cluster?: Array<NodeAddress>
   /**
-   * A Sentinel set, with `sentinelName` (refused until Sentinel's store lands); the
+   * A Sentinel set, with `sentinelName`: the master it names, followed across failovers; the
    * sentinels' own credentials apart from the master's.
    */
   sentinels?: Array<NodeAddress>
@@ -341,6 +380,12 @@ export interface ExclusiveLockOptions {
   fenceRetentionMs?: number
 }
 
+/** Whether `key` is a sibling (fence, owner, queue, line) rather than a possible lock key. */
+export declare function isSiblingKey(key: Buffer): boolean
+
+/** The lock key whose wake-up channel is `channel`, or null for any other channel. */
+export declare function lockKeyOfChannel(channel: Buffer): Buffer | null
+
 /**
  * Settings of `@jonaskahn/maestro`'s DistributedLockService, resolved by the JS layer from
  * maestro's environment variables. The key and TTL come with each call: maestro's users may
@@ -360,12 +405,48 @@ export interface LockServiceOptions {
   fenceRetentionMs?: number
 }
 
+export declare function lockSiblings(lockKey: Buffer): LockSiblings
+
+/** Every key and channel that belongs to one lock key (`docs/INTERNALS.md`, "Keys"). */
+export interface LockSiblings {
+  fence: Buffer
+  /** ExclusiveLock's owner token. */
+  owner: Buffer
+  /** Connections queued for a wake-up (sorted set). */
+  waiting: Buffer
+  /** A fair lock's line (sorted set) and its waiters' liveness (hash). */
+  line: Buffer
+  alive: Buffer
+  /** Where a release announces a wake-up. */
+  channel: Buffer
+}
+
 /**
  * Runs one command on the `memory://` keyspace of `url` and answers its reply as JSON:
  * integers, `null`, arrays, `{"bulk": base64}`, `{"status": text}`, `{"error": text}`. How
  * tests read and write beside the locks on the embedded backend, as with a client on Redis.
  */
 export declare function memoryCommand(url: string, args: Array<Buffer>): string
+
+/** One error code and how many calls ended with it. */
+export interface NativeErrorCount {
+  code: string
+  count: number
+}
+
+/** What one API object has done since it was made (lib/ reshapes `errors` into an object). */
+export interface NativeStats {
+  acquisitions: number
+  contended: number
+  woken: number
+  handedOver: number
+  refreshes: number
+  lost: number
+  errors: Array<NativeErrorCount>
+  waitP50Ms: number
+  waitP99Ms: number
+  waitMaxMs: number
+}
 
 /** One node of a list: `port` defaults to the service's own (6379, a sentinel 26379). */
 export interface NodeAddress {

@@ -12,4 +12,10 @@ export {
   type RedlockNodes,
   type ClusterNode,
   type RedisClusterOptions,
+  type LockStats,
+  type LockEvent,
+  type LockEventType,
+  type OnLockEvent,
+  type TracingLogger,
+  type RedisSentinelOptions,
 } from './index'

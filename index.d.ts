@@ -31,7 +31,7 @@ export interface TlsOptions {
 
 /** Connection settings, when no client is passed. */
 export interface RedisConnectionOptions {
-  /** `redis://[user:pass@]host[:port][/db]`, `rediss://...` (TLS) or `unix:///path`. */
+  /** `redis://[user:pass@]host[:port][/db]`, `rediss://...` (TLS), `unix:///path` or `redis+sentinel://...`. */
   url?: string
   host?: string
   port?: number
@@ -69,8 +69,32 @@ export interface NodeRedisClusterLike {
 }
 
 /**
+ * A master found through Redis Sentinel (README "Scaling out: Sentinel"), with ioredis's
+ * option names; also `redis+sentinel://[user:pass@]host:port,host:port/<name>[/db]`, or an
+ * ioredis client made with `sentinels`. Failovers are followed.
+ */
+export interface RedisSentinelOptions {
+  /** The sentinels to ask (port 26379 when absent). */
+  sentinels: ReadonlyArray<{ host: string; port?: number }>
+  /** The name of the master the sentinels watch. */
+  name: string
+  /** Only `'master'`: locks are never taken on a replica. */
+  role?: 'master'
+  /** The sentinels' own credentials (`username`/`password` are the master's). */
+  sentinelUsername?: string
+  sentinelPassword?: string
+  /** TLS for the master and the sentinels alike: give both or neither. */
+  tls?: boolean | TlsOptions
+  sentinelTLS?: boolean | TlsOptions
+  db?: number
+  username?: string
+  password?: string
+}
+
+/**
  * An ioredis client (`Redis` or `Cluster`) or a node-redis client or cluster (only their
- * settings are read), a URL (`redis+cluster://h:p,h:p` for a cluster), or settings.
+ * settings are read), a URL (`redis+cluster://h:p,h:p` for a cluster,
+ * `redis+sentinel://h:p,h:p/<name>` for a Sentinel set), or settings.
  */
 export type RedisInput =
   | IoredisLike
@@ -78,6 +102,7 @@ export type RedisInput =
   | NodeRedisClusterLike
   | RedisConnectionOptions
   | RedisClusterOptions
+  | RedisSentinelOptions
   | string
 
 /**
@@ -117,6 +142,63 @@ export interface LockOptions {
    * that expired starts again from 1. 0 or Infinity: forever. Default 7 days.
    */
   fenceRetentionMs?: number
+  /** Logs each event at its level (README "Tracing"). Default: silent. */
+  logger?: TracingLogger
+  /** Told of each event (README "Tracing"); its own native lock, so only this instance's events. */
+  onEvent?: OnLockEvent
+}
+
+/** What `stats()` answers: what an API object's calls have done since it was made. */
+export interface LockStats {
+  /** Locks won. */
+  acquisitions: number
+  /** Attempts that found the lock held by someone else. */
+  contended: number
+  /** Waits a release woke (the waiter then tried again). */
+  woken: number
+  /** Waits a release of this process ended by handing the lock over, with no attempt of their own. */
+  handedOver: number
+  /** Refreshes Redis confirmed: the watchdog's, and `extend()`. */
+  refreshes: number
+  /** Held locks found gone, or no longer confirmable, by the watchdog. */
+  lost: number
+  /** Acquisitions that ended in an error, by code (only the codes seen). */
+  errors: Partial<Record<LockErrorCode, number>>
+  /** From asking for a lock to holding it, in ms, from a fixed log-linear histogram (within 12.5%). */
+  waitMs: { p50: number; p99: number; max: number }
+}
+
+/** The events an `onEvent` hook is given (README "Tracing"). */
+export type LockEventType = 'acquired' | 'contended' | 'woken' | 'handed-over' | 'refreshed' | 'released' | 'lost' | 'error'
+
+/** What every event has: the API that saw it, the lock's key (as the user named it), when. */
+export interface LockEventBase {
+  type: LockEventType
+  api: 'DistributedLock' | 'ExclusiveLock' | 'DistributedLockService' | 'syncguard'
+  /** Absent where the call names no key (syncguard's release and extend: `lockId`). */
+  key?: string
+  /** `Date.now()` when it was told. */
+  at: number
+}
+
+/** One event, by `type` (README "Tracing"). `fence` is the hold's fencing token where the API has one. */
+export type LockEvent =
+  | (LockEventBase & { type: 'acquired'; fence?: string; waitedMs: number })
+  | (LockEventBase & { type: 'contended' | 'woken' | 'handed-over' })
+  | (LockEventBase & { type: 'refreshed'; fence?: string; ttlMs?: number; lockId?: string })
+  | (LockEventBase & { type: 'released'; fence?: string; heldMs?: number; lockId?: string })
+  | (LockEventBase & { type: 'lost'; fence?: string; code?: string; error: Error })
+  | (LockEventBase & { type: 'error'; call: 'acquire' | 'release' | 'extend' | 'lock'; code?: string; error: Error })
+
+/** A hook told of every event; one that throws is logged at `error` and breaks nothing. */
+export type OnLockEvent = (event: LockEvent) => void
+
+/** A pino-, winston- or console-shaped logger: each event is logged at its level (README "Tracing"). */
+export interface TracingLogger {
+  debug(...args: unknown[]): void
+  info(...args: unknown[]): void
+  warn(...args: unknown[]): void
+  error(...args: unknown[]): void
 }
 
 export interface RefreshOptions {
@@ -160,9 +242,23 @@ export declare class LockHandle {
   readonly info: LockInfo
   /** With `autoRefresh`: resolves with a LockLostError when the lock is lost; pending otherwise. */
   readonly lost: Promise<LockLostError>
-  /** Deletes the lock if it is still ours. Releasing again is a no-op. */
+  /**
+   * Deletes the lock if it is still ours. Releasing again is a no-op.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, `EAUTH`, `ENOPERM` or `EREDIS` when Redis
+   *   could not be asked; the lock then expires with its TTL.
+   */
   release(): Promise<void>
-  /** Adds `additionalMs` to the lock's remaining TTL. Rejects with InvalidLockError when the lock is no longer ours. */
+  /**
+   * Adds `additionalMs` to the lock's remaining TTL.
+   * @throws {InvalidLockError} `ENOTHELD` when the lock was released, expired or taken over.
+   * @throws {TypeError | RangeError} `EINVAL` for a bad `additionalMs`, before a Redis call is made.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, ... when Redis could not be asked.
+   * @example
+   * for (const chunk of chunks) {
+   *   await exportChunk(chunk)
+   *   await handle.extend(30_000) // stop exporting if this rejects: the lock is gone
+   * }
+   */
   extend(additionalMs: number): Promise<void>
   [Symbol.asyncDispose](): Promise<void>
 }
@@ -171,23 +267,76 @@ export declare class DistributedLock {
   /** Locks kept in this process (`memory://<name>`), shared by its worker_threads: no Redis. */
   static memory(name?: string, options?: LockOptions): DistributedLock
   constructor(redis: RedisInput | RedlockNodes, options?: LockOptions)
-  /** Acquires `key`, retrying `maxRetries` times with exponential backoff; rejects with LockAcquisitionError. */
+  /**
+   * Acquires `key`, retrying `maxRetries` times with exponential backoff. Resolves once Redis
+   * has recorded the holder.
+   * @throws {LockAcquisitionError} `ELOCKED` when the lock stayed held through the retries.
+   * @throws {TypeError | RangeError} `EINVAL` for a bad key, TTL or option, before a Redis call is made.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, `EAUTH`, `ENOPERM` or `EREDIS` when Redis
+   *   could not be asked (never confused with "held").
+   * @throws the `signal`'s reason when `options.signal` aborts.
+   * @example
+   * const handle = await lock.acquire('invoice:42', 10_000)
+   * try {
+   *   await send(invoice, handle.fence)
+   * } finally {
+   *   await handle.release()
+   * }
+   */
   acquire(key: string, ttlMs?: number, options?: AcquireOptions): Promise<LockHandle>
-  /** One attempt; resolves `null` when the key is held. */
+  /**
+   * One attempt; resolves `null` when the key is held.
+   * @throws {TypeError | RangeError} `EINVAL` for a bad key or TTL, before a Redis call is made.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, ... when Redis could not be asked.
+   * @example
+   * const handle = await lock.tryAcquire(`cron:report:${day}`, 60_000)
+   * if (handle) await runReport() // one instance of the cluster runs it
+   */
   tryAcquire(key: string, ttlMs?: number, options?: RefreshOptions): Promise<LockHandle | null>
-  /** Waits up to `timeoutMs` for the lock; rejects with LockAcquisitionError on timeout. */
+  /**
+   * Waits up to `timeoutMs` for the lock, woken when its holder releases it.
+   * @throws {LockAcquisitionError} `ELOCKED` when `timeoutMs` passed with the lock held.
+   * @throws {TypeError | RangeError} `EINVAL` for a bad key, timeout or TTL, before a Redis call is made.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, ... when Redis could not be asked.
+   * @throws the `signal`'s reason when `options.signal` aborts.
+   * @example
+   * const handle = await lock.waitForLock('queue:drain', 5_000, 30_000)
+   */
   waitForLock(key: string, timeoutMs: number, ttlMs?: number, options?: AcquireOptions): Promise<LockHandle>
-  /** Whether anyone holds `key`; rejects (never `false`) when Redis cannot be asked. */
+  /**
+   * Whether anyone holds `key`.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, ... when Redis cannot be asked (never `false`).
+   * @example
+   * if (await lock.isLocked('deploy')) console.log('a deploy is running')
+   */
   isLocked(key: string): Promise<boolean>
-  /** Writes `value` to the hash at `key` unless a higher fencing token wrote there; `false` when rejected as stale. */
+  /**
+   * Writes `value` to the hash at `key` unless a higher fencing token wrote there; `false`
+   * when rejected as stale.
+   * @throws {TypeError | RangeError} `EINVAL` for a bad key, or a value or fence that is not a string, before a Redis call is made.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, `EREDIS`, ... when Redis could not write.
+   * @example
+   * const handle = await lock.acquire('account:7')
+   * await lock.fencedSet('balance:7', '120', handle.fence) // false if a later holder wrote
+   */
   fencedSet(key: string, value: string, fence: string): Promise<boolean>
   /**
    * Acquires, runs `fn`, releases in `finally`; resolves with `fn`'s result. `signal` aborts,
    * its reason a LockLostError, when the lock is lost while `fn` runs (reported by the
    * watchdog with `autoRefresh`, else its TTL ran out); `using` then rejects with that error
    * once `fn` settles, unless `fn` threw (its own error wins).
+   * @throws what `acquire` (or `waitForLock`, with `timeoutMs`) throws, what `fn` throws, or a
+   *   {@link LockLostError} `ELOST` when the lock was lost while `fn` ran.
+   * @example
+   * const total = await lock.using('report', async (handle, signal) => build({ signal }), { ttlMs: 30_000, autoRefresh: true })
    */
   using<T>(key: string, fn: (handle: LockHandle, signal: AbortSignal) => T | Promise<T>, options?: UsingOptions): Promise<T>
+  /**
+   * What this lock's calls have done (with every instance of the same connection and
+   * settings, which share its native side), kept natively; cheap enough to call often.
+   * @example const { acquisitions, waitMs } = lock.stats()
+   */
+  stats(): LockStats
 }
 
 /** Stable error codes. */
@@ -268,6 +417,10 @@ export interface ExclusiveLockOptions {
   max_hold_ms?: number
   /** How long the fence counter is kept after the lock's last use (0 or Infinity: forever). Default 7 days. */
   fence_retention_ms?: number
+  /** Ours: logs each event at its level (README "Tracing"); `log` stays the original's. */
+  logger?: TracingLogger
+  /** Ours: told of each event (README "Tracing"). */
+  onEvent?: OnLockEvent
 }
 
 export interface ExclusiveLockEvents {
@@ -306,11 +459,27 @@ export declare class ExclusiveLock extends EventEmitter<ExclusiveLockEvents> {
   readonly max_hold_ms: number | undefined
   readonly log: Logger
   readonly cache_connection: RedisInput | RedlockNodes
-  /** One attempt; `true` when this instance holds the lock. */
+  /**
+   * One attempt; `true` when this instance holds the lock (and again while it does). A lock
+   * lost later is an `'error'` event (a `LockLostError`), then an automatic release.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, `EAUTH`, `ENOPERM` or `EREDIS` when Redis
+   *   could not be asked.
+   * @example
+   * lock.on('error', (err) => stopLeading(err))
+   * if (await lock.acquire()) startLeading()
+   */
   acquire(): Promise<boolean>
-  /** Contents and remaining TTL of whoever holds the lock, or `null`. */
+  /**
+   * Contents and remaining TTL of whoever holds the lock, or `null`.
+   * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, ... when Redis could not be asked.
+   */
   inspect(): Promise<LockInspection | null>
-  /** Stops refreshing and deletes the lock if it is still ours. Idempotent. */
+  /** What this lock's calls have done (with every instance of the same settings). */
+  stats(): LockStats
+  /**
+   * Stops refreshing and deletes the lock if it is still ours. Idempotent.
+   * @throws {LockError} when Redis could not be asked (also emitted as `'error'`).
+   */
   release(): Promise<void>
   /** Lets the process exit while the lock is held. */
   unref(): this
@@ -358,6 +527,8 @@ export declare class DistributedLockService {
       logger?: Logger | MaestroLogger
       /** How long the fence counter is kept after the lock's last use (0 or Infinity: forever). Default 7 days. */
       fenceRetentionMs?: number
+      /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
+      onEvent?: OnLockEvent
     },
   )
   /** The Redis key, verbatim; read at each acquire(). */
@@ -371,13 +542,26 @@ export declare class DistributedLockService {
   /** Held, as far as this instance knows; turns false when the lock is found lost. */
   isLocked: boolean
   readonly cacheLayer: unknown
-  /** `true` once held; `false` after `maxWaitTime` (default 3 x TTL) or on a Redis error. */
+  /**
+   * `true` once held; `false` after `maxWaitTime` (default 3 x TTL) or on a Redis error, as
+   * maestro answers (errors go to the logger, not to the caller).
+   * @throws {TypeError | RangeError} `EINVAL` for a bad `lockTtl` or `maxWaitTime`, before a Redis call is made.
+   * @example
+   * if (await service.acquire(60_000, 2_000)) {
+   *   try { await produce() } finally { await service.release() }
+   * }
+   */
   acquire(lockTtl?: number, maxWaitTime?: number): Promise<boolean>
-  /** `true` when released or already gone; `false` when another holder has it, or on error. */
+  /**
+   * `true` when released or already gone; `false` when another holder has it, or on error
+   * (never rejects, as maestro).
+   */
   release(): Promise<boolean>
   /** Releases, then calls `cacheInstance.disconnect()` as the original does. */
   disconnect(): Promise<void>
   getStatus(): LockServiceStatus
   getLockKey(): string
   getLockTtl(): number
+  /** What this service's calls have done (zero through a cache object of another kind). */
+  stats(): LockStats
 }

@@ -2,7 +2,7 @@
 // `fence` exists when the backend's capabilities say so), plus createRedisBackend and createLock
 // at the root. Hand-written, in our words.
 
-import type { RedisInput } from './index'
+import type { RedisInput, LockStats, OnLockEvent, TracingLogger } from './index'
 
 // ---------------------------------------------------------------------------------------------
 // Backends and their results
@@ -157,6 +157,10 @@ export interface RedisBackendOptions {
   disposeTimeoutMs?: number
   /** Added by native-redis-lock: bound on every Redis call, in ms. Default 5000. */
   commandTimeoutMs?: number
+  /** Added by native-redis-lock: logs each event at its level (README "Tracing"). */
+  logger?: TracingLogger
+  /** Added by native-redis-lock: told of each event (README "Tracing"). */
+  onEvent?: OnLockEvent
 }
 
 export interface RedisConfig {
@@ -177,22 +181,42 @@ export interface LockData {
   fence: string
 }
 
-/** A syncguard backend on Redis, run by this package's engine; checks `options` at once. */
+/**
+ * A syncguard backend on Redis, run by this package's engine; checks `options` at once.
+ * @throws {LockError} `InvalidArgument` for bad options or an address it cannot use, at once.
+ * @example
+ * const backend = createRedisBackend(process.env.REDIS_URL ?? 'memory://app', { keyPrefix: 'myapp' })
+ * const won = await backend.acquire({ key: 'report:daily', ttlMs: 10_000 })
+ * if (won.ok) await won.release()
+ */
 export declare function createRedisBackend(
   redis: SyncguardRedisInput,
   options?: RedisBackendOptions,
-): LockBackend<RedisCapabilities>
+): LockBackend<RedisCapabilities> & {
+  /** Added by native-redis-lock: what this backend's calls have done (zero over an `eval`-only object). */
+  stats(): LockStats
+}
 
 /** `lock()` bound to one Redis backend. */
 export declare function createLock(
   redis: SyncguardRedisInput,
   options?: RedisBackendOptions,
-): <T>(fn: () => Promise<T> | T, config: LockConfig & { acquisition?: AcquisitionOptions }) => Promise<T>
+): (<T>(fn: () => Promise<T> | T, config: LockConfig & { acquisition?: AcquisitionOptions }) => Promise<T>) & {
+  /** Added by native-redis-lock: the backend's stats. */
+  stats(): LockStats
+}
 
 // ---------------------------------------------------------------------------------------------
 // Functions and values of syncguard's root
 
-/** Acquires `config.key` (retrying per `config.acquisition`), runs `fn`, releases; `fn`'s result. */
+/**
+ * Acquires `config.key` (retrying per `config.acquisition`), runs `fn`, releases; `fn`'s result.
+ * @throws {LockError} `AcquisitionTimeout` when the lock stayed held past `acquisition.timeoutMs`,
+ *   `ServiceUnavailable`/`NetworkTimeout` when the backend could not be asked, `InvalidArgument`
+ *   for a bad config; or what `fn` throws (the lock is released first).
+ * @example
+ * const total = await lock(backend, async () => chargeOrder(123), { key: 'payment:123', ttlMs: 30_000 })
+ */
 export declare function lock<T, C extends BackendCapabilities>(
   backend: LockBackend<C>,
   fn: () => Promise<T> | T,

@@ -33,4 +33,16 @@ test('the main tarball has no binary and every file the exports map names', () =
     assert.ok(packed.has(file.replace(/^\.\//, '')), `${file} is not in the tarball`)
   }
   for (const file of packed) assert.ok(!file.startsWith('__test__') && !file.startsWith('src/'), `${file} is shipped`)
+  // The generated binding.d.ts is private: no public .d.ts imports it, so it does not ship.
+  assert.ok(!packed.has('binding.d.ts'), 'binding.d.ts is shipped')
+  for (const file of ['README.md', 'LICENSE', 'CHANGELOG.md', 'lib/cli/force-release.lua']) assert.ok(packed.has(file), `${file} is not shipped`)
+  for (const bin of Object.values(manifest.bin)) assert.ok(packed.has(bin), `the bin ${bin} is not shipped`)
+})
+
+test('package.json says where the project lives, and its bin is executable', () => {
+  for (const field of ['repository', 'homepage', 'bugs', 'keywords']) assert.ok(manifest[field], `${field} is missing`)
+  assert.equal(manifest.bin['native-redis-lock'], 'bin/native-redis-lock.js')
+  const bin = path.join(root, manifest.bin['native-redis-lock'])
+  assert.match(require('node:fs').readFileSync(bin, 'utf8'), /^#!\/usr\/bin\/env node\n/)
+  assert.ok(require('node:fs').statSync(bin).mode & 0o111, 'bin/native-redis-lock.js is not executable')
 })

@@ -161,6 +161,16 @@ for (const kind of ['CommonJS', 'ESM']) {
   })
 }
 
+test('the installed bin runs: npx native-redis-lock list against the real server', async () => {
+  assert.ok(app, 'the install failed')
+  const bin = path.join(app, 'node_modules', '.bin', 'native-redis-lock')
+  const result = await run(bin, ['list', 'packed:*', '--json'], { cwd: app, env: { REDIS_URL: server.url } })
+  assert.equal(result.code, 0, result.stderr)
+  assert.ok(Array.isArray(JSON.parse(result.stdout)))
+  const none = await run(bin, ['list'], { cwd: app, env: {} })
+  assert.equal(none.code, 3, none.stderr)
+})
+
 const ESM_TYPES = `
 import lib, { DistributedLock, LockHandle, LockError, LockAcquisitionError, InvalidLockError, LockLostError, ExclusiveLock as Named, type LockOptions, type LockInfo } from 'native-redis-lock'
 import * as distributed from 'native-redis-lock/distributed-lock'

@@ -57,6 +57,11 @@ describe('input over an array is refused before any Redis call, naming the argum
   test('the same server twice, a memory:// node, a nested array, a bad node', () => {
     const same = refused(() => new DistributedLock([...nowhere(3), 'redis://127.0.0.1:2']), 'redis[3]')
     assert.match(same.message, /^redis\[3\] names the same server as an earlier node/)
+    // A client and a URL for one server, written differently: localhost is the loopback.
+    const client = new Redis({ host: 'localhost', port: 1, lazyConnect: true })
+    const alias = refused(() => new DistributedLock([client, 'redis://127.0.0.2:1', 'redis://127.0.0.1:1/3']), 'redis[2]')
+    assert.match(alias.message, /^redis\[2\] names the same server as an earlier node/)
+    assert.equal(client.status, 'wait', 'the client was not connected')
     const memory = refused(() => new DistributedLock(['redis://127.0.0.1:1', 'memory://m', 'redis://127.0.0.1:3']), 'redis[1]')
     assert.match(memory.message, /redis\[1\] must be a Redis server/)
     refused(() => new DistributedLock([...nowhere(2), ['redis://127.0.0.1:3']]), 'redis[2]')
@@ -64,6 +69,28 @@ describe('input over an array is refused before any Redis call, naming the argum
     const scheme = refused(() => new DistributedLock([...nowhere(2), 'http://u:secret@127.0.0.1:3']), 'redis[2]')
     assert.doesNotMatch(scheme.message, /secret/)
     refused(() => new ExclusiveLock({ name: 'x', cache_connection: [...nowhere(2), 'memory://m'] }), 'cache_connection[2]')
+  })
+
+  test('fencedSet over a Redlock is refused naming fencedSet, and writes nothing', async () => {
+    const lock = new DistributedLock(urls, { keyPrefix: 'rl-fs:' })
+    const handle = await lock.acquire('k', 5000)
+    try {
+      await assert.rejects(lock.fencedSet('balance', '120', handle.fence), (err) => {
+        assert.equal(err.code, 'EINVAL')
+        assert.match(err.message, /^fencedSet is not available over a Redlock/)
+        return true
+      })
+      for (const url of urls) {
+        const raw = new Redis(url)
+        try {
+          assert.equal(await raw.exists('balance', 'rl-fs:balance'), 0, url)
+        } finally {
+          raw.disconnect()
+        }
+      }
+    } finally {
+      await handle.release()
+    }
   })
 
   test('fair: true over a Redlock, naming options.fair', () => {

@@ -113,6 +113,38 @@ test('a key longer than the storage limit is hashed as syncguard hashes it', asy
   assert.deepEqual(await won.release(), { ok: true })
 })
 
+test('index keys on either side of the longest prefix that leaves them unhashed (948 bytes) are makeStorageKey\'s', async () => {
+  for (const prefix of ['p'.repeat(948), 'p'.repeat(949), `${'q'.repeat(948)}::`]) {
+    const mine = sg.createRedisBackend(backend.url, { keyPrefix: prefix })
+    const key = fresh('edge')
+    const won = await mine.acquire({ key, ttlMs: 10_000 })
+    const lockKey = sg.makeStorageKey(prefix, key, 1000, 26)
+    const indexKey = sg.makeStorageKey(prefix, `id:${won.lockId}`, 1000, 26)
+    assert.equal(await raw.get(indexKey), lockKey, `the index key under a ${prefix.length}-byte prefix`)
+    assert.equal(JSON.parse(await raw.get(lockKey)).lockId, won.lockId)
+    assert.equal(await mine.isLocked({ key }), true)
+    assert.deepEqual(await mine.release({ lockId: won.lockId }), { ok: true })
+    assert.equal(await raw.exists(lockKey), 0)
+  }
+})
+
+test('storage keys stay makeStorageKey\'s past the 1024 keys a backend remembers, and for a key in two Unicode forms', async () => {
+  const mine = sg.createRedisBackend(backend.url, { keyPrefix: 'many' })
+  const keys = Array.from({ length: 1100 }, () => fresh('many'))
+  for (let i = 0; i < keys.length; i += 100) {
+    const won = await Promise.all(keys.slice(i, i + 100).map((key) => mine.acquire({ key, ttlMs: 10_000 })))
+    assert.ok(won.every((result) => result.ok))
+    await Promise.all(won.map((result) => result.release()))
+  }
+  for (const key of [keys[0], 'caf\u00e9', 'cafe\u0301', keys[0]]) {
+    const won = await mine.acquire({ key, ttlMs: 10_000 })
+    const lockKey = sg.makeStorageKey('many', key, 1000, 26)
+    assert.equal(JSON.parse(await raw.get(lockKey)).lockId, won.lockId)
+    assert.equal(await raw.get(sg.makeStorageKey('many', `id:${won.lockId}`, 1000, 26)), lockKey)
+    assert.deepEqual(await won.release(), { ok: true })
+  }
+})
+
 test('release answers ok or not, with syncguard\'s hidden reasons', async () => {
   const key = fresh('reasons')
   const won = await store.acquire({ key, ttlMs: 10_000 })

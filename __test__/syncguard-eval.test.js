@@ -182,3 +182,49 @@ test('canned failures: bad input before eval, its errors by their text, an unans
   const throwing = sg.createRedisBackend({ eval: () => { throw new Error('WRONGTYPE Operation') } })
   await assert.rejects(throwing.lookup({ key: 'k' }), { code: 'InvalidArgument', message: /WRONGTYPE/ })
 })
+
+/** An eval that runs each script on the server at once, but answers the first only after `lateMs`. */
+function answeringFirstLate(lateMs) {
+  const sent = []
+  return {
+    sent,
+    eval: (...args) => {
+      sent.push(args)
+      const ran = ioredis.eval(...args)
+      if (sent.length > 1) return ran
+      return ran.then((reply) => new Promise((resolve) => setTimeout(() => resolve(reply), lateMs)))
+    },
+  }
+}
+
+/** Resolves once `test()` holds, or after `ms`. */
+async function until(test, ms = 5000) {
+  const deadline = Date.now() + ms
+  while (!(await test()) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+}
+
+test('an acquire that timed out and then won is released once its reply comes; one that found the lock held sends nothing more', async () => {
+  const key = fresh('late')
+  const late = answeringFirstLate(300)
+  const backend = sg.createRedisBackend(late, { commandTimeoutMs: 50 })
+  await assert.rejects(backend.acquire({ key, ttlMs: 60_000 }), { code: 'NetworkTimeout' })
+  const record = JSON.parse(await ioredis.get(`syncguard:${key}`))
+  const [, , , , , lockId] = late.sent[0]
+  assert.equal(record.lockId, lockId, 'the attempt ran and took the lock')
+  await until(async () => (await ioredis.exists(`syncguard:${key}`)) === 0)
+  assert.equal(await ioredis.exists(`syncguard:${key}`), 0, 'freed when the late reply came, not left to its TTL')
+  assert.equal(await ioredis.exists(`syncguard:id:${lockId}`), 0)
+  assert.equal(late.sent.length, 2, 'the acquire, then its release')
+  assert.deepEqual(late.sent[1].slice(1, 3), [1, `syncguard:id:${lockId}`])
+
+  const holder = sg.createRedisBackend(throughIoredis())
+  const held = await holder.acquire({ key, ttlMs: 60_000 })
+  assert.equal(held.ok, true)
+  const refused = answeringFirstLate(300)
+  const second = sg.createRedisBackend(refused, { commandTimeoutMs: 50 })
+  await assert.rejects(second.acquire({ key, ttlMs: 60_000 }), { code: 'NetworkTimeout' })
+  await new Promise((resolve) => setTimeout(resolve, 600))
+  assert.equal(refused.sent.length, 1, 'a late "held" releases nothing')
+  assert.equal(JSON.parse(await ioredis.get(`syncguard:${key}`)).lockId, held.lockId)
+  assert.deepEqual(await held.release(), { ok: true })
+})

@@ -7,7 +7,7 @@ const check = require('./validate')
 
 /** What `name` may be, for error messages. */
 const expected = (name) =>
-  `${name} must be an ioredis client, a node-redis client, a redis://, rediss://, redis+cluster://, unix:// or memory:// URL, or options naming host, port, path, url or cluster`
+  `${name} must be an ioredis client, a node-redis client, a redis://, rediss://, redis+cluster://, redis+sentinel://, unix:// or memory:// URL, or options naming host, port, path, url, cluster or sentinels`
 
 // TLS options as ioredis (`tls: {...}`) and node-redis (`socket: { tls: true, ... }`) take
 // them, that is, Node's tls.connect options. We honour these; the PEM travels as bytes.
@@ -212,7 +212,7 @@ function fromIoredis(client, name) {
   realClient(client, 'ioredis', name)
   const o = client.options
   if (Array.isArray(o.sentinels) && o.sentinels.length > 0) {
-    throw invalidArgument(TypeError, name, 'ioredis Sentinel clients are not supported yet; pass the master address')
+    return { connection: sentinelConnection(o, name, 'ioredis'), clientKeyPrefix: o.keyPrefix || undefined, fromClient: true }
   }
   // ioredis fills in its defaults (localhost:6379), so a real client always names its server.
   if (!o.path && o.host === undefined && o.port === undefined) {
@@ -261,7 +261,60 @@ function fromNodeRedis(client, name) {
 }
 
 /** The address fields an options object must name at least one of: we never guess a server. */
-const ADDRESS_FIELDS = ['host', 'port', 'path', 'url']
+const ADDRESS_FIELDS = ['host', 'port', 'path', 'url', 'sentinels']
+
+/**
+ * A Sentinel set, as ioredis names its options (`sentinels`, `name`, `role`,
+ * `sentinelUsername`, `sentinelPassword`, `sentinelTLS`), from an ioredis client's options
+ * (`from: 'ioredis'`, already checked by ioredis) or a plain object. One TLS setting serves
+ * the master and the sentinels.
+ */
+function sentinelConnection(o, name, from) {
+  const field = (option) => (from === 'ioredis' ? option : `${name}.${option}`)
+  if (!Array.isArray(o.sentinels) || o.sentinels.length === 0) {
+    throw invalidArgument(TypeError, field('sentinels'), `${field('sentinels')} must be a non-empty array of { host, port }`)
+  }
+  for (const other of ['url', 'host', 'port', 'path', 'cluster']) {
+    if (from !== 'ioredis' && o[other] !== undefined) {
+      throw invalidArgument(TypeError, field(other), `${field(other)} cannot come with sentinels: the sentinels name the master`)
+    }
+  }
+  const sentinels = o.sentinels.map((node, i) => {
+    const at = `${field('sentinels')}[${i}]`
+    if (node === null || typeof node !== 'object' || typeof node.host !== 'string' || node.host.length === 0) {
+      throw invalidArgument(TypeError, at, `${at} must be { host, port } with a host name or address, got ${check.describe(node)}`)
+    }
+    if (node.port !== undefined && !(Number.isInteger(node.port) && node.port > 0 && node.port <= 65535)) {
+      throw invalidArgument(RangeError, `${at}.port`, `${at}.port must be a whole number from 1 to 65535, got ${node.port}`)
+    }
+    return { host: node.host, port: node.port }
+  })
+  if (typeof o.name !== 'string' || o.name.length === 0) {
+    throw invalidArgument(TypeError, field('name'), `${field('name')} must name the master the sentinels watch (a non-empty string), got ${check.describe(o.name)}`)
+  }
+  if (o.role !== undefined && o.role !== 'master') {
+    throw invalidArgument(TypeError, field('role'), `${field('role')} must be 'master': locks are kept on the master, never read from a replica`)
+  }
+  if (o.natMap !== undefined && o.natMap !== null) {
+    throw invalidArgument(TypeError, field('natMap'), `${field('natMap')} is not supported: the master is reached at the address the sentinels announce`)
+  }
+  check.optionalString(o.sentinelUsername, field('sentinelUsername'))
+  check.optionalString(o.sentinelPassword, field('sentinelPassword'))
+  const sentinelTls = o.sentinelTLS ?? (o.enableTLSForSentinelMode ? o.tls : undefined)
+  if (Boolean(sentinelTls) !== Boolean(o.tls)) {
+    throw invalidArgument(TypeError, field('sentinelTLS'), `${field('sentinelTLS')} and ${field('tls')} must be given together: one TLS setting serves the master and the sentinels`)
+  }
+  return {
+    sentinels,
+    sentinelName: o.name,
+    sentinelUsername: o.sentinelUsername || undefined,
+    sentinelPassword: o.sentinelPassword || undefined,
+    ...tlsFields(o.tls, field('tls')),
+    db: o.db || undefined,
+    username: o.username || undefined,
+    password: o.password || undefined,
+  }
+}
 
 /** Whether `o` (a plain object) says where to connect. */
 function namesAnAddress(o) {
@@ -275,6 +328,12 @@ function fromObject(o, name) {
       name,
       `${expected(name)}; this object names none of them, and no server is ever guessed`,
     )
+  }
+  if (o.sentinels !== undefined) {
+    check.optionalString(o.username, `${name}.username`)
+    check.optionalString(o.password, `${name}.password`)
+    check.optionalNumber(o.db, `${name}.db`)
+    return { connection: sentinelConnection(o, name, 'object') }
   }
   check.optionalString(o.url, `${name}.url`)
   check.optionalString(o.host, `${name}.host`)

@@ -11,6 +11,8 @@ const { fromNative, InvalidLockError, LockLostError, LockAcquisitionError } = re
 const { heartbeat, beating } = require('./liveness')
 const { completions, listen, unlisten, EVENT, FAILED } = require('./completions')
 const check = require('./validate')
+const { statsOf } = require('./stats')
+const { tracerOf, checkTracing } = require('./tracing')
 
 const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')
 const CONSTRUCTING = Symbol('LockHandle')
@@ -61,13 +63,16 @@ class LockHandle {
   #listener = 0
   #onLost = undefined
   #lost = null
+  // The lock's logger and onEvent hook (lib/tracing.js), when it has either.
+  #tracer = null
 
-  constructor(token, native, key, autoRefresh) {
+  constructor(token, native, key, autoRefresh, tracer = null) {
     if (token !== CONSTRUCTING || !(native instanceof NativeDistributedLock)) {
       throw new TypeError('LockHandle instances are created by DistributedLock, not directly')
     }
     this.#native = native
     this.#key = key
+    this.#tracer = tracer
     if (autoRefresh) {
       this.#onLost = autoRefresh.onLost
       this.#listener = listen(this)
@@ -160,11 +165,23 @@ class LockHandle {
     // A lost lock, or one lent to us and not confirmed yet, is never lent on (fence 0).
     const fence = (this.#flags & (LOST | LENT)) === 0 ? this.#fence : 0
     try {
-      return callersFrames(this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch))
+      const released = callersFrames(this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch))
+      return this.#tracer === null ? released : this.#traceRelease(released)
     } catch (err) {
       this[FAILED]()
       return Promise.reject(fromNative(err, this.#key))
     }
+  }
+
+  #traceRelease(released) {
+    const tracer = this.#tracer
+    return released.then(
+      () => tracer.released(this.key, this.fence, Date.now() - (BASE + this.#acquiredAt)),
+      (err) => {
+        tracer.error(this.key, err, 'release')
+        throw err
+      },
+    )
   }
 
   async extend(additionalMs) {
@@ -174,7 +191,9 @@ class LockHandle {
     try {
       extended = await this.#native.extend(this, this.#key, this.token, additionalMs, this.#deadline, this.#watch)
     } catch (err) {
-      throw fromNative(err, this.#key)
+      const error = fromNative(err, this.#key)
+      this.#tracer?.error(this.key, error, 'extend')
+      throw error
     }
     // The extend went after our handover, if we started on a lent lease: its answer is in.
     if ((this.#flags & LENT) !== 0) this.#askLent()
@@ -183,6 +202,7 @@ class LockHandle {
       this.#deadline = extended[0]
       this.#expiresAt = extended[1]
     }
+    this.#tracer?.refreshed(this.key, this.fence, BASE + extended[1] - Date.now())
   }
 
   async [asyncDispose]() {
@@ -226,6 +246,7 @@ class LockHandle {
       this.#lost.error = error
       this.#lost.resolve(error)
     }
+    this.#tracer?.lost(this.key, this.fence, error)
     this.#onLost?.(error)
   }
 
@@ -285,6 +306,9 @@ class DistributedLock {
   // `{ native, connection, settings }`, shared by the locks of these settings: holds the native lock and
   // its connection alive while this lock lives.
   #shared
+  // Its logger and onEvent hook (lib/tracing.js), when it has either; then its native lock
+  // is its own, so that what the native side sees is told to this object's hook only.
+  #tracer = null
 
   /**
    * Locks kept in this process (`memory://<name>`, default name ''), shared by every
@@ -303,6 +327,7 @@ class DistributedLock {
     check.optionalString(o.keyPrefix, 'options.keyPrefix')
     check.optionalBoolean(o.fair, 'options.fair')
     check.optionalBoolean(o.lendOnHandover, 'options.lendOnHandover')
+    checkTracing(o.logger, o.onEvent, 'options')
     for (const name of ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs']) {
       check.optionalNumber(o[name], `options.${name}`)
     }
@@ -323,12 +348,15 @@ class DistributedLock {
           ? sharedUrl(redis)
           : sharedConnection({ ...(read ?? connectionOptions(redis, 'redis', REDLOCK)).connection, connectTimeoutMs: o.connectTimeoutMs })
       // The native side keeps no state of its own between calls: one per set of settings.
-      this.#shared = sharedAlike(connection, 'distributed-lock', '', settings, () => ({
+      const make = () => ({
         native: new NativeDistributedLock(connection, settings, heartbeat),
         connection,
         settings,
-      }))
+      })
+      this.#tracer = tracerOf('DistributedLock', o.logger, o.onEvent)
+      this.#shared = this.#tracer === null ? sharedAlike(connection, 'distributed-lock', '', settings, make) : make()
       this.#native = this.#shared.native
+      this.#tracer?.observe(this.#native, this)
     } catch (err) {
       throw withOptionPrefix(connectionError(fromNative(err), read ?? connectionOptions(redis, 'redis', REDLOCK)))
     }
@@ -421,21 +449,45 @@ class DistributedLock {
 
   /** `acquire`, `tryAcquire` and `waitForLock`: without options, straight to the native call. */
   #attempting(key, ttlMs, options, cancellable, start) {
+    if (this.#tracer !== null) {
+      const started = performance.now()
+      return this.#traced(key, started, this.#untraced(key, ttlMs, options, cancellable, start))
+    }
+    return this.#untraced(key, ttlMs, options, cancellable, start)
+  }
+
+  #untraced(key, ttlMs, options, cancellable, start) {
     try {
       check.string(key, 'key')
       check.optionalNumber(ttlMs, 'ttlMs')
-      if (options === undefined) return start(new LockHandle(CONSTRUCTING, this.#native, key))
+      if (options === undefined) return start(new LockHandle(CONSTRUCTING, this.#native, key, undefined, this.#tracer))
     } catch (err) {
       return Promise.reject(fromNative(err, key))
     }
     return this.#acquiring(key, options, cancellable, start)
   }
 
+  /** An acquisition told to the tracer as it ends. */
+  #traced(key, started, pending) {
+    const tracer = this.#tracer
+    return pending.then(
+      (handle) => {
+        if (handle !== null) tracer.acquired(handle.key, handle.fence, started)
+        return handle
+      },
+      (err) => {
+        // Not converted here: the caller's conversion gives it the caller's stack.
+        tracer.error(typeof key === 'string' ? key.toWellFormed() : key, err, 'acquire')
+        throw err
+      },
+    )
+  }
+
   /** The slow path: options (a signal, `autoRefresh`) to read and honour. */
   async #acquiring(key, options, cancellable, start) {
     const o = check.optionalObject(options, 'options')
     const signal = cancellable ? check.optionalSignal(o.signal, 'options.signal') : undefined
-    const handle = new LockHandle(CONSTRUCTING, this.#native, key, autoRefreshOf(o))
+    const handle = new LockHandle(CONSTRUCTING, this.#native, key, autoRefreshOf(o), this.#tracer)
     try {
       const won = await withSignal(signal, (cancel) => start(handle, cancel, handle[LISTENER] || undefined))
       if (won === null) handle[STOP]()
@@ -465,6 +517,14 @@ class DistributedLock {
     } catch (err) {
       return Promise.reject(fromNative(err, key))
     }
+  }
+
+  /**
+   * What this object's calls have done since it was made (with every object of the same
+   * connection and settings, which share its native side): see README "Stats".
+   */
+  stats() {
+    return statsOf(this.#native)
   }
 }
 

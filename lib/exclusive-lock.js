@@ -9,6 +9,8 @@ const REDLOCK = { redlock: true }
 const { LockLostError, fromNative } = require('./errors')
 const { heartbeat, KeepAlive, Beating, missed } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
+const { statsOf } = require('./stats')
+const { tracerOf, checkTracing } = require('./tracing')
 
 // The original's default logger (abstract-logging) is silent.
 const noop = () => {}
@@ -103,11 +105,13 @@ class RefreshTimer {
  * The native lock of these settings on `connection`, shared by every instance made with them
  * (it keeps each hold apart by its listener), with its key and name read once.
  */
-function nativeLock(connection, settings) {
-  return sharedAlike(connection, 'exclusive-lock', settings.name, settings, () => {
+function nativeLock(connection, settings, own) {
+  const make = () => {
     const native = new NativeExclusiveLock(connection, settings, heartbeat)
     return { native, connection, key: native.key, name: native.name, settings }
-  })
+  }
+  // A traced lock has its own (its hook alone hears what the native side sees).
+  return own ? make() : sharedAlike(connection, 'exclusive-lock', settings.name, settings, make)
 }
 
 // `this` is the lock (EventEmitter calls listeners so): no closures made per instance.
@@ -142,6 +146,8 @@ class ExclusiveLock extends EventEmitter {
   // The attempt in flight, if any: `{ released, done, settle }`. A release() made meanwhile wins.
   #attempt = null
   #timer = null
+  // Our `logger` and `onEvent` (lib/tracing.js), when given; `log` stays the original's.
+  #tracer = null
 
   constructor(opts) {
     super()
@@ -187,6 +193,8 @@ class ExclusiveLock extends EventEmitter {
       })
     }
     const maxStall = o.max_stall_ms ?? 3 * o.lock_ttl_ms
+    checkTracing(opts.logger, opts.onEvent, 'opts')
+    this.#tracer = tracerOf('ExclusiveLock', opts.logger, opts.onEvent)
     try {
       // The TTL and refresh are checked by the native constructor (as numbers the native side
       // takes) but read anew at every acquire(), so they are part of the settings shared.
@@ -199,11 +207,12 @@ class ExclusiveLock extends EventEmitter {
         maxStallMs: maxStall,
         maxHoldMs: o.max_hold_ms,
         fenceRetentionMs: o.fence_retention_ms,
-      })
+      }, this.#tracer !== null)
     } catch (err) {
       throw connectionError(fromNative(err), connection ?? connectionOptions(given, 'cache_connection', REDLOCK))
     }
     this.#native = this.#shared.native
+    this.#tracer?.observe(this.#native, this)
     this.#stallGuarded = maxStall > 0
     this.#key = this.#shared.key
     this.name = this.#shared.name
@@ -223,12 +232,12 @@ class ExclusiveLock extends EventEmitter {
 
   /** Whether this lock's holds should send their `refreshed` events into JS. */
   #wantsRefreshed() {
-    return this.#traced || this.listenerCount('refreshed') > 0
+    return this.#traced || this.#tracer !== null || this.listenerCount('refreshed') > 0
   }
 
   /** Tells the hold, if any, whether `refreshed` is wanted now (`heard`: a listener is). */
   [WANT_REFRESHED](heard) {
-    if (this.#hold !== null) this.#native.wantRefreshed(this.#hold.listener, this.#traced || heard)
+    if (this.#hold !== null) this.#native.wantRefreshed(this.#hold.listener, this.#traced || this.#tracer !== null || heard)
   }
 
   get [Symbol.toStringTag]() {
@@ -241,6 +250,14 @@ class ExclusiveLock extends EventEmitter {
 
   get acquired() {
     return this.#acquired
+  }
+
+  /**
+   * What this object's calls have done since it was made (with every object of the same
+   * connection and settings, which share its native side): see README "Stats".
+   */
+  stats() {
+    return statsOf(this.#native)
   }
 
   // The original's fields are assignable; ours follow the native hold, so an assignment
@@ -284,6 +301,7 @@ class ExclusiveLock extends EventEmitter {
     // `done` is made only when a release() waits on it: most attempts never need one.
     const attempt = { released: false, done: null, settle: null }
     this.#attempt = attempt
+    const started = this.#tracer === null ? 0 : performance.now()
     // One async function for the whole attempt (no inner one to await): this is the hot path.
     try {
       // The TTL this hold is refreshed to: the instance's field when it was taken.
@@ -317,7 +335,9 @@ class ExclusiveLock extends EventEmitter {
         won = await pending
       } catch (err) {
         this.#lose(attempt, hold)
-        throw fromNative(err, this.#key)
+        const error = fromNative(err, this.#key)
+        this.#tracer?.error(this.#key, error, 'acquire')
+        throw error
       }
       if (won && attempt.released) {
         // release() was called while this attempt was in flight: the release wins, and the
@@ -348,6 +368,8 @@ class ExclusiveLock extends EventEmitter {
           this.name,
         )
       }
+      this.#tracer?.acquired(this.#key, this.fence, started)
+      hold.at = Date.now()
       this.emit('acquired', this.#key)
       return true
     } finally {
@@ -383,6 +405,8 @@ class ExclusiveLock extends EventEmitter {
       return
     }
     const listener = this.#hold?.listener ?? 0
+    const fence = this.#tracer === null ? null : this.fence
+    const heldSince = this.#hold?.at
     unlisten(listener)
     this.#hold = null
     const keep = this.#keepAlive.handOff(false)
@@ -397,9 +421,12 @@ class ExclusiveLock extends EventEmitter {
       }
       await pending
       this.log.info('%s lock removed', this.#key)
+      this.#tracer?.released(this.#key, fence, heldSince === undefined ? undefined : Date.now() - heldSince)
       this.emit('released', this.#key)
     } catch (err) {
-      throw fromNative(err, this.#key)
+      const error = fromNative(err, this.#key)
+      this.#tracer?.error(this.#key, error, 'release')
+      throw error
     } finally {
       this.#acquired = false
     }
@@ -439,11 +466,13 @@ class ExclusiveLock extends EventEmitter {
   #onNative(hold, event, message) {
     if (hold !== this.#hold) return
     if (event === 'refreshed') {
+      this.#tracer?.refreshed(this.key, this.fence, hold.ttl)
       this.log.trace?.('%s lock refreshed to %sms', this.key, hold.ttl)
       this.emit('refreshed', { key: this.key, lock_ttl_ms: hold.ttl })
       return
     }
     const err = new LockLostError(this.key, message)
+    this.#tracer?.lost(this.key, this.fence, err)
     this.log.error({ err }, 'Could not refresh lock: %s', err)
     // The release starts before the 'error': emitting it with no listener (or a listener that
     // throws) throws, by EventEmitter's rule, as the original's refresh failure did, and a

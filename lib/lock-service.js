@@ -6,10 +6,12 @@ const { connectionOptions, connectionError, expected: expectedConnection } = req
 const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
 // An array of servers is a Redlock over them (docs/plans/redlock.md).
 const REDLOCK = { redlock: true }
-const { fromNative, invalidArgument } = require('./errors')
+const { fromNative, invalidArgument, LockLostError } = require('./errors')
 const check = require('./validate')
 const { heartbeat, KeepAlive, Beating } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
+const { statsOf } = require('./stats')
+const { tracerOf, checkTracing } = require('./tracing')
 
 // maestro's TtlConfig, read once at load as maestro does: a set variable that is not a
 // non-negative integer falls back to the computed default.
@@ -101,6 +103,9 @@ class DistributedLockService {
   #generation = 0
   #listener = 0
   #logger
+  // The onEvent hook (lib/tracing.js), when given.
+  #tracer = null
+  #heldSince = 0
   #fenceRetentionMs
   // The acquisition in flight, if any: `{ cancelled, cancel(), done }`. A release wins over it.
   #attempt = null
@@ -130,6 +135,9 @@ class DistributedLockService {
     }
     this.#fenceRetentionMs = options?.fenceRetentionMs
     this.#logger = loggerOf(options?.logger)
+    checkTracing(undefined, options?.onEvent, 'options')
+    // maestro's logger logs maestro's messages; ours only a throwing onEvent hook.
+    this.#tracer = tracerOf('DistributedLockService', this.#logger, options?.onEvent, false)
     this.lockKey = lockKey
     this.ttl = ttlMs
     this.lockValue = randomUUID()
@@ -165,12 +173,15 @@ class DistributedLockService {
         maxStallMs: 3 * this.ttl,
         fenceRetentionMs: this.#fenceRetentionMs,
       }
-      this.#shared = sharedAlike(connection, 'lock-service', '', settings, () => ({
+      const make = () => ({
         native: new NativeLockService(connection, settings, heartbeat),
         connection,
         settings,
-      }))
+      })
+      // A traced service has its own (its hook alone hears what the native side sees).
+      this.#shared = this.#tracer === null ? sharedAlike(connection, 'lock-service', '', settings, make) : make()
       this.#native = this.#shared.native
+      this.#tracer?.observe(this.#native, this)
     } catch (err) {
       throw connectionError(fromNative(err, this.lockKey), native.url ? connectionOptions(cache, 'cacheInstance', REDLOCK) : native)
     }
@@ -195,10 +206,13 @@ class DistributedLockService {
       return false
     }
     const attempt = this.#startAttempt()
+    const started = this.#tracer === null ? 0 : performance.now()
     try {
       const won = this.#native ? await this.#acquireNative(attempt, lockTtl, maxWaitTime) : await this.#acquireThroughCache(attempt, lockTtl, maxWaitTime)
       if (won) {
         this.#holding(lockTtl)
+        this.#heldSince = Date.now()
+        this.#tracer?.acquired(this.lockKey, undefined, started)
         this.#logger.debug(`Lock acquired successfully: ${this.lockKey}`)
       } else if (!attempt.cancelled) {
         this.#logger.warn(`Failed to acquire lock: ${this.lockKey} (timeout)`)
@@ -230,6 +244,14 @@ class DistributedLockService {
       return true
     }
     return this.#native ? this.#releaseNative() : this.#releaseThroughCache()
+  }
+
+  /**
+   * What this object's calls have done since it was made over a connection of ours (a cache object of another kind counts nothing; with every object of the same
+   * connection and settings, which share its native side): see README "Stats".
+   */
+  stats() {
+    return statsOf(this.#native)
   }
 
   /** Releases, then disconnects the cache instance as the original does. */
@@ -322,12 +344,13 @@ class DistributedLockService {
         if (!this.isLocked) {
           this.#stopRefresh()
           this.#native?.forget(listener)
-        }
+        } else this.#tracer?.refreshed(this.lockKey, undefined, lockTtl ?? this.ttl)
         return
       }
       if (event !== 'lost') return
       this.isLocked = false
       this.#stopRefresh()
+      this.#tracer?.lost(this.lockKey, undefined, new LockLostError(this.lockKey, message))
       this.#logger.warn(`Lock lost: ${this.lockKey} (${message})`)
     })
     attempt.listener = listener
@@ -338,6 +361,7 @@ class DistributedLockService {
       unlisten(listener)
       const error = fromNative(err, this.lockKey)
       if (error.code === 'EINVAL') throw error
+      this.#tracer?.error(this.lockKey, error, 'acquire')
       this.#logger.error(`Lock acquisition error for ${this.lockKey}`, error)
       return false
     }
@@ -362,11 +386,14 @@ class DistributedLockService {
     this.isLocked = false
     try {
       const released = await this.#native.release(listener)
+      if (released) this.#tracer?.released(this.lockKey, undefined, Date.now() - this.#heldSince)
       if (released) this.#logger.debug(`Lock released: ${this.lockKey}`)
       else this.#logger.warn(`Failed to release lock: ${this.lockKey} (not lock owner)`)
       return released
     } catch (err) {
-      this.#logger.error(`Lock release error for ${this.lockKey}`, fromNative(err, this.lockKey))
+      const error = fromNative(err, this.lockKey)
+      this.#tracer?.error(this.lockKey, error, 'release')
+      this.#logger.error(`Lock release error for ${this.lockKey}`, error)
       return false
     }
   }

@@ -19,6 +19,7 @@ const SCENARIOS = [
   ['slow-redis', '50 ms added each way: no false loss and no gap in the lock at TTL 1000 and 300.'],
   ['blocked-loop', 'A blocked JS event loop: the native refresh keeps the lock through 2 x TTL; past the stall budget it is given up and the holder told on unblocking.'],
   ['hostile-input', 'Hostile input: rejected before any Redis call, or locked byte-exact; no crash, hang or coercion.'],
+  ['sentinel-failover', 'Sentinel: a lock whose key the promoted replica lacks is told ELOST to every API (kill_told_ms from the master\'s SIGKILL); new acquisitions reach the new master after a kill and after `SENTINEL FAILOVER` (reached_ms from the promotion); a waiter from before the failover is woken by a release after it (woken_ms).'],
   ['soak', 'Soak: RSS and handle count flat after warm-up; the process exits promptly.'],
   ['soak-mixed', 'Every API on Redis and memory://, 4 processes, the lock server SIGKILLed and restarted every 20 s, a child SIGKILLed and respawned: no RSS growth past 5 % after warm-up, no leaked resource, no op past its bound, no unhandled rejection, no lost update outside a restart (`npm run soak` for longer runs).'],
 ]

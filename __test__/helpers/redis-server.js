@@ -63,6 +63,12 @@ process.on('exit', () => {
   }
 })
 
+/** Kills `child` by pid if this process exits while it still runs. */
+function track(child) {
+  live.add(child)
+  child.once('exit', () => live.delete(child))
+}
+
 class RedisServer {
   constructor({ args = [], password } = {}) {
     this.extraArgs = args
@@ -105,8 +111,7 @@ class RedisServer {
     ]
     const child = spawn(redisServerBinary(), args, { stdio: ['ignore', 'ignore', 'inherit'] })
     this.child = child
-    live.add(child)
-    child.once('exit', () => live.delete(child))
+    track(child)
     const failed = new Promise((_, reject) =>
       child.once('error', (err) => reject(new Error(`cannot start redis-server: ${err.message}`))),
     )
@@ -158,4 +163,4 @@ async function startRedis(options) {
   return new RedisServer(options).start()
 }
 
-module.exports = { startRedis, RedisServer, freePort }
+module.exports = { startRedis, RedisServer, freePort, redisServerBinary, track }

@@ -10,8 +10,33 @@ import {
   type LockOptions,
   type RedlockNodes,
   type RedisClusterOptions,
+  type LockStats,
+  type LockEvent,
+  type RedisSentinelOptions,
 } from 'native-redis-lock'
 import * as sub from 'native-redis-lock/distributed-lock'
+
+async function tracing(): Promise<void> {
+  const spans = new Map<string, number>()
+  const onEvent = (event: LockEvent): void => {
+    if (event.type === 'acquired') spans.set(`${event.key} ${event.fence}`, event.waitedMs ?? 0)
+    if (event.type === 'error') void [event.code, event.call, event.error?.message]
+    // @ts-expect-error not an event
+    if (event.type === 'acquire') void 0
+  }
+  const lock = new DistributedLock('memory://', { logger: console, onEvent })
+  // @ts-expect-error a logger needs debug, info, warn and error
+  new DistributedLock('memory://', { logger: { debug() {} } })
+  const stats: LockStats = lock.stats()
+  const p99: number = stats.waitMs.p99
+  const elocked: number | undefined = stats.errors.ELOCKED
+  const ex = new ExclusiveLock({ name: 'app', cache_connection: 'memory://', onEvent, logger: console })
+  const service = new DistributedLockService('job', 1000, 'memory://', { onEvent })
+  const backend = createRedisBackend('memory://', { onEvent, logger: console })
+  const counts = [ex.stats().acquisitions, service.stats().contended, backend.stats().woken, createLock('memory://').stats().handedOver]
+  void [p99, elocked, counts]
+}
+void tracing
 
 async function main(): Promise<void> {
   const options: LockOptions = { keyPrefix: 'myapp:', defaultTtlMs: 5000, maxRetries: 3, retryDelayMs: 100 }
@@ -32,6 +57,14 @@ async function main(): Promise<void> {
   new DistributedLock(new Redis.Cluster([{ host: 'a', port: 7000 }]))
   // @ts-expect-error a cluster's nodes are ports, strings or { host, port }
   new DistributedLock({ cluster: [true] })
+  // Sentinel: options with ioredis's names, a URL, or an ioredis client made with sentinels.
+  const sentinel: RedisSentinelOptions = { sentinels: [{ host: 's1', port: 26379 }, { host: 's2' }], name: 'mymaster' }
+  new DistributedLock(sentinel)
+  new sub.DistributedLock({ ...sentinel, sentinelPassword: 'x', password: 'y', db: 1 })
+  new DistributedLock('redis+sentinel://s1:26379,s2:26379/mymaster')
+  new DistributedLock(new Redis({ sentinels: [{ host: 's1', port: 26379 }], name: 'mymaster' }))
+  // @ts-expect-error locks are kept on the master only
+  new DistributedLock({ sentinels: [{ host: 's1' }], name: 'mymaster', role: 'slave' })
 
   const handle: LockHandle = await lock.acquire('user:123', 10_000)
   const fence: string = handle.fence

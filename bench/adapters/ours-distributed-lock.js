@@ -36,6 +36,8 @@ const variant = (name, options) => ({
         return lost
       },
       close: async () => {},
+      /** The lock's stats (read by the traced variant). */
+      stats: () => lock.stats(),
     }
   },
 })

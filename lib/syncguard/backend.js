@@ -1,7 +1,7 @@
 'use strict'
 
 // createRedisBackend: syncguard's backend on our engine. Options and checks in syncguard's
-// order, its storage keys (computed here by the exported makeStorageKey), one native call per
+// order, its storage keys (redis-keys.js, over the exported makeStorageKey), one native call per
 // method, the decoration of acquire results, the hidden failure reasons, the fence warning,
 // and our native errors as syncguard's LockError. Every lock decision is the core's.
 
@@ -11,17 +11,17 @@ const { fromNative } = require('../errors')
 const { sharedConnection, sharedUrl, sharedAlike } = require('../shared-connection')
 const { LockError } = require('./errors')
 const { normalizeAndValidateKey, validateLockId } = require('./validation')
-const { generateLockId, makeStorageKey } = require('./keys')
+const { generateLockId } = require('./keys')
+const layout = require('./redis-keys')
 const { FENCE_THRESHOLDS } = require('./constants')
 const { attachRawData, sanitizeLockInfo, logFenceWarning, checkAborted } = require('./helpers')
 const { decorateAcquireResult, defaultOnReleaseError } = require('./disposable')
 const { failedWith } = require('./failure-reason')
 const { toLockError } = require('./redis-errors')
 const { evalOnly, evalTransport } = require('./eval-transport')
+const { statsOf } = require('../stats')
+const { tracerOf, checkTracing } = require('../tracing')
 
-// syncguard's Redis key budget: 1000 bytes, 26 kept for ":id:" and a lockId.
-const LIMIT = 1000
-const RESERVE = 26
 const DEFAULT_PREFIX = 'syncguard'
 
 /** Our backends, with what lock() needs to take the native loop (see lock.js). */
@@ -78,7 +78,7 @@ const fenceText = (fence) => String(fence).padStart(15, '0')
  * none that has `eval` (a test double, as syncguard allows), that `eval`. The second is not
  * ours for lock(): its waits are JS's backoff, never woken.
  */
-function transportOf(redis, config) {
+function transportOf(redis, config, own) {
   const settings = {
     keyPrefix: config.keyPrefix,
     cleanupInIsLocked: config.cleanupInIsLocked === true,
@@ -96,67 +96,125 @@ function transportOf(redis, config) {
   settings.clientKeyPrefix = read?.clientKeyPrefix
   try {
     // The native side keeps only a lockId → key table of what it won: one per settings.
-    const shared = sharedAlike(connection, 'syncguard', '', settings, () => ({
+    const make = () => ({
       native: new NativeSyncguard(connection, settings),
       connection,
       settings,
-    }))
+    })
+    // A traced backend has its own (its hook alone hears what the native side sees).
+    const shared = own ? make() : sharedAlike(connection, 'syncguard', '', settings, make)
     return { native: shared.native, viaEval: false }
   } catch (err) {
     throw toLockError(err)
   }
 }
 
+/** The prefix as makeStorageKey uses it: its trailing colons dropped. */
+function baseOf(prefix) {
+  let base = prefix
+  while (base.endsWith(':')) base = base.slice(0, -1)
+  return base
+}
+
+// Storage keys remembered per key string (syncguard derives them anew at every call: NFC,
+// UTF-8 byte counts, maybe a hash); cleared whole when full, as a bound on what it keeps.
+const REMEMBERED_KEYS = 1024
+
+/**
+ * syncguard's storage keys under `prefix`, as makeStorageKey names them. With a prefix short
+ * enough that no key of a valid user key can fail (≤ 948 bytes: a hashed key and an index key
+ * both fit), a key's lock and fence keys are remembered and an index key is a concatenation
+ * (a lockId is 22 ASCII characters, never hashed there); with a longer one, every call derives
+ * them as syncguard does, so that its errors come in its order.
+ */
+function storageKeys(prefix) {
+  const base = baseOf(prefix)
+  const short = Buffer.byteLength(base) + (base ? 1 : 0) + 'id:'.length + 22 + layout.RESERVE <= layout.LIMIT
+  const idPrefix = base ? `${base}:id:` : 'id:'
+  const indexKey = short ? (lockId) => idPrefix + lockId : (lockId) => layout.indexKeyOf(prefix, lockId)
+  const remembered = new Map()
+
+  /** The normalised key (validated, throwing as normalizeAndValidateKey does) and its keys. */
+  function entryOf(key) {
+    const known = remembered.get(key)
+    if (known !== undefined) return known
+    const normalized = normalizeAndValidateKey(key)
+    if (!short) return { normalized }
+    const lockKey = layout.lockKeyOf(prefix, normalized)
+    const entry = { normalized, lockKey, fenceKey: layout.fenceKeyOf(prefix, lockKey) }
+    if (remembered.size >= REMEMBERED_KEYS) remembered.clear()
+    remembered.set(key, entry)
+    return entry
+  }
+
+  /** The keys of one acquisition of `entry`'s key under a fresh lockId. */
+  function keysOf(entry, lockId) {
+    const lockKey = entry.lockKey ?? layout.lockKeyOf(prefix, entry.normalized)
+    const fenceKey = entry.fenceKey ?? layout.fenceKeyOf(prefix, lockKey)
+    return { key: entry.normalized, lockKey, indexKey: indexKey(lockId), fenceKey, lockId }
+  }
+
+  /** The lock key of user key `key`, validated. */
+  function lockKeyOf(key) {
+    const entry = entryOf(key)
+    return entry.lockKey ?? layout.lockKeyOf(prefix, entry.normalized)
+  }
+
+  return { entryOf, keysOf, indexKey, lockKeyOf }
+}
+
 /** `createRedisBackend(redis, options)`: syncguard's LockBackend on our engine. */
 function createRedisBackend(redis, options = {}) {
   const config = configOf(options)
-  const { native, viaEval } = transportOf(redis, config)
-  const prefix = config.keyPrefix
-  const indexKey = (lockId) => makeStorageKey(prefix, `id:${lockId}`, LIMIT, RESERVE)
-  /** The keys of one acquisition of `key` (normalised) under a fresh lockId. */
-  const keysOf = (key, lockId) => {
-    const lockKey = makeStorageKey(prefix, key, LIMIT, RESERVE)
-    const fenceKey = makeStorageKey(prefix, `fence:${lockKey}`, LIMIT, RESERVE)
-    return { key, lockKey, indexKey: indexKey(lockId), fenceKey, lockId }
+  // Ours: a logger and an onEvent hook (README "Tracing"), checked after syncguard's options.
+  try {
+    checkTracing(options?.logger, options?.onEvent, 'options')
+  } catch (err) {
+    throw new LockError('InvalidArgument', err.message)
   }
+  const tracer = tracerOf('syncguard', options?.logger, options?.onEvent)
+  const { native, viaEval } = transportOf(redis, config, tracer !== null)
+  const { entryOf, keysOf, indexKey, lockKeyOf } = storageKeys(config.keyPrefix)
   const capabilities = { backend: 'redis', supportsFencing: true, timeAuthority: 'server' }
 
-  /** A won acquisition's result; an overflowing fence releases the lock and fails. */
-  async function wonWith(keys, [fence, expiresAtMs], userKey) {
+  /** A won acquisition's result (a value, not a promise: no extra turn for the caller). */
+  function wonWith(keys, [fence, expiresAtMs], userKey, started) {
     const text = fenceText(fence)
-    if (text > FENCE_THRESHOLDS.MAX) {
-      await native.release(keys.indexKey, keys.lockId).catch(() => {})
-      throw new LockError('Internal', `Fence counter overflow - exceeded operational limit (${FENCE_THRESHOLDS.MAX})`, {
-        key: userKey,
-      })
-    }
+    if (text > FENCE_THRESHOLDS.MAX) return overflowed(keys, userKey)
     if (text > FENCE_THRESHOLDS.WARN) logFenceWarning(text, userKey)
+    tracer?.acquired(userKey, text, started)
     return { ok: true, lockId: keys.lockId, expiresAtMs, fence: text }
   }
 
-  async function acquireCore(opts) {
-    checkAborted(opts.signal)
-    normalizeAndValidateKey(opts.key)
-    if (!Number.isInteger(opts.ttlMs) || opts.ttlMs <= 0) {
-      throw new LockError('InvalidArgument', 'ttlMs must be a positive integer')
-    }
-    const lockId = generateLockId()
-    const keys = keysOf(normalizeAndValidateKey(opts.key), lockId)
-    let won
-    try {
-      won = await native.acquire(keys, opts.ttlMs)
-    } catch (err) {
-      throw toLockError(err)
-    }
-    if (won === null) return { ok: false, reason: 'locked' }
-    return wonWith(keys, won, opts.key)
+  /** An overflowing fence: the lock is released and the acquire fails. */
+  async function overflowed(keys, userKey) {
+    await native.release(keys.indexKey, keys.lockId).catch(() => {})
+    throw new LockError('Internal', `Fence counter overflow - exceeded operational limit (${FENCE_THRESHOLDS.MAX})`, {
+      key: userKey,
+    })
   }
 
   const backend = {
+    // syncguard's checks in its order: the key (its decorating wrapper's), the signal, the TTL.
     async acquire(opts) {
-      const normalizedKey = normalizeAndValidateKey(opts.key)
-      const result = await acquireCore(opts)
-      return decorateAcquireResult(backend, result, normalizedKey, config.onReleaseError, config.disposeTimeoutMs)
+      const entry = entryOf(opts.key)
+      checkAborted(opts.signal)
+      if (!Number.isInteger(opts.ttlMs) || opts.ttlMs <= 0) {
+        throw new LockError('InvalidArgument', 'ttlMs must be a positive integer')
+      }
+      const keys = keysOf(entry, generateLockId())
+      const started = tracer === null ? 0 : performance.now()
+      let won
+      try {
+        won = await native.acquire(keys, opts.ttlMs)
+      } catch (err) {
+        const error = toLockError(err)
+        tracer?.error(opts.key, error, 'acquire')
+        throw error
+      }
+      let result = won === null ? { ok: false, reason: 'locked' } : wonWith(keys, won, opts.key, started)
+      if (result instanceof Promise) result = await result
+      return decorateAcquireResult(backend, result, entry.normalized, config.onReleaseError, config.disposeTimeoutMs)
     },
 
     async release(opts) {
@@ -167,9 +225,14 @@ function createRedisBackend(redis, options = {}) {
       try {
         code = await native.release(index, opts.lockId)
       } catch (err) {
-        throw toLockError(err)
+        const error = toLockError(err)
+        tracer?.error(undefined, error, 'release')
+        throw error
       }
-      if (code === 1) return { ok: true }
+      if (code === 1) {
+        tracer?.emit({ type: 'released', lockId: opts.lockId })
+        return { ok: true }
+      }
       return failedWith(code === -2 ? 'expired' : 'not-found')
     },
 
@@ -184,15 +247,18 @@ function createRedisBackend(redis, options = {}) {
       try {
         expiresAtMs = await native.extend(index, opts.lockId, opts.ttlMs)
       } catch (err) {
-        throw toLockError(err)
+        const error = toLockError(err)
+        tracer?.error(undefined, error, 'extend')
+        throw error
       }
+      if (expiresAtMs !== null) tracer?.emit({ type: 'refreshed', lockId: opts.lockId, ttlMs: opts.ttlMs })
       // syncguard's extend script answers a bare 0 for every failure: always "not-found".
       return expiresAtMs === null ? failedWith('not-found') : { ok: true, expiresAtMs }
     },
 
     async isLocked(opts) {
       checkAborted(opts.signal)
-      const lockKey = makeStorageKey(prefix, normalizeAndValidateKey(opts.key), LIMIT, RESERVE)
+      const lockKey = lockKeyOf(opts.key)
       try {
         return await native.isLocked(lockKey)
       } catch (err) {
@@ -205,8 +271,7 @@ function createRedisBackend(redis, options = {}) {
       let json
       try {
         if ('key' in opts) {
-          const lockKey = makeStorageKey(prefix, normalizeAndValidateKey(opts.key), LIMIT, RESERVE)
-          json = await native.lookupByKey(lockKey)
+          json = await native.lookupByKey(lockKeyOf(opts.key))
         } else {
           validateLockId(opts.lockId)
           json = await native.lookupById(indexKey(opts.lockId), opts.lockId)
@@ -221,8 +286,16 @@ function createRedisBackend(redis, options = {}) {
     },
 
     capabilities,
+
+    /** Our addition: what this backend's calls have done (README "Stats"); zero over `eval`. */
+    stats() {
+      return statsOf(viaEval ? null : native)
+    },
   }
-  if (!viaEval) ours.set(backend, { native, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError })
+  if (!viaEval) {
+    tracer?.observe(native, backend)
+    ours.set(backend, { native, entryOf, keysOf, wonWith, acquire: backend.acquire, release: backend.release, toLockError, tracer })
+  }
   return backend
 }
 

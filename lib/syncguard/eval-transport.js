@@ -32,19 +32,24 @@ function evalTransport(redis, settings) {
   const codec = new NativeSyncguardEval(settings)
   const timeoutMs = settings.commandTimeoutMs ?? 5000
 
-  /** `redis.eval` of `call`, failing with NetworkTimeout past the bound. */
-  async function send(call) {
+  /**
+   * `redis.eval` of `call`, failing with NetworkTimeout past the bound; a reply that comes
+   * after that goes to `answeredLate` (tagged), if given.
+   */
+  async function send(call, answeredLate) {
     let timer
+    let timedOut = false
     const late = new Promise((_, reject) => {
-      timer = setTimeout(
-        () => reject(new LockError('NetworkTimeout', `Redis timeout: eval did not answer within ${timeoutMs} ms`)),
-        timeoutMs,
-      )
+      timer = setTimeout(() => {
+        timedOut = true
+        reject(new LockError('NetworkTimeout', `Redis timeout: eval did not answer within ${timeoutMs} ms`))
+      }, timeoutMs)
     })
+    const sent = Promise.resolve().then(() => redis.eval(call.script, call.keys.length, ...call.keys, ...call.args))
     try {
-      const sent = Promise.resolve().then(() => redis.eval(call.script, call.keys.length, ...call.keys, ...call.args))
       return tagged(await Promise.race([sent, late]))
     } catch (err) {
+      if (timedOut && answeredLate) sent.then((reply) => answeredLate(tagged(reply)), () => {})
       if (err instanceof LockError) throw err
       throw byServerText(err, err instanceof Error ? err.message : String(err))
     } finally {
@@ -52,9 +57,23 @@ function evalTransport(redis, settings) {
     }
   }
 
+  /** Sends what the core says a late reply to an acquire of `keys` leads to (a release). */
+  function afterLateAcquire(keys, ttlMs) {
+    return (reply) => {
+      let release = null
+      try {
+        release = codec.lateAcquired(keys, ttlMs, reply)
+      } catch {
+        return
+      }
+      if (release) send(release).catch(() => {})
+    }
+  }
+
   return {
     async acquire(keys, ttlMs) {
-      return codec.acquired(keys, ttlMs, await send(codec.acquire(keys, ttlMs)))
+      const reply = await send(codec.acquire(keys, ttlMs), afterLateAcquire(keys, ttlMs))
+      return codec.acquired(keys, ttlMs, reply)
     },
     async release(indexKey, lockId) {
       return codec.released(indexKey, lockId, await send(codec.release(indexKey, lockId)))

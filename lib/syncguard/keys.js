@@ -3,7 +3,7 @@
 // Key derivations syncguard exports. They must give syncguard's bytes exactly: a process of
 // ours and one of syncguard's locking one key have to name the same Redis keys.
 
-const { createHash, randomBytes } = require('node:crypto')
+const { createHash, randomFillSync } = require('node:crypto')
 const { LockError } = require('./errors')
 
 const utf8 = new TextEncoder()
@@ -13,9 +13,22 @@ function base64url(bytes) {
   return Buffer.from(bytes).toString('base64url')
 }
 
+// Lock ids are drawn from a pool of CSPRNG bytes, each byte used once: one call into the OS
+// per 256 ids instead of one per id (randomBytes' own cost was a fifth of an acquire's JS
+// time), as Node's randomUUID caches its entropy.
+const ID_BYTES = 16
+const pool = Buffer.allocUnsafeSlow(ID_BYTES * 256)
+let drawn = pool.length
+
 /** A fresh lock id: 16 random bytes as 22 base64url characters. */
 function generateLockId() {
-  return base64url(randomBytes(16))
+  if (drawn === pool.length) {
+    randomFillSync(pool)
+    drawn = 0
+  }
+  const id = pool.toString('base64url', drawn, drawn + ID_BYTES)
+  drawn += ID_BYTES
+  return id
 }
 
 /** `n` (an int32) as 8 lower-case hex digits of its unsigned value. */

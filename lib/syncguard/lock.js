@@ -5,7 +5,7 @@
 // package wakes it at once); on any other backend, or ours wrapped, syncguard's loop runs here
 // over backend.acquire, its schedule asked of the same native formula (NativeSyncguard.pacedNext).
 
-const { NativeCancel, NativeSyncguard } = require('../native')
+const { NativeCancel, NativePace, NativeSyncguard } = require('../native')
 const { BACKEND_DEFAULTS, LOCK_DEFAULTS } = require('./constants')
 const { LockError } = require('./errors')
 const { normalizeAndValidateKey } = require('./validation')
@@ -29,6 +29,26 @@ function paceOf(acquisition) {
   }
 }
 
+// The last pace converted for the native side: calls in a row mostly share their options.
+let lastPace
+let lastNativePace
+
+/** `pace` as the native lock takes it, converted again only when an option differs. */
+function nativePaceOf(pace) {
+  const same =
+    lastPace !== undefined &&
+    Object.is(pace.maxRetries, lastPace.maxRetries) &&
+    Object.is(pace.retryDelayMs, lastPace.retryDelayMs) &&
+    pace.backoff === lastPace.backoff &&
+    pace.jitter === lastPace.jitter &&
+    Object.is(pace.timeoutMs, lastPace.timeoutMs)
+  if (!same) {
+    lastNativePace = new NativePace(pace)
+    lastPace = pace
+  }
+  return lastNativePace
+}
+
 /** Throws syncguard's Aborted for whichever signal is aborted, the caller's first. */
 function checkSignals(config, key) {
   if (config.signal?.aborted) throw new LockError('Aborted', 'Operation cancelled by user signal', { key })
@@ -50,21 +70,38 @@ function asLockError(error, key) {
   return new LockError('Internal', error instanceof Error ? error.message : String(error), { key, cause: error })
 }
 
+/**
+ * syncguard's ending before scheduled attempt `attempts`, if any. The check itself is JS's
+ * (the same comparison as Pace::before): the native schedule is asked only for the message.
+ */
+function endingBefore(pace, attempts, elapsedMs, key) {
+  if (!(Math.max(0, elapsedMs) >= pace.timeoutMs)) return undefined
+  return ending(NativeSyncguard.pacedNext(pace, attempts, elapsedMs, false), key)
+}
+
 /** The lockId of a lock won on our backend, natively: paced, woken, ended by either signal. */
-async function acquireNatively(own, key, ttlMs, pace, config, startedAt) {
-  const gaveUp = ending(NativeSyncguard.pacedNext(pace, 1, Date.now() - startedAt, false), key)
+async function acquireNatively(own, entry, ttlMs, pace, config, startedAt) {
+  const key = entry.normalized
+  const gaveUp = endingBefore(pace, 1, Date.now() - startedAt, key)
   if (gaveUp) throw gaveUp
   checkSignals(config, key)
-  const keys = own.keysOf(key, generateLockId())
-  const cancel = new NativeCancel()
-  const signals = [config.signal, config.acquisition?.signal].filter((signal) => signal != null)
-  const onAbort = () => cancel.cancel()
-  for (const signal of signals) signal.addEventListener?.('abort', onAbort, { once: true })
+  const keys = own.keysOf(entry, generateLockId())
+  const { signal } = config
+  const acquisitionSignal = config.acquisition?.signal
+  // A canceller only for a call that has a signal to listen to.
+  const cancel = signal != null || acquisitionSignal != null ? new NativeCancel() : undefined
+  const onAbort = cancel && (() => cancel.cancel())
+  signal?.addEventListener?.('abort', onAbort, { once: true })
+  acquisitionSignal?.addEventListener?.('abort', onAbort, { once: true })
   try {
-    const won = await own.native.lock(keys, ttlMs, pace, Date.now() - startedAt, cancel)
-    await own.wonWith(keys, won, key)
+    const won = await own.native.lock(keys, ttlMs, nativePaceOf(pace), Date.now() - startedAt, cancel)
+    // The tracer's start on performance.now()'s clock: no clock read when nothing traces.
+    const started = own.tracer ? performance.now() - (Date.now() - startedAt) : 0
+    const result = own.wonWith(keys, won, key, started)
+    if (result instanceof Promise) await result
     return keys.lockId
   } catch (err) {
+    own.tracer?.error(key, err, 'lock')
     if (err instanceof LockError) throw err
     if (err?.code === 'EGAVEUP') throw new LockError('AcquisitionTimeout', err.message, { key })
     if (err?.code === 'EABORTED') {
@@ -75,14 +112,15 @@ async function acquireNatively(own, key, ttlMs, pace, config, startedAt) {
     }
     throw own.toLockError(err)
   } finally {
-    for (const signal of signals) signal.removeEventListener?.('abort', onAbort)
+    signal?.removeEventListener?.('abort', onAbort)
+    acquisitionSignal?.removeEventListener?.('abort', onAbort)
   }
 }
 
 /** syncguard's loop over `backend.acquire`, for a backend that is not (or no longer) ours. */
 async function acquireInJs(backend, key, ttlMs, pace, config, startedAt) {
   for (let attempts = 1; ; attempts++) {
-    const gaveUp = ending(NativeSyncguard.pacedNext(pace, attempts, Date.now() - startedAt, false), key)
+    const gaveUp = endingBefore(pace, attempts, Date.now() - startedAt, key)
     if (gaveUp) throw gaveUp
     checkSignals(config, key)
     try {
@@ -100,7 +138,10 @@ async function acquireInJs(backend, key, ttlMs, pace, config, startedAt) {
 
 /** syncguard's `lock(backend, fn, config)`: fn under the lock, released after. */
 async function lock(backend, fn, config) {
-  const key = normalizeAndValidateKey(config.key)
+  const own = nativeOf(backend)
+  // Ours remembers a key's normalised form and storage keys; both throw alike for a bad key.
+  const entry = own ? own.entryOf(config.key) : undefined
+  const key = entry ? entry.normalized : normalizeAndValidateKey(config.key)
   // Read at each call: a user who assigns to the exported defaults changes them.
   const ttlMs = config.ttlMs ?? BACKEND_DEFAULTS.ttlMs
   if (!Number.isInteger(ttlMs) || ttlMs <= 0) {
@@ -108,9 +149,8 @@ async function lock(backend, fn, config) {
   }
   const pace = paceOf(config.acquisition)
   const startedAt = Date.now()
-  const own = nativeOf(backend)
   const lockId = own
-    ? await acquireNatively(own, key, ttlMs, pace, config, startedAt)
+    ? await acquireNatively(own, entry, ttlMs, pace, config, startedAt)
     : await acquireInJs(backend, key, ttlMs, pace, config, startedAt)
   if (!lockId) throw new LockError('Internal', 'Lock acquired but no lockId returned')
   try {
@@ -131,7 +171,11 @@ function createAutoLock(backend) {
 
 /** syncguard's `createLock(redis, options)`: one backend, and lock() bound to it. */
 function createLock(redis, options) {
-  return createAutoLock(createRedisBackend(redis, options))
+  const backend = createRedisBackend(redis, options)
+  const locked = createAutoLock(backend)
+  // Our addition: the backend's stats (README "Stats").
+  locked.stats = () => backend.stats()
+  return locked
 }
 
 module.exports = { lock, createAutoLock, createLock }

@@ -7,6 +7,7 @@ use super::error::{OrThrow, Result};
 use super::heartbeat::NativeHeartbeat;
 use super::js::outcome::{boolean, Outcome};
 use super::js::responder::JsCalls;
+use super::stats::{observe, NativeStats};
 use crate::core::front::distributed_lock::{DistributedLock, DistributedLockSettings};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
@@ -62,6 +63,19 @@ fn cancel_token(cancel: Option<&NativeCancel>) -> CancellationToken {
 
 #[napi]
 impl NativeDistributedLock {
+    /// Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+    /// wake-up and hand-over from now on.
+    #[napi]
+    pub fn observe(&self, listener: u32) {
+        observe(self.front.counters(), &self.calls.completer, listener);
+    }
+
+    /// Counters and wait-time percentiles of this object's calls.
+    #[napi]
+    pub fn stats(&self) -> NativeStats {
+        self.front.stats().into()
+    }
+
     #[napi(constructor)]
     pub fn new(
         env: Env,

@@ -6,6 +6,7 @@ use super::error::{OrThrow, Result};
 use super::heartbeat::{Beater, NativeHeartbeat};
 use super::js::outcome::{boolean, Outcome};
 use super::js::responder::JsCalls;
+use super::stats::{observe, NativeStats};
 use crate::core::basics::token::format_fence;
 use crate::core::front::exclusive_lock::{ExclusiveLock, ExclusiveSettings, Inspection, Wishes};
 use crate::core::front::reply::Settled;
@@ -51,6 +52,19 @@ fn inspected(result: Settled<Option<Inspection>>) -> Outcome {
 
 #[napi]
 impl NativeExclusiveLock {
+    /// Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+    /// wake-up and hand-over from now on.
+    #[napi]
+    pub fn observe(&self, listener: u32) {
+        observe(self.front.counters(), &self.calls.completer, listener);
+    }
+
+    /// Counters and wait-time percentiles of this object's calls.
+    #[napi]
+    pub fn stats(&self) -> NativeStats {
+        self.front.stats().into()
+    }
+
     #[napi(constructor)]
     pub fn new(
         env: Env,

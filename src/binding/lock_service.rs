@@ -6,6 +6,7 @@ use super::error::{OrThrow, Result};
 use super::heartbeat::NativeHeartbeat;
 use super::js::outcome::{boolean, Outcome};
 use super::js::responder::JsCalls;
+use super::stats::{observe, NativeStats};
 use crate::core::front::lock_service::{LockService, Settings};
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, PromiseRaw};
@@ -43,6 +44,19 @@ fn token(result: Settled<Option<String>>) -> Outcome {
 
 #[napi]
 impl NativeLockService {
+    /// Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+    /// wake-up and hand-over from now on.
+    #[napi]
+    pub fn observe(&self, listener: u32) {
+        observe(self.front.counters(), &self.calls.completer, listener);
+    }
+
+    /// Counters and wait-time percentiles of this object's calls.
+    #[napi]
+    pub fn stats(&self) -> NativeStats {
+        self.front.stats().into()
+    }
+
     #[napi(constructor)]
     pub fn new(
         env: Env,

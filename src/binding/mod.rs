@@ -1,5 +1,6 @@
 //! The #[napi] layer: converts arguments, calls the core, maps errors. No lock logic here.
 
+pub mod admin;
 pub mod cancel;
 pub mod connection;
 pub mod diagnostics;
@@ -13,6 +14,7 @@ pub mod js;
 pub mod lock_service;
 pub mod options;
 pub mod runtime;
+pub mod stats;
 pub mod syncguard;
 pub mod syncguard_eval;
 pub mod sys;

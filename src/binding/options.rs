@@ -37,7 +37,7 @@ pub struct ConnectionOptions {
     pub nodes: Option<Vec<ConnectionOptions>>,
     /// A Redis Cluster's seed nodes (refused until the cluster's store lands).
     pub cluster: Option<Vec<NodeAddress>>,
-    /// A Sentinel set, with `sentinelName` (refused until Sentinel's store lands); the
+    /// A Sentinel set, with `sentinelName`: the master it names, followed across failovers; the
     /// sentinels' own credentials apart from the master's.
     pub sentinels: Option<Vec<NodeAddress>>,
     pub sentinel_name: Option<String>,

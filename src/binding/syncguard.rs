@@ -7,6 +7,7 @@ use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
 use super::js::outcome::{boolean, Outcome};
 use super::js::responder::JsCalls;
+use super::stats::{observe, NativeStats};
 use crate::core::api::{
     ReleasedById, Syncguard, SyncguardCall, SyncguardGranted, SyncguardSettings,
 };
@@ -154,6 +155,24 @@ fn step(next: std::result::Result<Duration, GaveUp>) -> SyncguardStep {
     }
 }
 
+/// `lock()`'s acquisition options converted once, for the calls that share them (converting
+/// five fields, two of them texts, at every call cost more than the rest of the call's
+/// arguments).
+#[napi]
+pub struct NativePace {
+    pace: Pace,
+}
+
+#[napi]
+impl NativePace {
+    #[napi(constructor)]
+    pub fn new(pace: SyncguardPace) -> Self {
+        NativePace {
+            pace: Pace::from(&pace),
+        }
+    }
+}
+
 #[napi]
 pub struct NativeSyncguard {
     front: Syncguard,
@@ -162,6 +181,19 @@ pub struct NativeSyncguard {
 
 #[napi]
 impl NativeSyncguard {
+    /// Tells JS listener `listener` (the object's `onEvent` hook) of every contention,
+    /// wake-up and hand-over from now on.
+    #[napi]
+    pub fn observe(&self, listener: u32) {
+        observe(self.front.counters(), &self.calls.completer, listener);
+    }
+
+    /// Counters and wait-time percentiles of this object's calls.
+    #[napi]
+    pub fn stats(&self) -> NativeStats {
+        self.front.stats().into()
+    }
+
     #[napi(constructor)]
     pub fn new(env: Env, connection: &NativeConnection, options: SyncguardOptions) -> Result<Self> {
         let settings = SyncguardSettings {
@@ -198,7 +230,7 @@ impl NativeSyncguard {
         env: Env,
         keys: SyncguardCallKeys,
         ttl_ms: f64,
-        pace: SyncguardPace,
+        pace: &NativePace,
         elapsed_ms: f64,
         cancel: Option<&NativeCancel>,
     ) -> Result<PromiseRaw<'env, ()>> {
@@ -206,10 +238,9 @@ impl NativeSyncguard {
         let ago = Duration::try_from_secs_f64(elapsed_ms.max(0.0) / 1000.0).unwrap_or_default();
         let started = now.checked_sub(ago).unwrap_or(now);
         let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
-        let pace = Pace::from(&pace);
         let acquisition = self
             .front
-            .lock(&call_of(&keys), ttl_ms, pace, started, token)
+            .lock(&call_of(&keys), ttl_ms, pace.pace, started, token)
             .or_throw(&env)?;
         let call = self.calls.thread.call(&env, None)?;
         acquisition.start(self.calls.reply(call.id, surely_won));

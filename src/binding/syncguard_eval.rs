@@ -100,6 +100,21 @@ impl NativeSyncguardEval {
             .or_throw(&env)
     }
 
+    /// The release to send when the acquire's reply came past its bound, or `null`.
+    #[napi]
+    pub fn late_acquired(
+        &self,
+        env: Env,
+        keys: SyncguardCallKeys,
+        ttl_ms: f64,
+        reply: SyncguardEvalReply,
+    ) -> Result<Option<SyncguardEvalCall>> {
+        let release = self
+            .front
+            .late_acquired(&call_of(&keys), ttl_ms, value(reply));
+        release.map(|call| call.map(js_call)).or_throw(&env)
+    }
+
     #[napi]
     pub fn release(
         &self,

@@ -44,6 +44,8 @@ pub use super::ops::store::Store;
 pub use super::ops::watchdog::{Limits, Target, Watch, Watchdog};
 /// The Lua scripts, for tests that run them beside the locks.
 pub use super::proto::scripts;
+/// Script names by SHA1, for `DEBUG` lines of the JS thread's connection.
+pub use super::proto::scripts::name_of as script_name;
 /// On whose behalf calls run (a JS environment, ended with it).
 pub use super::wait::owner::Owner;
 /// A call as a waiter that a release on its own thread may answer.

@@ -47,6 +47,13 @@ pub enum Settlement {
         /// For `lost`: why, the last confirmed expiry in Redis (epoch ms), and the token.
         lost: Option<Box<Loss>>,
     },
+    /// What a waiter went through (`contended`, `woken`, `handed-over`), for an `onEvent`
+    /// hook: the lock's name rides where a loss has its message.
+    Seen {
+        listener: u32,
+        event: &'static str,
+        key: Box<str>,
+    },
 }
 
 /// What a holder is told of its lost lock.

@@ -129,6 +129,7 @@ where
             thread: Rc::as_ptr(&self.calls.thread) as usize,
             id: self.id,
             lent_start,
+            asked: std::time::Instant::now(),
         }
     }
 }

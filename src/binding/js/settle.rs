@@ -46,6 +46,15 @@ impl JsThread {
 }
 
 impl Completer {
+    /// Queues what a waiter for `key` went through, for the JS listener of its API object.
+    pub fn seen(&self, listener: u32, event: &'static str, key: &str) {
+        self.push(Settlement::Seen {
+            listener,
+            event,
+            key: key.into(),
+        });
+    }
+
     /// Queues a `refreshed` for a JS listener.
     pub fn refreshed(&self, listener: u32) {
         self.push(Settlement::Event {

@@ -258,6 +258,11 @@ impl JsThread {
                             event,
                             lost,
                         } => self.tell(scope, listener, event, lost.map(|loss| *loss)),
+                        Settlement::Seen {
+                            listener,
+                            event,
+                            key,
+                        } => self.tell_seen(scope, listener, event, &key),
                     };
                     if let Err(exception) = result {
                         thrown.get_or_insert(exception);
@@ -518,6 +523,24 @@ impl JsThread {
         let Ok(args) = self.event_args(scope, listener, event, lost) else {
             return Ok(());
         };
+        self.call_hook(scope, Hook::Event, &args).map(|_| ())
+    }
+
+    /// A waiter's news: `(listener, event, undefined, key)`.
+    fn tell_seen<'s>(
+        &self,
+        scope: &Scope<'s>,
+        listener: u32,
+        event: &str,
+        key: &str,
+    ) -> Result<(), Value<'s>> {
+        let Ok(mut args) = self.event_args(scope, listener, event, None) else {
+            return Ok(());
+        };
+        let Ok(key) = scope.string(key) else {
+            return Ok(());
+        };
+        args[3] = key;
         self.call_hook(scope, Hook::Event, &args).map(|_| ())
     }
 

@@ -39,9 +39,7 @@ impl Backend {
                 Backend::Memory(MemoryStore::open(endpoint, &name, listener))
             }
             Address::Cluster { .. } => Backend::Cluster(ClusterStore::new(endpoint, listener)),
-            // Sentinel: refused by `Endpoint::from_spec` until its store lands (C7); an
-            // endpoint made by hand gets a store whose every call answers that refusal
-            // (`Endpoint::connection_info`), never a connection elsewhere.
+            // A Sentinel set's master is one Redis, found by the store's link (`upstream.rs`).
             Address::Tcp { .. } | Address::Unix(_) | Address::Sentinel { .. } => {
                 Backend::Redis(RedisStore::new(endpoint, listener))
             }

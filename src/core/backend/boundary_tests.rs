@@ -67,7 +67,7 @@ fn a_redlock_of_independent_masters_offers_quorum_fences_and_the_runtime_only() 
     assert!(matches!(redlock, Backend::Redlock(_)));
     let caps = redlock.caps();
     assert_eq!(caps.fencing, Fencing::Quorum);
-    assert_eq!(caps.handover, Handover::None);
+    assert_eq!(caps.handover, Handover::Quorum);
     assert_eq!(caps.fairness, Fairness::None);
     assert_eq!(caps.fast_path, FastPath::None);
     assert_eq!(caps.wake, WakeKind::Broadcast);
@@ -105,6 +105,26 @@ fn a_redlock_refuses_fewer_than_three_nodes_the_same_server_twice_and_memory_nam
         message.contains("redis[2]") && message.contains("same server"),
         "{message}"
     );
+    // The same server however written: localhost for the loopback, an IPv4-mapped IPv6.
+    for (first, again) in [
+        ("redis://127.0.0.1:7001", "redis://localhost:7001"),
+        ("redis://LOCALHOST.:7001", "redis://[::1]:7001"),
+        ("redis://10.0.0.5:7001", "redis://[::ffff:10.0.0.5]:7001"),
+        (
+            "redis://Redis-A.example:7001",
+            "redis://redis-a.example.:7001/2",
+        ),
+    ] {
+        let nodes = vec![spec(first), spec("redis://127.0.0.1:7002"), spec(again)];
+        let (_, message) = refused(nodes);
+        assert!(message.contains("redis[2]"), "{first} {again}: {message}");
+    }
+    let distinct = [
+        "redis://127.0.0.1:7001",
+        "redis://127.0.0.2:7001",
+        "redis://localhost:7002",
+    ];
+    assert!(Endpoint::redlock(distinct.map(spec).to_vec(), "redis").is_ok());
     let memory = vec![
         spec("memory://x"),
         spec("redis://127.0.0.1:7002"),

@@ -8,7 +8,7 @@
 //! a connection that carries only (un)subscriptions, that costs nothing.
 
 use super::endpoint::{Address, Endpoint};
-use super::wire::{Conduit, PushSink};
+use super::wire::{Conduit, Destination, PushSink};
 use crate::core::basics::error::LockError;
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
@@ -57,7 +57,13 @@ impl ConnectionLike for ClusterPair {
 }
 
 impl Conduit for ClusterPair {
-    fn open(endpoint: &Endpoint, resp3: bool, pushes: PushSink) -> Result<Self, LockError> {
+    /// A cluster's nodes are found from the seeds the user named: there is no upstream to ask.
+    async fn open(
+        endpoint: &Endpoint,
+        _destination: Destination<'_>,
+        resp3: bool,
+        pushes: PushSink,
+    ) -> Result<Self, LockError> {
         Ok(ClusterPair {
             commands: connect(endpoint, resp3, pushes.clone())?,
             subscriptions: connect(endpoint, resp3, pushes)?,

@@ -47,16 +47,6 @@ pub struct MultiUrl {
     pub password: Option<String>,
 }
 
-/// Sentinel is parsed but has no store yet: it comes in a later landing
-/// (docs/plans/cluster-sentinel.md C7), and until then every connection to it is refused at
-/// construction, as the JS layer refuses its clients.
-pub fn sentinel_unbuilt() -> LockError {
-    LockError::invalid_type(
-        "redis",
-        "Sentinel is not supported yet; pass the master's address",
-    )
-}
-
 /// `redis+cluster://[user:pass@]h1:p1,h2:p2` (or `rediss+`): the seed nodes, TLS for all.
 /// No path: a cluster has database 0 only.
 /// `redis+sentinel://[user:pass@]s1:p1,s2:p2/<name>[/<db>][?sentinelUsername=&sentinelPassword=]`.

@@ -256,20 +256,17 @@ fn a_malformed_list_is_refused_naming_its_argument_and_quoting_no_secret() {
 }
 
 #[test]
-fn a_cluster_is_accepted_and_sentinel_refused_until_its_store_lands() {
+fn a_cluster_and_a_sentinel_set_are_accepted_and_neither_is_one_address() {
     let cluster = Endpoint::from_spec(url("redis+cluster://u:secret@127.0.0.1:1")).unwrap();
     assert!(matches!(cluster.address, Address::Cluster { .. }));
-    let sentinel = Endpoint::from_spec(url("redis+sentinel://127.0.0.1:1/m")).unwrap_err();
-    assert_eq!(sentinel.code(), "EINVAL");
-    assert_eq!(arg_of(&sentinel).as_deref(), Some("redis"));
-    assert!(sentinel
-        .to_string()
-        .contains("Sentinel is not supported yet"));
-    // An endpoint made by hand gets the same refusal from its store, never a connection.
-    let by_hand = parsed(url("redis+sentinel://:secret@127.0.0.1:1/m"));
-    let err = by_hand.connection_info(true).unwrap_err();
-    assert!(err.to_string().contains("Sentinel is not supported yet"));
-    assert!(!err.to_string().contains("secret"));
+    let sentinel = Endpoint::from_spec(url("redis+sentinel://:secret@127.0.0.1:1/m")).unwrap();
+    assert!(matches!(sentinel.address, Address::Sentinel { .. }));
+    // Each is reached through its own client, never as one address.
+    for endpoint in [cluster, sentinel] {
+        let err = endpoint.connection_info(true).unwrap_err();
+        assert!(err.to_string().contains("not one address"), "{err}");
+        assert!(!err.to_string().contains("secret"));
+    }
 }
 
 #[test]

@@ -6,16 +6,19 @@
 use super::endpoint::Endpoint;
 use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
-use super::wire::{Conduit, PushSink};
+use super::upstream::Upstream;
+use super::wire::{Conduit, Destination, PushSink};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
+use crate::core::basics::trace;
+use crate::core::proto::scripts;
 use crate::core::proto::Request;
 use redis::aio::ConnectionManager;
 use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 const REFUSAL_BUDGET: Duration = Duration::from_millis(300);
@@ -44,15 +47,25 @@ impl<W: Conduit> Pinned<W> {
         timeout: Duration,
     ) -> Result<T, LockError> {
         let mut con = self.0.clone();
-        match tokio::time::timeout(timeout, query(request, &mut con)).await {
+        let started = Instant::now();
+        let answer = match tokio::time::timeout(timeout, query(request, &mut con)).await {
             Ok(reply) => reply.map_err(LockError::from),
             Err(_) => Err(LockError::no_reply(timeout)),
+        };
+        if trace::on() {
+            trace_call(&packed_request(request), started, answer.as_ref().err());
         }
+        answer
     }
 }
 
 pub(super) struct Link<W: Conduit = ConnectionManager> {
     endpoint: Endpoint,
+    /// Where the connection goes: the endpoint's address, or a Sentinel set's master.
+    upstream: Upstream,
+    /// Set when the connection must go to where `upstream` says now (a Sentinel set's master
+    /// moved or the connection to it dropped): the next call opens a new one.
+    stale: Arc<AtomicBool>,
     /// The connection, and whether it was opened asking for RESP3.
     manager: Mutex<Option<(W, bool)>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
@@ -85,7 +98,10 @@ impl<W: Conduit> Link<W> {
         scripts: &'static [&'static str],
         listener: Arc<dyn Listener>,
     ) -> Self {
+        let stale = Arc::new(AtomicBool::new(false));
         Link {
+            upstream: Upstream::of(&endpoint, stale.clone()),
+            stale,
             endpoint,
             manager: Mutex::new(None),
             resp2_only: AtomicBool::new(false),
@@ -108,24 +124,57 @@ impl<W: Conduit> Link<W> {
         &self.endpoint
     }
 
-    /// Must run inside the tokio runtime: the manager spawns its driver task there.
-    fn manager(&self) -> Result<W, LockError> {
-        let mut slot = lock(&self.manager);
-        match slot.as_ref() {
-            // One opened for RESP3 before the server was found to refuse it fails every call.
-            Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => {}
-            Some((manager, _)) => return Ok(manager.clone()),
-            None => {}
+    /// Must run inside the tokio runtime: the manager spawns its driver task there. No
+    /// mutex is held while a Sentinel set is asked where its master is.
+    async fn manager(&self, deadline: tokio::time::Instant) -> Result<W, LockError> {
+        if let Some(manager) = self.kept_manager() {
+            return Ok(manager);
         }
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
         let pushes = PushSink {
             dropped: self.dropped.clone(),
             scripts_ready: self.scripts_ready.clone(),
             listener: self.listener.clone(),
+            // A master that dropped us may have been demoted: ask where it is now.
+            stale: self.upstream.moves().then(|| self.stale.clone()),
         };
-        let manager = W::open(&self.endpoint, resp3, pushes)?;
+        let destination = Destination {
+            upstream: &self.upstream,
+            deadline,
+        };
+        let manager = W::open(&self.endpoint, destination, resp3, pushes).await?;
+        let mut slot = lock(&self.manager);
+        if let Some((kept, _)) = slot
+            .as_ref()
+            .filter(|_| !self.stale.load(Ordering::Acquire))
+        {
+            // Another call opened one while we asked the sentinels.
+            return Ok(kept.clone());
+        }
         *slot = Some((manager.clone(), resp3));
         Ok(manager)
+    }
+
+    /// The connection in use, unless it must be replaced: one opened for RESP3 before the
+    /// server was found to refuse it fails every call, and a stale one goes to where a
+    /// Sentinel set's master was.
+    fn kept_manager(&self) -> Option<W> {
+        let mut slot = lock(&self.manager);
+        if self.stale.swap(false, Ordering::AcqRel) && slot.take().is_some() {
+            self.scripts_ready.store(false, Ordering::Relaxed);
+            // Waiters listen again, on the new connection.
+            self.listener.connection_lost(LostScope::All);
+            self.dropped.notify_one();
+            return None;
+        }
+        match slot.as_ref() {
+            Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => None,
+            Some((manager, _)) => {
+                self.upstream.used();
+                Some(manager.clone())
+            }
+            None => None,
+        }
     }
 
     /// Forget the manager after an error that reconnecting with the same manager cannot fix
@@ -148,6 +197,7 @@ impl<W: Conduit> Link<W> {
         if self.resp2_only.load(Ordering::Relaxed) {
             return false;
         }
+        let deadline = tokio::time::Instant::now() + timeout;
         let work = async {
             let _switching = self.switching.lock().await;
             if book.is_subscribed(channel) {
@@ -156,7 +206,7 @@ impl<W: Conduit> Link<W> {
             if !book.is_wanted(channel) {
                 return false;
             }
-            let Ok(mut manager) = self.manager() else {
+            let Ok(mut manager) = self.manager(deadline).await else {
                 return false;
             };
             let idle = book.take_idle(IDLE_SUBSCRIPTIONS);
@@ -192,9 +242,10 @@ impl<W: Conduit> Link<W> {
         if self.resp2_only.load(Ordering::Relaxed) {
             return;
         }
+        let deadline = tokio::time::Instant::now() + timeout;
         let work = async {
             let _switching = self.switching.lock().await;
-            let Ok(mut manager) = self.manager() else {
+            let Ok(mut manager) = self.manager(deadline).await else {
                 return;
             };
             let idle = book.take_idle(IDLE_SUBSCRIPTIONS / 2);
@@ -276,7 +327,10 @@ impl<W: Conduit> Link<W> {
         let mut fell_back = false;
         loop {
             let started = tokio::time::Instant::now();
-            let manager = self.manager().map_err(|err| (err, None))?;
+            let manager = tokio::time::timeout_at(deadline, self.manager(deadline))
+                .await
+                .map_err(|_| (LockError::no_reply(timeout), None))?
+                .map_err(|err| (err, None))?;
             let work = tokio::time::timeout_at(deadline, op(manager.clone()));
             let reply = if self.unreached_tls() {
                 // A plain server sent a TLS hello stays silent until the connect timeout:
@@ -330,8 +384,16 @@ impl<W: Conduit> Link<W> {
             // A connection reset under a request (a restarting Redis still completes TCP
             // handshakes until its process exits) may or may not have run it, so only a call
             // that is safe to run twice goes again.
+            // A demoted master answers READONLY before running anything; a fixed address
+            // that answers it is a replica the user named, which no retry changes.
+            let demoted = self.upstream.moves() && err.code() == Some("READONLY");
             let resendable = err.is_connection_refusal()
+                || demoted
                 || (replay == Replay::Safe && err.is_connection_dropped());
+            if resendable && self.upstream.moves() {
+                // Ask the sentinels again: a failover may have moved the master.
+                self.stale.store(true, Ordering::Release);
+            }
             // A cluster turns a command away unrun while its slot moves or fails over (the
             // crate's own quick retries may run out first): pause and send it again, for as
             // long as the bound allows. One server never answers these.
@@ -387,10 +449,17 @@ impl<W: Conduit> Link<W> {
         timeout: Duration,
         replay: Replay,
     ) -> Result<Value, (LockError, Option<Pinned<W>>)> {
-        self.call(timeout, replay, |mut con| async move {
-            query(request, &mut con).await
-        })
-        .await
+        let started = Instant::now();
+        let answer = self
+            .call(timeout, replay, |mut con| async move {
+                query(request, &mut con).await
+            })
+            .await;
+        if trace::on() {
+            let failed = answer.as_ref().err().map(|(err, _)| err);
+            trace_call(&packed_request(request), started, failed);
+        }
+        answer
     }
 
     /// Sends a whole pipeline in one write and returns each command's own result, so one
@@ -400,12 +469,37 @@ impl<W: Conduit> Link<W> {
         pipe: &Pipeline,
         timeout: Duration,
     ) -> Result<Vec<RedisResult<T>>, LockError> {
-        self.call(timeout, Replay::Safe, |mut con| async move {
-            pipe.query_async(&mut con).await
-        })
-        .await
-        .map_err(|(err, _)| err)
+        let started = Instant::now();
+        let answer = self
+            .call(timeout, Replay::Safe, |mut con| async move {
+                pipe.query_async(&mut con).await
+            })
+            .await
+            .map_err(|(err, _)| err);
+        if trace::on() {
+            trace_call(&pipe.get_packed_pipeline(), started, answer.as_ref().err());
+        }
+        answer
     }
+}
+
+/// The bytes `request` sends, for a `DEBUG` line.
+fn packed_request(request: &Request) -> Vec<u8> {
+    match request {
+        Request::Command(cmd) | Request::Script { evalsha: cmd, .. } => cmd.get_packed_command(),
+    }
+}
+
+/// A `DEBUG` line for a call of the runtime's connection (basics/trace.rs).
+fn trace_call(packed: &[u8], started: Instant, failed: Option<&LockError>) {
+    let outcome = failed.map_or("ok", LockError::code);
+    trace::call(
+        "runtime",
+        packed,
+        started.elapsed(),
+        outcome,
+        scripts::name_of,
+    );
 }
 
 /// Sends `request`; a script the server no longer has (restarted, flushed) is loaded and

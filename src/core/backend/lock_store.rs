@@ -54,6 +54,9 @@ pub enum Handover {
     /// A release gives the lock straight to a waiter's token, fenced, in one script
     /// (handoff.lua).
     InScript,
+    /// handoff.lua on every node: the waiter's once a quorum handed it over with the
+    /// waiter's validity left (Redlock).
+    Quorum,
     /// Release and wake only.
     None,
 }

@@ -17,4 +17,6 @@ pub mod redis_store;
 mod redlock_book;
 pub mod redlock_store;
 mod redlock_tally;
+mod sentinel;
+mod upstream;
 pub mod wire;

@@ -14,8 +14,8 @@ use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
 use super::redlock_tally::{
     answered, failed, gather, gather_within, is_answer, quorum_error, won, Tally,
 };
-use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
+use crate::core::basics::{background, clock};
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::extend::Extend;
 use crate::core::proto::fence_raise::FenceRaise;
@@ -41,7 +41,8 @@ pub struct RedlockStore {
 }
 
 struct Node {
-    store: RedisStore,
+    /// Shared with the releases left to a task of their own (`release_on`).
+    store: Arc<RedisStore>,
     book: Arc<NodeBook>,
 }
 
@@ -67,7 +68,11 @@ impl Endpoint {
                     format!("{arg}[{i}] must be a Redis server: a Redlock's nodes are independent masters"),
                 ));
             }
-            if nodes[..i].iter().any(|seen| seen.address == node.address) {
+            let server = server_of(&node.address);
+            if nodes[..i]
+                .iter()
+                .any(|seen| server_of(&seen.address) == server)
+            {
                 return Err(LockError::invalid_type(
                     arg,
                     format!("{arg}[{i}] names the same server as an earlier node: each must be an independent master"),
@@ -85,6 +90,47 @@ impl Endpoint {
     }
 }
 
+/// Where a node's server listens, as far as can be told without connecting or asking DNS:
+/// an IP literal in its canonical form (`::ffff:127.0.0.1` is `127.0.0.1`), `localhost`
+/// as the loopback it names, other host names by their text; a socket by its resolved path.
+#[derive(PartialEq, Debug)]
+enum Server {
+    Ip(std::net::IpAddr, u16),
+    Loopback(u16),
+    Name(String, u16),
+    Socket(std::path::PathBuf),
+    Other,
+}
+
+fn server_of(address: &Address) -> Server {
+    match address {
+        Address::Tcp { host, port, .. } => {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let host = host.trim_end_matches('.').to_ascii_lowercase();
+            match host.parse::<std::net::IpAddr>() {
+                Ok(ip) if is_localhost(&ip) => Server::Loopback(*port),
+                Ok(ip) => Server::Ip(ip.to_canonical(), *port),
+                Err(_) if host == "localhost" || host.ends_with(".localhost") => {
+                    Server::Loopback(*port)
+                }
+                Err(_) => Server::Name(host, *port),
+            }
+        }
+        Address::Unix(path) => {
+            let path = std::path::Path::new(path);
+            Server::Socket(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
+        }
+        _ => Server::Other,
+    }
+}
+
+/// The addresses `localhost` resolves to (RFC 6761 and every stock hosts file): a server
+/// listening on the loopback answers on both.
+fn is_localhost(ip: &std::net::IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip == std::net::IpAddr::from([127, 0, 0, 1]) || ip == std::net::Ipv6Addr::LOCALHOST
+}
+
 impl RedlockStore {
     /// Opens nothing yet, as each node's store. `endpoint` must be a Redlock's.
     pub fn new(endpoint: Endpoint, listener: Arc<dyn Listener>) -> RedlockStore {
@@ -100,7 +146,7 @@ impl RedlockStore {
                         lost: lost.clone(),
                     });
                     Node {
-                        store: RedisStore::new(node.clone(), heard),
+                        store: Arc::new(RedisStore::new(node.clone(), heard)),
                         book,
                     }
                 })
@@ -148,7 +194,9 @@ impl RedlockStore {
         gather(calls, |_| false, enough).await
     }
 
-    /// Sends `release` to the nodes `to` (by index), waiting for those in `must`.
+    /// Sends `release` to the nodes `to` (by index), waiting for those in `must`. The others
+    /// (they did not answer, or failed) may take their whole bound: theirs is left to a task
+    /// of its own, bounded the same, so a failed attempt does not wait for a dead node.
     async fn release_on(
         &self,
         release: &Release<'_>,
@@ -156,14 +204,31 @@ impl RedlockStore {
         must: &[usize],
         bound: Duration,
     ) {
+        let (waited, left): (Vec<usize>, Vec<usize>) = to.iter().partition(|i| must.contains(i));
+        let left: Vec<Arc<RedisStore>> = (left.iter().filter_map(|&i| self.nodes.get(i)))
+            .map(|node| node.store.clone())
+            .collect();
+        if !left.is_empty() {
+            let parts = Detached::of(release);
+            background::spawn(async move {
+                let release = parts.release();
+                let request = Request::of(&release);
+                let released = join_all(
+                    (left.iter()).map(|store| store.run_request(&release, &request, bound)),
+                )
+                .await;
+                // Read here and dropped: a node that kept our token (down, or slow past the
+                // bound) frees it at its TTL; nobody is left to tell.
+                let _unconfirmed = released.iter().filter(|r| !matches!(r, Ok(true))).count();
+            });
+        }
         let request = Request::of(release);
         let request = &request;
-        let calls = (to.iter().filter_map(|&i| self.nodes.get(i)))
-            .map(|node| node.store.run_request(release, request, bound));
-        let replied = |seen: &[Option<Result<bool, LockError>>]| {
-            (to.iter().zip(seen)).all(|(i, reply)| reply.is_some() || !must.contains(i))
-        };
-        let _ignored = gather(calls, |_| false, replied).await;
+        let _released = join_all(
+            (waited.iter().filter_map(|&i| self.nodes.get(i)))
+                .map(|node| node.store.run_request(release, request, bound)),
+        )
+        .await;
     }
 
     /// The answers of every node that answered, or the quorum error when fewer than a
@@ -202,6 +267,48 @@ impl RedlockStore {
     ) -> Result<Option<Duration>, LockError> {
         let answers = self.answers(op, bound, Option::is_some).await?;
         Ok(self.quorum_ttl(answers.into_iter().flatten()))
+    }
+
+    /// What a quorum of nodes agrees on, by `side` of their answers to a read, with the
+    /// answers of that side. Waited for until a quorum agrees (or every node replied), so
+    /// that one node's answer never decides the rest left behind; nodes that answered but
+    /// agree on nothing with a quorum are the quorum error naming how many agreed.
+    async fn agreed<O: Op + Sync, K: PartialEq>(
+        &self,
+        op: &O,
+        bound: Duration,
+        side: impl Fn(&O::Out) -> K,
+    ) -> Result<(K, Vec<O::Out>), LockError>
+    where
+        O::Out: Send,
+    {
+        let request = Request::of(op);
+        let request = &request;
+        let calls = (self.nodes.iter()).map(|node| node.store.run_request(op, request, bound));
+        let sides = |seen: &[Option<Result<O::Out, LockError>>]| {
+            let sides: Vec<K> = (seen.iter().flatten().flatten()).map(&side).collect();
+            most_agreeing(sides)
+        };
+        let enough = |seen: &[Option<Result<O::Out, LockError>>]| {
+            sides(seen).is_some_and(|(_, count)| count >= self.quorum)
+        };
+        let replies = gather(calls, |_| false, enough).await;
+        let answers = self
+            .tally()
+            .answers(replies.into_iter().flatten().collect())?;
+        match most_agreeing(answers.iter().map(&side).collect()) {
+            Some((agreed, count)) if count >= self.quorum => {
+                let on_side: Vec<O::Out> = (answers.into_iter())
+                    .filter(|a| side(a) == agreed)
+                    .collect();
+                Ok((agreed, on_side))
+            }
+            other => {
+                let count = other.map_or(0, |(_, count)| count);
+                let (nodes, quorum) = (self.nodes.len(), self.quorum);
+                Err(quorum_error(count, nodes, quorum, "agreed"))
+            }
+        }
     }
 
     /// Frees what a failed attempt may have set on every node but those that said held.
@@ -286,6 +393,85 @@ impl RedlockStore {
     }
 }
 
+/// What is left of a lock's validity at `now`, for an attempt `started` then: the TTL less
+/// the drift (`clock::validity`, as every lease counts it) less the time the nodes took.
+fn validity_left(ttl: Duration, started: Instant, now: Instant) -> Option<Duration> {
+    (clock::validity(ttl).checked_sub(now.duration_since(started))).filter(|left| !left.is_zero())
+}
+
+/// The side most of `sides` are on, and how many are.
+fn most_agreeing<K: PartialEq>(sides: Vec<K>) -> Option<(K, usize)> {
+    let count = |k: &K| sides.iter().filter(|other| *other == k).count();
+    let best = (0..sides.len()).max_by_key(|&i| sides.get(i).map_or(0, count))?;
+    let best_count = sides.get(best).map_or(0, count);
+    sides.into_iter().nth(best).map(|k| (k, best_count))
+}
+
+/// A release's parts, owned by the task that sends it to the nodes nobody waits for.
+struct Detached {
+    lock_key: Vec<u8>,
+    token: String,
+    kind: DetachedKind,
+}
+
+enum DetachedKind {
+    Wake {
+        ours_wait: bool,
+    },
+    Fair,
+    Pair {
+        data_key: Vec<u8>,
+        contents: Vec<u8>,
+        set_at: Option<i64>,
+    },
+}
+
+impl Detached {
+    fn of(release: &Release<'_>) -> Detached {
+        let kind = match release.kind {
+            ReleaseKind::Wake { ours_wait } => DetachedKind::Wake { ours_wait },
+            ReleaseKind::Fair => DetachedKind::Fair,
+            ReleaseKind::Pair {
+                data_key,
+                contents,
+                set_at,
+            } => DetachedKind::Pair {
+                data_key: data_key.to_vec(),
+                contents: contents.to_vec(),
+                set_at,
+            },
+        };
+        Detached {
+            lock_key: release.lock_key.to_vec(),
+            token: release.token.to_owned(),
+            kind,
+        }
+    }
+
+    fn release(&self) -> Release<'_> {
+        let kind = match &self.kind {
+            DetachedKind::Wake { ours_wait } => ReleaseKind::Wake {
+                ours_wait: *ours_wait,
+            },
+            DetachedKind::Fair => ReleaseKind::Fair,
+            DetachedKind::Pair {
+                data_key,
+                contents,
+                set_at,
+            } => ReleaseKind::Pair {
+                data_key,
+                contents,
+                set_at: *set_at,
+            },
+        };
+        Release {
+            lock_key: &self.lock_key,
+            token: &self.token,
+            kind,
+        }
+    }
+}
+
 /// Layouts a quorum cannot take yet: a fair line per node could order waiters differently
 /// on each, and syncguard's record and counter are its own.
 fn refused_layout(op: &AcquireAttempt<'_>) -> Option<LockError> {
@@ -306,7 +492,7 @@ impl LockStore for RedlockStore {
     fn caps(&self) -> Caps {
         Caps {
             fencing: Fencing::Quorum,
-            handover: Handover::None,
+            handover: Handover::Quorum,
             fairness: Fairness::None,
             fast_path: FastPath::None,
             wake: WakeKind::Broadcast,
@@ -359,13 +545,7 @@ impl LockStore for RedlockStore {
             })
             .collect();
         if won.len() >= self.quorum {
-            // Validity: the TTL less the drift (`clock::validity`, as every lease counts it)
-            // less the time the quorum took.
-            let left = |now: Instant| {
-                clock::validity(op.ttl)
-                    .checked_sub(now.duration_since(started))
-                    .filter(|left| !left.is_zero())
-            };
+            let left = |now: Instant| validity_left(op.ttl, started, now);
             let window = Some(op.fence_retention_ms);
             let fenced = match left(Instant::now()) {
                 Some(left) => {
@@ -383,11 +563,14 @@ impl LockStore for RedlockStore {
                     let set_at = None;
                     return Ok(Acquired::Won { fence, set_at });
                 }
-                Some(Err(err)) => {
+                // Short of confirmations with validity left (nodes down, or one said NOFENCE):
+                // why. Cut short by the validity itself, it is time, below.
+                Some(Err(err)) if !err.is_infrastructure() || left(Instant::now()).is_some() => {
                     self.undo(op, &replies, bound).await;
                     return Err(err);
                 }
-                // The validity ran out on the way: nothing held; slow nodes, not a holder.
+                // The validity ran out on the way (the write-back is bounded by it): nothing
+                // held; slow nodes, not a holder.
                 _ => {
                     self.undo(op, &replies, bound).await;
                     let ms = started.elapsed().as_millis();
@@ -432,13 +615,15 @@ impl LockStore for RedlockStore {
         Ok(self.quorum_says(self.answers(op, bound, |released| *released).await?))
     }
 
-    /// The waiter's fence is taken as an acquisition's; short of a quorum, the waiter's token
-    /// is freed everywhere and it tries for itself.
+    /// The waiter's fence is taken as an acquisition's, within the waiter's validity; short
+    /// of a quorum, or of validity, the waiter's token is freed everywhere and it tries for
+    /// itself.
     async fn hand_over(
         &self,
         op: &HandOver<'_>,
         bound: Duration,
     ) -> Result<Option<u64>, LockError> {
+        let started = Instant::now();
         let replies = self.on_all(op, bound, Option::is_some).await;
         let won: Vec<(usize, u64)> = (replies.iter().enumerate())
             .filter_map(|(i, reply)| match reply {
@@ -446,10 +631,12 @@ impl LockStore for RedlockStore {
                 _ => None,
             })
             .collect();
-        if won.len() >= self.quorum {
+        // As an acquisition: the waiter's only while a quorum has it with validity left.
+        let left = |now: Instant| validity_left(op.ttl, started, now);
+        if let (true, Some(room)) = (won.len() >= self.quorum, left(Instant::now())) {
             let fence_key = crate::core::basics::keys::fence_key(op.lock_key);
-            let fence = self.write_back(&fence_key, &won, op.ttl, None, bound).await;
-            if let Ok(fence) = fence {
+            let fence = (self.write_back(&fence_key, &won, op.ttl, None, bound.min(room))).await;
+            if let (Ok(fence), Some(_)) = (fence, left(Instant::now())) {
                 return Ok(Some(fence));
             }
         }
@@ -471,41 +658,49 @@ impl LockStore for RedlockStore {
         self.ttl_of(op, bound).await
     }
 
+    /// Held when a quorum says so, free when a quorum says so, else the quorum error.
     async fn is_locked(&self, op: &Exists<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.quorum_says(self.answers(op, bound, |_| true).await?))
+        Ok(self.agreed(op, bound, |&held| held).await?.0)
     }
 
+    /// As `is_locked`, the quorum-th longest TTL when held.
     async fn holder_ttl(
         &self,
         op: &Pttl<'_>,
         bound: Duration,
     ) -> Result<Option<Duration>, LockError> {
-        self.ttl_of(op, bound).await
+        let (held, ttls) = self.agreed(op, bound, Option::is_some).await?;
+        Ok(held
+            .then(|| self.quorum_ttl(ttls.into_iter().flatten()))
+            .flatten())
     }
 
-    /// The contents a quorum holds, with the quorum-th longest TTL among them.
+    /// The contents a quorum holds, with the quorum-th longest TTL among them; nothing when
+    /// a quorum holds nothing; else the quorum error.
     async fn inspect(
         &self,
         op: &Inspect<'_>,
         bound: Duration,
     ) -> Result<(Option<Vec<u8>>, i64), LockError> {
-        let answers = self.answers(op, bound, |_| true).await?;
-        for (value, _) in &answers {
-            let Some(value) = value else { continue };
-            let mut ttls: Vec<i64> = (answers.iter())
-                .filter(|(other, _)| other.as_ref() == Some(value))
-                .map(|&(_, ttl)| ttl)
-                .collect();
-            if ttls.len() >= self.quorum {
-                ttls.sort_unstable_by(|a, b| b.cmp(a));
-                return Ok((Some(value.clone()), ttls[self.quorum - 1]));
-            }
+        let (value, answers) = self.agreed(op, bound, |(value, _)| value.clone()).await?;
+        if value.is_none() {
+            return Ok((None, -2));
         }
-        Ok((None, -2))
+        let mut ttls: Vec<i64> = answers.into_iter().map(|(_, ttl)| ttl).collect();
+        ttls.sort_unstable_by(|a, b| b.cmp(a));
+        let ttl = ttls.get(self.quorum - 1).copied().unwrap_or(-2);
+        Ok((value, ttl))
     }
 
-    async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.quorum_says(self.answers(op, bound, |written| *written).await?))
+    /// Refused: the value would live on N independent servers, and a read of any one of
+    /// them (the user reads with their own client) could see a stale holder's write that
+    /// the quorum refused, or miss the one it accepted. A fence is checked by the resource
+    /// itself, in one place.
+    async fn fenced_write(&self, _op: &FencedSet<'_>, _bound: Duration) -> Result<bool, LockError> {
+        Err(LockError::invalid_type(
+            "fencedSet",
+            "fencedSet is not available over a Redlock of several servers: each server would keep its own copy of the value, and a read of one could see a stale holder's write; check handle.fence in the store you guard (one place that compares fences)",
+        ))
     }
 
     /// Per lock: refreshed when a quorum says so, lost when a quorum can no longer say so,

@@ -16,7 +16,7 @@ pub struct Tally {
 
 /// Whether a node answered: a reply, or an error Redis itself sent about the lock. Not
 /// reached, no reply in time, refused credentials or ACL, or a server not ready to serve
-/// (`unready`): no answer (it says nothing of who holds a lock).
+/// (`LockError::Unready`): no answer (it says nothing of who holds a lock).
 pub fn answered<T>(reply: &Result<T, LockError>) -> bool {
     match reply {
         Ok(_) => true,
@@ -24,34 +24,10 @@ pub fn answered<T>(reply: &Result<T, LockError>) -> bool {
     }
 }
 
-/// Whether an error is a node's answer about the lock (e.g. WRONGTYPE, NOFENCE).
+/// Whether an error is a node's answer about the lock (e.g. WRONGTYPE, NOFENCE), not one
+/// about the server's own state (`LockError::Unready`, decided where the reply was read).
 pub fn is_answer(err: &LockError) -> bool {
-    !err.is_infrastructure() && !unready(err)
-}
-
-/// The redis crate's names (its `Display`) of the errors a server sends about its own state,
-/// whatever the command: loading, a replica, no memory, busy with a script, its master down.
-const UNREADY: [&str; 7] = [
-    "BusyLoading",
-    "ReadOnly",
-    "MasterDown",
-    "TryAgain",
-    "ClusterDown",
-    "\"OOM\"",
-    "\"BUSY\"",
-];
-
-/// Whether a node's error says the server cannot serve now, not what it holds. The error
-/// keeps only the crate's text (basics/error.rs), so the crate's name of the code is matched
-/// where the text starts, or where a pipeline names an item's error.
-fn unready(err: &LockError) -> bool {
-    let LockError::Redis(text) = err else {
-        return false;
-    };
-    let named = |code: &str| {
-        text.starts_with(&format!("{code}:")) || text.contains(&format!("error: {code}:"))
-    };
-    UNREADY.iter().any(|code| named(code))
+    !err.is_infrastructure() && !matches!(err, LockError::Unready(_))
 }
 
 /// The error of a call that fewer than a quorum of nodes `did` (answered, confirmed):

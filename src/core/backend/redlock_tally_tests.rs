@@ -145,10 +145,12 @@ fn a_server_not_ready_is_no_answer_and_short_of_a_quorum_is_the_quorum_error() {
         ];
         assert!(!failed(&FIVE, &seen), "{reply}");
     }
-    // Errors about the lock still are answers.
+    // Errors about the lock still are answers, even one whose text names a server state.
     for reply in [
         "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
         "-NOFENCE no fence can be drawn\r\n",
+        "-ERR a script said: error: ReadOnly: not the server's state\r\n",
+        "-ERR BusyLoading: a message, not the LOADING code\r\n",
     ] {
         assert!(is_answer(&sent(reply)), "{reply}");
     }

@@ -4,6 +4,7 @@
 
 use super::endpoint::Endpoint;
 use super::lock_store::{published, unsubscribed, Listener, LostScope};
+use super::upstream::Upstream;
 use crate::core::basics::error::LockError;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Pipeline, RedisResult, Value};
@@ -11,6 +12,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// Where a connection's pushes go: messages to the listener, a dropped socket to the
 /// watchdog (through `dropped`) and to the waiters, and the scripts marked unloaded.
@@ -19,12 +21,18 @@ pub struct PushSink {
     pub(super) dropped: Arc<Notify>,
     pub(super) scripts_ready: Arc<AtomicBool>,
     pub(super) listener: Arc<dyn Listener>,
+    /// Set on a dropped socket when the server behind it can change (a Sentinel set's
+    /// master may have been demoted): `Link` then asks where it is now.
+    pub(super) stale: Option<Arc<AtomicBool>>,
 }
 
 impl PushSink {
     pub fn deliver(&self, push: &redis::PushInfo) {
         match push.kind {
             redis::PushKind::Disconnection => {
+                if let Some(stale) = &self.stale {
+                    stale.store(true, Ordering::Release);
+                }
                 self.scripts_ready.store(false, Ordering::Relaxed);
                 self.dropped.notify_one();
                 self.listener.connection_lost(LostScope::All);
@@ -43,10 +51,23 @@ impl PushSink {
     }
 }
 
+/// Where a connection to one server goes: a fixed address, or the master a Sentinel set names,
+/// asked before `deadline` (`upstream.rs`).
+pub struct Destination<'a> {
+    pub(super) upstream: &'a Upstream,
+    pub(super) deadline: Instant,
+}
+
 /// A connection `Link` drives. Cloning is cheap and shares the connection.
 pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
-    /// Opens lazily: neither blocks nor reaches the server. `resp3: false` carries no pushes.
-    fn open(endpoint: &Endpoint, resp3: bool, pushes: PushSink) -> Result<Self, LockError>;
+    /// Opens lazily: reaches no server but the Sentinel set `destination` may ask where its
+    /// master is. `resp3: false` carries no pushes.
+    fn open<'a>(
+        endpoint: &'a Endpoint,
+        destination: Destination<'a>,
+        resp3: bool,
+        pushes: PushSink,
+    ) -> impl Future<Output = Result<Self, LockError>> + Send + 'a;
 
     /// Loads every script where this connection's EVALSHAs may go, in one round trip where
     /// the connection allows it.
@@ -70,8 +91,16 @@ pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
 }
 
 impl Conduit for ConnectionManager {
-    fn open(endpoint: &Endpoint, resp3: bool, pushes: PushSink) -> Result<Self, LockError> {
-        let client = endpoint.client(resp3)?;
+    async fn open(
+        endpoint: &Endpoint,
+        destination: Destination<'_>,
+        resp3: bool,
+        pushes: PushSink,
+    ) -> Result<Self, LockError> {
+        let client = destination
+            .upstream
+            .client(endpoint, resp3, destination.deadline)
+            .await?;
         // No retries inside the manager: it would retry a rejected AUTH as patiently as a
         // refused connection. `call` retries refused connections itself, and the
         // manager reconnects whenever a call finds the connection dead. Per-call timeouts

@@ -29,6 +29,11 @@ pub enum LockError {
     Denied(String),
     /// Redis answered with an error we did not expect (e.g. WRONGTYPE).
     Redis(String),
+    /// The server answered only about its own state (loading, a replica, out of memory, busy
+    /// with a script, its master down, a cluster slot unserved): it said nothing about a
+    /// lock. Decided by the reply's code where it is read, so a quorum of nodes can tell
+    /// it from an answer. Users see it as any Redis error (`EREDIS`).
+    Unready(String),
     /// The lock stayed held by someone else for as long as the caller was willing to wait.
     Locked { key: String, retries: u32 },
     /// The handle no longer owns its lock (released, expired or taken over).
@@ -80,7 +85,7 @@ impl LockError {
             LockError::Timeout(_) => "ETIMEDOUT",
             LockError::Auth(_) => "EAUTH",
             LockError::Denied(_) => "ENOPERM",
-            LockError::Redis(_) => "EREDIS",
+            LockError::Redis(_) | LockError::Unready(_) => "EREDIS",
             LockError::Locked { .. } => "ELOCKED",
             LockError::NotHeld { .. } => "ENOTHELD",
             LockError::Aborted => "EABORTED",
@@ -121,7 +126,7 @@ impl fmt::Display for LockError {
             LockError::Timeout(m) => write!(f, "Redis did not answer in time: {m}"),
             LockError::Auth(m) => write!(f, "Redis refused the credentials: {m}"),
             LockError::Denied(m) => write!(f, "Redis denied this user a command or key (ACL): {m}"),
-            LockError::Redis(m) => write!(f, "Redis error: {m}"),
+            LockError::Redis(m) | LockError::Unready(m) => write!(f, "Redis error: {m}"),
             LockError::Locked { key, retries } => {
                 write!(
                     f,
@@ -172,6 +177,7 @@ impl From<redis::RedisError> for LockError {
             Some("NOAUTH" | "WRONGPASS") => return LockError::Auth(detail),
             Some("NOPERM") => return LockError::Denied(detail),
             Some("NOFENCE") => return LockError::no_fence(),
+            Some(code) if UNREADY_CODES.contains(&code) => return LockError::Unready(detail),
             _ => {}
         }
         // A command denied inside a script comes back as a plain ERR with this text.
@@ -191,6 +197,17 @@ impl From<redis::RedisError> for LockError {
 /// nothing to a user.
 pub const NOT_REDIS: &str =
     "the server did not answer in the Redis protocol: is the address a Redis server (and is TLS on where it should be)?";
+
+/// The codes a server answers with about its own state, whatever the command.
+const UNREADY_CODES: [&str; 7] = [
+    "LOADING",
+    "READONLY",
+    "MASTERDOWN",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "OOM",
+    "BUSY",
+];
 
 /// See fence.lua: the lock's fence counter was written by someone else, or is exhausted.
 const NO_FENCE: &str = "no fencing token can be drawn for this lock: its fence counter holds something other than a whole number below 999999999999998 (another client wrote to it, or 10^15 fences were drawn); the lock was not taken";
@@ -221,6 +238,24 @@ mod tests {
         assert_eq!(LockError::Timeout("x".into()).code(), "ETIMEDOUT");
         assert_eq!(LockError::Aborted.code(), "EABORTED");
         assert_eq!(LockError::NotHeld { key: "k".into() }.code(), "ENOTHELD");
+        assert_eq!(LockError::Unready("x".into()).code(), "EREDIS");
+    }
+
+    fn sent(reply: &str) -> LockError {
+        let value = redis::parse_redis_value(reply.as_bytes()).expect("a RESP error");
+        LockError::from(value.extract_error().expect_err("an error reply"))
+    }
+
+    /// By the reply's code, never its text: a script's own message may name anything.
+    #[test]
+    fn a_server_answering_about_its_own_state_is_unready() {
+        for code in UNREADY_CODES {
+            let err = sent(&format!("-{code} the server's words\r\n"));
+            assert!(matches!(err, LockError::Unready(_)), "{code}: {err:?}");
+            assert_eq!(err.code(), "EREDIS");
+        }
+        let err = sent("-ERR script: READONLY You can't write against a read only replica.\r\n");
+        assert!(matches!(err, LockError::Redis(_)), "{err:?}");
     }
 
     /// JS passes these on as syncguard's `AcquisitionTimeout` messages, word for word.

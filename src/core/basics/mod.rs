@@ -11,8 +11,10 @@ pub mod lease;
 pub mod pace;
 pub mod pages;
 pub mod resp;
+pub mod stats;
 pub mod sync;
 pub mod token;
+pub mod trace;
 pub mod validate;
 
 /// A private redis-server for the unit tests of every layer, as the integration tests start

@@ -9,13 +9,14 @@ use super::reply::{ready, Reply};
 use super::win::{self, Win};
 use crate::core::backend::lock_store::{Fairness, LockStore};
 use crate::core::basics::error::LockError;
+use crate::core::basics::stats::{CallCounters, StatsSnapshot};
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
 use crate::core::ops::fast::acquire::{Mode, PlainAttempt};
 use crate::core::ops::fast::IsLockedCall;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
-use crate::core::ops::signals::{Heartbeat, Sink};
+use crate::core::ops::signals::{self, Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::wait::owner::Owner;
 use std::sync::Arc;
@@ -110,14 +111,15 @@ impl DistributedLock {
             .fair(fair)
             .fence_retention(fence_retention)
             .owned_by(owner);
+        let locker = Arc::new(locker);
         Ok(DistributedLock {
-            locker: Arc::new(locker),
+            locker: locker.clone(),
             default_ttl,
             retry_delay,
             max_retries,
             client_prefix,
             heartbeat,
-            sink,
+            sink: signals::counted(locker.stats(), sink),
             lend_on_handover: settings.lend_on_handover.unwrap_or(false),
         })
     }
@@ -125,6 +127,16 @@ impl DistributedLock {
     /// The shared connection its calls go through.
     pub fn store(&self) -> &Arc<Store> {
         self.locker.store()
+    }
+
+    /// What its calls have done so far (see basics/stats.rs).
+    pub fn stats(&self) -> StatsSnapshot {
+        self.locker.stats().snapshot()
+    }
+
+    /// Where its calls are counted (an observer may be added there).
+    pub fn counters(&self) -> &Arc<CallCounters> {
+        self.locker.stats()
     }
 
     fn ttl(&self, ttl_ms: Option<f64>) -> Result<Duration, LockError> {
@@ -258,6 +270,7 @@ impl Acquisition<'_> {
             ttl,
             listener,
         } = self;
+        let started = Instant::now();
         let auto = lock.auto_refresh(ttl, listener);
         let locker = lock.locker.clone();
         // An autoRefresh waiter is handed its lock through the runtime (its watch starts
@@ -279,6 +292,7 @@ impl Acquisition<'_> {
                 lock.retry_delay,
             ),
         };
+        let asked = cancel.clone();
         let mode = Mode { plan, cancel };
         let win = HandleWin(auto);
         let first = FirstAttempt::of(&locker)
@@ -288,7 +302,7 @@ impl Acquisition<'_> {
         if let Some(on) = ready(&reply, way) {
             let attempt = PlainAttempt::new(&locker, &key, ttl, mode);
             return reply.call_fast(&on, attempt, move |result| {
-                win::settle(win, &locker, result)
+                win::settle(win, &locker, (started, &asked), result)
             });
         }
         reply.run(async move {
@@ -297,7 +311,7 @@ impl Acquisition<'_> {
             let result = locker
                 .pursue(plan, &key, ttl, &cancel, Start::Attempt)
                 .await;
-            win::settle(win, &locker, result)
+            win::settle(win, &locker, (started, &asked), result)
         });
     }
 }

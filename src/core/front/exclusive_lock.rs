@@ -8,20 +8,21 @@ use super::connection::LockConnection;
 use super::reply::{ready, Reply};
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
+use crate::core::basics::stats::{CallCounters, StatsSnapshot};
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 pub use crate::core::ops::exclusive::Inspection;
 use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveSpec, Terms};
 use crate::core::ops::fast::exclusive::{ExclusiveAttempt, ExclusiveRelease};
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
-use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
+use crate::core::ops::signals::{self, Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
 use crate::core::wait::owner::Owner;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The options the JS layer has already checked against the original's rules (a required
 /// name, the ttl/refresh pairing, the 500 ms margin), and ours.
@@ -162,6 +163,16 @@ impl ExclusiveLock {
         self.lock.store()
     }
 
+    /// What its calls have done so far (see basics/stats.rs).
+    pub fn stats(&self) -> StatsSnapshot {
+        self.lock.stats().snapshot()
+    }
+
+    /// Where its calls are counted (an observer may be added there).
+    pub fn counters(&self) -> &Arc<CallCounters> {
+        self.lock.stats()
+    }
+
     /// The key as the original names it (`this.key`).
     pub fn key(&self) -> &str {
         &self.lock.key
@@ -260,6 +271,7 @@ impl ExclusiveAcquire<'_> {
         // A beat now: the heartbeat may be stale from before this hold.
         front.heartbeat.beat();
         let winning = Winning {
+            started: Instant::now(),
             lock: front.lock.clone(),
             holds: front.holds.clone(),
             sink: front.sink.clone(),
@@ -291,6 +303,7 @@ impl ExclusiveAcquire<'_> {
 /// What a won attempt needs to become the hold, prepared when `acquire()` is called and used
 /// wherever the reply is read, so both ways start the watchdog alike.
 struct Winning {
+    started: Instant,
     lock: Arc<Exclusive>,
     holds: ExclusiveHolds,
     sink: Arc<dyn Sink>,
@@ -320,7 +333,8 @@ impl Winning {
         };
         let target = self.lock.target(&claim, &self.terms);
         let watchdog = Watchdog::of(self.lock.store());
-        let (sink, listener): (Arc<dyn Sink>, u32) = (news.clone(), self.listener);
+        let sink = signals::counted(self.lock.stats(), news.clone());
+        let listener = self.listener;
         let watch =
             background::within(|| watchdog.watch(target, claim.sent.at, limits, sink, listener));
         let held = ExclusiveHold {
@@ -337,6 +351,7 @@ impl Winning {
     }
 
     fn settle(self, attempt: Result<Option<Claim>, LockError>) -> Result<bool, LockError> {
+        self.lock.stats().ended(self.started, &attempt, false);
         match attempt? {
             Some(claim) => Ok(self.hold(claim)),
             None => Ok(false),

@@ -9,6 +9,7 @@ use super::reply::{ready, Reply};
 use super::win::{self, Win};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::stats::{CallCounters, StatsSnapshot};
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
@@ -16,7 +17,7 @@ use crate::core::ops::fast::acquire::{Mode, PlainAttempt};
 use crate::core::ops::fast::PlainRelease;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
-use crate::core::ops::signals::{Confirmed, Heartbeat, Sink};
+use crate::core::ops::signals::{self, Confirmed, Heartbeat, Sink};
 use crate::core::ops::store::Store;
 use crate::core::ops::watchdog::{Limits, Watch, Watchdog};
 use std::collections::HashMap;
@@ -93,6 +94,16 @@ impl LockService {
 
     pub fn store(&self) -> &Arc<Store> {
         self.locker.store()
+    }
+
+    /// What its calls have done so far (see basics/stats.rs).
+    pub fn stats(&self) -> StatsSnapshot {
+        self.locker.stats().snapshot()
+    }
+
+    /// Where its calls are counted (an observer may be added there).
+    pub fn counters(&self) -> &Arc<CallCounters> {
+        self.locker.stats()
     }
 
     /// `acquire(lockTtl?, maxWaitTime?)` of `key`, checked: tries until `max_wait_ms`
@@ -196,6 +207,7 @@ impl Acquire<'_> {
         let cancel = CancellationToken::new();
         sync::lock(&service.acquiring).insert(listener, cancel.clone());
         service.heartbeat.beat();
+        let started = Instant::now();
         let locker = service.locker.clone();
         let hold = ServiceHold {
             _in_flight: InFlight {
@@ -215,10 +227,13 @@ impl Acquire<'_> {
                 owner: Some(locker.owner().clone()),
                 outlives_owner: None,
             },
-            sink: Arc::new(LostFlag {
-                sink: service.sink.clone(),
-                held: service.held.clone(),
-            }),
+            sink: signals::counted(
+                locker.stats(),
+                Arc::new(LostFlag {
+                    sink: service.sink.clone(),
+                    held: service.held.clone(),
+                }),
+            ),
             listener,
         };
         // Placed before the first attempt, as every waiter (see `Locker::place`).
@@ -228,6 +243,7 @@ impl Acquire<'_> {
             service.retry_delay,
             service.max_backoff,
         );
+        let asked = cancel.clone();
         let mode = Mode { plan, cancel };
         let first = FirstAttempt::of(&locker).watched(true).in_mode(&mode);
         if let Some(on) = ready(
@@ -236,7 +252,7 @@ impl Acquire<'_> {
         ) {
             let attempt = PlainAttempt::new(&locker, &key, lock_ttl, mode);
             return reply.call_fast(&on, attempt, move |result| {
-                win::settle(hold, &locker, result)
+                win::settle(hold, &locker, (started, &asked), result)
             });
         }
         reply.run(async move {
@@ -245,7 +261,7 @@ impl Acquire<'_> {
             let result = locker
                 .pursue(plan, &key, lock_ttl, &cancel, Start::Attempt)
                 .await;
-            win::settle(hold, &locker, result)
+            win::settle(hold, &locker, (started, &asked), result)
         });
     }
 }

@@ -15,6 +15,7 @@ use crate::core::backend::endpoint::Address;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::pace::Pace;
+use crate::core::basics::stats::{CallCounters, StatsSnapshot};
 use crate::core::basics::sync;
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::key_scheme::SyncguardKeys;
@@ -162,6 +163,16 @@ impl Syncguard {
             cleanup: settings.cleanup_in_is_locked.unwrap_or(false),
             held: Arc::default(),
         })
+    }
+
+    /// What its calls have done so far (see basics/stats.rs).
+    pub fn stats(&self) -> StatsSnapshot {
+        self.locker.stats().snapshot()
+    }
+
+    /// Where its calls are counted (an observer may be added there).
+    pub fn counters(&self) -> &Arc<CallCounters> {
+        self.locker.stats()
     }
 
     /// `key` as sent: the client's prefix in front.

@@ -49,19 +49,20 @@ impl HeldIds {
     }
 }
 
-/// Remembers a lock won for `ttl` under its lockId, and makes what its caller gets.
+/// Remembers a lock won for `ttl` under its lockId (the lease's token), and makes what its
+/// caller gets.
 pub(super) fn won(
     locker: &Locker,
     held: &Mutex<HeldIds>,
-    keys: SyncguardKeys,
+    index_key: Vec<u8>,
     ttl: Duration,
     lease: Lease,
 ) -> SyncguardGranted {
     let until = Instant::now().checked_add(ttl).unwrap_or_else(Instant::now);
-    sync::lock(held).insert(&keys.lock_id, keys.lock_key, until);
+    sync::lock(held).insert(&lease.token, lease.redis_key.clone(), until);
     SyncguardGranted {
         won: SyncguardWon::of(&lease),
-        unclaimed: Unclaimed::syncguard(locker, lease, keys.index_key),
+        unclaimed: Unclaimed::syncguard(locker, lease, index_key),
     }
 }
 
@@ -80,8 +81,11 @@ impl SyncguardAcquire {
     ) -> impl FnOnce(Settled<Option<Lease>>) -> Settled<Option<SyncguardGranted>> + Send + 'static
     {
         let (locker, held) = (self.locker.clone(), self.held.clone());
-        let (keys, ttl) = (self.keys.clone(), self.ttl);
-        move |answer| answer.map(|answer| answer.map(|lease| won(&locker, &held, keys, ttl, lease)))
+        let (index_key, ttl, started) = (self.keys.index_key.clone(), self.ttl, Instant::now());
+        move |answer| {
+            locker.stats().ended(started, &answer, false);
+            answer.map(|answer| answer.map(|lease| won(&locker, &held, index_key, ttl, lease)))
+        }
     }
 
     pub fn start<R: Reply<Option<SyncguardGranted>>>(self, reply: R) {
@@ -126,8 +130,16 @@ pub struct SyncguardLock {
 impl SyncguardLock {
     fn granted(&self) -> impl FnOnce(Settled<Lease>) -> Settled<SyncguardGranted> + Send + 'static {
         let (locker, held) = (self.locker.clone(), self.held.clone());
-        let (keys, ttl) = (self.keys.clone(), self.ttl);
-        move |answer| answer.map(|lease| won(&locker, &held, keys, ttl, lease))
+        let (index_key, ttl, started) = (self.keys.index_key.clone(), self.ttl, self.started);
+        let cancel = self.cancel.clone();
+        move |answer| {
+            match &answer {
+                Ok(_) => locker.stats().acquired(started.elapsed()),
+                Err(LockError::Aborted) if !cancel.is_cancelled() => {}
+                Err(err) => locker.stats().error(err),
+            }
+            answer.map(|lease| won(&locker, &held, index_key, ttl, lease))
+        }
     }
 
     pub fn start<R: Reply<SyncguardGranted>>(self, reply: R) {

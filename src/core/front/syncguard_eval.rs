@@ -94,6 +94,22 @@ impl SyncguardEval {
         eval::acquired(&attempt_op(&keys, ttl(ttl_ms)?), reply, wall_ms())
     }
 
+    /// What follows `backend.acquire`'s reply when it came past the call's bound, its caller
+    /// already told the call failed: the release of what it may have won, which nobody else
+    /// would release before its TTL. Only a reply that says the lock was held needs none; one
+    /// that cannot be read is released too (a release by lockId frees only that lockId's lock).
+    pub fn late_acquired(
+        &self,
+        call: &SyncguardCall<'_>,
+        ttl_ms: f64,
+        reply: Value,
+    ) -> Result<Option<EvalCall>, LockError> {
+        match self.acquired(call, ttl_ms, reply) {
+            Ok(None) => Ok(None),
+            Ok(Some(_)) | Err(_) => self.release(call.index_key, call.lock_id).map(Some),
+        }
+    }
+
     pub fn release(&self, index_key: &[u8], lock_id: &str) -> Result<EvalCall, LockError> {
         eval::eval_call(&release_op(index_key, lock_id)?)
     }

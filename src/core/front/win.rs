@@ -8,6 +8,8 @@ use crate::core::ops::delivery::{won, Won};
 use crate::core::ops::fast::Settled;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::watchdog::Watchdog;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// An API's answer to a won lock (and what it starts with it: a watchdog entry, a record of
 /// the hold).
@@ -41,6 +43,18 @@ pub async fn prepare(locker: &Locker, watched: bool) -> Result<(), LockError> {
 /// The end of an acquisition: `Ok(None)` is not won, and the plan does not make that an
 /// error. A lease won for an owner that has gone is released, not handed out.
 pub fn settle<W: Win>(
+    win: W,
+    locker: &Locker,
+    (started, cancel): (Instant, &CancellationToken),
+    result: Settled<Option<Lease>>,
+) -> Settled<Option<W::Output>> {
+    let answer = answer(win, locker, result);
+    let cancelled = cancel.is_cancelled();
+    locker.stats().ended(started, &answer, cancelled);
+    answer
+}
+
+fn answer<W: Win>(
     win: W,
     locker: &Locker,
     result: Settled<Option<Lease>>,

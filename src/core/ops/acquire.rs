@@ -306,7 +306,10 @@ impl Locker {
                 if self.is_fair() && matches!(attempts, Attempts::Retries { max: 1.., .. }) {
                     ticket = Some(self.join_at(&lock_key, ttl, caller));
                 }
-                if let Some(pause) = self.first_pause(&attempts, ticket.as_ref(), cancel).await? {
+                if let Some(pause) = self
+                    .first_pause(&attempts, ticket.as_ref(), scheme.name(), cancel)
+                    .await?
+                {
                     next = pause;
                 }
                 None
@@ -319,7 +322,10 @@ impl Locker {
                     Attempt::Acquired(lease) => {
                         return self.won(lease, cancel, ticket, scheme).await
                     }
-                    Attempt::Held { ttl } => Some(ttl),
+                    Attempt::Held { ttl } => {
+                        self.stats().contended(&key);
+                        Some(ttl)
+                    }
                 }
             }
         };
@@ -352,7 +358,10 @@ impl Locker {
                         Attempt::Acquired(lease) => {
                             return self.won(lease, cancel, ticket, scheme).await
                         }
-                        Attempt::Held { ttl } => holder_ttl = ttl,
+                        Attempt::Held { ttl } => {
+                            self.stats().contended(scheme.name());
+                            holder_ttl = ttl;
+                        }
                     }
                     failed += 1;
                 }
@@ -371,7 +380,7 @@ impl Locker {
                 ticket.get_or_insert_with(|| self.join_after(mark, &lock_key, ttl, caller));
             next = if attempts.woken_attempt_counts() {
                 // A release cuts the poll short; the next attempt is the loop's own.
-                let pause = self.pause_until(ticket, due, cancel).await?;
+                let pause = self.pause_until(ticket, due, scheme.name(), cancel).await?;
                 self.after_pause(&attempts, ticket, pause)
             } else {
                 match self
@@ -392,6 +401,7 @@ impl Locker {
         &self,
         attempts: &Attempts,
         ticket: Option<&Ticket>,
+        name: &str,
         cancel: &CancellationToken,
     ) -> Result<Option<Next>, LockError> {
         let (deadline, first) = match *attempts {
@@ -410,7 +420,7 @@ impl Locker {
             return Ok(None);
         };
         let due = deadline.min(Instant::now() + first);
-        let pause = self.pause_until(ticket, due, cancel).await?;
+        let pause = self.pause_until(ticket, due, name, cancel).await?;
         Ok(Some(self.after_pause(attempts, ticket, pause)))
     }
 
@@ -557,10 +567,11 @@ impl Locker {
         &self,
         ticket: &Ticket,
         due: Instant,
+        name: &str,
         cancel: &CancellationToken,
     ) -> Result<Pause, LockError> {
         match ticket.look() {
-            Resume::Granted(lease) => return Ok(Pause::Granted(lease)),
+            Resume::Granted(lease) => return Ok(self.handed(lease, name)),
             Resume::Settled => return Err(LockError::Aborted),
             Resume::Waiting => {}
         }
@@ -577,7 +588,10 @@ impl Locker {
             left = wake::FAIR_HEARTBEAT;
         }
         let pause = tokio::select! {
-            _ = ticket.woken() => Pause::Woken,
+            _ = ticket.woken() => {
+                self.stats().woken(name);
+                Pause::Woken
+            }
             result = self.sleep(left, cancel) => {
                 result?;
                 match () {
@@ -590,10 +604,16 @@ impl Locker {
         // From here on, a release announced is news for this waiter again; a lock handed
         // over meanwhile is taken, and a caller answered by its releaser is done.
         match ticket.rearm() {
-            Resume::Granted(lease) => Ok(Pause::Granted(lease)),
+            Resume::Granted(lease) => Ok(self.handed(lease, name)),
             Resume::Settled => Err(LockError::Aborted),
             Resume::Waiting => Ok(pause),
         }
+    }
+
+    /// A release of ours handed this waiter the lock.
+    fn handed(&self, lease: Lease, name: &str) -> Pause {
+        self.stats().handed_over(name);
+        Pause::Granted(lease)
     }
 
     /// Until `due` (the next scheduled attempt), tries again whenever a release is
@@ -607,18 +627,19 @@ impl Locker {
         cancel: &CancellationToken,
     ) -> Result<Option<Lease>, LockError> {
         loop {
-            match self.pause_until(ticket, due, cancel).await? {
+            match self.pause_until(ticket, due, scheme.name(), cancel).await? {
                 Pause::Granted(lease) => return Ok(Some(lease)),
                 // An attempt is due on its schedule, moving lock or not.
                 Pause::Due | Pause::Moving => return Ok(None),
                 Pause::Woken => {}
             }
             let timeout = self.command_timeout();
-            if let Attempt::Acquired(lease) = self
+            match self
                 .attempt_bounded(scheme, ttl, timeout, Some(ticket))
                 .await?
             {
-                return Ok(Some(lease));
+                Attempt::Acquired(lease) => return Ok(Some(lease)),
+                Attempt::Held { .. } => self.stats().contended(scheme.name()),
             }
         }
     }

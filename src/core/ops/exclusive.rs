@@ -15,6 +15,7 @@ use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
+use crate::core::basics::stats::CallCounters;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout};
 use crate::core::proto::read::Inspect;
 use crate::core::proto::release::{Release, ReleaseKind};
@@ -50,6 +51,8 @@ pub struct Exclusive {
     fence_key: Vec<u8>,
     fence_retention_ms: u64,
     command_timeout: Duration,
+    /// What its calls have done (`stats()` of every instance sharing this front).
+    stats: Arc<CallCounters>,
 }
 
 /// A lock we won.
@@ -103,7 +106,12 @@ impl Exclusive {
             key,
             name,
             command_timeout,
+            stats: Arc::default(),
         }
+    }
+
+    pub fn stats(&self) -> &Arc<CallCounters> {
+        &self.stats
     }
 
     pub fn store(&self) -> &Arc<Store> {
@@ -132,7 +140,10 @@ impl Exclusive {
         let op = request.op(AttemptForm::Script);
         match self.store.backend().acquire(&op, timeout).await? {
             Acquired::Won { fence, .. } => Ok(Some(request.claim(fence, None))),
-            Acquired::Held { .. } => Ok(None),
+            Acquired::Held { .. } => {
+                self.stats.contended(&self.key);
+                Ok(None)
+            }
             // The runtime's connection reports a server error as an error, and a script
             // sets no lock without a fence.
             Acquired::SetWithoutFence { .. } | Acquired::Refused => Err(LockError::no_fence()),

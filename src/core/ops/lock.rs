@@ -9,6 +9,7 @@ use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::stats::CallCounters;
 use crate::core::basics::token;
 pub use crate::core::proto::acquire::fence_of;
 pub use crate::core::proto::acquire::AttemptForm;
@@ -39,6 +40,8 @@ pub struct Locker {
     /// On whose behalf its calls run: once it is gone, waits end and what they win is
     /// released (see owner.rs).
     owner: Owner,
+    /// What its calls have done, counted where each is decided (`stats()` of its API).
+    stats: Arc<CallCounters>,
 }
 
 /// What one attempt found.
@@ -59,7 +62,18 @@ impl Locker {
             fair: false,
             fence_retention_ms: token::FENCE_RETENTION_MS,
             owner: Owner::new(),
+            stats: Arc::default(),
         }
+    }
+
+    /// Counts into `stats`: an API made of several lockers counts them as one.
+    pub fn counted_in(mut self, stats: Arc<CallCounters>) -> Self {
+        self.stats = stats;
+        self
+    }
+
+    pub fn stats(&self) -> &Arc<CallCounters> {
+        &self.stats
     }
 
     /// Runs every call of this locker on behalf of `owner`.
@@ -264,7 +278,7 @@ impl Locker {
             .backend()
             .extend(&extend, self.bound_for(lease))
             .await?;
-        Self::extended(lease, sent, new_ttl)
+        self.extended(lease, sent, new_ttl)
     }
 
     pub(crate) fn extend_op(lease: &Lease, extra: Duration) -> Extend<'_> {
@@ -278,6 +292,7 @@ impl Locker {
     /// What extend's answer (the new TTL, `None` when not ours) means for `lease`, sent at
     /// `sent`, wherever it was carried.
     pub(crate) fn extended(
+        &self,
         lease: &Lease,
         sent: Stamp,
         new_ttl: Option<Duration>,
@@ -289,6 +304,7 @@ impl Locker {
             });
         };
         lease.extended(sent, new_ttl);
+        self.stats.refreshed();
         Ok(())
     }
 

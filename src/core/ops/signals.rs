@@ -3,7 +3,9 @@
 //! watchdog so its table (watched.rs) uses them without using the watchdog.
 
 use crate::core::basics::error::LockError;
+use crate::core::basics::stats::CallCounters;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -14,6 +16,33 @@ pub trait Sink: Send + Sync {
     fn refreshed(&self, tag: u32, sent: std::time::Instant, ttl: Duration);
     /// The lock is gone; `last` is what was last confirmed of it, `token` its owner token.
     fn lost(&self, tag: u32, error: LockError, last: Confirmed, token: &[u8]);
+}
+
+/// A sink that counts what it hears into an API's stats before passing it on: the watchdog
+/// decides refreshes and losses, and every sink it tells goes through one of these.
+struct Counted {
+    stats: Arc<CallCounters>,
+    sink: Arc<dyn Sink>,
+}
+
+impl Sink for Counted {
+    fn refreshed(&self, tag: u32, sent: std::time::Instant, ttl: Duration) {
+        self.stats.refreshed();
+        self.sink.refreshed(tag, sent, ttl);
+    }
+
+    fn lost(&self, tag: u32, error: LockError, last: Confirmed, token: &[u8]) {
+        self.stats.lost();
+        self.sink.lost(tag, error, last, token);
+    }
+}
+
+/// `sink`, its news counted into `stats` first.
+pub fn counted(stats: &Arc<CallCounters>, sink: Arc<dyn Sink>) -> Arc<dyn Sink> {
+    Arc::new(Counted {
+        stats: stats.clone(),
+        sink,
+    })
 }
 
 /// Tells nobody: for watchdog tests that look at its entries, not at what it reports.

@@ -191,10 +191,13 @@ impl Locker {
             lock_id,
             ttl,
         };
-        self.store()
-            .backend()
+        let extended = (self.store().backend())
             .run(&op, self.command_timeout())
-            .await
+            .await;
+        if matches!(extended, Ok(Some(_))) {
+            self.stats().refreshed();
+        }
+        extended
     }
 
     /// syncguard's `backend.isLocked({ key })`; with `cleanup`, a record expired past its

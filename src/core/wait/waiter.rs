@@ -19,6 +19,8 @@ pub struct Caller {
     /// It opted in to starting on its releaser's lease, before Redis confirms the handover
     /// (`lendOnHandover`).
     pub lent_start: bool,
+    /// When it asked for the lock: a releaser that answers it counts its wait from there.
+    pub asked: std::time::Instant,
 }
 
 /// Where a waiter stands. A waiter whose caller was answered by the one who handed it the

@@ -13,8 +13,8 @@ use super::super::settle::Completer;
 use super::super::thread::JsThread;
 use super::call::Call;
 use crate::binding::sys::socket_poll::{SocketEvents, SocketPoll};
-use crate::core::api::{AttemptForm, TxSupport};
-use crate::core::basics::resp;
+use crate::core::api::{script_name, AttemptForm, TxSupport};
+use crate::core::basics::{resp, trace};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -44,6 +44,8 @@ struct Pending {
     /// `None` for a command nobody waits on (one undoing a call answered late).
     call: Option<Box<dyn Call>>,
     timed_out: bool,
+    /// With `DEBUG` on: when it was queued, and what it wrote (basics/trace.rs).
+    traced: Option<Box<(Instant, Vec<u8>)>>,
 }
 
 pub struct SocketConnection {
@@ -157,8 +159,10 @@ impl SocketConnection {
         id: u32,
         write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Box<dyn Call>),
     ) {
+        let before = self.out.len();
         let (replies, bound, call) = write(&mut self.out, self.tx_support.attempts());
         let deadline = Instant::now() + bound;
+        let traced = trace::on().then(|| Box::new((Instant::now(), self.out[before..].to_vec())));
         self.pending.push_back(Pending {
             id,
             leading: replies.saturating_sub(1),
@@ -168,6 +172,7 @@ impl SocketConnection {
             deadline,
             call: Some(call),
             timed_out: false,
+            traced,
         });
         if self.timer_due.is_none_or(|due| due > deadline) {
             self.arm_timer(deadline);
@@ -299,6 +304,15 @@ impl SocketConnection {
     }
 
     fn answer(&mut self, pending: Pending, reply: redis::Value) {
+        if let Some(traced) = &pending.traced {
+            let outcome = match (&reply, pending.timed_out) {
+                (_, true) => "late",
+                (redis::Value::ServerError(_), _) => "error",
+                _ => "ok",
+            };
+            let (sent, packed) = &**traced;
+            trace::call("socket", packed, sent.elapsed(), outcome, script_name);
+        }
         let Some(call) = pending.call else {
             return;
         };
@@ -314,6 +328,7 @@ impl SocketConnection {
                     deadline: Instant::now() + bound,
                     call: None,
                     timed_out: true,
+                    traced: None,
                 });
             }
             return;
@@ -330,6 +345,10 @@ impl SocketConnection {
             if call.deadline <= now {
                 call.timed_out = true;
                 expired = true;
+                if let Some(traced) = &call.traced {
+                    let (sent, packed) = &**traced;
+                    trace::call("socket", packed, sent.elapsed(), "ETIMEDOUT", script_name);
+                }
                 if let (Some(work), true) = (&mut call.call, call.id != 0) {
                     let outcome = work.timed_out(call.bound);
                     self.settled.push(Settlement::Settled(call.id, outcome));

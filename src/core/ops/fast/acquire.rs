@@ -53,6 +53,7 @@ impl PlainAttempt {
     /// A held lock: the plan goes on through the runtime (its waits and wake-ups live
     /// there), unless it ends here (`tryAcquire`, `acquire` without retries).
     fn held(self, holder_ttl: Option<Duration>) -> Step<Option<Lease>> {
+        self.locker.stats().contended(&self.request.key);
         let PlainAttempt {
             locker,
             request,

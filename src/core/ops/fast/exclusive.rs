@@ -78,7 +78,10 @@ impl FastCall for ExclusiveAttempt {
             Ok(Acquired::Won { fence, set_at }) => {
                 Step::Now(Ok(Some(self.request.claim(fence, set_at))))
             }
-            Ok(Acquired::Held { .. }) => Step::Now(Ok(None)),
+            Ok(Acquired::Held { .. }) => {
+                self.lock.stats().contended(&self.lock.key);
+                Step::Now(Ok(None))
+            }
             Ok(Acquired::SetWithoutFence { set_at }) => Step::Later(self.no_fence(set_at)),
             // NOSCRIPT, EXECABORT and the like: nothing ran, or the script recognises its
             // token.

@@ -70,7 +70,7 @@ impl FastCall for ExtendCall {
         Step::Now(
             extend
                 .decode(reply)
-                .and_then(|new_ttl| Locker::extended(&self.lease, self.sent, new_ttl)),
+                .and_then(|new_ttl| self.locker.extended(&self.lease, self.sent, new_ttl)),
         )
     }
 

@@ -200,6 +200,7 @@ impl Handoff {
             return Lending::WaiterGone;
         }
         self.lent = true;
+        self.answering();
         wakes.lends().lend(self.token.clone(), self.own_deadline());
         let fence = self.lease.fence + 1;
         Lending::Lent {
@@ -208,6 +209,15 @@ impl Handoff {
             until: self.lease.deadline(),
             unclaimed: Unclaimed::lent(&self.locker, self.granted(fence)),
         }
+    }
+
+    /// The waiter is answered here, not by its own task: its acquisition is counted here.
+    /// Into the releaser's stats: a waiter of the same thread is most often of the same
+    /// object (instances of the same settings share one).
+    fn answering(&self) {
+        let stats = self.locker.stats();
+        stats.handed_over(&self.lease.key);
+        stats.acquired(self.caller.asked.elapsed());
     }
 
     /// The waiter's deadline once Redis ran the handover.
@@ -303,6 +313,7 @@ impl FastCall for Handoff {
         };
         let granted = self.granted(fence);
         if wakes.settle(&self.channel(), to) {
+            self.answering();
             return Step::Handed {
                 released: Ok(()),
                 waiter: self.caller.id,

@@ -28,6 +28,7 @@ fn waiter(locker: &Locker, thread: usize, lent_start: bool) -> Ticket {
         thread,
         id: 3,
         lent_start,
+        asked: std::time::Instant::now(),
     };
     locker.join("k", Duration::from_secs(5), Some(caller))
 }

@@ -81,6 +81,7 @@ impl SyncguardAttempt {
 
     /// A held lock: the answer, or for `lock()` the wait that follows.
     fn held(self, holder_ttl: Option<Duration>) -> Step<Option<Lease>> {
+        self.locker.stats().contended(&self.keys.user_key);
         match self.then.is_some() {
             false => Step::Now(Ok(None)),
             true => Step::Later(self.paced_from(Start::Held { holder_ttl })),

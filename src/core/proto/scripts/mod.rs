@@ -127,3 +127,34 @@ pub fn sg_source(script: &Script) -> Option<&'static str> {
         .find(|(known, _)| std::ptr::eq(*known, script))
         .map(|(_, source)| source)
 }
+
+/// A script's name by its SHA1, for `DEBUG` lines (basics/trace.rs).
+pub fn name_of(sha: &[u8]) -> Option<&'static str> {
+    let named: [(&Script, &'static str); 21] = [
+        (&ACQUIRE, "acquire"),
+        (&RELEASE, "release"),
+        (&EXTEND, "extend"),
+        (&REFRESH, "refresh"),
+        (&INSPECT, "inspect"),
+        (&FENCED_SET, "fenced_set"),
+        (&RELEASE_WAKE, "release_wake"),
+        (&WAKE_NEXT, "wake_next"),
+        (&ENQUEUE, "enqueue"),
+        (&ACQUIRE_QUEUED, "acquire_queued"),
+        (&HANDOFF, "handoff"),
+        (&REFRESH_MANY, "refresh_many"),
+        (&ACQUIRE_FAIR, "acquire_fair"),
+        (&RELEASE_FAIR, "release_fair"),
+        (&LEAVE_FAIR, "leave_fair"),
+        (&FENCE_RAISE, "fence_raise"),
+        (&SG_ACQUIRE, "sg_acquire"),
+        (&SG_RELEASE, "sg_release"),
+        (&SG_EXTEND, "sg_extend"),
+        (&SG_IS_LOCKED, "sg_is_locked"),
+        (&SG_LOOKUP, "sg_lookup"),
+    ];
+    named
+        .iter()
+        .find(|(script, _)| script.get_hash().as_bytes() == sha)
+        .map(|(_, name)| *name)
+}

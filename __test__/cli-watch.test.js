@@ -1,0 +1,110 @@
+'use strict'
+
+// `native-redis-lock watch`: the real binary against a private redis-server where two other
+// processes contend for one lock. With --json, one line per refresh; in a pseudo-terminal,
+// a table redrawn in place with per-second counts, and q restores the terminal.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+const { startRedis } = require('./helpers/redis-server')
+const { cli, inTerminal, until } = require('./helpers/cli')
+const { DistributedLock } = require('..')
+const sg = require('../syncguard')
+
+let redis
+let url
+const contenders = []
+let quiet
+let record
+
+before(async () => {
+  redis = await startRedis()
+  url = redis.url
+  for (let i = 0; i < 2; i++) {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'cli-contender.js')], {
+      env: { ...process.env, URL: url, KEY: 'hot' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    })
+    contenders.push(child)
+  }
+  quiet = await new DistributedLock(url).acquire('quiet', 60_000)
+  record = await sg.createRedisBackend(url).acquire({ key: 'calm', ttlMs: 60_000 })
+})
+
+after(async () => {
+  for (const child of contenders) child.kill('SIGKILL')
+  await quiet.release()
+  await record.release()
+  await redis.stop()
+})
+
+test('watch --json: one line per refresh, the contended lock first with its rates', async () => {
+  const { code, stdout, stderr } = await cli(['watch', '--json', '--interval', '500', '--count', '4', '--url', url])
+  assert.equal(code, 0, stderr)
+  const frames = stdout.trim().split('\n').map((line) => JSON.parse(line))
+  assert.equal(frames.length, 4)
+  for (const frame of frames) {
+    assert.deepEqual(Object.keys(frame), ['at', 'pattern', 'locks'])
+    assert.equal(frame.pattern, '*')
+    for (const lock of frame.locks) {
+      assert.deepEqual(Object.keys(lock), ['key', 'api', 'holder', 'ttlMs', 'waiters', 'wakesPerSec', 'attemptsPerSec'])
+    }
+  }
+  const hot = frames.map((f) => f.locks.find((l) => l.key === 'lock:hot'))
+  const since = hot.findIndex(Boolean)
+  assert.ok(since >= 0 && since < frames.length - 1, stdout)
+  // A rate needs the frame before. Two processes take turns hundreds of times a second: from
+  // the second frame the lock shows in, it keeps its row (held or not), first, and busy; the
+  // wake-ups announced on its channel are heard.
+  for (const frame of frames.slice(since + 1)) {
+    const row = frame.locks[0]
+    assert.equal(row.key, 'lock:hot', 'the most contended first, and kept while free')
+    assert.ok(row.wakesPerSec + row.attemptsPerSec > 0, stdout)
+  }
+  assert.ok(hot.slice(since + 1).some((l) => l.wakesPerSec > 0), stdout)
+  const calm = frames.slice(1).map((f) => f.locks.find((l) => l.key === 'syncguard:calm'))
+  assert.ok(calm.every((l) => l && l.attemptsPerSec === 0 && l.wakesPerSec === 0), stdout)
+})
+
+test('watch [pattern] shows only the matching locks', async () => {
+  const { code, stdout, stderr } = await cli(['watch', 'syncguard:*', '--json', '--interval', '100', '--count', '2', '--url', url])
+  assert.equal(code, 0, stderr)
+  for (const line of stdout.trim().split('\n')) {
+    assert.deepEqual(JSON.parse(line).locks.map((l) => l.key), ['syncguard:calm'])
+  }
+})
+
+test('watch in a terminal: redrawn in place, per-second counts, q quits and restores it', async () => {
+  const run = inTerminal(['watch', '--interval', '300', '--url', url])
+  // Four frames: each starts at the top-left corner of the alternate screen.
+  await until(run.output, (out) => out.split('\x1b[H').length > 4)
+  run.child.stdin.write('q')
+  const { code, output } = await run.done
+  assert.equal(code, 0, output)
+  assert.ok(output.startsWith('\x1b[?1049h\x1b[?25l'), JSON.stringify(output.slice(0, 40)))
+  assert.ok(output.includes('\x1b[?25h\x1b[?1049l'), 'cursor and screen restored')
+  assert.ok(output.lastIndexOf('\x1b[?1049l') > output.lastIndexOf('\x1b[H'), 'restored after the last frame')
+  const frames = output.split('\x1b[H').slice(1)
+  const last = frames[frames.length - 2]
+  assert.match(last, /native-redis-lock watch redis:\/\/127\.0\.0\.1:\d+\/? \*/)
+  assert.match(last, /key\s+api\s+holder\s+ttlMs\s+waiters\s+wakes\/s\s+attempts\/s/)
+  // A rate needs the frame before: from the second frame the hot lock shows in, it is busy
+  // in each one.
+  const rows = frames.map((frame) => frame.split(/\r?\n/).find((line) => line.startsWith('lock:hot')))
+  const since = rows.findIndex(Boolean)
+  assert.ok(since >= 0 && since < frames.length - 1, JSON.stringify(frames))
+  for (const row of rows.slice(since + 1)) {
+    assert.ok(row, JSON.stringify(frames))
+    const [wakes, attempts] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-2).map(Number)
+    assert.ok(wakes + attempts > 0, row)
+  }
+  assert.match(last, /syncguard:calm\s+syncguard\s+\S+\s+\d+\s+0\s+0\s+0/)
+})
+
+test('watch against an unreachable Redis: exit 4 and the terminal untouched', async () => {
+  const { code, stdout, stderr } = await cli(['watch', '--url', 'redis://127.0.0.1:1', '--count', '1'])
+  assert.equal(code, 4)
+  assert.equal(stdout, '')
+  assert.match(stderr, /cannot reach Redis/)
+})

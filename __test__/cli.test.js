@@ -1,0 +1,297 @@
+'use strict'
+
+// `npx native-redis-lock` (bin/native-redis-lock.js), the real binary against a private
+// redis-server holding locks of all four APIs: list, inspect and release --force, their
+// --json shapes, and every error path with its own exit code.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const net = require('node:net')
+const { startRedis, freePort } = require('./helpers/redis-server')
+const { cli, inTerminal, until } = require('./helpers/cli')
+const { DistributedLock } = require('..')
+const ExclusiveLock = require('../exclusive-lock')
+const DistributedLockService = require('../maestro')
+const sg = require('../syncguard')
+
+let redis
+let url
+let dl
+let held
+let exclusive
+let maestro
+let syncguard
+let waiting
+
+/** One command on the test server, over a plain socket (the CLI is what is under test). */
+function raw(...args) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(redis.port, '127.0.0.1')
+    const wire = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join('')}`
+    socket.once('connect', () => socket.write(wire))
+    socket.once('data', (data) => {
+      socket.destroy()
+      resolve(data.toString('utf8'))
+    })
+    socket.once('error', reject)
+  })
+}
+
+before(async () => {
+  redis = await startRedis()
+  url = redis.url
+  dl = new DistributedLock(url)
+  held = await dl.acquire('job:1', 60_000)
+  // A waiter on another connection queues itself in the lock's waiting set.
+  waiting = new DistributedLock(url, { commandTimeoutMs: 4321 }).waitForLock('job:1', 60_000, 1000).catch((err) => err)
+  exclusive = new ExclusiveLock({ name: 'nightly report', cache_connection: url, lock_contents: 'host-a' })
+  assert.equal(await exclusive.acquire(), true)
+  maestro = new DistributedLockService('MAESTRO-LOCK-orders', 60_000, url)
+  assert.equal(await maestro.acquire(60_000), true)
+  syncguard = await sg.createRedisBackend(url).acquire({ key: 'report:daily', ttlMs: 60_000 })
+  assert.equal(syncguard.ok, true)
+  await raw('SET', 'unrelated', 'not a lock')
+  await raw('SET', 'lock:stray', 'a value with no fence counter')
+})
+
+after(async () => {
+  await held.release().catch(() => {})
+  const late = await waiting
+  if (late && typeof late.release === 'function') await late.release()
+  await exclusive.release()
+  await maestro.release()
+  await syncguard.release().catch(() => {})
+  await redis.stop()
+})
+
+test('list --json: every lock of the four APIs, and nothing else', async () => {
+  const { code, stdout, stderr } = await cli(['list', '--json', '--url', url])
+  assert.equal(code, 0, stderr)
+  const locks = JSON.parse(stdout)
+  const byKey = Object.fromEntries(locks.map((l) => [l.key, l]))
+  assert.deepEqual(Object.keys(byKey).sort(), [
+    'MAESTRO-LOCK-orders', 'exclusive-lock:nightly-report', 'lock:job:1', 'syncguard:report:daily',
+  ])
+  const job = byKey['lock:job:1']
+  assert.equal(job.api, 'distributed-lock')
+  assert.equal(job.holder, `${held.token.slice(0, 8)}…`, 'the token cut short, never whole')
+  assert.ok(job.ttlMs > 50_000 && job.ttlMs <= 60_000)
+  assert.match(job.fenceCounter, /^\d+$/)
+  assert.ok(job.waiters >= 1, 'the waiter of the other connection is queued')
+  assert.equal(locks[0].key, 'lock:job:1', 'the most waited-for first')
+  assert.equal(byKey['exclusive-lock:nightly-report'].api, 'exclusive-lock')
+  assert.deepEqual(byKey['exclusive-lock:nightly-report'].contents, { lock_contents: 'host-a' })
+  assert.equal(byKey['MAESTRO-LOCK-orders'].api, 'maestro')
+  const report = byKey['syncguard:report:daily']
+  assert.equal(report.api, 'syncguard')
+  assert.equal(report.holder, `${syncguard.lockId.slice(0, 8)}…`)
+  assert.equal(report.fence, syncguard.fence)
+  assert.equal(report.contents.key, 'report:daily')
+  for (const lock of locks) assert.deepEqual(Object.keys(lock).sort(), ['api', 'contents', 'fence', 'fenceCounter', 'holder', 'key', 'ttlMs', 'waiters'])
+})
+
+test('list [pattern] filters by key with SCAN MATCH; the text form is a table', async () => {
+  const json = await cli(['list', 'lock:*', '--json'], { env: { REDIS_URL: url } })
+  assert.equal(json.code, 0, json.stderr)
+  assert.deepEqual(JSON.parse(json.stdout).map((l) => l.key), ['lock:job:1'])
+  const text = await cli(['list', '--url', url])
+  assert.equal(text.code, 0, text.stderr)
+  const [header, ...rows] = text.stdout.trim().split('\n')
+  assert.match(header, /^key\s+api\s+holder\s+ttlMs\s+fence\s+counter\s+waiters\s+contents$/)
+  assert.equal(rows.length, 4)
+  assert.match(rows[0], /^lock:job:1\s+distributed-lock\s+[0-9a-f]{8}…\s+\d+/)
+  const none = await cli(['list', 'nothing-here:*', '--url', url])
+  assert.equal(none.stdout.trim(), 'no locks')
+})
+
+test('a key with a hash tag: its siblings named by the core, so it is found and inspected', async () => {
+  const handle = await dl.acquire('user:{42}:profile', 60_000)
+  const { code, stdout, stderr } = await cli(['list', 'lock:user:*', '--json', '--url', url])
+  assert.equal(code, 0, stderr)
+  const [lock] = JSON.parse(stdout)
+  assert.equal(lock.key, 'lock:user:{42}:profile')
+  assert.equal(lock.api, 'distributed-lock')
+  assert.match(lock.fenceCounter, /^\d+$/)
+  const full = JSON.parse((await cli(['inspect', 'lock:user:{42}:profile', '--json', '--url', url])).stdout)
+  assert.equal(full.keys.fence, '{42}\xfffence\xfflock:user:{42}:profile')
+  await handle.release()
+})
+
+test('inspect: one lock in full, its queue and fence counter', async () => {
+  const { code, stdout, stderr } = await cli(['inspect', 'lock:job:1', '--json', '--url', url])
+  assert.equal(code, 0, stderr)
+  const lock = JSON.parse(stdout)
+  assert.equal(lock.api, 'distributed-lock')
+  assert.ok(lock.queue.length >= 1)
+  assert.match(lock.queue[0].connection, /\S/)
+  assert.deepEqual(lock.line, [])
+  assert.match(lock.keys.fence, /^\{lock:job:1\}.fence$/)
+  const sgLock = JSON.parse((await cli(['inspect', 'syncguard:report:daily', '--json', '--url', url])).stdout)
+  assert.equal(sgLock.fence, syncguard.fence)
+  assert.equal(sgLock.keys.index, `syncguard:id:${syncguard.lockId}`)
+  const text = await cli(['inspect', 'exclusive-lock:nightly-report', '--url', url])
+  assert.match(text.stdout, /api:\s+exclusive-lock/)
+  assert.match(text.stdout, /contents:\s+\{"lock_contents":"host-a"\}/)
+})
+
+test('inspect of a missing key, or of a key that is no lock of ours: exit 5', async () => {
+  for (const key of ['no-such-key', 'unrelated', 'lock:stray']) {
+    const { code, stderr, stdout } = await cli(['inspect', key, '--url', url])
+    assert.equal(code, 5, `${key}: ${stderr}`)
+    assert.equal(stdout, '')
+    assert.equal(stderr, `native-redis-lock: no lock of native-redis-lock at "${key}"\n`)
+  }
+})
+
+test('release without --force is a usage error; with no terminal and no --yes it is refused', async () => {
+  const usage = await cli(['release', 'lock:job:1', '--url', url])
+  assert.equal(usage.code, 2)
+  assert.match(usage.stderr, /pass --force/)
+  const refused = await cli(['release', 'lock:job:1', '--force', '--url', url])
+  assert.equal(refused.code, 6)
+  assert.match(refused.stderr, /pass --yes/)
+  assert.equal(await raw('GET', 'lock:job:1'), `$36\r\n${held.token}\r\n`, 'nothing was deleted')
+})
+
+test('release --force on a terminal asks; "n" leaves the lock, "y" deletes it and bumps the fence', async () => {
+  const lock = new DistributedLock(url)
+  const handle = await lock.acquire('lock-asked', 60_000)
+  const no = inTerminal(['release', 'lock:lock-asked', '--force', '--url', url])
+  await until(no.output, (out) => out.includes('[y/N]'))
+  no.child.stdin.write('n\r')
+  const refused = await no.done
+  assert.equal(refused.code, 6, refused.output)
+  assert.match(refused.output, /confirmation refused/)
+  assert.equal(await raw('GET', 'lock:lock-asked'), `$36\r\n${handle.token}\r\n`)
+
+  const before = JSON.parse((await cli(['inspect', 'lock:lock-asked', '--json', '--url', url])).stdout)
+  const yes = inTerminal(['release', 'lock:lock-asked', '--force', '--url', url])
+  await until(yes.output, (out) => out.includes('[y/N]'))
+  assert.match(yes.output(), /Delete distributed-lock lock "lock:lock-asked" \(holder [0-9a-f]{8}…, 0 waiting\)/)
+  yes.child.stdin.write('y\r')
+  const done = await yes.done
+  assert.equal(done.code, 0, done.output)
+  assert.match(done.output, /released distributed-lock lock "lock:lock-asked" held by [0-9a-f]{8}…: deleted 1 key, fence counter now \d+/)
+  const after = Number(/fence counter now (\d+)/.exec(done.output)[1])
+  assert.equal(after, Number(before.fenceCounter) + 2)
+  // The holder is fenced out: a new holder's fence is above every fence the old one had.
+  const next = await lock.acquire('lock-asked', 1000)
+  assert.ok(next.fence > handle.fence)
+  await assert.rejects(handle.extend(1000))
+  await next.release()
+})
+
+test('release --force --yes --json: what it deleted, for each API', async () => {
+  const lock = new ExclusiveLock({ name: 'to free', cache_connection: url, lock_ttl_ms: 4000, lock_refresh_ms: 1000 })
+  lock.on('error', () => {})
+  assert.equal(await lock.acquire(), true)
+  const ex = await cli(['release', 'exclusive-lock:to-free', '--force', '--yes', '--json', '--url', url])
+  assert.equal(ex.code, 0, ex.stderr)
+  const result = JSON.parse(ex.stdout)
+  assert.equal(result.released, 'exclusive-lock:to-free')
+  assert.equal(result.api, 'exclusive-lock')
+  assert.match(result.fenceCounter, /^\d+$/)
+  assert.ok(result.deletedKeys >= 1)
+  assert.equal((await cli(['inspect', 'exclusive-lock:to-free', '--url', url])).code, 5)
+  await lock.release()
+
+  const backend = sg.createRedisBackend(url)
+  const won = await backend.acquire({ key: 'free-me', ttlMs: 60_000 })
+  const sgOut = await cli(['release', 'syncguard:free-me', '--force', '--yes', '--json', '--url', url])
+  assert.equal(sgOut.code, 0, sgOut.stderr)
+  const freed = JSON.parse(sgOut.stdout)
+  assert.equal(freed.deletedKeys, 2, 'the record and its index key')
+  assert.equal(freed.fenceCounter, String(Number(won.fence) + 1))
+  assert.equal(await sg.owns(backend, won.lockId), false)
+  const again = await backend.acquire({ key: 'free-me', ttlMs: 1000 })
+  assert.ok(again.fence > won.fence)
+  await again.release()
+})
+
+test('release of a key that is no lock: exit 5, nothing deleted', async () => {
+  const { code, stderr } = await cli(['release', 'unrelated', '--force', '--yes', '--url', url])
+  assert.equal(code, 5, stderr)
+  assert.match(await raw('GET', 'unrelated'), /not a lock/)
+})
+
+test('no address: a one-line error and exit 3, without connecting anywhere', async () => {
+  const { code, stdout, stderr } = await cli(['list'])
+  assert.equal(code, 3)
+  assert.equal(stdout, '')
+  assert.equal(stderr, 'native-redis-lock: no Redis address: pass --url redis://host:port or set REDIS_URL\n')
+})
+
+test('a bad URL: exit 3, with the reason and never the password', async () => {
+  const cases = [
+    ['http://127.0.0.1:1', /unsupported URL scheme "http:"/],
+    ['not a url', /is not a URL/],
+    ['memory://jobs', /memory:\/\/ lives inside the process/],
+    ['redis+sentinel://h:1', /not supported yet/],
+    ['redis://127.0.0.1:1/x', /database must be a number/],
+  ]
+  for (const [bad, reason] of cases) {
+    const { code, stderr } = await cli(['list', '--url', bad])
+    assert.equal(code, 3, `${bad}: ${stderr}`)
+    assert.match(stderr, reason)
+    assert.equal(stderr.trim().split('\n').length, 1)
+  }
+})
+
+test('an unreachable or refusing Redis: exit 4, one line, no password', async () => {
+  const port = await freePort()
+  const down = await cli(['inspect', 'lock:x', '--url', `redis://127.0.0.1:${port}`])
+  assert.equal(down.code, 4)
+  assert.match(down.stderr, new RegExp(`^native-redis-lock: cannot reach Redis at redis://127.0.0.1:${port}: ECONNREFUSED\\n$`))
+  const wrong = await cli(['list', '--url', `redis://:s3cret-pw@127.0.0.1:${redis.port}`])
+  assert.equal(wrong.code, 4)
+  assert.match(wrong.stderr, /refused the connection/)
+  assert.doesNotMatch(wrong.stderr, /s3cret-pw/)
+  assert.match(wrong.stderr, /redis:\/\/:\*\*\*@127\.0\.0\.1/)
+})
+
+test('a server that accepts and never answers: exit 4 within --timeout', async () => {
+  const silent = net.createServer(() => {})
+  await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  try {
+    const { code, stderr } = await cli(['list', '--timeout', '300', '--url', `redis://127.0.0.1:${silent.address().port}`])
+    assert.equal(code, 4, stderr)
+    assert.equal(stderr, 'native-redis-lock: Redis did not answer PING within 300 ms\n')
+  } finally {
+    silent.close()
+  }
+})
+
+test('usage errors: exit 2, one line', async () => {
+  const cases = [
+    [['frobnicate', '--url', 'redis://h'], /unknown command "frobnicate"/],
+    [['inspect', '--url', 'redis://h'], /inspect needs a key/],
+    [['list', 'a', 'b', '--url', 'redis://h'], /at most 1 argument/],
+    [['list', '--bogus'], /Unknown option '--bogus'/],
+    [['list', 'lock:[ab', '--url', url], /unclosed \[/],
+    [['list', 'lock:\\', '--url', url], /lone backslash/],
+    [['list', '--yes', '--url', url], /--yes is for release only/],
+    [['watch', '--interval', 'soon', '--url', url], /--interval must be a whole number/],
+    [[], /^Usage: native-redis-lock <command>/],
+  ]
+  for (const [args, message] of cases) {
+    const { code, stderr } = await cli(args)
+    assert.equal(code, 2, `${args.join(' ')}: ${stderr}`)
+    assert.match(stderr, message)
+  }
+})
+
+test('--help: the commands and every exit code; each command has its own', async () => {
+  const main = await cli(['--help'])
+  assert.equal(main.code, 0)
+  for (const word of ['list [pattern]', 'inspect <key>', 'watch [pattern]', 'release <key> --force', 'REDIS_URL']) {
+    assert.ok(main.stdout.includes(word), word)
+  }
+  for (const code of ['0 success', '2 usage error', '3 bad or missing URL', '4 Redis unreachable', '5 key not found', '6 confirmation refused']) {
+    assert.ok(main.stdout.includes(code), code)
+  }
+  for (const command of ['list', 'inspect', 'watch', 'release']) {
+    const help = await cli([command, '--help'])
+    assert.equal(help.code, 0)
+    assert.match(help.stdout, new RegExp(`^Usage: native-redis-lock ${command}`))
+    assert.match(help.stdout, /--json/)
+  }
+})

@@ -1,0 +1,42 @@
+'use strict'
+
+// The README documents every error code a caller can see and every exit code of the command
+// line: the lists are read from the sources, so a new code without its row fails here.
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const fs = require('node:fs')
+const path = require('node:path')
+const { EXIT } = require('../lib/cli/main')
+
+const root = path.join(__dirname, '..')
+const README = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+
+/** The rows of the README table that follows `heading`, as arrays of cells. */
+function tableAfter(heading) {
+  const at = README.indexOf(heading)
+  assert.ok(at >= 0, `no "${heading}" in README.md`)
+  const lines = README.slice(at).split('\n')
+  const start = lines.findIndex((line) => line.startsWith('|'))
+  const rows = []
+  for (const line of lines.slice(start)) {
+    if (!line.startsWith('|')) break
+    rows.push(line.split('|').slice(1, -1).map((cell) => cell.trim()))
+  }
+  return rows.slice(2)
+}
+
+test('every LockErrorCode of index.d.ts, and every code the core makes, has a row in "### Errors"', () => {
+  const types = fs.readFileSync(path.join(root, 'index.d.ts'), 'utf8')
+  const declared = [.../export type LockErrorCode =([^]*?)\n\n/.exec(types)[1].matchAll(/'(E[A-Z]+)'/g)].map((m) => m[1])
+  const core = fs.readFileSync(path.join(root, 'src', 'core', 'basics', 'error.rs'), 'utf8')
+  // EGAVEUP ends syncguard's lock() schedule and becomes its AcquisitionTimeout (lib/syncguard/lock.js).
+  const made = [...core.matchAll(/=> "(E[A-Z]+)"/g)].map((m) => m[1]).filter((code) => code !== 'EGAVEUP')
+  const documented = new Set(tableAfter('### Errors').map((row) => row[1].replace(/`/g, '')))
+  for (const code of new Set([...declared, ...made])) assert.ok(documented.has(code), `${code} is not in README's error table`)
+  assert.ok(declared.length >= 11)
+})
+
+test('every exit code of the command line has a row in README', () => {
+  const rows = tableAfter('| exit code | meaning |').map((row) => Number(row[0]))
+  assert.deepEqual(rows.sort(), Object.values(EXIT).sort())
+})

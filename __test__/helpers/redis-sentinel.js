@@ -1,0 +1,169 @@
+'use strict'
+
+// A Sentinel set for one test file: a master, one replica and three sentinels, each a
+// redis-server of its own (sentinels as `redis-server <conf> --sentinel`: the machine has no
+// redis-sentinel binary), on free loopback ports, stopped by pid. Ready when every sentinel
+// names the master, sees the replica and knows the two other sentinels (a failover needs them).
+const { spawn } = require('node:child_process')
+const fs = require('node:fs')
+const path = require('node:path')
+const Redis = require('ioredis')
+const { RedisServer, freePort, redisServerBinary, track } = require('./redis-server')
+
+const NAME = 'mymaster'
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Polls `check` (async, truthy when done) every 50 ms until `timeoutMs`, then throws `what`. */
+async function until(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      if (await check()) return
+    } catch {}
+    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms`)
+    await sleep(50)
+  }
+}
+
+/** One sentinel: its config file written here, as Sentinel rewrites it. */
+class SentinelServer extends RedisServer {
+  constructor(masterPort) {
+    super()
+    this.masterPort = masterPort
+  }
+
+  async start() {
+    this.port ??= await freePort()
+    const conf = path.join(this.dir, 'sentinel.conf')
+    fs.writeFileSync(conf, [
+      `port ${this.port}`,
+      'bind 127.0.0.1',
+      `dir ${this.dir}`,
+      'sentinel resolve-hostnames no',
+      `sentinel monitor ${NAME} 127.0.0.1 ${this.masterPort} 2`,
+      `sentinel down-after-milliseconds ${NAME} 1000`,
+      `sentinel failover-timeout ${NAME} 3000`,
+      '',
+    ].join('\n'))
+    const child = spawn(redisServerBinary(), [conf, '--sentinel'], { stdio: ['ignore', 'ignore', 'inherit'] })
+    this.child = child
+    track(child)
+    const failed = new Promise((_, reject) => child.once('error', (err) => reject(new Error(`cannot start a sentinel: ${err.message}`))))
+    await Promise.race([this.waitReady(), failed])
+    return this
+  }
+}
+
+class RedisSentinelSet {
+  constructor() {
+    this.name = NAME
+    this.servers = []
+    this.sentinels = []
+    this.clients = []
+  }
+
+  static async start() {
+    const set = new RedisSentinelSet()
+    try {
+      await set.#start()
+    } catch (err) {
+      await set.close()
+      throw err
+    }
+    return set
+  }
+
+  async #start() {
+    const master = await new RedisServer().start()
+    this.servers.push(master)
+    const replica = await new RedisServer({ args: ['--replicaof', '127.0.0.1', String(master.port)] }).start()
+    this.servers.push(replica)
+    await until(async () => /master_link_status:up/.test(await this.client(replica.port).info('replication')), 10_000, 'the replica did not sync')
+    for (let i = 0; i < 3; i++) this.sentinels.push(await new SentinelServer(master.port).start())
+    await until(async () => {
+      for (const sentinel of this.sentinels) {
+        const c = this.client(sentinel.port)
+        const addr = await c.call('SENTINEL', 'get-master-addr-by-name', NAME)
+        const replicas = await c.call('SENTINEL', 'replicas', NAME)
+        const others = await c.call('SENTINEL', 'sentinels', NAME)
+        if (Number(addr?.[1]) !== master.port || replicas.length !== 1 || others.length !== 2) return false
+      }
+      return true
+    }, 20_000, 'the sentinels did not find the master, the replica and each other')
+  }
+
+  /** A raw client (ioredis) of the server or sentinel on `port`, closed with the set. */
+  client(port) {
+    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: true })
+    c.on('error', () => {})
+    this.clients.push(c)
+    return c
+  }
+
+  /** The master's port, as the first sentinel names it now. */
+  async masterPort() {
+    const addr = await this.client(this.sentinels[0].port).call('SENTINEL', 'get-master-addr-by-name', NAME)
+    return Number(addr[1])
+  }
+
+  /** The data server (master or replica) listening on `port`. */
+  server(port) {
+    return this.servers.find((server) => server.port === port)
+  }
+
+  /** `{ sentinels, name }` as ioredis and our options take them. */
+  get options() {
+    return { sentinels: this.sentinels.map((s) => ({ host: '127.0.0.1', port: s.port })), name: NAME }
+  }
+
+  get url() {
+    return `redis+sentinel://${this.sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${NAME}`
+  }
+
+  /**
+   * Waits until every sentinel names a master other than `oldPort` and that server says it is
+   * a master; resolves its port.
+   */
+  async promoted(oldPort, timeoutMs = 15_000) {
+    let found
+    await until(async () => {
+      const ports = await Promise.all(this.sentinels.map(async (s) => Number((await this.client(s.port).call('SENTINEL', 'get-master-addr-by-name', NAME))[1])))
+      if (ports.some((port) => port === oldPort || port !== ports[0])) return false
+      const role = await this.client(ports[0]).call('ROLE')
+      found = ports[0]
+      return role[0] === 'master'
+    }, timeoutMs, 'no replica was promoted')
+    return found
+  }
+
+  /** Waits until the replica on `port` is synced with `masterPort` and every sentinel sees it up. */
+  async replicaSeen(masterPort, port, timeoutMs = 15_000) {
+    await until(async () => {
+      const info = await this.client(port).info('replication')
+      return info.includes(`master_port:${masterPort}`) && /master_link_status:up/.test(info)
+    }, timeoutMs, `the replica on ${port} did not sync`)
+    await until(async () => {
+      for (const sentinel of this.sentinels) {
+        const replicas = await this.client(sentinel.port).call('SENTINEL', 'replicas', NAME)
+        const fields = replicas.map((r) => Object.fromEntries(r.flatMap((v, i) => (i % 2 ? [] : [[v, r[i + 1]]]))))
+        const ok = fields.some((r) => Number(r.port) === port && r.flags === 'slave' && r['master-link-status'] === 'ok')
+        if (!ok) return false
+      }
+      return true
+    }, timeoutMs, `the sentinels did not see the replica on ${port}`)
+  }
+
+  /** `SENTINEL FAILOVER`, then waits for the promotion; resolves the new master's port. */
+  async failover() {
+    const old = await this.masterPort()
+    await this.client(this.sentinels[0].port).call('SENTINEL', 'FAILOVER', NAME)
+    return this.promoted(old)
+  }
+
+  async close() {
+    for (const c of this.clients) c.disconnect()
+    await Promise.all([...this.sentinels, ...this.servers].map((server) => server.close()))
+  }
+}
+
+module.exports = { RedisSentinelSet }

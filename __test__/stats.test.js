@@ -1,0 +1,156 @@
+'use strict'
+
+// stats() on every API object, on a test redis-server, memory:// and a Redlock of three:
+// a scripted sequence and the exact counts it leaves (timed counts, refreshes and losses,
+// are asserted as at least what must have happened).
+const { test, describe, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const Redis = require('ioredis')
+const { startRedis } = require('./helpers/redis-server')
+const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
+const syncguard = require('../syncguard')
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Waits until `done()` holds, up to `ms` (a refresh due in 300 ms may come late on a loaded machine). */
+async function until(done, ms = 3_000) {
+  const end = Date.now() + ms
+  while (!done() && Date.now() < end) await sleep(10)
+}
+let servers = []
+let seq = 0
+const unique = (what) => `stats-${what}-${process.pid}-${++seq}`
+
+before(async () => {
+  servers = await Promise.all([startRedis(), startRedis(), startRedis()])
+})
+
+after(async () => {
+  await Promise.all(servers.map((server) => server.close()))
+})
+
+const backends = {
+  redis: () => servers[0].url,
+  'memory://': () => `memory://${unique('mem')}`,
+  redlock: () => servers.map((server) => server.url),
+}
+
+function assertShape(stats) {
+  for (const name of ['acquisitions', 'contended', 'woken', 'handedOver', 'refreshes', 'lost']) {
+    assert.equal(typeof stats[name], 'number', name)
+  }
+  assert.equal(typeof stats.errors, 'object')
+  for (const q of ['p50', 'p99', 'max']) assert.equal(typeof stats.waitMs[q], 'number', q)
+  assert.ok(stats.waitMs.p50 <= stats.waitMs.p99 && stats.waitMs.p99 <= stats.waitMs.max)
+}
+
+for (const [name, target] of Object.entries(backends)) {
+  describe(`stats on ${name}`, () => {
+    test('DistributedLock: acquisitions, contention, errors by code and waits, exactly', async () => {
+      const lock = new DistributedLock(target(), { keyPrefix: `${unique('dl')}:` })
+      assert.deepEqual(lock.stats(), {
+        acquisitions: 0, contended: 0, woken: 0, handedOver: 0, refreshes: 0, lost: 0, errors: {},
+        waitMs: { p50: 0, p99: 0, max: 0 },
+      })
+      const first = await lock.acquire('k', 10_000)
+      assert.equal(await lock.tryAcquire('k', 10_000), null)
+      await assert.rejects(lock.acquire('k', 10_000), { code: 'ELOCKED' })
+      await assert.rejects(lock.waitForLock('k', 30, 10_000), { code: 'ELOCKED' })
+      await first.extend(1_000)
+      let stats = lock.stats()
+      assertShape(stats)
+      assert.equal(stats.acquisitions, 1)
+      assert.equal(stats.refreshes, 1, 'the extend')
+      // tryAcquire, acquire and at least the wait's first attempt found it held.
+      assert.ok(stats.contended >= 3, `contended ${stats.contended}`)
+      assert.deepEqual(stats.errors, { ELOCKED: 2 })
+      // A waiter released to: it wins, having waited at least until the release.
+      const waiter = lock.waitForLock('k', 5_000, 10_000)
+      await sleep(50)
+      await first.release()
+      const second = await waiter
+      stats = lock.stats()
+      assert.equal(stats.acquisitions, 2)
+      assert.ok(stats.waitMs.max >= 45, `max ${stats.waitMs.max}`)
+      assert.ok(stats.woken + stats.handedOver >= 1, 'the release reached the waiter')
+      await second.release()
+      await assert.rejects(lock.acquire('', 100), { code: 'EINVAL' })
+      // Refused before any call: no call ended, nothing counted.
+      assert.deepEqual(lock.stats().errors, { ELOCKED: 2 })
+    })
+
+    test('DistributedLock autoRefresh: refreshes and a lost lock counted', async (t) => {
+      const prefix = `${unique('ar')}:`
+      const lock = new DistributedLock(target(), { keyPrefix: prefix })
+      const handle = await lock.acquire('k', 300, { autoRefresh: true })
+      await until(() => lock.stats().refreshes >= 2)
+      assert.ok(lock.stats().refreshes >= 2, `refreshes ${lock.stats().refreshes}`)
+      if (name !== 'redis') return handle.release()
+      const client = new Redis(servers[0].url)
+      t.after(() => client.disconnect())
+      await client.del(`${prefix}k`)
+      await handle.lost
+      assert.equal(lock.stats().lost, 1)
+    })
+
+    test('ExclusiveLock: acquisitions, contention, refreshes', async () => {
+      const settings = { name: unique('ex'), cache_connection: target(), lock_ttl_ms: 1000, lock_refresh_ms: 300 }
+      const a = new ExclusiveLock(settings)
+      const b = new ExclusiveLock(settings)
+      assert.equal(await a.acquire(), true)
+      assert.equal(await b.acquire(), false)
+      await until(() => a.stats().refreshes >= 1)
+      const stats = a.stats()
+      assertShape(stats)
+      // a and b share their settings: one native lock counts both.
+      assert.equal(stats.acquisitions, 1)
+      assert.equal(stats.contended, 1)
+      assert.ok(stats.refreshes >= 1, `refreshes ${stats.refreshes}`)
+      await a.release()
+    })
+
+    test('DistributedLockService: a wait that wins, counted', async () => {
+      const url = target()
+      const key = unique('svc')
+      const one = new DistributedLockService(key, 5_000, url)
+      const two = new DistributedLockService(key, 5_000, url)
+      assert.equal(await one.acquire(), true)
+      const waiting = two.acquire(5_000, 3_000)
+      await sleep(50)
+      await one.release()
+      assert.equal(await waiting, true)
+      const stats = two.stats()
+      assertShape(stats)
+      // Both share the native service of these settings.
+      assert.equal(stats.acquisitions, 2)
+      assert.ok(stats.contended >= 1)
+      assert.ok(stats.waitMs.max >= 45, `max ${stats.waitMs.max}`)
+      await two.release()
+    })
+
+    test('syncguard backend and createLock', async (t) => {
+      if (name === 'redlock') {
+        // syncguard's entry refuses an array of servers.
+        assert.throws(() => syncguard.createRedisBackend(target()))
+        return
+      }
+      const url = target()
+      const backend = syncguard.createRedisBackend(url, { keyPrefix: unique('sg') })
+      const won = await backend.acquire({ key: 'k', ttlMs: 5_000 })
+      assert.equal(won.ok, true)
+      assert.equal((await backend.acquire({ key: 'k', ttlMs: 5_000 })).ok, false)
+      let stats = backend.stats()
+      assertShape(stats)
+      assert.equal(stats.acquisitions, 1)
+      assert.equal(stats.contended, 1)
+      await backend.extend({ lockId: won.lockId, ttlMs: 5_000 })
+      assert.equal(backend.stats().refreshes, 1)
+      await backend.release({ lockId: won.lockId })
+      const locked = syncguard.createLock(url, { keyPrefix: unique('sgl') })
+      assert.equal(await locked(async () => 7, { key: 'k' }), 7)
+      stats = locked.stats()
+      assert.equal(stats.acquisitions, 1)
+      t.diagnostic(JSON.stringify(stats))
+    })
+  })
+}

@@ -1,0 +1,250 @@
+'use strict'
+
+// The logger option and onEvent hook of every API object, on a test redis-server and
+// memory://; a throwing hook or logger never breaks a lock; DEBUG=native-redis-lock traces
+// each Redis call to stderr (a child process with the variable set).
+const { test, describe, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { execFile } = require('node:child_process')
+const { startRedis } = require('./helpers/redis-server')
+const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
+const syncguard = require('../syncguard')
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** Waits until `done()` holds, up to `ms` (a refresh due in 300 ms may come late on a loaded machine). */
+async function until(done, ms = 3_000) {
+  const end = Date.now() + ms
+  while (!done() && Date.now() < end) await sleep(10)
+}
+let server
+// A Redlock's three nodes.
+let nodes = []
+let seq = 0
+const unique = (what) => `tracing-${what}-${process.pid}-${++seq}`
+
+before(async () => {
+  ;[server, ...nodes] = await Promise.all([startRedis(), startRedis(), startRedis(), startRedis()])
+})
+
+after(async () => {
+  await Promise.all([server, ...nodes].map((s) => s?.close()))
+})
+
+const backends = {
+  redis: () => server.url,
+  'memory://': () => `memory://${unique('mem')}`,
+  redlock: () => nodes.map((node) => node.url),
+}
+
+/** A hook that keeps what it hears. */
+function recorder() {
+  const events = []
+  const onEvent = (event) => events.push(event)
+  const of = (type) => events.filter((event) => event.type === type)
+  return { events, onEvent, of }
+}
+
+/** Loggers of the three shapes, each keeping `[level, message, fields]`. */
+function loggers() {
+  const lines = []
+  const level = (name, fieldsFirst) =>
+    fieldsFirst ? (fields, message) => lines.push([name, message, fields]) : (message, fields) => lines.push([name, message, fields])
+  const make = (fieldsFirst) => ({
+    debug: level('debug', fieldsFirst),
+    info: level('info', fieldsFirst),
+    warn: level('warn', fieldsFirst),
+    error: level('error', fieldsFirst),
+  })
+  // pino tells itself apart by `bindings()`: it takes `(fields, message)`.
+  const pino = { ...make(true), bindings: () => ({}) }
+  const winston = make(false)
+  return { lines, pino, winston }
+}
+
+for (const [name, target] of Object.entries(backends)) {
+  describe(`onEvent on ${name}`, () => {
+    test('DistributedLock: every event of a scripted sequence, with key, fence and timings', async () => {
+      const hook = recorder()
+      const lock = new DistributedLock(target(), { keyPrefix: `${unique('dl')}:`, onEvent: hook.onEvent })
+      const first = await lock.acquire('k', 10_000)
+      assert.equal(await lock.tryAcquire('k', 10_000), null)
+      await assert.rejects(lock.acquire('k', 10_000), { code: 'ELOCKED' })
+      await first.extend(1_000)
+      const waiter = lock.waitForLock('k', 5_000, 10_000)
+      await sleep(50)
+      await first.release()
+      const second = await waiter
+      await second.release()
+      await until(() => hook.of('contended').length >= 3 && hook.of('woken').length + hook.of('handed-over').length >= 1)
+      const acquired = hook.of('acquired')
+      assert.equal(acquired.length, 2)
+      assert.deepEqual(acquired.map((e) => [e.api, e.key, e.fence]), [
+        ['DistributedLock', 'k', first.fence],
+        ['DistributedLock', 'k', second.fence],
+      ])
+      assert.ok(acquired[1].waitedMs >= 45, `waited ${acquired[1].waitedMs}`)
+      assert.ok(hook.of('contended').length >= 3, JSON.stringify(hook.events.map((e) => e.type)))
+      assert.ok(hook.of('contended').every((e) => e.key === 'k'))
+      // The release reached the waiter: woken (it tried again) or handed the lock.
+      assert.ok(hook.of('woken').length + hook.of('handed-over').length >= 1)
+      assert.equal(hook.of('refreshed').length, 1)
+      assert.deepEqual(hook.of('released').map((e) => e.fence), [first.fence, second.fence])
+      assert.ok(hook.of('released').every((e) => typeof e.heldMs === 'number' && e.heldMs >= 0))
+      const errors = hook.of('error')
+      assert.deepEqual(errors.map((e) => [e.code, e.call, e.key]), [['ELOCKED', 'acquire', 'k']])
+      assert.ok(hook.events.every((e) => typeof e.at === 'number'))
+    })
+
+    test('ExclusiveLock: acquired, contended, refreshed, released', async () => {
+      const hook = recorder()
+      const settings = { name: unique('ex'), cache_connection: target(), lock_ttl_ms: 1000, lock_refresh_ms: 300 }
+      const a = new ExclusiveLock({ ...settings, onEvent: hook.onEvent })
+      const b = new ExclusiveLock({ ...settings, onEvent: hook.onEvent })
+      assert.equal(await a.acquire(), true)
+      assert.equal(await b.acquire(), false)
+      await until(() => hook.of('refreshed').length >= 1)
+      await a.release()
+      await until(() => hook.of('contended').length >= 1)
+      assert.equal(hook.of('acquired').length, 1)
+      assert.equal(hook.of('acquired')[0].api, 'ExclusiveLock')
+      assert.equal(hook.of('contended').length, 1)
+      assert.ok(hook.of('refreshed').length >= 1)
+      assert.equal(hook.of('released').length, 1)
+    })
+
+    test('DistributedLockService: acquired, released', async () => {
+      const hook = recorder()
+      const service = new DistributedLockService(unique('svc'), 5_000, target(), { onEvent: hook.onEvent })
+      assert.equal(await service.acquire(), true)
+      assert.equal(await service.release(), true)
+      assert.deepEqual(hook.events.map((e) => e.type), ['acquired', 'released'])
+      assert.equal(hook.events[0].api, 'DistributedLockService')
+    })
+
+    test('syncguard backend: acquired, contended, refreshed, released', async () => {
+      // syncguard's entry refuses an array of servers (stats.test.js checks it).
+      if (name === 'redlock') return
+      const hook = recorder()
+      const backend = syncguard.createRedisBackend(target(), { keyPrefix: unique('sg'), onEvent: hook.onEvent })
+      const won = await backend.acquire({ key: 'k', ttlMs: 5_000 })
+      assert.equal((await backend.acquire({ key: 'k', ttlMs: 5_000 })).ok, false)
+      await backend.extend({ lockId: won.lockId, ttlMs: 5_000 })
+      await backend.release({ lockId: won.lockId })
+      await until(() => hook.of('contended').length >= 1)
+      assert.deepEqual(hook.of('acquired').map((e) => [e.api, e.key, e.fence]), [['syncguard', 'k', won.fence]])
+      assert.equal(hook.of('contended').length, 1)
+      assert.equal(hook.of('refreshed').length, 1)
+      assert.equal(hook.of('released').length, 1)
+    })
+
+    test('a throwing hook breaks no lock, and is logged', async () => {
+      const { lines, winston } = loggers()
+      const lock = new DistributedLock(target(), {
+        keyPrefix: `${unique('throw')}:`,
+        logger: winston,
+        onEvent: () => {
+          throw new Error('hook failed')
+        },
+      })
+      const handle = await lock.acquire('k', 5_000)
+      assert.equal(await lock.tryAcquire('k', 5_000), null)
+      await handle.release()
+      await until(() => lines.filter(([, message]) => message.includes('onEvent hook threw')).length >= 3)
+      const threw = lines.filter(([, message]) => message.includes('onEvent hook threw'))
+      assert.ok(threw.length >= 3, JSON.stringify(lines.map(([l, m]) => [l, m])))
+      assert.ok(threw.every(([level, , fields]) => level === 'error' && fields.error.message === 'hook failed'))
+    })
+  })
+}
+
+describe('logger', () => {
+  test('pino-, winston- and console-shaped loggers get each event at its level', async () => {
+    const { lines, pino, winston } = loggers()
+    for (const logger of [pino, winston]) {
+      const lock = new DistributedLock(`memory://${unique('log')}`, { logger })
+      const handle = await lock.acquire('k', 5_000)
+      await assert.rejects(lock.acquire('k', 5_000), { code: 'ELOCKED' })
+      await handle.release()
+    }
+    await until(() => lines.length >= 8)
+    const seen = lines.map(([level, message, fields]) => [level, message, fields.type])
+    const once = [
+      ['debug', 'native-redis-lock: lock acquired', 'acquired'],
+      ['debug', 'native-redis-lock: lock held by another holder', 'contended'],
+      ['error', 'native-redis-lock: lock call failed', 'error'],
+      ['debug', 'native-redis-lock: lock released', 'released'],
+    ]
+    // The contention comes from the native side, through the thread's queue: in any order.
+    const sorted = (rows) => rows.map((row) => JSON.stringify(row)).sort()
+    assert.deepEqual(sorted(seen), sorted([...once, ...once]))
+    // console itself: its methods take (message, fields).
+    const original = console.debug
+    const heard = []
+    console.debug = (...args) => heard.push(args)
+    try {
+      const lock = new DistributedLock(`memory://${unique('console')}`, { logger: console })
+      await (await lock.acquire('k', 5_000)).release()
+    } finally {
+      console.debug = original
+    }
+    assert.deepEqual(heard.map(([message, fields]) => [message, fields.type]), [
+      ['native-redis-lock: lock acquired', 'acquired'],
+      ['native-redis-lock: lock released', 'released'],
+    ])
+  })
+
+  test('a throwing logger breaks no lock', async () => {
+    const boom = () => {
+      throw new Error('logger failed')
+    }
+    const logger = { debug: boom, info: boom, warn: boom, error: boom }
+    const lock = new DistributedLock(`memory://${unique('boom')}`, { logger, onEvent: boom })
+    const handle = await lock.acquire('k', 5_000)
+    assert.equal(handle.isHeld, true)
+    await handle.release()
+  })
+
+  test('no logger and no hook: silent, and a bad one is refused naming it', () => {
+    assert.throws(() => new DistributedLock('memory://', { logger: { debug() {} } }), {
+      code: 'EINVAL',
+      message: /options\.logger must have debug, info, warn and error methods \(missing info\)/,
+    })
+    assert.throws(() => new DistributedLock('memory://', { onEvent: 'yes' }), { code: 'EINVAL', message: /options\.onEvent must be a function/ })
+    assert.throws(() => new ExclusiveLock({ name: 'x', cache_connection: 'memory://', onEvent: 1 }), { message: /opts\.onEvent/ })
+    assert.throws(() => new DistributedLockService('x', 1000, 'memory://', { onEvent: 1 }), { message: /options\.onEvent/ })
+    assert.throws(() => syncguard.createRedisBackend('memory://', { logger: 1 }), { message: /options\.logger/ })
+  })
+})
+
+describe('DEBUG=native-redis-lock', () => {
+  const script = path.join(__dirname, 'fixtures', 'debug-trace.js')
+  const run = (env) =>
+    new Promise((resolve, reject) => {
+      execFile(process.execPath, [script, server.url], { env: { ...process.env, ...env }, timeout: 20_000 }, (err, stdout, stderr) =>
+        err ? reject(Object.assign(err, { stderr })) : resolve({ stdout, stderr }),
+      )
+    })
+  const lines = (stderr) => stderr.split('\n').filter((line) => line.includes('native-redis-lock '))
+
+  test('each Redis call to stderr, with its duration, key names and no token', async () => {
+    for (const spec of ['native-redis-lock', '*', 'express,native-*']) {
+      const { stdout, stderr } = await run({ DEBUG: spec })
+      const token = stdout.trim()
+      assert.ok(token.length >= 16, stdout)
+      const traced = lines(stderr)
+      const acquire = traced.find((line) => /EVALSHA acquire \[debug:k, \{debug:k\}(\\x[0-9a-f]{2})+fence\] \+\d+\.\d\dms ok$/.test(line))
+      assert.ok(acquire, `${spec}: ${stderr}`)
+      assert.ok(traced.some((line) => / EVALSHA release\w* \[debug:k/.test(line)), stderr)
+      assert.ok(!stderr.includes(token), 'the token is never written')
+    }
+  })
+
+  test('off without DEBUG, or when excluded', async () => {
+    for (const env of [{ DEBUG: '' }, { DEBUG: '*,-native-redis-lock' }, { DEBUG: 'express' }]) {
+      const { stderr } = await run(env)
+      assert.deepEqual(lines(stderr), [], JSON.stringify(env))
+    }
+  })
+})

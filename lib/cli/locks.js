@@ -1,0 +1,211 @@
+'use strict'
+
+// What the command line reads and changes in Redis: finds the locks of every API the package
+// writes (SCAN, never KEYS), reads one in full, and forces one free. Our APIs' sibling keys
+// are named by the core (native lockSiblings); syncguard's by lib/syncguard/redis-keys.js.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const native = require('../native')
+const { ReplyError } = require('./resp')
+const { lockKeyOf, indexKeyOf, fenceKeyOf } = require('../syncguard/redis-keys')
+
+const FORCE_RELEASE = fs.readFileSync(path.join(__dirname, 'force-release.lua'), 'utf8')
+const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+const SLUGGED = /^[\w-]*:[\w-]*$/
+const SCAN_COUNT = 500
+
+/**
+ * A key of another type than a lock's (WRONGTYPE) reads as `fallback`; a lost or silent
+ * connection still fails the command.
+ */
+function orElse(fallback) {
+  return (err) => {
+    if (err instanceof ReplyError) return fallback
+    throw err
+  }
+}
+
+/** A holder's token or lockId cut short: enough to tell holders apart, not to act as one. */
+function shorten(text) {
+  return text.length > 8 ? `${text.slice(0, 8)}…` : text
+}
+
+function syncguardRecord(value) {
+  if (value[0] !== 0x7b) return null
+  try {
+    const record = JSON.parse(value.toString('utf8'))
+    const fields = ['lockId', 'expiresAtMs', 'acquiredAtMs', 'key', 'fence']
+    return record && typeof record === 'object' && fields.every((f) => f in record) ? record : null
+  } catch {
+    return null
+  }
+}
+
+/** syncguard's prefix, read back from a lock key and the user key its record names. */
+function syncguardKeys(lockKey, record) {
+  const text = lockKey.toString('utf8')
+  const prefix = text === record.key
+    ? ''
+    : text.endsWith(`:${record.key}`)
+      ? text.slice(0, -record.key.length - 1)
+      : text.slice(0, Math.max(0, text.lastIndexOf(':')))
+  if (lockKeyOf(prefix, record.key) !== text) return null
+  return {
+    fence: Buffer.from(fenceKeyOf(prefix, text)),
+    index: Buffer.from(indexKeyOf(prefix, record.lockId)),
+  }
+}
+
+/**
+ * Which of our APIs wrote a lock. Redis does not record it, so it is read from the layout:
+ * ExclusiveLock's owner key or its `<slug>:<slug>` key with contents that are no token,
+ * DistributedLock's default `lock:` prefix; the rest is maestro's verbatim key.
+ */
+function apiOf(key, value, hasOwner) {
+  const text = key.toString('utf8')
+  const token = TOKEN.test(value.toString('latin1'))
+  if (hasOwner || (!token && SLUGGED.test(text))) return 'exclusive-lock'
+  return token && text.startsWith('lock:') ? 'distributed-lock' : 'maestro'
+}
+
+/**
+ * Reads the locks among `keys` (Buffers): one pipelined round of GETs, then one of the
+ * siblings of those that hold a value. Keys that are no lock of ours are left out.
+ */
+async function readLocks(client, keys, { full = false } = {}) {
+  const candidates = keys.filter((key) => !native.isSiblingKey(key))
+  const values = await Promise.all(candidates.map((key) => client.call('GET', key).catch(orElse(null))))
+  const reads = candidates.map(async (key, i) => {
+    const value = values[i]
+    if (!Buffer.isBuffer(value)) return null
+    const record = syncguardRecord(value)
+    if (record) return readSyncguard(client, key, value, record, full)
+    return readOurs(client, key, value, full)
+  })
+  return (await Promise.all(reads)).filter(Boolean)
+}
+
+async function readSyncguard(client, key, value, record, full) {
+  const keys = syncguardKeys(key, record)
+  if (!keys) return null
+  const [ttl, counter, indexed] = await Promise.all([
+    client.call('PTTL', key),
+    client.call('GET', keys.fence),
+    client.call('EXISTS', keys.index),
+  ])
+  const lock = {
+    key: key.toString('utf8'),
+    api: 'syncguard',
+    holder: shorten(String(record.lockId)),
+    ttlMs: ttl >= 0 ? ttl : null,
+    fence: record.fence,
+    fenceCounter: counter ? counter.toString() : null,
+    waiters: 0,
+    contents: { key: record.key, acquiredAtMs: record.acquiredAtMs, expiresAtMs: record.expiresAtMs },
+  }
+  counters(lock, keys.fence, [])
+  if (full) {
+    lock.keys = { fence: keys.fence.toString('latin1'), index: indexed ? keys.index.toString('utf8') : null }
+    lock.forget = { value, fence: keys.fence, others: [keys.index], step: 1 }
+  }
+  return lock
+}
+
+async function readOurs(client, key, value, full) {
+  const sib = native.lockSiblings(key)
+  const [hasFence, hasOwner, ttl, counter, queued, lined] = await Promise.all([
+    client.call('EXISTS', sib.fence),
+    client.call('EXISTS', sib.owner),
+    client.call('PTTL', key),
+    client.call('GET', sib.fence).catch(orElse(null)),
+    client.call('ZCARD', sib.waiting).catch(orElse(0)),
+    client.call('ZCARD', sib.line).catch(orElse(0)),
+  ])
+  // Every acquisition of ours draws from the counter: no counter, no lock of ours.
+  if (!hasFence) return null
+  const api = apiOf(key, value, hasOwner === 1)
+  const lock = {
+    key: key.toString('utf8'),
+    api,
+    holder: api === 'exclusive-lock' ? null : shorten(value.toString('utf8')),
+    ttlMs: ttl >= 0 ? ttl : null,
+    fence: null,
+    fenceCounter: counter ? counter.toString() : null,
+    waiters: queued + lined,
+    contents: api === 'exclusive-lock' ? { lock_contents: value.toString('utf8') } : null,
+  }
+  counters(lock, sib.fence, [sib.waiting, sib.line])
+  if (full) {
+    const [owner, waiting, line] = await Promise.all([
+      client.call('GET', sib.owner),
+      client.call('ZRANGE', sib.waiting, 0, -1, 'WITHSCORES').catch(orElse([])),
+      client.call('ZRANGE', sib.line, 0, -1, 'WITHSCORES').catch(orElse([])),
+    ])
+    if (owner) lock.holder = shorten(owner.toString('utf8'))
+    lock.queue = pairs(waiting).map(([connection, since]) => ({ connection, since: Number(since) }))
+    lock.line = pairs(line).map(([waiter, since]) => ({ waiter: shorten(waiter), since: Number(since) }))
+    lock.keys = { fence: sib.fence.toString('latin1'), channel: sib.channel.toString('latin1') }
+    lock.forget = { value, fence: sib.fence, others: [sib.owner], step: 2 }
+  }
+  return lock
+}
+
+/** Where a lock's fence counter and queues are, kept out of its JSON: `watch` reads them on. */
+function counters(lock, fence, queues) {
+  Object.defineProperty(lock, 'counters', { value: { fence, queues }, enumerable: false })
+}
+
+/**
+ * A lock seen held before, read again while it may be free: its fence counter and waiters
+ * (`watch` keeps a contended lock's row through the instants it is free).
+ */
+async function rereadCounters(client, lock) {
+  const { fence, queues } = lock.counters
+  const [counter, ...sizes] = await Promise.all([
+    client.call('GET', fence).catch(orElse(null)),
+    ...queues.map((queue) => client.call('ZCARD', queue).catch(orElse(0))),
+  ])
+  const again = { ...lock, holder: null, ttlMs: null, fence: null, contents: null,
+    fenceCounter: counter ? counter.toString() : null, waiters: sizes.reduce((a, b) => a + b, 0) }
+  counters(again, fence, queues)
+  return again
+}
+
+function pairs(flat) {
+  const out = []
+  for (let i = 0; i + 1 < flat.length; i += 2) out.push([flat[i].toString('utf8'), flat[i + 1].toString()])
+  return out
+}
+
+/** Every lock whose key matches `pattern`, a page of SCAN at a time. */
+async function listLocks(client, pattern) {
+  const found = []
+  let cursor = '0'
+  do {
+    const [next, keys] = await client.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT)
+    cursor = next.toString()
+    found.push(...(await readLocks(client, keys)))
+  } while (cursor !== '0')
+  return found.sort((a, b) => b.waiters - a.waiters || a.key.localeCompare(b.key))
+}
+
+/** One lock in full, or null when `key` holds no lock of ours. */
+async function inspectLock(client, key) {
+  const [lock] = await readLocks(client, [Buffer.from(key, 'utf8')], { full: true })
+  return lock ?? null
+}
+
+/**
+ * Deletes the lock `lock` (from inspectLock) if it has not changed hands, and moves its fence
+ * counter on: `{ deleted: [names], fenceCounter }`, or null when it changed.
+ */
+async function forceRelease(client, lock) {
+  const { value, fence, others, step } = lock.forget
+  const keys = [Buffer.from(lock.key, 'utf8'), fence, ...others]
+  const reply = await client.call('EVAL', FORCE_RELEASE, keys.length, ...keys, value, step)
+  if (reply[0] !== 1) return null
+  return { deletedKeys: reply[1], fenceCounter: reply[2] === null ? null : String(reply[2]) }
+}
+
+module.exports = { listLocks, inspectLock, forceRelease, rereadCounters }

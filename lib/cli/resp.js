@@ -1,0 +1,168 @@
+'use strict'
+
+// A small RESP2 client for the command line: the tool needs SCAN, TYPE and pub/sub, which the
+// lock engine deliberately does not offer. Every command is bounded by a timeout; replies
+// come back in order; bulk strings stay Buffers (keys are bytes, siblings hold 0xFF).
+
+const net = require('node:net')
+const tls = require('node:tls')
+const { CliError, EXIT } = require('./address')
+
+class ReplyError extends Error {}
+
+/** Parses as many whole replies as `buffer` holds from `start`; answers [value, next] or null. */
+function parse(buffer, start) {
+  const end = buffer.indexOf('\r\n', start)
+  if (end < 0) return null
+  const kind = buffer[start]
+  const line = buffer.toString('utf8', start + 1, end)
+  const next = end + 2
+  switch (kind) {
+    case 0x2b: // +
+      return [line, next]
+    case 0x2d: // -
+      return [new ReplyError(line), next]
+    case 0x3a: // :
+      return [Number(line), next]
+    case 0x24: { // $
+      const len = Number(line)
+      if (len < 0) return [null, next]
+      if (buffer.length < next + len + 2) return null
+      return [buffer.subarray(next, next + len), next + len + 2]
+    }
+    case 0x2a: { // *
+      const count = Number(line)
+      if (count < 0) return [null, next]
+      const items = []
+      let at = next
+      for (let i = 0; i < count; i++) {
+        const item = parse(buffer, at)
+        if (!item) return null
+        items.push(item[0])
+        at = item[1]
+      }
+      return [items, at]
+    }
+    default:
+      throw new Error(`unexpected reply byte ${kind}`)
+  }
+}
+
+function encode(args) {
+  const parts = [Buffer.from(`*${args.length}\r\n`)]
+  for (const arg of args) {
+    const bytes = Buffer.isBuffer(arg) ? arg : Buffer.from(String(arg))
+    parts.push(Buffer.from(`$${bytes.length}\r\n`), bytes, Buffer.from('\r\n'))
+  }
+  return Buffer.concat(parts)
+}
+
+class RespClient {
+  constructor(address, { timeoutMs = 5000 } = {}) {
+    this.address = address
+    this.timeoutMs = timeoutMs
+    this.pending = []
+    this.buffer = Buffer.alloc(0)
+    this.onPush = null
+    this.closed = false
+  }
+
+  /** Opens the connection, authenticates and selects the database. */
+  async connect() {
+    const a = this.address
+    await new Promise((resolve, reject) => {
+      const unreachable = (why) =>
+        new CliError(EXIT.unreachable, `cannot reach Redis at ${a.shown}: ${why}`)
+      const options = a.path ? { path: a.path } : { host: a.host, port: a.port, servername: a.host }
+      const socket = a.tls ? tls.connect(options) : net.connect(options)
+      const timer = setTimeout(() => {
+        socket.destroy()
+        reject(unreachable(`no connection within ${this.timeoutMs} ms`))
+      }, this.timeoutMs)
+      socket.once(a.tls ? 'secureConnect' : 'connect', () => {
+        clearTimeout(timer)
+        resolve()
+      })
+      socket.once('error', (err) => {
+        clearTimeout(timer)
+        reject(unreachable(err.code || err.message))
+      })
+      this.socket = socket
+    })
+    this.socket.on('data', (chunk) => this.read(chunk))
+    this.socket.on('error', (err) => this.fail(new CliError(EXIT.unreachable, `Redis connection failed: ${err.code || err.message}`)))
+    this.socket.on('close', () => this.fail(new CliError(EXIT.unreachable, 'Redis closed the connection')))
+    try {
+      if (this.address.password !== undefined) {
+        const who = this.address.username ? [this.address.username] : []
+        await this.call('AUTH', ...who, this.address.password)
+      }
+      if (this.address.db) await this.call('SELECT', this.address.db)
+      await this.call('PING')
+    } catch (err) {
+      this.close()
+      if (err instanceof CliError) throw err
+      // Never the password: the server's own reason (WRONGPASS, NOAUTH) only.
+      throw new CliError(EXIT.unreachable, `Redis at ${a.shown} refused the connection: ${err.message}`)
+    }
+    return this
+  }
+
+  read(chunk) {
+    this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk
+    let at = 0
+    for (;;) {
+      const parsed = parse(this.buffer, at)
+      if (!parsed) break
+      at = parsed[1]
+      this.deliver(parsed[0])
+    }
+    this.buffer = this.buffer.subarray(at)
+  }
+
+  deliver(value) {
+    const isPush = Array.isArray(value) && Buffer.isBuffer(value[0]) &&
+      ['message', 'pmessage', 'smessage'].includes(value[0].toString())
+    if (isPush && this.onPush) return this.onPush(value)
+    const waiter = this.pending.shift()
+    if (!waiter) return
+    clearTimeout(waiter.timer)
+    if (value instanceof ReplyError) waiter.reject(value)
+    else waiter.resolve(value)
+  }
+
+  fail(err) {
+    if (this.closed) return
+    this.closed = true
+    for (const waiter of this.pending.splice(0)) {
+      clearTimeout(waiter.timer)
+      waiter.reject(err)
+    }
+    if (this.onClose) this.onClose(err)
+  }
+
+  /** Sends one command; resolves with its reply, rejects with the server's error or a timeout. */
+  call(...args) {
+    if (this.closed) return Promise.reject(new CliError(EXIT.unreachable, 'Redis connection is closed'))
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.fail(new CliError(EXIT.unreachable, `Redis did not answer ${args[0]} within ${this.timeoutMs} ms`))
+        this.socket.destroy()
+      }, this.timeoutMs)
+      this.pending.push({ resolve, reject, timer })
+      this.socket.write(encode(args))
+    })
+  }
+
+  close() {
+    this.closed = true
+    for (const waiter of this.pending.splice(0)) clearTimeout(waiter.timer)
+    if (this.socket) this.socket.destroy()
+  }
+}
+
+async function connect(address, options) {
+  return new RespClient(address, options).connect()
+}
+
+module.exports = { connect, ReplyError }

@@ -1,0 +1,169 @@
+'use strict'
+
+// `watch`: the locks matching a pattern, redrawn in place every interval, with the wake-ups
+// each lock's releases announced (heard on its channel) and the fence numbers drawn, per
+// second, the most contended first.
+
+const native = require('../native')
+const { connect } = require('./resp')
+const { listLocks, rereadCounters } = require('./locks')
+
+/** Counts wake-ups per lock key, heard on the lock channels (sharded and plain pub/sub). */
+class WakeCounter {
+  constructor(subscriber) {
+    this.subscriber = subscriber
+    this.counts = new Map()
+    this.sharded = new Set()
+    this.shardedRefused = false
+    subscriber.onPush = (push) => {
+      // ['smessage'|'message', channel, payload] or ['pmessage', pattern, channel, payload]
+      const channel = push[0].toString() === 'pmessage' ? push[2] : push[1]
+      const key = native.lockKeyOfChannel(channel)
+      if (key) this.add(key.toString('utf8'))
+    }
+  }
+
+  add(key) {
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1)
+  }
+
+  /** Plain pub/sub (Redis before 7) publishes on every lock's channel: one pattern hears all. */
+  async start() {
+    await this.subscriber.call('PSUBSCRIBE', '*released*')
+  }
+
+  /** Redis 7 announces with SPUBLISH, heard only by a subscriber of that very channel. */
+  async follow(keys) {
+    if (this.shardedRefused) return
+    for (const key of keys) {
+      if (this.sharded.has(key)) continue
+      this.sharded.add(key)
+      try {
+        await this.subscriber.call('SSUBSCRIBE', native.lockSiblings(Buffer.from(key, 'utf8')).channel)
+      } catch {
+        this.shardedRefused = true
+        return
+      }
+    }
+  }
+
+  take() {
+    const counts = this.counts
+    this.counts = new Map()
+    return counts
+  }
+}
+
+/** One refresh: each lock with its rates over the last `seconds`. */
+function frame(locks, wakes, lastCounters, seconds) {
+  const rows = locks.map((lock) => {
+    const counter = lock.fenceCounter === null ? null : Number(lock.fenceCounter)
+    const before = lastCounters.get(lock.key)
+    // Our APIs draw two numbers per attempt, syncguard one per acquisition.
+    const step = lock.api === 'syncguard' ? 1 : 2
+    const drawn = counter !== null && before !== undefined && counter >= before ? (counter - before) / step : 0
+    lastCounters.set(lock.key, counter ?? undefined)
+    return {
+      key: lock.key,
+      api: lock.api,
+      holder: lock.holder,
+      ttlMs: lock.ttlMs,
+      waiters: lock.waiters,
+      wakesPerSec: round((wakes.get(lock.key) ?? 0) / seconds),
+      attemptsPerSec: round(drawn / seconds),
+    }
+  })
+  return rows.sort((a, b) => b.waiters - a.waiters || b.wakesPerSec - a.wakesPerSec ||
+    b.attemptsPerSec - a.attemptsPerSec || a.key.localeCompare(b.key))
+}
+
+function round(n) {
+  return Math.round(n * 10) / 10
+}
+
+function table(rows, header) {
+  const cols = ['key', 'api', 'holder', 'ttlMs', 'waiters', 'wakes/s', 'attempts/s']
+  const cells = rows.map((r) => [r.key, r.api, r.holder ?? '-', r.ttlMs ?? '-', r.waiters, r.wakesPerSec, r.attemptsPerSec].map(String))
+  const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)))
+  const line = (row) => row.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()
+  return [header, '', line(cols), ...cells.map(line)]
+}
+
+/**
+ * Runs until q, Ctrl-C, SIGTERM or `count` refreshes. A terminal gets the alternate screen,
+ * redrawn in place, and gets its own screen and cursor back on the way out.
+ */
+async function watch({ address, pattern, intervalMs, count, json, out, input, timeoutMs }) {
+  const client = await connect(address, { timeoutMs })
+  const subscriber = await connect(address, { timeoutMs })
+  const wakes = new WakeCounter(subscriber)
+  await wakes.start()
+  const tty = !json && out.isTTY
+  const lastCounters = new Map()
+  const seen = new Map()
+  let stop
+  const stopped = new Promise((resolve) => { stop = resolve })
+  const restore = []
+  if (tty) {
+    out.write('\x1b[?1049h\x1b[?25l')
+    restore.push(() => out.write('\x1b[?25h\x1b[?1049l'))
+  }
+  if (input.isTTY) {
+    input.setRawMode(true)
+    input.resume()
+    const onKey = (data) => {
+      if (data.includes(0x71) || data.includes(0x03)) stop() // q, Ctrl-C
+    }
+    input.on('data', onKey)
+    restore.push(() => {
+      input.off('data', onKey)
+      input.setRawMode(false)
+      input.pause()
+    })
+  }
+  const onSignal = () => stop()
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  restore.push(() => {
+    process.off('SIGINT', onSignal)
+    process.off('SIGTERM', onSignal)
+  })
+  let failure = null
+  client.onClose = subscriber.onClose = (err) => {
+    failure = err
+    stop()
+  }
+  try {
+    let last = Date.now()
+    for (let n = 0; count === undefined || n < count; n++) {
+      const rest = new Promise((resolve) => setTimeout(resolve, n === 0 ? 0 : intervalMs))
+      if ((await Promise.race([rest.then(() => false), stopped.then(() => true)]))) break
+      const locks = await listLocks(client, pattern)
+      // A lock held in an earlier frame keeps its row while free: a busy lock often is, at
+      // the instant SCAN passes.
+      const held = new Set(locks.map((lock) => lock.key))
+      for (const lock of locks) seen.set(lock.key, lock)
+      for (const [key, lock] of seen) if (!held.has(key)) locks.push(await rereadCounters(client, lock))
+      await wakes.follow(locks.map((lock) => lock.key))
+      const now = Date.now()
+      const rows = frame(locks, wakes.take(), lastCounters, Math.max(now - last, 1) / 1000)
+      last = now
+      if (json) {
+        out.write(`${JSON.stringify({ at: new Date(now).toISOString(), pattern, locks: rows })}\n`)
+      } else {
+        const header = `native-redis-lock watch ${address.shown} ${pattern}  ${new Date(now).toISOString()}  (q quits)`
+        const lines = table(rows, header)
+        // Home, each line cleared to its end, then whatever the last frame left below.
+        if (tty) out.write(`\x1b[H${lines.map((l) => `${l}\x1b[K`).join('\n')}\n\x1b[J`)
+        else out.write(`${lines.join('\n')}\n\n`)
+      }
+    }
+  } finally {
+    for (const undo of restore.reverse()) undo()
+    client.close()
+    subscriber.close()
+  }
+  if (failure) throw failure
+}
+
+module.exports = { watch }

@@ -1,0 +1,46 @@
+//! The key layout as the command-line tool (bin/, lib/cli/) reads it: the names of a lock's
+//! sibling keys and channel, computed by `basics::keys`, so the layout lives in one place and
+//! the tool only sends commands.
+
+use crate::core::basics::keys;
+use napi::bindgen_prelude::Buffer;
+use napi_derive::napi;
+
+/// Every key and channel that belongs to one lock key (`docs/INTERNALS.md`, "Keys").
+#[napi(object)]
+pub struct LockSiblings {
+    pub fence: Buffer,
+    /// ExclusiveLock's owner token.
+    pub owner: Buffer,
+    /// Connections queued for a wake-up (sorted set).
+    pub waiting: Buffer,
+    /// A fair lock's line (sorted set) and its waiters' liveness (hash).
+    pub line: Buffer,
+    pub alive: Buffer,
+    /// Where a release announces a wake-up.
+    pub channel: Buffer,
+}
+
+#[napi]
+pub fn lock_siblings(lock_key: Buffer) -> LockSiblings {
+    LockSiblings {
+        fence: keys::fence_key(&lock_key).into(),
+        owner: keys::owner_key(&lock_key).into(),
+        waiting: keys::queue_key(&lock_key).into(),
+        line: keys::line_key(&lock_key).into(),
+        alive: keys::alive_key(&lock_key).into(),
+        channel: keys::released_channel(&lock_key).into(),
+    }
+}
+
+/// Whether `key` is a sibling (fence, owner, queue, line) rather than a possible lock key.
+#[napi]
+pub fn is_sibling_key(key: Buffer) -> bool {
+    key.contains(&keys::SEPARATOR)
+}
+
+/// The lock key whose wake-up channel is `channel`, or null for any other channel.
+#[napi]
+pub fn lock_key_of_channel(channel: Buffer) -> Option<Buffer> {
+    keys::lock_key_of_channel(&channel, keys::RELEASED).map(Buffer::from)
+}

@@ -1,0 +1,66 @@
+use super::*;
+
+#[test]
+fn debug_patterns_as_the_debug_package_reads_them() {
+    for (spec, on) in [
+        ("native-redis-lock", true),
+        ("*", true),
+        ("native-*", true),
+        ("express,native-redis-lock", true),
+        ("express native-redis-lock", true),
+        ("*,-native-redis-lock", false),
+        ("-native-redis-lock,*", false),
+        ("*,-express", true),
+        ("native-redis", false),
+        ("express", false),
+        ("", false),
+        ("*lock", true),
+        ("n*r*k", true),
+        ("n*x*k", false),
+    ] {
+        assert_eq!(enabled(spec, NAME), on, "{spec:?}");
+    }
+}
+
+fn packed(parts: &[&[&[u8]]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for command in parts {
+        out.extend(format!("*{}\r\n", command.len()).as_bytes());
+        for part in *command {
+            out.extend(format!("${}\r\n", part.len()).as_bytes());
+            out.extend(*part);
+            out.extend(b"\r\n");
+        }
+    }
+    out
+}
+
+fn name_of(sha: &[u8]) -> Option<&'static str> {
+    (sha == b"abc").then_some("acquire")
+}
+
+#[test]
+fn a_call_shows_names_and_keys_never_values() {
+    let call = packed(&[
+        &[
+            b"EVALSHA",
+            b"abc",
+            b"2",
+            b"lock:k",
+            b"lock:k:fence",
+            b"SECRET-TOKEN",
+            b"30000",
+        ],
+        &[b"SET", b"lock:x", b"SECRET-VALUE", b"PX", b"100"],
+        &[b"AUTH", b"user", b"SECRET-PASSWORD"],
+        &[b"HELLO", b"3", b"AUTH", b"user", b"SECRET-PASSWORD"],
+        &[b"EVALSHA", b"fff", b"1", b"odd\xffkey"],
+        &[b"SCRIPT", b"load", b"return SECRET"],
+    ]);
+    let line = describe(&call, name_of);
+    assert_eq!(
+        line,
+        "EVALSHA acquire [lock:k, lock:k:fence]; SET lock:x; AUTH; HELLO; EVALSHA script [odd\\xffkey]; SCRIPT LOAD"
+    );
+    assert!(!line.contains("SECRET"));
+}
