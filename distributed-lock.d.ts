@@ -10,6 +10,8 @@ export {
   type UsingOptions,
   type RedisInput,
   type RedlockNodes,
+  type ClusterNode,
+  type RedisClusterOptions,
   type LockStats,
   type LockEvent,
   type LockEventType,

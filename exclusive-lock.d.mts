@@ -3,4 +3,4 @@ import { ExclusiveLock } from './index.js'
 
 export default ExclusiveLock
 export { ExclusiveLock }
-export type { ExclusiveLockOptions, ExclusiveLockEvents, LockInspection, Logger, RedisInput, RedlockNodes, RedisSentinelOptions } from './index.js'
+export type { ExclusiveLockOptions, ExclusiveLockEvents, LockInspection, Logger, RedisInput, RedlockNodes, ClusterNode, RedisClusterOptions, RedisSentinelOptions } from './index.js'

@@ -44,6 +44,30 @@ export interface RedisConnectionOptions {
   password?: string
 }
 
+/** A node of a Redis Cluster: a port on localhost, `'host:port'`, `'redis://host:port'`, or `{ host, port }`. */
+export type ClusterNode = number | string | { host?: string; port?: number }
+
+/**
+ * A Redis Cluster, found from some of its nodes (README "Scaling out: Redis Cluster"): we
+ * then connect to the nodes the cluster names. Database 0 only.
+ */
+export interface RedisClusterOptions {
+  cluster: readonly ClusterNode[]
+  /** Every node's credentials. */
+  username?: string
+  password?: string
+  /** TLS to every node. */
+  tls?: boolean | TlsOptions
+}
+
+/** A node-redis cluster (`createCluster()`), read once it is connected. */
+export interface NodeRedisClusterLike {
+  masters: ReadonlyArray<{ host: string; port: number }>
+  nodeByAddress: Map<string, unknown>
+  isOpen: boolean
+  sendCommand(...args: never[]): unknown
+}
+
 /**
  * A master found through Redis Sentinel (README "Scaling out: Sentinel"), with ioredis's
  * option names; also `redis+sentinel://[user:pass@]host:port,host:port/<name>[/db]`, or an
@@ -67,8 +91,19 @@ export interface RedisSentinelOptions {
   password?: string
 }
 
-/** An ioredis or node-redis client (only its settings are read), a URL, or settings. */
-export type RedisInput = IoredisLike | NodeRedisLike | RedisConnectionOptions | RedisSentinelOptions | string
+/**
+ * An ioredis client (`Redis` or `Cluster`) or a node-redis client or cluster (only their
+ * settings are read), a URL (`redis+cluster://h:p,h:p` for a cluster,
+ * `redis+sentinel://h:p,h:p/<name>` for a Sentinel set), or settings.
+ */
+export type RedisInput =
+  | IoredisLike
+  | NodeRedisLike
+  | NodeRedisClusterLike
+  | RedisConnectionOptions
+  | RedisClusterOptions
+  | RedisSentinelOptions
+  | string
 
 /**
  * Independent Redis masters for a Redlock (README "Scaling out: Redlock"): at least 3, each

@@ -3,4 +3,4 @@ import { DistributedLockService } from './index.js'
 
 export default DistributedLockService
 export { DistributedLockService }
-export type { LockServiceStatus, Logger, RedisInput, RedlockNodes, RedisSentinelOptions } from './index.js'
+export type { LockServiceStatus, Logger, RedisInput, RedlockNodes, ClusterNode, RedisClusterOptions, RedisSentinelOptions } from './index.js'

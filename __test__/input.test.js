@@ -472,11 +472,9 @@ describe('constructor', () => {
     })
   })
 
-  test('a Redis Cluster URL is refused as not supported yet, a Sentinel URL without its master name as such, revealing no password', async () => {
+  test('a Sentinel URL without its master name is refused as such, revealing no password', async () => {
     // Closed ports: were anything dialled, the test would fail by the monitor's count too.
     const cases = [
-      ['redis+cluster://u:hunter2@127.0.0.1:1,127.0.0.1:2', /^Redis Cluster is not supported yet/],
-      ['rediss+cluster://127.0.0.1:1', /^Redis Cluster is not supported yet/],
       ['redis+sentinel://:hunter2@127.0.0.1:1', /must name its master/],
     ]
     await quiet(async () => {
@@ -486,7 +484,7 @@ describe('constructor', () => {
         assert.match(err.message, message)
         assert.ok(!err.message.includes('hunter2'), `message reveals the password: ${err.message}`)
       }
-      // A malformed list is named as such, before the refusal of the kind.
+      // A malformed cluster list is named as such, before anything is dialled.
       const err = expectThrows('redis+cluster:// with a node twice', () => new DistributedLock('redis+cluster://a:1,a:1'), TypeError, 'redis')
       assert.match(err.message, /twice/)
     })

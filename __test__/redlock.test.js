@@ -9,9 +9,9 @@
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
-const { spawn } = require('node:child_process')
-const readline = require('node:readline')
 const Redis = require('ioredis')
+const { startChild } = require('./helpers/child')
+const { refused } = require('./helpers/refused')
 const { startRedis } = require('./helpers/redis-server')
 const { DistributedLock, ExclusiveLock, DistributedLockService, LockLostError } = require('..')
 const syncguard = require('../syncguard')
@@ -39,20 +39,6 @@ after(async () => {
   counter?.disconnect()
   await Promise.all(servers.map((server) => server.close()))
 })
-
-/** Runs `fn`, expecting it to throw synchronously an EINVAL naming `argument`; returns the error. */
-function refused(fn, argument) {
-  let caught
-  try {
-    fn()
-  } catch (err) {
-    caught = err
-  }
-  assert.ok(caught, `nothing was refused (expected ${argument})`)
-  assert.equal(caught.code, 'EINVAL', caught.stack)
-  assert.equal(caught.argument, argument, caught.message)
-  return caught
-}
 
 describe('input over an array is refused before any Redis call, naming the argument', () => {
   // Nothing listens on port 1: a call to it would fail differently.
@@ -135,30 +121,8 @@ describe('input over an array is refused before any Redis call, naming the argum
   })
 })
 
-/** A child node process whose stdout lines are collected. */
-function child(env) {
-  const proc = spawn(process.execPath, [FIXTURE], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
-  children.add(proc)
-  const kid = { proc, lines: [], stderr: '' }
-  proc.stderr.on('data', (chunk) => {
-    kid.stderr += chunk
-  })
-  const lines = readline.createInterface({ input: proc.stdout })
-  kid.ready = new Promise((resolve, reject) => {
-    lines.on('line', (line) => {
-      kid.lines.push(line)
-      if (line === 'ready') resolve()
-    })
-    proc.once('exit', () => reject(new Error(`child exited before ready: ${kid.stderr}`)))
-  })
-  kid.exited = new Promise((resolve) => {
-    proc.once('exit', (code) => {
-      children.delete(proc)
-      resolve(code)
-    })
-  })
-  return kid
-}
+/** A child node process running the fixture, whose stdout lines are collected. */
+const child = (env) => startChild(FIXTURE, env, children)
 
 describe('4 processes on one key keep an exact counter', () => {
   const PROCESSES = 4

@@ -116,6 +116,7 @@ test('refusals name the argument, before any call', () => {
   refused(() => new DistributedLock({ sentinels: [], name: 'm' }), 'redis.sentinels')
   refused(() => new DistributedLock({ sentinels: [{ host: '127.0.0.1', port: 70000 }], name: 'm' }), 'redis.sentinels[0].port')
   refused(() => new DistributedLock({ sentinels, name: 'm', host: 'x' }), 'redis.host')
+  refused(() => new DistributedLock({ sentinels, name: 'm', cluster: ['127.0.0.1:2'] }), 'redis.cluster')
   const slave = new Redis({ sentinels, name: 'm', role: 'slave', lazyConnect: true })
   ioredisClients.push(slave)
   refused(() => new DistributedLock(slave), 'role')

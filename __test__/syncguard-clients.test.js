@@ -88,9 +88,14 @@ test('a node-redis client, a URL and options name the same server', async () => 
   assert.deepEqual(await forms[2].release({ lockId: won.lockId }), { ok: true })
 })
 
-test('what names no server (and has no eval function, or is a Cluster) is refused at creation with InvalidArgument naming redis', () => {
+test('what names no server (or has no eval function) is refused at creation with InvalidArgument naming redis; a Cluster needs a tagged keyPrefix', () => {
   const cluster = new Redis.Cluster([{ host: '127.0.0.1', port: server.port }], { lazyConnect: true })
-  refusedAsRedis(() => sg.createRedisBackend(cluster))
+  assert.throws(() => sg.createRedisBackend(cluster), (err) => {
+    assert.ok(err instanceof sg.LockError, `not a syncguard LockError: ${err}`)
+    assert.equal(err.code, 'InvalidArgument')
+    assert.match(err.message, /^keyPrefix must hold a hash tag on a Redis Cluster/)
+    return true
+  })
   refusedAsRedis(() => sg.createRedisBackend({ eval: 1 }))
   refusedAsRedis(() => sg.createRedisBackend(42))
   refusedAsRedis(() => sg.createRedisBackend(null))

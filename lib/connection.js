@@ -7,7 +7,7 @@ const check = require('./validate')
 
 /** What `name` may be, for error messages. */
 const expected = (name) =>
-  `${name} must be an ioredis client, a node-redis client, a redis://, rediss://, redis+sentinel://, unix:// or memory:// URL, or options naming host, port, path, url or sentinels`
+  `${name} must be an ioredis client, a node-redis client, a redis://, rediss://, redis+cluster://, redis+sentinel://, unix:// or memory:// URL, or options naming host, port, path, url, cluster or sentinels`
 
 // TLS options as ioredis (`tls: {...}`) and node-redis (`socket: { tls: true, ... }`) take
 // them, that is, Node's tls.connect options. We honour these; the PEM travels as bytes.
@@ -113,10 +113,102 @@ function realClient(client, library, name) {
   }
 }
 
-function fromIoredis(client, name) {
-  if (client.isCluster) {
-    throw invalidArgument(TypeError, name, 'ioredis Cluster clients are not supported yet; pass a single-node client')
+function isNodeRedisCluster(client) {
+  return Array.isArray(client.masters) && client.nodeByAddress instanceof Map &&
+    typeof client.sendCommand === 'function' && 'isOpen' in client
+}
+
+/**
+ * One node of a cluster's list as ioredis's startupNodes and our `cluster` option take it: a
+ * port (on localhost, as ioredis reads it), 'host:port', 'redis://host:port', or { host, port }.
+ */
+function clusterNode(node, name) {
+  if (typeof node === 'number') return { host: 'localhost', port: node }
+  if (typeof node === 'string') {
+    let url
+    try {
+      url = new URL(node.includes('://') ? node : `redis://${node}`)
+    } catch {
+      throw invalidArgument(TypeError, name, `${name} must be 'host:port' or redis://host:port, got a string that is neither`)
+    }
+    if (!['redis:', 'rediss:'].includes(url.protocol) || url.hostname === '') {
+      throw invalidArgument(TypeError, name, `${name} must be 'host:port' or redis://host:port`)
+    }
+    return { host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: url.port === '' ? undefined : Number(url.port) }
   }
+  if (node === null || typeof node !== 'object' || Array.isArray(node)) {
+    throw invalidArgument(TypeError, name, `${name} must be a port, 'host:port' or { host, port }, got ${check.describe(node)}`)
+  }
+  check.optionalString(node.host, `${name}.host`)
+  check.optionalNumber(node.port, `${name}.port`)
+  return { host: node.host ?? 'localhost', port: node.port }
+}
+
+function clusterNodes(nodes, name) {
+  if (!Array.isArray(nodes) || nodes.length === 0) {
+    throw invalidArgument(TypeError, name, `${name} must be a non-empty array of cluster nodes, got ${check.describe(nodes)}`)
+  }
+  return nodes.map((node, i) => clusterNode(node, `${name}[${i}]`))
+}
+
+/** ioredis's `natMap` as the nodes' addresses would need it: not read yet, so refused by name. */
+function refuseNatMap(natMap, name) {
+  if (natMap === undefined || natMap === null) return
+  if (typeof natMap === 'function') {
+    throw invalidArgument(TypeError, `${name}.natMap`, `${name}.natMap as a function is not supported: the nodes are reached at the addresses the cluster names`)
+  }
+  if (typeof natMap === 'object' && Object.keys(natMap).length > 0) {
+    throw invalidArgument(TypeError, `${name}.natMap`, `${name}.natMap is not supported yet: the nodes are reached at the addresses the cluster names`)
+  }
+}
+
+/** An ioredis `Cluster`: its startup nodes, and the node options every node connects with. */
+function fromIoredisCluster(client, name) {
+  realClient(client, 'ioredis', name)
+  const o = client.options ?? {}
+  const r = o.redisOptions ?? {}
+  refuseNatMap(o.natMap, name)
+  return {
+    connection: {
+      cluster: clusterNodes(client.startupNodes, `${name}.startupNodes`),
+      ...tlsFields(r.tls, 'tls'),
+      db: r.db || undefined,
+      username: r.username || undefined,
+      password: r.password || undefined,
+    },
+    clientKeyPrefix: o.keyPrefix || r.keyPrefix || undefined,
+    fromClient: true,
+  }
+}
+
+/**
+ * A node-redis cluster (`createCluster`): its options are private, so what it found is read
+ * once it is open: the masters (where a node's own client connects, its address map applied)
+ * and the credentials and TLS a node's client was made with.
+ */
+function fromNodeRedisCluster(client, name) {
+  if (!client.isOpen) {
+    throw invalidArgument(TypeError, name, `${name} is a node-redis cluster that is not connected: await its connect() first, or pass { cluster: [...] }`)
+  }
+  const nodes = client.masters.map((node) => {
+    const socket = node.client?.options?.socket ?? {}
+    return { host: socket.host ?? node.host, port: socket.port ?? node.port }
+  })
+  const made = client.masters.find((node) => node.client?.options)?.client.options ?? {}
+  const socket = made.socket ?? {}
+  return {
+    connection: {
+      cluster: clusterNodes(nodes, `${name}.masters`),
+      ...(socket.tls ? tlsFields(typeof socket.tls === 'object' ? { ...socket, ...socket.tls } : socket, 'socket') : {}),
+      username: made.username || undefined,
+      password: made.password || undefined,
+    },
+    fromClient: true,
+  }
+}
+
+function fromIoredis(client, name) {
+  if (client.isCluster) return fromIoredisCluster(client, name)
   realClient(client, 'ioredis', name)
   const o = client.options
   if (Array.isArray(o.sentinels) && o.sentinels.length > 0) {
@@ -182,7 +274,7 @@ function sentinelConnection(o, name, from) {
   if (!Array.isArray(o.sentinels) || o.sentinels.length === 0) {
     throw invalidArgument(TypeError, field('sentinels'), `${field('sentinels')} must be a non-empty array of { host, port }`)
   }
-  for (const other of ['url', 'host', 'port', 'path']) {
+  for (const other of ['url', 'host', 'port', 'path', 'cluster']) {
     if (from !== 'ioredis' && o[other] !== undefined) {
       throw invalidArgument(TypeError, field(other), `${field(other)} cannot come with sentinels: the sentinels name the master`)
     }
@@ -226,7 +318,7 @@ function sentinelConnection(o, name, from) {
 
 /** Whether `o` (a plain object) says where to connect. */
 function namesAnAddress(o) {
-  return ADDRESS_FIELDS.some((field) => o[field] !== undefined)
+  return ADDRESS_FIELDS.some((field) => o[field] !== undefined) || o.cluster !== undefined
 }
 
 function fromObject(o, name) {
@@ -258,12 +350,14 @@ function fromObject(o, name) {
       throw invalidArgument(RangeError, field, `${field} must be a whole number of 0 or more, got ${value}`)
     }
   }
+  refuseNatMap(o.natMap, name)
   return {
     connection: {
       url: o.url,
       host: o.host,
       port: o.port,
       path: o.path,
+      cluster: o.cluster === undefined ? undefined : clusterNodes(o.cluster, `${name}.cluster`),
       // `tls: false` is passed on, so that it cannot quietly turn a rediss:// URL into plain text.
       ...(o.tls === false ? { tls: false } : tlsFields(o.tls, `${name}.tls`)),
       db: o.db,
@@ -313,6 +407,10 @@ function redlockOptions(nodes, name, offered) {
     throw invalidArgument(TypeError, name, `${name} must be one server here: an array of servers (a Redlock) is not supported by this API, got an array of ${nodes.length}`)
   }
   const reads = nodes.map((node, i) => connectionOptions(node, `${name}[${i}]`))
+  const cluster = reads.findIndex((read) => read.connection.cluster !== undefined)
+  if (cluster >= 0) {
+    throw invalidArgument(TypeError, `${name}[${cluster}]`, `${name}[${cluster}] is a Redis Cluster: a Redlock's nodes are independent servers, one each`)
+  }
   const prefixes = reads.map((read) => read.clientKeyPrefix)
   const odd = prefixes.findIndex((prefix) => prefix !== prefixes[0])
   if (odd > 0) {
@@ -385,6 +483,7 @@ function readConnection(input, name) {
   }
   if (isIoredis(input)) return fromIoredis(input, name)
   if (isNodeRedis(input)) return fromNodeRedis(input, name)
+  if (isNodeRedisCluster(input)) return fromNodeRedisCluster(input, name)
   if (typeof input.sendCommand === 'function' || typeof input.set === 'function') {
     throw invalidArgument(TypeError, name, `${expected(name)}; this client type is not recognised`)
   }

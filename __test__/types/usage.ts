@@ -9,6 +9,7 @@ import {
   type LockInfo,
   type LockOptions,
   type RedlockNodes,
+  type RedisClusterOptions,
   type LockStats,
   type LockEvent,
   type RedisSentinelOptions,
@@ -49,6 +50,13 @@ async function main(): Promise<void> {
   new sub.DistributedLock(['redis://a', 'redis://b', 'redis://c'] as const)
   // @ts-expect-error each node is one server, not an array
   new DistributedLock([['redis://a'], 'redis://b', 'redis://c'])
+  // A Redis Cluster: a URL, its seed nodes, or an ioredis Cluster.
+  new DistributedLock('redis+cluster://a:7000,b:7001')
+  const seeds: RedisClusterOptions = { cluster: [7000, 'b:7001', { host: 'c', port: 7002 }], password: 'x' }
+  new sub.DistributedLock(seeds, options)
+  new DistributedLock(new Redis.Cluster([{ host: 'a', port: 7000 }]))
+  // @ts-expect-error a cluster's nodes are ports, strings or { host, port }
+  new DistributedLock({ cluster: [true] })
   // Sentinel: options with ioredis's names, a URL, or an ioredis client made with sentinels.
   const sentinel: RedisSentinelOptions = { sentinels: [{ host: 's1', port: 26379 }, { host: 's2' }], name: 'mymaster' }
   new DistributedLock(sentinel)

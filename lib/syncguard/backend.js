@@ -88,7 +88,7 @@ function transportOf(redis, config, own) {
   try {
     named = connectionOf(redis)
   } catch (err) {
-    // An ioredis Cluster has eval too, but syncguard's keys of one lock span slots.
+    // An ioredis Cluster has eval too, but is read as a cluster (or refused as one).
     if (!evalOnly(redis) || redis.isCluster) throw err
     return { native: evalTransport(redis, settings), viaEval: true }
   }

@@ -119,9 +119,12 @@ impl RedisServer {
 
     /// A plain connection for checking what the lock wrote.
     pub fn raw(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .expect("raw connection")
+        self.raw_checked().expect("raw connection")
+    }
+
+    /// `raw`, or why not (a node killed on purpose).
+    pub fn raw_checked(&self) -> redis::RedisResult<redis::Connection> {
+        redis::Client::open(self.url()).and_then(|c| c.get_connection())
     }
 }
 

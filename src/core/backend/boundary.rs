@@ -3,6 +3,7 @@
 //! Sentinel, Cluster and Redlock are further variants (see ARCHITECTURE.md, "Where the next
 //! backends plug in").
 
+use super::cluster_store::ClusterStore;
 use super::endpoint::{Address, Endpoint};
 use super::lock_store::{Caps, Listener, LockStore, Subscriptions};
 use super::memory::MemoryStore;
@@ -25,6 +26,7 @@ pub enum Backend {
     Redis(RedisStore),
     Memory(MemoryStore),
     Redlock(RedlockStore),
+    Cluster(ClusterStore),
 }
 
 impl Backend {
@@ -36,14 +38,11 @@ impl Backend {
                 let name = name.clone();
                 Backend::Memory(MemoryStore::open(endpoint, &name, listener))
             }
+            Address::Cluster { .. } => Backend::Cluster(ClusterStore::new(endpoint, listener)),
             // A Sentinel set's master is one Redis, found by the store's link (`upstream.rs`).
-            // Cluster: refused by `Endpoint::from_spec` until its store lands (C3); an
-            // endpoint made by hand gets a store whose every call answers that refusal
-            // (`Endpoint::connection_info`), never a connection elsewhere.
-            Address::Tcp { .. }
-            | Address::Unix(_)
-            | Address::Cluster { .. }
-            | Address::Sentinel { .. } => Backend::Redis(RedisStore::new(endpoint, listener)),
+            Address::Tcp { .. } | Address::Unix(_) | Address::Sentinel { .. } => {
+                Backend::Redis(RedisStore::new(endpoint, listener))
+            }
             Address::Redlock(_) => Backend::Redlock(RedlockStore::new(endpoint, listener)),
         }
     }
@@ -56,6 +55,7 @@ macro_rules! each {
             Backend::Redis($store) => $call,
             Backend::Memory($store) => $call,
             Backend::Redlock($store) => $call,
+            Backend::Cluster($store) => $call,
         }
     };
 }

@@ -124,20 +124,9 @@ impl EndpointSpec {
 }
 
 impl Endpoint {
-    /// The endpoint `spec` names, refused when its backend is not built yet (see
-    /// `endpoint_multi::refuse_unbuilt`).
+    /// The endpoint `spec` names.
     pub fn from_spec(spec: EndpointSpec) -> Result<Self, LockError> {
-        let endpoint = Self::parse(spec)?;
-        endpoint.refuse_unbuilt()?;
-        Ok(endpoint)
-    }
-
-    /// Refuses the addresses whose stores are not built yet (see `multi::cluster_unbuilt`).
-    fn refuse_unbuilt(&self) -> Result<(), LockError> {
-        match &self.address {
-            Address::Cluster { .. } => Err(multi::cluster_unbuilt()),
-            _ => Ok(()),
-        }
+        Self::parse(spec)
     }
 
     /// The endpoint `spec` names, whatever backend it needs.
@@ -394,7 +383,6 @@ impl Endpoint {
                 ))
             }
             Address::Cluster { .. } | Address::Sentinel { .. } => {
-                self.refuse_unbuilt()?;
                 return Err(LockError::Internal(
                     "a cluster or a Sentinel set is not one address".into(),
                 ));

@@ -47,16 +47,6 @@ pub struct MultiUrl {
     pub password: Option<String>,
 }
 
-/// Cluster is parsed but has no store yet: it comes in a later landing
-/// (docs/plans/cluster-sentinel.md C3), and until then every connection to one is refused at
-/// construction, as the JS layer refuses its clients.
-pub fn cluster_unbuilt() -> LockError {
-    LockError::invalid_type(
-        "redis",
-        "Redis Cluster is not supported yet; connect to one master, or use a Redlock of independent masters",
-    )
-}
-
 /// `redis+cluster://[user:pass@]h1:p1,h2:p2` (or `rediss+`): the seed nodes, TLS for all.
 /// No path: a cluster has database 0 only.
 /// `redis+sentinel://[user:pass@]s1:p1,s2:p2/<name>[/<db>][?sentinelUsername=&sentinelPassword=]`.

@@ -256,22 +256,17 @@ fn a_malformed_list_is_refused_naming_its_argument_and_quoting_no_secret() {
 }
 
 #[test]
-fn cluster_is_refused_until_its_store_lands() {
-    let cluster = Endpoint::from_spec(url("redis+cluster://u:secret@127.0.0.1:1")).unwrap_err();
-    assert_eq!(cluster.code(), "EINVAL");
-    assert_eq!(arg_of(&cluster).as_deref(), Some("redis"));
-    assert!(cluster
-        .to_string()
-        .contains("Redis Cluster is not supported yet"));
-    assert!(!cluster.to_string().contains("secret"));
-    // A Sentinel set has its store: accepted, connecting nowhere until a call.
-    assert!(Endpoint::from_spec(url("redis+sentinel://127.0.0.1:1/m")).is_ok());
-    // An endpoint made by hand gets the same refusal from its store, never a connection.
-    let by_hand = parsed(url("redis+cluster://127.0.0.1:1"));
-    let err = by_hand.connection_info(true).unwrap_err();
-    assert!(err
-        .to_string()
-        .contains("Redis Cluster is not supported yet"));
+fn a_cluster_and_a_sentinel_set_are_accepted_and_neither_is_one_address() {
+    let cluster = Endpoint::from_spec(url("redis+cluster://u:secret@127.0.0.1:1")).unwrap();
+    assert!(matches!(cluster.address, Address::Cluster { .. }));
+    let sentinel = Endpoint::from_spec(url("redis+sentinel://:secret@127.0.0.1:1/m")).unwrap();
+    assert!(matches!(sentinel.address, Address::Sentinel { .. }));
+    // Each is reached through its own client, never as one address.
+    for endpoint in [cluster, sentinel] {
+        let err = endpoint.connection_info(true).unwrap_err();
+        assert!(err.to_string().contains("not one address"), "{err}");
+        assert!(!err.to_string().contains("secret"));
+    }
 }
 
 #[test]

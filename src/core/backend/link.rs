@@ -4,15 +4,16 @@
 //! installed: this layer knows nothing of locks or waiters.
 
 use super::endpoint::Endpoint;
-use super::lock_store::{published, Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
+use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::upstream::Upstream;
+use super::wire::{Conduit, Destination, PushSink};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
 use crate::core::proto::scripts;
 use crate::core::proto::Request;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,9 +37,9 @@ pub enum Replay {
 
 /// One connection, kept by a caller that must send a follow-up on the same socket.
 #[derive(Clone)]
-pub(super) struct Pinned(ConnectionManager);
+pub(super) struct Pinned<W: Conduit = ConnectionManager>(W);
 
-impl Pinned {
+impl<W: Conduit> Pinned<W> {
     /// Runs a request on this connection, behind whatever is still queued on it.
     pub(super) async fn eval<T: FromRedisValue>(
         &self,
@@ -58,7 +59,7 @@ impl Pinned {
     }
 }
 
-pub(super) struct Link {
+pub(super) struct Link<W: Conduit = ConnectionManager> {
     endpoint: Endpoint,
     /// Where the connection goes: the endpoint's address, or a Sentinel set's master.
     upstream: Upstream,
@@ -66,7 +67,7 @@ pub(super) struct Link {
     /// moved or the connection to it dropped): the next call opens a new one.
     stale: Arc<AtomicBool>,
     /// The connection, and whether it was opened asking for RESP3.
-    manager: Mutex<Option<(ConnectionManager, bool)>>,
+    manager: Mutex<Option<(W, bool)>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
     /// Set once a call was answered: until then a failure may be a wrong address or TLS on
@@ -92,14 +93,14 @@ pub(super) struct Link {
     switching: tokio::sync::Mutex<()>,
 }
 
-impl Link {
+impl<W: Conduit> Link<W> {
     /// The connection itself opens on the first command, so constructing never blocks or
     /// fails.
     pub(super) fn new(
         endpoint: Endpoint,
         scripts: &'static [&'static str],
         listener: Arc<dyn Listener>,
-    ) -> Link {
+    ) -> Self {
         let stale = Arc::new(AtomicBool::new(false));
         Link {
             upstream: Upstream::of(&endpoint, stale.clone()),
@@ -129,53 +130,23 @@ impl Link {
 
     /// Must run inside the tokio runtime: the manager spawns its driver task there. No
     /// mutex is held while a Sentinel set is asked where its master is.
-    async fn manager(
-        &self,
-        deadline: tokio::time::Instant,
-    ) -> Result<ConnectionManager, LockError> {
+    async fn manager(&self, deadline: tokio::time::Instant) -> Result<W, LockError> {
         if let Some(manager) = self.kept_manager() {
             return Ok(manager);
         }
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
-        let client = self
-            .upstream
-            .client(&self.endpoint, resp3, deadline)
-            .await?;
-        // No retries inside the manager: it would retry a rejected AUTH as patiently as a
-        // refused connection. `call` retries refused connections itself, and the
-        // manager reconnects whenever a call finds the connection dead. Per-call timeouts
-        // bound everything, so the manager has no response timeout.
-        let mut config = ConnectionManagerConfig::new()
-            .set_number_of_retries(0)
-            .set_connection_timeout(Some(self.endpoint.connect_timeout))
-            .set_response_timeout(None);
-        if resp3 {
-            let (dropped, scripts_ready) = (self.dropped.clone(), self.scripts_ready.clone());
-            let listener = self.listener.clone();
+        let pushes = PushSink {
+            dropped: self.dropped.clone(),
+            scripts_ready: self.scripts_ready.clone(),
+            listener: self.listener.clone(),
             // A master that dropped us may have been demoted: ask where it is now.
-            let stale = self.upstream.moves().then(|| self.stale.clone());
-            config = config.set_automatic_resubscription().set_push_sender(
-                move |push: redis::PushInfo| {
-                    match push.kind {
-                        redis::PushKind::Disconnection => {
-                            if let Some(stale) = &stale {
-                                stale.store(true, Ordering::Release);
-                            }
-                            scripts_ready.store(false, Ordering::Relaxed);
-                            dropped.notify_one();
-                            listener.connection_lost(LostScope::All);
-                        }
-                        _ => {
-                            if let Some((channel, payload)) = published(&push) {
-                                listener.message(channel, payload);
-                            }
-                        }
-                    }
-                    Ok::<(), std::convert::Infallible>(())
-                },
-            );
-        }
-        let manager = ConnectionManager::new_lazy_with_config(client, config)?;
+            stale: self.upstream.moves().then(|| self.stale.clone()),
+        };
+        let destination = Destination {
+            upstream: &self.upstream,
+            deadline,
+        };
+        let manager = W::open(&self.endpoint, destination, resp3, pushes).await?;
         let mut slot = lock(&self.manager);
         if let Some((kept, _)) = slot
             .as_ref()
@@ -191,7 +162,7 @@ impl Link {
     /// The connection in use, unless it must be replaced: one opened for RESP3 before the
     /// server was found to refuse it fails every call, and a stale one goes to where a
     /// Sentinel set's master was.
-    fn kept_manager(&self) -> Option<ConnectionManager> {
+    fn kept_manager(&self) -> Option<W> {
         let mut slot = lock(&self.manager);
         if self.stale.swap(false, Ordering::AcqRel) && slot.take().is_some() {
             self.scripts_ready.store(false, Ordering::Relaxed);
@@ -247,7 +218,7 @@ impl Link {
                 return false;
             }
             let subscribed = if self.unsharded.load(Ordering::Relaxed) {
-                manager.subscribe(channel).await.is_ok()
+                manager.subscribe_plain(channel).await.is_ok()
             } else {
                 self.subscribe_sharded(&mut manager, channel).await
             };
@@ -296,35 +267,21 @@ impl Link {
     /// SSUBSCRIBE, where the server has it: the scripts' SPUBLISH then reaches us. A server
     /// that turns it down makes us fall back to SUBSCRIBE for good (its scripts fall back to
     /// PUBLISH alike). One channel per command, so the one confirmation is its reply.
-    async fn subscribe_sharded(&self, manager: &mut ConnectionManager, channel: &[u8]) -> bool {
-        let reply: RedisResult<Value> = redis::cmd("SSUBSCRIBE")
-            .arg(channel)
-            .query_async(manager)
-            .await;
-        match reply {
-            Ok(_) => true,
+    async fn subscribe_sharded(&self, manager: &mut W, channel: &[u8]) -> bool {
+        match manager.subscribe_sharded(channel).await {
+            Ok(()) => true,
             Err(err) if err.code().is_some() => {
                 self.unsharded.store(true, Ordering::Relaxed);
-                manager.subscribe(channel).await.is_ok()
+                manager.subscribe_plain(channel).await.is_ok()
             }
             Err(_) => false,
         }
     }
 
     /// Drops idle subscriptions, of whichever kind this connection makes.
-    async fn unsubscribe(
-        &self,
-        manager: &mut ConnectionManager,
-        channels: Vec<Vec<u8>>,
-    ) -> RedisResult<()> {
-        if self.unsharded.load(Ordering::Relaxed) {
-            return manager.unsubscribe(channels).await;
-        }
-        let mut pipe = Pipeline::with_capacity(channels.len());
-        for channel in &channels {
-            pipe.cmd("SUNSUBSCRIBE").arg(channel).ignore();
-        }
-        pipe.query_async(manager).await
+    async fn unsubscribe(&self, manager: &mut W, channels: Vec<Vec<u8>>) -> RedisResult<()> {
+        let sharded = !self.unsharded.load(Ordering::Relaxed);
+        manager.unsubscribe(channels, sharded).await
     }
 
     /// Loads every script on the current connection, once: one round trip after each
@@ -333,17 +290,12 @@ impl Link {
         if self.scripts_ready.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let mut pipe = Pipeline::with_capacity(self.scripts.len());
-        for source in self.scripts {
-            pipe.cmd("SCRIPT").arg("LOAD").arg(source);
-        }
-        let _hashes: Vec<String> = self
-            .call(timeout, Replay::Safe, |mut con| {
-                let pipe = &pipe;
-                async move { pipe.query_async(&mut con).await }
-            })
-            .await
-            .map_err(|(err, _)| err)?;
+        let scripts = self.scripts;
+        self.call(timeout, Replay::Safe, |mut con| async move {
+            con.load_scripts(scripts).await
+        })
+        .await
+        .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -368,9 +320,9 @@ impl Link {
         timeout: Duration,
         replay: Replay,
         op: F,
-    ) -> Result<T, (LockError, Option<Pinned>)>
+    ) -> Result<T, (LockError, Option<Pinned<W>>)>
     where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(W) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -455,6 +407,17 @@ impl Link {
                 // Ask the sentinels again: a failover may have moved the master.
                 self.stale.store(true, Ordering::Release);
             }
+            // A cluster turns a command away unrun while its slot moves or fails over (the
+            // crate's own quick retries may run out first): pause and send it again, for as
+            // long as the bound allows. One server never answers these.
+            if turned_away(&err) {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left > pause {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(REFUSAL_MAX_PAUSE);
+                    continue;
+                }
+            }
             if resendable {
                 let since = *refused_since.get_or_insert(started);
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -498,7 +461,7 @@ impl Link {
         request: &Request,
         timeout: Duration,
         replay: Replay,
-    ) -> Result<Value, (LockError, Option<Pinned>)> {
+    ) -> Result<Value, (LockError, Option<Pinned<W>>)> {
         let started = Instant::now();
         let answer = self
             .call(timeout, replay, |mut con| async move {
@@ -554,9 +517,9 @@ fn trace_call(packed: &[u8], started: Instant, failed: Option<&LockError>) {
 
 /// Sends `request`; a script the server no longer has (restarted, flushed) is loaded and
 /// sent once more, as the redis crate's `ScriptInvocation` does.
-async fn query<T: FromRedisValue>(
+async fn query<T: FromRedisValue, C: redis::aio::ConnectionLike>(
     request: &Request,
-    con: &mut ConnectionManager,
+    con: &mut C,
 ) -> RedisResult<T> {
     match request {
         Request::Command(cmd) => cmd.query_async(con).await,
@@ -568,6 +531,21 @@ async fn query<T: FromRedisValue>(
             reply => reply,
         },
     }
+}
+
+/// A cluster's answer that the command was not run, to be sent again: its slot is moving
+/// (MOVED, ASK, TRYAGAIN), the cluster is electing a master, or the crate has no connection to
+/// the slot's node yet.
+fn turned_away(err: &redis::RedisError) -> bool {
+    matches!(
+        err.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+        ) | ErrorKind::ClusterConnectionNotFound
+    )
 }
 
 /// Redis before 6 answers HELLO with "unknown command"; a server with HELLO renamed away does

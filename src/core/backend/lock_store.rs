@@ -113,6 +113,9 @@ impl LostScope {
 pub trait Listener: Send + Sync {
     fn message(&self, channel: &[u8], payload: &[u8]);
     fn connection_lost(&self, scope: LostScope);
+    /// The server dropped one subscription itself (a cluster's slot moved to another node):
+    /// a release announced there is no longer heard. Only a cluster's nodes do this.
+    fn unsubscribed(&self, _channel: &[u8]) {}
 }
 
 /// Which channels are subscribed, kept by the listener beside its own state of each channel.
@@ -135,6 +138,15 @@ pub fn published(push: &redis::PushInfo) -> Option<(&[u8], &[u8])> {
             redis::PushKind::Message | redis::PushKind::SMessage,
             [redis::Value::BulkString(channel), redis::Value::BulkString(payload)],
         ) => Some((channel, payload)),
+        _ => None,
+    }
+}
+
+/// The channel of an SUNSUBSCRIBE push: the server's own when the slot left the node, or
+/// the confirmation of ours (whose channel the book has forgotten already).
+pub fn unsubscribed(push: &redis::PushInfo) -> Option<&[u8]> {
+    match (&push.kind, push.data.as_slice()) {
+        (redis::PushKind::SUnsubscribe, [redis::Value::BulkString(channel), ..]) => Some(channel),
         _ => None,
     }
 }

@@ -4,6 +4,8 @@
 //! watchdog: published messages go to whoever installed the listener.
 
 pub mod boundary;
+mod cluster_store;
+mod cluster_wire;
 pub mod direct;
 pub mod endpoint;
 pub mod endpoint_multi;
@@ -17,3 +19,4 @@ pub mod redlock_store;
 mod redlock_tally;
 mod sentinel;
 mod upstream;
+pub mod wire;

@@ -7,24 +7,28 @@ use super::link::{Link, Pinned, Replay};
 use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
 };
+use super::wire::Conduit;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::Release;
 use crate::core::proto::syncguard::ReleaseById;
 use crate::core::proto::{scripts, Op, Request};
+use redis::aio::ConnectionManager;
 use redis::{ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
-pub struct RedisStore {
-    link: Link,
+/// One server over its `ConnectionManager`; a cluster's `ClusterStore` runs the same over its
+/// own connection (`W`).
+pub struct RedisStore<W: Conduit = ConnectionManager> {
+    link: Link<W>,
 }
 
-impl RedisStore {
+impl<W: Conduit> RedisStore<W> {
     /// Opens nothing yet: the connection opens on the first command.
-    pub fn new(endpoint: Endpoint, listener: Arc<dyn Listener>) -> RedisStore {
+    pub fn new(endpoint: Endpoint, listener: Arc<dyn Listener>) -> Self {
         RedisStore {
             link: Link::new(endpoint, &scripts::ALL_SOURCES, listener),
         }
@@ -32,7 +36,7 @@ impl RedisStore {
 
     /// Sent on the connection the timed-out attempt went out on, so it runs after that
     /// attempt whenever it runs; worth waiting for only as long as the lock could live.
-    fn free_late_win(&self, pinned: Pinned, op: &AcquireAttempt<'_>) {
+    fn free_late_win(&self, pinned: Pinned<W>, op: &AcquireAttempt<'_>) {
         let (lock_key, token) = (op.lock_key, op.token);
         let free = match op.layout {
             Layout::Fair { .. } => Request::of(&Release::late_win(lock_key, token, true)),
@@ -92,7 +96,7 @@ impl RedisStore {
     }
 }
 
-impl LockStore for RedisStore {
+impl<W: Conduit> LockStore for RedisStore<W> {
     fn caps(&self) -> Caps {
         Caps {
             fencing: Fencing::Strict,

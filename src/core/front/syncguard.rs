@@ -11,7 +11,9 @@ use super::syncguard_calls::HeldIds;
 pub use super::syncguard_calls::{
     SyncguardAcquire, SyncguardGranted, SyncguardLock, SyncguardReleaseCall,
 };
+use crate::core::backend::endpoint::Address;
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::basics::pace::Pace;
 use crate::core::basics::stats::{CallCounters, StatsSnapshot};
 use crate::core::basics::sync;
@@ -142,6 +144,15 @@ impl Syncguard {
         let client_prefix = settings.client_key_prefix.unwrap_or_default().into_bytes();
         let prefix = settings.key_prefix.as_deref().unwrap_or(DEFAULT_PREFIX);
         let key_prefix = [&client_prefix[..], prefix.as_bytes()].concat();
+        // syncguard's keys of one lock (record, lockId index, fence) span three slots unless
+        // the prefix they share holds a hash tag (docs/plans/cluster-sentinel.md D4).
+        let cluster = matches!(connection.endpoint().address, Address::Cluster { .. });
+        if cluster && keys::hash_tag(&key_prefix) == key_prefix.as_slice() {
+            return Err(LockError::invalid_type(
+                "keyPrefix",
+                "keyPrefix must hold a hash tag on a Redis Cluster, like '{locks}': syncguard's keys of one lock must share a slot",
+            ));
+        }
         // Every key is named whole by the caller: the locker adds no prefix of its own.
         let locker =
             Locker::new(connection.store().clone(), Vec::new(), command_timeout).owned_by(owner);

@@ -57,6 +57,10 @@ impl Listener for Announcements {
     fn connection_lost(&self, scope: LostScope) {
         self.wakes.connection_lost(&scope);
     }
+
+    fn unsubscribed(&self, channel: &[u8]) {
+        self.wakes.unsubscribed(channel);
+    }
 }
 
 impl Subscriptions for Wakes {

@@ -33,6 +33,49 @@ pub struct RefreshBatch {
     commands: Vec<Cmd>,
     singles: usize,
     pairs: usize,
+    /// Its locks, singles then pairs, kept so that a cluster can cut it by slot (`split`)
+    /// without the watchdog knowing of slots.
+    locks: Vec<KeptRefresh>,
+}
+
+/// A `Refresh` owning its bytes.
+struct KeptRefresh {
+    key: Vec<u8>,
+    token: Vec<u8>,
+    ttl_ms: u32,
+    fence_retention_ms: u64,
+    pair: Option<(Vec<u8>, Vec<u8>, Option<i64>)>,
+}
+
+impl KeptRefresh {
+    fn of(r: &Refresh<'_>) -> KeptRefresh {
+        KeptRefresh {
+            key: r.key.to_vec(),
+            token: r.token.to_vec(),
+            ttl_ms: r.ttl_ms,
+            fence_retention_ms: r.fence_retention_ms,
+            pair: r
+                .pair
+                .map(|p| (p.data_key.to_vec(), p.expected.to_vec(), p.set_at)),
+        }
+    }
+
+    fn view(&self) -> Refresh<'_> {
+        Refresh {
+            key: &self.key,
+            token: &self.token,
+            ttl_ms: self.ttl_ms,
+            fence_retention_ms: self.fence_retention_ms,
+            pair: self
+                .pair
+                .as_ref()
+                .map(|(data_key, expected, set_at)| PairRefresh {
+                    data_key,
+                    expected,
+                    set_at: *set_at,
+                }),
+        }
+    }
 }
 
 impl RefreshBatch {
@@ -48,7 +91,15 @@ impl RefreshBatch {
             commands,
             singles: singles.len(),
             pairs: pairs.len(),
+            locks: singles.iter().chain(pairs).map(KeptRefresh::of).collect(),
         }
+    }
+
+    /// This batch cut by slot (`by_slot`), for a store whose keys live on several nodes.
+    pub fn split(&self) -> SlotBatches {
+        let views: Vec<Refresh<'_>> = self.locks.iter().map(KeptRefresh::view).collect();
+        let (singles, pairs) = views.split_at(self.singles);
+        RefreshBatch::by_slot(singles, pairs)
     }
 
     pub fn commands(&self) -> &[Cmd] {
@@ -136,11 +187,21 @@ impl SlotBatches {
     /// Per lock, in the caller's order, what `RefreshBatch::answers` says, from `replies`
     /// (one entry per batch, as `batches` lists them; a missing entry answers nothing).
     pub fn answers(&self, replies: Vec<Vec<Option<Value>>>) -> Vec<Option<bool>> {
+        let mut replies = replies.into_iter();
+        let answers = self
+            .batches
+            .iter()
+            .map(|(_, batch)| batch.answers(replies.next().unwrap_or_default()))
+            .collect();
+        self.merge(answers)
+    }
+
+    /// Per lock, in the caller's order, from each batch's own answers (as `batches` lists
+    /// them; a missing batch or answer is no answer).
+    pub fn merge(&self, answers: Vec<Vec<Option<bool>>>) -> Vec<Option<bool>> {
         let total = self.places.iter().map(Vec::len).sum();
         let mut out = vec![None; total];
-        let mut replies = replies.into_iter();
-        for ((_, batch), places) in self.batches.iter().zip(&self.places) {
-            let answers = batch.answers(replies.next().unwrap_or_default());
+        for (places, answers) in self.places.iter().zip(answers) {
             for (&place, answer) in places.iter().zip(answers) {
                 out[place] = answer;
             }

@@ -151,6 +151,16 @@ impl Channel {
 
     /// Nobody waits on it, and we neither listen to it nor queue for it (nor are about to):
     /// nothing would be lost with it. Kept, every key ever waited on would stay for good.
+    /// Its subscription and queue place are gone (a message in flight on them too): the
+    /// first waiter tries at once, and waiters subscribe and queue anew.
+    fn lose_subscription(&mut self) {
+        self.subscribed = false;
+        self.queued = None;
+        if let Some(first) = self.waiters.front().map(|w| w.seq) {
+            self.apply(first, Event::Wake);
+        }
+    }
+
     fn is_forgettable(&self) -> bool {
         self.waiters.is_empty() && !self.subscribed && !self.preparing && self.queued.is_none()
     }
@@ -532,16 +542,28 @@ impl Wakes {
     pub fn connection_lost(&self, scope: &LostScope) {
         let mut channels = self.table();
         for (channel, entry) in channels.iter_mut() {
-            if !scope.covers(keys::slot(channel)) {
-                continue;
-            }
-            entry.subscribed = false;
-            entry.queued = None;
-            if let Some(first) = entry.waiters.front().map(|w| w.seq) {
-                entry.apply(first, Event::Wake);
+            if scope.covers(keys::slot(channel)) {
+                entry.lose_subscription();
             }
         }
         channels.retain(|_, entry| !entry.is_forgettable());
+    }
+
+    /// The server dropped this channel's subscription (its slot moved to another node): as a
+    /// lost connection for this channel alone. One we dropped ourselves is no longer in the
+    /// table as subscribed, and nothing happens.
+    pub fn unsubscribed(&self, channel: &[u8]) {
+        let mut channels = self.table();
+        let Some(entry) = channels.get_mut(channel) else {
+            return;
+        };
+        if !entry.subscribed {
+            return;
+        }
+        entry.lose_subscription();
+        if entry.is_forgettable() {
+            channels.remove(channel);
+        }
     }
 
     /// Once more than `keep` channels nobody waits on are still subscribed, forgets them all

@@ -427,3 +427,28 @@ fn waiters_leaving_subscribed_locks_ask_for_idle_subscriptions_to_be_dropped() {
         2 * IDLE_SUBSCRIPTIONS - 1
     );
 }
+
+#[tokio::test]
+async fn a_subscription_the_server_dropped_wakes_that_channels_first_waiter_only() {
+    let wakes = Arc::new(Wakes::default());
+    let (moved, stayed) = (b"lock:{a}".as_slice(), b"lock:{b}".as_slice());
+    let lost = wakes.join(moved, TTL);
+    let kept = wakes.join(stayed, TTL);
+    wakes.mark_subscribed(&channel(moved));
+    wakes.mark_subscribed(&channel(stayed));
+    wakes.mark_queued(&channel(moved), true);
+    wakes.unsubscribed(&channel(moved));
+    assert!(!lost.is_subscribed() && lost.view().needs_preparing);
+    assert!(is_woken(&lost).await);
+    assert!(kept.is_subscribed());
+    assert!(!is_woken(&kept).await);
+}
+
+#[tokio::test]
+async fn our_own_unsubscribe_of_an_idle_channel_wakes_nobody() {
+    let wakes = Arc::new(Wakes::default());
+    let waiter = wakes.join(LOCK, TTL);
+    // Subscribed, not yet marked: a confirmation of an UNSUBSCRIBE of ours looks the same.
+    wakes.unsubscribed(&channel(LOCK));
+    assert!(!is_woken(&waiter).await);
+}

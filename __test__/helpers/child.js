@@ -1,0 +1,33 @@
+'use strict'
+
+// A child node process running a fixture, its stdout lines collected: `ready` resolves on
+// its "ready" line, `exited` with its exit code. Each is added to `children` until it exits,
+// for the test's `after` to kill by pid.
+const { spawn } = require('node:child_process')
+const readline = require('node:readline')
+
+function startChild(fixture, env, children) {
+  const proc = spawn(process.execPath, [fixture], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  children.add(proc)
+  const kid = { proc, lines: [], stderr: '' }
+  proc.stderr.on('data', (chunk) => {
+    kid.stderr += chunk
+  })
+  const lines = readline.createInterface({ input: proc.stdout })
+  kid.ready = new Promise((resolve, reject) => {
+    lines.on('line', (line) => {
+      kid.lines.push(line)
+      if (line === 'ready') resolve()
+    })
+    proc.once('exit', () => reject(new Error(`child exited before ready: ${kid.stderr}`)))
+  })
+  kid.exited = new Promise((resolve) => {
+    proc.once('exit', (code) => {
+      children.delete(proc)
+      resolve(code)
+    })
+  })
+  return kid
+}
+
+module.exports = { startChild }

@@ -1,0 +1,160 @@
+'use strict'
+
+// A Redis Cluster on loopback for the tests: masters and a replica each, every node a
+// RedisServer on free ports (its bus port too), joined by `redis-cli --cluster create`, each
+// stopped by its pid. redis-cli comes with redis-server (Debian: redis-tools).
+
+const { execFile } = require('node:child_process')
+const { promisify } = require('node:util')
+const Redis = require('ioredis')
+const { RedisServer, freePort } = require('./redis-server')
+const { slot } = require('./keys')
+
+const run = promisify(execFile)
+
+class RedisCluster {
+  constructor({ masters = 3, replicas = 1 } = {}) {
+    this.masterCount = masters
+    this.replicas = replicas
+    this.nodes = []
+  }
+
+  static async start(options) {
+    return new RedisCluster(options).start()
+  }
+
+  async start() {
+    const count = this.masterCount * (1 + this.replicas)
+    for (let i = 0; i < count; i++) {
+      const bus = await freePort()
+      const node = new RedisServer({
+        args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--cluster-port', String(bus)],
+      })
+      this.nodes.push(node)
+      await node.start()
+    }
+    const addrs = this.nodes.map((n) => `127.0.0.1:${n.port}`)
+    try {
+      await run('redis-cli', ['--cluster', 'create', ...addrs, '--cluster-replicas', String(this.replicas), '--cluster-yes'], { timeout: 20_000 })
+    } catch (err) {
+      throw new Error(`redis-cli --cluster create failed (redis-cli comes with redis-server): ${err.message}`)
+    }
+    await this.waitOk()
+    return this
+  }
+
+  /** One command on the node at `port`, on a connection of its own; replies as strings. */
+  command(port, ...args) {
+    return this.#send(port, 'call', args)
+  }
+
+  /** `command`, replies as Buffers (our sibling keys hold the byte 0xFF). */
+  commandBuffer(port, ...args) {
+    return this.#send(port, 'callBuffer', args)
+  }
+
+  async #send(port, how, args) {
+    const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
+    client.on('error', () => {})
+    try {
+      await client.connect()
+      return await client[how](...args)
+    } finally {
+      client.disconnect()
+    }
+  }
+
+  /** Until every live node says the cluster is ok with all its masters, each replica linked. */
+  async waitOk(timeoutMs = 20_000) {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      const live = this.nodes.filter((n) => n.child && n.child.exitCode === null && n.child.signalCode === null)
+      const states = await Promise.all(live.map(async (n) => {
+        try {
+          const info = await this.command(n.port, 'CLUSTER', 'INFO')
+          const repl = await this.command(n.port, 'INFO', 'replication')
+          return info.includes('cluster_state:ok') && info.includes(`cluster_size:${this.masterCount}`) &&
+            (repl.includes('role:master') || repl.includes('master_link_status:up'))
+        } catch {
+          return false
+        }
+      }))
+      if (states.every(Boolean) && (await this.slotMap()).length === this.masterCount) return
+      if (Date.now() > deadline) throw new Error('the cluster did not become ok')
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+
+  /** [{ port, ranges: [[from, to]] }] of each master, as a live node sees them. */
+  async slotMap() {
+    for (const node of this.nodes) {
+      let slots
+      try {
+        slots = await this.command(node.port, 'CLUSTER', 'SLOTS')
+      } catch {
+        continue
+      }
+      const map = new Map()
+      for (const [from, to, master] of slots) {
+        const port = master[1]
+        if (!map.has(port)) map.set(port, [])
+        map.get(port).push([from, to])
+      }
+      return [...map].map(([port, ranges]) => ({ port, ranges })).sort((a, b) => a.port - b.port)
+    }
+    return []
+  }
+
+  async masterPorts() {
+    return (await this.slotMap()).map((m) => m.port)
+  }
+
+  async masterOf(key) {
+    const s = slot(key)
+    const map = await this.slotMap()
+    return map.find((m) => m.ranges.some(([a, b]) => s >= a && s <= b))?.port
+  }
+
+  /** A key `<prefix><n>` whose `<lockPrefix><key>` is served by the master at `port`. */
+  async keyOn(port, prefix, lockPrefix = '') {
+    const map = await this.slotMap()
+    const ranges = map.find((m) => m.port === port).ranges
+    for (let n = 0; ; n++) {
+      const key = `${prefix}${n}`
+      const s = slot(`${lockPrefix}${key}`)
+      if (ranges.some(([a, b]) => s >= a && s <= b)) return key
+    }
+  }
+
+  node(port) {
+    return this.nodes.find((n) => n.port === port)
+  }
+
+  /** The replica of the master at `port`. */
+  async replicaOf(port) {
+    const id = (await this.command(port, 'CLUSTER', 'MYID'))
+    for (const node of this.nodes) {
+      if (node.port === port) continue
+      try {
+        const repl = await this.command(node.port, 'CLUSTER', 'NODES')
+        const me = repl.split('\n').find((line) => line.includes('myself'))
+        if (me && me.split(' ')[3] === id) return node
+      } catch {}
+    }
+    return undefined
+  }
+
+  get url() {
+    return `redis+cluster://${this.nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`
+  }
+
+  get seeds() {
+    return this.nodes.map((n) => ({ host: '127.0.0.1', port: n.port }))
+  }
+
+  async close() {
+    await Promise.all(this.nodes.map((n) => n.close()))
+  }
+}
+
+module.exports = { RedisCluster }

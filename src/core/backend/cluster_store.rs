@@ -1,0 +1,104 @@
+//! A Redis Cluster keeping the locks: each op is sent as on one server (`RedisStore` over the
+//! cluster's connection, which routes it by its lock key's slot: every key of an op shares
+//! it), bar what spans slots. A refresh batch is cut by slot and its parts go concurrently;
+//! the JS thread's socket steps aside, so no MOVED can reach it.
+
+use super::cluster_wire::ClusterPair;
+use super::endpoint::Endpoint;
+use super::lock_store::{
+    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
+};
+use super::redis_store::RedisStore;
+use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired};
+use crate::core::proto::refresh::RefreshBatch;
+use crate::core::proto::Op;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::Notify;
+
+pub struct ClusterStore {
+    nodes: RedisStore<ClusterPair>,
+}
+
+impl ClusterStore {
+    /// Opens nothing yet: the nodes are reached on the first command.
+    pub fn new(endpoint: Endpoint, listener: Arc<dyn Listener>) -> ClusterStore {
+        ClusterStore {
+            nodes: RedisStore::new(endpoint, listener),
+        }
+    }
+}
+
+impl LockStore for ClusterStore {
+    fn caps(&self) -> Caps {
+        Caps {
+            fencing: Fencing::Strict,
+            handover: Handover::InScript,
+            fairness: Fairness::Line,
+            // One plain socket would be answered MOVED for most slots.
+            fast_path: FastPath::None,
+            wake: WakeKind::Queue,
+            transactions: false,
+        }
+    }
+
+    fn endpoint(&self) -> &Endpoint {
+        self.nodes.endpoint()
+    }
+
+    async fn run<O: Op + Sync>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        self.nodes.run(op, bound).await
+    }
+
+    async fn acquire(
+        &self,
+        op: &AcquireAttempt<'_>,
+        bound: Duration,
+    ) -> Result<Acquired, LockError> {
+        self.nodes.acquire(op, bound).await
+    }
+
+    /// One batch per slot (a script's keys must share one), all sent at once within the one
+    /// bound; each slot's batch is what one server's refresh is (one pipeline, NOSCRIPT
+    /// reloaded), so a shard that is down costs only its own locks' answers.
+    async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
+        let split = batch.split();
+        let parts = split
+            .batches()
+            .iter()
+            .map(|(_, part)| self.nodes.refresh(part, bound));
+        split.merge(futures_util::future::join_all(parts).await)
+    }
+
+    async fn listen(&self, channel: &[u8], subs: &dyn Subscriptions, bound: Duration) -> bool {
+        self.nodes.listen(channel, subs, bound).await
+    }
+
+    async fn drop_idle(&self, subs: &dyn Subscriptions, bound: Duration) {
+        self.nodes.drop_idle(subs, bound).await
+    }
+
+    async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
+        self.nodes.prepare(bound).await
+    }
+
+    fn is_prepared(&self) -> bool {
+        self.nodes.is_prepared()
+    }
+
+    fn unprepared(&self) {
+        self.nodes.unprepared()
+    }
+
+    fn lost(&self) -> &Notify {
+        self.nodes.lost()
+    }
+
+    async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
+        self.nodes.server_time(bound).await
+    }
+}

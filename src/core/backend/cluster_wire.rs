@@ -1,0 +1,155 @@
+//! A Redis Cluster's connection as `Link` drives it: the redis crate's `ClusterConnection`
+//! (it routes each command by its first key's slot, follows MOVED and ASK, and keeps sharded
+//! subscriptions on the slot's master), opened from the seed nodes the user named.
+//!
+//! Two of them: one for commands, one for subscriptions. A node that gives a slot away
+//! sends an SUNSUBSCRIBE of its own, which the crate (1.8) takes for the reply to the oldest
+//! request in flight on that node: every later reply there would go to the wrong caller. On
+//! a connection that carries only (un)subscriptions, that costs nothing.
+
+use super::endpoint::{Address, Endpoint};
+use super::wire::{Conduit, Destination, PushSink};
+use crate::core::basics::error::LockError;
+use redis::aio::ConnectionLike;
+use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    ClientTlsConfig, Cmd, Pipeline, ProtocolVersion, RedisFuture, RedisResult, TlsCertificates,
+    Value,
+};
+use std::time::Duration;
+
+/// A black-holed node stalls every request while the crate refreshes its slot map (it holds
+/// its map's lock across the connects), so no connect may wait longer than this.
+const CONNECT_CAP: Duration = Duration::from_secs(1);
+/// The crate's own retries (MOVED, ASK, TRYAGAIN, a node reconnecting) run inside our
+/// per-call bound, with short pauses. Few: each may rebuild the slot map (which stalls every
+/// request meanwhile), and `Link::call` sends a turned-away command again, paced, for as long
+/// as its bound allows.
+const RETRIES: u32 = 3;
+const RETRY_MIN_WAIT_MS: u64 = 10;
+const RETRY_MAX_WAIT_MS: u64 = 100;
+
+/// The command and subscription connections of one cluster endpoint.
+#[derive(Clone)]
+pub struct ClusterPair {
+    commands: ClusterConnection,
+    subscriptions: ClusterConnection,
+}
+
+impl ConnectionLike for ClusterPair {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.commands.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.commands.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.commands.get_db()
+    }
+}
+
+impl Conduit for ClusterPair {
+    /// A cluster's nodes are found from the seeds the user named: there is no upstream to ask.
+    async fn open(
+        endpoint: &Endpoint,
+        _destination: Destination<'_>,
+        resp3: bool,
+        pushes: PushSink,
+    ) -> Result<Self, LockError> {
+        Ok(ClusterPair {
+            commands: connect(endpoint, resp3, pushes.clone())?,
+            subscriptions: connect(endpoint, resp3, pushes)?,
+        })
+    }
+
+    /// One SCRIPT LOAD per script: the crate sends each to every node, replicas included (a
+    /// promoted replica has them), where a pipeline would reach one node only.
+    async fn load_scripts(&mut self, sources: &'static [&'static str]) -> RedisResult<()> {
+        let loads = sources.iter().map(|source| {
+            let mut con = self.commands.clone();
+            async move {
+                let _hashes: Value = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(source)
+                    .query_async(&mut con)
+                    .await?;
+                RedisResult::Ok(())
+            }
+        });
+        futures_util::future::try_join_all(loads).await?;
+        Ok(())
+    }
+
+    async fn subscribe_sharded(&mut self, channel: &[u8]) -> RedisResult<()> {
+        self.subscriptions.ssubscribe(channel).await
+    }
+
+    async fn subscribe_plain(&mut self, channel: &[u8]) -> RedisResult<()> {
+        self.subscriptions.subscribe(channel).await
+    }
+
+    /// One channel per command: channels of several slots in one SUNSUBSCRIBE are CROSSSLOT.
+    async fn unsubscribe(&mut self, channels: Vec<Vec<u8>>, sharded: bool) -> RedisResult<()> {
+        for channel in channels {
+            if sharded {
+                self.subscriptions.sunsubscribe(channel).await?;
+            } else {
+                self.subscriptions.unsubscribe(channel).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One cluster connection, opened lazily from the endpoint's seed nodes.
+fn connect(
+    endpoint: &Endpoint,
+    resp3: bool,
+    pushes: PushSink,
+) -> Result<ClusterConnection, LockError> {
+    let Address::Cluster { tls, .. } = &endpoint.address else {
+        return Err(LockError::Internal("a cluster wire needs a cluster".into()));
+    };
+    let mut builder = ClusterClientBuilder::new(endpoint.node_connection_infos(resp3)?)
+        .retries(RETRIES)
+        .min_retry_wait(RETRY_MIN_WAIT_MS)
+        .max_retry_wait(RETRY_MAX_WAIT_MS)
+        .connection_timeout(endpoint.connect_timeout.min(CONNECT_CAP));
+    if let Some(tls) = tls
+        .as_ref()
+        .filter(|t| t.ca.is_some() || t.client.is_some())
+    {
+        builder = builder.certs(TlsCertificates {
+            client_tls: tls.client.as_ref().map(|client| ClientTlsConfig {
+                client_cert: client.cert.clone(),
+                client_key: client.key.clone(),
+            }),
+            root_cert: tls.ca.clone(),
+        });
+    }
+    if resp3 {
+        builder = builder.use_protocol(ProtocolVersion::RESP3).push_sender(
+            move |push: redis::PushInfo| {
+                pushes.deliver(&push);
+                Ok::<(), std::convert::Infallible>(())
+            },
+        );
+    }
+    // The PEM was checked when the endpoint was made; a failure here could quote it.
+    let client = builder.build().map_err(|err| match err.kind() {
+        redis::ErrorKind::InvalidClientConfig if tls.is_some() => {
+            LockError::invalid_type("tls", "the TLS certificates or key could not be loaded")
+        }
+        _ => LockError::from(err),
+    })?;
+    // No response timeout of the crate's: every call has its own bound (`Link::call`).
+    Ok(client.get_pending_async_connection_with_config(ClusterConfig::new()))
+}

@@ -1,0 +1,154 @@
+//! What `Link`'s call loop needs of a connection, so that one loop (deadline, refusals, RESP3
+//! fallback, scripts, subscriptions) serves every kind: one server's `ConnectionManager` here,
+//! a cluster's connection in `cluster_wire.rs`. A wire opens lazily and knows nothing of locks.
+
+use super::endpoint::Endpoint;
+use super::lock_store::{published, unsubscribed, Listener, LostScope};
+use super::upstream::Upstream;
+use crate::core::basics::error::LockError;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::{Pipeline, RedisResult, Value};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Where a connection's pushes go: messages to the listener, a dropped socket to the
+/// watchdog (through `dropped`) and to the waiters, and the scripts marked unloaded.
+#[derive(Clone)]
+pub struct PushSink {
+    pub(super) dropped: Arc<Notify>,
+    pub(super) scripts_ready: Arc<AtomicBool>,
+    pub(super) listener: Arc<dyn Listener>,
+    /// Set on a dropped socket when the server behind it can change (a Sentinel set's
+    /// master may have been demoted): `Link` then asks where it is now.
+    pub(super) stale: Option<Arc<AtomicBool>>,
+}
+
+impl PushSink {
+    pub fn deliver(&self, push: &redis::PushInfo) {
+        match push.kind {
+            redis::PushKind::Disconnection => {
+                if let Some(stale) = &self.stale {
+                    stale.store(true, Ordering::Release);
+                }
+                self.scripts_ready.store(false, Ordering::Relaxed);
+                self.dropped.notify_one();
+                self.listener.connection_lost(LostScope::All);
+            }
+            redis::PushKind::SUnsubscribe => {
+                if let Some(channel) = unsubscribed(push) {
+                    self.listener.unsubscribed(channel);
+                }
+            }
+            _ => {
+                if let Some((channel, payload)) = published(push) {
+                    self.listener.message(channel, payload);
+                }
+            }
+        }
+    }
+}
+
+/// Where a connection to one server goes: a fixed address, or the master a Sentinel set names,
+/// asked before `deadline` (`upstream.rs`).
+pub struct Destination<'a> {
+    pub(super) upstream: &'a Upstream,
+    pub(super) deadline: Instant,
+}
+
+/// A connection `Link` drives. Cloning is cheap and shares the connection.
+pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
+    /// Opens lazily: reaches no server but the Sentinel set `destination` may ask where its
+    /// master is. `resp3: false` carries no pushes.
+    fn open<'a>(
+        endpoint: &'a Endpoint,
+        destination: Destination<'a>,
+        resp3: bool,
+        pushes: PushSink,
+    ) -> impl Future<Output = Result<Self, LockError>> + Send + 'a;
+
+    /// Loads every script where this connection's EVALSHAs may go, in one round trip where
+    /// the connection allows it.
+    fn load_scripts(
+        &mut self,
+        sources: &'static [&'static str],
+    ) -> impl Future<Output = RedisResult<()>> + Send;
+
+    /// SSUBSCRIBE to one channel; a server error (no SSUBSCRIBE) comes back as itself.
+    fn subscribe_sharded(&mut self, channel: &[u8])
+        -> impl Future<Output = RedisResult<()>> + Send;
+
+    fn subscribe_plain(&mut self, channel: &[u8]) -> impl Future<Output = RedisResult<()>> + Send;
+
+    /// SUNSUBSCRIBE (`sharded`) or UNSUBSCRIBE from channels nobody waits on any more.
+    fn unsubscribe(
+        &mut self,
+        channels: Vec<Vec<u8>>,
+        sharded: bool,
+    ) -> impl Future<Output = RedisResult<()>> + Send;
+}
+
+impl Conduit for ConnectionManager {
+    async fn open(
+        endpoint: &Endpoint,
+        destination: Destination<'_>,
+        resp3: bool,
+        pushes: PushSink,
+    ) -> Result<Self, LockError> {
+        let client = destination
+            .upstream
+            .client(endpoint, resp3, destination.deadline)
+            .await?;
+        // No retries inside the manager: it would retry a rejected AUTH as patiently as a
+        // refused connection. `call` retries refused connections itself, and the
+        // manager reconnects whenever a call finds the connection dead. Per-call timeouts
+        // bound everything, so the manager has no response timeout.
+        let mut config = ConnectionManagerConfig::new()
+            .set_number_of_retries(0)
+            .set_connection_timeout(Some(endpoint.connect_timeout))
+            .set_response_timeout(None);
+        if resp3 {
+            config = config.set_automatic_resubscription().set_push_sender(
+                move |push: redis::PushInfo| {
+                    pushes.deliver(&push);
+                    Ok::<(), std::convert::Infallible>(())
+                },
+            );
+        }
+        Ok(ConnectionManager::new_lazy_with_config(client, config)?)
+    }
+
+    async fn load_scripts(&mut self, sources: &'static [&'static str]) -> RedisResult<()> {
+        let mut pipe = Pipeline::with_capacity(sources.len());
+        for source in sources {
+            pipe.cmd("SCRIPT").arg("LOAD").arg(source);
+        }
+        let _hashes: Vec<String> = pipe.query_async(self).await?;
+        Ok(())
+    }
+
+    async fn subscribe_sharded(&mut self, channel: &[u8]) -> RedisResult<()> {
+        let _confirmed: Value = redis::cmd("SSUBSCRIBE")
+            .arg(channel)
+            .query_async(self)
+            .await?;
+        Ok(())
+    }
+
+    async fn subscribe_plain(&mut self, channel: &[u8]) -> RedisResult<()> {
+        self.subscribe(channel).await
+    }
+
+    async fn unsubscribe(&mut self, channels: Vec<Vec<u8>>, sharded: bool) -> RedisResult<()> {
+        if !sharded {
+            return ConnectionManager::unsubscribe(self, channels).await;
+        }
+        let mut pipe = Pipeline::with_capacity(channels.len());
+        for channel in &channels {
+            pipe.cmd("SUNSUBSCRIBE").arg(channel).ignore();
+        }
+        pipe.query_async(self).await
+    }
+}
