@@ -302,9 +302,12 @@ async function nativeCalls(url, report) {
     if (built && instances.filter((i) => i instanceof Class).length < 2) instances.push(outcome.value)
   }
   // Classes that take nothing (or a callback) first, so the others can be handed one.
+  // syncguard's lock() options as lib/syncguard/lock.js hands them over (NativePace).
+  const pace = { maxRetries: 3, retryDelayMs: 100, backoff: 'exponential', jitter: 'equal', timeoutMs: 5000 }
   for (const [, Class] of classes) {
     await tryBuild(Class, [])
     await tryBuild(Class, [plain])
+    await tryBuild(Class, [pace])
   }
   const of = (name) => instances.filter((i) => i.constructor.name === name)
   const extras = [...of('NativeHeartbeat').slice(0, 1), ...of('NativeCompletions').slice(0, 1)]
