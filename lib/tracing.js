@@ -28,6 +28,18 @@ const MESSAGES = {
   error: 'lock call failed',
 }
 
+// Fields that let whoever reads them release or extend the lock (syncguard's lockId): the
+// user's own hook gets them, a log never does.
+const SECRETS = ['lockId']
+
+/** `event` itself, or a copy without its secret fields when it has any. */
+function loggable(event) {
+  if (!SECRETS.some((field) => field in event)) return event
+  const copy = { ...event }
+  for (const field of SECRETS) delete copy[field]
+  return copy
+}
+
 // Frees a traced object's listener slot once the object is gone.
 const forget = new FinalizationRegistry((listener) => unlisten(listener))
 
@@ -86,7 +98,7 @@ class Tracer {
         this.#log('error', 'onEvent hook threw', { type: event.type, key: event.key, error: err })
       }
     }
-    if (this.#logsEvents) this.#log(LEVELS[event.type], MESSAGES[event.type], event)
+    if (this.#logsEvents) this.#log(LEVELS[event.type], MESSAGES[event.type], loggable(event))
   }
 
   #log(level, message, fields) {
