@@ -14,6 +14,8 @@ const LEVELS = {
   refreshed: 'debug',
   released: 'debug',
   lost: 'warn',
+  suspended: 'warn',
+  resumed: 'info',
   error: 'error',
 }
 
@@ -25,6 +27,8 @@ const MESSAGES = {
   refreshed: 'lock refreshed',
   released: 'lock released',
   lost: 'lock lost',
+  suspended: 'lock in doubt: its connection dropped',
+  resumed: 'lock confirmed again after a dropped connection',
   error: 'lock call failed',
 }
 
@@ -126,6 +130,11 @@ class Tracer {
 
   lost(key, fence, error) {
     this.emit({ type: 'lost', key, fence, code: error?.code, error })
+  }
+
+  /** The hold's connection dropped (`suspended` true) or a refresh confirmed it since. */
+  doubt(key, fence, suspended) {
+    this.emit({ type: suspended ? 'suspended' : 'resumed', key, fence })
   }
 
   error(key, error, call) {
