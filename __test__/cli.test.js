@@ -268,6 +268,22 @@ test('an unreachable or refusing Redis: exit 4, one line, no password', async ()
   assert.match(wrong.stderr, /redis:\/\/:\*\*\*@127\.0\.0\.1/)
 })
 
+test('a server that answers something other than RESP (an HTTP port): exit 4, one line, no stack', async () => {
+  const http = net.createServer((socket) => {
+    socket.on('error', () => {})
+    socket.once('data', () => socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n'))
+  })
+  await new Promise((resolve) => http.listen(0, '127.0.0.1', resolve))
+  try {
+    const { code, stdout, stderr } = await cli(['list', '--url', `redis://127.0.0.1:${http.address().port}`])
+    assert.equal(code, 4, stderr)
+    assert.equal(stdout, '')
+    assert.match(stderr, /^native-redis-lock: redis:\/\/127\.0\.0\.1:\d+ answered with something other than RESP: not a Redis server\n$/)
+  } finally {
+    await new Promise((resolve) => http.close(resolve))
+  }
+})
+
 test('a server that accepts and never answers: exit 4 within --timeout', async () => {
   const silent = net.createServer(() => {})
   await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve))
