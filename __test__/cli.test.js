@@ -8,6 +8,7 @@ const assert = require('node:assert/strict')
 const net = require('node:net')
 const { startRedis, freePort } = require('./helpers/redis-server')
 const { cli, inTerminal, until } = require('./helpers/cli')
+const { startHttpLike } = require('./helpers/not-redis')
 const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
 const DistributedLockService = require('../maestro')
@@ -269,18 +270,14 @@ test('an unreachable or refusing Redis: exit 4, one line, no password', async ()
 })
 
 test('a server that answers something other than RESP (an HTTP port): exit 4, one line, no stack', async () => {
-  const http = net.createServer((socket) => {
-    socket.on('error', () => {})
-    socket.once('data', () => socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n'))
-  })
-  await new Promise((resolve) => http.listen(0, '127.0.0.1', resolve))
+  const http = await startHttpLike()
   try {
-    const { code, stdout, stderr } = await cli(['list', '--url', `redis://127.0.0.1:${http.address().port}`])
+    const { code, stdout, stderr } = await cli(['list', '--url', `redis://127.0.0.1:${http.port}`])
     assert.equal(code, 4, stderr)
     assert.equal(stdout, '')
     assert.match(stderr, /^native-redis-lock: redis:\/\/127\.0\.0\.1:\d+ answered with something other than RESP: not a Redis server\n$/)
   } finally {
-    await new Promise((resolve) => http.close(resolve))
+    await http.close()
   }
 })
 
