@@ -169,7 +169,7 @@ export interface LockStats {
 }
 
 /** The events an `onEvent` hook is given (README "Tracing"). */
-export type LockEventType = 'acquired' | 'contended' | 'woken' | 'handed-over' | 'refreshed' | 'released' | 'lost' | 'error'
+export type LockEventType = 'acquired' | 'contended' | 'woken' | 'handed-over' | 'refreshed' | 'released' | 'lost' | 'suspended' | 'resumed' | 'error'
 
 /** What every event has: the API that saw it, the lock's key (as the user named it), when. */
 export interface LockEventBase {
@@ -187,6 +187,7 @@ export type LockEvent =
   | (LockEventBase & { type: 'contended' | 'woken' | 'handed-over' })
   | (LockEventBase & { type: 'refreshed'; fence?: string; ttlMs?: number; lockId?: string })
   | (LockEventBase & { type: 'released'; fence?: string; heldMs?: number; lockId?: string })
+  | (LockEventBase & { type: 'suspended' | 'resumed'; fence?: string })
   | (LockEventBase & { type: 'lost'; fence?: string; code?: string; error: Error })
   | (LockEventBase & { type: 'error'; call: 'acquire' | 'release' | 'extend' | 'lock'; code?: string; error: Error })
 

@@ -8,6 +8,7 @@ const assert = require('node:assert/strict')
 const net = require('node:net')
 const { startRedis, freePort } = require('./helpers/redis-server')
 const { cli, inTerminal, until } = require('./helpers/cli')
+const { startHttpLike } = require('./helpers/not-redis')
 const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
 const DistributedLockService = require('../maestro')
@@ -236,6 +237,26 @@ test('a bad URL: exit 3, with the reason and never the password', async () => {
   }
 })
 
+test('a Sentinel URL whose unencoded password splits into hosts, path or query: exit 3, no piece of it quoted', async () => {
+  const cases = [
+    // '?' ends the host list: read as host `app:pa`, query `ss@s1/m`.
+    ['redis+sentinel://app:pa?ss@s1/m', /sentinel 1 \(of the host list\) is not host:port; percent-encode/, ['app:pa', 'pa?ss', 'ss@']],
+    // '/' ends the host list: read as host `app:pa`, master `ss@s1`.
+    ['redis+sentinel://s0,app:pa/ss@s1/m', /sentinel 2 \(of the host list\) is not host:port/, ['app:pa', 'ss@s1']],
+    // '&' in a sentinel password: read as a parameter `cret`.
+    ['redis+sentinel://s1/m?sentinelPassword=se&cret', /sentinelUsername and sentinelPassword only in its query/, ['cret']],
+    // '/' in a password after the master: read as the database.
+    ['redis+sentinel://s1/m/se:cret', /database must be a number \(it follows the master's name\)/, ['cret']],
+  ]
+  for (const [bad, reason, secrets] of cases) {
+    const { code, stderr } = await cli(['list', '--url', bad])
+    assert.equal(code, 3, `${bad}: ${stderr}`)
+    assert.match(stderr, reason)
+    for (const secret of secrets) assert.ok(!stderr.includes(secret), `${bad}: ${stderr}`)
+    assert.equal(stderr.trim().split('\n').length, 1)
+  }
+})
+
 test('an unreachable or refusing Redis: exit 4, one line, no password', async () => {
   const port = await freePort()
   const down = await cli(['inspect', 'lock:x', '--url', `redis://127.0.0.1:${port}`])
@@ -246,6 +267,18 @@ test('an unreachable or refusing Redis: exit 4, one line, no password', async ()
   assert.match(wrong.stderr, /refused the connection/)
   assert.doesNotMatch(wrong.stderr, /s3cret-pw/)
   assert.match(wrong.stderr, /redis:\/\/:\*\*\*@127\.0\.0\.1/)
+})
+
+test('a server that answers something other than RESP (an HTTP port): exit 4, one line, no stack', async () => {
+  const http = await startHttpLike()
+  try {
+    const { code, stdout, stderr } = await cli(['list', '--url', `redis://127.0.0.1:${http.port}`])
+    assert.equal(code, 4, stderr)
+    assert.equal(stdout, '')
+    assert.match(stderr, /^native-redis-lock: redis:\/\/127\.0\.0\.1:\d+ answered with something other than RESP: not a Redis server\n$/)
+  } finally {
+    await http.close()
+  }
 })
 
 test('a server that accepts and never answers: exit 4 within --timeout', async () => {

@@ -7,6 +7,7 @@ const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { createClient } = require('redis')
 const { startRedis } = require('./helpers/redis-server')
+const { startHttpLike } = require('./helpers/not-redis')
 const { DistributedLock, LockHandle, LockError } = require('..')
 
 const PASSWORD = 's3cret-pw'
@@ -463,14 +464,9 @@ describe('URLs and option objects', () => {
 
 describe('a server that is not Redis', () => {
   test('is a connection error that says so, not a parse message, and never a lock', async () => {
-    const net = require('node:net')
-    const web = net.createServer((socket) => {
-      socket.on('error', () => {})
-      socket.on('data', () => socket.end('HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n'))
-    })
-    await new Promise((resolve) => web.listen(0, '127.0.0.1', resolve))
+    const web = await startHttpLike()
     try {
-      const lock = new DistributedLock(`redis://127.0.0.1:${web.address().port}`, { commandTimeoutMs: 2000 })
+      const lock = new DistributedLock(`redis://127.0.0.1:${web.port}`, { commandTimeoutMs: 2000 })
       for (const [call, run] of [['acquire', () => lock.acquire('x')], ['tryAcquire', () => lock.tryAcquire('x')], ['isLocked', () => lock.isLocked('x')]]) {
         await assert.rejects(run(), (err) => {
           assert.ok(err instanceof LockError, `${call}: ${err}`)
@@ -481,7 +477,7 @@ describe('a server that is not Redis', () => {
         })
       }
     } finally {
-      web.close()
+      await web.close()
     }
   })
 })

@@ -195,6 +195,30 @@ describe('logger', () => {
     ])
   })
 
+  test("syncguard's lockId reaches onEvent but never the log; no API logs a token", async () => {
+    const { lines, pino, winston } = loggers()
+    for (const logger of [pino, winston]) {
+      const hook = recorder()
+      const backend = syncguard.createRedisBackend(server.url, { keyPrefix: unique('secret'), logger, onEvent: hook.onEvent })
+      const won = await backend.acquire({ key: 'k', ttlMs: 5_000 })
+      await backend.extend({ lockId: won.lockId, ttlMs: 5_000 })
+      await backend.release({ lockId: won.lockId })
+      assert.deepEqual(hook.of('refreshed').map((e) => e.lockId), [won.lockId])
+      assert.deepEqual(hook.of('released').map((e) => e.lockId), [won.lockId])
+      const logged = lines.filter(([, , fields]) => fields.type === 'refreshed' || fields.type === 'released')
+      assert.equal(logged.length >= 2, true, JSON.stringify(lines))
+      assert.ok(!JSON.stringify(lines).includes(won.lockId), 'a lockId in the log')
+    }
+    lines.length = 0
+    const lock = new DistributedLock(server.url, { keyPrefix: `${unique('token')}:`, logger: winston })
+    const handle = await lock.acquire('k', 5_000, { autoRefresh: true })
+    const token = handle.token
+    await handle.extend(5_000)
+    await handle.release()
+    assert.ok(lines.length >= 3, JSON.stringify(lines))
+    assert.ok(!JSON.stringify(lines).includes(token), 'a token in the log')
+  })
+
   test('a throwing logger breaks no lock', async () => {
     const boom = () => {
       throw new Error('logger failed')

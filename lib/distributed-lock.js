@@ -268,6 +268,7 @@ class LockHandle {
   #doubt(suspended) {
     if ((this.#flags & SUSPENDED) !== 0 === suspended) return
     this.#flags ^= SUSPENDED
+    this.#tracer?.doubt(this.key, this.fence, suspended)
     if (suspended) this.#told.onSuspended?.(this)
     else this.#told.onResumed?.(this)
   }

@@ -473,6 +473,7 @@ class ExclusiveLock extends EventEmitter {
     if (event === 'suspended' || event === 'resumed') {
       if (this.#suspended === (event === 'suspended')) return
       this.#suspended = !this.#suspended
+      this.#tracer?.doubt(this.key, this.fence, this.#suspended)
       this.log.warn?.('%s lock %s', this.key, event)
       this.emit(event, { key: this.key })
       return

@@ -360,6 +360,7 @@ class DistributedLockService {
         if (this.#suspended === (event === 'suspended')) return
         this.#suspended = !this.#suspended
         this.#logger.warn(`Lock ${event}: ${this.lockKey}`)
+        this.#tracer?.doubt(this.lockKey, undefined, this.#suspended)
         if (this.#suspended) this.#onSuspended?.(this)
         else this.#onResumed?.(this)
         return

@@ -14,6 +14,8 @@ const LEVELS = {
   refreshed: 'debug',
   released: 'debug',
   lost: 'warn',
+  suspended: 'warn',
+  resumed: 'info',
   error: 'error',
 }
 
@@ -25,7 +27,21 @@ const MESSAGES = {
   refreshed: 'lock refreshed',
   released: 'lock released',
   lost: 'lock lost',
+  suspended: 'lock in doubt: its connection dropped',
+  resumed: 'lock confirmed again after a dropped connection',
   error: 'lock call failed',
+}
+
+// Fields that let whoever reads them release or extend the lock (syncguard's lockId): the
+// user's own hook gets them, a log never does.
+const SECRETS = ['lockId']
+
+/** `event` itself, or a copy without its secret fields when it has any. */
+function loggable(event) {
+  if (!SECRETS.some((field) => field in event)) return event
+  const copy = { ...event }
+  for (const field of SECRETS) delete copy[field]
+  return copy
 }
 
 // Frees a traced object's listener slot once the object is gone.
@@ -86,7 +102,7 @@ class Tracer {
         this.#log('error', 'onEvent hook threw', { type: event.type, key: event.key, error: err })
       }
     }
-    if (this.#logsEvents) this.#log(LEVELS[event.type], MESSAGES[event.type], event)
+    if (this.#logsEvents) this.#log(LEVELS[event.type], MESSAGES[event.type], loggable(event))
   }
 
   #log(level, message, fields) {
@@ -114,6 +130,11 @@ class Tracer {
 
   lost(key, fence, error) {
     this.emit({ type: 'lost', key, fence, code: error?.code, error })
+  }
+
+  /** The hold's connection dropped (`suspended` true) or a refresh confirmed it since. */
+  doubt(key, fence, suspended) {
+    this.emit({ type: suspended ? 'suspended' : 'resumed', key, fence })
   }
 
   error(key, error, call) {

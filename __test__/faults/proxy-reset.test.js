@@ -38,8 +38,20 @@ function told(what, ms = BOUND_MS) {
   return { promise, done }
 }
 
+/** An `onEvent` hook and a console-shaped logger, each keeping what it hears. */
+function tracing() {
+  const events = []
+  const lines = []
+  const level = (name) => (message, fields) => lines.push([name, message, fields.type, fields.key])
+  const logger = { debug: level('debug'), info: level('info'), warn: level('warn'), error: level('error') }
+  const doubts = () => events.filter((e) => e.type === 'suspended' || e.type === 'resumed').map((e) => [e.type, e.api, e.key])
+  const logged = () => lines.filter(([, , type]) => type === 'suspended' || type === 'resumed').map(([lvl, , type, key]) => [lvl, type, key])
+  return { onEvent: (event) => events.push(event), logger, doubts, logged }
+}
+
 test('DistributedLock: a reset connection suspends an autoRefresh hold, then resumes it; no false loss', async () => {
-  const lock = new DistributedLock(proxy.url)
+  const traced = tracing()
+  const lock = new DistributedLock(proxy.url, { logger: traced.logger, onEvent: traced.onEvent })
   const observer = new DistributedLock(server.url)
   const suspended = told('suspended')
   const resumed = told('resumed')
@@ -62,13 +74,29 @@ test('DistributedLock: a reset connection suspends an autoRefresh hold, then res
   assert.deepEqual(await suspended.promise, { isHeld: false, suspended: true }, 'in doubt while suspended')
   assert.deepEqual(await resumed.promise, { isHeld: true, suspended: false }, 'held again once confirmed')
   assert.deepEqual(events, ['suspended', 'resumed'])
+  assert.deepEqual(traced.doubts(), [
+    ['suspended', 'DistributedLock', 'reset:dl'],
+    ['resumed', 'DistributedLock', 'reset:dl'],
+  ])
+  assert.deepEqual(traced.logged(), [
+    ['warn', 'suspended', 'reset:dl'],
+    ['info', 'resumed', 'reset:dl'],
+  ])
   assert.equal(await observer.isLocked('reset:dl'), true, 'Redis still names a holder')
   await handle.release()
   assert.deepEqual(events, ['suspended', 'resumed'], 'no lost')
 })
 
 test('ExclusiveLock: a reset connection emits suspended then resumed, acquired false between', async () => {
-  const ex = new ExclusiveLock({ name: 'reset-ex', lock_ttl_ms: 3000, lock_refresh_ms: 1000, cache_connection: proxy.url })
+  const traced = tracing()
+  const ex = new ExclusiveLock({
+    name: 'reset-ex',
+    lock_ttl_ms: 3000,
+    lock_refresh_ms: 1000,
+    cache_connection: proxy.url,
+    logger: traced.logger,
+    onEvent: traced.onEvent,
+  })
   const events = []
   const suspended = told('suspended')
   const resumed = told('resumed')
@@ -89,6 +117,14 @@ test('ExclusiveLock: a reset connection emits suspended then resumed, acquired f
   const r = await resumed.promise
   assert.equal(r.acquired, true)
   assert.deepEqual(events, ['suspended', 'resumed'])
+  assert.deepEqual(traced.doubts(), [
+    ['suspended', 'ExclusiveLock', ex.key],
+    ['resumed', 'ExclusiveLock', ex.key],
+  ])
+  assert.deepEqual(traced.logged(), [
+    ['warn', 'suspended', ex.key],
+    ['info', 'resumed', ex.key],
+  ])
   await ex.release()
   assert.deepEqual(events, ['suspended', 'resumed'], 'no error (no loss)')
 })
@@ -96,7 +132,9 @@ test('ExclusiveLock: a reset connection emits suspended then resumed, acquired f
 test('maestro: a reset connection calls onSuspended then onResumed; the lock stays held', async () => {
   const suspended = told('suspended')
   const resumed = told('resumed')
+  const traced = tracing()
   const service = new DistributedLockService('reset:maestro', 3000, proxy.url, {
+    onEvent: traced.onEvent,
     onSuspended: (s) => suspended.done(s.suspended),
     onResumed: (s) => resumed.done(s.suspended),
   })
@@ -105,6 +143,10 @@ test('maestro: a reset connection calls onSuspended then onResumed; the lock sta
   assert.equal(await suspended.promise, true)
   assert.equal(await resumed.promise, false)
   assert.equal(service.isLocked, true)
+  assert.deepEqual(traced.doubts(), [
+    ['suspended', 'DistributedLockService', 'reset:maestro'],
+    ['resumed', 'DistributedLockService', 'reset:maestro'],
+  ])
   assert.equal(await service.release(), true)
 })
 

@@ -21,6 +21,7 @@ async function tracing(): Promise<void> {
   const onEvent = (event: LockEvent): void => {
     if (event.type === 'acquired') spans.set(`${event.key} ${event.fence}`, event.waitedMs ?? 0)
     if (event.type === 'error') void [event.code, event.call, event.error?.message]
+    if (event.type === 'suspended' || event.type === 'resumed') void [event.key, event.fence]
     // @ts-expect-error not an event
     if (event.type === 'acquire') void 0
   }

@@ -10,6 +10,9 @@ const { CliError, EXIT } = require('./errors')
 
 class ReplyError extends Error {}
 
+// A reply that is no RESP: the address is some other server (an HTTP port, say).
+class NotResp extends Error {}
+
 /** Parses as many whole replies as `buffer` holds from `start`; answers [value, next] or null. */
 function parse(buffer, start) {
   const end = buffer.indexOf('\r\n', start)
@@ -44,7 +47,7 @@ function parse(buffer, start) {
       return [items, at]
     }
     default:
-      throw new Error(`unexpected reply byte ${kind}`)
+      throw new NotResp()
   }
 }
 
@@ -109,10 +112,21 @@ class RespClient {
   }
 
   read(chunk) {
+    if (this.closed) return
     this.buffer = this.buffer.length ? Buffer.concat([this.buffer, chunk]) : chunk
     let at = 0
     for (;;) {
-      const parsed = parse(this.buffer, at)
+      let parsed
+      try {
+        parsed = parse(this.buffer, at)
+      } catch (err) {
+        if (!(err instanceof NotResp)) throw err
+        // Thrown from a socket's 'data' handler it would crash the tool with a stack: the
+        // waiting command fails instead, and what the server sent is not echoed.
+        this.fail(new CliError(EXIT.unreachable, `${this.address.shown} answered with something other than RESP: not a Redis server`))
+        this.socket.destroy()
+        return
+      }
       if (!parsed) break
       at = parsed[1]
       this.deliver(parsed[0])

@@ -9,20 +9,25 @@ const { badUrl, decodeUrlPart: decode } = require('./errors')
 
 const SENTINEL_PORT = 26379
 
-/** One `host[:port]` of the list, IPv6 in brackets. */
-function sentinelNode(text) {
+// A refusal never quotes the text it refuses: a user name or password with an unencoded '/',
+// '?' or '&' splits into the host list, the path or the query (`app:pa?ss@s1/m` reads as host
+// `app:pa`), so any of them may hold a piece of a secret. Sentinels are named by position.
+const ENCODE_HINT = "percent-encode '@', ':', '/', '?', '#' and '&' in a user name or password"
+
+/** One `host[:port]` of the list (the `index`th, from 0), IPv6 in brackets. */
+function sentinelNode(text, index) {
   if (text === '') throw badUrl("the URL's host list has an empty entry; separate hosts with single commas")
   let url
   try {
     url = new URL(`redis://${text}`)
   } catch {
-    throw badUrl(`the URL's sentinel "${text}" is not host:port`)
+    throw badUrl(`the URL's sentinel ${index + 1} (of the host list) is not host:port; ${ENCODE_HINT}`)
   }
   if (!url.hostname || url.pathname !== '' || url.username || url.password || url.search) {
-    throw badUrl(`the URL's sentinel "${text}" is not host:port`)
+    throw badUrl(`the URL's sentinel ${index + 1} (of the host list) is not host:port; ${ENCODE_HINT}`)
   }
   const port = url.port === '' ? SENTINEL_PORT : Number(url.port)
-  if (port === 0) throw badUrl(`the URL's sentinel "${text}" has port 0`)
+  if (port === 0) throw badUrl(`the URL's sentinel ${index + 1} (of the host list) has port 0`)
   return { host: url.hostname.replace(/^\[(.*)\]$/, '$1'), port }
 }
 
@@ -47,7 +52,7 @@ function parseSentinelAddress(text) {
   const [name, db, extra] = path.split('/')
   if (!name) throw badUrl(`a ${scheme}:// URL must name its master after the hosts: ${scheme}://host:port/<name>`)
   if (extra !== undefined) throw badUrl(`a ${scheme}:// URL is host:port,host:port/<name>[/<db>], with nothing after the database`)
-  if (db !== undefined && db !== '' && !/^\d+$/.test(db)) throw badUrl(`the URL's database must be a number, got "${db}"`)
+  if (db !== undefined && db !== '' && !/^\d+$/.test(db)) throw badUrl(`the URL's database must be a number (it follows the master's name); ${ENCODE_HINT}`)
   const out = {
     sentinels,
     name: decode(name, 'master name'),
@@ -69,10 +74,9 @@ function parseSentinelAddress(text) {
     const eq = pair.indexOf('=')
     const key = eq < 0 ? pair : pair.slice(0, eq)
     const value = decode(eq < 0 ? '' : pair.slice(eq + 1), key)
-    // The name alone in the refusal: a value may be a secret.
     if (key === 'sentinelUsername') out.sentinelUsername = value || undefined
     else if (key === 'sentinelPassword') out.sentinelPassword = value || undefined
-    else throw badUrl(`a ${scheme}:// URL takes sentinelUsername and sentinelPassword only, not "${key}"`)
+    else throw badUrl(`a ${scheme}:// URL takes sentinelUsername and sentinelPassword only in its query; ${ENCODE_HINT}`)
   }
   const who = userinfo === null ? '' : `${out.username ? encodeURIComponent(out.username) : ''}${out.password !== undefined ? ':***' : ''}@`
   const hosts = sentinels.map((s) => `${s.host.includes(':') ? `[${s.host}]` : s.host}:${s.port}`).join(',')
