@@ -115,7 +115,7 @@ pub trait Listener: Send + Sync {
     fn connection_lost(&self, scope: LostScope);
     /// The server dropped one subscription itself (a cluster's slot moved to another node):
     /// a release announced there is no longer heard. Only a cluster's nodes do this.
-    fn unsubscribed(&self, _channel: &[u8]) {}
+    fn unsubscribed(&self, channel: &[u8]);
 }
 
 /// Which channels are subscribed, kept by the listener beside its own state of each channel.

@@ -42,6 +42,13 @@ impl Listener for NodeListener {
         self.lost.notify_one();
         self.inner.connection_lost(scope)
     }
+
+    /// Gone from this node as from a lost connection, and the shared listener re-checks it
+    /// as it does for one.
+    fn unsubscribed(&self, channel: &[u8]) {
+        self.book.channels().remove(channel);
+        self.inner.unsubscribed(channel)
+    }
 }
 
 /// One node's view of the shared book, for one call.
@@ -81,3 +88,7 @@ impl Subscriptions for NodeSubscriptions<'_> {
         self.node.channels().insert(channel.to_vec());
     }
 }
+
+#[cfg(test)]
+#[path = "redlock_book_tests.rs"]
+mod tests;
