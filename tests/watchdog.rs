@@ -404,3 +404,31 @@ async fn a_restarted_redis_suspends_a_lock_at_the_drop_then_finds_it_lost() {
     );
     assert_eq!(recorder.doubts(), ["suspended"], "never resumed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_drop_while_nothing_is_held_leaves_the_next_hold_certain() {
+    let f = fixture();
+    let (_lease, _recorder, watch) = f
+        .hold("before", MS(3000), MS(1000), Limits::default())
+        .await;
+    watch.stop();
+    let watchdog = Watchdog::of(&f.store);
+    assert!(within(MS(1000), || watchdog.stats().watched == 0).await);
+    // The watchdog's task ends at its next wake-up (the refresh that was due) with nothing
+    // to watch: then nobody waits for the drop below.
+    tokio::time::sleep(MS(1200)).await;
+    let _: () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut f.server.raw())
+        .unwrap();
+    tokio::time::sleep(MS(200)).await;
+    let (_lease, recorder, watch) = f.hold("after", MS(3000), MS(1000), Limits::default()).await;
+    tokio::time::sleep(MS(300)).await;
+    assert_eq!(recorder.doubts(), Vec::<&str>::new(), "sent after the drop");
+    assert!(watch.certain());
+    assert!(recorder.lost_at().is_none());
+}

@@ -23,7 +23,7 @@ fn a_channel_the_server_dropped_leaves_the_node_and_reaches_the_shared_listener(
     let node = NodeListener {
         inner: heard.clone(),
         book: Arc::new(NodeBook::default()),
-        lost: Arc::new(Notify::new()),
+        lost: Arc::new(Drops::default()),
     };
     node.book.channels().insert(b"moved".to_vec());
     node.book.channels().insert(b"kept".to_vec());
