@@ -367,6 +367,11 @@ impl<W: Conduit> Link<W> {
                         || err.is_io_error();
                     if gone && self.up.swap(false, Ordering::Relaxed) {
                         self.dropped.signal();
+                        if self.resp2_only.load(Ordering::Relaxed) {
+                            // No push tells of a RESP2 drop: the listener (a Redlock's doubt,
+                            // a store's waiters) hears it here instead.
+                            self.listener.connection_lost(LostScope::All);
+                        }
                     }
                     err
                 }
