@@ -13,7 +13,6 @@ use crate::core::basics::error::LockError;
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::{
     ClientTlsConfig, Cmd, Pipeline, ProtocolVersion, RedisFuture, RedisResult, TlsCertificates,
     Value,
@@ -71,23 +70,17 @@ impl Conduit for ClusterPair {
         })
     }
 
-    /// One SCRIPT LOAD per script, sent to every node, replicas included (a promoted replica
-    /// has them), where a pipeline would reach one node only. Done once one node has loaded
-    /// them: a dead master must not stop the healthy ones. Each node runs its load before
-    /// what we send it next; a node that missed it answers NOSCRIPT, and the call is sent
-    /// again whole to that node alone (`link.rs`).
+    /// One SCRIPT LOAD per script: the crate sends each to every node, replicas included (a
+    /// promoted replica has them), where a pipeline would reach one node only.
     async fn load_scripts(&mut self, sources: &'static [&'static str]) -> RedisResult<()> {
-        let every_node = RoutingInfo::MultiNode((
-            MultipleNodeRoutingInfo::AllNodes,
-            Some(ResponsePolicy::OneSucceeded),
-        ));
         let loads = sources.iter().map(|source| {
             let mut con = self.commands.clone();
-            let mut load = redis::cmd("SCRIPT");
-            load.arg("LOAD").arg(source);
-            let routing = every_node.clone();
             async move {
-                let _hash: Value = con.route_command(load, routing).await?;
+                let _hashes: Value = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(source)
+                    .query_async(&mut con)
+                    .await?;
                 RedisResult::Ok(())
             }
         });

@@ -15,7 +15,7 @@ use crate::core::basics::trace;
 use crate::core::proto::scripts;
 use crate::core::proto::Request;
 use redis::aio::ConnectionManager;
-use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
+use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -530,31 +530,12 @@ async fn query<T: FromRedisValue, C: redis::aio::ConnectionLike>(
         Request::Command(cmd) => cmd.query_async(con).await,
         Request::Script { script, evalsha } => match evalsha.query_async(con).await {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                match scripts::source_of(script) {
-                    // Whole, to the node the EVALSHA went to: a SCRIPT LOAD would go to every
-                    // node of a cluster and fail while one of them is down.
-                    Some(source) => whole(evalsha, source).query_async(con).await,
-                    None => {
-                        script.load_async(con).await?;
-                        evalsha.query_async(con).await
-                    }
-                }
+                script.load_async(con).await?;
+                evalsha.query_async(con).await
             }
             reply => reply,
         },
     }
-}
-
-/// `evalsha` as an EVAL of `source` (which also caches the script on that server).
-fn whole(evalsha: &Cmd, source: &str) -> Cmd {
-    let mut eval = redis::cmd("EVAL");
-    eval.arg(source);
-    for arg in evalsha.args_iter().skip(2) {
-        if let redis::Arg::Simple(bytes) = arg {
-            eval.arg(bytes);
-        }
-    }
-    eval
 }
 
 /// A cluster's answer that the command was not run, to be sent again: its slot is moving

@@ -128,54 +128,16 @@ pub static SG_LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(SG_LOOKUP_
 /// The text of a syncguard script, for a caller's own `eval` (a test double that can only
 /// run a script given whole); `None` for the others, which only our connections send.
 pub fn sg_source(script: &Script) -> Option<&'static str> {
-    let ours: [&Script; 5] = [
-        &SG_ACQUIRE,
-        &SG_RELEASE,
-        &SG_EXTEND,
-        &SG_IS_LOCKED,
-        &SG_LOOKUP,
+    let ours: [(&Script, &'static str); 5] = [
+        (&SG_ACQUIRE, SG_ACQUIRE_SOURCE),
+        (&SG_RELEASE, SG_RELEASE_SOURCE),
+        (&SG_EXTEND, SG_EXTEND_SOURCE),
+        (&SG_IS_LOCKED, SG_IS_LOCKED_SOURCE),
+        (&SG_LOOKUP, SG_LOOKUP_SOURCE),
     ];
     ours.into_iter()
-        .find(|known| std::ptr::eq(*known, script))
-        .and_then(source_of)
-}
-
-/// The text of one of our scripts, to send it whole (an EVAL goes to the node of its key's
-/// slot, where a SCRIPT LOAD goes to every node of a cluster).
-pub fn source_of(script: &Script) -> Option<&'static str> {
-    // In the order of ALL_SOURCES.
-    every()
-        .into_iter()
-        .position(|known| std::ptr::eq(known, script))
-        .map(|at| ALL_SOURCES[at])
-}
-
-fn every() -> [&'static Script; 23] {
-    [
-        &ACQUIRE,
-        &RELEASE,
-        &EXTEND,
-        &REFRESH,
-        &INSPECT,
-        &FENCED_SET,
-        &RELEASE_WAKE,
-        &WAKE_NEXT,
-        &ENQUEUE,
-        &ACQUIRE_QUEUED,
-        &HANDOFF,
-        &REFRESH_MANY,
-        &ACQUIRE_FAIR,
-        &RELEASE_FAIR,
-        &LEAVE_FAIR,
-        &SG_ACQUIRE,
-        &SG_RELEASE,
-        &SG_EXTEND,
-        &SG_IS_LOCKED,
-        &SG_LOOKUP,
-        &FENCE_RAISE,
-        &JOIN_RING,
-        &RELEASE_GRANT,
-    ]
+        .find(|(known, _)| std::ptr::eq(*known, script))
+        .map(|(_, source)| source)
 }
 
 /// A script's name by its SHA1, for `DEBUG` lines (basics/trace.rs).
@@ -208,7 +170,3 @@ pub fn name_of(sha: &[u8]) -> Option<&'static str> {
         .find(|(script, _)| script.get_hash().as_bytes() == sha)
         .map(|(_, name)| *name)
 }
-
-#[cfg(test)]
-#[path = "source_tests.rs"]
-mod tests;
