@@ -56,7 +56,6 @@ async fn a_cluster_serves_every_operation_on_every_master() {
     a_release_wakes_a_waiter_on_each_master(&cluster, &locks, &masters).await;
     refreshes_keep_locks_on_every_master(&cluster, &masters).await;
     a_flushed_script_cache_is_loaded_again(&cluster, &locks, &masters).await;
-    a_dead_master_leaves_the_others_kept_and_extendable(&cluster, &locks, &masters).await;
 }
 
 async fn every_op_on_each_master(cluster: &RedisCluster, locks: &Locker, masters: &[u16]) {
@@ -229,36 +228,4 @@ fn a_database_other_than_0_is_refused_naming_db() {
     };
     assert_eq!(err.code(), "EINVAL");
     assert!(err.to_string().contains("db"), "{err}");
-}
-
-/// Last, as it kills a master: the scripts, loaded again on a connection that heard the node
-/// drop, reach the masters that answer, so locks there are taken with a watchdog and
-/// extended while the dead one's replica has not taken over yet.
-async fn a_dead_master_leaves_the_others_kept_and_extendable(
-    cluster: &RedisCluster,
-    locks: &Locker,
-    masters: &[u16],
-) {
-    let store = Store::shared(cluster.endpoint(MS(900)));
-    let fresh = Locker::new(store.clone(), PREFIX, MS(1000));
-    for &port in masters {
-        // A connection to every master, the one to die included.
-        let lease = take(&fresh, &cluster.key_on(port, PREFIX, "reach:"), MS(5000)).await;
-        assert!(fresh.release(&lease).await.expect("release"));
-    }
-    cluster.node(masters[2]).signal("-KILL");
-    tokio::time::sleep(MS(200)).await;
-    let key = cluster.key_on(masters[0], PREFIX, "kept:");
-    let (lease, recorder, watch) =
-        watched::hold(&store, &fresh, &key, (MS(600), MS(150)), Limits::default()).await;
-    tokio::time::sleep(MS(700)).await;
-    assert!(recorder.lost_at().is_none(), "{:?}", recorder.lost_at());
-    assert!(recorder.refreshes() >= 2, "{}", recorder.refreshes());
-    fresh.extend(&lease, MS(8000)).await.expect("extend");
-    watch.stop();
-    assert!(fresh.release(&lease).await.expect("release"));
-    let key = cluster.key_on(masters[1], PREFIX, "extended:");
-    let lease = take(locks, &key, MS(5000)).await;
-    locks.extend(&lease, MS(8000)).await.expect("extend");
-    assert!(locks.release(&lease).await.expect("release"));
 }
