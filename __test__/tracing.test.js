@@ -243,9 +243,9 @@ describe('logger', () => {
 })
 
 describe('DEBUG=native-redis-lock', () => {
-  const script = path.join(__dirname, 'fixtures', 'debug-trace.js')
-  const run = (env) =>
+  const run = (env, fixture = 'debug-trace.js') =>
     new Promise((resolve, reject) => {
+      const script = path.join(__dirname, 'fixtures', fixture)
       execFile(process.execPath, [script, server.url], { env: { ...process.env, ...env }, timeout: 20_000 }, (err, stdout, stderr) =>
         err ? reject(Object.assign(err, { stderr })) : resolve({ stdout, stderr }),
       )
@@ -263,6 +263,17 @@ describe('DEBUG=native-redis-lock', () => {
       assert.ok(traced.some((line) => / EVALSHA release\w* \[debug:k/.test(line)), stderr)
       assert.ok(!stderr.includes(token), 'the token is never written')
     }
+  })
+
+  test("syncguard's lockId (it releases and extends) is never written: its index key is cut at :id:", async () => {
+    const { stdout, stderr } = await run({ DEBUG: 'native-redis-lock' }, 'debug-trace-syncguard.js')
+    const lockId = stdout.trim()
+    assert.ok(lockId.length >= 16, stdout)
+    const traced = lines(stderr)
+    for (const name of ['sg_extend', 'sg_lookup', 'sg_release']) {
+      assert.ok(traced.some((line) => line.includes(` EVALSHA ${name} [debug-sg:id:...`)), `${name}: ${stderr}`)
+    }
+    assert.ok(!stderr.includes(lockId), stderr)
   })
 
   test('off without DEBUG, or when excluded', async () => {

@@ -7,7 +7,7 @@ mod redlock_nodes;
 #[path = "common/watched.rs"]
 mod watched;
 
-use common::RedisServer;
+use common::{within, RedisServer};
 use native_redis_lock::core::api::Watch;
 use native_redis_lock::core::api::{Limits, Locker, Store};
 use native_redis_lock::core::basics::lease::Lease;
@@ -89,4 +89,31 @@ async fn three_of_five_unreachable_is_lost_before_the_ttl_ends() {
     // The last refresh a quorum confirmed went out at most 200 ms before the pause.
     let after = at.duration_since(paused_at);
     assert!(after <= MS(850), "{after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_dropping_a_resp2_connection_puts_the_lock_in_doubt_until_a_quorum_confirms_it() {
+    // No HELLO: every node is spoken to over RESP2, where no push tells of a drop.
+    let nodes: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_with(&["--rename-command", "HELLO", ""]))
+        .collect();
+    let (_lease, recorder, watch) = hold(&nodes, "resp2", MS(3000), MS(300)).await;
+    // Falling back to RESP2 starts each node's connection afresh, which may put the new hold
+    // in doubt once; what counts is what the drop below adds.
+    let settled = || watch.certain() && recorder.doubts().len() % 2 == 0;
+    assert!(within(MS(2000), settled).await, "{:?}", recorder.doubts());
+    let before = recorder.doubts().len();
+    nodes[0].kill_clients();
+    assert!(
+        within(MS(2000), || recorder.doubts().len() > before).await,
+        "told suspended when the next call found the connection gone"
+    );
+    assert!(
+        within(MS(2000), || recorder.doubts().len() == before + 2).await,
+        "told resumed: {:?}",
+        recorder.doubts()
+    );
+    assert_eq!(recorder.doubts()[before..], ["suspended", "resumed"]);
+    assert!(watch.certain(), "confirmed again by a quorum");
+    assert!(recorder.lost_at().is_none(), "no false loss");
 }

@@ -4,7 +4,7 @@ mod common;
 #[path = "common/watched.rs"]
 mod watched;
 
-use common::RedisServer;
+use common::{within, RedisServer};
 use native_redis_lock::core::api::Heartbeat;
 use native_redis_lock::core::api::Locker;
 use native_redis_lock::core::api::Store;
@@ -343,31 +343,12 @@ async fn a_tick_visits_the_locks_due_not_every_lock_held() {
     assert!(recorder.lost_at().is_none() && sink.lost_at().is_none());
 }
 
-/// Waits up to `bound` for `done`, polling every 5 ms.
-async fn within(bound: Duration, done: impl Fn() -> bool) -> bool {
-    let until = Instant::now() + bound;
-    while Instant::now() < until {
-        if done() {
-            return true;
-        }
-        tokio::time::sleep(MS(5)).await;
-    }
-    done()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn a_dropped_connection_puts_a_lock_in_doubt_until_a_refresh_confirms_it() {
     let f = fixture();
     let (_lease, recorder, watch) = f.hold("doubt", MS(3000), MS(1000), Limits::default()).await;
     assert!(watch.certain());
-    let _: () = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(&mut f.server.raw())
-        .unwrap();
+    f.server.kill_clients();
     assert!(
         within(MS(1000), || !recorder.doubts().is_empty()).await,
         "told suspended"
@@ -403,4 +384,25 @@ async fn a_restarted_redis_suspends_a_lock_at_the_drop_then_finds_it_lost() {
         "lost once the empty Redis answers"
     );
     assert_eq!(recorder.doubts(), ["suspended"], "never resumed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_drop_while_nothing_is_held_leaves_the_next_hold_certain() {
+    let f = fixture();
+    let (_lease, _recorder, watch) = f
+        .hold("before", MS(3000), MS(1000), Limits::default())
+        .await;
+    watch.stop();
+    let watchdog = Watchdog::of(&f.store);
+    assert!(within(MS(1000), || watchdog.stats().watched == 0).await);
+    // The watchdog's task ends at its next wake-up (the refresh that was due) with nothing
+    // to watch: then nobody waits for the drop below.
+    tokio::time::sleep(MS(1200)).await;
+    f.server.kill_clients();
+    tokio::time::sleep(MS(200)).await;
+    let (_lease, recorder, watch) = f.hold("after", MS(3000), MS(1000), Limits::default()).await;
+    tokio::time::sleep(MS(300)).await;
+    assert_eq!(recorder.doubts(), Vec::<&str>::new(), "sent after the drop");
+    assert!(watch.certain());
+    assert!(recorder.lost_at().is_none());
 }

@@ -113,6 +113,18 @@ impl RedisServer {
         assert!(status.success());
     }
 
+    /// Drops every client connection but the one asking, as a network blip would.
+    pub fn kill_clients(&self) {
+        let _: () = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query(&mut self.raw())
+            .expect("CLIENT KILL");
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
@@ -158,4 +170,16 @@ pub fn args_of(cmd: &redis::Cmd) -> Vec<&[u8]> {
             _ => b"0".as_slice(),
         })
         .collect()
+}
+
+/// Waits up to `bound` for `done`, polling every 5 ms.
+pub async fn within(bound: Duration, done: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + bound;
+    while Instant::now() < until {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    done()
 }

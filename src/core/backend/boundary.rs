@@ -9,6 +9,7 @@ use super::lock_store::{Caps, Listener, LockStore, Subscriptions};
 use super::memory::MemoryStore;
 use super::redis_store::RedisStore;
 use super::redlock_store::RedlockStore;
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::extend::Extend;
@@ -20,7 +21,6 @@ use crate::core::proto::release::{HandOver, Release};
 use crate::core::proto::Op;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::sync::Notify;
 
 pub enum Backend {
     Redis(RedisStore),
@@ -171,7 +171,7 @@ impl LockStore for Backend {
         each!(self, s => s.unprepared())
     }
 
-    fn lost(&self) -> &Notify {
+    fn lost(&self) -> &Drops {
         each!(self, s => s.lost())
     }
 

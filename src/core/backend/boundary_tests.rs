@@ -10,6 +10,7 @@ struct Deaf;
 impl Listener for Deaf {
     fn message(&self, _: &[u8], _: &[u8]) {}
     fn connection_lost(&self, _: LostScope) {}
+    fn unsubscribed(&self, _: &[u8]) {}
 }
 
 fn open(url: &str) -> Backend {

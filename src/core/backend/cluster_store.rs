@@ -9,13 +9,13 @@ use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
 };
 use super::redis_store::RedisStore;
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::Op;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::sync::Notify;
 
 pub struct ClusterStore {
     nodes: RedisStore<ClusterPair>,
@@ -94,7 +94,7 @@ impl LockStore for ClusterStore {
         self.nodes.unprepared()
     }
 
-    fn lost(&self) -> &Notify {
+    fn lost(&self) -> &Drops {
         self.nodes.lost()
     }
 

@@ -8,6 +8,7 @@ use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::upstream::Upstream;
 use super::wire::{Conduit, Destination, PushSink};
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
@@ -19,7 +20,6 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
 
 const REFUSAL_BUDGET: Duration = Duration::from_millis(300);
 const REFUSAL_FIRST_PAUSE: Duration = Duration::from_millis(10);
@@ -81,7 +81,7 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     unsharded: AtomicBool,
     /// Signalled when the socket drops (or a call timed out and the connection was
     /// abandoned), so the watchdog re-checks its locks as soon as Redis answers again.
-    dropped: Arc<Notify>,
+    dropped: Arc<Drops>,
     /// Every script is loaded on the current connection (cleared when it drops or is
     /// abandoned: a restarted Redis has an empty script cache).
     scripts_ready: Arc<AtomicBool>,
@@ -111,7 +111,7 @@ impl<W: Conduit> Link<W> {
             reached: AtomicBool::new(false),
             up: AtomicBool::new(false),
             unsharded: AtomicBool::new(false),
-            dropped: Arc::new(Notify::new()),
+            dropped: Arc::new(Drops::default()),
             scripts_ready: Arc::new(AtomicBool::new(false)),
             scripts,
             listener,
@@ -120,7 +120,7 @@ impl<W: Conduit> Link<W> {
     }
 
     /// Resolves after the connection dropped (one waiter: the watchdog).
-    pub(super) fn dropped(&self) -> &Notify {
+    pub(super) fn dropped(&self) -> &Drops {
         &self.dropped
     }
 
@@ -168,7 +168,7 @@ impl<W: Conduit> Link<W> {
             self.scripts_ready.store(false, Ordering::Relaxed);
             // Waiters listen again, on the new connection.
             self.listener.connection_lost(LostScope::All);
-            self.dropped.notify_one();
+            self.dropped.signal();
             return None;
         }
         match slot.as_ref() {
@@ -232,7 +232,7 @@ impl<W: Conduit> Link<W> {
             Err(_) => {
                 // As for any call without an answer (see `call`): start afresh.
                 self.discard_manager();
-                self.dropped.notify_one();
+                self.dropped.signal();
                 false
             }
         }
@@ -260,7 +260,7 @@ impl<W: Conduit> Link<W> {
         if tokio::time::timeout(timeout, work).await.is_err() {
             // As for any call without an answer (see `call`): start afresh.
             self.discard_manager();
-            self.dropped.notify_one();
+            self.dropped.signal();
         }
     }
 
@@ -366,7 +366,12 @@ impl<W: Conduit> Link<W> {
                         || err.is_connection_refusal()
                         || err.is_io_error();
                     if gone && self.up.swap(false, Ordering::Relaxed) {
-                        self.dropped.notify_one();
+                        self.dropped.signal();
+                        if self.resp2_only.load(Ordering::Relaxed) {
+                            // No push tells of a RESP2 drop: the listener (a Redlock's doubt,
+                            // a store's waiters) hears it here instead.
+                            self.listener.connection_lost(LostScope::All);
+                        }
                     }
                     err
                 }
@@ -376,7 +381,7 @@ impl<W: Conduit> Link<W> {
                     // caller. Start afresh. (Every operation checks the owner token, so a late
                     // execution on the old socket is harmless.)
                     self.discard_manager();
-                    self.dropped.notify_one();
+                    self.dropped.signal();
                     let err = LockError::no_reply(timeout);
                     return Err((Box::pin(self.explain(err)).await, Some(Pinned(manager))));
                 }

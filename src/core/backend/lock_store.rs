@@ -8,6 +8,7 @@
 //! (basics/keys.rs), so one atomic script per op is enough on any of them.
 
 use super::endpoint::Endpoint;
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::extend::Extend;
@@ -20,7 +21,6 @@ use crate::core::proto::Op;
 use std::future::Future;
 use std::ops::RangeInclusive;
 use std::time::{Duration, SystemTime};
-use tokio::sync::Notify;
 
 /// Channels nobody waits on stay subscribed (the next wait on the same lock skips the
 /// SUBSCRIBE) until there are more than this many.
@@ -115,7 +115,7 @@ pub trait Listener: Send + Sync {
     fn connection_lost(&self, scope: LostScope);
     /// The server dropped one subscription itself (a cluster's slot moved to another node):
     /// a release announced there is no longer heard. Only a cluster's nodes do this.
-    fn unsubscribed(&self, _channel: &[u8]) {}
+    fn unsubscribed(&self, channel: &[u8]);
 }
 
 /// Which channels are subscribed, kept by the listener beside its own state of each channel.
@@ -303,7 +303,7 @@ pub trait LockStore: Send + Sync {
 
     /// Signalled when the connection dropped: every lock may be gone (the watchdog's
     /// re-check).
-    fn lost(&self) -> &Notify;
+    fn lost(&self) -> &Drops;
 
     /// The store's clock (Redis TIME), for callers that must not trust their own.
     fn server_time(

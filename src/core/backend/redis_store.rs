@@ -8,6 +8,7 @@ use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
 };
 use super::wire::Conduit;
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::refresh::RefreshBatch;
@@ -18,7 +19,6 @@ use redis::aio::ConnectionManager;
 use redis::{ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use tokio::sync::Notify;
 
 /// One server over its `ConnectionManager`; a cluster's `ClusterStore` runs the same over its
 /// own connection (`W`).
@@ -196,7 +196,7 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.scripts_lost()
     }
 
-    fn lost(&self) -> &Notify {
+    fn lost(&self) -> &Drops {
         self.link.dropped()
     }
 

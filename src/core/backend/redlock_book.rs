@@ -5,9 +5,9 @@
 //! asked of the table itself.
 
 use super::lock_store::{Listener, LostScope, Subscriptions};
+use crate::core::basics::drops::Drops;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
-use tokio::sync::Notify;
 
 /// The channels one node's connection is subscribed to.
 #[derive(Default)]
@@ -29,7 +29,7 @@ impl NodeBook {
 pub struct NodeListener {
     pub inner: Arc<dyn Listener>,
     pub book: Arc<NodeBook>,
-    pub lost: Arc<Notify>,
+    pub lost: Arc<Drops>,
 }
 
 impl Listener for NodeListener {
@@ -39,8 +39,15 @@ impl Listener for NodeListener {
 
     fn connection_lost(&self, scope: LostScope) {
         self.book.channels().clear();
-        self.lost.notify_one();
+        self.lost.signal();
         self.inner.connection_lost(scope)
+    }
+
+    /// Gone from this node as from a lost connection, and the shared listener re-checks it
+    /// as it does for one.
+    fn unsubscribed(&self, channel: &[u8]) {
+        self.book.channels().remove(channel);
+        self.inner.unsubscribed(channel)
     }
 }
 
@@ -81,3 +88,7 @@ impl Subscriptions for NodeSubscriptions<'_> {
         self.node.channels().insert(channel.to_vec());
     }
 }
+
+#[cfg(test)]
+#[path = "redlock_book_tests.rs"]
+mod tests;

@@ -14,6 +14,7 @@ use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
 use super::redlock_tally::{
     answered, failed, gather, gather_within, is_answer, quorum_error, won, Tally,
 };
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::{background, clock};
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
@@ -28,7 +29,6 @@ use crate::core::proto::{Op, Request};
 use futures_util::future::join_all;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::Notify;
 
 /// The fewest nodes of a Redlock that survives one node down.
 pub const MIN_NODES: usize = 3;
@@ -37,7 +37,7 @@ pub struct RedlockStore {
     endpoint: Endpoint,
     nodes: Vec<Node>,
     quorum: usize,
-    lost: Arc<Notify>,
+    lost: Arc<Drops>,
 }
 
 struct Node {
@@ -134,7 +134,7 @@ fn is_localhost(ip: &std::net::IpAddr) -> bool {
 impl RedlockStore {
     /// Opens nothing yet, as each node's store. `endpoint` must be a Redlock's.
     pub fn new(endpoint: Endpoint, listener: Arc<dyn Listener>) -> RedlockStore {
-        let lost = Arc::new(Notify::new());
+        let lost = Arc::new(Drops::default());
         let nodes: Vec<Node> = match &endpoint.address {
             Address::Redlock(nodes) => nodes
                 .iter()
@@ -821,7 +821,7 @@ impl LockStore for RedlockStore {
         }
     }
 
-    fn lost(&self) -> &Notify {
+    fn lost(&self) -> &Drops {
         &self.lost
     }
 

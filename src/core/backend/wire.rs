@@ -5,20 +5,20 @@
 use super::endpoint::Endpoint;
 use super::lock_store::{published, unsubscribed, Listener, LostScope};
 use super::upstream::Upstream;
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Pipeline, RedisResult, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Where a connection's pushes go: messages to the listener, a dropped socket to the
 /// watchdog (through `dropped`) and to the waiters, and the scripts marked unloaded.
 #[derive(Clone)]
 pub struct PushSink {
-    pub(super) dropped: Arc<Notify>,
+    pub(super) dropped: Arc<Drops>,
     pub(super) scripts_ready: Arc<AtomicBool>,
     pub(super) listener: Arc<dyn Listener>,
     /// Set on a dropped socket when the server behind it can change (a Sentinel set's
@@ -34,7 +34,7 @@ impl PushSink {
                     stale.store(true, Ordering::Release);
                 }
                 self.scripts_ready.store(false, Ordering::Relaxed);
-                self.dropped.notify_one();
+                self.dropped.signal();
                 self.listener.connection_lost(LostScope::All);
             }
             redis::PushKind::SUnsubscribe => {

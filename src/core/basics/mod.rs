@@ -5,6 +5,7 @@
 pub mod background;
 pub mod backoff;
 pub mod clock;
+pub mod drops;
 pub mod error;
 pub mod keys;
 pub mod lease;

@@ -1,7 +1,9 @@
 //! `DEBUG=native-redis-lock`: every Redis call written to stderr with how long it took, as
 //! the `debug` package would (`*`, comma or space lists, `-name` exclusions). The variable is
 //! read once, at the first call; off, a call costs one relaxed load. Only command names, key
-//! names and script names are written: never a token, a value or an AUTH argument.
+//! names and script names are written: never a token, a value or an AUTH argument. A
+//! syncguard script's index key (`prefix:id:<lockId>`) names its holder's token, so it is
+//! shown up to `:id:` only.
 
 use super::resp;
 use redis::Value;
@@ -144,7 +146,8 @@ fn command(out: &mut String, value: &Value, names: ScriptNames) {
             let sha = text(parts.get(1));
             let script = names(sha.as_bytes()).unwrap_or("script");
             let _ = write!(out, " {script}");
-            keys(out, &parts[2.min(parts.len())..]);
+            let token_keyed = script == "script" || script.starts_with("sg_");
+            keys(out, &parts[2.min(parts.len())..], token_keyed);
         }
         "SCRIPT" => {
             let _ = write!(out, " {}", text(parts.get(1)).to_ascii_uppercase());
@@ -157,11 +160,22 @@ fn command(out: &mut String, value: &Value, names: ScriptNames) {
     }
 }
 
-/// `numkeys key...` of an EVALSHA, as `[key, key]`.
-fn keys(out: &mut String, rest: &[Value]) {
+/// The part of an index key that follows its prefix: a lockId, which releases and extends.
+const INDEX_MARK: &str = ":id:";
+
+/// `numkeys key...` of an EVALSHA, as `[key, key]`; with `token_keyed` (syncguard's scripts,
+/// and one we cannot name), what follows `:id:` in a key is elided.
+fn keys(out: &mut String, rest: &[Value], token_keyed: bool) {
     let count: usize = text(rest.first()).parse().unwrap_or(0);
     let named: Vec<String> = (rest.iter().skip(1).take(count))
-        .map(|key| text(Some(key)))
+        .map(|key| {
+            let mut key = text(Some(key));
+            if let Some(at) = key.find(INDEX_MARK).filter(|_| token_keyed) {
+                key.truncate(at + INDEX_MARK.len());
+                key.push_str("...");
+            }
+            key
+        })
         .collect();
     let _ = write!(out, " [{}]", named.join(", "));
 }

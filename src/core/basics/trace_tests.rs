@@ -36,7 +36,11 @@ fn packed(parts: &[&[&[u8]]]) -> Vec<u8> {
 }
 
 fn name_of(sha: &[u8]) -> Option<&'static str> {
-    (sha == b"abc").then_some("acquire")
+    match sha {
+        b"abc" => Some("acquire"),
+        b"5e5" => Some("sg_release"),
+        _ => None,
+    }
 }
 
 #[test]
@@ -55,12 +59,21 @@ fn a_call_shows_names_and_keys_never_values() {
         &[b"AUTH", b"user", b"SECRET-PASSWORD"],
         &[b"HELLO", b"3", b"AUTH", b"user", b"SECRET-PASSWORD"],
         &[b"EVALSHA", b"fff", b"1", b"odd\xffkey"],
+        &[b"EVALSHA", b"fff", b"1", b"sg:id:SECRET-LOCKID"],
+        &[
+            b"EVALSHA",
+            b"5e5",
+            b"1",
+            b"sg:id:SECRET-LOCKID",
+            b"SECRET-LOCKID",
+        ],
+        &[b"EVALSHA", b"abc", b"1", b"user:id:kept"],
         &[b"SCRIPT", b"load", b"return SECRET"],
     ]);
     let line = describe(&call, name_of);
     assert_eq!(
         line,
-        "EVALSHA acquire [lock:k, lock:k:fence]; SET lock:x; AUTH; HELLO; EVALSHA script [odd\\xffkey]; SCRIPT LOAD"
+        "EVALSHA acquire [lock:k, lock:k:fence]; SET lock:x; AUTH; HELLO; EVALSHA script [odd\\xffkey]; EVALSHA script [sg:id:...]; EVALSHA sg_release [sg:id:...]; EVALSHA acquire [user:id:kept]; SCRIPT LOAD"
     );
     assert!(!line.contains("SECRET"));
 }

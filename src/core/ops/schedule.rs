@@ -219,9 +219,18 @@ impl Schedule {
 
     /// Every lock due at once (the connection dropped, so any of them may be gone), and in
     /// doubt until its refresh answers; answers the sinks and tags of those newly in doubt.
-    pub fn all_due(&mut self, now: u64, clock: &TickClock) -> Vec<(Arc<dyn Sink>, u32)> {
+    pub fn all_due(
+        &mut self,
+        now: u64,
+        dropped_at: u64,
+        clock: &TickClock,
+    ) -> Vec<(Arc<dyn Sink>, u32)> {
         let mut doubted = Vec::new();
         for (_, entry) in self.entries.iter_mut() {
+            // Confirmed by a request sent after the drop: the drop says nothing of it.
+            if entry.sent_ms() > dropped_at {
+                continue;
+            }
             entry.due_now(now);
             if !entry.in_doubt {
                 entry.in_doubt = true;

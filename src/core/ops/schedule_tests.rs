@@ -156,7 +156,7 @@ fn all_due_refreshes_every_lock_at_the_next_tick() {
                 .0
         })
         .collect();
-    schedule.all_due(50, &clock);
+    schedule.all_due(50, 50, &clock);
     assert_eq!(schedule.next_wake(&clock), Some(50));
     let mut due = schedule.tick(50, &clock).due;
     due.sort_unstable();

@@ -9,6 +9,7 @@ use crate::core::backend::boundary::Backend;
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::backend::lock_store::{Listener, LockStore, LostScope, Subscriptions};
 use crate::core::basics::background::spawn;
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
@@ -18,7 +19,6 @@ use crate::core::wait::wake::{self, Turn, Wakes};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::Notify;
 
 /// Bound of the calls a connection makes on its own (queueing again, passing a wake on).
 pub(crate) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -124,7 +124,7 @@ impl Store {
     }
 
     /// Resolves after the connection dropped (one waiter: the watchdog).
-    pub fn dropped(&self) -> &Notify {
+    pub fn dropped(&self) -> &Drops {
         self.backend.lost()
     }
 

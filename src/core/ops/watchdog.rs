@@ -239,6 +239,13 @@ impl Watchdog {
         } else {
             self.wake_by(&mut state, at);
         }
+        drop(state);
+        // A drop between the request and now may have been heard before this lock was in
+        // the table: it is in doubt from the start.
+        if self.store.dropped().since(sent.into_std()) {
+            self.recheck_all();
+            self.wake.notify_one();
+        }
         id
     }
 
@@ -298,10 +305,13 @@ impl Watchdog {
     /// reports a lost lock the moment Redis answers.
     fn recheck_all(&self) {
         let now = self.clock.ms(Instant::now());
+        // A drop stored while nothing was watched concerns only the locks sent before it.
+        let dropped_at =
+            (self.store.dropped().last()).map_or(now, |at| self.clock.ms(Instant::from_std(at)));
         let doubted = {
             let mut state = lock(&self.state);
             state.drops += 1;
-            state.entries.all_due(now, &self.clock)
+            state.entries.all_due(now, dropped_at, &self.clock)
         };
         for (sink, tag) in doubted {
             sink.suspended(tag);

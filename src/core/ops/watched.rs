@@ -245,9 +245,14 @@ impl Watched {
         }
     }
 
-    pub fn confirmed(&self, clock: &TickClock) -> Confirmed {
+    /// When (ms) the request that last set its TTL was sent.
+    pub fn sent_ms(&self) -> u64 {
         let validity_ms = validity(self.ttl()).as_millis() as u64;
-        let sent = self.deadline.saturating_sub(validity_ms);
+        self.deadline.saturating_sub(validity_ms)
+    }
+
+    pub fn confirmed(&self, clock: &TickClock) -> Confirmed {
+        let sent = self.sent_ms();
         Confirmed {
             deadline: clock.at(self.deadline).into_std(),
             expires_at_ms: clock.base_wall_ms + sent + u64::from(self.ttl_ms),

@@ -11,6 +11,7 @@ use crate::core::backend::lock_store::{
     published, Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions,
     WakeKind, IDLE_SUBSCRIPTIONS,
 };
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
@@ -20,7 +21,6 @@ use redis::{Script, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use tokio::sync::Notify;
 
 pub struct MemoryStore {
     endpoint: Endpoint,
@@ -31,7 +31,7 @@ pub struct MemoryStore {
     /// Every script is loaded (cleared by a NOSCRIPT: a SCRIPT FLUSH).
     scripts_ready: AtomicBool,
     /// Never signalled: nothing here can drop.
-    lost: Notify,
+    lost: Drops,
     /// Serialises (un)subscribing, so idle channels are taken once.
     switching: Mutex<()>,
 }
@@ -76,7 +76,7 @@ impl MemoryStore {
             instance,
             pushes,
             scripts_ready: AtomicBool::new(false),
-            lost: Notify::new(),
+            lost: Drops::default(),
             switching: Mutex::new(()),
         }
     }
@@ -209,7 +209,7 @@ impl LockStore for MemoryStore {
         self.scripts_ready.store(false, Ordering::Relaxed);
     }
 
-    fn lost(&self) -> &Notify {
+    fn lost(&self) -> &Drops {
         &self.lost
     }
 
