@@ -1,0 +1,64 @@
+use super::*;
+
+#[test]
+fn codes_are_stable() {
+    assert_eq!(LockError::invalid_type("key", "x").code(), "EINVAL");
+    assert_eq!(LockError::Connection("x".into()).code(), "ECONNECTION");
+    assert_eq!(LockError::Timeout("x".into()).code(), "ETIMEDOUT");
+    assert_eq!(LockError::Aborted.code(), "EABORTED");
+    assert_eq!(LockError::NotHeld { key: "k".into() }.code(), "ENOTHELD");
+    assert_eq!(LockError::Unready("x".into()).code(), "EREDIS");
+}
+
+fn sent(reply: &str) -> LockError {
+    let value = redis::parse_redis_value(reply.as_bytes()).expect("a RESP error");
+    LockError::from(value.extract_error().expect_err("an error reply"))
+}
+
+/// By the reply's code, never its text: a script's own message may name anything.
+#[test]
+fn a_server_answering_about_its_own_state_is_unready() {
+    for code in UNREADY_CODES {
+        let err = sent(&format!("-{code} the server's words\r\n"));
+        assert!(matches!(err, LockError::Unready(_)), "{code}: {err:?}");
+        assert_eq!(err.code(), "EREDIS");
+    }
+    let err = sent("-ERR script: READONLY You can't write against a read only replica.\r\n");
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+}
+
+/// JS passes these on as syncguard's `AcquisitionTimeout` messages, word for word.
+#[test]
+fn giving_up_says_what_syncguard_says() {
+    let messages = [
+        (
+            GaveUp::TimedOut {
+                elapsed_ms: 5003,
+                attempts: 4,
+            },
+            "Failed to acquire lock after 5003ms (4 attempts)",
+        ),
+        (
+            GaveUp::Contention { attempts: 11 },
+            "Failed to acquire lock after 11 attempts (lock contention)",
+        ),
+        (
+            GaveUp::NoTimeForRetry { elapsed_ms: 4990 },
+            "Timeout reached before next retry (4990ms elapsed)",
+        ),
+    ];
+    for (gave_up, message) in messages {
+        let err = LockError::GaveUp(gave_up);
+        assert_eq!(err.to_string(), message);
+        assert_eq!(err.code(), "EGAVEUP");
+        assert!(!err.is_infrastructure());
+    }
+}
+
+#[test]
+fn refused_connection_is_infrastructure() {
+    let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+    let err = LockError::from(redis::RedisError::from(io));
+    assert_eq!(err.code(), "ECONNECTION");
+    assert!(err.is_infrastructure());
+}
