@@ -1,6 +1,6 @@
 'use strict'
 
-// npm run bench [-- --quick] [--only=a,b,c,d,e,f] [--placements=unpinned,pinned] [--adapters=id,...]
+// npm run bench [-- --quick] [--only=a,b,c,c4,d,e,f,ra,rb,rc] [--placements=unpinned,pinned] [--adapters=id,...]
 //               [--report-only]
 //
 // Runs our package (through its three APIs) and the JavaScript lock peers against one private
@@ -32,14 +32,14 @@ PARAMS.heldRefreshMs = 1000
 PARAMS.releaseLocks = 100_000
 PARAMS.releaseTtlMs = 30_000
 
-const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e,f').split(',')
+const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e,f,ra,rb,rc').split(',')
 const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
 /** The adapters taking part in `scenario`: an adapter's `scenarios` list, when it has one, limits it. */
 const adaptersFor = (scenario) => ADAPTER_IDS.filter((id) => ADAPTERS[id] && (ADAPTERS[id].scenarios ?? [scenario]).includes(scenario))
 // (e) takes every library that can keep a lock alive on its own (an adapter with `hold`).
 const HELD_ADAPTERS = adaptersFor('e').filter((id) => ADAPTERS[id].holds)
-// (ra) and (rb), a Redlock over 5 servers, take only the adapters made for it.
-const REDLOCK_SCENARIOS = ['ra', 'rb']
+// (ra), (rb) and (rc), a Redlock over 5 servers, take only the adapters made for it.
+const REDLOCK_SCENARIOS = ['ra', 'rb', 'rc']
 const redlockAdapters = (scenario) => ADAPTER_IDS.filter((id) => ADAPTERS[id]?.scenarios?.includes(scenario))
 const OUT_JSON = path.join(__dirname, 'results.json')
 
@@ -167,8 +167,8 @@ async function releaseStall(server, pinned, label) {
   }
 }
 
-// (ra) serial pairs and (rb) 256 in flight on a Redlock: the placement's server and 4 more,
-// pinned alike, as many rounds as (a) and (b).
+// (ra) serial pairs, (rb) 256 in flight and (rc) 8 waiters on one key, on a Redlock: the
+// placement's server and 4 more, pinned alike, as many rounds as (a) and (b).
 async function redlockScenario(server, pinned, name, scenario) {
   const more = await Promise.all(Array.from({ length: 4 }, () => startRedis()))
   try {

@@ -216,6 +216,8 @@ async function contendedProcesses({ id }, keyBase, ms, data, processes = 4) {
 }
 
 const RUN = { a: serial, b: inflight, c: contended, c4: contendedProcesses }
+// The scenarios with waiters on one key: owner changes and waits are counted.
+const CONTENDED = ['c', 'c4', 'rc']
 
 /** `run` with each pair's time (acquire sent to release answered) kept, for p50/p99 in ms. */
 function timedPairs(run) {
@@ -239,9 +241,11 @@ function timedPairs(run) {
     return { ...out, pairP50: quantile(times, 0.5), pairP99: quantile(times, 0.99) }
   }
 }
-// (ra) and (rb): (a) and (b) on a Redlock over 5 servers (run.js passes their ports and urls).
+// (ra), (rb) and (rc): (a), (b) and (c) on a Redlock over 5 servers (run.js passes their ports
+// and urls); (c)'s counter stays on the first server.
 RUN.ra = timedPairs(serial)
 RUN.rb = timedPairs(inflight)
+RUN.rc = contended
 
 /**
  * With (a): the cost of one call that does no lock work, serially: ours isLocked (one EXISTS)
@@ -345,10 +349,10 @@ async function main() {
         nodeCpuPercent: ((cpu.user + cpu.system) / 1000 / (seconds * 1000)) * 100,
         redisCpuPercent: redisCpu === null ? null : (redisCpu / (seconds * 1000)) * 100,
       }
-      if (scenario === 'c' || scenario === 'c4') round.ownerChangesPerSec = out.ownerChanges / seconds
+      if (CONTENDED.includes(scenario)) round.ownerChangesPerSec = out.ownerChanges / seconds
       results[id].rounds.push(round)
       let extra = ''
-      if (scenario === 'c' || scenario === 'c4') {
+      if (CONTENDED.includes(scenario)) {
         extra = `, ${fmt(round.ownerChangesPerSec)} owner changes/s, wait p99 ${fmt(out.waitP99, 1)} ms, counter ${out.exact ? 'exact' : `WRONG (${out.counter} vs ${out.ops}, overlaps ${out.overlaps})`}`
       }
       if (out.pairP50 !== undefined) extra += `, pair p50 ${fmt(out.pairP50, 2)} ms p99 ${fmt(out.pairP99, 2)} ms`

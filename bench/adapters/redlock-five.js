@@ -1,14 +1,16 @@
 'use strict'
 
-// Scenarios (ra) and (rb): a Redlock over the 5 servers run.js starts, through ours and the two
-// Redlock peers, each as its users would write it over 5 independent masters: one client per
-// server, a lock held when a majority granted it. Only these adapters take part in (ra)/(rb).
+// Scenarios (ra), (rb) and (rc): a Redlock over the 5 servers run.js starts, through ours and the
+// two Redlock peers, each as its users would write it over 5 independent masters: one client per
+// server, a lock held when a majority granted it. Only these adapters take part in them.
 const Redlock4 = require('redlock')
 const { Redlock: SesameRedlock } = require('@sesamecare-oss/redlock')
 const { connect } = require('../lib/redis')
 const { requireOurs } = require('../lib/util')
 
-const SCENARIOS = ['ra', 'rb']
+const SCENARIOS = ['ra', 'rb', 'rc']
+// (rc) waits as the single-server contended scenario does: retry every 10 ms, jitter 5.
+const WAIT = { retryCount: -1, retryDelay: 10, retryJitter: 5 }
 
 const ours = {
   name: 'ours: DistributedLock([5 servers])',
@@ -42,7 +44,9 @@ const redlock4 = {
   async create({ ports }) {
     const clients = await Promise.all(ports.map((port) => connect(port)))
     const once = new Redlock4(clients, { retryCount: 0, retryJitter: 0 })
+    const waiting = new Redlock4(clients, WAIT)
     once.on('clientError', () => {})
+    waiting.on('clientError', () => {})
     return {
       async acquire(key, ttlMs) {
         try {
@@ -52,6 +56,7 @@ const redlock4 = {
         }
       },
       release: (lock) => once.unlock(lock),
+      waitAcquire: (key, ttlMs) => waiting.lock(key, ttlMs),
       close: () => Promise.all(clients.map((client) => client.quit())),
     }
   },
@@ -75,6 +80,7 @@ const sesamecare = {
         }
       },
       release: (lock) => redlock.release(lock),
+      waitAcquire: (key, ttlMs) => redlock.acquire([key], ttlMs, WAIT),
       close: () => Promise.all(clients.map((client) => client.quit())),
     }
   },
