@@ -22,7 +22,15 @@ const SCENARIO_TITLE = {
   d: '(d) the physical limit: redis-benchmark against the same server',
   e: '(e) held locks with auto-refresh',
   f: '(f) event-loop stall while releasing auto-refreshed locks (ours alone)',
+  ra: '(ra) Redlock over 5 servers: serial acquire + release on one key',
+  rb: '(rb) Redlock over 5 servers: 256 acquire + release pairs in flight on distinct keys',
+  rc: '(rc) Redlock over 5 servers: one key, 8 async workers, GET + SET of a counter inside the lock',
 }
+// The Redlock scenarios' targets (issue 25): ours against the best Redlock peer, both placements.
+const REDLOCK_TARGETS = [
+  ['ra', 1.5, '(ra) Redlock serial pairs/s: >= 1.5x best Redlock peer'],
+  ['rb', 1.5, '(rb) Redlock 256 in flight pairs/s: >= 1.5x best Redlock peer'],
+]
 
 const values = (rounds, key) => rounds.map((r) => r[key]).filter((v) => typeof v === 'number' && Number.isFinite(v))
 const stat = (rounds, key) => {
@@ -109,6 +117,14 @@ function targetsTable(results) {
       if ((scenario === 'a') !== (placement === 'pinned') || !data[scenario]) continue
       const peer = bestPeer(meta, data[scenario])
       const value = median(data[scenario], ours, 'rate')
+      const x = peer ? value / peer.value : NaN
+      row(label, placement, value, peer ? `${fmt(peer.value)} ${peer.name}` : null, Number.isFinite(x) ? x >= want : null, `${fmt(value)} (${ratio(x)})`)
+    }
+    for (const [scenario, want, label] of REDLOCK_TARGETS) {
+      const result = data[scenario]
+      if (!result) continue
+      const peer = bestPeer(meta, result)
+      const value = median(result, 'ours-redlock', 'rate')
       const x = peer ? value / peer.value : NaN
       row(label, placement, value, peer ? `${fmt(peer.value)} ${peer.name}` : null, Number.isFinite(x) ? x >= want : null, `${fmt(value)} (${ratio(x)})`)
     }
@@ -298,7 +314,24 @@ function scenarioSection(results, scenario) {
           '',
         )
       }
-    } else if (scenario === 'c' || scenario === 'c4') {
+    } else if (scenario === 'ra' || scenario === 'rb') {
+      const peer = bestPeer(meta, result)
+      const rows = adapterEntries(result).map(([id, r]) => {
+        const name = meta.adapters[id]?.name ?? id
+        if (r.error && !r.rounds.length) return [name, `failed: ${r.error}`]
+        const s = stat(r.rounds, 'rate')
+        const failed = r.rounds.reduce((n, x) => n + (x.failed ?? 0), 0)
+        return [
+          name,
+          range(s),
+          peer?.id === id ? 'best peer' : ratio(s.median / (peer?.value ?? NaN)),
+          `${fmt(stat(r.rounds, 'pairP50').median, 2)} / ${fmt(stat(r.rounds, 'pairP99').median, 2)}`,
+          fmt(stat(r.rounds, 'nodeCpuUsPerOp').median, 1),
+          String(failed),
+        ]
+      })
+      parts.push(table(['library', 'pairs/s median (min–max)', '÷ best peer', 'pair ms p50 / p99', 'Node CPU µs/pair', 'failed acquires'], rows), '')
+    } else if (scenario === 'c' || scenario === 'c4' || scenario === 'rc') {
       const peer = bestPeer(meta, result)
       const rows = adapterEntries(result).map(([id, r]) => {
         const name = meta.adapters[id]?.name ?? id
@@ -320,7 +353,7 @@ function scenarioSection(results, scenario) {
       })
       parts.push(
         table(
-          ['library', 'critical sections/s median (min–max)', '÷ best peer', 'owner changes/s', 'wait ms p50 / p99 / max', 'Redis cmds/section (commandstats, incl. 2 for the counter)', 'Node CPU µs/section', 'counter exact', 'wait errors'],
+          ['library', 'critical sections/s median (min–max)', '÷ best peer', 'owner changes/s', 'wait ms p50 / p99 / max', `Redis cmds/section (commandstats${scenario === 'rc' ? ' of the first of the 5 servers' : ''}, incl. 2 for the counter)`, 'Node CPU µs/section', 'counter exact', 'wait errors'],
           rows,
         ),
         '',
@@ -477,7 +510,7 @@ function writeReport(results, dir) {
     '',
     summary,
     '',
-    ...['a', 'b', 'c', 'c4', 'd', 'e', 'f'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
+    ...['a', 'b', 'c', 'c4', 'd', 'e', 'f', 'ra', 'rb', 'rc'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
     'See README.md for what each scenario measures and how to read the figures.',
     '',
   ].join('\n')
