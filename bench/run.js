@@ -1,7 +1,11 @@
 'use strict'
 
 // npm run bench [-- --quick] [--only=a,b,c,c4,d,e,f,ra,rb,rc] [--placements=unpinned,pinned] [--adapters=id,...]
-//               [--report-only]
+//               [--report-only] [--merge]
+//
+// --merge keeps bench/results.json and replaces only the scenarios and placements this run
+// measured (the report says which, when and by what command): a scenario re-measured on a
+// quiet machine without a whole run.
 //
 // Runs our package (through its three APIs) and the JavaScript lock peers against one private
 // redis-server, scenario by scenario, rounds interleaved with a rotating order, in two CPU
@@ -276,6 +280,15 @@ function meta() {
   }
 }
 
+/** `base` with the scenarios of `run` in place of its own, and a note of what was re-measured. */
+function merged(base, run) {
+  for (const [name, data] of Object.entries(run.placements)) base.placements[name] = { ...base.placements[name], ...data }
+  Object.assign(base.meta.adapters, run.meta.adapters)
+  const { command, date, seconds } = run.meta
+  base.meta.remeasured = [...(base.meta.remeasured ?? []), { command, date, seconds, scenarios: SCENARIOS, placements: PLACEMENTS }]
+  return base
+}
+
 async function main() {
   if (flag('report-only')) {
     writeReport(JSON.parse(fs.readFileSync(OUT_JSON, 'utf8')), __dirname)
@@ -285,9 +298,10 @@ async function main() {
   for (const id of ADAPTER_IDS) if (!ADAPTERS[id]) throw new Error(`unknown adapter ${id}; known: ${Object.keys(ADAPTERS).join(', ')}`)
   log(`native-redis-lock bench${QUICK ? ' (quick)' : ''}: scenarios ${SCENARIOS.join(',')}; placements ${PLACEMENTS.join(', ')}`)
   if (!TASKSET) log('taskset not found: only the unpinned placement runs')
-  const results = { meta: meta(), placements: {} }
+  let results = { meta: meta(), placements: {} }
   for (const name of PLACEMENTS) results.placements[name] = await placement(name)
   results.meta.seconds = (Date.now() - started) / 1000
+  if (flag('merge')) results = merged(JSON.parse(fs.readFileSync(OUT_JSON, 'utf8')), results)
   fs.writeFileSync(OUT_JSON, `${JSON.stringify(results, null, 1)}\n`)
   const summary = writeReport(results, __dirname)
   process.stdout.write(`\n${summary}\n`)
