@@ -1,7 +1,8 @@
 //! The core on a real Redis Cluster (3 masters, a replica each) that the test starts on
 //! loopback and stops by pid: every operation on keys of every master, wake-ups by sharded
 //! pub/sub on each master, refreshes of locks spread over all of them, a flushed script
-//! cache, and `db` refused.
+//! cache healed by the calls themselves, a dead master that holds up no other, and `db`
+//! refused.
 
 #[path = "common/cluster.rs"]
 mod cluster;
@@ -11,7 +12,7 @@ mod watched;
 
 use cluster::RedisCluster;
 use common::calls;
-use native_redis_lock::core::api::{Attempt, Limits, Locker, Store};
+use native_redis_lock::core::api::{scripts, Attempt, Limits, Locker, Store};
 use native_redis_lock::core::api::{Endpoint, EndpointSpec};
 use native_redis_lock::core::basics::keys;
 use native_redis_lock::core::basics::lease::Lease;
@@ -56,6 +57,8 @@ async fn a_cluster_serves_every_operation_on_every_master() {
     a_release_wakes_a_waiter_on_each_master(&cluster, &locks, &masters).await;
     refreshes_keep_locks_on_every_master(&cluster, &masters).await;
     a_flushed_script_cache_is_loaded_again(&cluster, &locks, &masters).await;
+    a_flushed_node_is_healed_by_the_calls_themselves(&cluster, &locks, &masters).await;
+    a_dead_master_leaves_the_others_kept_and_extendable(&cluster, &locks, &masters).await;
 }
 
 async fn every_op_on_each_master(cluster: &RedisCluster, locks: &Locker, masters: &[u16]) {
@@ -214,6 +217,120 @@ async fn a_flushed_script_cache_is_loaded_again(
     assert!(locks.release(&lease).await.expect("release after NOSCRIPT"));
     let again = take(locks, &key, MS(5000)).await;
     assert!(locks.release(&again).await.expect("release"));
+}
+
+/// SCRIPT LOADs run by every node of the cluster so far.
+fn loads(cluster: &RedisCluster) -> Vec<i64> {
+    cluster
+        .nodes
+        .iter()
+        .map(|node| calls(&mut node.raw(), "script|load"))
+        .collect()
+}
+
+fn cached(cluster: &RedisCluster, port: u16, script: &redis::Script) -> bool {
+    let exists: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(script.get_hash())
+        .query(&mut cluster.node(port).raw())
+        .expect("SCRIPT EXISTS");
+    exists == [true]
+}
+
+/// A master that lost its scripts is healed by the calls that find them missing there: each
+/// goes again whole (EVAL) to that node alone, which then has its script. No SCRIPT LOAD
+/// reaches any node, an extend (which must not run twice) runs once, and the watchdog's
+/// refreshes there go on.
+async fn a_flushed_node_is_healed_by_the_calls_themselves(
+    cluster: &RedisCluster,
+    locks: &Locker,
+    masters: &[u16],
+) {
+    let port = masters[1];
+    let flush = || {
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut cluster.node(port).raw())
+            .expect("SCRIPT FLUSH");
+    };
+    let loaded = loads(cluster);
+    let evals = calls(&mut cluster.node(port).raw(), "eval");
+    let key = cluster.key_on(port, PREFIX, "healed:");
+    let lease = take(locks, &key, MS(5000)).await;
+    flush();
+    locks
+        .extend(&lease, MS(20_000))
+        .await
+        .expect("extend after NOSCRIPT");
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(format!("{PREFIX}{key}"))
+        .query(&mut cluster.node(port).raw())
+        .expect("PTTL");
+    assert!((20_000..=25_000).contains(&ttl), "extended once: {ttl}");
+    assert!(cached(cluster, port, &scripts::EXTEND));
+    assert!(locks.release(&lease).await.expect("release"));
+
+    let store = Store::shared(cluster.endpoint(MS(1000)));
+    let watching = Locker::new(store.clone(), PREFIX, MS(1000));
+    let key = cluster.key_on(port, PREFIX, "healed-watched:");
+    let (lease, recorder, watch) = watched::hold(
+        &store,
+        &watching,
+        &key,
+        (MS(600), MS(150)),
+        Limits::default(),
+    )
+    .await;
+    tokio::time::sleep(MS(300)).await;
+    flush();
+    let before = recorder.refreshes();
+    tokio::time::sleep(MS(700)).await;
+    assert!(recorder.lost_at().is_none(), "{:?}", recorder.lost_at());
+    assert!(
+        recorder.refreshes() >= before + 3,
+        "{before} -> {}",
+        recorder.refreshes()
+    );
+    assert!(cached(cluster, port, &scripts::REFRESH_MANY));
+    watch.stop();
+    assert!(watching.release(&lease).await.expect("release"));
+    assert!(cached(cluster, port, &scripts::RELEASE_WAKE));
+
+    let now = calls(&mut cluster.node(port).raw(), "eval");
+    assert!(now >= evals + 3, "sent whole: {evals} -> {now}");
+    assert_eq!(loads(cluster), loaded, "no SCRIPT LOAD on any node");
+}
+
+/// Last, as it kills a master: a connection that reached it (and heard it drop) still takes
+/// locks with a watchdog on the masters that answer, refreshes and extends them there, while
+/// the dead one's replica has not taken over yet: no call there waits on the dead node.
+async fn a_dead_master_leaves_the_others_kept_and_extendable(
+    cluster: &RedisCluster,
+    locks: &Locker,
+    masters: &[u16],
+) {
+    let store = Store::shared(cluster.endpoint(MS(900)));
+    let fresh = Locker::new(store.clone(), PREFIX, MS(1000));
+    for &port in masters {
+        // A connection to every master, the one to die included.
+        let lease = take(&fresh, &cluster.key_on(port, PREFIX, "reach:"), MS(5000)).await;
+        assert!(fresh.release(&lease).await.expect("release"));
+    }
+    cluster.node(masters[2]).signal("-KILL");
+    tokio::time::sleep(MS(200)).await;
+    let key = cluster.key_on(masters[0], PREFIX, "kept:");
+    let (lease, recorder, watch) =
+        watched::hold(&store, &fresh, &key, (MS(600), MS(150)), Limits::default()).await;
+    tokio::time::sleep(MS(700)).await;
+    assert!(recorder.lost_at().is_none(), "{:?}", recorder.lost_at());
+    assert!(recorder.refreshes() >= 2, "{}", recorder.refreshes());
+    fresh.extend(&lease, MS(8000)).await.expect("extend");
+    watch.stop();
+    assert!(fresh.release(&lease).await.expect("release"));
+    let key = cluster.key_on(masters[1], PREFIX, "extended:");
+    let lease = take(locks, &key, MS(5000)).await;
+    locks.extend(&lease, MS(8000)).await.expect("extend");
+    assert!(locks.release(&lease).await.expect("release"));
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! A Redis Cluster keeping the locks: each op is sent as on one server (`RedisStore` over the
 //! cluster's connection, which routes it by its lock key's slot: every key of an op shares
 //! it), bar what spans slots. A refresh batch is cut by slot and its parts go concurrently;
-//! the JS thread's socket steps aside, so no MOVED can reach it.
+//! the JS thread's socket steps aside, so no MOVED can reach it. No call waits on a node other
+//! than its slot's: scripts are not loaded ahead on every node, a call answered NOSCRIPT goes
+//! again whole to its own (`ScriptLoading::ByCall`).
 
 use super::cluster_wire::ClusterPair;
 use super::endpoint::Endpoint;
@@ -63,8 +65,8 @@ impl LockStore for ClusterStore {
     }
 
     /// One batch per slot (a script's keys must share one), all sent at once within the one
-    /// bound; each slot's batch is what one server's refresh is (one pipeline, NOSCRIPT
-    /// reloaded), so a shard that is down costs only its own locks' answers.
+    /// bound; each slot's batch is what one server's refresh is (one pipeline, a NOSCRIPT
+    /// sent again whole), so a shard that is down costs only its own locks' answers.
     async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
         let split = batch.split();
         let parts = split
@@ -82,6 +84,7 @@ impl LockStore for ClusterStore {
         self.nodes.drop_idle(subs, bound).await
     }
 
+    /// Answers at once: nothing is loaded ahead (see the module's comment).
     async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
         self.nodes.prepare(bound).await
     }

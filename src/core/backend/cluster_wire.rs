@@ -8,7 +8,7 @@
 //! a connection that carries only (un)subscriptions, that costs nothing.
 
 use super::endpoint::{Address, Endpoint};
-use super::wire::{Conduit, Destination, PushSink};
+use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::error::LockError;
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClientBuilder, ClusterConfig};
@@ -70,21 +70,14 @@ impl Conduit for ClusterPair {
         })
     }
 
-    /// One SCRIPT LOAD per script: the crate sends each to every node, replicas included (a
-    /// promoted replica has them), where a pipeline would reach one node only.
-    async fn load_scripts(&mut self, sources: &'static [&'static str]) -> RedisResult<()> {
-        let loads = sources.iter().map(|source| {
-            let mut con = self.commands.clone();
-            async move {
-                let _hashes: Value = redis::cmd("SCRIPT")
-                    .arg("LOAD")
-                    .arg(source)
-                    .query_async(&mut con)
-                    .await?;
-                RedisResult::Ok(())
-            }
-        });
-        futures_util::future::try_join_all(loads).await?;
+    /// Nothing ahead: the crate sends a SCRIPT LOAD to every node, replicas included, and
+    /// holds it while it reconnects to one that died or maps the slots again, so calls on the
+    /// healthy masters would wait for a failover. A call that finds its script missing on its
+    /// node sends it there whole (`Link`).
+    const SCRIPTS: ScriptLoading = ScriptLoading::ByCall;
+
+    /// Never asked: see `SCRIPTS`.
+    async fn load_scripts(&mut self, _sources: &'static [&'static str]) -> RedisResult<()> {
         Ok(())
     }
 

@@ -1,21 +1,21 @@
 //! One multiplexed, self-reconnecting connection to one Redis server, under `RedisStore`: every call is bounded by a timeout, a refused connection is
 //! retried briefly, a server without RESP3 is spoken to over RESP2, and the scripts are loaded
-//! once per connection. What the scripts publish goes to the `Listener` the operations layer
+//! once per connection (on a cluster, by the call that finds one missing on its node). What the scripts publish goes to the `Listener` the operations layer
 //! installed: this layer knows nothing of locks or waiters.
 
 use super::endpoint::Endpoint;
 use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::upstream::Upstream;
-use super::wire::{Conduit, Destination, PushSink};
+use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
-use crate::core::proto::scripts;
-use crate::core::proto::Request;
+use crate::core::proto::wire::whole;
+use crate::core::proto::{scripts, Request};
 use redis::aio::ConnectionManager;
-use redis::{ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
+use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -285,9 +285,10 @@ impl<W: Conduit> Link<W> {
     }
 
     /// Loads every script on the current connection, once: one round trip after each
-    /// (re)connect, so no lock's TTL is counted from an EVALSHA that came back NOSCRIPT.
+    /// (re)connect, so no lock's TTL is counted from an EVALSHA that came back NOSCRIPT. Where
+    /// the calls load their own (`ScriptLoading::ByCall`), nothing is sent.
     pub(super) async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
-        if self.scripts_ready.load(Ordering::Relaxed) {
+        if self.scripts_ready() {
             return Ok(());
         }
         let scripts = self.scripts;
@@ -301,9 +302,10 @@ impl<W: Conduit> Link<W> {
     }
 
     /// Whether every script is loaded on the current connection (as far as we know: a
-    /// restart is noticed when the connection drops or a NOSCRIPT comes back).
+    /// restart is noticed when the connection drops or a NOSCRIPT comes back), or needs not
+    /// be: a call then costs a second round trip only on a node that lacks its script.
     pub(super) fn scripts_ready(&self) -> bool {
-        self.scripts_ready.load(Ordering::Relaxed)
+        W::SCRIPTS == ScriptLoading::ByCall || self.scripts_ready.load(Ordering::Relaxed)
     }
 
     /// A NOSCRIPT came back: the scripts must be loaded again.
@@ -521,20 +523,30 @@ fn trace_call(packed: &[u8], started: Instant, failed: Option<&LockError>) {
 }
 
 /// Sends `request`; a script the server no longer has (restarted, flushed) is loaded and
-/// sent once more, as the redis crate's `ScriptInvocation` does.
-async fn query<T: FromRedisValue, C: redis::aio::ConnectionLike>(
-    request: &Request,
-    con: &mut C,
-) -> RedisResult<T> {
+/// sent once more, as the redis crate's `ScriptInvocation` does, or, where scripts are loaded
+/// by the calls, sent once more whole to the same node. Either way within the caller's bound:
+/// a NOSCRIPT ran nothing, so even a call that must not run twice may go again.
+async fn query<T: FromRedisValue, W: Conduit>(request: &Request, con: &mut W) -> RedisResult<T> {
     match request {
         Request::Command(cmd) => cmd.query_async(con).await,
         Request::Script { script, evalsha } => match evalsha.query_async(con).await {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                script.load_async(con).await?;
-                evalsha.query_async(con).await
+                if W::SCRIPTS == ScriptLoading::Upfront {
+                    script.load_async(con).await?;
+                }
+                after_noscript::<W>(evalsha).query_async(con).await
             }
             reply => reply,
         },
+    }
+}
+
+/// A script call to send again after it came back NOSCRIPT: as it was once its script is
+/// loaded again, or whole where nothing is loaded ahead.
+pub(super) fn after_noscript<W: Conduit>(evalsha: &Cmd) -> Cmd {
+    match W::SCRIPTS {
+        ScriptLoading::Upfront => evalsha.clone(),
+        ScriptLoading::ByCall => whole(evalsha).unwrap_or_else(|| evalsha.clone()),
     }
 }
 

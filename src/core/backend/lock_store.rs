@@ -293,7 +293,8 @@ pub trait LockStore: Send + Sync {
         self.run(op, bound)
     }
 
-    /// Loads the scripts, so no lock's TTL is counted from a call that came back NOSCRIPT.
+    /// Loads the scripts, so no lock's TTL is counted from a call that came back NOSCRIPT
+    /// (where the store loads them ahead: a cluster does not).
     fn prepare(&self, bound: Duration) -> impl Future<Output = Result<(), LockError>> + Send;
 
     fn is_prepared(&self) -> bool;

@@ -1,9 +1,9 @@
 //! One Redis server keeping the locks: each lock operation is its `proto` op sent on the
-//! endpoint's `Link` (timeouts, retries, RESP2 fallback, NOSCRIPT reloads) and read as
+//! endpoint's `Link` (timeouts, retries, RESP2 fallback, NOSCRIPT answered) and read as
 //! `proto` says.
 
 use super::endpoint::Endpoint;
-use super::link::{Link, Pinned, Replay};
+use super::link::{after_noscript, Link, Pinned, Replay};
 use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
 };
@@ -134,7 +134,8 @@ impl<W: Conduit> LockStore for RedisStore<W> {
     }
 
     /// One pipeline; after a NOSCRIPT (Redis restarted or flushed) the scripts are loaded
-    /// and those commands are sent once more, within the same bound.
+    /// and those commands are sent once more (on a cluster: whole, loading nothing else),
+    /// within the same bound.
     async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
         let deadline = tokio::time::Instant::now() + bound;
         let commands = batch.commands();
@@ -162,7 +163,7 @@ impl<W: Conduit> LockStore for RedisStore<W> {
             let mut retry = Pipeline::with_capacity(missing.len());
             retry.ignore_errors();
             for &i in &missing {
-                retry.add_command(commands[i].clone());
+                retry.add_command(after_noscript::<W>(&commands[i]));
             }
             match self.link.pipeline::<Value>(&retry, left()).await {
                 Ok(again) if again.len() == missing.len() => {

@@ -58,8 +58,22 @@ pub struct Destination<'a> {
     pub(super) deadline: Instant,
 }
 
+/// How the scripts reach the servers a connection's EVALSHAs go to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ScriptLoading {
+    /// All of them, in one round trip after each (re)connect and before the first call that
+    /// needs them (`load_scripts`); a NOSCRIPT loads that script and sends the call again.
+    Upfront,
+    /// None ahead: a call answered NOSCRIPT is sent again whole (EVAL) where it went, which
+    /// caches the script on that node. A cluster's SCRIPT LOAD goes to every node and waits
+    /// on any that is down, which must not hold up calls on the others.
+    ByCall,
+}
+
 /// A connection `Link` drives. Cloning is cheap and shares the connection.
 pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
+    const SCRIPTS: ScriptLoading;
+
     /// Opens lazily: reaches no server but the Sentinel set `destination` may ask where its
     /// master is. `resp3: false` carries no pushes.
     fn open<'a>(
@@ -70,7 +84,7 @@ pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Self, LockError>> + Send + 'a;
 
     /// Loads every script where this connection's EVALSHAs may go, in one round trip where
-    /// the connection allows it.
+    /// the connection allows it. Asked only of an `Upfront` connection.
     fn load_scripts(
         &mut self,
         sources: &'static [&'static str],
@@ -91,6 +105,8 @@ pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
 }
 
 impl Conduit for ConnectionManager {
+    const SCRIPTS: ScriptLoading = ScriptLoading::Upfront;
+
     async fn open(
         endpoint: &Endpoint,
         destination: Destination<'_>,

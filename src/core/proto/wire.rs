@@ -1,10 +1,11 @@
 //! Where an operation's command is written: RESP bytes for the JS-thread socket, or a
 //! request for the runtime's connection built from the very same parts (a script call keeps
-//! its `Script`, so the connection can load it and send again on NOSCRIPT).
+//! its `Script`, so the connection can load it and send again on NOSCRIPT, or send it
+//! `whole`).
 
-use super::Op;
+use super::{scripts, Op};
 use crate::core::basics::resp;
-use redis::{Cmd, Script};
+use redis::{Arg, Cmd, Script};
 
 /// What an operation writes its command into.
 pub trait Wire {
@@ -81,3 +82,33 @@ impl Wire for Request {
         *self = Request::Command(cmd);
     }
 }
+
+/// An EVALSHA of one of our scripts as an EVAL of the script's text, with the same keys and
+/// arguments. A cluster routes both by the first key, so it goes to the node that answered
+/// NOSCRIPT, runs there and leaves the script cached on that node alone. `None` for any other
+/// command.
+pub fn whole(evalsha: &Cmd) -> Option<Cmd> {
+    let mut args = evalsha.args_iter();
+    let (Some(Arg::Simple(name)), Some(Arg::Simple(sha))) = (args.next(), args.next()) else {
+        return None;
+    };
+    if !name.eq_ignore_ascii_case(b"EVALSHA") {
+        return None;
+    }
+    let source = scripts::source_of(sha)?;
+    let mut eval = Cmd::with_capacity(args.len() + 2, source.len() + 64);
+    eval.arg(b"EVAL".as_slice()).arg(source);
+    for arg in args {
+        match arg {
+            Arg::Simple(bytes) => eval.arg(bytes),
+            // No call of ours has a cursor (or another kind); copying one over would misplace
+            // its arguments.
+            _ => return None,
+        };
+    }
+    Some(eval)
+}
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;

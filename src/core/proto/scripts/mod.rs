@@ -1,8 +1,9 @@
 //! The atomic operations, one Lua file each. A `Script` knows its SHA-1, so every call is an
-//! EVALSHA. The store loads every script once per connection (`Store::ensure_scripts`)
-//! before a lock is taken, so that an acquire is one round trip and its TTL is counted from
-//! the EVALSHA that ran; the redis crate still reloads and retries on a NOSCRIPT that slips
-//! through (a SCRIPT FLUSH without a reconnect). Lua scripts cannot share functions, so the
+//! EVALSHA. On one server the store loads every script once per connection
+//! (`Store::ensure_scripts`) before a lock is taken, so that an acquire is one round trip and
+//! its TTL is counted from the EVALSHA that ran; a NOSCRIPT that slips through (a SCRIPT FLUSH
+//! without a reconnect) loads that script and sends the call again. A cluster loads nothing
+//! ahead: a call answered NOSCRIPT goes again whole (EVAL, `source_of`) to its key's node. Lua scripts cannot share functions, so the
 //! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended, the ones that
 //! wake a waiter `announce.lua`, the ones that draw fences or keep a lock's counter
 //! `fence.lua`, a waiter's attempts `queued_attempt.lua`; syncguard's layout (`sg_*.lua`) gets `sg_common.lua`.
@@ -140,6 +141,23 @@ pub fn sg_source(script: &Script) -> Option<&'static str> {
         .map(|(_, source)| source)
 }
 
+/// Every script's SHA-1 beside its text.
+static BY_HASH: LazyLock<Vec<(String, &'static str)>> = LazyLock::new(|| {
+    ALL_SOURCES
+        .iter()
+        .map(|source| (Script::new(source).get_hash().to_owned(), *source))
+        .collect()
+});
+
+/// The text of the script whose SHA-1 is `sha`, to send a call whole (EVAL) where its EVALSHA
+/// came back NOSCRIPT.
+pub fn source_of(sha: &[u8]) -> Option<&'static str> {
+    BY_HASH
+        .iter()
+        .find(|(hash, _)| hash.as_bytes() == sha)
+        .map(|(_, source)| *source)
+}
+
 /// A script's name by its SHA1, for `DEBUG` lines (basics/trace.rs).
 pub fn name_of(sha: &[u8]) -> Option<&'static str> {
     let named: [(&Script, &'static str); 21] = [
@@ -170,3 +188,7 @@ pub fn name_of(sha: &[u8]) -> Option<&'static str> {
         .find(|(script, _)| script.get_hash().as_bytes() == sha)
         .map(|(_, name)| *name)
 }
+
+#[cfg(test)]
+#[path = "source_tests.rs"]
+mod tests;
