@@ -6,9 +6,10 @@
 const { CliError, EXIT, badUrl, decodeUrlPart: decode } = require('./errors')
 const { parseSentinelAddress } = require('./sentinel-address')
 
-function database(text) {
+// Never quotes the text: an unencoded '/' in a password puts a piece of it in the path.
+function database(text, where, hint = '') {
   if (text === undefined || text === '') return 0
-  if (!/^\d+$/.test(text)) throw badUrl(`the URL's database must be a number, got "${text}"`)
+  if (!/^\d+$/.test(text)) throw badUrl(`the URL's database (${where}) must be a number${hint}`)
   return Number(text)
 }
 
@@ -44,7 +45,7 @@ function parseAddress(text) {
   if (masked.password) masked.password = '***'
   if (scheme === 'unix') {
     if (!url.pathname || url.pathname === '/') throw badUrl('unix:// needs a socket path')
-    return { ...auth, path: decode(url.pathname, 'path'), db: database(url.searchParams.get('db') ?? undefined), tls: false, shown: masked.href }
+    return { ...auth, path: decode(url.pathname, 'path'), db: database(url.searchParams.get('db') ?? undefined, 'its db parameter'), tls: false, shown: masked.href }
   }
   if (scheme !== 'redis' && scheme !== 'rediss') {
     throw badUrl(`unsupported URL scheme "${scheme}:" (expected redis://, rediss://, redis+sentinel:// or unix://)`)
@@ -56,7 +57,7 @@ function parseAddress(text) {
     ...auth,
     host,
     port,
-    db: database(url.pathname.replace(/^\//, '')),
+    db: database(url.pathname.replace(/^\//, ''), 'its path', "; percent-encode '/' in a user name or password"),
     tls: scheme === 'rediss',
     shown: masked.href,
   }

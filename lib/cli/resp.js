@@ -13,6 +13,18 @@ class ReplyError extends Error {}
 // A reply that is no RESP: the address is some other server (an HTTP port, say).
 class NotResp extends Error {}
 
+// Redis's own bound on a bulk string (proto-max-bulk-len's default).
+const MAX_BULK = 512 * 1024 * 1024
+
+/**
+ * A length or integer field: a bad server's text is refused here, as NaN would read the
+ * stream from the wrong place (or at 0 again, for ever).
+ */
+function whole(line, max = Number.MAX_SAFE_INTEGER) {
+  if (!/^(?:-1|-?\d{1,16})$/.test(line) || Number(line) > max) throw new NotResp()
+  return Number(line)
+}
+
 /** Parses as many whole replies as `buffer` holds from `start`; answers [value, next] or null. */
 function parse(buffer, start) {
   const end = buffer.indexOf('\r\n', start)
@@ -26,15 +38,18 @@ function parse(buffer, start) {
     case 0x2d: // -
       return [new ReplyError(line), next]
     case 0x3a: // :
-      return [Number(line), next]
+      return [whole(line), next]
     case 0x24: { // $
-      const len = Number(line)
+      const len = whole(line, MAX_BULK)
+      if (len < -1) throw new NotResp()
       if (len < 0) return [null, next]
       if (buffer.length < next + len + 2) return null
+      if (buffer[next + len] !== 0x0d || buffer[next + len + 1] !== 0x0a) throw new NotResp()
       return [buffer.subarray(next, next + len), next + len + 2]
     }
     case 0x2a: { // *
-      const count = Number(line)
+      const count = whole(line, MAX_BULK)
+      if (count < -1) throw new NotResp()
       if (count < 0) return [null, next]
       const items = []
       let at = next
