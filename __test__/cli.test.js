@@ -226,7 +226,7 @@ test('a bad URL: exit 3, with the reason and never the password', async () => {
     ['http://127.0.0.1:1', /unsupported URL scheme "http:"/],
     ['not a url', /is not a URL/],
     ['memory://jobs', /memory:\/\/ lives inside the process/],
-    ['redis+cluster://h:1', /not supported yet/],
+    ['redis+cluster://h:1/0', /takes no path or query: a cluster has database 0 only/],
     ['redis://127.0.0.1:1/x', /database \(its path\) must be a number/],
   ]
   for (const [bad, reason] of cases) {
@@ -319,7 +319,7 @@ test('a server that accepts and never answers: exit 4 within --timeout', async (
   try {
     const { code, stderr } = await cli(['list', '--timeout', '300', '--url', `redis://127.0.0.1:${silent.address().port}`])
     assert.equal(code, 4, stderr)
-    assert.equal(stderr, 'native-redis-lock: Redis did not answer PING within 300 ms\n')
+    assert.equal(stderr, `native-redis-lock: Redis at redis://127.0.0.1:${silent.address().port} did not answer PING within 300 ms\n`)
   } finally {
     silent.close()
   }

@@ -150,8 +150,9 @@ class RespClient {
   }
 
   deliver(value) {
+    // The tool never sends SUNSUBSCRIBE: one arrives when a cluster moves a watched slot.
     const isPush = Array.isArray(value) && Buffer.isBuffer(value[0]) &&
-      ['message', 'pmessage', 'smessage'].includes(value[0].toString())
+      ['message', 'pmessage', 'smessage', 'sunsubscribe'].includes(value[0].toString())
     if (isPush && this.onPush) return this.onPush(value)
     const waiter = this.pending.shift()
     if (!waiter) return
@@ -175,7 +176,8 @@ class RespClient {
     if (this.closed) return Promise.reject(new CliError(EXIT.unreachable, 'Redis connection is closed'))
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.fail(new CliError(EXIT.unreachable, `Redis did not answer ${args[0]} within ${this.timeoutMs} ms`))
+        // Named: on a cluster, which of its nodes is silent matters.
+        this.fail(new CliError(EXIT.unreachable, `Redis at ${this.address.shown} did not answer ${args[0]} within ${this.timeoutMs} ms`))
         this.socket.destroy()
       }, this.timeoutMs)
       this.pending.push({ resolve, reject, timer })
@@ -194,4 +196,7 @@ async function connect(address, options) {
   return new RespClient(address, options).connect()
 }
 
-module.exports = { connect, ReplyError }
+/** A reply read as text (bulk strings come as Buffers). */
+const text = (value) => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value))
+
+module.exports = { connect, ReplyError, text }
