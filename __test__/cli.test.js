@@ -8,7 +8,7 @@ const assert = require('node:assert/strict')
 const net = require('node:net')
 const { startRedis, freePort } = require('./helpers/redis-server')
 const { cli, inTerminal, until } = require('./helpers/cli')
-const { startHttpLike } = require('./helpers/not-redis')
+const { startHttpLike, startAnswering } = require('./helpers/not-redis')
 const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
 const DistributedLockService = require('../maestro')
@@ -226,14 +226,29 @@ test('a bad URL: exit 3, with the reason and never the password', async () => {
     ['http://127.0.0.1:1', /unsupported URL scheme "http:"/],
     ['not a url', /is not a URL/],
     ['memory://jobs', /memory:\/\/ lives inside the process/],
-    ['redis+cluster://h:1', /not supported yet/],
-    ['redis://127.0.0.1:1/x', /database must be a number/],
+    ['redis+cluster://h:1/0', /takes no path or query: a cluster has database 0 only/],
+    ['redis://127.0.0.1:1/x', /database \(its path\) must be a number/],
   ]
   for (const [bad, reason] of cases) {
     const { code, stderr } = await cli(['list', '--url', bad])
     assert.equal(code, 3, `${bad}: ${stderr}`)
     assert.match(stderr, reason)
     assert.equal(stderr.trim().split('\n').length, 1)
+  }
+})
+
+test('a database that is no number names the argument and never quotes it: it may be a piece of a password', async () => {
+  // An unencoded '/' in a password ends the authority: `redis://u:p@h:1/w0rd` has path `w0rd`.
+  const cases = [
+    [`redis://127.0.0.1:${redis.port}/s3cret-w0rd`, /^native-redis-lock: the URL's database \(its path\) must be a number; percent-encode '\/' in a user name or password\n$/],
+    ['unix:///tmp/redis.sock?db=s3cret-w0rd', /^native-redis-lock: the URL's database \(its db parameter\) must be a number\n$/],
+  ]
+  for (const [bad, message] of cases) {
+    const { code, stdout, stderr } = await cli(['list', '--url', bad])
+    assert.equal(code, 3, `${bad}: ${stderr}`)
+    assert.equal(stdout, '')
+    assert.match(stderr, message)
+    assert.doesNotMatch(stderr, /s3cret|w0rd/)
   }
 })
 
@@ -281,13 +296,30 @@ test('a server that answers something other than RESP (an HTTP port): exit 4, on
   }
 })
 
+test('a server whose length or integer fields are no numbers: exit 4, one line, no crash or hang', async () => {
+  const replies = ['$abc\r\n', '*x\r\n', ':1e3\r\n', '$-7\r\n', '*-2\r\n', '$3\r\nabcdef\r\n', '$\r\n', `$${2 ** 40}\r\n`]
+  for (const reply of replies) {
+    const server = await startAnswering(reply)
+    try {
+      const started = Date.now()
+      const { code, stdout, stderr } = await cli(['list', '--timeout', '8000', '--url', `redis://127.0.0.1:${server.port}`])
+      assert.equal(code, 4, `${JSON.stringify(reply)}: ${stderr}`)
+      assert.equal(stdout, '')
+      assert.match(stderr, /^native-redis-lock: redis:\/\/127\.0\.0\.1:\d+ answered with something other than RESP: not a Redis server\n$/, JSON.stringify(reply))
+      assert.ok(Date.now() - started < 6000, `${JSON.stringify(reply)}: refused at once, not at the timeout`)
+    } finally {
+      await server.close()
+    }
+  }
+})
+
 test('a server that accepts and never answers: exit 4 within --timeout', async () => {
   const silent = net.createServer(() => {})
   await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve))
   try {
     const { code, stderr } = await cli(['list', '--timeout', '300', '--url', `redis://127.0.0.1:${silent.address().port}`])
     assert.equal(code, 4, stderr)
-    assert.equal(stderr, 'native-redis-lock: Redis did not answer PING within 300 ms\n')
+    assert.equal(stderr, `native-redis-lock: Redis at redis://127.0.0.1:${silent.address().port} did not answer PING within 300 ms\n`)
   } finally {
     silent.close()
   }

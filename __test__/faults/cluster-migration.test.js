@@ -26,21 +26,6 @@ after(async () => {
   await cluster?.close()
 })
 
-/** Moves `s` from the master at `from` to the one at `to`, keys and all, step by step. */
-async function migrate(s, from, to) {
-  const fromId = await cluster.command(from, 'CLUSTER', 'MYID')
-  const toId = await cluster.command(to, 'CLUSTER', 'MYID')
-  await cluster.command(to, 'CLUSTER', 'SETSLOT', s, 'IMPORTING', fromId)
-  await cluster.command(from, 'CLUSTER', 'SETSLOT', s, 'MIGRATING', toId)
-  for (;;) {
-    const keys = await cluster.commandBuffer(from, 'CLUSTER', 'GETKEYSINSLOT', s, 10)
-    if (keys.length === 0) break
-    await cluster.command(from, 'MIGRATE', '127.0.0.1', to, '', 0, 5000, 'KEYS', ...keys)
-    await sleep(30) // in steps, so that calls meet the slot half-moved
-  }
-  for (const port of await cluster.masterPorts()) await cluster.command(port, 'CLUSTER', 'SETSLOT', s, 'NODE', toId)
-}
-
 test('a slot migrated during use breaks nothing', async () => {
   const tag = '{m}'
   const s = slot(tag)
@@ -67,7 +52,7 @@ test('a slot migrated during use breaks nothing', async () => {
   const workers = [worker(locks[0], ITERATIONS), worker(locks[1], ITERATIONS), worker(locks[0], ITERATIONS)].map((w) => w.then(() => undefined))
   for (const w of workers) w.catch(() => {})
   await sleep(50)
-  await migrate(s, from, to)
+  await cluster.migrate(s, from, to)
   const ended = await Promise.allSettled(workers)
   for (const end of ended) assert.equal(end.status, 'fulfilled', `a worker failed: ${end.reason?.stack}`)
 

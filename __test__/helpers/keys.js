@@ -2,6 +2,8 @@
 
 // Where a lock's other keys live, as src/core/keys.rs lays them out, for tests that look at
 // Redis directly. The separator is the byte 0xFF, which no UTF-8 text (so no lock key) holds.
+const { keySlot } = require('../../lib/cli/key-slot')
+
 const SEPARATOR = Buffer.from([0xff])
 
 function hashTag(key) {
@@ -26,20 +28,7 @@ function siblingKey(lockKey, suffix) {
 const fenceKey = (lockKey) => siblingKey(lockKey, 'fence')
 const ownerKey = (lockKey) => siblingKey(lockKey, 'owner')
 
-/** CRC16-XMODEM, Redis Cluster's key hash. */
-function crc16(bytes) {
-  let crc = 0
-  for (const byte of bytes) {
-    crc ^= byte << 8
-    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
-  }
-  return crc
-}
-
 /** The Redis Cluster hash slot of `key` (a string or Buffer), its hash tag honoured. */
-function slot(key) {
-  const bytes = Buffer.from(key)
-  return crc16(hashTag(bytes) ?? bytes) % 16384
-}
+const slot = keySlot
 
 module.exports = { siblingKey, fenceKey, ownerKey, slot }

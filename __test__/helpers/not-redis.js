@@ -15,4 +15,14 @@ async function startHttpLike() {
   return { port: server.address().port, close: () => new Promise((resolve) => server.close(resolve)) }
 }
 
-module.exports = { startHttpLike }
+/** A server answering every command with `reply` (bytes no real Redis sends): `{ port, close() }`. */
+async function startAnswering(reply) {
+  const server = net.createServer((socket) => {
+    socket.on('error', () => {})
+    socket.on('data', () => socket.write(reply))
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return { port: server.address().port, close: () => new Promise((resolve) => server.close(resolve)) }
+}
+
+module.exports = { startHttpLike, startAnswering }

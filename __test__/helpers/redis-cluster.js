@@ -126,6 +126,24 @@ class RedisCluster {
     }
   }
 
+  /**
+   * Moves slot `s` from the master at `from` to the one at `to`, keys and all, `batch` keys a
+   * step with `pauseMs` between steps, so that calls meet the slot half-moved.
+   */
+  async migrate(s, from, to, { batch = 10, pauseMs = 30 } = {}) {
+    const fromId = await this.command(from, 'CLUSTER', 'MYID')
+    const toId = await this.command(to, 'CLUSTER', 'MYID')
+    await this.command(to, 'CLUSTER', 'SETSLOT', s, 'IMPORTING', fromId)
+    await this.command(from, 'CLUSTER', 'SETSLOT', s, 'MIGRATING', toId)
+    for (;;) {
+      const keys = await this.commandBuffer(from, 'CLUSTER', 'GETKEYSINSLOT', s, batch)
+      if (keys.length === 0) break
+      await this.command(from, 'MIGRATE', '127.0.0.1', to, '', 0, 5000, 'KEYS', ...keys)
+      await new Promise((resolve) => setTimeout(resolve, pauseMs))
+    }
+    for (const port of await this.masterPorts()) await this.command(port, 'CLUSTER', 'SETSLOT', s, 'NODE', toId)
+  }
+
   node(port) {
     return this.nodes.find((n) => n.port === port)
   }

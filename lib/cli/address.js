@@ -5,15 +5,18 @@
 
 const { CliError, EXIT, badUrl, decodeUrlPart: decode } = require('./errors')
 const { parseSentinelAddress } = require('./sentinel-address')
+const { parseClusterAddress } = require('./host-list')
 
-function database(text) {
+// Never quotes the text: an unencoded '/' in a password puts a piece of it in the path.
+function database(text, where, hint = '') {
   if (text === undefined || text === '') return 0
-  if (!/^\d+$/.test(text)) throw badUrl(`the URL's database must be a number, got "${text}"`)
+  if (!/^\d+$/.test(text)) throw badUrl(`the URL's database (${where}) must be a number${hint}`)
   return Number(text)
 }
 
 /**
- * `{ host, port }`, `{ path }` or `{ sentinels, name }` (lib/cli/sentinel-address.js), with `tls`, `username`, `password`, `db` and `shown` (the
+ * `{ host, port }`, `{ path }`, `{ sentinels, name }` (lib/cli/sentinel-address.js) or
+ * `{ seeds }` (a cluster's, lib/cli/host-list.js), with `tls`, `username`, `password`, `db` and `shown` (the
  * URL with its password masked, safe to print).
  */
 function parseAddress(text) {
@@ -22,18 +25,16 @@ function parseAddress(text) {
   }
   // Many hosts are not one URL authority: read apart, by the library's rules.
   if (/^rediss?\+sentinel:\/\//.test(text.trim())) return parseSentinelAddress(text.trim())
+  if (/^rediss?\+cluster:\/\//.test(text.trim())) return parseClusterAddress(text.trim())
   let url
   try {
     url = new URL(text.trim())
   } catch {
-    throw badUrl('--url is not a URL (expected redis://host:port, rediss://host:port, redis+sentinel://host:port,host:port/<name> or unix:///path)')
+    throw badUrl('--url is not a URL (expected redis://host:port, rediss://host:port, redis+sentinel://host:port,host:port/<name>, redis+cluster://host:port,host:port or unix:///path)')
   }
   const scheme = url.protocol.slice(0, -1)
   if (scheme === 'memory') {
     throw badUrl('memory:// lives inside the process that made it: the command line cannot see it')
-  }
-  if (scheme === 'redis+cluster' || scheme === 'rediss+cluster') {
-    throw badUrl(`${scheme}:// is not supported yet (nor by the library)`)
   }
   if (url.password && !url.username && url.password === '') throw badUrl('empty password')
   const auth = {
@@ -44,10 +45,10 @@ function parseAddress(text) {
   if (masked.password) masked.password = '***'
   if (scheme === 'unix') {
     if (!url.pathname || url.pathname === '/') throw badUrl('unix:// needs a socket path')
-    return { ...auth, path: decode(url.pathname, 'path'), db: database(url.searchParams.get('db') ?? undefined), tls: false, shown: masked.href }
+    return { ...auth, path: decode(url.pathname, 'path'), db: database(url.searchParams.get('db') ?? undefined, 'its db parameter'), tls: false, shown: masked.href }
   }
   if (scheme !== 'redis' && scheme !== 'rediss') {
-    throw badUrl(`unsupported URL scheme "${scheme}:" (expected redis://, rediss://, redis+sentinel:// or unix://)`)
+    throw badUrl(`unsupported URL scheme "${scheme}:" (expected redis://, rediss://, redis+sentinel://, redis+cluster:// or unix://)`)
   }
   if (!url.hostname) throw badUrl('the URL names no host')
   const port = url.port === '' ? 6379 : Number(url.port)
@@ -56,7 +57,7 @@ function parseAddress(text) {
     ...auth,
     host,
     port,
-    db: database(url.pathname.replace(/^\//, '')),
+    db: database(url.pathname.replace(/^\//, ''), 'its path', "; percent-encode '/' in a user name or password"),
     tls: scheme === 'rediss',
     shown: masked.href,
   }

@@ -1,18 +1,18 @@
 'use strict'
 
-// A connection to the server an address names: the server itself, or the master a Sentinel
-// set names now. The sentinels are asked in turn, each bounded by the timeout, and the server
-// named is used only once it answers ROLE as a master (a sentinel may lag a failover).
+// A connection to the server an address names: the server itself, the master a Sentinel
+// set names now, or a Redis Cluster's masters (lib/cli/cluster.js). The sentinels are asked
+// in turn, each bounded by the timeout, and the server named is used only once it answers
+// ROLE as a master (a sentinel may lag a failover).
 
-const { connect: connectServer } = require('./resp')
+const { connect: connectServer, text } = require('./resp')
 const { CliError, EXIT } = require('./errors')
-
-const text = (value) => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value))
-const hostPort = (host, port) => `${host.includes(':') ? `[${host}]` : host}:${port}`
+const { connectCluster } = require('./cluster')
+const { hostPort } = require('./host-list')
 
 /** Asks one sentinel for the master; resolves `{ host, port }` or throws why not (one line). */
 async function askSentinel(address, sentinel, timeoutMs) {
-  const shown = `sentinel ${hostPort(sentinel.host, sentinel.port)}`
+  const shown = `sentinel ${hostPort(sentinel)}`
   const client = await connectServer({
     host: sentinel.host,
     port: sentinel.port,
@@ -37,7 +37,7 @@ async function askSentinel(address, sentinel, timeoutMs) {
 async function connectMaster(address, { timeoutMs }) {
   const reasons = []
   for (const sentinel of address.sentinels) {
-    const at = hostPort(sentinel.host, sentinel.port)
+    const at = hostPort(sentinel)
     let master
     try {
       master = await askSentinel(address, sentinel, timeoutMs)
@@ -45,7 +45,7 @@ async function connectMaster(address, { timeoutMs }) {
       reasons.push(err.message)
       continue
     }
-    const named = hostPort(master.host, master.port)
+    const named = hostPort(master)
     const client = await connectServer({
       host: master.host,
       port: master.port,
@@ -71,6 +71,7 @@ async function connectMaster(address, { timeoutMs }) {
 
 /** Connects to what `address` (lib/cli/address.js) names. */
 function connect(address, options) {
+  if (address.seeds) return connectCluster(address, options)
   return address.sentinels ? connectMaster(address, options) : connectServer(address, options)
 }
 

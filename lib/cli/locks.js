@@ -16,12 +16,13 @@ const SLUGGED = /^[\w-]*:[\w-]*$/
 const SCAN_COUNT = 500
 
 /**
- * A key of another type than a lock's (WRONGTYPE) reads as `fallback`; a lost or silent
- * connection still fails the command.
+ * A key of another type than a lock's (WRONGTYPE), or one this ACL user may not read
+ * (NOPERM: SCAN names every key), reads as `fallback`; any other refusal (a cluster down)
+ * and a lost or silent connection still fail the command.
  */
 function orElse(fallback) {
   return (err) => {
-    if (err instanceof ReplyError) return fallback
+    if (err instanceof ReplyError && /^(WRONGTYPE|NOPERM)\b/.test(err.message)) return fallback
     throw err
   }
 }
@@ -178,16 +179,22 @@ function pairs(flat) {
   return out
 }
 
-/** Every lock whose key matches `pattern`, a page of SCAN at a time. */
+/**
+ * Every lock whose key matches `pattern`, a page of SCAN at a time: on a cluster, of every
+ * master, each key read through `client`, which sends it to its slot's master.
+ */
 async function listLocks(client, pattern) {
-  const found = []
-  let cursor = '0'
-  do {
-    const [next, keys] = await client.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT)
-    cursor = next.toString()
-    found.push(...(await readLocks(client, keys)))
-  } while (cursor !== '0')
-  return found.sort((a, b) => b.waiters - a.waiters || a.key.localeCompare(b.key))
+  const found = new Map()
+  for (const server of client.masters ? await client.masters() : [client]) {
+    let cursor = '0'
+    do {
+      const [next, keys] = await server.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', SCAN_COUNT)
+      cursor = next.toString()
+      // A key of a slot being moved can show on both masters: listed once.
+      for (const lock of await readLocks(client, keys)) found.set(lock.key, lock)
+    } while (cursor !== '0')
+  }
+  return [...found.values()].sort((a, b) => b.waiters - a.waiters || a.key.localeCompare(b.key))
 }
 
 /** One lock in full, or null when `key` holds no lock of ours. */

@@ -20,8 +20,8 @@ Commands:
   release <key> --force   delete a stuck lock and move its fence counter on
 
 Options (every command):
-  --url <url>             redis://, rediss://, unix:// or redis+sentinel://h:p,h:p/<name>
-                          address (else REDIS_URL)
+  --url <url>             redis://, rediss://, unix://, redis+sentinel://h:p,h:p/<name>
+                          or redis+cluster://h:p,h:p address (else REDIS_URL)
   --json                  machine-readable output
   --timeout <ms>          bound on connecting and on each command (default 5000)
   -h, --help              this help, or a command's: native-redis-lock list --help

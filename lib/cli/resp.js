@@ -13,6 +13,18 @@ class ReplyError extends Error {}
 // A reply that is no RESP: the address is some other server (an HTTP port, say).
 class NotResp extends Error {}
 
+// Redis's own bound on a bulk string (proto-max-bulk-len's default).
+const MAX_BULK = 512 * 1024 * 1024
+
+/**
+ * A length or integer field: a bad server's text is refused here, as NaN would read the
+ * stream from the wrong place (or at 0 again, for ever).
+ */
+function whole(line, max = Number.MAX_SAFE_INTEGER) {
+  if (!/^(?:-1|-?\d{1,16})$/.test(line) || Number(line) > max) throw new NotResp()
+  return Number(line)
+}
+
 /** Parses as many whole replies as `buffer` holds from `start`; answers [value, next] or null. */
 function parse(buffer, start) {
   const end = buffer.indexOf('\r\n', start)
@@ -26,15 +38,18 @@ function parse(buffer, start) {
     case 0x2d: // -
       return [new ReplyError(line), next]
     case 0x3a: // :
-      return [Number(line), next]
+      return [whole(line), next]
     case 0x24: { // $
-      const len = Number(line)
+      const len = whole(line, MAX_BULK)
+      if (len < -1) throw new NotResp()
       if (len < 0) return [null, next]
       if (buffer.length < next + len + 2) return null
+      if (buffer[next + len] !== 0x0d || buffer[next + len + 1] !== 0x0a) throw new NotResp()
       return [buffer.subarray(next, next + len), next + len + 2]
     }
     case 0x2a: { // *
-      const count = Number(line)
+      const count = whole(line, MAX_BULK)
+      if (count < -1) throw new NotResp()
       if (count < 0) return [null, next]
       const items = []
       let at = next
@@ -135,8 +150,9 @@ class RespClient {
   }
 
   deliver(value) {
+    // The tool never sends SUNSUBSCRIBE: one arrives when a cluster moves a watched slot.
     const isPush = Array.isArray(value) && Buffer.isBuffer(value[0]) &&
-      ['message', 'pmessage', 'smessage'].includes(value[0].toString())
+      ['message', 'pmessage', 'smessage', 'sunsubscribe'].includes(value[0].toString())
     if (isPush && this.onPush) return this.onPush(value)
     const waiter = this.pending.shift()
     if (!waiter) return
@@ -160,7 +176,8 @@ class RespClient {
     if (this.closed) return Promise.reject(new CliError(EXIT.unreachable, 'Redis connection is closed'))
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.fail(new CliError(EXIT.unreachable, `Redis did not answer ${args[0]} within ${this.timeoutMs} ms`))
+        // Named: on a cluster, which of its nodes is silent matters.
+        this.fail(new CliError(EXIT.unreachable, `Redis at ${this.address.shown} did not answer ${args[0]} within ${this.timeoutMs} ms`))
         this.socket.destroy()
       }, this.timeoutMs)
       this.pending.push({ resolve, reject, timer })
@@ -179,4 +196,7 @@ async function connect(address, options) {
   return new RespClient(address, options).connect()
 }
 
-module.exports = { connect, ReplyError }
+/** A reply read as text (bulk strings come as Buffers). */
+const text = (value) => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value))
+
+module.exports = { connect, ReplyError, text }

@@ -7,6 +7,7 @@
 const native = require('../native')
 const { connect } = require('./connect')
 const { listLocks, rereadCounters } = require('./locks')
+const { ReplyError } = require('./resp')
 
 /** Counts wake-ups per lock key, heard on the lock channels (sharded and plain pub/sub). */
 class WakeCounter {
@@ -17,9 +18,13 @@ class WakeCounter {
     this.shardedRefused = false
     subscriber.onPush = (push) => {
       // ['smessage'|'message', channel, payload] or ['pmessage', pattern, channel, payload]
-      const channel = push[0].toString() === 'pmessage' ? push[2] : push[1]
+      const kind = push[0].toString()
+      const channel = kind === 'pmessage' ? push[2] : push[1]
       const key = native.lockKeyOfChannel(channel)
-      if (key) this.add(key.toString('utf8'))
+      if (!key) return
+      // A cluster moved the slot: subscribed again, on its new master, at the next refresh.
+      if (kind === 'sunsubscribe') this.sharded.delete(key.toString('utf8'))
+      else this.add(key.toString('utf8'))
     }
   }
 
@@ -27,12 +32,18 @@ class WakeCounter {
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1)
   }
 
-  /** Plain pub/sub (Redis before 7) publishes on every lock's channel: one pattern hears all. */
+  /**
+   * Plain pub/sub (Redis before 7) publishes on every lock's channel: one pattern hears all.
+   * A cluster's locks announce by SPUBLISH only, and patterns do not exist for those.
+   */
   async start() {
-    await this.subscriber.call('PSUBSCRIBE', '*released*')
+    if (!this.subscriber.masters) await this.subscriber.call('PSUBSCRIBE', '*released*')
   }
 
-  /** Redis 7 announces with SPUBLISH, heard only by a subscriber of that very channel. */
+  /**
+   * Redis 7 announces with SPUBLISH, heard only by a subscriber of that very channel (on a
+   * cluster, on the master of its slot: the subscriber routes it there).
+   */
   async follow(keys) {
     if (this.shardedRefused) return
     for (const key of keys) {
@@ -40,7 +51,14 @@ class WakeCounter {
       this.sharded.add(key)
       try {
         await this.subscriber.call('SSUBSCRIBE', native.lockSiblings(Buffer.from(key, 'utf8')).channel)
-      } catch {
+      } catch (err) {
+        // One server refusing it is older than Redis 7; a cluster's refusal is for this key
+        // (its slot on the move), which is tried again at the next refresh.
+        if (this.subscriber.masters && (err instanceof ReplyError || err.transient)) {
+          this.sharded.delete(key)
+          continue
+        }
+        if (!(err instanceof ReplyError)) throw err
         this.shardedRefused = true
         return
       }
@@ -95,9 +113,19 @@ function table(rows, header) {
  */
 async function watch({ address, pattern, intervalMs, count, json, out, input, timeoutMs }) {
   const client = await connect(address, { timeoutMs })
-  const subscriber = await connect(address, { timeoutMs })
-  const wakes = new WakeCounter(subscriber)
-  await wakes.start()
+  let subscriber
+  let wakes
+  try {
+    // On a cluster, one connection per master, opened as the watched keys need them.
+    subscriber = client.subscriber ? client.subscriber() : await connect(address, { timeoutMs })
+    wakes = new WakeCounter(subscriber)
+    await wakes.start()
+  } catch (err) {
+    // An open connection would keep the process from ending.
+    client.close()
+    subscriber?.close()
+    throw err
+  }
   const tty = !json && out.isTTY
   const lastCounters = new Map()
   const seen = new Map()
