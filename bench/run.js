@@ -3,9 +3,9 @@
 // npm run bench [-- --quick] [--only=a,b,c,c4,d,e,f,ra,rb,rc] [--placements=unpinned,pinned] [--adapters=id,...]
 //               [--report-only] [--merge]
 //
-// --merge keeps bench/results.json and replaces only the scenarios and placements this run
-// measured (the report says which, when and by what command): a scenario re-measured on a
-// quiet machine without a whole run.
+// --merge keeps bench/results.json and replaces only what this run measured (its scenarios,
+// placements and adapters; the report says which, when and by what command): rows re-measured
+// on a quiet machine without a whole run. Compare only rows measured in the same run.
 //
 // Runs our package (through its three APIs) and the JavaScript lock peers against one private
 // redis-server, scenario by scenario, rounds interleaved with a rotating order, in two CPU
@@ -282,10 +282,15 @@ function meta() {
 
 /** `base` with the scenarios of `run` in place of its own, and a note of what was re-measured. */
 function merged(base, run) {
-  for (const [name, data] of Object.entries(run.placements)) base.placements[name] = { ...base.placements[name], ...data }
+  for (const [name, data] of Object.entries(run.placements)) {
+    const into = (base.placements[name] ??= {})
+    // Adapter by adapter: rows left out with --adapters keep the base run's figures.
+    for (const [scenario, result] of Object.entries(data)) into[scenario] = result && into[scenario] ? { ...into[scenario], ...result } : result
+  }
   Object.assign(base.meta.adapters, run.meta.adapters)
   const { command, date, seconds } = run.meta
-  base.meta.remeasured = [...(base.meta.remeasured ?? []), { command, date, seconds, scenarios: SCENARIOS, placements: PLACEMENTS }]
+  const adapters = option('adapters') ? ADAPTER_IDS : null
+  base.meta.remeasured = [...(base.meta.remeasured ?? []), { command, date, seconds, scenarios: SCENARIOS, placements: PLACEMENTS, adapters }]
   return base
 }
 

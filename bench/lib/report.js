@@ -485,7 +485,7 @@ function writeReport(results, dir) {
     '',
     `Command: \`${meta.command}\` (from the repository root), ${meta.date}${meta.quick ? ' — **quick mode**: short rounds, fewer of them; use the full run for figures to quote' : ''}.`,
     `Took ${fmt(meta.seconds ?? NaN, 0)} s.`,
-    ...(meta.remeasured ?? []).map((m) => `Re-measured after it: (${m.scenarios.join('), (')}) in the ${m.placements.join(' and ')} placement${m.placements.length > 1 ? 's' : ''} by \`${m.command}\`, ${m.date} (${fmt(m.seconds, 0)} s); those sections and rows are from that run.`),
+    ...(meta.remeasured ?? []).map((m) => `Re-measured after it: (${m.scenarios.join('), (')}) in the ${m.placements.join(' and ')} placement${m.placements.length > 1 ? 's' : ''}${m.adapters ? `, rows ${m.adapters.join(', ')}` : ''}, by \`${m.command}\`, ${m.date} (${fmt(m.seconds, 0)} s); those rows are from that run.`),
     '',
     `Machine: ${meta.cpu}, ${meta.kernel}; Node ${meta.node}; ${meta.redis ?? 'redis-server'} (private, on loopback).`,
     `Versions: ${Object.entries(meta.versions).map(([k, v]) => `${k} ${v ?? '?'}`).join(', ')}.`,
