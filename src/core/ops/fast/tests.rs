@@ -122,3 +122,56 @@ fn a_late_reply_frees_only_a_lock_the_attempt_took() {
     assert!(attempt.answered_late(won, &mut out));
     assert!(!out.is_empty());
 }
+
+/// The SHA1s of the EVALSHAs in `written`.
+fn evalshas(written: &[u8]) -> Vec<Vec<u8>> {
+    let mut shas = Vec::new();
+    let mut at = 0;
+    while let Ok(Some((Value::Array(parts), used))) =
+        crate::core::basics::resp::parse(&written[at..])
+    {
+        at += used;
+        if let [Value::BulkString(name), Value::BulkString(sha), ..] = parts.as_slice() {
+            if name.eq_ignore_ascii_case(b"EVALSHA") {
+                shas.push(sha.clone());
+            }
+        }
+    }
+    shas
+}
+
+#[test]
+fn every_script_a_fast_call_sends_is_loaded_when_the_socket_opens() {
+    use super::extend::ExtendCall;
+    use super::syncguard::{SyncguardAttempt, SyncguardRelease};
+    use crate::core::ops::key_scheme::SyncguardKeys;
+    let loaded: Vec<String> = (crate::core::ops::direct::SCRIPTS.iter())
+        .map(|source| redis::Script::new(source).get_hash().to_owned())
+        .collect();
+    let locker = locker(41007);
+    let lease = lease(&locker);
+    let keys = SyncguardKeys {
+        user_key: "k".into(),
+        lock_key: b"sg:k".to_vec(),
+        index_key: b"sg:id:i".to_vec(),
+        fence_key: b"sg:fence:k".to_vec(),
+        stored_key: b"sg:k".to_vec(),
+        lock_id: "i".into(),
+    };
+    let ttl = Duration::from_secs(1);
+    let mut out = Vec::new();
+    let form = AttemptForm::Script;
+    let plain = PlainAttempt::new(&locker, "k", ttl, mode(Plan::once()));
+    plain.write(&mut out, form);
+    (PlainRelease::new(&locker, &lease, false).unwrap()).write(&mut out, form);
+    ExtendCall::new(&locker, &lease, ttl).write(&mut out, form);
+    SyncguardAttempt::new(&locker, keys.clone(), ttl).write(&mut out, form);
+    let (index_key, lock_id) = (keys.index_key.clone(), keys.lock_id.clone());
+    SyncguardRelease::new(&locker, index_key, lock_id, keys.lock_key).write(&mut out, form);
+    let sent = evalshas(&out);
+    assert_eq!(sent.len(), 5);
+    for sha in sent {
+        let sha = String::from_utf8(sha).unwrap();
+        assert!(loaded.contains(&sha), "{sha} is not loaded on the socket");
+    }
+}

@@ -16,8 +16,10 @@ pub(crate) const ACQUIRE_SOURCE: &str = concat!(
     include_str!("same_expiry.lua"),
     include_str!("acquire.lua")
 );
-const RELEASE_SOURCE: &str = concat!(include_str!("same_expiry.lua"), include_str!("release.lua"));
-const EXTEND_SOURCE: &str = concat!(include_str!("fence.lua"), include_str!("extend.lua"));
+pub(crate) const RELEASE_SOURCE: &str =
+    concat!(include_str!("same_expiry.lua"), include_str!("release.lua"));
+pub(crate) const EXTEND_SOURCE: &str =
+    concat!(include_str!("fence.lua"), include_str!("extend.lua"));
 const REFRESH_SOURCE: &str = concat!(
     include_str!("fence.lua"),
     include_str!("same_expiry.lua"),
@@ -57,11 +59,11 @@ const LEAVE_FAIR_SOURCE: &str =
     concat!(include_str!("announce.lua"), include_str!("leave_fair.lua"));
 const FENCE_RAISE_SOURCE: &str =
     concat!(include_str!("fence.lua"), include_str!("fence_raise.lua"));
-const SG_ACQUIRE_SOURCE: &str = concat!(
+pub(crate) const SG_ACQUIRE_SOURCE: &str = concat!(
     include_str!("sg_common.lua"),
     include_str!("sg_acquire.lua")
 );
-const SG_RELEASE_SOURCE: &str = concat!(
+pub(crate) const SG_RELEASE_SOURCE: &str = concat!(
     include_str!("sg_common.lua"),
     include_str!("announce.lua"),
     include_str!("sg_release.lua")
