@@ -77,32 +77,43 @@ const SG_IS_LOCKED_SOURCE: &str = concat!(
 const SG_LOOKUP_SOURCE: &str =
     concat!(include_str!("sg_common.lua"), include_str!("sg_lookup.lua"));
 
-/// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 23] = [
-    ACQUIRE_SOURCE,
-    RELEASE_SOURCE,
-    EXTEND_SOURCE,
-    REFRESH_SOURCE,
-    INSPECT_SOURCE,
-    FENCED_SET_SOURCE,
-    RELEASE_WAKE_SOURCE,
-    WAKE_NEXT_SOURCE,
-    ENQUEUE_SOURCE,
-    ACQUIRE_QUEUED_SOURCE,
-    HANDOFF_SOURCE,
-    REFRESH_MANY_SOURCE,
-    ACQUIRE_FAIR_SOURCE,
-    RELEASE_FAIR_SOURCE,
-    LEAVE_FAIR_SOURCE,
-    SG_ACQUIRE_SOURCE,
-    SG_RELEASE_SOURCE,
-    SG_EXTEND_SOURCE,
-    SG_IS_LOCKED_SOURCE,
-    SG_LOOKUP_SOURCE,
-    FENCE_RAISE_SOURCE,
-    JOIN_RING_SOURCE,
-    RELEASE_GRANT_SOURCE,
+/// Every script, by the name `DEBUG` lines give it (basics/trace.rs), beside its source.
+const NAMED: [(&str, &str); 23] = [
+    ("acquire", ACQUIRE_SOURCE),
+    ("release", RELEASE_SOURCE),
+    ("extend", EXTEND_SOURCE),
+    ("refresh", REFRESH_SOURCE),
+    ("inspect", INSPECT_SOURCE),
+    ("fenced_set", FENCED_SET_SOURCE),
+    ("release_wake", RELEASE_WAKE_SOURCE),
+    ("wake_next", WAKE_NEXT_SOURCE),
+    ("enqueue", ENQUEUE_SOURCE),
+    ("acquire_queued", ACQUIRE_QUEUED_SOURCE),
+    ("handoff", HANDOFF_SOURCE),
+    ("refresh_many", REFRESH_MANY_SOURCE),
+    ("acquire_fair", ACQUIRE_FAIR_SOURCE),
+    ("release_fair", RELEASE_FAIR_SOURCE),
+    ("leave_fair", LEAVE_FAIR_SOURCE),
+    ("sg_acquire", SG_ACQUIRE_SOURCE),
+    ("sg_release", SG_RELEASE_SOURCE),
+    ("sg_extend", SG_EXTEND_SOURCE),
+    ("sg_is_locked", SG_IS_LOCKED_SOURCE),
+    ("sg_lookup", SG_LOOKUP_SOURCE),
+    ("fence_raise", FENCE_RAISE_SOURCE),
+    ("join_ring", JOIN_RING_SOURCE),
+    ("release_grant", RELEASE_GRANT_SOURCE),
 ];
+
+/// Every script's source, for loading them all at once.
+pub const ALL_SOURCES: [&str; 23] = {
+    let mut all = [""; 23];
+    let mut i = 0;
+    while i < NAMED.len() {
+        all[i] = NAMED[i].1;
+        i += 1;
+    }
+    all
+};
 
 pub static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
@@ -143,52 +154,26 @@ pub fn sg_source(script: &Script) -> Option<&'static str> {
         .map(|(_, source)| source)
 }
 
-/// Every script's SHA-1 beside its text.
-static BY_HASH: LazyLock<Vec<(String, &'static str)>> = LazyLock::new(|| {
-    ALL_SOURCES
-        .iter()
-        .map(|source| (Script::new(source).get_hash().to_owned(), *source))
+/// Every script's SHA-1 beside its name and text.
+static BY_HASH: LazyLock<Vec<(String, &'static str, &'static str)>> = LazyLock::new(|| {
+    (NAMED.iter())
+        .map(|&(name, source)| (Script::new(source).get_hash().to_owned(), name, source))
         .collect()
 });
+
+fn by_hash(sha: &[u8]) -> Option<&'static (String, &'static str, &'static str)> {
+    BY_HASH.iter().find(|(hash, ..)| hash.as_bytes() == sha)
+}
 
 /// The text of the script whose SHA-1 is `sha`, to send a call whole (EVAL) where its EVALSHA
 /// came back NOSCRIPT.
 pub fn source_of(sha: &[u8]) -> Option<&'static str> {
-    BY_HASH
-        .iter()
-        .find(|(hash, _)| hash.as_bytes() == sha)
-        .map(|(_, source)| *source)
+    by_hash(sha).map(|&(_, _, source)| source)
 }
 
 /// A script's name by its SHA1, for `DEBUG` lines (basics/trace.rs).
 pub fn name_of(sha: &[u8]) -> Option<&'static str> {
-    let named: [(&Script, &'static str); 21] = [
-        (&ACQUIRE, "acquire"),
-        (&RELEASE, "release"),
-        (&EXTEND, "extend"),
-        (&REFRESH, "refresh"),
-        (&INSPECT, "inspect"),
-        (&FENCED_SET, "fenced_set"),
-        (&RELEASE_WAKE, "release_wake"),
-        (&WAKE_NEXT, "wake_next"),
-        (&ENQUEUE, "enqueue"),
-        (&ACQUIRE_QUEUED, "acquire_queued"),
-        (&HANDOFF, "handoff"),
-        (&REFRESH_MANY, "refresh_many"),
-        (&ACQUIRE_FAIR, "acquire_fair"),
-        (&RELEASE_FAIR, "release_fair"),
-        (&LEAVE_FAIR, "leave_fair"),
-        (&FENCE_RAISE, "fence_raise"),
-        (&SG_ACQUIRE, "sg_acquire"),
-        (&SG_RELEASE, "sg_release"),
-        (&SG_EXTEND, "sg_extend"),
-        (&SG_IS_LOCKED, "sg_is_locked"),
-        (&SG_LOOKUP, "sg_lookup"),
-    ];
-    named
-        .iter()
-        .find(|(script, _)| script.get_hash().as_bytes() == sha)
-        .map(|(_, name)| *name)
+    by_hash(sha).map(|&(_, name, _)| name)
 }
 
 #[cfg(test)]

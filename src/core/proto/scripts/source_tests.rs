@@ -46,3 +46,16 @@ fn an_unknown_hash_has_no_text() {
     );
     assert_eq!(source_of(b""), None);
 }
+
+#[test]
+fn each_script_has_a_name_for_debug_lines() {
+    for script in every() {
+        let hash = script.get_hash();
+        assert!(name_of(hash.as_bytes()).is_some(), "{hash} has no name");
+    }
+    assert_eq!(name_of(JOIN_RING.get_hash().as_bytes()), Some("join_ring"));
+    assert_eq!(
+        name_of(RELEASE_GRANT.get_hash().as_bytes()),
+        Some("release_grant")
+    );
+}
