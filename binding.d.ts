@@ -73,10 +73,11 @@ export declare class NativeDistributedLock {
   /**
    * Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched
    * lock, until its next refresh sets the TTL back to the hold's own); resolves with
-   * `[deadline, expiresAt]`: the new deadline on `performance.now()`'s clock, and when
-   * Redis expires the lock (epoch ms).
+   * `[deadline, expiresAt, confirmed]`: the new deadline on `performance.now()`'s clock,
+   * when Redis expires the lock (epoch ms), and when the extend was sent (the clock of
+   * `deadline`; see `inDoubt`).
    */
-  extend(owner: object, key: string, token: string, additionalMs: number, deadline: number, watch: number): Promise<[number, number]>
+  extend(owner: object, key: string, token: string, additionalMs: number, deadline: number, watch: number): Promise<[number, number, number]>
   /**
    * Where a holder that started on a lent lease stands (see core::ops::fast::handoff):
    * 0 while Redis has not run its handover, then once its deadline (`performance.now()`'s
@@ -87,6 +88,11 @@ export declare class NativeDistributedLock {
   watchToken(watch: number): string | null
   /** Whether the watchdog still keeps `watch` alive and its TTL has not run out. */
   watchHeld(watch: number): boolean
+  /**
+   * Whether a plain handle's lock, last confirmed by a request sent at `confirmed`
+   * (`performance.now()`'s clock), is in doubt: its connection dropped since.
+   */
+  inDoubt(confirmed: number): boolean
   /**
    * When Redis expires `watch` after its last confirmed refresh (ms after `baseWallMs`);
    * NaN when it is no longer watched.

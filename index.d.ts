@@ -246,9 +246,12 @@ export declare class LockHandle {
   readonly token: string
   /** Fencing token: strictly increasing per key, 15-digit zero-padded decimal. */
   readonly fence: string
-  /** Local state: not released, and not past its TTL by a conservative monotonic clock. */
+  /** Local state: not released, not past its TTL by a conservative monotonic clock, and not in doubt (`suspended`). */
   readonly isHeld: boolean
-  /** `autoRefresh` holds: the connection dropped and no refresh has confirmed the lock since. */
+  /**
+   * The connection dropped and nothing has confirmed the lock since: with `autoRefresh` a
+   * refresh (then `onResumed`, or `onLost`), without it this handle's own `extend()`.
+   */
   readonly suspended: boolean
   readonly info: LockInfo
   /** With `autoRefresh`: resolves with a LockLostError when the lock is lost; pending otherwise. */
@@ -335,7 +338,9 @@ export declare class DistributedLock {
    * Acquires, runs `fn`, releases in `finally`; resolves with `fn`'s result. `signal` aborts,
    * its reason a LockLostError, when the lock is lost while `fn` runs (reported by the
    * watchdog with `autoRefresh`, else its TTL ran out); `using` then rejects with that error
-   * once `fn` settles, unless `fn` threw (its own error wins).
+   * once `fn` settles, unless `fn` threw (its own error wins). With `autoRefresh`, a lock in
+   * doubt (`suspended`) as `fn` ends is waited for, by its TTL at most: resumed, `fn`'s result;
+   * lost, the LockLostError.
    * @throws what `acquire` (or `waitForLock`, with `timeoutMs`) throws, what `fn` throws, or a
    *   {@link LockLostError} `ELOST` when the lock was lost while `fn` ran.
    * @example

@@ -1030,6 +1030,32 @@ describe('losing the lock', () => {
     assert.match(out.stderr, /ELOST/)
   })
 
+  redisOnly("Redis restarted empty: suspended, one 'error' (ELOST), then 'released': the release that finds it gone is no second 'error'", async () => {
+    const lock = make({ name: 'lost restarted', lock_ttl_ms: 2000, lock_refresh_ms: 200 })
+    const events = record(lock)
+    const doubts = []
+    lock.on('suspended', () => doubts.push('suspended'))
+    lock.on('resumed', () => doubts.push('resumed'))
+    assert.equal(await lock.acquire(), true)
+    await waitForEvents(events, 'refreshed', 1, 2000)
+    await backend.server.restart()
+    await waitForEvents(events, 'released', 1, 5000)
+    // Long enough for a second 'error' (the original's comes right after the first).
+    await sleep(300)
+    const errors = ofType(events, 'error')
+    assert.deepEqual(
+      errors.map((e) => e.args[0].code),
+      ['ELOST'],
+      `errors: ${errors.map((e) => e.args[0].message).join('; ')}`,
+    )
+    assert.equal(doubts[0], 'suspended')
+    assert.deepEqual(
+      events.filter((e) => e.type !== 'refreshed').map((e) => e.type),
+      ['acquired', 'error', 'released'],
+    )
+    assert.equal(lock.acquired, false)
+  })
+
   redisOnly('Redis stopped: ELOST at the deadline (ttl after the last refresh), the failed release is a second error', async () => {
     const TTL = 1000
     let stoppedAt

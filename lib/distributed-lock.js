@@ -22,6 +22,10 @@ const LISTENER = Symbol('listener')
 const STOP = Symbol('stop')
 /** Whether the lock ended without being released: lost, or past its TTL. */
 const GONE = Symbol('gone')
+/** Resolves once an `autoRefresh` hold is no longer in doubt (see `[DOUBT_ENDED]`). */
+const DOUBT_ENDED = Symbol('doubtEnded')
+// Past the last confirmed expiry, the watchdog has reported the loss: a margin for its news.
+const DOUBT_MARGIN_MS = 50
 const NEVER = new Promise(() => {})
 
 let fill
@@ -57,6 +61,9 @@ class LockHandle {
   #deadline = 0
   #acquiredAt = 0
   #expiresAt = 0
+  // When the request that last confirmed the lock (its acquisition or an extend) was sent,
+  // on the clock of `#deadline`: a drop of its connection since puts a plain hold in doubt.
+  #confirmed = 0
   #flags = 0
   // autoRefresh holds only: the watchdog entry, the listener id, `{ onLost, onSuspended,
   // onResumed }`, and the loss (`{ error, promise, resolve }`, made when lost or when `lost`
@@ -65,6 +72,8 @@ class LockHandle {
   #listener = 0
   #told = undefined
   #lost = null
+  // Resolvers of `[DOUBT_ENDED]()` calls made while in doubt.
+  #doubtEnds = null
   // The lock's logger and onEvent hook (lib/tracing.js), when it has either.
   #tracer = null
 
@@ -86,10 +95,11 @@ class LockHandle {
 
   static {
     // The native side fills a handle in when its acquisition wins (see lib/completions.js).
-    fill = (handle, token, fence, deadline, acquiredAt, expiresAt, watch, lent) => {
+    fill = (handle, token, fence, deadline, acquiredAt, expiresAt, watch, lent, confirmed) => {
       handle.#token = token
       handle.#fence = fence
       handle.#deadline = deadline
+      handle.#confirmed = confirmed
       handle.#acquiredAt = acquiredAt
       handle.#expiresAt = expiresAt
       handle.#watch = watch
@@ -108,6 +118,30 @@ class LockHandle {
 
   [GONE]() {
     return (this.#flags & RELEASED) === 0 && !this.isHeld
+  }
+
+  /**
+   * Resolves once this `autoRefresh` hold is no longer in doubt: resumed, lost or released,
+   * or, at the latest, just past the expiry Redis last confirmed (the watchdog reports the
+   * loss by then). At once when it is not in doubt.
+   */
+  [DOUBT_ENDED]() {
+    if (this.#told === undefined || !this.suspended) return DONE
+    return new Promise((resolve) => {
+      const bound = Math.max(0, this.#expiresAtNow() - Date.now()) + DOUBT_MARGIN_MS
+      const timer = setTimeout(resolve, Math.min(bound, 2 ** 31 - 1))
+      ;(this.#doubtEnds ??= []).push(() => {
+        clearTimeout(timer)
+        resolve()
+      })
+    })
+  }
+
+  #endDoubt() {
+    const ends = this.#doubtEnds
+    if (ends === null) return
+    this.#doubtEnds = null
+    for (const end of ends) end()
   }
 
   /**
@@ -139,22 +173,25 @@ class LockHandle {
   }
 
   /**
-   * For `autoRefresh` holds: true from the moment its connection to Redis dropped until a
-   * refresh confirms the lock again (then `onResumed`) or finds it gone (then `onLost`).
+   * True from the moment its connection to Redis dropped until the lock is confirmed again:
+   * for `autoRefresh` holds by a refresh (then `onResumed`, or `onLost` when it is gone), for
+   * the others by their own `extend()` (no event: nothing watches them).
    */
   get suspended() {
-    return (this.#flags & SUSPENDED) !== 0
+    if ((this.#flags & (FILLED | RELEASED | LOST)) !== FILLED) return false
+    if (this.#told !== undefined) return (this.#flags & SUSPENDED) !== 0
+    return this.#native.inDoubt(this.#confirmed)
   }
 
   /**
    * Local state: not released, not past its TTL by our (conservative) monotonic clock, and
-   * (for `autoRefresh` holds) not in doubt after a dropped connection.
+   * not in doubt after a dropped connection (see `suspended`).
    */
   get isHeld() {
     if ((this.#flags & (FILLED | RELEASED | LOST)) !== FILLED) return false
     if (this.#watch !== 0) return this.#native.watchHeld(this.#watch)
     if ((this.#flags & LENT) !== 0) this.#askLent()
-    return performance.now() < this.#deadline
+    return performance.now() < this.#deadline && !this.#native.inDoubt(this.#confirmed)
   }
 
   get info() {
@@ -173,6 +210,7 @@ class LockHandle {
     if ((this.#flags & LENT) !== 0) this.#askLent()
     this.#flags |= RELEASED | RELEASING
     this.#stopListening()
+    this.#endDoubt()
     const watch = this.#watch
     this.#remember()
     // A lost lock, or one lent to us and not confirmed yet, is never lent on (fence 0).
@@ -214,6 +252,7 @@ class LockHandle {
     if ((this.#flags & RELEASED) === 0) {
       this.#deadline = extended[0]
       this.#expiresAt = extended[1]
+      this.#confirmed = extended[2]
     }
     this.#tracer?.refreshed(this.key, this.fence, BASE + extended[1] - Date.now())
   }
@@ -262,6 +301,7 @@ class LockHandle {
       this.#lost.resolve(error)
     }
     this.#tracer?.lost(this.key, this.fence, error)
+    this.#endDoubt()
     this.#told.onLost?.(error)
   }
 
@@ -269,6 +309,7 @@ class LockHandle {
     if ((this.#flags & SUSPENDED) !== 0 === suspended) return
     this.#flags ^= SUSPENDED
     this.#tracer?.doubt(this.key, this.fence, suspended)
+    if (!suspended) this.#endDoubt()
     if (suspended) this.#told.onSuspended?.(this)
     else this.#told.onResumed?.(this)
   }
@@ -445,7 +486,9 @@ class DistributedLock {
    * `fn(handle, signal)`, and releases in `finally`. `signal` aborts with a LockLostError
    * when the lock is lost while `fn` runs. Resolves with what `fn` returns; rejects with
    * `fn`'s error, else with the LockLostError when the lock was lost before `fn` settled:
-   * work that finished unprotected must not look as if it had been.
+   * work that finished unprotected must not look as if it had been. An `autoRefresh` lock in
+   * doubt as `fn` ends is waited for (by its TTL at most): resumed, it is released and `fn`'s
+   * result returned; lost, the LockLostError.
    */
   async using(key, fn, options) {
     check.string(key, 'key')
@@ -472,6 +515,9 @@ class DistributedLock {
       await handle.release().catch(() => {})
       throw err
     }
+    // In doubt as `fn` ended (its connection dropped, no refresh has answered since): neither
+    // kept nor lost yet. The watchdog's word decides, by the lock's TTL at the latest.
+    if (o.autoRefresh === true) await handle[DOUBT_ENDED]()
     const lost = loss.stop()
     if (lost !== null) {
       await handle.release().catch(() => {})

@@ -126,6 +126,9 @@ function onRemoveListener(event) {
 
 const WANT_REFRESHED = Symbol('wantRefreshed')
 
+// A release failing with these found the lock not ours: no failure for a release.
+const GONE_CODES = new Set(['ENOTHELD', 'ELOST'])
+
 class ExclusiveLock extends EventEmitter {
   // `{ native, key, name }`, shared by the instances of these settings: holds the native
   // lock and its connection alive while this lock lives.
@@ -424,7 +427,13 @@ class ExclusiveLock extends EventEmitter {
         missed(keep, beat)
         throw err
       }
-      await pending
+      try {
+        await pending
+      } catch (err) {
+        // Found not ours (the lock is gone already, as a loss said): what a release wants,
+        // and what the original's DEL of a vanished key did without failing.
+        if (!GONE_CODES.has(err?.code)) throw err
+      }
       this.log.info('%s lock removed', this.#key)
       this.#tracer?.released(this.#key, fence, heldSince === undefined ? undefined : Date.now() - heldSince)
       this.emit('released', this.#key)

@@ -19,7 +19,14 @@ function lossSignal(handle, autoRefresh, gone) {
   const abort = (error) => {
     if (!stopped && !controller.signal.aborted) controller.abort(error)
   }
-  const expired = () => new LockLostError(handle.key, `Lock "${handle.key}" was lost: its TTL ran out`)
+  // A plain lock whose connection dropped (in doubt) can no longer be vouched for either.
+  const expired = () =>
+    new LockLostError(
+      handle.key,
+      handle.suspended
+        ? `Lock "${handle.key}" was lost: its connection to Redis dropped and nothing confirmed it since`
+        : `Lock "${handle.key}" was lost: its TTL ran out`,
+    )
   if (autoRefresh) {
     handle.lost.then(abort)
   } else {

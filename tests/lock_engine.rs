@@ -433,3 +433,37 @@ async fn the_store_answers_the_servers_time() {
         "one Redis may take an attempt as MULTI"
     );
 }
+
+/// A server that refuses connections (killed, not restarted): a wait in flight ends with a
+/// connection error within a moment of the refused reconnect, not at its bound, nor after
+/// retrying the refusal (about 0.3 s), and a new attempt fails as fast.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_refused_reconnect_ends_waits_at_once() {
+    let server = RedisServer::start();
+    let locks = locker(&server, "lock:", MS(2000));
+    let _held = take(&locks, "refused", MS(30_000)).await;
+    let waiting = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            let cancel = CancellationToken::new();
+            let result = (locks.wait("refused", MS(1000), MS(8000), MS(1000), &cancel)).await;
+            (result.map(|_| ()), Instant::now())
+        })
+    };
+    // Into its wait: the first attempt found the key held.
+    tokio::time::sleep(MS(100)).await;
+    let killed = Instant::now();
+    server.signal("-KILL");
+    let (result, ended) = waiting.await.expect("the wait's task");
+    assert!(
+        matches!(result, Err(LockError::Connection(_))),
+        "{result:?}"
+    );
+    let took = ended.duration_since(killed);
+    assert!(took < MS(100), "the wait ended {took:?} after the kill");
+    let started = Instant::now();
+    let fresh = locks.attempt("refused-new", MS(1000)).await.map(|_| ());
+    assert!(matches!(fresh, Err(LockError::Connection(_))), "{fresh:?}");
+    let took = started.elapsed();
+    assert!(took < MS(100), "a new attempt failed after {took:?}");
+}

@@ -8,6 +8,7 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../helpers/redis-server')
 const { startProxy } = require('../helpers/tcp-proxy')
+const Redis = require('ioredis')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
 
 const BOUND_MS = 2000
@@ -36,6 +37,26 @@ function told(what, ms = BOUND_MS) {
     }
   })
   return { promise, done }
+}
+
+/** Resolves once `check()` is true, polling every 2 ms; rejects after `ms`. */
+async function until(check, what, ms = BOUND_MS) {
+  const deadline = performance.now() + ms
+  while (!check()) {
+    if (performance.now() > deadline) throw new Error(`not ${what} within ${ms} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+}
+
+/** `call()`, again while it fails for want of an answer (ECONNECTION), 5 times at most. */
+async function answered(call) {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await call()
+    } catch (err) {
+      if (err.code !== 'ECONNECTION' || tries === 5) throw err
+    }
+  }
 }
 
 /** An `onEvent` hook and a console-shaped logger, each keeping what it hears. */
@@ -174,5 +195,94 @@ test('RESP2 (a server without HELLO): the reset is noticed at the next refresh, 
   } finally {
     await resp2Proxy.close()
     await resp2.close()
+  }
+})
+
+test('DistributedLock: a plain handle (no autoRefresh) is in doubt after a reset until its extend confirms it, or finds it gone', async () => {
+  // A connection of its own (another connect timeout): no other test's traffic on it.
+  const lock = new DistributedLock(proxy.url, { connectTimeoutMs: 4321 })
+  const raw = new Redis(server.port, '127.0.0.1', { lazyConnect: true })
+  try {
+    const kept = await lock.acquire('reset:plain', 10_000)
+    const gone = await lock.acquire('reset:plain-gone', 10_000)
+    assert.deepEqual([kept.isHeld, kept.suspended, gone.isHeld], [true, false, true])
+    await raw.connect()
+    await raw.del('lock:reset:plain-gone')
+    proxy.reset()
+    await until(() => kept.suspended && gone.suspended, 'in doubt')
+    assert.equal(kept.isHeld, false, 'in doubt: not held, though its TTL has not run out')
+    assert.equal(kept.info.isHeld, false)
+    assert.equal(gone.isHeld, false)
+    // Its extend confirms it: held again, until the next drop. (An extend sent on a socket
+    // whose reset it has not read yet fails ECONNECTION, unanswered: sent again, as a caller would.)
+    await answered(() => kept.extend(1000))
+    assert.deepEqual([kept.isHeld, kept.suspended], [true, false])
+    // The other's finds it gone: not held, and no longer in doubt either.
+    await assert.rejects(answered(() => gone.extend(1000)), { code: 'ENOTHELD' })
+    assert.deepEqual([gone.isHeld, gone.suspended], [false, false])
+    await kept.release()
+    assert.deepEqual([kept.isHeld, kept.suspended], [false, false])
+  } finally {
+    raw.disconnect()
+  }
+})
+
+test('using(fn, { autoRefresh }): fn ending in doubt waits for the doubt to end; resumed, it resolves with fn\'s result', async () => {
+  const lock = new DistributedLock(proxy.url)
+  const events = []
+  let suspendedAtEnd = null
+  try {
+    const result = await lock.using(
+      'reset:using',
+      async (handle) => {
+        // Slow to answer after the reset: fn ends before any refresh confirms the lock.
+        proxy.setDelay(300)
+        proxy.reset()
+        await until(() => handle.suspended, 'suspended')
+        suspendedAtEnd = handle.suspended
+        return 'done'
+      },
+      {
+        autoRefresh: true,
+        ttlMs: 3000,
+        onSuspended: () => events.push('suspended'),
+        onResumed: () => events.push('resumed'),
+        onLost: () => events.push('lost'),
+      },
+    )
+    assert.equal(suspendedAtEnd, true, 'fn ended while in doubt')
+    assert.equal(result, 'done')
+    assert.deepEqual(events, ['suspended', 'resumed'])
+  } finally {
+    proxy.setDelay(0)
+  }
+  assert.equal(await new DistributedLock(server.url).isLocked('reset:using'), false, 'released once resumed')
+})
+
+test('using(fn, { autoRefresh }): fn ending in doubt, the lock then found gone: ELOST', async () => {
+  const lock = new DistributedLock(proxy.url)
+  const raw = new Redis(server.port, '127.0.0.1', { lazyConnect: true })
+  const events = []
+  let suspendedAtEnd = null
+  try {
+    await raw.connect()
+    const using = lock.using(
+      'reset:using-lost',
+      async (handle) => {
+        await raw.del('lock:reset:using-lost')
+        proxy.setDelay(300)
+        proxy.reset()
+        await until(() => handle.suspended, 'suspended')
+        suspendedAtEnd = handle.suspended
+        return 'done'
+      },
+      { autoRefresh: true, ttlMs: 3000, onLost: () => events.push('lost'), onResumed: () => events.push('resumed') },
+    )
+    await assert.rejects(using, { code: 'ELOST' })
+    assert.equal(suspendedAtEnd, true, 'fn ended while in doubt')
+    assert.deepEqual(events, ['lost'])
+  } finally {
+    proxy.setDelay(0)
+    raw.disconnect()
   }
 })

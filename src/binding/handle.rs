@@ -16,6 +16,7 @@ fn extended(result: Settled<Extended>) -> Outcome {
         Ok(extended) => Outcome::Extended {
             deadline: extended.deadline,
             expires_at_ms: extended.expires_at_ms,
+            confirmed: extended.confirmed,
         },
         Err(err) => Outcome::Failed(err),
     }
@@ -56,9 +57,10 @@ impl NativeDistributedLock {
 
     /// Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched
     /// lock, until its next refresh sets the TTL back to the hold's own); resolves with
-    /// `[deadline, expiresAt]`: the new deadline on `performance.now()`'s clock, and when
-    /// Redis expires the lock (epoch ms).
-    #[napi(ts_return_type = "Promise<[number, number]>")]
+    /// `[deadline, expiresAt, confirmed]`: the new deadline on `performance.now()`'s clock,
+    /// when Redis expires the lock (epoch ms), and when the extend was sent (the clock of
+    /// `deadline`; see `inDoubt`).
+    #[napi(ts_return_type = "Promise<[number, number, number]>")]
     #[allow(clippy::too_many_arguments)]
     pub fn extend<'env>(
         &self,
@@ -99,6 +101,13 @@ impl NativeDistributedLock {
     #[napi]
     pub fn watch_held(&self, watch: f64) -> bool {
         self.front.watch_held(watch)
+    }
+
+    /// Whether a plain handle's lock, last confirmed by a request sent at `confirmed`
+    /// (`performance.now()`'s clock), is in doubt: its connection dropped since.
+    #[napi]
+    pub fn in_doubt(&self, confirmed: f64) -> bool {
+        self.front.in_doubt(self.calls.thread.instant(confirmed))
     }
 
     /// When Redis expires `watch` after its last confirmed refresh (ms after `baseWallMs`);

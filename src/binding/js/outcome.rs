@@ -21,10 +21,12 @@ pub enum Outcome {
     Bool(bool),
     Text(String),
     Done,
-    /// A lock's new local deadline and its expiry in Redis, epoch ms (`extend`).
+    /// A lock's new local deadline, its expiry in Redis (epoch ms), and when the extend was
+    /// sent (`extend`).
     Extended {
         deadline: Instant,
         expires_at_ms: u64,
+        confirmed: Instant,
     },
     Inspected(Option<Inspection>),
     /// A plain number (syncguard's release code, or an expiry in server ms).

@@ -25,10 +25,11 @@ use std::time::Instant;
 /// JS functions the layer above registers once (see lib/completions.js).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Hook {
-    /// `(owner, token, fence, deadline, acquiredAt, expiresAt, watch, lent) => handle`; times
-    /// as ms (deadline on `performance.now()`'s clock, the others after `baseWallMs`); no
-    /// token for a watched lock (`watch`, see `watchToken`); `lent` 1 for a holder that
-    /// started before Redis ran its handover (see `lentState`).
+    /// `(owner, token, fence, deadline, acquiredAt, expiresAt, watch, lent, confirmed) =>
+    /// handle`; times as ms (deadline and confirmed on `performance.now()`'s clock, the others
+    /// after `baseWallMs`); no token for a watched lock (`watch`, see `watchToken`); `lent` 1
+    /// for a holder that started before Redis ran its handover (see `lentState`); `confirmed`
+    /// when the winning request was sent (see `inDoubt`).
     Handle,
     /// `(error, owner) => error`: the error class users match on, from the native error
     /// (its `code`, `key` and the rest are set in binding/error.rs).
@@ -459,6 +460,8 @@ impl JsThread {
                     scope.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64))?,
                     scope.number(lease.watch.map_or(0.0, |id| id as f64))?,
                     scope.number(if lease.lent_until.is_some() { 1.0 } else { 0.0 })?,
+                    // When the winning request was sent, rounded down (see `inDoubt`).
+                    scope.number(self.perf_ms(lease.sent.at).floor())?,
                 ];
                 return Ok(self.call_hook(scope, Hook::Handle, &args));
             }
@@ -469,12 +472,16 @@ impl JsThread {
             Outcome::Extended {
                 deadline,
                 expires_at_ms,
+                confirmed,
             } => {
                 let deadline = scope.number(self.perf_ms(deadline).floor())?;
                 let expires_at = scope.number(self.wall(expires_at_ms))?;
-                let value = scope.array(2)?;
+                // Rounded down: a drop in the same ms still counts as after it.
+                let confirmed = scope.number(self.perf_ms(confirmed).floor())?;
+                let value = scope.array(3)?;
                 scope.set_element(value, 0, deadline)?;
                 scope.set_element(value, 1, expires_at)?;
+                scope.set_element(value, 2, confirmed)?;
                 value
             }
             Outcome::Inspected(Some(found)) => {

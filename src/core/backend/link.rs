@@ -3,7 +3,7 @@
 //! once per connection (on a cluster, by the call that finds one missing on its node). What the scripts publish goes to the `Listener` the operations layer
 //! installed: this layer knows nothing of locks or waiters.
 
-use super::endpoint::Endpoint;
+use super::endpoint::{Address, Endpoint};
 use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::upstream::Upstream;
@@ -33,6 +33,18 @@ pub enum Replay {
     Safe,
     /// A second run would change more (extend adds to the remaining TTL).
     Never,
+}
+
+/// What a call does when the server refuses the connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Refusals {
+    /// Tries again briefly (about 0.3 s), to carry it across a restart: releases, extends,
+    /// refreshes, reads.
+    Retry,
+    /// Fails at once: an acquire attempt, whose caller would rather hear that Redis is down
+    /// than wait (the issue "Told before anyone else can take it"). Only on one fixed server;
+    /// a Sentinel set's or a cluster's refusal may be a failover the retry rides out.
+    Fail,
 }
 
 /// One connection, kept by a caller that must send a follow-up on the same socket.
@@ -76,6 +88,9 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// The last call was answered: the next one that finds the connection gone is the drop
     /// (over RESP2 no push tells of it; over RESP3 the push may come first, which is harmless).
     up: AtomicBool,
+    /// One fixed server (TCP or Unix socket): a refused connection means it is down, not that
+    /// a failover moved it. Only such a link fails attempts fast and tells its waiters.
+    fixed: bool,
     /// Set once the server turned down SSUBSCRIBE (before Redis 7, or an ACL without it):
     /// from then on we listen with plain SUBSCRIBE, as the scripts then publish.
     unsharded: AtomicBool,
@@ -102,7 +117,9 @@ impl<W: Conduit> Link<W> {
         listener: Arc<dyn Listener>,
     ) -> Self {
         let stale = Arc::new(AtomicBool::new(false));
+        let fixed = matches!(endpoint.address, Address::Tcp { .. } | Address::Unix(_));
         Link {
+            fixed,
             upstream: Upstream::of(&endpoint, stale.clone()),
             stale,
             endpoint,
@@ -292,9 +309,12 @@ impl<W: Conduit> Link<W> {
             return Ok(());
         }
         let scripts = self.scripts;
-        self.call(timeout, Replay::Safe, |mut con| async move {
-            con.load_scripts(scripts).await
-        })
+        self.call(
+            timeout,
+            Replay::Safe,
+            Refusals::Retry,
+            |mut con| async move { con.load_scripts(scripts).await },
+        )
         .await
         .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);
@@ -321,6 +341,7 @@ impl<W: Conduit> Link<W> {
         &self,
         timeout: Duration,
         replay: Replay,
+        refusals: Refusals,
         op: F,
     ) -> Result<T, (LockError, Option<Pinned<W>>)>
     where
@@ -361,6 +382,7 @@ impl<W: Conduit> Link<W> {
                 Ok(Ok(value)) => {
                     self.reached.store(true, Ordering::Relaxed);
                     self.up.store(true, Ordering::Relaxed);
+                    self.dropped.answered();
                     return Ok(value);
                 }
                 Ok(Err(err)) => {
@@ -413,6 +435,15 @@ impl<W: Conduit> Link<W> {
             if resendable && self.upstream.moves() {
                 // Ask the sentinels again: a failover may have moved the master.
                 self.stale.store(true, Ordering::Release);
+            }
+            if self.fixed && err.is_connection_refusal() {
+                // Down: every waiter of this connection ends now (see ops/acquire.rs
+                // `pause_until`), and an attempt is not tried again.
+                let refusal = mismatch::explain(&self.endpoint, LockError::from(err.clone()));
+                self.dropped.refused(&refusal);
+                if refusals == Refusals::Fail {
+                    return Err((refusal, None));
+                }
             }
             // A cluster turns a command away unrun while its slot moves or fails over (the
             // crate's own quick retries may run out first): pause and send it again, for as
@@ -468,10 +499,11 @@ impl<W: Conduit> Link<W> {
         request: &Request,
         timeout: Duration,
         replay: Replay,
+        refusals: Refusals,
     ) -> Result<Value, (LockError, Option<Pinned<W>>)> {
         let started = Instant::now();
         let answer = self
-            .call(timeout, replay, |mut con| async move {
+            .call(timeout, replay, refusals, |mut con| async move {
                 query(request, &mut con).await
             })
             .await;
@@ -491,9 +523,12 @@ impl<W: Conduit> Link<W> {
     ) -> Result<Vec<RedisResult<T>>, LockError> {
         let started = Instant::now();
         let answer = self
-            .call(timeout, Replay::Safe, |mut con| async move {
-                pipe.query_async(&mut con).await
-            })
+            .call(
+                timeout,
+                Replay::Safe,
+                Refusals::Retry,
+                |mut con| async move { pipe.query_async(&mut con).await },
+            )
             .await
             .map_err(|(err, _)| err);
         if trace::on() {

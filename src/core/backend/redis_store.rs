@@ -3,7 +3,7 @@
 //! `proto` says.
 
 use super::endpoint::Endpoint;
-use super::link::{after_noscript, Link, Pinned, Replay};
+use super::link::{after_noscript, Link, Pinned, Refusals, Replay};
 use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
 };
@@ -71,7 +71,11 @@ impl<W: Conduit> RedisStore<W> {
         } else {
             Replay::Never
         };
-        let reply = (self.link.send(request, bound, replay).await).map_err(|(e, _)| e)?;
+        let reply = (self
+            .link
+            .send(request, bound, replay, Refusals::Retry)
+            .await)
+            .map_err(|(e, _)| e)?;
         op.decode(reply)
     }
 
@@ -82,7 +86,7 @@ impl<W: Conduit> RedisStore<W> {
         request: &Request,
         bound: Duration,
     ) -> Result<Acquired, LockError> {
-        match self.link.send(request, bound, Replay::Safe).await {
+        match (self.link.send(request, bound, Replay::Safe, Refusals::Fail)).await {
             Ok(reply) => op.decode(reply),
             Err((err, pinned)) => {
                 // The attempt may still run after we stopped waiting; free what it may win,
@@ -203,7 +207,11 @@ impl<W: Conduit> LockStore for RedisStore<W> {
 
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
         let time = Request::Command(redis::cmd("TIME"));
-        let reply = (self.link.send(&time, bound, Replay::Safe).await).map_err(|(e, _)| e)?;
+        let reply = (self
+            .link
+            .send(&time, bound, Replay::Safe, Refusals::Retry)
+            .await)
+            .map_err(|(e, _)| e)?;
         let (secs, micros): (u64, u64) = crate::core::basics::resp::typed(reply)?;
         Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros))
     }

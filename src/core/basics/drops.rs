@@ -2,8 +2,13 @@
 //! the last one happened. The wake-up is stored when nobody waits (the watchdog stops while
 //! nothing is held), so it may reach a hold taken long after; the time tells the watchdog
 //! which holds the drop can concern: those whose last confirmation was sent before it.
+//! Also whether the server refuses connections right now (down): waiters then end at once
+//! instead of sleeping out their bound, since no attempt can succeed until it accepts again.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use super::error::LockError;
+use super::sync::lock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
@@ -13,6 +18,12 @@ pub struct Drops {
     base: Instant,
     /// Nanoseconds from `base` to the last drop, plus one; 0 before the first.
     last: AtomicU64,
+    /// A reconnect was refused and no call has been answered since.
+    down: AtomicBool,
+    /// What the refused reconnect failed with, for the waiters it ends.
+    refusal: Mutex<Option<LockError>>,
+    /// Every waiter, at each refusal.
+    refused: Notify,
 }
 
 impl Default for Drops {
@@ -21,6 +32,9 @@ impl Default for Drops {
             wake: Notify::new(),
             base: Instant::now(),
             last: AtomicU64::new(0),
+            down: AtomicBool::new(false),
+            refusal: Mutex::new(None),
+            refused: Notify::new(),
         }
     }
 }
@@ -50,6 +64,35 @@ impl Drops {
     /// with the connection.
     pub fn since(&self, sent: Instant) -> bool {
         self.last().is_some_and(|at| at >= sent)
+    }
+
+    /// A reconnect was refused with `err`: the server is down until a call is answered.
+    pub fn refused(&self, err: &LockError) {
+        *lock(&self.refusal) = Some(err.clone());
+        self.down.store(true, Ordering::SeqCst);
+        self.refused.notify_waiters();
+    }
+
+    /// A call was answered: the server is up.
+    pub fn answered(&self) {
+        // A load first: this runs for every reply, and a store would bounce the cache line.
+        if self.down.load(Ordering::Relaxed) {
+            self.down.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// The refusal that put the server down, while it is.
+    pub fn refusal(&self) -> Option<LockError> {
+        if !self.down.load(Ordering::SeqCst) {
+            return None;
+        }
+        lock(&self.refusal).clone()
+    }
+
+    /// Resolves at the next refusal. Counts from when it is made (not first polled): make
+    /// it, then look at `refusal()`, then await it, and no refusal falls in between.
+    pub fn next_refusal(&self) -> Notified<'_> {
+        self.refused.notified()
     }
 }
 

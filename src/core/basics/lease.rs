@@ -12,6 +12,9 @@ struct Validity {
     released: bool,
     deadline: Instant,
     expires_at_ms: u64,
+    /// When the request that last confirmed the lock (its acquisition or an extend) was
+    /// sent: a drop of the connection at or after it puts the lock in doubt.
+    confirmed: Instant,
 }
 
 #[derive(Debug)]
@@ -51,6 +54,7 @@ impl Lease {
                 released: false,
                 deadline: until(sent, ttl),
                 expires_at_ms: wall_until(sent, ttl),
+                confirmed: sent.at,
             }),
         }
     }
@@ -77,6 +81,8 @@ impl Lease {
                 released: false,
                 deadline,
                 expires_at_ms: sent.wall_ms + left.as_millis() as u64,
+                // Not known for the parts a caller kept; an extend sets it.
+                confirmed: sent.at,
             }),
         }
     }
@@ -120,6 +126,11 @@ impl Lease {
         self.validity().expires_at_ms
     }
 
+    /// When the request that last confirmed the lock was sent.
+    pub fn confirmed(&self) -> Instant {
+        self.validity().confirmed
+    }
+
     /// Redis confirmed a new TTL for a request sent at `sent_at`. A release that landed while
     /// the extend was in flight wins: the lock stays released.
     pub fn extended(&self, sent: Stamp, ttl: Duration) {
@@ -127,6 +138,7 @@ impl Lease {
         if !v.released {
             v.deadline = until(sent, ttl);
             v.expires_at_ms = wall_until(sent, ttl);
+            v.confirmed = sent.at;
         }
     }
 

@@ -36,10 +36,12 @@ pub fn watch_id(watch: f64) -> Option<u64> {
     (watch >= 1.0 && watch.fract() == 0.0 && watch < 4.0e15).then_some(watch as u64)
 }
 
-/// The new deadline of an extended lock, and when Redis expires it (epoch ms).
+/// The new deadline of an extended lock, when Redis expires it (epoch ms), and when the
+/// extend that confirmed it was sent (a drop from then on puts it in doubt again).
 pub struct Extended {
     pub deadline: Instant,
     pub expires_at_ms: u64,
+    pub confirmed: Instant,
 }
 
 impl DistributedLock {
@@ -112,6 +114,14 @@ impl DistributedLock {
             && watchdog
                 .confirmed(id)
                 .is_some_and(|confirmed| Instant::now() < confirmed.deadline)
+    }
+
+    /// Whether a plain handle's lock, last confirmed by a request sent at `confirmed`, is in
+    /// doubt: its connection dropped since, so nobody can say the lock still exists until a
+    /// call (its `extend`) confirms it again or finds it gone. No timer and no table: the
+    /// store remembers when it last dropped, and the handle asks when its holder does.
+    pub fn in_doubt(&self, confirmed: Instant) -> bool {
+        self.locker.store().dropped().since(confirmed)
     }
 
     /// When Redis expires `watch` after its last confirmed refresh (epoch ms); `None` when it
@@ -194,6 +204,7 @@ impl HandleExtend<'_> {
                 result.map(|()| Extended {
                     deadline: lease.deadline(),
                     expires_at_ms: lease.expires_at_ms(),
+                    confirmed: lease.confirmed(),
                 })
             }
         };

@@ -131,7 +131,7 @@ impl Releasing {
                 unclaimed,
             } => Some(LentTo {
                 waiter,
-                lease,
+                lease: *lease,
                 until,
                 unclaimed,
             }),
@@ -153,7 +153,8 @@ pub enum Lending {
     /// unless Redis confirms the handover.
     Lent {
         waiter: u32,
-        lease: Lease,
+        // Boxed: the other variants are empty, and a lease is large.
+        lease: Box<Lease>,
         until: Instant,
         unclaimed: Unclaimed,
     },
@@ -205,7 +206,7 @@ impl Handoff {
         let fence = self.lease.fence + 1;
         Lending::Lent {
             waiter: self.caller.id,
-            lease: self.granted(fence),
+            lease: Box::new(self.granted(fence)),
             until: self.lease.deadline(),
             unclaimed: Unclaimed::lent(&self.locker, self.granted(fence)),
         }
