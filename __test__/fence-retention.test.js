@@ -232,3 +232,66 @@ redisOnly('a user whose ACL refuses PERSIST gets an error and no lock with fence
   await assertKept('acl:k', 60_000, TTL)
   await handle.release()
 })
+
+/**
+ * `n` holds of `key` (`prefix` before it in Redis) on `lock`, each handed over by the one
+ * before and kept `holdMs`: the waiters queue behind the first, which is released after
+ * `queued()` ran. Answers each hold's fence and, as it began, its counter's and its lock's
+ * PTTL.
+ */
+async function handedChain(lock, prefix, ttl, { n, holdMs = 0, queued = async () => {} }) {
+  const first = await lock.acquire('k', ttl)
+  const handedBefore = lock.stats().handedOver
+  const holds = []
+  const waiters = Array.from({ length: n }, () =>
+    lock.waitForLock('k', 30_000, ttl).then(async (handle) => {
+      const [counterLeft, lockLeft] = await Promise.all([redis.pttl(fenceKey(`${prefix}k`)), redis.pttl(`${prefix}k`)])
+      holds.push({ fence: handle.fence, counterLeft, lockLeft })
+      await sleep(holdMs)
+      await handle.release()
+    }),
+  )
+  await sleep(50)
+  await queued()
+  await first.release()
+  await Promise.all(waiters)
+  assert.equal(lock.stats().handedOver - handedBefore, n, 'every hold was handed over')
+  const fences = holds.map((h) => h.fence)
+  assert.deepEqual(fences, [...fences].sort(), 'fences increase along the chain')
+  assert.ok(fences[0] > first.fence)
+  return holds
+}
+
+redisOnly('hand-overs along a chain of holds read and push no fence counter while it is known kept (default window)', async () => {
+  const stats = async () => {
+    const info = await redis.info('commandstats')
+    const calls = (name) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
+    return { pttl: calls('pttl'), pexpire: calls('pexpire') }
+  }
+  // Waiters that poll no more often than the first holder's TTL: none within the chain.
+  const lock = new DistributedLock(backend.url, { keyPrefix: 'dl-chain:', retryDelayMs: 10_000 })
+  let before
+  const holds = await handedChain(lock, 'dl-chain:', TTL, {
+    n: 8,
+    queued: async () => {
+      before = await stats()
+    },
+  })
+  const after = await stats()
+  // Only the test's own reads: two PTTLs per hold.
+  assert.deepEqual(after, { pttl: before.pttl + 2 * holds.length, pexpire: before.pexpire })
+  for (const { counterLeft, lockLeft } of holds) {
+    assert.ok(counterLeft >= lockLeft + WEEK, `counter PTTL ${counterLeft}, lock PTTL ${lockLeft}`)
+  }
+})
+
+test('a counter handed over along a chain outlives every lock it numbered by a window just above the TTL', async () => {
+  const ttl = 1000
+  const window = 1200
+  const lock = new DistributedLock(backend.url, { keyPrefix: 'dl-chain-short:', fenceRetentionMs: window, retryDelayMs: 10_000 })
+  // Long enough in all that the counter's expiry as the first hold left it passes meanwhile.
+  const holds = await handedChain(lock, 'dl-chain-short:', ttl, { n: 6, holdMs: 500 })
+  for (const { counterLeft, lockLeft } of holds) {
+    assert.ok(counterLeft >= lockLeft + window - 50, `counter PTTL ${counterLeft}, lock PTTL ${lockLeft}, window ${window}`)
+  }
+})

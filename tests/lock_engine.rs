@@ -284,6 +284,63 @@ async fn an_acquisition_whose_fence_cannot_be_drawn_fails_and_leaves_no_lock() {
     assert!(locks.attempt("last", MS(5000)).await.is_err());
 }
 
+/// A handover's counter upkeep, as its client asks: none when known kept ('kept'), a
+/// quarter window past the waiter's lock when given the window (also when sent again).
+#[test]
+fn a_handover_keeps_the_counter_as_its_client_asks() {
+    use native_redis_lock::core::api::scripts;
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let fence_key = keys::fence_key(b"lock:h");
+    let counter_ttl = |raw: &mut redis::Connection| -> i64 {
+        redis::cmd("PTTL").arg(&fence_key).query(raw).unwrap()
+    };
+    let hand = |raw: &mut redis::Connection, ours: &str, theirs: &str, upkeep: &str| -> i64 {
+        scripts::HANDOFF
+            .key("lock:h")
+            .key(&fence_key)
+            .arg(ours)
+            .arg(theirs)
+            .arg(5000)
+            .arg(7)
+            .arg(upkeep)
+            .invoke(raw)
+            .unwrap()
+    };
+    let _: () = redis::cmd("SET")
+        .arg("lock:h")
+        .arg("a")
+        .query(&mut raw)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&fence_key)
+        .arg(8)
+        .arg("PX")
+        .arg(1000)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(hand(&mut raw, "a", "b", "kept"), 8);
+    assert!(
+        counter_ttl(&mut raw) <= 1000,
+        "a counter known kept is left alone"
+    );
+    assert_eq!(hand(&mut raw, "b", "c", "60000"), 8);
+    let left = counter_ttl(&mut raw);
+    assert!((70_000..=80_000).contains(&left), "counter PTTL {left}");
+    // Sent again (the waiter's token set already): kept as asked all the same.
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(&fence_key)
+        .arg(1000)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(hand(&mut raw, "b", "c", "60000"), 8);
+    let left = counter_ttl(&mut raw);
+    assert!(
+        (70_000..=80_000).contains(&left),
+        "counter PTTL {left} after a resend"
+    );
+}
+
 /// A handover whose waiter can get no fence releases the lock instead.
 #[test]
 fn a_handover_without_a_fence_for_the_waiter_releases_the_lock() {

@@ -129,6 +129,8 @@ enum Op {
         theirs: usize,
         ttl: u64,
         fence: u64,
+        /// 0 none (the margin kept), 1 'kept', 2 a window.
+        upkeep: usize,
     },
     FencedSet {
         value: usize,
@@ -185,7 +187,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (lock.clone(), token.clone(), proptest::option::of(0..2usize), ttl(), any::<bool>()).prop_map(|(lock, token, value, ttl, keep)| Op::AcquireTransaction { lock, token, value, ttl, keep }),
         1 => lock.clone().prop_map(|lock| Op::Exists { lock }),
         1 => lock.clone().prop_map(|lock| Op::Pttl { lock }),
-        2 => (lock.clone(), token.clone(), token.clone(), ttl(), prop_oneof![Just(0u64), 1u64..8]).prop_map(|(lock, ours, theirs, ttl, fence)| Op::Handoff { lock, ours, theirs, ttl, fence }),
+        2 => (lock.clone(), token.clone(), token.clone(), ttl(), prop_oneof![Just(0u64), 1u64..8], 0..3usize).prop_map(|(lock, ours, theirs, ttl, fence, upkeep)| Op::Handoff { lock, ours, theirs, ttl, fence, upkeep }),
         1 => (0..3usize, 0u64..10).prop_map(|(value, fence)| Op::FencedSet { value, fence }),
         1 => lock.clone().prop_map(|lock| Op::Inspect { lock }),
         2 => (lock.clone(), 0..3usize, 1u64..5).prop_map(|(lock, conn, score)| Op::Enqueue { lock, conn, score }),
@@ -536,19 +538,28 @@ fn command(op: &Op, told: &Told) -> (Cmd, Clocked) {
             theirs,
             ttl,
             fence,
-        } => (
-            evalsha(
-                &scripts::HANDOFF,
-                &[&key(*lock), &fence_key(&key(*lock))],
-                &[
-                    token(*ours),
-                    format!("{}x", token(*theirs)),
-                    ttl.to_string(),
-                    fence.to_string(),
-                ],
-            ),
-            Clocked::No,
-        ),
+            upkeep,
+        } => {
+            let mut args = vec![
+                token(*ours),
+                format!("{}x", token(*theirs)),
+                ttl.to_string(),
+                fence.to_string(),
+            ];
+            match upkeep {
+                0 => {}
+                1 => args.push("kept".to_owned()),
+                _ => args.push("600000".to_owned()),
+            }
+            (
+                evalsha(
+                    &scripts::HANDOFF,
+                    &[&key(*lock), &fence_key(&key(*lock))],
+                    &args,
+                ),
+                Clocked::No,
+            )
+        }
         Op::FencedSet { value, fence } => (
             evalsha(
                 &scripts::FENCED_SET,
@@ -943,6 +954,7 @@ fn every_script_answers_as_redis_does() {
                 theirs: 1,
                 ttl: 10_000,
                 fence: 1,
+                upkeep: 2,
             },
             Handoff {
                 lock: 0,
@@ -950,6 +962,7 @@ fn every_script_answers_as_redis_does() {
                 theirs: 1,
                 ttl: 10_000,
                 fence: 1,
+                upkeep: 2,
             },
             ReleaseWake {
                 lock: 0,

@@ -78,7 +78,7 @@ async fn a_lent_lease_is_freed_only_once_its_handover_was_answered() {
     // The handover runs only now, and is answered.
     let store = locker.store();
     let bound = Duration::from_secs(1);
-    let ran = super::super::release::confirm_lend(store, &lender, "lent", ttl, bound).await;
+    let ran = super::super::release::confirm_lend(store, &lender, "lent", ttl, (bound, None)).await;
     assert!(matches!(ran, Ok(true)));
     lends.settle("lent", Lent::Confirmed(Instant::now() + ttl));
     let mut freed = false;

@@ -37,7 +37,7 @@ impl Orphan {
         match self.pair {
             None => {
                 let lease = Lease::resumed(self.name, self.key, self.token, 0, self.deadline);
-                let _ignored = release::release(&store, &lease, bound).await;
+                let _ignored = release::release(&store, &lease, bound, None).await;
             }
             Some(pair) => {
                 let release = Release {

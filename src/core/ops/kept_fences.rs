@@ -3,6 +3,8 @@
 //! its lock needs, so the attempts at that key after it, until that quarter is used up, need
 //! not push it at all: two commands fewer in each (see proto/acquire.rs).
 //!
+//! A handover of ours does the same (see `upkeep`): most need not touch the counter at all.
+//!
 //! What is known stays true: nothing we send ever shortens a counter's life (the pushes are
 //! `NX` and `GT`, the scripts push only a counter due, a window of 0 persists it). A counter
 //! deleted by someone else comes back from its next draw without an expiry, which it gets
@@ -10,6 +12,7 @@
 
 use crate::core::basics::sync::lock;
 use crate::core::proto::acquire::pushed_for;
+use crate::core::proto::release::FenceUpkeep;
 use redis::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -74,6 +77,42 @@ impl KeptFences {
         if window_ms == 0 || !pushed(reply) {
             return;
         }
+        self.kept(fence_key, sent, ttl, window_ms);
+    }
+
+    /// What a handover sent now, for a waiter's lock of `ttl` and answered within `bound`,
+    /// must do for the counter at `fence_key` to outlive that lock by `window_ms` (the
+    /// releaser's; `None` when not known). Left alone only when known to live `bound` past
+    /// that already: a reply within the bound means the script ran within it, so the
+    /// waiter's lock ends by `bound + ttl` from now at the latest. A handover unanswered
+    /// within the bound gives the waiter nothing it counts on past our own lease (see
+    /// fast/handoff.rs), which the counter outlives by the window as it is.
+    pub fn upkeep(
+        &self,
+        fence_key: &[u8],
+        ttl: Duration,
+        window_ms: Option<u64>,
+        bound: Duration,
+    ) -> FenceUpkeep {
+        match window_ms {
+            None | Some(0) => FenceUpkeep::Margin,
+            Some(window) if self.due(fence_key, ttl.saturating_add(bound), window) => {
+                FenceUpkeep::Window(window)
+            }
+            Some(_) => FenceUpkeep::Kept,
+        }
+    }
+
+    /// A handover sent at `sent` for a lock of `ttl`, with `upkeep`, ran: a window's upkeep
+    /// kept the counter a quarter window beyond what that lock needed (handoff.lua).
+    pub fn handed(&self, upkeep: FenceUpkeep, fence_key: &[u8], sent: Instant, ttl: Duration) {
+        if let FenceUpkeep::Window(window_ms) = upkeep {
+            self.kept(fence_key, sent, ttl, window_ms);
+        }
+    }
+
+    /// A script or transaction sent at `sent` kept the counter `pushed_for` a lock of `ttl`.
+    fn kept(&self, fence_key: &[u8], sent: Instant, ttl: Duration, window_ms: u64) {
         let keep = pushed_for(ttl.as_millis() as u64, window_ms);
         let Some(until) = sent.checked_add(Duration::from_millis(keep)) else {
             return;
@@ -117,6 +156,31 @@ mod tests {
             kept.answered(&won(), b"f", long_ago, TTL, WINDOW);
             assert!(kept.due(b"f", TTL, WINDOW));
         }
+    }
+
+    #[test]
+    fn a_handover_leaves_a_counter_alone_only_while_known_kept_past_its_bound() {
+        let kept = KeptFences::default();
+        let bound = Duration::from_secs(5);
+        let upkeep = |ttl| kept.upkeep(b"f", ttl, Some(WINDOW), bound);
+        // Nothing known, a window unknown or kept forever.
+        assert_eq!(upkeep(TTL), FenceUpkeep::Window(WINDOW));
+        assert_eq!(kept.upkeep(b"f", TTL, None, bound), FenceUpkeep::Margin);
+        assert_eq!(kept.upkeep(b"f", TTL, Some(0), bound), FenceUpkeep::Margin);
+        // A handover that kept it by the window: a quarter window, less the bound, of rest.
+        kept.handed(FenceUpkeep::Window(WINDOW), b"f", Instant::now(), TTL);
+        assert_eq!(upkeep(TTL), FenceUpkeep::Kept);
+        let quarter = Duration::from_millis(WINDOW / 4);
+        assert_eq!(upkeep(TTL + quarter - bound), FenceUpkeep::Window(WINDOW));
+        assert_eq!(kept.upkeep(b"f", TTL, None, bound), FenceUpkeep::Margin);
+        // One left alone, or only keeping its margin, tells nothing new.
+        let other = KeptFences::default();
+        other.handed(FenceUpkeep::Kept, b"f", Instant::now(), TTL);
+        other.handed(FenceUpkeep::Margin, b"f", Instant::now(), TTL);
+        assert_eq!(
+            other.upkeep(b"f", TTL, Some(WINDOW), bound),
+            FenceUpkeep::Window(WINDOW)
+        );
     }
 
     #[test]

@@ -260,7 +260,7 @@ impl Locker {
         if self.fair {
             return super::release::release_fair(&self.store, lease, bound).await;
         }
-        super::release::release(&self.store, lease, bound).await
+        super::release::release(&self.store, lease, bound, Some(self.fence_retention_ms)).await
     }
 
     /// Adds `extra` to the lock's remaining TTL, if the lock is still ours.

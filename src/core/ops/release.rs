@@ -8,26 +8,30 @@ use super::store::Store;
 use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
-use crate::core::proto::release::{HandOver, Release, ReleaseKind};
+use crate::core::proto::release::{FenceUpkeep, HandOver, Release, ReleaseKind};
 use crate::core::wait::wake::{self, Reservation};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Deletes (or hands over) the lock if it is still ours, within `bound`. Releasing twice,
-/// or after expiry, is a no-op; the answer says whether Redis still had our lock.
+/// or after expiry, is a no-op; the answer says whether Redis still had our lock. A lock
+/// handed over keeps its fence counter `window_ms` past the waiter's (when known, see
+/// `KeptFences::upkeep`).
 pub async fn release(
     store: &Arc<Store>,
     lease: &Lease,
     bound: Duration,
+    window_ms: Option<u64>,
 ) -> Result<bool, LockError> {
     if lease.is_released() {
         return Ok(false);
     }
     let channel = wake::channel(&lease.redis_key);
     if let Some(to) = store.wakes().reserve(&channel) {
-        return hand_off(store, lease, &channel, to, bound).await;
+        return hand_off(store, lease, &channel, to, (bound, window_ms)).await;
     }
     // Waiters of our own that are already trying go first, woken here; else the queue decides.
     let ours_wait = store.wakes().waiters_at_release(&lease.redis_key);
@@ -44,14 +48,33 @@ pub async fn release(
 }
 
 /// The handover of our `lease` to a waiter's fresh token `to`, for `ttl`.
-pub fn hand_over<'a>(lease: &'a Lease, to: &'a str, ttl: Duration) -> HandOver<'a> {
+pub fn hand_over<'a>(
+    lease: &'a Lease,
+    to: &'a str,
+    ttl: Duration,
+    upkeep: FenceUpkeep,
+) -> HandOver<'a> {
     HandOver {
         lock_key: &lease.redis_key,
         token: &lease.token,
         fence: lease.fence,
         to,
         ttl,
+        upkeep,
     }
+}
+
+/// What a handover of `lease` sent now for a lock of `ttl`, within `bound`, does for the
+/// fence counter (see `KeptFences::upkeep`).
+pub fn upkeep(
+    store: &Store,
+    lease: &Lease,
+    ttl: Duration,
+    window_ms: Option<u64>,
+    bound: Duration,
+) -> FenceUpkeep {
+    let fence_key = keys::fence_key(&lease.redis_key);
+    (store.kept_fences()).upkeep(&fence_key, ttl, window_ms, bound)
 }
 
 /// Sends again a handover whose waiter already started on our lease (the JS-thread
@@ -62,11 +85,12 @@ pub async fn confirm_lend(
     lease: &Lease,
     token: &str,
     ttl: Duration,
-    bound: Duration,
+    (bound, window_ms): (Duration, Option<u64>),
 ) -> Result<bool, LockError> {
+    let upkeep = upkeep(store, lease, ttl, window_ms, bound);
     let fence = store
         .backend()
-        .hand_over(&hand_over(lease, token, ttl), bound)
+        .hand_over(&hand_over(lease, token, ttl, upkeep), bound)
         .await?;
     lease.mark_released();
     Ok(fence == Some(lease.fence + 1))
@@ -78,14 +102,15 @@ async fn hand_off(
     lease: &Lease,
     channel: &[u8],
     to: Reservation,
-    bound: Duration,
+    (bound, window_ms): (Duration, Option<u64>),
 ) -> Result<bool, LockError> {
     let (token, ttl) = (token::new_token(), to.ttl());
     // The waiter's validity counts from here: no later than Redis set its TTL.
     let sent = Stamp::now();
+    let upkeep = upkeep(store, lease, ttl, window_ms, bound);
     let reply = store
         .backend()
-        .hand_over(&hand_over(lease, &token, ttl), bound)
+        .hand_over(&hand_over(lease, &token, ttl, upkeep), bound)
         .await;
     let wakes = store.wakes();
     match reply {
@@ -101,7 +126,7 @@ async fn hand_off(
             );
             if let Some(orphan) = wakes.grant(channel, to, granted) {
                 // The waiter left meanwhile: the lock goes on as our own release would.
-                let _ignored = Box::pin(release(store, &orphan, bound)).await;
+                let _ignored = Box::pin(release(store, &orphan, bound, window_ms)).await;
             }
             Ok(true)
         }

@@ -18,7 +18,7 @@ impl Cleaner for Store {
                 };
                 spawn(async move {
                     let bound = orphan_bound(&lease);
-                    let _ignored = release::release(&store, &lease, bound).await;
+                    let _ignored = release::release(&store, &lease, bound, None).await;
                 });
             }
             Cleanup::FreeById { lease, index_key } => {

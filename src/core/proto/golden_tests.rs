@@ -6,7 +6,7 @@ use super::extend::Extend;
 use super::fence_raise::FenceRaise;
 use super::fenced_set::FencedSet;
 use super::read::{Exists, Pttl};
-use super::release::{HandOver, Release, ReleaseKind};
+use super::release::{FenceUpkeep, HandOver, Release, ReleaseKind};
 use super::{scripts, Op, Request};
 use redis::Value;
 use std::time::Duration;
@@ -108,6 +108,7 @@ fn handover_names_both_tokens_the_ttl_and_our_fence() {
         fence: 7,
         to: "theirs",
         ttl: Duration::from_millis(3000),
+        upkeep: FenceUpkeep::Margin,
     };
     let want = evalsha(
         &scripts::HANDOFF,
@@ -118,6 +119,30 @@ fn handover_names_both_tokens_the_ttl_and_our_fence() {
     assert_eq!(handover.decode(Value::Int(8)).ok(), Some(Some(8)));
     assert_eq!(handover.decode(Value::Int(0)).ok(), Some(None));
     assert!(handover.decode(Value::Nil).is_err());
+}
+
+#[test]
+fn handover_says_whether_the_counter_is_kept_already_or_by_which_window() {
+    let handover = |upkeep| HandOver {
+        lock_key: b"lock:k",
+        token: "tok",
+        fence: 7,
+        to: "theirs",
+        ttl: Duration::from_millis(3000),
+        upkeep,
+    };
+    let kept = evalsha(
+        &scripts::HANDOFF,
+        &FENCED,
+        &[b"tok", b"theirs", b"3000", b"7", b"kept"],
+    );
+    assert_sends(&handover(FenceUpkeep::Kept), &kept);
+    let window = evalsha(
+        &scripts::HANDOFF,
+        &FENCED,
+        &[b"tok", b"theirs", b"3000", b"7", b"60000"],
+    );
+    assert_sends(&handover(FenceUpkeep::Window(60_000)), &window);
 }
 
 #[test]

@@ -97,6 +97,18 @@ pub struct HandOver<'a> {
     pub fence: u64,
     pub to: &'a str,
     pub ttl: Duration,
+    pub upkeep: FenceUpkeep,
+}
+
+/// What a handover does for the fence counter's expiry (see handoff.lua).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceUpkeep {
+    /// Keeps its margin over the lock: the window is not known, or 0 (kept forever).
+    Margin,
+    /// Known to outlive the waiter's lock by the window already: left alone.
+    Kept,
+    /// Kept this window (ms) past the waiter's lock, and a quarter of it further.
+    Window(u64),
 }
 
 impl Op for HandOver<'_> {
@@ -105,15 +117,30 @@ impl Op for HandOver<'_> {
     fn encode<W: Wire>(&self, wire: &mut W) {
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
         let fence = resp::decimal(self.fence);
+        let window = match self.upkeep {
+            FenceUpkeep::Window(ms) => resp::decimal(ms),
+            _ => resp::decimal(0),
+        };
+        let upkeep: &[u8] = match self.upkeep {
+            FenceUpkeep::Kept => b"kept",
+            _ => window.as_bytes(),
+        };
+        let args = [
+            self.token.as_bytes(),
+            self.to.as_bytes(),
+            ttl.as_bytes(),
+            fence.as_bytes(),
+            upkeep,
+        ];
+        let count = if self.upkeep == FenceUpkeep::Margin {
+            4
+        } else {
+            5
+        };
         wire.script(
             &scripts::HANDOFF,
             &[self.lock_key, &keys::fence_key(self.lock_key)],
-            &[
-                self.token.as_bytes(),
-                self.to.as_bytes(),
-                ttl.as_bytes(),
-                fence.as_bytes(),
-            ],
+            &args[..count],
         );
     }
 

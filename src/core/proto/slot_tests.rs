@@ -10,7 +10,7 @@ use super::fenced_set::FencedSet;
 use super::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use super::read::{Exists, Inspect, Pttl};
 use super::refresh::{PairRefresh, Refresh, RefreshBatch};
-use super::release::{HandOver, Release, ReleaseKind};
+use super::release::{FenceUpkeep, HandOver, Release, ReleaseKind};
 use super::syncguard::{ExtendById, ReleaseById, SyncguardIsLocked, SyncguardLookup};
 use super::{Op, Wire};
 use crate::core::basics::keys::{self, slot};
@@ -193,6 +193,7 @@ fn every_other_lock_operation_keeps_its_keys_in_the_lock_keys_slot() {
                     fence: 3,
                     to: "u",
                     ttl: ms(100),
+                    upkeep: FenceUpkeep::Margin,
                 }),
             ),
             (

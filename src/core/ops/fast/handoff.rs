@@ -17,12 +17,13 @@ use super::{FastCall, Later, PlainRelease, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
 use crate::core::ops::delivery::Unclaimed;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release::{self, hand_over, outcome};
-use crate::core::proto::release::Release;
+use crate::core::proto::release::{FenceUpkeep, HandOver, Release};
 use crate::core::proto::Op;
 use crate::core::wait::lent::Lent;
 use crate::core::wait::wake::{self, Caller, Reservation};
@@ -32,6 +33,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How a release of ours is sent.
+// Unboxed: made and taken apart at once, on every release of the caller's connection.
+#[allow(clippy::large_enum_variant)]
 pub enum Releasing {
     /// A plain release: nobody of ours waits for the lock.
     Plain(PlainRelease),
@@ -68,11 +71,14 @@ impl Releasing {
         let (Some(caller), false) = (caller, lease.is_released()) else {
             return Releasing::Elsewhere;
         };
+        let (ttl, bound) = (to.ttl(), locker.bound_for(lease));
+        let window = Some(locker.fence_retention_ms());
         Releasing::HandOver(Handoff {
             locker: locker.clone(),
             lease: lease.clone(),
-            ttl: to.ttl(),
-            bound: locker.bound_for(lease),
+            ttl,
+            bound,
+            upkeep: release::upkeep(locker.store(), lease, ttl, window, bound),
             to: Some(to),
             caller,
             token: token::new_token(),
@@ -174,6 +180,8 @@ pub struct Handoff {
     token: String,
     ttl: Duration,
     sent: Stamp,
+    /// What it does for the fence counter, decided before it is sent.
+    upkeep: FenceUpkeep,
     /// The waiter was answered when this was sent (`lend`).
     lent: bool,
 }
@@ -244,6 +252,18 @@ impl Handoff {
         wake::channel(&self.lease.redis_key)
     }
 
+    /// The handover as it is written.
+    fn op(&self) -> HandOver<'_> {
+        hand_over(&self.lease, &self.token, self.ttl, self.upkeep)
+    }
+
+    /// The handover ran: how long it kept the fence counter, if it did.
+    fn ran(&self) {
+        let fence_key = keys::fence_key(&self.lease.redis_key);
+        let kept = self.locker.store().kept_fences();
+        kept.handed(self.upkeep, &fence_key, self.sent.at, self.ttl);
+    }
+
     /// What the waiter would hold had the handover run.
     fn granted(&self, fence: u64) -> Lease {
         Lease::new(
@@ -260,10 +280,11 @@ impl Handoff {
     /// runtime (it is safe to run twice), within what is left of our lease's bound.
     fn confirm_elsewhere(self) -> Later<()> {
         let bound = self.locker.bound_for(&self.lease);
+        let terms = (bound, Some(self.locker.fence_retention_ms()));
         async move {
             let store = self.locker.store();
             let result =
-                release::confirm_lend(store, &self.lease, &self.token, self.ttl, bound).await;
+                release::confirm_lend(store, &self.lease, &self.token, self.ttl, terms).await;
             self.told(matches!(result, Ok(true)));
             result.map(|_| ())
         }
@@ -285,7 +306,7 @@ impl FastCall for Handoff {
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        hand_over(&self.lease, &self.token, self.ttl).encode(out);
+        self.op().encode(out);
         1
     }
 
@@ -294,9 +315,12 @@ impl FastCall for Handoff {
     }
 
     fn answered(mut self, reply: Value) -> Step<()> {
-        let Ok(fence) = hand_over(&self.lease, &self.token, self.ttl).decode(reply) else {
+        let Ok(fence) = self.op().decode(reply) else {
             return Step::Later(self.resend(None));
         };
+        if fence.is_some() {
+            self.ran();
+        }
         if self.lent {
             self.lease.mark_released();
             self.told(fence == Some(self.lease.fence + 1));
@@ -349,7 +373,7 @@ impl FastCall for Handoff {
         if self.lent {
             return false;
         }
-        let handed = hand_over(&self.lease, &self.token, self.ttl).decode(reply);
+        let handed = self.op().decode(reply);
         if !matches!(handed, Ok(Some(_))) {
             return false;
         }

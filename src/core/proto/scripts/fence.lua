@@ -79,9 +79,21 @@ local function keep_fences_refreshed(key, ttl, window)
     redis.call('PEXPIRE', key, string.format('%d', want + math.floor(tonumber(window) / 4)))
   end
 end
--- Before a held lock is given `ttl` ms anew (extend, handover): the counter keeps
--- the margin it has over the lock, so a long hold never outlives it. One without an expiry
--- is kept forever, one gone (deleted by someone else) stays gone.
+-- A handover's upkeep, sent only when the client cannot tell that the counter outlives the
+-- waiter's lock (`ttl` ms from now) by `window` ms already (see ops/kept_fences.rs): kept a
+-- quarter window beyond that, which the client then knows, so that the handovers after it
+-- need not touch the counter until that quarter is used up. One without an expiry (kept
+-- forever, or from before windows; acquisitions see to those) is left as it is.
+local function keep_fences_handed(key, ttl, window)
+  local want = tonumber(ttl) + tonumber(window) + math.floor(tonumber(window) / 4)
+  local left = redis.call('PTTL', key)
+  if left >= 0 and left < want then
+    redis.call('PEXPIRE', key, string.format('%d', want))
+  end
+end
+-- Before a held lock is given `ttl` ms anew (extend, a handover sent without a window): the
+-- counter keeps the margin it has over the lock, so a long hold never outlives it. One
+-- without an expiry is kept forever, one gone (deleted by someone else) stays gone.
 local function keep_fences_past(key, lock, ttl)
   local left = redis.call('PTTL', key)
   local lock_left = redis.call('PTTL', lock)

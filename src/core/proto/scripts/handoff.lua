@@ -6,9 +6,14 @@
 -- else can have drawn it: the counter was already past it when we got ours.
 -- KEYS[1] lock key, KEYS[2] fence counter; one hash slot.
 -- ARGV[1] our token, ARGV[2] the waiter's fresh token, ARGV[3] its TTL in ms, ARGV[4] our
--- fence ('0' when unknown: the waiter then draws two, as an acquire does).
+-- fence ('0' when unknown: the waiter then draws two, as an acquire does), ARGV[5] (optional)
+-- the counter's upkeep: 'kept' when the client knows it outlives the waiter's lock by the
+-- window already, else the window in ms; without it the counter keeps its margin over the
+-- lock (see fence.lua).
 -- Returns the waiter's fence, or 0 when the lock is no longer ours (nothing was changed).
 local ours = tonumber(ARGV[4]) or 0
+local upkeep = ARGV[5]
+local by_window = upkeep ~= nil and upkeep ~= 'kept'
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   -- The waiter's fences, drawn in one INCRBY (see fence.lua): two when ours is unknown, as an
@@ -20,7 +25,11 @@ if holder == ARGV[1] then
     redis.call('DEL', KEYS[1])
     return 0
   end
-  keep_fences_past(KEYS[2], KEYS[1], ARGV[3])
+  if upkeep == nil then
+    keep_fences_past(KEYS[2], KEYS[1], ARGV[3])
+  elseif by_window then
+    keep_fences_handed(KEYS[2], ARGV[3], upkeep)
+  end
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   if ours == 0 then
     return counter - 1
@@ -34,6 +43,10 @@ if holder == ARGV[1] then
 end
 -- The waiter's token already: this handoff, sent again after its connection dropped under it.
 if holder == ARGV[2] then
+  -- Kept again as asked: a client that asked for a window counts on it from this reply.
+  if by_window then
+    keep_fences_handed(KEYS[2], ARGV[3], upkeep)
+  end
   if ours > 0 then
     return ours + 1
   end
