@@ -361,6 +361,8 @@ export interface DistributedLockOptions {
    * forever.
    */
   fenceRetentionMs?: number
+  /** Count what its calls do, for `stats()`; false keeps every count at zero. Default true. */
+  stats?: boolean
 }
 
 /**
@@ -384,6 +386,8 @@ export interface ExclusiveLockOptions {
    * forever.
    */
   fenceRetentionMs?: number
+  /** Count what its calls do, for `stats()`; false keeps every count at zero. Default true. */
+  stats?: boolean
 }
 
 /** Whether `key` is a sibling (fence, owner, queue, line) rather than a possible lock key. */
@@ -409,6 +413,8 @@ export interface LockServiceOptions {
    * forever.
    */
   fenceRetentionMs?: number
+  /** Count what its calls do, for `stats()`; false keeps every count at zero. Default true. */
+  stats?: boolean
 }
 
 export declare function lockSiblings(lockKey: Buffer): LockSiblings
@@ -442,6 +448,8 @@ export interface NativeErrorCount {
 
 /** What one API object has done since it was made (lib/ reshapes `errors` into an object). */
 export interface NativeStats {
+  /** False when the object was made with `stats: false` (every count then zero). */
+  enabled: boolean
   acquisitions: number
   contended: number
   woken: number
@@ -498,6 +506,8 @@ export interface SyncguardOptions {
   clientKeyPrefix?: string
   /** Bound on every Redis call. Default 5000. */
   commandTimeoutMs?: number
+  /** Count what its calls do, for `stats()`; false keeps every count at zero. Default true. */
+  stats?: boolean
 }
 
 /** `lock()`'s acquisition options, as JS numbers and names (never validated by syncguard). */

@@ -142,6 +142,8 @@ export interface LockOptions {
    * that expired starts again from 1. 0 or Infinity: forever. Default 7 days.
    */
   fenceRetentionMs?: number
+  /** Count what its calls do for `stats()`; false keeps every count at zero (README "Stats"). Default true. */
+  stats?: boolean
   /** Logs each event at its level (README "Tracing"). Default: silent. */
   logger?: TracingLogger
   /** Told of each event (README "Tracing"); its own native lock, so only this instance's events. */
@@ -150,6 +152,8 @@ export interface LockOptions {
 
 /** What `stats()` answers: what an API object's calls have done since it was made. */
 export interface LockStats {
+  /** False when made with `stats: false` (or where nothing of ours counts): every count is then 0. */
+  enabled: boolean
   /** Locks won. */
   acquisitions: number
   /** Attempts that found the lock held by someone else. */
@@ -433,6 +437,8 @@ export interface ExclusiveLockOptions {
   max_hold_ms?: number
   /** How long the fence counter is kept after the lock's last use (0 or Infinity: forever). Default 7 days. */
   fence_retention_ms?: number
+  /** Ours: count what its calls do for `stats()`; false keeps every count at zero. Default true. */
+  stats?: boolean
   /** Ours: logs each event at its level (README "Tracing"); `log` stays the original's. */
   logger?: TracingLogger
   /** Ours: told of each event (README "Tracing"). */
@@ -547,6 +553,8 @@ export declare class DistributedLockService {
       logger?: Logger | MaestroLogger
       /** How long the fence counter is kept after the lock's last use (0 or Infinity: forever). Default 7 days. */
       fenceRetentionMs?: number
+      /** Count what its calls do for `stats()`; false keeps every count at zero. Default true. */
+      stats?: boolean
       /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
       onEvent?: OnLockEvent
       /** Not in the original: the held lock's connection to Redis dropped (the lock is in doubt). */

@@ -157,6 +157,8 @@ export interface RedisBackendOptions {
   disposeTimeoutMs?: number
   /** Added by native-redis-lock: bound on every Redis call, in ms. Default 5000. */
   commandTimeoutMs?: number
+  /** Added by native-redis-lock: count what its calls do for `stats()`; false keeps every count at zero. Default true. */
+  stats?: boolean
   /** Added by native-redis-lock: logs each event at its level (README "Tracing"). */
   logger?: TracingLogger
   /** Added by native-redis-lock: told of each event (README "Tracing"). */

@@ -49,7 +49,7 @@ for (const [name, target] of Object.entries(backends)) {
     test('DistributedLock: acquisitions, contention, errors by code and waits, exactly', async () => {
       const lock = new DistributedLock(target(), { keyPrefix: `${unique('dl')}:` })
       assert.deepEqual(lock.stats(), {
-        acquisitions: 0, contended: 0, woken: 0, handedOver: 0, refreshes: 0, lost: 0, errors: {},
+        enabled: true, acquisitions: 0, contended: 0, woken: 0, handedOver: 0, refreshes: 0, lost: 0, errors: {},
         waitMs: { p50: 0, p99: 0, max: 0 },
       })
       const first = await lock.acquire('k', 10_000)
@@ -154,3 +154,104 @@ for (const [name, target] of Object.entries(backends)) {
     })
   })
 }
+
+// `stats: false`: nothing counted, the same shape with `enabled: false`; the default counts.
+const ZERO = {
+  enabled: false, acquisitions: 0, contended: 0, woken: 0, handedOver: 0, refreshes: 0, lost: 0, errors: {},
+  waitMs: { p50: 0, p99: 0, max: 0 },
+}
+
+describe('stats: false', () => {
+  test('DistributedLock: zero after acquisitions, contention, a wait and errors; the hook still hears', async () => {
+    const url = servers[0].url
+    const keyPrefix = `${unique('off-dl')}:`
+    assert.equal(new DistributedLock(url, { keyPrefix }).stats().enabled, true)
+    assert.equal(new DistributedLock(url, { keyPrefix, stats: true }).stats().enabled, true)
+    const heard = []
+    const traced = new DistributedLock(url, { keyPrefix, stats: false, onEvent: (event) => heard.push(event.type) })
+    const lock = new DistributedLock(url, { keyPrefix, stats: false })
+    const first = await lock.acquire('k', 10_000)
+    assert.equal(await lock.tryAcquire('k', 10_000), null)
+    await assert.rejects(lock.acquire('k', 10_000), { code: 'ELOCKED' })
+    assert.equal(await traced.tryAcquire('k', 10_000), null)
+    await first.extend(1_000)
+    const waiter = lock.waitForLock('k', 5_000, 10_000)
+    await sleep(50)
+    await first.release()
+    await (await waiter).release()
+    assert.deepEqual(lock.stats(), ZERO)
+    assert.deepEqual(traced.stats(), ZERO)
+    assert.ok(heard.includes('contended'), `heard ${heard}`)
+    // A counting lock of the same connection beside it counts its own.
+    const counting = new DistributedLock(url, { keyPrefix })
+    await (await counting.acquire('k', 10_000)).release()
+    assert.equal(counting.stats().acquisitions, 1)
+    assert.deepEqual(lock.stats(), ZERO)
+    for (const bad of ['false', 0, null, {}]) {
+      assert.throws(() => new DistributedLock(url, { stats: bad }), (err) => err.code === 'EINVAL' && err.argument === 'options.stats' && /options\.stats/.test(err.message))
+    }
+  })
+
+  test('ExclusiveLock: zero after an acquisition and contention; a bad value fails the schema at /stats', async () => {
+    const url = servers[0].url
+    const name = unique('off-ex')
+    const settings = { name, cache_connection: url, lock_ttl_ms: 1000, lock_refresh_ms: 300, stats: false }
+    const a = new ExclusiveLock(settings)
+    const b = new ExclusiveLock(settings)
+    const counting = new ExclusiveLock({ ...settings, stats: undefined })
+    assert.equal(counting.stats().enabled, true)
+    assert.equal(await a.acquire(), true)
+    assert.equal(await b.acquire(), false)
+    assert.equal(await counting.acquire(), false)
+    await sleep(400)
+    assert.deepEqual(a.stats(), ZERO)
+    assert.deepEqual(b.stats(), ZERO)
+    assert.equal(counting.stats().contended, 1, 'its own native lock: settings differ')
+    await a.release()
+    for (const bad of ['no', 1, null]) {
+      assert.throws(
+        () => new ExclusiveLock({ name, cache_connection: url, stats: bad }),
+        (err) => err.code === 'EINVAL' && err.errors[0].instancePath === '/stats' && err.errors[0].message === 'must be boolean',
+      )
+    }
+  })
+
+  test('DistributedLockService: zero after a wait that wins', async () => {
+    const url = servers[0].url
+    const key = unique('off-svc')
+    assert.equal(new DistributedLockService(key, 5_000, url).stats().enabled, true)
+    const one = new DistributedLockService(key, 5_000, url, { stats: false })
+    const two = new DistributedLockService(key, 5_000, url, { stats: false })
+    assert.equal(await one.acquire(), true)
+    const waiting = two.acquire(5_000, 3_000)
+    await sleep(50)
+    await one.release()
+    assert.equal(await waiting, true)
+    await two.release()
+    assert.deepEqual(one.stats(), ZERO)
+    assert.deepEqual(two.stats(), ZERO)
+    for (const bad of ['false', 0]) {
+      assert.throws(() => new DistributedLockService(key, 5_000, url, { stats: bad }), (err) => err.code === 'EINVAL' && err.argument === 'options.stats')
+    }
+  })
+
+  test('syncguard backend and createLock: zero after acquisitions and contention', async () => {
+    const url = servers[0].url
+    assert.equal(syncguard.createRedisBackend(url, { keyPrefix: unique('off-sg0') }).stats().enabled, true)
+    const backend = syncguard.createRedisBackend(url, { keyPrefix: unique('off-sg'), stats: false })
+    const won = await backend.acquire({ key: 'k', ttlMs: 5_000 })
+    assert.equal(won.ok, true)
+    assert.equal((await backend.acquire({ key: 'k', ttlMs: 5_000 })).ok, false)
+    await backend.extend({ lockId: won.lockId, ttlMs: 5_000 })
+    await backend.release({ lockId: won.lockId })
+    assert.deepEqual(backend.stats(), ZERO)
+    const locked = syncguard.createLock(url, { keyPrefix: unique('off-sgl'), stats: false })
+    assert.equal(await locked(async () => 7, { key: 'k' }), 7)
+    assert.deepEqual(locked.stats(), ZERO)
+    assert.equal(syncguard.createLock(url, { keyPrefix: unique('off-sgl'), stats: true }).stats().enabled, true)
+    for (const bad of ['false', 1]) {
+      assert.throws(() => syncguard.createRedisBackend(url, { stats: bad }), (err) => err.code === 'InvalidArgument' && /^stats must be a boolean/.test(err.message))
+      assert.throws(() => syncguard.createLock(url, { stats: bad }), (err) => err.code === 'InvalidArgument' && /stats/.test(err.message))
+    }
+  })
+})

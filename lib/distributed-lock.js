@@ -396,6 +396,7 @@ class DistributedLock {
     check.optionalString(o.keyPrefix, 'options.keyPrefix')
     check.optionalBoolean(o.fair, 'options.fair')
     check.optionalBoolean(o.lendOnHandover, 'options.lendOnHandover')
+    check.optionalBoolean(o.stats, 'options.stats')
     checkTracing(o.logger, o.onEvent, 'options')
     for (const name of ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs']) {
       check.optionalNumber(o[name], `options.${name}`)
@@ -411,6 +412,7 @@ class DistributedLock {
         fair: o.fair,
         lendOnHandover: o.lendOnHandover,
         fenceRetentionMs: o.fenceRetentionMs,
+        stats: o.stats,
       }
       const connection =
         url && o.connectTimeoutMs === undefined

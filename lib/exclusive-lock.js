@@ -31,6 +31,8 @@ const TYPES = Object.entries({
   max_hold_ms: 'number',
   // Ours: Infinity (keep fence counters forever) too; the core checks the range.
   fence_retention_ms: 'number or Infinity',
+  // Ours: false keeps stats() at zero (README "Stats").
+  stats: 'boolean',
 })
 
 // The original validates with an ajv schema and reports the first failure in ajv's words.
@@ -190,6 +192,7 @@ class ExclusiveLock extends EventEmitter {
       max_stall_ms: option(opts, 'max_stall_ms'),
       max_hold_ms: option(opts, 'max_hold_ms'),
       fence_retention_ms: option(opts, 'fence_retention_ms'),
+      stats: option(opts, 'stats'),
     }
     const diff = o.lock_ttl_ms - o.lock_refresh_ms
     if (!(diff >= 500)) {
@@ -212,6 +215,7 @@ class ExclusiveLock extends EventEmitter {
         maxStallMs: maxStall,
         maxHoldMs: o.max_hold_ms,
         fenceRetentionMs: o.fence_retention_ms,
+        stats: o.stats,
       }, this.#tracer !== null)
     } catch (err) {
       throw connectionError(fromNative(err), connection ?? connectionOptions(given, 'cache_connection', REDLOCK))

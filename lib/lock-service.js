@@ -107,6 +107,7 @@ class DistributedLockService {
   #tracer = null
   #heldSince = 0
   #fenceRetentionMs
+  #stats
   // The acquisition in flight, if any: `{ cancelled, cancel(), done }`. A release wins over it.
   #attempt = null
   #refreshing = false
@@ -138,6 +139,7 @@ class DistributedLockService {
       }
     }
     this.#fenceRetentionMs = options?.fenceRetentionMs
+    this.#stats = check.optionalBoolean(options?.stats, 'options.stats')
     check.optionalFunction(options?.onSuspended, 'options.onSuspended')
     check.optionalFunction(options?.onResumed, 'options.onResumed')
     this.#onSuspended = options?.onSuspended
@@ -180,6 +182,7 @@ class DistributedLockService {
         // must not keep a stuck process's lock forever either.
         maxStallMs: 3 * this.ttl,
         fenceRetentionMs: this.#fenceRetentionMs,
+        stats: this.#stats,
       }
       const make = () => ({
         native: new NativeLockService(connection, settings, heartbeat),

@@ -39,6 +39,18 @@ async function tracing(): Promise<void> {
 }
 void tracing
 
+function statsOff(): void {
+  const enabled: boolean = new DistributedLock('memory://', { stats: false }).stats().enabled
+  new ExclusiveLock({ name: 'app', cache_connection: 'memory://', stats: false })
+  new DistributedLockService('job', 1000, 'memory://', { stats: false })
+  createRedisBackend('memory://', { stats: false })
+  createLock('memory://', { stats: true })
+  // @ts-expect-error stats is a boolean
+  new DistributedLock('memory://', { stats: 'off' })
+  void enabled
+}
+void statsOff
+
 async function main(): Promise<void> {
   const options: LockOptions = { keyPrefix: 'myapp:', defaultTtlMs: 5000, maxRetries: 3, retryDelayMs: 100 }
   const lock = new DistributedLock(new Redis(), options)

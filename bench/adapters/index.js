@@ -14,6 +14,8 @@ const ADAPTERS = {
   'ours-distributed-lock-wait': require('./ours-distributed-lock-wait'),
   // With an onEvent hook and stats() read every 100 acquisitions: what tracing costs.
   'ours-distributed-lock-traced': require('./ours-distributed-lock-traced'),
+  // With `stats: false`: what the always-on counters cost, against the plain row.
+  'ours-distributed-lock-nostats': require('./ours-distributed-lock-nostats'),
   'ours-exclusive-lock': require('./ours-exclusive-lock'),
   'ours-lock-service': require('./ours-lock-service'),
   // The same three on the embedded memory:// backend (no server): what running in process buys.

@@ -2,8 +2,8 @@
 
 // Ours, DistributedLock with an onEvent hook (which counts what it hears) and stats() read
 // every 100 acquisitions, beside the plain DistributedLock row in (a) and (b): what tracing
-// costs when used. The counters themselves are always on (src/core/basics/stats.rs), in both
-// rows; a traced lock has its own native lock, as any lock with a hook does.
+// costs when used. The counters themselves are on (src/core/basics/stats.rs) in both rows
+// (ours-distributed-lock-nostats.js has them off); a traced lock has its own native lock, as any lock with a hook does.
 const { variant } = require('./ours-distributed-lock')
 
 let events = 0

@@ -61,8 +61,13 @@ function configOf(options) {
   if (ms !== undefined && (typeof ms !== 'number' || !(ms > 0) || !Number.isFinite(ms))) {
     throw new LockError('InvalidArgument', `commandTimeoutMs must be a positive finite number of ms, got ${String(ms)}`)
   }
+  // Ours: false keeps stats() at zero (README "Stats").
+  if (o.stats !== undefined && typeof o.stats !== 'boolean') {
+    throw new LockError('InvalidArgument', `stats must be a boolean, got ${typeof o.stats}`)
+  }
   return {
     keyPrefix,
+    stats: o.stats,
     cleanupInIsLocked: o.cleanupInIsLocked ?? false,
     onReleaseError: o.onReleaseError ?? defaultOnReleaseError,
     disposeTimeoutMs: o.disposeTimeoutMs,
@@ -83,6 +88,7 @@ function transportOf(redis, config, own) {
     keyPrefix: config.keyPrefix,
     cleanupInIsLocked: config.cleanupInIsLocked === true,
     commandTimeoutMs: config.commandTimeoutMs,
+    stats: config.stats,
   }
   let named
   try {

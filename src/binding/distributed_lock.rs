@@ -38,6 +38,8 @@ pub struct DistributedLockOptions {
     /// How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
     /// forever.
     pub fence_retention_ms: Option<f64>,
+    /// Count what its calls do, for `stats()`; false keeps every count at zero. Default true.
+    pub stats: Option<bool>,
 }
 
 /// The native side of one DistributedLock. Handles are plain JS objects holding their
@@ -93,6 +95,7 @@ impl NativeDistributedLock {
             fence_retention_ms: options.fence_retention_ms,
             fair: options.fair,
             lend_on_handover: options.lend_on_handover,
+            stats: options.stats,
         };
         let LockParts { calls, sink, owner } = connection.lock_parts(false);
         let front = DistributedLock::new(

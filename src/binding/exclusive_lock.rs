@@ -32,6 +32,8 @@ pub struct ExclusiveLockOptions {
     /// How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
     /// forever.
     pub fence_retention_ms: Option<f64>,
+    /// Count what its calls do, for `stats()`; false keeps every count at zero. Default true.
+    pub stats: Option<bool>,
 }
 
 /// Shared by every ExclusiveLock of the JS thread made with the same settings
@@ -82,6 +84,7 @@ impl NativeExclusiveLock {
             max_hold_ms: options.max_hold_ms,
             command_timeout_ms: options.command_timeout_ms,
             fence_retention_ms: options.fence_retention_ms,
+            stats: options.stats,
         };
         // Every hold's news passes: the front keeps `refreshed` back per hold.
         let LockParts { calls, sink, owner } = connection.lock_parts(true);

@@ -26,6 +26,8 @@ pub struct LockServiceOptions {
     /// How long each lock's fence counter outlives the lock. Default 7 days; 0 or Infinity:
     /// forever.
     pub fence_retention_ms: Option<f64>,
+    /// Count what its calls do, for `stats()`; false keeps every count at zero. Default true.
+    pub stats: Option<bool>,
 }
 
 #[napi]
@@ -70,6 +72,7 @@ impl NativeLockService {
             max_stall_ms: options.max_stall_ms,
             command_timeout_ms: options.command_timeout_ms,
             fence_retention_ms: options.fence_retention_ms,
+            stats: options.stats,
         };
         // Every refresh is told: maestro's users may end a hold by setting isLocked false,
         // which the JS layer sees only then (one crossing per third of a TTL).

@@ -15,6 +15,8 @@ pub struct NativeErrorCount {
 /// What one API object has done since it was made (lib/ reshapes `errors` into an object).
 #[napi(object)]
 pub struct NativeStats {
+    /// False when the object was made with `stats: false` (every count then zero).
+    pub enabled: bool,
     pub acquisitions: f64,
     pub contended: f64,
     pub woken: f64,
@@ -31,6 +33,7 @@ pub struct NativeStats {
 impl From<StatsSnapshot> for NativeStats {
     fn from(snap: StatsSnapshot) -> Self {
         NativeStats {
+            enabled: snap.enabled,
             acquisitions: snap.acquisitions as f64,
             contended: snap.contended as f64,
             woken: snap.woken as f64,

@@ -29,6 +29,8 @@ pub struct SyncguardOptions {
     pub client_key_prefix: Option<String>,
     /// Bound on every Redis call. Default 5000.
     pub command_timeout_ms: Option<f64>,
+    /// Count what its calls do, for `stats()`; false keeps every count at zero. Default true.
+    pub stats: Option<bool>,
 }
 
 /// One syncguard lock's keys, as lib/syncguard computed them, and the call's lockId.
@@ -201,6 +203,7 @@ impl NativeSyncguard {
             cleanup_in_is_locked: options.cleanup_in_is_locked,
             client_key_prefix: options.client_key_prefix,
             command_timeout_ms: options.command_timeout_ms,
+            stats: options.stats,
         };
         let LockParts { calls, owner, .. } = connection.lock_parts(false);
         let front = Syncguard::new(&connection.connection, settings, owner).or_throw(&env)?;

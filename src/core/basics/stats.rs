@@ -135,8 +135,10 @@ pub trait Observer: Send + Sync {
 }
 
 /// The counters of one API object (shared by every JS instance that shares its front).
-#[derive(Default)]
 pub struct CallCounters {
+    /// `stats: false` clears it: then every count is one predictable branch and nothing
+    /// more, so that the bench can show what counting costs. The observer still hears.
+    on: bool,
     acquisitions: AtomicU64,
     contended: AtomicU64,
     woken: AtomicU64,
@@ -152,6 +154,8 @@ pub struct CallCounters {
 /// A copy of `CallCounters` at one moment, waits in milliseconds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatsSnapshot {
+    /// Whether anything was counted (all zero when not).
+    pub enabled: bool,
     pub acquisitions: u64,
     pub contended: u64,
     pub woken: u64,
@@ -169,28 +173,59 @@ fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
+impl Default for CallCounters {
+    fn default() -> Self {
+        CallCounters::new(true)
+    }
+}
+
 impl CallCounters {
+    /// Counters that count when `on`, and otherwise stay zero.
+    pub fn new(on: bool) -> Self {
+        CallCounters {
+            on,
+            acquisitions: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            woken: AtomicU64::new(0),
+            handed_over: AtomicU64::new(0),
+            refreshes: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            wait: WaitHistogram::default(),
+            observer: OnceLock::new(),
+        }
+    }
+
     /// A lock won, `waited` after the call asked for it.
     pub fn acquired(&self, waited: Duration) {
+        if !self.on {
+            return;
+        }
         self.acquisitions.fetch_add(1, Relaxed);
         self.wait.record(waited);
     }
 
     /// An attempt at `key` found the lock held by someone else.
     pub fn contended(&self, key: &str) {
-        self.contended.fetch_add(1, Relaxed);
+        if self.on {
+            self.contended.fetch_add(1, Relaxed);
+        }
         self.tell(WaitNews::Contended, key);
     }
 
     /// A waiter for `key` was woken by a release.
     pub fn woken(&self, key: &str) {
-        self.woken.fetch_add(1, Relaxed);
+        if self.on {
+            self.woken.fetch_add(1, Relaxed);
+        }
         self.tell(WaitNews::Woken, key);
     }
 
     /// A waiter for `key` was handed the lock by a release, without an attempt of its own.
     pub fn handed_over(&self, key: &str) {
-        self.handed_over.fetch_add(1, Relaxed);
+        if self.on {
+            self.handed_over.fetch_add(1, Relaxed);
+        }
         self.tell(WaitNews::HandedOver, key);
     }
 
@@ -207,16 +242,25 @@ impl CallCounters {
 
     /// Redis confirmed a held lock's new TTL (the watchdog's refresh, or `extend`).
     pub fn refreshed(&self) {
+        if !self.on {
+            return;
+        }
         self.refreshes.fetch_add(1, Relaxed);
     }
 
     /// A held lock was found gone or could no longer be kept.
     pub fn lost(&self) {
+        if !self.on {
+            return;
+        }
         self.lost.fetch_add(1, Relaxed);
     }
 
     /// A call ended with `error`.
     pub fn error(&self, error: &LockError) {
+        if !self.on {
+            return;
+        }
         let code = error.code();
         if let Some(at) = ERROR_CODES.iter().position(|c| *c == code) {
             self.errors[at].fetch_add(1, Relaxed);
@@ -233,6 +277,9 @@ impl CallCounters {
         answer: &Result<Option<T>, LockError>,
         cancelled: bool,
     ) {
+        if !self.on {
+            return;
+        }
         match answer {
             Ok(Some(_)) => self.acquired(started.elapsed()),
             Ok(None) => {}
@@ -249,6 +296,7 @@ impl CallCounters {
             .filter(|(_, n)| *n > 0)
             .collect();
         StatsSnapshot {
+            enabled: self.on,
             acquisitions: self.acquisitions.load(Relaxed),
             contended: self.contended.load(Relaxed),
             woken: self.woken.load(Relaxed),

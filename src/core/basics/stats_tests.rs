@@ -63,17 +63,22 @@ fn an_empty_histogram_answers_zero() {
     assert_eq!(histogram.max_us(), 0);
 }
 
-#[test]
-fn counters_and_errors_by_code() {
-    let stats = CallCounters::default();
+/// One of each count: a 3 ms wait, the three kinds of wait news, a refresh, a loss, an abort.
+fn count_one_of_each(stats: &CallCounters) {
     stats.acquired(Duration::from_millis(3));
-    stats.acquired(Duration::from_millis(1));
     stats.contended("k");
     stats.woken("k");
     stats.handed_over("k");
     stats.refreshed();
     stats.lost();
     stats.error(&LockError::Aborted);
+}
+
+#[test]
+fn counters_and_errors_by_code() {
+    let stats = CallCounters::default();
+    count_one_of_each(&stats);
+    stats.acquired(Duration::from_millis(1));
     stats.error(&LockError::Aborted);
     stats.error(&LockError::Timeout("x".into()));
     let snap = stats.snapshot();
@@ -83,6 +88,37 @@ fn counters_and_errors_by_code() {
     assert_eq!(snap.errors, vec![("ETIMEDOUT", 1), ("EABORTED", 2)]);
     assert_eq!(snap.wait_max_ms, 3.0);
     assert!(snap.wait_p50_ms >= 1.0 && snap.wait_p50_ms <= 1.125);
+}
+
+#[test]
+fn counters_made_off_stay_zero_and_still_tell_the_observer() {
+    struct Count(std::sync::atomic::AtomicUsize);
+    impl Observer for Count {
+        fn seen(&self, _seen: WaitNews, _key: &str) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let stats = CallCounters::new(false);
+    let heard = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+    assert!(stats.observe(heard.clone()));
+    count_one_of_each(&stats);
+    stats.ended::<()>(Instant::now(), &Ok(Some(())), false);
+    let snap = stats.snapshot();
+    assert!(!snap.enabled);
+    assert_eq!(
+        (
+            snap.acquisitions,
+            snap.contended,
+            snap.woken,
+            snap.handed_over
+        ),
+        (0, 0, 0, 0)
+    );
+    assert_eq!((snap.refreshes, snap.lost), (0, 0));
+    assert!(snap.errors.is_empty());
+    assert_eq!(snap.wait_max_ms, 0.0);
+    assert_eq!(heard.0.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert!(CallCounters::default().snapshot().enabled);
 }
 
 #[test]

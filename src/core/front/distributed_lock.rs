@@ -45,6 +45,8 @@ pub struct DistributedLockSettings {
     pub lend_on_handover: Option<bool>,
     /// How long each lock's fence counter outlives the lock; 0 or Infinity: forever.
     pub fence_retention_ms: Option<f64>,
+    /// Count what its calls do, for `stats()`. Default true.
+    pub stats: Option<bool>,
 }
 
 const DEFAULT_PREFIX: &str = "lock:";
@@ -110,7 +112,8 @@ impl DistributedLock {
         let locker = Locker::new(connection.store().clone(), prefix, command_timeout)
             .fair(fair)
             .fence_retention(fence_retention)
-            .owned_by(owner);
+            .owned_by(owner)
+            .counting(settings.stats.unwrap_or(true));
         let locker = Arc::new(locker);
         Ok(DistributedLock {
             locker: locker.clone(),

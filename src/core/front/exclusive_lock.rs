@@ -40,6 +40,8 @@ pub struct ExclusiveSettings {
     pub command_timeout_ms: Option<f64>,
     /// How long the lock's fence counter outlives the lock; 0 or Infinity: forever.
     pub fence_retention_ms: Option<f64>,
+    /// Count what its calls do, for `stats()`. Default true.
+    pub stats: Option<bool>,
 }
 
 /// The shortest stall budget: the holder's thread beats every 100 ms, so a shorter one
@@ -155,7 +157,8 @@ impl ExclusiveLock {
             client_key_prefix: settings.client_key_prefix.unwrap_or_default(),
             fence_retention_ms,
         };
-        let lock = Exclusive::new(connection.store().clone(), spec, command_timeout);
+        let lock = Exclusive::new(connection.store().clone(), spec, command_timeout)
+            .counting(settings.stats.unwrap_or(true));
         Ok(ExclusiveLock {
             lock: Arc::new(lock),
             holds: Arc::new(Mutex::new(HashMap::new())),

@@ -36,6 +36,8 @@ pub struct Settings {
     pub command_timeout_ms: Option<f64>,
     /// How long the lock's fence counter outlives the lock; 0 or Infinity: forever.
     pub fence_retention_ms: Option<f64>,
+    /// Count what its calls do, for `stats()`. Default true.
+    pub stats: Option<bool>,
 }
 
 struct Held {
@@ -79,7 +81,8 @@ impl LockService {
             validate::fence_retention("fenceRetentionMs", settings.fence_retention_ms)?;
         let locker = Locker::new(connection.store().clone(), "", command_timeout)
             .fence_retention(fence_retention)
-            .owned_by(owner);
+            .owned_by(owner)
+            .counting(settings.stats.unwrap_or(true));
         Ok(LockService {
             locker: Arc::new(locker),
             retry_delay,

@@ -41,6 +41,8 @@ pub struct SyncguardSettings {
     pub client_key_prefix: Option<String>,
     /// Bound on every Redis call. Default 5000.
     pub command_timeout_ms: Option<f64>,
+    /// Count what its calls do, for `stats()`. Default true.
+    pub stats: Option<bool>,
 }
 
 pub(super) const DEFAULT_PREFIX: &str = "syncguard";
@@ -154,8 +156,9 @@ impl Syncguard {
             ));
         }
         // Every key is named whole by the caller: the locker adds no prefix of its own.
-        let locker =
-            Locker::new(connection.store().clone(), Vec::new(), command_timeout).owned_by(owner);
+        let locker = Locker::new(connection.store().clone(), Vec::new(), command_timeout)
+            .owned_by(owner)
+            .counting(settings.stats.unwrap_or(true));
         Ok(Syncguard {
             locker: Arc::new(locker),
             client_prefix,

@@ -114,6 +114,12 @@ impl Exclusive {
         &self.stats
     }
 
+    /// Counts its calls only when `on` (the API's `stats` option).
+    pub fn counting(mut self, on: bool) -> Self {
+        self.stats = Arc::new(CallCounters::new(on));
+        self
+    }
+
     pub fn store(&self) -> &Arc<Store> {
         &self.store
     }

@@ -76,6 +76,11 @@ impl Locker {
         &self.stats
     }
 
+    /// Counts its calls only when `on` (the API's `stats` option).
+    pub fn counting(self, on: bool) -> Self {
+        self.counted_in(Arc::new(CallCounters::new(on)))
+    }
+
     /// Runs every call of this locker on behalf of `owner`.
     pub fn owned_by(mut self, owner: Owner) -> Self {
         self.owner = owner;
