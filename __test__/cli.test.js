@@ -9,6 +9,7 @@ const net = require('node:net')
 const { startRedis, freePort } = require('./helpers/redis-server')
 const { cli, inTerminal, until } = require('./helpers/cli')
 const { startHttpLike, startAnswering } = require('./helpers/not-redis')
+const { makeCerts, startTlsRedis } = require('./helpers/tls-certs')
 const { connect: connectServer, socketOptions } = require('../lib/cli/resp')
 const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
@@ -173,6 +174,26 @@ test('the socket options: a host name is the TLS servername, an IP address never
   assert.deepEqual(socketOptions({ host: '10.0.0.7', port: 7001 }), { host: '10.0.0.7', port: 7001 })
   assert.deepEqual(socketOptions({ host: '::1', port: 7001 }), { host: '::1', port: 7001 })
   assert.deepEqual(socketOptions({ path: '/tmp/redis.sock', host: 'ignored' }), { path: '/tmp/redis.sock' })
+})
+
+test('rediss:// to an IP address: its certificate checked against the address, with no DEP0123 warning', async () => {
+  const certs = makeCerts()
+  const server = await startTlsRedis({ certs })
+  try {
+    const env = { NODE_EXTRA_CA_CERTS: certs.caFile }
+    for (const host of ['127.0.0.1', 'localhost']) {
+      const { code, stdout, stderr } = await cli(['list', '--json', '--url', `rediss://${host}:${server.port}`], { env })
+      assert.equal(code, 0, `${host}: ${stderr}`)
+      assert.deepEqual(JSON.parse(stdout), [])
+      assert.equal(stderr, '', host)
+    }
+    const untrusted = await cli(['list', '--url', `rediss://127.0.0.1:${server.port}`])
+    assert.equal(untrusted.code, 4, untrusted.stderr)
+    assert.match(untrusted.stderr, /^native-redis-lock: cannot reach Redis at rediss:\/\/127\.0\.0\.1:\d+\/?: \S+\n$/)
+  } finally {
+    await server.close()
+    certs.cleanup()
+  }
 })
 
 test('release without --force is a usage error; with no terminal and no --yes it is refused', async () => {
