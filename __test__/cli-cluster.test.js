@@ -15,6 +15,8 @@ const { startRedis, freePort } = require('./helpers/redis-server')
 const { fenceKey, siblingKey } = require('./helpers/keys')
 const { cli, inTerminal, until, BIN } = require('./helpers/cli')
 const { keySlot } = require('../lib/cli/key-slot')
+const { connectCluster } = require('../lib/cli/cluster')
+const { parseClusterAddress } = require('../lib/cli/host-list')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
 const sg = require('../syncguard')
 
@@ -237,6 +239,49 @@ test('watch --json follows a slot moved while it runs: the lock stays listed, it
     stop()
     await stay.release()
   }
+})
+
+test('inspect a lock whose queue holds members named like pub/sub messages: the ZRANGE replies are its own', async () => {
+  const key = `lock:${await cluster.keyOn(others.at(-1), 'pushlike:', 'lock:')}`
+  const handle = await new DistributedLock(url).acquire(key.slice('lock:'.length), 30_000)
+  const queue = siblingKey(key, 'waiting')
+  const port = await cluster.masterOf(key)
+  // A command connection that took these arrays for pushes would leave ZRANGE unanswered.
+  await cluster.command(port, 'ZADD', queue, 1, 'message', 2, 'smessage', 3, 'sunsubscribe')
+  try {
+    const { code, stdout, stderr } = await cli(['inspect', key, '--json', '--timeout', '2000', '--url', url])
+    assert.equal(code, 0, stderr)
+    assert.deepEqual(JSON.parse(stdout).queue, [
+      { connection: 'message', since: 1 }, { connection: 'smessage', since: 2 }, { connection: 'sunsubscribe', since: 3 }])
+  } finally {
+    await cluster.command(port, 'DEL', queue)
+    await handle.release()
+  }
+})
+
+test('a node whose connection failed: connected afresh when next needed, and asked for the slot table last', async () => {
+  const client = await connectCluster(parseClusterAddress(url), { timeoutMs: 500 })
+  // The master asked first for the slot table, unless its connection failed.
+  const port = client.masterAddresses()[0].port
+  const { key } = held[port]
+  const node = cluster.node(port)
+  try {
+    assert.ok(await client.call('PTTL', key) > 0)
+    node.pause()
+    try {
+      await assert.rejects(client.call('PTTL', key),
+        { message: new RegExp(`^Redis at cluster node 127\\.0\\.0\\.1:${port} did not answer PTTL within 500 ms$`) })
+      const started = Date.now()
+      await client.refresh()
+      assert.ok(Date.now() - started < 400, `the silent master was asked first (${Date.now() - started} ms)`)
+    } finally {
+      node.resume()
+    }
+    assert.ok(await client.call('PTTL', key) > 0, 'a new connection to the master that answers again')
+  } finally {
+    client.close()
+  }
+  await cluster.waitOk()
 })
 
 test('a master that stops answering: exit 4 within --timeout, one line naming it', async () => {

@@ -9,6 +9,8 @@ const net = require('node:net')
 const { startRedis, freePort } = require('./helpers/redis-server')
 const { cli, inTerminal, until } = require('./helpers/cli')
 const { startHttpLike, startAnswering } = require('./helpers/not-redis')
+const { makeCerts, startTlsRedis } = require('./helpers/tls-certs')
+const { connect: connectServer, socketOptions } = require('../lib/cli/resp')
 const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
 const DistributedLockService = require('../maestro')
@@ -140,6 +142,57 @@ test('inspect of a missing key, or of a key that is no lock of ours: exit 5', as
     assert.equal(code, 5, `${key}: ${stderr}`)
     assert.equal(stdout, '')
     assert.equal(stderr, `native-redis-lock: no lock of native-redis-lock at "${key}"\n`)
+  }
+})
+
+test('a reply that looks like a pub/sub message is a push only on a subscribed connection', async () => {
+  const address = { host: '127.0.0.1', port: redis.port, shown: 'the test server' }
+  const client = await connectServer(address, { timeoutMs: 2000 })
+  const subscriber = await connectServer(address, { timeoutMs: 2000 })
+  const pushes = []
+  client.onPush = subscriber.onPush = (push) => pushes.push(push.map(String))
+  try {
+    await client.call('ZADD', 'pushlike', 1, 'message', 2, 'x')
+    assert.deepEqual((await client.call('ZRANGE', 'pushlike', 0, -1)).map(String), ['message', 'x'])
+    assert.deepEqual((await client.call('LRANGE', 'nothing', 0, -1)), [])
+    assert.deepEqual(pushes, [])
+    await subscriber.call('SUBSCRIBE', 'pushlike-channel')
+    await client.call('PUBLISH', 'pushlike-channel', 'hello')
+    await until(() => pushes.length, (n) => n === 1)
+    assert.deepEqual(pushes, [['message', 'pushlike-channel', 'hello']])
+  } finally {
+    await client.call('DEL', 'pushlike').catch(() => {})
+    client.close()
+    subscriber.close()
+  }
+  // Refused at once, naming the server: a cluster has several.
+  await assert.rejects(client.call('PING'), { message: 'Redis connection to the test server is closed' })
+})
+
+test('the socket options: a host name is the TLS servername, an IP address never is (DEP0123)', () => {
+  assert.deepEqual(socketOptions({ host: 'redis.example.com', port: 6380 }), { host: 'redis.example.com', port: 6380, servername: 'redis.example.com' })
+  assert.deepEqual(socketOptions({ host: '10.0.0.7', port: 7001 }), { host: '10.0.0.7', port: 7001 })
+  assert.deepEqual(socketOptions({ host: '::1', port: 7001 }), { host: '::1', port: 7001 })
+  assert.deepEqual(socketOptions({ path: '/tmp/redis.sock', host: 'ignored' }), { path: '/tmp/redis.sock' })
+})
+
+test('rediss:// to an IP address: its certificate checked against the address, with no DEP0123 warning', async () => {
+  const certs = makeCerts()
+  const server = await startTlsRedis({ certs })
+  try {
+    const env = { NODE_EXTRA_CA_CERTS: certs.caFile }
+    for (const host of ['127.0.0.1', 'localhost']) {
+      const { code, stdout, stderr } = await cli(['list', '--json', '--url', `rediss://${host}:${server.port}`], { env })
+      assert.equal(code, 0, `${host}: ${stderr}`)
+      assert.deepEqual(JSON.parse(stdout), [])
+      assert.equal(stderr, '', host)
+    }
+    const untrusted = await cli(['list', '--url', `rediss://127.0.0.1:${server.port}`])
+    assert.equal(untrusted.code, 4, untrusted.stderr)
+    assert.match(untrusted.stderr, /^native-redis-lock: cannot reach Redis at rediss:\/\/127\.0\.0\.1:\d+\/?: \S+\n$/)
+  } finally {
+    await server.close()
+    certs.cleanup()
   }
 })
 

@@ -44,6 +44,8 @@ class ClusterClient {
     this.slots = [] // [{ from, to, master: { host, port } }], read when table is this
     this.table = table ?? this
     this.refreshing = null
+    // Nodes whose connection failed last: asked for the slot table after the others.
+    this.lost = new Set()
     this.closed = false
     // Set by `watch`: what a node's connection pushes (a sharded message), and its loss.
     this.onPush = null
@@ -56,18 +58,28 @@ class ClusterClient {
     let client = this.nodes.get(name)
     if (client) return client
     const a = this.address
+    const lost = this.table.lost
+    // A connection that failed is dropped: the next call to its node opens a new one.
+    const forget = () => {
+      if (this.nodes.get(name) === client) this.nodes.delete(name)
+      lost.add(name)
+    }
     client = connectServer({ host: at.host, port: at.port, tls: a.tls, username: a.username, password: a.password, db: 0, shown: `cluster node ${name}` },
       { timeoutMs: this.timeoutMs }).then((c) => {
       if (this.closed) {
         c.close()
         throw new CliError(EXIT.failed, 'the cluster connection is closed')
       }
-      c.onPush = (push) => this.onPush && this.onPush(push)
-      c.onClose = (err) => this.onClose && this.onClose(err)
+      lost.delete(name)
+      // Only a subscriber's connections hear pushes: on the others every array is a reply.
+      if (this.table !== this) c.onPush = (push) => this.onPush && this.onPush(push)
+      c.onClose = (err) => {
+        forget()
+        if (this.onClose) this.onClose(err)
+      }
       return c
     })
-    // A node that could not be reached is tried afresh when next needed.
-    client.catch(() => this.nodes.delete(name))
+    client.catch(forget)
     this.nodes.set(name, client)
     return client
   }
@@ -107,7 +119,10 @@ class ClusterClient {
     if (!this.refreshing) {
       const known = this.masterAddresses()
       const seeds = this.address.seeds.filter((s) => !known.some((m) => hostPort(m) === hostPort(s)))
-      this.refreshing = this.readSlots([...known, ...seeds]).finally(() => { this.refreshing = null })
+      const candidates = [...known, ...seeds]
+      const lost = (at) => this.lost.has(hostPort(at))
+      const ordered = [...candidates.filter((at) => !lost(at)), ...candidates.filter(lost)]
+      this.refreshing = this.readSlots(ordered).finally(() => { this.refreshing = null })
     }
     return this.refreshing
   }

@@ -66,6 +66,18 @@ function parse(buffer, start) {
   }
 }
 
+/**
+ * Where the socket goes. SNI names a host, never an address (RFC 6066): a cluster node read
+ * from CLUSTER SLOTS is an IP, which Node warns about as a servername (DEP0123). Without one,
+ * the certificate is still checked against the host, IP addresses included.
+ */
+function socketOptions(a) {
+  if (a.path) return { path: a.path }
+  const options = { host: a.host, port: a.port }
+  if (!net.isIP(a.host)) options.servername = a.host
+  return options
+}
+
 function encode(args) {
   const parts = [Buffer.from(`*${args.length}\r\n`)]
   for (const arg of args) {
@@ -82,6 +94,9 @@ class RespClient {
     this.pending = []
     this.buffer = Buffer.alloc(0)
     this.onPush = null
+    // Set by a SUBSCRIBE of any kind: only then can an array be a push and not a reply (a
+    // ZRANGE may well answer with a member named "message").
+    this.subscribed = false
     this.closed = false
   }
 
@@ -91,7 +106,7 @@ class RespClient {
     await new Promise((resolve, reject) => {
       const unreachable = (why) =>
         new CliError(EXIT.unreachable, `cannot reach Redis at ${a.shown}: ${why}`)
-      const options = a.path ? { path: a.path } : { host: a.host, port: a.port, servername: a.host }
+      const options = socketOptions(a)
       const socket = a.tls ? tls.connect(options) : net.connect(options)
       const timer = setTimeout(() => {
         socket.destroy()
@@ -151,9 +166,12 @@ class RespClient {
 
   deliver(value) {
     // The tool never sends SUNSUBSCRIBE: one arrives when a cluster moves a watched slot.
-    const isPush = Array.isArray(value) && Buffer.isBuffer(value[0]) &&
+    const isPush = this.subscribed && Array.isArray(value) && Buffer.isBuffer(value[0]) &&
       ['message', 'pmessage', 'smessage', 'sunsubscribe'].includes(value[0].toString())
-    if (isPush && this.onPush) return this.onPush(value)
+    if (isPush) {
+      if (this.onPush) this.onPush(value)
+      return
+    }
     const waiter = this.pending.shift()
     if (!waiter) return
     clearTimeout(waiter.timer)
@@ -173,7 +191,8 @@ class RespClient {
 
   /** Sends one command; resolves with its reply, rejects with the server's error or a timeout. */
   call(...args) {
-    if (this.closed) return Promise.reject(new CliError(EXIT.unreachable, 'Redis connection is closed'))
+    if (this.closed) return Promise.reject(new CliError(EXIT.unreachable, `Redis connection to ${this.address.shown} is closed`))
+    if (/^[PS]?SUBSCRIBE$/i.test(String(args[0]))) this.subscribed = true
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         // Named: on a cluster, which of its nodes is silent matters.
@@ -199,4 +218,4 @@ async function connect(address, options) {
 /** A reply read as text (bulk strings come as Buffers). */
 const text = (value) => (Buffer.isBuffer(value) ? value.toString('utf8') : String(value))
 
-module.exports = { connect, ReplyError, text }
+module.exports = { connect, ReplyError, text, socketOptions }
