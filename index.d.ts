@@ -343,8 +343,9 @@ export declare class DistributedLock {
    * its reason a LockLostError, when the lock is lost while `fn` runs (reported by the
    * watchdog with `autoRefresh`, else its TTL ran out); `using` then rejects with that error
    * once `fn` settles, unless `fn` threw (its own error wins). With `autoRefresh`, a lock in
-   * doubt (`suspended`) as `fn` ends is waited for, by its TTL at most: resumed, `fn`'s result;
-   * lost, the LockLostError.
+   * doubt (`suspended`) as `fn` ends is waited for, by its TTL at most or until `signal` aborts
+   * (then its reason): resumed, `fn`'s result; lost, the LockLostError. Without it, a lock in
+   * doubt is asked of Redis (an extend by 1 ms): still ours, `fn`'s result; else the LockLostError.
    * @throws what `acquire` (or `waitForLock`, with `timeoutMs`) throws, what `fn` throws, or a
    *   {@link LockLostError} `ELOST` when the lock was lost while `fn` ran.
    * @example

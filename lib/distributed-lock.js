@@ -22,6 +22,20 @@ const LISTENER = Symbol('listener')
 const STOP = Symbol('stop')
 /** Whether the lock ended without being released: lost, or past its TTL. */
 const GONE = Symbol('gone')
+/** Resolves when `pending` does, or when `signal` (if any) aborts, whichever comes first. */
+function untilAborted(pending, signal) {
+  if (signal == null) return pending
+  if (signal.aborted) return DONE
+  return new Promise((resolve) => {
+    const aborted = () => resolve()
+    signal.addEventListener('abort', aborted, { once: true })
+    pending.then(() => {
+      signal.removeEventListener('abort', aborted)
+      resolve()
+    })
+  })
+}
+
 /** Resolves once an `autoRefresh` hold is no longer in doubt (see `[DOUBT_ENDED]`). */
 const DOUBT_ENDED = Symbol('doubtEnded')
 // Past the last confirmed expiry, the watchdog has reported the loss: a margin for its news.
@@ -490,7 +504,8 @@ class DistributedLock {
    * `fn`'s error, else with the LockLostError when the lock was lost before `fn` settled:
    * work that finished unprotected must not look as if it had been. An `autoRefresh` lock in
    * doubt as `fn` ends is waited for (by its TTL at most): resumed, it is released and `fn`'s
-   * result returned; lost, the LockLostError.
+   * result returned; lost, the LockLostError. A plain one in doubt is asked of Redis (an
+   * extend by 1 ms): still ours, `fn`'s result; gone or unanswered, the LockLostError.
    */
   async using(key, fn, options) {
     check.string(key, 'key')
@@ -519,7 +534,30 @@ class DistributedLock {
     }
     // In doubt as `fn` ended (its connection dropped, no refresh has answered since): neither
     // kept nor lost yet. The watchdog's word decides, by the lock's TTL at the latest.
-    if (o.autoRefresh === true) await handle[DOUBT_ENDED]()
+    // A plain hold in doubt (a drop or an unanswered call since Redis last confirmed it) is
+    // not lost for that: Redis says, by an extend of 1 ms that only succeeds on our token.
+    if (o.autoRefresh === true) {
+      await untilAborted(handle[DOUBT_ENDED](), o.signal)
+      // The caller gave up waiting on the doubt: answered with its reason, not kept waiting.
+      if (o.signal?.aborted && handle.suspended) {
+        loss.stop()
+        // Not waited for: it goes over the connection whose answers the caller gave up on.
+        handle.release().catch(() => {})
+        throw o.signal.reason
+      }
+    } else if (handle.suspended && handle.info.expiresAt > Date.now()) {
+      const unconfirmed = await handle.extend(1).then(
+        () => null,
+        (err) => err,
+      )
+      if (unconfirmed !== null) {
+        loss.stop()
+        // Found gone (ENOTHELD), the handle is already released; unanswered, it may not be.
+        if (unconfirmed.code !== 'ENOTHELD') await handle.release().catch(() => {})
+        const why = unconfirmed.code === 'ENOTHELD' ? 'Redis no longer had it' : 'nothing confirmed it since'
+        throw new LockLostError(handle.key, `Lock "${handle.key}" was lost: its connection to Redis dropped and ${why}`)
+      }
+    }
     const lost = loss.stop()
     if (lost !== null) {
       await handle.release().catch(() => {})

@@ -286,3 +286,80 @@ test('using(fn, { autoRefresh }): fn ending in doubt, the lock then found gone: 
     raw.disconnect()
   }
 })
+
+test('using(fn, { autoRefresh, signal }): aborted while it waits out a doubt, it rejects with the reason at once', async () => {
+  const lock = new DistributedLock(proxy.url)
+  const controller = new AbortController()
+  const reason = new Error('gave up on the doubt')
+  let abortedAt = 0
+  try {
+    const using = lock.using(
+      'reset:using-abort',
+      async (handle) => {
+        // No refresh can confirm the lock for a second: fn ends in doubt, and stays so.
+        proxy.setDelay(1000)
+        proxy.reset()
+        await until(() => handle.suspended, 'suspended')
+        setTimeout(() => {
+          abortedAt = performance.now()
+          controller.abort(reason)
+        }, 20)
+        return 'done'
+      },
+      { autoRefresh: true, ttlMs: 3000, signal: controller.signal },
+    )
+    await assert.rejects(using, (err) => err === reason)
+    const ms = performance.now() - abortedAt
+    assert.ok(abortedAt > 0 && ms < 200, `rejected ${ms.toFixed(0)} ms after the abort`)
+  } finally {
+    proxy.setDelay(0)
+  }
+})
+
+/** A plain using() on `key` whose fn provokes a call timeout (no answer within commandTimeoutMs), then runs `after`. */
+async function usingThroughTimeout(key, after) {
+  // A connection of its own (another connect timeout): no other test's traffic on it.
+  const lock = new DistributedLock(proxy.url, { commandTimeoutMs: 150, connectTimeoutMs: 4322 })
+  let suspendedAtEnd = null
+  try {
+    const result = await lock.using(
+      key,
+      async (handle) => {
+        proxy.setDelay(400)
+        // The first goes over the JS thread's socket, which keeps its place for the late
+        // reply; the second, with that socket busy, over the runtime's connection, which a
+        // timeout abandons (fn checks below that the hold went in doubt).
+        await assert.rejects(lock.isLocked(`${key}:other`), { code: 'ETIMEDOUT' })
+        await assert.rejects(lock.isLocked(`${key}:other`), { code: 'ETIMEDOUT' })
+        proxy.setDelay(0)
+        await after()
+        suspendedAtEnd = handle.suspended
+        return 'done'
+      },
+      { ttlMs: 5000 },
+    )
+    return { result, suspendedAtEnd }
+  } finally {
+    proxy.setDelay(0)
+  }
+}
+
+test('using(fn) without autoRefresh: a call timing out puts the hold in doubt; Redis still has it, so fn\'s result', async () => {
+  const { result, suspendedAtEnd } = await usingThroughTimeout('timeout:plain', async () => {})
+  assert.equal(suspendedAtEnd, true, 'fn ended while in doubt')
+  assert.equal(result, 'done')
+  assert.equal(await new DistributedLock(server.url).isLocked('timeout:plain'), false, 'released')
+})
+
+test('using(fn) without autoRefresh: in doubt after a call timeout, the lock in fact gone: ELOST', async () => {
+  const raw = new Redis(server.port, '127.0.0.1', { lazyConnect: true })
+  try {
+    await raw.connect()
+    await assert.rejects(
+      usingThroughTimeout('timeout:plain-gone', () => raw.del('lock:timeout:plain-gone')),
+      { code: 'ELOST' },
+    )
+  } finally {
+    raw.disconnect()
+  }
+})

@@ -5,7 +5,9 @@
 //   network that drops packets does (TCP retransmits, so nothing is lost: it arrives late);
 // - heal(): moves everything that waited, in order;
 // - setDelay(ms): delays every chunk by `ms` in each direction (order kept);
-// - reset(): resets every open connection, as a middlebox or a flapping link does.
+// - reset(): resets every open connection, as a middlebox or a flapping link does;
+// - refuse(ms): resets every connection and refuses new ones for `ms`, then accepts again on
+//   the same port, as a Redis restarted by a supervisor does.
 const net = require('node:net')
 
 class TcpProxy {
@@ -91,6 +93,16 @@ class TcpProxy {
       client.resetAndDestroy()
       upstream.resetAndDestroy()
     }
+  }
+
+  /** Resets every connection and closes the port for `ms`; resolves once it accepts again. */
+  async refuse(ms) {
+    const closed = new Promise((resolve) => this.#server.close(resolve))
+    this.reset()
+    await closed
+    await new Promise((resolve) => setTimeout(resolve, ms))
+    this.#server = net.createServer((client) => this.#accept(client))
+    await new Promise((resolve) => this.#server.listen(this.port, '127.0.0.1', resolve))
   }
 
   async close() {

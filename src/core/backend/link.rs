@@ -41,9 +41,11 @@ pub enum Refusals {
     /// Tries again briefly (about 0.3 s), to carry it across a restart: releases, extends,
     /// refreshes, reads.
     Retry,
-    /// Fails at once: an acquire attempt, whose caller would rather hear that Redis is down
-    /// than wait (the issue "Told before anyone else can take it"). Only on one fixed server;
-    /// a Sentinel set's or a cluster's refusal may be a failover the retry rides out.
+    /// Fails as soon as the refusals persist (`drops::PERSIST`), trying again every 10 ms
+    /// until then: an acquire attempt, whose caller would rather hear that Redis is down than
+    /// wait (the issue "Told before anyone else can take it"), but not fail for a restart's
+    /// few ms of closed port. Only on one fixed server; a Sentinel set's or a cluster's
+    /// refusal may be a failover the retry rides out.
     Fail,
 }
 
@@ -390,8 +392,14 @@ impl<W: Conduit> Link<W> {
                         || err.is_connection_refusal()
                         || err.is_io_error();
                     if gone && self.up.swap(false, Ordering::Relaxed) {
-                        self.dropped.signal();
-                        if self.resp2_only.load(Ordering::Relaxed) {
+                        let resp2 = self.resp2_only.load(Ordering::Relaxed);
+                        // A refusal over RESP3 follows a drop its push told of when it
+                        // happened; told again now, it would also put in doubt what this very
+                        // call wins on the new connection, sent before it met the refusal.
+                        if resp2 || !err.is_connection_refusal() {
+                            self.dropped.signal();
+                        }
+                        if resp2 {
                             // No push tells of a RESP2 drop: the listener (a Redlock's doubt,
                             // a store's waiters) hears it here instead.
                             self.listener.connection_lost(LostScope::All);
@@ -437,12 +445,23 @@ impl<W: Conduit> Link<W> {
                 self.stale.store(true, Ordering::Release);
             }
             if self.fixed && err.is_connection_refusal() {
-                // Down: every waiter of this connection ends now (see ops/acquire.rs
-                // `pause_until`), and an attempt is not tried again.
+                // Refusals that persist put the server down: every waiter of this connection
+                // then tries at once (see ops/acquire.rs `pause_until`), and an attempt fails.
+                // Until then an attempt tries again, every few ms, to carry a quick restart.
                 let refusal = mismatch::explain(&self.endpoint, LockError::from(err.clone()));
-                self.dropped.refused(&refusal);
+                let down = self.dropped.refused(&refusal);
                 if refusals == Refusals::Fail {
-                    return Err((refusal, None));
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    if down || left <= REFUSAL_FIRST_PAUSE {
+                        return Err((refusal, None));
+                    }
+                    tokio::time::sleep(REFUSAL_FIRST_PAUSE).await;
+                    continue;
+                }
+                if !down {
+                    // Short steps until the refusals persist or end: whoever meets them
+                    // decides within a few ms of `drops::PERSIST` whether the server is down.
+                    pause = REFUSAL_FIRST_PAUSE;
                 }
             }
             // A cluster turns a command away unrun while its slot moves or fails over (the

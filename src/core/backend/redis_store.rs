@@ -156,12 +156,16 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         let missing: Vec<usize> = (0..count).filter(|&i| is_noscript(&replies[i])).collect();
         if !missing.is_empty() {
             self.link.scripts_lost();
+            // A deadline passed (or all but) sends nothing: the call would only time out, and
+            // a timeout discards the connection and tells of a drop that never happened.
             let left = || {
-                deadline
-                    .saturating_duration_since(tokio::time::Instant::now())
-                    .max(Duration::from_millis(1))
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                (left >= Duration::from_millis(1)).then_some(left)
             };
-            if self.link.ensure_scripts(left()).await.is_err() {
+            let Some(bound) = left() else {
+                return batch.answers(Vec::new());
+            };
+            if self.link.ensure_scripts(bound).await.is_err() {
                 return batch.answers(Vec::new());
             }
             let mut retry = Pipeline::with_capacity(missing.len());
@@ -169,7 +173,10 @@ impl<W: Conduit> LockStore for RedisStore<W> {
             for &i in &missing {
                 retry.add_command(after_noscript::<W>(&commands[i]));
             }
-            match self.link.pipeline::<Value>(&retry, left()).await {
+            let Some(bound) = left() else {
+                return batch.answers(Vec::new());
+            };
+            match self.link.pipeline::<Value>(&retry, bound).await {
                 Ok(again) if again.len() == missing.len() => {
                     for (i, reply) in missing.into_iter().zip(again) {
                         replies[i] = reply;

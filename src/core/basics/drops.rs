@@ -4,25 +4,42 @@
 //! which holds the drop can concern: those whose last confirmation was sent before it.
 //! Also whether the server refuses connections right now (down): waiters then end at once
 //! instead of sleeping out their bound, since no attempt can succeed until it accepts again.
+//! Down only once refusals persist (`PERSIST`): a restarting Redis refuses for a few ms
+//! before it accepts again, which no wait should fail for.
 
 use super::error::LockError;
 use super::sync::lock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long refusals must go on, unanswered, before the server counts as down: long enough
+/// to carry a quick restart (a supervisor's few ms of closed port), short enough that a wait
+/// still fails well within 100 ms of the server going away.
+pub const PERSIST: Duration = Duration::from_millis(40);
+/// Refusals further apart than this belong to different outages: a new one starts afresh.
+const STREAK_GAP: Duration = Duration::from_secs(1);
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
+
+struct Streak {
+    first: Instant,
+    last: Instant,
+    err: LockError,
+}
 
 pub struct Drops {
     wake: Notify,
     base: Instant,
     /// Nanoseconds from `base` to the last drop, plus one; 0 before the first.
     last: AtomicU64,
-    /// A reconnect was refused and no call has been answered since.
+    /// Refusals went on for `PERSIST` and no call has been answered since.
     down: AtomicBool,
-    /// What the refused reconnect failed with, for the waiters it ends.
-    refusal: Mutex<Option<LockError>>,
-    /// Every waiter, at each refusal.
+    /// A refusal was met and no call has been answered since (the cheap check for `answered`).
+    refusing: AtomicBool,
+    /// The refusals since the last answer, and what the latest failed with.
+    streak: Mutex<Option<Streak>>,
+    /// Every waiter, at each refusal while down: its next attempt finds out.
     refused: Notify,
 }
 
@@ -33,7 +50,8 @@ impl Default for Drops {
             base: Instant::now(),
             last: AtomicU64::new(0),
             down: AtomicBool::new(false),
-            refusal: Mutex::new(None),
+            refusing: AtomicBool::new(false),
+            streak: Mutex::new(None),
             refused: Notify::new(),
         }
     }
@@ -66,17 +84,40 @@ impl Drops {
         self.last().is_some_and(|at| at >= sent)
     }
 
-    /// A reconnect was refused with `err`: the server is down until a call is answered.
-    pub fn refused(&self, err: &LockError) {
-        *lock(&self.refusal) = Some(err.clone());
+    /// A connection attempt was refused with `err`. Whether the server is down now: refusals
+    /// have gone on for `PERSIST` without an answer between them.
+    pub fn refused(&self, err: &LockError) -> bool {
+        self.refused_at(err, Instant::now())
+    }
+
+    fn refused_at(&self, err: &LockError, now: Instant) -> bool {
+        let mut streak = lock(&self.streak);
+        let first = match streak.as_ref() {
+            Some(open) if now.saturating_duration_since(open.last) <= STREAK_GAP => open.first,
+            _ => now,
+        };
+        *streak = Some(Streak {
+            first,
+            last: now,
+            err: err.clone(),
+        });
+        self.refusing.store(true, Ordering::SeqCst);
+        if now.saturating_duration_since(first) < PERSIST {
+            return false;
+        }
         self.down.store(true, Ordering::SeqCst);
+        drop(streak);
         self.refused.notify_waiters();
+        true
     }
 
     /// A call was answered: the server is up.
     pub fn answered(&self) {
         // A load first: this runs for every reply, and a store would bounce the cache line.
-        if self.down.load(Ordering::Relaxed) {
+        if self.refusing.load(Ordering::Relaxed) {
+            let mut streak = lock(&self.streak);
+            *streak = None;
+            self.refusing.store(false, Ordering::SeqCst);
             self.down.store(false, Ordering::SeqCst);
         }
     }
@@ -86,7 +127,7 @@ impl Drops {
         if !self.down.load(Ordering::SeqCst) {
             return None;
         }
-        lock(&self.refusal).clone()
+        lock(&self.streak).as_ref().map(|open| open.err.clone())
     }
 
     /// Resolves at the next refusal. Counts from when it is made (not first polled): make

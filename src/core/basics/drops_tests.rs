@@ -14,19 +14,34 @@ fn a_drop_concerns_what_was_sent_before_it_only() {
 }
 
 #[test]
-fn a_refusal_puts_the_server_down_until_a_call_is_answered() {
+fn refusals_that_persist_put_the_server_down_until_a_call_is_answered() {
     let drops = Drops::default();
+    let err = LockError::Connection("refused".into());
+    let first = Instant::now();
     assert!(drops.refusal().is_none());
     let next = drops.next_refusal();
-    drops.refused(&LockError::Connection("refused".into()));
-    assert_eq!(
-        drops.refusal(),
-        Some(LockError::Connection("refused".into()))
-    );
+    assert!(!drops.refused_at(&err, first), "one refusal is a restart");
+    assert!(!drops.refused_at(&err, first + PERSIST / 2));
+    assert!(drops.refusal().is_none(), "not down yet");
+    assert!(drops.refused_at(&err, first + PERSIST));
+    assert_eq!(drops.refusal(), Some(err.clone()));
     // Made before the refusal: it has been told, though never polled until now.
     let mut context = std::task::Context::from_waker(std::task::Waker::noop());
     let mut next = std::pin::pin!(next);
     assert!(next.as_mut().poll(&mut context).is_ready());
     drops.answered();
     assert!(drops.refusal().is_none(), "up again");
+    // An answer between two refusals starts the count afresh.
+    assert!(!drops.refused_at(&err, first + PERSIST * 2));
+    assert!(drops.refusal().is_none());
+}
+
+#[test]
+fn refusals_far_apart_are_separate_outages() {
+    let drops = Drops::default();
+    let err = LockError::Connection("refused".into());
+    let first = Instant::now();
+    assert!(!drops.refused_at(&err, first));
+    assert!(!drops.refused_at(&err, first + STREAK_GAP * 2));
+    assert!(drops.refused_at(&err, first + STREAK_GAP * 2 + PERSIST));
 }

@@ -587,21 +587,18 @@ impl Locker {
         if beat {
             left = wake::FAIR_HEARTBEAT;
         }
-        // While the server refuses connections no attempt can win: the wait ends with the
-        // refusal, within a moment of it, instead of sleeping out its bound. Found down
-        // already, it tries at once: the attempt fails as fast, or finds the server back
-        // (a refusal heard before may be stale when the JS thread's socket did the talking).
+        // While the server refuses connections no attempt can win: once refusals persist,
+        // every waiter tries at once instead of sleeping out its bound, and its attempt
+        // decides: it fails as fast, or finds the server back. Found down already, it tries
+        // at once too (a refusal heard before may be stale when the JS thread's socket did
+        // the talking).
         let drops = self.store().dropped();
         let refused = drops.next_refusal();
         let stale = drops.refusal().is_some();
-        let mut down = None;
         let pause = tokio::select! {
             biased;
             _ = std::future::ready(()), if stale => Pause::Woken,
-            _ = refused => {
-                down = drops.refusal();
-                Pause::Woken
-            }
+            _ = refused => Pause::Woken,
             _ = ticket.woken() => {
                 self.stats().woken(name);
                 Pause::Woken
@@ -620,10 +617,7 @@ impl Locker {
         match ticket.rearm() {
             Resume::Granted(lease) => Ok(self.handed(lease, name)),
             Resume::Settled => Err(LockError::Aborted),
-            Resume::Waiting => match down {
-                Some(refusal) => Err(refusal),
-                None => Ok(pause),
-            },
+            Resume::Waiting => Ok(pause),
         }
     }
 
