@@ -62,7 +62,17 @@ fn commands(mut request: &[u8]) -> Option<Vec<Vec<&[u8]>>> {
 fn header(input: &[u8], kind: u8) -> Option<(usize, &[u8])> {
     let rest = input.strip_prefix(&[kind])?;
     let end = rest.iter().position(|&byte| byte == b'\r')?;
-    let number = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
+    // Digits only (as `usize`'s parse takes them, bar a '+'), read here: a request has a
+    // header per argument, and the general parse cost more than the rest of reading it.
+    let digits = &rest[..end];
+    if digits.is_empty() {
+        return None;
+    }
+    let mut number: usize = 0;
+    for &byte in digits {
+        let digit = byte.checked_sub(b'0').filter(|digit| *digit <= 9)?;
+        number = number.checked_mul(10)?.checked_add(usize::from(digit))?;
+    }
     Some((number, rest[end..].strip_prefix(b"\r\n")?))
 }
 
@@ -86,5 +96,17 @@ mod tests {
             memory.run_now(b"*1\r\n$3\r\nGE"),
             Value::ServerError(_)
         ));
+    }
+
+    #[test]
+    fn a_header_is_digits_then_crlf_and_nothing_else() {
+        assert_eq!(header(b"*12\r\nrest", b'*'), Some((12, &b"rest"[..])));
+        assert_eq!(header(b"$0\r\n", b'$'), Some((0, &b""[..])));
+        assert_eq!(header(b"*-1\r\n", b'*'), None);
+        assert_eq!(header(b"*\r\n", b'*'), None);
+        assert_eq!(header(b"*1x\r\n", b'*'), None);
+        assert_eq!(header(b"$3\r\n", b'*'), None);
+        assert_eq!(header(b"*99999999999999999999999\r\n", b'*'), None);
+        assert_eq!(header(b"*3\rx", b'*'), None);
     }
 }
