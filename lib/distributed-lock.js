@@ -38,6 +38,8 @@ function untilAborted(pending, signal) {
 
 /** Resolves once an `autoRefresh` hold is no longer in doubt (see `[DOUBT_ENDED]`). */
 const DOUBT_ENDED = Symbol('doubtEnded')
+/** Whether the hold's lease still runs, doubt aside (see `[IN_LEASE]`). */
+const IN_LEASE = Symbol('inLease')
 // Past the last confirmed expiry, the watchdog has reported the loss: a margin for its news.
 const DOUBT_MARGIN_MS = 50
 const NEVER = new Promise(() => {})
@@ -143,7 +145,8 @@ class LockHandle {
     if (this.#told === undefined || !this.suspended) return DONE
     return new Promise((resolve) => {
       const bound = Math.max(0, this.#expiresAtNow() - Date.now()) + DOUBT_MARGIN_MS
-      const timer = setTimeout(resolve, Math.min(bound, 2 ** 31 - 1))
+      // Unref'd: a wait on a doubt never keeps the process alive by itself.
+      const timer = setTimeout(resolve, Math.min(bound, 2 ** 31 - 1)).unref()
       ;(this.#doubtEnds ??= []).push(() => {
         clearTimeout(timer)
         resolve()
@@ -201,6 +204,11 @@ class LockHandle {
    * Local state: not released, not past its TTL by our (conservative) monotonic clock, and
    * not in doubt after a dropped connection (see `suspended`).
    */
+  /** Whether the lease runs yet, on the monotonic clock (a wall-clock step changes nothing). */
+  [IN_LEASE]() {
+    return performance.now() < this.#deadline
+  }
+
   get isHeld() {
     if ((this.#flags & (FILLED | RELEASED | LOST)) !== FILLED) return false
     if (this.#watch !== 0) return this.#native.watchHeld(this.#watch)
@@ -545,7 +553,7 @@ class DistributedLock {
         handle.release().catch(() => {})
         throw o.signal.reason
       }
-    } else if (handle.suspended && handle.info.expiresAt > Date.now()) {
+    } else if (handle.suspended && handle[IN_LEASE]()) {
       const unconfirmed = await handle.extend(1).then(
         () => null,
         (err) => err,

@@ -83,11 +83,12 @@ end
 -- waiter's lock (`ttl` ms from now) by `window` ms already (see ops/kept_fences.rs): kept a
 -- quarter window beyond that, which the client then knows, so that the handovers after it
 -- need not touch the counter until that quarter is used up. One without an expiry (kept
--- forever, or from before windows; acquisitions see to those) is left as it is.
+-- forever, or from before windows) is given one, as `keep_fences` gives it: the client
+-- records the counter kept until then, and a later attempt's `PEXPIRE NX` would otherwise
+-- give it a shorter one.
 local function keep_fences_handed(key, ttl, window)
   local want = tonumber(ttl) + tonumber(window) + math.floor(tonumber(window) / 4)
-  local left = redis.call('PTTL', key)
-  if left >= 0 and left < want then
+  if redis.call('PTTL', key) < want then
     redis.call('PEXPIRE', key, string.format('%d', want))
   end
 end

@@ -37,7 +37,8 @@ if holder == ARGV[1] then
   -- The counter was at ours + 1 at least, unless another client wrote to it.
   if counter < ours + 2 then
     -- As a decimal: Lua would print a large number in exponent form.
-    redis.call('SET', KEYS[2], string.format('%d', ours + 2))
+    -- KEEPTTL: the upkeep above gave the counter the expiry the client records.
+    redis.call('SET', KEYS[2], string.format('%d', ours + 2), 'KEEPTTL')
   end
   return ours + 1
 end
