@@ -109,24 +109,23 @@ function targetsTable(results) {
   const maxOf = (result, id, key) => (result?.[id]?.rounds?.length ? Math.max(...values(result[id].rounds, key)) : NaN)
   const row = (target, placement, value, peer, ok, text) =>
     rows.push([target, placement, text ?? fmt(value, 2), peer ?? '—', ok === null ? 'n/a' : ok ? '**yes**' : '**no**'])
+  // A pairs/s target: `id` at least `want` times the best peer's.
+  const againstPeer = (label, placement, result, id, want) => {
+    const peer = bestPeer(meta, result)
+    const value = median(result, id, 'rate')
+    const x = peer ? value / peer.value : NaN
+    row(label, placement, value, peer ? `${fmt(peer.value)} ${peer.name}` : null, Number.isFinite(x) ? x >= want : null, `${fmt(value)} (${ratio(x)})`)
+  }
   for (const [placement, data] of Object.entries(placements)) {
     for (const [scenario, want, label] of [
       ['a', 1.0, '(a) serial pairs/s, pinned: >= 1.0x best peer'],
       ['b', 1.5, '(b) 256 in flight pairs/s, unpinned: >= 1.5x best peer'],
     ]) {
       if ((scenario === 'a') !== (placement === 'pinned') || !data[scenario]) continue
-      const peer = bestPeer(meta, data[scenario])
-      const value = median(data[scenario], ours, 'rate')
-      const x = peer ? value / peer.value : NaN
-      row(label, placement, value, peer ? `${fmt(peer.value)} ${peer.name}` : null, Number.isFinite(x) ? x >= want : null, `${fmt(value)} (${ratio(x)})`)
+      againstPeer(label, placement, data[scenario], ours, want)
     }
     for (const [scenario, want, label] of REDLOCK_TARGETS) {
-      const result = data[scenario]
-      if (!result) continue
-      const peer = bestPeer(meta, result)
-      const value = median(result, 'ours-redlock', 'rate')
-      const x = peer ? value / peer.value : NaN
-      row(label, placement, value, peer ? `${fmt(peer.value)} ${peer.name}` : null, Number.isFinite(x) ? x >= want : null, `${fmt(value)} (${ratio(x)})`)
+      if (data[scenario]) againstPeer(label, placement, data[scenario], 'ours-redlock', want)
     }
     const c = data.c
     if (c) {
@@ -273,6 +272,21 @@ function summaryTable(results) {
   )
 }
 
+/**
+ * The rows of a scenario of acquire + release pairs: library, pairs/s, ratio to the best peer,
+ * then `columns(result, failedAcquires)`.
+ */
+function pairRows(meta, result, columns) {
+  const peer = bestPeer(meta, result)
+  return adapterEntries(result).map(([id, r]) => {
+    const name = meta.adapters[id]?.name ?? id
+    if (r.error && !r.rounds.length) return [name, `failed: ${r.error}`]
+    const s = stat(r.rounds, 'rate')
+    const failed = r.rounds.reduce((n, x) => n + (x.failed ?? 0), 0)
+    return [name, range(s), peer?.id === id ? 'best peer' : ratio(s.median / (peer?.value ?? NaN)), ...columns(r, failed)]
+  })
+}
+
 function scenarioSection(results, scenario) {
   const { meta } = results
   const parts = [`## ${SCENARIO_TITLE[scenario]}`, '']
@@ -281,23 +295,13 @@ function scenarioSection(results, scenario) {
     if (!result) continue
     parts.push(`### ${placement}`, '')
     if (scenario === 'a' || scenario === 'b') {
-      const peer = bestPeer(meta, result)
-      const rows = adapterEntries(result).map(([id, r]) => {
-        const name = meta.adapters[id]?.name ?? id
-        if (r.error && !r.rounds.length) return [name, `failed: ${r.error}`]
-        const s = stat(r.rounds, 'rate')
-        const failed = r.rounds.reduce((n, x) => n + (x.failed ?? 0), 0)
-        return [
-          name,
-          range(s),
-          peer?.id === id ? 'best peer' : ratio(s.median / (peer?.value ?? NaN)),
-          ...(scenario === 'a' ? [r.monitor ? `${fmt(r.monitor.requests, 1)} + ${fmt(r.monitor.scriptCommands, 1)}` : 'n/a'] : []),
-          fmt(stat(r.rounds, 'commandsPerOp').median, 2),
-          fmt(stat(r.rounds, 'nodeCpuUsPerOp').median, 1),
-          fmt(stat(r.rounds, 'redisCpuPercent').median, 0),
-          failed ? String(failed) : '0',
-        ]
-      })
+      const rows = pairRows(meta, result, (r, failed) => [
+        ...(scenario === 'a' ? [r.monitor ? `${fmt(r.monitor.requests, 1)} + ${fmt(r.monitor.scriptCommands, 1)}` : 'n/a'] : []),
+        fmt(stat(r.rounds, 'commandsPerOp').median, 2),
+        fmt(stat(r.rounds, 'nodeCpuUsPerOp').median, 1),
+        fmt(stat(r.rounds, 'redisCpuPercent').median, 0),
+        failed ? String(failed) : '0',
+      ])
       parts.push(
         table(
           ['library', 'pairs/s median (min–max)', '÷ best peer', ...(scenario === 'a' ? ['requests + in-script cmds per pair (MONITOR)'] : []), 'Redis cmds/pair (commandstats, incl. in-script)', 'Node CPU µs/pair', 'Redis CPU %', 'failed acquires'],
@@ -323,21 +327,11 @@ function scenarioSection(results, scenario) {
         )
       }
     } else if (scenario === 'ra' || scenario === 'rb') {
-      const peer = bestPeer(meta, result)
-      const rows = adapterEntries(result).map(([id, r]) => {
-        const name = meta.adapters[id]?.name ?? id
-        if (r.error && !r.rounds.length) return [name, `failed: ${r.error}`]
-        const s = stat(r.rounds, 'rate')
-        const failed = r.rounds.reduce((n, x) => n + (x.failed ?? 0), 0)
-        return [
-          name,
-          range(s),
-          peer?.id === id ? 'best peer' : ratio(s.median / (peer?.value ?? NaN)),
-          `${fmt(stat(r.rounds, 'pairP50').median, 2)} / ${fmt(stat(r.rounds, 'pairP99').median, 2)}`,
-          fmt(stat(r.rounds, 'nodeCpuUsPerOp').median, 1),
-          String(failed),
-        ]
-      })
+      const rows = pairRows(meta, result, (r, failed) => [
+        `${fmt(stat(r.rounds, 'pairP50').median, 2)} / ${fmt(stat(r.rounds, 'pairP99').median, 2)}`,
+        fmt(stat(r.rounds, 'nodeCpuUsPerOp').median, 1),
+        String(failed),
+      ])
       parts.push(table(['library', 'pairs/s median (min–max)', '÷ best peer', 'pair ms p50 / p99', 'Node CPU µs/pair', 'failed acquires'], rows), '')
     } else if (scenario === 'c' || scenario === 'c4' || scenario === 'rc') {
       const peer = bestPeer(meta, result)
