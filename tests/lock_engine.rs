@@ -341,6 +341,54 @@ fn a_handover_keeps_the_counter_as_its_client_asks() {
     );
 }
 
+/// A counter with no expiry (kept forever by an older client, or from before windows) is
+/// given one by a handover that keeps it by window: the client records it kept until then,
+/// and an attempt's `PEXPIRE NX` could otherwise give it a shorter one. The repair of a
+/// counter found behind our fence keeps the expiry just given (KEEPTTL).
+#[test]
+fn a_handover_gives_a_counter_without_expiry_one_and_its_repair_keeps_it() {
+    use native_redis_lock::core::api::scripts;
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let fence_key = keys::fence_key(b"lock:k");
+    let hand = |raw: &mut redis::Connection, ours: &str, theirs: &str, fence: u64| -> i64 {
+        scripts::HANDOFF
+            .key("lock:k")
+            .key(&fence_key)
+            .arg(ours)
+            .arg(theirs)
+            .arg(5000)
+            .arg(fence)
+            .arg("60000")
+            .invoke(raw)
+            .unwrap()
+    };
+    let set = |raw: &mut redis::Connection, key: &[u8], value: &str| {
+        let _: () = redis::cmd("SET").arg(key).arg(value).query(raw).unwrap();
+    };
+    let counter = |raw: &mut redis::Connection| -> (i64, i64) {
+        let value: i64 = redis::cmd("GET").arg(&fence_key).query(raw).unwrap();
+        let ttl: i64 = redis::cmd("PTTL").arg(&fence_key).query(raw).unwrap();
+        (value, ttl)
+    };
+    set(&mut raw, b"lock:k", "a");
+    set(&mut raw, &fence_key, "8");
+    assert_eq!(hand(&mut raw, "a", "b", 7), 8);
+    let (value, left) = counter(&mut raw);
+    assert_eq!(value, 9, "one fence drawn for the waiter's own handover");
+    assert!((70_000..=80_000).contains(&left), "counter PTTL {left}");
+    // Someone set the counter back below our fence: the repair puts it past the waiter's
+    // fence and keeps the expiry the upkeep gave it.
+    set(&mut raw, &fence_key, "2");
+    assert_eq!(hand(&mut raw, "b", "c", 8), 9);
+    let (value, left) = counter(&mut raw);
+    assert_eq!(value, 10, "repaired past the waiter's fence");
+    assert!(
+        (70_000..=80_000).contains(&left),
+        "counter PTTL {left} after the repair"
+    );
+}
+
 /// A handover whose waiter can get no fence releases the lock instead.
 #[test]
 fn a_handover_without_a_fence_for_the_waiter_releases_the_lock() {
