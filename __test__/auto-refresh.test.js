@@ -143,3 +143,24 @@ test('news for a listener that is gone never reaches the one that took its place
   dispatch(second, 'lost', 'ELOST', 'gone')
   assert.equal(told.length, 1)
 })
+
+test('what waits on a plain handle\'s `lost` goes with the handle (no promise shared by all of them)', async () => {
+  require('node:v8').setFlagsFromString('--expose-gc')
+  const gc = require('node:vm').runInNewContext('gc')
+  // Handles made, waited on and released here, so that nothing of this test keeps them.
+  const waitOnLost = async (key) => {
+    const handle = await lock.acquire(key, 1000)
+    const onLost = () => {}
+    handle.lost.then(onLost)
+    await handle.release()
+    return { lost: new WeakRef(handle.lost), onLost: new WeakRef(onLost) }
+  }
+  const refs = [await waitOnLost('auto:plain-lost:1'), await waitOnLost('auto:plain-lost:2')]
+  assert.notEqual(refs[0].lost.deref(), refs[1].lost.deref())
+  const kept = () => refs.filter((ref) => ref.onLost.deref() !== undefined).length
+  for (let i = 0; i < 20 && kept() > 0; i += 1) {
+    await sleep(10)
+    gc()
+  }
+  assert.equal(kept(), 0)
+})

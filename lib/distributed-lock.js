@@ -42,7 +42,6 @@ const DOUBT_ENDED = Symbol('doubtEnded')
 const IN_LEASE = Symbol('inLease')
 // Past the last confirmed expiry, the watchdog has reported the loss: a margin for its news.
 const DOUBT_MARGIN_MS = 50
-const NEVER = new Promise(() => {})
 
 let fill
 
@@ -166,7 +165,8 @@ class LockHandle {
    * gone or cannot confirm it before its TTL runs out. Pending forever otherwise.
    */
   get lost() {
-    if (this.#listener === 0) return NEVER
+    // Each handle has its own: reactions on a promise shared by every plain handle would be
+    // kept for as long as the process runs.
     if (this.#lost === null) {
       const lost = { error: null, promise: null, resolve: null }
       lost.promise = new Promise((resolve) => (lost.resolve = resolve))
