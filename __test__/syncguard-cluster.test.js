@@ -11,6 +11,7 @@ const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { RedisCluster } = require('./helpers/redis-cluster')
 const { keySlot } = require('../lib/cli/key-slot')
+const { createStandinBackend } = require('./helpers/syncguard-standin')
 const syncguard = require('../syncguard')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -198,4 +199,27 @@ test('a prefix with a hash tag keeps syncguard\'s exact layout: its key names, i
     // Not slot-named: four fresh lockIds are random through their last characters too.
     assert.equal(new Set(ids.map((id) => id.slice(19))).size > 1, true, ids.join(' '))
   }
+})
+
+test('syncguard\'s stand-in on the cluster: with a tagged prefix it and ours exclude each other; untagged, its acquire fails CROSSSLOT', async () => {
+  const io = new Redis.Cluster(cluster.seeds)
+  clients.push(io)
+  for (const port of masters) {
+    const prefix = `{${await cluster.keyOn(port, 'fleet')}}`
+    const theirs = createStandinBackend(io, { keyPrefix: prefix })
+    const ours = syncguard.createRedisBackend(cluster.url, { keyPrefix: prefix })
+    const held = await theirs.acquire({ key: 'job', ttlMs: 5000 })
+    assert.equal(held.ok, true)
+    assert.equal((await ours.acquire({ key: 'job', ttlMs: 5000 })).reason, 'locked')
+    assert.equal(await ours.isLocked({ key: 'job' }), true)
+    assert.equal((await ours.lookup({ lockId: held.lockId })).fence, held.fence)
+    assert.equal((await theirs.release({ lockId: held.lockId })).ok, true)
+    const mine = await ours.acquire({ key: 'job', ttlMs: 5000 })
+    assert.ok(mine.fence > held.fence, `${mine.fence} after ${held.fence}`)
+    assert.equal((await theirs.acquire({ key: 'job', ttlMs: 5000 })).ok, false)
+    assert.equal((await theirs.lookup({ lockId: mine.lockId })).fence, mine.fence)
+    assert.deepEqual(await ours.release({ lockId: mine.lockId }), { ok: true })
+  }
+  // The layout syncguard would use under the default prefix spans three slots.
+  await assert.rejects(createStandinBackend(io).acquire({ key: 'job', ttlMs: 5000 }), /CROSSSLOT/)
 })
