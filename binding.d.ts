@@ -218,6 +218,13 @@ export declare class NativeSyncguard {
   /** Counters and wait-time percentiles of this object's calls. */
   stats(): NativeStats
   constructor(connection: NativeConnection, options: SyncguardOptions)
+  /**
+   * Whether a fresh lockId must go through `lockIdFor` (a cluster whose prefix holds no
+   * hash tag: the lockId names its lock key's slot).
+   */
+  get slotSafe(): boolean
+  /** The lockId an acquisition of `lock_key` takes, made from the fresh `lock_id`. */
+  lockIdFor(lockKey: string, lockId: string): string
   /** One attempt: resolves with `[fence, expiresAtMs]`, or `null` when the key is held. */
   acquire(keys: SyncguardCallKeys, ttlMs: number): Promise<[number, number] | null>
   /**
@@ -477,6 +484,13 @@ export interface SyncguardCallKeys {
   fenceKey: string
   lockId: string
 }
+
+/**
+ * The name syncguard's index or fence key `name` of the lock at `lock_key` has on a Redis
+ * Cluster, its prefix being `key_prefix`: `name` itself when the prefix holds a hash tag,
+ * else `name` in the lock key's slot (README, "Differences").
+ */
+export declare function syncguardClusterKey(keyPrefix: Buffer, lockKey: Buffer, name: Buffer): Buffer
 
 /** One script call: `eval(script, keys.length, ...keys, ...args)`. */
 export interface SyncguardEvalCall {

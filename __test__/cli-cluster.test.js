@@ -167,6 +167,43 @@ test('release --force on a master other than the first seed: deleted there, its 
   await next.release()
 })
 
+test('syncguard under its default prefix (index and fence in the lock key\'s slot): inspected with both, forced free', async () => {
+  const port = others[0]
+  const key = await cluster.keyOn(port, 'nightly-', 'syncguard:')
+  const lockKey = `syncguard:${key}`
+  const backend = sg.createRedisBackend(url)
+  const won = await backend.acquire({ key, ttlMs: 60_000 })
+  assert.equal(won.ok, true)
+  // Found on the master, independently of the CLI: `{<tag>}<syncguard's name>`.
+  const named = async (name) => {
+    const [, keys] = await cluster.command(port, 'SCAN', '0', 'MATCH', `{*}${name}`, 'COUNT', 10_000)
+    assert.equal(keys.length, 1, `${name}: ${keys}`)
+    return keys[0]
+  }
+  const index = await named(`syncguard:id:${won.lockId}`)
+  const fence = await named(`syncguard:fence:${lockKey}`)
+  const { code, stdout, stderr } = await cli(['inspect', lockKey, '--json', '--url', url])
+  assert.equal(code, 0, stderr)
+  const lock = JSON.parse(stdout)
+  assert.equal(lock.api, 'syncguard')
+  assert.equal(lock.holder, `${won.lockId.slice(0, 8)}…`)
+  assert.deepEqual(lock.keys, { fence, index })
+  assert.equal(lock.fenceCounter, String(Number(won.fence)))
+  const listed = JSON.parse((await cli(['list', 'syncguard:*', '--json', '--url', url])).stdout)
+  assert.deepEqual(listed.map((l) => l.key), [lockKey])
+
+  const forced = await cli(['release', lockKey, '--force', '--yes', '--json', '--url', url])
+  assert.equal(forced.code, 0, forced.stderr)
+  const result = JSON.parse(forced.stdout)
+  assert.equal(result.deletedKeys, 2, 'the lock and its index')
+  assert.equal(result.fenceCounter, String(Number(won.fence) + 1))
+  assert.equal(await cluster.command(port, 'EXISTS', lockKey, index), 0)
+  assert.equal((await backend.extend({ lockId: won.lockId, ttlMs: 1000 })).ok, false)
+  const next = await backend.acquire({ key, ttlMs: 1000 })
+  assert.ok(next.fence > won.fence)
+  await next.release()
+})
+
 /** Two processes taking turns on `lock:<key>` through the cluster URL, until killed. */
 function contend(key) {
   for (let i = 0; i < 2; i++) {

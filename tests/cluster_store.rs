@@ -38,13 +38,6 @@ async fn take(locks: &Locker, key: &str, ttl: Duration) -> Lease {
     }
 }
 
-fn get(cluster: &RedisCluster, port: u16, key: &[u8]) -> Option<String> {
-    redis::cmd("GET")
-        .arg(key)
-        .query(&mut cluster.node(port).raw())
-        .expect("GET")
-}
-
 /// One cluster for every case (starting one costs seconds on two cores); each case uses
 /// keys of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,7 +61,7 @@ async fn every_op_on_each_master(cluster: &RedisCluster, locks: &Locker, masters
         let lease = take(locks, &key, MS(5000)).await;
         let lock_key = format!("{PREFIX}{key}");
         assert_eq!(
-            get(cluster, port, lock_key.as_bytes()),
+            cluster.get(port, lock_key.as_bytes()),
             Some(lease.token.clone()),
             "the token is on the master serving {lock_key}"
         );
@@ -184,7 +177,7 @@ async fn refreshes_keep_locks_on_every_master(cluster: &RedisCluster, masters: &
         assert!(recorder.refreshes() >= 4, "{key}: {}", recorder.refreshes());
         let lock_key = format!("{PREFIX}{key}");
         assert_eq!(
-            get(cluster, *port, lock_key.as_bytes()),
+            cluster.get(*port, lock_key.as_bytes()),
             Some(lease.token.clone())
         );
     }

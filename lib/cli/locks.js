@@ -43,8 +43,12 @@ function syncguardRecord(value) {
   }
 }
 
-/** syncguard's prefix, read back from a lock key and the user key its record names. */
-function syncguardKeys(lockKey, record) {
+/**
+ * syncguard's fence and index keys, from its prefix read back from a lock key and the user key
+ * its record names. On a cluster, with a prefix holding no hash tag, they are in the lock
+ * key's slot, as the library writes them there (native syncguardClusterKey).
+ */
+function syncguardKeys(lockKey, record, cluster) {
   const text = lockKey.toString('utf8')
   const prefix = text === record.key
     ? ''
@@ -52,10 +56,11 @@ function syncguardKeys(lockKey, record) {
       ? text.slice(0, -record.key.length - 1)
       : text.slice(0, Math.max(0, text.lastIndexOf(':')))
   if (lockKeyOf(prefix, record.key) !== text) return null
-  return {
-    fence: Buffer.from(fenceKeyOf(prefix, text)),
-    index: Buffer.from(indexKeyOf(prefix, record.lockId)),
-  }
+  const fence = Buffer.from(fenceKeyOf(prefix, text))
+  const index = Buffer.from(indexKeyOf(prefix, record.lockId))
+  if (!cluster) return { fence, index }
+  const at = (name) => native.syncguardClusterKey(Buffer.from(prefix), lockKey, name)
+  return { fence: at(fence), index: at(index) }
 }
 
 /**
@@ -88,7 +93,7 @@ async function readLocks(client, keys, { full = false } = {}) {
 }
 
 async function readSyncguard(client, key, value, record, full) {
-  const keys = syncguardKeys(key, record)
+  const keys = syncguardKeys(key, record, typeof client.masters === 'function')
   if (!keys) return null
   const [ttl, counter, indexed] = await Promise.all([
     client.call('PTTL', key),

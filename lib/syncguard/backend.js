@@ -96,7 +96,7 @@ function transportOf(redis, config, own) {
   } catch (err) {
     // An ioredis Cluster has eval too, but is read as a cluster (or refused as one).
     if (!evalOnly(redis) || redis.isCluster) throw err
-    return { native: evalTransport(redis, settings), viaEval: true }
+    return { native: evalTransport(redis, settings), viaEval: true, slotSafe: false }
   }
   const { connection, read } = named
   settings.clientKeyPrefix = read?.clientKeyPrefix
@@ -109,7 +109,9 @@ function transportOf(redis, config, own) {
     })
     // A traced backend has its own (its hook alone hears what the native side sees).
     const shared = own ? make() : sharedAlike(connection, 'syncguard', '', settings, make)
-    return { native: shared.native, viaEval: false }
+    // On a cluster whose prefix holds no hash tag, a lockId names its lock key's slot
+    // (README "Differences"): made by the native side from the fresh one.
+    return { native: shared.native, viaEval: false, slotSafe: shared.native.slotSafe }
   } catch (err) {
     throw toLockError(err)
   }
@@ -133,7 +135,7 @@ const REMEMBERED_KEYS = 1024
  * (a lockId is 22 ASCII characters, never hashed there); with a longer one, every call derives
  * them as syncguard does, so that its errors come in its order.
  */
-function storageKeys(prefix) {
+function storageKeys(prefix, native, slotSafe) {
   const base = baseOf(prefix)
   const short = Buffer.byteLength(base) + (base ? 1 : 0) + 'id:'.length + 22 + layout.RESERVE <= layout.LIMIT
   const idPrefix = base ? `${base}:id:` : 'id:'
@@ -153,10 +155,11 @@ function storageKeys(prefix) {
     return entry
   }
 
-  /** The keys of one acquisition of `entry`'s key under a fresh lockId. */
-  function keysOf(entry, lockId) {
+  /** The keys of one acquisition of `entry`'s key under the fresh lockId `fresh`. */
+  function keysOf(entry, fresh) {
     const lockKey = entry.lockKey ?? layout.lockKeyOf(prefix, entry.normalized)
     const fenceKey = entry.fenceKey ?? layout.fenceKeyOf(prefix, lockKey)
+    const lockId = slotSafe ? native.lockIdFor(lockKey, fresh) : fresh
     return { key: entry.normalized, lockKey, indexKey: indexKey(lockId), fenceKey, lockId }
   }
 
@@ -179,8 +182,8 @@ function createRedisBackend(redis, options = {}) {
     throw new LockError('InvalidArgument', err.message)
   }
   const tracer = tracerOf('syncguard', options?.logger, options?.onEvent)
-  const { native, viaEval } = transportOf(redis, config, tracer !== null)
-  const { entryOf, keysOf, indexKey, lockKeyOf } = storageKeys(config.keyPrefix)
+  const { native, viaEval, slotSafe } = transportOf(redis, config, tracer !== null)
+  const { entryOf, keysOf, indexKey, lockKeyOf } = storageKeys(config.keyPrefix, native, slotSafe)
   const capabilities = { backend: 'redis', supportsFencing: true, timeAuthority: 'server' }
 
   /** A won acquisition's result (a value, not a promise: no extra turn for the caller). */

@@ -3,6 +3,7 @@
 //! the tool only sends commands.
 
 use crate::core::basics::keys;
+use crate::core::front::syncguard_slots;
 use napi::bindgen_prelude::Buffer;
 use napi_derive::napi;
 
@@ -43,4 +44,15 @@ pub fn is_sibling_key(key: Buffer) -> bool {
 #[napi]
 pub fn lock_key_of_channel(channel: Buffer) -> Option<Buffer> {
     keys::lock_key_of_channel(&channel, keys::RELEASED).map(Buffer::from)
+}
+
+/// The name syncguard's index or fence key `name` of the lock at `lock_key` has on a Redis
+/// Cluster, its prefix being `key_prefix`: `name` itself when the prefix holds a hash tag,
+/// else `name` in the lock key's slot (README, "Differences").
+#[napi]
+pub fn syncguard_cluster_key(key_prefix: Buffer, lock_key: Buffer, name: Buffer) -> Buffer {
+    if !syncguard_slots::slot_safe(true, &key_prefix) {
+        return name;
+    }
+    syncguard_slots::in_slot(b"", keys::slot(&lock_key), &name).into()
 }

@@ -210,6 +210,21 @@ impl NativeSyncguard {
         Ok(NativeSyncguard { front, calls })
     }
 
+    /// Whether a fresh lockId must go through `lockIdFor` (a cluster whose prefix holds no
+    /// hash tag: the lockId names its lock key's slot).
+    #[napi(getter)]
+    pub fn slot_safe(&self) -> bool {
+        self.front.slot_safe()
+    }
+
+    /// The lockId an acquisition of `lock_key` takes, made from the fresh `lock_id`.
+    #[napi]
+    pub fn lock_id_for(&self, env: Env, lock_key: String, lock_id: String) -> Result<String> {
+        self.front
+            .lock_id_for(lock_key.as_bytes(), &lock_id)
+            .or_throw(&env)
+    }
+
     /// One attempt: resolves with `[fence, expiresAtMs]`, or `null` when the key is held.
     #[napi(ts_return_type = "Promise<[number, number] | null>")]
     pub fn acquire<'env>(

@@ -144,6 +144,14 @@ impl RedisCluster {
             .expect("some key lands on every master")
     }
 
+    /// GET `key` on the node at `port` (which must serve it: no MOVED is followed).
+    pub fn get(&self, port: u16, key: &[u8]) -> Option<String> {
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut self.node(port).raw())
+            .expect("GET")
+    }
+
     pub fn node(&self, port: u16) -> &RedisServer {
         self.nodes
             .iter()

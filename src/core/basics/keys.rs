@@ -1,23 +1,8 @@
 //! Where a lock's data lives in Redis. Every key belonging to one lock shares the lock key's
 //! hash slot, so each script touches a single slot and Redis Cluster accepts it.
 
-/// The part of a key Redis Cluster hashes: the text between the first `{` and the next `}`
-/// when that text is non-empty, otherwise the whole key.
-pub fn hash_tag(key: &[u8]) -> &[u8] {
-    if let Some(open) = key.iter().position(|&b| b == b'{') {
-        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
-            if len > 0 {
-                return &key[open + 1..open + 1 + len];
-            }
-        }
-    }
-    key
-}
-
-/// The cluster slot of a key (CRC16/XMODEM of its hash tag, mod 16384).
-pub fn slot(key: &[u8]) -> u16 {
-    crc16(hash_tag(key)) % 16384
-}
+use super::slots::tag_for_slot;
+pub use super::slots::{hash_tag, slot};
 
 /// Separates the parts of a sibling key. No UTF-8 text contains the byte 0xFF, and every lock
 /// key is UTF-8 (the prefixes and the key are JavaScript strings), so no sibling key can be
@@ -75,7 +60,7 @@ fn beside(lock_key: &[u8], suffix: &str, [untagged, tagged]: [u8; 2]) -> Vec<u8>
         return out;
     }
     let tag = if tag.len() == lock_key.len() {
-        tag_for_slot(slot(lock_key))
+        tag_for_slot(slot(lock_key)).to_vec()
     } else {
         tag.to_vec()
     };
@@ -189,61 +174,9 @@ pub fn slug(text: &str) -> String {
     out
 }
 
-/// The shortest base-36 text whose slot is `target`. Every slot is reached within three
-/// characters (46,656 candidates for 16,384 slots), found in well under a millisecond.
-fn tag_for_slot(target: u16) -> Vec<u8> {
-    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    for len in 1..=4usize {
-        let total = 36usize.pow(len as u32);
-        for n in 0..total {
-            let mut tag = vec![0u8; len];
-            let mut rest = n;
-            for byte in tag.iter_mut().rev() {
-                *byte = DIGITS[rest % 36];
-                rest /= 36;
-            }
-            if crc16(&tag) % 16384 == target {
-                return tag;
-            }
-        }
-    }
-    // Unreachable for a 14-bit slot; fall back to a tag that is at least well-formed.
-    b"0".to_vec()
-}
-
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crc16_matches_the_cluster_spec_example() {
-        // The Redis Cluster specification gives 0x31C3 for "123456789".
-        assert_eq!(crc16(b"123456789"), 0x31C3);
-    }
-
-    #[test]
-    fn hash_tags_follow_redis_rules() {
-        assert_eq!(hash_tag(b"{user1000}.following"), b"user1000");
-        assert_eq!(hash_tag(b"foo{}{bar}"), b"foo{}{bar}");
-        assert_eq!(hash_tag(b"foo{{bar}}zap"), b"{bar");
-        assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
-        assert_eq!(hash_tag(b"plain"), b"plain");
-    }
 
     #[test]
     fn a_channel_gives_back_its_lock_key_and_nothing_else_does() {

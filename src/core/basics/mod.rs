@@ -12,6 +12,7 @@ pub mod lease;
 pub mod pace;
 pub mod pages;
 pub mod resp;
+pub mod slots;
 pub mod stats;
 pub mod sync;
 pub mod token;

@@ -14,4 +14,5 @@ pub mod reply;
 pub mod syncguard;
 pub mod syncguard_calls;
 pub mod syncguard_eval;
+pub mod syncguard_slots;
 pub mod win;

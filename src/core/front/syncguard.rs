@@ -4,13 +4,16 @@
 //! the key really written), and which operation each backend method is. The decisions are
 //! the operations' (ops/syncguard.rs) and the scripts'. JS has validated every argument as
 //! syncguard does before any of this runs; the checks here are of shape only, naming the
-//! argument, so that no call from elsewhere can send what JS never would.
+//! argument, so that no call from elsewhere can send what JS never would. On a Redis Cluster
+//! whose prefix holds no hash tag, the index and fence keys are put in the lock key's slot
+//! and the lockId names it (syncguard_slots.rs).
 
 use super::connection::LockConnection;
 use super::syncguard_calls::HeldIds;
 pub use super::syncguard_calls::{
     SyncguardAcquire, SyncguardGranted, SyncguardLock, SyncguardReleaseCall,
 };
+use super::syncguard_slots;
 use crate::core::backend::endpoint::Address;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
@@ -63,8 +66,12 @@ pub struct SyncguardCall<'a> {
 pub struct Syncguard {
     locker: Arc<Locker>,
     client_prefix: Vec<u8>,
+    /// syncguard's `keyPrefix`, as given.
+    prefix: Vec<u8>,
     /// isLocked's `keyPrefix` argument, with the client's prefix in front.
     key_prefix: Vec<u8>,
+    /// On a cluster with an untagged prefix: index and fence keys in the lock key's slot.
+    slot_safe: bool,
     cleanup: bool,
     /// The lock key of each lockId this backend won and has not released, until its expiry
     /// (by our clock): a bare `release({ lockId })` then names the key it expects, and the
@@ -147,14 +154,9 @@ impl Syncguard {
         let prefix = settings.key_prefix.as_deref().unwrap_or(DEFAULT_PREFIX);
         let key_prefix = [&client_prefix[..], prefix.as_bytes()].concat();
         // syncguard's keys of one lock (record, lockId index, fence) span three slots unless
-        // the prefix they share holds a hash tag (docs/plans/cluster-sentinel.md D4).
+        // the prefix they share holds a hash tag.
         let cluster = matches!(connection.endpoint().address, Address::Cluster { .. });
-        if cluster && keys::hash_tag(&key_prefix) == key_prefix.as_slice() {
-            return Err(LockError::invalid_type(
-                "keyPrefix",
-                "keyPrefix must hold a hash tag on a Redis Cluster, like '{locks}': syncguard's keys of one lock must share a slot",
-            ));
-        }
+        let slot_safe = syncguard_slots::slot_safe(cluster, &key_prefix);
         // Every key is named whole by the caller: the locker adds no prefix of its own.
         let locker = Locker::new(connection.store().clone(), Vec::new(), command_timeout)
             .owned_by(owner)
@@ -162,7 +164,9 @@ impl Syncguard {
         Ok(Syncguard {
             locker: Arc::new(locker),
             client_prefix,
+            prefix: prefix.as_bytes().to_vec(),
             key_prefix,
+            slot_safe,
             cleanup: settings.cleanup_in_is_locked.unwrap_or(false),
             held: Arc::default(),
         })
@@ -183,8 +187,50 @@ impl Syncguard {
         [&self.client_prefix[..], key].concat()
     }
 
+    /// Whether its index and fence keys are put in the lock key's slot, and its lockIds name
+    /// it (on a cluster whose prefix holds no hash tag): a lockId then comes from `lock_id_for`.
+    pub fn slot_safe(&self) -> bool {
+        self.slot_safe
+    }
+
+    /// The lockId an acquisition of `lock_key` takes, made from the fresh `lock_id`: itself,
+    /// or in the slot-safe layout the same naming the lock key's slot.
+    pub fn lock_id_for(&self, lock_key: &[u8], lock_id: &str) -> Result<String, LockError> {
+        redis_key("lockKey", lock_key)?;
+        self::lock_id(lock_id)?;
+        if !self.slot_safe {
+            return Ok(lock_id.to_owned());
+        }
+        let slot = keys::slot(&self.sent(lock_key));
+        syncguard_slots::lock_id_in(lock_id, slot).ok_or_else(|| {
+            LockError::invalid_type("lockId", "lockId must be 22 base64url characters")
+        })
+    }
+
     fn keys(&self, call: &SyncguardCall<'_>) -> Result<SyncguardKeys, LockError> {
-        keys_of(call, &self.client_prefix)
+        let mut keys = keys_of(call, &self.client_prefix)?;
+        if self.slot_safe {
+            let slot = keys::slot(&keys.lock_key);
+            if syncguard_slots::slot_of_lock_id(call.lock_id) != Some(slot) {
+                return Err(LockError::invalid_type(
+                    "lockId",
+                    "lockId must name its lock key's slot on a Redis Cluster",
+                ));
+            }
+            keys.index_key = syncguard_slots::in_slot(&self.client_prefix, slot, call.index_key);
+            keys.fence_key = syncguard_slots::in_slot(&self.client_prefix, slot, call.fence_key);
+        }
+        Ok(keys)
+    }
+
+    /// The index key of `lock_id`, as sent: in the slot-safe layout, in the slot it names.
+    fn index_of(&self, index_key: &[u8], lock_id: &str) -> Vec<u8> {
+        match syncguard_slots::slot_of_lock_id(lock_id) {
+            Some(slot) if self.slot_safe => {
+                syncguard_slots::in_slot(&self.client_prefix, slot, index_key)
+            }
+            _ => self.sent(index_key),
+        }
     }
 
     /// `backend.acquire({ key, ttlMs })`, checked: `None` when the lock is held.
@@ -235,7 +281,7 @@ impl Syncguard {
     ) -> Result<SyncguardReleaseCall, LockError> {
         redis_key("indexKey", index_key)?;
         self::lock_id(lock_id)?;
-        let (index_key, lock_id) = (self.sent(index_key), lock_id.to_owned());
+        let (index_key, lock_id) = (self.index_of(index_key, lock_id), lock_id.to_owned());
         let expect = sync::lock(&self.held)
             .keys
             .remove(&lock_id)
@@ -260,7 +306,7 @@ impl Syncguard {
         redis_key("indexKey", index_key)?;
         self::lock_id(lock_id)?;
         let ttl = ttl(ttl_ms)?;
-        let (index_key, lock_id) = (self.sent(index_key), lock_id.to_owned());
+        let (index_key, lock_id) = (self.index_of(index_key, lock_id), lock_id.to_owned());
         let (locker, held) = (self.locker.clone(), self.held.clone());
         Ok(async move {
             let expiry = locker.sg_extend(&index_key, &lock_id, ttl).await?;
@@ -283,8 +329,14 @@ impl Syncguard {
     ) -> Result<impl Future<Output = Result<bool, LockError>> + Send + 'static, LockError> {
         redis_key("lockKey", lock_key)?;
         let lock_key = self.sent(lock_key);
-        let (locker, prefix, cleanup) =
-            (self.locker.clone(), self.key_prefix.clone(), self.cleanup);
+        // The clean-up's index key is the prefix's: in the slot-safe layout, in the lock's slot.
+        let prefix = if self.slot_safe {
+            let slot = keys::slot(&lock_key);
+            syncguard_slots::in_slot(&self.client_prefix, slot, &self.prefix)
+        } else {
+            self.key_prefix.clone()
+        };
+        let (locker, cleanup) = (self.locker.clone(), self.cleanup);
         Ok(async move { locker.sg_is_locked(&lock_key, &prefix, cleanup).await })
     }
 
@@ -314,7 +366,7 @@ impl Syncguard {
     {
         redis_key("indexKey", index_key)?;
         self::lock_id(lock_id)?;
-        let (index_key, lock_id) = (self.sent(index_key), lock_id.to_owned());
+        let (index_key, lock_id) = (self.index_of(index_key, lock_id), lock_id.to_owned());
         let locker = self.locker.clone();
         Ok(async move {
             let by = SyncguardLookup::ById {

@@ -1,0 +1,168 @@
+//! syncguard's layout on a Redis Cluster whose key prefix holds no hash tag. syncguard's own
+//! keys of one lock (`<prefix>:<key>`, `<prefix>:id:<lockId>`, `<prefix>:fence:<lock key>`)
+//! then fall in three slots, and its scripts touch all three: Redis refuses them (CROSSSLOT),
+//! so syncguard itself cannot run there and no process of it shares these keys. We keep the
+//! lock key and put the index and fence keys in its slot with a tag of that slot in front
+//! (`{<tag>}<prefix>:id:<lockId>`). The lockId carries the slot in its last 14 bits, so a
+//! release, extend or lookup by lockId alone finds its index key with no extra round trip.
+//! Everywhere else (one Redis, Sentinel, memory://, a cluster and a tagged prefix) syncguard's
+//! exact layout is kept, for a fleet that still runs syncguard.
+
+use crate::core::basics::slots::{self, SLOTS};
+
+/// How many characters a lockId has: 16 bytes in base64url, unpadded.
+const LOCK_ID_CHARS: usize = 22;
+
+/// Whether a backend with `key_prefix` (the client's prefix and syncguard's, as sent) on a
+/// cluster (`cluster`) must use the slot-safe layout: its keys share no slot otherwise.
+pub fn slot_safe(cluster: bool, key_prefix: &[u8]) -> bool {
+    cluster && slots::hash_tag(key_prefix) == key_prefix
+}
+
+/// `name` (a key as syncguard names it, before the client's prefix) in `slot`: the client's
+/// prefix, then a tag of the slot, then `name`; the tag goes first when the client's prefix
+/// holds a `{` (it would open the key's tag before ours).
+pub fn in_slot(client_prefix: &[u8], slot: u16, name: &[u8]) -> Vec<u8> {
+    let tag = slots::tag_for_slot(slot);
+    let braced = [b"{", tag, b"}"].concat();
+    if client_prefix.contains(&b'{') {
+        [&braced[..], client_prefix, name].concat()
+    } else {
+        [client_prefix, &braced[..], name].concat()
+    }
+}
+
+/// The value of a base64url character, or `None`.
+fn sextet(c: u8) -> Option<u16> {
+    Some(match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'-' => 62,
+        b'_' => 63,
+        _ => return None,
+    } as u16)
+}
+
+fn base64url(value: u16) -> u8 {
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[usize::from(value & 63)]
+}
+
+/// The slot a lockId names: bits 114 to 127 of the 16 bytes it encodes (its characters 19
+/// and 20, and the top two bits of 21). Any 22 base64url characters name one, so a lockId
+/// not made here names a slot whose index does not hold it: "not found". `None` for what is
+/// no lockId.
+pub fn slot_of_lock_id(lock_id: &str) -> Option<u16> {
+    let id = lock_id.as_bytes();
+    if id.len() != LOCK_ID_CHARS {
+        return None;
+    }
+    let mut values = [0u16; LOCK_ID_CHARS];
+    for (value, &c) in values.iter_mut().zip(id) {
+        *value = sextet(c)?;
+    }
+    Some((values[19] << 8 | values[20] << 2 | values[21] >> 4) % SLOTS)
+}
+
+/// `lock_id` naming `slot`: its slot bits replaced, its first 19 characters (114 random
+/// bits) and the low bits of its last kept. `None` for what is no lockId.
+pub fn lock_id_in(lock_id: &str, slot: u16) -> Option<String> {
+    slot_of_lock_id(lock_id)?;
+    let slot = slot % SLOTS;
+    let mut id = lock_id.as_bytes().to_vec();
+    let low = sextet(id[21])? & 0xF;
+    id[19] = base64url(slot >> 8);
+    id[20] = base64url(slot >> 2);
+    id[21] = base64url((slot & 3) << 4 | low);
+    String::from_utf8(id).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::basics::slots::slot;
+
+    const ID: &str = "AAAAAAAAAAAAAAAAAAAAAA";
+
+    #[test]
+    fn a_lock_id_carries_any_slot_and_keeps_its_random_part() {
+        let random = "q3Zx_-09aZbYc8Lm2kP4Tw";
+        for target in [0, 1, 2, 3, 4, 255, 256, 8191, 12182, SLOTS - 1] {
+            let id = lock_id_in(random, target).expect("a lockId");
+            assert_eq!(slot_of_lock_id(&id), Some(target), "{id}");
+            assert_eq!(id.len(), 22);
+            assert!(id.bytes().all(|c| sextet(c).is_some()), "{id}");
+            assert_eq!(&id[..19], &random[..19], "114 random bits kept");
+        }
+        // Every slot, through every value of the characters that carry it.
+        for target in 0..SLOTS {
+            let id = lock_id_in(ID, target).expect("a lockId");
+            assert_eq!(slot_of_lock_id(&id), Some(target));
+        }
+    }
+
+    #[test]
+    fn a_canonical_lock_id_stays_canonical() {
+        // 16 bytes in base64url: the last character's low 4 bits are zero, so it is one of
+        // A, Q, g, w; so it stays, and Node decodes it to 16 bytes and back to the same text.
+        for target in 0..4 {
+            let id = lock_id_in(ID, target).expect("a lockId");
+            assert!(b"AQgw".contains(&id.as_bytes()[21]), "{id}");
+        }
+    }
+
+    #[test]
+    fn the_slot_bits_are_the_last_14_of_the_16_bytes() {
+        // 0x3FFF in the last 14 bits: bytes 14 and 15 are 0x3F, 0xFF.
+        let id = lock_id_in(ID, SLOTS - 1).expect("a lockId");
+        assert_eq!(id, "AAAAAAAAAAAAAAAAAAA__w");
+        assert_eq!(lock_id_in(ID, 0).as_deref(), Some(ID));
+    }
+
+    #[test]
+    fn what_is_no_lock_id_names_no_slot() {
+        for bad in [
+            "",
+            "short",
+            "AAAAAAAAAAAAAAAAAAAAA=",
+            "AAAAAAAAAAAAAAAAAAAAAAA",
+            "AAAAAAAAAAAAAAAAAAAA.A",
+        ] {
+            assert_eq!(slot_of_lock_id(bad), None, "{bad}");
+            assert_eq!(lock_id_in(bad, 1), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_key_in_a_slot_lands_there_whatever_the_client_prefix() {
+        for client_prefix in [&b""[..], b"app:", b"a{b", b"x{}y", b"}{"] {
+            for target in [0, 277, 5061, SLOTS - 1] {
+                let key = in_slot(
+                    client_prefix,
+                    target,
+                    b"syncguard:id:AAAAAAAAAAAAAAAAAAAAAA",
+                );
+                assert_eq!(slot(&key), target, "{}", String::from_utf8_lossy(&key));
+            }
+        }
+        let tag = slots::tag_for_slot(12182);
+        assert_eq!(
+            in_slot(b"app:", 12182, b"sg:fence:sg:k"),
+            [b"app:{", tag, b"}sg:fence:sg:k"].concat()
+        );
+        assert_eq!(
+            in_slot(b"a{", 12182, b"sg:id:x"),
+            [b"{", tag, b"}a{sg:id:x"].concat()
+        );
+    }
+
+    #[test]
+    fn only_a_cluster_with_an_untagged_prefix_is_slot_safe() {
+        assert!(slot_safe(true, b"syncguard"));
+        assert!(slot_safe(true, b"app:{}syncguard"));
+        assert!(slot_safe(true, b""));
+        assert!(!slot_safe(true, b"{locks}"));
+        assert!(!slot_safe(true, b"app:{x}:sg"));
+        assert!(!slot_safe(false, b"syncguard"));
+    }
+}
