@@ -181,6 +181,9 @@ impl Locker {
                 place: wake::FAIR_PLACE,
                 lifetime: wake::QUEUE_LIFETIME,
             },
+            Some(_) if self.store.grants() => Layout::Ring {
+                ring_id: self.store.id(),
+            },
             Some(_) => Layout::Queued {
                 queue_id: self.store.id(),
                 score: wake::queue_score(),

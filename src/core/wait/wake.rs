@@ -106,6 +106,9 @@ struct Channel {
     handoffs: u64,
     /// Turns announced to this connection so far: each took it off the lock's queue.
     turns: u64,
+    /// The channel subscribed for it: its released channel, or (a store that grants) this
+    /// connection's grant channel of the lock.
+    heard_on: Option<Vec<u8>>,
 }
 
 impl Channel {
@@ -155,6 +158,7 @@ impl Channel {
     /// first waiter tries at once, and waiters subscribe and queue anew.
     fn lose_subscription(&mut self) {
         self.subscribed = false;
+        self.heard_on = None;
         self.queued = None;
         if let Some(first) = self.waiters.front().map(|w| w.seq) {
             self.apply(first, Event::Wake);
@@ -292,6 +296,7 @@ impl Wakes {
                 queued: None,
                 handoffs: 0,
                 turns: 0,
+                heard_on: None,
             }),
         };
         entry.waiters.push_back(waiter);
@@ -370,8 +375,10 @@ impl Wakes {
     }
 
     pub(crate) fn is_subscribed(&self, channel: &[u8]) -> bool {
-        self.with(channel, |entry| entry.subscribed)
-            .unwrap_or(false)
+        self.with(&entry_of(channel), |entry| {
+            entry.subscribed && entry.heard_on.as_deref().is_none_or(|on| on == channel)
+        })
+        .unwrap_or(false)
     }
 
     /// Whether this connection should queue for the lock: nobody waiting any more, a place in
@@ -407,7 +414,42 @@ impl Wakes {
     }
 
     pub(crate) fn mark_subscribed(&self, channel: &[u8]) {
-        self.with(channel, |entry| entry.subscribed = true);
+        self.with(&entry_of(channel), |entry| {
+            entry.subscribed = true;
+            entry.heard_on = Some(channel.to_vec());
+        });
+    }
+
+    /// This connection left the lock's ring (see release_grant.lua): the next waiter's
+    /// attempt joins it again.
+    pub(crate) fn left_ring(&self, channel: &[u8]) {
+        self.with(channel, |entry| entry.queued = None);
+    }
+
+    /// A release of another process granted the lock to this connection (release_grant.lua):
+    /// the first of our waiters that sleeps takes it (in the order they joined, as a wake
+    /// would pick it), made by `lease` for the TTL it wants. The lease comes back (made for
+    /// `None`) when nobody here takes it: the caller passes it on.
+    #[must_use]
+    pub fn grant_remote(
+        &self,
+        channel: &[u8],
+        lease: impl FnOnce(Option<Duration>) -> Lease,
+    ) -> Option<Lease> {
+        let mut channels = self.table();
+        let picked = channels.get_mut(channel).and_then(|entry| {
+            let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
+            let (seq, ttl) = (waiter.seq, waiter.ttl);
+            let reserved = entry.apply(seq, Event::Reserve);
+            matches!(reserved, Some(Effect::Done { .. })).then_some((entry, seq, ttl))
+        });
+        let Some((entry, seq, ttl)) = picked else {
+            return Some(lease(None));
+        };
+        match entry.apply(seq, Event::Grant(lease(Some(ttl)))) {
+            Some(Effect::Refused(back)) => back,
+            _ => None,
+        }
     }
 
     #[cfg(test)]
@@ -554,6 +596,7 @@ impl Wakes {
     /// table as subscribed, and nothing happens.
     pub fn unsubscribed(&self, channel: &[u8]) {
         let mut channels = self.table();
+        let channel = &entry_of(channel)[..];
         let Some(entry) = channels.get_mut(channel) else {
             return;
         };
@@ -586,11 +629,20 @@ impl Wakes {
             let queued = entry.queued.is_some_and(|at| at.elapsed() < QUEUE_LIFETIME);
             let keep = !entry.waiters.is_empty() || queued || entry.preparing;
             if !keep && entry.subscribed {
-                names.push(name.clone());
+                names.push(entry.heard_on.take().unwrap_or_else(|| name.clone()));
             }
             keep
         });
         names
+    }
+}
+
+/// The wake-table entry a channel we listen on belongs to: a grant channel of ours is its
+/// lock's, named by the lock's released channel.
+pub fn entry_of(channel: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match keys::grant_of_channel(channel) {
+        Some((lock_key, _)) => std::borrow::Cow::Owned(self::channel(&lock_key)),
+        None => std::borrow::Cow::Borrowed(channel),
     }
 }
 
