@@ -139,6 +139,61 @@ test('maestro with its default backoff (30 s cap): a killed waiter is skipped, t
   assert.deepEqual(await Promise.all([second.exited, third.exited]), [0, 0])
 })
 
+test('a grantee SIGSTOPped as it is granted keeps the lock its claim only; resumed, it never holds it over the next', async (t) => {
+  const CLAIM = 1000
+  const lockKey = 'lock:grants:stop'
+  const lock = new DistributedLock(server.url, { crossProcessGrants: true })
+  const handle = await lock.acquire('grants:stop', 30_000)
+  // The waiters poll every 20 ms: a claim that ran out publishes nothing, a poll finds it.
+  const env = { MODE: 'wait', LOCK_KEY: 'grants:stop', TTL_MS: '10000', POLL_MS: '20', HOLD_MS: '300' }
+  const stopped = worker(env)
+  await stopped.ready
+  await ringLength(lockKey, 1)
+  const next = worker(env)
+  await next.ready
+  await ringLength(lockKey, 2)
+  process.kill(stopped.proc.pid, 'SIGSTOP')
+  const released = now()
+  await handle.release()
+  const nextHeld = await line(next, 'held')
+  const after = nextHeld.held - released
+  t.diagnostic(`the next waiter held ${after.toFixed(2)} ms after the release (claim ${CLAIM} ms)`)
+  assert.ok(after >= CLAIM - 5 && after <= CLAIM + 50, `held ${after} ms after the release`)
+  process.kill(stopped.proc.pid, 'SIGCONT')
+  const nextDone = await line(next, 'released')
+  assert.equal((await line(next, 'afterHold')).isHeld, true)
+  // Resumed, it learns the grant is gone: it holds only after the next one released, fenced past it.
+  const late = await line(stopped, 'held')
+  assert.ok(late.held >= nextDone.at, `held at ${late.held}, the next released at ${nextDone.at}`)
+  assert.ok(BigInt(late.fence) > BigInt(nextHeld.fence))
+  assert.equal((await line(stopped, 'afterHold')).wrote, true)
+  assert.deepEqual(await Promise.all([stopped.exited, next.exited]), [0, 0])
+})
+
+test('a grantee holding 3 x the claim keeps the lock: nobody else holds it meanwhile', async () => {
+  const lockKey = 'lock:grants:long'
+  const lock = new DistributedLock(server.url, { crossProcessGrants: true })
+  const handle = await lock.acquire('grants:long', 30_000)
+  const env = { MODE: 'wait', LOCK_KEY: 'grants:long', TTL_MS: '10000', POLL_MS: '20' }
+  const long = worker({ ...env, HOLD_MS: '3000' })
+  await long.ready
+  await ringLength(lockKey, 1)
+  const next = worker({ ...env, HOLD_MS: '10' })
+  await next.ready
+  await ringLength(lockKey, 2)
+  await handle.release()
+  const held = await line(long, 'held')
+  const done = await line(long, 'afterHold')
+  // Still held by its own clock, and its fenced write went through: no later holder wrote first.
+  assert.equal(done.isHeld, true)
+  assert.equal(done.wrote, true)
+  const { at: releasedAt } = await line(long, 'released')
+  const nextHeld = await line(next, 'held')
+  assert.ok(nextHeld.held >= releasedAt, `the next held at ${nextHeld.held}, before ${releasedAt}`)
+  assert.ok(BigInt(nextHeld.fence) > BigInt(held.fence))
+  assert.deepEqual(await Promise.all([long.exited, next.exited]), [0, 0])
+})
+
 test('crossProcessGrants must be a boolean, named in the error, before any call', () => {
   for (const bad of ['yes', 1, null]) {
     assert.throws(() => new DistributedLock(server.url, { crossProcessGrants: bad }), (err) => {
