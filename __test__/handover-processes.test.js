@@ -10,7 +10,7 @@ const path = require('node:path')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
 const { startChild } = require('./helpers/child')
-const { DistributedLock } = require('..')
+const { DistributedLock, ExclusiveLock } = require('..')
 const DistributedLockService = require('../maestro')
 
 const WORKER = path.join(__dirname, 'fixtures', 'grant-worker.js')
@@ -202,5 +202,11 @@ test('crossProcessGrants must be a boolean, named in the error, before any call'
       return true
     })
     assert.throws(() => new DistributedLockService('k', 1000, server.url, { crossProcessGrants: bad }), /options\.crossProcessGrants/)
+    // ExclusiveLock's options are snake_case, its errors the original's schema errors.
+    assert.throws(
+      () => new ExclusiveLock({ name: 'k', cache_connection: server.url, cross_process_grants: bad }),
+      (err) => err.code === 'EINVAL' && err.errors?.[0]?.instancePath === '/cross_process_grants',
+    )
   }
+  assert.ok(new ExclusiveLock({ name: 'k', cache_connection: server.url, cross_process_grants: true }))
 })

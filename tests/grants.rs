@@ -212,3 +212,31 @@ async fn without_the_option_a_release_wakes_as_before_and_nothing_joins_a_ring()
     assert!(ring(&server, "old").is_empty());
     assert!(waiter.release(&won).await.unwrap());
 }
+
+#[tokio::test]
+async fn over_resp2_the_option_changes_nothing_and_waiters_poll() {
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let (holder, waiter) = (process(&server, 1), process(&server, 2));
+    let lease = take(&holder, "resp2").await;
+    let (locks, started) = (waiter.clone(), Instant::now());
+    let waiting = tokio::spawn(async move {
+        locks
+            .wait(
+                "resp2",
+                MS(5000),
+                MS(5000),
+                MS(50),
+                &CancellationToken::new(),
+            )
+            .await
+    });
+    tokio::time::sleep(MS(200)).await;
+    assert!(!holder.store().grants());
+    assert!(holder.release(&lease).await.unwrap());
+    let won = waiting.await.unwrap().expect("wait");
+    assert!(started.elapsed() < MS(2000));
+    let mut raw = server.raw();
+    assert_eq!(calls(&mut raw, "rpoplpush"), 0);
+    assert!(ring(&server, "resp2").is_empty());
+    assert!(waiter.release(&won).await.unwrap());
+}
