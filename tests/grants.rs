@@ -121,8 +121,8 @@ async fn a_release_grants_the_lock_to_a_waiter_of_another_process_that_makes_no_
     assert_eq!(granted.key, "job");
     assert!(waiter.release(&granted).await.unwrap());
     assert_eq!(holder_of(&server, "job"), None);
-    // Nobody waits any more: the releaser left the ring in the same step.
-    assert!(ring(&server, "job").is_empty());
+    // Nobody else in the ring: freed. The releaser stays in it for its next wait.
+    assert_eq!(ring(&server, "job"), vec![waiter.store().id().to_owned()]);
 }
 
 #[tokio::test]
@@ -142,17 +142,11 @@ async fn a_grant_nobody_takes_any_more_is_passed_on_to_the_next_connection() {
     joined(&server, "pass", &next).await;
     cancel.cancel();
     assert!(leaving.await.unwrap().is_none());
-    // Leaving, it left the ring; its place back, as an abort that came as the grant was
-    // sent would leave it: first in line, its connection still listening.
-    in_ring(&server, "pass", &gone, false).await;
-    let ring_key = keys::ring_key(b"lock:pass");
-    let mut raw = server.raw();
+    // Its connection stays in the ring, first in line, still listening: as an abort that
+    // came as the grant was sent would leave it.
+    let (ring_now, mut raw) = (ring(&server, "pass"), server.raw());
+    assert_eq!(ring_now.last(), Some(&gone.store().id().to_owned()));
     let turns = calls(&mut raw, "rpoplpush");
-    let _: i64 = redis::cmd("RPUSH")
-        .arg(&ring_key)
-        .arg(gone.store().id())
-        .query(&mut raw)
-        .unwrap();
     let released = Instant::now();
     assert!(holder.release(&lease).await.unwrap());
     let (granted, at) = waiting.await.unwrap().expect("passed on");
@@ -239,4 +233,41 @@ async fn over_resp2_the_option_changes_nothing_and_waiters_poll() {
     assert_eq!(calls(&mut raw, "rpoplpush"), 0);
     assert!(ring(&server, "resp2").is_empty());
     assert!(waiter.release(&won).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_releaser_that_waits_again_joins_with_no_command_and_the_ring_brings_the_lock_back() {
+    let server = RedisServer::start();
+    let (a, b) = (process(&server, 1), process(&server, 2));
+    let lease = take(&a, "silent").await;
+    let first = wait_for(&b, "silent", &CancellationToken::new());
+    joined(&server, "silent", &b).await;
+    assert!(a.release(&lease).await.unwrap());
+    let (held_by_b, _) = first.await.unwrap().expect("granted to b");
+    let second = wait_for(&a, "silent", &CancellationToken::new());
+    joined(&server, "silent", &a).await;
+    assert!(b.release(&held_by_b).await.unwrap());
+    let (held_by_a, _) = second.await.unwrap().expect("granted to a");
+    // b's release granted the lock on, and b stays in the ring: its next wait sends nothing.
+    let mut raw = server.raw();
+    let before = (calls(&mut raw, "evalsha"), calls(&mut raw, "pttl"));
+    let third = wait_for(&b, "silent", &CancellationToken::new());
+    tokio::time::sleep(MS(300)).await;
+    assert!(!third.is_finished());
+    assert_eq!(
+        (calls(&mut raw, "evalsha"), calls(&mut raw, "pttl")),
+        before
+    );
+    let released = Instant::now();
+    assert!(a.release(&held_by_a).await.unwrap());
+    let (held, at) = third.await.unwrap().expect("granted to b again");
+    assert!(
+        at.duration_since(released) < MS(1000),
+        "the poll, not the grant"
+    );
+    assert_eq!(
+        holder_of(&server, "silent").as_deref(),
+        Some(&held.token[..])
+    );
+    assert!(b.release(&held).await.unwrap());
 }

@@ -64,7 +64,10 @@ async fn grant(
     channel: &[u8],
     (bound, window_ms): (Duration, Option<u64>),
 ) -> Result<bool, LockError> {
-    let leave = !store.wakes().has_waiters(channel);
+    // A holder's connection stays in the ring, its next waiter waiting for the ring to bring
+    // the lock back (silently, see wake.rs `handed_on`); a grant passed on by a connection
+    // with nobody waiting takes it out.
+    let leave = lease.is_claim_only() && !store.wakes().has_waiters(channel);
     let token = token::new_token();
     let op = ReleaseGrant {
         lock_key: &lease.redis_key,
@@ -78,8 +81,11 @@ async fn grant(
         fence_retention_ms: window_ms.unwrap_or(token::FENCE_RETENTION_MS),
     };
     let released = store.backend().run(&op, bound).await.map(|released| {
+        let wakes = store.wakes();
         if leave {
-            store.wakes().left_ring(channel);
+            wakes.left_ring(channel);
+        } else {
+            wakes.handed_on(channel, matches!(released, Released::Granted { .. }));
         }
         released != Released::NotOurs
     });

@@ -109,6 +109,12 @@ struct Channel {
     /// The channel subscribed for it: its released channel, or (a store that grants) this
     /// connection's grant channel of the lock.
     heard_on: Option<Vec<u8>>,
+    /// Subscribed on this connection's grant channel of the lock: it takes the lock by grant
+    /// from the lock's ring, and stays in the ring (`queued`) after its last waiter leaves.
+    ring: bool,
+    /// In the ring, and our last release granted the lock to another connection of it: the
+    /// ring brings it back, so a new waiter here waits for that with no attempt of its own.
+    handed_on: bool,
 }
 
 impl Channel {
@@ -159,10 +165,17 @@ impl Channel {
     fn lose_subscription(&mut self) {
         self.subscribed = false;
         self.heard_on = None;
+        self.ring = false;
+        self.handed_on = false;
         self.queued = None;
         if let Some(first) = self.waiters.front().map(|w| w.seq) {
             self.apply(first, Event::Wake);
         }
+    }
+
+    /// A new waiter's turn comes by grant (see `handed_on`).
+    fn silent(&self) -> bool {
+        self.ring && self.handed_on && self.queued.is_some()
     }
 
     fn is_forgettable(&self) -> bool {
@@ -297,6 +310,8 @@ impl Wakes {
                 handoffs: 0,
                 turns: 0,
                 heard_on: None,
+                ring: false,
+                handed_on: false,
             }),
         };
         entry.waiters.push_back(waiter);
@@ -414,16 +429,33 @@ impl Wakes {
     }
 
     pub(crate) fn mark_subscribed(&self, channel: &[u8]) {
-        self.with(&entry_of(channel), |entry| {
+        let entry_name = entry_of(channel);
+        let ring = entry_name[..] != *channel;
+        self.with(&entry_name, |entry| {
             entry.subscribed = true;
             entry.heard_on = Some(channel.to_vec());
+            entry.ring = ring;
         });
+    }
+
+    /// A waiter's attempt found the lock held and put this connection in its ring (a win
+    /// leaves the ring as it was).
+    pub(crate) fn joined_ring(&self, channel: &[u8]) {
+        self.with(channel, |entry| entry.queued = Some(Instant::now()));
+    }
+
+    /// Our release granted the lock to another connection of the ring (`true`), or freed it.
+    pub(crate) fn handed_on(&self, channel: &[u8], handed_on: bool) {
+        self.with(channel, |entry| entry.handed_on = handed_on);
     }
 
     /// This connection left the lock's ring (see release_grant.lua): the next waiter's
     /// attempt joins it again.
     pub(crate) fn left_ring(&self, channel: &[u8]) {
-        self.with(channel, |entry| entry.queued = None);
+        self.with(channel, |entry| {
+            entry.queued = None;
+            entry.handed_on = false;
+        });
     }
 
     /// A release of another process granted the lock to this connection (release_grant.lua):
@@ -438,6 +470,7 @@ impl Wakes {
     ) -> Option<Lease> {
         let mut channels = self.table();
         let picked = channels.get_mut(channel).and_then(|entry| {
+            entry.handed_on = false;
             let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
             let (seq, ttl) = (waiter.seq, waiter.ttl);
             let reserved = entry.apply(seq, Event::Reserve);
@@ -475,7 +508,7 @@ impl Wakes {
         let leave = self
             .with(channel, |entry| {
                 let queued = queued && entry.turns == turns;
-                let leave = queued && entry.waiters.is_empty();
+                let leave = queued && entry.waiters.is_empty() && !entry.ring;
                 entry.queued = (queued && !leave).then(Instant::now);
                 leave.then(|| entry.lock_key.clone())
             })
@@ -771,7 +804,7 @@ impl Ticket {
                 needs_preparing: !entry.subscribed || (!fair && entry.queued.is_none()),
                 handoffs: entry.handoffs,
                 turn_from_others: !fair
-                    && (entry.handoffs != self.handoffs_at_join || behind_others),
+                    && (entry.handoffs != self.handoffs_at_join || behind_others || entry.silent()),
             }
         });
         view.unwrap_or(TicketView {
@@ -818,7 +851,12 @@ impl Drop for Ticket {
         };
         // Nobody here waits for the lock any more: a place in its queue would only have the
         // next release's wake passed on through us, and keep its subscription for a minute.
-        if owed.is_none() && entry.waiters.is_empty() && entry.queued.take().is_some() {
+        // A connection in a lock's ring stays there: a grant nobody takes is passed on.
+        if owed.is_none()
+            && entry.waiters.is_empty()
+            && !entry.ring
+            && entry.queued.take().is_some()
+        {
             owed = Some(Cleanup::LeaveQueue(entry.lock_key.clone()));
         }
         let left_idle = entry.waiters.is_empty() && entry.subscribed;

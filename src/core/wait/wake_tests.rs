@@ -533,3 +533,21 @@ fn a_grant_channel_of_ours_is_its_locks_entry_and_is_what_is_unsubscribed() {
     drop(waiter);
     assert_eq!(wakes.take_idle(0), vec![grants]);
 }
+
+#[test]
+fn a_connection_in_a_ring_stays_there_and_a_new_waiter_waits_silently_once_it_handed_on() {
+    let (wakes, noted) = noted();
+    let waiter = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
+    wakes.joined_ring(&channel(LOCK));
+    assert!(!waiter.view().turn_from_others);
+    drop(waiter);
+    // No leave-queue: a grant that comes is passed on, and the next wait needs no joining.
+    assert!(lock(&noted.0).is_empty());
+    wakes.handed_on(&channel(LOCK), true);
+    let next = wakes.join(LOCK, TTL);
+    assert!(next.view().turn_from_others);
+    // Out of the ring (it passed a grant on), it must join again: its attempts are its own.
+    wakes.left_ring(&channel(LOCK));
+    assert!(!next.view().turn_from_others);
+}
