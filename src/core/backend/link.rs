@@ -537,13 +537,14 @@ impl<W: Conduit> Link<W> {
         refusals: Refusals,
     ) -> Result<Value, (LockError, Option<Pinned<W>>)> {
         let started = Instant::now();
-        let sent = Stamp::now();
+        // Only a connection that grants reads it (see `answered_sent`).
+        let sent = self.endpoint.grants.then(Stamp::now);
         let answer = self
             .call(timeout, replay, refusals, |mut con| async move {
                 query(request, &mut con).await
             })
             .await;
-        if answer.is_ok() {
+        if let (Some(sent), true) = (sent, answer.is_ok()) {
             let mut answered = lock(&self.answered);
             if answered.is_none_or(|last| last.at < sent.at) {
                 *answered = Some(sent);
