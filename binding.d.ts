@@ -340,6 +340,11 @@ export interface ConnectionOptions {
   sentinelName?: string
   sentinelUsername?: string
   sentinelPassword?: string
+  /**
+   * Releases grant the lock to waiting connections of other processes (see README,
+   * "Grants across processes"); off by default.
+   */
+  crossProcessGrants?: boolean
 }
 
 /** Options of `new DistributedLock(redis, options)`, defaults as in @lilith/distributed-lock. */

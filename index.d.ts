@@ -144,6 +144,12 @@ export interface LockOptions {
   fenceRetentionMs?: number
   /** Count what its calls do for `stats()`; false keeps every count at zero (README "Stats"). Default true. */
   stats?: boolean
+  /**
+   * A release gives the lock to the next waiting process, which holds it with no attempt of
+   * its own (README "Grants across processes"). One Redis or Sentinel with RESP3; elsewhere
+   * ignored. Default false.
+   */
+  crossProcessGrants?: boolean
   /** Logs each event at its level (README "Tracing"). Default: silent. */
   logger?: TracingLogger
   /** Told of each event (README "Tracing"); its own native lock, so only this instance's events. */
@@ -440,6 +446,8 @@ export interface ExclusiveLockOptions {
   fence_retention_ms?: number
   /** Ours: count what its calls do for `stats()`; false keeps every count at zero. Default true. */
   stats?: boolean
+  /** Ours: a connection of its own that grants across processes (README "Grants across processes"); its pair locks are not granted yet. Default false. */
+  cross_process_grants?: boolean
   /** Ours: logs each event at its level (README "Tracing"); `log` stays the original's. */
   logger?: TracingLogger
   /** Ours: told of each event (README "Tracing"). */
@@ -556,6 +564,8 @@ export declare class DistributedLockService {
       fenceRetentionMs?: number
       /** Count what its calls do for `stats()`; false keeps every count at zero. Default true. */
       stats?: boolean
+      /** Not in the original: a release gives the lock to the next waiting process (README "Grants across processes"). Default false. */
+      crossProcessGrants?: boolean
       /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
       onEvent?: OnLockEvent
       /** Not in the original: the held lock's connection to Redis dropped (the lock is in doubt). */

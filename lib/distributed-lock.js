@@ -419,6 +419,7 @@ class DistributedLock {
     check.optionalBoolean(o.fair, 'options.fair')
     check.optionalBoolean(o.lendOnHandover, 'options.lendOnHandover')
     check.optionalBoolean(o.stats, 'options.stats')
+    check.optionalBoolean(o.crossProcessGrants, 'options.crossProcessGrants')
     checkTracing(o.logger, o.onEvent, 'options')
     for (const name of ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs']) {
       check.optionalNumber(o[name], `options.${name}`)
@@ -437,9 +438,9 @@ class DistributedLock {
         stats: o.stats,
       }
       const connection =
-        url && o.connectTimeoutMs === undefined
+        url && o.connectTimeoutMs === undefined && o.crossProcessGrants === undefined
           ? sharedUrl(redis)
-          : sharedConnection({ ...(read ?? connectionOptions(redis, 'redis', REDLOCK)).connection, connectTimeoutMs: o.connectTimeoutMs })
+          : sharedConnection(withGrants({ ...(read ?? connectionOptions(redis, 'redis', REDLOCK)).connection, connectTimeoutMs: o.connectTimeoutMs }, o.crossProcessGrants))
       // The native side keeps no state of its own between calls: one per set of settings.
       const make = () => ({
         native: new NativeDistributedLock(connection, settings, heartbeat),
@@ -654,6 +655,12 @@ class DistributedLock {
   stats() {
     return statsOf(this.#native)
   }
+}
+
+// Grants across processes ride on a connection of their own (README "Grants across
+// processes"); left out when not asked for, so that connection is today's, shared alike.
+function withGrants(connection, grants) {
+  return grants === undefined ? connection : { ...connection, crossProcessGrants: grants }
 }
 
 // The core names options as the native layer receives them; users wrote `options.x`.

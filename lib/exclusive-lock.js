@@ -33,6 +33,8 @@ const TYPES = Object.entries({
   fence_retention_ms: 'number or Infinity',
   // Ours: false keeps stats() at zero (README "Stats").
   stats: 'boolean',
+  // Ours: grants across processes (README "Grants across processes").
+  cross_process_grants: 'boolean',
 })
 
 // The original validates with an ajv schema and reports the first failure in ajv's words.
@@ -206,7 +208,10 @@ class ExclusiveLock extends EventEmitter {
     try {
       // The TTL and refresh are checked by the native constructor (as numbers the native side
       // takes) but read anew at every acquire(), so they are part of the settings shared.
-      this.#shared = nativeLock(url ? sharedUrl(given) : sharedConnection(connection.connection), {
+      const grants = option(opts, 'cross_process_grants')
+      const fields = url ? { url: given } : connection.connection
+      const shared = url && grants === undefined ? sharedUrl(given) : sharedConnection(grants === undefined ? fields : { ...fields, crossProcessGrants: grants })
+      this.#shared = nativeLock(shared, {
         name: o.name,
         keyPrefix: o.key_prefix,
         clientKeyPrefix: connection?.clientKeyPrefix,

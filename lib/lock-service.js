@@ -108,6 +108,7 @@ class DistributedLockService {
   #heldSince = 0
   #fenceRetentionMs
   #stats
+  #grants
   // The acquisition in flight, if any: `{ cancelled, cancel(), done }`. A release wins over it.
   #attempt = null
   #refreshing = false
@@ -140,6 +141,7 @@ class DistributedLockService {
     }
     this.#fenceRetentionMs = options?.fenceRetentionMs
     this.#stats = check.optionalBoolean(options?.stats, 'options.stats')
+    this.#grants = check.optionalBoolean(options?.crossProcessGrants, 'options.crossProcessGrants')
     check.optionalFunction(options?.onSuspended, 'options.onSuspended')
     check.optionalFunction(options?.onResumed, 'options.onResumed')
     this.#onSuspended = options?.onSuspended
@@ -174,7 +176,10 @@ class DistributedLockService {
       return
     }
     try {
-      const connection = native.url ? sharedUrl(cache) : sharedConnection(native.connection)
+      const fields = native.url ? { url: cache } : native.connection
+      const grants = this.#grants
+      const connection =
+        native.url && grants === undefined ? sharedUrl(cache) : sharedConnection(grants === undefined ? fields : { ...fields, crossProcessGrants: grants })
       const settings = {
         retryDelayMs: CONFIG.retryDelayMs,
         maxBackoffMs: CONFIG.maxBackoffMs,

@@ -16,6 +16,8 @@ const ADAPTERS = {
   'ours-distributed-lock-traced': require('./ours-distributed-lock-traced'),
   // With `stats: false`: what the always-on counters cost, against the plain row.
   'ours-distributed-lock-nostats': require('./ours-distributed-lock-nostats'),
+  // With `crossProcessGrants: true`, (c4) only: grants across processes against wakes.
+  'ours-distributed-lock-grants': require('./ours-distributed-lock-grants'),
   'ours-exclusive-lock': require('./ours-exclusive-lock'),
   'ours-lock-service': require('./ours-lock-service'),
   // The same three on the embedded memory:// backend (no server): what running in process buys.

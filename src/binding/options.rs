@@ -43,6 +43,9 @@ pub struct ConnectionOptions {
     pub sentinel_name: Option<String>,
     pub sentinel_username: Option<String>,
     pub sentinel_password: Option<String>,
+    /// Releases grant the lock to waiting connections of other processes (see README,
+    /// "Grants across processes"); off by default.
+    pub cross_process_grants: Option<bool>,
 }
 
 /// One node of a list: `port` defaults to the service's own (6379, a sentinel 26379).
@@ -99,6 +102,7 @@ impl ConnectionOptions {
             sentinel_name: self.sentinel_name,
             sentinel_username: self.sentinel_username,
             sentinel_password: self.sentinel_password,
+            cross_process_grants: self.cross_process_grants,
         })
     }
 }

@@ -9,6 +9,7 @@ use super::lock_store::{Caps, Listener, LockStore, Subscriptions};
 use super::memory::MemoryStore;
 use super::redis_store::RedisStore;
 use super::redlock_store::RedlockStore;
+use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
@@ -177,6 +178,10 @@ impl LockStore for Backend {
 
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
         each!(self, s => s.server_time(bound).await)
+    }
+
+    fn answered_sent(&self) -> Option<Stamp> {
+        each!(self, s => s.answered_sent())
     }
 }
 

@@ -73,6 +73,10 @@ pub struct Endpoint {
     pub username: Option<String>,
     pub password: Option<String>,
     pub connect_timeout: Duration,
+    /// Releases grant the lock to waiting connections of other processes (release_grant.lua),
+    /// where the store can (`Handover::Ring`). A connection of its own: with it off, nothing
+    /// of this changes what is sent.
+    pub grants: bool,
 }
 
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(5_000);
@@ -110,6 +114,8 @@ pub struct EndpointSpec {
     pub sentinel_name: Option<String>,
     pub sentinel_username: Option<String>,
     pub sentinel_password: Option<String>,
+    /// `crossProcessGrants` (see `Endpoint::grants`).
+    pub cross_process_grants: Option<bool>,
 }
 
 impl EndpointSpec {
@@ -152,6 +158,7 @@ impl Endpoint {
                 username: None,
                 password: None,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                grants: false,
             },
         };
         if let Some(address) = many {
@@ -242,6 +249,7 @@ impl Endpoint {
         if let Some(timeout) = spec.connect_timeout {
             endpoint.connect_timeout = timeout;
         }
+        endpoint.grants = spec.cross_process_grants.unwrap_or(false);
         if matches!(endpoint.address, Address::Cluster { .. }) && endpoint.db != 0 {
             return Err(LockError::invalid_type(
                 "db",
@@ -290,6 +298,7 @@ impl Endpoint {
             username: None,
             password: None,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            grants: false,
         })
     }
 
@@ -316,6 +325,7 @@ impl Endpoint {
             username: read.username,
             password: read.password,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            grants: false,
         })
     }
 
@@ -364,6 +374,7 @@ impl Endpoint {
             username: redis.username().map(str::to_owned),
             password: redis.password().map(str::to_owned),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            grants: false,
         })
     }
 

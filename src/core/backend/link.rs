@@ -8,6 +8,7 @@ use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::upstream::Upstream;
 use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
+use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
@@ -108,6 +109,9 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// Serialises SUBSCRIBE and UNSUBSCRIBE, so the server sees them in the order our state
     /// changed in.
     switching: tokio::sync::Mutex<()>,
+    /// When the latest request answered on the current connection was sent (see
+    /// `LockStore::answered_sent`); forgotten with the connection, whose order it vouches for.
+    answered: Mutex<Option<Stamp>>,
 }
 
 impl<W: Conduit> Link<W> {
@@ -135,7 +139,18 @@ impl<W: Conduit> Link<W> {
             scripts,
             listener,
             switching: tokio::sync::Mutex::new(()),
+            answered: Mutex::new(None),
         }
+    }
+
+    /// See `LockStore::answered_sent`.
+    pub(super) fn answered_sent(&self) -> Option<Stamp> {
+        *lock(&self.answered)
+    }
+
+    /// Whether the connection carries pushes beside replies (RESP3), as far as known.
+    pub(super) fn pushes(&self) -> bool {
+        !self.resp2_only.load(Ordering::Relaxed)
     }
 
     /// Resolves after the connection dropped (one waiter: the watchdog).
@@ -175,6 +190,7 @@ impl<W: Conduit> Link<W> {
             return Ok(kept.clone());
         }
         *slot = Some((manager.clone(), resp3));
+        *lock(&self.answered) = None;
         Ok(manager)
     }
 
@@ -521,11 +537,19 @@ impl<W: Conduit> Link<W> {
         refusals: Refusals,
     ) -> Result<Value, (LockError, Option<Pinned<W>>)> {
         let started = Instant::now();
+        // Only a connection that grants reads it (see `answered_sent`).
+        let sent = self.endpoint.grants.then(Stamp::now);
         let answer = self
             .call(timeout, replay, refusals, |mut con| async move {
                 query(request, &mut con).await
             })
             .await;
+        if let (Some(sent), true) = (sent, answer.is_ok()) {
+            let mut answered = lock(&self.answered);
+            if answered.is_none_or(|last| last.at < sent.at) {
+                *answered = Some(sent);
+            }
+        }
         if trace::on() {
             let failed = answer.as_ref().err().map(|(err, _)| err);
             trace_call(&packed_request(request), started, failed);

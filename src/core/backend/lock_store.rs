@@ -8,6 +8,7 @@
 //! (basics/keys.rs), so one atomic script per op is enough on any of them.
 
 use super::endpoint::Endpoint;
+use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
@@ -57,6 +58,10 @@ pub enum Handover {
     /// handoff.lua on every node: the waiter's once a quorum handed it over with the
     /// waiter's validity left (Redlock).
     Quorum,
+    /// In-process as `InScript`; across processes a release grants the lock to the next
+    /// waiting connection of the lock's ring, told on its own channel (release_grant.lua).
+    /// One server with pushes (RESP3), with `crossProcessGrants` on.
+    Ring,
     /// Release and wake only.
     None,
 }
@@ -305,6 +310,13 @@ pub trait LockStore: Send + Sync {
     /// Signalled when the connection dropped: every lock may be gone (the watchdog's
     /// re-check).
     fn lost(&self) -> &Drops;
+
+    /// When the latest request whose reply has been read on the connection that carries
+    /// pushes was sent: read while a push is handed on, it precedes whatever the push tells
+    /// of (Redis writes replies and pushes in the order it ran them). `None` when unknown.
+    fn answered_sent(&self) -> Option<Stamp> {
+        None
+    }
 
     /// The store's clock (Redis TIME), for callers that must not trust their own.
     fn server_time(

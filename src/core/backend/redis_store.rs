@@ -8,6 +8,7 @@ use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
 };
 use super::wire::Conduit;
+use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
@@ -104,7 +105,12 @@ impl<W: Conduit> LockStore for RedisStore<W> {
     fn caps(&self) -> Caps {
         Caps {
             fencing: Fencing::Strict,
-            handover: Handover::InScript,
+            // Grants need the grantee's own channel heard beside its replies.
+            handover: if self.endpoint().grants && self.link.pushes() {
+                Handover::Ring
+            } else {
+                Handover::InScript
+            },
             fairness: Fairness::Line,
             // The JS thread's socket is plain TCP: TLS and Unix sockets stay on the runtime.
             fast_path: if super::direct::supports(self.endpoint()) {
@@ -210,6 +216,10 @@ impl<W: Conduit> LockStore for RedisStore<W> {
 
     fn lost(&self) -> &Drops {
         self.link.dropped()
+    }
+
+    fn answered_sent(&self) -> Option<Stamp> {
+        self.link.answered_sent()
     }
 
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {

@@ -82,6 +82,7 @@ impl Endpoint {
         let connect_timeout = nodes.iter().map(|n| n.connect_timeout).max();
         Ok(Endpoint {
             connect_timeout: connect_timeout.unwrap_or(super::endpoint::DEFAULT_CONNECT_TIMEOUT),
+            grants: false,
             address: Address::Redlock(nodes),
             db: 0,
             username: None,

@@ -15,6 +15,9 @@ struct Validity {
     /// When the request that last confirmed the lock (its acquisition or an extend) was
     /// sent: a drop of the connection at or after it puts the lock in doubt.
     confirmed: Instant,
+    /// A grant from another process's release, valid for its claim only until a refresh
+    /// with our own TTL confirms it (see release_grant.lua).
+    claim_only: bool,
 }
 
 #[derive(Debug)]
@@ -55,8 +58,39 @@ impl Lease {
                 deadline: until(sent, ttl),
                 expires_at_ms: wall_until(sent, ttl),
                 confirmed: sent.at,
+                claim_only: false,
             }),
         }
+    }
+
+    /// A grant another process's release made to a waiter wanting `ttl`: fenced `fence`, set
+    /// by Redis for `claim` after `anchor` (a request
+    /// sent before the grant ran, see `LockStore::answered_sent`; `None`: unknown, and the
+    /// grant counts as run out). Its key as the user named it is the waiter's to fill in.
+    pub fn granted(
+        redis_key: Vec<u8>,
+        token: String,
+        fence: u64,
+        (anchor, claim): (Option<Stamp>, Duration),
+        ttl: Duration,
+    ) -> Self {
+        let (sent, valid) = match anchor {
+            Some(anchor) => (anchor, claim.min(ttl)),
+            None => (Stamp::now(), Duration::ZERO),
+        };
+        let lease = Lease::new(String::new(), redis_key, token, fence, sent, ttl);
+        {
+            let mut v = lease.validity();
+            v.deadline = until(sent, valid);
+            v.expires_at_ms = wall_until(sent, valid);
+            v.claim_only = true;
+        }
+        lease
+    }
+
+    /// Whether it is a grant still valid for its claim only (see `granted`).
+    pub fn is_claim_only(&self) -> bool {
+        self.validity().claim_only
     }
 
     /// A lease a caller kept the parts of (a JS handle): valid until `deadline` by our clock.
@@ -83,6 +117,7 @@ impl Lease {
                 expires_at_ms: sent.wall_ms + left.as_millis() as u64,
                 // Not known for the parts a caller kept; an extend sets it.
                 confirmed: sent.at,
+                claim_only: false,
             }),
         }
     }
@@ -139,6 +174,7 @@ impl Lease {
             v.deadline = until(sent, ttl);
             v.expires_at_ms = wall_until(sent, ttl);
             v.confirmed = sent.at;
+            v.claim_only = false;
         }
     }
 

@@ -371,7 +371,9 @@ impl Locker {
                 Err(gave_up) => {
                     // A lock handed over in the last instant is still ours to take.
                     if let Some(lease) = ticket.as_ref().and_then(Ticket::take_grant) {
-                        return self.won(lease, cancel, ticket, scheme).await;
+                        if let Some(lease) = self.confirm_grant(lease, scheme.name()).await {
+                            return self.won(lease, cancel, ticket, scheme).await;
+                        }
                     }
                     return attempts.run_out(scheme.name(), failed, gave_up);
                 }
@@ -571,7 +573,7 @@ impl Locker {
         cancel: &CancellationToken,
     ) -> Result<Pause, LockError> {
         match ticket.look() {
-            Resume::Granted(lease) => return Ok(self.handed(lease, name)),
+            Resume::Granted(lease) => return Ok(self.handed(lease, name).await),
             Resume::Settled => return Err(LockError::Aborted),
             Resume::Waiting => {}
         }
@@ -615,16 +617,20 @@ impl Locker {
         // From here on, a release announced is news for this waiter again; a lock handed
         // over meanwhile is taken, and a caller answered by its releaser is done.
         match ticket.rearm() {
-            Resume::Granted(lease) => Ok(self.handed(lease, name)),
+            Resume::Granted(lease) => Ok(self.handed(lease, name).await),
             Resume::Settled => Err(LockError::Aborted),
             Resume::Waiting => Ok(pause),
         }
     }
 
-    /// A release of ours handed this waiter the lock.
-    fn handed(&self, lease: Lease, name: &str) -> Pause {
+    /// A release handed this waiter the lock: one of ours, or another process's grant,
+    /// kept once confirmed (a grant lost meanwhile has the waiter try at once).
+    async fn handed(&self, lease: Lease, name: &str) -> Pause {
         self.stats().handed_over(name);
-        Pause::Granted(lease)
+        match self.confirm_grant(lease, name).await {
+            Some(lease) => Pause::Granted(lease),
+            None => Pause::Woken,
+        }
     }
 
     /// Until `due` (the next scheduled attempt), tries again whenever a release is

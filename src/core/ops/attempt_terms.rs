@@ -136,7 +136,12 @@ impl Locker {
     /// woken by it.
     pub fn release_request(&self, lease: &Lease) -> Option<Duration> {
         let wakes = self.store().wakes();
-        if self.is_fair() || lease.is_released() || wakes.waiters_at_release(&lease.redis_key) {
+        // A store that grants decides on the runtime's connection, whose pushes bring grants.
+        if self.is_fair()
+            || lease.is_released()
+            || self.store().grants()
+            || wakes.waiters_at_release(&lease.redis_key)
+        {
             return None;
         }
         Some(self.bound_for(lease))

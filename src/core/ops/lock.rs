@@ -181,6 +181,9 @@ impl Locker {
                 place: wake::FAIR_PLACE,
                 lifetime: wake::QUEUE_LIFETIME,
             },
+            Some(_) if self.store.grants() => Layout::Ring {
+                ring_id: self.store.id(),
+            },
             Some(_) => Layout::Queued {
                 queue_id: self.store.id(),
                 score: wake::queue_score(),
@@ -210,7 +213,13 @@ impl Locker {
         let won = matches!(reply, Ok(Acquired::Won { .. }));
         if let (Some(ticket), Some(turns), Ok(_)) = (queueing, turns, &reply) {
             let wakes = ticket.wakes();
-            wakes.mark_queued_after(ticket.channel(), !won || company, turns);
+            if self.store.grants() {
+                if !won {
+                    wakes.joined_ring(ticket.channel());
+                }
+            } else {
+                wakes.mark_queued_after(ticket.channel(), !won || company, turns);
+            }
         }
         if let (Some(ticket), true) = (waiting, won) {
             // Winning took it out of the fair lock's line.

@@ -3,6 +3,7 @@
 
 pub mod acquire;
 pub mod attempt_terms;
+pub mod claims;
 pub mod delivery;
 pub mod direct;
 pub mod exclusive;

@@ -12,6 +12,7 @@ use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
 use crate::core::proto::release::{FenceUpkeep, HandOver, Release, ReleaseKind};
+use crate::core::proto::ring::{ReleaseGrant, Released};
 use crate::core::wait::wake::{self, Reservation};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,9 @@ pub async fn release(
     }
     // Waiters of our own that are already trying go first, woken here; else the queue decides.
     let ours_wait = store.wakes().waiters_at_release(&lease.redis_key);
+    if !ours_wait && store.grants() {
+        return grant(store, lease, &channel, (bound, window_ms)).await;
+    }
     let release = Release {
         lock_key: &lease.redis_key,
         token: &lease.token,
@@ -45,6 +49,47 @@ pub async fn release(
         store.wakes().wake_local(&channel);
     }
     Ok(deleted)
+}
+
+/// How long a grant to another process holds unless its grantee confirms it (see
+/// release_grant.lua): a grantee that died or was stopped keeps the lock no longer.
+pub const GRANT_CLAIM: Duration = Duration::from_millis(1_000);
+
+/// Releases our lock granting it to the next connection of the lock's ring that listens,
+/// under a fresh token it learns from the message (release_grant.lua); deleted when none
+/// does. This connection leaves the ring in the same step when nobody here waits.
+async fn grant(
+    store: &Arc<Store>,
+    lease: &Lease,
+    channel: &[u8],
+    (bound, window_ms): (Duration, Option<u64>),
+) -> Result<bool, LockError> {
+    // A holder's connection stays in the ring, its next waiter waiting for the ring to bring
+    // the lock back (silently, see wake.rs `handed_on`); a grant passed on by a connection
+    // with nobody waiting takes it out.
+    let leave = lease.is_claim_only() && !store.wakes().has_waiters(channel);
+    let token = token::new_token();
+    let op = ReleaseGrant {
+        lock_key: &lease.redis_key,
+        token: &lease.token,
+        fence: lease.fence,
+        last: 0,
+        grant: &token,
+        claim: GRANT_CLAIM,
+        id: store.id(),
+        leave,
+        fence_retention_ms: window_ms.unwrap_or(token::FENCE_RETENTION_MS),
+    };
+    let released = store.backend().run(&op, bound).await.map(|released| {
+        let wakes = store.wakes();
+        if leave {
+            wakes.left_ring(channel);
+        } else {
+            wakes.handed_on(channel, matches!(released, Released::Granted { .. }));
+        }
+        released != Released::NotOurs
+    });
+    outcome(lease, released)
 }
 
 /// The handover of our `lease` to a waiter's fresh token `to`, for `ttl`.

@@ -7,13 +7,15 @@
 use super::kept_fences::KeptFences;
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::endpoint::Endpoint;
-use crate::core::backend::lock_store::{Listener, LockStore, LostScope, Subscriptions};
+use crate::core::backend::lock_store::{Handover, Listener, LockStore, LostScope, Subscriptions};
 use crate::core::basics::background::spawn;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
 use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
+use crate::core::proto::ring::{GrantMessage, LeaveRing};
 use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake::{self, Turn, Wakes};
 use std::collections::HashMap;
@@ -69,7 +71,7 @@ impl Subscriptions for Wakes {
     }
 
     fn is_wanted(&self, channel: &[u8]) -> bool {
-        Wakes::has_waiters(self, channel)
+        Wakes::has_waiters(self, &wake::entry_of(channel))
     }
 
     fn take_idle(&self, keep: usize) -> Vec<Vec<u8>> {
@@ -146,10 +148,22 @@ impl Store {
         &self.id
     }
 
+    /// Whether this connection's releases grant the lock to other processes' waiters, and
+    /// its waiters take grants (`Handover::Ring`).
+    pub fn grants(&self) -> bool {
+        self.backend.caps().handover == Handover::Ring
+    }
+
     /// A release was announced on `channel` for `to`: this connection (popped off the lock's
     /// queue), one waiter of ours by name (`<id>:<seq>`, next in a fair lock's line), or
-    /// someone else.
+    /// someone else. On our grant channel of a lock, a grant (see `granted`).
     fn announced(&self, channel: &[u8], to: &[u8]) {
+        if let Some((lock_key, id)) = keys::grant_of_channel(channel) {
+            if id == self.id {
+                self.granted(lock_key, to);
+            }
+            return;
+        }
         let Some(rest) = to.strip_prefix(self.id.as_bytes()) else {
             return;
         };
@@ -172,6 +186,36 @@ impl Store {
         match self.wakes.take_turn(channel) {
             Turn::Woke => {}
             Turn::PassOn(lock_key) => self.pass_on(lock_key),
+        }
+    }
+
+    /// Another process's release granted us the lock at `lock_key` (release_grant.lua): our
+    /// first waiter takes it, with no attempt of its own; with nobody here to take it, it is
+    /// passed on at once, as our own release would. Runs as the push is read, so the request
+    /// last answered on the connection ran before the grant: the grant's claim counts from
+    /// when that request was sent, never later than Redis counts it.
+    fn granted(&self, lock_key: Vec<u8>, message: &[u8]) {
+        let Some(grant) = GrantMessage::parse(message) else {
+            return;
+        };
+        let anchor = self.backend.answered_sent();
+        let channel = wake::channel(&lock_key);
+        // The grant's block of fences (`last`) is drawn again by whoever releases it next.
+        let GrantMessage {
+            fence,
+            claim,
+            token,
+            ..
+        } = grant;
+        let orphan = self.wakes.grant_remote(&channel, |ttl| {
+            let ttl = ttl.unwrap_or(claim);
+            Lease::granted(lock_key, token, fence, (anchor, claim), ttl)
+        });
+        // Nobody here takes it: released as ours would be, which grants it to the next
+        // connection of the ring (this one leaving it when nobody here waits). Unconfirmed,
+        // it runs out after its claim should that fail.
+        if let Some(orphan) = orphan {
+            self.release_orphan(orphan);
         }
     }
 
@@ -221,6 +265,14 @@ impl Store {
     /// (the wake is then passed on) or to run out.
     pub(crate) fn leave_queue(&self, lock_key: Vec<u8>) {
         self.in_background(|store| async move {
+            if store.grants() {
+                let leave = LeaveRing {
+                    lock_key: &lock_key,
+                    id: &store.id,
+                };
+                let _ignored = store.backend.run(&leave, BACKGROUND_TIMEOUT).await;
+                return;
+            }
             let leave = LeaveQueue {
                 lock_key: &lock_key,
                 id: &store.id,
@@ -260,12 +312,26 @@ impl Store {
     /// lock's channel, then queues for the lock. No waiter waits for either (its poll is the
     /// safety net); if the lock turns out free meanwhile, a waiter is woken to try.
     /// A fair lock's waiters only subscribe: their attempts keep their places in its line.
+    /// On a store that grants, a waiter listens on this connection's grant channel of the
+    /// lock instead, and the first waiter tries at once: its attempt joins the lock's ring.
     pub fn prepare_wake(self: &Arc<Self>, lock_key: Vec<u8>, timeout: Duration, fair: bool) {
         let channel = wake::channel(&lock_key);
         if !self.wakes.begin_preparing(&channel) {
             return;
         }
         let store = self.clone();
+        if !fair && self.grants() {
+            let grants = keys::grant_channel(&lock_key, &self.id);
+            spawn(async move {
+                if store.backend.listen(&grants, &*store.wakes, timeout).await
+                    && store.wakes.needs_queueing(&channel)
+                {
+                    store.wakes.wake_local(&channel);
+                }
+                store.wakes.end_preparing(&channel);
+            });
+            return;
+        }
         spawn(async move {
             // Queued only where a wake can reach us: a wake popped for a connection that is
             // not listening would be lost to every waiter.

@@ -76,6 +76,25 @@ impl Op for ReleaseGrant<'_> {
     }
 }
 
+/// Takes connection `id` out of the lock's ring (its last waiter left).
+pub struct LeaveRing<'a> {
+    pub lock_key: &'a [u8],
+    pub id: &'a str,
+}
+
+impl Op for LeaveRing<'_> {
+    type Out = ();
+
+    fn encode<W: Wire>(&self, wire: &mut W) {
+        let ring = keys::ring_key(self.lock_key);
+        wire.command(&[b"LREM", &ring, b"0", self.id.as_bytes()]);
+    }
+
+    fn decode(&self, reply: Value) -> Result<(), LockError> {
+        resp::typed::<i64>(reply).map(drop)
+    }
+}
+
 /// What a grant message (`<fence> <last> <claim ms> <token>`, see release_grant.lua) says.
 #[derive(Debug, PartialEq, Eq)]
 pub struct GrantMessage {

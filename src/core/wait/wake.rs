@@ -106,6 +106,15 @@ struct Channel {
     handoffs: u64,
     /// Turns announced to this connection so far: each took it off the lock's queue.
     turns: u64,
+    /// The channel subscribed for it: its released channel, or (a store that grants) this
+    /// connection's grant channel of the lock.
+    heard_on: Option<Vec<u8>>,
+    /// Subscribed on this connection's grant channel of the lock: it takes the lock by grant
+    /// from the lock's ring, and stays in the ring (`queued`) after its last waiter leaves.
+    ring: bool,
+    /// In the ring, and our last release granted the lock to another connection of it: the
+    /// ring brings it back, so a new waiter here waits for that with no attempt of its own.
+    handed_on: bool,
 }
 
 impl Channel {
@@ -155,10 +164,18 @@ impl Channel {
     /// first waiter tries at once, and waiters subscribe and queue anew.
     fn lose_subscription(&mut self) {
         self.subscribed = false;
+        self.heard_on = None;
+        self.ring = false;
+        self.handed_on = false;
         self.queued = None;
         if let Some(first) = self.waiters.front().map(|w| w.seq) {
             self.apply(first, Event::Wake);
         }
+    }
+
+    /// A new waiter's turn comes by grant (see `handed_on`).
+    fn silent(&self) -> bool {
+        self.ring && self.handed_on && self.queued.is_some()
     }
 
     fn is_forgettable(&self) -> bool {
@@ -292,6 +309,9 @@ impl Wakes {
                 queued: None,
                 handoffs: 0,
                 turns: 0,
+                heard_on: None,
+                ring: false,
+                handed_on: false,
             }),
         };
         entry.waiters.push_back(waiter);
@@ -370,8 +390,10 @@ impl Wakes {
     }
 
     pub(crate) fn is_subscribed(&self, channel: &[u8]) -> bool {
-        self.with(channel, |entry| entry.subscribed)
-            .unwrap_or(false)
+        self.with(&entry_of(channel), |entry| {
+            entry.subscribed && entry.heard_on.as_deref().is_none_or(|on| on == channel)
+        })
+        .unwrap_or(false)
     }
 
     /// Whether this connection should queue for the lock: nobody waiting any more, a place in
@@ -407,7 +429,60 @@ impl Wakes {
     }
 
     pub(crate) fn mark_subscribed(&self, channel: &[u8]) {
-        self.with(channel, |entry| entry.subscribed = true);
+        let entry_name = entry_of(channel);
+        let ring = entry_name[..] != *channel;
+        self.with(&entry_name, |entry| {
+            entry.subscribed = true;
+            entry.heard_on = Some(channel.to_vec());
+            entry.ring = ring;
+        });
+    }
+
+    /// A waiter's attempt found the lock held and put this connection in its ring (a win
+    /// leaves the ring as it was).
+    pub(crate) fn joined_ring(&self, channel: &[u8]) {
+        self.with(channel, |entry| entry.queued = Some(Instant::now()));
+    }
+
+    /// Our release granted the lock to another connection of the ring (`true`), or freed it.
+    pub(crate) fn handed_on(&self, channel: &[u8], handed_on: bool) {
+        self.with(channel, |entry| entry.handed_on = handed_on);
+    }
+
+    /// This connection left the lock's ring (see release_grant.lua): the next waiter's
+    /// attempt joins it again.
+    pub(crate) fn left_ring(&self, channel: &[u8]) {
+        self.with(channel, |entry| {
+            entry.queued = None;
+            entry.handed_on = false;
+        });
+    }
+
+    /// A release of another process granted the lock to this connection (release_grant.lua):
+    /// the first of our waiters that sleeps takes it (in the order they joined, as a wake
+    /// would pick it), made by `lease` for the TTL it wants. The lease comes back (made for
+    /// `None`) when nobody here takes it: the caller passes it on.
+    #[must_use]
+    pub fn grant_remote(
+        &self,
+        channel: &[u8],
+        lease: impl FnOnce(Option<Duration>) -> Lease,
+    ) -> Option<Lease> {
+        let mut channels = self.table();
+        let picked = channels.get_mut(channel).and_then(|entry| {
+            entry.handed_on = false;
+            let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
+            let (seq, ttl) = (waiter.seq, waiter.ttl);
+            let reserved = entry.apply(seq, Event::Reserve);
+            matches!(reserved, Some(Effect::Done { .. })).then_some((entry, seq, ttl))
+        });
+        let Some((entry, seq, ttl)) = picked else {
+            return Some(lease(None));
+        };
+        match entry.apply(seq, Event::Grant(lease(Some(ttl)))) {
+            Some(Effect::Refused(back)) => back,
+            _ => None,
+        }
     }
 
     #[cfg(test)]
@@ -433,7 +508,7 @@ impl Wakes {
         let leave = self
             .with(channel, |entry| {
                 let queued = queued && entry.turns == turns;
-                let leave = queued && entry.waiters.is_empty();
+                let leave = queued && entry.waiters.is_empty() && !entry.ring;
                 entry.queued = (queued && !leave).then(Instant::now);
                 leave.then(|| entry.lock_key.clone())
             })
@@ -554,6 +629,7 @@ impl Wakes {
     /// table as subscribed, and nothing happens.
     pub fn unsubscribed(&self, channel: &[u8]) {
         let mut channels = self.table();
+        let channel = &entry_of(channel)[..];
         let Some(entry) = channels.get_mut(channel) else {
             return;
         };
@@ -586,11 +662,20 @@ impl Wakes {
             let queued = entry.queued.is_some_and(|at| at.elapsed() < QUEUE_LIFETIME);
             let keep = !entry.waiters.is_empty() || queued || entry.preparing;
             if !keep && entry.subscribed {
-                names.push(name.clone());
+                names.push(entry.heard_on.take().unwrap_or_else(|| name.clone()));
             }
             keep
         });
         names
+    }
+}
+
+/// The wake-table entry a channel we listen on belongs to: a grant channel of ours is its
+/// lock's, named by the lock's released channel.
+pub fn entry_of(channel: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    match keys::grant_of_channel(channel) {
+        Some((lock_key, _)) => std::borrow::Cow::Owned(self::channel(&lock_key)),
+        None => std::borrow::Cow::Borrowed(channel),
     }
 }
 
@@ -719,7 +804,7 @@ impl Ticket {
                 needs_preparing: !entry.subscribed || (!fair && entry.queued.is_none()),
                 handoffs: entry.handoffs,
                 turn_from_others: !fair
-                    && (entry.handoffs != self.handoffs_at_join || behind_others),
+                    && (entry.handoffs != self.handoffs_at_join || behind_others || entry.silent()),
             }
         });
         view.unwrap_or(TicketView {
@@ -766,7 +851,12 @@ impl Drop for Ticket {
         };
         // Nobody here waits for the lock any more: a place in its queue would only have the
         // next release's wake passed on through us, and keep its subscription for a minute.
-        if owed.is_none() && entry.waiters.is_empty() && entry.queued.take().is_some() {
+        // A connection in a lock's ring stays there: a grant nobody takes is passed on.
+        if owed.is_none()
+            && entry.waiters.is_empty()
+            && !entry.ring
+            && entry.queued.take().is_some()
+        {
             owed = Some(Cleanup::LeaveQueue(entry.lock_key.clone()));
         }
         let left_idle = entry.waiters.is_empty() && entry.subscribed;

@@ -452,3 +452,102 @@ async fn our_own_unsubscribe_of_an_idle_channel_wakes_nobody() {
     wakes.unsubscribed(&channel(LOCK));
     assert!(!is_woken(&waiter).await);
 }
+
+/// A grant of another process's release, as `Store::granted` makes it.
+fn remote(ttl: Option<Duration>) -> Lease {
+    let anchor = Some(Stamp::now());
+    let claim = Duration::from_millis(1000);
+    Lease::granted(
+        LOCK.to_vec(),
+        "grant".into(),
+        7,
+        (anchor, claim),
+        ttl.unwrap_or(claim),
+    )
+}
+
+#[tokio::test]
+async fn a_grant_from_another_process_with_nobody_waiting_comes_back_to_pass_on() {
+    let wakes = Arc::new(Wakes::default());
+    let back = wakes.grant_remote(&channel(LOCK), remote).expect("back");
+    assert_eq!((back.token.as_str(), back.fence), ("grant", 7));
+    assert!(back.is_claim_only());
+    // Left: the same.
+    drop(wakes.join(LOCK, TTL));
+    assert!(wakes.grant_remote(&channel(LOCK), remote).is_some());
+}
+
+#[tokio::test]
+async fn a_grant_from_another_process_skips_a_settled_or_trying_waiter() {
+    let wakes = Arc::new(Wakes::default());
+    let (settled, trying) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
+    let to = wakes.reserve(&channel(LOCK)).expect("reserved");
+    assert!(wakes.settle(&channel(LOCK), to));
+    assert!(settled.view().settled);
+    // Woken by a release of ours: it is about to try on its own.
+    wakes.wake_local(&channel(LOCK));
+    assert!(is_woken(&trying).await);
+    assert!(wakes.grant_remote(&channel(LOCK), remote).is_some());
+    // Back asleep, it takes the next one, made for its own TTL.
+    trying.rearm();
+    assert!(wakes.grant_remote(&channel(LOCK), remote).is_none());
+    let lease = trying.take_grant().expect("granted");
+    assert_eq!(lease.ttl(), TTL);
+    assert!(lease.is_claim_only());
+}
+
+#[tokio::test]
+async fn grants_from_another_process_go_to_our_waiters_in_the_order_they_joined() {
+    let wakes = Arc::new(Wakes::default());
+    let waiters: Vec<Ticket> = (0..3).map(|_| wakes.join(LOCK, TTL)).collect();
+    for (n, _) in waiters.iter().enumerate() {
+        assert!(wakes.grant_remote(&channel(LOCK), remote).is_none());
+        for (m, waiter) in waiters.iter().enumerate() {
+            assert_eq!(is_woken(waiter).await, m == n, "grant {n}, waiter {m}");
+        }
+    }
+    for waiter in &waiters {
+        assert!(waiter.take_grant().is_some());
+    }
+}
+
+#[test]
+fn a_grant_its_waiter_leaves_before_taking_is_freed_as_a_lock_handed_over_here_is() {
+    let (wakes, noted) = noted();
+    let gone = wakes.join(LOCK, TTL);
+    assert!(wakes.grant_remote(&channel(LOCK), remote).is_none());
+    drop(gone);
+    assert_eq!(*lock(&noted.0), vec!["release-orphan".to_string()]);
+}
+
+#[test]
+fn a_grant_channel_of_ours_is_its_locks_entry_and_is_what_is_unsubscribed() {
+    let wakes = Arc::new(Wakes::default());
+    let grants = keys::grant_channel(LOCK, "c1");
+    drop(wakes.join(LOCK, TTL));
+    let waiter = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&grants);
+    assert!(wakes.is_subscribed(&grants));
+    assert!(!wakes.is_subscribed(&channel(LOCK)));
+    assert!(waiter.is_subscribed());
+    drop(waiter);
+    assert_eq!(wakes.take_idle(0), vec![grants]);
+}
+
+#[test]
+fn a_connection_in_a_ring_stays_there_and_a_new_waiter_waits_silently_once_it_handed_on() {
+    let (wakes, noted) = noted();
+    let waiter = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
+    wakes.joined_ring(&channel(LOCK));
+    assert!(!waiter.view().turn_from_others);
+    drop(waiter);
+    // No leave-queue: a grant that comes is passed on, and the next wait needs no joining.
+    assert!(lock(&noted.0).is_empty());
+    wakes.handed_on(&channel(LOCK), true);
+    let next = wakes.join(LOCK, TTL);
+    assert!(next.view().turn_from_others);
+    // Out of the ring (it passed a grant on), it must join again: its attempts are its own.
+    wakes.left_ring(&channel(LOCK));
+    assert!(!next.view().turn_from_others);
+}

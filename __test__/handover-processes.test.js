@@ -1,0 +1,213 @@
+'use strict'
+
+// Grants across processes (`crossProcessGrants: true`, README "Grants across processes"): a
+// release gives the lock to the next waiting process, which holds it with no attempt of its
+// own; a waiter killed while in line is skipped at once. Figures are printed, never asserted
+// beyond their bounds (10x what is expected on an idle machine).
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const Redis = require('ioredis')
+const { startRedis } = require('./helpers/redis-server')
+const { startChild } = require('./helpers/child')
+const { DistributedLock, ExclusiveLock } = require('..')
+const DistributedLockService = require('../maestro')
+
+const WORKER = path.join(__dirname, 'fixtures', 'grant-worker.js')
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const now = () => performance.timeOrigin + performance.now()
+
+let server
+let client
+const children = new Set()
+
+before(async () => {
+  server = await startRedis()
+  client = new Redis(server.url)
+})
+
+after(async () => {
+  for (const proc of children) {
+    try {
+      process.kill(proc.pid, 'SIGKILL')
+    } catch {}
+  }
+  client?.disconnect()
+  await server?.close()
+})
+
+/** The ring of connections waiting for the lock at `lockKey` (see basics/keys.rs). */
+function ringKey(lockKey) {
+  return Buffer.concat([Buffer.from(`{${lockKey}}`), Buffer.from([0xff]), Buffer.from('ring')])
+}
+
+async function ringLength(lockKey, length, timeoutMs = 5000) {
+  const until = Date.now() + timeoutMs
+  while ((await client.llen(ringKey(lockKey))) !== length) {
+    if (Date.now() > until) throw new Error(`the ring of ${lockKey} never had ${length} entries`)
+    await sleep(5)
+  }
+}
+
+/** The first JSON line of `kid` that has `field`, waited for up to `timeoutMs`. */
+async function line(kid, field, timeoutMs = 15_000) {
+  const until = Date.now() + timeoutMs
+  for (;;) {
+    for (const text of kid.lines) {
+      if (!text.startsWith('{')) continue
+      const value = JSON.parse(text)
+      if (field in value) return value
+    }
+    if (Date.now() > until) throw new Error(`child ${kid.proc.pid} printed no ${field}; stderr: ${kid.stderr}`)
+    await sleep(2)
+  }
+}
+
+function worker(env) {
+  return startChild(WORKER, { REDIS_URL: server.url, ...env }, children)
+}
+
+/** Three waiters started one after the other, each in line before the next: ring order. */
+async function lineUp(lockKey, env) {
+  const kids = []
+  for (let i = 0; i < 3; i++) {
+    const kid = worker(env)
+    await kid.ready
+    await ringLength(lockKey, i + 1)
+    kids.push(kid)
+  }
+  return kids
+}
+
+async function killed(kid) {
+  const exited = kid.exited
+  process.kill(kid.proc.pid, 'SIGKILL')
+  await exited
+  // Redis reads the closed socket within a millisecond on loopback.
+  await sleep(20)
+}
+
+test('4 processes on one key with grants: the counter is exact and fences unique', async () => {
+  const keys = { LOCK_KEY: 'grants:count', COUNTER_KEY: 'grants:count:n', GO_KEY: 'grants:count:go' }
+  const ITERATIONS = 100
+  const kids = Array.from({ length: 4 }, () => worker({ MODE: 'increment', ITERATIONS: String(ITERATIONS), ...keys }))
+  await Promise.all(kids.map((kid) => kid.ready))
+  await client.rpush(keys.GO_KEY, '1', '1', '1', '1')
+  const codes = await Promise.all(kids.map((kid) => kid.exited))
+  assert.deepEqual(codes, [0, 0, 0, 0], kids.map((kid) => kid.stderr).join('\n'))
+  assert.equal(Number(await client.get(keys.COUNTER_KEY)), 4 * ITERATIONS)
+  const fences = (await Promise.all(kids.map((kid) => line(kid, 'fences')))).flatMap((out) => out.fences.map(BigInt))
+  assert.equal(new Set(fences.map(String)).size, 4 * ITERATIONS)
+  // Grants went round: the ring turned (a release that found nobody in it would not).
+  const turns = /cmdstat_rpoplpush:calls=(\d+)/.exec(await client.info('commandstats'))
+  assert.ok(turns && Number(turns[1]) > 0, 'no release granted the lock')
+})
+
+test('a waiter SIGKILLed in line is skipped: the next live waiter holds within 50 ms of the release', async (t) => {
+  const lockKey = 'lock:grants:kill'
+  const lock = new DistributedLock(server.url, { crossProcessGrants: true })
+  const handle = await lock.acquire('grants:kill', 30_000)
+  const [first, second, third] = await lineUp(lockKey, { MODE: 'wait', LOCK_KEY: 'grants:kill', TTL_MS: '10000' })
+  await killed(first)
+  const released = now()
+  await handle.release()
+  const { held } = await line(second, 'held')
+  const after = held - released
+  t.diagnostic(`next live waiter held ${after.toFixed(2)} ms after the release`)
+  assert.ok(after < 50, `held ${after} ms after the release`)
+  // It releases to the third in turn.
+  await line(third, 'held')
+  assert.deepEqual(await Promise.all([second.exited, third.exited]), [0, 0])
+})
+
+test('maestro with its default backoff (30 s cap): a killed waiter is skipped, the next holds within 50 ms', async (t) => {
+  const lockKey = 'grants:maestro'
+  const holder = new DistributedLockService(lockKey, 30_000, server.url, { crossProcessGrants: true })
+  assert.equal(await holder.acquire(30_000, 0), true)
+  const [first, second, third] = await lineUp(lockKey, { MODE: 'service', LOCK_KEY: lockKey, TTL_MS: '10000' })
+  // Every waiter is past its first attempt: its next is due only after a backoff step.
+  await sleep(200)
+  await killed(first)
+  const released = now()
+  assert.equal(await holder.release(), true)
+  const { held } = await line(second, 'held')
+  const after = held - released
+  t.diagnostic(`maestro's next live waiter held ${after.toFixed(2)} ms after the release`)
+  assert.ok(after < 50, `held ${after} ms after the release`)
+  const { held: thirdHeld } = await line(third, 'held')
+  assert.ok(thirdHeld !== null)
+  t.diagnostic(`the third held ${(thirdHeld - released).toFixed(2)} ms after the release`)
+  assert.deepEqual(await Promise.all([second.exited, third.exited]), [0, 0])
+})
+
+test('a grantee SIGSTOPped as it is granted keeps the lock its claim only; resumed, it never holds it over the next', async (t) => {
+  const CLAIM = 1000
+  const lockKey = 'lock:grants:stop'
+  const lock = new DistributedLock(server.url, { crossProcessGrants: true })
+  const handle = await lock.acquire('grants:stop', 30_000)
+  // The waiters poll every 20 ms: a claim that ran out publishes nothing, a poll finds it.
+  const env = { MODE: 'wait', LOCK_KEY: 'grants:stop', TTL_MS: '10000', POLL_MS: '20', HOLD_MS: '300' }
+  const stopped = worker(env)
+  await stopped.ready
+  await ringLength(lockKey, 1)
+  const next = worker(env)
+  await next.ready
+  await ringLength(lockKey, 2)
+  process.kill(stopped.proc.pid, 'SIGSTOP')
+  const released = now()
+  await handle.release()
+  const nextHeld = await line(next, 'held')
+  const after = nextHeld.held - released
+  t.diagnostic(`the next waiter held ${after.toFixed(2)} ms after the release (claim ${CLAIM} ms)`)
+  assert.ok(after >= CLAIM - 5 && after <= CLAIM + 50, `held ${after} ms after the release`)
+  process.kill(stopped.proc.pid, 'SIGCONT')
+  const nextDone = await line(next, 'released')
+  assert.equal((await line(next, 'afterHold')).isHeld, true)
+  // Resumed, it learns the grant is gone: it holds only after the next one released, fenced past it.
+  const late = await line(stopped, 'held')
+  assert.ok(late.held >= nextDone.at, `held at ${late.held}, the next released at ${nextDone.at}`)
+  assert.ok(BigInt(late.fence) > BigInt(nextHeld.fence))
+  assert.equal((await line(stopped, 'afterHold')).wrote, true)
+  assert.deepEqual(await Promise.all([stopped.exited, next.exited]), [0, 0])
+})
+
+test('a grantee holding 3 x the claim keeps the lock: nobody else holds it meanwhile', async () => {
+  const lockKey = 'lock:grants:long'
+  const lock = new DistributedLock(server.url, { crossProcessGrants: true })
+  const handle = await lock.acquire('grants:long', 30_000)
+  const env = { MODE: 'wait', LOCK_KEY: 'grants:long', TTL_MS: '10000', POLL_MS: '20' }
+  const long = worker({ ...env, HOLD_MS: '3000' })
+  await long.ready
+  await ringLength(lockKey, 1)
+  const next = worker({ ...env, HOLD_MS: '10' })
+  await next.ready
+  await ringLength(lockKey, 2)
+  await handle.release()
+  const held = await line(long, 'held')
+  const done = await line(long, 'afterHold')
+  // Still held by its own clock, and its fenced write went through: no later holder wrote first.
+  assert.equal(done.isHeld, true)
+  assert.equal(done.wrote, true)
+  const { at: releasedAt } = await line(long, 'released')
+  const nextHeld = await line(next, 'held')
+  assert.ok(nextHeld.held >= releasedAt, `the next held at ${nextHeld.held}, before ${releasedAt}`)
+  assert.ok(BigInt(nextHeld.fence) > BigInt(held.fence))
+  assert.deepEqual(await Promise.all([long.exited, next.exited]), [0, 0])
+})
+
+test('crossProcessGrants must be a boolean, named in the error, before any call', () => {
+  for (const bad of ['yes', 1, null]) {
+    assert.throws(() => new DistributedLock(server.url, { crossProcessGrants: bad }), (err) => {
+      assert.equal(err.code, 'EINVAL')
+      assert.match(err.message, /options\.crossProcessGrants/)
+      return true
+    })
+    assert.throws(() => new DistributedLockService('k', 1000, server.url, { crossProcessGrants: bad }), /options\.crossProcessGrants/)
+    // ExclusiveLock's options are snake_case, its errors the original's schema errors.
+    assert.throws(
+      () => new ExclusiveLock({ name: 'k', cache_connection: server.url, cross_process_grants: bad }),
+      (err) => err.code === 'EINVAL' && err.errors?.[0]?.instancePath === '/cross_process_grants',
+    )
+  }
+  assert.ok(new ExclusiveLock({ name: 'k', cache_connection: server.url, cross_process_grants: true }))
+})

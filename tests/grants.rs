@@ -1,0 +1,273 @@
+//! Grants across processes (`crossProcessGrants`): a release gives the lock to the next
+//! connection of the lock's ring, and that connection's waiter holds it with no attempt of
+//! its own. Each "process" is a store of its own (its own connection); waiters poll rarely
+//! here (5 s), so only a grant can explain a prompt acquisition.
+
+mod common;
+
+use common::{calls, RedisServer};
+use native_redis_lock::core::api::{Attempt, Endpoint, EndpointSpec, Locker, Store};
+use native_redis_lock::core::basics::keys;
+use native_redis_lock::core::basics::lease::Lease;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+const SLOW_POLL: Duration = Duration::from_secs(5);
+
+/// A locker on a connection of its own that grants (settings that differ in anything, here
+/// the connect timeout, get connections of their own).
+fn process(server: &RedisServer, n: u64) -> Arc<Locker> {
+    process_with(server, n, Some(true))
+}
+
+async fn take(locks: &Locker, key: &str) -> Lease {
+    match locks.attempt(key, MS(30_000)).await.expect("attempt") {
+        Attempt::Acquired(lease) => lease,
+        Attempt::Held { .. } => panic!("{key} held"),
+    }
+}
+
+fn process_with(server: &RedisServer, n: u64, grants: Option<bool>) -> Arc<Locker> {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(server.url()),
+        connect_timeout: Some(MS(2000 + n)),
+        cross_process_grants: grants,
+        ..Default::default()
+    })
+    .expect("endpoint");
+    Arc::new(Locker::new(Store::shared(endpoint), "lock:", MS(2000)))
+}
+
+/// A waiter for `key` that keeps what it wins, and when it had it.
+fn wait_for(
+    locks: &Arc<Locker>,
+    key: &str,
+    cancel: &CancellationToken,
+) -> tokio::task::JoinHandle<Option<(Lease, Instant)>> {
+    let (locks, key, cancel) = (locks.clone(), key.to_owned(), cancel.clone());
+    tokio::spawn(async move {
+        let lease = locks
+            .wait(&key, MS(30_000), MS(20_000), SLOW_POLL, &cancel)
+            .await
+            .ok()?;
+        Some((lease, Instant::now()))
+    })
+}
+
+fn ring(server: &RedisServer, key: &str) -> Vec<String> {
+    let ring = keys::ring_key(format!("lock:{key}").as_bytes());
+    redis::cmd("LRANGE")
+        .arg(ring)
+        .arg(0)
+        .arg(-1)
+        .query(&mut server.raw())
+        .expect("LRANGE")
+}
+
+fn holder_of(server: &RedisServer, key: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(format!("lock:{key}"))
+        .query(&mut server.raw())
+        .expect("GET")
+}
+
+/// Waits until `locks`'s connection is in `key`'s ring (its waiter joined).
+async fn joined(server: &RedisServer, key: &str, locks: &Locker) {
+    in_ring(server, key, locks, true).await;
+}
+
+/// Waits until `locks`'s connection is in `key`'s ring (`inside`) or out of it.
+async fn in_ring(server: &RedisServer, key: &str, locks: &Locker, inside: bool) {
+    let id = locks.store().id().to_owned();
+    let until = Instant::now() + MS(3000);
+    while ring(server, key).contains(&id) != inside {
+        assert!(Instant::now() < until, "never in the ring: {inside}");
+        tokio::time::sleep(MS(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_release_grants_the_lock_to_a_waiter_of_another_process_that_makes_no_attempt() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (process(&server, 1), process(&server, 2));
+    let lease = take(&holder, "job").await;
+    let waiting = wait_for(&waiter, "job", &CancellationToken::new());
+    joined(&server, "job", &waiter).await;
+    let mut monitor = server.raw();
+    let (sets, lpushes) = (calls(&mut monitor, "set"), calls(&mut monitor, "lpush"));
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("granted");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the grant");
+    // The release's SET of the grant's token and nothing else: no attempt (SET NX) of the
+    // waiter's, and no joining again.
+    assert_eq!(calls(&mut monitor, "set") - sets, 1);
+    assert_eq!(calls(&mut monitor, "lpush") - lpushes, 0);
+    assert_eq!(
+        holder_of(&server, "job").as_deref(),
+        Some(&granted.token[..])
+    );
+    assert!(granted.fence > lease.fence);
+    // Confirmed with the waiter's own TTL, not left to its claim.
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("lock:job")
+        .query(&mut monitor)
+        .unwrap();
+    assert!(pttl > 20_000, "PTTL {pttl}: the claim, unconfirmed");
+    assert!(granted.remaining() > MS(20_000));
+    assert_eq!(granted.key, "job");
+    assert!(waiter.release(&granted).await.unwrap());
+    assert_eq!(holder_of(&server, "job"), None);
+    // Nobody else in the ring: freed. The releaser stays in it for its next wait.
+    assert_eq!(ring(&server, "job"), vec![waiter.store().id().to_owned()]);
+}
+
+#[tokio::test]
+async fn a_grant_nobody_takes_any_more_is_passed_on_to_the_next_connection() {
+    let server = RedisServer::start();
+    let (holder, gone, next) = (
+        process(&server, 1),
+        process(&server, 2),
+        process(&server, 3),
+    );
+    let lease = take(&holder, "pass").await;
+    // `gone` waits, joins the ring, then its waiter gives up: its connection still listens.
+    let cancel = CancellationToken::new();
+    let leaving = wait_for(&gone, "pass", &cancel);
+    joined(&server, "pass", &gone).await;
+    let waiting = wait_for(&next, "pass", &CancellationToken::new());
+    joined(&server, "pass", &next).await;
+    cancel.cancel();
+    assert!(leaving.await.unwrap().is_none());
+    // Its connection stays in the ring, first in line, still listening: as an abort that
+    // came as the grant was sent would leave it.
+    let (ring_now, mut raw) = (ring(&server, "pass"), server.raw());
+    assert_eq!(ring_now.last(), Some(&gone.store().id().to_owned()));
+    let turns = calls(&mut raw, "rpoplpush");
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("passed on");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the grant");
+    assert_eq!(
+        holder_of(&server, "pass").as_deref(),
+        Some(&granted.token[..])
+    );
+    // Granted to `gone`, which passed it on: two turns of the ring.
+    assert_eq!(calls(&mut raw, "rpoplpush") - turns, 2);
+    // The connection that passed it on left the ring as it did.
+    assert!(!ring(&server, "pass").contains(&gone.store().id().to_owned()));
+    assert!(next.release(&granted).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_connection_that_no_longer_listens_is_skipped_and_taken_out() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (process(&server, 1), process(&server, 2));
+    let lease = take(&holder, "dead").await;
+    let waiting = wait_for(&waiter, "dead", &CancellationToken::new());
+    joined(&server, "dead", &waiter).await;
+    // A process killed while in line: its id first, nobody listening on its channel.
+    let mut raw = server.raw();
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(keys::ring_key(b"lock:dead"))
+        .arg("killed")
+        .query(&mut raw)
+        .unwrap();
+    let (turns, removed) = (calls(&mut raw, "rpoplpush"), calls(&mut raw, "lpop"));
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("granted");
+    assert!(at.duration_since(released) < MS(1000));
+    assert!(!ring(&server, "dead").contains(&"killed".to_owned()));
+    assert_eq!(calls(&mut raw, "rpoplpush") - turns, 2);
+    assert_eq!(calls(&mut raw, "lpop") - removed, 1);
+    assert!(waiter.release(&granted).await.unwrap());
+}
+
+#[tokio::test]
+async fn without_the_option_a_release_wakes_as_before_and_nothing_joins_a_ring() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (
+        process_with(&server, 1, None),
+        process_with(&server, 2, None),
+    );
+    let lease = take(&holder, "old").await;
+    let waiting = wait_for(&waiter, "old", &CancellationToken::new());
+    tokio::time::sleep(MS(300)).await;
+    assert!(holder.release(&lease).await.unwrap());
+    let (won, _) = waiting.await.unwrap().expect("woken");
+    let mut raw = server.raw();
+    assert_eq!(calls(&mut raw, "rpoplpush"), 0);
+    assert_eq!(calls(&mut raw, "lpush"), 0);
+    assert!(ring(&server, "old").is_empty());
+    assert!(waiter.release(&won).await.unwrap());
+}
+
+#[tokio::test]
+async fn over_resp2_the_option_changes_nothing_and_waiters_poll() {
+    let server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let (holder, waiter) = (process(&server, 1), process(&server, 2));
+    let lease = take(&holder, "resp2").await;
+    let (locks, started) = (waiter.clone(), Instant::now());
+    let waiting = tokio::spawn(async move {
+        locks
+            .wait(
+                "resp2",
+                MS(5000),
+                MS(5000),
+                MS(50),
+                &CancellationToken::new(),
+            )
+            .await
+    });
+    tokio::time::sleep(MS(200)).await;
+    assert!(!holder.store().grants());
+    assert!(holder.release(&lease).await.unwrap());
+    let won = waiting.await.unwrap().expect("wait");
+    assert!(started.elapsed() < MS(2000));
+    let mut raw = server.raw();
+    assert_eq!(calls(&mut raw, "rpoplpush"), 0);
+    assert!(ring(&server, "resp2").is_empty());
+    assert!(waiter.release(&won).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_releaser_that_waits_again_joins_with_no_command_and_the_ring_brings_the_lock_back() {
+    let server = RedisServer::start();
+    let (a, b) = (process(&server, 1), process(&server, 2));
+    let lease = take(&a, "silent").await;
+    let first = wait_for(&b, "silent", &CancellationToken::new());
+    joined(&server, "silent", &b).await;
+    assert!(a.release(&lease).await.unwrap());
+    let (held_by_b, _) = first.await.unwrap().expect("granted to b");
+    let second = wait_for(&a, "silent", &CancellationToken::new());
+    joined(&server, "silent", &a).await;
+    assert!(b.release(&held_by_b).await.unwrap());
+    let (held_by_a, _) = second.await.unwrap().expect("granted to a");
+    // b's release granted the lock on, and b stays in the ring: its next wait sends nothing.
+    let mut raw = server.raw();
+    let before = (calls(&mut raw, "evalsha"), calls(&mut raw, "pttl"));
+    let third = wait_for(&b, "silent", &CancellationToken::new());
+    tokio::time::sleep(MS(300)).await;
+    assert!(!third.is_finished());
+    assert_eq!(
+        (calls(&mut raw, "evalsha"), calls(&mut raw, "pttl")),
+        before
+    );
+    let released = Instant::now();
+    assert!(a.release(&held_by_a).await.unwrap());
+    let (held, at) = third.await.unwrap().expect("granted to b again");
+    assert!(
+        at.duration_since(released) < MS(1000),
+        "the poll, not the grant"
+    );
+    assert_eq!(
+        holder_of(&server, "silent").as_deref(),
+        Some(&held.token[..])
+    );
+    assert!(b.release(&held).await.unwrap());
+}
