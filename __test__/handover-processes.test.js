@@ -87,6 +87,11 @@ async function killed(kid) {
   await sleep(20)
 }
 
+// What a skipped dead waiter, or a lapsed claim, may cost the next live one: a few ms on a quiet
+// machine (the diagnostics print it), 10x that and more on a loaded CI runner; against the
+// 30 s step maestro's waiters would otherwise sleep.
+const BOUND_MS = 250
+
 test('4 processes on one key with grants: the counter is exact and fences unique', async () => {
   const keys = { LOCK_KEY: 'grants:count', COUNTER_KEY: 'grants:count:n', GO_KEY: 'grants:count:go' }
   const ITERATIONS = 100
@@ -103,7 +108,7 @@ test('4 processes on one key with grants: the counter is exact and fences unique
   assert.ok(turns && Number(turns[1]) > 0, 'no release granted the lock')
 })
 
-test('a waiter SIGKILLed in line is skipped: the next live waiter holds within 50 ms of the release', async (t) => {
+test('a waiter SIGKILLed in line is skipped: the next live waiter holds within 250 ms of the release', async (t) => {
   const lockKey = 'lock:grants:kill'
   const lock = new DistributedLock(server.url, { crossProcessGrants: true })
   const handle = await lock.acquire('grants:kill', 30_000)
@@ -114,13 +119,13 @@ test('a waiter SIGKILLed in line is skipped: the next live waiter holds within 5
   const { held } = await line(second, 'held')
   const after = held - released
   t.diagnostic(`next live waiter held ${after.toFixed(2)} ms after the release`)
-  assert.ok(after < 50, `held ${after} ms after the release`)
+  assert.ok(after < BOUND_MS, `held ${after} ms after the release`)
   // It releases to the third in turn.
   await line(third, 'held')
   assert.deepEqual(await Promise.all([second.exited, third.exited]), [0, 0])
 })
 
-test('maestro with its default backoff (30 s cap): a killed waiter is skipped, the next holds within 50 ms', async (t) => {
+test('maestro with its default backoff (30 s cap): a killed waiter is skipped, the next holds within 250 ms', async (t) => {
   const lockKey = 'grants:maestro'
   const holder = new DistributedLockService(lockKey, 30_000, server.url, { crossProcessGrants: true })
   assert.equal(await holder.acquire(30_000, 0), true)
@@ -133,7 +138,7 @@ test('maestro with its default backoff (30 s cap): a killed waiter is skipped, t
   const { held } = await line(second, 'held')
   const after = held - released
   t.diagnostic(`maestro's next live waiter held ${after.toFixed(2)} ms after the release`)
-  assert.ok(after < 50, `held ${after} ms after the release`)
+  assert.ok(after < BOUND_MS, `held ${after} ms after the release`)
   const { held: thirdHeld } = await line(third, 'held')
   assert.ok(thirdHeld !== null)
   t.diagnostic(`the third held ${(thirdHeld - released).toFixed(2)} ms after the release`)
@@ -159,7 +164,7 @@ test('a grantee SIGSTOPped as it is granted keeps the lock its claim only; resum
   const nextHeld = await line(next, 'held')
   const after = nextHeld.held - released
   t.diagnostic(`the next waiter held ${after.toFixed(2)} ms after the release (claim ${CLAIM} ms)`)
-  assert.ok(after >= CLAIM - 5 && after <= CLAIM + 50, `held ${after} ms after the release`)
+  assert.ok(after >= CLAIM - 5 && after <= CLAIM + BOUND_MS, `held ${after} ms after the release`)
   process.kill(stopped.proc.pid, 'SIGCONT')
   const nextDone = await line(next, 'released')
   assert.equal((await line(next, 'afterHold')).isHeld, true)
