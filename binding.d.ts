@@ -491,11 +491,11 @@ export interface SyncguardCallKeys {
 }
 
 /**
- * The name syncguard's index or fence key `name` of the lock at `lock_key` has on a Redis
- * Cluster, its prefix being `key_prefix`: `name` itself when the prefix holds a hash tag,
- * else `name` in the lock key's slot (README, "Differences").
+ * The name syncguard's index or fence key `name` (as syncguard names it) of the lock at
+ * `lock_key` (as sent) has on a Redis Cluster, under the client's prefix `client_prefix` and
+ * syncguard's prefix `key_prefix` (README, "Differences").
  */
-export declare function syncguardClusterKey(keyPrefix: Buffer, lockKey: Buffer, name: Buffer): Buffer
+export declare function syncguardClusterKey(clientPrefix: Buffer, keyPrefix: Buffer, lockKey: Buffer, name: Buffer): Buffer
 
 /** One script call: `eval(script, keys.length, ...keys, ...args)`. */
 export interface SyncguardEvalCall {

@@ -10,10 +10,12 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
+const Redis = require('ioredis')
 const { RedisCluster } = require('./helpers/redis-cluster')
 const { startRedis, freePort } = require('./helpers/redis-server')
 const { fenceKey, siblingKey } = require('./helpers/keys')
 const { cli, inTerminal, until, BIN } = require('./helpers/cli')
+const { inspectAndForce } = require('./helpers/cli-syncguard')
 const { keySlot } = require('../lib/cli/key-slot')
 const { connectCluster } = require('../lib/cli/cluster')
 const { parseClusterAddress } = require('../lib/cli/host-list')
@@ -167,6 +169,13 @@ test('release --force on a master other than the first seed: deleted there, its 
   await next.release()
 })
 
+/** The one key on the master at `port` matching `pattern`. */
+async function onlyKey(port, pattern) {
+  const [, keys] = await cluster.command(port, 'SCAN', '0', 'MATCH', pattern, 'COUNT', 10_000)
+  assert.equal(keys.length, 1, `${pattern}: ${keys}`)
+  return keys[0]
+}
+
 test('syncguard under its default prefix (index and fence in the lock key\'s slot): inspected with both, forced free', async () => {
   const port = others[0]
   const key = await cluster.keyOn(port, 'nightly-', 'syncguard:')
@@ -175,33 +184,30 @@ test('syncguard under its default prefix (index and fence in the lock key\'s slo
   const won = await backend.acquire({ key, ttlMs: 60_000 })
   assert.equal(won.ok, true)
   // Found on the master, independently of the CLI: `{<tag>}<syncguard's name>`.
-  const named = async (name) => {
-    const [, keys] = await cluster.command(port, 'SCAN', '0', 'MATCH', `{*}${name}`, 'COUNT', 10_000)
-    assert.equal(keys.length, 1, `${name}: ${keys}`)
-    return keys[0]
-  }
-  const index = await named(`syncguard:id:${won.lockId}`)
-  const fence = await named(`syncguard:fence:${lockKey}`)
-  const { code, stdout, stderr } = await cli(['inspect', lockKey, '--json', '--url', url])
-  assert.equal(code, 0, stderr)
-  const lock = JSON.parse(stdout)
-  assert.equal(lock.api, 'syncguard')
-  assert.equal(lock.holder, `${won.lockId.slice(0, 8)}…`)
-  assert.deepEqual(lock.keys, { fence, index })
-  assert.equal(lock.fenceCounter, String(Number(won.fence)))
+  const index = await onlyKey(port, `{*}syncguard:id:${won.lockId}`)
+  const fence = await onlyKey(port, `{*}syncguard:fence:${lockKey}`)
   const listed = JSON.parse((await cli(['list', 'syncguard:*', '--json', '--url', url])).stdout)
   assert.deepEqual(listed.map((l) => l.key), [lockKey])
+  await inspectAndForce(url, (...args) => cluster.command(port, ...args), { backend, won, key, lockKey, index, fence })
+})
 
-  const forced = await cli(['release', lockKey, '--force', '--yes', '--json', '--url', url])
-  assert.equal(forced.code, 0, forced.stderr)
-  const result = JSON.parse(forced.stdout)
-  assert.equal(result.deletedKeys, 2, 'the lock and its index')
-  assert.equal(result.fenceCounter, String(Number(won.fence) + 1))
-  assert.equal(await cluster.command(port, 'EXISTS', lockKey, index), 0)
-  assert.equal((await backend.extend({ lockId: won.lockId, ttlMs: 1000 })).ok, false)
-  const next = await backend.acquire({ key, ttlMs: 1000 })
-  assert.ok(next.fence > won.fence)
-  await next.release()
+test('syncguard through an ioredis Cluster client with a keyPrefix: index and fence found behind it, forced free', async () => {
+  const io = new Redis.Cluster(cluster.seeds, { keyPrefix: 'app:' })
+  try {
+    const port = others[0]
+    const key = await cluster.keyOn(port, 'nightly-', 'app:syncguard:')
+    const lockKey = `app:syncguard:${key}`
+    const backend = sg.createRedisBackend(io)
+    const won = await backend.acquire({ key, ttlMs: 60_000 })
+    assert.equal(won.ok, true)
+    // Found on the master, independently of the CLI: `app:{<tag>}<syncguard's name>`.
+    const index = await onlyKey(port, `app:{*}syncguard:id:${won.lockId}`)
+    const fence = await onlyKey(port, `app:{*}syncguard:fence:syncguard:${key}`)
+
+    await inspectAndForce(url, (...args) => cluster.command(port, ...args), { backend, won, key, lockKey, index, fence })
+  } finally {
+    io.disconnect()
+  }
 })
 
 /** Two processes taking turns on `lock:<key>` through the cluster URL, until killed. */

@@ -6,8 +6,10 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const net = require('node:net')
+const Redis = require('ioredis')
 const { startRedis, freePort } = require('./helpers/redis-server')
 const { cli, inTerminal, until } = require('./helpers/cli')
+const { inspectAndForce } = require('./helpers/cli-syncguard')
 const { startHttpLike, startAnswering } = require('./helpers/not-redis')
 const { makeCerts, startTlsRedis } = require('./helpers/tls-certs')
 const { connect: connectServer, socketOptions } = require('../lib/cli/resp')
@@ -259,6 +261,30 @@ test('release --force --yes --json: what it deleted, for each API', async () => 
   const again = await backend.acquire({ key: 'free-me', ttlMs: 1000 })
   assert.ok(again.fence > won.fence)
   await again.release()
+})
+
+test('syncguard through an ioredis client with a keyPrefix: inspect finds its index and fence counter, release --force deletes both and moves the counter', async () => {
+  const client = new Redis({ port: redis.port, keyPrefix: 'app:', lazyConnect: true })
+  const plain = new Redis({ port: redis.port, lazyConnect: true })
+  try {
+    const backend = sg.createRedisBackend(client)
+    const won = await backend.acquire({ key: 'nightly:export', ttlMs: 60_000 })
+    assert.equal(won.ok, true)
+    const lockKey = 'app:syncguard:nightly:export'
+    // Where the library wrote them, read without the CLI: the fence names the lock key
+    // without the client's prefix.
+    const index = `app:syncguard:id:${won.lockId}`
+    const fence = 'app:syncguard:fence:syncguard:nightly:export'
+    assert.equal(await plain.get(index), lockKey)
+    assert.equal(await plain.get(fence), String(Number(won.fence)))
+
+    const [listed] = JSON.parse((await cli(['list', 'app:*', '--json', '--url', url])).stdout)
+    assert.equal(listed.fenceCounter, String(Number(won.fence)))
+    await inspectAndForce(url, (...args) => plain.call(...args), { backend, won, key: 'nightly:export', lockKey, index, fence })
+  } finally {
+    client.disconnect()
+    plain.disconnect()
+  }
 })
 
 test('release of a key that is no lock: exit 5, nothing deleted', async () => {

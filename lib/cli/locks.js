@@ -14,6 +14,8 @@ const FORCE_RELEASE = fs.readFileSync(path.join(__dirname, 'force-release.lua'),
 const TOKEN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 const SLUGGED = /^[\w-]*:[\w-]*$/
 const SCAN_COUNT = 500
+// How many splits of a syncguard lock key into a client's and syncguard's prefix are tried.
+const MAX_READINGS = 16
 
 /**
  * A key of another type than a lock's (WRONGTYPE), or one this ACL user may not read
@@ -44,23 +46,50 @@ function syncguardRecord(value) {
 }
 
 /**
- * syncguard's fence and index keys, from its prefix read back from a lock key and the user key
- * its record names. On a cluster, with a prefix holding no hash tag, they are in the lock
- * key's slot, as the library writes them there (native syncguardClusterKey).
+ * The readings of syncguard's lock key `lockKey` (a Buffer) whose record is `record`: the
+ * split of its prefix into an ioredis client's keyPrefix and syncguard's, and the fence and
+ * index keys each names, as the library writes them (the client's prefix in front of
+ * syncguard's names; on a cluster with an untagged prefix, in the lock key's slot: native
+ * syncguardClusterKey). Where the client's prefix ends is not written anywhere, so every
+ * end just after a ':' is a reading, up to MAX_READINGS, '' (no client prefix) first; only
+ * those that name this lock key are kept.
  */
-function syncguardKeys(lockKey, record, cluster) {
+function syncguardReadings(lockKey, record, cluster) {
   const text = lockKey.toString('utf8')
-  const prefix = text === record.key
-    ? ''
-    : text.endsWith(`:${record.key}`)
-      ? text.slice(0, -record.key.length - 1)
-      : text.slice(0, Math.max(0, text.lastIndexOf(':')))
-  if (lockKeyOf(prefix, record.key) !== text) return null
-  const fence = Buffer.from(fenceKeyOf(prefix, text))
-  const index = Buffer.from(indexKeyOf(prefix, record.lockId))
-  if (!cluster) return { fence, index }
-  const at = (name) => native.syncguardClusterKey(Buffer.from(prefix), lockKey, name)
-  return { fence: at(fence), index: at(index) }
+  const ends = [0]
+  for (let at = text.indexOf(':'); at >= 0; at = text.indexOf(':', at + 1)) ends.push(at + 1)
+  const readings = []
+  for (const end of ends) {
+    if (readings.length === MAX_READINGS) break
+    const clientPrefix = text.slice(0, end)
+    const prefix = prefixOf(text.slice(end), record.key)
+    const named = namesOf(prefix, record)
+    if (!named || clientPrefix + named.lockKey !== text) continue
+    const at = cluster
+      ? (name) => native.syncguardClusterKey(Buffer.from(clientPrefix), Buffer.from(prefix), lockKey, Buffer.from(name))
+      : (name) => Buffer.from(clientPrefix + name)
+    readings.push({ fence: at(named.fence), index: at(named.index) })
+  }
+  return readings
+}
+
+/** syncguard's names of `record`'s keys under `prefix`, or null where it names none. */
+function namesOf(prefix, record) {
+  try {
+    const lockKey = lockKeyOf(prefix, record.key)
+    return { lockKey, fence: fenceKeyOf(prefix, lockKey), index: indexKeyOf(prefix, record.lockId) }
+  } catch {
+    // A prefix too long for syncguard's key limit, or a record whose key is no key.
+    return null
+  }
+}
+
+/** syncguard's prefix of `lockKey`, read back from the user key its record names. */
+function prefixOf(lockKey, key) {
+  if (lockKey === key) return ''
+  if (lockKey.endsWith(`:${key}`)) return lockKey.slice(0, -key.length - 1)
+  // A hashed key: `<prefix>:<digest>`.
+  return lockKey.slice(0, Math.max(0, lockKey.lastIndexOf(':')))
 }
 
 /**
@@ -93,13 +122,21 @@ async function readLocks(client, keys, { full = false } = {}) {
 }
 
 async function readSyncguard(client, key, value, record, full) {
-  const keys = syncguardKeys(key, record, typeof client.masters === 'function')
-  if (!keys) return null
-  const [ttl, counter, indexed] = await Promise.all([
+  const readings = syncguardReadings(key, record, typeof client.masters === 'function')
+  if (readings.length === 0) return null
+  // Every reading's keys in one round with the lock's TTL: the reading whose index and fence
+  // exist is the library's (on one Redis the index key is the same in every reading).
+  const [ttl, ...found] = await Promise.all([
     client.call('PTTL', key),
-    client.call('GET', keys.fence),
-    client.call('EXISTS', keys.index),
+    ...readings.map(({ fence, index }) => Promise.all([
+      client.call('GET', fence).catch(orElse(null)),
+      client.call('EXISTS', index).catch(orElse(0)),
+    ])),
   ])
+  const score = ([counter, indexed]) => (counter ? 1 : 0) + indexed
+  const best = found.reduce((at, seen, i) => (score(seen) > score(found[at]) ? i : at), 0)
+  const keys = readings[best]
+  const [counter, indexed] = found[best]
   const lock = {
     key: key.toString('utf8'),
     api: 'syncguard',

@@ -46,13 +46,15 @@ pub fn lock_key_of_channel(channel: Buffer) -> Option<Buffer> {
     keys::lock_key_of_channel(&channel, keys::RELEASED).map(Buffer::from)
 }
 
-/// The name syncguard's index or fence key `name` of the lock at `lock_key` has on a Redis
-/// Cluster, its prefix being `key_prefix`: `name` itself when the prefix holds a hash tag,
-/// else `name` in the lock key's slot (README, "Differences").
+/// The name syncguard's index or fence key `name` (as syncguard names it) of the lock at
+/// `lock_key` (as sent) has on a Redis Cluster, under the client's prefix `client_prefix` and
+/// syncguard's prefix `key_prefix` (README, "Differences").
 #[napi]
-pub fn syncguard_cluster_key(key_prefix: Buffer, lock_key: Buffer, name: Buffer) -> Buffer {
-    if !syncguard_slots::slot_safe(true, &key_prefix) {
-        return name;
-    }
-    syncguard_slots::in_slot(b"", keys::slot(&lock_key), &name).into()
+pub fn syncguard_cluster_key(
+    client_prefix: Buffer,
+    key_prefix: Buffer,
+    lock_key: Buffer,
+    name: Buffer,
+) -> Buffer {
+    syncguard_slots::on_cluster(&client_prefix, &key_prefix, &lock_key, &name).into()
 }

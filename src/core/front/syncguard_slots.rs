@@ -32,6 +32,19 @@ pub fn in_slot(client_prefix: &[u8], slot: u16, name: &[u8]) -> Vec<u8> {
     }
 }
 
+/// `name` (a key as syncguard names it, before the client's prefix) of the lock at `lock_key`
+/// (as sent) on a cluster, as a backend with the client's prefix `client_prefix` and
+/// syncguard's prefix `prefix` sends it: in the lock key's slot when that layout applies,
+/// else behind the client's prefix alone. For readers of the layout (the command line) that
+/// hold no backend.
+pub fn on_cluster(client_prefix: &[u8], prefix: &[u8], lock_key: &[u8], name: &[u8]) -> Vec<u8> {
+    if slot_safe(true, &[client_prefix, prefix].concat()) {
+        in_slot(client_prefix, slots::slot(lock_key), name)
+    } else {
+        [client_prefix, name].concat()
+    }
+}
+
 /// The value of a base64url character, or `None`.
 fn sextet(c: u8) -> Option<u16> {
     Some(match c {
@@ -153,6 +166,34 @@ mod tests {
         assert_eq!(
             in_slot(b"a{", 12182, b"sg:id:x"),
             [b"{", tag, b"}a{sg:id:x"].concat()
+        );
+    }
+
+    #[test]
+    fn a_key_on_a_cluster_is_in_the_lock_key_slot_only_under_an_untagged_prefix() {
+        let lock_key = b"app:syncguard:job";
+        let slot = slot(lock_key);
+        assert_eq!(
+            on_cluster(b"app:", b"syncguard", lock_key, b"syncguard:id:x"),
+            in_slot(b"app:", slot, b"syncguard:id:x")
+        );
+        assert_eq!(
+            on_cluster(b"", b"app:syncguard", lock_key, b"app:syncguard:id:x"),
+            in_slot(b"", slot, b"app:syncguard:id:x")
+        );
+        // A tag in either prefix: syncguard's names, behind the client's prefix.
+        assert_eq!(
+            on_cluster(
+                b"{app}:",
+                b"syncguard",
+                b"{app}:syncguard:job",
+                b"syncguard:id:x"
+            ),
+            b"{app}:syncguard:id:x"
+        );
+        assert_eq!(
+            on_cluster(b"app:", b"{sg}", b"app:{sg}:job", b"{sg}:id:x"),
+            b"app:{sg}:id:x"
         );
     }
 
