@@ -62,6 +62,15 @@ test('one connection per address for every API, however many objects are made on
   await lock.release()
 })
 
+test('crossProcessGrants: false is the default: the shared connection, not one of its own', () => {
+  new DistributedLock(backend.url)
+  const start = counted()
+  new DistributedLock(backend.url, { crossProcessGrants: false })
+  new DistributedLockService('job:grants-off', 3000, backend.url, { crossProcessGrants: false })
+  new ExclusiveLock({ name: 'job grants-off', cache_connection: backend.url, cross_process_grants: false })
+  assert.equal(since(start).NativeConnection, 0)
+})
+
 test('other settings are another connection, and settings are read anew each time', async () => {
   const options = { connectTimeoutMs: 1000 }
   const first = new DistributedLock(backend.url, options)

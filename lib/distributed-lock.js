@@ -438,7 +438,7 @@ class DistributedLock {
         stats: o.stats,
       }
       const connection =
-        url && o.connectTimeoutMs === undefined && o.crossProcessGrants === undefined
+        url && o.connectTimeoutMs === undefined && !o.crossProcessGrants
           ? sharedUrl(redis)
           : sharedConnection(withGrants({ ...(read ?? connectionOptions(redis, 'redis', REDLOCK)).connection, connectTimeoutMs: o.connectTimeoutMs }, o.crossProcessGrants))
       // The native side keeps no state of its own between calls: one per set of settings.
@@ -658,9 +658,10 @@ class DistributedLock {
 }
 
 // Grants across processes ride on a connection of their own (README "Grants across
-// processes"); left out when not asked for, so that connection is today's, shared alike.
+// processes"); left out when not asked for (false is the default), so that connection is
+// today's, shared alike.
 function withGrants(connection, grants) {
-  return grants === undefined ? connection : { ...connection, crossProcessGrants: grants }
+  return grants ? { ...connection, crossProcessGrants: true } : connection
 }
 
 // The core names options as the native layer receives them; users wrote `options.x`.

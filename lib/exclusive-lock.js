@@ -210,7 +210,7 @@ class ExclusiveLock extends EventEmitter {
       // takes) but read anew at every acquire(), so they are part of the settings shared.
       const grants = option(opts, 'cross_process_grants')
       const fields = url ? { url: given } : connection.connection
-      const shared = url && grants === undefined ? sharedUrl(given) : sharedConnection(grants === undefined ? fields : { ...fields, crossProcessGrants: grants })
+      const shared = url && !grants ? sharedUrl(given) : sharedConnection(grants ? { ...fields, crossProcessGrants: true } : fields)
       this.#shared = nativeLock(shared, {
         name: o.name,
         keyPrefix: o.key_prefix,

@@ -179,7 +179,7 @@ class DistributedLockService {
       const fields = native.url ? { url: cache } : native.connection
       const grants = this.#grants
       const connection =
-        native.url && grants === undefined ? sharedUrl(cache) : sharedConnection(grants === undefined ? fields : { ...fields, crossProcessGrants: grants })
+        native.url && !grants ? sharedUrl(cache) : sharedConnection(grants ? { ...fields, crossProcessGrants: true } : fields)
       const settings = {
         retryDelayMs: CONFIG.retryDelayMs,
         maxBackoffMs: CONFIG.maxBackoffMs,
