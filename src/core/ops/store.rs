@@ -26,7 +26,13 @@ use std::time::Duration;
 pub(crate) const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The bound of freeing a lock nobody holds any more: no longer than it would live anyway.
+/// An unconfirmed grant's life is estimated from the connection's last answer, which may be
+/// long ago (or none since a reconnect): no bound for a call, whose timeout would drop the
+/// connection. Redis's claim ends it anyway, and the release script checks the token.
 pub(crate) fn orphan_bound(lease: &Lease) -> Duration {
+    if lease.is_claim_only() {
+        return BACKGROUND_TIMEOUT;
+    }
     lease
         .remaining()
         .clamp(Duration::from_millis(1), BACKGROUND_TIMEOUT)

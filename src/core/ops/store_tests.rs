@@ -24,3 +24,14 @@ fn a_dropped_store_is_not_kept_alive_by_the_registry() {
     let weak = Arc::downgrade(&Store::shared(endpoint(3)));
     assert!(weak.upgrade().is_none());
 }
+
+/// Passing on a grant nobody here takes is bounded by the background bound, not by the
+/// grant's estimated life, which is nothing when the connection's last answer is unknown.
+#[test]
+fn an_unconfirmed_grant_is_freed_within_the_background_bound() {
+    let claim = Duration::from_millis(1_000);
+    let grant = |anchor| Lease::granted(b"k".to_vec(), "t".into(), 7, (anchor, claim), claim);
+    assert_eq!(orphan_bound(&grant(None)), BACKGROUND_TIMEOUT);
+    let anchor = Some(crate::core::basics::clock::Stamp::now());
+    assert_eq!(orphan_bound(&grant(anchor)), BACKGROUND_TIMEOUT);
+}
