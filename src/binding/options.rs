@@ -46,6 +46,9 @@ pub struct ConnectionOptions {
     /// Releases grant the lock to waiting connections of other processes (see README,
     /// "Grants across processes"); off by default.
     pub cross_process_grants: Option<bool>,
+    /// No lock is given on a server restarted (or first met) less than this ago (see
+    /// README, "Guarantees"); 0, the default, turns it off and sends nothing for it.
+    pub restart_quarantine_ms: Option<f64>,
 }
 
 /// One node of a list: `port` defaults to the service's own (6379, a sentinel 26379).
@@ -57,7 +60,18 @@ pub struct NodeAddress {
 
 impl ConnectionOptions {
     pub fn endpoint(self) -> std::result::Result<Endpoint, LockError> {
+        let restart_quarantine = self
+            .restart_quarantine_ms
+            .map(|ms| validate::non_negative_ms("restartQuarantineMs", ms))
+            .transpose()?;
         if let Some(nodes) = self.nodes {
+            if restart_quarantine.is_some_and(|q| !q.is_zero()) {
+                // Each node restarts on its own; a quorum's epoch is not built.
+                return Err(LockError::invalid_type(
+                    "restartQuarantineMs",
+                    "restartQuarantineMs is not supported on a Redlock (each node restarts on its own); drop it or set it to 0",
+                ));
+            }
             let nodes = nodes
                 .into_iter()
                 .enumerate()
@@ -103,6 +117,7 @@ impl ConnectionOptions {
             sentinel_username: self.sentinel_username,
             sentinel_password: self.sentinel_password,
             cross_process_grants: self.cross_process_grants,
+            restart_quarantine,
         })
     }
 }

@@ -183,6 +183,10 @@ impl LockStore for Backend {
     fn answered_sent(&self) -> Option<Stamp> {
         each!(self, s => s.answered_sent())
     }
+
+    fn gate_open(&self) -> bool {
+        each!(self, s => s.gate_open())
+    }
 }
 
 #[cfg(test)]

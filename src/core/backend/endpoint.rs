@@ -77,6 +77,9 @@ pub struct Endpoint {
     /// where the store can (`Handover::Ring`). A connection of its own: with it off, nothing
     /// of this changes what is sent.
     pub grants: bool,
+    /// `restartQuarantineMs`: no attempt on a server incarnation our clients have known for
+    /// less than this (proto/epoch.rs). Zero sends no command for it.
+    pub restart_quarantine: Duration,
 }
 
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(5_000);
@@ -116,6 +119,8 @@ pub struct EndpointSpec {
     pub sentinel_password: Option<String>,
     /// `crossProcessGrants` (see `Endpoint::grants`).
     pub cross_process_grants: Option<bool>,
+    /// `restartQuarantineMs` (see `Endpoint::restart_quarantine`), already validated.
+    pub restart_quarantine: Option<Duration>,
 }
 
 impl EndpointSpec {
@@ -159,6 +164,7 @@ impl Endpoint {
                 password: None,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 grants: false,
+                restart_quarantine: Duration::ZERO,
             },
         };
         if let Some(address) = many {
@@ -250,6 +256,17 @@ impl Endpoint {
             endpoint.connect_timeout = timeout;
         }
         endpoint.grants = spec.cross_process_grants.unwrap_or(false);
+        endpoint.restart_quarantine = spec.restart_quarantine.unwrap_or_default();
+        if matches!(endpoint.address, Address::Cluster { .. })
+            && !endpoint.restart_quarantine.is_zero()
+        {
+            // Each master is its own incarnation, which would need an epoch key in a slot of
+            // each: not built.
+            return Err(LockError::invalid_type(
+                "restartQuarantineMs",
+                "restartQuarantineMs is not supported on a Redis Cluster (each master restarts on its own); drop it or set it to 0",
+            ));
+        }
         if matches!(endpoint.address, Address::Cluster { .. }) && endpoint.db != 0 {
             return Err(LockError::invalid_type(
                 "db",
@@ -299,6 +316,7 @@ impl Endpoint {
             password: None,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             grants: false,
+            restart_quarantine: Duration::ZERO,
         })
     }
 
@@ -326,6 +344,7 @@ impl Endpoint {
             password: read.password,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             grants: false,
+            restart_quarantine: Duration::ZERO,
         })
     }
 
@@ -375,6 +394,7 @@ impl Endpoint {
             password: redis.password().map(str::to_owned),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             grants: false,
+            restart_quarantine: Duration::ZERO,
         })
     }
 

@@ -6,6 +6,7 @@
 use super::endpoint::{Address, Endpoint};
 use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
+use super::quarantine::Quarantine;
 use super::upstream::Upstream;
 use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::clock::Stamp;
@@ -13,6 +14,7 @@ use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
+use crate::core::proto::epoch::Admit;
 use crate::core::proto::wire::whole;
 use crate::core::proto::{scripts, Request};
 use redis::aio::ConnectionManager;
@@ -112,6 +114,8 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// When the latest request answered on the current connection was sent (see
     /// `LockStore::answered_sent`); forgotten with the connection, whose order it vouches for.
     answered: Mutex<Option<Stamp>>,
+    /// `restartQuarantineMs`: the gate an attempt passes on this connection.
+    quarantine: Quarantine,
 }
 
 impl<W: Conduit> Link<W> {
@@ -126,6 +130,7 @@ impl<W: Conduit> Link<W> {
         let fixed = matches!(endpoint.address, Address::Tcp { .. } | Address::Unix(_));
         Link {
             fixed,
+            quarantine: Quarantine::new(endpoint.restart_quarantine),
             upstream: Upstream::of(&endpoint, stale.clone()),
             stale,
             endpoint,
@@ -141,6 +146,12 @@ impl<W: Conduit> Link<W> {
             switching: tokio::sync::Mutex::new(()),
             answered: Mutex::new(None),
         }
+    }
+
+    /// Whether an attempt may go now with no word from Redis first (see
+    /// `LockStore::gate_open`).
+    pub(super) fn gate_open(&self) -> bool {
+        self.quarantine.is_open(&self.dropped)
     }
 
     /// See `LockStore::answered_sent`.
@@ -201,6 +212,7 @@ impl<W: Conduit> Link<W> {
         let mut slot = lock(&self.manager);
         if self.stale.swap(false, Ordering::AcqRel) && slot.take().is_some() {
             self.scripts_ready.store(false, Ordering::Relaxed);
+            self.quarantine.forget();
             // Waiters listen again, on the new connection.
             self.listener.connection_lost(LostScope::All);
             self.dropped.signal();
@@ -220,6 +232,7 @@ impl<W: Conduit> Link<W> {
     /// (a rejected AUTH leaves its shared connect future failed for good).
     pub(super) fn discard_manager(&self) {
         *lock(&self.manager) = None;
+        self.quarantine.forget();
         self.scripts_ready.store(false, Ordering::Relaxed);
         self.listener.connection_lost(LostScope::All);
     }
@@ -366,7 +379,7 @@ impl<W: Conduit> Link<W> {
         F: Fn(W) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let mut deadline = tokio::time::Instant::now() + timeout;
         let mut refused_since = None;
         let mut pause = REFUSAL_FIRST_PAUSE;
         let mut fell_back = false;
@@ -376,7 +389,19 @@ impl<W: Conduit> Link<W> {
                 .await
                 .map_err(|_| (LockError::no_reply(timeout), None))?
                 .map_err(|err| (err, None))?;
-            let work = tokio::time::timeout_at(deadline, op(manager.clone()));
+            // An attempt passes the restart quarantine's gate first, on the connection it
+            // goes out on: one the call loop reconnects is asked again.
+            let attempt = refusals == Refusals::Fail && !self.quarantine.is_off();
+            let work = tokio::time::timeout_at(deadline, async {
+                if attempt {
+                    let mut con = manager.clone();
+                    let gate = self.quarantine.gate(&mut con, &self.dropped).await?;
+                    if !gate.is_open(Instant::now()) {
+                        return Ok(Err(gate));
+                    }
+                }
+                op(manager.clone()).await.map(Ok)
+            });
             let reply = if self.unreached_tls() {
                 // A plain server sent a TLS hello stays silent until the connect timeout:
                 // after a short silence, ask it in plain text whether it is one. Boxed, as
@@ -397,11 +422,24 @@ impl<W: Conduit> Link<W> {
                 work.await
             };
             let err = match reply {
-                Ok(Ok(value)) => {
+                Ok(Ok(passed)) => {
                     self.reached.store(true, Ordering::Relaxed);
                     self.up.store(true, Ordering::Relaxed);
                     self.dropped.answered();
-                    return Ok(value);
+                    let gate = match passed {
+                        Ok(value) => return Ok(value),
+                        Err(gate) => gate,
+                    };
+                    match gate.admit(Instant::now(), deadline.into_std()) {
+                        Admit::Open => {}
+                        Admit::WaitUntil(opens) => {
+                            tokio::time::sleep_until(opens.into()).await;
+                            // The attempt's own bound counts from when it can go out.
+                            deadline = tokio::time::Instant::now() + timeout;
+                        }
+                        Admit::Refuse(err) => return Err((err, None)),
+                    }
+                    continue;
                 }
                 Ok(Err(err)) => {
                     let gone = err.is_connection_dropped()

@@ -318,6 +318,13 @@ pub trait LockStore: Send + Sync {
         None
     }
 
+    /// Whether an attempt may go now, on any connection to the store, with no word from it
+    /// first: false while the restart quarantine's gate is closed or not yet learned on the
+    /// current connection (proto/epoch.rs). Stores with no quarantine are always open.
+    fn gate_open(&self) -> bool {
+        true
+    }
+
     /// The store's clock (Redis TIME), for callers that must not trust their own.
     fn server_time(
         &self,

@@ -13,6 +13,7 @@ mod link;
 pub mod lock_store;
 pub mod memory;
 pub mod mismatch;
+mod quarantine;
 pub mod redis_store;
 mod redlock_book;
 pub mod redlock_store;

@@ -222,6 +222,10 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.answered_sent()
     }
 
+    fn gate_open(&self) -> bool {
+        self.link.gate_open()
+    }
+
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
         let time = Request::Command(redis::cmd("TIME"));
         let reply = (self

@@ -83,6 +83,7 @@ impl Endpoint {
         Ok(Endpoint {
             connect_timeout: connect_timeout.unwrap_or(super::endpoint::DEFAULT_CONNECT_TIMEOUT),
             grants: false,
+            restart_quarantine: Duration::ZERO,
             address: Address::Redlock(nodes),
             db: 0,
             username: None,

@@ -85,6 +85,9 @@ pub struct FirstAttempt {
     /// the first, so the refresh script must be known loaded.
     pub watched: bool,
     pub scripts_ready: bool,
+    /// The restart quarantine's gate is closed or unknown: only the runtime's connection
+    /// asks Redis for it and waits for it (backend/quarantine.rs).
+    pub gate_closed: bool,
     pub cancelled: bool,
     /// A waiter of ours is subscribed to the lock: the attempt must queue for its wakes
     /// (acquire_queued.lua).
@@ -107,6 +110,7 @@ impl FirstAttempt {
     pub fn on(store: &Store) -> Self {
         FirstAttempt {
             scripts_ready: store.scripts_ready(),
+            gate_closed: !store.gate_open(),
             ..FirstAttempt::default()
         }
     }
@@ -142,6 +146,7 @@ impl FirstAttempt {
 
     fn may_leave_runtime(&self) -> bool {
         !self.fair
+            && !self.gate_closed
             && (self.scripts_ready || !self.watched)
             && !self.cancelled
             && !self.subscribed

@@ -43,6 +43,10 @@ fn every_fact_alone_sends_the_attempt_to_the_runtime() {
             turn_from_others: true,
             ..open()
         },
+        FirstAttempt {
+            gate_closed: true,
+            ..open()
+        },
     ];
     for facts in blockers {
         assert!(!facts.may_leave_runtime(), "{facts:?}");
@@ -146,4 +150,18 @@ fn each_endpoint_offers_its_way_and_the_facts_may_keep_a_call_on_the_runtime() {
     assert_eq!(Route::way(&store, RouteFacts::Attempt(open())), Way::Inline);
     let tls = Store::shared(endpoint("rediss://127.0.0.1:41105"));
     assert_eq!(Route::way(&tls, RouteFacts::Any), Way::Runtime);
+}
+
+#[test]
+fn a_store_with_a_restart_quarantine_keeps_attempts_on_the_runtime_until_its_gate_is_known() {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        port: Some(1),
+        restart_quarantine: Some(Duration::from_millis(1_000)),
+        ..Default::default()
+    })
+    .unwrap();
+    let store = Store::shared(endpoint);
+    assert!(FirstAttempt::on(&store).gate_closed);
+    let plain = locker(1, false);
+    assert!(!FirstAttempt::on(plain.store()).gate_closed);
 }

@@ -359,6 +359,12 @@ impl Store {
     pub fn scripts_ready(&self) -> bool {
         self.backend.is_prepared()
     }
+
+    /// Whether an attempt may leave the runtime now: the restart quarantine's gate is open
+    /// and known (see `LockStore::gate_open`).
+    pub fn gate_open(&self) -> bool {
+        self.backend.gate_open()
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! a quorum must know what each node's reply means.
 
 pub mod acquire;
+pub mod epoch;
 pub mod extend;
 pub mod fence_raise;
 pub mod fenced_set;

@@ -1,0 +1,82 @@
+//! A link's side of the restart quarantine (proto/epoch.rs): the gate learned on the current
+//! connection, forgotten when it drops, and learned again (two commands: INFO, then
+//! epoch.lua) before the next attempt. Off (`restartQuarantineMs: 0`), it sends nothing.
+
+use crate::core::basics::drops::Drops;
+use crate::core::basics::sync::lock;
+use crate::core::proto::epoch::{self, Gate};
+use redis::aio::ConnectionLike;
+use redis::{ErrorKind, RedisError, RedisResult, Value};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub(super) struct Quarantine {
+    length: Duration,
+    /// The gate, and when the request that learned it was sent: a drop since then may have
+    /// put another incarnation behind the connection.
+    learned: Mutex<Option<(Instant, Gate)>>,
+    /// One learner at a time: the attempts of a burst after a reconnect share its answer.
+    learning: tokio::sync::Mutex<()>,
+}
+
+impl Quarantine {
+    pub(super) fn new(length: Duration) -> Self {
+        Quarantine {
+            length,
+            learned: Mutex::new(None),
+            learning: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub(super) fn is_off(&self) -> bool {
+        self.length.is_zero()
+    }
+
+    /// The connection was replaced by one the drops may not tell of.
+    pub(super) fn forget(&self) {
+        *lock(&self.learned) = None;
+    }
+
+    /// The gate of the current connection, if learned since its last drop.
+    pub(super) fn known(&self, drops: &Drops) -> Option<Gate> {
+        let (sent, gate) = (*lock(&self.learned))?;
+        (!drops.since(sent)).then_some(gate)
+    }
+
+    /// Whether an attempt could go now without asking Redis first.
+    pub(super) fn is_open(&self, drops: &Drops) -> bool {
+        self.is_off()
+            || self
+                .known(drops)
+                .is_some_and(|gate| gate.is_open(Instant::now()))
+    }
+
+    /// The gate of the connection `con`, asked of Redis unless known.
+    pub(super) async fn gate<C: ConnectionLike + Send>(
+        &self,
+        con: &mut C,
+        drops: &Drops,
+    ) -> RedisResult<Gate> {
+        if let Some(gate) = self.known(drops) {
+            return Ok(gate);
+        }
+        let _learning = self.learning.lock().await;
+        if let Some(gate) = self.known(drops) {
+            return Ok(gate);
+        }
+        let sent = Instant::now();
+        let info: String = epoch::info().query_async(con).await?;
+        let run_id =
+            epoch::run_id(&info).ok_or_else(|| unreadable("INFO server gave no run_id"))?;
+        let reply: Value = epoch::stamp(run_id).query_async(con).await?;
+        let stamp = epoch::read_stamp(&reply.extract_error()?)
+            .ok_or_else(|| unreadable("epoch.lua answered no { born, now }"))?;
+        let gate = Gate::new(Instant::now(), stamp, self.length);
+        *lock(&self.learned) = Some((sent, gate));
+        Ok(gate)
+    }
+}
+
+fn unreadable(what: &'static str) -> RedisError {
+    RedisError::from((ErrorKind::UnexpectedReturnType, what))
+}

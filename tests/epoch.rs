@@ -1,0 +1,186 @@
+//! The restart quarantine (`restartQuarantineMs`, proto/epoch.rs) against a real
+//! redis-server: a server incarnation our clients have known for less than the quarantine
+//! gives no lock; the gate is learned with two commands per connection, none when off.
+
+mod common;
+
+use common::{calls, RedisServer};
+use native_redis_lock::core::api::{Attempt, Endpoint, EndpointSpec, Locker, Store};
+use native_redis_lock::core::basics::error::LockError;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+const Q: Duration = Duration::from_millis(1_000);
+
+/// A locker on a connection of its own (each `connect` a distinct endpoint), with `quarantine`
+/// and attempts bounded by `bound`.
+fn locker(
+    server: &RedisServer,
+    quarantine: Duration,
+    bound: Duration,
+    connect: u64,
+) -> Arc<Locker> {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(server.url()),
+        connect_timeout: Some(MS(connect)),
+        restart_quarantine: Some(quarantine),
+        ..Default::default()
+    })
+    .expect("endpoint");
+    Arc::new(Locker::new(Store::shared(endpoint), "epoch:", bound))
+}
+
+/// An attempt at `key`, which must win; how long it took.
+async fn won(locker: &Locker, key: &str) -> Duration {
+    let started = Instant::now();
+    match locker.attempt(key, MS(10_000)).await {
+        Ok(Attempt::Acquired(_)) => started.elapsed(),
+        Ok(Attempt::Held { .. }) => panic!("{key}: held"),
+        Err(err) => panic!("{key}: {err}"),
+    }
+}
+
+/// The INFO and EVAL commands the server has run, read with one INFO (which counts itself).
+fn counts(server: &RedisServer) -> (i64, i64) {
+    let mut raw = server.raw();
+    (calls(&mut raw, "info"), calls(&mut raw, "eval"))
+}
+
+/// The INFO and EVAL commands the server ran since `before`, but the readings' own.
+fn ran_since(server: &RedisServer, before: (i64, i64)) -> (i64, i64) {
+    let after = counts(server);
+    // `calls` is one INFO each: two per reading, the second counting the first.
+    (after.0 - before.0 - 2, after.1 - before.1)
+}
+
+#[tokio::test]
+async fn a_fresh_server_is_quarantined_then_another_connection_to_it_is_not() {
+    let server = RedisServer::start();
+    let before = counts(&server);
+    let first = locker(&server, Q, MS(5_000), 2_001);
+    // The first attempt waits for the gate (within its 5 s bound), then wins.
+    let waited = won(&first, "a").await;
+    assert!(
+        waited >= Q - MS(5),
+        "the first lock came {waited:?} after asking, before {Q:?}"
+    );
+    // Two commands for the connection, none for the next attempt.
+    let quick = won(&first, "b").await;
+    assert!(quick < Q / 2, "{quick:?}");
+    assert_eq!(ran_since(&server, before), (1, 1));
+    // Another connection to the same incarnation: its quarantine is over.
+    let before = counts(&server);
+    let second = locker(&server, Q, MS(5_000), 2_002);
+    let quick = won(&second, "c").await;
+    assert!(
+        quick < Q / 2,
+        "a known server was quarantined again: {quick:?}"
+    );
+    assert_eq!(ran_since(&server, before), (1, 1));
+}
+
+#[tokio::test]
+async fn a_server_restarted_empty_is_quarantined_again() {
+    let mut server = RedisServer::start();
+    let locks = locker(&server, Q, MS(5_000), 2_003);
+    won(&locks, "before").await;
+    assert!(won(&locks, "again").await < Q / 2);
+    server.restart();
+    let waited = won(&locks, "after").await;
+    assert!(
+        waited >= Q - MS(5),
+        "a restarted server gave a lock after {waited:?}"
+    );
+    assert!(won(&locks, "later").await < Q / 2);
+}
+
+#[tokio::test]
+async fn an_attempt_whose_bound_ends_before_the_gate_fails_naming_the_quarantine() {
+    let server = RedisServer::start();
+    let locks = locker(&server, MS(2_000), MS(300), 2_004);
+    let started = Instant::now();
+    let err = match locks.attempt("k", MS(10_000)).await {
+        Err(err) => err,
+        Ok(_) => panic!("expected a refusal, got an answer"),
+    };
+    assert!(
+        started.elapsed() < MS(1_000),
+        "it waited: {:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, LockError::Connection(_)), "{err:?}");
+    assert_eq!(err.code(), "ECONNECTION");
+    let text = err.to_string();
+    assert!(text.contains("Redis was restarted"), "{text}");
+    assert!(text.contains("restartQuarantineMs (2000)"), "{text}");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("epoch:k")
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(exists, 0, "nothing was attempted");
+}
+
+#[tokio::test]
+async fn off_the_quarantine_sends_nothing_and_writes_no_epoch() {
+    let server = RedisServer::start();
+    let before = counts(&server);
+    let locks = locker(&server, Duration::ZERO, MS(5_000), 2_005);
+    assert!(won(&locks, "k").await < Q / 2);
+    assert_eq!(ran_since(&server, before), (0, 0));
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(b"\xffepoch")
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(exists, 0);
+}
+
+#[tokio::test]
+async fn a_promoted_replica_is_another_incarnation() {
+    let master = RedisServer::start();
+    let replica = RedisServer::start_with(&[]);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(&mut replica.raw())
+        .unwrap();
+    let locks = locker(&master, Q, MS(5_000), 2_006);
+    won(&locks, "k").await;
+    // The epoch reaches the replica with the rest of the data set.
+    let until = Instant::now() + MS(5_000);
+    let run = loop {
+        let run: Option<String> = redis::cmd("HGET")
+            .arg(b"\xffepoch")
+            .arg("run")
+            .query(&mut replica.raw())
+            .unwrap();
+        if let Some(run) = run {
+            break run;
+        }
+        assert!(
+            Instant::now() < until,
+            "the epoch never reached the replica"
+        );
+        std::thread::sleep(MS(20));
+    };
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut replica.raw())
+        .unwrap();
+    let promoted = locker(&replica, Q, MS(5_000), 2_007);
+    let waited = won(&promoted, "k2").await;
+    assert!(
+        waited >= Q - MS(5),
+        "the promoted replica gave a lock after {waited:?}"
+    );
+    let now: String = redis::cmd("HGET")
+        .arg(b"\xffepoch")
+        .arg("run")
+        .query(&mut replica.raw())
+        .unwrap();
+    assert_ne!(
+        now, run,
+        "the promoted replica's epoch names its own run_id"
+    );
+}
