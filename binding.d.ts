@@ -345,6 +345,11 @@ export interface ConnectionOptions {
    * "Grants across processes"); off by default.
    */
   crossProcessGrants?: boolean
+  /**
+   * No lock is given on a server restarted (or first met) less than this ago (see
+   * README, "Guarantees"); 0, the default, turns it off and sends nothing for it.
+   */
+  restartQuarantineMs?: number
 }
 
 /** Options of `new DistributedLock(redis, options)`, defaults as in @lilith/distributed-lock. */

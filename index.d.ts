@@ -150,6 +150,13 @@ export interface LockOptions {
    * ignored. Default false.
    */
   crossProcessGrants?: boolean
+  /**
+   * No lock is given on a Redis server restarted, failed over, flushed or first met less than
+   * this many ms ago (README "Guarantees"): with it, holders are told before anyone else can
+   * take their locks. A whole number of ms; 0 (the default) turns it off and sends nothing
+   * for it. Refused on a Redlock and a Cluster; ignored by memory://. A connection of its own.
+   */
+  restartQuarantineMs?: number
   /** Logs each event at its level (README "Tracing"). Default: silent. */
   logger?: TracingLogger
   /** Told of each event (README "Tracing"); its own native lock, so only this instance's events. */
@@ -448,6 +455,8 @@ export interface ExclusiveLockOptions {
   stats?: boolean
   /** Ours: a connection of its own that grants across processes (README "Grants across processes"); its pair locks are not granted yet. Default false. */
   cross_process_grants?: boolean
+  /** Ours: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. Refused on a Redlock and a Cluster. */
+  restart_quarantine_ms?: number
   /** Ours: logs each event at its level (README "Tracing"); `log` stays the original's. */
   logger?: TracingLogger
   /** Ours: told of each event (README "Tracing"). */
@@ -566,6 +575,8 @@ export declare class DistributedLockService {
       stats?: boolean
       /** Not in the original: a release gives the lock to the next waiting process (README "Grants across processes"). Default false. */
       crossProcessGrants?: boolean
+      /** Not in the original: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. */
+      restartQuarantineMs?: number
       /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
       onEvent?: OnLockEvent
       /** Not in the original: the held lock's connection to Redis dropped (the lock is in doubt). */

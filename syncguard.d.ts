@@ -159,6 +159,12 @@ export interface RedisBackendOptions {
   commandTimeoutMs?: number
   /** Added by native-redis-lock: count what its calls do for `stats()`; false keeps every count at zero. Default true. */
   stats?: boolean
+  /**
+   * Added by native-redis-lock: no lock for this many ms after a Redis restart or failover
+   * (README "Guarantees"); 0, the default, is off. Refused on a Cluster; ignored by a client
+   * used only through its `eval`.
+   */
+  restartQuarantineMs?: number
   /** Added by native-redis-lock: logs each event at its level (README "Tracing"). */
   logger?: TracingLogger
   /** Added by native-redis-lock: told of each event (README "Tracing"). */

@@ -2,7 +2,7 @@
 
 const { NativeDistributedLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
-const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
+const { sharedUrl, sharedAlike, sharedWith } = require('./shared-connection')
 // An array of servers is a Redlock over them (docs/plans/redlock.md).
 const REDLOCK = { redlock: true }
 const { withSignal } = require('./abort')
@@ -420,6 +420,7 @@ class DistributedLock {
     check.optionalBoolean(o.lendOnHandover, 'options.lendOnHandover')
     check.optionalBoolean(o.stats, 'options.stats')
     check.optionalBoolean(o.crossProcessGrants, 'options.crossProcessGrants')
+    check.optionalWholeMs(o.restartQuarantineMs, 'options.restartQuarantineMs')
     checkTracing(o.logger, o.onEvent, 'options')
     for (const name of ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs']) {
       check.optionalNumber(o[name], `options.${name}`)
@@ -437,10 +438,11 @@ class DistributedLock {
         fenceRetentionMs: o.fenceRetentionMs,
         stats: o.stats,
       }
+      const own = { crossProcessGrants: o.crossProcessGrants, restartQuarantineMs: o.restartQuarantineMs }
       const connection =
-        url && o.connectTimeoutMs === undefined && !o.crossProcessGrants
+        url && o.connectTimeoutMs === undefined && !o.crossProcessGrants && !o.restartQuarantineMs
           ? sharedUrl(redis)
-          : sharedConnection(withGrants({ ...(read ?? connectionOptions(redis, 'redis', REDLOCK)).connection, connectTimeoutMs: o.connectTimeoutMs }, o.crossProcessGrants))
+          : sharedWith(undefined, { ...(read ?? connectionOptions(redis, 'redis', REDLOCK)).connection, connectTimeoutMs: o.connectTimeoutMs }, own)
       // The native side keeps no state of its own between calls: one per set of settings.
       const make = () => ({
         native: new NativeDistributedLock(connection, settings, heartbeat),
@@ -657,17 +659,11 @@ class DistributedLock {
   }
 }
 
-// Grants across processes ride on a connection of their own (README "Grants across
-// processes"); left out when not asked for (false is the default), so that connection is
-// today's, shared alike.
-function withGrants(connection, grants) {
-  return grants ? { ...connection, crossProcessGrants: true } : connection
-}
-
 // The core names options as the native layer receives them; users wrote `options.x`.
 function withOptionPrefix(err) {
   // `fair` is refused natively over a Redlock.
-  const names = ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs', 'fair']
+  // `restartQuarantineMs` is refused natively on a Redlock and a Cluster.
+  const names = ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs', 'fair', 'restartQuarantineMs']
   if (err.code === 'EINVAL' && names.includes(err.argument)) {
     err.message = `options.${err.message}`
     err.argument = `options.${err.argument}`

@@ -3,7 +3,7 @@
 const EventEmitter = require('node:events')
 const { NativeExclusiveLock } = require('./native')
 const { connectionOptions, connectionError } = require('./connection')
-const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
+const { sharedAlike, sharedWith } = require('./shared-connection')
 // An array of servers is a Redlock over them (docs/plans/redlock.md).
 const REDLOCK = { redlock: true }
 const { LockLostError, fromNative } = require('./errors')
@@ -11,6 +11,7 @@ const { heartbeat, KeepAlive, Beating, missed } = require('./liveness')
 const { completions, listen, unlisten } = require('./completions')
 const { statsOf } = require('./stats')
 const { tracerOf, checkTracing } = require('./tracing')
+const check = require('./validate')
 
 // The original's default logger (abstract-logging) is silent.
 const noop = () => {}
@@ -35,6 +36,8 @@ const TYPES = Object.entries({
   stats: 'boolean',
   // Ours: grants across processes (README "Grants across processes").
   cross_process_grants: 'boolean',
+  // Ours: no lock for this long after a Redis restart (README "Guarantees"); 0 is off.
+  restart_quarantine_ms: 'number',
 })
 
 // The original validates with an ajv schema and reports the first failure in ajv's words.
@@ -196,6 +199,7 @@ class ExclusiveLock extends EventEmitter {
       fence_retention_ms: option(opts, 'fence_retention_ms'),
       stats: option(opts, 'stats'),
     }
+    check.optionalWholeMs(option(opts, 'restart_quarantine_ms'), 'restart_quarantine_ms')
     const diff = o.lock_ttl_ms - o.lock_refresh_ms
     if (!(diff >= 500)) {
       throw einval(new RangeError('lock_refresh_ms must be at least 500ms less than lock_ttl_ms'), {
@@ -208,9 +212,11 @@ class ExclusiveLock extends EventEmitter {
     try {
       // The TTL and refresh are checked by the native constructor (as numbers the native side
       // takes) but read anew at every acquire(), so they are part of the settings shared.
-      const grants = option(opts, 'cross_process_grants')
-      const fields = url ? { url: given } : connection.connection
-      const shared = url && !grants ? sharedUrl(given) : sharedConnection(grants ? { ...fields, crossProcessGrants: true } : fields)
+      const own = {
+        crossProcessGrants: option(opts, 'cross_process_grants'),
+        restartQuarantineMs: option(opts, 'restart_quarantine_ms'),
+      }
+      const shared = sharedWith(url ? given : undefined, url ? undefined : connection.connection, own)
       this.#shared = nativeLock(shared, {
         name: o.name,
         keyPrefix: o.key_prefix,
@@ -223,7 +229,13 @@ class ExclusiveLock extends EventEmitter {
         stats: o.stats,
       }, this.#tracer !== null)
     } catch (err) {
-      throw connectionError(fromNative(err), connection ?? connectionOptions(given, 'cache_connection', REDLOCK))
+      const named = fromNative(err)
+      if (named.argument === 'restartQuarantineMs') {
+        // Refused natively on a Redlock or a Cluster, under the core's name.
+        named.message = named.message.replaceAll('restartQuarantineMs', 'restart_quarantine_ms')
+        named.argument = 'restart_quarantine_ms'
+      }
+      throw connectionError(named, connection ?? connectionOptions(given, 'cache_connection', REDLOCK))
     }
     this.#native = this.#shared.native
     this.#tracer?.observe(this.#native, this)

@@ -3,7 +3,7 @@
 const { randomUUID } = require('node:crypto')
 const { NativeLockService, NativeTicker, validateTtlMs, validateFenceRetentionMs } = require('./native')
 const { connectionOptions, connectionError, expected: expectedConnection } = require('./connection')
-const { sharedConnection, sharedUrl, sharedAlike } = require('./shared-connection')
+const { sharedAlike, sharedWith } = require('./shared-connection')
 // An array of servers is a Redlock over them (docs/plans/redlock.md).
 const REDLOCK = { redlock: true }
 const { fromNative, invalidArgument, LockLostError } = require('./errors')
@@ -109,6 +109,7 @@ class DistributedLockService {
   #fenceRetentionMs
   #stats
   #grants
+  #quarantineMs
   // The acquisition in flight, if any: `{ cancelled, cancel(), done }`. A release wins over it.
   #attempt = null
   #refreshing = false
@@ -142,6 +143,7 @@ class DistributedLockService {
     this.#fenceRetentionMs = options?.fenceRetentionMs
     this.#stats = check.optionalBoolean(options?.stats, 'options.stats')
     this.#grants = check.optionalBoolean(options?.crossProcessGrants, 'options.crossProcessGrants')
+    this.#quarantineMs = check.optionalWholeMs(options?.restartQuarantineMs, 'options.restartQuarantineMs')
     check.optionalFunction(options?.onSuspended, 'options.onSuspended')
     check.optionalFunction(options?.onResumed, 'options.onResumed')
     this.#onSuspended = options?.onSuspended
@@ -176,10 +178,8 @@ class DistributedLockService {
       return
     }
     try {
-      const fields = native.url ? { url: cache } : native.connection
-      const grants = this.#grants
-      const connection =
-        native.url && !grants ? sharedUrl(cache) : sharedConnection(grants ? { ...fields, crossProcessGrants: true } : fields)
+      const own = { crossProcessGrants: this.#grants, restartQuarantineMs: this.#quarantineMs }
+      const connection = sharedWith(native.url ? cache : undefined, native.url ? undefined : native.connection, own)
       const settings = {
         retryDelayMs: CONFIG.retryDelayMs,
         maxBackoffMs: CONFIG.maxBackoffMs,

@@ -127,4 +127,17 @@ function sharedAlike(connection, kind, name, settings, make) {
   return value
 }
 
-module.exports = { sharedConnection, sharedUrl, sharedAlike }
+/**
+ * The NativeConnection of `url` (a URL given alone, else undefined) or `fields`, with the
+ * options that make a connection of its own (README "Grants across processes", "Guarantees"):
+ * left out when not asked for (false, 0), so that connection is today's, shared alike.
+ */
+function sharedWith(url, fields, { crossProcessGrants, restartQuarantineMs }) {
+  if (url !== undefined && !crossProcessGrants && !restartQuarantineMs) return sharedUrl(url)
+  let own = url !== undefined ? { url } : fields
+  if (crossProcessGrants) own = { ...own, crossProcessGrants: true }
+  if (restartQuarantineMs) own = { ...own, restartQuarantineMs }
+  return sharedConnection(own)
+}
+
+module.exports = { sharedConnection, sharedUrl, sharedAlike, sharedWith }

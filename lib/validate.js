@@ -96,7 +96,24 @@ function memoryName(value, name) {
   return value
 }
 
+// Node's timer limit, as the core's `validate::MAX_MS`.
+const MAX_MS = 2_147_483_647
+
+/**
+ * A whole number of ms from 0 (`restartQuarantineMs`): checked here, not natively, because
+ * each API names it its own way (`options.restartQuarantineMs`, `restart_quarantine_ms`).
+ */
+function optionalWholeMs(value, name) {
+  if (value === undefined) return undefined
+  number(value, name)
+  if (!Number.isInteger(value) || value < 0 || value > MAX_MS) {
+    throw invalidArgument(RangeError, name, `${name} must be a whole number of milliseconds from 0 to ${MAX_MS}, got ${String(value)}`)
+  }
+  return value
+}
+
 module.exports = {
+  optionalWholeMs,
   describe,
   memoryName,
   string,

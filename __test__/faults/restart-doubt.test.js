@@ -4,80 +4,51 @@
 // (other processes, autoRefresh) hold their keys and 3 contenders (other processes) wait for
 // them. Every holder must be told (`onSuspended`) before any contender acquires: the double
 // hold, max(0, told_i - acquired_j) over every pair of a trial, is 0 in each of 20 trials.
-// Times come from each process's `performance.timeOrigin + performance.now()`.
-const path = require('node:path')
-const { fork } = require('node:child_process')
+// Times come from each process's `performance.timeOrigin + performance.now()`. Run without
+// the restart quarantine (the default) and with it (`restartQuarantineMs`), where no contender
+// acquires before the quarantine has passed since the kill.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../helpers/redis-server')
+const { party, next, event, stopAll } = require('../helpers/doubt-parties')
 
 const TRIALS = 20
 const PARTIES = 3
-const STEP_BOUND_MS = 10_000
+const QUARANTINE_MS = 1500
+// Times of different processes (and Redis's TIME) on one host: a few ms apart at most.
+const CLOCKS_MS = 50
 
 let server
-const holders = []
-const contenders = []
-
-/** A party process; its messages are kept, and waited for by `next`. */
-function party(role) {
-  const proc = fork(path.join(__dirname, '../fixtures/doubt-party.js'), [role, server.url], {
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  })
-  const p = { proc, messages: [], waiters: [] }
-  proc.on('message', (message) => {
-    p.messages.push(message)
-    for (const waiter of [...p.waiters]) waiter()
-  })
-  proc.on('exit', () => {
-    for (const waiter of [...p.waiters]) waiter()
-  })
-  return p
-}
-
-/** The first message of `p` matching `match`, waited for up to STEP_BOUND_MS. */
-function next(p, match, what) {
-  return new Promise((resolve, reject) => {
-    const check = () => {
-      const found = p.messages.find(match)
-      if (found) return done(() => resolve(found))
-      const failed = p.messages.find((m) => m.event === 'failed')
-      if (failed) return done(() => reject(new Error(`${what}: ${failed.message}`)))
-      if (p.proc.exitCode !== null || p.proc.signalCode !== null) return done(() => reject(new Error(`${what}: the party exited`)))
-    }
-    const timer = setTimeout(() => done(() => reject(new Error(`${what}: not within ${STEP_BOUND_MS} ms`))), STEP_BOUND_MS)
-    const done = (then) => {
-      clearTimeout(timer)
-      p.waiters.splice(p.waiters.indexOf(check), 1)
-      then()
-    }
-    p.waiters.push(check)
-    check()
-  })
-}
-
-const event = (name, trial) => (m) => m.event === name && m.trial === trial
+const parties = []
 
 before(async () => {
   server = await startRedis()
-  for (let i = 0; i < PARTIES; i++) {
-    holders.push(party('holder'))
-    contenders.push(party('contender'))
-  }
-  await Promise.all([...holders, ...contenders].map((p) => next(p, (m) => m.event === 'ready', 'ready')))
 })
 
 after(async () => {
-  for (const p of [...holders, ...contenders]) {
-    if (p.proc.exitCode === null && p.proc.signalCode === null) p.proc.kill('SIGKILL')
-  }
+  stopAll(parties)
   await server?.close()
 })
 
-test(`a Redis SIGKILLed and restarted empty: every holder is told before any contender acquires, ${TRIALS} trials`, async (t) => {
+/** 3 holders and 3 contenders with the lock's `options`, ready. */
+async function partiesWith(options) {
+  const holders = []
+  const contenders = []
+  for (let i = 0; i < PARTIES; i++) {
+    holders.push(party('holder', server.url, options))
+    contenders.push(party('contender', server.url, options))
+  }
+  parties.push(...holders, ...contenders)
+  await Promise.all([...holders, ...contenders].map((p) => next(p, (m) => m.event === 'ready', 'ready')))
+  return { holders, contenders }
+}
+
+/** The 20 trials; with a quarantine, also how long after the kill the first contender won. */
+async function trials(t, { holders, contenders }, quarantineMs) {
   const worst = []
+  const afterKill = []
   for (let trial = 0; trial < TRIALS; trial++) {
-    const keys = holders.map((_, i) => `doubt:${trial}:${i}`)
+    const keys = holders.map((_, i) => `doubt:${quarantineMs}:${trial}:${i}`)
     holders.forEach((p, i) => p.proc.send({ command: 'hold', trial, key: keys[i] }))
     await Promise.all(holders.map((p) => next(p, event('held', trial), `trial ${trial} held`)))
     contenders.forEach((p, i) => p.proc.send({ command: 'contend', trial, key: keys[i] }))
@@ -85,6 +56,7 @@ test(`a Redis SIGKILLed and restarted empty: every holder is told before any con
     // Into their waits (a first attempt found each key held).
     await new Promise((resolve) => setTimeout(resolve, 20))
 
+    const killedAt = performance.timeOrigin + performance.now()
     await server.kill()
     await server.start()
 
@@ -98,12 +70,28 @@ test(`a Redis SIGKILLed and restarted empty: every holder is told before any con
     for (const { at: toldAt } of told) {
       for (const { at: acquiredAt } of won) doubleHold = Math.max(doubleHold, toldAt - acquiredAt)
     }
-    const margin = Math.min(...won.map((w) => w.at)) - Math.max(...told.map((x) => x.at))
-    worst.push(margin)
+    const firstWin = Math.min(...won.map((w) => w.at))
+    worst.push(firstWin - Math.max(...told.map((x) => x.at)))
+    afterKill.push(firstWin - killedAt)
     assert.equal(doubleHold, 0, `trial ${trial}: a holder was told ${doubleHold.toFixed(2)} ms after a contender acquired`)
+    if (quarantineMs > 0) {
+      assert.ok(
+        firstWin - killedAt >= quarantineMs - CLOCKS_MS,
+        `trial ${trial}: a contender acquired ${(firstWin - killedAt).toFixed(1)} ms after the kill, within restartQuarantineMs ${quarantineMs}`,
+      )
+    }
 
     for (const p of [...holders, ...contenders]) p.proc.send({ command: 'drop', trial })
     await Promise.all([...holders, ...contenders].map((p) => next(p, event('dropped', trial), `trial ${trial} dropped`)))
   }
   t.diagnostic(`doubleHoldMs 0 in ${TRIALS}/${TRIALS}; smallest margin (first acquisition - last told) ${Math.min(...worst).toFixed(2)} ms`)
+  t.diagnostic(`first acquisition after the kill: ${Math.min(...afterKill).toFixed(1)} to ${Math.max(...afterKill).toFixed(1)} ms`)
+}
+
+test(`a Redis SIGKILLed and restarted empty: every holder is told before any contender acquires, ${TRIALS} trials`, async (t) => {
+  await trials(t, await partiesWith({}), 0)
+})
+
+test(`with restartQuarantineMs ${QUARANTINE_MS}: every holder is told, and no contender acquires within the quarantine, ${TRIALS} trials`, async (t) => {
+  await trials(t, await partiesWith({ restartQuarantineMs: QUARANTINE_MS }), QUARANTINE_MS)
 })

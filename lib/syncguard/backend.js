@@ -8,7 +8,7 @@
 const { NativeSyncguard } = require('../native')
 const { connectionOptions, connectionError } = require('../connection')
 const { fromNative } = require('../errors')
-const { sharedConnection, sharedUrl, sharedAlike } = require('../shared-connection')
+const { sharedAlike, sharedWith } = require('../shared-connection')
 const { LockError } = require('./errors')
 const { normalizeAndValidateKey, validateLockId } = require('./validation')
 const { generateLockId } = require('./keys')
@@ -28,12 +28,13 @@ const DEFAULT_PREFIX = 'syncguard'
 const ours = new WeakMap()
 
 /** The `redis` argument read as our other APIs read it; what names no server is refused. */
-function connectionOf(redis) {
+function connectionOf(redis, restartQuarantineMs) {
   let read
+  const own = { restartQuarantineMs }
   try {
-    if (typeof redis === 'string' && redis.length > 0) return { connection: sharedUrl(redis), read }
+    if (typeof redis === 'string' && redis.length > 0) return { connection: sharedWith(redis, undefined, own), read }
     read = connectionOptions(redis, 'redis')
-    return { connection: sharedConnection(read.connection), read }
+    return { connection: sharedWith(undefined, read.connection, own), read }
   } catch (err) {
     // A refused URL is shown with its password hidden, as our other APIs show it.
     let shown = fromNative(err)
@@ -65,9 +66,18 @@ function configOf(options) {
   if (o.stats !== undefined && typeof o.stats !== 'boolean') {
     throw new LockError('InvalidArgument', `stats must be a boolean, got ${typeof o.stats}`)
   }
+  // Ours: no lock for this long after a Redis restart (README "Guarantees"); 0 is off.
+  const quarantine = o.restartQuarantineMs
+  if (quarantine !== undefined && !(Number.isInteger(quarantine) && quarantine >= 0 && quarantine <= 2_147_483_647)) {
+    throw new LockError(
+      'InvalidArgument',
+      `restartQuarantineMs must be a whole number of milliseconds from 0 to 2147483647, got ${String(quarantine)}`,
+    )
+  }
   return {
     keyPrefix,
     stats: o.stats,
+    restartQuarantineMs: quarantine,
     cleanupInIsLocked: o.cleanupInIsLocked ?? false,
     onReleaseError: o.onReleaseError ?? defaultOnReleaseError,
     disposeTimeoutMs: o.disposeTimeoutMs,
@@ -92,7 +102,7 @@ function transportOf(redis, config, own) {
   }
   let named
   try {
-    named = connectionOf(redis)
+    named = connectionOf(redis, config.restartQuarantineMs)
   } catch (err) {
     // An ioredis Cluster has eval too, but is read as a cluster (or refused as one).
     if (!evalOnly(redis) || redis.isCluster) throw err

@@ -1,0 +1,128 @@
+'use strict'
+
+// restartQuarantineMs on every API (README "Guarantees"): off by default; set, no lock is
+// given on a server incarnation first met less than that ago (a fresh server here), on the
+// JS thread's socket as on the runtime's connection; validated before any Redis call, named
+// as each API names it; refused on a Redlock and a Cluster; ignored by memory://.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { startRedis } = require('./helpers/redis-server')
+const { DistributedLock } = require('..')
+const ExclusiveLock = require('../exclusive-lock')
+const DistributedLockService = require('../maestro')
+const sg = require('../syncguard')
+
+const Q = 1000
+// Redis's TIME and our clock, read a few ms apart.
+const CLOCKS_MS = 50
+
+let server
+before(async () => {
+  server = await startRedis()
+})
+after(async () => {
+  await server?.close()
+})
+
+const since = (started) => performance.now() - started
+
+test('a fresh server gives no lock within restartQuarantineMs on any API; without it, at once', async () => {
+  const started = performance.now()
+  const key = (api) => `rq:${api}`
+  const waits = await Promise.all([
+    (async () => {
+      const lock = new DistributedLock(server.url, { restartQuarantineMs: Q })
+      const handle = await lock.acquire(key('distributed'), 10_000)
+      const took = since(started)
+      // Known open now: the next goes at once (the JS thread's socket may take it).
+      const again = performance.now()
+      const next = await lock.acquire(key('distributed:again'), 10_000)
+      assert.ok(since(again) < Q / 2, `a second lock waited ${since(again)} ms`)
+      await Promise.all([handle.release(), next.release()])
+      return ['DistributedLock', took]
+    })(),
+    (async () => {
+      const lock = new ExclusiveLock({ name: key('exclusive'), cache_connection: server.url, restart_quarantine_ms: Q })
+      assert.equal(await lock.acquire(), true)
+      const took = since(started)
+      await lock.release()
+      return ['ExclusiveLock', took]
+    })(),
+    (async () => {
+      const service = new DistributedLockService(key('maestro'), 10_000, server.url, { restartQuarantineMs: Q })
+      assert.equal(await service.acquire(), true)
+      const took = since(started)
+      await service.release()
+      return ['DistributedLockService', took]
+    })(),
+    (async () => {
+      const backend = sg.createRedisBackend(server.url, { restartQuarantineMs: Q })
+      const won = await backend.acquire({ key: key('syncguard'), ttlMs: 10_000 })
+      assert.equal(won.ok, true)
+      const took = since(started)
+      await backend.release({ lockId: won.lockId })
+      return ['syncguard', took]
+    })(),
+  ])
+  for (const [api, took] of waits) {
+    assert.ok(took >= Q - CLOCKS_MS, `${api} acquired ${took.toFixed(1)} ms after a fresh server was first met`)
+  }
+  // Off by default: a connection without it asks nothing and waits for nothing.
+  const plain = new DistributedLock(server.url)
+  const fresh = performance.now()
+  const handle = await plain.acquire('rq:plain', 10_000)
+  assert.ok(since(fresh) < Q / 2)
+  await handle.release()
+})
+
+test('restartQuarantineMs must be a whole number of ms from 0, named as each API names it, before any call', () => {
+  for (const bad of ['1000', null, -1, 1.5, NaN, Infinity, 2 ** 31]) {
+    const range = typeof bad === 'number'
+    const named = (name) => (err) => {
+      assert.equal(err.code, 'EINVAL', String(bad))
+      assert.ok(err instanceof (range ? RangeError : TypeError), `${bad}: ${err.constructor.name}`)
+      assert.equal(err.argument, name)
+      assert.match(err.message, new RegExp(name.replace('.', '\\.')))
+      return true
+    }
+    assert.throws(() => new DistributedLock(server.url, { restartQuarantineMs: bad }), named('options.restartQuarantineMs'))
+    assert.throws(() => new DistributedLockService('k', 1000, server.url, { restartQuarantineMs: bad }), named('options.restartQuarantineMs'))
+    // ExclusiveLock's types are the original's schema errors (NaN and Infinity are no JSON
+    // numbers there); its range ours.
+    assert.throws(
+      () => new ExclusiveLock({ name: 'k', cache_connection: server.url, restart_quarantine_ms: bad }),
+      Number.isFinite(bad)
+        ? named('restart_quarantine_ms')
+        : (err) => err.code === 'EINVAL' && err.errors?.[0]?.instancePath === '/restart_quarantine_ms',
+    )
+    assert.throws(
+      () => sg.createRedisBackend(server.url, { restartQuarantineMs: bad }),
+      (err) => err.code === 'InvalidArgument' && /restartQuarantineMs/.test(err.message),
+    )
+  }
+  assert.ok(new DistributedLock(server.url, { restartQuarantineMs: 0 }))
+})
+
+test('refused on a Redlock and a Cluster (each node restarts on its own), 0 accepted there', () => {
+  const nodes = ['redis://127.0.0.1:1', 'redis://127.0.0.1:2', 'redis://127.0.0.1:3']
+  const cluster = 'redis+cluster://127.0.0.1:1,127.0.0.1:2'
+  for (const redis of [nodes, cluster]) {
+    assert.throws(
+      () => new DistributedLock(redis, { restartQuarantineMs: 1000 }),
+      (err) => err.code === 'EINVAL' && err.argument === 'options.restartQuarantineMs' && /not supported on a (Redlock|Redis Cluster)/.test(err.message),
+    )
+    assert.ok(new DistributedLock(redis, { restartQuarantineMs: 0 }))
+  }
+  assert.throws(
+    () => new ExclusiveLock({ name: 'k', cache_connection: nodes, restart_quarantine_ms: 1000 }),
+    (err) => err.code === 'EINVAL' && /restart_quarantine_ms is not supported on a Redlock/.test(err.message),
+  )
+})
+
+test('memory:// ignores it: nothing there restarts', async () => {
+  const lock = DistributedLock.memory('restart-quarantine', { restartQuarantineMs: 60_000 })
+  const started = performance.now()
+  const handle = await lock.acquire('rq:memory', 1000)
+  assert.ok(since(started) < 1000)
+  await handle.release()
+})
