@@ -75,6 +75,21 @@ test('a fresh server gives no lock within restartQuarantineMs on any API; withou
   await handle.release()
 })
 
+test('after a restart, the JS thread\'s socket steps aside until the gate opens', async () => {
+  const lock = new DistributedLock(server.url, { restartQuarantineMs: Q })
+  // The gate learned (it may still be closing from the test before) and the socket in use.
+  for (let i = 0; i < 3; i++) await (await lock.acquire(`rq:socket:${i}`, 10_000)).release()
+  await server.restart()
+  const restarted = performance.now()
+  // Calls that may take the socket (its break sends one to the runtime, which learns of the
+  // drop; the next opens the socket again on the new server).
+  for (let i = 0; i < 5; i++) await lock.isLocked('rq:socket:probe')
+  const handle = await lock.acquire('rq:socket:after', 10_000)
+  const took = since(restarted)
+  assert.ok(took >= Q - CLOCKS_MS, `a lock ${took.toFixed(1)} ms after the restart`)
+  await handle.release()
+})
+
 test('restartQuarantineMs must be a whole number of ms from 0, named as each API names it, before any call', () => {
   for (const bad of ['1000', null, -1, 1.5, NaN, Infinity, 2 ** 31]) {
     const range = typeof bad === 'number'

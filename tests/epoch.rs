@@ -3,10 +3,13 @@
 //! gives no lock; the gate is learned with two commands per connection, none when off.
 
 mod common;
+#[path = "common/sentinel.rs"]
+mod sentinel;
 
 use common::{calls, RedisServer};
 use native_redis_lock::core::api::{Attempt, Endpoint, EndpointSpec, Locker, Store};
 use native_redis_lock::core::basics::error::LockError;
+use sentinel::SentinelSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,8 +24,13 @@ fn locker(
     bound: Duration,
     connect: u64,
 ) -> Arc<Locker> {
+    locker_at(&server.url(), quarantine, bound, connect)
+}
+
+/// `locker`, at `url`.
+fn locker_at(url: &str, quarantine: Duration, bound: Duration, connect: u64) -> Arc<Locker> {
     let endpoint = Endpoint::from_spec(EndpointSpec {
-        url: Some(server.url()),
+        url: Some(url.to_owned()),
         connect_timeout: Some(MS(connect)),
         restart_quarantine: Some(quarantine),
         ..Default::default()
@@ -182,5 +190,80 @@ async fn a_promoted_replica_is_another_incarnation() {
     assert_ne!(
         now, run,
         "the promoted replica's epoch names its own run_id"
+    );
+}
+
+#[tokio::test]
+async fn over_resp2_a_restart_is_noticed_at_the_next_call_and_quarantined() {
+    // No HELLO: RESP2, no push tells of the drop; the attempt that meets it does.
+    let mut server = RedisServer::start_with(&["--rename-command", "HELLO", ""]);
+    let locks = locker(&server, Q, MS(5_000), 2_008);
+    won(&locks, "before").await;
+    server.restart();
+    let restarted = Instant::now();
+    // The first attempt on the dead connection may fail (its error, not a lock); the one that
+    // wins comes after the gate.
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match locks.attempt(&format!("after-{tries}"), MS(10_000)).await {
+            Ok(Attempt::Acquired(_)) => break,
+            Ok(Attempt::Held { .. }) => panic!("a fresh key held"),
+            Err(err) => assert!(tries < 3, "{err}"),
+        }
+    }
+    let waited = restarted.elapsed();
+    assert!(
+        waited >= Q - MS(5),
+        "a restarted RESP2 server gave a lock after {waited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_sentinel_failover_the_new_master_gives_no_lock_within_the_quarantine() {
+    let set = SentinelSet::start();
+    let locks = locker_at(&set.url(), Q, MS(5_000), 2_009);
+    won(&locks, "before").await;
+    let new = tokio::task::block_in_place(|| set.failover());
+    let promoted = Instant::now();
+    // The old master may take writes until the sentinels demote it: fresh keys until one
+    // lands on the new master.
+    let mut raw = set.server(new).raw();
+    let mut round = 0;
+    let key = loop {
+        round += 1;
+        let key = format!("after-{round}");
+        if let Ok(Attempt::Acquired(_)) = locks.attempt(&key, MS(10_000)).await {
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(format!("epoch:{key}"))
+                .query(&mut raw)
+                .unwrap();
+            if pttl > 0 {
+                break key;
+            }
+        }
+        assert!(
+            promoted.elapsed() < MS(10_000),
+            "no lock reached the new master"
+        );
+        tokio::time::sleep(MS(50)).await;
+    };
+    // When Redis set it, by the new master's clock: at least Q after our clients first met it.
+    let born: u64 = redis::cmd("HGET")
+        .arg(b"\xffepoch")
+        .arg("born")
+        .query(&mut raw)
+        .unwrap();
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut raw).unwrap();
+    let now = secs * 1_000 + micros / 1_000;
+    let pttl: u64 = redis::cmd("PTTL")
+        .arg(format!("epoch:{key}"))
+        .query(&mut raw)
+        .unwrap();
+    let set_at = now - (10_000 - pttl);
+    assert!(
+        set_at + 5 >= born + Q.as_millis() as u64,
+        "{key} was set {} ms after the new master was first met",
+        set_at as i64 - born as i64
     );
 }

@@ -57,6 +57,11 @@ async function main(): Promise<void> {
   new DistributedLock('redis://localhost:6379/1')
   new DistributedLock({ host: 'localhost', port: 6379, password: 'x', db: 2 })
   new sub.DistributedLock('rediss://cache:6380', { commandTimeoutMs: 1000, connectTimeoutMs: 500 })
+  // The restart quarantine on every API (README "Restart quarantine").
+  new DistributedLock('redis://localhost:6379', { restartQuarantineMs: 2000 })
+  new ExclusiveLock({ name: 'app', cache_connection: 'redis://localhost:6379', restart_quarantine_ms: 2000 })
+  new DistributedLockService('job', 1000, 'redis://localhost:6379', { restartQuarantineMs: 2000 })
+  createRedisBackend('redis://localhost:6379', { restartQuarantineMs: 2000 })
   // A Redlock: independent masters, each as a single connection is given (clients, URLs, settings).
   const nodes: RedlockNodes = [new Redis(7001), 'redis://b:6379', { host: 'c', port: 6379 }]
   new DistributedLock(nodes, options)
