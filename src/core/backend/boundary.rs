@@ -187,6 +187,10 @@ impl LockStore for Backend {
     fn gate_open(&self) -> bool {
         each!(self, s => s.gate_open())
     }
+
+    fn forget_gate(&self) {
+        each!(self, s => s.forget_gate())
+    }
 }
 
 #[cfg(test)]

@@ -154,6 +154,11 @@ impl<W: Conduit> Link<W> {
         self.quarantine.is_open(&self.dropped)
     }
 
+    /// See `LockStore::forget_gate`.
+    pub(super) fn forget_gate(&self) {
+        self.quarantine.forget();
+    }
+
     /// See `LockStore::answered_sent`.
     pub(super) fn answered_sent(&self) -> Option<Stamp> {
         *lock(&self.answered)

@@ -325,6 +325,9 @@ pub trait LockStore: Send + Sync {
         true
     }
 
+    /// Another connection to the store broke: what `gate_open` knows may be stale.
+    fn forget_gate(&self) {}
+
     /// The store's clock (Redis TIME), for callers that must not trust their own.
     fn server_time(
         &self,

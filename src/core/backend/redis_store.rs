@@ -226,6 +226,10 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.gate_open()
     }
 
+    fn forget_gate(&self) {
+        self.link.forget_gate()
+    }
+
     async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
         let time = Request::Command(redis::cmd("TIME"));
         let reply = (self

@@ -365,6 +365,12 @@ impl Store {
     pub fn gate_open(&self) -> bool {
         self.backend.gate_open()
     }
+
+    /// Another connection to the server (the JS thread's socket) broke: the gate is learned
+    /// again before the next attempt leaves the runtime.
+    pub fn forget_gate(&self) {
+        self.backend.forget_gate()
+    }
 }
 
 #[cfg(test)]

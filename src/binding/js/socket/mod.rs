@@ -136,6 +136,9 @@ impl JsSocket {
                 if shared.try_borrow().is_ok_and(|conn| conn.is_usable()) {
                     return Some(shared.clone());
                 }
+                // It may have met a restarted server the runtime's connection has not heard
+                // of yet: no attempt leaves the runtime until the gate is learned again.
+                self.connection.store().forget_gate();
                 self.start()
             }
             SocketState::Opening(opened) => match lock(opened).take() {
