@@ -2,21 +2,29 @@
 //! (it routes each command by its first key's slot, follows MOVED and ASK, and keeps sharded
 //! subscriptions on the slot's master), opened from the seed nodes the user named.
 //!
-//! Two of them: one for commands, one for subscriptions. A node that gives a slot away
-//! sends an SUNSUBSCRIBE of its own, which the crate (1.8) takes for the reply to the oldest
-//! request in flight on that node: every later reply there would go to the wrong caller. On
-//! a connection that carries only (un)subscriptions, that costs nothing.
+//! Three of them: one for commands, one for subscriptions, one for the calls that must not
+//! run twice. A node that gives a slot away sends an SUNSUBSCRIBE of its own, which the crate
+//! (1.8) takes for the reply to the oldest request in flight on that node: every later reply
+//! there would go to the wrong caller. On a connection that carries only (un)subscriptions,
+//! that costs nothing.
+//!
+//! The crate sends a command again by itself when the node's connection drops under it
+//! (`RetryMethod::Reconnect` for a dropped socket, in `choose_response`), whether or not the
+//! node ran it: an extend sent twice adds its time twice. Such calls go on a connection built
+//! with no retries, whose errors `Link::call` sorts itself: a redirect or a slot being moved
+//! is sent again (nothing ran), a dropped socket is not.
 
 use super::endpoint::{Address, Endpoint};
 use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::error::LockError;
 use redis::aio::ConnectionLike;
-use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{
     ClientTlsConfig, Cmd, Pipeline, ProtocolVersion, RedisFuture, RedisResult, TlsCertificates,
     Value,
 };
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// A black-holed node stalls every request while the crate refreshes its slot map (it holds
@@ -35,6 +43,22 @@ const RETRY_MAX_WAIT_MS: u64 = 100;
 pub struct ClusterPair {
     commands: ClusterConnection,
     subscriptions: ClusterConnection,
+    /// No retries of the crate's: see the module's comment. Opened by its first call (the
+    /// crate connects to every master as soon as a connection is made), so a client that
+    /// never extends a lock opens no sockets for it.
+    once: Arc<Lazy>,
+}
+
+/// A connection made from `client` on first use.
+struct Lazy {
+    client: ClusterClient,
+    connection: OnceLock<ClusterConnection>,
+}
+
+impl Lazy {
+    fn get(&self) -> ClusterConnection {
+        self.connection.get_or_init(|| open(&self.client)).clone()
+    }
 }
 
 impl ConnectionLike for ClusterPair {
@@ -64,10 +88,23 @@ impl Conduit for ClusterPair {
         resp3: bool,
         pushes: PushSink,
     ) -> Result<Self, LockError> {
+        let retrying = client(endpoint, resp3, pushes.clone(), RETRIES)?;
         Ok(ClusterPair {
-            commands: connect(endpoint, resp3, pushes.clone())?,
-            subscriptions: connect(endpoint, resp3, pushes)?,
+            commands: open(&retrying),
+            subscriptions: open(&retrying),
+            once: Arc::new(Lazy {
+                client: client(endpoint, resp3, pushes, 0)?,
+                connection: OnceLock::new(),
+            }),
         })
+    }
+
+    fn sent_once(&self) -> Self {
+        ClusterPair {
+            commands: self.once.get(),
+            subscriptions: self.subscriptions.clone(),
+            once: self.once.clone(),
+        }
     }
 
     /// Nothing ahead: the crate sends a SCRIPT LOAD to every node, replicas included, and
@@ -102,17 +139,18 @@ impl Conduit for ClusterPair {
     }
 }
 
-/// One cluster connection, opened lazily from the endpoint's seed nodes.
-fn connect(
+/// A client of the endpoint's seed nodes whose connections resend a command `retries` times.
+fn client(
     endpoint: &Endpoint,
     resp3: bool,
     pushes: PushSink,
-) -> Result<ClusterConnection, LockError> {
+    retries: u32,
+) -> Result<ClusterClient, LockError> {
     let Address::Cluster { tls, .. } = &endpoint.address else {
         return Err(LockError::Internal("a cluster wire needs a cluster".into()));
     };
     let mut builder = ClusterClientBuilder::new(endpoint.node_connection_infos(resp3)?)
-        .retries(RETRIES)
+        .retries(retries)
         .min_retry_wait(RETRY_MIN_WAIT_MS)
         .max_retry_wait(RETRY_MAX_WAIT_MS)
         .connection_timeout(endpoint.connect_timeout.min(CONNECT_CAP));
@@ -137,12 +175,17 @@ fn connect(
         );
     }
     // The PEM was checked when the endpoint was made; a failure here could quote it.
-    let client = builder.build().map_err(|err| match err.kind() {
+    builder.build().map_err(|err| match err.kind() {
         redis::ErrorKind::InvalidClientConfig if tls.is_some() => {
             LockError::invalid_type("tls", "the TLS certificates or key could not be loaded")
         }
         _ => LockError::from(err),
-    })?;
-    // No response timeout of the crate's: every call has its own bound (`Link::call`).
-    Ok(client.get_pending_async_connection_with_config(ClusterConfig::new()))
+    })
+}
+
+/// One cluster connection: it starts connecting to the seed nodes at once, and queues the
+/// calls made meanwhile. No response timeout of the crate's: every call has its own bound
+/// (`Link::call`).
+fn open(client: &ClusterClient) -> ClusterConnection {
+    client.get_pending_async_connection_with_config(ClusterConfig::new())
 }
