@@ -11,8 +11,11 @@
 //! The crate sends a command again by itself when the node's connection drops under it
 //! (`RetryMethod::Reconnect` for a dropped socket, in `choose_response`), whether or not the
 //! node ran it: an extend sent twice adds its time twice. Such calls go on a connection built
-//! with no retries, whose errors `Link::call` sorts itself: a redirect or a slot being moved
-//! is sent again (nothing ran), a dropped socket is not.
+//! with no retries, whose errors `Link::call` sorts itself: a command turned away unrun is
+//! sent again, a dropped socket's is not. A MOVED still has the crate map the slots again, so
+//! the next try finds the new master; an ASK is not followed (one budget counts every kind of
+//! retry), so while a key's slot migrates such a call waits, within its bound, for the slot's
+//! move to end.
 
 use super::endpoint::{Address, Endpoint};
 use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
