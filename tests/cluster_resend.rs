@@ -9,6 +9,7 @@ mod common;
 use cluster::RedisCluster;
 use common::calls;
 use native_redis_lock::core::api::{scripts, Attempt, LockStore, Locker, Store};
+use native_redis_lock::core::basics::keys;
 use native_redis_lock::core::basics::lease::Lease;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,13 +31,14 @@ async fn take(locks: &Locker, key: &str, ttl: Duration) -> Lease {
     }
 }
 
-/// One cluster for both cases (starting one costs seconds on two cores).
+/// One cluster for every case (starting one costs seconds on two cores).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_runs_an_extend_once_and_times_a_lock_on_its_master() {
     let cluster = RedisCluster::start(3, 0);
     let masters = cluster.master_ports();
     assert_eq!(masters.len(), 3);
     the_time_of_a_key_is_its_masters(&cluster, &masters).await;
+    an_extend_follows_an_ask_while_its_slot_migrates(&cluster, &masters).await;
     an_extend_whose_reply_is_lost_runs_once(&cluster, &masters).await;
 }
 
@@ -67,6 +69,73 @@ async fn the_time_of_a_key_is_its_masters(cluster: &RedisCluster, masters: &[u16
             assert_eq!(after, expected, "TIME of {key} ran on {port} alone");
         }
     }
+}
+
+/// The lock's slot is being moved and its keys already went: its master answers ASK, which
+/// the connection that retries nothing follows itself (ASKING on the importing node), once.
+async fn an_extend_follows_an_ask_while_its_slot_migrates(cluster: &RedisCluster, masters: &[u16]) {
+    let (from, to) = (masters[1], masters[2]);
+    let key = cluster.key_on(from, PREFIX, "ask:");
+    let lock_key = format!("{PREFIX}{key}");
+    let slot = keys::slot(lock_key.as_bytes());
+    let locks = locker(cluster);
+    let lease = take(&locks, &key, MS(5000)).await;
+    let id = |port: u16| -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut cluster.node(port).raw())
+            .expect("CLUSTER MYID")
+    };
+    let setslot = |port: u16, state: &str, node: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(node)
+            .query(&mut cluster.node(port).raw())
+            .expect("CLUSTER SETSLOT");
+    };
+    setslot(to, "IMPORTING", &id(from));
+    setslot(from, "MIGRATING", &id(to));
+    let moving: Vec<Vec<u8>> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(100)
+        .query(&mut cluster.node(from).raw())
+        .expect("GETKEYSINSLOT");
+    assert!(
+        moving.contains(&lock_key.clone().into_bytes()),
+        "{moving:?}"
+    );
+    let _: () = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(to)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS")
+        .arg(&moving)
+        .query(&mut cluster.node(from).raw())
+        .expect("MIGRATE");
+
+    locks
+        .extend(&lease, MS(20_000))
+        .await
+        .expect("extend while the slot migrates");
+    // The importing node serves the slot to a connection that asked first.
+    let (ttl,): (i64,) = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("PTTL")
+        .arg(&lock_key)
+        .query(&mut cluster.node(to).raw())
+        .expect("PTTL");
+    assert!((20_000..=25_000).contains(&ttl), "extended once: {ttl}");
+
+    for &port in masters {
+        setslot(port, "NODE", &id(to));
+    }
+    assert!(locks.release(&lease).await.expect("release after the move"));
 }
 
 /// The master of the lock is reached through a proxy it announces as its address, which

@@ -13,9 +13,8 @@
 //! node ran it: an extend sent twice adds its time twice. Such calls go on a connection built
 //! with no retries, whose errors `Link::call` sorts itself: a command turned away unrun is
 //! sent again, a dropped socket's is not. A MOVED still has the crate map the slots again, so
-//! the next try finds the new master; an ASK is not followed (one budget counts every kind of
-//! retry), so while a key's slot migrates such a call waits, within its bound, for the slot's
-//! move to end.
+//! the next try finds the new master. An ASK (the key already went to the node importing its
+//! slot) the crate would follow only as a retry, so this connection follows it itself.
 
 use super::endpoint::{Address, Endpoint};
 use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
@@ -23,9 +22,10 @@ use crate::core::basics::error::LockError;
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::SingleNodeRoutingInfo;
 use redis::{
-    ClientTlsConfig, Cmd, Pipeline, ProtocolVersion, RedisFuture, RedisResult, TlsCertificates,
-    Value,
+    ClientTlsConfig, Cmd, ErrorKind, Pipeline, ProtocolVersion, RedisError, RedisFuture,
+    RedisResult, ServerErrorKind, TlsCertificates, Value,
 };
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -50,6 +50,8 @@ pub struct ClusterPair {
     /// crate connects to every master as soon as a connection is made), so a client that
     /// never extends a lock opens no sockets for it.
     once: Arc<Lazy>,
+    /// `commands` is `once`'s connection, which follows no ASK by itself.
+    asks: bool,
 }
 
 /// A connection made from `client` on first use.
@@ -66,7 +68,17 @@ impl Lazy {
 
 impl ConnectionLike for ClusterPair {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        self.commands.req_packed_command(cmd)
+        if !self.asks {
+            return self.commands.req_packed_command(cmd);
+        }
+        Box::pin(async move {
+            match self.commands.req_packed_command(cmd).await {
+                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::Ask) => {
+                    asked(&mut self.commands, cmd, err).await
+                }
+                reply => reply,
+            }
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -99,6 +111,7 @@ impl Conduit for ClusterPair {
                 client: client(endpoint, resp3, pushes, 0)?,
                 connection: OnceLock::new(),
             }),
+            asks: false,
         })
     }
 
@@ -107,6 +120,7 @@ impl Conduit for ClusterPair {
             commands: self.once.get(),
             subscriptions: self.subscriptions.clone(),
             once: self.once.clone(),
+            asks: true,
         }
     }
 
@@ -139,6 +153,28 @@ impl Conduit for ClusterPair {
             }
         }
         Ok(())
+    }
+}
+
+/// Sends `cmd` once to the node an ASK named, behind an ASKING that lets it in there while
+/// its slot is still the other node's; a node the connection does not know, or any error of
+/// its, comes back as an error for `Link::call` to sort.
+async fn asked(con: &mut ClusterConnection, cmd: &Cmd, ask: RedisError) -> RedisResult<Value> {
+    let node = ask.redirect_node().and_then(|(addr, _slot)| {
+        let (host, port) = addr.rsplit_once(':')?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        Some((host.to_string(), port.parse::<u16>().ok()?))
+    });
+    let Some((host, port)) = node else {
+        return Err(ask);
+    };
+    let mut pipe = Pipeline::with_capacity(2);
+    pipe.cmd("ASKING").add_command(cmd.clone());
+    let route = SingleNodeRoutingInfo::ByAddress { host, port };
+    let replies = con.route_pipeline(pipe, 1, 1, route).await?;
+    match replies.into_iter().next() {
+        Some(reply) => reply.extract_error(),
+        None => Err(ask),
     }
 }
 
