@@ -73,6 +73,7 @@ async fn the_time_of_a_key_is_its_masters(cluster: &RedisCluster, masters: &[u16
 
 /// The lock's slot is being moved and its keys already went: its master answers ASK, which
 /// the connection that retries nothing follows itself (ASKING on the importing node), once.
+/// Once the slot has moved, the lock's TIME is the new master's.
 async fn an_extend_follows_an_ask_while_its_slot_migrates(cluster: &RedisCluster, masters: &[u16]) {
     let (from, to) = (masters[1], masters[2]);
     let key = cluster.key_on(from, PREFIX, "ask:");
@@ -135,6 +136,25 @@ async fn an_extend_follows_an_ask_while_its_slot_migrates(cluster: &RedisCluster
     for &port in masters {
         setslot(port, "NODE", &id(to));
     }
+    // The connection's slot map still names the old master: its TIME follows the MOVED.
+    let times = || {
+        (
+            calls(&mut cluster.node(from).raw(), "time"),
+            calls(&mut cluster.node(to).raw(), "time"),
+        )
+    };
+    let before = times();
+    locks
+        .store()
+        .backend()
+        .server_time(lock_key.as_bytes(), MS(2000))
+        .await
+        .expect("TIME after the move");
+    assert_eq!(
+        times(),
+        (before.0, before.1 + 1),
+        "TIME ran on the new master"
+    );
     assert!(locks.release(&lease).await.expect("release after the move"));
 }
 
