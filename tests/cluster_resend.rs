@@ -1,6 +1,7 @@
 //! What a Redis Cluster's connection sends again by itself (a real 3-master cluster started on
 //! loopback, stopped by pid): an extend whose reply is lost with its connection, after the
-//! master ran it, is not run a second time; and a lock's server time is its own master's.
+//! master ran it, is not run a second time, yet one turned away by an ASK still goes where
+//! its key went; and a lock's server time is its own master's.
 
 #[path = "common/cluster.rs"]
 mod cluster;
