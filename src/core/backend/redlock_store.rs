@@ -827,9 +827,11 @@ impl LockStore for RedlockStore {
     }
 
     /// A Redlock has no one clock: the first node's that answers.
-    async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
+    async fn server_time(&self, key: &[u8], bound: Duration) -> Result<SystemTime, LockError> {
         let times = gather(
-            self.nodes.iter().map(|node| node.store.server_time(bound)),
+            self.nodes
+                .iter()
+                .map(|node| node.store.server_time(key, bound)),
             |seen| seen.iter().flatten().any(Result::is_ok),
             |_| false,
         )
