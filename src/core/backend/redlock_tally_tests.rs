@@ -168,31 +168,31 @@ fn the_grace_never_takes_more_than_half_the_room_left() {
 }
 
 /// One node's reply to an attempt, or none yet.
-type Seen = Option<Result<Acquired, LockError>>;
+type AttemptReply = Option<Result<Acquired, LockError>>;
 
-fn won_with(fence: u64) -> Seen {
+fn won_with(fence: u64) -> AttemptReply {
     let set_at = None;
     Some(Ok(Acquired::Won { fence, set_at }))
 }
 
-fn held_for(ms: u64) -> Seen {
+fn held_for(ms: u64) -> AttemptReply {
     let ttl = Some(Duration::from_millis(ms));
     Some(Ok(Acquired::Held { ttl }))
 }
 
-fn timed_out() -> Seen {
+fn timed_out() -> AttemptReply {
     Some(Err(LockError::no_reply(Duration::from_millis(500))))
 }
 
 /// The verdict on `seen` `after` the first send, for a 1 s lock (valid 988 ms).
-fn verdict_after(seen: &[Seen], after: Duration) -> Verdict {
+fn verdict_after(seen: &[AttemptReply], after: Duration) -> Verdict {
     let started = std::time::Instant::now();
     acquire_verdict(&FIVE, seen, started, started + after, TTL)
 }
 
 const TTL: Duration = Duration::from_secs(1);
 
-fn verdict(seen: &[Seen]) -> Verdict {
+fn verdict(seen: &[AttemptReply]) -> Verdict {
     verdict_after(seen, Duration::from_millis(5))
 }
 
@@ -269,7 +269,7 @@ fn a_quorum_held_or_answered_against_us_is_held_at_once() {
 
 #[test]
 fn short_of_a_quorum_answering_every_node_is_waited_for_then_it_failed_never_held() {
-    let after_three_timeouts = |a: Seen, b: Seen| {
+    let after_three_timeouts = |a: AttemptReply, b: AttemptReply| {
         let seen = [timed_out(), timed_out(), timed_out(), a, b];
         verdict(&seen)
     };
