@@ -15,6 +15,7 @@ pub mod memory;
 pub mod mismatch;
 pub mod redis_store;
 mod redlock_book;
+mod redlock_conclude;
 pub mod redlock_store;
 mod redlock_tally;
 mod sentinel;
