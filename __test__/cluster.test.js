@@ -10,7 +10,7 @@ const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const Redis = require('ioredis')
-const { startChild } = require('./helpers/child')
+const { startChild, killAll } = require('./helpers/child')
 const { refused } = require('./helpers/refused')
 const { createCluster } = require('redis')
 const { RedisCluster } = require('./helpers/redis-cluster')
@@ -31,11 +31,7 @@ before(async () => {
 })
 
 after(async () => {
-  for (const proc of children) {
-    try {
-      process.kill(proc.pid, 'SIGKILL')
-    } catch {}
-  }
+  killAll(children)
   for (const client of clients) {
     try {
       await client.disconnect()

@@ -7,10 +7,10 @@
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
-const { spawn } = require('node:child_process')
-const readline = require('node:readline')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
+const { LineChild } = require('./helpers/line-child')
+const { killAll } = require('./helpers/child')
 const { ExclusiveLock } = require('..')
 
 const FIXTURES = path.join(__dirname, 'fixtures')
@@ -21,81 +21,21 @@ let client
 const children = new Set()
 const locks = new Set() // ExclusiveLocks of this process, released in after()
 
-/** A child node process; stdout lines are kept with their arrival time (performance.now()). */
-class Child {
+/**
+ * A child node process running one of the fixtures, without the MO_ settings of this
+ * process's environment; `waitFor(word)` parses its "<word> <epoch> [json]" lines.
+ */
+class Child extends LineChild {
   constructor(script, args, env) {
-    this.lines = []
-    this.waiters = []
-    this.stderr = ''
-    const clean = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('MO_')))
-    this.proc = spawn(process.execPath, [path.join(FIXTURES, script), ...args], {
-      env: { ...clean, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    children.add(this.proc)
-    this.exit = null
-    this.exited = new Promise((resolve) => {
-      this.proc.once('exit', (code, signal) => {
-        children.delete(this.proc)
-        this.exit = { code, signal, at: performance.now() }
-        resolve(this.exit)
-      })
-    })
-    this.proc.stderr.on('data', (chunk) => {
-      this.stderr += chunk
-    })
-    readline.createInterface({ input: this.proc.stdout }).on('line', (line) => {
-      this.lines.push({ line, at: performance.now() })
-      for (const waiter of [...this.waiters]) waiter()
-    })
+    super(path.join(FIXTURES, script), args, env, children, (name) => name.startsWith('MO_'))
   }
 
-  get pid() {
-    return this.proc.pid
-  }
-
-  get running() {
-    return this.exit === null
-  }
-
-  /** The first line starting with `word`, parsed as "<word> <epoch> [json]", with its arrival. */
-  waitFor(word, timeoutMs = 15_000) {
-    const match = ({ line }) => line === word || line.startsWith(`${word} `)
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const found = this.lines.find(match)
-        if (!found) return
-        this.waiters = this.waiters.filter((w) => w !== check)
-        clearTimeout(timer)
-        const [, epoch, ...rest] = found.line.split(' ')
-        const json = rest.join(' ')
-        resolve({ line: found.line, at: found.at, epoch: Number(epoch), data: json ? JSON.parse(json) : undefined })
-      }
-      const fail = (why) => {
-        this.waiters = this.waiters.filter((w) => w !== check)
-        clearTimeout(timer)
-        reject(new Error(`child ${this.pid} printed no "${word}" line (${why}); stdout: ${JSON.stringify(this.lines.map((l) => l.line))}; stderr: ${this.stderr}`))
-      }
-      const timer = setTimeout(() => fail('timeout'), timeoutMs)
-      this.waiters.push(check)
-      // stdout may still hold lines when 'exit' fires; give it a moment to drain.
-      this.exited.then(() => setTimeout(() => {
-        check()
-        if (this.waiters.includes(check)) fail('exited')
-      }, 200))
-      check()
-    })
-  }
-
-  /** The exit, failing after `timeoutMs`. */
-  async exitWithin(timeoutMs) {
-    let timer
-    const timeout = new Promise((resolve) => {
-      timer = setTimeout(() => resolve(null), timeoutMs)
-    })
-    const exit = await Promise.race([this.exited, timeout])
-    clearTimeout(timer)
-    return exit
+  /** The first line starting with `word`, parsed, with its arrival. */
+  async waitFor(word, timeoutMs = 15_000) {
+    const found = await this.waitForLine((line) => line === word || line.startsWith(`${word} `), timeoutMs, `"${word}"`)
+    const [, epoch, ...rest] = found.line.split(' ')
+    const json = rest.join(' ')
+    return { line: found.line, at: found.at, epoch: Number(epoch), data: json ? JSON.parse(json) : undefined }
   }
 }
 
@@ -116,11 +56,7 @@ before(async () => {
 })
 
 after(async () => {
-  for (const proc of children) {
-    try {
-      process.kill(proc.pid, 'SIGKILL')
-    } catch {}
-  }
+  killAll(children)
   for (const lock of locks) await lock.release().catch(() => {})
   client?.disconnect()
   await server?.close()

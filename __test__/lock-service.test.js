@@ -12,6 +12,7 @@ const { spawn } = require('node:child_process')
 const readline = require('node:readline')
 const { createClient } = require('redis')
 const { startBackend, redisOnly } = require('./helpers/backend')
+const { killAll } = require('./helpers/child')
 
 // maestro's configuration is read once, at load: this process runs on the defaults.
 for (const name of Object.keys(process.env)) if (name.startsWith('MO_')) delete process.env[name]
@@ -111,11 +112,7 @@ before(async () => {
 })
 
 after(async () => {
-  for (const proc of children) {
-    try {
-      process.kill(proc.pid, 'SIGKILL')
-    } catch {}
-  }
+  killAll(children)
   for (const s of services) await s.release()
   for (const c of clients) {
     try {

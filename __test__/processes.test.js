@@ -5,10 +5,10 @@
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
-const { spawn } = require('node:child_process')
-const readline = require('node:readline')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
+const { LineChild } = require('./helpers/line-child')
+const { killAll } = require('./helpers/child')
 const { DistributedLock } = require('..')
 
 const FIXTURES = path.join(__dirname, 'fixtures')
@@ -18,55 +18,10 @@ let server
 let client
 const children = new Set()
 
-/** A child node process whose stdout lines are collected with the time each arrived. */
-class Child {
+/** A child node process running one of the fixtures. */
+class Child extends LineChild {
   constructor(script, args, env) {
-    this.lines = []
-    this.waiters = []
-    this.stderr = ''
-    this.proc = spawn(process.execPath, [path.join(FIXTURES, script), ...args], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    children.add(this.proc)
-    this.exited = new Promise((resolve) => {
-      this.proc.once('exit', (code, signal) => {
-        children.delete(this.proc)
-        resolve({ code, signal, at: performance.now() })
-      })
-    })
-    this.proc.stderr.on('data', (chunk) => {
-      this.stderr += chunk
-    })
-    readline.createInterface({ input: this.proc.stdout }).on('line', (line) => {
-      this.lines.push({ line, at: performance.now() })
-      for (const waiter of [...this.waiters]) waiter()
-    })
-  }
-
-  get pid() {
-    return this.proc.pid
-  }
-
-  /** Resolves with the first line matching `predicate` (with its arrival time). */
-  waitForLine(predicate, timeoutMs = 15_000) {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const found = this.lines.find(({ line }) => predicate(line))
-        if (found) {
-          this.waiters = this.waiters.filter((w) => w !== check)
-          clearTimeout(timer)
-          resolve(found)
-        }
-      }
-      const timer = setTimeout(() => {
-        this.waiters = this.waiters.filter((w) => w !== check)
-        reject(new Error(`child ${this.pid} printed no matching line; stderr: ${this.stderr}`))
-      }, timeoutMs)
-      this.waiters.push(check)
-      this.exited.then(() => setImmediate(check))
-      check()
-    })
+    super(path.join(FIXTURES, script), args, env, children)
   }
 }
 
@@ -76,11 +31,7 @@ before(async () => {
 })
 
 after(async () => {
-  for (const proc of children) {
-    try {
-      process.kill(proc.pid, 'SIGKILL')
-    } catch {}
-  }
+  killAll(children)
   client?.disconnect()
   await server?.close()
 })

@@ -94,13 +94,26 @@ async fn a_held_lock_is_held_for_another_and_free_after_release() {
     let nodes = servers(5);
     let a = redlock(&nodes, MS(2000));
     let lease = take(&a, "k", MS(5000)).await;
+    // The call settles once a quorum answered (and a short grace): a node slower than that on
+    // a loaded machine still has the command, so its write is waited for, not assumed.
     for server in &nodes {
         let mut raw = server.raw();
-        let value: String = redis::cmd("GET")
-            .arg(lock_key("k"))
-            .query(&mut raw)
-            .expect("GET");
-        assert_eq!(value, lease.token, "the same token on every node");
+        let until = Instant::now() + MS(2000);
+        let value = loop {
+            let value: Option<String> = redis::cmd("GET")
+                .arg(lock_key("k"))
+                .query(&mut raw)
+                .expect("GET");
+            if value.as_deref() == Some(lease.token.as_str()) || Instant::now() > until {
+                break value;
+            }
+            tokio::time::sleep(MS(5)).await;
+        };
+        assert_eq!(
+            value.as_deref(),
+            Some(lease.token.as_str()),
+            "the same token on every node"
+        );
     }
     match a.attempt("k", MS(5000)).await.expect("attempt") {
         Attempt::Held { ttl: Some(ttl) } => assert!(ttl > MS(3000) && ttl <= MS(5000), "{ttl:?}"),
@@ -397,15 +410,24 @@ async fn a_silent_node_leaves_short_ttl_acquisitions_their_validity() {
     assert!(locks.release(&lease).await.expect("release"));
     nodes[2].signal("-STOP");
     let resume = Resume(&nodes[2]);
-    // 14 ms: the stragglers' grace (at least 10 ms) alone used to spend the validity.
+    // 14 ms: the stragglers' grace (at least 10 ms) alone used to spend the validity, so every
+    // try failed. A loaded machine can still stall one try past 14 ms, hence a few tries each
+    // (on its own key: a timed-out try is undone, but not waited for).
     let mut fences = Vec::new();
     for (i, ttl) in [300, 300, 14, 14, 14].into_iter().enumerate() {
-        let key = format!("short-{i}");
-        match locks.attempt(&key, MS(ttl)).await {
-            Ok(Attempt::Acquired(lease)) => fences.push(lease.fence),
-            Ok(Attempt::Held { .. }) => panic!("{key} unexpectedly held"),
-            Err(err) => panic!("{key} (ttl {ttl} ms): {err}"),
+        let mut failures = Vec::new();
+        for attempt in 0..5 {
+            let key = format!("short-{i}-{attempt}");
+            match locks.attempt(&key, MS(ttl)).await {
+                Ok(Attempt::Acquired(lease)) => {
+                    fences.push(lease.fence);
+                    break;
+                }
+                Ok(Attempt::Held { .. }) => panic!("{key} unexpectedly held"),
+                Err(err) => failures.push(format!("{key} (ttl {ttl} ms): {err}")),
+            }
         }
+        assert!(failures.len() < 5, "every try failed: {failures:?}");
     }
     assert_eq!(fences.len(), 5);
     drop(resume);

@@ -30,4 +30,13 @@ function startChild(fixture, env, children) {
   return kid
 }
 
-module.exports = { startChild }
+/** SIGKILLs, by pid, every child process still in `children`. */
+function killAll(children) {
+  for (const proc of children) {
+    try {
+      process.kill(proc.pid, 'SIGKILL')
+    } catch {}
+  }
+}
+
+module.exports = { startChild, killAll }

@@ -176,8 +176,8 @@ impl LockStore for Backend {
         each!(self, s => s.lost())
     }
 
-    async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
-        each!(self, s => s.server_time(bound).await)
+    async fn server_time(&self, key: &[u8], bound: Duration) -> Result<SystemTime, LockError> {
+        each!(self, s => s.server_time(key, bound).await)
     }
 
     fn answered_sent(&self) -> Option<Stamp> {

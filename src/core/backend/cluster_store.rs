@@ -15,9 +15,12 @@ use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::refresh::RefreshBatch;
-use crate::core::proto::Op;
+use crate::core::proto::{Op, Request};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+/// Reads only: Redis runs it on the master that holds the key it is given.
+const TIME_OF_KEY: &str = "return redis.call('TIME')";
 
 pub struct ClusterStore {
     nodes: RedisStore<ClusterPair>,
@@ -101,7 +104,11 @@ impl LockStore for ClusterStore {
         self.nodes.lost()
     }
 
-    async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
-        self.nodes.server_time(bound).await
+    /// TIME names no key, so the crate would send it to any node: from a script given `key`,
+    /// it goes to the key's master and follows a MOVED there like any lock call.
+    async fn server_time(&self, key: &[u8], bound: Duration) -> Result<SystemTime, LockError> {
+        let mut time = redis::cmd("EVAL");
+        time.arg(TIME_OF_KEY).arg(1).arg(key);
+        self.nodes.time(Request::Command(time), bound).await
     }
 }

@@ -2,21 +2,32 @@
 //! (it routes each command by its first key's slot, follows MOVED and ASK, and keeps sharded
 //! subscriptions on the slot's master), opened from the seed nodes the user named.
 //!
-//! Two of them: one for commands, one for subscriptions. A node that gives a slot away
-//! sends an SUNSUBSCRIBE of its own, which the crate (1.8) takes for the reply to the oldest
-//! request in flight on that node: every later reply there would go to the wrong caller. On
-//! a connection that carries only (un)subscriptions, that costs nothing.
+//! Three of them: one for commands, one for subscriptions, one for the calls that must not
+//! run twice. A node that gives a slot away sends an SUNSUBSCRIBE of its own, which the crate
+//! (1.8) takes for the reply to the oldest request in flight on that node: every later reply
+//! there would go to the wrong caller. On a connection that carries only (un)subscriptions,
+//! that costs nothing.
+//!
+//! The crate sends a command again by itself when the node's connection drops under it
+//! (`RetryMethod::Reconnect` for a dropped socket, in `choose_response`), whether or not the
+//! node ran it: an extend sent twice adds its time twice. Such calls go on a connection built
+//! with no retries, whose errors `Link::call` sorts itself: a command turned away unrun is
+//! sent again, a dropped socket's is not. A MOVED still has the crate map the slots again, so
+//! the next try finds the new master. An ASK (the key already went to the node importing its
+//! slot) the crate would follow only as a retry, so this connection follows it itself.
 
 use super::endpoint::{Address, Endpoint};
 use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::error::LockError;
 use redis::aio::ConnectionLike;
-use redis::cluster::{ClusterClientBuilder, ClusterConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::SingleNodeRoutingInfo;
 use redis::{
-    ClientTlsConfig, Cmd, Pipeline, ProtocolVersion, RedisFuture, RedisResult, TlsCertificates,
-    Value,
+    ClientTlsConfig, Cmd, ErrorKind, Pipeline, ProtocolVersion, RedisError, RedisFuture,
+    RedisResult, ServerErrorKind, TlsCertificates, Value,
 };
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// A black-holed node stalls every request while the crate refreshes its slot map (it holds
@@ -35,11 +46,39 @@ const RETRY_MAX_WAIT_MS: u64 = 100;
 pub struct ClusterPair {
     commands: ClusterConnection,
     subscriptions: ClusterConnection,
+    /// No retries of the crate's: see the module's comment. Opened by its first call (the
+    /// crate connects to every master as soon as a connection is made), so a client that
+    /// never extends a lock opens no sockets for it.
+    once: Arc<Lazy>,
+    /// `commands` is `once`'s connection, which follows no ASK by itself.
+    asks: bool,
+}
+
+/// A connection made from `client` on first use.
+struct Lazy {
+    client: ClusterClient,
+    connection: OnceLock<ClusterConnection>,
+}
+
+impl Lazy {
+    fn get(&self) -> ClusterConnection {
+        self.connection.get_or_init(|| open(&self.client)).clone()
+    }
 }
 
 impl ConnectionLike for ClusterPair {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        self.commands.req_packed_command(cmd)
+        if !self.asks {
+            return self.commands.req_packed_command(cmd);
+        }
+        Box::pin(async move {
+            match self.commands.req_packed_command(cmd).await {
+                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::Ask) => {
+                    asked(&mut self.commands, cmd, err).await
+                }
+                reply => reply,
+            }
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -64,10 +103,25 @@ impl Conduit for ClusterPair {
         resp3: bool,
         pushes: PushSink,
     ) -> Result<Self, LockError> {
+        let retrying = client(endpoint, resp3, pushes.clone(), RETRIES)?;
         Ok(ClusterPair {
-            commands: connect(endpoint, resp3, pushes.clone())?,
-            subscriptions: connect(endpoint, resp3, pushes)?,
+            commands: open(&retrying),
+            subscriptions: open(&retrying),
+            once: Arc::new(Lazy {
+                client: client(endpoint, resp3, pushes, 0)?,
+                connection: OnceLock::new(),
+            }),
+            asks: false,
         })
+    }
+
+    fn sent_once(&self) -> Self {
+        ClusterPair {
+            commands: self.once.get(),
+            subscriptions: self.subscriptions.clone(),
+            once: self.once.clone(),
+            asks: true,
+        }
     }
 
     /// Nothing ahead: the crate sends a SCRIPT LOAD to every node, replicas included, and
@@ -102,17 +156,40 @@ impl Conduit for ClusterPair {
     }
 }
 
-/// One cluster connection, opened lazily from the endpoint's seed nodes.
-fn connect(
+/// Sends `cmd` once to the node an ASK named, behind an ASKING that lets it in there while
+/// its slot is still the other node's; a node the connection does not know, or any error of
+/// its, comes back as an error for `Link::call` to sort.
+async fn asked(con: &mut ClusterConnection, cmd: &Cmd, ask: RedisError) -> RedisResult<Value> {
+    let node = ask.redirect_node().and_then(|(addr, _slot)| {
+        let (host, port) = addr.rsplit_once(':')?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        Some((host.to_string(), port.parse::<u16>().ok()?))
+    });
+    let Some((host, port)) = node else {
+        return Err(ask);
+    };
+    let mut pipe = Pipeline::with_capacity(2);
+    pipe.cmd("ASKING").add_command(cmd.clone());
+    let route = SingleNodeRoutingInfo::ByAddress { host, port };
+    let replies = con.route_pipeline(pipe, 1, 1, route).await?;
+    match replies.into_iter().next() {
+        Some(reply) => reply.extract_error(),
+        None => Err(ask),
+    }
+}
+
+/// A client of the endpoint's seed nodes whose connections resend a command `retries` times.
+fn client(
     endpoint: &Endpoint,
     resp3: bool,
     pushes: PushSink,
-) -> Result<ClusterConnection, LockError> {
+    retries: u32,
+) -> Result<ClusterClient, LockError> {
     let Address::Cluster { tls, .. } = &endpoint.address else {
         return Err(LockError::Internal("a cluster wire needs a cluster".into()));
     };
     let mut builder = ClusterClientBuilder::new(endpoint.node_connection_infos(resp3)?)
-        .retries(RETRIES)
+        .retries(retries)
         .min_retry_wait(RETRY_MIN_WAIT_MS)
         .max_retry_wait(RETRY_MAX_WAIT_MS)
         .connection_timeout(endpoint.connect_timeout.min(CONNECT_CAP));
@@ -137,12 +214,17 @@ fn connect(
         );
     }
     // The PEM was checked when the endpoint was made; a failure here could quote it.
-    let client = builder.build().map_err(|err| match err.kind() {
+    builder.build().map_err(|err| match err.kind() {
         redis::ErrorKind::InvalidClientConfig if tls.is_some() => {
             LockError::invalid_type("tls", "the TLS certificates or key could not be loaded")
         }
         _ => LockError::from(err),
-    })?;
-    // No response timeout of the crate's: every call has its own bound (`Link::call`).
-    Ok(client.get_pending_async_connection_with_config(ClusterConfig::new()))
+    })
+}
+
+/// One cluster connection: it starts connecting to the seed nodes at once, and queues the
+/// calls made meanwhile. No response timeout of the crate's: every call has its own bound
+/// (`Link::call`).
+fn open(client: &ClusterClient) -> ClusterConnection {
+    client.get_pending_async_connection_with_config(ClusterConfig::new())
 }

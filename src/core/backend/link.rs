@@ -583,7 +583,11 @@ impl<W: Conduit> Link<W> {
         // Only a connection that grants reads it (see `answered_sent`).
         let sent = self.endpoint.grants.then(Stamp::now);
         let answer = self
-            .call(timeout, replay, refusals, |mut con| async move {
+            .call(timeout, replay, refusals, |con| async move {
+                let mut con = match replay {
+                    Replay::Safe => con,
+                    Replay::Never => con.sent_once(),
+                };
                 query(request, &mut con).await
             })
             .await;

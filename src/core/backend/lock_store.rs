@@ -328,9 +328,11 @@ pub trait LockStore: Send + Sync {
     /// Another connection to the store broke: what `gate_open` knows may be stale.
     fn forget_gate(&self) {}
 
-    /// The store's clock (Redis TIME), for callers that must not trust their own.
+    /// The clock of the server that keeps `key` (Redis TIME), for callers that must not trust
+    /// their own: on a cluster, the master of the key's slot, which times the lock's TTL.
     fn server_time(
         &self,
+        key: &[u8],
         bound: Duration,
     ) -> impl Future<Output = Result<SystemTime, LockError>> + Send;
 }

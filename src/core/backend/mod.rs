@@ -16,6 +16,7 @@ pub mod mismatch;
 mod quarantine;
 pub mod redis_store;
 mod redlock_book;
+mod redlock_conclude;
 pub mod redlock_store;
 mod redlock_tally;
 mod sentinel;

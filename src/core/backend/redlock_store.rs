@@ -12,7 +12,8 @@ use super::lock_store::{
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
 use super::redlock_tally::{
-    answered, failed, gather, gather_within, is_answer, quorum_error, won, Tally,
+    answered, failed, gather, gather_within, quorum_error, release_verdict, validity_left, won,
+    Tally,
 };
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -163,7 +164,7 @@ impl RedlockStore {
         }
     }
 
-    fn tally(&self) -> Tally {
+    pub(super) fn tally(&self) -> Tally {
         Tally {
             nodes: self.nodes.len(),
             quorum: self.quorum,
@@ -249,11 +250,6 @@ impl RedlockStore {
             .answers(replies.into_iter().flatten().collect())
     }
 
-    /// Whether a quorum of nodes said yes.
-    fn quorum_says(&self, answers: Vec<bool>) -> bool {
-        answers.into_iter().filter(|&yes| yes).count() >= self.quorum
-    }
-
     /// The quorum-th longest of the nodes' TTLs: how long a quorum still has the lock.
     fn quorum_ttl(&self, ttls: impl Iterator<Item = Duration>) -> Option<Duration> {
         let mut ttls: Vec<Duration> = ttls.collect();
@@ -314,7 +310,7 @@ impl RedlockStore {
     }
 
     /// Frees what a failed attempt may have set on every node but those that said held.
-    async fn undo(
+    pub(super) async fn undo(
         &self,
         op: &AcquireAttempt<'_>,
         replies: &[Option<Result<Acquired, LockError>>],
@@ -350,7 +346,7 @@ impl RedlockStore {
     /// Takes `fence`, the highest a quorum of `won` nodes drew, for the acquisition: those
     /// nodes' counters raised past it first when they differ, so that a later quorum meeting
     /// this one draws more (docs/plans/redlock.md). Whether a quorum confirmed it.
-    async fn write_back(
+    pub(super) async fn write_back(
         &self,
         fence_key: &[u8],
         won: &[(usize, u64)],
@@ -393,12 +389,6 @@ impl RedlockStore {
                 )
             }))
     }
-}
-
-/// What is left of a lock's validity at `now`, for an attempt `started` then: the TTL less
-/// the drift (`clock::validity`, as every lease counts it) less the time the nodes took.
-fn validity_left(ttl: Duration, started: Instant, now: Instant) -> Option<Duration> {
-    (clock::validity(ttl).checked_sub(now.duration_since(started))).filter(|left| !left.is_zero())
 }
 
 /// The side most of `sides` are on, and how many are.
@@ -527,94 +517,32 @@ impl LockStore for RedlockStore {
             return Err(refused);
         }
         let tally = self.tally();
-        let started = Instant::now();
         let request = Request::of(op);
         let request = &request;
         let attempts =
             (self.nodes.iter()).map(|node| node.store.acquire_request(op, request, bound));
-        // The stragglers' grace leaves most of the validity to the winner (see `grace`).
+        // The validity counts from the first send; the stragglers' grace leaves most of what
+        // is left of it to the winner (see `grace`).
+        let room = clock::validity(op.ttl).saturating_sub(op.sent.elapsed());
         let replies = gather_within(
             attempts,
             |seen| failed(&tally, seen),
             |seen| won(&tally, seen),
-            clock::validity(op.ttl),
+            room,
         )
         .await;
-        let won: Vec<(usize, u64)> = (replies.iter().enumerate())
-            .filter_map(|(i, reply)| match reply {
-                Some(Ok(Acquired::Won { fence, .. })) => Some((i, *fence)),
-                _ => None,
-            })
-            .collect();
-        if won.len() >= self.quorum {
-            let left = |now: Instant| validity_left(op.ttl, started, now);
-            let window = Some(op.fence_retention_ms);
-            let fenced = match left(Instant::now()) {
-                Some(left) => {
-                    let bound = bound.min(left);
-                    Some(
-                        self.write_back(op.fence_key, &won, op.ttl, window, bound)
-                            .await,
-                    )
-                }
-                None => None,
-            };
-            match fenced {
-                // Still valid once the fence is written back: ours.
-                Some(Ok(fence)) if left(Instant::now()).is_some() => {
-                    let set_at = None;
-                    return Ok(Acquired::Won { fence, set_at });
-                }
-                // Short of confirmations with validity left (nodes down, or one said NOFENCE):
-                // why. Cut short by the validity itself, it is time, below.
-                Some(Err(err)) if !err.is_infrastructure() || left(Instant::now()).is_some() => {
-                    self.undo(op, &replies, bound).await;
-                    return Err(err);
-                }
-                // The validity ran out on the way (the write-back is bounded by it): nothing
-                // held; slow nodes, not a holder.
-                _ => {
-                    self.undo(op, &replies, bound).await;
-                    let ms = started.elapsed().as_millis();
-                    return Err(LockError::Timeout(format!(
-                        "a quorum of the Redlock nodes took {ms} ms, past the lock's validity (ttl {} ms less the clock drift)",
-                        op.ttl.as_millis()
-                    )));
-                }
-            }
-        }
-        self.undo(op, &replies, bound).await;
-        let heard = replies.iter().flatten().filter(|r| answered(r)).count();
-        self.tally().heard(heard)?;
-        let held = replies.iter().flatten().filter_map(|r| match r {
-            Ok(Acquired::Held { ttl }) => Some(*ttl),
-            _ => None,
-        });
-        let held: Vec<Option<Duration>> = held.collect();
-        if !held.is_empty() {
-            let ttl = held.into_iter().flatten().min();
-            return Ok(Acquired::Held { ttl });
-        }
-        // A quorum answered, none holds it: the first error a node answered about the lock,
-        // else a node's refusal; never an error that is no answer (that is the quorum's).
-        let (oks, errors): (Vec<_>, Vec<_>) =
-            replies.into_iter().flatten().partition(Result::is_ok);
-        if let Some(err) = (errors.into_iter().filter_map(Result::err)).find(is_answer) {
-            return Err(err);
-        }
-        match oks.iter().any(|r| !matches!(r, Ok(Acquired::Won { .. }))) {
-            true => Ok(Acquired::Refused),
-            false => Err(quorum_error(
-                won.len(),
-                self.nodes.len(),
-                self.quorum,
-                "agreed",
-            )),
-        }
+        self.conclude(op, replies, op.sent, bound).await
     }
 
     async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
-        Ok(self.quorum_says(self.answers(op, bound, |released| *released).await?))
+        let replies = self.on_all(op, bound, |released| *released).await;
+        let tally = self.tally();
+        match release_verdict(&tally, &replies) {
+            Some(released) => released,
+            // The gather leaves a node behind only once a quorum released (the verdict's
+            // first case): what those that answered say.
+            None => tally.released(replies.into_iter().flatten().collect()),
+        }
     }
 
     /// The waiter's fence is taken as an acquisition's, within the waiter's validity; short
@@ -828,9 +756,11 @@ impl LockStore for RedlockStore {
     }
 
     /// A Redlock has no one clock: the first node's that answers.
-    async fn server_time(&self, bound: Duration) -> Result<SystemTime, LockError> {
+    async fn server_time(&self, key: &[u8], bound: Duration) -> Result<SystemTime, LockError> {
         let times = gather(
-            self.nodes.iter().map(|node| node.store.server_time(bound)),
+            self.nodes
+                .iter()
+                .map(|node| node.store.server_time(key, bound)),
             |seen| seen.iter().flatten().any(Result::is_ok),
             |_| false,
         )

@@ -1,6 +1,8 @@
-//! Counting a Redlock's nodes: who answered, whether a quorum can still be reached, and the
-//! error naming how many answered when it cannot. Nothing here knows a lock.
+//! Counting a Redlock's nodes: who answered, whether a quorum can still be reached, the
+//! error naming how many answered when it cannot, and what an attempt's (or a release's)
+//! replies so far decide. Nothing here sends anything.
 
+use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::Acquired;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -67,6 +69,13 @@ impl Tally {
         Err(failed
             .unwrap_or_else(|| quorum_error(answers.len(), self.nodes, self.quorum, "agreed")))
     }
+
+    /// Whether a release freed the lock, by the replies of the nodes it waited for: a quorum
+    /// said released; else the quorum error (or a node's own), when fewer answered.
+    pub fn released(&self, replies: Vec<Result<bool, LockError>>) -> Result<bool, LockError> {
+        let answers = self.answers(replies)?;
+        Ok(answers.into_iter().filter(|&yes| yes).count() >= self.quorum)
+    }
 }
 
 /// Whether an attempt's failure is known from the replies `seen` so far (`None`: still
@@ -84,10 +93,93 @@ pub fn failed(tally: &Tally, seen: &[Option<Result<Acquired, LockError>>]) -> bo
 
 /// Whether an attempt won on a quorum of the replies so far.
 pub fn won(tally: &Tally, seen: &[Option<Result<Acquired, LockError>>]) -> bool {
-    let won = (seen.iter().flatten())
-        .filter(|r| matches!(r, Ok(Acquired::Won { .. })))
-        .count();
-    won >= tally.quorum
+    fences(seen).count() >= tally.quorum
+}
+
+/// The fences of the nodes that won so far.
+fn fences(seen: &[Option<Result<Acquired, LockError>>]) -> impl Iterator<Item = u64> + '_ {
+    seen.iter().flatten().filter_map(|r| match r {
+        Ok(Acquired::Won { fence, .. }) => Some(*fence),
+        _ => None,
+    })
+}
+
+/// Where an acquire attempt stands by its replies so far. One decision for whoever reads
+/// the replies (the runtime once its gather ends, a caller reading them one by one), so
+/// that `RedlockStore::conclude` ends the attempt the same way for both.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A pending node can still change the outcome, or how many the quorum error counts
+    /// (short of a quorum answering, every node is waited for, as in `failed`).
+    Pending,
+    /// A quorum won, on one fence, with validity left: ours.
+    Won { fence: u64 },
+    /// A quorum won with validity left, but their fences differ: ours only once the highest
+    /// is written back to them (`RedlockStore::write_back`), so a later quorum draws more.
+    Raise,
+    /// Lost, and a node that answered has a holder.
+    Held,
+    /// Lost with no holder: a quorum won past the validity, fewer than a quorum answered,
+    /// or a node's own error (or refusal) among a quorum's answers.
+    Failed,
+}
+
+/// The verdict on an attempt `started` at that instant (its first send), for a lock of
+/// `ttl`, at `now`, by `seen` so far (`None`: pending; a timeout is an error, no answer).
+pub fn acquire_verdict(
+    tally: &Tally,
+    seen: &[Option<Result<Acquired, LockError>>],
+    started: std::time::Instant,
+    now: std::time::Instant,
+    ttl: Duration,
+) -> Verdict {
+    let (mut won, mut low, mut high) = (0, u64::MAX, 0);
+    for fence in fences(seen) {
+        (won, low, high) = (won + 1, low.min(fence), high.max(fence));
+    }
+    if won >= tally.quorum {
+        return match validity_left(ttl, started, now) {
+            None => Verdict::Failed,
+            Some(_) if low == high => Verdict::Won { fence: high },
+            Some(_) => Verdict::Raise,
+        };
+    }
+    if seen.iter().any(Option::is_none) && !failed(tally, seen) {
+        return Verdict::Pending;
+    }
+    let heard = seen.iter().flatten().filter(|r| answered(r)).count();
+    let held = (seen.iter().flatten()).any(|r| matches!(r, Ok(Acquired::Held { .. })));
+    match heard >= tally.quorum && held {
+        true => Verdict::Held,
+        false => Verdict::Failed,
+    }
+}
+
+/// What is left of a lock's validity at `now`, for an attempt `started` then: the TTL less
+/// the drift (`clock::validity`, as every lease counts it) less the time the nodes took.
+pub fn validity_left(
+    ttl: Duration,
+    started: std::time::Instant,
+    now: std::time::Instant,
+) -> Option<Duration> {
+    (clock::validity(ttl).checked_sub(now.saturating_duration_since(started)))
+        .filter(|left| !left.is_zero())
+}
+
+/// A release's outcome by the nodes' replies so far (`None`: pending): released as soon as
+/// a quorum released, else once every node replied, as `Tally::released` reads them.
+pub fn release_verdict(
+    tally: &Tally,
+    seen: &[Option<Result<bool, LockError>>],
+) -> Option<Result<bool, LockError>> {
+    let released = (seen.iter().flatten()).filter(|r| matches!(r, Ok(true)));
+    if released.count() >= tally.quorum {
+        return Some(Ok(true));
+    }
+    if seen.iter().any(Option::is_none) {
+        return None;
+    }
+    Some(tally.released(seen.iter().flatten().cloned().collect()))
 }
 
 /// How long the stragglers still get once enough nodes replied: as long again as those

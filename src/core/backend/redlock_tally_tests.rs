@@ -1,5 +1,5 @@
 //! Counting a Redlock's nodes, without servers: the quorum error, when an attempt is decided,
-//! and the stragglers' grace.
+//! the verdicts on an attempt's and a release's replies, and the stragglers' grace.
 use super::*;
 use std::future::{pending, ready};
 use std::pin::Pin;
@@ -165,4 +165,162 @@ fn the_grace_never_takes_more_than_half_the_room_left() {
     assert_eq!(grace(ms(200), ms(296)), ms(48));
     assert_eq!(grace(ms(5), ms(15)), ms(5));
     assert_eq!(grace(ms(300), ms(295)), Duration::ZERO);
+}
+
+/// One node's reply to an attempt, or none yet.
+type AttemptReply = Option<Result<Acquired, LockError>>;
+
+fn won_with(fence: u64) -> AttemptReply {
+    let set_at = None;
+    Some(Ok(Acquired::Won { fence, set_at }))
+}
+
+fn held_for(ms: u64) -> AttemptReply {
+    let ttl = Some(Duration::from_millis(ms));
+    Some(Ok(Acquired::Held { ttl }))
+}
+
+fn timed_out() -> AttemptReply {
+    Some(Err(LockError::no_reply(Duration::from_millis(500))))
+}
+
+/// The verdict on `seen` `after` the first send, for a 1 s lock (valid 988 ms).
+fn verdict_after(seen: &[AttemptReply], after: Duration) -> Verdict {
+    let started = std::time::Instant::now();
+    acquire_verdict(&FIVE, seen, started, started + after, TTL)
+}
+
+const TTL: Duration = Duration::from_secs(1);
+
+fn verdict(seen: &[AttemptReply]) -> Verdict {
+    verdict_after(seen, Duration::from_millis(5))
+}
+
+#[test]
+fn a_quorum_won_on_one_fence_within_the_validity_is_won_without_the_stragglers() {
+    let seen = [won_with(7), won_with(7), won_with(7), None, None];
+    assert_eq!(verdict(&seen), Verdict::Won { fence: 7 });
+    let all = [
+        won_with(7),
+        won_with(7),
+        won_with(7),
+        won_with(7),
+        held_for(9),
+    ];
+    assert_eq!(verdict(&all), Verdict::Won { fence: 7 });
+    // Two won and three pending: any of those could still decide.
+    let seen = [won_with(7), won_with(7), None, None, None];
+    assert_eq!(verdict(&seen), Verdict::Pending);
+}
+
+#[test]
+fn a_quorum_won_on_differing_fences_raises_them_first() {
+    let seen = [won_with(7), won_with(7), won_with(9), None, None];
+    assert_eq!(verdict(&seen), Verdict::Raise);
+    let seen = [
+        won_with(9),
+        held_for(5),
+        won_with(7),
+        won_with(7),
+        timed_out(),
+    ];
+    assert_eq!(verdict(&seen), Verdict::Raise);
+}
+
+#[test]
+fn a_quorum_won_past_its_validity_failed() {
+    let seen = [won_with(7), won_with(7), won_with(7), None, None];
+    let validity = clock::validity(TTL);
+    assert_eq!(validity, Duration::from_millis(988));
+    let just = validity - Duration::from_millis(1);
+    assert_eq!(verdict_after(&seen, just), Verdict::Won { fence: 7 });
+    assert_eq!(verdict_after(&seen, validity), Verdict::Failed);
+    assert_eq!(verdict_after(&seen, 2 * TTL), Verdict::Failed);
+    let raise = [won_with(7), won_with(7), won_with(9), None, None];
+    assert_eq!(verdict_after(&raise, validity), Verdict::Failed);
+}
+
+#[test]
+fn a_quorum_held_or_answered_against_us_is_held_at_once() {
+    let seen = [
+        won_with(7),
+        won_with(7),
+        held_for(30),
+        held_for(20),
+        held_for(40),
+    ];
+    assert_eq!(verdict(&seen), Verdict::Held);
+    // Three held with two pending: those two cannot make a quorum.
+    let seen = [held_for(30), held_for(20), held_for(40), None, None];
+    assert_eq!(verdict(&seen), Verdict::Held);
+    // Two won, one held, two that timed out: a quorum answered, and it is lost.
+    let seen = [
+        won_with(7),
+        won_with(7),
+        held_for(30),
+        timed_out(),
+        timed_out(),
+    ];
+    assert_eq!(verdict(&seen), Verdict::Held);
+    // Two held, three pending: the pending could still win.
+    let seen = [held_for(30), held_for(20), None, None, None];
+    assert_eq!(verdict(&seen), Verdict::Pending);
+}
+
+#[test]
+fn short_of_a_quorum_answering_every_node_is_waited_for_then_it_failed_never_held() {
+    let after_three_timeouts = |a: AttemptReply, b: AttemptReply| {
+        let seen = [timed_out(), timed_out(), timed_out(), a, b];
+        verdict(&seen)
+    };
+    // Nobody can win, but the quorum error counts the last two's answers.
+    assert_eq!(after_three_timeouts(None, None), Verdict::Pending);
+    assert_eq!(after_three_timeouts(won_with(7), None), Verdict::Pending);
+    let two_won = after_three_timeouts(won_with(7), won_with(7));
+    assert_eq!(two_won, Verdict::Failed);
+    let two_held = after_three_timeouts(held_for(30), held_for(30));
+    assert_eq!(two_held, Verdict::Failed);
+    let unreachable = after_three_timeouts(Some(Err(down())), won_with(3));
+    assert_eq!(unreachable, Verdict::Failed);
+}
+
+#[test]
+fn a_nodes_own_error_or_refusal_among_a_quorum_of_answers_failed() {
+    let refused = || Some(Err(LockError::Redis("WRONGTYPE".into())));
+    let seen = [won_with(7), won_with(7), refused(), refused(), timed_out()];
+    assert_eq!(verdict(&seen), Verdict::Failed);
+    let no_fence = || Some(Ok(Acquired::Refused));
+    let seen = [won_with(7), no_fence(), no_fence(), no_fence(), timed_out()];
+    assert_eq!(verdict(&seen), Verdict::Failed);
+    // A holder among them is what the caller hears.
+    let seen = [
+        won_with(7),
+        no_fence(),
+        held_for(3),
+        no_fence(),
+        timed_out(),
+    ];
+    assert_eq!(verdict(&seen), Verdict::Held);
+}
+
+#[test]
+fn a_release_settles_at_a_quorum_released_else_once_every_node_replied() {
+    let yes = || Some(Ok(true));
+    let no = || Some(Ok(false));
+    let lost = || Some(Err(LockError::no_reply(Duration::from_millis(500))));
+    let released = release_verdict(&FIVE, &[yes(), yes(), yes(), None, None]);
+    assert_eq!(released, Some(Ok(true)));
+    assert_eq!(
+        release_verdict(&FIVE, &[yes(), yes(), no(), None, None]),
+        None
+    );
+    let all = [yes(), yes(), no(), no(), lost()];
+    assert_eq!(release_verdict(&FIVE, &all), Some(Ok(false)));
+    let short = [yes(), yes(), lost(), lost(), lost()];
+    let err = release_verdict(&FIVE, &short).and_then(Result::err);
+    let err = err.map(|err| err.to_string()).unwrap_or_default();
+    assert!(
+        err.contains("only 2 of 5 Redlock nodes answered; a quorum is 3"),
+        "{err}"
+    );
 }

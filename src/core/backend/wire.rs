@@ -102,6 +102,13 @@ pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
         channels: Vec<Vec<u8>>,
         sharded: bool,
     ) -> impl Future<Output = RedisResult<()>> + Send;
+
+    /// This connection, or one beside it, that never sends a command again by itself once
+    /// it may have reached the server: for a call that must not run twice (`Replay::Never`).
+    /// A `ConnectionManager` never resends, so it is itself.
+    fn sent_once(&self) -> Self {
+        self.clone()
+    }
 }
 
 impl Conduit for ConnectionManager {

@@ -11,6 +11,7 @@ use crate::core::proto::syncguard::{ExtendById, ReleaseById, SyncguardIsLocked, 
 use crate::core::proto::syncguard_eval as eval;
 pub use crate::core::proto::syncguard_eval::{EvalCall, EvalWon};
 use redis::Value;
+use std::time::Instant;
 
 /// One backend's settings: isLocked's clean-up and the prefix it names index keys with.
 pub struct SyncguardEval {
@@ -80,7 +81,8 @@ impl SyncguardEval {
     /// `backend.acquire`'s script call.
     pub fn acquire(&self, call: &SyncguardCall<'_>, ttl_ms: f64) -> Result<EvalCall, LockError> {
         let keys = keys_of(call, b"")?;
-        eval::eval_call(&attempt_op(&keys, ttl(ttl_ms)?))
+        // Sent by the caller's client as soon as written.
+        eval::eval_call(&attempt_op(&keys, ttl(ttl_ms)?, Instant::now()))
     }
 
     /// What `backend.acquire`'s reply means: won, or `None` when held.
@@ -91,7 +93,12 @@ impl SyncguardEval {
         reply: Value,
     ) -> Result<Option<EvalWon>, LockError> {
         let keys = keys_of(call, b"")?;
-        eval::acquired(&attempt_op(&keys, ttl(ttl_ms)?), reply, wall_ms())
+        // Only read: its instant is unused.
+        eval::acquired(
+            &attempt_op(&keys, ttl(ttl_ms)?, Instant::now()),
+            reply,
+            wall_ms(),
+        )
     }
 
     /// What follows `backend.acquire`'s reply when it came past the call's bound, its caller

@@ -317,8 +317,9 @@ impl Locker {
             Start::Held { holder_ttl } => Some(holder_ttl),
             Start::Again { request, timeout } => {
                 self.check(cancel)?;
-                let (key, token, ttl) = (request.key, request.terms.token, request.terms.ttl);
-                match self.attempt_with(&key, token, ttl, timeout, None).await? {
+                let PlainRequest { key, terms } = request;
+                let (token, sent, ttl) = (terms.token, terms.sent, terms.ttl);
+                match (self.attempt_with(&key, token, sent, ttl, timeout, None)).await? {
                     Attempt::Acquired(lease) => {
                         return self.won(lease, cancel, ticket, scheme).await
                     }

@@ -1,11 +1,16 @@
 //! Acquisitions driven through `Locker::pursue` from a given `Plan` and `Start`, as the
-//! fronts drive them, against a private redis-server (or memory://): the cases where a
-//! waiter's place, its first pause or its caller's cancellation decide what happens.
+//! fronts drive them, against a private redis-server (or memory://, or a Redlock of three):
+//! the cases where a waiter's place, its first pause, its caller's cancellation or the
+//! first send's clock of an attempt handed over decide what happens.
 
 use super::*;
 
+use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::test_server::{calls, RedisServer};
+use crate::core::ops::store::Store;
 use crate::core::ops::test_support::locker_at;
+use std::sync::Arc;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const SLOW_POLL: Duration = Duration::from_secs(5);
@@ -191,4 +196,84 @@ async fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
         released.elapsed()
     );
     assert!(won.fence > lease.fence);
+}
+
+/// A Redlock over `servers`, with keys under `lock:` and a 2 s command timeout.
+fn redlock(servers: &[RedisServer]) -> Arc<Locker> {
+    let node = |server: &RedisServer| {
+        let url = Some(server.url());
+        Endpoint::from_spec(EndpointSpec {
+            url,
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let endpoint = Endpoint::redlock(servers.iter().map(node).collect(), "redis").unwrap();
+    Arc::new(Locker::new(Store::shared(endpoint), "lock:", MS(2000)))
+}
+
+/// How many of `servers` hold `token` at `key`.
+fn holding(servers: &[RedisServer], key: &str, token: &str) -> usize {
+    let holds = |server: &RedisServer| {
+        let mut raw = server.raw();
+        let value: Option<String> = redis::cmd("GET").arg(key).query(&mut raw).unwrap();
+        value.as_deref() == Some(token)
+    };
+    servers.iter().filter(|server| holds(server)).count()
+}
+
+#[tokio::test]
+async fn an_attempt_handed_over_keeps_its_first_sends_clock_for_its_lease() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let locks = redlock(&servers);
+    let request = locks.attempt_request("kept", MS(5000));
+    let first = request.terms.sent.at;
+    tokio::time::sleep(MS(50)).await;
+    let start = Start::Again {
+        request,
+        timeout: MS(2000),
+    };
+    let cancel = CancellationToken::new();
+    let won = locks.pursue(Plan::once(), "kept", MS(5000), &cancel, start);
+    let lease = won.await.expect("pursue").expect("won");
+    assert_eq!(lease.sent().at, first);
+    assert!(lease.deadline() <= first + clock::validity(MS(5000)));
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_redlock_attempt_first_sent_longer_ago_than_its_validity_is_time_and_undone() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let locks = redlock(&servers);
+    // Handed over once its validity was spent: every node takes it, but it is not ours.
+    let ttl = MS(1000);
+    let mut request = locks.attempt_request("late", ttl);
+    let long_ago = Instant::now().checked_sub(clock::validity(ttl)).unwrap();
+    request.terms.sent = Stamp::at(long_ago);
+    let token = request.terms.token.clone();
+    let start = Start::Again {
+        request,
+        timeout: MS(2000),
+    };
+    let cancel = CancellationToken::new();
+    let late = locks
+        .pursue(Plan::once(), "late", ttl, &cancel, start)
+        .await;
+    let err = late.expect_err("past its validity");
+    assert_eq!(err.code(), "ETIMEDOUT", "{err}");
+    assert!(
+        err.to_string().contains("past the lock's validity"),
+        "{err}"
+    );
+    // Undone at once on the quorum that won it; a node left behind once a quorum answered,
+    // by a task of its own, well within the TTL that would free it anyway.
+    assert!(holding(&servers, "lock:late", &token) <= 1);
+    let freed = Instant::now() + MS(500);
+    while holding(&servers, "lock:late", &token) > 0 && Instant::now() < freed {
+        tokio::time::sleep(MS(5)).await;
+    }
+    assert_eq!(holding(&servers, "lock:late", &token), 0);
+    // Sent now, the same key is won.
+    let lease = take(&locks, "late").await;
+    assert!(locks.release(&lease).await.unwrap());
 }

@@ -59,6 +59,7 @@ impl AttemptTerms {
             keep_fences: self.keep_fences,
             layout,
             form,
+            sent: self.sent.at,
         }
     }
 

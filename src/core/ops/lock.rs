@@ -151,19 +151,21 @@ impl Locker {
     ) -> Result<Attempt, LockError> {
         match scheme {
             KeyScheme::Ours(key) => {
-                self.attempt_with(key, token::new_token(), ttl, timeout, waiting)
-                    .await
+                let token = token::new_token();
+                (self.attempt_with(key, token, Stamp::now(), ttl, timeout, waiting)).await
             }
             KeyScheme::Syncguard(keys) => self.attempt_syncguard(keys, ttl, timeout).await,
         }
     }
 
-    /// An attempt with `token`: fresh, or the token of an attempt that may have run already
-    /// (the script then grants it again, see acquire.lua).
+    /// An attempt with `token`, first sent at `sent`: fresh, or the token of an attempt that
+    /// may have run already, and its first send's stamp (the script then grants it again
+    /// with no new expiry, see acquire.lua, so the lease counts from that first send).
     pub(super) async fn attempt_with(
         &self,
         key: &str,
         token: String,
+        sent: Stamp,
         ttl: Duration,
         timeout: Duration,
         waiting: Option<&Ticket>,
@@ -202,13 +204,13 @@ impl Locker {
             keep_fences: false,
             layout,
             form: AttemptForm::Script,
+            sent: sent.at,
         };
         if self.fair {
             // Whatever comes of it, the attempt may have given the waiter a place.
             waiting.inspect(|ticket| ticket.set_in_line(true));
         }
         let turns = queueing.map(|ticket| ticket.wakes().turns(ticket.channel()));
-        let sent = Stamp::now();
         let reply = self.store.backend().acquire(&op, timeout).await;
         let won = matches!(reply, Ok(Acquired::Won { .. }));
         if let (Some(ticket), Some(turns), Ok(_)) = (queueing, turns, &reply) {

@@ -34,8 +34,9 @@ impl SyncguardWon {
     }
 }
 
-/// The attempt at syncguard's layout for `keys`, wanting the lock for `ttl`.
-pub(crate) fn attempt_op(keys: &SyncguardKeys, ttl: Duration) -> AcquireAttempt<'_> {
+/// The attempt at syncguard's layout for `keys`, wanting the lock for `ttl`, first sent at
+/// `sent`.
+pub(crate) fn attempt_op(keys: &SyncguardKeys, ttl: Duration, sent: Instant) -> AcquireAttempt<'_> {
     AcquireAttempt {
         lock_key: &keys.lock_key,
         fence_key: &keys.fence_key,
@@ -50,6 +51,7 @@ pub(crate) fn attempt_op(keys: &SyncguardKeys, ttl: Duration) -> AcquireAttempt<
             user_key: &keys.user_key,
         },
         form: AttemptForm::Script,
+        sent,
     }
 }
 
@@ -90,7 +92,8 @@ impl Locker {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
-        let (op, sent) = (attempt_op(keys, ttl), Stamp::now());
+        let sent = Stamp::now();
+        let op = attempt_op(keys, ttl, sent.at);
         let answer = self.store().backend().acquire(&op, timeout).await?;
         attempt_of(keys, ttl, sent, answer)
     }

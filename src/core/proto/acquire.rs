@@ -9,7 +9,7 @@ use crate::core::basics::keys;
 use crate::core::basics::resp;
 use crate::core::basics::token;
 use redis::Value;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How an attempt is written on a connection of the caller's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +82,9 @@ pub struct AcquireAttempt<'a> {
     pub keep_fences: bool,
     pub layout: Layout<'a>,
     pub form: AttemptForm,
+    /// When the attempt was first sent (sent again, it keeps that instant): a lock won by
+    /// it is counted from then, as its lease is, so a Redlock counts its validity from it.
+    pub sent: Instant,
 }
 
 /// What an attempt's reply says.

@@ -22,7 +22,7 @@ use crate::core::proto::Op;
 use proptest::prelude::*;
 use redis::Value;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Two PTTLs of locks set by one step, read moments apart, differ by at most this (ms).
 const PTTL_SLACK: i64 = 500;
@@ -206,6 +206,7 @@ impl Run {
             keep_fences: true,
             layout,
             form,
+            sent: Instant::now(),
         }
     }
 

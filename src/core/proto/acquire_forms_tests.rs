@@ -147,6 +147,7 @@ impl Twin {
             keep_fences: push,
             layout: Layout::Plain,
             form: self.form,
+            sent: Instant::now(),
         };
         match socket.run(&op, op.replies()) {
             Acquired::Won { fence, .. } => {

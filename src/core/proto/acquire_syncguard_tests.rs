@@ -22,6 +22,7 @@ fn attempt(ttl: Duration) -> AcquireAttempt<'static> {
             user_key: "job",
         },
         form: AttemptForm::Script,
+        sent: Instant::now(),
     }
 }
 

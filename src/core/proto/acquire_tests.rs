@@ -11,6 +11,7 @@ fn attempt(layout: Layout<'static>, form: AttemptForm) -> AcquireAttempt<'static
         keep_fences: true,
         layout,
         form,
+        sent: Instant::now(),
     }
 }
 

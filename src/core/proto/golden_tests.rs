@@ -266,7 +266,7 @@ mod attempt {
     use super::{evalsha, resp, scripts};
     use crate::core::proto::acquire::{AcquireAttempt, AttemptForm, Layout};
     use crate::core::proto::Op;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     const FENCE: &[u8] = b"{lock:k}\xfffence";
     const X_KEY: &[u8] = b"exclusive-lock:a";
@@ -295,6 +295,7 @@ mod attempt {
             keep_fences,
             layout: Layout::Plain,
             form,
+            sent: Instant::now(),
         })
     }
 
@@ -312,6 +313,7 @@ mod attempt {
                 contents: "1",
             },
             form,
+            sent: Instant::now(),
         })
     }
 
@@ -415,6 +417,7 @@ mod attempt {
             keep_fences: true,
             layout,
             form: AttemptForm::Script,
+            sent: Instant::now(),
         })
     }
 

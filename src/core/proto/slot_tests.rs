@@ -15,7 +15,7 @@ use super::syncguard::{ExtendById, ReleaseById, SyncguardIsLocked, SyncguardLook
 use super::{Op, Wire};
 use crate::core::basics::keys::{self, slot};
 use redis::Script;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Lock keys of every shape the key scheme treats apart: no tag, a tag, an empty tag, a `}`
 /// with no tag, a `{` never closed, bytes that are not UTF-8.
@@ -123,6 +123,7 @@ fn attempts<'a>(key: &'a [u8], fence: &'a [u8], owner: &'a [u8]) -> Vec<AcquireA
                     keep_fences,
                     layout,
                     form,
+                    sent: Instant::now(),
                 });
             }
         }
@@ -352,6 +353,7 @@ fn syncguard_stays_in_one_slot_only_under_a_tagged_prefix() {
                 user_key: "job",
             },
             form: AttemptForm::Script,
+            sent: Instant::now(),
         };
         let named = [
             keys_of(&acquire),

@@ -5,7 +5,7 @@
 use super::super::acquire::{AttemptForm, Layout};
 use super::super::syncguard::tests::{bulk, ID, INDEX, LOCK};
 use super::*;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const NOW: u64 = 1_700_000_000_000;
 
@@ -23,6 +23,7 @@ fn attempt() -> AcquireAttempt<'static> {
             user_key: "job",
         },
         form: AttemptForm::Script,
+        sent: Instant::now(),
     }
 }
 

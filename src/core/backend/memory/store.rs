@@ -214,7 +214,7 @@ impl LockStore for MemoryStore {
     }
 
     /// The keyspace's own clock, as its TIME answers.
-    async fn server_time(&self, _: Duration) -> Result<SystemTime, LockError> {
+    async fn server_time(&self, _: &[u8], _: Duration) -> Result<SystemTime, LockError> {
         let (secs, micros): (u64, u64) =
             crate::core::basics::resp::typed(self.execute(&[b"TIME"]))?;
         Ok(SystemTime::UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros))

@@ -125,7 +125,7 @@ impl FastCall for SyncguardAttempt {
     // Always the script: no transaction can apply syncguard's JSON liveness test. Not loaded
     // yet, the server refuses it, and the runtime's connection loads it and sends it again.
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        let op = attempt_op(&self.keys, self.ttl);
+        let op = attempt_op(&self.keys, self.ttl, self.sent.at);
         op.encode(out);
         op.replies()
     }
@@ -140,7 +140,7 @@ impl FastCall for SyncguardAttempt {
         if matches!(&reply, Value::ServerError(err) if err.code() == "NOSCRIPT") {
             return Step::Later(self.resend(None));
         }
-        let answer = attempt_op(&self.keys, self.ttl).decode(reply);
+        let answer = attempt_op(&self.keys, self.ttl, self.sent.at).decode(reply);
         match answer.and_then(|answer| attempt_of(&self.keys, self.ttl, self.sent, answer)) {
             Ok(Attempt::Held { ttl }) => self.held(ttl),
             // Its caller's environment ended meanwhile: nobody could release it (as
@@ -159,7 +159,7 @@ impl FastCall for SyncguardAttempt {
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
-        let answer = attempt_op(&self.keys, self.ttl).decode(reply);
+        let answer = attempt_op(&self.keys, self.ttl, self.sent.at).decode(reply);
         if !answer.is_ok_and(|answer| answer.took_lock()) {
             return false;
         }

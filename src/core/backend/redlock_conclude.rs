@@ -1,0 +1,117 @@
+//! How a Redlock acquire attempt ends once its replies are read, whoever read them: the
+//! runtime's gather, or (to come, docs/plans/redlock-fast.md) a call that read them one by
+//! one. `acquire_verdict` decides; this writes what the decision needs on the nodes (the
+//! fence written back, or what the attempt set undone) and names the outcome.
+
+use super::redlock_store::RedlockStore;
+use super::redlock_tally::{
+    acquire_verdict, answered, is_answer, quorum_error, validity_left, Tally, Verdict,
+};
+use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired};
+use std::time::{Duration, Instant};
+
+/// Each node's reply to an attempt, at its index; `None` for one not waited for.
+type Replies = Vec<Option<Result<Acquired, LockError>>>;
+
+impl RedlockStore {
+    /// What the attempt `op`, first sent at `started`, comes to by the nodes' `replies`. A
+    /// win is ours only with validity left once its fence is settled; anything else frees
+    /// what the attempt may have set (every node but those that said held). The write-back
+    /// and the undo are bounded by `bound`.
+    pub async fn conclude(
+        &self,
+        op: &AcquireAttempt<'_>,
+        replies: Replies,
+        started: Instant,
+        bound: Duration,
+    ) -> Result<Acquired, LockError> {
+        let tally = self.tally();
+        let won: Vec<(usize, u64)> = (replies.iter().enumerate())
+            .filter_map(|(i, reply)| match reply {
+                Some(Ok(Acquired::Won { fence, .. })) => Some((i, *fence)),
+                _ => None,
+            })
+            .collect();
+        let past_validity = || {
+            let ms = started.elapsed().as_millis();
+            LockError::Timeout(format!(
+                "a quorum of the Redlock nodes took {ms} ms, past the lock's validity (ttl {} ms less the clock drift)",
+                op.ttl.as_millis()
+            ))
+        };
+        let set_at = None;
+        let failure = match acquire_verdict(&tally, &replies, started, Instant::now(), op.ttl) {
+            Verdict::Won { fence } => return Ok(Acquired::Won { fence, set_at }),
+            Verdict::Raise => match self.raised(op, &won, started, bound).await {
+                Some(Ok(fence)) => return Ok(Acquired::Won { fence, set_at }),
+                Some(Err(err)) => Err(err),
+                None => Err(past_validity()),
+            },
+            // A quorum won, but not within the validity: nothing held; slow nodes, not a
+            // holder.
+            Verdict::Failed if won.len() >= tally.quorum => Err(past_validity()),
+            Verdict::Held | Verdict::Failed | Verdict::Pending => lost(&tally, &replies, won.len()),
+        };
+        self.undo(op, &replies, bound).await;
+        failure
+    }
+
+    /// The fence of a quorum `won` with differing fences, once written back within the
+    /// validity left; else why a quorum did not confirm it with validity left (nodes down,
+    /// or one said NOFENCE); `None`: the validity ran out on the way.
+    async fn raised(
+        &self,
+        op: &AcquireAttempt<'_>,
+        won: &[(usize, u64)],
+        started: Instant,
+        bound: Duration,
+    ) -> Option<Result<u64, LockError>> {
+        let left = |now: Instant| validity_left(op.ttl, started, now);
+        let room = left(Instant::now())?;
+        let window = Some(op.fence_retention_ms);
+        let bound = bound.min(room);
+        match self
+            .write_back(op.fence_key, won, op.ttl, window, bound)
+            .await
+        {
+            Ok(fence) if left(Instant::now()).is_some() => Some(Ok(fence)),
+            // Cut short by the validity itself (the write-back is bounded by it), it is time.
+            Err(err) if !err.is_infrastructure() || left(Instant::now()).is_some() => {
+                Some(Err(err))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Why an attempt that no quorum won (`won` nodes did) failed, as its `replies` tell: the
+/// quorum error short of a quorum answering; a holder, with the shortest TTL a node told;
+/// else the first error a node answered about the lock, else a node's refusal; never an
+/// error that is no answer (that is the quorum's).
+fn lost(
+    tally: &Tally,
+    replies: &[Option<Result<Acquired, LockError>>],
+    won: usize,
+) -> Result<Acquired, LockError> {
+    let heard = replies.iter().flatten().filter(|r| answered(r)).count();
+    tally.heard(heard)?;
+    let held = replies.iter().flatten().filter_map(|r| match r {
+        Ok(Acquired::Held { ttl }) => Some(*ttl),
+        _ => None,
+    });
+    let held: Vec<Option<Duration>> = held.collect();
+    if !held.is_empty() {
+        let ttl = held.into_iter().flatten().min();
+        return Ok(Acquired::Held { ttl });
+    }
+    let mut errors = replies.iter().flatten().filter_map(|r| r.as_ref().err());
+    if let Some(err) = errors.find(|err| is_answer(err)) {
+        return Err(err.clone());
+    }
+    let mut oks = replies.iter().flatten().filter_map(|r| r.as_ref().ok());
+    match oks.any(|r| !matches!(r, Acquired::Won { .. })) {
+        true => Ok(Acquired::Refused),
+        false => Err(quorum_error(won, tally.nodes, tally.quorum, "agreed")),
+    }
+}
