@@ -271,3 +271,38 @@ async fn a_releaser_that_waits_again_joins_with_no_command_and_the_ring_brings_t
     );
     assert!(b.release(&held).await.unwrap());
 }
+
+#[tokio::test]
+async fn a_grant_whose_only_waiter_is_awake_goes_on_through_the_ring_at_once() {
+    let server = RedisServer::start();
+    let (holder, awake, next) = (
+        process(&server, 1),
+        process(&server, 2),
+        process(&server, 3),
+    );
+    let lease = take(&holder, "orphan").await;
+    // `awake` joins the ring and its waiter gives up: the connection lingers, first in line.
+    let cancel = CancellationToken::new();
+    let leaving = wait_for(&awake, "orphan", &cancel);
+    joined(&server, "orphan", &awake).await;
+    cancel.cancel();
+    assert!(leaving.await.unwrap().is_none());
+    let waiting = wait_for(&next, "orphan", &CancellationToken::new());
+    joined(&server, "orphan", &next).await;
+    // A waiter of `awake` that was just woken (it is about to try on its own): no grant can
+    // be handed to it, yet it is there.
+    let wakes = awake.store().wakes().clone();
+    let _ticket = wakes.join(b"lock:orphan", MS(10_000));
+    let channel = keys::released_channel(b"lock:orphan");
+    wakes.wake_local(&channel);
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("passed on");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the ring");
+    assert_eq!(
+        holder_of(&server, "orphan").as_deref(),
+        Some(&granted.token[..])
+    );
+    assert!(next.release(&granted).await.unwrap());
+}
