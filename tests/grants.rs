@@ -78,6 +78,16 @@ async fn joined(server: &RedisServer, key: &str, locks: &Locker) {
     in_ring(server, key, locks, true).await;
 }
 
+/// `locks` waits for `key`, joins its ring, then its waiter gives up: the connection stays
+/// in the ring, still listening, as an abort that came as a grant was sent would leave it.
+async fn linger(server: &RedisServer, key: &str, locks: &Arc<Locker>) {
+    let cancel = CancellationToken::new();
+    let leaving = wait_for(locks, key, &cancel);
+    joined(server, key, locks).await;
+    cancel.cancel();
+    assert!(leaving.await.unwrap().is_none());
+}
+
 /// Waits until `locks`'s connection is in `key`'s ring (`inside`) or out of it.
 async fn in_ring(server: &RedisServer, key: &str, locks: &Locker, inside: bool) {
     let id = locks.store().id().to_owned();
@@ -134,14 +144,9 @@ async fn a_grant_nobody_takes_any_more_is_passed_on_to_the_next_connection() {
         process(&server, 3),
     );
     let lease = take(&holder, "pass").await;
-    // `gone` waits, joins the ring, then its waiter gives up: its connection still listens.
-    let cancel = CancellationToken::new();
-    let leaving = wait_for(&gone, "pass", &cancel);
-    joined(&server, "pass", &gone).await;
+    linger(&server, "pass", &gone).await;
     let waiting = wait_for(&next, "pass", &CancellationToken::new());
     joined(&server, "pass", &next).await;
-    cancel.cancel();
-    assert!(leaving.await.unwrap().is_none());
     // Its connection stays in the ring, first in line, still listening: as an abort that
     // came as the grant was sent would leave it.
     let (ring_now, mut raw) = (ring(&server, "pass"), server.raw());
@@ -281,12 +286,7 @@ async fn a_grant_whose_only_waiter_is_awake_goes_on_through_the_ring_at_once() {
         process(&server, 3),
     );
     let lease = take(&holder, "orphan").await;
-    // `awake` joins the ring and its waiter gives up: the connection lingers, first in line.
-    let cancel = CancellationToken::new();
-    let leaving = wait_for(&awake, "orphan", &cancel);
-    joined(&server, "orphan", &awake).await;
-    cancel.cancel();
-    assert!(leaving.await.unwrap().is_none());
+    linger(&server, "orphan", &awake).await;
     let waiting = wait_for(&next, "orphan", &CancellationToken::new());
     joined(&server, "orphan", &next).await;
     // A waiter of `awake` that was just woken (it is about to try on its own): no grant can
@@ -305,4 +305,48 @@ async fn a_grant_whose_only_waiter_is_awake_goes_on_through_the_ring_at_once() {
         Some(&granted.token[..])
     );
     assert!(next.release(&granted).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_waiter_without_grants_gets_the_lock_while_the_ring_keeps_it_busy() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    let server = RedisServer::start();
+    let (stop, sections) = (CancellationToken::new(), Arc::new(AtomicU64::new(0)));
+    // Two processes hand the lock to each other through the ring, over and over: it is
+    // never free, and only a release that yields can let a third one in.
+    let chain: Vec<_> = [process(&server, 1), process(&server, 2)]
+        .into_iter()
+        .map(|locks| {
+            let (stop, sections) = (stop.clone(), sections.clone());
+            tokio::spawn(async move {
+                while let Ok(lease) = locks
+                    .wait("busy", MS(30_000), MS(20_000), SLOW_POLL, &stop)
+                    .await
+                {
+                    sections.fetch_add(1, SeqCst);
+                    let _released = locks.release(&lease).await;
+                }
+            })
+        })
+        .collect();
+    let until = Instant::now() + MS(5000);
+    while sections.load(SeqCst) < 20 {
+        assert!(Instant::now() < until, "the ring never got going");
+        tokio::time::sleep(MS(5)).await;
+    }
+    let plain = process_with(&server, 3, None);
+    let (asked, at_ask) = (Instant::now(), sections.load(SeqCst));
+    let waiting = wait_for(&plain, "busy", &CancellationToken::new());
+    let got = tokio::time::timeout(MS(10_000), waiting).await;
+    let waited = asked.elapsed();
+    let handed = sections.load(SeqCst) - at_ask;
+    stop.cancel();
+    let (lease, _) = got.expect("starved").unwrap().expect("acquired");
+    println!("a waiter without grants held after {waited:?}, {handed} grants in between");
+    // Expected: within 64 grants (a few ms each here); the bound is 10x generous on time.
+    assert!(handed <= 2 * 64 + 2, "{handed} grants went first");
+    assert!(plain.release(&lease).await.unwrap());
+    for task in chain {
+        task.await.unwrap();
+    }
 }

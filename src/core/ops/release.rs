@@ -94,7 +94,10 @@ async fn grant(
                 wakes.wake_local(channel);
             }
         } else {
-            wakes.handed_on(channel, matches!(released, Released::Granted { .. }));
+            // Yielded to a connection outside the ring: ours wait for the ring as after a
+            // grant, rather than take the lock back from it with an attempt.
+            let on = matches!(released, Released::Granted { .. } | Released::Yielded);
+            wakes.handed_on(channel, on);
         }
         if ours_wait && released == Released::Freed {
             wakes.wake_local(channel);
