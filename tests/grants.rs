@@ -350,3 +350,34 @@ async fn a_waiter_without_grants_gets_the_lock_while_the_ring_keeps_it_busy() {
         task.await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn a_closing_process_leaves_the_rings_it_lingers_in_and_the_next_one_is_granted() {
+    let server = RedisServer::start();
+    let (holder, closing, next) = (
+        process(&server, 1),
+        process(&server, 2),
+        process(&server, 3),
+    );
+    let lease = take(&holder, "bye").await;
+    linger(&server, "bye", &closing).await;
+    let waiting = wait_for(&next, "bye", &CancellationToken::new());
+    joined(&server, "bye", &next).await;
+    // The process's stores are shared by the tests running beside this one: only its own.
+    closing.store().leave_rings(MS(2000)).await;
+    // Out of the ring: nothing will be granted to a process about to exit. `next` still waits
+    // there: it has a waiter.
+    assert_eq!(ring(&server, "bye"), vec![next.store().id().to_owned()]);
+    let mut raw = server.raw();
+    let turns = calls(&mut raw, "rpoplpush");
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("granted");
+    assert!(at.duration_since(released) < MS(1000));
+    assert_eq!(
+        calls(&mut raw, "rpoplpush") - turns,
+        1,
+        "no turn for the closed one"
+    );
+    assert!(next.release(&granted).await.unwrap());
+}

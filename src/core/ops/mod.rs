@@ -4,6 +4,7 @@
 pub mod acquire;
 pub mod attempt_terms;
 pub mod claims;
+pub mod closing;
 pub mod delivery;
 pub mod direct;
 pub mod exclusive;

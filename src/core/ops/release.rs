@@ -88,11 +88,6 @@ async fn grant(
         let wakes = store.wakes();
         if leave {
             wakes.left_ring(channel);
-            // A waiter that joined meanwhile may have found us still in the ring as its
-            // attempt ran, and been taken out with us: it tries again, and joins.
-            if wakes.has_waiters(channel) {
-                wakes.wake_local(channel);
-            }
         } else {
             // Yielded to a connection outside the ring: ours wait for the ring as after a
             // grant, rather than take the lock back from it with an attempt.
