@@ -41,11 +41,7 @@ fn process_with(server: &RedisServer, n: u64, grants: Option<bool>) -> Arc<Locke
 }
 
 /// A waiter for `key` that keeps what it wins, and when it had it.
-fn wait_for(
-    locks: &Arc<Locker>,
-    key: &str,
-    cancel: &CancellationToken,
-) -> tokio::task::JoinHandle<Option<(Lease, Instant)>> {
+fn wait_for(locks: &Arc<Locker>, key: &str, cancel: &CancellationToken) -> Waiting {
     let (locks, key, cancel) = (locks.clone(), key.to_owned(), cancel.clone());
     tokio::spawn(async move {
         let lease = locks
@@ -86,6 +82,20 @@ async fn linger(server: &RedisServer, key: &str, locks: &Arc<Locker>) {
     joined(server, key, locks).await;
     cancel.cancel();
     assert!(leaving.await.unwrap().is_none());
+}
+
+/// A waiter's task: what it won, and when.
+type Waiting = tokio::task::JoinHandle<Option<(Lease, Instant)>>;
+
+/// Three processes on `key`: the first holds it (the lease), the second lingers in its ring
+/// (first in line, see `linger`), the third waits behind it.
+async fn line_up(server: &RedisServer, key: &str) -> ([Arc<Locker>; 3], Lease, Waiting) {
+    let (holder, lingering, next) = (process(server, 1), process(server, 2), process(server, 3));
+    let lease = take(&holder, key).await;
+    linger(server, key, &lingering).await;
+    let waiting = wait_for(&next, key, &CancellationToken::new());
+    joined(server, key, &next).await;
+    ([holder, lingering, next], lease, waiting)
 }
 
 /// Waits until `locks`'s connection is in `key`'s ring (`inside`) or out of it.
@@ -379,5 +389,40 @@ async fn a_closing_process_leaves_the_rings_it_lingers_in_and_the_next_one_is_gr
         1,
         "no turn for the closed one"
     );
+    assert!(next.release(&granted).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_ring_entry_left_by_a_dropped_connection_is_reused_or_skipped_and_no_grant_is_lost() {
+    let server = RedisServer::start();
+    let ([holder, _, next], lease, waiting) = line_up(&server, "drop").await;
+    let before = ring(&server, "drop");
+    // Every connection drops: the ring in Redis keeps both entries, and ours forget theirs.
+    server.kill_clients();
+    // `next`'s waiter tries again at once and listens again: its old entry serves, not a
+    // second one. `stale` has nobody waiting: it never listens again.
+    let channel = keys::grant_channel(b"lock:drop", next.store().id());
+    let until = Instant::now() + MS(3000);
+    loop {
+        let (_, listening): (Vec<u8>, i64) = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(&channel)
+            .query(&mut server.raw())
+            .unwrap();
+        if listening == 1 {
+            break;
+        }
+        assert!(Instant::now() < until, "never listened again");
+        tokio::time::sleep(MS(10)).await;
+    }
+    tokio::time::sleep(MS(100)).await;
+    assert_eq!(ring(&server, "drop"), before);
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    // The stale entry is first in line: nobody hears its grant, so it goes, and `next` has it.
+    let (granted, at) = waiting.await.unwrap().expect("granted");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the grant");
+    assert_eq!(ring(&server, "drop"), vec![next.store().id().to_owned()]);
     assert!(next.release(&granted).await.unwrap());
 }
