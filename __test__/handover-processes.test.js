@@ -203,7 +203,7 @@ test('a grantee holding 3 x the claim keeps the lock: nobody else holds it meanw
 test('a process that exits while in a ring leaves it: no grant is sent to it as it goes', async () => {
   const lockKey = 'lock:grants:exit'
   await client.set(lockKey, 'someone else', 'PX', 30_000)
-  const kid = worker({ MODE: 'linger', LOCK_KEY: 'grants:exit', TTL_MS: '10000', WAIT_MS: '300' })
+  const kid = worker({ MODE: 'linger', LOCK_KEY: 'grants:exit', TTL_MS: '10000', WAIT_MS: '1000' })
   await kid.ready
   await ringLength(lockKey, 1)
   await line(kid, 'gaveUp')

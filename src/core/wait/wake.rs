@@ -438,8 +438,8 @@ impl Wakes {
         });
     }
 
-    /// A waiter's attempt found the lock held and put this connection in its ring (a win
-    /// leaves the ring as it was).
+    /// A waiter's attempt, sent while this connection listened for grants, found the lock
+    /// held and put the connection in its ring (a win leaves the ring as it was).
     pub(crate) fn joined_ring(&self, channel: &[u8]) {
         self.with(channel, |entry| entry.queued = Some(Instant::now()));
     }
@@ -460,12 +460,14 @@ impl Wakes {
         });
     }
 
-    /// The locks whose ring this connection is in with nobody here to take a grant (no
-    /// waiter, or only those whose owner ended): what a closing environment leaves.
+    /// The locks whose ring this connection may be in with nobody here to take a grant (no
+    /// waiter, or only those whose owner ended): what a closing environment leaves. Listening
+    /// for grants is enough: a joining sent before we listened is in Redis's ring, though
+    /// not counted here (see `joined_ring`).
     pub(crate) fn rings_to_leave(&self) -> Vec<Vec<u8>> {
         let channels = self.table();
         let idle = |entry: &&Channel| {
-            entry.ring && entry.queued.is_some() && entry.waiters.iter().all(Waiter::is_orphaned)
+            (entry.ring || entry.queued.is_some()) && entry.waiters.iter().all(Waiter::is_orphaned)
         };
         channels
             .values()

@@ -567,3 +567,17 @@ async fn a_waiter_that_joined_as_its_connection_left_the_ring_tries_again_to_joi
     assert!(is_woken(&joining).await);
     assert!(joining.view().needs_preparing);
 }
+
+#[tokio::test]
+async fn a_closing_environment_leaves_the_rings_nobody_alive_here_waits_in() {
+    let wakes = Arc::new(Wakes::default());
+    let owner = Owner::new();
+    let waiter = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
+    // Listening for grants, its joining not counted yet (sent before it listened).
+    wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
+    assert!(wakes.rings_to_leave().is_empty(), "a live waiter stays");
+    let _ending = owner.end();
+    assert_eq!(wakes.rings_to_leave(), vec![LOCK.to_vec()]);
+    drop(waiter);
+    assert_eq!(wakes.rings_to_leave(), vec![LOCK.to_vec()]);
+}
