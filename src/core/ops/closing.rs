@@ -8,46 +8,7 @@ use crate::core::proto::ring::LeaveRing;
 use crate::core::wait::wake;
 use futures_util::future::join_all;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
-
-/// Locks handed to us that are being freed or passed on in the background.
-#[derive(Default)]
-pub struct Passing {
-    count: AtomicUsize,
-    idle: Notify,
-}
-
-/// One freeing in flight; dropped once it is done (or abandoned).
-pub struct PassingGuard(Arc<Passing>);
-
-impl Drop for PassingGuard {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
-}
-
-impl Passing {
-    pub fn start(self: &Arc<Self>) -> PassingGuard {
-        self.count.fetch_add(1, Ordering::SeqCst);
-        PassingGuard(self.clone())
-    }
-
-    /// Resolves once nothing is in flight.
-    async fn settled(&self) {
-        loop {
-            let idle = self.idle.notified();
-            if self.count.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            idle.await;
-        }
-    }
-}
 
 impl Store {
     /// Leaves every ring this connection is in with nobody here to take a grant, then waits

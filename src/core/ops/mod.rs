@@ -16,6 +16,7 @@ pub mod kept_fences;
 pub mod key_scheme;
 pub mod lock;
 pub mod pair;
+pub mod passing;
 pub mod release;
 pub mod release_by_id;
 pub mod route;

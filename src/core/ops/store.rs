@@ -4,8 +4,8 @@
 //! connection wakes one of its waiters or is passed on, and waiters are made wakeable by
 //! subscribing and queueing for their lock.
 
-use super::closing::Passing;
 use super::kept_fences::KeptFences;
+use super::passing::Passing;
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::backend::lock_store::{Handover, Listener, LockStore, LostScope, Subscriptions};
