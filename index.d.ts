@@ -453,7 +453,7 @@ export interface ExclusiveLockOptions {
   fence_retention_ms?: number
   /** Ours: count what its calls do for `stats()`; false keeps every count at zero. Default true. */
   stats?: boolean
-  /** Ours: a connection of its own that grants across processes (README "Grants across processes"); its pair locks are not granted yet. Default false. */
+  /** Ours: a connection of its own, nothing more: its pair locks are never granted across processes (README "Grants across processes"). Default false. */
   cross_process_grants?: boolean
   /** Ours: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. Refused on a Redlock and a Cluster. */
   restart_quarantine_ms?: number

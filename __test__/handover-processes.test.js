@@ -200,6 +200,21 @@ test('a grantee holding 3 x the claim keeps the lock: nobody else holds it meanw
   assert.deepEqual(await Promise.all([long.exited, next.exited]), [0, 0])
 })
 
+test('a process that exits while in a ring leaves it: no grant is sent to it as it goes', async () => {
+  const lockKey = 'lock:grants:exit'
+  await client.set(lockKey, 'someone else', 'PX', 30_000)
+  const kid = worker({ MODE: 'linger', LOCK_KEY: 'grants:exit', TTL_MS: '10000', WAIT_MS: '1000' })
+  await kid.ready
+  await ringLength(lockKey, 1)
+  await line(kid, 'gaveUp')
+  // Still in the ring after its waiter gave up: a grant that came now would be passed on.
+  assert.equal(await client.llen(ringKey(lockKey)), 1)
+  assert.equal(await kid.exited, 0, kid.stderr)
+  // Left as it exited, not at the next release's publish nobody hears.
+  assert.equal(await client.llen(ringKey(lockKey)), 0)
+  await client.del(lockKey)
+})
+
 test('crossProcessGrants must be a boolean, named in the error, before any call', () => {
   for (const bad of ['yes', 1, null]) {
     assert.throws(() => new DistributedLock(server.url, { crossProcessGrants: bad }), (err) => {

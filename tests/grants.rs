@@ -41,11 +41,7 @@ fn process_with(server: &RedisServer, n: u64, grants: Option<bool>) -> Arc<Locke
 }
 
 /// A waiter for `key` that keeps what it wins, and when it had it.
-fn wait_for(
-    locks: &Arc<Locker>,
-    key: &str,
-    cancel: &CancellationToken,
-) -> tokio::task::JoinHandle<Option<(Lease, Instant)>> {
+fn wait_for(locks: &Arc<Locker>, key: &str, cancel: &CancellationToken) -> Waiting {
     let (locks, key, cancel) = (locks.clone(), key.to_owned(), cancel.clone());
     tokio::spawn(async move {
         let lease = locks
@@ -76,6 +72,30 @@ fn holder_of(server: &RedisServer, key: &str) -> Option<String> {
 /// Waits until `locks`'s connection is in `key`'s ring (its waiter joined).
 async fn joined(server: &RedisServer, key: &str, locks: &Locker) {
     in_ring(server, key, locks, true).await;
+}
+
+/// `locks` waits for `key`, joins its ring, then its waiter gives up: the connection stays
+/// in the ring, still listening, as an abort that came as a grant was sent would leave it.
+async fn linger(server: &RedisServer, key: &str, locks: &Arc<Locker>) {
+    let cancel = CancellationToken::new();
+    let leaving = wait_for(locks, key, &cancel);
+    joined(server, key, locks).await;
+    cancel.cancel();
+    assert!(leaving.await.unwrap().is_none());
+}
+
+/// A waiter's task: what it won, and when.
+type Waiting = tokio::task::JoinHandle<Option<(Lease, Instant)>>;
+
+/// Three processes on `key`: the first holds it (the lease), the second lingers in its ring
+/// (first in line, see `linger`), the third waits behind it.
+async fn line_up(server: &RedisServer, key: &str) -> ([Arc<Locker>; 3], Lease, Waiting) {
+    let (holder, lingering, next) = (process(server, 1), process(server, 2), process(server, 3));
+    let lease = take(&holder, key).await;
+    linger(server, key, &lingering).await;
+    let waiting = wait_for(&next, key, &CancellationToken::new());
+    joined(server, key, &next).await;
+    ([holder, lingering, next], lease, waiting)
 }
 
 /// Waits until `locks`'s connection is in `key`'s ring (`inside`) or out of it.
@@ -134,14 +154,9 @@ async fn a_grant_nobody_takes_any_more_is_passed_on_to_the_next_connection() {
         process(&server, 3),
     );
     let lease = take(&holder, "pass").await;
-    // `gone` waits, joins the ring, then its waiter gives up: its connection still listens.
-    let cancel = CancellationToken::new();
-    let leaving = wait_for(&gone, "pass", &cancel);
-    joined(&server, "pass", &gone).await;
+    linger(&server, "pass", &gone).await;
     let waiting = wait_for(&next, "pass", &CancellationToken::new());
     joined(&server, "pass", &next).await;
-    cancel.cancel();
-    assert!(leaving.await.unwrap().is_none());
     // Its connection stays in the ring, first in line, still listening: as an abort that
     // came as the grant was sent would leave it.
     let (ring_now, mut raw) = (ring(&server, "pass"), server.raw());
@@ -270,4 +285,144 @@ async fn a_releaser_that_waits_again_joins_with_no_command_and_the_ring_brings_t
         Some(&held.token[..])
     );
     assert!(b.release(&held).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_grant_whose_only_waiter_is_awake_goes_on_through_the_ring_at_once() {
+    let server = RedisServer::start();
+    let (holder, awake, next) = (
+        process(&server, 1),
+        process(&server, 2),
+        process(&server, 3),
+    );
+    let lease = take(&holder, "orphan").await;
+    linger(&server, "orphan", &awake).await;
+    let waiting = wait_for(&next, "orphan", &CancellationToken::new());
+    joined(&server, "orphan", &next).await;
+    // A waiter of `awake` that was just woken (it is about to try on its own): no grant can
+    // be handed to it, yet it is there.
+    let wakes = awake.store().wakes().clone();
+    let _ticket = wakes.join(b"lock:orphan", MS(10_000));
+    let channel = keys::released_channel(b"lock:orphan");
+    wakes.wake_local(&channel);
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("passed on");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the ring");
+    assert_eq!(
+        holder_of(&server, "orphan").as_deref(),
+        Some(&granted.token[..])
+    );
+    assert!(next.release(&granted).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_waiter_without_grants_gets_the_lock_while_the_ring_keeps_it_busy() {
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    let server = RedisServer::start();
+    let (stop, sections) = (CancellationToken::new(), Arc::new(AtomicU64::new(0)));
+    // Two processes hand the lock to each other through the ring, over and over: it is
+    // never free, and only a release that yields can let a third one in.
+    let chain: Vec<_> = [process(&server, 1), process(&server, 2)]
+        .into_iter()
+        .map(|locks| {
+            let (stop, sections) = (stop.clone(), sections.clone());
+            tokio::spawn(async move {
+                while let Ok(lease) = locks
+                    .wait("busy", MS(30_000), MS(20_000), SLOW_POLL, &stop)
+                    .await
+                {
+                    sections.fetch_add(1, SeqCst);
+                    let _released = locks.release(&lease).await;
+                }
+            })
+        })
+        .collect();
+    let until = Instant::now() + MS(5000);
+    while sections.load(SeqCst) < 20 {
+        assert!(Instant::now() < until, "the ring never got going");
+        tokio::time::sleep(MS(5)).await;
+    }
+    let plain = process_with(&server, 3, None);
+    let (asked, at_ask) = (Instant::now(), sections.load(SeqCst));
+    let waiting = wait_for(&plain, "busy", &CancellationToken::new());
+    let got = tokio::time::timeout(MS(10_000), waiting).await;
+    let waited = asked.elapsed();
+    let handed = sections.load(SeqCst) - at_ask;
+    stop.cancel();
+    let (lease, _) = got.expect("starved").unwrap().expect("acquired");
+    println!("a waiter without grants held after {waited:?}, {handed} grants in between");
+    // Expected: within 64 grants (a few ms each here); the bound is 10x generous on time.
+    assert!(handed <= 2 * 64 + 2, "{handed} grants went first");
+    assert!(plain.release(&lease).await.unwrap());
+    for task in chain {
+        task.await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_closing_process_leaves_the_rings_it_lingers_in_and_the_next_one_is_granted() {
+    let server = RedisServer::start();
+    let (holder, closing, next) = (
+        process(&server, 1),
+        process(&server, 2),
+        process(&server, 3),
+    );
+    let lease = take(&holder, "bye").await;
+    linger(&server, "bye", &closing).await;
+    let waiting = wait_for(&next, "bye", &CancellationToken::new());
+    joined(&server, "bye", &next).await;
+    // The process's stores are shared by the tests running beside this one: only its own.
+    closing.store().leave_rings(MS(2000)).await;
+    // Out of the ring: nothing will be granted to a process about to exit. `next` still waits
+    // there: it has a waiter.
+    assert_eq!(ring(&server, "bye"), vec![next.store().id().to_owned()]);
+    let mut raw = server.raw();
+    let turns = calls(&mut raw, "rpoplpush");
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("granted");
+    assert!(at.duration_since(released) < MS(1000));
+    assert_eq!(
+        calls(&mut raw, "rpoplpush") - turns,
+        1,
+        "no turn for the closed one"
+    );
+    assert!(next.release(&granted).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_ring_entry_left_by_a_dropped_connection_is_reused_or_skipped_and_no_grant_is_lost() {
+    let server = RedisServer::start();
+    let ([holder, _, next], lease, waiting) = line_up(&server, "drop").await;
+    let before = ring(&server, "drop");
+    // Every connection drops: the ring in Redis keeps both entries, and ours forget theirs.
+    server.kill_clients();
+    // `next`'s waiter tries again at once and listens again: its old entry serves, not a
+    // second one. `stale` has nobody waiting: it never listens again.
+    let channel = keys::grant_channel(b"lock:drop", next.store().id());
+    let until = Instant::now() + MS(3000);
+    loop {
+        let (_, listening): (Vec<u8>, i64) = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(&channel)
+            .query(&mut server.raw())
+            .unwrap();
+        if listening == 1 {
+            break;
+        }
+        assert!(Instant::now() < until, "never listened again");
+        tokio::time::sleep(MS(10)).await;
+    }
+    tokio::time::sleep(MS(100)).await;
+    assert_eq!(ring(&server, "drop"), before);
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    // The stale entry is first in line: nobody hears its grant, so it goes, and `next` has it.
+    let (granted, at) = waiting.await.unwrap().expect("granted");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the grant");
+    assert_eq!(ring(&server, "drop"), vec![next.store().id().to_owned()]);
+    assert!(next.release(&granted).await.unwrap());
 }

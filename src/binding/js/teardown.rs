@@ -4,14 +4,15 @@
 //! owner in the core (see core::owner), which stops its waits, takes its watched locks off
 //! the watchdog and releases them. The hook waits for those releases, bounded: at the main
 //! thread's exit the process ends right after, and an unsent release would leave the lock to
-//! its TTL.
+//! its TTL. The same holds for a grant being passed on (it would keep the lock for its claim),
+//! so the hook also leaves the rings of locks nobody here waits for and lets those go out.
 
 use super::outcome::Queue;
 use super::socket;
 use super::thread::JsThread;
 use crate::binding::runtime;
 use crate::binding::sys::env::Env;
-use crate::core::api::Owner;
+use crate::core::api::{Owner, Store};
 use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Weak;
@@ -48,6 +49,7 @@ pub fn end(owner: &Owner, queue: &Queue, thread: Option<&JsThread>) {
         let (done, finished) = std::sync::mpsc::channel::<()>();
         let waited = runtime::spawn(async move {
             ending.await;
+            Store::leave_all_rings(DEFAULT_COMMAND_TIMEOUT).await;
             let _ = done.send(());
         });
         // Without a runtime (the OS refused its thread) nothing was sent: no wait.

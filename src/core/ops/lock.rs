@@ -211,12 +211,15 @@ impl Locker {
             waiting.inspect(|ticket| ticket.set_in_line(true));
         }
         let turns = queueing.map(|ticket| ticket.wakes().turns(ticket.channel()));
+        // A grant that runs after the joining but before we listen is skipped and takes us
+        // out of the ring: a join sent before then counts only once repeated (see wake.rs).
+        let listening = queueing.is_some_and(Ticket::is_subscribed);
         let reply = self.store.backend().acquire(&op, timeout).await;
         let won = matches!(reply, Ok(Acquired::Won { .. }));
         if let (Some(ticket), Some(turns), Ok(_)) = (queueing, turns, &reply) {
             let wakes = ticket.wakes();
             if self.store.grants() {
-                if !won {
+                if !won && listening {
                     wakes.joined_ring(ticket.channel());
                 }
             } else {

@@ -4,6 +4,7 @@
 pub mod acquire;
 pub mod attempt_terms;
 pub mod claims;
+pub mod closing;
 pub mod delivery;
 pub mod direct;
 pub mod exclusive;
@@ -15,6 +16,7 @@ pub mod kept_fences;
 pub mod key_scheme;
 pub mod lock;
 pub mod pair;
+pub mod passing;
 pub mod release;
 pub mod release_by_id;
 pub mod route;

@@ -36,8 +36,10 @@ pub async fn release(
     }
     // Waiters of our own that are already trying go first, woken here; else the queue decides.
     let ours_wait = store.wakes().waiters_at_release(&lease.redis_key);
-    if !ours_wait && store.grants() {
-        return grant(store, lease, &channel, (bound, window_ms)).await;
+    if store.grants() {
+        // Ours that are awake are in the ring too: freeing the lock for their attempt would
+        // leave the other processes of the ring to their polls (an orphaned grant, above all).
+        return grant(store, lease, &channel, ours_wait, (bound, window_ms)).await;
     }
     let release = Release {
         lock_key: &lease.redis_key,
@@ -57,11 +59,13 @@ pub const GRANT_CLAIM: Duration = Duration::from_millis(1_000);
 
 /// Releases our lock granting it to the next connection of the lock's ring that listens,
 /// under a fresh token it learns from the message (release_grant.lua); deleted when none
-/// does. This connection leaves the ring in the same step when nobody here waits.
+/// does, and then our first waiter that sleeps tries (`ours_wait`: some of ours are awake).
+/// This connection leaves the ring in the same step when nobody here waits.
 async fn grant(
     store: &Arc<Store>,
     lease: &Lease,
     channel: &[u8],
+    ours_wait: bool,
     (bound, window_ms): (Duration, Option<u64>),
 ) -> Result<bool, LockError> {
     // A holder's connection stays in the ring, its next waiter waiting for the ring to bring
@@ -85,7 +89,13 @@ async fn grant(
         if leave {
             wakes.left_ring(channel);
         } else {
-            wakes.handed_on(channel, matches!(released, Released::Granted { .. }));
+            // Yielded to a connection outside the ring: ours wait for the ring as after a
+            // grant, rather than take the lock back from it with an attempt.
+            let on = matches!(released, Released::Granted { .. } | Released::Yielded);
+            wakes.handed_on(channel, on);
+        }
+        if ours_wait && released == Released::Freed {
+            wakes.wake_local(channel);
         }
         released != Released::NotOurs
     });

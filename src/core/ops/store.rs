@@ -5,6 +5,7 @@
 //! subscribing and queueing for their lock.
 
 use super::kept_fences::KeptFences;
+use super::passing::Passing;
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::backend::lock_store::{Handover, Listener, LockStore, LostScope, Subscriptions};
@@ -44,6 +45,8 @@ pub struct Store {
     /// This connection's name in the queues of waiting connections (see wake.rs).
     id: String,
     kept_fences: KeptFences,
+    /// Locks handed to us that are being freed in the background (see closing.rs).
+    passing: Arc<Passing>,
     me: Weak<Store>,
 }
 
@@ -112,6 +115,7 @@ impl Store {
                 wakes: wakes.clone(),
                 id: crate::core::basics::token::new_token(),
                 kept_fences: KeptFences::default(),
+                passing: Arc::default(),
                 me: me.clone(),
             }
         });
@@ -119,6 +123,16 @@ impl Store {
         wakes.set_cleaner(cleaner);
         registry.insert(endpoint, Arc::downgrade(&store));
         store
+    }
+
+    /// Every store still in use in the process.
+    pub(crate) fn live() -> Vec<Arc<Store>> {
+        let registry = lock(&REGISTRY);
+        registry.values().filter_map(Weak::upgrade).collect()
+    }
+
+    pub(crate) fn passing(&self) -> &Arc<Passing> {
+        &self.passing
     }
 
     /// The store itself, for work that outlives the call that starts it.

@@ -16,9 +16,11 @@ impl Cleaner for Store {
                 let Some(store) = self.me() else {
                     return;
                 };
+                let passing = store.passing().start();
                 spawn(async move {
                     let bound = orphan_bound(&lease);
                     let _ignored = release::release(&store, &lease, bound, None).await;
+                    drop(passing);
                 });
             }
             Cleanup::FreeById { lease, index_key } => {

@@ -735,7 +735,12 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
     };
     let want = evalsha(
         &scripts::RELEASE_GRANT,
-        &[b"lock:k", b"{lock:k}\xfffence", b"{lock:k}\xffring"],
+        &[
+            b"lock:k",
+            b"{lock:k}\xfffence",
+            b"{lock:k}\xffring",
+            b"{lock:k}\xffwaiting",
+        ],
         &[
             b"tok",
             b"41",
@@ -747,6 +752,7 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
             b"{lock:k}:grant:",
             b"",
             b"5000",
+            b"{lock:k}:released",
         ],
     );
     assert_sends(&release, &want);
@@ -761,6 +767,7 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
             b"{app}:k",
             b"{app}\xfffence\xff{app}:k",
             b"{app}\xffring\xff{app}:k",
+            b"{app}\xffwaiting\xff{app}:k",
         ],
         &[
             b"tok",
@@ -773,12 +780,14 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
             b"{app}\0grant:",
             b"\0{app}:k",
             b"5000",
+            b"{app}\0released\0{app}:k",
         ],
     );
     assert_sends(&tagged, &want);
     let answers = [
         (Value::Int(0), Released::NotOurs),
         (Value::Int(1), Released::Freed),
+        (Value::Int(3), Released::Yielded),
         (
             Value::Array(vec![
                 Value::Int(2),

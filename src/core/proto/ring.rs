@@ -32,6 +32,9 @@ pub enum Released {
     NotOurs,
     /// Deleted: nobody in the ring heard a grant.
     Freed,
+    /// Deleted and announced to the first connection of the lock's wake queue, which waits
+    /// without grants: the ring has had the lock long enough (see release_grant.lua).
+    Yielded,
     /// Granted to connection `to`, with `fence` and the fences up to `last` for its chain.
     Granted { to: String, fence: u64, last: u64 },
 }
@@ -48,7 +51,12 @@ impl Op for ReleaseGrant<'_> {
         let (before, after) = keys::grant_channel_parts(key);
         wire.script(
             &scripts::RELEASE_GRANT,
-            &[key, &keys::fence_key(key), &keys::ring_key(key)],
+            &[
+                key,
+                &keys::fence_key(key),
+                &keys::ring_key(key),
+                &keys::queue_key(key),
+            ],
             &[
                 self.token.as_bytes(),
                 fence.as_bytes(),
@@ -60,6 +68,7 @@ impl Op for ReleaseGrant<'_> {
                 &before,
                 &after,
                 window.as_bytes(),
+                &keys::released_channel(key),
             ],
         );
     }
@@ -71,6 +80,7 @@ impl Op for ReleaseGrant<'_> {
         }
         Ok(match resp::typed::<i64>(reply)? {
             1 => Released::Freed,
+            3 => Released::Yielded,
             _ => Released::NotOurs,
         })
     }

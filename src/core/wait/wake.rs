@@ -438,8 +438,8 @@ impl Wakes {
         });
     }
 
-    /// A waiter's attempt found the lock held and put this connection in its ring (a win
-    /// leaves the ring as it was).
+    /// A waiter's attempt, sent while this connection listened for grants, found the lock
+    /// held and put the connection in its ring (a win leaves the ring as it was).
     pub(crate) fn joined_ring(&self, channel: &[u8]) {
         self.with(channel, |entry| entry.queued = Some(Instant::now()));
     }
@@ -450,12 +450,30 @@ impl Wakes {
     }
 
     /// This connection left the lock's ring (see release_grant.lua): the next waiter's
-    /// attempt joins it again.
+    /// attempt joins it again. A waiter that joined as it left may have found it still in
+    /// the ring as its attempt ran, and been taken out with it: the first tries again.
     pub(crate) fn left_ring(&self, channel: &[u8]) {
         self.with(channel, |entry| {
             entry.queued = None;
             entry.handed_on = false;
+            entry.wake_next();
         });
+    }
+
+    /// The locks whose ring this connection may be in with nobody here to take a grant (no
+    /// waiter, or only those whose owner ended): what a closing environment leaves. Listening
+    /// for grants is enough: a joining sent before we listened is in Redis's ring, though
+    /// not counted here (see `joined_ring`).
+    pub(crate) fn rings_to_leave(&self) -> Vec<Vec<u8>> {
+        let channels = self.table();
+        let idle = |entry: &&Channel| {
+            (entry.ring || entry.queued.is_some()) && entry.waiters.iter().all(Waiter::is_orphaned)
+        };
+        channels
+            .values()
+            .filter(idle)
+            .map(|entry| entry.lock_key.clone())
+            .collect()
     }
 
     /// A release of another process granted the lock to this connection (release_grant.lua):

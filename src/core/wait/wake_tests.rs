@@ -551,3 +551,33 @@ fn a_connection_in_a_ring_stays_there_and_a_new_waiter_waits_silently_once_it_ha
     wakes.left_ring(&channel(LOCK));
     assert!(!next.view().turn_from_others);
 }
+
+#[tokio::test]
+async fn a_waiter_that_joined_as_its_connection_left_the_ring_tries_again_to_join() {
+    let wakes = Arc::new(Wakes::default());
+    let first = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
+    wakes.joined_ring(&channel(LOCK));
+    drop(first);
+    // A pass-on takes the lingering connection out while a new waiter's attempt, which found
+    // it still in the ring, is under way: that attempt joined nothing.
+    let joining = wakes.join(LOCK, TTL);
+    assert!(!is_woken(&joining).await);
+    wakes.left_ring(&channel(LOCK));
+    assert!(is_woken(&joining).await);
+    assert!(joining.view().needs_preparing);
+}
+
+#[tokio::test]
+async fn a_closing_environment_leaves_the_rings_nobody_alive_here_waits_in() {
+    let wakes = Arc::new(Wakes::default());
+    let owner = Owner::new();
+    let waiter = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
+    // Listening for grants, its joining not counted yet (sent before it listened).
+    wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
+    assert!(wakes.rings_to_leave().is_empty(), "a live waiter stays");
+    let _ending = owner.end();
+    assert_eq!(wakes.rings_to_leave(), vec![LOCK.to_vec()]);
+    drop(waiter);
+    assert_eq!(wakes.rings_to_leave(), vec![LOCK.to_vec()]);
+}

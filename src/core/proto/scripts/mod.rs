@@ -43,8 +43,11 @@ const JOIN_RING_SOURCE: &str = concat!(
     include_str!("queued_attempt.lua"),
     include_str!("join_ring.lua")
 );
-const RELEASE_GRANT_SOURCE: &str =
-    concat!(include_str!("fence.lua"), include_str!("release_grant.lua"));
+const RELEASE_GRANT_SOURCE: &str = concat!(
+    include_str!("fence.lua"),
+    include_str!("announce.lua"),
+    include_str!("release_grant.lua")
+);
 pub(crate) const HANDOFF_SOURCE: &str =
     concat!(include_str!("fence.lua"), include_str!("handoff.lua"));
 const REFRESH_MANY_SOURCE: &str =

@@ -11,20 +11,29 @@
 -- block (the fences after ours kept for this chain of grants), ARGV[4] the grant's fresh
 -- token, ARGV[5] the claim in ms, ARGV[6] our connection id, ARGV[7] '1' when we leave the
 -- ring too, ARGV[8] and ARGV[9] a grant channel before and after its connection id,
--- ARGV[10] the fence counter's retention window in ms (see fence.lua).
+-- ARGV[10] the fence counter's retention window in ms (see fence.lua), ARGV[11] the lock's
+-- released channel. KEYS[4] the lock's wake queue (connections of ours that wait without
+-- grants, see release_wake.lua).
 -- Returns 0 when the lock was not ours (nothing changed), 1 when it was released (nobody in
--- the ring listens), {2, id, fence, last fence of its block} when granted to connection id.
+-- the ring listens), 3 when it was released for a connection of the wake queue (see
+-- YIELD_EVERY), {2, id, fence, last fence of its block} when granted to connection id.
 local BLOCK = 1024
+-- While the ring is not empty the lock is never free, and a process that does not take
+-- grants would wait for good: every this many blocks drawn for grants (one per grant while
+-- a grant's block is its fence alone), a release frees the lock for the first connection of
+-- the wake queue instead, if one waits there.
+local YIELD_EVERY = 64
 
 -- The grant's fence and the last of its block: the one after ours while our block lasts,
 -- else a new block drawn in one INCRBY, past anything drawn before, so fences stay strictly
 -- increasing per key. The counter is kept long enough for a chain through the whole block,
 -- each grant living its claim unless confirmed (a confirm keeps the counter's margin, see
--- extend.lua). nil when the counter can give none.
+-- extend.lua). nil when the counter can give none. Third: this draw completed YIELD_EVERY
+-- blocks.
 local function grant_fences()
   local ours, last = tonumber(ARGV[2]) or 0, tonumber(ARGV[3]) or 0
   if ours > 0 and ours < last then
-    return ours + 1, last
+    return ours + 1, last, false
   end
   local after = draw_fences(KEYS[2], BLOCK)
   if not after then
@@ -40,7 +49,21 @@ local function grant_fences()
     redis.call('SET', KEYS[2], string.format('%d', low + BLOCK))
   end
   keep_fences(KEYS[2], BLOCK * tonumber(ARGV[5]), ARGV[10])
-  return low + 1, low + BLOCK
+  local every = BLOCK * YIELD_EVERY
+  return low + 1, low + BLOCK, math.floor(after / every) ~= math.floor((after - BLOCK) / every)
+end
+
+-- Frees the lock for the first connection of the wake queue, if any waits there; `head`
+-- goes back to the front of the ring, ungranted.
+local function yield_to_queue()
+  local next = redis.pcall('ZPOPMIN', KEYS[4])
+  if type(next) ~= 'table' or not next[1] then
+    return false
+  end
+  redis.pcall('RPUSH', KEYS[3], redis.pcall('LPOP', KEYS[3]))
+  redis.call('DEL', KEYS[1])
+  announce(ARGV[11], next[1])
+  return true
 end
 
 -- How many connections heard `message` on `channel`, on sharded pub/sub where the server has
@@ -75,9 +98,13 @@ for _ = 1, type(turns) == 'number' and turns or 0 do
   end
   if head ~= ARGV[6] then
     if not fence then
-      fence, last = grant_fences()
+      local yield
+      fence, last, yield = grant_fences()
       if not fence then
         break
+      end
+      if yield and yield_to_queue() then
+        return 3
       end
     end
     local message = string.format('%d %d %s %s', fence, last, ARGV[5], ARGV[4])
