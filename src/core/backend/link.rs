@@ -417,9 +417,13 @@ impl<W: Conduit> Link<W> {
             let learning_failed = AtomicBool::new(false);
             let work = tokio::time::timeout_at(deadline, async {
                 if attempt {
-                    // Boxed: the option-off path's future stays the size it was.
-                    let mut con = manager.clone();
-                    let gate = Box::pin(self.quarantine.gate(&mut con, &self.dropped))
+                    // Boxed, with its connection: the option-off path's future stays the size
+                    // it was.
+                    let learning = Box::pin(async {
+                        let mut con = manager.clone();
+                        self.quarantine.gate(&mut con, &self.dropped).await
+                    });
+                    let gate = learning
                         .await
                         .inspect_err(|_| learning_failed.store(true, Ordering::Relaxed))?;
                     if !gate.is_open(Instant::now()) {
