@@ -151,10 +151,11 @@ export interface LockOptions {
    */
   crossProcessGrants?: boolean
   /**
-   * No lock is given on a Redis server restarted, failed over, flushed or first met less than
-   * this many ms ago (README "Guarantees"): with it, holders are told before anyone else can
-   * take their locks. A whole number of ms; 0 (the default) turns it off and sends nothing
-   * for it. Refused on a Redlock and a Cluster; ignored by memory://. A connection of its own.
+   * No lock is given on a Redis server restarted, failed over, flushed (noticed by new
+   * connections only) or first met less than this many ms ago (README "Restart quarantine"):
+   * with it, holders are told before anyone else can take their locks. A whole number of ms;
+   * 0 (the default) turns it off and sends nothing for it. Refused on a Redlock and a Cluster;
+   * ignored by memory://. A connection of its own; first attempts skip the JS thread's socket.
    */
   restartQuarantineMs?: number
   /** Logs each event at its level (README "Tracing"). Default: silent. */
@@ -575,7 +576,7 @@ export declare class DistributedLockService {
       stats?: boolean
       /** Not in the original: a release gives the lock to the next waiting process (README "Grants across processes"). Default false. */
       crossProcessGrants?: boolean
-      /** Not in the original: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. */
+      /** Not in the original: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. Refused on a Redlock, a Cluster and a maestro cache. */
       restartQuarantineMs?: number
       /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
       onEvent?: OnLockEvent

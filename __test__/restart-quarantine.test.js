@@ -11,6 +11,7 @@ const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
 const DistributedLockService = require('../maestro')
 const sg = require('../syncguard')
+const { createCluster } = require('redis')
 
 const Q = 1000
 // Redis's TIME and our clock, read a few ms apart.
@@ -34,7 +35,8 @@ test('a fresh server gives no lock within restartQuarantineMs on any API; withou
       const lock = new DistributedLock(server.url, { restartQuarantineMs: Q })
       const handle = await lock.acquire(key('distributed'), 10_000)
       const took = since(started)
-      // Known open now: the next goes at once (the JS thread's socket may take it).
+      // Known open now: the next goes at once (on the runtime's connection: with the option
+      // on, first attempts never take the JS thread's socket).
       const again = performance.now()
       const next = await lock.acquire(key('distributed:again'), 10_000)
       assert.ok(since(again) < Q / 2, `a second lock waited ${since(again)} ms`)
@@ -75,7 +77,30 @@ test('a fresh server gives no lock within restartQuarantineMs on any API; withou
   await handle.release()
 })
 
-test('after a restart, the JS thread\'s socket steps aside until the gate opens', async () => {
+test('a lock that waited at the gate comes with its TTL, and an AbortSignal ends the wait', async () => {
+  const own = await startRedis()
+  try {
+    const lock = new DistributedLock(own.url, { restartQuarantineMs: 1500 })
+    const started = performance.now()
+    const handle = await lock.acquire('rq:short', 1000)
+    assert.ok(since(started) >= 1500 - CLOCKS_MS, `acquired after ${since(started)} ms`)
+    // Stamped before the wait, it came expired.
+    assert.equal(handle.isHeld, true)
+    await handle.release()
+    // Met about 1.5 s ago: 3.5 s of a 5 s quarantine left.
+    const fresh = new DistributedLock(own.url, { restartQuarantineMs: 5000 })
+    const controller = new AbortController()
+    setTimeout(() => controller.abort(new Error('given up')), 200)
+    const waited = performance.now()
+    await assert.rejects(fresh.acquire('rq:aborted', 10_000, { signal: controller.signal }), /given up/)
+    assert.ok(since(waited) < 2500, `the gate held an aborted acquire ${since(waited)} ms`)
+    assert.equal(await new DistributedLock(own.url).isLocked('rq:aborted'), false)
+  } finally {
+    await own.close()
+  }
+})
+
+test('after a restart, no first attempt goes out before the gate opens (the JS thread\'s socket included)', async () => {
   const lock = new DistributedLock(server.url, { restartQuarantineMs: Q })
   // The gate learned (it may still be closing from the test before) and the socket in use.
   for (let i = 0; i < 3; i++) await (await lock.acquire(`rq:socket:${i}`, 10_000)).release()
@@ -132,6 +157,33 @@ test('refused on a Redlock and a Cluster (each node restarts on its own), 0 acce
     () => new ExclusiveLock({ name: 'k', cache_connection: nodes, restart_quarantine_ms: 1000 }),
     (err) => err.code === 'EINVAL' && /restart_quarantine_ms is not supported on a Redlock/.test(err.message),
   )
+  // maestro's service names it as its own validation does.
+  assert.throws(
+    () => new DistributedLockService('k', 1000, nodes, { restartQuarantineMs: 1000 }),
+    (err) => err.code === 'EINVAL' && err.argument === 'options.restartQuarantineMs' && /^options\.restartQuarantineMs is not supported on a Redlock/.test(err.message),
+  )
+})
+
+test('refused, not ignored, where the calls do not go through a connection of ours; 0 accepted there', () => {
+  // syncguard over an eval-only client (a node-redis cluster client takes this way too).
+  const evalOnly = { eval: async () => { throw new Error('no call expected') } }
+  for (const client of [evalOnly, createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:1' }] })]) {
+    assert.throws(
+      () => sg.createRedisBackend(client, { restartQuarantineMs: 1000 }),
+      (err) => err.code === 'InvalidArgument' && /^restartQuarantineMs is not supported/.test(err.message),
+    )
+    assert.ok(sg.createRedisBackend(client, { restartQuarantineMs: 0 }))
+  }
+  // maestro's service over a maestro cache (driven through the cache's own methods).
+  let calls = 0
+  const count = async () => { calls++ }
+  const cache = { setIfNotExists: count, get: count, del: count, expire: count }
+  assert.throws(
+    () => new DistributedLockService('k', 1000, cache, { restartQuarantineMs: 1000 }),
+    (err) => err.code === 'EINVAL' && err.argument === 'options.restartQuarantineMs' && /maestro cache/.test(err.message),
+  )
+  assert.ok(new DistributedLockService('k', 1000, cache, { restartQuarantineMs: 0 }))
+  assert.equal(calls, 0)
 })
 
 test('memory:// ignores it: nothing there restarts', async () => {

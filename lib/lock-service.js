@@ -174,6 +174,15 @@ class DistributedLockService {
     this.#native = null
     this.#ticker = null
     if (native === null) {
+      // A maestro cache's calls go through its own methods: no connection of ours learns
+      // the server's incarnation, so the option would be silently ignored.
+      if (this.#quarantineMs) {
+        throw invalidArgument(
+          TypeError,
+          'options.restartQuarantineMs',
+          'options.restartQuarantineMs is not supported with a maestro cache (its calls go through the cache, which cannot tell a restart); pass a Redis URL or client, or set it to 0',
+        )
+      }
       this.#ticker = new NativeTicker(completions)
       return
     }
@@ -199,7 +208,13 @@ class DistributedLockService {
       this.#native = this.#shared.native
       this.#tracer?.observe(this.#native, this)
     } catch (err) {
-      throw connectionError(fromNative(err, this.lockKey), native.url ? connectionOptions(cache, 'cacheInstance', REDLOCK) : native)
+      const named = fromNative(err, this.lockKey)
+      if (named.argument === 'restartQuarantineMs') {
+        // Refused natively (a Redlock, a Cluster) under the core's name; users wrote `options.x`.
+        named.message = `options.${named.message}`
+        named.argument = 'options.restartQuarantineMs'
+      }
+      throw connectionError(named, native.url ? connectionOptions(cache, 'cacheInstance', REDLOCK) : native)
     }
   }
 

@@ -267,3 +267,115 @@ async fn after_a_sentinel_failover_the_new_master_gives_no_lock_within_the_quara
         set_at as i64 - born as i64
     );
 }
+
+#[tokio::test]
+async fn a_lock_that_waited_at_the_gate_keeps_its_whole_ttl() {
+    let server = RedisServer::start();
+    let locks = locker(&server, MS(1_500), MS(5_000), 2_010);
+    let ttl = MS(1_000);
+    let lease = match locks.attempt("short", ttl).await {
+        Ok(Attempt::Acquired(lease)) => lease,
+        Ok(Attempt::Held { .. }) => panic!("a fresh key held"),
+        Err(err) => panic!("{err}"),
+    };
+    // Stamped before the 1.5 s wait, the lease came expired; stamped after, it has about
+    // its TTL left (the attempt's own round trip off it).
+    assert!(lease.is_held(), "handed over expired");
+    let left = lease.remaining();
+    assert!(left > ttl / 2, "{left:?} of {ttl:?} left");
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("epoch:short")
+        .query(&mut server.raw())
+        .unwrap();
+    assert!(
+        pttl > 0 && left <= MS(pttl as u64 + 5),
+        "{left:?} past Redis's {pttl} ms"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_acquisition_stops_waiting_at_the_gate() {
+    let server = RedisServer::start();
+    let locks = locker(&server, MS(3_000), MS(10_000), 2_011);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let later = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(MS(300)).await;
+        later.cancel();
+    });
+    let started = Instant::now();
+    let answer = locks
+        .acquire("cancelled", MS(10_000), 0, MS(100), &cancel)
+        .await;
+    let took = started.elapsed();
+    match answer {
+        Err(LockError::Aborted) => {}
+        Err(err) => panic!("expected Aborted: {err}"),
+        Ok(_) => panic!("a cancelled call won"),
+    }
+    assert!(took < MS(2_000), "the gate held a cancelled call {took:?}");
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("epoch:cancelled")
+        .query(&mut server.raw())
+        .unwrap();
+    assert_eq!(exists, 0, "a cancelled call took the lock");
+}
+
+#[tokio::test]
+async fn an_acl_without_info_fails_the_attempt_naming_the_option() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("noinfo")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("+@all")
+        .arg("-info")
+        .query(&mut server.raw())
+        .unwrap();
+    let url = format!("redis://noinfo:pw@127.0.0.1:{}", server.port);
+    let locks = locker_at(&url, Q, MS(2_000), 2_012);
+    let err = match locks.attempt("k", MS(10_000)).await {
+        Err(err) => err,
+        Ok(_) => panic!("a user without INFO got an answer"),
+    };
+    assert_eq!(err.code(), "ENOPERM", "{err}");
+    assert!(err.to_string().contains("restartQuarantineMs"), "{err}");
+}
+
+#[tokio::test]
+async fn an_exclusive_lock_that_waited_at_the_gate_counts_its_lease_from_after_it() {
+    use native_redis_lock::core::ops::exclusive::{Exclusive, ExclusiveSpec, Terms};
+    let server = RedisServer::start();
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(server.url()),
+        connect_timeout: Some(MS(2_013)),
+        restart_quarantine: Some(MS(1_500)),
+        ..Default::default()
+    })
+    .expect("endpoint");
+    let spec = ExclusiveSpec {
+        name: "gate".into(),
+        key_prefix: "epoch".into(),
+        client_key_prefix: String::new(),
+        fence_retention_ms: 0,
+    };
+    let lock = Exclusive::new(Store::shared(endpoint), spec, MS(5_000));
+    let terms = Terms {
+        contents: "c".into(),
+        ttl: MS(1_000),
+        refresh: MS(300),
+    };
+    let started = Instant::now();
+    let claim = match lock.acquire(&terms).await {
+        Ok(Some(claim)) => claim,
+        Ok(None) => panic!("a fresh key held"),
+        Err(err) => panic!("{err}"),
+    };
+    let stamped = claim.sent.at.duration_since(started);
+    assert!(
+        stamped >= MS(1_500 - 5),
+        "stamped {stamped:?} after asking, before the gate opened"
+    );
+}

@@ -106,6 +106,13 @@ function transportOf(redis, config, own) {
   } catch (err) {
     // An ioredis Cluster has eval too, but is read as a cluster (or refused as one).
     if (!evalOnly(redis) || redis.isCluster) throw err
+    if (config.restartQuarantineMs) {
+      // The eval transport learns nothing of the server's incarnation: refused, not ignored.
+      throw new LockError(
+        'InvalidArgument',
+        'restartQuarantineMs is not supported with a client our calls go through by eval (a node-redis cluster client, an eval-only object); pass a Redis URL or a single-server client, or set it to 0',
+      )
+    }
     return { native: evalTransport(redis, settings), viaEval: true, slotSafe: false }
   }
   const { connection, read } = named

@@ -191,6 +191,10 @@ impl LockStore for Backend {
     fn forget_gate(&self) {
         each!(self, s => s.forget_gate())
     }
+
+    async fn pass_gate(&self, bound: Duration) -> Result<(), LockError> {
+        each!(self, s => s.pass_gate(bound).await)
+    }
 }
 
 #[cfg(test)]

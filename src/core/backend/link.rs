@@ -151,7 +151,23 @@ impl<W: Conduit> Link<W> {
     /// Whether an attempt may go now with no word from Redis first (see
     /// `LockStore::gate_open`).
     pub(super) fn gate_open(&self) -> bool {
-        self.quarantine.is_open(&self.dropped)
+        // Off only: a socket other than this connection may have reached a newer server
+        // than the gate describes, so with the option on every attempt passes the gate on
+        // the connection it goes out on.
+        self.quarantine.is_off()
+    }
+
+    /// Waits at the restart quarantine's gate, learning it first if need be, within
+    /// `timeout` (one extension past a wait, as for any attempt): an attempt stamped after
+    /// this counts its lease from when it can actually go out. Nothing is sent when the
+    /// gate is off or known open.
+    pub(super) async fn pass_gate(&self, timeout: Duration) -> Result<(), LockError> {
+        if self.quarantine.is_open(&self.dropped) {
+            return Ok(());
+        }
+        self.call(timeout, Replay::Safe, Refusals::Fail, |_| async { Ok(()) })
+            .await
+            .map_err(|(err, _)| err)
     }
 
     /// See `LockStore::forget_gate`.
@@ -388,6 +404,7 @@ impl<W: Conduit> Link<W> {
         let mut refused_since = None;
         let mut pause = REFUSAL_FIRST_PAUSE;
         let mut fell_back = false;
+        let mut extended = false;
         loop {
             let started = tokio::time::Instant::now();
             let manager = tokio::time::timeout_at(deadline, self.manager(deadline))
@@ -397,10 +414,18 @@ impl<W: Conduit> Link<W> {
             // An attempt passes the restart quarantine's gate first, on the connection it
             // goes out on: one the call loop reconnects is asked again.
             let attempt = refusals == Refusals::Fail && !self.quarantine.is_off();
+            let learning_failed = AtomicBool::new(false);
             let work = tokio::time::timeout_at(deadline, async {
                 if attempt {
-                    let mut con = manager.clone();
-                    let gate = self.quarantine.gate(&mut con, &self.dropped).await?;
+                    // Boxed, with its connection: the option-off path's future stays the size
+                    // it was.
+                    let learning = Box::pin(async {
+                        let mut con = manager.clone();
+                        self.quarantine.gate(&mut con, &self.dropped).await
+                    });
+                    let gate = learning
+                        .await
+                        .inspect_err(|_| learning_failed.store(true, Ordering::Relaxed))?;
                     if !gate.is_open(Instant::now()) {
                         return Ok(Err(gate));
                     }
@@ -439,8 +464,12 @@ impl<W: Conduit> Link<W> {
                         Admit::Open => {}
                         Admit::WaitUntil(opens) => {
                             tokio::time::sleep_until(opens.into()).await;
-                            // The attempt's own bound counts from when it can go out.
-                            deadline = tokio::time::Instant::now() + timeout;
+                            // The attempt's own bound counts from when it can go out, once:
+                            // gates met again (drops, restarts) must not stretch the call on.
+                            if !extended {
+                                extended = true;
+                                deadline = tokio::time::Instant::now() + timeout;
+                            }
                         }
                         Admit::Refuse(err) => return Err((err, None)),
                     }
@@ -450,6 +479,11 @@ impl<W: Conduit> Link<W> {
                     let gone = err.is_connection_dropped()
                         || err.is_connection_refusal()
                         || err.is_io_error();
+                    if gone && !self.quarantine.is_off() {
+                        // Whatever `up` says: over RESP2 a drop met by no signalled call
+                        // would leave the old server's gate standing for the next one.
+                        self.quarantine.forget();
+                    }
                     if gone && self.up.swap(false, Ordering::Relaxed) {
                         let resp2 = self.resp2_only.load(Ordering::Relaxed);
                         // A refusal over RESP3 follows a drop its push told of when it
@@ -550,7 +584,14 @@ impl<W: Conduit> Link<W> {
             {
                 self.discard_manager();
             }
-            return Err((Box::pin(self.explain(LockError::from(err))).await, None));
+            let mut failed = LockError::from(err);
+            if learning_failed.load(Ordering::Relaxed) {
+                // An ACL without INFO, EVAL or the epoch key: say which option needs them.
+                failed = failed.while_doing(
+                    "restartQuarantineMs (learning the server's incarnation, epoch.lua)",
+                );
+            }
+            return Err((Box::pin(self.explain(failed)).await, None));
         }
     }
 

@@ -319,10 +319,17 @@ pub trait LockStore: Send + Sync {
     }
 
     /// Whether an attempt may go now, on any connection to the store, with no word from it
-    /// first: false while the restart quarantine's gate is closed or not yet learned on the
-    /// current connection (proto/epoch.rs). Stores with no quarantine are always open.
+    /// first: false whenever a restart quarantine is on (proto/epoch.rs), whose gate only
+    /// the connection an attempt goes out on can vouch for. Stores with none are open.
     fn gate_open(&self) -> bool {
         true
+    }
+
+    /// Waits, within `bound`, until the restart quarantine lets an attempt go out, so the
+    /// attempt's lease counts from then. At once where there is no quarantine.
+    fn pass_gate(&self, bound: Duration) -> impl Future<Output = Result<(), LockError>> + Send {
+        let _ = bound;
+        std::future::ready(Ok(()))
     }
 
     /// Another connection to the store broke: what `gate_open` knows may be stale.

@@ -1,12 +1,13 @@
 //! A link's side of the restart quarantine (proto/epoch.rs): the gate learned on the current
-//! connection, forgotten when it drops, and learned again (two commands: INFO, then
-//! epoch.lua) before the next attempt. Off (`restartQuarantineMs: 0`), it sends nothing.
+//! connection, forgotten when it drops, and learned again (one EVAL of epoch.lua) before the
+//! next attempt. Off (`restartQuarantineMs: 0`), it sends nothing.
 
 use crate::core::basics::drops::Drops;
 use crate::core::basics::sync::lock;
 use crate::core::proto::epoch::{self, Gate};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,8 @@ pub(super) struct Quarantine {
     /// The gate, and when the request that learned it was sent: a drop since then may have
     /// put another incarnation behind the connection.
     learned: Mutex<Option<(Instant, Gate)>>,
+    /// Bumped by every `forget`: a learner that started before one keeps nothing it learned.
+    generation: AtomicU64,
     /// One learner at a time: the attempts of a burst after a reconnect share its answer.
     learning: tokio::sync::Mutex<()>,
 }
@@ -24,6 +27,7 @@ impl Quarantine {
         Quarantine {
             length,
             learned: Mutex::new(None),
+            generation: AtomicU64::new(0),
             learning: tokio::sync::Mutex::new(()),
         }
     }
@@ -34,6 +38,7 @@ impl Quarantine {
 
     /// The connection was replaced by one the drops may not tell of.
     pub(super) fn forget(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
         *lock(&self.learned) = None;
     }
 
@@ -61,19 +66,25 @@ impl Quarantine {
             return Ok(gate);
         }
         let _learning = self.learning.lock().await;
-        if let Some(gate) = self.known(drops) {
+        // Learned again while a drop or a `forget` came during the learning: the answer may
+        // describe a server the connection no longer leads to. The caller's bound ends it.
+        loop {
+            if let Some(gate) = self.known(drops) {
+                return Ok(gate);
+            }
+            let generation = self.generation.load(Ordering::SeqCst);
+            let sent = Instant::now();
+            let reply: Value = epoch::stamp().query_async(con).await?;
+            let stamp = epoch::read_stamp(&reply.extract_error()?)
+                .ok_or_else(|| unreadable("epoch.lua answered no { born, now }"))?;
+            let gate = Gate::new(Instant::now(), stamp, self.length);
+            let mut learned = lock(&self.learned);
+            if drops.since(sent) || self.generation.load(Ordering::SeqCst) != generation {
+                continue;
+            }
+            *learned = Some((sent, gate));
             return Ok(gate);
         }
-        let sent = Instant::now();
-        let info: String = epoch::info().query_async(con).await?;
-        let run_id =
-            epoch::run_id(&info).ok_or_else(|| unreadable("INFO server gave no run_id"))?;
-        let reply: Value = epoch::stamp(run_id).query_async(con).await?;
-        let stamp = epoch::read_stamp(&reply.extract_error()?)
-            .ok_or_else(|| unreadable("epoch.lua answered no { born, now }"))?;
-        let gate = Gate::new(Instant::now(), stamp, self.length);
-        *lock(&self.learned) = Some((sent, gate));
-        Ok(gate)
     }
 }
 

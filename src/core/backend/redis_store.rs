@@ -245,6 +245,10 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.forget_gate()
     }
 
+    async fn pass_gate(&self, bound: Duration) -> Result<(), LockError> {
+        self.link.pass_gate(bound).await
+    }
+
     /// One server keeps every key.
     async fn server_time(&self, _: &[u8], bound: Duration) -> Result<SystemTime, LockError> {
         self.time(Request::Command(redis::cmd("TIME")), bound).await

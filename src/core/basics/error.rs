@@ -51,6 +51,19 @@ pub enum LockError {
 }
 
 impl LockError {
+    /// The same error, its text saying it came while doing `what`, where it carries a text
+    /// Redis or the connection gave.
+    pub fn while_doing(self, what: &str) -> Self {
+        let said = |text: String| format!("{what}: {text}");
+        match self {
+            LockError::Denied(text) => LockError::Denied(said(text)),
+            LockError::Redis(text) => LockError::Redis(said(text)),
+            LockError::Unready(text) => LockError::Unready(said(text)),
+            LockError::Auth(text) => LockError::Auth(said(text)),
+            other => other,
+        }
+    }
+
     /// A call that got no reply within its bound.
     pub fn no_reply(bound: std::time::Duration) -> Self {
         LockError::Timeout(format!("no reply within {} ms", bound.as_millis()))

@@ -352,6 +352,7 @@ impl Locker {
                 Next::Attempt => {
                     attempts.before(failed + 1)?;
                     let bound = attempts.bound(self.command_timeout());
+                    self.pass_gate(bound, cancel).await?;
                     match self
                         .attempt_bounded(scheme, ttl, bound, ticket.as_ref())
                         .await?
@@ -652,6 +653,7 @@ impl Locker {
                 Pause::Woken => {}
             }
             let timeout = self.command_timeout();
+            self.pass_gate(timeout, cancel).await?;
             match self
                 .attempt_bounded(scheme, ttl, timeout, Some(ticket))
                 .await?

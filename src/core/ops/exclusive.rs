@@ -131,6 +131,8 @@ impl Exclusive {
     /// One attempt, as the original's `SET NX PX`; `None` when someone holds the lock.
     pub async fn acquire(&self, terms: &Terms) -> Result<Option<Claim>, LockError> {
         self.store.ensure_scripts(self.command_timeout).await?;
+        // Stamped after the restart quarantine's gate, as `Locker::attempt_bounded`.
+        self.store.pass_gate(self.command_timeout).await?;
         let request = self.attempt_request(terms);
         self.acquire_again(request, self.command_timeout).await
     }

@@ -151,6 +151,9 @@ impl Locker {
     ) -> Result<Attempt, LockError> {
         match scheme {
             KeyScheme::Ours(key) => {
+                // Stamped after the gate: a lease stamped before a wait there would count
+                // its TTL from before it could be taken.
+                self.store.pass_gate(timeout).await?;
                 let token = token::new_token();
                 (self.attempt_with(key, token, Stamp::now(), ttl, timeout, waiting)).await
             }
@@ -410,6 +413,19 @@ impl Locker {
             Err(LockError::Aborted)
         } else {
             Ok(())
+        }
+    }
+
+    /// Waits at the restart quarantine's gate (`Store::pass_gate`) unless `cancel` ends it.
+    pub(super) async fn pass_gate(
+        &self,
+        bound: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<(), LockError> {
+        tokio::select! {
+            passed = self.store.pass_gate(bound) => passed,
+            _ = cancel.cancelled() => Err(LockError::Aborted),
+            _ = self.owner.gone() => Err(LockError::Aborted),
         }
     }
 

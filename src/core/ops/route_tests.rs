@@ -153,7 +153,7 @@ fn each_endpoint_offers_its_way_and_the_facts_may_keep_a_call_on_the_runtime() {
 }
 
 #[test]
-fn a_store_with_a_restart_quarantine_keeps_attempts_on_the_runtime_until_its_gate_is_known() {
+fn a_store_with_a_restart_quarantine_keeps_first_attempts_on_the_runtime() {
     let endpoint = Endpoint::from_spec(EndpointSpec {
         port: Some(1),
         restart_quarantine: Some(Duration::from_millis(1_000)),

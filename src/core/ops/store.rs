@@ -374,8 +374,8 @@ impl Store {
         self.backend.is_prepared()
     }
 
-    /// Whether an attempt may leave the runtime now: the restart quarantine's gate is open
-    /// and known (see `LockStore::gate_open`).
+    /// Whether an attempt may leave the runtime now: no restart quarantine is on (see
+    /// `LockStore::gate_open`).
     pub fn gate_open(&self) -> bool {
         self.backend.gate_open()
     }
@@ -384,6 +384,11 @@ impl Store {
     /// again before the next attempt leaves the runtime.
     pub fn forget_gate(&self) {
         self.backend.forget_gate()
+    }
+
+    /// See `LockStore::pass_gate`.
+    pub async fn pass_gate(&self, timeout: Duration) -> Result<(), LockError> {
+        self.backend.pass_gate(timeout).await
     }
 }
 

@@ -92,6 +92,8 @@ impl Locker {
         ttl: Duration,
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
+        // Stamped after the gate (see `attempt_bounded`).
+        self.store().pass_gate(timeout).await?;
         let sent = Stamp::now();
         let op = attempt_op(keys, ttl, sent.at);
         let answer = self.store().backend().acquire(&op, timeout).await?;

@@ -1,9 +1,9 @@
 //! The restart quarantine (`restartQuarantineMs`, docs/plans/cross-process.md §4.3): what a
 //! connection asks of a server before its first attempt, and what the answer allows. A lock
 //! key that is absent after a restart looks exactly like one never used, so the quarantine
-//! is per server incarnation, not per lock: `INFO server` gives its `run_id`, then
-//! `epoch.lua` answers when our clients first met that incarnation (`born`) and the server's
-//! `now`. No attempt goes before `born + Q` by the server's clock, counted on our monotonic
+//! is per server incarnation, not per lock: `epoch.lua` reads the server's `run_id` (INFO
+//! server, inside the script: one server answers all of it) and answers when our clients
+//! first met that incarnation (`born`) and the server's `now`. No attempt goes before `born + Q` by the server's clock, counted on our monotonic
 //! clock from the answer's receipt (later than the server's instant: conservative).
 
 use crate::core::basics::error::LockError;
@@ -15,25 +15,11 @@ pub const EPOCH_KEY: &[u8] = b"\xffepoch";
 
 const EPOCH_SOURCE: &str = include_str!("scripts/epoch.lua");
 
-/// `INFO server`, whose `run_id` names the server's incarnation.
-pub fn info() -> Cmd {
-    let mut cmd = redis::cmd("INFO");
-    cmd.arg("server");
-    cmd
-}
-
-/// The `run_id` an `INFO server` reply gives.
-pub fn run_id(info: &str) -> Option<&str> {
-    info.lines()
-        .find_map(|line| line.trim_end().strip_prefix("run_id:"))
-        .filter(|id| !id.is_empty())
-}
-
 /// `epoch.lua`, sent whole (EVAL): it runs once per connection, and a SCRIPT LOAD ahead
-/// would be a third command for it.
-pub fn stamp(run_id: &str) -> Cmd {
+/// would be a second command for it.
+pub fn stamp() -> Cmd {
     let mut cmd = redis::cmd("EVAL");
-    cmd.arg(EPOCH_SOURCE).arg(1).arg(EPOCH_KEY).arg(run_id);
+    cmd.arg(EPOCH_SOURCE).arg(1).arg(EPOCH_KEY);
     cmd
 }
 

@@ -3,14 +3,6 @@ use super::*;
 const MS: fn(u64) -> Duration = Duration::from_millis;
 
 #[test]
-fn run_id_is_read_from_info_server() {
-    let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:5f3c0a\r\ntcp_port:6379\r\n";
-    assert_eq!(run_id(info), Some("5f3c0a"));
-    assert_eq!(run_id("# Server\r\nrun_id:\r\n"), None);
-    assert_eq!(run_id("redis_version:7.0.15"), None);
-}
-
-#[test]
 fn the_stamp_is_born_then_now() {
     let reply = Value::Array(vec![Value::Int(1_000), Value::Int(1_250)]);
     assert_eq!(read_stamp(&reply), Some((1_000, 1_250)));
