@@ -320,6 +320,10 @@ impl ExclusiveRequest {
 }
 
 #[cfg(test)]
+#[path = "exclusive_gate_tests.rs"]
+mod gate_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::proto::scripts;
