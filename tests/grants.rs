@@ -148,15 +148,7 @@ async fn a_release_grants_the_lock_to_a_waiter_of_another_process_that_makes_no_
 #[tokio::test]
 async fn a_grant_nobody_takes_any_more_is_passed_on_to_the_next_connection() {
     let server = RedisServer::start();
-    let (holder, gone, next) = (
-        process(&server, 1),
-        process(&server, 2),
-        process(&server, 3),
-    );
-    let lease = take(&holder, "pass").await;
-    linger(&server, "pass", &gone).await;
-    let waiting = wait_for(&next, "pass", &CancellationToken::new());
-    joined(&server, "pass", &next).await;
+    let ([holder, gone, next], lease, waiting) = line_up(&server, "pass").await;
     // Its connection stays in the ring, first in line, still listening: as an abort that
     // came as the grant was sent would leave it.
     let (ring_now, mut raw) = (ring(&server, "pass"), server.raw());
@@ -290,15 +282,7 @@ async fn a_releaser_that_waits_again_joins_with_no_command_and_the_ring_brings_t
 #[tokio::test]
 async fn a_grant_whose_only_waiter_is_awake_goes_on_through_the_ring_at_once() {
     let server = RedisServer::start();
-    let (holder, awake, next) = (
-        process(&server, 1),
-        process(&server, 2),
-        process(&server, 3),
-    );
-    let lease = take(&holder, "orphan").await;
-    linger(&server, "orphan", &awake).await;
-    let waiting = wait_for(&next, "orphan", &CancellationToken::new());
-    joined(&server, "orphan", &next).await;
+    let ([holder, awake, next], lease, waiting) = line_up(&server, "orphan").await;
     // A waiter of `awake` that was just woken (it is about to try on its own): no grant can
     // be handed to it, yet it is there.
     let wakes = awake.store().wakes().clone();
@@ -364,15 +348,7 @@ async fn a_waiter_without_grants_gets_the_lock_while_the_ring_keeps_it_busy() {
 #[tokio::test]
 async fn a_closing_process_leaves_the_rings_it_lingers_in_and_the_next_one_is_granted() {
     let server = RedisServer::start();
-    let (holder, closing, next) = (
-        process(&server, 1),
-        process(&server, 2),
-        process(&server, 3),
-    );
-    let lease = take(&holder, "bye").await;
-    linger(&server, "bye", &closing).await;
-    let waiting = wait_for(&next, "bye", &CancellationToken::new());
-    joined(&server, "bye", &next).await;
+    let ([holder, closing, next], lease, waiting) = line_up(&server, "bye").await;
     // The process's stores are shared by the tests running beside this one: only its own.
     closing.store().leave_rings(MS(2000)).await;
     // Out of the ring: nothing will be granted to a process about to exit. `next` still waits
