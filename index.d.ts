@@ -584,6 +584,8 @@ export declare class DistributedLockService {
       onSuspended?: (service: DistributedLockService) => void
       /** Not in the original: after `onSuspended`, a refresh confirmed the lock is still ours. */
       onResumed?: (service: DistributedLockService) => void
+      /** Not in the original: a refresh found the held lock gone or taken (`isLocked` is false by then). */
+      onLost?: (service: DistributedLockService, error: LockLostError) => void
     },
   )
   /** The Redis key, verbatim; read at each acquire(). */

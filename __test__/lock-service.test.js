@@ -517,6 +517,25 @@ describe('a lost lock', () => {
     assert.equal(await s.release(), true, 'release() after a loss, with the key gone')
   })
 
+  test('options.onLost is called once, with the service and an ELOST error, when a refresh finds the lock gone', async () => {
+    const key = freshKey('on-lost')
+    const told = []
+    const s = new DistributedLockService(key, 600, backend.url, { onLost: (service, err) => told.push({ service, err }) })
+    services.add(s)
+    assert.equal(await s.acquire(), true)
+    await probe.del(key)
+    const deletedAt = performance.now()
+    while (told.length === 0 && performance.now() - deletedAt < 3000) await sleep(10)
+    assert.equal(told.length, 1, 'onLost was not called')
+    assert.equal(told[0].service, s)
+    assert.equal(told[0].err.code, 'ELOST')
+    assert.equal(told[0].err.name, 'LockLostError')
+    assert.equal(s.getStatus().isLocked, false, 'isLocked is false by the time onLost runs')
+    await sleep(500)
+    assert.equal(told.length, 1, 'onLost was called more than once')
+    assert.throws(() => new DistributedLockService(key, 600, backend.url, { onLost: 5 }), /options\.onLost/)
+  })
+
   redisOnly('a process whose lock was lost is no longer kept alive by it', async () => {
     const key = freshKey('lost-child')
     let heldAt = null

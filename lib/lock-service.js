@@ -117,6 +117,7 @@ class DistributedLockService {
   #suspended = false
   #onSuspended
   #onResumed
+  #onLost
   // The cache #native or #ticker was made for.
   #pathCache = null
 
@@ -146,8 +147,10 @@ class DistributedLockService {
     this.#quarantineMs = check.optionalWholeMs(options?.restartQuarantineMs, 'options.restartQuarantineMs')
     check.optionalFunction(options?.onSuspended, 'options.onSuspended')
     check.optionalFunction(options?.onResumed, 'options.onResumed')
+    check.optionalFunction(options?.onLost, 'options.onLost')
     this.#onSuspended = options?.onSuspended
     this.#onResumed = options?.onResumed
+    this.#onLost = options?.onLost
     this.#logger = loggerOf(options?.logger)
     checkTracing(undefined, options?.onEvent, 'options')
     // maestro's logger logs maestro's messages; ours only a throwing onEvent hook.
@@ -400,8 +403,10 @@ class DistributedLockService {
       if (event !== 'lost') return
       this.isLocked = false
       this.#stopRefresh()
-      this.#tracer?.lost(this.lockKey, undefined, new LockLostError(this.lockKey, message))
+      const error = new LockLostError(this.lockKey, message)
+      this.#tracer?.lost(this.lockKey, undefined, error)
       this.#logger.warn(`Lock lost: ${this.lockKey} (${message})`)
+      this.#onLost?.(this, error)
     })
     attempt.listener = listener
     let token
@@ -508,6 +513,7 @@ class DistributedLockService {
         this.#logger.warn(`Lock lost: ${this.lockKey}`)
         this.isLocked = false
         this.#stopRefresh()
+        this.#onLost?.(this, new LockLostError(this.lockKey, 'the lock was found gone or taken at a refresh'))
       }
     } catch (error) {
       this.#logger.error(`Lock refresh error for ${this.lockKey}`, error)
