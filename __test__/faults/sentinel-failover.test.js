@@ -4,8 +4,10 @@
 // 1. A lock lost in a failover: the locks' keys are deleted on the replica (made writable for
 //    that: what asynchronous replication does when the master dies before sending a write; a
 //    SIGSTOPped replica still gets the write from its socket buffer on resuming), then the
-//    master is killed and the replica promoted without them. Every holder is told: DistributedLock's onLost, ExclusiveLock's `error`, maestro's
-//    lost state. New acquisitions then reach the new master.
+//    master is killed and the replica promoted without them. Every holder is told its lock is
+//    in doubt as the master's connection drops (DistributedLock's onSuspended, ExclusiveLock's
+//    `suspended`, maestro's onSuspended), then that it is lost: DistributedLock's onLost,
+//    ExclusiveLock's `error`, maestro's lost state. New acquisitions then reach the new master.
 // 2. `SENTINEL FAILOVER` with the old master still up: new acquisitions reach the new master
 //    within a few seconds (the key asserted there), and a waiter subscribed before the
 //    failover is woken by a release after it (its poll, 5 s, would be too late).
@@ -47,7 +49,7 @@ async function acquireSoon(locks, key, timeoutMs) {
   }
 }
 
-test('locks lost in a failover are told to their holders; new acquisitions reach the new master', async () => {
+test('locks lost in a failover are told to their holders; new acquisitions reach the new master', async (t) => {
   const oldPort = await set.masterPort()
   const oldMaster = set.server(oldPort)
   const replica = set.servers.find((s) => s.port !== oldPort)
@@ -62,13 +64,26 @@ test('locks lost in a failover are told to their holders; new acquisitions reach
       resolve(err)
     }
   })
-  const handle = await locks.acquire('sf:lost', TTL, { autoRefresh: true, onLost: (err) => toldAt.resolve(err) })
+  // When each holder was told its lock is in doubt, by API.
+  const suspendedAt = {}
+  const suspended = (api) => () => {
+    suspendedAt[api] ??= Date.now()
+  }
+  const handle = await locks.acquire('sf:lost', TTL, {
+    autoRefresh: true,
+    onLost: (err) => toldAt.resolve(err),
+    onSuspended: suspended('DistributedLock'),
+  })
   const exclusive = new ExclusiveLock({ name: 'sf-lost', cache_connection: set.url, lock_ttl_ms: TTL, lock_refresh_ms: 3000 })
   const errored = new Promise((resolve) => exclusive.once('error', (err) => resolve([err, Date.now()])))
+  exclusive.on('suspended', suspended('ExclusiveLock'))
   assert.equal(await exclusive.acquire(), true)
   const warnings = []
   const logger = { error() {}, info() {}, debug() {}, warn: (m) => warnings.push([m, Date.now()]) }
-  const service = new DistributedLockService('sf:lost-service', TTL, set.url, { logger })
+  const service = new DistributedLockService('sf:lost-service', TTL, set.url, {
+    logger,
+    onSuspended: suspended('maestro'),
+  })
   assert.equal(await service.acquire(TTL, 200), true)
   const acquiredAt = Date.now()
 
@@ -79,6 +94,7 @@ test('locks lost in a failover are told to their holders; new acquisitions reach
   assert.ok(lostKeys.length >= 3, `the locks' keys were not replicated: ${lostKeys}`)
   await onReplica.del(...lostKeys)
   await onReplica.config('SET', 'replica-read-only', 'yes')
+  const killing = Date.now()
   await oldMaster.kill()
   const killedAt = Date.now()
 
@@ -99,7 +115,15 @@ test('locks lost in a failover are told to their holders; new acquisitions reach
   for (const [api, at] of [['DistributedLock', toldAt.dl], ['ExclusiveLock', exAt], ['maestro', warned[1]]]) {
     assert.ok(at - promotedAt < 4000, `${api} told ${at - promotedAt} ms after the promotion`)
     assert.ok(at < acquiredAt + TTL, `${api} told after its TTL`)
+    // In doubt from the moment the master's connection dropped: before the promotion was seen
+    // (measured a few ms after the kill, the promotion 2-3 s), so before anyone could take
+    // the lock on the new master, and before the loss was known.
+    const doubtAt = suspendedAt[api]
+    assert.ok(doubtAt !== undefined, `${api} was never told its lock is in doubt`)
+    assert.ok(doubtAt >= killing, `${api} in doubt before the kill`)
+    assert.ok(doubtAt < promotedAt && doubtAt <= at, `${api} in doubt ${doubtAt - killing} ms after the kill began, promoted ${promotedAt - killing} ms, told lost ${at - killing} ms`)
   }
+  t.diagnostic(`in doubt after the kill began: ${Object.entries(suspendedAt).map(([api, at]) => `${api} ${at - killing} ms`).join(', ')}`)
   figures.kill_told_ms = toldAt.dl - killedAt
 
   const fresh = await acquireSoon(locks, 'sf:after-kill', 5000)
