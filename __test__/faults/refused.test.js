@@ -4,9 +4,9 @@
 // acquisitions in flight, and new ones, reject with ECONNECTION within 100 ms (refusals that
 // persist 40 ms put the server down: an attempt then fails, and every wait of the connection
 // tries at once), never "someone else holds it" nor at their bound. A quick restart (the port
-// refused ~20 ms) fails none of them: they carry on once it accepts. syncguard's lookup and
-// owns always ask Redis: while it is down they reject, and after it came back empty they say
-// the lock is gone, never what a cache remembered. maestro's acquire resolves false, and
+// refused ~20 ms) fails none of them: they carry on once it accepts. syncguard's lookup, owns
+// and isLocked always ask Redis: while it is down they reject, and after it came back empty
+// they say the lock is gone, never what a cache remembered. maestro's acquire resolves false, and
 // syncguard's lock() rejects ServiceUnavailable, long before their 8 s wait.
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
@@ -179,7 +179,7 @@ test('syncguard: lock() in flight and new reject ServiceUnavailable long before 
   }
 })
 
-test('syncguard: lookup and owns ask Redis: they reject while it is down, and answer gone after an empty restart', async () => {
+test('syncguard: lookup, owns and isLocked ask Redis: they reject while it is down, and answer gone after an empty restart', async () => {
   const server = await startRedis()
   try {
     const store = sg.createRedisBackend(server.url)
@@ -187,11 +187,13 @@ test('syncguard: lookup and owns ask Redis: they reject while it is down, and an
     assert.equal(won.ok, true)
     assert.equal(await sg.owns(store, won.lockId), true)
     await server.kill()
-    await assert.rejects(store.lookup({ key: 'refused:sg' }))
-    await assert.rejects(sg.owns(store, won.lockId))
+    await assert.rejects(store.lookup({ key: 'refused:sg' }), { code: 'ServiceUnavailable' })
+    await assert.rejects(sg.owns(store, won.lockId), { code: 'ServiceUnavailable' })
+    await assert.rejects(store.isLocked({ key: 'refused:sg' }), { code: 'ServiceUnavailable' })
     await server.start()
     assert.equal(await store.lookup({ key: 'refused:sg' }), null)
     assert.equal(await sg.owns(store, won.lockId), false)
+    assert.equal(await store.isLocked({ key: 'refused:sg' }), false)
   } finally {
     await server.close()
   }
