@@ -10,8 +10,9 @@
 //                   [--respawn-every=300] [--actors=2] [--json=FILE] [--excuse-restarts=yes]
 //
 // --excuse-restarts=yes counts, rather than fails, two holders at once when the first one's
-// section spans a SIGKILL of the lock server: Redis restarted empty, and nothing tells a
-// holder yet (issue 26's suspended/resumed). Without it the rules are §5's, strictly.
+// section spans a SIGKILL of the lock server: Redis restarted empty, and the holder, though
+// told its lock is in doubt at the close, writes without asking (scripts/soak/sections.js).
+// Without it the rules are §5's, strictly.
 const { fork } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')

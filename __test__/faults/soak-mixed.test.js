@@ -7,8 +7,9 @@
 // applies §5's fail rules and exits 1 when one is broken; this test also checks that the
 // traffic it claims happened did, and that the process exits within 1 s of its last line.
 // Two holders at once across a restart of the lock server are counted, not failed
-// (--excuse-restarts=yes), until holders are told of a lost connection (issue 26's
-// suspended/resumed): Redis restarted empty forgets every lock. Any other overlap fails.
+// (--excuse-restarts=yes): Redis restarted empty forgets every lock, and the soak's sections
+// write without asking whether their hold went in doubt (the library tells holders at the
+// close: faults/restart-doubt.test.js asserts that). Any other overlap fails.
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { spawn } = require('node:child_process')

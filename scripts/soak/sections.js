@@ -34,19 +34,37 @@ class Sections {
 }
 
 /**
- * Reads every section and counter back, and answers the failures: a counter other than the
- * number of SETs recorded on it (an update lost to a second holder), and two sections of one
- * key overlapping in time (grant to reply), which counts for sections in doubt too.
+ * Reads every section and counter back, and answers the failures (see judgeSections).
  * `restarts`: the clock() times the lock server was SIGKILLed.
  */
-async function checkSections(data, { restarts = [], excuseRestarts = false } = {}) {
-  // A section whose hold spans a SIGKILL of the lock server went in doubt whether or not the
-  // library said so (it cannot say so yet: issue 26's suspended/resumed). With
-  // `excuseRestarts`, its overlaps and the updates they lost are counted, not failed.
-  const spansRestart = (section) => restarts.some((at) => section.start <= at && at <= section.end)
+async function checkSections(data, options = {}) {
   const records = await data.lrange(RECORDS, 0, -1)
   const ends = await data.hgetall(ENDS)
-  const doubt = new Set(await data.smembers(DOUBT))
+  const doubt = await data.smembers(DOUBT)
+  const counters = {}
+  for (const line of records) {
+    const counterKey = line.split('|')[0]
+    if (!(counterKey in counters)) counters[counterKey] = Number((await data.get(counterKey)) ?? 0)
+  }
+  return judgeSections({ records, ends, doubt, counters }, options)
+}
+
+/**
+ * The failures in what was read back: `records` ('counterKey|grantAt|sentAt|id' lines), `ends`
+ * (id -> clock() after the SET's reply), `doubt` (ids), `counters` (counterKey -> value). A
+ * counter other than the number of SETs recorded on it (an update lost to a second holder),
+ * and two sections of one key overlapping in time (grant to reply), which counts for sections
+ * in doubt too.
+ */
+function judgeSections({ records, ends, doubt: doubtIds, counters }, { restarts = [], excuseRestarts = false } = {}) {
+  // A section whose hold spans a SIGKILL of the lock server went in doubt. The library tells
+  // its holder at the close (onSuspended, `suspended`; isHeld and `acquired` false), and the
+  // traffic notes the section in doubt when its hold says so at the end or its release fails,
+  // but no section asks before its SET (it writes as a holder that ignores the doubt would,
+  // with no fence), and Redis restarted empty lets a contender take the key meanwhile. With
+  // `excuseRestarts`, such overlaps and the updates they lost are counted, not failed.
+  const spansRestart = (section) => restarts.some((at) => section.start <= at && at <= section.end)
+  const doubt = new Set(doubtIds)
   const byCounter = new Map()
   for (const line of records) {
     const [counterKey, grantAt, sentAt, id] = line.split('|')
@@ -58,7 +76,7 @@ async function checkSections(data, { restarts = [], excuseRestarts = false } = {
   let overlaps = 0
   let acrossRestarts = 0
   for (const [counterKey, sections] of byCounter) {
-    const counter = Number((await data.get(counterKey)) ?? 0)
+    const counter = counters[counterKey] ?? 0
     sections.sort((a, b) => a.start - b.start)
     let last = sections[0]
     let excused = 0
@@ -90,4 +108,4 @@ async function checkSections(data, { restarts = [], excuseRestarts = false } = {
   }
 }
 
-module.exports = { Sections, checkSections }
+module.exports = { Sections, checkSections, judgeSections }

@@ -1,0 +1,141 @@
+'use strict'
+
+// The soak's fail rules (scripts/soak/verdict.js, sections.js, tally.js), each shown to fire on
+// synthetic figures and to stay quiet on clean ones: a soak whose rules never fire would pass
+// whatever happened. No Redis: the rules judge what the processes reported.
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { rssRule, leakedResources, verdict } = require('../scripts/soak/verdict')
+const { judgeSections } = require('../scripts/soak/sections')
+const { Tally } = require('../scripts/soak/tally')
+
+const RUN_MS = 60_000
+
+/** A sample every 2 s over a 1-minute run, RSS `rssAt(ms since start)`. */
+function samples(rssAt) {
+  const out = []
+  for (let at = 0; at <= RUN_MS; at += 2000) out.push({ at: 1_000_000 + at, rss: rssAt(at) })
+  return out
+}
+
+test('rssRule: growth past 5 % after warm-up fails; flat, or growth within warm-up, passes', () => {
+  const flat = rssRule(samples(() => 100), RUN_MS)
+  assert.equal(flat.ok, true)
+  assert.equal(flat.ratio, 1)
+  // 100 MB through the window after warm-up (12-28 s), 110 MB in the last one.
+  const grown = rssRule(samples((at) => (at < 40_000 ? 100 : 110)), RUN_MS)
+  assert.equal(grown.ok, false)
+  assert.equal(grown.ratio, 1.1)
+  assert.equal(grown.afterWarmupMb, 100)
+  assert.equal(grown.lastMb, 110)
+  // Just under the limit: 5 % is allowed.
+  assert.equal(rssRule(samples((at) => (at < 40_000 ? 100 : 105)), RUN_MS).ok, true)
+  // The first 12 s are warm-up: growing there is not a leak.
+  assert.equal(rssRule(samples((at) => (at < 10_000 ? 50 : 100)), RUN_MS).ok, true)
+  assert.ok(rssRule(samples(() => 100).slice(0, 5), RUN_MS).skipped)
+})
+
+test('leakedResources: a type with more left after close than at start is named', () => {
+  assert.deepEqual(leakedResources({ TCPSocketWrap: 1, Timeout: 2 }, { TCPSocketWrap: 3, Timeout: 2 }), {
+    TCPSocketWrap: '1 -> 3',
+  })
+  assert.deepEqual(leakedResources({}, { Timeout: 1 }), { Timeout: '0 -> 1' })
+  assert.deepEqual(leakedResources({ TCPSocketWrap: 2 }, { TCPSocketWrap: 1 }), {})
+  assert.deepEqual(leakedResources({ Timeout: 1 }, {}), {})
+})
+
+/** What checkSections reads back, for sections [counterKey, grantAt, end, id]. */
+function readBack(sections, counters, doubt = []) {
+  return {
+    records: sections.map(([key, grantAt, end, id]) => `${key}|${grantAt}|${end - 1}|${id}`),
+    ends: Object.fromEntries(sections.map(([, , end, id]) => [id, String(end)])),
+    doubt,
+    counters,
+  }
+}
+
+test('judgeSections: two sections of a key overlapping fail; in turn they pass', () => {
+  const apart = judgeSections(readBack([['c', 0, 10, 'a'], ['c', 10, 20, 'b']], { c: 2 }))
+  assert.deepEqual(apart.failures, [])
+  assert.equal(apart.overlaps, 0)
+  const overlapping = judgeSections(readBack([['c', 0, 10, 'a'], ['c', 5, 20, 'b']], { c: 2 }))
+  assert.equal(overlapping.overlaps, 1)
+  assert.deepEqual(overlapping.failures, ['c: sections a and b (clean) overlap by 5.00 ms'])
+  // Other keys never overlap each other.
+  assert.deepEqual(judgeSections(readBack([['c', 0, 10, 'a'], ['d', 5, 20, 'b']], { c: 1, d: 1 })).failures, [])
+})
+
+test('judgeSections: an update lost (counter below the sections) fails, as does one too many', () => {
+  const lost = judgeSections(readBack([['c', 0, 10, 'a'], ['c', 10, 20, 'b']], { c: 1 }))
+  assert.deepEqual(lost.failures, ['c: counter 1, sections 2'])
+  assert.deepEqual(judgeSections(readBack([['c', 0, 10, 'a']], { c: 2 })).failures, ['c: counter 2, sections 1'])
+})
+
+test('judgeSections: an overlap across a restart fails unless restarts are excused, and then only its lost update is', () => {
+  const sections = [['c', 0, 10, 'a'], ['c', 5, 20, 'b']]
+  const strict = judgeSections(readBack(sections, { c: 1 }, ['a']), { restarts: [3] })
+  assert.equal(strict.overlapsAcrossRestarts, 1)
+  assert.equal(strict.inDoubt, 1)
+  assert.deepEqual(strict.failures, [
+    'c: sections a and b (in doubt, the first across a restart) overlap by 5.00 ms',
+    'c: counter 1, sections 2',
+  ])
+  assert.deepEqual(judgeSections(readBack(sections, { c: 1 }), { restarts: [3], excuseRestarts: true }).failures, [])
+  // A restart outside the first section excuses nothing.
+  const elsewhere = judgeSections(readBack(sections, { c: 1 }), { restarts: [15], excuseRestarts: true })
+  assert.equal(elsewhere.overlaps, 1)
+  assert.equal(elsewhere.failures.length, 2)
+})
+
+test('Tally.watch: a promise pending past its bound + 1 s is listed as unsettled; one settled in time is not', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] })
+  const tally = new Tally()
+  tally.watch('stuck', 500, new Promise(() => {}))
+  let settle
+  tally.watch('slow', 500, new Promise((resolve) => (settle = resolve)))
+  t.mock.timers.tick(1400)
+  settle()
+  // Its settling is seen (a microtask) before the clock moves past its bound.
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.equal(tally.pending, 1)
+  t.mock.timers.tick(200)
+  assert.deepEqual(
+    tally.unsettled.map((u) => [u.kind, u.boundMs]),
+    [['stuck', 500]],
+  )
+})
+
+/** One process's report as runProcess answers it, clean unless `changes` say otherwise. */
+function processReport(changes = {}) {
+  return {
+    label: 'child 1',
+    wholeRun: true,
+    samples: samples(() => 100),
+    result: { failures: [], unsettled: [], pendingAtClose: 0, resourcesAtStart: { Timeout: 1 }, resourcesAfterClose: { Timeout: 1 }, ...changes.result },
+    ...changes.process,
+  }
+}
+
+test('verdict: each rule turns into a failure, and a clean run has none', () => {
+  const noSections = { failures: [] }
+  const judge = (changes, sections = noSections) => verdict({ processes: [processReport(changes)], sections, runMs: RUN_MS }).failures
+  assert.deepEqual(judge({}), [])
+  assert.deepEqual(judge({ result: { failures: ['unhandledRejection: boom'] } }), ['child 1: unhandledRejection: boom'])
+  assert.deepEqual(judge({ result: { unsettled: [{ kind: 'redis.dl.acquire', boundMs: 6100 }] } }), [
+    'child 1: redis.dl.acquire unsettled past its bound (6100 ms) + 1 s',
+  ])
+  assert.deepEqual(judge({ result: { resourcesAfterClose: { Timeout: 1, TCPSocketWrap: 1 } } }), [
+    'child 1: resources left after close {"TCPSocketWrap":"0 -> 1"}',
+  ])
+  assert.deepEqual(judge({ result: { pendingAtClose: 2 } }), ['child 1: 2 ops pending at close'])
+  assert.deepEqual(judge({ process: { samples: samples((at) => (at < 40_000 ? 100 : 120)) } }), [
+    'child 1: RSS median 120 MB at the end > 1.05 x 100 MB after warm-up',
+  ])
+  // RSS is judged only for a process that ran the whole time (a respawned child did not).
+  assert.deepEqual(judge({ process: { wholeRun: false, samples: samples((at) => (at < 40_000 ? 100 : 120)) } }), [])
+  assert.deepEqual(judge({ process: { exitMs: 1500 } }), ['child 1: exit took 1500 ms'])
+  assert.deepEqual(judge({ process: { crashed: 'exited with 1' } }), ['child 1: exited with 1'])
+  assert.deepEqual(judge({ process: { result: undefined } }), ['child 1: no closing figures'])
+  assert.deepEqual(judge({ process: { result: undefined, killed: true } }), [])
+  assert.deepEqual(judge({}, { failures: ['c: counter 1, sections 2'] }), ['c: counter 1, sections 2'])
+})
