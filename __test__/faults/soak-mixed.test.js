@@ -45,7 +45,7 @@ test('one minute of soak: every API on both backends, restarts, no rule of §5 b
   const ops = {}
   for (const row of summary.perMinute) for (const [kind, n] of Object.entries(row.ops)) ops[kind] = (ops[kind] ?? 0) + n
   for (const backend of ['redis', 'memory']) {
-    for (const kind of ['dl.acquire', 'dl.tryAcquire', 'dl.waitForLock', 'dl.autoRefresh', 'dl.using', 'dl.abortWait', 'ex.acquire', 'ex.refreshed', 'maestro.acquire', 'sg.createLock', 'sg.lock', 'sg.lookup', 'sg.owns']) {
+    for (const kind of ['dl.acquire', 'dl.tryAcquire', 'dl.waitForLock', 'dl.grants', 'dl.autoRefresh', 'dl.using', 'dl.abortWait', 'ex.acquire', 'ex.refreshed', 'maestro.acquire', 'sg.createLock', 'sg.lock', 'sg.lookup', 'sg.owns']) {
       assert.ok(ops[`${backend}.${kind}`] > 0, `no ${backend}.${kind} in the soak`)
     }
   }

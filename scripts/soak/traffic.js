@@ -1,9 +1,10 @@
 'use strict'
 
 // The soak's traffic in one process, on one backend: actors looping over every API's
-// operations (acquire, tryAcquire, waits with short timeouts, auto-refreshed holds with
-// extend, `using`, aborts mid-wait and at grant time, ExclusiveLock, maestro's service,
-// syncguard's createLock / lock(fn) / backend / lookup / owns). Refusals and connection
+// operations (acquire, tryAcquire, waits with short timeouts, waits granted across processes
+// (crossProcessGrants), auto-refreshed holds with extend, `using`, aborts mid-wait and at
+// grant time, ExclusiveLock, maestro's service, syncguard's createLock / lock(fn) / backend /
+// lookup / owns). Refusals and connection
 // errors are counted by code; each call runs under a deadline (Tally.watch).
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
 const syncguard = require('../../syncguard')
@@ -28,6 +29,9 @@ class Traffic {
     this.stopping = false
     const options = { connectTimeoutMs: 1000, commandTimeoutMs: 1000, retryDelayMs: 20, maxRetries: 2 }
     this.dl = new DistributedLock(backend.url, options)
+    // On the same keys as `dl`: a release by either hands the lock to a waiting process of
+    // this one (README "Grants across processes"), the sections showing one holder at a time.
+    this.grants = new DistributedLock(backend.url, { ...options, crossProcessGrants: true })
     this.sgBackend = syncguard.createRedisBackend(backend.url, { commandTimeoutMs: 1000 })
     this.sgLock = syncguard.createLock(backend.url, { commandTimeoutMs: 1000 })
     this.exclusives = []
@@ -68,6 +72,11 @@ class Traffic {
       'dl.waitForLock': async () => {
         const timeout = rand(50, 200)
         const handle = await this.watch('dl.waitForLock', timeout + OURS_MS, this.dl.waitForLock(key, timeout, 2000))
+        await this.hold('dl', key, handle)
+      },
+      'dl.grants': async () => {
+        const timeout = rand(50, 300)
+        const handle = await this.watch('dl.grants', timeout + OURS_MS, this.grants.waitForLock(key, timeout, 2000))
         await this.hold('dl', key, handle)
       },
       'dl.autoRefresh': async () => {
