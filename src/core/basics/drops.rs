@@ -114,6 +114,12 @@ impl Drops {
     /// A call was answered: the server is up.
     pub fn answered(&self) {
         // A load first: this runs for every reply, and a store would bounce the cache line.
+        // Relaxed is enough: `refusing` changes only under `streak`'s lock, together with it,
+        // so reading false means no streak was open at that point of its order. A refusal
+        // racing this answer then opens a fresh streak, which puts the server down only if
+        // refusals go on for `PERSIST` after it; one this answer's call saw before it (the
+        // same task, or handed on through the runtime) is ordered before the load, which then
+        // reads true. A stronger ordering would add no bound in time either.
         if self.refusing.load(Ordering::Relaxed) {
             let mut streak = lock(&self.streak);
             *streak = None;

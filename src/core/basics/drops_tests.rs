@@ -45,3 +45,39 @@ fn refusals_far_apart_are_separate_outages() {
     assert!(!drops.refused_at(&err, first + STREAK_GAP * 2));
     assert!(drops.refused_at(&err, first + STREAK_GAP * 2 + PERSIST));
 }
+
+#[test]
+fn refusing_and_the_streak_agree_after_answers_race_refusals() {
+    // `answered` skips the lock when `refusing` is false, which is sound only while
+    // `refusing` and the open streak change together: hammered from both sides, they agree
+    // at the end, and an answer after the race puts the server up.
+    let drops = std::sync::Arc::new(Drops::default());
+    let err = LockError::Connection("refused".into());
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let drops = drops.clone();
+            let err = err.clone();
+            std::thread::spawn(move || {
+                for _ in 0..20_000 {
+                    if i % 2 == 0 {
+                        drops.refused(&err);
+                    } else {
+                        drops.answered();
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        assert!(thread.join().is_ok());
+    }
+    let open = lock(&drops.streak).is_some();
+    assert_eq!(drops.refusing.load(Ordering::SeqCst), open);
+    assert!(
+        !drops.down.load(Ordering::SeqCst) || open,
+        "down with no streak"
+    );
+    drops.answered();
+    assert!(drops.refusal().is_none());
+    assert!(lock(&drops.streak).is_none());
+}
