@@ -3,13 +3,15 @@
 // A Redlock over 5 independent redis-servers, through every public API: input refused before
 // any Redis call; 4 processes keep an exact counter (DistributedLock `using` and
 // `waitForLock`, ExclusiveLock, DistributedLockService) with fences that strictly increase
-// across processes; 2 of 5 servers killed: still works; 3 of 5 killed: holders told, and
+// across processes; nodes given as clients of either kind and options objects reach all 5;
+// 2 of 5 servers killed: still works; 3 of 5 killed: holders told, and
 // acquisitions fail fast with the quorum error, never "held". The servers are killed by pid,
 // in this order, so the tests run in file order.
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const Redis = require('ioredis')
+const { createClient } = require('redis')
 const { startChild, killAll } = require('./helpers/child')
 const { refused } = require('./helpers/refused')
 const { startRedis } = require('./helpers/redis-server')
@@ -161,6 +163,43 @@ describe('4 processes on one key keep an exact counter', () => {
   test('DistributedLockService (maestro)', async () => {
     await run('maestro', ['maestro', 'maestro', 'maestro', 'maestro'])
   })
+})
+
+test('nodes given as an ioredis client, a node-redis client, an options object and URLs: acquire and release reach all 5', async () => {
+  // Neither client is connected by the test: each is read for its server's address.
+  const ioredis = new Redis(urls[0], { lazyConnect: true })
+  const nodeRedis = createClient({ url: urls[1] })
+  const nodes = [ioredis, nodeRedis, { host: '127.0.0.1', port: servers[2].port }, urls[3], urls[4]]
+  const raw = urls.map((url) => new Redis(url))
+  try {
+    const locks = new DistributedLock(nodes, { keyPrefix: 'rl-shapes:' })
+    const handle = await locks.acquire('k', 10_000)
+    const tokens = await Promise.all(raw.map((client) => client.get('rl-shapes:k')))
+    tokens.forEach((token, i) => assert.equal(token, handle.token, `node ${i} does not hold the token`))
+    // The same 5 servers named by URL only see the lock held.
+    const byUrl = new DistributedLock(urls, { keyPrefix: 'rl-shapes:' })
+    assert.equal(await byUrl.tryAcquire('k', 1000), null)
+    assert.equal(await locks.isLocked('k'), true)
+    assert.equal(await handle.release(), true)
+    const left = await Promise.all(raw.map((client) => client.exists('rl-shapes:k')))
+    assert.deepEqual(left, [0, 0, 0, 0, 0], 'released on every node')
+    const next = await byUrl.acquire('k', 10_000)
+    assert.ok(BigInt(next.fence) > BigInt(handle.fence), `${next.fence} after ${handle.fence}`)
+    await next.release()
+
+    const exclusive = new ExclusiveLock({ name: 'rl-shapes', cache_connection: nodes, lock_ttl_ms: 5000, lock_refresh_ms: 1000 })
+    assert.equal(await exclusive.acquire(), true)
+    const other = new ExclusiveLock({ name: 'rl-shapes', cache_connection: urls, lock_ttl_ms: 5000, lock_refresh_ms: 1000 })
+    assert.equal(await other.acquire(), false, 'held on a quorum of the same servers')
+    await exclusive.release()
+    assert.equal(await other.acquire(), true)
+    await other.release()
+    assert.equal(ioredis.status, 'wait', 'the ioredis client was not connected')
+    assert.equal(nodeRedis.isOpen, false, 'the node-redis client was not connected')
+  } finally {
+    ioredis.disconnect()
+    for (const client of raw) client.disconnect()
+  }
 })
 
 describe('servers killed', () => {
