@@ -4,7 +4,8 @@
 // RedisServer on free ports (its bus port too), joined by `redis-cli --cluster create`, each
 // stopped by its pid. redis-cli comes with redis-server (Debian: redis-tools). With `password`,
 // every node requires it (`requirepass`) and replicas give it to their master (`masterauth`);
-// `user` ({ name, password }) adds an ACL user with every right on every node.
+// `user` ({ name, password }) adds an ACL user with every right on every node; `args` are
+// added to every node's command line.
 
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
@@ -15,7 +16,8 @@ const { slot } = require('./keys')
 const run = promisify(execFile)
 
 class RedisCluster {
-  constructor({ masters = 3, replicas = 1, password, user } = {}) {
+  constructor({ masters = 3, replicas = 1, password, user, args = [] } = {}) {
+    this.extraArgs = args
     this.masterCount = masters
     this.replicas = replicas
     this.password = password
@@ -33,7 +35,7 @@ class RedisCluster {
       const bus = await freePort()
       const node = new RedisServer({
         args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--cluster-port', String(bus),
-          ...(this.password ? ['--masterauth', this.password] : [])],
+          ...(this.password ? ['--masterauth', this.password] : []), ...this.extraArgs],
         password: this.password,
       })
       this.nodes.push(node)
