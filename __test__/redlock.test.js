@@ -3,13 +3,15 @@
 // A Redlock over 5 independent redis-servers, through every public API: input refused before
 // any Redis call; 4 processes keep an exact counter (DistributedLock `using` and
 // `waitForLock`, ExclusiveLock, DistributedLockService) with fences that strictly increase
-// across processes; 2 of 5 servers killed: still works; 3 of 5 killed: holders told, and
+// across processes; nodes given as clients of either kind and options objects reach all 5;
+// 2 of 5 servers killed: still works; 3 of 5 killed: holders told, and
 // acquisitions fail fast with the quorum error, never "held". The servers are killed by pid,
 // in this order, so the tests run in file order.
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const Redis = require('ioredis')
+const { createClient } = require('redis')
 const { startChild, killAll } = require('./helpers/child')
 const { refused } = require('./helpers/refused')
 const { startRedis } = require('./helpers/redis-server')
@@ -161,6 +163,63 @@ describe('4 processes on one key keep an exact counter', () => {
   test('DistributedLockService (maestro)', async () => {
     await run('maestro', ['maestro', 'maestro', 'maestro', 'maestro'])
   })
+})
+
+test('nodes given as an ioredis client, a node-redis client, an options object and URLs: acquire and release reach all 5', async () => {
+  // Neither client is connected by the test: each is read for its server's address.
+  const ioredis = new Redis(urls[0], { lazyConnect: true })
+  const nodeRedis = createClient({ url: urls[1] })
+  const nodes = [ioredis, nodeRedis, { host: '127.0.0.1', port: servers[2].port }, urls[3], urls[4]]
+  const raw = urls.map((url) => new Redis(url))
+  const values = () => Promise.all(raw.map((client) => client.get('rl-shapes:k')))
+  /** Until `done(values)`, for at most 2 s; the last values read. */
+  const until = async (done) => {
+    const deadline = Date.now() + 2000
+    let seen = await values()
+    while (!done(seen) && Date.now() < deadline) {
+      await sleep(10)
+      seen = await values()
+    }
+    return seen
+  }
+  try {
+    const locks = new DistributedLock(nodes, { keyPrefix: 'rl-shapes:' })
+    // An acquisition wins on a quorum and gives the others a short grace: a node whose
+    // connection was still opening may never get the command. Taken until all 5 hold it,
+    // which shows every node's shape reached its own server.
+    let handle
+    let seen
+    for (let tries = 0; tries < 5; tries++) {
+      handle = await locks.acquire('k', 10_000)
+      seen = await until((tokens) => tokens.every((token) => token === handle.token))
+      if (seen.every((token) => token === handle.token)) break
+      await handle.release()
+    }
+    seen.forEach((token, i) => assert.equal(token, handle.token, `node ${i} does not hold the token`))
+    // The same 5 servers named by URL only see the lock held.
+    const byUrl = new DistributedLock(urls, { keyPrefix: 'rl-shapes:' })
+    assert.equal(await byUrl.tryAcquire('k', 1000), null)
+    assert.equal(await locks.isLocked('k'), true)
+    await handle.release()
+    const left = await until((tokens) => tokens.every((token) => token === null))
+    assert.deepEqual(left, [null, null, null, null, null], 'released on every node')
+    const next = await byUrl.acquire('k', 10_000)
+    assert.ok(BigInt(next.fence) > BigInt(handle.fence), `${next.fence} after ${handle.fence}`)
+    await next.release()
+
+    const exclusive = new ExclusiveLock({ name: 'rl-shapes', cache_connection: nodes, lock_ttl_ms: 5000, lock_refresh_ms: 1000 })
+    assert.equal(await exclusive.acquire(), true)
+    const other = new ExclusiveLock({ name: 'rl-shapes', cache_connection: urls, lock_ttl_ms: 5000, lock_refresh_ms: 1000 })
+    assert.equal(await other.acquire(), false, 'held on a quorum of the same servers')
+    await exclusive.release()
+    assert.equal(await other.acquire(), true)
+    await other.release()
+    assert.equal(ioredis.status, 'wait', 'the ioredis client was not connected')
+    assert.equal(nodeRedis.isOpen, false, 'the node-redis client was not connected')
+  } finally {
+    ioredis.disconnect()
+    for (const client of raw) client.disconnect()
+  }
 })
 
 describe('servers killed', () => {

@@ -10,6 +10,7 @@ mod watched;
 use common::{within, RedisServer};
 use native_redis_lock::core::api::Watch;
 use native_redis_lock::core::api::{Limits, Locker, Store};
+use native_redis_lock::core::basics::clock::validity;
 use native_redis_lock::core::basics::lease::Lease;
 use redlock_nodes::{endpoint, servers};
 use std::sync::Arc;
@@ -71,8 +72,9 @@ async fn the_lock_gone_from_three_of_five_is_lost_at_the_next_refresh() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_of_five_unreachable_is_lost_before_the_ttl_ends() {
+    const TTL: Duration = Duration::from_millis(800);
     let nodes = servers(5);
-    let (_lease, recorder, _watch) = hold(&nodes, "partition", MS(800), MS(200)).await;
+    let (_lease, recorder, _watch) = hold(&nodes, "partition", TTL, MS(200)).await;
     tokio::time::sleep(MS(250)).await;
     for server in &nodes[..3] {
         server.signal("-STOP");
@@ -86,9 +88,18 @@ async fn three_of_five_unreachable_is_lost_before_the_ttl_ends() {
         .lost_at()
         .expect("lost while the majority was paused");
     assert_eq!(code, "ELOST");
-    // The last refresh a quorum confirmed went out at most 200 ms before the pause.
-    let after = at.duration_since(paused_at);
-    assert!(after <= MS(850), "{after:?}");
+    let last = recorder.lost_confirmed().expect("lost");
+    // The last refresh a quorum confirmed was sent before the pause: its deadline (the TTL
+    // less the drift margin, counted from that send) is no later than the pause's plus that.
+    assert!(last.deadline <= paused_at + validity(TTL), "{last:?}");
+    // Redis expires the key no earlier than a TTL after that send: the holder must have been
+    // told before then, whatever the refresh interval.
+    let expires = last.deadline + (TTL - validity(TTL));
+    assert!(
+        at < expires,
+        "told {:?} after the lock expired",
+        at.duration_since(expires)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,8 @@
 // A slot of a Redis Cluster migrated from one master to another (CLUSTER SETSLOT IMPORTING /
 // MIGRATING, MIGRATE, SETSLOT NODE) while its locks are in use: a holder kept by auto-refresh,
 // waiters, and a loop of acquire/release guarding a counter. Nothing surfaces an error, the
-// counter is exact, fences strictly increase, and the locks live on the new master after.
+// counter is exact, fences strictly increase, and the locks live on the new master after. A
+// waiter with a long poll is subscribed again on the new master, so a release still wakes it.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
@@ -68,4 +69,39 @@ test('a slot migrated during use breaks nothing', async () => {
   assert.equal(await cluster.command(to, 'GET', `lock:${tag}:held`), held.token, 'the lock lives on the new master')
   await held.release()
   assert.equal(await locks[1].isLocked(`${tag}:held`), false)
+})
+
+test('a waiter whose slot moved is subscribed again on the new master: a release wakes it, not its poll', async () => {
+  // The waiter polls every 10 s: holding within 2 s of the release means a message woke it,
+  // which it can only hear on the new master, where the release announces it.
+  const tag = '{w}'
+  const key = `${tag}:wait`
+  const from = await cluster.masterOf(tag)
+  const to = (await cluster.masterPorts()).find((port) => port !== from)
+  const holder = new DistributedLock(cluster.url)
+  const waiter = new DistributedLock({ cluster: cluster.seeds }, { retryDelayMs: 10_000 })
+  const held = await holder.acquire(key, 30_000)
+  const waiting = waiter.waitForLock(key, 8000, 15_000)
+  waiting.catch(() => {}) // awaited below; caught now so an early failure is not unhandled
+  const subscribedOn = async (port) => {
+    const deadline = Date.now() + 3000
+    for (;;) {
+      const channels = await cluster.command(port, 'PUBSUB', 'SHARDCHANNELS')
+      if (channels.some((channel) => channel.includes(key))) return
+      assert.ok(Date.now() < deadline, `no sharded subscription to ${key}'s channel on ${port}`)
+      await sleep(20)
+    }
+  }
+  await subscribedOn(from)
+  await cluster.migrate(slot(tag), from, to)
+  assert.equal(await cluster.masterOf(key), to)
+  await subscribedOn(to)
+  const released = Date.now()
+  await held.release()
+  const won = await waiting
+  const waited = Date.now() - released
+  assert.ok(waited < 2000, `woken, not polled: ${waited} ms`)
+  assert.ok(BigInt(won.fence) > BigInt(held.fence))
+  assert.equal(await cluster.command(to, 'GET', `lock:${key}`), won.token, 'held on the new master')
+  await won.release()
 })

@@ -2,7 +2,10 @@
 
 // A Redis Cluster on loopback for the tests: masters and a replica each, every node a
 // RedisServer on free ports (its bus port too), joined by `redis-cli --cluster create`, each
-// stopped by its pid. redis-cli comes with redis-server (Debian: redis-tools).
+// stopped by its pid. redis-cli comes with redis-server (Debian: redis-tools). With `password`,
+// every node requires it (`requirepass`) and replicas give it to their master (`masterauth`);
+// `user` ({ name, password }) adds an ACL user with every right on every node; `args` are
+// added to every node's command line.
 
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
@@ -13,9 +16,12 @@ const { slot } = require('./keys')
 const run = promisify(execFile)
 
 class RedisCluster {
-  constructor({ masters = 3, replicas = 1 } = {}) {
+  constructor({ masters = 3, replicas = 1, password, user, args = [] } = {}) {
+    this.extraArgs = args
     this.masterCount = masters
     this.replicas = replicas
+    this.password = password
+    this.user = user
     this.nodes = []
   }
 
@@ -28,14 +34,21 @@ class RedisCluster {
     for (let i = 0; i < count; i++) {
       const bus = await freePort()
       const node = new RedisServer({
-        args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--cluster-port', String(bus)],
+        args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--cluster-port', String(bus),
+          ...(this.password ? ['--masterauth', this.password] : []), ...this.extraArgs],
+        password: this.password,
       })
       this.nodes.push(node)
       await node.start()
     }
+    if (this.user) {
+      const { name, password } = this.user
+      for (const node of this.nodes) await this.command(node.port, 'ACL', 'SETUSER', name, 'on', `>${password}`, '~*', '&*', '+@all')
+    }
     const addrs = this.nodes.map((n) => `127.0.0.1:${n.port}`)
+    const auth = this.password ? ['-a', this.password, '--no-auth-warning'] : []
     try {
-      await run('redis-cli', ['--cluster', 'create', ...addrs, '--cluster-replicas', String(this.replicas), '--cluster-yes'], { timeout: 20_000 })
+      await run('redis-cli', [...auth, '--cluster', 'create', ...addrs, '--cluster-replicas', String(this.replicas), '--cluster-yes'], { timeout: 20_000 })
     } catch (err) {
       throw new Error(`redis-cli --cluster create failed (redis-cli comes with redis-server): ${err.message}`)
     }
@@ -54,7 +67,7 @@ class RedisCluster {
   }
 
   async #send(port, how, args) {
-    const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
+    const client = new Redis({ port, host: '127.0.0.1', password: this.password, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
     client.on('error', () => {})
     try {
       await client.connect()
@@ -138,7 +151,8 @@ class RedisCluster {
     for (;;) {
       const keys = await this.commandBuffer(from, 'CLUSTER', 'GETKEYSINSLOT', s, batch)
       if (keys.length === 0) break
-      await this.command(from, 'MIGRATE', '127.0.0.1', to, '', 0, 5000, 'KEYS', ...keys)
+      const auth = this.password ? ['AUTH', this.password] : []
+      await this.command(from, 'MIGRATE', '127.0.0.1', to, '', 0, 5000, ...auth, 'KEYS', ...keys)
       await new Promise((resolve) => setTimeout(resolve, pauseMs))
     }
     for (const port of await this.masterPorts()) await this.command(port, 'CLUSTER', 'SETSLOT', s, 'NODE', toId)
@@ -163,7 +177,8 @@ class RedisCluster {
   }
 
   get url() {
-    return `redis+cluster://${this.nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`
+    const auth = this.password ? `:${encodeURIComponent(this.password)}@` : ''
+    return `redis+cluster://${auth}${this.nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`
   }
 
   get seeds() {

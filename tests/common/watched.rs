@@ -45,7 +45,8 @@ pub async fn hold(
 #[derive(Default)]
 pub struct Recorder {
     refreshed: Mutex<u32>,
-    lost: Mutex<Option<(Instant, LockError)>>,
+    /// When it was told lost, why, and what had last been confirmed of it.
+    lost: Mutex<Option<(Instant, LockError, Confirmed)>>,
     /// `suspended` and `resumed`, in the order told.
     doubts: Mutex<Vec<&'static str>>,
 }
@@ -54,8 +55,8 @@ impl Sink for Recorder {
     fn refreshed(&self, _tag: u32, _sent: Instant, _ttl: Duration) {
         *self.refreshed.lock().unwrap() += 1;
     }
-    fn lost(&self, _tag: u32, error: LockError, _last: Confirmed, _token: &[u8]) {
-        *self.lost.lock().unwrap() = Some((Instant::now(), error));
+    fn lost(&self, _tag: u32, error: LockError, last: Confirmed, _token: &[u8]) {
+        *self.lost.lock().unwrap() = Some((Instant::now(), error, last));
     }
     fn suspended(&self, _tag: u32) {
         self.doubts.lock().unwrap().push("suspended");
@@ -79,6 +80,12 @@ impl Recorder {
             .lock()
             .unwrap()
             .as_ref()
-            .map(|(at, e)| (*at, e.code().to_string()))
+            .map(|(at, e, _)| (*at, e.code().to_string()))
+    }
+    /// What had last been confirmed of the lock when it was told lost.
+    // Read by redlock_watchdog.rs only.
+    #[allow(dead_code)]
+    pub fn lost_confirmed(&self) -> Option<Confirmed> {
+        self.lost.lock().unwrap().as_ref().map(|(_, _, last)| *last)
     }
 }

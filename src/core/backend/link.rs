@@ -601,12 +601,16 @@ impl<W: Conduit> Link<W> {
     }
 
     /// A failed call's error, naming the server; before the server was ever reached, one
-    /// that speaks the other protocol (TLS or plain text) is said to.
+    /// that speaks the other protocol (TLS or plain text) is said to, and a cluster whose
+    /// seeds refuse the credentials says so.
     async fn explain(&self, err: LockError) -> LockError {
         let reaching = matches!(err, LockError::Connection(_) | LockError::Timeout(_));
         if reaching && !self.reached.load(Ordering::Relaxed) {
             if let Some(mismatch) = mismatch::tls_mismatch(&self.endpoint).await {
                 return mismatch;
+            }
+            if let Some(refused) = mismatch::cluster_refusal(&self.endpoint).await {
+                return mismatch::explain(&self.endpoint, refused);
             }
         }
         mismatch::explain(&self.endpoint, err)

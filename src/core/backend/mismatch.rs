@@ -1,6 +1,6 @@
 //! What a failure to reach a server is about: its address, a missing password, or TLS on one
-//! side only. Looked into only once a call failed before the endpoint was ever reached, so a
-//! working connection pays nothing for it.
+//! side only; for a cluster, credentials its seeds refuse. Looked into only once a call failed
+//! before the endpoint was ever reached, so a working connection pays nothing for it.
 
 use super::endpoint::{Address, Endpoint};
 use crate::core::basics::error::LockError;
@@ -95,6 +95,29 @@ pub async fn tls_mismatch(endpoint: &Endpoint) -> Option<LockError> {
         ))),
         _ => None,
     }
+}
+
+/// The refusal of the credentials by a seed of the cluster at `endpoint`, when one refuses
+/// them. The crate reports a cluster whose every node turned the login down as no more than
+/// "no connections found": each seed is asked with the endpoint's credentials (a PING after
+/// the login, which tells a missing password), at once, within `PROBE_BOUND`. `None` when
+/// none refuses them, or none answers.
+pub async fn cluster_refusal(endpoint: &Endpoint) -> Option<LockError> {
+    if !matches!(endpoint.address, Address::Cluster { .. }) {
+        return None;
+    }
+    let seeds = endpoint.node_connection_infos(false).ok()?;
+    let probes = seeds.into_iter().map(|info| async move {
+        let client = redis::Client::open(info).ok()?;
+        let login = async {
+            let mut con = client.get_multiplexed_async_connection().await?;
+            redis::cmd("PING").query_async::<()>(&mut con).await
+        };
+        let err = tokio::time::timeout(PROBE_BOUND, login).await.ok()?.err()?;
+        Some(LockError::from(err)).filter(|err| matches!(err, LockError::Auth(_)))
+    });
+    let refusals = futures_util::future::join_all(probes).await;
+    refusals.into_iter().flatten().next()
 }
 
 /// The bytes a TLS client opens with; nothing is verified, as no handshake follows.

@@ -184,6 +184,11 @@ impl From<redis::RedisError> for LockError {
         if err.kind() == ErrorKind::Parse {
             return LockError::Connection(NOT_REDIS.into());
         }
+        // A cluster with no connection to the node a command is for (down, unreachable, or
+        // refusing the login): the crate's words ("No connections found") say less than this.
+        if err.kind() == ErrorKind::ClusterConnectionNotFound {
+            return LockError::Connection(NO_CLUSTER_NODE.into());
+        }
         // The crate files codes it has no variant for (WRONGPASS, NOAUTH) under `Extension`,
         // so the code is checked whatever the kind.
         match err.code() {
@@ -210,6 +215,10 @@ impl From<redis::RedisError> for LockError {
 /// nothing to a user.
 pub const NOT_REDIS: &str =
     "the server did not answer in the Redis protocol: is the address a Redis server (and is TLS on where it should be)?";
+
+/// What a cluster's missing connection to a command's node means to a user.
+pub const NO_CLUSTER_NODE: &str =
+    "no connection could be made to the cluster node serving the key (down, unreachable, or refusing the credentials)";
 
 /// The codes a server answers with about its own state, whatever the command.
 const UNREADY_CODES: [&str; 7] = [

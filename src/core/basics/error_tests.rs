@@ -62,3 +62,18 @@ fn refused_connection_is_infrastructure() {
     assert_eq!(err.code(), "ECONNECTION");
     assert!(err.is_infrastructure());
 }
+
+#[test]
+fn a_cluster_without_a_connection_to_the_keys_node_is_a_connection_error() {
+    let crate_err = redis::RedisError::from((
+        redis::ErrorKind::ClusterConnectionNotFound,
+        "No connections found",
+    ));
+    let err = LockError::from(crate_err);
+    assert_eq!(err.code(), "ECONNECTION");
+    assert!(err.is_infrastructure());
+    assert!(
+        err.to_string().contains("cluster node serving the key"),
+        "{err}"
+    );
+}

@@ -1,7 +1,9 @@
 //! Every operation's keys in one hash slot, whatever the lock key looks like: Redis Cluster
 //! refuses a script or a transaction whose keys span slots (CROSSSLOT), so a new script or
-//! a new sibling key must not regress this. syncguard's layout is the known exception
-//! (docs/plans/cluster-sentinel.md §4.8): pinned here so that fixing it shows.
+//! a new sibling key must not regress this. syncguard's exact layout (its index key named by
+//! lockId) spans slots unless its prefix holds a hash tag, so a cluster uses the slot-safe
+//! layout of `front/syncguard_slots.rs` there (checked in its tests); the last test here
+//! pins the exact layout's split, the reason that layout exists.
 
 use super::acquire::{AcquireAttempt, AttemptForm, Layout};
 use super::extend::Extend;
@@ -333,7 +335,8 @@ fn batch_keys(batch: &RefreshBatch) -> Vec<Vec<u8>> {
 }
 
 /// syncguard's keys (`<prefix><key>`, `<prefix>id:<lockId>`, `<prefix>fence:<key>`) span
-/// slots unless its prefix carries a hash tag: the exception §4.8 of the cluster plan fixes.
+/// slots unless its prefix carries a hash tag: why a cluster with an untagged prefix takes
+/// the slot-safe layout (`front/syncguard_slots.rs`).
 #[test]
 fn syncguard_stays_in_one_slot_only_under_a_tagged_prefix() {
     let spans = |prefix: &str| {
