@@ -1,0 +1,357 @@
+//! syncguard's backend on a Redlock over independent redis-servers, each started here on a
+//! free port and stopped by its pid: acquire, release, extend, isLocked and lookups settled
+//! on a quorum; a holder on a majority leaves nothing of ours behind; a minority down still
+//! locks, a majority down is the quorum error (never "locked"); and the fence of a winner is
+//! the one written in the records and counters of its majority, so that fences still
+//! strictly increase across majorities that only meet (counters preset 10, 0, 0).
+
+mod common;
+#[path = "common/redlock.rs"]
+mod redlock_nodes;
+
+use common::RedisServer;
+use native_redis_lock::core::api::{LockConnection, Owner};
+use native_redis_lock::core::api::{
+    ReleasedById, Syncguard, SyncguardCall, SyncguardSettings, SyncguardWon,
+};
+use native_redis_lock::core::basics::error::LockError;
+use redis::Value;
+use redlock_nodes::servers;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const MS: fn(u64) -> Duration = Duration::from_millis;
+const TTL_MS: f64 = 30_000.0;
+
+fn backend(nodes: &[RedisServer], timeout: Duration) -> Syncguard {
+    let connection = LockConnection::open(redlock_nodes::endpoint(nodes, timeout));
+    let settings = SyncguardSettings {
+        command_timeout_ms: Some(timeout.as_millis() as f64),
+        ..Default::default()
+    };
+    Syncguard::new(&connection, settings, Owner::new()).expect("backend")
+}
+
+/// One lock's keys as syncguard's scheme names them with its default prefix.
+struct Keys {
+    key: String,
+    lock: Vec<u8>,
+    index: Vec<u8>,
+    fence: Vec<u8>,
+    id: String,
+}
+
+impl Keys {
+    fn new(key: &str, n: u8) -> Self {
+        let id = format!("{:A>22}", n);
+        Keys {
+            key: key.to_owned(),
+            lock: format!("syncguard:{key}").into_bytes(),
+            index: format!("syncguard:id:{id}").into_bytes(),
+            fence: format!("syncguard:fence:syncguard:{key}").into_bytes(),
+            id,
+        }
+    }
+
+    fn call(&self) -> SyncguardCall<'_> {
+        SyncguardCall {
+            key: &self.key,
+            lock_key: &self.lock,
+            index_key: &self.index,
+            fence_key: &self.fence,
+            lock_id: &self.id,
+        }
+    }
+
+    /// A live record of this lockId on `server`, as syncguard writes it.
+    fn plant(&self, server: &RedisServer) {
+        let record = format!(
+            r#"{{"lockId":"{}","expiresAtMs":{},"acquiredAtMs":0,"key":"{}","fence":"000000000000009"}}"#,
+            self.id,
+            now_ms() + 60_000,
+            self.key
+        );
+        raw(
+            server,
+            &[b"SET", &self.lock, record.as_bytes(), b"PX", b"60000"],
+        );
+        raw(server, &[b"SET", &self.index, &self.lock, b"PX", b"60000"]);
+    }
+
+    fn record(&self, server: &RedisServer) -> Option<String> {
+        match raw(server, &[b"GET", &self.lock]) {
+            Value::BulkString(json) => Some(String::from_utf8(json).expect("utf-8")),
+            _ => None,
+        }
+    }
+
+    fn counter(&self, server: &RedisServer) -> u64 {
+        match raw(server, &[b"GET", &self.fence]) {
+            Value::BulkString(n) => std::str::from_utf8(&n).unwrap().parse().unwrap(),
+            _ => 0,
+        }
+    }
+}
+
+fn raw(server: &RedisServer, args: &[&[u8]]) -> Value {
+    let mut cmd = redis::cmd(std::str::from_utf8(args[0]).unwrap());
+    for arg in &args[1..] {
+        cmd.arg(*arg);
+    }
+    cmd.query(&mut server.raw()).unwrap()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn fence_text(fence: u64) -> String {
+    format!(r#""fence":"{fence:015}""#)
+}
+
+async fn acquire(
+    backend: &Syncguard,
+    keys: &Keys,
+    ttl_ms: f64,
+) -> Result<Option<SyncguardWon>, LockError> {
+    let won = backend.acquire(&keys.call(), ttl_ms).unwrap().await;
+    won.map(|won| won.map(|granted| granted.won))
+}
+
+async fn release(backend: &Syncguard, keys: &Keys) -> Result<ReleasedById, LockError> {
+    backend.release(&keys.index, &keys.id).unwrap().await
+}
+
+#[tokio::test]
+async fn acquire_release_extend_is_locked_and_lookups_on_five_nodes() {
+    let nodes = servers(5);
+    let backend = backend(&nodes, MS(2000));
+    let (mine, other) = (Keys::new("job", 1), Keys::new("job", 2));
+    let before = now_ms();
+    let won = acquire(&backend, &mine, TTL_MS)
+        .await
+        .unwrap()
+        .expect("won");
+    assert_eq!(won.fence, 1);
+    let expires = won.expires_at_ms as i64;
+    assert!(
+        (expires - before - 30_000).abs() < 1_000,
+        "{expires} vs {before}"
+    );
+    for node in &nodes {
+        let record = mine.record(node).expect("a record on every node");
+        assert!(
+            record.contains(&mine.id) && record.contains(&fence_text(1)),
+            "{record}"
+        );
+    }
+    assert_eq!(
+        acquire(&backend, &other, TTL_MS).await.unwrap(),
+        None,
+        "contention"
+    );
+    assert!(backend.is_locked(&mine.lock).unwrap().await.unwrap());
+    let by_key = backend.lookup_key(&mine.lock).unwrap().await.unwrap();
+    let by_key = String::from_utf8(by_key.expect("a record")).unwrap();
+    assert!(
+        by_key.contains(&format!(r#""lockId":"{}""#, mine.id)),
+        "{by_key}"
+    );
+    assert!(by_key.contains(&fence_text(1)), "{by_key}");
+    let by_id = backend.lookup_id(&mine.index, &mine.id).unwrap().await;
+    assert!(by_id.unwrap().is_some());
+    let not_ours = backend.lookup_id(&mine.index, &other.id).unwrap().await;
+    assert_eq!(not_ours.unwrap(), None);
+
+    let extended = backend
+        .extend(&mine.index, &mine.id, 60_000.0)
+        .unwrap()
+        .await;
+    let expiry = extended.unwrap().expect("ours");
+    assert!((expiry - now_ms() - 60_000).abs() < 1_000, "{expiry}");
+    for node in &nodes {
+        let Value::Int(pttl) = raw(node, &[b"PTTL", &mine.lock]) else {
+            panic!("no TTL");
+        };
+        assert!((59_000..=60_000).contains(&pttl), "{pttl}");
+    }
+    let theirs = backend
+        .extend(&mine.index, &other.id, 60_000.0)
+        .unwrap()
+        .await;
+    assert_eq!(theirs.unwrap(), None);
+
+    assert_eq!(
+        release(&backend, &other).await.unwrap(),
+        ReleasedById::NotFound
+    );
+    let lock_key = mine.lock.clone();
+    assert_eq!(
+        release(&backend, &mine).await.unwrap(),
+        ReleasedById::Released { lock_key }
+    );
+    for node in &nodes {
+        assert_eq!(mine.record(node), None, "released on every node");
+    }
+    assert!(!backend.is_locked(&mine.lock).unwrap().await.unwrap());
+    assert_eq!(backend.lookup_key(&mine.lock).unwrap().await.unwrap(), None);
+    let again = acquire(&backend, &other, TTL_MS)
+        .await
+        .unwrap()
+        .expect("free");
+    assert_eq!(again.fence, 2);
+}
+
+#[tokio::test]
+async fn held_on_a_majority_by_another_lock_id_fails_as_locked_and_leaves_nothing_of_ours() {
+    let nodes = servers(5);
+    let backend = backend(&nodes, MS(2000));
+    let (theirs, mine) = (Keys::new("job", 1), Keys::new("job", 2));
+    for node in &nodes[..3] {
+        theirs.plant(node);
+    }
+    assert_eq!(acquire(&backend, &mine, TTL_MS).await.unwrap(), None);
+    // The nodes it did not wait for (the failure was known from the three holders) are
+    // freed by a release of their own, sent behind the attempt on the same connection.
+    let ours_left = || {
+        (nodes.iter()).any(|node| {
+            raw(node, &[b"EXISTS", &mine.index]) == Value::Int(1)
+                || (mine.record(node)).is_some_and(|record| record.contains(&mine.id))
+        })
+    };
+    let deadline = Instant::now() + MS(3000);
+    while ours_left() && Instant::now() < deadline {
+        tokio::time::sleep(MS(10)).await;
+    }
+    assert!(!ours_left(), "a node keeps ours");
+    // What a majority says: locked, by their record.
+    assert!(backend.is_locked(&mine.lock).unwrap().await.unwrap());
+    let by_key = backend.lookup_key(&mine.lock).unwrap().await.unwrap();
+    assert!(String::from_utf8(by_key.expect("theirs"))
+        .unwrap()
+        .contains(&theirs.id));
+    // Two records of one lockId and two of another: nobody holds a majority.
+    raw(&nodes[2], &[b"DEL", &theirs.lock, &theirs.index]);
+    Keys::new("job", 3).plant(&nodes[3]);
+    Keys::new("job", 3).plant(&nodes[4]);
+    assert_eq!(backend.lookup_key(&mine.lock).unwrap().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn two_of_five_down_still_works() {
+    let mut nodes = servers(5);
+    let backend = backend(&nodes, MS(1000));
+    drop(nodes.drain(3..));
+    let mine = Keys::new("k", 1);
+    let won = acquire(&backend, &mine, TTL_MS)
+        .await
+        .unwrap()
+        .expect("won");
+    assert_eq!(
+        acquire(&backend, &Keys::new("k", 2), TTL_MS).await.unwrap(),
+        None
+    );
+    assert!(backend.is_locked(&mine.lock).unwrap().await.unwrap());
+    let extended = backend
+        .extend(&mine.index, &mine.id, 10_000.0)
+        .unwrap()
+        .await;
+    assert!(extended.unwrap().is_some());
+    assert!(matches!(
+        release(&backend, &mine).await.unwrap(),
+        ReleasedById::Released { .. }
+    ));
+    let next = acquire(&backend, &mine, TTL_MS)
+        .await
+        .unwrap()
+        .expect("free again");
+    assert!(next.fence > won.fence);
+}
+
+#[tokio::test]
+async fn three_of_five_down_is_the_quorum_error_fast_never_locked() {
+    let mut nodes = servers(5);
+    let backend = backend(&nodes, MS(1000));
+    let holder = Keys::new("k", 1);
+    acquire(&backend, &holder, TTL_MS)
+        .await
+        .unwrap()
+        .expect("won");
+    drop(nodes.drain(2..));
+    let started = Instant::now();
+    let failed = acquire(&backend, &Keys::new("k", 2), TTL_MS).await;
+    let took = started.elapsed();
+    match failed {
+        Err(err @ LockError::Connection(_)) => {
+            let text = err.to_string();
+            assert!(
+                text.contains("only 2 of 5 Redlock nodes answered"),
+                "{text}"
+            );
+            assert!(err.is_infrastructure());
+        }
+        Err(other) => panic!("expected the quorum error, got {other:?}"),
+        Ok(None) => panic!("locked, with only 2 of 5 nodes answering"),
+        Ok(Some(_)) => panic!("acquired without a quorum"),
+    }
+    assert!(took < MS(1500), "took {took:?}");
+    let is_locked = backend.is_locked(&holder.lock).unwrap().await;
+    assert!(
+        matches!(is_locked, Err(LockError::Connection(_))),
+        "{is_locked:?}"
+    );
+    let lookup = backend.lookup_key(&holder.lock).unwrap().await;
+    assert!(
+        matches!(lookup, Err(LockError::Connection(_))),
+        "{lookup:?}"
+    );
+    let released = release(&backend, &holder).await;
+    assert!(
+        matches!(released, Err(LockError::Connection(_))),
+        "{released:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_counterexample_10_0_0_gives_increasing_fences_written_where_they_won() {
+    let nodes = servers(3);
+    let backend = backend(&nodes, MS(2000));
+    let (a, b, blocker) = (Keys::new("k", 1), Keys::new("k", 2), Keys::new("k", 3));
+    for (node, preset) in nodes.iter().zip(["10", "0", "0"]) {
+        raw(node, &[b"SET", &a.fence, preset.as_bytes()]);
+    }
+    // A wins nodes 1 and 2: fences 11 and 1, so 11, written on both.
+    blocker.plant(&nodes[2]);
+    let won_a = acquire(&backend, &a, TTL_MS).await.unwrap().expect("A");
+    assert_eq!(won_a.fence, 11);
+    for node in &nodes[..2] {
+        let record = a.record(node).expect("A's record");
+        assert!(record.contains(&fence_text(11)), "{record}");
+        assert!(a.counter(node) >= 11);
+    }
+    let by_id = backend.lookup_id(&a.index, &a.id).unwrap().await.unwrap();
+    assert!(String::from_utf8(by_id.expect("A's"))
+        .unwrap()
+        .contains(&fence_text(11)));
+    assert!(matches!(
+        release(&backend, &a).await.unwrap(),
+        ReleasedById::Released { .. }
+    ));
+    raw(&nodes[2], &[b"DEL", &blocker.lock, &blocker.index]);
+    // B wins nodes 2 and 3: the max of what they drew without the write-back would be 2.
+    blocker.plant(&nodes[0]);
+    let won_b = acquire(&backend, &b, TTL_MS).await.unwrap().expect("B");
+    assert!(
+        won_b.fence > won_a.fence,
+        "B {} after A {}",
+        won_b.fence,
+        won_a.fence
+    );
+    for node in &nodes[1..] {
+        let record = b.record(node).expect("B's record");
+        assert!(record.contains(&fence_text(won_b.fence)), "{record}");
+        assert!(b.counter(node) >= won_b.fence);
+    }
+}
