@@ -6,11 +6,14 @@
 //! strictly increase across majorities that only meet (counters preset 10, 0, 0).
 
 mod common;
+#[path = "common/delay_proxy.rs"]
+mod delay_proxy;
 #[path = "common/redlock.rs"]
 mod redlock_nodes;
 
 use common::RedisServer;
-use native_redis_lock::core::api::{LockConnection, Owner};
+use delay_proxy::DelayProxy;
+use native_redis_lock::core::api::{Endpoint, EndpointSpec, LockConnection, Owner};
 use native_redis_lock::core::api::{
     ReleasedById, Syncguard, SyncguardCall, SyncguardSettings, SyncguardWon,
 };
@@ -23,7 +26,11 @@ const MS: fn(u64) -> Duration = Duration::from_millis;
 const TTL_MS: f64 = 30_000.0;
 
 fn backend(nodes: &[RedisServer], timeout: Duration) -> Syncguard {
-    let connection = LockConnection::open(redlock_nodes::endpoint(nodes, timeout));
+    backend_at(redlock_nodes::endpoint(nodes, timeout), timeout)
+}
+
+fn backend_at(endpoint: Endpoint, timeout: Duration) -> Syncguard {
+    let connection = LockConnection::open(endpoint);
     let settings = SyncguardSettings {
         command_timeout_ms: Some(timeout.as_millis() as f64),
         ..Default::default()
@@ -353,5 +360,57 @@ async fn the_counterexample_10_0_0_gives_increasing_fences_written_where_they_wo
         let record = b.record(node).expect("B's record");
         assert!(record.contains(&fence_text(won_b.fence)), "{record}");
         assert!(b.counter(node) >= won_b.fence);
+    }
+}
+
+/// A failed attempt frees the nodes it did not wait for by a release of its own, by lockId;
+/// `lock()`'s next attempt keeps that lockId, so it must reach those nodes after that release,
+/// or the release frees what it won there. Nodes 4 and 5 are slow (100 ms) so that the first
+/// attempt fails (held on 1 to 3) without them, and the second, made at once (the test's
+/// runtime runs nothing else in between), wins on 1 to 3 without them too.
+#[tokio::test]
+async fn a_retry_with_the_same_lock_id_is_not_undone_by_the_last_attempts_late_release() {
+    let nodes = servers(5);
+    let proxies = [
+        DelayProxy::start(nodes[3].port).await,
+        DelayProxy::start(nodes[4].port).await,
+    ];
+    let urls = (nodes[..3].iter().map(RedisServer::url)).chain(proxies.iter().map(DelayProxy::url));
+    let endpoints = urls
+        .map(|url| {
+            let spec = EndpointSpec {
+                url: Some(url),
+                connect_timeout: Some(MS(2000)),
+                ..Default::default()
+            };
+            Endpoint::from_spec(spec).expect("endpoint")
+        })
+        .collect();
+    let backend = backend_at(Endpoint::redlock(endpoints, "redis").unwrap(), MS(2000));
+    let (theirs, mine) = (Keys::new("k", 1), Keys::new("k", 2));
+    // Every connection open before the race.
+    let warm = Keys::new("warm", 3);
+    acquire(&backend, &warm, TTL_MS)
+        .await
+        .unwrap()
+        .expect("warm");
+    release(&backend, &warm).await.unwrap();
+    for node in &nodes[..3] {
+        theirs.plant(node);
+    }
+    for proxy in &proxies {
+        proxy.set_delay(MS(100));
+    }
+    assert_eq!(acquire(&backend, &mine, TTL_MS).await.unwrap(), None);
+    for node in &nodes[..3] {
+        raw(node, &[b"DEL", &theirs.lock, &theirs.index]);
+    }
+    let won = acquire(&backend, &mine, TTL_MS).await.unwrap();
+    assert!(won.is_some(), "free on 1 to 3");
+    // Everything sent to the slow nodes has arrived by now.
+    tokio::time::sleep(MS(600)).await;
+    for (i, node) in nodes.iter().enumerate() {
+        let record = mine.record(node).unwrap_or_default();
+        assert!(record.contains(&mine.id), "node {}: {record:?}", i + 1);
     }
 }

@@ -219,18 +219,20 @@ impl RedlockStore {
     /// of its own, bounded the same, so a failed attempt does not wait for a dead node.
     async fn release_on(&self, release: Detached, to: &[usize], must: &[usize], bound: Duration) {
         let (waited, left): (Vec<usize>, Vec<usize>) = to.iter().partition(|i| must.contains(i));
-        let left: Vec<Arc<RedisStore>> = (left.iter().filter_map(|&i| self.nodes.get(i)))
-            .map(|node| node.store.clone())
-            .collect();
         let release = Arc::new(release);
-        if !left.is_empty() {
+        for store in (left.iter().filter_map(|&i| self.nodes.get(i))).map(|n| n.store.clone()) {
             let parts = release.clone();
-            background::spawn(async move {
-                let released = join_all(left.iter().map(|store| parts.send(store, bound))).await;
-                // Read here and dropped: a node that kept our token (down, or slow past the
-                // bound) frees it at its TTL; nobody is left to tell.
-                let _unconfirmed = released.iter().filter(|&&freed| !freed).count();
+            // Read and dropped: a node that kept our token (down, or slow past the bound)
+            // frees it at its TTL; nobody is left to tell.
+            let mut sent = Box::pin(async move {
+                let _freed = parts.send(&store, bound).await;
             });
+            // Polled once here, so that it is handed to the node's connection now, ahead of
+            // the next attempt with this token (a `lock()`'s retries keep theirs), which it
+            // would otherwise free there if it went out after it.
+            if futures_util::poll!(&mut sent).is_pending() {
+                background::spawn(sent);
+            }
         }
         let _released = join_all(
             (waited.iter().filter_map(|&i| self.nodes.get(i)))
