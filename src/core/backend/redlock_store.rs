@@ -544,8 +544,8 @@ impl LockStore for RedlockStore {
         &self.endpoint
     }
 
-    /// An op no method below answers for a quorum (none is sent so today): the first
-    /// answer, once a quorum answered.
+    /// An op no method below answers for a quorum (the grants' ring ops, which a Redlock's
+    /// store never sends: it grants nothing): the first answer, once a quorum answered.
     async fn run<O: Op + Sync>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError>
     where
         O::Out: Send,
