@@ -2,7 +2,7 @@
 // `fence` exists when the backend's capabilities say so), plus createRedisBackend and createLock
 // at the root. Hand-written, in our words.
 
-import type { RedisInput, LockStats, OnLockEvent, TracingLogger } from './index'
+import type { RedisInput, RedlockNodes, LockStats, OnLockEvent, TracingLogger } from './index'
 
 // ---------------------------------------------------------------------------------------------
 // Backends and their results
@@ -142,9 +142,10 @@ export interface SyncguardEvalOnly {
 /**
  * What createRedisBackend takes: an ioredis or node-redis client (only its settings are read;
  * the package uses its own connection), a `redis://`/`rediss://`/`unix://` URL, `memory://<name>`,
- * connection settings, or an object with only `eval`.
+ * connection settings, an array of 3 or more of those (a Redlock over independent masters), or an
+ * object with only `eval`.
  */
-export type SyncguardRedisInput = RedisInput | SyncguardEvalOnly
+export type SyncguardRedisInput = RedisInput | RedlockNodes | SyncguardEvalOnly
 
 export interface RedisBackendOptions {
   /** Default `'syncguard'`; may not contain `'fence:'` or end with `'fence'`. */

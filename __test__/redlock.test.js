@@ -1,9 +1,10 @@
 'use strict'
 
 // A Redlock over 5 independent redis-servers, through every public API: input refused before
-// any Redis call; 4 processes keep an exact counter (DistributedLock `using` and
-// `waitForLock`, ExclusiveLock, DistributedLockService) with fences that strictly increase
-// across processes; nodes given as clients of either kind and options objects reach all 5;
+// any Redis call; syncguard's backend calls each settled on a quorum; 4 processes keep an
+// exact counter (DistributedLock `using` and `waitForLock`, ExclusiveLock,
+// DistributedLockService, syncguard's lock(fn)) with fences that strictly increase across
+// processes; nodes given as clients of either kind and options objects reach all 5;
 // 2 of 5 servers killed: still works; 3 of 5 killed: holders told, and
 // acquisitions fail fast with the quorum error, never "held". The servers are killed by pid,
 // in this order, so the tests run in file order.
@@ -106,16 +107,86 @@ describe('input over an array is refused before any Redis call, naming the argum
     for (const client of clients) assert.equal(client.status, 'wait', 'the clients were not connected')
   })
 
-  test("syncguard's createRedisBackend refuses an array with InvalidArgument naming redis", () => {
+  test("syncguard's createRedisBackend: a refused node is InvalidArgument naming it", () => {
     let caught
     try {
-      syncguard.createRedisBackend(urls.slice(0, 3))
+      syncguard.createRedisBackend([urls[0], urls[1], urls[0]])
     } catch (err) {
       caught = err
     }
     assert.ok(caught instanceof syncguard.LockError, String(caught))
     assert.equal(caught.code, 'InvalidArgument')
-    assert.match(caught.message, /^redis must be one server here: an array of servers \(a Redlock\) is not supported/)
+    assert.match(caught.message, /^redis\[2\] names the same server as an earlier node/)
+    assert.throws(() => syncguard.createRedisBackend(urls.slice(0, 2)), (err) => err.code === 'InvalidArgument' && /at least 3/.test(err.message))
+  })
+})
+
+describe("syncguard's entry on the 5 servers", () => {
+  /** syncguard's record of `key` on each server (its storage key with the default prefix). */
+  const records = (key) => Promise.all(servers.map(async (server) => {
+    const raw = new Redis(server.url)
+    try {
+      const json = await raw.get(`syncguard:${key}`)
+      return json === null ? null : JSON.parse(json)
+    } finally {
+      raw.disconnect()
+    }
+  }))
+
+  test('acquire, contention, isLocked, lookups, extend and release, each settled on a quorum', async () => {
+    const backend = syncguard.createRedisBackend(urls)
+    const won = await backend.acquire({ key: 'sg-rl', ttlMs: 10_000 })
+    assert.equal(won.ok, true)
+    assert.match(won.fence, /^\d{15}$/)
+    for (const record of await records('sg-rl')) {
+      assert.equal(record?.lockId, won.lockId, 'the same lockId on every node')
+      assert.equal(record.fence, won.fence, 'the fence returned is the one written')
+    }
+    const other = await backend.acquire({ key: 'sg-rl', ttlMs: 10_000 })
+    assert.equal(other.ok, false)
+    assert.equal(other.reason, 'locked')
+    assert.equal(await backend.isLocked({ key: 'sg-rl' }), true)
+    const byKey = await backend.lookup({ key: 'sg-rl' })
+    assert.equal(byKey.fence, won.fence)
+    assert.equal(byKey.lockIdHash, syncguard.hashKey(won.lockId))
+    const raw = await syncguard.getByIdRaw(backend, won.lockId)
+    assert.equal(raw.lockId, won.lockId)
+    assert.equal(await syncguard.owns(backend, won.lockId), true)
+    const extended = await won.extend(60_000)
+    assert.equal(extended.ok, true)
+    assert.ok(Math.abs(extended.expiresAtMs - Date.now() - 60_000) < 1_000, `${extended.expiresAtMs}`)
+    for (const record of await records('sg-rl')) assert.equal(record.expiresAtMs > Date.now() + 50_000, true)
+    assert.equal((await won.release()).ok, true)
+    assert.deepEqual(await records('sg-rl'), [null, null, null, null, null])
+    assert.equal(await backend.isLocked({ key: 'sg-rl' }), false)
+    assert.equal(await backend.lookup({ key: 'sg-rl' }), null)
+    assert.equal((await backend.release({ lockId: won.lockId })).ok, false)
+    const createLock = syncguard.createLock(urls)
+    assert.equal(await createLock(async () => backend.isLocked({ key: 'sg-rl' }), { key: 'sg-rl' }), true)
+  })
+
+  test('held on a majority by another lockId: acquire answers locked and no node keeps ours', async () => {
+    const raws = servers.map((server) => new Redis(server.url))
+    try {
+      const record = { lockId: 'B'.repeat(22), expiresAtMs: Date.now() + 60_000, acquiredAtMs: Date.now(), key: 'sg-maj', fence: '000000000000001' }
+      await Promise.all(raws.slice(0, 3).map((raw) => raw.set('syncguard:sg-maj', JSON.stringify(record), 'PX', 60_000)))
+      const backend = syncguard.createRedisBackend(urls)
+      const lost = await backend.acquire({ key: 'sg-maj', ttlMs: 10_000 })
+      assert.equal(lost.ok, false)
+      assert.equal(lost.reason, 'locked')
+      // The nodes the failure did not wait for are freed by a release of their own.
+      const deadline = Date.now() + 3_000
+      let kept
+      do {
+        kept = (await records('sg-maj')).filter((r) => r !== null && r.lockId !== record.lockId)
+        if (kept.length > 0) await sleep(10)
+      } while (kept.length > 0 && Date.now() < deadline)
+      assert.deepEqual(kept, [], 'a node keeps our record')
+      const lookup = await backend.lookup({ key: 'sg-maj' })
+      assert.equal(lookup.lockIdHash, syncguard.hashKey(record.lockId), 'what the majority holds')
+    } finally {
+      for (const raw of raws) raw.disconnect()
+    }
   })
 })
 
@@ -162,6 +233,10 @@ describe('4 processes on one key keep an exact counter', () => {
 
   test('DistributedLockService (maestro)', async () => {
     await run('maestro', ['maestro', 'maestro', 'maestro', 'maestro'])
+  })
+
+  test("syncguard's lock(fn); fences (read by a lookup inside fn) strictly increase", async () => {
+    assertIncreasing(await run('syncguard', ['syncguard', 'syncguard', 'syncguard', 'syncguard']))
   })
 })
 
@@ -240,6 +315,14 @@ describe('servers killed', () => {
     const exclusive = new ExclusiveLock({ name: 'rl-survive', cache_connection: urls, lock_ttl_ms: 2000, lock_refresh_ms: 500 })
     assert.equal(await exclusive.acquire(), true)
     await exclusive.release()
+    const backend = syncguard.createRedisBackend(urls, { commandTimeoutMs: 500 })
+    const won = await backend.acquire({ key: 'sg-survive', ttlMs: 2000 })
+    assert.equal(won.ok, true)
+    assert.equal((await backend.acquire({ key: 'sg-survive', ttlMs: 2000 })).ok, false)
+    assert.equal(await backend.isLocked({ key: 'sg-survive' }), true)
+    assert.equal((await won.extend(2000)).ok, true)
+    assert.equal((await won.release()).ok, true)
+    assert.equal(await syncguard.lock(backend, async () => 'ran', { key: 'sg-survive' }), 'ran')
   })
 
   test('3 of 5 killed: holders told (onLost, error), acquire fails fast naming how many answered', async () => {
@@ -285,5 +368,25 @@ describe('servers killed', () => {
     }
     const service = new DistributedLockService('rl:lost-service', 2000, urls, { logger: { error() {}, warn() {}, info() {}, debug() {} } })
     assert.equal(await service.acquire(2000, 200), false)
+
+    // syncguard's entry: a LockError ServiceUnavailable naming how many answered, never "locked".
+    const backend = syncguard.createRedisBackend(urls, { commandTimeoutMs: 500 })
+    for (const call of [
+      () => backend.acquire({ key: 'sg-lost', ttlMs: 2000 }),
+      () => backend.isLocked({ key: 'sg-lost' }),
+      () => backend.lookup({ key: 'sg-lost' }),
+      () => syncguard.lock(backend, async () => assert.fail('ran without a quorum'), { key: 'sg-lost' }),
+    ]) {
+      const started = Date.now()
+      const err = await call().then(
+        (result) => assert.fail(`answered without a quorum: ${JSON.stringify(result)}`),
+        (e) => e,
+      )
+      const took = Date.now() - started
+      assert.ok(err instanceof syncguard.LockError, String(err))
+      assert.equal(err.code, 'ServiceUnavailable', err.message)
+      assert.match(err.message, /2 of 5 Redlock nodes answered; a quorum is 3/)
+      assert.ok(took < 3000, `took ${took} ms to fail`)
+    }
   })
 })

@@ -157,6 +157,14 @@ test('refused on a Redlock and a Cluster (each node restarts on its own), 0 acce
     () => new ExclusiveLock({ name: 'k', cache_connection: nodes, restart_quarantine_ms: 1000 }),
     (err) => err.code === 'EINVAL' && /restart_quarantine_ms is not supported on a Redlock/.test(err.message),
   )
+  // syncguard's entry, with its own error.
+  for (const redis of [nodes, cluster]) {
+    assert.throws(
+      () => sg.createRedisBackend(redis, { restartQuarantineMs: 1000 }),
+      (err) => err.code === 'InvalidArgument' && /restartQuarantineMs is not supported on a (Redlock|Redis Cluster)/.test(err.message),
+    )
+    assert.ok(sg.createRedisBackend(redis, { restartQuarantineMs: 0 }))
+  }
   // maestro's service names it as its own validation does.
   assert.throws(
     () => new DistributedLockService('k', 1000, nodes, { restartQuarantineMs: 1000 }),

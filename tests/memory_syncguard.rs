@@ -1,9 +1,9 @@
 //! `memory://` answers syncguard's layout as Redis does: its Lua's `cjson` writes and reads
-//! what Redis's does, and the five sg_*.lua scripts, sent to a real redis-server and to a
-//! `memory://` keyspace, get the same replies and leave the same records, index keys, fence
-//! counters and TTLs. lua-cjson writes an object's keys in Lua's table order; both run the
-//! same Lua 5.1, whose order for the same inserts is the same, so records are compared byte
-//! for byte.
+//! what Redis's does, and the six sg_*.lua scripts (a Redlock's fence write-back too), sent
+//! to a real redis-server and to a `memory://` keyspace, get the same replies and leave the
+//! same records, index keys, fence counters and TTLs. lua-cjson writes an object's keys in
+//! Lua's table order; both run the same Lua 5.1, whose order for the same inserts is the
+//! same, so records are compared byte for byte.
 
 mod common;
 
@@ -269,6 +269,14 @@ impl KeySet {
 
     fn lookup_id(&self, id: &str) -> Cmd {
         evalsha(&scripts::SG_LOOKUP, &[self.index(id)], &["1000", id])
+    }
+
+    fn raise_fence(&self, id: &str, fence: &str) -> Cmd {
+        evalsha(
+            &scripts::SG_FENCE_RAISE,
+            &[self.lock(), self.fence()],
+            &[id, fence, "1000"],
+        )
     }
 }
 
@@ -722,6 +730,12 @@ enum Call {
     Queue {
         set: usize,
     },
+    /// A Redlock's fence write-back (sg_fence_raise.lua).
+    RaiseFence {
+        set: usize,
+        id: usize,
+        fence: &'static str,
+    },
 }
 
 /// The lockIds of the random sequences; "old" is planted by hand too.
@@ -731,6 +745,13 @@ fn call() -> impl Strategy<Value = Call> {
     let (set, id) = (0..2usize, 0..IDS.len());
     // Long enough that no key expires between the two stores' reads, whatever the load.
     let ttl = prop_oneof![Just("30000"), Just("2147483648"), Just("1000000000000000")];
+    let fence = prop_oneof![
+        Just("1"),
+        Just("7"),
+        Just("40"),
+        Just("999999999999999"),
+        Just("1000000000000000")
+    ];
     let ago = prop_oneof![
         Just(None),
         Just(Some(500)),
@@ -745,8 +766,9 @@ fn call() -> impl Strategy<Value = Call> {
         1 => (set.clone(), any::<bool>()).prop_map(|(set, cleanup)| Call::IsLocked { set, cleanup }),
         1 => set.clone().prop_map(|set| Call::LookupKey { set }),
         1 => (set.clone(), id.clone()).prop_map(|(set, id)| Call::LookupId { set, id }),
-        1 => (set.clone(), id, ago).prop_map(|(set, id, ago)| Call::Plant { set, id, ago }),
-        1 => set.prop_map(|set| Call::Queue { set }),
+        1 => (set.clone(), id.clone(), ago).prop_map(|(set, id, ago)| Call::Plant { set, id, ago }),
+        1 => set.clone().prop_map(|set| Call::Queue { set }),
+        1 => (set, id, fence).prop_map(|(set, id, fence)| Call::RaiseFence { set, id, fence }),
     ]
 }
 
@@ -771,6 +793,7 @@ impl Pair {
             Call::LookupKey { set } => sets[set].lookup_key(),
             Call::LookupId { set, id } => sets[set].lookup_id(IDS[id]),
             Call::Plant { set, id, ago } => return self.plant(&sets[set], IDS[id], ago).await,
+            Call::RaiseFence { set, id, fence } => sets[set].raise_fence(IDS[id], fence),
             Call::Queue { set } => {
                 let mut zadd = redis::cmd("ZADD");
                 zadd.arg(queue_key(&sets[set].lock())).arg(1).arg("conn");

@@ -23,6 +23,8 @@ const { statsOf } = require('../stats')
 const { tracerOf, checkTracing } = require('../tracing')
 
 const DEFAULT_PREFIX = 'syncguard'
+// An array of servers is a Redlock over them, as for our other APIs (docs/plans/redlock.md).
+const REDLOCK = { redlock: true }
 
 /** Our backends, with what lock() needs to take the native loop (see lock.js). */
 const ours = new WeakMap()
@@ -33,12 +35,14 @@ function connectionOf(redis, restartQuarantineMs) {
   const own = { restartQuarantineMs }
   try {
     if (typeof redis === 'string' && redis.length > 0) return { connection: sharedWith(redis, undefined, own), read }
-    read = connectionOptions(redis, 'redis')
+    read = connectionOptions(redis, 'redis', REDLOCK)
     return { connection: sharedWith(undefined, read.connection, own), read }
   } catch (err) {
-    // A refused URL is shown with its password hidden, as our other APIs show it.
+    // A refused URL is shown with its password hidden, as our other APIs show it; a refused
+    // Redlock node names that node.
     let shown = fromNative(err)
     if (typeof redis === 'string' && redis.length > 0) shown = connectionError(shown, connectionOptions(redis, 'redis'))
+    else if (read?.nodes) shown = connectionError(shown, read)
     const text = shown instanceof Error ? shown.message : String(shown)
     const message = /^redis\b/.test(text) ? text : `redis: ${text}`
     throw new LockError('InvalidArgument', message, { cause: shown })

@@ -19,6 +19,9 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::syncguard::{
+    ExtendById, ReleaseById, ReleasedById, SyncguardIsLocked, SyncguardLookup,
+};
 use crate::core::proto::Op;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -134,6 +137,38 @@ impl LockStore for Backend {
 
     async fn fenced_write(&self, op: &FencedSet<'_>, bound: Duration) -> Result<bool, LockError> {
         each!(self, s => s.fenced_write(op, bound).await)
+    }
+
+    async fn release_by_id(
+        &self,
+        op: &ReleaseById<'_>,
+        bound: Duration,
+    ) -> Result<ReleasedById, LockError> {
+        each!(self, s => s.release_by_id(op, bound).await)
+    }
+
+    async fn extend_by_id(
+        &self,
+        op: &ExtendById<'_>,
+        bound: Duration,
+    ) -> Result<Option<i64>, LockError> {
+        each!(self, s => s.extend_by_id(op, bound).await)
+    }
+
+    async fn syncguard_is_locked(
+        &self,
+        op: &SyncguardIsLocked<'_>,
+        bound: Duration,
+    ) -> Result<bool, LockError> {
+        each!(self, s => s.syncguard_is_locked(op, bound).await)
+    }
+
+    async fn syncguard_lookup(
+        &self,
+        op: &SyncguardLookup<'_>,
+        bound: Duration,
+    ) -> Result<Option<Vec<u8>>, LockError> {
+        each!(self, s => s.syncguard_lookup(op, bound).await)
     }
 
     async fn enqueue(&self, op: &Enqueue<'_>, bound: Duration) -> Result<bool, LockError> {

@@ -18,6 +18,9 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release};
+use crate::core::proto::syncguard::{
+    ExtendById, ReleaseById, ReleasedById, SyncguardIsLocked, SyncguardLookup,
+};
 use crate::core::proto::Op;
 use std::future::Future;
 use std::ops::RangeInclusive;
@@ -238,6 +241,43 @@ pub trait LockStore: Send + Sync {
         op: &FencedSet<'_>,
         bound: Duration,
     ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.run(op, bound)
+    }
+
+    /// syncguard's release by lockId: what the node (or a quorum of them) found.
+    fn release_by_id(
+        &self,
+        op: &ReleaseById<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<ReleasedById, LockError>> + Send {
+        self.run(op, bound)
+    }
+
+    /// syncguard's extend by lockId: the record's new expiry (server ms), `None` when not
+    /// that lockId's.
+    fn extend_by_id(
+        &self,
+        op: &ExtendById<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<Option<i64>, LockError>> + Send {
+        self.run(op, bound)
+    }
+
+    /// syncguard's isLocked: whether a live record sits at the key.
+    fn syncguard_is_locked(
+        &self,
+        op: &SyncguardIsLocked<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<bool, LockError>> + Send {
+        self.run(op, bound)
+    }
+
+    /// syncguard's lookup: the live record's JSON, or `None`.
+    fn syncguard_lookup(
+        &self,
+        op: &SyncguardLookup<'_>,
+        bound: Duration,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, LockError>> + Send {
         self.run(op, bound)
     }
 

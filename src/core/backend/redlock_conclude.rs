@@ -4,11 +4,12 @@
 //! fence written back, or what the attempt set undone) and names the outcome.
 
 use super::redlock_store::RedlockStore;
+use super::redlock_syncguard::won_expiry;
 use super::redlock_tally::{
     acquire_verdict, answered, is_answer, quorum_error, validity_left, Tally, Verdict,
 };
 use crate::core::basics::error::LockError;
-use crate::core::proto::acquire::{AcquireAttempt, Acquired};
+use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use std::time::{Duration, Instant};
 
 /// Each node's reply to an attempt, at its index; `None` for one not waited for.
@@ -40,7 +41,11 @@ impl RedlockStore {
                 op.ttl.as_millis()
             ))
         };
-        let set_at = None;
+        // syncguard's record states its expiry; the other layouts' replies do not.
+        let set_at = match op.layout {
+            Layout::Syncguard { .. } => won_expiry(&replies, tally.quorum),
+            _ => None,
+        };
         let failure = match acquire_verdict(&tally, &replies, started, Instant::now(), op.ttl) {
             Verdict::Won { fence } => return Ok(Acquired::Won { fence, set_at }),
             Verdict::Raise => match self.raised(op, &won, started, bound).await {
@@ -71,10 +76,12 @@ impl RedlockStore {
         let room = left(Instant::now())?;
         let window = Some(op.fence_retention_ms);
         let bound = bound.min(room);
-        match self
-            .write_back(op.fence_key, won, op.ttl, window, bound)
-            .await
-        {
+        let written = match op.layout {
+            // syncguard's fence is in its record too.
+            Layout::Syncguard { .. } => self.syncguard_write_back(op, won, bound).await,
+            _ => (self.write_back(op.fence_key, won, op.ttl, window, bound)).await,
+        };
+        match written {
             Ok(fence) if left(Instant::now()).is_some() => Some(Ok(fence)),
             // Cut short by the validity itself (the write-back is bounded by it), it is time.
             Err(err) if !err.is_infrastructure() || left(Instant::now()).is_some() => {

@@ -26,6 +26,9 @@ use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::release::{HandOver, Release, ReleaseKind};
+use crate::core::proto::syncguard::{
+    ExtendById, ReleaseById, ReleasedById, SyncguardIsLocked, SyncguardLookup,
+};
 use crate::core::proto::{Op, Request};
 use futures_util::future::join_all;
 use std::sync::Arc;
@@ -174,7 +177,7 @@ impl RedlockStore {
     /// Every node's answer to `op`, at its index; `None` for a straggler left behind once a
     /// quorum answered `yes` (see `gather`: a release waits for a quorum of releases, not
     /// of any answers, or it could leave our lock on the nodes it did not wait for).
-    async fn on_all<O: Op + Sync>(
+    pub(super) async fn on_all<O: Op + Sync>(
         &self,
         op: &O,
         bound: Duration,
@@ -183,10 +186,6 @@ impl RedlockStore {
     where
         O::Out: Send,
     {
-        // Written once for every node.
-        let request = Request::of(op);
-        let request = &request;
-        let calls = (self.nodes.iter()).map(|node| node.store.run_request(op, request, bound));
         let enough = |seen: &[Option<Result<O::Out, LockError>>]| {
             let agree = seen
                 .iter()
@@ -194,49 +193,57 @@ impl RedlockStore {
                 .filter(|r| matches!(r, Ok(out) if yes(out)));
             agree.count() >= self.quorum
         };
+        self.until(op, bound, enough).await
+    }
+
+    /// Every node's answer to `op`, at its index, asked until the answers so far are
+    /// `enough` (then the stragglers' grace) or every node replied.
+    pub(super) async fn until<O: Op + Sync>(
+        &self,
+        op: &O,
+        bound: Duration,
+        enough: impl Fn(&[Option<Result<O::Out, LockError>>]) -> bool,
+    ) -> Vec<Option<Result<O::Out, LockError>>>
+    where
+        O::Out: Send,
+    {
+        // Written once for every node.
+        let request = Request::of(op);
+        let request = &request;
+        let calls = (self.nodes.iter()).map(|node| node.store.run_request(op, request, bound));
         gather(calls, |_| false, enough).await
     }
 
     /// Sends `release` to the nodes `to` (by index), waiting for those in `must`. The others
     /// (they did not answer, or failed) may take their whole bound: theirs is left to a task
     /// of its own, bounded the same, so a failed attempt does not wait for a dead node.
-    async fn release_on(
-        &self,
-        release: &Release<'_>,
-        to: &[usize],
-        must: &[usize],
-        bound: Duration,
-    ) {
+    async fn release_on(&self, release: Detached, to: &[usize], must: &[usize], bound: Duration) {
         let (waited, left): (Vec<usize>, Vec<usize>) = to.iter().partition(|i| must.contains(i));
-        let left: Vec<Arc<RedisStore>> = (left.iter().filter_map(|&i| self.nodes.get(i)))
-            .map(|node| node.store.clone())
-            .collect();
-        if !left.is_empty() {
-            let parts = Detached::of(release);
-            background::spawn(async move {
-                let release = parts.release();
-                let request = Request::of(&release);
-                let released = join_all(
-                    (left.iter()).map(|store| store.run_request(&release, &request, bound)),
-                )
-                .await;
-                // Read here and dropped: a node that kept our token (down, or slow past the
-                // bound) frees it at its TTL; nobody is left to tell.
-                let _unconfirmed = released.iter().filter(|r| !matches!(r, Ok(true))).count();
+        let release = Arc::new(release);
+        for store in (left.iter().filter_map(|&i| self.nodes.get(i))).map(|n| n.store.clone()) {
+            let parts = release.clone();
+            // Read and dropped: a node that kept our token (down, or slow past the bound)
+            // frees it at its TTL; nobody is left to tell.
+            let mut sent = Box::pin(async move {
+                let _freed = parts.send(&store, bound).await;
             });
+            // Polled once here, so that it is handed to the node's connection now, ahead of
+            // the next attempt with this token (a `lock()`'s retries keep theirs), which it
+            // would otherwise free there if it went out after it.
+            if futures_util::poll!(&mut sent).is_pending() {
+                background::spawn(sent);
+            }
         }
-        let request = Request::of(release);
-        let request = &request;
         let _released = join_all(
             (waited.iter().filter_map(|&i| self.nodes.get(i)))
-                .map(|node| node.store.run_request(release, request, bound)),
+                .map(|node| release.send(&node.store, bound)),
         )
         .await;
     }
 
     /// The answers of every node that answered, or the quorum error when fewer than a
     /// quorum did (or the first error a node answered, when that is why).
-    async fn answers<O: Op + Sync>(
+    pub(super) async fn answers<O: Op + Sync>(
         &self,
         op: &O,
         bound: Duration,
@@ -271,7 +278,7 @@ impl RedlockStore {
     /// answers of that side. Waited for until a quorum agrees (or every node replied), so
     /// that one node's answer never decides the rest left behind; nodes that answered but
     /// agree on nothing with a quorum are the quorum error naming how many agreed.
-    async fn agreed<O: Op + Sync, K: PartialEq>(
+    pub(super) async fn agreed<O: Op + Sync, K: PartialEq>(
         &self,
         op: &O,
         bound: Duration,
@@ -320,7 +327,7 @@ impl RedlockStore {
             Layout::Exclusive {
                 owner_key,
                 contents,
-            } => Release {
+            } => Detached::of(&Release {
                 lock_key: owner_key,
                 token: op.token,
                 kind: ReleaseKind::Pair {
@@ -328,8 +335,10 @@ impl RedlockStore {
                     contents: contents.as_bytes(),
                     set_at: None,
                 },
-            },
-            _ => Release::late_win(op.lock_key, op.token, false),
+            }),
+            // syncguard's record is JSON, freed by its lockId as syncguard frees it.
+            Layout::Syncguard { index_key, .. } => Detached::by_id(index_key, op.token),
+            _ => Detached::of(&Release::late_win(op.lock_key, op.token, false)),
         };
         // Every node but those that said held; waited for, those that won.
         let to: Vec<usize> = (replies.iter().enumerate())
@@ -340,7 +349,7 @@ impl RedlockStore {
             .filter(|(_, reply)| matches!(reply, Some(Ok(Acquired::Won { .. }))))
             .map(|(i, _)| i)
             .collect();
-        self.release_on(&release, &to, &must, bound).await;
+        self.release_on(release, &to, &must, bound).await;
     }
 
     /// Takes `fence`, the highest a quorum of `won` nodes drew, for the acquisition: those
@@ -364,15 +373,32 @@ impl RedlockStore {
             ttl,
             window_ms,
         };
-        let request = Request::of(&raise);
-        let (raise, request) = (&raise, &request);
+        // The counter ends past the fence: the one after it stays kept for a handover.
+        (self.written_back(&raise, won, fence, bound, |&after| after > fence)).await
+    }
+
+    /// Runs the write-back `op` of `fence` on the nodes `won`: the fence once a quorum of
+    /// them `confirms` it; else a node's own error, or the quorum error.
+    pub(super) async fn written_back<O: Op + Sync>(
+        &self,
+        op: &O,
+        won: &[(usize, u64)],
+        fence: u64,
+        bound: Duration,
+        confirms: impl Fn(&O::Out) -> bool,
+    ) -> Result<u64, LockError>
+    where
+        O::Out: Send,
+    {
+        let request = Request::of(op);
+        let request = &request;
         let raised = join_all(won.iter().filter_map(|&(i, _)| {
-            (self.nodes.get(i)).map(|node| node.store.run_request(raise, request, bound))
+            (self.nodes.get(i)).map(|node| node.store.run_request(op, request, bound))
         }))
         .await;
         let confirmed = raised
             .iter()
-            .filter(|r| matches!(r, Ok(c) if *c > fence))
+            .filter(|r| matches!(r, Ok(out) if confirms(out)))
             .count();
         if confirmed >= self.quorum {
             return Ok(fence);
@@ -400,7 +426,7 @@ fn most_agreeing<K: PartialEq>(sides: Vec<K>) -> Option<(K, usize)> {
 }
 
 /// A release's parts, owned by the task that sends it to the nodes nobody waits for.
-struct Detached {
+pub(super) struct Detached {
     lock_key: Vec<u8>,
     token: String,
     kind: DetachedKind,
@@ -416,6 +442,8 @@ enum DetachedKind {
         contents: Vec<u8>,
         set_at: Option<i64>,
     },
+    /// syncguard's release by lockId: `lock_key` is the lockId's index key.
+    ById,
 }
 
 impl Detached {
@@ -440,8 +468,28 @@ impl Detached {
         }
     }
 
-    fn release(&self) -> Release<'_> {
+    /// syncguard's release of `lock_id`, whose index key is `index_key`.
+    pub(super) fn by_id(index_key: &[u8], lock_id: &str) -> Detached {
+        Detached {
+            lock_key: index_key.to_vec(),
+            token: lock_id.to_owned(),
+            kind: DetachedKind::ById,
+        }
+    }
+
+    /// Sends the release to `store`: whether it freed our lock there.
+    async fn send(&self, store: &RedisStore, bound: Duration) -> bool {
         let kind = match &self.kind {
+            DetachedKind::ById => {
+                let op = ReleaseById {
+                    index_key: &self.lock_key,
+                    lock_id: &self.token,
+                    expect: None,
+                    ours_wait: false,
+                };
+                let sent = store.run_request(&op, &Request::of(&op), bound).await;
+                return matches!(sent, Ok(ReleasedById::Released { .. }));
+            }
             DetachedKind::Wake { ours_wait } => ReleaseKind::Wake {
                 ours_wait: *ours_wait,
             },
@@ -456,25 +504,25 @@ impl Detached {
                 set_at: *set_at,
             },
         };
-        Release {
+        let op = Release {
             lock_key: &self.lock_key,
             token: &self.token,
             kind,
-        }
+        };
+        matches!(
+            store.run_request(&op, &Request::of(&op), bound).await,
+            Ok(true)
+        )
     }
 }
 
 /// Layouts a quorum cannot take yet: a fair line per node could order waiters differently
-/// on each, and syncguard's record and counter are its own.
+/// on each.
 fn refused_layout(op: &AcquireAttempt<'_>) -> Option<LockError> {
     match op.layout {
         Layout::Fair { .. } => Some(LockError::invalid_type(
             "fair",
             "fair locks are not supported over a Redlock of several servers yet",
-        )),
-        Layout::Syncguard { .. } => Some(LockError::invalid_type(
-            "redis",
-            "syncguard's entry does not support a Redlock of several servers yet",
         )),
         _ => None,
     }
@@ -496,8 +544,8 @@ impl LockStore for RedlockStore {
         &self.endpoint
     }
 
-    /// Only syncguard's by-id calls come here (refused above at acquisition): the first
-    /// answer, once a quorum answered.
+    /// An op no method below answers for a quorum (the grants' ring ops, which a Redlock's
+    /// store never sends: it grants nothing): the first answer, once a quorum answered.
     async fn run<O: Op + Sync>(&self, op: &O, bound: Duration) -> Result<O::Out, LockError>
     where
         O::Out: Send,
@@ -570,10 +618,10 @@ impl LockStore for RedlockStore {
                 return Ok(Some(fence));
             }
         }
-        let free = Release::late_win(op.lock_key, op.to, false);
+        let free = Detached::of(&Release::late_win(op.lock_key, op.to, false));
         let every: Vec<usize> = (0..self.nodes.len()).collect();
         let handed: Vec<usize> = won.iter().map(|&(i, _)| i).collect();
-        self.release_on(&free, &every, &handed, bound).await;
+        self.release_on(free, &every, &handed, bound).await;
         let heard = replies.iter().flatten().filter(|r| answered(r)).count();
         self.tally().heard(heard)?;
         Ok(None)
@@ -668,6 +716,43 @@ impl LockStore for RedlockStore {
                 }
             })
             .collect()
+    }
+
+    /// Released when a quorum released (redlock_syncguard.rs).
+    async fn release_by_id(
+        &self,
+        op: &ReleaseById<'_>,
+        bound: Duration,
+    ) -> Result<ReleasedById, LockError> {
+        self.syncguard_release(op, bound).await
+    }
+
+    /// The new expiry a quorum has, `None` when fewer extended (redlock_syncguard.rs).
+    async fn extend_by_id(
+        &self,
+        op: &ExtendById<'_>,
+        bound: Duration,
+    ) -> Result<Option<i64>, LockError> {
+        self.syncguard_extend(op, bound).await
+    }
+
+    /// Held when a quorum has a live record, free when a quorum has none, else the quorum
+    /// error.
+    async fn syncguard_is_locked(
+        &self,
+        op: &SyncguardIsLocked<'_>,
+        bound: Duration,
+    ) -> Result<bool, LockError> {
+        Ok(self.agreed(op, bound, |&held| held).await?.0)
+    }
+
+    /// The record a quorum holds (redlock_syncguard.rs).
+    async fn syncguard_lookup(
+        &self,
+        op: &SyncguardLookup<'_>,
+        bound: Duration,
+    ) -> Result<Option<Vec<u8>>, LockError> {
+        self.syncguard_read(op, bound).await
     }
 
     /// Every node's channel: a release on any of them wakes us; polling covers the rest.

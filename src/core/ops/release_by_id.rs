@@ -66,7 +66,7 @@ pub(super) async fn release_by_id(
         expect,
         ours_wait,
     };
-    let released = store.backend().run(&op, bound).await?;
+    let released = store.backend().release_by_id(&op, bound).await?;
     if let Some(lock_key) = answered(store, expect, ours_wait, &released) {
         let _best_effort = store
             .backend()

@@ -197,7 +197,7 @@ impl Locker {
             ttl,
         };
         let extended = (self.store().backend())
-            .run(&op, self.command_timeout())
+            .extend_by_id(&op, self.command_timeout())
             .await;
         if matches!(extended, Ok(Some(_))) {
             self.stats().refreshed();
@@ -220,13 +220,15 @@ impl Locker {
         };
         self.store()
             .backend()
-            .run(&op, self.command_timeout())
+            .syncguard_is_locked(&op, self.command_timeout())
             .await
     }
 
     /// syncguard's `backend.lookup`: the live record's JSON, by key or by lockId.
     pub async fn sg_lookup(&self, by: &SyncguardLookup<'_>) -> Result<Option<Vec<u8>>, LockError> {
-        self.store().backend().run(by, self.command_timeout()).await
+        (self.store().backend())
+            .syncguard_lookup(by, self.command_timeout())
+            .await
     }
 }
 

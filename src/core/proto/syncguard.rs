@@ -224,6 +224,43 @@ impl Op for SyncguardLookup<'_> {
     }
 }
 
+/// Redlock's write-back on one node (sg_fence_raise.lua): `fence`, the one a quorum's
+/// acquisition took, written into the record of `lock_id` at `lock_key` and under the counter
+/// at `fence_key` (raised to it at least). Answers the counter after, `None` when the record
+/// is not that lockId's, or not live (nothing written).
+pub struct SyncguardFenceRaise<'a> {
+    pub lock_key: &'a [u8],
+    pub fence_key: &'a [u8],
+    pub lock_id: &'a str,
+    pub fence: u64,
+}
+
+impl Op for SyncguardFenceRaise<'_> {
+    type Out = Option<u64>;
+
+    fn encode<W: Wire>(&self, wire: &mut W) {
+        let fence = resp::decimal(self.fence);
+        wire.script(
+            &scripts::SG_FENCE_RAISE,
+            &[self.lock_key, self.fence_key],
+            &[
+                self.lock_id.as_bytes(),
+                fence.as_bytes(),
+                tolerance().as_bytes(),
+            ],
+        );
+    }
+
+    fn decode(&self, reply: Value) -> Result<Option<u64>, LockError> {
+        match int(reply)? {
+            0 => Ok(None),
+            counter => u64::try_from(counter)
+                .map(Some)
+                .map_err(|_| malformed("fence write-back", &Value::Int(counter))),
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "syncguard_tests.rs"]
 pub(super) mod tests;

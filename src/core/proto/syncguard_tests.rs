@@ -182,3 +182,23 @@ fn lookups_by_key_and_by_id_answer_the_records_json() {
         assert!(lookup.decode(error("ERR boom")).is_err());
     }
 }
+
+#[test]
+fn a_fence_write_back_names_the_record_the_counter_the_lock_id_and_the_fence() {
+    let raise = SyncguardFenceRaise {
+        lock_key: b"syncguard:k",
+        fence_key: b"syncguard:fence:syncguard:k",
+        lock_id: "AAAAAAAAAAAAAAAAAAAAA1",
+        fence: 11,
+    };
+    let want = evalsha(
+        &scripts::SG_FENCE_RAISE,
+        &[b"syncguard:k", b"syncguard:fence:syncguard:k"],
+        &[b"AAAAAAAAAAAAAAAAAAAAA1", b"11", b"1000"],
+    );
+    assert_sends(&raise, &want);
+    assert_eq!(raise.decode(Value::Int(11)).ok(), Some(Some(11)));
+    assert_eq!(raise.decode(Value::Int(0)).ok(), Some(None));
+    assert!(raise.decode(Value::Int(-1)).is_err());
+    assert!(raise.decode(error("NOFENCE no fence")).is_err());
+}

@@ -79,9 +79,14 @@ const SG_IS_LOCKED_SOURCE: &str = concat!(
 );
 const SG_LOOKUP_SOURCE: &str =
     concat!(include_str!("sg_common.lua"), include_str!("sg_lookup.lua"));
+const SG_FENCE_RAISE_SOURCE: &str = concat!(
+    include_str!("fence.lua"),
+    include_str!("sg_common.lua"),
+    include_str!("sg_fence_raise.lua")
+);
 
 /// Every script, by the name `DEBUG` lines give it (basics/trace.rs), beside its source.
-const NAMED: [(&str, &str); 23] = [
+const NAMED: [(&str, &str); 24] = [
     ("acquire", ACQUIRE_SOURCE),
     ("release", RELEASE_SOURCE),
     ("extend", EXTEND_SOURCE),
@@ -103,13 +108,14 @@ const NAMED: [(&str, &str); 23] = [
     ("sg_is_locked", SG_IS_LOCKED_SOURCE),
     ("sg_lookup", SG_LOOKUP_SOURCE),
     ("fence_raise", FENCE_RAISE_SOURCE),
+    ("sg_fence_raise", SG_FENCE_RAISE_SOURCE),
     ("join_ring", JOIN_RING_SOURCE),
     ("release_grant", RELEASE_GRANT_SOURCE),
 ];
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 23] = {
-    let mut all = [""; 23];
+pub const ALL_SOURCES: [&str; 24] = {
+    let mut all = [""; 24];
     let mut i = 0;
     while i < NAMED.len() {
         all[i] = NAMED[i].1;
@@ -141,6 +147,7 @@ pub static SG_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_RELEAS
 pub static SG_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(SG_EXTEND_SOURCE));
 pub static SG_IS_LOCKED: LazyLock<Script> = LazyLock::new(|| Script::new(SG_IS_LOCKED_SOURCE));
 pub static SG_LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(SG_LOOKUP_SOURCE));
+pub static SG_FENCE_RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_FENCE_RAISE_SOURCE));
 
 /// The text of a syncguard script, for a caller's own `eval` (a test double that can only
 /// run a script given whole); `None` for the others, which only our connections send.

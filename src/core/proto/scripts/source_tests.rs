@@ -1,7 +1,7 @@
 use super::*;
 
 /// Every script a call may send, so that a NOSCRIPT can always be answered with its text.
-fn every() -> [&'static Script; 23] {
+fn every() -> [&'static Script; 24] {
     [
         &ACQUIRE,
         &RELEASE,
@@ -24,6 +24,7 @@ fn every() -> [&'static Script; 23] {
         &SG_IS_LOCKED,
         &SG_LOOKUP,
         &FENCE_RAISE,
+        &SG_FENCE_RAISE,
         &JOIN_RING,
         &RELEASE_GRANT,
     ]
