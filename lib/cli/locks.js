@@ -247,7 +247,8 @@ async function inspectLock(client, key) {
 
 /**
  * Deletes the lock `lock` (from inspectLock) if it has not changed hands, and moves its fence
- * counter on: `{ deleted: [names], fenceCounter }`, or null when it changed.
+ * counter on: `{ deletedKeys, fenceCounter }` (how many keys were deleted, and the counter
+ * after, or null when there was none), or null when the lock changed hands.
  */
 async function forceRelease(client, lock) {
   const { value, fence, others, step } = lock.forget
