@@ -7,6 +7,7 @@ const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
+const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
 const syncguard = require('../syncguard')
@@ -158,6 +159,30 @@ for (const [name, target] of Object.entries(backends)) {
     })
   })
 }
+
+describe('onEvent: a lost lock', () => {
+  test('DistributedLock autoRefresh: lost, with the key, the fence and ELOST, once', async (t) => {
+    const hook = recorder()
+    const prefix = `${unique('lost')}:`
+    const lock = new DistributedLock(server.url, { keyPrefix: prefix, onEvent: hook.onEvent })
+    const handle = await lock.acquire('k', 600, { autoRefresh: true })
+    const client = new Redis(server.url)
+    t.after(() => client.disconnect())
+    // Taken from under the holder: its next refresh finds the lock gone.
+    await client.del(`${prefix}k`)
+    const error = await handle.lost
+    assert.equal(error.code, 'ELOST')
+    await until(() => hook.of('lost').length >= 1)
+    const lost = hook.of('lost')
+    assert.equal(lost.length, 1, JSON.stringify(hook.events.map((e) => e.type)))
+    assert.equal(lost[0].api, 'DistributedLock')
+    assert.equal(lost[0].key, 'k')
+    assert.equal(lost[0].fence, handle.fence)
+    assert.equal(lost[0].code, 'ELOST')
+    assert.equal(lost[0].error.code, 'ELOST')
+    assert.equal(typeof lost[0].at, 'number')
+  })
+})
 
 describe('logger', () => {
   test('pino-, winston- and console-shaped loggers get each event at its level', async () => {
