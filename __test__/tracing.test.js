@@ -301,6 +301,54 @@ describe('DEBUG=native-redis-lock', () => {
     assert.ok(!stderr.includes(lockId), stderr)
   })
 
+  test("every command sent has a line: counted against the server's INFO commandstats", async (t) => {
+    // A server of its own: its counts are this fixture's alone.
+    const own = await startRedis()
+    t.after(() => own.close())
+    const { stdout, stderr } = await new Promise((resolve, reject) => {
+      const script = path.join(__dirname, 'fixtures', 'debug-every-call.js')
+      execFile(process.execPath, [script, own.url], { env: { ...process.env, DEBUG: 'native-redis-lock' }, timeout: 20_000 }, (err, out, errOut) =>
+        err ? reject(Object.assign(err, { stderr: errOut })) : resolve({ stdout: out, stderr: errOut }),
+      )
+    })
+    assert.equal(stdout.trim(), 'done', stderr)
+    // Each line: where it went, its commands ('; ' between those of one write), time, outcome.
+    const traced = {}
+    for (const line of lines(stderr)) {
+      const m = / native-redis-lock (runtime|socket|sentinel) (.+) \+\d+\.\d\dms \S+$/.exec(line)
+      assert.ok(m, line)
+      for (const command of m[2].split('; ')) {
+        const [name, sub] = command.split(' ')
+        const counted = ['SCRIPT', 'CLIENT'].includes(name) ? `${name}|${sub}` : name
+        traced[counted.toLowerCase()] = (traced[counted.toLowerCase()] ?? 0) + 1
+      }
+    }
+    const client = new Redis(own.url)
+    t.after(() => client.disconnect())
+    const info = await client.info('commandstats')
+    const calls = (name) => Number(new RegExp(`^cmdstat_${name.replace('|', '\\|')}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0)
+    // The commands sent only from outside a script (commandstats also counts those a script
+    // runs), and by nothing but the fixture's library (its SCRIPT FLUSH is not ours).
+    const sent = ['hello', 'evalsha', 'eval', 'script|load', 'ssubscribe', 'subscribe', 'sunsubscribe', 'unsubscribe', 'multi', 'exec']
+    const seen = Object.fromEntries(sent.map((name) => [name, traced[name] ?? 0]))
+    const counted = Object.fromEntries(sent.map((name) => [name, calls(name)]))
+    assert.deepEqual(seen, counted, stderr)
+    // What the fixture makes sure of: the connections' HELLO, a wait's subscription, the
+    // quarantine's EVAL, and NOSCRIPT answered by a SCRIPT LOAD and the call sent again.
+    assert.ok(counted.hello >= 2 && counted.ssubscribe + counted.subscribe >= 1 && counted.eval >= 1, JSON.stringify(counted))
+    // Lines of other connections (the JS thread's socket, the other lock's) may come between.
+    const all = lines(stderr)
+    const call = (line) => line.replace(/ \+.*$/, '')
+    const noscript = all.filter((line) => line.endsWith(' NOSCRIPT'))
+    assert.ok(noscript.length >= 1, stderr)
+    for (const line of noscript) {
+      const at = all.indexOf(line)
+      const loaded = all.findIndex((later, i) => i > at && / runtime SCRIPT LOAD \+/.test(later))
+      assert.ok(loaded > at, `no SCRIPT LOAD after ${line}`)
+      assert.ok(all.some((later, i) => i > loaded && call(later) === call(line) && later.endsWith(' ok')), `${line}: not sent again`)
+    }
+  })
+
   test('off without DEBUG, or when excluded', async () => {
     for (const env of [{ DEBUG: '' }, { DEBUG: '*,-native-redis-lock' }, { DEBUG: 'express' }]) {
       const { stderr } = await run(env)

@@ -17,7 +17,7 @@
 //! slot) the crate would follow only as a retry, so this connection follows it itself.
 
 use super::endpoint::{Address, Endpoint};
-use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
+use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::error::LockError;
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
@@ -28,7 +28,7 @@ use redis::{
     RedisResult, ServerErrorKind, TlsCertificates, Value,
 };
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A black-holed node stalls every request while the crate refreshes its slot map (it holds
 /// its map's lock across the connects), so no connect may wait longer than this.
@@ -136,21 +136,43 @@ impl Conduit for ClusterPair {
     }
 
     async fn subscribe_sharded(&mut self, channel: &[u8]) -> RedisResult<()> {
-        self.subscriptions.ssubscribe(channel).await
+        let started = Instant::now();
+        let done = self.subscriptions.ssubscribe(channel).await;
+        trace_sent(
+            || packed(redis::cmd("SSUBSCRIBE").arg(channel)),
+            started,
+            &done,
+        );
+        done
     }
 
     async fn subscribe_plain(&mut self, channel: &[u8]) -> RedisResult<()> {
-        self.subscriptions.subscribe(channel).await
+        let started = Instant::now();
+        let done = self.subscriptions.subscribe(channel).await;
+        trace_sent(
+            || packed(redis::cmd("SUBSCRIBE").arg(channel)),
+            started,
+            &done,
+        );
+        done
     }
 
     /// One channel per command: channels of several slots in one SUNSUBSCRIBE are CROSSSLOT.
     async fn unsubscribe(&mut self, channels: Vec<Vec<u8>>, sharded: bool) -> RedisResult<()> {
+        let name = if sharded {
+            "SUNSUBSCRIBE"
+        } else {
+            "UNSUBSCRIBE"
+        };
         for channel in channels {
-            if sharded {
-                self.subscriptions.sunsubscribe(channel).await?;
+            let started = Instant::now();
+            let done = if sharded {
+                self.subscriptions.sunsubscribe(&channel).await
             } else {
-                self.subscriptions.unsubscribe(channel).await?;
-            }
+                self.subscriptions.unsubscribe(&channel).await
+            };
+            trace_sent(|| packed(redis::cmd(name).arg(&channel)), started, &done);
+            done?;
         }
         Ok(())
     }
