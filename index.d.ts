@@ -595,6 +595,11 @@ export declare class DistributedLockService {
       restartQuarantineMs?: number
       /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
       onEvent?: OnLockEvent
+      /**
+       * Not in the original: `logger` also logs each event at its level (README "Tracing"),
+       * beside maestro's own messages. Default false: maestro's messages only.
+       */
+      logEvents?: boolean
       /** Not in the original: the held lock's connection to Redis dropped (the lock is in doubt). */
       onSuspended?: (service: DistributedLockService) => void
       /** Not in the original: after `onSuspended`, a refresh confirmed the lock is still ours. */

@@ -244,6 +244,37 @@ describe('logger', () => {
     assert.ok(!JSON.stringify(lines).includes(token), 'a token in the log')
   })
 
+  test("DistributedLockService: its logger hears the events only with logEvents (maestro's messages either way)", async () => {
+    const events = (lines) => lines.filter(([, message]) => String(message).startsWith('native-redis-lock:'))
+    // The default, as maestro: its own messages, no event.
+    const { lines: quiet, winston } = loggers()
+    const plain = new DistributedLockService(unique('svc-quiet'), 5_000, server.url, { logger: winston })
+    assert.equal(await plain.acquire(), true)
+    assert.equal(await plain.release(), true)
+    assert.ok(quiet.some(([, message]) => /^Lock acquired/.test(message)), JSON.stringify(quiet))
+    assert.deepEqual(events(quiet), [])
+    // Opted in: the events too, at their levels; pino with its fields first.
+    const { lines, pino } = loggers()
+    const service = new DistributedLockService(unique('svc-log'), 5_000, server.url, { logger: pino, logEvents: true })
+    assert.equal(await service.acquire(), true)
+    assert.equal(await service.release(), true)
+    assert.deepEqual(events(lines).map(([level, message, fields]) => [level, message, fields.type, fields.api]), [
+      ['debug', 'native-redis-lock: lock acquired', 'acquired', 'DistributedLockService'],
+      ['debug', 'native-redis-lock: lock released', 'released', 'DistributedLockService'],
+    ])
+    // maestro's logger service (logDebug, ...) takes them the same way.
+    const heard = []
+    const maestroLogger = { logDebug: (...args) => heard.push(['debug', ...args]), logInfo() {}, logWarning() {}, logError() {} }
+    const other = new DistributedLockService(unique('svc-maestro'), 5_000, server.url, { logger: maestroLogger, logEvents: true })
+    assert.equal(await other.acquire(), true)
+    assert.equal(await other.release(), true)
+    assert.deepEqual(heard.filter(([, message]) => String(message).startsWith('native-redis-lock:')).map(([level, message, fields]) => [level, message, fields.type]), [
+      ['debug', 'native-redis-lock: lock acquired', 'acquired'],
+      ['debug', 'native-redis-lock: lock released', 'released'],
+    ])
+    assert.throws(() => new DistributedLockService('x', 1000, 'memory://', { logEvents: 'yes' }), { code: 'EINVAL', message: /options\.logEvents must be a boolean/ })
+  })
+
   test('a throwing logger breaks no lock', async () => {
     const boom = () => {
       throw new Error('logger failed')
