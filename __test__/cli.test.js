@@ -372,6 +372,29 @@ test('a bad URL: exit 3, with the reason and never the password', async () => {
   }
 })
 
+test("a Redlock's nodes (several --url, a JSON array, URLs joined by commas or spaces): exit 3, one line, nothing quoted or contacted", async () => {
+  // Port 1: nothing listens there, so a connection would end in exit 4, not 3.
+  const nodes = ['redis://:hunter2@127.0.0.1:1', 'redis://:hunter2@127.0.0.1:2']
+  const forms = [
+    ['--url', nodes[0], '--url', nodes[1]],
+    ['--url', JSON.stringify(nodes)],
+    ['--url', nodes.join(',')],
+    ['--url', nodes.join(' ')],
+  ]
+  for (const args of forms) {
+    const { code, stderr } = await cli(['list', ...args])
+    assert.equal(code, 3, `${args.join(' ')}: ${stderr}`)
+    assert.match(stderr, /names several servers \(a Redlock's nodes\?\): the command line reads one server, one Sentinel set or one Cluster at a time; run it once per node/)
+    assert.equal(stderr.trim().split('\n').length, 1)
+    assert.ok(!stderr.includes('hunter2'), stderr)
+  }
+  const env = await cli(['inspect', 'k'], { env: { REDIS_URL: nodes.join(',') } })
+  assert.equal(env.code, 3, env.stderr)
+  // One Sentinel set or one Cluster, each of several hosts, is one address.
+  const sentinel = await cli(['list', '--url', 'redis+sentinel://127.0.0.1:1,127.0.0.1:2/m', '--timeout', '300'])
+  assert.equal(sentinel.code, 4, sentinel.stderr)
+})
+
 test('a database that is no number names the argument and never quotes it: it may be a piece of a password', async () => {
   // An unencoded '/' in a password ends the authority: `redis://u:p@h:1/w0rd` has path `w0rd`.
   const cases = [
