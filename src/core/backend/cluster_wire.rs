@@ -136,46 +136,44 @@ impl Conduit for ClusterPair {
     }
 
     async fn subscribe_sharded(&mut self, channel: &[u8]) -> RedisResult<()> {
-        let started = Instant::now();
-        let done = self.subscriptions.ssubscribe(channel).await;
-        trace_sent(
-            || packed(redis::cmd("SSUBSCRIBE").arg(channel)),
-            started,
-            &done,
-        );
-        done
+        let subscriptions = &mut self.subscriptions;
+        switched("SSUBSCRIBE", channel, subscriptions.ssubscribe(channel)).await
     }
 
     async fn subscribe_plain(&mut self, channel: &[u8]) -> RedisResult<()> {
-        let started = Instant::now();
-        let done = self.subscriptions.subscribe(channel).await;
-        trace_sent(
-            || packed(redis::cmd("SUBSCRIBE").arg(channel)),
-            started,
-            &done,
-        );
-        done
+        let subscriptions = &mut self.subscriptions;
+        switched("SUBSCRIBE", channel, subscriptions.subscribe(channel)).await
     }
 
     /// One channel per command: channels of several slots in one SUNSUBSCRIBE are CROSSSLOT.
     async fn unsubscribe(&mut self, channels: Vec<Vec<u8>>, sharded: bool) -> RedisResult<()> {
-        let name = if sharded {
-            "SUNSUBSCRIBE"
-        } else {
-            "UNSUBSCRIBE"
-        };
         for channel in channels {
-            let started = Instant::now();
-            let done = if sharded {
-                self.subscriptions.sunsubscribe(&channel).await
+            let subscriptions = &mut self.subscriptions;
+            if sharded {
+                switched(
+                    "SUNSUBSCRIBE",
+                    &channel,
+                    subscriptions.sunsubscribe(&channel),
+                )
+                .await?;
             } else {
-                self.subscriptions.unsubscribe(&channel).await
-            };
-            trace_sent(|| packed(redis::cmd(name).arg(&channel)), started, &done);
-            done?;
+                switched("UNSUBSCRIBE", &channel, subscriptions.unsubscribe(&channel)).await?;
+            }
         }
         Ok(())
     }
+}
+
+/// A (un)subscription `name` to `channel` the crate sends (`sending`), traced once answered.
+async fn switched(
+    name: &str,
+    channel: &[u8],
+    sending: impl std::future::Future<Output = RedisResult<()>>,
+) -> RedisResult<()> {
+    let started = Instant::now();
+    let done = sending.await;
+    trace_sent(|| packed(redis::cmd(name).arg(channel)), started, &done);
+    done
 }
 
 /// Sends `cmd` once to the node an ASK named, behind an ASKING that lets it in there while

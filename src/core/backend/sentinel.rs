@@ -231,39 +231,35 @@ async fn asked(
 ) -> redis::RedisResult<Option<HostPort>> {
     let started = std::time::Instant::now();
     let found = cmd.query_async::<Option<HostPort>>(con).await;
-    if trace::on() {
-        let outcome = found
-            .as_ref()
-            .map_or_else(|err| err.code().unwrap_or("error"), |_| "ok");
-        trace::call(
-            "sentinel",
-            &cmd.get_packed_command(),
-            started.elapsed(),
-            outcome,
-            scripts::name_of,
-        );
-    }
+    trace_sentinel(|| cmd.get_packed_command(), started, &found);
     found
 }
 
 /// A `DEBUG` line for the crate's master lookup (`async_master_for`), which sends its commands
 /// itself: named as what it asks, with how long it took in all.
 fn trace_lookup<T>(started: std::time::Instant, result: &redis::RedisResult<T>) {
+    let lookup = || {
+        let mut lookup = redis::Pipeline::new();
+        lookup.cmd("SENTINEL").arg("MASTERS").cmd("ROLE");
+        lookup.get_packed_pipeline()
+    };
+    trace_sentinel(lookup, started, result);
+}
+
+/// A `DEBUG` line for what went to the sentinels: `packed` is made only when tracing is on.
+fn trace_sentinel<T>(
+    packed: impl FnOnce() -> Vec<u8>,
+    started: std::time::Instant,
+    result: &redis::RedisResult<T>,
+) {
     if !trace::on() {
         return;
     }
-    let mut lookup = redis::Pipeline::new();
-    lookup.cmd("SENTINEL").arg("MASTERS").cmd("ROLE");
     let outcome = result
         .as_ref()
         .map_or_else(|err| err.code().unwrap_or("error"), |_| "ok");
-    trace::call(
-        "sentinel",
-        &lookup.get_packed_pipeline(),
-        started.elapsed(),
-        outcome,
-        scripts::name_of,
-    );
+    let took = started.elapsed();
+    trace::call("sentinel", &packed(), took, outcome, scripts::name_of);
 }
 
 #[cfg(test)]
