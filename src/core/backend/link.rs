@@ -653,17 +653,17 @@ impl<W: Conduit> Link<W> {
         // Only a connection that grants reads it (see `answered_sent`).
         let sent = self.endpoint.grants.then(Stamp::now);
         // Whether the last try's commands were answered, each traced then (`query`).
-        let answered = AtomicBool::new(false);
-        let answered = &answered;
+        let replied = AtomicBool::new(false);
+        let replied = &replied;
         let answer = self
             .call(timeout, replay, refusals, |con| async move {
-                answered.store(false, Ordering::Relaxed);
+                replied.store(false, Ordering::Relaxed);
                 let mut con = match replay {
                     Replay::Safe => con,
                     Replay::Never => con.sent_once(),
                 };
                 let reply = query(request, &mut con).await;
-                answered.store(true, Ordering::Relaxed);
+                replied.store(true, Ordering::Relaxed);
                 reply
             })
             .await;
@@ -674,7 +674,7 @@ impl<W: Conduit> Link<W> {
             }
         }
         // A call whose last try got no answer (a timeout, no connection) is traced here.
-        if trace::on() && !answered.load(Ordering::Relaxed) {
+        if trace::on() && !replied.load(Ordering::Relaxed) {
             let failed = answer.as_ref().err().map(|(err, _)| err);
             trace_call(&packed_request(request), started, failed);
         }
