@@ -278,6 +278,13 @@ export declare class LockHandle {
    * Deletes the lock if it is still ours. Releasing again is a no-op.
    * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, `EAUTH`, `ENOPERM` or `EREDIS` when Redis
    *   could not be asked; the lock then expires with its TTL.
+   * @example
+   * const handle = await lock.acquire('report', 30_000)
+   * try {
+   *   await writeReport(handle.fence)
+   * } finally {
+   *   await handle.release()
+   * }
    */
   release(): Promise<void>
   /**
@@ -517,6 +524,9 @@ export declare class ExclusiveLock extends EventEmitter<ExclusiveLockEvents> {
   /**
    * Contents and remaining TTL of whoever holds the lock, or `null`.
    * @throws {LockError} `ECONNECTION`, `ETIMEDOUT`, ... when Redis could not be asked.
+   * @example
+   * const held = await lock.inspect()
+   * if (held) console.log(`held by ${held.lock_contents} for ${held.lock_ttl_ms} ms more`)
    */
   inspect(): Promise<LockInspection | null>
   /** What this lock's calls have done (with every instance of the same settings). */
@@ -524,6 +534,11 @@ export declare class ExclusiveLock extends EventEmitter<ExclusiveLockEvents> {
   /**
    * Stops refreshing and deletes the lock if it is still ours. Idempotent.
    * @throws {LockError} when Redis could not be asked (also emitted as `'error'`).
+   * @example
+   * process.once('SIGTERM', async () => {
+   *   await lock.release() // the next instance leads at once, not after the TTL
+   *   process.exit(0)
+   * })
    */
   release(): Promise<void>
   /** Lets the process exit while the lock is held. */
@@ -580,6 +595,11 @@ export declare class DistributedLockService {
       restartQuarantineMs?: number
       /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
       onEvent?: OnLockEvent
+      /**
+       * Not in the original: `logger` also logs each event at its level (README "Tracing"),
+       * beside maestro's own messages. Default false: maestro's messages only.
+       */
+      logEvents?: boolean
       /** Not in the original: the held lock's connection to Redis dropped (the lock is in doubt). */
       onSuspended?: (service: DistributedLockService) => void
       /** Not in the original: after `onSuspended`, a refresh confirmed the lock is still ours. */
@@ -614,6 +634,8 @@ export declare class DistributedLockService {
   /**
    * `true` when released or already gone; `false` when another holder has it, or on error
    * (never rejects, as maestro).
+   * @example
+   * if (!(await service.release())) console.warn('not released: taken over, or Redis failed (see the logger)')
    */
   release(): Promise<boolean>
   /** Releases, then calls `cacheInstance.disconnect()` as the original does. */

@@ -70,11 +70,57 @@ export type LockInfoDebug<C extends BackendCapabilities> = LockInfo<C> & { key: 
 export type OnReleaseError = (error: Error, context: { lockId: string; key: string; source: 'disposal' }) => void
 
 export interface LockBackend<C extends BackendCapabilities = BackendCapabilities> {
+  /**
+   * One attempt: `{ ok: true, lockId, expiresAtMs, fence }` when won, `{ ok: false, reason:
+   * 'locked' }` when someone holds the key (never a rejection for that).
+   * @throws {LockError} `InvalidArgument` for a bad key or `ttlMs`, before a Redis call is made;
+   *   `Aborted` when `signal` is already aborted; `NetworkTimeout`, `ServiceUnavailable` or
+   *   `AuthFailed` when Redis could not be asked; `Internal` for a script error or a fence
+   *   counter past its limit.
+   * @example
+   * const result = await backend.acquire({ key: 'job:42', ttlMs: 30_000 })
+   * if (result.ok) {
+   *   try { await run(result.fence) } finally { await result.release() }
+   * }
+   */
   acquire: (opts: KeyOp & { ttlMs: number }) => Promise<DecoratedAcquireResult<C>>
+  /**
+   * Deletes the lock `lockId` if it is still that lock: `{ ok: true }`, else `{ ok: false }`
+   * (expired, released or taken over).
+   * @throws {LockError} `InvalidArgument` for a malformed `lockId`, before a Redis call is made;
+   *   `Aborted`, `NetworkTimeout`, `ServiceUnavailable`, `AuthFailed` or `Internal` as for acquire.
+   * @example
+   * const { ok } = await backend.release({ lockId })
+   * if (!ok) console.warn('the lock had expired or changed hands before the release')
+   */
   release: (opts: LockOp) => Promise<ReleaseResult>
+  /**
+   * Sets the lock's TTL to `ttlMs` from now (it replaces the TTL, it does not add to it):
+   * `{ ok: true, expiresAtMs }`, or `{ ok: false }` when the lock is no longer `lockId`'s.
+   * @throws {LockError} `InvalidArgument` for a malformed `lockId` or a bad `ttlMs`, before a
+   *   Redis call is made; `Aborted`, `NetworkTimeout`, `ServiceUnavailable`, `AuthFailed` or `Internal`
+   *   as for acquire.
+   * @example
+   * const extended = await backend.extend({ lockId, ttlMs: 30_000 })
+   * if (!extended.ok) throw new Error('lock lost: stop the export')
+   */
   extend: (opts: LockOp & { ttlMs: number }) => Promise<ExtendResult>
   isLocked: (opts: KeyOp) => Promise<boolean>
+  /**
+   * The live lock of `key` (or of `lockId`), with hashes instead of the key and lockId
+   * (getByKeyRaw/getByIdRaw give them); `null` when there is none.
+   * @throws {LockError} `InvalidArgument` for a bad key or lockId, before a Redis call is made;
+   *   `Aborted`, `NetworkTimeout`, `ServiceUnavailable`, `AuthFailed` or `Internal` as for acquire.
+   * @example
+   * const info = await backend.lookup({ key: 'job:42' })
+   * if (info) console.log(`held until ${new Date(info.expiresAtMs).toISOString()}, fence ${info.fence}`)
+   */
   lookup(opts: KeyLookup): Promise<LockInfo<C> | null>
+  /**
+   * The lock `lockId` if it is still live; `null` otherwise. Throws as the key form does.
+   * @example
+   * const mine = (await backend.lookup({ lockId })) !== null
+   */
   lookup(opts: OwnershipLookup): Promise<LockInfo<C> | null>
   readonly capabilities: Readonly<C>
 }

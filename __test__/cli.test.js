@@ -138,6 +138,62 @@ test('inspect: one lock in full, its queue and fence counter', async () => {
   assert.match(text.stdout, /contents:\s+\{"lock_contents":"host-a"\}/)
 })
 
+test("syncguard waiters of ours (createLock's lock(fn) on a held key): counted in list, queued in inspect", async () => {
+  const holder = await sg.createRedisBackend(url).acquire({ key: 'report:hourly', ttlMs: 60_000 })
+  assert.equal(holder.ok, true)
+  const plain = new Redis({ port: redis.port, lazyConnect: true })
+  try {
+    const ran = sg.createLock(url)(async () => 'ran', { key: 'report:hourly', ttlMs: 5_000, acquisition: { timeoutMs: 30_000 } })
+    // The waiter queues in the lock key's wake queue once its first attempt found it held.
+    const queue = Buffer.from('{syncguard:report:hourly}\xffwaiting', 'latin1')
+    let queued = 0
+    for (let i = 0; i < 400 && queued < 1; i++) {
+      queued = await plain.zcard(queue)
+      if (queued < 1) await new Promise((r) => setTimeout(r, 25))
+    }
+    assert.equal(queued, 1, 'the waiter is in the wake queue')
+    const listed = await cli(['list', 'syncguard:report:hourly', '--json', '--url', url])
+    assert.equal(listed.code, 0, listed.stderr)
+    const [lock] = JSON.parse(listed.stdout)
+    assert.equal(lock.api, 'syncguard')
+    assert.equal(lock.waiters, 1)
+    const inspected = await cli(['inspect', 'syncguard:report:hourly', '--json', '--url', url])
+    assert.equal(inspected.code, 0, inspected.stderr)
+    const full = JSON.parse(inspected.stdout)
+    assert.equal(full.waiters, 1)
+    assert.equal(full.queue.length, 1)
+    const [member] = await plain.zrange(queue, 0, -1)
+    assert.equal(full.queue[0].connection, member)
+    assert.ok(full.queue[0].since > 0)
+    const text = await cli(['inspect', 'syncguard:report:hourly', '--url', url])
+    assert.match(text.stdout, /waiters:\s+1\n/)
+    assert.match(text.stdout, /queued connection \S+ since \d+/)
+    await holder.release()
+    assert.equal(await ran, 'ran')
+  } finally {
+    plain.disconnect()
+  }
+})
+
+test("list: ExclusiveLock's holder is its owner token cut short, as in inspect", async () => {
+  const plain = new Redis({ port: redis.port, lazyConnect: true })
+  try {
+    const owner = await plain.get(Buffer.from('{exclusive-lock:nightly-report}\xffowner', 'latin1'))
+    assert.match(owner, /\S{9,}/)
+    const { code, stdout, stderr } = await cli(['list', 'exclusive-lock:*', '--json', '--url', url])
+    assert.equal(code, 0, stderr)
+    const [lock] = JSON.parse(stdout)
+    assert.equal(lock.key, 'exclusive-lock:nightly-report')
+    assert.equal(lock.holder, `${owner.slice(0, 8)}…`)
+    const full = JSON.parse((await cli(['inspect', 'exclusive-lock:nightly-report', '--json', '--url', url])).stdout)
+    assert.equal(full.holder, lock.holder)
+    const text = await cli(['list', 'exclusive-lock:*', '--url', url])
+    assert.match(text.stdout, new RegExp(`^exclusive-lock:nightly-report\\s+exclusive-lock\\s+${owner.slice(0, 8)}…`, 'm'))
+  } finally {
+    plain.disconnect()
+  }
+})
+
 test('inspect of a missing key, or of a key that is no lock of ours: exit 5', async () => {
   for (const key of ['no-such-key', 'unrelated', 'lock:stray']) {
     const { code, stderr, stdout } = await cli(['inspect', key, '--url', url])
@@ -314,6 +370,29 @@ test('a bad URL: exit 3, with the reason and never the password', async () => {
     assert.match(stderr, reason)
     assert.equal(stderr.trim().split('\n').length, 1)
   }
+})
+
+test("a Redlock's nodes (several --url, a JSON array, URLs joined by commas or spaces): exit 3, one line, nothing quoted or contacted", async () => {
+  // Port 1: nothing listens there, so a connection would end in exit 4, not 3.
+  const nodes = ['redis://:hunter2@127.0.0.1:1', 'redis://:hunter2@127.0.0.1:2']
+  const forms = [
+    ['--url', nodes[0], '--url', nodes[1]],
+    ['--url', JSON.stringify(nodes)],
+    ['--url', nodes.join(',')],
+    ['--url', nodes.join(' ')],
+  ]
+  for (const args of forms) {
+    const { code, stderr } = await cli(['list', ...args])
+    assert.equal(code, 3, `${args.join(' ')}: ${stderr}`)
+    assert.match(stderr, /names several servers \(a Redlock's nodes\?\): the command line reads one server, one Sentinel set or one Cluster at a time; run it once per node/)
+    assert.equal(stderr.trim().split('\n').length, 1)
+    assert.ok(!stderr.includes('hunter2'), stderr)
+  }
+  const env = await cli(['inspect', 'k'], { env: { REDIS_URL: nodes.join(',') } })
+  assert.equal(env.code, 3, env.stderr)
+  // One Sentinel set or one Cluster, each of several hosts, is one address.
+  const sentinel = await cli(['list', '--url', 'redis+sentinel://127.0.0.1:1,127.0.0.1:2/m', '--timeout', '300'])
+  assert.equal(sentinel.code, 4, sentinel.stderr)
 })
 
 test('a database that is no number names the argument and never quotes it: it may be a piece of a password', async () => {

@@ -200,3 +200,25 @@ async function evalshaCalls(port) {
   const info = await cluster.command(port, 'INFO', 'commandstats')
   return Number(/cmdstat_evalsha:calls=(\d+)/.exec(info)?.[1] ?? 0)
 }
+
+test('stats() and onEvent on a cluster: an acquisition, a contended attempt and a release on each master', async () => {
+  const events = []
+  const locks = new DistributedLock(cluster.url, { keyPrefix: 'observed:', onEvent: (event) => events.push(event) })
+  const keys = []
+  for (const port of masters) {
+    const key = await cluster.keyOn(port, 'observed-', 'observed:')
+    const handle = await locks.acquire(key, 5000)
+    assert.equal(await locks.tryAcquire(key, 5000), null)
+    await handle.release()
+    keys.push([key, handle.fence])
+  }
+  const stats = locks.stats()
+  assert.deepEqual([stats.acquisitions, stats.contended, stats.errors], [masters.length, masters.length, {}])
+  // The contention comes from the native side through the thread's queue: it may come late.
+  const deadline = Date.now() + 3000
+  while (events.filter((e) => e.type === 'contended').length < masters.length && Date.now() < deadline) await sleep(10)
+  const seen = (type) => events.filter((e) => e.type === type).map((e) => [e.key, e.fence])
+  assert.deepEqual(seen('acquired'), keys)
+  assert.deepEqual(seen('released'), keys)
+  assert.deepEqual(seen('contended').map(([key]) => key), keys.map(([key]) => key))
+})

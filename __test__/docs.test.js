@@ -40,3 +40,18 @@ test('every exit code of the command line has a row in README', () => {
   const rows = tableAfter('| exit code | meaning |').map((row) => Number(row[0]))
   assert.deepEqual(rows.sort(), Object.values(EXIT).sort())
 })
+
+test("every syncguard error code our syncguard makes is named in README's syncguard's errors", () => {
+  const at = README.indexOf("### syncguard's errors")
+  assert.ok(at >= 0)
+  const section = README.slice(at, README.indexOf('\n## ', at))
+  const dir = path.join(root, 'lib', 'syncguard')
+  const made = new Set()
+  for (const file of fs.readdirSync(dir).filter((name) => name.endsWith('.js'))) {
+    const text = fs.readFileSync(path.join(dir, file), 'utf8')
+    for (const m of text.matchAll(/(?:new LockError|make)\(\s*'([A-Za-z]+)'/g)) made.add(m[1])
+    for (const m of text.matchAll(/\],\s*'([A-Z][A-Za-z]+)',\s*'/g)) made.add(m[1])
+  }
+  assert.ok(made.has('Internal') && made.has('NetworkTimeout'), [...made].join(', '))
+  for (const code of made) assert.ok(section.includes(`\`${code}\``), `${code} is not in README's syncguard's errors`)
+})

@@ -136,3 +136,22 @@ test('sentinels that do not know the name: a connection error naming the sentine
   assert.match(err.message, /nosuchmaster/)
   assert.ok(Date.now() - started < 5000)
 })
+
+test('stats() and onEvent through Sentinel: an acquisition, a contended attempt and a release on the master', async () => {
+  const events = []
+  const locks = new DistributedLock(set.url, { onEvent: (event) => events.push(event) })
+  const handle = await locks.acquire('sn:observed', 5000)
+  assert.ok(await master.pttl('lock:sn:observed') > 0, 'on the master')
+  assert.equal(await locks.tryAcquire('sn:observed', 5000), null)
+  await handle.release()
+  const stats = locks.stats()
+  assert.deepEqual([stats.acquisitions, stats.contended, stats.errors], [1, 1, {}])
+  // The contention comes from the native side through the thread's queue: it may come late.
+  const deadline = Date.now() + 3000
+  while (!events.some((e) => e.type === 'contended') && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10))
+  assert.deepEqual(events.map((e) => [e.type, e.key, e.fence]).sort(), [
+    ['acquired', 'sn:observed', handle.fence],
+    ['contended', 'sn:observed', undefined],
+    ['released', 'sn:observed', handle.fence],
+  ].sort())
+})

@@ -6,7 +6,9 @@
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
+const path = require('node:path')
 const { startRedis } = require('./helpers/redis-server')
+const { startChild, killAll } = require('./helpers/child')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
 const syncguard = require('../syncguard')
 
@@ -150,6 +152,39 @@ for (const [name, target] of Object.entries(backends)) {
     })
   })
 }
+
+describe('woken, on its own', () => {
+  test('a waiter woken by a release in another process: woken counted and told, no hand-over', async (t) => {
+    const key = unique('woken')
+    const children = new Set()
+    const client = new Redis(servers[0].url)
+    t.after(() => {
+      killAll(children)
+      client.disconnect()
+    })
+    const holder = startChild(path.join(__dirname, 'fixtures', 'release-on-signal.js'), { REDIS_URL: servers[0].url, LOCK_KEY: key }, children)
+    await holder.ready
+    const events = []
+    // A poll far beyond the test: only the release's wake-up can end the wait in time.
+    const waiters = new DistributedLock(servers[0].url, { retryDelayMs: 30_000, onEvent: (event) => events.push(event) })
+    const waiting = waiters.waitForLock(key, 20_000, 10_000)
+    // Until the waiter is queued for its wake-up in Redis.
+    const queue = Buffer.from(`{lock:${key}}\xffwaiting`, 'latin1')
+    for (let i = 0; i < 400 && (await client.zcard(queue)) < 1; i++) await sleep(25)
+    assert.equal(await client.zcard(queue), 1, 'the waiter is queued')
+    process.kill(holder.proc.pid, 'SIGUSR2')
+    assert.equal(await holder.exited, 0, holder.stderr)
+    const got = await waiting
+    await until(() => events.some((e) => e.type === 'woken'))
+    const stats = waiters.stats()
+    assert.equal(stats.woken, 1, JSON.stringify(stats))
+    assert.equal(stats.handedOver, 0)
+    assert.equal(stats.acquisitions, 1)
+    assert.deepEqual(events.filter((e) => e.type === 'woken').map((e) => [e.api, e.key]), [['DistributedLock', key]])
+    assert.deepEqual(events.filter((e) => e.type === 'handed-over'), [])
+    await got.release()
+  })
+})
 
 // `stats: false`: nothing counted, the same shape with `enabled: false`; the default counts.
 const ZERO = {

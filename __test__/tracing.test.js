@@ -7,6 +7,7 @@ const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const { execFile } = require('node:child_process')
+const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
 const syncguard = require('../syncguard')
@@ -157,6 +158,30 @@ for (const [name, target] of Object.entries(backends)) {
   })
 }
 
+describe('onEvent: a lost lock', () => {
+  test('DistributedLock autoRefresh: lost, with the key, the fence and ELOST, once', async (t) => {
+    const hook = recorder()
+    const prefix = `${unique('lost')}:`
+    const lock = new DistributedLock(server.url, { keyPrefix: prefix, onEvent: hook.onEvent })
+    const handle = await lock.acquire('k', 600, { autoRefresh: true })
+    const client = new Redis(server.url)
+    t.after(() => client.disconnect())
+    // Taken from under the holder: its next refresh finds the lock gone.
+    await client.del(`${prefix}k`)
+    const error = await handle.lost
+    assert.equal(error.code, 'ELOST')
+    await until(() => hook.of('lost').length >= 1)
+    const lost = hook.of('lost')
+    assert.equal(lost.length, 1, JSON.stringify(hook.events.map((e) => e.type)))
+    assert.equal(lost[0].api, 'DistributedLock')
+    assert.equal(lost[0].key, 'k')
+    assert.equal(lost[0].fence, handle.fence)
+    assert.equal(lost[0].code, 'ELOST')
+    assert.equal(lost[0].error.code, 'ELOST')
+    assert.equal(typeof lost[0].at, 'number')
+  })
+})
+
 describe('logger', () => {
   test('pino-, winston- and console-shaped loggers get each event at its level', async () => {
     const { lines, pino, winston } = loggers()
@@ -217,6 +242,37 @@ describe('logger', () => {
     assert.ok(!JSON.stringify(lines).includes(token), 'a token in the log')
   })
 
+  test("DistributedLockService: its logger hears the events only with logEvents (maestro's messages either way)", async () => {
+    const events = (lines) => lines.filter(([, message]) => String(message).startsWith('native-redis-lock:'))
+    // The default, as maestro: its own messages, no event.
+    const { lines: quiet, winston } = loggers()
+    const plain = new DistributedLockService(unique('svc-quiet'), 5_000, server.url, { logger: winston })
+    assert.equal(await plain.acquire(), true)
+    assert.equal(await plain.release(), true)
+    assert.ok(quiet.some(([, message]) => /^Lock acquired/.test(message)), JSON.stringify(quiet))
+    assert.deepEqual(events(quiet), [])
+    // Opted in: the events too, at their levels; pino with its fields first.
+    const { lines, pino } = loggers()
+    const service = new DistributedLockService(unique('svc-log'), 5_000, server.url, { logger: pino, logEvents: true })
+    assert.equal(await service.acquire(), true)
+    assert.equal(await service.release(), true)
+    assert.deepEqual(events(lines).map(([level, message, fields]) => [level, message, fields.type, fields.api]), [
+      ['debug', 'native-redis-lock: lock acquired', 'acquired', 'DistributedLockService'],
+      ['debug', 'native-redis-lock: lock released', 'released', 'DistributedLockService'],
+    ])
+    // maestro's logger service (logDebug, ...) takes them the same way.
+    const heard = []
+    const maestroLogger = { logDebug: (...args) => heard.push(['debug', ...args]), logInfo() {}, logWarning() {}, logError() {} }
+    const other = new DistributedLockService(unique('svc-maestro'), 5_000, server.url, { logger: maestroLogger, logEvents: true })
+    assert.equal(await other.acquire(), true)
+    assert.equal(await other.release(), true)
+    assert.deepEqual(heard.filter(([, message]) => String(message).startsWith('native-redis-lock:')).map(([level, message, fields]) => [level, message, fields.type]), [
+      ['debug', 'native-redis-lock: lock acquired', 'acquired'],
+      ['debug', 'native-redis-lock: lock released', 'released'],
+    ])
+    assert.throws(() => new DistributedLockService('x', 1000, 'memory://', { logEvents: 'yes' }), { code: 'EINVAL', message: /options\.logEvents must be a boolean/ })
+  })
+
   test('a throwing logger breaks no lock', async () => {
     const boom = () => {
       throw new Error('logger failed')
@@ -272,6 +328,54 @@ describe('DEBUG=native-redis-lock', () => {
       assert.ok(traced.some((line) => line.includes(` EVALSHA ${name} [debug-sg:id:...`)), `${name}: ${stderr}`)
     }
     assert.ok(!stderr.includes(lockId), stderr)
+  })
+
+  test("every command sent has a line: counted against the server's INFO commandstats", async (t) => {
+    // A server of its own: its counts are this fixture's alone.
+    const own = await startRedis()
+    t.after(() => own.close())
+    const { stdout, stderr } = await new Promise((resolve, reject) => {
+      const script = path.join(__dirname, 'fixtures', 'debug-every-call.js')
+      execFile(process.execPath, [script, own.url], { env: { ...process.env, DEBUG: 'native-redis-lock' }, timeout: 20_000 }, (err, out, errOut) =>
+        err ? reject(Object.assign(err, { stderr: errOut })) : resolve({ stdout: out, stderr: errOut }),
+      )
+    })
+    assert.equal(stdout.trim(), 'done', stderr)
+    // Each line: where it went, its commands ('; ' between those of one write), time, outcome.
+    const traced = {}
+    for (const line of lines(stderr)) {
+      const m = / native-redis-lock (runtime|socket|sentinel) (.+) \+\d+\.\d\dms \S+$/.exec(line)
+      assert.ok(m, line)
+      for (const command of m[2].split('; ')) {
+        const [name, sub] = command.split(' ')
+        const counted = ['SCRIPT', 'CLIENT'].includes(name) ? `${name}|${sub}` : name
+        traced[counted.toLowerCase()] = (traced[counted.toLowerCase()] ?? 0) + 1
+      }
+    }
+    const client = new Redis(own.url)
+    t.after(() => client.disconnect())
+    const info = await client.info('commandstats')
+    const calls = (name) => Number(new RegExp(`^cmdstat_${name.replace('|', '\\|')}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0)
+    // The commands sent only from outside a script (commandstats also counts those a script
+    // runs), and by nothing but the fixture's library (its SCRIPT FLUSH is not ours).
+    const sent = ['hello', 'evalsha', 'eval', 'script|load', 'ssubscribe', 'subscribe', 'sunsubscribe', 'unsubscribe', 'multi', 'exec']
+    const seen = Object.fromEntries(sent.map((name) => [name, traced[name] ?? 0]))
+    const counted = Object.fromEntries(sent.map((name) => [name, calls(name)]))
+    assert.deepEqual(seen, counted, stderr)
+    // What the fixture makes sure of: the connections' HELLO, a wait's subscription, the
+    // quarantine's EVAL, and NOSCRIPT answered by a SCRIPT LOAD and the call sent again.
+    assert.ok(counted.hello >= 2 && counted.ssubscribe + counted.subscribe >= 1 && counted.eval >= 1, JSON.stringify(counted))
+    // Lines of other connections (the JS thread's socket, the other lock's) may come between.
+    const all = lines(stderr)
+    const call = (line) => line.replace(/ \+.*$/, '')
+    const noscript = all.filter((line) => line.endsWith(' NOSCRIPT'))
+    assert.ok(noscript.length >= 1, stderr)
+    for (const line of noscript) {
+      const at = all.indexOf(line)
+      const loaded = all.findIndex((later, i) => i > at && / runtime SCRIPT LOAD \+/.test(later))
+      assert.ok(loaded > at, `no SCRIPT LOAD after ${line}`)
+      assert.ok(all.some((later, i) => i > loaded && call(later) === call(line) && later.endsWith(' ok')), `${line}: not sent again`)
+    }
   })
 
   test('off without DEBUG, or when excluded', async () => {

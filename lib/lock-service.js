@@ -44,7 +44,10 @@ function loggerOf(logger) {
     const log = logger?.[maestro] ?? logger?.[plain]
     if (typeof log === 'function') log.apply(logger, args)
   }
-  return { debug: level('logDebug', 'debug'), info: level('logInfo', 'info'), warn: level('logWarning', 'warn'), error: level('logError', 'error') }
+  const levels = { debug: level('logDebug', 'debug'), info: level('logInfo', 'info'), warn: level('logWarning', 'warn'), error: level('logError', 'error') }
+  // pino, told apart by its bindings(), takes an event's fields first (lib/tracing.js).
+  if (typeof logger?.bindings === 'function') levels.bindings = () => logger.bindings()
+  return levels
 }
 
 /** maestro's backoff: after the n-th failed attempt, min(base x 2^n, cap), plus 0-5 % jitter. */
@@ -153,8 +156,10 @@ class DistributedLockService {
     this.#onLost = options?.onLost
     this.#logger = loggerOf(options?.logger)
     checkTracing(undefined, options?.onEvent, 'options')
-    // maestro's logger logs maestro's messages; ours only a throwing onEvent hook.
-    this.#tracer = tracerOf('DistributedLockService', this.#logger, options?.onEvent, false)
+    // maestro's logger logs maestro's messages; the events too only when asked (ours), else
+    // only a throwing onEvent hook, so that a maestro user's logs stay as they were.
+    const logEvents = check.optionalBoolean(options?.logEvents, 'options.logEvents') === true && options?.logger != null
+    this.#tracer = tracerOf('DistributedLockService', this.#logger, options?.onEvent, logEvents)
     this.lockKey = lockKey
     this.ttl = ttlMs
     this.lockValue = randomUUID()

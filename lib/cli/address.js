@@ -14,6 +14,20 @@ function database(text, where, hint = '') {
   return Number(text)
 }
 
+/** Why an address naming several independent servers is refused (never quoting it). */
+const SEVERAL_SERVERS =
+  "--url names several servers (a Redlock's nodes?): the command line reads one server, one Sentinel set or one Cluster at a time; run it once per node"
+
+/**
+ * An address that lists several URLs (a JSON array, or URLs joined by commas or spaces), as a
+ * Redlock's nodes are given to the library: refused by name rather than read as one odd URL.
+ */
+function severalUrls(text) {
+  if (/^\s*\[/.test(text)) return true
+  const schemes = text.match(/(?:^|[\s,;])(?:rediss?(?:\+sentinel|\+cluster)?|unix):\/\//g) ?? []
+  return schemes.length > 1
+}
+
 /**
  * `{ host, port }`, `{ path }`, `{ sentinels, name }` (lib/cli/sentinel-address.js) or
  * `{ seeds }` (a cluster's, lib/cli/host-list.js), with `tls`, `username`, `password`, `db` and `shown` (the
@@ -23,6 +37,7 @@ function parseAddress(text) {
   if (typeof text !== 'string' || text.trim() === '') {
     throw badUrl('no Redis address: pass --url redis://host:port or set REDIS_URL')
   }
+  if (severalUrls(text)) throw badUrl(SEVERAL_SERVERS)
   // Many hosts are not one URL authority: read apart, by the library's rules.
   if (/^rediss?\+sentinel:\/\//.test(text.trim())) return parseSentinelAddress(text.trim())
   if (/^rediss?\+cluster:\/\//.test(text.trim())) return parseClusterAddress(text.trim())
@@ -63,4 +78,4 @@ function parseAddress(text) {
   }
 }
 
-module.exports = { parseAddress, CliError, EXIT }
+module.exports = { parseAddress, CliError, EXIT, SEVERAL_SERVERS }

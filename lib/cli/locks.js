@@ -126,8 +126,12 @@ async function readSyncguard(client, key, value, record, full) {
   if (readings.length === 0) return null
   // Every reading's keys in one round with the lock's TTL: the reading whose index and fence
   // exist is the library's (on one Redis the index key is the same in every reading).
-  const [ttl, ...found] = await Promise.all([
+  // Waiters of ours (createLock, lock(fn)) queue in the lock key's own wake queue, as
+  // DistributedLock's do: the core names it from the lock key, whatever syncguard's prefix.
+  const waiting = native.lockSiblings(key).waiting
+  const [ttl, queued, ...found] = await Promise.all([
     client.call('PTTL', key),
+    client.call('ZCARD', waiting).catch(orElse(0)),
     ...readings.map(({ fence, index }) => Promise.all([
       client.call('GET', fence).catch(orElse(null)),
       client.call('EXISTS', index).catch(orElse(0)),
@@ -144,11 +148,12 @@ async function readSyncguard(client, key, value, record, full) {
     ttlMs: ttl >= 0 ? ttl : null,
     fence: record.fence,
     fenceCounter: counter ? counter.toString() : null,
-    waiters: 0,
+    waiters: queued,
     contents: { key: record.key, acquiredAtMs: record.acquiredAtMs, expiresAtMs: record.expiresAtMs },
   }
-  counters(lock, keys.fence, [])
+  counters(lock, keys.fence, [waiting])
   if (full) {
+    lock.queue = queueOf(await client.call('ZRANGE', waiting, 0, -1, 'WITHSCORES').catch(orElse([])))
     lock.keys = { fence: keys.fence.toString('latin1'), index: indexed ? keys.index.toString('utf8') : null }
     lock.forget = { value, fence: keys.fence, others: [keys.index], step: 1 }
   }
@@ -157,9 +162,10 @@ async function readSyncguard(client, key, value, record, full) {
 
 async function readOurs(client, key, value, full) {
   const sib = native.lockSiblings(key)
-  const [hasFence, hasOwner, ttl, counter, queued, lined] = await Promise.all([
+  const [hasFence, owner, ttl, counter, queued, lined] = await Promise.all([
     client.call('EXISTS', sib.fence),
-    client.call('EXISTS', sib.owner),
+    // ExclusiveLock's holder is its owner key's token (its lock key holds lock_contents).
+    client.call('GET', sib.owner).catch(orElse(null)),
     client.call('PTTL', key),
     client.call('GET', sib.fence).catch(orElse(null)),
     client.call('ZCARD', sib.waiting).catch(orElse(0)),
@@ -167,11 +173,12 @@ async function readOurs(client, key, value, full) {
   ])
   // Every acquisition of ours draws from the counter: no counter, no lock of ours.
   if (!hasFence) return null
-  const api = apiOf(key, value, hasOwner === 1)
+  const api = apiOf(key, value, owner !== null)
+  const holder = api === 'exclusive-lock' ? owner : value
   const lock = {
     key: key.toString('utf8'),
     api,
-    holder: api === 'exclusive-lock' ? null : shorten(value.toString('utf8')),
+    holder: holder ? shorten(holder.toString('utf8')) : null,
     ttlMs: ttl >= 0 ? ttl : null,
     fence: null,
     fenceCounter: counter ? counter.toString() : null,
@@ -180,13 +187,11 @@ async function readOurs(client, key, value, full) {
   }
   counters(lock, sib.fence, [sib.waiting, sib.line])
   if (full) {
-    const [owner, waiting, line] = await Promise.all([
-      client.call('GET', sib.owner),
+    const [waiting, line] = await Promise.all([
       client.call('ZRANGE', sib.waiting, 0, -1, 'WITHSCORES').catch(orElse([])),
       client.call('ZRANGE', sib.line, 0, -1, 'WITHSCORES').catch(orElse([])),
     ])
-    if (owner) lock.holder = shorten(owner.toString('utf8'))
-    lock.queue = pairs(waiting).map(([connection, since]) => ({ connection, since: Number(since) }))
+    lock.queue = queueOf(waiting)
     lock.line = pairs(line).map(([waiter, since]) => ({ waiter: shorten(waiter), since: Number(since) }))
     lock.keys = { fence: sib.fence.toString('latin1'), channel: sib.channel.toString('latin1') }
     lock.forget = { value, fence: sib.fence, others: [sib.owner], step: 2 }
@@ -213,6 +218,11 @@ async function rereadCounters(client, lock) {
     fenceCounter: counter ? counter.toString() : null, waiters: sizes.reduce((a, b) => a + b, 0) }
   counters(again, fence, queues)
   return again
+}
+
+/** A wake queue's ZRANGE WITHSCORES: the connections queued, and since when (ms). */
+function queueOf(flat) {
+  return pairs(flat).map(([connection, since]) => ({ connection, since: Number(since) }))
 }
 
 function pairs(flat) {
@@ -247,7 +257,8 @@ async function inspectLock(client, key) {
 
 /**
  * Deletes the lock `lock` (from inspectLock) if it has not changed hands, and moves its fence
- * counter on: `{ deleted: [names], fenceCounter }`, or null when it changed.
+ * counter on: `{ deletedKeys, fenceCounter }` (how many keys were deleted, and the counter
+ * after, or null when there was none), or null when the lock changed hands.
  */
 async function forceRelease(client, lock) {
   const { value, fence, others, step } = lock.forget

@@ -5,7 +5,8 @@
 
 const { parseArgs } = require('node:util')
 const readline = require('node:readline')
-const { parseAddress, CliError, EXIT } = require('./address')
+const { parseAddress, CliError, EXIT, SEVERAL_SERVERS } = require('./address')
+const { badUrl } = require('./errors')
 const { connect } = require('./connect')
 const { listLocks, inspectLock, forceRelease } = require('./locks')
 const { watch } = require('./watch')
@@ -21,7 +22,8 @@ Commands:
 
 Options (every command):
   --url <url>             redis://, rediss://, unix://, redis+sentinel://h:p,h:p/<name>
-                          or redis+cluster://h:p,h:p address (else REDIS_URL)
+                          or redis+cluster://h:p,h:p address (else REDIS_URL); one
+                          server, Sentinel set or Cluster: run once per Redlock node
   --json                  machine-readable output
   --timeout <ms>          bound on connecting and on each command (default 5000)
   -h, --help              this help, or a command's: native-redis-lock list --help
@@ -62,7 +64,8 @@ Nothing is deleted if the lock changed hands after it was shown.
 }
 
 const OPTIONS = {
-  url: { type: 'string' },
+  // Several are refused by name (a Redlock's nodes): see oneUrl.
+  url: { type: 'string', multiple: true },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   force: { type: 'boolean' },
@@ -164,8 +167,15 @@ async function confirm(io, question) {
   }
 }
 
+/** The one --url given, if any: several name a Redlock's nodes, which are read one at a time. */
+function oneUrl(urls) {
+  if (urls === undefined) return undefined
+  if (urls.length > 1) throw badUrl(SEVERAL_SERVERS)
+  return urls[0]
+}
+
 async function run(command, rest, values, io) {
-  const address = parseAddress(values.url ?? io.env.REDIS_URL)
+  const address = parseAddress(oneUrl(values.url) ?? io.env.REDIS_URL)
   const timeoutMs = positiveInt(values.timeout, 'timeout', 1) ?? 5000
   const print = (text) => io.stdout.write(`${text}\n`)
   if (command === 'watch') {

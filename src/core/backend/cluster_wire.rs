@@ -17,7 +17,7 @@
 //! slot) the crate would follow only as a retry, so this connection follows it itself.
 
 use super::endpoint::{Address, Endpoint};
-use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
+use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::error::LockError;
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
@@ -28,7 +28,7 @@ use redis::{
     RedisResult, ServerErrorKind, TlsCertificates, Value,
 };
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A black-holed node stalls every request while the crate refreshes its slot map (it holds
 /// its map's lock across the connects), so no connect may wait longer than this.
@@ -136,24 +136,44 @@ impl Conduit for ClusterPair {
     }
 
     async fn subscribe_sharded(&mut self, channel: &[u8]) -> RedisResult<()> {
-        self.subscriptions.ssubscribe(channel).await
+        let subscriptions = &mut self.subscriptions;
+        switched("SSUBSCRIBE", channel, subscriptions.ssubscribe(channel)).await
     }
 
     async fn subscribe_plain(&mut self, channel: &[u8]) -> RedisResult<()> {
-        self.subscriptions.subscribe(channel).await
+        let subscriptions = &mut self.subscriptions;
+        switched("SUBSCRIBE", channel, subscriptions.subscribe(channel)).await
     }
 
     /// One channel per command: channels of several slots in one SUNSUBSCRIBE are CROSSSLOT.
     async fn unsubscribe(&mut self, channels: Vec<Vec<u8>>, sharded: bool) -> RedisResult<()> {
         for channel in channels {
+            let subscriptions = &mut self.subscriptions;
             if sharded {
-                self.subscriptions.sunsubscribe(channel).await?;
+                switched(
+                    "SUNSUBSCRIBE",
+                    &channel,
+                    subscriptions.sunsubscribe(&channel),
+                )
+                .await?;
             } else {
-                self.subscriptions.unsubscribe(channel).await?;
+                switched("UNSUBSCRIBE", &channel, subscriptions.unsubscribe(&channel)).await?;
             }
         }
         Ok(())
     }
+}
+
+/// A (un)subscription `name` to `channel` the crate sends (`sending`), traced once answered.
+async fn switched(
+    name: &str,
+    channel: &[u8],
+    sending: impl std::future::Future<Output = RedisResult<()>>,
+) -> RedisResult<()> {
+    let started = Instant::now();
+    let done = sending.await;
+    trace_sent(|| packed(redis::cmd(name).arg(channel)), started, &done);
+    done
 }
 
 /// Sends `cmd` once to the node an ASK named, behind an ASKING that lets it in there while

@@ -4,7 +4,8 @@
 
 use super::endpoint::{Address, Endpoint};
 use crate::core::basics::error::LockError;
-use crate::core::basics::resp;
+use crate::core::basics::{resp, trace};
+use crate::core::proto::scripts::name_of as script_name;
 use redis::{Cmd, Value};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -48,11 +49,23 @@ async fn connect(endpoint: &Endpoint, scripts: &[&str]) -> Result<std::net::TcpS
     for cmd in &commands {
         cmd.write_packed_command(&mut out);
     }
-    stream.write_all(&out).await.map_err(io)?;
-    for reply in read_replies(&mut stream, commands.len()).await? {
+    let started = std::time::Instant::now();
+    let answered = handshaken(&mut stream, &out, commands.len()).await;
+    if trace::on() && !commands.is_empty() {
+        let outcome = answered.as_ref().map_or_else(LockError::code, |()| "ok");
+        trace::call("socket", &out, started.elapsed(), outcome, script_name);
+    }
+    answered?;
+    stream.into_std().map_err(io)
+}
+
+/// Sends the handshake `out` and reads its `count` replies, every one a success.
+async fn handshaken(stream: &mut TcpStream, out: &[u8], count: usize) -> Result<(), LockError> {
+    stream.write_all(out).await.map_err(io)?;
+    for reply in read_replies(stream, count).await? {
         reply.extract_error()?;
     }
-    stream.into_std().map_err(io)
+    Ok(())
 }
 
 /// AUTH, SELECT and SCRIPT LOAD, as the tokio connection sends them (RESP2: the JS thread

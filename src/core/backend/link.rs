@@ -8,7 +8,7 @@ use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::quarantine::Quarantine;
 use super::upstream::Upstream;
-use super::wire::{Conduit, Destination, PushSink, ScriptLoading};
+use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -69,7 +69,8 @@ impl<W: Conduit> Pinned<W> {
             Ok(reply) => reply.map_err(LockError::from),
             Err(_) => Err(LockError::no_reply(timeout)),
         };
-        if trace::on() {
+        // Each command sent is traced as it is answered (`query`); a call with no answer here.
+        if trace::on() && matches!(answer, Err(LockError::Timeout(_))) {
             trace_call(&packed_request(request), started, answer.as_ref().err());
         }
         answer
@@ -116,6 +117,9 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     answered: Mutex<Option<Stamp>>,
     /// `restartQuarantineMs`: the gate an attempt passes on this connection.
     quarantine: Quarantine,
+    /// With `DEBUG` on: since when the crate's setup of a (re)opened connection is untraced;
+    /// written at the first answer after (see `Conduit::setup`).
+    setup: Arc<Mutex<Option<Instant>>>,
 }
 
 impl<W: Conduit> Link<W> {
@@ -145,6 +149,7 @@ impl<W: Conduit> Link<W> {
             listener,
             switching: tokio::sync::Mutex::new(()),
             answered: Mutex::new(None),
+            setup: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -203,6 +208,7 @@ impl<W: Conduit> Link<W> {
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
         let pushes = PushSink {
             dropped: self.dropped.clone(),
+            setup: self.setup.clone(),
             scripts_ready: self.scripts_ready.clone(),
             listener: self.listener.clone(),
             // A master that dropped us may have been demoted: ask where it is now.
@@ -223,6 +229,9 @@ impl<W: Conduit> Link<W> {
         }
         *slot = Some((manager.clone(), resp3));
         *lock(&self.answered) = None;
+        if trace::on() {
+            *lock(&self.setup) = Some(Instant::now());
+        }
         Ok(manager)
     }
 
@@ -453,6 +462,9 @@ impl<W: Conduit> Link<W> {
             };
             let err = match reply {
                 Ok(Ok(passed)) => {
+                    if trace::on() {
+                        self.trace_setup();
+                    }
                     self.reached.store(true, Ordering::Relaxed);
                     self.up.store(true, Ordering::Relaxed);
                     self.dropped.answered();
@@ -479,6 +491,10 @@ impl<W: Conduit> Link<W> {
                     let gone = err.is_connection_dropped()
                         || err.is_connection_refusal()
                         || err.is_io_error();
+                    if gone && trace::on() {
+                        // The manager reconnects for the next call, setup and all.
+                        lock(&self.setup).get_or_insert_with(Instant::now);
+                    }
                     if gone && !self.quarantine.is_off() {
                         // Whatever `up` says: over RESP2 a drop met by no signalled call
                         // would leave the old server's gate standing for the next one.
@@ -595,6 +611,19 @@ impl<W: Conduit> Link<W> {
         }
     }
 
+    /// The `DEBUG` line of what the crate sent by itself on (re)connecting, before the call
+    /// just answered: with the time from the (re)opening to that answer, which it includes.
+    fn trace_setup(&self) {
+        let Some(since) = lock(&self.setup).take() else {
+            return;
+        };
+        let resp3 = !self.resp2_only.load(Ordering::Relaxed);
+        if let Some(setup) = W::setup(&self.endpoint, resp3) {
+            let packed = setup.get_packed_pipeline();
+            trace::call("runtime", &packed, since.elapsed(), "ok", scripts::name_of);
+        }
+    }
+
     /// TLS to a server never reached yet: it may be a plain-text one.
     fn unreached_tls(&self) -> bool {
         self.endpoint.is_tls() && !self.reached.load(Ordering::Relaxed)
@@ -627,13 +656,19 @@ impl<W: Conduit> Link<W> {
         let started = Instant::now();
         // Only a connection that grants reads it (see `answered_sent`).
         let sent = self.endpoint.grants.then(Stamp::now);
+        // Whether the last try's commands were answered, each traced then (`query`).
+        let replied = AtomicBool::new(false);
+        let replied = &replied;
         let answer = self
             .call(timeout, replay, refusals, |con| async move {
+                replied.store(false, Ordering::Relaxed);
                 let mut con = match replay {
                     Replay::Safe => con,
                     Replay::Never => con.sent_once(),
                 };
-                query(request, &mut con).await
+                let reply = query(request, &mut con).await;
+                replied.store(true, Ordering::Relaxed);
+                reply
             })
             .await;
         if let (Some(sent), true) = (sent, answer.is_ok()) {
@@ -642,7 +677,8 @@ impl<W: Conduit> Link<W> {
                 *answered = Some(sent);
             }
         }
-        if trace::on() {
+        // A call whose last try got no answer (a timeout, no connection) is traced here.
+        if trace::on() && !replied.load(Ordering::Relaxed) {
             let failed = answer.as_ref().err().map(|(err, _)| err);
             trace_call(&packed_request(request), started, failed);
         }
@@ -696,19 +732,39 @@ fn trace_call(packed: &[u8], started: Instant, failed: Option<&LockError>) {
 /// sent once more, as the redis crate's `ScriptInvocation` does, or, where scripts are loaded
 /// by the calls, sent once more whole to the same node. Either way within the caller's bound:
 /// a NOSCRIPT ran nothing, so even a call that must not run twice may go again.
+/// With `DEBUG` on, each command sent has its own line: a NOSCRIPT, the SCRIPT LOAD and the
+/// call sent again are three.
 async fn query<T: FromRedisValue, W: Conduit>(request: &Request, con: &mut W) -> RedisResult<T> {
     match request {
-        Request::Command(cmd) => cmd.query_async(con).await,
-        Request::Script { script, evalsha } => match evalsha.query_async(con).await {
+        Request::Command(cmd) => traced(cmd, con).await,
+        Request::Script { script, evalsha } => match traced(evalsha, con).await {
             Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 if W::SCRIPTS == ScriptLoading::Upfront {
-                    script.load_async(con).await?;
+                    let started = Instant::now();
+                    let loaded = script.load_async(con).await;
+                    trace_sent(
+                        || packed(redis::cmd("SCRIPT").arg("LOAD")),
+                        started,
+                        &loaded,
+                    );
+                    loaded?;
                 }
-                after_noscript::<W>(evalsha).query_async(con).await
+                traced(&after_noscript::<W>(evalsha), con).await
             }
             reply => reply,
         },
     }
+}
+
+/// Sends `cmd`, traced once answered (basics/trace.rs); off, it costs one relaxed load.
+async fn traced<T: FromRedisValue, W: Conduit>(cmd: &Cmd, con: &mut W) -> RedisResult<T> {
+    if !trace::on() {
+        return cmd.query_async(con).await;
+    }
+    let started = Instant::now();
+    let reply = cmd.query_async(con).await;
+    trace_sent(|| packed(cmd), started, &reply);
+    reply
 }
 
 /// A script call to send again after it came back NOSCRIPT: as it was once its script is

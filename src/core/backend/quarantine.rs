@@ -2,6 +2,7 @@
 //! connection, forgotten when it drops, and learned again (one EVAL of epoch.lua) before the
 //! next attempt. Off (`restartQuarantineMs: 0`), it sends nothing.
 
+use super::wire::{packed, trace_named};
 use crate::core::basics::drops::Drops;
 use crate::core::basics::sync::lock;
 use crate::core::proto::epoch::{self, Gate};
@@ -74,7 +75,11 @@ impl Quarantine {
             }
             let generation = self.generation.load(Ordering::SeqCst);
             let sent = Instant::now();
-            let reply: Value = epoch::stamp().query_async(con).await?;
+            let stamp = epoch::stamp();
+            let asked = Instant::now();
+            let reply = stamp.query_async::<Value>(con).await;
+            trace_named(|| packed(&stamp), asked, &reply, epoch::name_of);
+            let reply = reply?;
             let stamp = epoch::read_stamp(&reply.extract_error()?)
                 .ok_or_else(|| unreadable("epoch.lua answered no { born, now }"))?;
             let gate = Gate::new(Instant::now(), stamp, self.length);

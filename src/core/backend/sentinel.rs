@@ -10,6 +10,8 @@ use super::endpoint::{Address, Endpoint};
 use super::endpoint_multi::HostPort;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
+use crate::core::basics::trace;
+use crate::core::proto::scripts;
 use redis::aio::MultiplexedConnection;
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{ConnectionAddr, RedisConnectionInfo, TlsMode};
@@ -131,10 +133,12 @@ impl Inner {
         let Some(sentinel) = slot.as_mut() else {
             return Err(LockError::Internal("no Sentinel client".into()));
         };
-        let client = sentinel
-            .async_master_for(name, Some(&node))
-            .await
-            .map_err(|err| self.failed(err))?;
+        let started = std::time::Instant::now();
+        let client = sentinel.async_master_for(name, Some(&node)).await;
+        // The crate's lookup, as one line: SENTINEL MASTERS of the sentinels it asks, then ROLE
+        // of the master they name (each on a connection of its own, set up as any).
+        trace_lookup(started, &client);
+        let client = client.map_err(|err| self.failed(err))?;
         match client.get_connection_info().addr() {
             ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
                 Ok((host.clone(), *port))
@@ -156,7 +160,7 @@ impl Inner {
         cmd.arg("get-master-addr-by-name").arg(name);
         let mut slot = self.watch.lock().await;
         if let Some(con) = slot.as_mut() {
-            if let Ok(Some(found)) = cmd.query_async::<Option<HostPort>>(con).await {
+            if let Ok(Some(found)) = asked(&cmd, con).await {
                 return Ok(found);
             }
             *slot = None;
@@ -168,7 +172,7 @@ impl Inner {
             let Ok(mut con) = client.get_multiplexed_async_connection().await else {
                 continue;
             };
-            if let Ok(Some(found)) = cmd.query_async::<Option<HostPort>>(&mut con).await {
+            if let Ok(Some(found)) = asked(&cmd, &mut con).await {
                 *slot = Some(con);
                 return Ok(found);
             }
@@ -218,6 +222,44 @@ impl Inner {
             _ => what.to_owned(),
         }
     }
+}
+
+/// A sentinel asked `cmd` on `con`, traced as any call (basics/trace.rs).
+async fn asked(
+    cmd: &redis::Cmd,
+    con: &mut MultiplexedConnection,
+) -> redis::RedisResult<Option<HostPort>> {
+    let started = std::time::Instant::now();
+    let found = cmd.query_async::<Option<HostPort>>(con).await;
+    trace_sentinel(|| cmd.get_packed_command(), started, &found);
+    found
+}
+
+/// A `DEBUG` line for the crate's master lookup (`async_master_for`), which sends its commands
+/// itself: named as what it asks, with how long it took in all.
+fn trace_lookup<T>(started: std::time::Instant, result: &redis::RedisResult<T>) {
+    let lookup = || {
+        let mut lookup = redis::Pipeline::new();
+        lookup.cmd("SENTINEL").arg("MASTERS").cmd("ROLE");
+        lookup.get_packed_pipeline()
+    };
+    trace_sentinel(lookup, started, result);
+}
+
+/// A `DEBUG` line for what went to the sentinels: `packed` is made only when tracing is on.
+fn trace_sentinel<T>(
+    packed: impl FnOnce() -> Vec<u8>,
+    started: std::time::Instant,
+    result: &redis::RedisResult<T>,
+) {
+    if !trace::on() {
+        return;
+    }
+    let outcome = result
+        .as_ref()
+        .map_or_else(|err| err.code().unwrap_or("error"), |_| "ok");
+    let took = started.elapsed();
+    trace::call("sentinel", &packed(), took, outcome, scripts::name_of);
 }
 
 #[cfg(test)]

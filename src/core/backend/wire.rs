@@ -7,18 +7,59 @@ use super::lock_store::{published, unsubscribed, Listener, LostScope};
 use super::upstream::Upstream;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
+use crate::core::basics::trace::{self, ScriptNames};
+use crate::core::proto::scripts;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::{Pipeline, RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisResult, Value};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::time::Instant;
+
+/// A `DEBUG` line (basics/trace.rs) for a command this layer sends beside the lock calls
+/// (scripts loaded, subscriptions, a script sent again after NOSCRIPT), as theirs are
+/// written: `packed` is made only when tracing is on.
+pub(super) fn trace_sent<T>(
+    packed: impl FnOnce() -> Vec<u8>,
+    started: std::time::Instant,
+    result: &RedisResult<T>,
+) {
+    trace_named(packed, started, result, scripts::name_of);
+}
+
+/// `trace_sent`, naming scripts with `names`.
+pub(super) fn trace_named<T>(
+    packed: impl FnOnce() -> Vec<u8>,
+    started: std::time::Instant,
+    result: &RedisResult<T>,
+    names: ScriptNames,
+) {
+    if !trace::on() {
+        return;
+    }
+    // A server's refusal by its own code (NOSCRIPT, NOPERM...), anything else by ours.
+    let outcome = match result {
+        Ok(_) => "ok",
+        Err(err) => err
+            .code()
+            .unwrap_or_else(|| LockError::from(err.clone()).code()),
+    };
+    trace::call("runtime", &packed(), started.elapsed(), outcome, names);
+}
+
+/// The bytes of one command, for a `DEBUG` line.
+pub(super) fn packed(cmd: &Cmd) -> Vec<u8> {
+    cmd.get_packed_command()
+}
 
 /// Where a connection's pushes go: messages to the listener, a dropped socket to the
 /// watchdog (through `dropped`) and to the waiters, and the scripts marked unloaded.
 #[derive(Clone)]
 pub struct PushSink {
     pub(super) dropped: Arc<Drops>,
+    /// With `DEBUG` on: since when a reconnect's setup is untraced (see `Conduit::setup`).
+    pub(super) setup: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     pub(super) scripts_ready: Arc<AtomicBool>,
     pub(super) listener: Arc<dyn Listener>,
     /// Set on a dropped socket when the server behind it can change (a Sentinel set's
@@ -34,6 +75,10 @@ impl PushSink {
                     stale.store(true, Ordering::Release);
                 }
                 self.scripts_ready.store(false, Ordering::Relaxed);
+                if trace::on() {
+                    // The manager reconnects now, and sends its setup again.
+                    lock(&self.setup).get_or_insert_with(std::time::Instant::now);
+                }
                 self.dropped.signal();
                 self.listener.connection_lost(LostScope::All);
             }
@@ -103,6 +148,13 @@ pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
         sharded: bool,
     ) -> impl Future<Output = RedisResult<()>> + Send;
 
+    /// What the redis crate sends by itself on each (re)connect of this connection, for a
+    /// `DEBUG` line (`Link` writes it at the first answer after): `None` where it cannot be
+    /// told (a cluster's connections, one per node, made as the crate sees fit).
+    fn setup(_endpoint: &Endpoint, _resp3: bool) -> Option<Pipeline> {
+        None
+    }
+
     /// This connection, or one beside it, that never sends a command again by itself once
     /// it may have reached the server: for a call that must not run twice (`Replay::Never`).
     /// A `ConnectionManager` never resends, so it is itself.
@@ -143,35 +195,69 @@ impl Conduit for ConnectionManager {
         Ok(ConnectionManager::new_lazy_with_config(client, config)?)
     }
 
+    /// The crate's setup (redis 1.8, `connection_setup_pipeline`): HELLO 3 (with AUTH) or
+    /// AUTH, SELECT, and two CLIENT SETINFO. Names only: no credential is put in it.
+    fn setup(endpoint: &Endpoint, resp3: bool) -> Option<Pipeline> {
+        let mut setup = Pipeline::new();
+        if resp3 {
+            setup.cmd("HELLO").arg(3);
+        } else if endpoint.password.is_some() {
+            setup.cmd("AUTH");
+        }
+        if endpoint.db != 0 {
+            setup.cmd("SELECT").arg(endpoint.db);
+        }
+        setup.cmd("CLIENT").arg("SETINFO").arg("LIB-NAME");
+        setup.cmd("CLIENT").arg("SETINFO").arg("LIB-VER");
+        Some(setup)
+    }
+
     async fn load_scripts(&mut self, sources: &'static [&'static str]) -> RedisResult<()> {
         let mut pipe = Pipeline::with_capacity(sources.len());
         for source in sources {
             pipe.cmd("SCRIPT").arg("LOAD").arg(source);
         }
-        let _hashes: Vec<String> = pipe.query_async(self).await?;
-        Ok(())
+        let started = std::time::Instant::now();
+        let loaded = pipe.query_async::<Vec<String>>(self).await;
+        trace_sent(|| pipe.get_packed_pipeline(), started, &loaded);
+        loaded.map(|_hashes| ())
     }
 
     async fn subscribe_sharded(&mut self, channel: &[u8]) -> RedisResult<()> {
-        let _confirmed: Value = redis::cmd("SSUBSCRIBE")
-            .arg(channel)
-            .query_async(self)
-            .await?;
-        Ok(())
+        let mut cmd = redis::cmd("SSUBSCRIBE");
+        cmd.arg(channel);
+        let started = std::time::Instant::now();
+        let confirmed = cmd.query_async::<Value>(self).await;
+        trace_sent(|| packed(&cmd), started, &confirmed);
+        confirmed.map(|_| ())
     }
 
     async fn subscribe_plain(&mut self, channel: &[u8]) -> RedisResult<()> {
-        self.subscribe(channel).await
+        let started = std::time::Instant::now();
+        let subscribed = self.subscribe(channel).await;
+        trace_sent(
+            || packed(redis::cmd("SUBSCRIBE").arg(channel)),
+            started,
+            &subscribed,
+        );
+        subscribed
     }
 
     async fn unsubscribe(&mut self, channels: Vec<Vec<u8>>, sharded: bool) -> RedisResult<()> {
+        let started = std::time::Instant::now();
         if !sharded {
-            return ConnectionManager::unsubscribe(self, channels).await;
+            // What the manager sends: one UNSUBSCRIBE naming them all.
+            let described = trace::on().then(|| packed(redis::cmd("UNSUBSCRIBE").arg(&channels)));
+            let done = ConnectionManager::unsubscribe(self, channels).await;
+            trace_sent(|| described.unwrap_or_default(), started, &done);
+            return done;
         }
         let mut pipe = Pipeline::with_capacity(channels.len());
         for channel in &channels {
             pipe.cmd("SUNSUBSCRIBE").arg(channel).ignore();
         }
-        pipe.query_async(self).await
+        let done = pipe.query_async(self).await;
+        trace_sent(|| pipe.get_packed_pipeline(), started, &done);
+        done
     }
 }

@@ -114,8 +114,8 @@ fn text(value: Option<&Value>) -> String {
     out
 }
 
-/// Commands whose first argument is the one key they touch.
-const KEYED: [&str; 16] = [
+/// Commands whose first argument is the one key (or channel) they touch.
+const KEYED: [&str; 19] = [
     "GET",
     "SET",
     "DEL",
@@ -131,8 +131,15 @@ const KEYED: [&str; 16] = [
     "WATCH",
     "SUBSCRIBE",
     "SSUBSCRIBE",
+    "UNSUBSCRIBE",
+    "SUNSUBSCRIBE",
     "PUBLISH",
+    "SPUBLISH",
 ];
+
+/// Commands shown with their subcommand, which says what they do (`SCRIPT LOAD`, `CLIENT
+/// SETINFO`, `SENTINEL GET-MASTER-ADDR-BY-NAME`): the arguments after it never are.
+const WITH_SUBCOMMAND: [&str; 4] = ["SCRIPT", "CLIENT", "SENTINEL", "CONFIG"];
 
 fn command(out: &mut String, value: &Value, names: ScriptNames) {
     let Value::Array(parts) = value else {
@@ -149,7 +156,21 @@ fn command(out: &mut String, value: &Value, names: ScriptNames) {
             let token_keyed = script == "script" || script.starts_with("sg_");
             keys(out, &parts[2.min(parts.len())..], token_keyed);
         }
-        "SCRIPT" => {
+        // A script sent whole (the restart quarantine's, or one a node lacked): named by the
+        // SHA1 of its source, as an EVALSHA of it would be.
+        "EVAL" | "EVAL_RO" => {
+            let Some(Value::BulkString(source)) = parts.get(1) else {
+                return;
+            };
+            let sha = redis::Script::new(&String::from_utf8_lossy(source))
+                .get_hash()
+                .to_owned();
+            let script = names(sha.as_bytes()).unwrap_or("script");
+            let _ = write!(out, " {script}");
+            let token_keyed = script == "script" || script.starts_with("sg_");
+            keys(out, &parts[2.min(parts.len())..], token_keyed);
+        }
+        name if WITH_SUBCOMMAND.contains(&name) => {
             let _ = write!(out, " {}", text(parts.get(1)).to_ascii_uppercase());
         }
         name if KEYED.contains(&name) => {

@@ -77,3 +77,26 @@ fn a_call_shows_names_and_keys_never_values() {
     );
     assert!(!line.contains("SECRET"));
 }
+
+#[test]
+fn what_the_connections_send_beside_the_lock_calls_is_named() {
+    let source = b"return SECRET";
+    let sha = redis::Script::new("return SECRET").get_hash().to_owned();
+    let names: ScriptNames =
+        |sha| (sha == redis::Script::new("return SECRET").get_hash().as_bytes()).then_some("epoch");
+    assert_eq!(names(sha.as_bytes()), Some("epoch"));
+    let call = packed(&[
+        &[b"EVAL", source, b"1", b"\xffepoch"],
+        &[b"EVAL", b"return 2", b"1", b"sg:id:SECRET-LOCKID"],
+        &[b"SSUBSCRIBE", b"{lock:k}:released"],
+        &[b"SUNSUBSCRIBE", b"{lock:k}:released"],
+        &[b"UNSUBSCRIBE", b"a", b"b"],
+        &[b"CLIENT", b"setinfo", b"LIB-NAME", b"redis-rs"],
+        &[b"SENTINEL", b"get-master-addr-by-name", b"mymaster"],
+        &[b"HELLO", b"3"],
+    ]);
+    assert_eq!(
+        describe(&call, names),
+        "EVAL epoch [\\xffepoch]; EVAL script [sg:id:...]; SSUBSCRIBE {lock:k}:released; SUNSUBSCRIBE {lock:k}:released; UNSUBSCRIBE a; CLIENT SETINFO; SENTINEL GET-MASTER-ADDR-BY-NAME; HELLO"
+    );
+}

@@ -23,6 +23,17 @@ pub fn stamp() -> Cmd {
     cmd
 }
 
+/// `epoch.lua`'s name by its SHA1, else any other script's, for `DEBUG` lines
+/// (basics/trace.rs): it is sent whole, and no other script list holds it.
+pub fn name_of(sha: &[u8]) -> Option<&'static str> {
+    static SHA: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| redis::Script::new(EPOCH_SOURCE).get_hash().to_owned());
+    match sha == SHA.as_bytes() {
+        true => Some("epoch"),
+        false => super::scripts::name_of(sha),
+    }
+}
+
 /// `epoch.lua`'s answer: `{ born, now }`, ms of the server's clock.
 pub fn read_stamp(reply: &Value) -> Option<(u64, u64)> {
     let Value::Array(items) = reply else {
