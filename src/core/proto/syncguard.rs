@@ -103,6 +103,15 @@ impl Op for ReleaseById<'_> {
 
     fn decode(&self, reply: Value) -> Result<ReleasedById, LockError> {
         let reply = reply.extract_error()?;
+        // A bare code: the lock key deleted is the one expected (the script names only another).
+        if let (Value::Int(code), Some(lock_key)) = (&reply, self.expect) {
+            let lock_key = lock_key.to_vec();
+            return match code {
+                1 => Ok(ReleasedById::Released { lock_key }),
+                -2 => Ok(ReleasedById::Expired { lock_key }),
+                _ => Err(malformed("release", &reply)),
+            };
+        }
         let Value::Array(items) = &reply else {
             return Err(malformed("release", &reply));
         };

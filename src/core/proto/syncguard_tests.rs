@@ -97,6 +97,37 @@ fn release_by_id_replies_mean_released_expired_another_s_or_none() {
 }
 
 #[test]
+fn release_expecting_a_lock_key_reads_a_bare_code_as_that_key_freed() {
+    let release = ReleaseById {
+        index_key: INDEX,
+        lock_id: ID,
+        expect: Some(LOCK),
+        ours_wait: false,
+    };
+    let key = || LOCK.to_vec();
+    let cases = [
+        (Value::Int(1), ReleasedById::Released { lock_key: key() }),
+        (Value::Int(-2), ReleasedById::Expired { lock_key: key() }),
+        // Another key freed still comes named.
+        (
+            Value::Array(vec![Value::Int(1), bulk("syncguard:other")]),
+            ReleasedById::Released {
+                lock_key: b"syncguard:other".to_vec(),
+            },
+        ),
+        (Value::Array(vec![Value::Int(0)]), ReleasedById::NotOwner),
+        (Value::Array(vec![Value::Int(-1)]), ReleasedById::NotFound),
+    ];
+    for (reply, want) in cases {
+        assert_eq!(release.decode(reply).ok(), Some(want));
+    }
+    for reply in [Value::Int(0), Value::Int(-1), Value::Int(2)] {
+        let shown = format!("{reply:?}");
+        assert!(release.decode(reply).is_err(), "{shown}");
+    }
+}
+
+#[test]
 fn extend_by_id_sets_the_ttl_and_answers_the_servers_expiry() {
     let extend = ExtendById {
         index_key: INDEX,

@@ -2,11 +2,14 @@
 -- record {lockId, expiresAtMs, acquiredAtMs, key, fence}, an index key from the lockId to the
 -- lock key, and a fence counter that never expires. Time is the server's (TIME, in ms), and a
 -- record is live while its expiry is less than the tolerance in the past, as syncguard decides.
+-- Digit strings (TIME's, and the ms ARGV carries) go into arithmetic as they are: Lua reads
+-- them as tonumber would, for less than half of what a tonumber call costs Redis.
 local function now_ms()
   local time = redis.call('TIME')
-  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  return time[1] * 1000 + math.floor(time[2] / 1000)
 end
 
+-- `tolerance` may be ARGV's digits (see above).
 local function live(record, now, tolerance)
   return record.expiresAtMs > now - tolerance
 end
