@@ -242,14 +242,12 @@ impl AcquireAttempt<'_> {
             } => {
                 // Every TTL JS calls whole reaches the script, even one Redis will refuse.
                 let ttl = self.ttl.as_millis().to_string();
-                let tolerance = resp::decimal(syncguard::TOLERANCE_MS);
                 wire.script(
                     &scripts::SG_ACQUIRE,
                     &[key, index_key, fence],
                     &[
                         self.token.as_bytes(),
                         ttl.as_bytes(),
-                        tolerance.as_bytes(),
                         stored_key,
                         user_key.as_bytes(),
                     ],

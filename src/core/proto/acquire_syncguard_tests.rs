@@ -31,13 +31,7 @@ fn acquire_sends_the_three_keys_and_syncguards_arguments() {
     let want = evalsha(
         &scripts::SG_ACQUIRE,
         &[LOCK, INDEX, b"syncguard:fence:syncguard:job"],
-        &[
-            ID.as_bytes(),
-            b"30000",
-            b"1000",
-            b"app:syncguard:job",
-            b"job",
-        ],
+        &[ID.as_bytes(), b"30000", b"app:syncguard:job", b"job"],
     );
     assert_sends(&attempt(Duration::from_millis(30_000)), &want);
     assert_eq!(attempt(Duration::from_millis(1)).replies(), 1);
@@ -54,7 +48,6 @@ fn acquire_writes_huge_ttls_whole() {
         &[
             ID.as_bytes(),
             b"184467440737095516000",
-            b"1000",
             b"app:syncguard:job",
             b"job",
         ],

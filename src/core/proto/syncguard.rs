@@ -6,17 +6,8 @@
 use super::{int, scripts, Op, Wire};
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
-use crate::core::basics::resp;
 use redis::Value;
 use std::time::Duration;
-
-/// How far in the past a record's expiry may be and the record still count as live
-/// (syncguard's `TIME_TOLERANCE_MS`): the server's clock decides, and two servers' may differ.
-pub const TOLERANCE_MS: u64 = 1000;
-
-fn tolerance() -> resp::Decimal {
-    resp::decimal(TOLERANCE_MS)
-}
 
 /// A reply none of these scripts gives.
 pub(super) fn malformed(what: &str, reply: &Value) -> LockError {
@@ -78,31 +69,34 @@ impl Op for ReleaseById<'_> {
     type Out = ReleasedById;
 
     fn encode<W: Wire>(&self, wire: &mut W) {
-        let (id, tolerance) = (self.lock_id.as_bytes(), tolerance());
+        let id = self.lock_id.as_bytes();
         match self.expect {
-            None => wire.script(
-                &scripts::SG_RELEASE,
-                &[self.index_key],
-                &[id, tolerance.as_bytes()],
-            ),
+            None => wire.script(&scripts::SG_RELEASE, &[self.index_key], &[id]),
             Some(lock_key) => {
-                let ours: &[u8] = if self.ours_wait { b"1" } else { b"0" };
-                wire.script(
-                    &scripts::SG_RELEASE,
-                    &[self.index_key, lock_key, &keys::queue_key(lock_key)],
-                    &[
-                        id,
-                        tolerance.as_bytes(),
-                        &keys::released_channel(lock_key),
-                        ours,
-                    ],
-                );
+                let keys = [self.index_key, lock_key, &keys::queue_key(lock_key)];
+                let channel = keys::released_channel(lock_key);
+                // The flag goes only when set: every argument costs the script a slot.
+                let args: &[&[u8]] = if self.ours_wait {
+                    &[id, &channel, b"1"]
+                } else {
+                    &[id, &channel]
+                };
+                wire.script(&scripts::SG_RELEASE, &keys, args);
             }
         }
     }
 
     fn decode(&self, reply: Value) -> Result<ReleasedById, LockError> {
         let reply = reply.extract_error()?;
+        // A bare code: the lock key deleted is the one expected (the script names only another).
+        if let (Value::Int(code), Some(lock_key)) = (&reply, self.expect) {
+            let lock_key = lock_key.to_vec();
+            return match code {
+                1 => Ok(ReleasedById::Released { lock_key }),
+                -2 => Ok(ReleasedById::Expired { lock_key }),
+                _ => Err(malformed("release", &reply)),
+            };
+        }
         let Value::Array(items) = &reply else {
             return Err(malformed("release", &reply));
         };
@@ -137,11 +131,7 @@ impl Op for ExtendById<'_> {
         wire.script(
             &scripts::SG_EXTEND,
             &[self.index_key],
-            &[
-                self.lock_id.as_bytes(),
-                tolerance().as_bytes(),
-                ttl.as_bytes(),
-            ],
+            &[self.lock_id.as_bytes(), ttl.as_bytes()],
         );
     }
 
@@ -174,7 +164,7 @@ impl Op for SyncguardIsLocked<'_> {
         wire.script(
             &scripts::SG_IS_LOCKED,
             &[self.lock_key],
-            &[self.key_prefix, tolerance().as_bytes(), cleanup],
+            &[self.key_prefix, cleanup],
         );
     }
 
@@ -202,16 +192,13 @@ impl Op for SyncguardLookup<'_> {
     type Out = Option<Vec<u8>>;
 
     fn encode<W: Wire>(&self, wire: &mut W) {
-        let tolerance = tolerance();
         match self {
             SyncguardLookup::ByKey { lock_key } => {
-                wire.script(&scripts::SG_LOOKUP, &[lock_key], &[tolerance.as_bytes()])
+                wire.script(&scripts::SG_LOOKUP, &[lock_key], &[])
             }
-            SyncguardLookup::ById { index_key, lock_id } => wire.script(
-                &scripts::SG_LOOKUP,
-                &[index_key],
-                &[tolerance.as_bytes(), lock_id.as_bytes()],
-            ),
+            SyncguardLookup::ById { index_key, lock_id } => {
+                wire.script(&scripts::SG_LOOKUP, &[index_key], &[lock_id.as_bytes()])
+            }
         }
     }
 

@@ -34,7 +34,7 @@ fn release_by_id_names_the_expected_lock_to_wake_its_queue() {
     };
     assert_sends(
         &bare,
-        &evalsha(&scripts::SG_RELEASE, &[INDEX], &[ID.as_bytes(), b"1000"]),
+        &evalsha(&scripts::SG_RELEASE, &[INDEX], &[ID.as_bytes()]),
     );
     let expecting = ReleaseById {
         expect: Some(LOCK),
@@ -43,7 +43,7 @@ fn release_by_id_names_the_expected_lock_to_wake_its_queue() {
     let want = evalsha(
         &scripts::SG_RELEASE,
         &[INDEX, LOCK, b"{syncguard:job}\xffwaiting"],
-        &[ID.as_bytes(), b"1000", b"{syncguard:job}:released", b"0"],
+        &[ID.as_bytes(), b"{syncguard:job}:released"],
     );
     assert_sends(&expecting, &want);
     let ours = ReleaseById {
@@ -53,7 +53,7 @@ fn release_by_id_names_the_expected_lock_to_wake_its_queue() {
     let want = evalsha(
         &scripts::SG_RELEASE,
         &[INDEX, LOCK, b"{syncguard:job}\xffwaiting"],
-        &[ID.as_bytes(), b"1000", b"{syncguard:job}:released", b"1"],
+        &[ID.as_bytes(), b"{syncguard:job}:released", b"1"],
     );
     assert_sends(&ours, &want);
 }
@@ -97,6 +97,37 @@ fn release_by_id_replies_mean_released_expired_another_s_or_none() {
 }
 
 #[test]
+fn release_expecting_a_lock_key_reads_a_bare_code_as_that_key_freed() {
+    let release = ReleaseById {
+        index_key: INDEX,
+        lock_id: ID,
+        expect: Some(LOCK),
+        ours_wait: false,
+    };
+    let key = || LOCK.to_vec();
+    let cases = [
+        (Value::Int(1), ReleasedById::Released { lock_key: key() }),
+        (Value::Int(-2), ReleasedById::Expired { lock_key: key() }),
+        // Another key freed still comes named.
+        (
+            Value::Array(vec![Value::Int(1), bulk("syncguard:other")]),
+            ReleasedById::Released {
+                lock_key: b"syncguard:other".to_vec(),
+            },
+        ),
+        (Value::Array(vec![Value::Int(0)]), ReleasedById::NotOwner),
+        (Value::Array(vec![Value::Int(-1)]), ReleasedById::NotFound),
+    ];
+    for (reply, want) in cases {
+        assert_eq!(release.decode(reply).ok(), Some(want));
+    }
+    for reply in [Value::Int(0), Value::Int(-1), Value::Int(2)] {
+        let shown = format!("{reply:?}");
+        assert!(release.decode(reply).is_err(), "{shown}");
+    }
+}
+
+#[test]
 fn extend_by_id_sets_the_ttl_and_answers_the_servers_expiry() {
     let extend = ExtendById {
         index_key: INDEX,
@@ -105,11 +136,7 @@ fn extend_by_id_sets_the_ttl_and_answers_the_servers_expiry() {
     };
     assert_sends(
         &extend,
-        &evalsha(
-            &scripts::SG_EXTEND,
-            &[INDEX],
-            &[ID.as_bytes(), b"1000", b"45000"],
-        ),
+        &evalsha(&scripts::SG_EXTEND, &[INDEX], &[ID.as_bytes(), b"45000"]),
     );
     let extended = Value::Array(vec![Value::Int(1), Value::Int(1_717_000_045_000)]);
     assert_eq!(extend.decode(extended).ok(), Some(Some(1_717_000_045_000)));
@@ -135,11 +162,7 @@ fn is_locked_sends_the_prefix_and_whether_to_clean_up() {
     };
     assert_sends(
         &plain,
-        &evalsha(
-            &scripts::SG_IS_LOCKED,
-            &[LOCK],
-            &[b"syncguard", b"1000", b"false"],
-        ),
+        &evalsha(&scripts::SG_IS_LOCKED, &[LOCK], &[b"syncguard", b"false"]),
     );
     let cleaning = SyncguardIsLocked {
         cleanup: true,
@@ -147,11 +170,7 @@ fn is_locked_sends_the_prefix_and_whether_to_clean_up() {
     };
     assert_sends(
         &cleaning,
-        &evalsha(
-            &scripts::SG_IS_LOCKED,
-            &[LOCK],
-            &[b"syncguard", b"1000", b"true"],
-        ),
+        &evalsha(&scripts::SG_IS_LOCKED, &[LOCK], &[b"syncguard", b"true"]),
     );
     assert_eq!(plain.decode(Value::Int(1)).ok(), Some(true));
     assert_eq!(plain.decode(Value::Int(0)).ok(), Some(false));
@@ -164,14 +183,14 @@ fn is_locked_sends_the_prefix_and_whether_to_clean_up() {
 #[test]
 fn lookups_by_key_and_by_id_answer_the_records_json() {
     let by_key = SyncguardLookup::ByKey { lock_key: LOCK };
-    assert_sends(&by_key, &evalsha(&scripts::SG_LOOKUP, &[LOCK], &[b"1000"]));
+    assert_sends(&by_key, &evalsha(&scripts::SG_LOOKUP, &[LOCK], &[]));
     let by_id = SyncguardLookup::ById {
         index_key: INDEX,
         lock_id: ID,
     };
     assert_sends(
         &by_id,
-        &evalsha(&scripts::SG_LOOKUP, &[INDEX], &[b"1000", ID.as_bytes()]),
+        &evalsha(&scripts::SG_LOOKUP, &[INDEX], &[ID.as_bytes()]),
     );
     let json = br#"{"lockId":"x","fence":"000000000000001"}"#.to_vec();
     for lookup in [&by_key, &by_id] {
