@@ -88,6 +88,10 @@ impl LockStore for Backend {
         each!(self, s => s.acquire(op, bound).await)
     }
 
+    fn refresh_shard(&self, key: &[u8]) -> Option<u16> {
+        each!(self, s => s.refresh_shard(key))
+    }
+
     async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
         each!(self, s => s.refresh(batch, bound).await)
     }

@@ -13,6 +13,7 @@ use super::lock_store::{
 use super::redis_store::RedisStore;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::refresh::RefreshBatch;
 use crate::core::proto::{Op, Request};
@@ -67,9 +68,18 @@ impl LockStore for ClusterStore {
         self.nodes.acquire(op, bound).await
     }
 
+    /// The key's slot: a round per slot waits on no node but the slot's master. (Its node
+    /// would do, with fewer rounds, but the crate keeps the slot map to itself, and a slot
+    /// may move.)
+    fn refresh_shard(&self, key: &[u8]) -> Option<u16> {
+        Some(keys::slot(key))
+    }
+
     /// One batch per slot (a script's keys must share one), all sent at once within the one
     /// bound; each slot's batch is what one server's refresh is (one pipeline, a NOSCRIPT
-    /// sent again whole), so a shard that is down costs only its own locks' answers.
+    /// sent again whole). The answers come back together, so a slot that does not answer
+    /// holds back the others' until the bound: the watchdog sends one slot per call
+    /// (`refresh_shard`).
     async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
         let split = batch.split();
         let parts = split

@@ -281,6 +281,15 @@ pub trait LockStore: Send + Sync {
         self.run(op, bound)
     }
 
+    /// Which shard keeps `key`, for the watchdog to refresh each shard's locks as a round of
+    /// their own, filed when that shard answers: a shard that is down or paused must not
+    /// hold back the answers of another's locks past their deadlines. `None` where one round
+    /// can carry every lock (one server, memory, Redlock: each lock is on every node).
+    fn refresh_shard(&self, key: &[u8]) -> Option<u16> {
+        let _ = key;
+        None
+    }
+
     /// One answer per lock of the batch: refreshed, not ours, or `None` (no answer).
     fn refresh(
         &self,

@@ -334,10 +334,41 @@ impl Watchdog {
 
     /// Refreshes the locks `due`, a pipeline of at most `REFRESH_CHUNK` of them at a time:
     /// one round trip each, and a tick's memory stays small however many locks are held.
+    /// Each shard's locks go in rounds of their own, the shards' side by side: a round is
+    /// filed when its answers are all in and times out at its own locks' earliest deadline,
+    /// so a shard that does not answer costs only its own locks. (So on a cluster up to one
+    /// chunk per slot is in flight at once: what the cluster sent per slot before, too.)
     async fn refresh(self: Arc<Self>, due: Vec<u64>) {
-        for chunk in due.chunks(REFRESH_CHUNK) {
-            self.refresh_chunk(chunk).await;
+        let rounds = self.by_shard(due).into_iter().map(|ids| {
+            let watchdog = &self;
+            async move {
+                for chunk in ids.chunks(REFRESH_CHUNK) {
+                    watchdog.refresh_chunk(chunk).await;
+                }
+            }
+        });
+        futures_util::future::join_all(rounds).await;
+    }
+
+    /// `due` cut by the shard keeping each lock (`LockStore::refresh_shard`), each part in
+    /// `due`'s order; one part where the store has one shard. Locks no longer watched are
+    /// left out.
+    fn by_shard(&self, due: Vec<u64>) -> Vec<Vec<u64>> {
+        let backend = self.store.backend();
+        let state = lock(&self.state);
+        let shard = |id: u64| Some(backend.refresh_shard(state.entries.get(id)?.key()));
+        // A store of one shard says so for any key: only its first lock still watched is
+        // looked up.
+        if !matches!(due.iter().find_map(|&id| shard(id)), Some(Some(_))) {
+            return vec![due];
         }
+        let mut parts: BTreeMap<u16, Vec<u64>> = BTreeMap::new();
+        for id in due {
+            if let Some(Some(at)) = shard(id) {
+                parts.entry(at).or_default().push(id);
+            }
+        }
+        parts.into_values().collect()
     }
 
     /// Sends one pipeline for `ids` and files the answers.
