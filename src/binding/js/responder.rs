@@ -89,7 +89,7 @@ where
         let via = match way {
             Way::Socket => Via::Socket(calls.direct.as_ref()?.sender()?),
             Way::Inline => Via::Inline(calls.inline.clone()?),
-            Way::Runtime => return None,
+            Way::Quorum | Way::Runtime => return None,
         };
         Some(JsFastLane {
             via,

@@ -18,7 +18,7 @@ pub mod redis_store;
 mod redlock_book;
 mod redlock_conclude;
 pub mod redlock_store;
-mod redlock_tally;
+pub mod redlock_tally;
 mod sentinel;
 mod upstream;
 pub mod wire;

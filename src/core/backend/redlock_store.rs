@@ -164,7 +164,7 @@ impl RedlockStore {
         }
     }
 
-    pub(super) fn tally(&self) -> Tally {
+    pub fn tally(&self) -> Tally {
         Tally {
             nodes: self.nodes.len(),
             quorum: self.quorum,

@@ -86,7 +86,7 @@ impl PlainAttempt {
 /// out, and the caller is answered once it is (as on the runtime, acquire.rs `won`), so that
 /// a caller who cancelled finds nothing held. `mode` goes first: a waiter's ticket in it
 /// would be the one our release hands the lock to.
-fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
+pub(super) fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
     let cancelled = mode.cancel.is_cancelled();
     drop(mode);
     if !cancelled {
