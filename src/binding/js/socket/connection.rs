@@ -49,6 +49,8 @@ struct Pending {
 }
 
 pub struct SocketConnection {
+    /// What `DEBUG` lines name it: `socket`, or for a Redlock's node `socket host:port`.
+    via: Box<str>,
     /// Declared before the socket, so dropped (closed) before it is.
     handles: Option<SocketPoll>,
     socket: std::net::TcpStream,
@@ -79,14 +81,21 @@ thread_local! {
     static LIVE: RefCell<Vec<Rc<Shared>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Starts polling `socket` on the JS thread's loop; `None` if libuv refused.
+/// Starts polling `socket` on the JS thread's loop; `None` if libuv refused. A Redlock's
+/// node (`node`) is named by its address in `DEBUG` lines.
 pub fn open(
     socket: std::net::TcpStream,
     thread: Rc<JsThread>,
     completer: Completer,
+    node: bool,
 ) -> Option<Rc<Shared>> {
     let event_loop = thread.event_loop();
+    let via = match (node, socket.peer_addr()) {
+        (true, Ok(peer)) => format!("socket {peer}").into(),
+        _ => "socket".into(),
+    };
     let shared = Rc::new(RefCell::new(SocketConnection {
+        via,
         handles: None,
         socket,
         thread,
@@ -311,29 +320,43 @@ impl SocketConnection {
                 _ => "ok",
             };
             let (sent, packed) = &**traced;
-            trace::call("socket", packed, sent.elapsed(), outcome, script_name);
+            trace::call(&self.via, packed, sent.elapsed(), outcome, script_name);
         }
         let Some(call) = pending.call else {
             return;
         };
         if pending.timed_out {
             if call.answered_late(reply, &mut self.out) {
-                let bound = LINGER;
-                self.pending.push_back(Pending {
-                    id: 0,
-                    leading: 0,
-                    refused: None,
-                    transaction: false,
-                    bound,
-                    deadline: Instant::now() + bound,
-                    call: None,
-                    timed_out: true,
-                    traced: None,
-                });
+                self.expect_unwanted();
             }
             return;
         }
-        call.answered(pending.id, reply, &self.completer, &mut self.settled);
+        if call.answered(
+            pending.id,
+            reply,
+            &self.completer,
+            &mut self.settled,
+            &mut self.out,
+        ) {
+            self.expect_unwanted();
+        }
+    }
+
+    /// An undo was written after the calls sent so far: its reply, due after theirs, is
+    /// for nobody.
+    fn expect_unwanted(&mut self) {
+        let bound = LINGER;
+        self.pending.push_back(Pending {
+            id: 0,
+            leading: 0,
+            refused: None,
+            transaction: false,
+            bound,
+            deadline: Instant::now() + bound,
+            call: None,
+            timed_out: true,
+            traced: None,
+        });
     }
 
     /// Tells every call past its bound; re-arms for the next bound.
@@ -347,11 +370,12 @@ impl SocketConnection {
                 expired = true;
                 if let Some(traced) = &call.traced {
                     let (sent, packed) = &**traced;
-                    trace::call("socket", packed, sent.elapsed(), "ETIMEDOUT", script_name);
+                    trace::call(&self.via, packed, sent.elapsed(), "ETIMEDOUT", script_name);
                 }
                 if let (Some(work), true) = (&mut call.call, call.id != 0) {
-                    let outcome = work.timed_out(call.bound);
-                    self.settled.push(Settlement::Settled(call.id, outcome));
+                    if let Some(outcome) = work.timed_out(call.id, call.bound, &self.completer) {
+                        self.settled.push(Settlement::Settled(call.id, outcome));
+                    }
                 }
             } else if next.is_none_or(|due| due > call.deadline) {
                 next = Some(call.deadline);

@@ -101,6 +101,24 @@ pub(super) fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<
     )
 }
 
+/// An attempt whose outcome is unknown (its connection broke, or a server refused it there)
+/// goes on through the runtime with the same token, within `left` (or the command timeout).
+pub(super) fn again(
+    locker: Arc<Locker>,
+    request: PlainRequest,
+    mode: Mode,
+    left: Option<Duration>,
+) -> Later<Option<Lease>> {
+    let Mode { plan, cancel } = mode;
+    let timeout = left.unwrap_or(locker.command_timeout());
+    async move {
+        let (key, ttl) = (request.key.clone(), request.terms.ttl);
+        let start = Start::Again { request, timeout };
+        locker.pursue(plan, &key, ttl, &cancel, start).await
+    }
+    .boxed()
+}
+
 impl FastCall for PlainAttempt {
     type Output = Option<Lease>;
 
@@ -156,16 +174,10 @@ impl FastCall for PlainAttempt {
         let PlainAttempt {
             locker,
             request,
-            mode: Mode { plan, cancel },
+            mode,
             ..
         } = self;
-        let timeout = left.unwrap_or(locker.command_timeout());
-        async move {
-            let (key, ttl) = (request.key.clone(), request.terms.ttl);
-            let start = Start::Again { request, timeout };
-            locker.pursue(plan, &key, ttl, &cancel, start).await
-        }
-        .boxed()
+        again(locker, request, mode, left)
     }
 
     fn abandon(self) {

@@ -11,7 +11,7 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::{Attempts, Plan, Start};
 use crate::core::ops::attempt_terms::PlainRequest;
-use crate::core::ops::fast::acquire::{won, Mode};
+use crate::core::ops::fast::acquire::{again, won, Mode};
 use crate::core::ops::fast::{is_refusal, Later, Settled, Step};
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release::outcome;
@@ -36,16 +36,21 @@ pub struct QuorumAttempt {
 
 impl QuorumAttempt {
     /// `locker`'s first attempt at `key`, in parts, one per node; `sent` counts from now.
-    /// `None` when `locker`'s store is no Redlock.
+    /// `mode` back when `locker`'s store is no Redlock.
+    // Unboxed: handed straight back to the caller, which then takes another way.
+    #[allow(clippy::result_large_err)]
     pub fn new(
         locker: &Arc<Locker>,
         key: &str,
         ttl: Duration,
         mode: Mode,
-    ) -> Option<Vec<Part<Self>>> {
-        let tally = redlock_of(locker)?.tally();
+    ) -> Result<Vec<Part<Self>>, Mode> {
+        let Some(store) = redlock_of(locker) else {
+            return Err(mode);
+        };
+        let tally = store.tally();
         let bound = mode.plan.attempts.bound(locker.command_timeout());
-        Some(parts(QuorumAttempt {
+        Ok(parts(QuorumAttempt {
             request: locker.attempt_request(key, ttl),
             locker: locker.clone(),
             mode,
@@ -215,16 +220,10 @@ impl Quorum for QuorumAttempt {
         let QuorumAttempt {
             locker,
             request,
-            mode: Mode { plan, cancel },
+            mode,
             ..
         } = self;
-        let timeout = left.unwrap_or(locker.command_timeout());
-        async move {
-            let (key, ttl) = (request.key.clone(), request.terms.ttl);
-            let start = Start::Again { request, timeout };
-            locker.pursue(plan, &key, ttl, &cancel, start).await
-        }
-        .boxed()
+        again(locker, request, mode, left)
     }
 
     fn orphaned(self) -> Option<Later<Option<Lease>>> {

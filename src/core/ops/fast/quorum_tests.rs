@@ -15,7 +15,9 @@ fn attempt(locker: &Arc<Locker>) -> Vec<Part<QuorumAttempt>> {
         plan: Plan::once(),
         cancel: CancellationToken::new(),
     };
-    QuorumAttempt::new(locker, "k", Duration::from_secs(10), mode).unwrap()
+    QuorumAttempt::new(locker, "k", Duration::from_secs(10), mode)
+        .ok()
+        .unwrap()
 }
 
 fn release(locker: &Arc<Locker>) -> Vec<Part<QuorumRelease>> {
