@@ -86,10 +86,16 @@ impl QuorumSender {
                 break;
             };
             let part = AdaptedPart::new(part, convert.clone());
-            node.borrow_mut().submit(id, move |out, _form| {
+            node.borrow_mut().queue(id, move |out, _form| {
                 let replies = part.write(out);
                 (replies, part.bound(), Box::new(part))
             });
+        }
+        // One flush for all the nodes, so the parts leave in the same loop turn, from one
+        // callback.
+        if let Some((lead, others)) = self.nodes.split_first() {
+            lead.borrow_mut()
+                .flush_with(others.iter().map(Rc::downgrade));
         }
         // Parts and nodes come from the same endpoint, so none is left; were one left, it
         // would never be answered here: it hands the call to the runtime, as a node whose
