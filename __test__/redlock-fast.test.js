@@ -117,8 +117,16 @@ describe('a lock held on a majority by someone else', () => {
     for (let round = 0; round < 5; round++) {
       assert.equal(await lock.tryAcquire('k', 5_000), null)
       await assert.rejects(lock.acquire('k', 5_000), (err) => err.code === 'ELOCKED')
-      const values = await Promise.all(admins.map((admin) => admin.get(key)))
-      assert.deepEqual(values, ['someone-else', 'someone-else', 'someone-else', null, null], `round ${round}`)
+      // The nodes that had not answered when the majority said held are freed without
+      // being waited for (by the runtime's undo, or by their own socket's when they answer
+      // later): soon, not necessarily before the call settles.
+      const expected = ['someone-else', 'someone-else', 'someone-else', null, null]
+      let values
+      for (const deadline = Date.now() + 2_000; Date.now() < deadline; await sleep(5)) {
+        values = await Promise.all(admins.map((admin) => admin.get(key)))
+        if (JSON.stringify(values) === JSON.stringify(expected)) break
+      }
+      assert.deepEqual(values, expected, `round ${round}`)
     }
     // Still on the sockets: nothing held there broke them.
     const open = await Promise.all(admins.map(directConnections))
