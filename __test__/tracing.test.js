@@ -6,7 +6,7 @@
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
-const { execFile } = require('node:child_process')
+const { execFile, spawn } = require('node:child_process')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
@@ -376,6 +376,32 @@ describe('DEBUG=native-redis-lock', () => {
       assert.ok(loaded > at, `no SCRIPT LOAD after ${line}`)
       assert.ok(all.some((later, i) => i > loaded && call(later) === call(line) && later.endsWith(' ok')), `${line}: not sent again`)
     }
+  })
+
+  test('a stderr pipe left unread until full holds the calls up, never loses them', async () => {
+    // Node makes the pipe on fd 2 non-blocking: a full one must be waited out, not panic in
+    // the callback that traced (which lost the call it was answering: a promise never settled).
+    const PAIRS = 400
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'debug-trace-many.js'), server.url], {
+      env: { ...process.env, DEBUG: 'native-redis-lock', PAIRS: String(PAIRS) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    child.stdout.on('data', (chunk) => (stdout += chunk))
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    // Unread: a pipe takes 64 KB at most, the trace of PAIRS pairs is over 60 KB. Shorter
+    // than the second a line waits for a full pipe before it is dropped.
+    await new Promise((resolve) => setTimeout(resolve, 700))
+    let stderr = ''
+    child.stderr.on('data', (chunk) => (stderr += chunk))
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+    const code = await exited
+    clearTimeout(timer)
+    assert.equal(code, 0, `exit ${code} (killed after 30 s: hung): ${stderr.slice(-2_000)}`)
+    assert.equal(stdout, 'done\n')
+    // Held up, not dropped (but for a line that waited past a second under a heavy load).
+    assert.ok(lines(stderr).length >= 2 * PAIRS - 2, `${lines(stderr).length} lines`)
+    assert.ok(!stderr.includes('panicked'), stderr.slice(-2_000))
   })
 
   test('off without DEBUG, or when excluded', async () => {

@@ -4,9 +4,9 @@
 
 use super::outcome::Outcome;
 use super::settle::Completer;
-use super::socket::{self, JsSocket, Sender};
+use super::socket::{self, JsQuorum, JsSocket, QuorumSender, Sender};
 use super::thread::JsThread;
-use crate::core::api::{inline, Caller, FastCall, MemoryInline, Way};
+use crate::core::api::{inline, Caller, FastCall, MemoryInline, NodeCall, Way};
 use crate::core::front::connection::LockConnection;
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::{FastLane, Reply, Settled};
@@ -23,6 +23,8 @@ pub struct JsCalls {
     direct: Option<Rc<JsSocket>>,
     /// The keyspace of a `memory://` endpoint, whose calls run inline.
     inline: Option<MemoryInline>,
+    /// A Redlock's JS-thread sockets, one per node, where every node allows one.
+    quorum: Option<Rc<JsQuorum>>,
 }
 
 impl JsCalls {
@@ -32,6 +34,7 @@ impl JsCalls {
             .flatten();
         JsCalls {
             direct: JsSocket::of(connection, &thread, &completer),
+            quorum: JsQuorum::of(connection, &thread, &completer),
             inline,
             completer,
             thread,
@@ -89,7 +92,7 @@ where
         let via = match way {
             Way::Socket => Via::Socket(calls.direct.as_ref()?.sender()?),
             Way::Inline => Via::Inline(calls.inline.clone()?),
-            Way::Runtime => return None,
+            Way::Quorum | Way::Runtime => return None,
         };
         Some(JsFastLane {
             via,
@@ -111,6 +114,21 @@ where
                 socket::run_inline(memory, self.id, call, convert, &on.thread, &on.completer)
             }
         }
+    }
+
+    type Quorum = QuorumSender;
+
+    fn quorum_lane(&self) -> Option<QuorumSender> {
+        self.calls.quorum.as_ref()?.sender()
+    }
+
+    fn call_quorum<P, G>(self, on: &QuorumSender, parts: Vec<P>, then: G)
+    where
+        P: NodeCall,
+        G: FnOnce(Settled<P::Output>) -> Settled<T> + Send + 'static,
+    {
+        let convert = self.convert;
+        on.send(self.id, parts, move |result| convert(then(result)));
     }
 
     fn run(self, work: impl Future<Output = Settled<T>> + Send + 'static) {

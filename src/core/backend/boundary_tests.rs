@@ -58,7 +58,8 @@ async fn memory_answers_the_time_of_its_own_clock() {
 }
 
 #[test]
-fn a_redlock_of_independent_masters_offers_quorum_fences_and_the_runtime_only() {
+fn a_redlock_of_independent_masters_offers_quorum_fences_and_a_socket_per_node_when_all_allow_one()
+{
     let node = |port: u16| {
         Endpoint::from_spec(EndpointSpec {
             url: Some(format!("redis://127.0.0.1:{port}")),
@@ -73,9 +74,18 @@ fn a_redlock_of_independent_masters_offers_quorum_fences_and_the_runtime_only() 
     assert_eq!(caps.fencing, Fencing::Quorum);
     assert_eq!(caps.handover, Handover::Quorum);
     assert_eq!(caps.fairness, Fairness::None);
-    assert_eq!(caps.fast_path, FastPath::None);
+    assert_eq!(caps.fast_path, FastPath::Quorum);
     assert_eq!(caps.wake, WakeKind::Broadcast);
     assert!(!caps.transactions);
+    // One node over TLS (or a Unix socket) has no JS-thread socket: the runtime carries all.
+    let tls = Endpoint::from_spec(EndpointSpec {
+        url: Some("rediss://127.0.0.1:4".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let endpoint = Endpoint::redlock(vec![node(1), node(2), tls], "redis").unwrap();
+    let redlock = Backend::open(endpoint, Arc::new(Deaf));
+    assert_eq!(redlock.caps().fast_path, FastPath::None);
 }
 
 #[test]

@@ -82,6 +82,9 @@ pub enum FastPath {
     Socket,
     /// Calls may run where the caller is, in the process (memory://: `MemoryInline`).
     Inline,
+    /// One socket per node of a Redlock, every call sent to all of them at once and decided
+    /// at the quorum (ops/fast/quorum.rs).
+    Quorum,
     /// One socket per master, each call routed by its slot (Cluster, later).
     SlotRouted,
     /// Every call goes through the runtime.

@@ -19,7 +19,7 @@ mod redlock_book;
 mod redlock_conclude;
 pub mod redlock_store;
 mod redlock_syncguard;
-mod redlock_tally;
+pub mod redlock_tally;
 mod sentinel;
 mod upstream;
 pub mod wire;

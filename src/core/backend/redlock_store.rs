@@ -4,6 +4,7 @@
 //! nodes answered (never "held" when fewer than a quorum did). docs/plans/redlock.md has the
 //! design: validity, fences that still increase, what each method answers.
 
+use super::direct;
 use super::endpoint::{Address, Endpoint};
 use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
@@ -167,7 +168,7 @@ impl RedlockStore {
         }
     }
 
-    pub(super) fn tally(&self) -> Tally {
+    pub fn tally(&self) -> Tally {
         Tally {
             nodes: self.nodes.len(),
             quorum: self.quorum,
@@ -534,7 +535,15 @@ impl LockStore for RedlockStore {
             fencing: Fencing::Quorum,
             handover: Handover::Quorum,
             fairness: Fairness::None,
-            fast_path: FastPath::None,
+            // Each node on a JS-thread socket of its own, when every node can have one.
+            fast_path: match self
+                .nodes
+                .iter()
+                .all(|node| direct::supports(node.store.endpoint()))
+            {
+                true => FastPath::Quorum,
+                false => FastPath::None,
+            },
             wake: WakeKind::Broadcast,
             transactions: false,
         }

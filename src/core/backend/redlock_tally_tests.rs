@@ -71,11 +71,11 @@ fn an_attempt_fails_early_only_once_a_quorum_answered_and_none_can_win() {
     assert!(!won(&FIVE, &[win(), win(), held(), None, None]));
 }
 
-type NodeCall = Pin<Box<dyn Future<Output = u32> + Send>>;
+type GatherCall = Pin<Box<dyn Future<Output = u32> + Send>>;
 
 #[tokio::test]
 async fn a_straggler_is_left_behind_after_the_grace_and_settled_stops_at_once() {
-    let calls = || -> Vec<NodeCall> {
+    let calls = || -> Vec<GatherCall> {
         vec![
             Box::pin(ready(1)),
             Box::pin(ready(2)),

@@ -76,10 +76,40 @@ fn matches(pattern: &str, name: &str) -> bool {
 /// answer, and what the answer was.
 pub fn call(via: &str, packed: &[u8], took: Duration, outcome: &str, names: ScriptNames) {
     let ms = took.as_secs_f64() * 1000.0;
-    eprintln!(
-        "  {NAME} {via} {} +{ms:.2}ms {outcome}",
+    let line = format!(
+        "  {NAME} {via} {} +{ms:.2}ms {outcome}\n",
         describe(packed, names)
     );
+    write_line(line.as_bytes());
+}
+
+/// How long a line waits for a full stderr before the rest of it is dropped.
+const STDERR_PATIENCE: Duration = Duration::from_secs(1);
+
+/// Writes `line` to stderr, never panicking. Node makes a pipe on fd 2 non-blocking, so a
+/// reader that falls behind fills it (to 4 KB only, once the user's pipe pages run short)
+/// and `eprintln!` would panic on EAGAIN, inside whatever callback traced: the JS-thread
+/// connection breaks with the call it was answering lost. A full pipe is waited out as a
+/// blocking stderr would, up to `STDERR_PATIENCE`; then the rest of the line is dropped.
+fn write_line(line: &[u8]) {
+    use std::io::{ErrorKind, Write as _};
+    let mut stderr = std::io::stderr().lock();
+    let mut rest = line;
+    let deadline = std::time::Instant::now() + STDERR_PATIENCE;
+    while !rest.is_empty() {
+        match stderr.write(rest) {
+            Ok(0) => return,
+            Ok(written) => rest = rest.get(written..).unwrap_or_default(),
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == ErrorKind::WouldBlock => {
+                if std::time::Instant::now() >= deadline {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => return,
+        }
+    }
 }
 
 /// The commands in `packed`, each as its name and the keys it names.

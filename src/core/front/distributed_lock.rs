@@ -5,7 +5,7 @@
 use super::auto_refresh::{AutoRefresh, HandleWin};
 use super::connection::LockConnection;
 use super::granted::Granted;
-use super::reply::{ready, Reply};
+use super::reply::{ready, ready_quorum, Reply};
 use super::win::{self, Win};
 use crate::core::backend::lock_store::{Fairness, LockStore};
 use crate::core::basics::error::LockError;
@@ -13,6 +13,7 @@ use crate::core::basics::stats::{CallCounters, StatsSnapshot};
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
 use crate::core::ops::acquire::{Plan, Start};
 use crate::core::ops::fast::acquire::{Mode, PlainAttempt};
+use crate::core::ops::fast::quorum::QuorumAttempt;
 use crate::core::ops::fast::IsLockedCall;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::route::{FirstAttempt, Route, RouteFacts};
@@ -302,6 +303,18 @@ impl Acquisition<'_> {
             .watched(win.watched())
             .in_mode(&mode);
         let way = Route::way(locker.store(), RouteFacts::Attempt(first));
+        // A Redlock's: every node's socket at once, decided at the quorum.
+        let mode = match ready_quorum(&reply, way) {
+            Some(on) => match QuorumAttempt::new(&locker, &key, ttl, mode) {
+                Ok(parts) => {
+                    return reply.call_quorum(&on, parts, move |result| {
+                        win::settle(win, &locker, (started, &asked), result)
+                    });
+                }
+                Err(mode) => mode,
+            },
+            None => mode,
+        };
         if let Some(on) = ready(&reply, way) {
             let attempt = PlainAttempt::new(&locker, &key, ttl, mode);
             return reply.call_fast(&on, attempt, move |result| {

@@ -4,12 +4,13 @@
 
 use super::distributed_lock::DistributedLock;
 use super::granted::Granted;
-use super::reply::{ready, FastLane, Reply};
+use super::reply::{ready, ready_quorum, FastLane, Reply};
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::validate;
 use crate::core::ops::fast::extend::ExtendCall;
 use crate::core::ops::fast::handoff::{FastRelease, Releasing};
+use crate::core::ops::fast::quorum::QuorumRelease;
 use crate::core::ops::fast::Settled;
 use crate::core::ops::holder;
 use crate::core::ops::route::{Route, RouteFacts};
@@ -152,6 +153,12 @@ impl HandleRelease<'_> {
         let thread = reply.caller(false).thread;
         let releasing = Releasing::of(locker, &self.lease, thread);
         let way = Route::way(locker.store(), RouteFacts::Any);
+        // A Redlock's plain release: every node's socket at once, done at a quorum.
+        if let (Releasing::Plain(_), Some(on)) = (&releasing, ready_quorum(&reply, way)) {
+            if let Some(parts) = QuorumRelease::new(locker, &self.lease) {
+                return reply.call_quorum(&on, parts, done);
+            }
+        }
         let reply = match releasing.send_on(|| ready(&reply, way)) {
             FastRelease::Elsewhere => reply,
             FastRelease::Plain(release) => {

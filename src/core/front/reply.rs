@@ -5,6 +5,7 @@
 //! (`memory://`), or run on the runtime.
 
 use super::granted::Granted;
+use crate::core::ops::fast::quorum::NodeCall;
 use crate::core::ops::fast::FastCall;
 pub use crate::core::ops::fast::Settled;
 use crate::core::ops::route::Way;
@@ -25,6 +26,20 @@ pub trait Reply<T>: Sized {
         C: FastCall,
         F: FnOnce(Settled<C::Output>) -> Settled<T> + Send + 'static;
 
+    /// The caller's sockets to every node of a Redlock, found open: its quorum lane.
+    type Quorum;
+
+    /// The caller's quorum lane if every node's socket is open now; asking may start
+    /// opening them for a later call. Fronts ask through `ready_quorum`.
+    fn quorum_lane(&self) -> Option<Self::Quorum>;
+
+    /// Sends each of `parts` on its node's socket of `on` (in the nodes' order); the one
+    /// part that decides answers, `then` making its result this call's answer.
+    fn call_quorum<P, F>(self, on: &Self::Quorum, parts: Vec<P>, then: F)
+    where
+        P: NodeCall,
+        F: FnOnce(Settled<P::Output>) -> Settled<T> + Send + 'static;
+
     /// Runs `work` on the runtime; its result is the answer.
     fn run(self, work: impl Future<Output = Settled<T>> + Send + 'static);
 
@@ -42,6 +57,15 @@ pub fn ready<T, R: Reply<T>>(reply: &R, way: Way) -> Option<R::Lane> {
     match way {
         Way::Runtime => None,
         way => reply.fast_lane(way),
+    }
+}
+
+/// The caller's quorum lane, when `way` is the quorum's and every node's socket is open;
+/// `None` for the runtime.
+pub fn ready_quorum<T, R: Reply<T>>(reply: &R, way: Way) -> Option<R::Quorum> {
+    match way {
+        Way::Quorum => reply.quorum_lane(),
+        _ => None,
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::scripts;
 use crate::core::backend::direct as socket;
-use crate::core::backend::endpoint::Endpoint;
+use crate::core::backend::endpoint::{Address, Endpoint};
 use crate::core::basics::error::LockError;
 
 pub use socket::RETRY_AFTER;
@@ -23,6 +23,15 @@ pub(super) const SCRIPTS: [&str; 7] = [
     scripts::SG_ACQUIRE_SOURCE,
     scripts::SG_RELEASE_SOURCE,
 ];
+
+/// The nodes of a Redlock at `endpoint`, each with a socket of its own on the JS thread
+/// (empty for any other endpoint).
+pub fn nodes(endpoint: &Endpoint) -> &[Endpoint] {
+    match &endpoint.address {
+        Address::Redlock(nodes) => nodes,
+        _ => &[],
+    }
+}
 
 /// A connected, ready socket in non-blocking mode, within the endpoint's connect timeout.
 pub async fn open(endpoint: &Endpoint) -> Result<std::net::TcpStream, LockError> {

@@ -20,6 +20,8 @@ pub enum Way {
     Socket,
     /// Run now on the caller's thread, on the embedded keyspace.
     Inline,
+    /// One socket of the caller's per node of a Redlock, the call decided at the quorum.
+    Quorum,
     /// The runtime's connection.
     Runtime,
 }
@@ -57,6 +59,7 @@ impl Route {
         match store.backend().caps().fast_path {
             FastPath::Socket => Way::Socket,
             FastPath::Inline => Way::Inline,
+            FastPath::Quorum => Way::Quorum,
             FastPath::SlotRouted | FastPath::None => Way::Runtime,
         }
     }

@@ -31,3 +31,23 @@ fn locker_of(spec: EndpointSpec, prefix: &str, timeout: Duration) -> Arc<Locker>
     let endpoint = Endpoint::from_spec(spec).unwrap();
     Arc::new(Locker::new(Store::shared(endpoint), prefix, timeout))
 }
+
+/// A locker over a Redlock of 127.0.0.1:`ports`, never dialled, with keys under `t:` and a
+/// 500 ms command timeout.
+pub fn redlock_locker(ports: &[u16]) -> Arc<Locker> {
+    let nodes = (ports.iter())
+        .map(|&port| {
+            let spec = EndpointSpec {
+                port: Some(port),
+                ..Default::default()
+            };
+            Endpoint::from_spec(spec).unwrap()
+        })
+        .collect();
+    let endpoint = Endpoint::redlock(nodes, "redis").unwrap();
+    Arc::new(Locker::new(
+        Store::shared(endpoint),
+        "t:",
+        Duration::from_millis(500),
+    ))
+}

@@ -117,7 +117,7 @@ impl Socket {
 
 /// What an acquisition ended with, as its caller hears it.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
-enum Told {
+enum Ending {
     Won,
     Held,
     /// No fence could be drawn: the script's NOFENCE, nothing left set.
@@ -232,7 +232,7 @@ impl Run {
 
     /// The attempt `sent`, written in `form` unless MULTI was refused here, repaired as the
     /// operations repair it.
-    fn attempt(&mut self, sent: Sent) -> Told {
+    fn attempt(&mut self, sent: Sent) -> Ending {
         let form = match sent.form {
             _ if self.refused => AttemptForm::Script,
             AttemptForm::Transaction if self.refuses => AttemptForm::Untried,
@@ -243,7 +243,7 @@ impl Run {
         let acquired = self.send(&sent, form);
         match (self.shape, acquired) {
             (_, Acquired::Won { fence, set_at }) => self.won(&sent, fence, set_at),
-            (_, Acquired::Held { .. }) => Told::Held,
+            (_, Acquired::Held { .. }) => Ending::Held,
             (LockApi::Plain, Acquired::SetWithoutFence { .. } | Acquired::Refused) => {
                 self.again(&sent)
             }
@@ -255,7 +255,7 @@ impl Run {
                     "{}: an unfenced lock is ours to take back",
                     self.name
                 );
-                Told::NoFence
+                Ending::NoFence
             }
             (LockApi::Exclusive, Acquired::Refused) if form == AttemptForm::Transaction => {
                 let renewed = Sent {
@@ -270,10 +270,10 @@ impl Run {
 
     /// `sent` once more as the script, with its token; ExclusiveLock's transaction's token
     /// is never sent again (only its reply proves its lock ours).
-    fn again(&mut self, sent: &Sent) -> Told {
+    fn again(&mut self, sent: &Sent) -> Ending {
         match self.send(sent, AttemptForm::Script) {
             Acquired::Won { fence, .. } => self.won(sent, fence, None),
-            Acquired::Held { .. } => Told::Held,
+            Acquired::Held { .. } => Ending::Held,
             Acquired::Refused => {
                 // A lock it found its own is taken back, as none of its fences can be told.
                 if self
@@ -283,13 +283,13 @@ impl Run {
                 {
                     self.holder = None;
                 }
-                Told::NoFence
+                Ending::NoFence
             }
             other => panic!("{}: the script answered {other:?}", self.name),
         }
     }
 
-    fn won(&mut self, sent: &Sent, fence: u64, set_at: Option<i64>) -> Told {
+    fn won(&mut self, sent: &Sent, fence: u64, set_at: Option<i64>) -> Ending {
         let again = self
             .holder
             .as_ref()
@@ -312,10 +312,10 @@ impl Run {
             fence,
             set_at,
         });
-        Told::Won
+        Ending::Won
     }
 
-    fn resend(&mut self) -> Option<Told> {
+    fn resend(&mut self) -> Option<Ending> {
         let sent = self.last.clone()?;
         Some(self.again(&sent))
     }
@@ -433,8 +433,8 @@ impl Run {
 /// Whether the twin's counter ran out first, its skipped fences having taken the room the
 /// script's still has: the one difference allowed, after which the two locks differ.
 /// Otherwise both answer alike.
-fn ran_out(by_script: Told, by_twin: Told, rooms: (bool, bool), at: &str) -> bool {
-    if by_script == Told::Won && by_twin == Told::NoFence {
+fn ran_out(by_script: Ending, by_twin: Ending, rooms: (bool, bool), at: &str) -> bool {
+    if by_script == Ending::Won && by_twin == Ending::NoFence {
         assert_eq!(rooms, (true, false), "{at}: the twin had room");
         return true;
     }

@@ -1,26 +1,34 @@
-//! The binding's end of a fast call on the JS-thread connection: the core decides what a
+//! The binding's end of a fast call on the JS-thread connection (or of a quorum call's
+//! part, on one node's): the core decides what a
 //! reply means (core::ops::fast); this runs what goes on through the runtime and turns
 //! each core-level result into what the promise settles with.
 
 use super::super::outcome::{done, Outcome, Settlement};
 use super::super::settle::Completer;
-use crate::core::api::{AttemptForm, FastCall, Later, Step};
+use crate::core::api::{AttemptForm, FastCall, Later, NodeCall, Step, Told};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
 use redis::Value;
+use std::cell::Cell;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// A call in flight on the connection, whatever it is.
 pub trait Call {
-    /// The reply came: what ends now goes to `settled`, in order.
+    /// The reply came: what ends now goes to `settled`, in order. `true` when a command
+    /// undoing what the call took was written to `out` (a quorum's straggler, see
+    /// `NodeCall::answered`), its reply for nobody.
     fn answered(
         self: Box<Self>,
         id: u32,
         reply: Value,
         completer: &Completer,
         settled: &mut Vec<Settlement>,
-    );
-    fn timed_out(&mut self, bound: Duration) -> Outcome;
+        out: &mut Vec<u8>,
+    ) -> bool;
+    /// The bound passed: what the caller is told now, if anything (a quorum's part tells
+    /// only when the silence decides the call, and may hand it to the runtime).
+    fn timed_out(&mut self, id: u32, bound: Duration, completer: &Completer) -> Option<Outcome>;
     /// `true` when a command to undo was written to `out` (see `FastCall::answered_late`).
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool;
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer);
@@ -125,16 +133,18 @@ where
         reply: Value,
         completer: &Completer,
         settled: &mut Vec<Settlement>,
-    ) {
+        _out: &mut Vec<u8>,
+    ) -> bool {
         (*self).finish(id, reply, completer, settled);
+        false
     }
 
-    fn timed_out(&mut self, bound: Duration) -> Outcome {
+    fn timed_out(&mut self, _id: u32, bound: Duration, _completer: &Completer) -> Option<Outcome> {
         let result = self.call.timed_out(bound);
-        match self.convert.take() {
+        Some(match self.convert.take() {
             Some(convert) => convert(result),
             None => unconverted(result),
-        }
+        })
     }
 
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool {
@@ -154,6 +164,115 @@ where
         let Adapted { call, convert } = *self;
         if let Some(later) = call.orphaned() {
             run(id, later, convert, completer);
+        }
+    }
+}
+
+/// How the one result of a quorum call becomes its promise's outcome: shared by the call's
+/// parts (one per node's connection, all on the JS thread), taken by the part that decides.
+pub type SharedConvert<F> = Rc<Cell<Option<F>>>;
+
+/// One node's part of a quorum call and the call's shared converter.
+pub struct AdaptedPart<P, F> {
+    part: P,
+    convert: SharedConvert<F>,
+}
+
+impl<P, F> AdaptedPart<P, F>
+where
+    P: NodeCall,
+    F: FnOnce(Settled<P::Output>) -> Outcome + Send + 'static,
+{
+    pub fn new(part: P, convert: SharedConvert<F>) -> Self {
+        AdaptedPart { part, convert }
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>) -> usize {
+        self.part.write(out)
+    }
+
+    pub fn bound(&self) -> Duration {
+        self.part.bound()
+    }
+}
+
+/// What a part's `told` comes to: the outcome to settle now, if any; a call that goes on
+/// through the runtime settles from there.
+fn tell<T, F>(
+    convert: &SharedConvert<F>,
+    id: u32,
+    told: Told<T>,
+    completer: &Completer,
+) -> Option<Outcome>
+where
+    T: Send + 'static,
+    F: FnOnce(Settled<T>) -> Outcome + Send + 'static,
+{
+    let Told::Step(step) = told else {
+        return None;
+    };
+    let convert = convert.take();
+    let convert = move |result| match convert {
+        Some(convert) => convert(result),
+        None => unconverted(result),
+    };
+    match step {
+        Step::Now(result) => Some(convert(result)),
+        // A quorum call hands no lock over; were there one, its unclaimed guard frees it.
+        Step::Handed { released, .. } => Some(convert(released)),
+        Step::Later(later) => {
+            completer.run(id, async move { convert(later.await) });
+            None
+        }
+    }
+}
+
+impl<P, F> Call for AdaptedPart<P, F>
+where
+    P: NodeCall,
+    F: FnOnce(Settled<P::Output>) -> Outcome + Send + 'static,
+{
+    fn answered(
+        self: Box<Self>,
+        id: u32,
+        reply: Value,
+        completer: &Completer,
+        settled: &mut Vec<Settlement>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let AdaptedPart { part, convert } = *self;
+        let told = part.answered(reply, out);
+        let undid = matches!(told, Told::Undid);
+        if let Some(outcome) = tell(&convert, id, told, completer) {
+            settled.push(Settlement::Settled(id, outcome));
+        }
+        undid
+    }
+
+    fn timed_out(&mut self, id: u32, _bound: Duration, completer: &Completer) -> Option<Outcome> {
+        let told = self.part.timed_out();
+        tell(&self.convert, id, told, completer)
+    }
+
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool {
+        self.part.answered_late(reply, out)
+    }
+
+    fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {
+        let AdaptedPart { part, convert } = *self;
+        if let Some(outcome) = tell(&convert, id, part.broken(left), completer) {
+            completer.settle(id, outcome);
+        }
+    }
+
+    fn abandon(self: Box<Self>) {
+        self.part.abandon();
+    }
+
+    fn orphaned(self: Box<Self>, id: u32, completer: &Completer) {
+        let AdaptedPart { part, convert } = *self;
+        if let Some(later) = part.orphaned() {
+            run(id, later, convert.take(), completer);
         }
     }
 }

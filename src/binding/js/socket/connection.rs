@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::io::{ErrorKind, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
 
 /// How long a connection that takes no new calls waits for the replies still due to it.
@@ -49,6 +49,8 @@ struct Pending {
 }
 
 pub struct SocketConnection {
+    /// What `DEBUG` lines name it: `socket`, or for a Redlock's node `socket host:port`.
+    via: Box<str>,
     /// Declared before the socket, so dropped (closed) before it is.
     handles: Option<SocketPoll>,
     socket: std::net::TcpStream,
@@ -62,6 +64,9 @@ pub struct SocketConnection {
     pending: VecDeque<Pending>,
     writable_polled: bool,
     flush_scheduled: bool,
+    /// Other connections whose queued bytes go out when this one's do: a Redlock's nodes,
+    /// written in the same JS call, flushed in one callback (see `flush_with`).
+    also_flush: Vec<Weak<Shared>>,
     /// Inside the poll callback, which flushes at its end.
     in_callback: bool,
     timer_due: Option<Instant>,
@@ -79,14 +84,21 @@ thread_local! {
     static LIVE: RefCell<Vec<Rc<Shared>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Starts polling `socket` on the JS thread's loop; `None` if libuv refused.
+/// Starts polling `socket` on the JS thread's loop; `None` if libuv refused. A Redlock's
+/// node (`node`) is named by its address in `DEBUG` lines.
 pub fn open(
     socket: std::net::TcpStream,
     thread: Rc<JsThread>,
     completer: Completer,
+    node: bool,
 ) -> Option<Rc<Shared>> {
     let event_loop = thread.event_loop();
+    let via = match (node, socket.peer_addr()) {
+        (true, Ok(peer)) => format!("socket {peer}").into(),
+        _ => "socket".into(),
+    };
     let shared = Rc::new(RefCell::new(SocketConnection {
+        via,
         handles: None,
         socket,
         thread,
@@ -98,6 +110,7 @@ pub fn open(
         pending: VecDeque::new(),
         writable_polled: false,
         flush_scheduled: false,
+        also_flush: Vec::new(),
         in_callback: false,
         timer_due: None,
         retired: None,
@@ -152,9 +165,21 @@ impl SocketConnection {
         self.retired.is_none() && !self.broken && self.handles.is_some()
     }
 
-    /// Queues what `write` appends for the next write; the call ends with its last reply
-    /// or its bound. `write` answers with the number of replies, the bound and the call.
+    /// Queues what `write` appends for the next write, at the next loop turn; the call
+    /// ends with its last reply or its bound. `write` answers with the number of replies,
+    /// the bound and the call.
     pub fn submit(
+        &mut self,
+        id: u32,
+        write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Box<dyn Call>),
+    ) {
+        self.queue(id, write);
+        self.schedule_flush();
+    }
+
+    /// `submit`, its bytes written when another connection's flush takes them along
+    /// (`flush_with`), or when this one's next callback flushes.
+    pub fn queue(
         &mut self,
         id: u32,
         write: impl FnOnce(&mut Vec<u8>, AttemptForm) -> (usize, Duration, Box<dyn Call>),
@@ -177,12 +202,29 @@ impl SocketConnection {
         if self.timer_due.is_none_or(|due| due > deadline) {
             self.arm_timer(deadline);
         }
+    }
+
+    /// Writes what is queued at the next loop turn (or at the end of the callback this
+    /// runs in).
+    fn schedule_flush(&mut self) {
         if !self.in_callback && !self.flush_scheduled {
             if let Some(handles) = &self.handles {
                 handles.run_soon();
                 self.flush_scheduled = true;
             }
         }
+    }
+
+    /// Writes what is queued here and on `others` together, at the next loop turn (or at
+    /// the end of this one's callback): one callback for a call written to several
+    /// connections at once, not one each.
+    pub fn flush_with(&mut self, others: impl Iterator<Item = Weak<Shared>>) {
+        for other in others {
+            if !self.also_flush.iter().any(|seen| seen.ptr_eq(&other)) {
+                self.also_flush.push(other);
+            }
+        }
+        self.schedule_flush();
     }
 
     /// No new calls from now on.
@@ -311,29 +353,43 @@ impl SocketConnection {
                 _ => "ok",
             };
             let (sent, packed) = &**traced;
-            trace::call("socket", packed, sent.elapsed(), outcome, script_name);
+            trace::call(&self.via, packed, sent.elapsed(), outcome, script_name);
         }
         let Some(call) = pending.call else {
             return;
         };
         if pending.timed_out {
             if call.answered_late(reply, &mut self.out) {
-                let bound = LINGER;
-                self.pending.push_back(Pending {
-                    id: 0,
-                    leading: 0,
-                    refused: None,
-                    transaction: false,
-                    bound,
-                    deadline: Instant::now() + bound,
-                    call: None,
-                    timed_out: true,
-                    traced: None,
-                });
+                self.expect_unwanted();
             }
             return;
         }
-        call.answered(pending.id, reply, &self.completer, &mut self.settled);
+        if call.answered(
+            pending.id,
+            reply,
+            &self.completer,
+            &mut self.settled,
+            &mut self.out,
+        ) {
+            self.expect_unwanted();
+        }
+    }
+
+    /// An undo was written after the calls sent so far: its reply, due after theirs, is
+    /// for nobody.
+    fn expect_unwanted(&mut self) {
+        let bound = LINGER;
+        self.pending.push_back(Pending {
+            id: 0,
+            leading: 0,
+            refused: None,
+            transaction: false,
+            bound,
+            deadline: Instant::now() + bound,
+            call: None,
+            timed_out: true,
+            traced: None,
+        });
     }
 
     /// Tells every call past its bound; re-arms for the next bound.
@@ -347,11 +403,12 @@ impl SocketConnection {
                 expired = true;
                 if let Some(traced) = &call.traced {
                     let (sent, packed) = &**traced;
-                    trace::call("socket", packed, sent.elapsed(), "ETIMEDOUT", script_name);
+                    trace::call(&self.via, packed, sent.elapsed(), "ETIMEDOUT", script_name);
                 }
                 if let (Some(work), true) = (&mut call.call, call.id != 0) {
-                    let outcome = work.timed_out(call.bound);
-                    self.settled.push(Settlement::Settled(call.id, outcome));
+                    if let Some(outcome) = work.timed_out(call.id, call.bound, &self.completer) {
+                        self.settled.push(Settlement::Settled(call.id, outcome));
+                    }
                 }
             } else if next.is_none_or(|due| due > call.deadline) {
                 next = Some(call.deadline);
@@ -401,14 +458,15 @@ fn after_callback(shared: &Rc<Shared>) {
     };
     // From a libuv callback of this thread, with no borrow held.
     thread.deliver(settled);
-    let done = {
+    let (done, others) = {
         let mut conn = shared.borrow_mut();
         conn.in_callback = false;
         if !conn.broken {
             conn.flush();
         }
-        conn.done()
+        (conn.done(), std::mem::take(&mut conn.also_flush))
     };
+    flush_others(others);
     if done {
         if let (Some(thread), settled) = close(shared) {
             thread.deliver(settled);
@@ -420,7 +478,7 @@ fn after_callback(shared: &Rc<Shared>) {
 /// but not delivered are returned, for a caller in a libuv callback to deliver (outside
 /// one, none are left: every callback delivers before it returns).
 fn close(shared: &Rc<Shared>) -> (Option<Rc<JsThread>>, Vec<Settlement>) {
-    let (thread, settled) = {
+    let (thread, settled, others) = {
         let Ok(mut conn) = shared.try_borrow_mut() else {
             return (None, Vec::new());
         };
@@ -428,10 +486,33 @@ fn close(shared: &Rc<Shared>) -> (Option<Rc<JsThread>>, Vec<Settlement>) {
         conn.hand_over_all();
         // Closes the handles, once (taken out of the option).
         drop(conn.handles.take());
-        (conn.thread.clone(), std::mem::take(&mut conn.settled))
+        let others = std::mem::take(&mut conn.also_flush);
+        (
+            conn.thread.clone(),
+            std::mem::take(&mut conn.settled),
+            others,
+        )
     };
+    // Their bytes were to leave with this one's: not left waiting for their own callbacks.
+    flush_others(others);
     LIVE.with(|live| live.borrow_mut().retain(|c| !Rc::ptr_eq(c, shared)));
     (Some(thread), settled)
+}
+
+/// Writes what other connections queued to go out with one that flushed (`flush_with`). One
+/// that breaks on the way is closed from its own callback, scheduled here.
+fn flush_others(others: Vec<Weak<Shared>>) {
+    for other in others.iter().filter_map(Weak::upgrade) {
+        let Ok(mut conn) = other.try_borrow_mut() else {
+            continue;
+        };
+        if !conn.broken {
+            conn.flush();
+        }
+        if conn.broken {
+            conn.schedule_flush();
+        }
+    }
 }
 
 /// The connection behind a handle's key, if it is still open.

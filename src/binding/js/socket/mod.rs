@@ -14,12 +14,13 @@
 
 mod call;
 mod connection;
+mod quorum;
 
 use super::outcome::{Outcome, Settlement};
 use super::settle::Completer;
 use super::thread::JsThread;
 use crate::binding::sys::uv;
-use crate::core::api::{direct, inline, FastCall, MemoryInline, Route, Way};
+use crate::core::api::{direct, inline, Endpoint, FastCall, MemoryInline, Route, Way};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::front::connection::LockConnection;
@@ -32,6 +33,8 @@ use std::rc::{Rc, Weak};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+pub use quorum::{JsQuorum, QuorumSender};
+
 type Opened = Arc<Mutex<Option<Result<std::net::TcpStream, LockError>>>>;
 
 enum SocketState {
@@ -42,18 +45,22 @@ enum SocketState {
     Resting(Instant),
 }
 
-/// One endpoint's JS-thread connection, reopened as needed.
+/// One endpoint's JS-thread connection (or one Redlock node's), reopened as needed.
 pub struct JsSocket {
     connection: LockConnection,
+    /// The server it connects to: the connection's, or one of its Redlock nodes.
+    endpoint: Endpoint,
+    /// The node's index, for a Redlock's node.
+    node: Option<usize>,
     thread: Rc<JsThread>,
     completer: Completer,
     state: RefCell<SocketState>,
 }
 
 thread_local! {
-    /// By the identity of the connection they serve and of their JS thread's state (both kept
-    /// alive by the socket).
-    static SOCKETS: RefCell<HashMap<(usize, usize), Weak<JsSocket>>> = RefCell::new(HashMap::new());
+    /// By the identity of the connection they serve, the node (for a Redlock's) and their JS
+    /// thread's state (both kept alive by the socket).
+    static SOCKETS: RefCell<HashMap<SocketKey, Weak<JsSocket>>> = RefCell::new(HashMap::new());
 }
 
 /// Closes this thread's connections: its JS environment is going away (see teardown.rs).
@@ -67,8 +74,24 @@ pub fn enabled() -> bool {
     std::env::var("NATIVE_REDIS_LOCK_DIRECT").map_or(true, |v| v != "0")
 }
 
-fn key(connection: &LockConnection, thread: &Rc<JsThread>) -> (usize, usize) {
-    (connection.id(), Rc::as_ptr(thread) as usize)
+/// A connection's id, its node's index (for a Redlock's node), its JS thread's identity.
+type SocketKey = (usize, Option<usize>, usize);
+
+fn key(connection: &LockConnection, node: Option<usize>, thread: &Rc<JsThread>) -> SocketKey {
+    (connection.id(), node, Rc::as_ptr(thread) as usize)
+}
+
+/// The socket `id` of this thread, if one is alive.
+fn cached(id: &SocketKey) -> Option<Rc<JsSocket>> {
+    SOCKETS.with(|sockets| sockets.borrow().get(id).and_then(Weak::upgrade))
+}
+
+fn remember(id: SocketKey, socket: &Rc<JsSocket>) {
+    SOCKETS.with(|sockets| {
+        let mut sockets = sockets.borrow_mut();
+        sockets.retain(|_, socket| socket.strong_count() > 0);
+        sockets.insert(id, Rc::downgrade(socket));
+    });
 }
 
 impl JsSocket {
@@ -82,10 +105,8 @@ impl JsSocket {
         if !enabled() {
             return None;
         }
-        let id = key(connection, thread);
-        if let Some(socket) =
-            SOCKETS.with(|sockets| sockets.borrow().get(&id).and_then(Weak::upgrade))
-        {
+        let id = key(connection, None, thread);
+        if let Some(socket) = cached(&id) {
             return Some(socket);
         }
         if !uv::available() {
@@ -96,16 +117,39 @@ impl JsSocket {
         }
         let socket = Rc::new(JsSocket {
             connection: connection.clone(),
+            endpoint: connection.endpoint().clone(),
+            node: None,
             thread: thread.clone(),
             completer: completer.clone(),
             state: RefCell::new(SocketState::Idle),
         });
-        SOCKETS.with(|sockets| {
-            let mut sockets = sockets.borrow_mut();
-            sockets.retain(|_, socket| socket.strong_count() > 0);
-            sockets.insert(id, Rc::downgrade(&socket));
-        });
+        remember(id, &socket);
         Some(socket)
+    }
+
+    /// The socket of `connection`'s Redlock node `index` (at `endpoint`) on this thread,
+    /// made on first use.
+    fn node(
+        connection: &LockConnection,
+        index: usize,
+        endpoint: &Endpoint,
+        thread: &Rc<JsThread>,
+        completer: &Completer,
+    ) -> Rc<JsSocket> {
+        let id = key(connection, Some(index), thread);
+        if let Some(socket) = cached(&id) {
+            return socket;
+        }
+        let socket = Rc::new(JsSocket {
+            connection: connection.clone(),
+            endpoint: endpoint.clone(),
+            node: Some(index),
+            thread: thread.clone(),
+            completer: completer.clone(),
+            state: RefCell::new(SocketState::Idle),
+        });
+        remember(id, &socket);
+        socket
     }
 
     /// Sends `call` if the connection is open, its result settling promise `id` through
@@ -147,7 +191,8 @@ impl JsSocket {
                     if !uv::available() {
                         return None;
                     }
-                    match connection::open(socket, self.thread.clone(), self.completer.clone()) {
+                    let (thread, completer) = (self.thread.clone(), self.completer.clone());
+                    match connection::open(socket, thread, completer, self.node.is_some()) {
                         Some(shared) => SocketState::Open(shared),
                         None => SocketState::Resting(Instant::now() + direct::RETRY_AFTER),
                     }
@@ -167,11 +212,11 @@ impl JsSocket {
     /// Opens a connection on the runtime; the next call picks it up.
     fn start(&self) -> SocketState {
         let opened: Opened = Arc::new(Mutex::new(None));
-        let (slot, connection) = (opened.clone(), self.connection.clone());
+        let (slot, endpoint) = (opened.clone(), self.endpoint.clone());
         // Without a runtime (the OS refused its thread) it stays opening: calls go the
         // runtime's way, which answers them.
         let _started = crate::binding::runtime::spawn(async move {
-            let socket = direct::open(connection.endpoint()).await;
+            let socket = direct::open(&endpoint).await;
             *lock(&slot) = Some(socket);
         });
         SocketState::Opening(opened)

@@ -86,7 +86,7 @@ impl PlainAttempt {
 /// out, and the caller is answered once it is (as on the runtime, acquire.rs `won`), so that
 /// a caller who cancelled finds nothing held. `mode` goes first: a waiter's ticket in it
 /// would be the one our release hands the lock to.
-fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
+pub(super) fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
     let cancelled = mode.cancel.is_cancelled();
     drop(mode);
     if !cancelled {
@@ -99,6 +99,24 @@ fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
         }
         .boxed(),
     )
+}
+
+/// An attempt whose outcome is unknown (its connection broke, or a server refused it there)
+/// goes on through the runtime with the same token, within `left` (or the command timeout).
+pub(super) fn again(
+    locker: Arc<Locker>,
+    request: PlainRequest,
+    mode: Mode,
+    left: Option<Duration>,
+) -> Later<Option<Lease>> {
+    let Mode { plan, cancel } = mode;
+    let timeout = left.unwrap_or(locker.command_timeout());
+    async move {
+        let (key, ttl) = (request.key.clone(), request.terms.ttl);
+        let start = Start::Again { request, timeout };
+        locker.pursue(plan, &key, ttl, &cancel, start).await
+    }
+    .boxed()
 }
 
 impl FastCall for PlainAttempt {
@@ -156,16 +174,10 @@ impl FastCall for PlainAttempt {
         let PlainAttempt {
             locker,
             request,
-            mode: Mode { plan, cancel },
+            mode,
             ..
         } = self;
-        let timeout = left.unwrap_or(locker.command_timeout());
-        async move {
-            let (key, ttl) = (request.key.clone(), request.terms.ttl);
-            let start = Start::Again { request, timeout };
-            locker.pursue(plan, &key, ttl, &cancel, start).await
-        }
-        .boxed()
+        again(locker, request, mode, left)
     }
 
     fn abandon(self) {

@@ -28,6 +28,7 @@ pub mod acquire;
 pub mod exclusive;
 pub mod extend;
 pub mod handoff;
+pub mod quorum;
 pub mod syncguard;
 
 pub type Settled<T> = Result<T, LockError>;

@@ -1,0 +1,308 @@
+//! A call sent to every node of a Redlock at once, each node's part on a socket of its own
+//! outside the runtime (the JS thread's, one per node; see docs/plans/redlock-fast.md). The
+//! parts share one state: each reply read is tallied there and the call decided by the
+//! same verdicts the runtime's gather uses (backend/redlock_tally.rs), at the quorum, not
+//! after the stragglers. Exactly one part tells the decision; the others tell nothing.
+//!
+//! What the decision needs written on the nodes (the fence raised, what a lost attempt set
+//! undone) goes through the runtime (`RedlockStore::conclude`), as does the whole call when
+//! a node refuses it (NOSCRIPT, a RESP2 reply it cannot read...) or its socket breaks while
+//! the call is undecided: every call here may run twice (the attempt's script recognises
+//! its token, a release deletes only a lock still ours).
+
+use super::{Later, Step};
+use crate::core::backend::boundary::Backend;
+use crate::core::backend::redlock_store::RedlockStore;
+use crate::core::basics::background::spawn;
+use crate::core::basics::error::LockError;
+use crate::core::basics::sync::lock;
+use crate::core::ops::attempt_terms::AttemptTerms;
+use crate::core::ops::lock::{AttemptForm, Locker};
+use crate::core::proto::acquire::Layout;
+use crate::core::proto::release::Release;
+use crate::core::proto::Op;
+use redis::Value;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[path = "quorum_calls.rs"]
+mod calls;
+
+pub use calls::{QuorumAttempt, QuorumRelease};
+
+/// What one node's reply (or silence) tells the caller of the whole call.
+// Unboxed: taken apart at once, on every reply of a quorum call.
+#[allow(clippy::large_enum_variant)]
+pub enum Told<T> {
+    /// Nothing yet, or nothing ever: another part tells (or told) the decision.
+    Nothing,
+    /// Nothing for the caller; a command undoing what this node took was written to `out`
+    /// (on the node's own connection, so it runs after the call), its reply for nobody.
+    Undid,
+    /// The decision: the call ends so (or goes on through the runtime).
+    Step(Step<T>),
+}
+
+/// One node's part of a quorum call, sent on that node's own socket. Its lane calls exactly
+/// one of `answered`, `broken`, `orphaned`, or (after `timed_out`) `answered_late` or
+/// `abandon`, as for a `FastCall`.
+pub trait NodeCall: Send + 'static {
+    type Output: Send + 'static;
+
+    /// Appends the node's request to `out`; answers with the number of replies (one).
+    fn write(&self, out: &mut Vec<u8>) -> usize;
+
+    /// How long the node's lane waits for its reply.
+    fn bound(&self) -> Duration;
+
+    /// The node's reply came in time.
+    fn answered(self, reply: Value, out: &mut Vec<u8>) -> Told<Self::Output>;
+
+    /// The bound passed with no reply: the node counts as not answering (it may still
+    /// answer late, `answered_late`).
+    fn timed_out(&mut self) -> Told<Self::Output>;
+
+    /// The reply came after `timed_out`: `true` when an undo was written to `out`.
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool;
+
+    /// The node's connection is gone with its part unanswered: an undecided call goes
+    /// again, whole, through the runtime within `left` (or its own bound).
+    fn broken(self, left: Option<Duration>) -> Told<Self::Output>;
+
+    /// The node's connection is gone after `timed_out`.
+    fn abandon(self);
+
+    /// The caller's JS environment is going away: nobody hears of the call. Freed (an
+    /// attempt), or sent again through the runtime (a release), once for the whole call.
+    fn orphaned(self) -> Option<Later<Self::Output>>;
+}
+
+/// Each node's answer so far, at its index (`None`: pending; a node past its bound is an
+/// error, never `None`).
+pub type NodeAnswers<A> = Vec<Option<Result<A, LockError>>>;
+
+/// The whole call, as its parts' shared state decides it.
+pub trait Quorum: Send + Sized + 'static {
+    type Output: Send + 'static;
+    type Answer: Send + 'static;
+
+    fn nodes(&self) -> usize;
+
+    /// Appends the request every node is sent (the same bytes for each).
+    fn write(&self, out: &mut Vec<u8>);
+
+    fn bound(&self) -> Duration;
+
+    /// A node's reply; `None` when the node refused the call, which the runtime then
+    /// answers (it reloads scripts and reports the rest as it always does).
+    fn read(&self, reply: Value) -> Option<Result<Self::Answer, LockError>>;
+
+    /// The decision, once `seen` makes one (`seen` may then be taken); else the call back.
+    fn decide(
+        self,
+        seen: &mut NodeAnswers<Self::Answer>,
+    ) -> Result<(Step<Self::Output>, Decided), Self>;
+
+    /// The whole call again through the runtime, within `left` (or its own bound).
+    fn resend(self, left: Option<Duration>) -> Later<Self::Output>;
+
+    /// See `NodeCall::orphaned`.
+    fn orphaned(self) -> Option<Later<Self::Output>>;
+}
+
+/// What a decided call leaves for its stragglers.
+pub enum Decided {
+    /// Nothing: what a straggler does is ours anyway (a win), or the runtime's now.
+    Done,
+    /// The attempt lost: a straggler that took the lock undoes it.
+    Lost(Undo),
+}
+
+/// Frees a lost attempt's token on a node that took it after the decision.
+pub struct Undo {
+    locker: Arc<Locker>,
+    terms: AttemptTerms,
+}
+
+impl Undo {
+    pub fn new(locker: Arc<Locker>, terms: AttemptTerms) -> Self {
+        Undo { locker, terms }
+    }
+
+    /// Whether `reply`, a node's to the attempt, says it took the lock.
+    fn took(&self, reply: Value) -> bool {
+        let op = self.terms.op(Layout::Plain, AttemptForm::Script);
+        op.decode(reply).is_ok_and(|answer| answer.took_lock())
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        let terms = &self.terms;
+        Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
+    }
+
+    /// Frees the token on every node through the runtime.
+    fn free(&self) {
+        let (locker, terms) = (self.locker.clone(), self.terms.clone());
+        spawn(async move { locker.abandon(&terms).await });
+    }
+}
+
+struct QuorumState<Q: Quorum> {
+    /// `None` once decided (or handed to the runtime).
+    call: Option<Q>,
+    seen: NodeAnswers<Q::Answer>,
+    decided: Option<Decided>,
+    /// The runtime was asked to free the token already.
+    freed: bool,
+}
+
+impl<Q: Quorum> QuorumState<Q> {
+    /// Records `answer` as node `node`'s and decides if the call is open.
+    fn record(&mut self, node: usize, answer: Result<Q::Answer, LockError>) -> Told<Q::Output> {
+        let Some(call) = self.call.take() else {
+            return Told::Nothing;
+        };
+        if let Some(slot) = self.seen.get_mut(node) {
+            *slot = Some(answer);
+        }
+        match call.decide(&mut self.seen) {
+            Ok((step, decided)) => {
+                self.decided = Some(decided);
+                Told::Step(step)
+            }
+            Err(call) => {
+                self.call = Some(call);
+                Told::Nothing
+            }
+        }
+    }
+
+    /// The open call, taken for the runtime (or its end), nothing left to undo after it.
+    fn hand_off(&mut self) -> Option<Q> {
+        let call = self.call.take()?;
+        self.decided = Some(Decided::Done);
+        Some(call)
+    }
+
+    /// After a lost decision, a node's late win is undone on its own connection.
+    fn undo_late(&self, reply: Value, out: &mut Vec<u8>) -> bool {
+        match &self.decided {
+            Some(Decided::Lost(undo)) if undo.took(reply) => {
+                undo.write(out);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// After a lost decision, a node whose connection broke may have taken the lock after
+    /// the runtime's undo: freed again, once.
+    fn free_lost(&mut self) {
+        if let (Some(Decided::Lost(undo)), false) = (&self.decided, self.freed) {
+            undo.free();
+            self.freed = true;
+        }
+    }
+}
+
+/// One node's part of `Q`.
+pub struct Part<Q: Quorum> {
+    node: usize,
+    bound: Duration,
+    shared: Arc<Mutex<QuorumState<Q>>>,
+}
+
+/// `call`'s parts, one per node in the nodes' order.
+pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
+    let (nodes, bound) = (call.nodes(), call.bound());
+    let shared = Arc::new(Mutex::new(QuorumState {
+        call: Some(call),
+        seen: (0..nodes).map(|_| None).collect(),
+        decided: None,
+        freed: false,
+    }));
+    (0..nodes)
+        .map(|node| Part {
+            node,
+            bound,
+            shared: shared.clone(),
+        })
+        .collect()
+}
+
+impl<Q: Quorum> NodeCall for Part<Q> {
+    type Output = Q::Output;
+
+    fn write(&self, out: &mut Vec<u8>) -> usize {
+        if let Some(call) = &lock(&self.shared).call {
+            call.write(out);
+            return 1;
+        }
+        // Decided before this node was written to (not done by the lanes, which write
+        // every part at once): a no-op that still answers once.
+        out.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        1
+    }
+
+    fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    fn answered(self, reply: Value, out: &mut Vec<u8>) -> Told<Q::Output> {
+        let mut shared = lock(&self.shared);
+        let Some(call) = shared.call.as_ref() else {
+            return match shared.undo_late(reply, out) {
+                true => Told::Undid,
+                false => Told::Nothing,
+            };
+        };
+        match call.read(reply) {
+            Some(answer) => shared.record(self.node, answer),
+            None => match shared.hand_off() {
+                Some(call) => Told::Step(Step::Later(call.resend(None))),
+                None => Told::Nothing,
+            },
+        }
+    }
+
+    fn timed_out(&mut self) -> Told<Q::Output> {
+        let no_reply = LockError::no_reply(self.bound);
+        lock(&self.shared).record(self.node, Err(no_reply))
+    }
+
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+        lock(&self.shared).undo_late(reply, out)
+    }
+
+    fn broken(self, left: Option<Duration>) -> Told<Q::Output> {
+        let mut shared = lock(&self.shared);
+        match shared.hand_off() {
+            Some(call) => Told::Step(Step::Later(call.resend(left))),
+            None => {
+                shared.free_lost();
+                Told::Nothing
+            }
+        }
+    }
+
+    fn abandon(self) {
+        lock(&self.shared).free_lost();
+    }
+
+    fn orphaned(self) -> Option<Later<Q::Output>> {
+        let call = lock(&self.shared).hand_off()?;
+        call.orphaned()
+    }
+}
+
+/// The Redlock behind `locker`, if it is one.
+pub fn redlock_of(locker: &Locker) -> Option<&RedlockStore> {
+    match locker.store().backend() {
+        Backend::Redlock(store) => Some(store),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+#[path = "quorum_tests.rs"]
+mod tests;

@@ -1,0 +1,311 @@
+//! The two calls a Redlock sends on its nodes' own sockets (see quorum.rs): a first attempt
+//! at a lock, won at the quorum, and a plain release, done at a quorum of releases. Every
+//! other outcome ends through the runtime, in the same code as the runtime's own attempt
+//! (`RedlockStore::conclude`) or release.
+
+use super::{parts, redlock_of, Decided, NodeAnswers, Part, Quorum, Undo};
+use crate::core::backend::redlock_tally::{acquire_verdict, release_verdict, Tally, Verdict};
+use crate::core::basics::background::spawn;
+use crate::core::basics::clock;
+use crate::core::basics::error::LockError;
+use crate::core::basics::lease::Lease;
+use crate::core::ops::acquire::{Attempts, Plan, Start};
+use crate::core::ops::attempt_terms::PlainRequest;
+use crate::core::ops::fast::acquire::{again, won, Mode};
+use crate::core::ops::fast::{is_refusal, Later, Settled, Step};
+use crate::core::ops::lock::{AttemptForm, Locker};
+use crate::core::ops::release::outcome;
+use crate::core::proto::acquire::{AcquireAttempt, Acquired};
+use crate::core::proto::release::{Release, ReleaseKind};
+use crate::core::proto::Op;
+use futures_util::FutureExt;
+use redis::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// A first attempt at a DistributedLock lock on every node of a Redlock, one token for all.
+pub struct QuorumAttempt {
+    locker: Arc<Locker>,
+    request: PlainRequest,
+    mode: Mode,
+    tally: Tally,
+    /// The plan's bound of an attempt: the runtime's work after the replies is bounded so.
+    bound: Duration,
+}
+
+impl QuorumAttempt {
+    /// `locker`'s first attempt at `key`, in parts, one per node; `sent` counts from now.
+    /// `mode` back when `locker`'s store is no Redlock.
+    // Unboxed: handed straight back to the caller, which then takes another way.
+    #[allow(clippy::result_large_err)]
+    pub fn new(
+        locker: &Arc<Locker>,
+        key: &str,
+        ttl: Duration,
+        mode: Mode,
+    ) -> Result<Vec<Part<Self>>, Mode> {
+        let Some(store) = redlock_of(locker) else {
+            return Err(mode);
+        };
+        let tally = store.tally();
+        let bound = mode.plan.attempts.bound(locker.command_timeout());
+        Ok(parts(QuorumAttempt {
+            request: locker.attempt_request(key, ttl),
+            locker: locker.clone(),
+            mode,
+            tally,
+            bound,
+        }))
+    }
+
+    /// Always the script: a Redlock's nodes take no transaction (`Caps::transactions`).
+    fn op(&self) -> AcquireAttempt<'_> {
+        self.request.op(AttemptForm::Script)
+    }
+
+    fn undo(&self) -> Undo {
+        Undo::new(self.locker.clone(), self.request.terms.clone())
+    }
+
+    /// Ends through the runtime: `conclude` writes what the verdict needs on the nodes (the
+    /// fence raised, or what the attempt set undone); a held lock then goes on as the plan
+    /// says. `held`: joined now, on the lane's thread, as a first attempt joins when its
+    /// reply is read (see `PlainAttempt::held`).
+    fn conclude(self, replies: NodeAnswers<Acquired>, held: bool) -> Later<Option<Lease>> {
+        let QuorumAttempt {
+            locker,
+            request,
+            mode: Mode { plan, cancel },
+            bound,
+            ..
+        } = self;
+        let (plan, missed) = match held {
+            true => plan.joined(&locker, &request.key, request.terms.ttl),
+            false => (plan, false),
+        };
+        let ends = Ends {
+            plan,
+            cancel,
+            missed,
+        };
+        concluded(locker, request, ends, replies, bound).boxed()
+    }
+}
+
+/// How an attempt goes on once concluded.
+struct Ends {
+    plan: Plan,
+    cancel: CancellationToken,
+    /// A release of ours may have missed the waiter before it joined: the next attempt is
+    /// due at once.
+    missed: bool,
+}
+
+async fn concluded(
+    locker: Arc<Locker>,
+    request: PlainRequest,
+    ends: Ends,
+    replies: NodeAnswers<Acquired>,
+    bound: Duration,
+) -> Settled<Option<Lease>> {
+    let acquired = match redlock_of(&locker) {
+        Some(store) => {
+            let op = request.op(AttemptForm::Script);
+            store
+                .conclude(&op, replies, request.terms.sent.at, bound)
+                .await
+        }
+        None => Err(LockError::Internal("a quorum attempt off a Redlock".into())),
+    };
+    let Ends {
+        plan,
+        cancel,
+        missed,
+    } = ends;
+    let (key, ttl) = (request.key.clone(), request.terms.ttl);
+    match acquired? {
+        Acquired::Won { fence, .. } => {
+            let lease = request.into_lease(fence);
+            // The plan (a waiter's ticket in it) goes first, as on the runtime.
+            drop(plan);
+            if cancel.is_cancelled() {
+                let _ignored = locker.release(&lease).await;
+                return Err(LockError::Aborted);
+            }
+            Ok(Some(lease))
+        }
+        Acquired::Held { ttl: holder_ttl } => match plan.attempts {
+            Attempts::Once => Ok(None),
+            Attempts::Retries { max: 0, .. } => Err(LockError::Locked { key, retries: 0 }),
+            _ => {
+                let start = match missed {
+                    true => Start::Attempt,
+                    false => Start::Held { holder_ttl },
+                };
+                locker.pursue(plan, &key, ttl, &cancel, start).await
+            }
+        },
+        // conclude never answers so for a script's replies; as the runtime reads them.
+        Acquired::SetWithoutFence { .. } | Acquired::Refused => Err(LockError::no_fence()),
+    }
+}
+
+impl Quorum for QuorumAttempt {
+    type Output = Option<Lease>;
+    type Answer = Acquired;
+
+    fn nodes(&self) -> usize {
+        self.tally.nodes
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        self.op().encode(out);
+    }
+
+    /// A node silent past the validity cannot help a win any more.
+    fn bound(&self) -> Duration {
+        self.bound.min(clock::validity(self.request.terms.ttl))
+    }
+
+    fn read(&self, reply: Value) -> Option<Result<Acquired, LockError>> {
+        if is_refusal(&reply) {
+            return None;
+        }
+        match self.op().decode(reply) {
+            // The runtime, sent the same token, finds its own lock and reads its fence, or
+            // takes the lock back and fails (see fence.lua).
+            Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => None,
+            answer => Some(answer),
+        }
+    }
+
+    fn decide(
+        self,
+        seen: &mut NodeAnswers<Acquired>,
+    ) -> Result<(Step<Option<Lease>>, Decided), Self> {
+        let terms = &self.request.terms;
+        let now = Instant::now();
+        match acquire_verdict(&self.tally, seen, terms.sent.at, now, terms.ttl) {
+            Verdict::Pending => Err(self),
+            // Fences agree: nothing to write, the lease is ours now.
+            Verdict::Won { fence } => {
+                let QuorumAttempt {
+                    locker,
+                    request,
+                    mode,
+                    ..
+                } = self;
+                Ok((won(locker, request.into_lease(fence), mode), Decided::Done))
+            }
+            Verdict::Raise => {
+                let later = self.conclude(std::mem::take(seen), false);
+                Ok((Step::Later(later), Decided::Done))
+            }
+            Verdict::Held => {
+                self.locker.stats().contended(&self.request.key);
+                let undo = self.undo();
+                let later = self.conclude(std::mem::take(seen), true);
+                Ok((Step::Later(later), Decided::Lost(undo)))
+            }
+            Verdict::Failed => {
+                let undo = self.undo();
+                let later = self.conclude(std::mem::take(seen), false);
+                Ok((Step::Later(later), Decided::Lost(undo)))
+            }
+        }
+    }
+
+    fn resend(self, left: Option<Duration>) -> Later<Option<Lease>> {
+        let QuorumAttempt {
+            locker,
+            request,
+            mode,
+            ..
+        } = self;
+        again(locker, request, mode, left)
+    }
+
+    fn orphaned(self) -> Option<Later<Option<Lease>>> {
+        let QuorumAttempt {
+            locker, request, ..
+        } = self;
+        spawn(async move { locker.abandon(&request.terms).await });
+        None
+    }
+}
+
+/// A plain release (`Locker::release_request`) on every node of a Redlock.
+pub struct QuorumRelease {
+    locker: Arc<Locker>,
+    lease: Arc<Lease>,
+    tally: Tally,
+    bound: Duration,
+}
+
+impl QuorumRelease {
+    /// `None` when the release must go through the runtime (see `Locker::release_request`),
+    /// or `locker`'s store is no Redlock.
+    pub fn new(locker: &Arc<Locker>, lease: &Arc<Lease>) -> Option<Vec<Part<Self>>> {
+        let tally = redlock_of(locker)?.tally();
+        let bound = locker.release_request(lease)?;
+        Some(parts(QuorumRelease {
+            locker: locker.clone(),
+            lease: lease.clone(),
+            tally,
+            bound,
+        }))
+    }
+
+    /// Sent only when no waiter of ours is to be woken (`Locker::release_request`).
+    fn op(&self) -> Release<'_> {
+        Release {
+            lock_key: &self.lease.redis_key,
+            token: &self.lease.token,
+            kind: ReleaseKind::Wake { ours_wait: false },
+        }
+    }
+}
+
+impl Quorum for QuorumRelease {
+    type Output = bool;
+    type Answer = bool;
+
+    fn nodes(&self) -> usize {
+        self.tally.nodes
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        self.op().encode(out);
+    }
+
+    fn bound(&self) -> Duration {
+        self.bound
+    }
+
+    fn read(&self, reply: Value) -> Option<Result<bool, LockError>> {
+        match is_refusal(&reply) {
+            true => None,
+            false => Some(self.op().decode(reply)),
+        }
+    }
+
+    fn decide(self, seen: &mut NodeAnswers<bool>) -> Result<(Step<bool>, Decided), Self> {
+        match release_verdict(&self.tally, seen) {
+            None => Err(self),
+            Some(released) => {
+                let result = outcome(&self.lease, released);
+                Ok((Step::Now(result), Decided::Done))
+            }
+        }
+    }
+
+    fn resend(self, _left: Option<Duration>) -> Later<bool> {
+        let QuorumRelease { locker, lease, .. } = self;
+        async move { locker.release(&lease).await }.boxed()
+    }
+
+    fn orphaned(self) -> Option<Later<bool>> {
+        Some(self.resend(None))
+    }
+}

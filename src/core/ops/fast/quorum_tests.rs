@@ -1,0 +1,363 @@
+//! Unit tests of the quorum calls (quorum.rs, quorum_calls.rs): canned replies handed to
+//! the parts in every order, no connection (the lanes only hand replies over).
+use super::*;
+use crate::core::basics::lease::Lease;
+use crate::core::ops::acquire::Plan;
+use crate::core::ops::fast::acquire::Mode;
+use crate::core::ops::fast::Settled;
+use crate::core::ops::test_support::redlock_locker;
+use tokio_util::sync::CancellationToken;
+
+const PORTS: [u16; 5] = [41101, 41102, 41103, 41104, 41105];
+
+fn attempt(locker: &Arc<Locker>) -> Vec<Part<QuorumAttempt>> {
+    let mode = Mode {
+        plan: Plan::once(),
+        cancel: CancellationToken::new(),
+    };
+    QuorumAttempt::new(locker, "k", Duration::from_secs(10), mode)
+        .ok()
+        .unwrap()
+}
+
+fn release(locker: &Arc<Locker>) -> Vec<Part<QuorumRelease>> {
+    let lease = Arc::new(Lease::new(
+        "k".into(),
+        locker.redis_key("k"),
+        "token".into(),
+        3,
+        crate::core::basics::clock::Stamp::now(),
+        Duration::from_secs(10),
+    ));
+    QuorumRelease::new(locker, &lease).unwrap()
+}
+
+fn won(fence: i64) -> Value {
+    Value::Array(vec![Value::Int(1), Value::Int(fence)])
+}
+
+fn held() -> Value {
+    Value::Array(vec![Value::Int(0), Value::Int(5000)])
+}
+
+/// Every order of `0..n`.
+fn orders(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut all = Vec::new();
+    for shorter in orders(n - 1) {
+        for at in 0..=shorter.len() {
+            let mut order = shorter.clone();
+            order.insert(at, n - 1);
+            all.push(order);
+        }
+    }
+    all
+}
+
+/// How a call ended: now (with its result) or through the runtime.
+enum Ended<T> {
+    Now(Settled<T>),
+    Later,
+}
+
+fn ended<T>(step: Step<T>) -> Ended<T> {
+    match step {
+        Step::Now(result) => Ended::Now(result),
+        Step::Later(_) => Ended::Later,
+        Step::Handed { .. } => panic!("a quorum call hands nothing over"),
+    }
+}
+
+/// Hands `replies` to fresh parts in `order`: the one decision (the reply it came at, how
+/// it ended) and how many stragglers wrote an undo.
+fn run<Q: Quorum>(
+    mut parts: Vec<Part<Q>>,
+    replies: &[Value],
+    order: &[usize],
+) -> (usize, Ended<Q::Output>, usize) {
+    let mut decided = None;
+    let mut undone = 0;
+    let mut parts: Vec<Option<Part<Q>>> = parts.drain(..).map(Some).collect();
+    for (at, &node) in order.iter().enumerate() {
+        let part = parts[node].take().unwrap();
+        let mut out = Vec::new();
+        match part.answered(replies[node].clone(), &mut out) {
+            Told::Nothing => assert!(out.is_empty()),
+            Told::Undid => {
+                assert!(!out.is_empty());
+                undone += 1;
+            }
+            Told::Step(step) => {
+                assert!(decided.is_none(), "decided twice in {order:?}");
+                decided = Some((at, ended(step)));
+            }
+        }
+    }
+    let (at, ended) = decided.unwrap_or_else(|| panic!("never decided in {order:?}"));
+    (at, ended, undone)
+}
+
+#[test]
+fn every_order_of_five_replies_decides_once_at_the_quorum() {
+    let locker = redlock_locker(&PORTS);
+    let all = orders(5);
+    assert_eq!(all.len(), 120);
+    for order in &all {
+        // Five wins on one fence: ours at the third reply, the stragglers untouched.
+        let replies = vec![won(7); 5];
+        let (at, end, undone) = run(attempt(&locker), &replies, order);
+        assert_eq!((at, undone), (2, 0));
+        match end {
+            Ended::Now(Ok(Some(lease))) => assert_eq!(lease.fence, 7),
+            _ => panic!("not won at once in {order:?}"),
+        }
+        // Three wins, two held: ours once the third win is read, whatever came before.
+        let replies = vec![won(7), held(), won(7), held(), won(7)];
+        let (at, end, undone) = run(attempt(&locker), &replies, order);
+        let third_win = (order.iter().enumerate())
+            .filter(|(_, &node)| node % 2 == 0)
+            .map(|(at, _)| at)
+            .nth(2);
+        assert_eq!((Some(at), undone), (third_win, 0));
+        assert!(matches!(end, Ended::Now(Ok(Some(_)))));
+        // Two wins, three held: lost, concluded through the runtime (which undoes); a win
+        // read after the decision writes its own undo.
+        let replies = vec![held(), won(7), held(), won(7), held()];
+        let (at, end, undone) = run(attempt(&locker), &replies, order);
+        let wins_after = order[at + 1..].iter().filter(|&&n| n % 2 == 1).count();
+        assert!(matches!(end, Ended::Later));
+        assert_eq!(undone, wins_after, "{order:?}");
+        // Fences that differ: raised through the runtime, never won here.
+        let replies = vec![won(7), won(9), won(7), held(), held()];
+        let (_, end, undone) = run(attempt(&locker), &replies, order);
+        assert!(matches!(end, Ended::Later));
+        assert_eq!(undone, 0);
+        // A release: done at the third `1`.
+        let replies = vec![
+            Value::Int(1),
+            Value::Int(0),
+            Value::Int(1),
+            Value::Int(1),
+            Value::Int(0),
+        ];
+        let (at, end, _) = run(release(&locker), &replies, order);
+        let third = (order.iter().enumerate())
+            .filter(|(_, &node)| node != 1 && node != 4)
+            .map(|(at, _)| at)
+            .nth(2);
+        assert_eq!(Some(at), third);
+        assert!(matches!(end, Ended::Now(Ok(true))));
+    }
+}
+
+#[test]
+fn a_node_past_its_bound_counts_as_no_answer_and_delays_nothing() {
+    let locker = redlock_locker(&PORTS);
+    let mut parts = attempt(&locker);
+    for node in [2, 3, 4] {
+        assert!(matches!(parts[node].timed_out(), Told::Nothing));
+    }
+    // Recorded as an error, never left pending: the call waits only for nodes 0 and 1.
+    {
+        let shared = lock(&parts[0].shared);
+        for node in [2, 3, 4] {
+            assert!(matches!(
+                shared.seen[node],
+                Some(Err(LockError::Timeout(_)))
+            ));
+        }
+    }
+    let mut out = Vec::new();
+    let mut parts = parts.drain(..);
+    let (first, second) = (parts.next().unwrap(), parts.next().unwrap());
+    assert!(matches!(first.answered(won(7), &mut out), Told::Nothing));
+    // Two wins of five: fewer than a quorum answered, failed (and undone) at once.
+    match second.answered(won(7), &mut out) {
+        Told::Step(step) => assert!(matches!(ended(step), Ended::Later)),
+        _ => panic!("undecided with every node in"),
+    }
+    // Three wins with two nodes silent: ours at the third, not at their bounds.
+    let mut parts = attempt(&locker);
+    assert!(matches!(parts[4].timed_out(), Told::Nothing));
+    let mut parts = parts.drain(..);
+    for fence_reply in 0..2 {
+        let part = parts.next().unwrap();
+        assert!(
+            matches!(part.answered(won(7), &mut out), Told::Nothing),
+            "{fence_reply}"
+        );
+    }
+    match parts.next().unwrap().answered(won(7), &mut out) {
+        Told::Step(step) => assert!(matches!(ended(step), Ended::Now(Ok(Some(_))))),
+        _ => panic!("not decided at the quorum"),
+    }
+    // Two wins, one held, two silent: held (a quorum answered), through the runtime.
+    let mut parts = attempt(&locker);
+    assert!(matches!(parts[3].timed_out(), Told::Nothing));
+    assert!(matches!(parts[4].timed_out(), Told::Nothing));
+    let mut parts = parts.drain(..);
+    assert!(matches!(
+        parts.next().unwrap().answered(won(7), &mut out),
+        Told::Nothing
+    ));
+    assert!(matches!(
+        parts.next().unwrap().answered(held(), &mut out),
+        Told::Nothing
+    ));
+    match parts.next().unwrap().answered(won(7), &mut out) {
+        Told::Step(step) => assert!(matches!(ended(step), Ended::Later)),
+        _ => panic!("undecided with every node in"),
+    }
+    assert!(out.is_empty());
+}
+
+/// The bytes that free the attempt's token on a node (`Release::late_win`).
+fn undo_bytes(parts: &[Part<QuorumAttempt>]) -> Vec<u8> {
+    let shared = lock(&parts[0].shared);
+    let Some(Decided::Lost(undo)) = &shared.decided else {
+        panic!("not lost");
+    };
+    assert_eq!(undo.terms.redis_key, b"t:k");
+    let mut bytes = Vec::new();
+    Release::late_win(&undo.terms.redis_key, &undo.terms.token, false).encode(&mut bytes);
+    bytes
+}
+
+#[test]
+fn a_straggler_that_won_after_a_lost_decision_frees_its_node_and_after_a_win_does_nothing() {
+    let locker = redlock_locker(&PORTS);
+    let mut parts = attempt(&locker);
+    assert!(matches!(parts[4].timed_out(), Told::Nothing));
+    let mut out = Vec::new();
+    let mut taken = parts.drain(..3);
+    assert!(matches!(
+        taken.next().unwrap().answered(held(), &mut out),
+        Told::Nothing
+    ));
+    assert!(matches!(
+        taken.next().unwrap().answered(held(), &mut out),
+        Told::Nothing
+    ));
+    assert!(matches!(
+        taken.next().unwrap().answered(held(), &mut out),
+        Told::Step(_)
+    ));
+    drop(taken);
+    let expected = undo_bytes(&parts);
+    let mut parts = parts.drain(..);
+    let (straggler, late) = (parts.next().unwrap(), parts.next().unwrap());
+    assert!(matches!(straggler.answered(won(7), &mut out), Told::Undid));
+    assert_eq!(out, expected);
+    // The one past its bound, answering late, too; a late `held` needs nothing.
+    let mut late_out = Vec::new();
+    assert!(late.answered_late(won(7), &mut late_out));
+    assert_eq!(late_out, expected);
+    let mut parts = attempt(&locker);
+    assert!(matches!(parts[4].timed_out(), Told::Nothing));
+    let late = parts.pop().unwrap();
+    let mut parts = parts.drain(..);
+    for _ in 0..3 {
+        let _ = parts.next().unwrap().answered(held(), &mut out);
+    }
+    assert!(!late.answered_late(held(), &mut Vec::new()));
+
+    // Won: the stragglers' locks are ours, released with the lease.
+    let mut parts = attempt(&locker);
+    assert!(matches!(parts[4].timed_out(), Told::Nothing));
+    let late = parts.pop().unwrap();
+    let mut parts = parts.drain(..);
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        assert!(matches!(
+            parts.next().unwrap().answered(won(7), &mut out),
+            Told::Nothing
+        ));
+    }
+    assert!(matches!(
+        parts.next().unwrap().answered(won(7), &mut out),
+        Told::Step(_)
+    ));
+    assert!(matches!(
+        parts.next().unwrap().answered(won(7), &mut out),
+        Told::Nothing
+    ));
+    assert!(!late.answered_late(won(7), &mut out));
+    assert!(out.is_empty());
+}
+
+#[test]
+fn a_broken_node_sends_an_undecided_call_to_the_runtime_once() {
+    let locker = redlock_locker(&PORTS);
+    let mut parts = attempt(&locker).into_iter();
+    let mut out = Vec::new();
+    assert!(matches!(
+        parts.next().unwrap().answered(won(7), &mut out),
+        Told::Nothing
+    ));
+    match parts
+        .next()
+        .unwrap()
+        .broken(Some(Duration::from_millis(300)))
+    {
+        Told::Step(step) => assert!(matches!(ended(step), Ended::Later)),
+        _ => panic!("a broken node while undecided must hand the call to the runtime"),
+    }
+    // Whatever the others say now is the runtime's business.
+    assert!(matches!(
+        parts.next().unwrap().answered(won(7), &mut out),
+        Told::Nothing
+    ));
+    assert!(matches!(parts.next().unwrap().broken(None), Told::Nothing));
+    assert!(matches!(
+        parts.next().unwrap().answered(won(7), &mut out),
+        Told::Nothing
+    ));
+    assert!(out.is_empty());
+    // A refusal (NOSCRIPT among others) as well.
+    let mut parts = attempt(&locker).into_iter();
+    let (refused, _) = crate::core::basics::resp::parse(b"-NOSCRIPT No matching script.\r\n")
+        .unwrap()
+        .unwrap();
+    match parts.next().unwrap().answered(refused, &mut out) {
+        Told::Step(step) => assert!(matches!(ended(step), Ended::Later)),
+        _ => panic!("a refusal must hand the call to the runtime"),
+    }
+    assert!(matches!(
+        parts.next().unwrap().answered(won(7), &mut out),
+        Told::Nothing
+    ));
+}
+
+#[test]
+fn orphaned_parts_free_or_resend_the_call_once() {
+    let locker = redlock_locker(&PORTS);
+    // A release goes again through the runtime, once for all its parts.
+    let resent = (release(&locker).into_iter())
+        .filter_map(|part| part.orphaned())
+        .count();
+    assert_eq!(resent, 1);
+    // An attempt is freed (by the first part) and nobody answered.
+    let mut parts = attempt(&locker).into_iter();
+    let first = parts.next().unwrap();
+    let shared = first.shared.clone();
+    assert!(first.orphaned().is_none());
+    assert!(lock(&shared).call.is_none());
+    for part in parts {
+        assert!(part.orphaned().is_none());
+    }
+    // After a lost decision, nodes that broke free the token again through the runtime,
+    // once for the call.
+    let mut parts = attempt(&locker).into_iter();
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        let _ = parts.next().unwrap().answered(held(), &mut out);
+    }
+    let (fourth, fifth) = (parts.next().unwrap(), parts.next().unwrap());
+    let shared = fourth.shared.clone();
+    assert!(!lock(&shared).freed);
+    assert!(matches!(fourth.broken(None), Told::Nothing));
+    assert!(lock(&shared).freed);
+    assert!(matches!(fifth.broken(None), Told::Nothing));
+}
