@@ -92,7 +92,7 @@ async function killed(kid) {
 // 30 s step maestro's waiters would otherwise sleep.
 const BOUND_MS = 250
 
-test('4 processes on one key with grants: the counter is exact and fences unique', async () => {
+test('4 processes on one key with grants: the counter is exact, fences unique, and no wait long', async (t) => {
   const keys = { LOCK_KEY: 'grants:count', COUNTER_KEY: 'grants:count:n', GO_KEY: 'grants:count:go' }
   const ITERATIONS = 100
   const kids = Array.from({ length: 4 }, () => worker({ MODE: 'increment', ITERATIONS: String(ITERATIONS), ...keys }))
@@ -101,8 +101,16 @@ test('4 processes on one key with grants: the counter is exact and fences unique
   const codes = await Promise.all(kids.map((kid) => kid.exited))
   assert.deepEqual(codes, [0, 0, 0, 0], kids.map((kid) => kid.stderr).join('\n'))
   assert.equal(Number(await client.get(keys.COUNTER_KEY)), 4 * ITERATIONS)
-  const fences = (await Promise.all(kids.map((kid) => line(kid, 'fences')))).flatMap((out) => out.fences.map(BigInt))
+  const outs = await Promise.all(kids.map((kid) => line(kid, 'fences')))
+  const fences = outs.flatMap((out) => out.fences.map(BigInt))
   assert.equal(new Set(fences.map(String)).size, 4 * ITERATIONS)
+  // Each waits for at most the others' tenures (1 ms each, README "Tenure") and hand-overs:
+  // a few ms on a quiet machine; the bound is its poll (100 ms) x 10, never reached by grants.
+  const maxWaitMs = Math.max(...outs.map((out) => out.maxWaitMs))
+  const stats = await client.info('commandstats')
+  const grants = Number(/cmdstat_spublish:calls=(\d+)/.exec(stats)?.[1] ?? 0)
+  t.diagnostic(`max wait ${maxWaitMs.toFixed(2)} ms; ${grants} grants (publishes) for ${4 * ITERATIONS} sections`)
+  assert.ok(maxWaitMs < 1000, `a wait took ${maxWaitMs} ms`)
   // Grants went round: the ring turned (a release that found nobody in it would not).
   const turns = /cmdstat_rpoplpush:calls=(\d+)/.exec(await client.info('commandstats'))
   assert.ok(turns && Number(turns[1]) > 0, 'no release granted the lock')

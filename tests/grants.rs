@@ -331,11 +331,13 @@ async fn a_waiter_without_grants_gets_the_lock_while_the_ring_keeps_it_busy() {
         tokio::time::sleep(MS(5)).await;
     }
     let plain = process_with(&server, 3, None);
-    let (asked, at_ask) = (Instant::now(), sections.load(SeqCst));
+    // Grants, not sections: a holder's releases within its tenure grant nothing.
+    let mut raw = server.raw();
+    let (asked, at_ask) = (Instant::now(), calls(&mut raw, "spublish"));
     let waiting = wait_for(&plain, "busy", &CancellationToken::new());
     let got = tokio::time::timeout(MS(10_000), waiting).await;
     let waited = asked.elapsed();
-    let handed = sections.load(SeqCst) - at_ask;
+    let handed = calls(&mut raw, "spublish") - at_ask;
     stop.cancel();
     let (lease, _) = got.expect("starved").unwrap().expect("acquired");
     println!("a waiter without grants held after {waited:?}, {handed} grants in between");
