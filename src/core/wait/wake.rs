@@ -305,6 +305,7 @@ impl Wakes {
         let mut channels = self.table();
         // Drawn under the table's lock, so each channel's waiters stay ordered by number.
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let answers_caller = caller.is_some();
         let waiter = Waiter::new(ttl, caller, seq, fair, owner);
         let notify = waiter.notify.clone();
         // Looked up before it is inserted: the name is copied only for a new channel.
@@ -334,6 +335,7 @@ impl Wakes {
             fair,
             notify,
             handoffs_at_join,
+            answers_caller,
         }
     }
 
@@ -805,6 +807,9 @@ pub struct Ticket {
     fair: bool,
     notify: Arc<Notify>,
     handoffs_at_join: u64,
+    /// Waits for a caller of a JS thread (see `Caller`), whose handle can start on a grant
+    /// before it is confirmed and ask for the confirmation later (see wait/lent.rs).
+    answers_caller: bool,
 }
 
 /// What a waiter finds when it looks up from a pause (see `Ticket::resume`).
@@ -852,6 +857,11 @@ impl Ticket {
     /// Whether it waits for a fair lock.
     pub fn is_fair(&self) -> bool {
         self.fair
+    }
+
+    /// Whether its caller's handle may start on a grant not confirmed yet (`answers_caller`).
+    pub fn lends_grants(&self) -> bool {
+        self.answers_caller
     }
 
     /// Its name in a fair lock's line: the connection's and its own number.
