@@ -79,6 +79,17 @@ async function lineUp(lockKey, env) {
   return kids
 }
 
+/** Resolves once process `pid` is stopped (a signal is delivered when the kernel gets to it). */
+async function haltedNow(pid) {
+  const fs = require('node:fs')
+  const until = Date.now() + 5000
+  // /proc/<pid>/stat: "pid (comm) state ...": T once stopped.
+  while (!/\) T /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'))) {
+    if (Date.now() > until) throw new Error(`process ${pid} never stopped`)
+    await sleep(1)
+  }
+}
+
 async function killed(kid) {
   const exited = kid.exited
   process.kill(kid.proc.pid, 'SIGKILL')
@@ -167,6 +178,7 @@ test('a grantee SIGSTOPped as it is granted keeps the lock its claim only; resum
   await next.ready
   await ringLength(lockKey, 2)
   process.kill(stopped.proc.pid, 'SIGSTOP')
+  await haltedNow(stopped.proc.pid)
   const released = now()
   await handle.release()
   const nextHeld = await line(next, 'held')
@@ -215,12 +227,13 @@ test('a grantee holding 3 x the claim keeps the lock: nobody else holds it meanw
 test('a process that exits while in a ring leaves it: no grant is sent to it as it goes', async () => {
   const lockKey = 'lock:grants:exit'
   await client.set(lockKey, 'someone else', 'PX', 30_000)
-  const kid = worker({ MODE: 'linger', LOCK_KEY: 'grants:exit', TTL_MS: '10000', WAIT_MS: '1000' })
+  const kid = worker({ MODE: 'linger', LOCK_KEY: 'grants:exit', TTL_MS: '10000', WAIT_MS: '1000', EXIT_KEY: 'grants:exit:go' })
   await kid.ready
   await ringLength(lockKey, 1)
   await line(kid, 'gaveUp')
   // Still in the ring after its waiter gave up: a grant that came now would be passed on.
   assert.equal(await client.llen(ringKey(lockKey)), 1)
+  await client.rpush('grants:exit:go', '1')
   assert.equal(await kid.exited, 0, kid.stderr)
   // Left as it exited, not at the next release's publish nobody hears.
   assert.equal(await client.llen(ringKey(lockKey)), 0)
