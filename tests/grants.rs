@@ -527,17 +527,18 @@ async fn a_lock_freed_quietly_and_not_taken_back_is_kicked_to_the_ring_within_a_
 #[tokio::test]
 async fn a_kick_finds_the_lock_taken_back_and_leaves_it_alone() {
     let server = RedisServer::start();
-    let terms = TenureTerms {
-        kick_after: KICK_AFTER,
-        ..LONG
-    };
+    // Long enough for the other connection's attempt to come first, whatever the load.
+    let kick_after = MS(200);
+    let terms = TenureTerms { kick_after, ..LONG };
     let ([holder, _next], lease, waiting) = tenured(&server, "back", terms).await;
-    // Freed quietly, then taken back by a connection that is not ours (as by a poll): the
-    // kick that follows must not take it from its holder.
-    assert!(holder.release(&lease).await.unwrap());
     let other = process(&server, 4);
+    let warm = take(&other, "warm").await;
+    assert!(other.release(&warm).await.unwrap());
+    // Freed quietly, then taken by a connection that is not ours (as by a poll): the kick
+    // that follows must not take it from its holder.
+    assert!(holder.release(&lease).await.unwrap());
     let poll = take(&other, "back").await;
-    tokio::time::sleep(MS(50)).await;
+    tokio::time::sleep(kick_after * 2).await;
     assert_eq!(holder_of(&server, "back").as_deref(), Some(&poll.token[..]));
     assert!(!waiting.is_finished());
     assert!(other.release(&poll).await.unwrap());
