@@ -6,7 +6,9 @@
 mod common;
 
 use common::{calls, RedisServer};
-use native_redis_lock::core::api::{Attempt, Endpoint, EndpointSpec, Locker, Store};
+use native_redis_lock::core::api::{
+    Attempt, Endpoint, EndpointSpec, Locker, Store, TenureTerms, KICK_AFTER,
+};
 use native_redis_lock::core::basics::keys;
 use native_redis_lock::core::basics::lease::Lease;
 use std::sync::Arc;
@@ -329,11 +331,13 @@ async fn a_waiter_without_grants_gets_the_lock_while_the_ring_keeps_it_busy() {
         tokio::time::sleep(MS(5)).await;
     }
     let plain = process_with(&server, 3, None);
-    let (asked, at_ask) = (Instant::now(), sections.load(SeqCst));
+    // Grants, not sections: a holder's releases within its tenure grant nothing.
+    let mut raw = server.raw();
+    let (asked, at_ask) = (Instant::now(), calls(&mut raw, "spublish"));
     let waiting = wait_for(&plain, "busy", &CancellationToken::new());
     let got = tokio::time::timeout(MS(10_000), waiting).await;
     let waited = asked.elapsed();
-    let handed = sections.load(SeqCst) - at_ask;
+    let handed = calls(&mut raw, "spublish") - at_ask;
     stop.cancel();
     let (lease, _) = got.expect("starved").unwrap().expect("acquired");
     println!("a waiter without grants held after {waited:?}, {handed} grants in between");
@@ -401,4 +405,143 @@ async fn a_ring_entry_left_by_a_dropped_connection_is_reused_or_skipped_and_no_g
     assert!(after < MS(1000), "took {after:?}: the poll, not the grant");
     assert_eq!(ring(&server, "drop"), vec![next.store().id().to_owned()]);
     assert!(next.release(&granted).await.unwrap());
+}
+
+/// `holder` got `key` by a grant (its connection is in the lock's ring and remembers the
+/// lock, so its tenure runs), with `terms`; `next` waits behind it in the ring.
+async fn tenured(
+    server: &RedisServer,
+    key: &str,
+    terms: TenureTerms,
+) -> ([Arc<Locker>; 2], Lease, Waiting) {
+    let (first, holder, next) = (process(server, 1), process(server, 2), process(server, 3));
+    holder.store().wakes().set_tenure(terms);
+    let lease = take(&first, key).await;
+    let granted = wait_for(&holder, key, &CancellationToken::new());
+    joined(server, key, &holder).await;
+    assert!(first.release(&lease).await.unwrap());
+    let (held, _) = granted.await.unwrap().expect("granted to the holder");
+    let waiting = wait_for(&next, key, &CancellationToken::new());
+    joined(server, key, &next).await;
+    ([holder, next], held, waiting)
+}
+
+/// Tenure and kick long enough that nothing in a test outlasts them.
+const LONG: TenureTerms = TenureTerms {
+    window: Duration::from_secs(60),
+    kick_after: Duration::from_secs(60),
+};
+
+#[tokio::test]
+async fn a_release_within_the_tenure_frees_the_lock_quietly_for_the_same_process_to_take_back() {
+    let server = RedisServer::start();
+    let ([holder, _next], lease, waiting) = tenured(&server, "quiet", LONG).await;
+    let mut raw = server.raw();
+    let ring_before = ring(&server, "quiet");
+    let before = (calls(&mut raw, "spublish"), calls(&mut raw, "rpoplpush"));
+    assert!(holder.release(&lease).await.unwrap());
+    // Freed, and the ring never heard of it: no grant, no turn.
+    assert_eq!(holder_of(&server, "quiet"), None);
+    assert_eq!(
+        (calls(&mut raw, "spublish"), calls(&mut raw, "rpoplpush")),
+        before
+    );
+    assert_eq!(ring(&server, "quiet"), ring_before);
+    // Taken straight back, and again: still nothing for the ring.
+    let mut lease = take(&holder, "quiet").await;
+    for _ in 0..10 {
+        assert!(holder.release(&lease).await.unwrap());
+        lease = take(&holder, "quiet").await;
+    }
+    assert_eq!(
+        (calls(&mut raw, "spublish"), calls(&mut raw, "rpoplpush")),
+        before
+    );
+    tokio::time::sleep(MS(100)).await;
+    assert!(!waiting.is_finished(), "the waiter had it meanwhile");
+    assert_eq!(
+        holder_of(&server, "quiet").as_deref(),
+        Some(&lease.token[..])
+    );
+    assert!(holder.release(&lease).await.unwrap());
+    // A closing process kicks the lock it freed quietly at once: the ring's head has it.
+    let closed = Instant::now();
+    holder.store().leave_rings(MS(2000)).await;
+    let (granted, at) = waiting.await.unwrap().expect("kicked to the next");
+    let after = at.duration_since(closed);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the kick");
+    assert!(granted.fence > lease.fence);
+}
+
+#[tokio::test]
+async fn the_first_release_after_the_tenure_grants_the_lock_to_the_ring() {
+    let server = RedisServer::start();
+    let window = MS(50);
+    let terms = TenureTerms { window, ..LONG };
+    let ([holder, next], lease, waiting) = tenured(&server, "turn", terms).await;
+    tokio::time::sleep(window * 2).await;
+    let mut raw = server.raw();
+    let before = (calls(&mut raw, "spublish"), calls(&mut raw, "rpoplpush"));
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("granted");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the grant");
+    assert_eq!(calls(&mut raw, "spublish"), before.0 + 1);
+    assert!(calls(&mut raw, "rpoplpush") > before.1);
+    assert_eq!(
+        holder_of(&server, "turn").as_deref(),
+        Some(&granted.token[..])
+    );
+    assert!(granted.fence > lease.fence);
+    assert!(next.release(&granted).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_lock_freed_quietly_and_not_taken_back_is_kicked_to_the_ring_within_a_few_ms() {
+    let server = RedisServer::start();
+    let terms = TenureTerms {
+        kick_after: KICK_AFTER,
+        ..LONG
+    };
+    let ([holder, next], lease, waiting) = tenured(&server, "kick", terms).await;
+    let mut raw = server.raw();
+    let before = calls(&mut raw, "spublish");
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (granted, at) = waiting.await.unwrap().expect("kicked to the next");
+    let after = at.duration_since(released);
+    println!("a lock freed quietly reached the ring's head after {after:?}");
+    // Expected: KICK_AFTER (1 ms) + a timer tick + a grant's round trips, a few ms; the
+    // waiter polls every 5 s, so only the kick explains a prompt hold. 10x generous and more.
+    assert!(after < MS(200), "took {after:?}");
+    assert_eq!(
+        calls(&mut raw, "spublish"),
+        before + 1,
+        "one kick, one grant"
+    );
+    assert!(granted.fence > lease.fence);
+    assert!(next.release(&granted).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_kick_finds_the_lock_taken_back_and_leaves_it_alone() {
+    let server = RedisServer::start();
+    // Long enough for the other connection's attempt to come first, whatever the load.
+    let kick_after = MS(200);
+    let terms = TenureTerms { kick_after, ..LONG };
+    let ([holder, _next], lease, waiting) = tenured(&server, "back", terms).await;
+    let other = process(&server, 4);
+    let warm = take(&other, "warm").await;
+    assert!(other.release(&warm).await.unwrap());
+    // Freed quietly, then taken by a connection that is not ours (as by a poll): the kick
+    // that follows must not take it from its holder.
+    assert!(holder.release(&lease).await.unwrap());
+    let poll = take(&other, "back").await;
+    tokio::time::sleep(kick_after * 2).await;
+    assert_eq!(holder_of(&server, "back").as_deref(), Some(&poll.token[..]));
+    assert!(!waiting.is_finished());
+    assert!(other.release(&poll).await.unwrap());
+    let (granted, _) = waiting.await.unwrap().expect("granted");
+    assert!(granted.fence > poll.fence);
 }

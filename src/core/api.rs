@@ -50,5 +50,8 @@ pub use super::proto::scripts;
 pub use super::proto::scripts::name_of as script_name;
 /// On whose behalf calls run (a JS environment, ended with it).
 pub use super::wait::owner::Owner;
+/// How long a process keeps a lock before its release grants it on, and when a lock it freed
+/// quietly is kicked to the ring (tests set a connection's own).
+pub use super::wait::tenure::{TenureTerms, KICK_AFTER, TENURE};
 /// A call as a waiter that a release on its own thread may answer.
 pub use super::wait::wake::Caller;

@@ -64,6 +64,16 @@ impl Win for HandleWin {
 
     fn deliver(self, locker: &Locker, lease: Lease) -> Granted {
         let Some(auto) = self.0 else {
+            // A grant whose confirmation is on its way (ops/claims.rs): the handle asks.
+            if lease.is_claim_only() && locker.store().wakes().lends().pending(&lease.token) {
+                let until = lease.deadline();
+                let granted = Granted::of(&lease, None);
+                return Granted {
+                    lent_until: Some(until),
+                    unclaimed: Some(Unclaimed::lent(locker, lease)),
+                    ..granted
+                };
+            }
             let granted = Granted::of(&lease, None);
             let unclaimed = Some(Unclaimed::new(locker, lease));
             return Granted {

@@ -9,6 +9,7 @@
 use super::attempt_terms::PlainRequest;
 use super::key_scheme::KeyScheme;
 use super::lock::{Attempt, Locker, GRACE};
+use super::release::GRANT_CLAIM;
 use crate::core::basics::backoff;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -575,7 +576,7 @@ impl Locker {
         cancel: &CancellationToken,
     ) -> Result<Pause, LockError> {
         match ticket.look() {
-            Resume::Granted(lease) => return Ok(self.handed(lease, name).await),
+            Resume::Granted(lease) => return Ok(self.handed(lease, name, ticket).await),
             Resume::Settled => return Err(LockError::Aborted),
             Resume::Waiting => {}
         }
@@ -619,16 +620,24 @@ impl Locker {
         // From here on, a release announced is news for this waiter again; a lock handed
         // over meanwhile is taken, and a caller answered by its releaser is done.
         match ticket.rearm() {
-            Resume::Granted(lease) => Ok(self.handed(lease, name).await),
+            Resume::Granted(lease) => Ok(self.handed(lease, name, ticket).await),
             Resume::Settled => Err(LockError::Aborted),
             Resume::Waiting => Ok(pause),
         }
     }
 
     /// A release handed this waiter the lock: one of ours, or another process's grant,
-    /// kept once confirmed (a grant lost meanwhile has the waiter try at once).
-    async fn handed(&self, lease: Lease, name: &str) -> Pause {
+    /// kept once confirmed (a grant lost meanwhile has the waiter try at once). A caller
+    /// whose handle asks for the confirmation later starts on a fresh grant at once (valid
+    /// for its claim until confirmed): the confirmation's round trip is off its way. One
+    /// read late (its process stopped, or its thread busy) is confirmed first: it may have
+    /// run out, and its caller should not start on a lock that is gone.
+    async fn handed(&self, lease: Lease, name: &str, ticket: &Ticket) -> Pause {
         self.stats().handed_over(name);
+        let fresh = lease.remaining() > GRANT_CLAIM / 2;
+        if ticket.lends_grants() && lease.is_claim_only() && fresh {
+            return Pause::Granted(self.confirm_grant_later(lease, name));
+        }
         match self.confirm_grant(lease, name).await {
             Some(lease) => Pause::Granted(lease),
             None => Pause::Woken,

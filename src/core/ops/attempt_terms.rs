@@ -134,14 +134,15 @@ impl Locker {
 
     /// The bound of a release sent elsewhere (written by `write_release`). `None` when it
     /// must go through `release`: already released, or waiters of this process are to be
-    /// woken by it.
+    /// woken by it. On a store that grants, only a release within our tenure is sent
+    /// elsewhere (it frees the lock quietly, see ops/tenure.rs).
     pub fn release_request(&self, lease: &Lease) -> Option<Duration> {
         let wakes = self.store().wakes();
         // A store that grants decides on the runtime's connection, whose pushes bring grants.
         if self.is_fair()
             || lease.is_released()
-            || self.store().grants()
             || wakes.waiters_at_release(&lease.redis_key)
+            || (self.store().grants() && !self.store().release_quietly(lease))
         {
             return None;
         }

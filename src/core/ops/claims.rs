@@ -1,13 +1,50 @@
 //! A grant from another process's release holds for its claim only (release_grant.lua): a
 //! grantee that died or stopped keeps the lock no longer than that. The waiter that takes it
-//! confirms it with its own TTL before its caller has it, since a JS handle counts on the
-//! deadline it is given.
+//! confirms it with its own TTL: before its caller has it, since a handle counts on the
+//! deadline it is given; or, for a DistributedLock handle that asks for the confirmation
+//! later (see wait/lent.rs), sent as the caller starts, off its way, the handle counting on
+//! the claim until it answers.
 
 use super::lock::Locker;
+use super::release::GRANT_CLAIM;
+use super::store::Store;
 use crate::core::backend::lock_store::LockStore;
-use crate::core::basics::clock::Stamp;
+use crate::core::basics::background::spawn;
+use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::lease::Lease;
 use crate::core::proto::refresh::{Refresh, RefreshBatch};
+use crate::core::wait::lent::Lent;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a grant's confirmation came to.
+enum Confirm {
+    /// Redis took our TTL for it, asked at this send stamp.
+    Kept(Stamp),
+    /// The grant was lost meanwhile: its claim ran out, and it is someone else's or free.
+    Lost,
+    /// No answer: it may still be ours, for its claim.
+    Unknown,
+}
+
+/// Sends `lease`'s confirmation: our TTL for the grant, if it is still ours.
+async fn confirm(store: &Store, lease: &Lease, window_ms: u64, bound: Duration) -> Confirm {
+    let ttl_ms = u32::try_from(lease.ttl().as_millis()).unwrap_or(u32::MAX);
+    let refresh = Refresh {
+        key: &lease.redis_key,
+        token: lease.token.as_bytes(),
+        ttl_ms,
+        fence_retention_ms: window_ms,
+        pair: None,
+    };
+    let batch = RefreshBatch::new(&[refresh], &[]);
+    let sent = Stamp::now();
+    match store.backend().refresh(&batch, bound).await.first() {
+        Some(Some(true)) => Confirm::Kept(sent),
+        Some(Some(false)) => Confirm::Lost,
+        _ => Confirm::Unknown,
+    }
+}
 
 impl Locker {
     /// `lease` as its waiter (`name`, the key as the user gave it) keeps it: a lock handed
@@ -21,31 +58,56 @@ impl Locker {
         if lease.key.is_empty() {
             name.clone_into(&mut lease.key);
         }
-        let ttl_ms = u32::try_from(lease.ttl().as_millis()).unwrap_or(u32::MAX);
-        let refresh = Refresh {
-            key: &lease.redis_key,
-            token: lease.token.as_bytes(),
-            ttl_ms,
-            fence_retention_ms: self.fence_retention_ms(),
-            pair: None,
-        };
-        let batch = RefreshBatch::new(&[refresh], &[]);
-        let sent = Stamp::now();
-        let answer = self
-            .store()
-            .backend()
-            .refresh(&batch, self.command_timeout())
-            .await;
-        match answer.first() {
-            Some(Some(true)) => {
+        let (window, bound) = (self.fence_retention_ms(), self.command_timeout());
+        match confirm(self.store(), &lease, window, bound).await {
+            Confirm::Kept(sent) => {
                 lease.extended(sent, lease.ttl());
                 Some(lease)
             }
-            Some(Some(false)) => None,
-            _ => {
+            Confirm::Lost => None,
+            Confirm::Unknown => {
                 self.store().release_orphan(lease);
                 None
             }
         }
     }
+
+    /// A grant `lease` (claim only) whose caller starts on it now: its confirmation is sent
+    /// at once and answered to the caller's handle when it comes (wait/lent.rs: our own
+    /// deadline, or nothing held). Until then the handle counts on the claim, which Redis
+    /// set no earlier than the lease's anchor: never later than Redis.
+    pub(super) fn confirm_grant_later(&self, mut lease: Lease, name: &str) -> Lease {
+        if lease.key.is_empty() {
+            name.clone_into(&mut lease.key);
+        }
+        let store = self.store().clone();
+        let lends_until = lease.deadline() + lease.ttl();
+        store.wakes().lends().lend(lease.token.clone(), lends_until);
+        let (window, bound) = (self.fence_retention_ms(), self.command_timeout());
+        let confirming = Lease::granted(
+            lease.redis_key.clone(),
+            lease.token.clone(),
+            lease.fence,
+            (Some(lease.sent()), GRANT_CLAIM),
+            lease.ttl(),
+        );
+        spawn(confirm_in_background(store, confirming, window, bound));
+        lease
+    }
+}
+
+/// Confirms a grant its caller started on, and tells the caller's handle how it went.
+async fn confirm_in_background(store: Arc<Store>, lease: Lease, window_ms: u64, bound: Duration) {
+    let state = match confirm(&store, &lease, window_ms, bound).await {
+        Confirm::Kept(sent) => Lent::Confirmed(sent.at + clock::validity(lease.ttl())),
+        Confirm::Lost => Lent::Failed,
+        Confirm::Unknown => {
+            // Perhaps ours for its claim: freed, as a grant nobody takes would be.
+            let lends = store.wakes().lends();
+            lends.settle(&lease.token, Lent::Failed);
+            store.release_orphan(lease);
+            return;
+        }
+    };
+    store.wakes().lends().settle(&lease.token, state);
 }

@@ -1,6 +1,8 @@
 //! A closing environment (the process about to exit) leaves the rings of locks it no longer
 //! waits for and lets the grants it is passing on reach Redis: a grant sent to it meanwhile
-//! would otherwise keep the lock for its whole claim (see release_grant.lua).
+//! would otherwise keep the lock for its whole claim (see release_grant.lua). A lock it freed
+//! quietly moments ago is kicked to the ring now: its kick would come too late, if at all
+//! (see wait/tenure.rs).
 
 use super::store::Store;
 use crate::core::backend::lock_store::LockStore;
@@ -11,8 +13,9 @@ use std::future::Future;
 use std::time::Duration;
 
 impl Store {
-    /// Leaves every ring this connection is in with nobody here to take a grant, then waits
-    /// for the grants being passed on, each step within `bound`. A grant Redis sent before
+    /// Leaves every ring this connection is in with nobody here to take a grant, kicks the
+    /// locks it freed quietly, then waits for the grants being passed on, each step within
+    /// `bound`. A grant Redis sent before
     /// our leaving ran comes on this connection before its answer, so it is in flight by
     /// then.
     pub async fn leave_rings(&self, bound: Duration) {
@@ -30,6 +33,11 @@ impl Store {
             }
         });
         join_all(calls).await;
+        let kicks = self.wakes().take_kicks();
+        let kicks = kicks
+            .iter()
+            .map(|(lock_key, window)| self.kick(lock_key, *window, bound));
+        join_all(kicks).await;
         let _late = tokio::time::timeout(bound, self.passing().settled()).await;
     }
 

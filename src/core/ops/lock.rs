@@ -219,6 +219,9 @@ impl Locker {
         let listening = queueing.is_some_and(Ticket::is_subscribed);
         let reply = self.store.backend().acquire(&op, timeout).await;
         let won = matches!(reply, Ok(Acquired::Won { .. }));
+        if won {
+            self.store.acquired(&redis_key);
+        }
         if let (Some(ticket), Some(turns), Ok(_)) = (queueing, turns, &reply) {
             let wakes = ticket.wakes();
             if self.store.grants() {

@@ -26,6 +26,7 @@ pub mod signals;
 pub mod store;
 pub mod store_cleanup;
 pub mod syncguard;
+pub mod tenure;
 #[cfg(test)]
 pub(crate) mod test_support;
 pub mod watchdog;

@@ -36,6 +36,9 @@ pub async fn release(
     }
     // Waiters of our own that are already trying go first, woken here; else the queue decides.
     let ours_wait = store.wakes().waiters_at_release(&lease.redis_key);
+    if store.release_quietly(lease) {
+        return quietly(store, lease, &channel, ours_wait, (bound, window_ms)).await;
+    }
     if store.grants() {
         // Ours that are awake are in the ring too: freeing the lock for their attempt would
         // leave the other processes of the ring to their polls (an orphaned grant, above all).
@@ -100,6 +103,32 @@ async fn grant(
         released != Released::NotOurs
     });
     outcome(lease, released)
+}
+
+/// Frees our lock within our tenure (wait/tenure.rs): no grant to the ring, for this process
+/// to take straight back, else to be kicked to the ring shortly after; our first waiter that
+/// sleeps tries at once (`ours_wait`: some of ours are awake).
+async fn quietly(
+    store: &Arc<Store>,
+    lease: &Lease,
+    channel: &[u8],
+    ours_wait: bool,
+    (bound, window_ms): (Duration, Option<u64>),
+) -> Result<bool, LockError> {
+    // The queue is left alone, as when ours wait: the lock stays with the ring's connections.
+    let release = Release {
+        lock_key: &lease.redis_key,
+        token: &lease.token,
+        kind: ReleaseKind::Wake { ours_wait: true },
+    };
+    let deleted = outcome(lease, store.backend().release(&release, bound).await);
+    // Kicked even when not ours any more (it ran out): the ring then hears of a free lock.
+    let window = window_ms.unwrap_or(token::FENCE_RETENTION_MS);
+    store.freed_quietly(&lease.redis_key, window);
+    if ours_wait && matches!(deleted, Ok(true)) {
+        store.wakes().wake_local(channel);
+    }
+    deleted
 }
 
 /// The handover of our `lease` to a waiter's fresh token `to`, for `ttl`.

@@ -98,6 +98,10 @@ pub struct FirstAttempt {
     /// The waiter's turn comes from our own waiters (see `TicketView::turn_from_others`):
     /// an attempt of its own would jump their queue.
     pub turn_from_others: bool,
+    /// A release of ours freed the lock quietly moments ago (see `TicketView::barging`): an
+    /// attempt that only takes it back needs neither queue nor ring, and one that finds it
+    /// held goes on waiting through the runtime, where the ring's grants come.
+    pub barging: bool,
 }
 
 impl FirstAttempt {
@@ -133,6 +137,7 @@ impl FirstAttempt {
         FirstAttempt {
             subscribed: view.subscribed,
             turn_from_others: view.turn_from_others,
+            barging: view.barging,
             ..self
         }
     }
@@ -152,7 +157,7 @@ impl FirstAttempt {
             && !self.gate_closed
             && (self.scripts_ready || !self.watched)
             && !self.cancelled
-            && !self.subscribed
+            && (!self.subscribed || self.barging)
             && !self.turn_from_others
     }
 }

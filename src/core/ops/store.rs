@@ -247,7 +247,7 @@ impl Store {
 
     /// Runs `work` on this store in the background, bounded by `BACKGROUND_TIMEOUT`; its
     /// failure is left to what follows (a place runs out, a poll finds the lock).
-    fn in_background<F>(&self, work: impl FnOnce(Arc<Store>) -> F)
+    pub(super) fn in_background<F>(&self, work: impl FnOnce(Arc<Store>) -> F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {

@@ -25,6 +25,31 @@ pub struct ReleaseGrant<'a> {
     pub fence_retention_ms: u64,
 }
 
+impl<'a> ReleaseGrant<'a> {
+    /// A kick: grants the lock at `lock_key`, if it is free, to the next connection of its
+    /// ring that listens, as our release would (see wait/tenure.rs). No fences are carried:
+    /// others may have drawn some since the lock was ours.
+    pub fn kick(
+        lock_key: &'a [u8],
+        grant: &'a str,
+        claim: Duration,
+        id: &'a str,
+        fence_retention_ms: u64,
+    ) -> Self {
+        ReleaseGrant {
+            lock_key,
+            token: "",
+            fence: 0,
+            last: 0,
+            grant,
+            claim,
+            id,
+            leave: false,
+            fence_retention_ms,
+        }
+    }
+}
+
 /// What a grant-giving release did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Released {

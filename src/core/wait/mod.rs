@@ -6,5 +6,6 @@ pub mod cleanup;
 pub mod lent;
 pub mod owner;
 pub mod releases;
+pub mod tenure;
 pub mod waiter;
 pub mod wake;

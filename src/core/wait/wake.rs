@@ -10,6 +10,7 @@ use super::cleanup::{Cleaner, Cleanup};
 use super::lent::Lends;
 use super::owner::Owner;
 use super::releases::{Mark, Releases};
+use super::tenure::{KickStep, Tenure, TenureTerms};
 pub use super::waiter::Caller;
 use super::waiter::{Effect, Event, Leaving, Waiter};
 use crate::core::backend::lock_store::{LostScope, IDLE_SUBSCRIPTIONS};
@@ -115,6 +116,8 @@ struct Channel {
     /// In the ring, and our last release granted the lock to another connection of it: the
     /// ring brings it back, so a new waiter here waits for that with no attempt of its own.
     handed_on: bool,
+    /// How long this process keeps the lock before its release grants it on (tenure.rs).
+    tenure: Tenure,
 }
 
 impl Channel {
@@ -179,7 +182,11 @@ impl Channel {
     }
 
     fn is_forgettable(&self) -> bool {
-        self.waiters.is_empty() && !self.subscribed && !self.preparing && self.queued.is_none()
+        self.waiters.is_empty()
+            && !self.subscribed
+            && !self.preparing
+            && self.queued.is_none()
+            && !self.tenure.kick_pending()
     }
 }
 
@@ -230,6 +237,8 @@ pub struct Wakes {
     /// looked at (`take_idle`): after a burst of waiters with no SUBSCRIBE to follow, they
     /// are dropped once there are enough of them, not left on the server for good.
     left_idle: AtomicUsize,
+    /// The tenure's terms on this connection (set by tests only).
+    tenure_terms: Mutex<TenureTerms>,
 }
 
 /// What a wake addressed to this connection asks of it.
@@ -296,6 +305,7 @@ impl Wakes {
         let mut channels = self.table();
         // Drawn under the table's lock, so each channel's waiters stay ordered by number.
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let answers_caller = caller.is_some();
         let waiter = Waiter::new(ttl, caller, seq, fair, owner);
         let notify = waiter.notify.clone();
         // Looked up before it is inserted: the name is copied only for a new channel.
@@ -312,6 +322,7 @@ impl Wakes {
                 heard_on: None,
                 ring: false,
                 handed_on: false,
+                tenure: Tenure::default(),
             }),
         };
         entry.waiters.push_back(waiter);
@@ -324,6 +335,7 @@ impl Wakes {
             fair,
             notify,
             handoffs_at_join,
+            answers_caller,
         }
     }
 
@@ -499,8 +511,89 @@ impl Wakes {
         };
         match entry.apply(seq, Event::Grant(lease(Some(ttl)))) {
             Some(Effect::Refused(back)) => back,
-            _ => None,
+            _ => {
+                entry.tenure.acquired(Instant::now());
+                None
+            }
         }
+    }
+
+    /// Sets the tenure's terms for this connection's locks (wait/tenure.rs): tests lengthen
+    /// or shorten them to make a release's timing certain.
+    pub fn set_tenure(&self, terms: TenureTerms) {
+        *lock(&self.tenure_terms) = terms;
+    }
+
+    fn tenure(&self) -> TenureTerms {
+        *lock(&self.tenure_terms)
+    }
+
+    /// This process acquired the lock at `lock_key` (by an attempt; a grant counts in
+    /// `grant_remote`): its tenure starts, or goes on after a quiet release (tenure.rs).
+    pub fn acquired(&self, lock_key: &[u8]) {
+        if self.remembered.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        self.with(&channel(lock_key), |entry| {
+            entry.tenure.acquired(Instant::now())
+        });
+    }
+
+    /// Whether our release of the lock at `lock_key` frees it quietly, without granting it
+    /// to the ring (see tenure.rs); a release that does not ends the tenure. Never for a lock
+    /// this connection remembers nothing of: no acquisition of it was seen.
+    pub fn release_quietly(&self, lock_key: &[u8]) -> bool {
+        if self.remembered.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let window = self.tenure();
+        self.with(&channel(lock_key), |entry| {
+            entry.tenure.release_quietly(Instant::now(), window)
+        })
+        .unwrap_or(false)
+    }
+
+    /// A quiet release of ours freed the lock at `lock_key` (or may have), its fence counter
+    /// kept `fence_retention_ms`. `true` when a task is to be started to kick it (see
+    /// `kick_step`).
+    pub fn freed_quietly(&self, lock_key: &[u8], fence_retention_ms: u64) -> bool {
+        self.with(&channel(lock_key), |entry| {
+            entry.tenure.freed(Instant::now(), fence_retention_ms)
+        })
+        .unwrap_or(false)
+    }
+
+    /// What the task that kicks the lock at `lock_key` does next, with the fence counter's
+    /// retention window for its kick. A lock forgotten meanwhile is not kicked: an entry
+    /// with a kick pending is never forgotten (see `is_forgettable`).
+    pub fn kick_step(&self, lock_key: &[u8]) -> (KickStep, u64) {
+        let (name, window) = (channel(lock_key), self.tenure());
+        let mut channels = self.table();
+        let Some(entry) = channels.get_mut(&name) else {
+            return (KickStep::Done, 0);
+        };
+        let step = entry.tenure.kick_step(Instant::now(), window);
+        let window = entry.tenure.fence_retention_ms();
+        if entry.is_forgettable() {
+            channels.remove(&name);
+        }
+        (step, window)
+    }
+
+    /// The locks freed quietly and not taken back yet (with their fence counters' retention
+    /// windows), whose kicks the caller sends now (the connection closes): their kicking
+    /// tasks find nothing left to do.
+    pub(crate) fn take_kicks(&self) -> Vec<(Vec<u8>, u64)> {
+        let mut channels = self.table();
+        let kicks = channels
+            .values_mut()
+            .filter_map(|entry| {
+                let window = entry.tenure.fence_retention_ms();
+                (entry.tenure.take_kick()).then(|| (entry.lock_key.clone(), window))
+            })
+            .collect();
+        channels.retain(|_, entry| !entry.is_forgettable());
+        kicks
     }
 
     #[cfg(test)]
@@ -678,7 +771,10 @@ impl Wakes {
             // A connection still queued keeps the lock key, to pass on a wake that comes; a
             // subscription under way must find its entry to be recorded (and undone later).
             let queued = entry.queued.is_some_and(|at| at.elapsed() < QUEUE_LIFETIME);
-            let keep = !entry.waiters.is_empty() || queued || entry.preparing;
+            let keep = !entry.waiters.is_empty()
+                || queued
+                || entry.preparing
+                || entry.tenure.kick_pending();
             if !keep && entry.subscribed {
                 names.push(entry.heard_on.take().unwrap_or_else(|| name.clone()));
             }
@@ -711,6 +807,9 @@ pub struct Ticket {
     fair: bool,
     notify: Arc<Notify>,
     handoffs_at_join: u64,
+    /// Waits for a caller of a JS thread (see `Caller`), whose handle can start on a grant
+    /// before it is confirmed and ask for the confirmation later (see wait/lent.rs).
+    answers_caller: bool,
 }
 
 /// What a waiter finds when it looks up from a pause (see `Ticket::resume`).
@@ -744,6 +843,9 @@ pub struct TicketView {
     /// between them since it joined (one of them holds it, and its release hands it on to
     /// the first in line). Never for a fair lock, whose attempts keep its place in line.
     pub turn_from_others: bool,
+    /// A release of ours freed the lock quietly moments ago and nobody here took it back
+    /// yet: an attempt is likely to win it back (tenure.rs).
+    pub barging: bool,
 }
 
 impl Ticket {
@@ -755,6 +857,11 @@ impl Ticket {
     /// Whether it waits for a fair lock.
     pub fn is_fair(&self) -> bool {
         self.fair
+    }
+
+    /// Whether its caller's handle may start on a grant not confirmed yet (`answers_caller`).
+    pub fn lends_grants(&self) -> bool {
+        self.answers_caller
     }
 
     /// Its name in a fair lock's line: the connection's and its own number.
@@ -823,6 +930,7 @@ impl Ticket {
                 handoffs: entry.handoffs,
                 turn_from_others: !fair
                     && (entry.handoffs != self.handoffs_at_join || behind_others || entry.silent()),
+                barging: !fair && entry.tenure.kick_pending(),
             }
         });
         view.unwrap_or(TicketView {

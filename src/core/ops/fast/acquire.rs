@@ -138,6 +138,8 @@ impl FastCall for PlainAttempt {
         terms.note_kept_fences(self.locker.store(), &reply);
         match self.request.op(self.form.get()).decode(reply) {
             Ok(Acquired::Won { fence, .. }) => {
+                // Before its ticket leaves: the lock's entry is still there to note it.
+                (self.locker.store()).acquired(&self.request.terms.redis_key);
                 let PlainAttempt {
                     locker,
                     request,

@@ -112,6 +112,9 @@ pub struct PlainRelease {
     lease: Arc<Lease>,
     bound: Duration,
     ask_gone: bool,
+    /// Within our tenure, on a store that grants (see ops/tenure.rs): once sent, the lock is
+    /// kicked to the ring unless this process takes it back.
+    quiet: bool,
 }
 
 impl PlainRelease {
@@ -123,17 +126,29 @@ impl PlainRelease {
             lease: lease.clone(),
             bound,
             ask_gone,
+            quiet: locker.store().grants(),
         })
+    }
+
+    /// A quiet release was answered (or timed out): the lock is kicked unless taken back.
+    fn freed_quietly(&self) {
+        if self.quiet {
+            let window = self.locker.fence_retention_ms();
+            (self.locker.store()).freed_quietly(&self.lease.redis_key, window);
+        }
     }
 }
 
 impl PlainRelease {
-    /// Sent only when no waiter of ours is to be woken (`Locker::release_request`).
+    /// Sent only when no waiter of ours is to be woken (`Locker::release_request`). A quiet
+    /// one leaves the queue alone: the lock stays with the ring's connections.
     fn op(&self) -> Release<'_> {
         Release {
             lock_key: &self.lease.redis_key,
             token: &self.lease.token,
-            kind: ReleaseKind::Wake { ours_wait: false },
+            kind: ReleaseKind::Wake {
+                ours_wait: self.quiet,
+            },
         }
     }
 }
@@ -159,13 +174,16 @@ impl FastCall for PlainRelease {
         if is_refusal(&reply) {
             return Step::Later(self.resend(None));
         }
-        match outcome(&self.lease, self.op().decode(reply)) {
+        let outcome = outcome(&self.lease, self.op().decode(reply));
+        self.freed_quietly();
+        match outcome {
             Ok(false) if self.ask_gone => Step::Later(gone(self.locker, self.lease).boxed()),
             result => Step::Now(result),
         }
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<bool> {
+        self.freed_quietly();
         if self.ask_gone {
             return Err(LockError::no_reply(bound));
         }

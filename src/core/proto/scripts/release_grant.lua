@@ -14,6 +14,8 @@
 -- ARGV[10] the fence counter's retention window in ms (see fence.lua), ARGV[11] the lock's
 -- released channel. KEYS[4] the lock's wake queue (connections of ours that wait without
 -- grants, see release_wake.lua).
+-- An empty ARGV[1] is a kick: the lock, if free (a quiet release let it go, see
+-- wait/tenure.rs), is granted as ours would be.
 -- Returns 0 when the lock was not ours (nothing changed), 1 when it was released (nobody in
 -- the ring listens), 3 when it was released for a connection of the wake queue (see
 -- YIELD_EVERY), {2, id, fence, last fence of its block} when granted to connection id.
@@ -81,7 +83,11 @@ local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[4] then
   return 1
 end
-if holder ~= ARGV[1] then
+if ARGV[1] == '' then
+  if holder then
+    return 0
+  end
+elseif holder ~= ARGV[1] then
   return 0
 end
 if ARGV[7] == '1' then
