@@ -6,6 +6,7 @@
 use super::{int, scripts, Op, Wire};
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
+use crate::core::basics::resp;
 use redis::Value;
 use std::time::Duration;
 
@@ -230,11 +231,7 @@ impl Op for SyncguardFenceRaise<'_> {
         wire.script(
             &scripts::SG_FENCE_RAISE,
             &[self.lock_key, self.fence_key],
-            &[
-                self.lock_id.as_bytes(),
-                fence.as_bytes(),
-                tolerance().as_bytes(),
-            ],
+            &[self.lock_id.as_bytes(), fence.as_bytes()],
         );
     }
 

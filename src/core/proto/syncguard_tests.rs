@@ -213,7 +213,7 @@ fn a_fence_write_back_names_the_record_the_counter_the_lock_id_and_the_fence() {
     let want = evalsha(
         &scripts::SG_FENCE_RAISE,
         &[b"syncguard:k", b"syncguard:fence:syncguard:k"],
-        &[b"AAAAAAAAAAAAAAAAAAAAA1", b"11", b"1000"],
+        &[b"AAAAAAAAAAAAAAAAAAAAA1", b"11"],
     );
     assert_sends(&raise, &want);
     assert_eq!(raise.decode(Value::Int(11)).ok(), Some(Some(11)));
