@@ -342,7 +342,7 @@ impl Locker {
         if self.fair {
             return wakes.join_fair(lock_key, ttl, owner);
         }
-        wakes.join_as(lock_key, ttl, caller, owner)
+        wakes.join_as(lock_key, ttl, (caller, Some(self.stats.clone())), owner)
     }
 
     /// Waiting on a release or extend past the lock's own validity helps nobody: by then the
