@@ -4,7 +4,7 @@
 
 use super::key_scheme::KeyScheme;
 use super::store::Store;
-use crate::core::backend::lock_store::LockStore;
+use crate::core::backend::lock_store::{LockStore, ScriptsFor};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
@@ -292,7 +292,9 @@ impl Locker {
                 key: lease.key.clone(),
             });
         }
-        self.store.ensure_scripts(self.bound_for(lease)).await?;
+        (self.store)
+            .ensure_scripts(self.bound_for(lease), ScriptsFor::Held)
+            .await?;
         let sent = Stamp::now();
         let extend = Self::extend_op(lease, extra);
         let new_ttl = self
