@@ -186,6 +186,55 @@ describe('woken, on its own', () => {
   })
 })
 
+// Two objects of different settings on one JS thread share its connection, and so its
+// waiters: a release of one hands the lock to the other's waiter in process. Each counts its
+// own calls: the waiter's object its acquisition, its wait and the hand-over that ended it;
+// the releaser's nothing of the waiter's; nobody a wake-up (the waiter never tried again).
+// Answered as Redis confirms the handover, at once on the releaser's lease (lent), or, for a
+// waiter kept alive, by its own task (the lock handed over through the runtime).
+const handOvers = [
+  ['redis', 'confirmed'], ['redis', 'lent'], ['redis', 'autoRefresh'],
+  ['memory://', 'confirmed'], ['memory://', 'lent'], ['memory://', 'autoRefresh'],
+]
+for (const [name, how] of handOvers) {
+  describe(`a hand-over between two objects on ${name}, ${how}`, () => {
+    test('each object counts its own calls, and each hook hears its own', async () => {
+      const url = backends[name]()
+      const keyPrefix = `${unique('two')}:`
+      const heard = { releaser: [], waiter: [] }
+      const hook = (who) => (event) => heard[who].push(event.type)
+      const releaser = new DistributedLock(url, { keyPrefix, onEvent: hook('releaser') })
+      // A poll far beyond the test: only the release can end the wait in time.
+      const lendOnHandover = how === 'lent'
+      const waiter = new DistributedLock(url, { keyPrefix, retryDelayMs: 30_000, lendOnHandover, onEvent: hook('waiter') })
+      const held = await releaser.acquire('k', 10_000)
+      const waiting = waiter.waitForLock('k', 5_000, 10_000, { autoRefresh: how === 'autoRefresh' })
+      await sleep(50)
+      await held.release()
+      const won = await waiting
+      assert.equal(won.isHeld, true)
+      await won.release()
+      // Native news comes in batches from the event loop: until the waiter's release is in.
+      await until(() => heard.waiter.includes('released'))
+      const zeroWait = { p50: 0, p99: 0, max: 0 }
+      const releaserStats = releaser.stats()
+      assert.deepEqual({ ...releaserStats, waitMs: zeroWait }, {
+        enabled: true, acquisitions: 1, contended: 0, woken: 0, handedOver: 0, refreshes: 0, lost: 0, errors: {},
+        waitMs: zeroWait,
+      })
+      const waiterStats = waiter.stats()
+      assert.deepEqual({ ...waiterStats, waitMs: zeroWait }, {
+        enabled: true, acquisitions: 1, contended: 1, woken: 0, handedOver: 1, refreshes: 0, lost: 0, errors: {},
+        waitMs: zeroWait,
+      })
+      // Its own histogram: from its call to the hand-over, at least the 50 ms before it.
+      assert.ok(waiterStats.waitMs.max >= 45, `waiter waited ${waiterStats.waitMs.max} ms`)
+      assert.deepEqual(heard.releaser, ['acquired', 'released'])
+      assert.deepEqual(heard.waiter, ['contended', 'handed-over', 'acquired', 'released'])
+    })
+  })
+}
+
 // `stats: false`: nothing counted, the same shape with `enabled: false`; the default counts.
 const ZERO = {
   enabled: false, acquisitions: 0, contended: 0, woken: 0, handedOver: 0, refreshes: 0, lost: 0, errors: {},

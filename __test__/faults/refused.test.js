@@ -19,10 +19,13 @@ const sg = require('../../syncguard')
 const WAIT_BOUND_MS = 8000
 // The issue's bound; measured a few ms (see the report printed by each case).
 const FAIL_FAST_MS = 100
-// maestro's and syncguard's own paths on top of the same failure (measured 45-57 ms in
-// flight), and new acquisitions kept alive (about 330 ms): a generous bound, still far below
-// their 8 s wait.
+// maestro's and syncguard's own paths on top of the same failure (measured 45-60 ms in
+// flight): a generous bound, still far below their 8 s wait.
 const WRAPPED_FAIL_FAST_MS = 1000
+// New acquisitions kept alive (autoRefresh, maestro) load the refresh scripts first, a load
+// that fails as the attempt would (measured 0.2-8 ms; about 330 ms when it retried the
+// refusal as a refresh does): a generous bound.
+const KEPT_FAIL_FAST_MS = 200
 
 /** How a promise settled, and after how many ms from `since`. */
 async function outcome(promise, since) {
@@ -73,8 +76,7 @@ test('a refused server: waits and acquisitions in flight, and new ones, reject w
       assert.equal(o.code, 'ECONNECTION', `new #${i}`)
       assert.ok(o.ms < FAIL_FAST_MS, `new #${i} rejected after ${o.ms.toFixed(0)} ms`)
     }
-    // New ones kept alive load the refresh scripts first, a call that retries a refusal for
-    // about 0.3 s (as refreshes do): well within their wait all the same.
+    // New ones kept alive load the refresh scripts first: the load fails as fast.
     const kept = []
     for (const start of [
       () => waiter.waitForLock('refused:c', WAIT_BOUND_MS, 1000, { autoRefresh: true }),
@@ -86,7 +88,7 @@ test('a refused server: waits and acquisitions in flight, and new ones, reject w
     t.diagnostic(`new autoRefresh ones rejected after ${kept.map((o) => o.ms.toFixed(1)).join(', ')} ms`)
     for (const [i, o] of kept.entries()) {
       assert.equal(o.code, 'ECONNECTION', `new autoRefresh #${i}`)
-      assert.ok(o.ms < WRAPPED_FAIL_FAST_MS, `new autoRefresh #${i} rejected after ${o.ms.toFixed(0)} ms`)
+      assert.ok(o.ms < KEPT_FAIL_FAST_MS, `new autoRefresh #${i} rejected after ${o.ms.toFixed(0)} ms`)
     }
   } finally {
     await server.close()
@@ -147,8 +149,8 @@ test("maestro: acquire(ttl, 8000) in flight and new resolve false long before th
     const inFlightMs = performance.now() - killedAt
     assert.equal(first, false)
     assert.equal(waiting.isLocked, false)
-    // Again on the same service, and on a service made now. Measured about 330 ms each, as
-    // DistributedLock's new autoRefresh ones above: the refresh scripts are loaded first.
+    // Again on the same service, and on a service made now: the refresh scripts are loaded
+    // first, and the load fails as fast as DistributedLock's new autoRefresh ones above.
     const fresh = new DistributedLockService('refused-maestro-b', 1000, server.url, { logger })
     const again = []
     for (const service of [waiting, fresh]) {
@@ -161,7 +163,7 @@ test("maestro: acquire(ttl, 8000) in flight and new resolve false long before th
     for (const [i, o] of again.entries()) {
       assert.equal(o.won, false, `new #${i}`)
       assert.equal(o.held, false, `new #${i}`)
-      assert.ok(o.ms < WRAPPED_FAIL_FAST_MS, `new #${i} resolved after ${o.ms.toFixed(0)} ms`)
+      assert.ok(o.ms < KEPT_FAIL_FAST_MS, `new #${i} resolved after ${o.ms.toFixed(0)} ms`)
     }
   } finally {
     await server.close()

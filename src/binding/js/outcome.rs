@@ -94,6 +94,25 @@ impl Queue {
             .unwrap_or_default()
     }
 
+    /// What waiters went through (`Seen`), taken out of the queue ahead of the rest: the JS
+    /// thread tells it before a promise it settles itself (in a call, or from its socket),
+    /// as the queue tells it before a promise the runtime settles after it. Otherwise a
+    /// waiter answered by a release on its own thread would be told `acquired` before the
+    /// `handed-over` its release counted. The rest keeps its order.
+    pub fn take_news(&self) -> Vec<Settlement> {
+        let mut done = lock(&self.done);
+        let Some(done) = done.as_mut() else {
+            return Vec::new();
+        };
+        let is_news = |entry: &Settlement| matches!(entry, Settlement::Seen { .. });
+        if !done.iter().any(is_news) {
+            return Vec::new();
+        }
+        let (news, rest) = std::mem::take(done).into_iter().partition(is_news);
+        *done = rest;
+        news
+    }
+
     /// The JS environment ended (see teardown.rs): what waits here, and what joins later,
     /// is never delivered, and is forsaken instead.
     pub fn close(&self) {

@@ -247,11 +247,14 @@ impl JsThread {
         }
         // Only an ending environment refuses a scope; its promises can no longer settle,
         // and the core ends its waits (see teardown.rs); the locks they hand out are freed.
+        // News still queued goes first (see `Queue::take_news`).
+        let news = self.queue.take_news();
         let mut entries = Some(entries);
         let _ = self.env.handle_scope(|scope| {
             let mut thrown = None;
             scope.callback_scope(&self.resource, || {
-                for entry in entries.take().unwrap_or_default() {
+                let entries = entries.take().unwrap_or_default();
+                for entry in news.into_iter().chain(entries) {
                     let result = match entry {
                         Settlement::Settled(id, outcome) => self.settle(scope, id, outcome),
                         Settlement::Event {
@@ -316,9 +319,22 @@ impl JsThread {
     /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
     /// call returns. No borrow of ours may be held.
     pub fn settle_in_call(&self, id: u32, outcome: Outcome) {
-        // As in `deliver`: only an ending environment refuses a scope.
+        // As in `deliver`: only an ending environment refuses a scope; news still queued
+        // goes first (see `Queue::take_news`).
+        let news = self.queue.take_news();
         let mut outcome = Some(outcome);
         let _ = self.env.handle_scope(|scope| {
+            for entry in news {
+                if let Settlement::Seen {
+                    listener,
+                    event,
+                    key,
+                } = entry
+                {
+                    // A hook that throws is the tracer's to report (lib/tracing.js).
+                    let _thrown = self.tell_seen(scope, listener, event, &key);
+                }
+            }
             // The hooks throw only for the handle hook's caller, who is this very call's: a
             // throw inside a call from JS is left for that call to surface, not raised here.
             if let Some(outcome) = outcome.take() {

@@ -5,7 +5,7 @@
 
 use super::cluster_store::ClusterStore;
 use super::endpoint::{Address, Endpoint};
-use super::lock_store::{Caps, Listener, LockStore, Subscriptions};
+use super::lock_store::{Caps, Listener, LockStore, ScriptsFor, Subscriptions};
 use super::memory::MemoryStore;
 use super::redis_store::RedisStore;
 use super::redlock_store::RedlockStore;
@@ -199,8 +199,8 @@ impl LockStore for Backend {
         each!(self, s => s.drop_idle(subs, bound).await)
     }
 
-    async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
-        each!(self, s => s.prepare(bound).await)
+    async fn prepare(&self, bound: Duration, scripts_for: ScriptsFor) -> Result<(), LockError> {
+        each!(self, s => s.prepare(bound, scripts_for).await)
     }
 
     fn is_prepared(&self) -> bool {

@@ -8,7 +8,8 @@
 use super::cluster_wire::ClusterPair;
 use super::endpoint::Endpoint;
 use super::lock_store::{
-    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
+    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, ScriptsFor, Subscriptions,
+    WakeKind,
 };
 use super::redis_store::RedisStore;
 use crate::core::basics::drops::Drops;
@@ -98,8 +99,8 @@ impl LockStore for ClusterStore {
     }
 
     /// Answers at once: nothing is loaded ahead (see the module's comment).
-    async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
-        self.nodes.prepare(bound).await
+    async fn prepare(&self, bound: Duration, scripts_for: ScriptsFor) -> Result<(), LockError> {
+        self.nodes.prepare(bound, scripts_for).await
     }
 
     fn is_prepared(&self) -> bool {

@@ -365,17 +365,18 @@ impl<W: Conduit> Link<W> {
     /// Loads every script on the current connection, once: one round trip after each
     /// (re)connect, so no lock's TTL is counted from an EVALSHA that came back NOSCRIPT. Where
     /// the calls load their own (`ScriptLoading::ByCall`), nothing is sent.
-    pub(super) async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
+    pub(super) async fn ensure_scripts(
+        &self,
+        timeout: Duration,
+        refusals: Refusals,
+    ) -> Result<(), LockError> {
         if self.scripts_ready() {
             return Ok(());
         }
         let scripts = self.scripts;
-        self.call(
-            timeout,
-            Replay::Safe,
-            Refusals::Retry,
-            |mut con| async move { con.load_scripts(scripts).await },
-        )
+        self.call(timeout, Replay::Safe, refusals, |mut con| async move {
+            con.load_scripts(scripts).await
+        })
         .await
         .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);

@@ -30,6 +30,17 @@ use std::time::{Duration, SystemTime};
 /// SUBSCRIBE) until there are more than this many.
 pub const IDLE_SUBSCRIPTIONS: usize = 64;
 
+/// What the scripts are loaded ahead of: it decides what a server refusing connections does
+/// to the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScriptsFor {
+    /// An acquisition's attempt: a refusal fails the load as it would the attempt (at once
+    /// while the server is known down), since the attempt after it would fail as fast.
+    Attempt,
+    /// A held lock's call (extend, refresh): it rides out a restart's refusals, as they do.
+    Held,
+}
+
 /// What one implementation offers, for the operations to choose by (today each is the one
 /// value both implementations share, bar `fast_path` and `transactions`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -352,7 +363,11 @@ pub trait LockStore: Send + Sync {
 
     /// Loads the scripts, so no lock's TTL is counted from a call that came back NOSCRIPT
     /// (where the store loads them ahead: a cluster does not).
-    fn prepare(&self, bound: Duration) -> impl Future<Output = Result<(), LockError>> + Send;
+    fn prepare(
+        &self,
+        bound: Duration,
+        scripts_for: ScriptsFor,
+    ) -> impl Future<Output = Result<(), LockError>> + Send;
 
     fn is_prepared(&self) -> bool;
 

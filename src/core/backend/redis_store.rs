@@ -5,7 +5,8 @@
 use super::endpoint::Endpoint;
 use super::link::{after_noscript, Link, Pinned, Refusals, Replay};
 use super::lock_store::{
-    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
+    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, ScriptsFor, Subscriptions,
+    WakeKind,
 };
 use super::wire::Conduit;
 use crate::core::basics::clock::Stamp;
@@ -186,7 +187,7 @@ impl<W: Conduit> LockStore for RedisStore<W> {
             let Some(bound) = left() else {
                 return batch.answers(Vec::new());
             };
-            if self.link.ensure_scripts(bound).await.is_err() {
+            if (self.link.ensure_scripts(bound, Refusals::Retry).await).is_err() {
                 return batch.answers(Vec::new());
             }
             let mut retry = Pipeline::with_capacity(missing.len());
@@ -217,8 +218,12 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.drop_idle(bound, subs).await
     }
 
-    async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
-        self.link.ensure_scripts(bound).await
+    async fn prepare(&self, bound: Duration, scripts_for: ScriptsFor) -> Result<(), LockError> {
+        let refusals = match scripts_for {
+            ScriptsFor::Attempt => Refusals::Fail,
+            ScriptsFor::Held => Refusals::Retry,
+        };
+        self.link.ensure_scripts(bound, refusals).await
     }
 
     fn is_prepared(&self) -> bool {

@@ -7,8 +7,8 @@
 use super::direct;
 use super::endpoint::{Address, Endpoint};
 use super::lock_store::{
-    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions, WakeKind,
-    IDLE_SUBSCRIPTIONS,
+    Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, ScriptsFor, Subscriptions,
+    WakeKind, IDLE_SUBSCRIPTIONS,
 };
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
@@ -820,8 +820,8 @@ impl LockStore for RedlockStore {
         self.answers(op, bound, |_| true).await.map(|_| ())
     }
 
-    async fn prepare(&self, bound: Duration) -> Result<(), LockError> {
-        let calls = self.nodes.iter().map(|node| node.store.prepare(bound));
+    async fn prepare(&self, bound: Duration, scripts_for: ScriptsFor) -> Result<(), LockError> {
+        let calls = (self.nodes.iter()).map(|node| node.store.prepare(bound, scripts_for));
         let ready = |seen: &[Option<Result<(), LockError>>]| {
             seen.iter().flatten().filter(|r| r.is_ok()).count() >= self.quorum
         };

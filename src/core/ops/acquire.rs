@@ -557,8 +557,8 @@ impl Locker {
                 caller,
                 mark: Some(mark),
             } => {
-                let owner = Some(self.owner().clone());
-                (self.store().wakes()).join_late(lock_key, ttl, caller, owner, mark)
+                let (owner, counters) = (Some(self.owner().clone()), Some(self.stats().clone()));
+                (self.store().wakes()).join_late(lock_key, ttl, (caller, counters), owner, mark)
             }
         }
     }
@@ -600,12 +600,13 @@ impl Locker {
         let drops = self.store().dropped();
         let refused = drops.next_refusal();
         let stale = drops.refusal().is_some();
+        let mut notified = false;
         let pause = tokio::select! {
             biased;
             _ = std::future::ready(()), if stale => Pause::Woken,
             _ = refused => Pause::Woken,
             _ = ticket.woken() => {
-                self.stats().woken(name);
+                notified = true;
                 Pause::Woken
             }
             result = self.sleep(left, cancel) => {
@@ -618,11 +619,18 @@ impl Locker {
             }
         };
         // From here on, a release announced is news for this waiter again; a lock handed
-        // over meanwhile is taken, and a caller answered by its releaser is done.
+        // over meanwhile is taken, and a caller answered by its releaser is done. Only a
+        // waiter that tries again was woken (README "Stats"): the news of a hand-over is a
+        // notice too, but what it brought is counted as handed over, never as woken.
         match ticket.rearm() {
             Resume::Granted(lease) => Ok(self.handed(lease, name, ticket).await),
             Resume::Settled => Err(LockError::Aborted),
-            Resume::Waiting => Ok(pause),
+            Resume::Waiting => {
+                if notified {
+                    self.stats().woken(name);
+                }
+                Ok(pause)
+            }
         }
     }
 

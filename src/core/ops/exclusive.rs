@@ -11,7 +11,7 @@ use super::attempt_terms::AttemptTerms;
 use super::pair::Pair;
 use super::store::Store;
 use super::watched::Target;
-use crate::core::backend::lock_store::LockStore;
+use crate::core::backend::lock_store::{LockStore, ScriptsFor};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
@@ -130,7 +130,9 @@ impl Exclusive {
 
     /// One attempt, as the original's `SET NX PX`; `None` when someone holds the lock.
     pub async fn acquire(&self, terms: &Terms) -> Result<Option<Claim>, LockError> {
-        self.store.ensure_scripts(self.command_timeout).await?;
+        (self.store)
+            .ensure_scripts(self.command_timeout, ScriptsFor::Attempt)
+            .await?;
         // Stamped after the restart quarantine's gate, as `Locker::attempt_bounded`.
         self.store.pass_gate(self.command_timeout).await?;
         let request = self.attempt_request(terms);

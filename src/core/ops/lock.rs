@@ -4,7 +4,7 @@
 
 use super::key_scheme::KeyScheme;
 use super::store::Store;
-use crate::core::backend::lock_store::LockStore;
+use crate::core::backend::lock_store::{LockStore, ScriptsFor};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
@@ -295,7 +295,9 @@ impl Locker {
                 key: lease.key.clone(),
             });
         }
-        self.store.ensure_scripts(self.bound_for(lease)).await?;
+        (self.store)
+            .ensure_scripts(self.bound_for(lease), ScriptsFor::Held)
+            .await?;
         let sent = Stamp::now();
         let extend = Self::extend_op(lease, extra);
         let new_ttl = self
@@ -345,7 +347,7 @@ impl Locker {
         if self.fair {
             return wakes.join_fair(lock_key, ttl, owner);
         }
-        wakes.join_as(lock_key, ttl, caller, owner)
+        wakes.join_as(lock_key, ttl, (caller, Some(self.stats.clone())), owner)
     }
 
     /// Waiting on a release or extend past the lock's own validity helps nobody: by then the

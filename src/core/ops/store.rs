@@ -8,7 +8,9 @@ use super::kept_fences::KeptFences;
 use super::passing::Passing;
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::endpoint::Endpoint;
-use crate::core::backend::lock_store::{Handover, Listener, LockStore, LostScope, Subscriptions};
+use crate::core::backend::lock_store::{
+    Handover, Listener, LockStore, LostScope, ScriptsFor, Subscriptions,
+};
 use crate::core::basics::background::spawn;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -366,8 +368,12 @@ impl Store {
         });
     }
 
-    pub async fn ensure_scripts(&self, timeout: Duration) -> Result<(), LockError> {
-        self.backend.prepare(timeout).await
+    pub async fn ensure_scripts(
+        &self,
+        timeout: Duration,
+        scripts_for: ScriptsFor,
+    ) -> Result<(), LockError> {
+        self.backend.prepare(timeout, scripts_for).await
     }
 
     pub fn scripts_ready(&self) -> bool {

@@ -9,7 +9,7 @@ use super::signals::{Confirmed, Sink};
 use super::store::Store;
 pub use super::watched::{Limits, Target};
 use super::watched::{TickClock, Watched};
-use crate::core::backend::lock_store::LockStore;
+use crate::core::backend::lock_store::{LockStore, ScriptsFor};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::proto::refresh::{Refresh, RefreshBatch};
@@ -132,7 +132,10 @@ impl Watchdog {
 
     /// Loads the scripts ahead of the first tick, so every refresh is one round trip.
     pub async fn prepare(&self, timeout: Duration) -> Result<(), LockError> {
-        self.store.ensure_scripts(timeout).await
+        // Only ever ahead of an acquisition: fails as its attempt would.
+        self.store
+            .ensure_scripts(timeout, ScriptsFor::Attempt)
+            .await
     }
 
     pub fn store(&self) -> &Arc<Store> {

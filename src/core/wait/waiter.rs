@@ -5,6 +5,7 @@
 
 use super::owner::Owner;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::stats::CallCounters;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -101,6 +102,9 @@ pub(crate) struct Waiter {
     pub(crate) ttl: Duration,
     /// Who waits, when the releaser may answer them itself (see `Caller`).
     pub(crate) caller: Option<Caller>,
+    /// The counters of the object it waits for: a releaser that answers its caller counts
+    /// the acquisition there, not in its own (two objects of one connection share waiters).
+    pub(crate) counters: Option<Arc<CallCounters>>,
     /// Its number on this connection, in joining order: a fair lock's release names the
     /// waiter it wakes.
     pub(crate) seq: u64,
@@ -116,6 +120,7 @@ impl Waiter {
     pub(crate) fn new(
         ttl: Duration,
         caller: Option<Caller>,
+        counters: Option<Arc<CallCounters>>,
         seq: u64,
         fair: bool,
         owner: Option<Owner>,
@@ -125,6 +130,7 @@ impl Waiter {
             in_line: false,
             ttl,
             caller,
+            counters,
             seq,
             fair,
             owner,

@@ -238,7 +238,7 @@ impl Model {
                 let ticket = if fair {
                     self.wakes.join_fair(LOCKS[lock], TTL, owner)
                 } else {
-                    self.wakes.join_as(LOCKS[lock], TTL, None, owner)
+                    self.wakes.join_as(LOCKS[lock], TTL, (None, None), owner)
                 };
                 assert!(!ticket.view().settled);
                 self.joined.push(Joined {

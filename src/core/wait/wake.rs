@@ -16,6 +16,7 @@ use super::waiter::{Effect, Event, Leaving, Waiter};
 use crate::core::backend::lock_store::{LostScope, IDLE_SUBSCRIPTIONS};
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::stats::CallCounters;
 use crate::core::basics::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ops::{Deref, DerefMut};
@@ -57,6 +58,7 @@ pub struct Reservation {
     seq: u64,
     ttl: Duration,
     caller: Option<Caller>,
+    counters: Option<Arc<CallCounters>>,
     /// Not yet used by `grant`, `settle` or `unreserve`: dropping it gives the waiter back.
     armed: bool,
 }
@@ -80,6 +82,11 @@ impl Reservation {
     /// Who waits, when its caller may be answered directly.
     pub fn caller(&self) -> Option<Caller> {
         self.caller
+    }
+
+    /// The counters of the object the waiter waits for, when it joined through one.
+    pub fn counters(&self) -> Option<&Arc<CallCounters>> {
+        self.counters.as_ref()
     }
 
     /// Used up: the waiter's number, for the event that ends the reservation.
@@ -268,18 +275,19 @@ impl Wakes {
     /// Queues a waiter for `lock_key` (wanting it for `ttl`), behind those of this
     /// connection already waiting.
     pub fn join(self: &Arc<Self>, lock_key: &[u8], ttl: Duration) -> Ticket {
-        self.join_as(lock_key, ttl, None, None)
+        self.join_as(lock_key, ttl, (None, None), None)
     }
 
-    /// As `join`, for `caller` (see `Caller`), on behalf of `owner`.
+    /// As `join`, for `caller` (see `Caller`) counted in `counters` (see `Waiter`), on
+    /// behalf of `owner`.
     pub fn join_as(
         self: &Arc<Self>,
         lock_key: &[u8],
         ttl: Duration,
-        caller: Option<Caller>,
+        (caller, counters): (Option<Caller>, Option<Arc<CallCounters>>),
         owner: Option<Owner>,
     ) -> Ticket {
-        self.join_with(lock_key, ttl, caller, false, owner)
+        self.join_with(lock_key, ttl, (caller, counters), false, owner)
     }
 
     /// Queues a waiter for a fair lock: it is woken by name when its turn in the lock's line
@@ -290,14 +298,14 @@ impl Wakes {
         ttl: Duration,
         owner: Option<Owner>,
     ) -> Ticket {
-        self.join_with(lock_key, ttl, None, true, owner)
+        self.join_with(lock_key, ttl, (None, None), true, owner)
     }
 
     fn join_with(
         self: &Arc<Self>,
         lock_key: &[u8],
         ttl: Duration,
-        caller: Option<Caller>,
+        (caller, counters): (Option<Caller>, Option<Arc<CallCounters>>),
         fair: bool,
         owner: Option<Owner>,
     ) -> Ticket {
@@ -306,7 +314,7 @@ impl Wakes {
         // Drawn under the table's lock, so each channel's waiters stay ordered by number.
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let answers_caller = caller.is_some();
-        let waiter = Waiter::new(ttl, caller, seq, fair, owner);
+        let waiter = Waiter::new(ttl, caller, counters, seq, fair, owner);
         let notify = waiter.notify.clone();
         // Looked up before it is inserted: the name is copied only for a new channel.
         let entry = match channels.get_mut(&name) {
@@ -371,11 +379,11 @@ impl Wakes {
         self: &Arc<Self>,
         lock_key: &[u8],
         ttl: Duration,
-        caller: Option<Caller>,
+        answer: (Option<Caller>, Option<Arc<CallCounters>>),
         owner: Option<Owner>,
         mark: Mark,
     ) -> (Ticket, bool) {
-        let ticket = self.join_with(lock_key, ttl, caller, false, owner);
+        let ticket = self.join_with(lock_key, ttl, answer, false, owner);
         let missed = self.releases.since(mark);
         (ticket, missed)
     }
@@ -642,16 +650,18 @@ impl Wakes {
         let picked = self.with(channel, |entry| {
             let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
             let (seq, ttl, caller) = (waiter.seq, waiter.ttl, waiter.caller);
+            let counters = waiter.counters.clone();
             let reserved = entry.apply(seq, Event::Reserve);
-            matches!(reserved, Some(Effect::Done { .. })).then_some((seq, ttl, caller))
+            matches!(reserved, Some(Effect::Done { .. })).then_some((seq, ttl, caller, counters))
         });
-        let (seq, ttl, caller) = picked.flatten()?;
+        let (seq, ttl, caller, counters) = picked.flatten()?;
         Some(Reservation {
             wakes: self.clone(),
             channel: channel.to_vec(),
             seq,
             ttl,
             caller,
+            counters,
             armed: true,
         })
     }

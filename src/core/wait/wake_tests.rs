@@ -187,8 +187,8 @@ async fn taking_a_grant_uses_its_wake_so_leaving_passes_nothing_on() {
 async fn a_waiter_whose_owner_ended_is_neither_handed_the_lock_nor_woken() {
     let wakes = Arc::new(Wakes::default());
     let owner = Owner::new();
-    let orphaned = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
-    let live = wakes.join_as(LOCK, TTL, None, Some(Owner::new()));
+    let orphaned = wakes.join_as(LOCK, TTL, (None, None), Some(owner.clone()));
+    let live = wakes.join_as(LOCK, TTL, (None, None), Some(Owner::new()));
     let _ending = owner.end();
     let to = wakes.reserve(&channel(LOCK)).expect("a live waiter");
     assert_eq!(to.seq, live.seq);
@@ -202,7 +202,7 @@ async fn a_waiter_whose_owner_ended_is_neither_handed_the_lock_nor_woken() {
 async fn a_lock_handed_to_a_waiter_whose_owner_ended_comes_back() {
     let wakes = Arc::new(Wakes::default());
     let owner = Owner::new();
-    let waiter = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
+    let waiter = wakes.join_as(LOCK, TTL, (None, None), Some(owner.clone()));
     let to = wakes.reserve(&channel(LOCK)).expect("the waiter");
     let _ending = owner.end();
     let lease = Lease::new(
@@ -315,7 +315,7 @@ async fn a_waiter_joining_late_learns_of_a_release_of_ours_that_looked_before_it
     assert!(!wakes.remembers(|| unreachable!("worked out with nothing remembered")));
     let mark = wakes.mark(&[b"lock:", b"job"]);
     assert!(!wakes.waiters_at_release(LOCK));
-    let (late, missed) = wakes.join_late(LOCK, TTL, None, None, mark);
+    let (late, missed) = wakes.join_late(LOCK, TTL, (None, None), None, mark);
     assert!(missed);
     // Told only: not woken, so a release still hands it the lock, and no wake is owed.
     assert!(!is_woken(&late).await);
@@ -326,10 +326,10 @@ async fn a_waiter_joining_late_learns_of_a_release_of_ours_that_looked_before_it
     assert!(wakes.reserve(&channel(LOCK)).is_some());
     drop(late);
     assert!(!wakes.remembers(|| LOCK.to_vec()));
-    let (_, missed) = wakes.join_late(LOCK, TTL, None, None, after_join);
+    let (_, missed) = wakes.join_late(LOCK, TTL, (None, None), None, after_join);
     assert!(missed, "the release counted after the mark");
     let fresh = wakes.mark(&[LOCK]);
-    let (calm, missed) = wakes.join_late(LOCK, TTL, None, None, fresh);
+    let (calm, missed) = wakes.join_late(LOCK, TTL, (None, None), None, fresh);
     assert!(!missed);
     calm.nudge();
     assert!(is_woken(&calm).await);
@@ -572,7 +572,7 @@ async fn a_waiter_that_joined_as_its_connection_left_the_ring_tries_again_to_joi
 async fn a_closing_environment_leaves_the_rings_nobody_alive_here_waits_in() {
     let wakes = Arc::new(Wakes::default());
     let owner = Owner::new();
-    let waiter = wakes.join_as(LOCK, TTL, None, Some(owner.clone()));
+    let waiter = wakes.join_as(LOCK, TTL, (None, None), Some(owner.clone()));
     // Listening for grants, its joining not counted yet (sent before it listened).
     wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
     assert!(wakes.rings_to_leave().is_empty(), "a live waiter stays");

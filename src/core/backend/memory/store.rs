@@ -8,8 +8,8 @@ use super::pubsub::{ChannelKind, Pushes};
 use super::reply::MemoryReply;
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::backend::lock_store::{
-    published, Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, Subscriptions,
-    WakeKind, IDLE_SUBSCRIPTIONS,
+    published, Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, ScriptsFor,
+    Subscriptions, WakeKind, IDLE_SUBSCRIPTIONS,
 };
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -194,7 +194,7 @@ impl LockStore for MemoryStore {
         self.unsubscribe(subs.take_idle(IDLE_SUBSCRIPTIONS / 2));
     }
 
-    async fn prepare(&self, _: Duration) -> Result<(), LockError> {
+    async fn prepare(&self, _: Duration, _: ScriptsFor) -> Result<(), LockError> {
         if !self.scripts_ready.load(Ordering::Relaxed) {
             self.load_scripts();
         }

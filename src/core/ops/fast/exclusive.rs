@@ -5,6 +5,7 @@
 //! ours.
 
 use super::{is_refusal, FastCall, Later, Settled, Step};
+use crate::core::backend::lock_store::ScriptsFor;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveRequest, Proof, Terms};
@@ -114,7 +115,9 @@ impl FastCall for ExclusiveAttempt {
             } else {
                 request
             };
-            lock.store().ensure_scripts(timeout).await?;
+            lock.store()
+                .ensure_scripts(timeout, ScriptsFor::Attempt)
+                .await?;
             lock.acquire_again(request, timeout).await
         }
         .boxed()

@@ -19,6 +19,7 @@ use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
+use crate::core::basics::stats::CallCounters;
 use crate::core::basics::token;
 use crate::core::ops::delivery::Unclaimed;
 use crate::core::ops::lock::{AttemptForm, Locker};
@@ -73,9 +74,12 @@ impl Releasing {
         };
         let (ttl, bound) = (to.ttl(), locker.bound_for(lease));
         let window = Some(locker.fence_retention_ms());
+        // A waiter that joined through no lock of ours (none does) is counted here.
+        let counters = to.counters().unwrap_or(locker.stats()).clone();
         Releasing::HandOver(Handoff {
             locker: locker.clone(),
             lease: lease.clone(),
+            counters,
             ttl,
             bound,
             upkeep: release::upkeep(locker.store(), lease, ttl, window, bound),
@@ -172,6 +176,8 @@ pub struct Handoff {
     locker: Arc<Locker>,
     /// The releaser's.
     lease: Arc<Lease>,
+    /// The waiter's object's, where its win is counted.
+    counters: Arc<CallCounters>,
     bound: Duration,
     /// Taken when the handover is settled one way or another.
     to: Option<Reservation>,
@@ -220,13 +226,13 @@ impl Handoff {
         }
     }
 
-    /// The waiter is answered here, not by its own task: its acquisition is counted here.
-    /// Into the releaser's stats: a waiter of the same thread is most often of the same
-    /// object (instances of the same settings share one).
+    /// The waiter is answered here, not by its own task: its wait is counted here, as its
+    /// task counts a lock handed over through the runtime (acquire.rs `handed`), into the
+    /// counters of the object it waited for, which may not be the releaser's (two objects
+    /// of different settings share the JS thread's connection, and so its waiters).
     fn answering(&self) {
-        let stats = self.locker.stats();
-        stats.handed_over(&self.lease.key);
-        stats.acquired(self.caller.asked.elapsed());
+        self.counters.handed_over(&self.lease.key);
+        self.counters.acquired(self.caller.asked.elapsed());
     }
 
     /// The waiter's deadline once Redis ran the handover.

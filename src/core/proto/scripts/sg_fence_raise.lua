@@ -4,7 +4,8 @@
 -- lookup answers the fence the winner was given) and under the counter, raised to it at least
 -- (sg_acquire.lua's INCR then draws more). Only on a live record of this lockId; never lowers a
 -- counter.
--- KEYS[1] lock key, KEYS[2] fence counter. ARGV[1] lockId, ARGV[2] the fence.
+-- KEYS[1] lock key, KEYS[2] fence counter. ARGV[1] lockId, ARGV[2] the fence (the tolerance
+-- is sg_common.lua's own).
 -- Returns the counter after, 0 when the record is not this lockId's or not live (nothing
 -- written); NOFENCE when the counter is unusable or the fence too large.
 local held = record_at(KEYS[1])
