@@ -64,8 +64,10 @@ impl Win for HandleWin {
 
     fn deliver(self, locker: &Locker, lease: Lease) -> Granted {
         let Some(auto) = self.0 else {
-            // A grant whose confirmation is on its way (ops/claims.rs): the handle asks.
-            if lease.is_claim_only() && locker.store().wakes().lends().pending(&lease.token) {
+            // A grant whose confirmation was sent as its caller started (ops/claims.rs): the
+            // handle asks, also when the answer came before this (a plain lease would count
+            // on the claim after a confirm that found the lock gone).
+            if lease.is_claim_only() && locker.store().wakes().lends().is_lent(&lease.token) {
                 let until = lease.deadline();
                 let granted = Granted::of(&lease, None);
                 return Granted {

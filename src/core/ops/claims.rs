@@ -101,13 +101,11 @@ async fn confirm_in_background(store: Arc<Store>, lease: Lease, window_ms: u64, 
     let state = match confirm(&store, &lease, window_ms, bound).await {
         Confirm::Kept(sent) => Lent::Confirmed(sent.at + clock::validity(lease.ttl())),
         Confirm::Lost => Lent::Failed,
-        Confirm::Unknown => {
-            // Perhaps ours for its claim: freed, as a grant nobody takes would be.
-            let lends = store.wakes().lends();
-            lends.settle(&lease.token, Lent::Failed);
-            store.release_orphan(lease);
-            return;
-        }
+        // Perhaps still ours for its claim, and its caller already runs on it: freeing it
+        // would let another holder in before the claim deadline the handle counts on. The
+        // handle is told it holds nothing; the claim runs out on its own (or the handle's
+        // release frees it), as a lent lease whose answer is unknown is left to its TTL.
+        Confirm::Unknown => Lent::Failed,
     };
     store.wakes().lends().settle(&lease.token, state);
 }

@@ -77,6 +77,11 @@ impl Lends {
         matches!(self.peek(token), Some(Lent::Pending | Lent::Failed))
     }
 
+    /// Whether `token` was lent and its handle has not been told yet, answered or not.
+    pub fn is_lent(&self, token: &str) -> bool {
+        self.peek(token).is_some()
+    }
+
     pub fn pending(&self, token: &str) -> bool {
         self.peek(token) == Some(Lent::Pending)
     }
