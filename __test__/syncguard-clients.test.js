@@ -136,6 +136,25 @@ test('a paused server: NetworkTimeout within commandTimeoutMs; a stopped one: Se
     })
     assert.ok(Date.now() - started < 2000)
     own.resume()
+    // extend, isLocked and lookup are bounded the same way.
+    const held = await backend.acquire({ key: 'held', ttlMs: 30_000 })
+    assert.equal(held.ok, true)
+    own.pause()
+    const calls = {
+      extend: () => backend.extend({ lockId: held.lockId, ttlMs: 30_000 }),
+      isLocked: () => backend.isLocked({ key: 'held' }),
+      lookupByKey: () => backend.lookup({ key: 'held' }),
+      lookupById: () => backend.lookup({ lockId: held.lockId }),
+    }
+    for (const [name, call] of Object.entries(calls)) {
+      const at = Date.now()
+      await assert.rejects(call(), (err) => {
+        assert.equal(err.code, 'NetworkTimeout', `${name}: ${err.code}`)
+        return true
+      })
+      assert.ok(Date.now() - at < 2000, `${name} took ${Date.now() - at} ms`)
+    }
+    own.resume()
     await own.stop()
     const down = sg.createRedisBackend(own.url, { commandTimeoutMs: 500 })
     await assert.rejects(down.isLocked({ key: 'k' }), (err) => {
@@ -144,6 +163,32 @@ test('a paused server: NetworkTimeout within commandTimeoutMs; a stopped one: Se
       return true
     })
   } finally {
+    await own.close()
+  }
+})
+
+test('an object with only an eval function is used through it alone: no connection of ours opens', async () => {
+  const own = await startRedis()
+  const client = new Redis(own.url)
+  try {
+    await client.ping()
+    const clientsOf = async () => (await client.client('LIST')).trim().split('\n').length
+    const before = await clientsOf()
+    let evals = 0
+    const backend = sg.createRedisBackend({
+      eval: (...args) => {
+        evals++
+        return client.eval(...args)
+      },
+    })
+    const held = await backend.acquire({ key: 'eval-only', ttlMs: 10_000 })
+    assert.equal(held.ok, true)
+    assert.equal(await backend.isLocked({ key: 'eval-only' }), true)
+    assert.equal((await backend.release({ lockId: held.lockId })).ok, true)
+    assert.ok(evals >= 3, `${evals} eval calls`)
+    assert.equal(await clientsOf(), before, 'a connection was opened besides the user\'s own')
+  } finally {
+    client.disconnect()
     await own.close()
   }
 })
