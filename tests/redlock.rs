@@ -12,7 +12,7 @@ use native_redis_lock::core::api::{Attempt, Locker, Store};
 use native_redis_lock::core::basics::error::LockError;
 use native_redis_lock::core::basics::keys;
 use native_redis_lock::core::basics::lease::Lease;
-use redlock_nodes::servers;
+use redlock_nodes::{servers, Rng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -219,34 +219,9 @@ async fn the_counterexample_10_0_0_gives_increasing_fences() {
     assert!(b.fence > a.fence, "B {} after A {}", b.fence, a.fence);
 }
 
-/// xorshift64*, seeded from the clock and printed, so a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[tokio::test]
 async fn random_majorities_with_preset_counters_give_strictly_increasing_fences() {
-    let seed = std::env::var("REDLOCK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    println!("REDLOCK_SEED={seed}");
+    let seed = redlock_nodes::seed();
     let mut rng = Rng(seed);
     let nodes = servers(5);
     let locks = redlock(&nodes, MS(2000));

@@ -4,6 +4,8 @@
 //! paced acquisition, woken by a release long before its backoff and ending as syncguard's.
 
 mod common;
+#[path = "common/syncguard_keys.rs"]
+mod syncguard_keys;
 
 use common::RedisServer;
 use native_redis_lock::core::api::{memory_command, LockConnection, Owner};
@@ -17,6 +19,7 @@ use redis::Value;
 use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use syncguard_keys::Keys;
 use tokio_util::sync::CancellationToken;
 
 const TTL_MS: f64 = 30_000.0;
@@ -88,37 +91,7 @@ fn places(test: &str) -> [Place; 2] {
     ]
 }
 
-/// One lock's keys as syncguard's scheme names them with its default prefix.
-struct Keys {
-    key: String,
-    lock: Vec<u8>,
-    index: Vec<u8>,
-    fence: Vec<u8>,
-    id: String,
-}
-
 impl Keys {
-    fn new(key: &str, n: u8) -> Self {
-        let id = format!("{:A>22}", n);
-        Keys {
-            key: key.to_owned(),
-            lock: format!("syncguard:{key}").into_bytes(),
-            index: format!("syncguard:id:{id}").into_bytes(),
-            fence: format!("syncguard:fence:syncguard:{key}").into_bytes(),
-            id,
-        }
-    }
-
-    fn call(&self) -> SyncguardCall<'_> {
-        SyncguardCall {
-            key: &self.key,
-            lock_key: &self.lock,
-            index_key: &self.index,
-            fence_key: &self.fence,
-            lock_id: &self.id,
-        }
-    }
-
     /// Plants a record of this lockId expiring at `expires_at_ms`, with its index key, both
     /// without a TTL (as keys that outlived their JSON expiry).
     fn plant(&self, place: &Place, expires_at_ms: i64) {

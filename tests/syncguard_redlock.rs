@@ -10,17 +10,18 @@ mod common;
 mod delay_proxy;
 #[path = "common/redlock.rs"]
 mod redlock_nodes;
+#[path = "common/syncguard_keys.rs"]
+mod syncguard_keys;
 
 use common::RedisServer;
 use delay_proxy::DelayProxy;
 use native_redis_lock::core::api::{Endpoint, EndpointSpec, LockConnection, Owner};
-use native_redis_lock::core::api::{
-    ReleasedById, Syncguard, SyncguardCall, SyncguardSettings, SyncguardWon,
-};
+use native_redis_lock::core::api::{ReleasedById, Syncguard, SyncguardSettings, SyncguardWon};
 use native_redis_lock::core::basics::error::LockError;
 use redis::Value;
-use redlock_nodes::servers;
+use redlock_nodes::{servers, Rng};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use syncguard_keys::Keys;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const TTL_MS: f64 = 30_000.0;
@@ -38,37 +39,7 @@ fn backend_at(endpoint: Endpoint, timeout: Duration) -> Syncguard {
     Syncguard::new(&connection, settings, Owner::new()).expect("backend")
 }
 
-/// One lock's keys as syncguard's scheme names them with its default prefix.
-struct Keys {
-    key: String,
-    lock: Vec<u8>,
-    index: Vec<u8>,
-    fence: Vec<u8>,
-    id: String,
-}
-
 impl Keys {
-    fn new(key: &str, n: u8) -> Self {
-        let id = format!("{:A>22}", n);
-        Keys {
-            key: key.to_owned(),
-            lock: format!("syncguard:{key}").into_bytes(),
-            index: format!("syncguard:id:{id}").into_bytes(),
-            fence: format!("syncguard:fence:syncguard:{key}").into_bytes(),
-            id,
-        }
-    }
-
-    fn call(&self) -> SyncguardCall<'_> {
-        SyncguardCall {
-            key: &self.key,
-            lock_key: &self.lock,
-            index_key: &self.index,
-            fence_key: &self.fence,
-            lock_id: &self.id,
-        }
-    }
-
     /// A live record of this lockId on `server`, as syncguard writes it.
     fn plant(&self, server: &RedisServer) {
         let record = format!(
@@ -415,37 +386,12 @@ async fn a_retry_with_the_same_lock_id_is_not_undone_by_the_last_attempts_late_r
     }
 }
 
-/// xorshift64*, seeded from the clock and printed, so a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Random majorities of 3 to 5 nodes (the others held by another lockId), counters preset at
 /// random and now and then pushed ahead: each winner's fence is above the last, and is the
 /// one in its majority's records.
 #[tokio::test]
 async fn random_majorities_with_preset_counters_give_strictly_increasing_fences() {
-    let seed = std::env::var("REDLOCK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    println!("REDLOCK_SEED={seed}");
+    let seed = redlock_nodes::seed();
     let mut rng = Rng(seed);
     let nodes = servers(5);
     let backend = backend(&nodes, MS(2000));

@@ -44,16 +44,31 @@ pub async fn release(
         // leave the other processes of the ring to their polls (an orphaned grant, above all).
         return grant(store, lease, &channel, ours_wait, (bound, window_ms)).await;
     }
+    delete(store, lease, &channel, (ours_wait, ours_wait), bound).await
+}
+
+/// Deletes our lock (release_wake.lua), the wake queue left alone when `leave_queue`, else
+/// its first connection woken; our first waiter that sleeps tries once it is deleted when
+/// some of ours are awake (`ours_wait`).
+async fn delete(
+    store: &Arc<Store>,
+    lease: &Lease,
+    channel: &[u8],
+    (ours_wait, leave_queue): (bool, bool),
+    bound: Duration,
+) -> Result<bool, LockError> {
     let release = Release {
         lock_key: &lease.redis_key,
         token: &lease.token,
-        kind: ReleaseKind::Wake { ours_wait },
+        kind: ReleaseKind::Wake {
+            ours_wait: leave_queue,
+        },
     };
-    let deleted = outcome(lease, store.backend().release(&release, bound).await)?;
-    if deleted && ours_wait {
-        store.wakes().wake_local(&channel);
+    let deleted = outcome(lease, store.backend().release(&release, bound).await);
+    if ours_wait && matches!(deleted, Ok(true)) {
+        store.wakes().wake_local(channel);
     }
-    Ok(deleted)
+    deleted
 }
 
 /// How long a grant to another process holds unless its grantee confirms it (see
@@ -116,18 +131,10 @@ async fn quietly(
     (bound, window_ms): (Duration, Option<u64>),
 ) -> Result<bool, LockError> {
     // The queue is left alone, as when ours wait: the lock stays with the ring's connections.
-    let release = Release {
-        lock_key: &lease.redis_key,
-        token: &lease.token,
-        kind: ReleaseKind::Wake { ours_wait: true },
-    };
-    let deleted = outcome(lease, store.backend().release(&release, bound).await);
+    let deleted = delete(store, lease, channel, (ours_wait, true), bound).await;
     // Kicked even when not ours any more (it ran out): the ring then hears of a free lock.
     let window = window_ms.unwrap_or(token::FENCE_RETENTION_MS);
     store.freed_quietly(&lease.redis_key, window);
-    if ours_wait && matches!(deleted, Ok(true)) {
-        store.wakes().wake_local(channel);
-    }
     deleted
 }
 
