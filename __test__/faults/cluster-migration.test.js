@@ -72,19 +72,19 @@ test('a slot migrated during use breaks nothing', async () => {
 })
 
 test('a waiter whose slot moved is subscribed again on the new master: a release wakes it, not its poll', async () => {
-  // The waiter polls every 10 s: holding within 2 s of the release means a message woke it,
+  // The waiter polls every 30 s: holding within 2 s of the release means a message woke it,
   // which it can only hear on the new master, where the release announces it.
   const tag = '{w}'
   const key = `${tag}:wait`
   const from = await cluster.masterOf(tag)
   const to = (await cluster.masterPorts()).find((port) => port !== from)
   const holder = new DistributedLock(cluster.url)
-  const waiter = new DistributedLock({ cluster: cluster.seeds }, { retryDelayMs: 10_000 })
-  const held = await holder.acquire(key, 30_000)
-  const waiting = waiter.waitForLock(key, 8000, 15_000)
+  const waiter = new DistributedLock({ cluster: cluster.seeds }, { retryDelayMs: 30_000 })
+  const held = await holder.acquire(key, 60_000)
+  const waiting = waiter.waitForLock(key, 8000, 45_000)
   waiting.catch(() => {}) // awaited below; caught now so an early failure is not unhandled
   const subscribedOn = async (port) => {
-    const deadline = Date.now() + 3000
+    const deadline = Date.now() + 8000
     for (;;) {
       const channels = await cluster.command(port, 'PUBSUB', 'SHARDCHANNELS')
       if (channels.some((channel) => channel.includes(key))) return

@@ -15,6 +15,7 @@ use crate::core::api::{Owner, Unclaimed};
 use crate::core::basics::background::within;
 use crate::core::basics::clock::validity;
 use crate::core::basics::error::LockError;
+use crate::core::basics::trace::write_line;
 use napi::bindgen_prelude::PromiseRaw;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -281,8 +282,8 @@ impl JsThread {
                 if scope.fatal_exception(exception).is_err() {
                     // Node could not raise it (its environment is ending): say so rather
                     // than lose a listener's exception without a trace.
-                    eprintln!(
-                        "native-redis-lock: a lock listener threw, and Node could not raise it"
+                    write_line(
+                        b"native-redis-lock: a lock listener threw, and Node could not raise it\n",
                     );
                 }
             }

@@ -3,6 +3,7 @@
 //! JS thread does while promises of ours are pending (as pending I/O would).
 
 use super::env::Env;
+use crate::core::basics::trace::write_line;
 use napi::sys;
 use std::ffi::c_void;
 use std::ptr;
@@ -85,7 +86,9 @@ impl Waker {
         if unrefed != sys::Status::napi_ok {
             // Node refuses only while the environment ends, when nothing is kept alive
             // anyway; the function stays usable.
-            eprintln!("native-redis-lock: Node-API refused to unref the waker ({unrefed})");
+            let line =
+                format!("native-redis-lock: Node-API refused to unref the waker ({unrefed})\n");
+            write_line(line.as_bytes());
         }
         waker.tsfn.store(tsfn, Ordering::Release);
         *write(&waker.closed) = false;

@@ -91,7 +91,7 @@ const STDERR_PATIENCE: Duration = Duration::from_secs(1);
 /// and `eprintln!` would panic on EAGAIN, inside whatever callback traced: the JS-thread
 /// connection breaks with the call it was answering lost. A full pipe is waited out as a
 /// blocking stderr would, up to `STDERR_PATIENCE`; then the rest of the line is dropped.
-fn write_line(line: &[u8]) {
+pub fn write_line(line: &[u8]) {
     use std::io::{ErrorKind, Write as _};
     let mut stderr = std::io::stderr().lock();
     let mut rest = line;

@@ -94,6 +94,14 @@ impl Subscriptions for Wakes {
     }
 }
 
+/// The pauses between the tries of a failed subscription (see `Store::listen`).
+const LISTEN_PAUSES: [Duration; 4] = [
+    Duration::from_millis(20),
+    Duration::from_millis(80),
+    Duration::from_millis(300),
+    Duration::from_millis(1000),
+];
+
 static REGISTRY: LazyLock<Mutex<HashMap<Endpoint, Weak<Store>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
@@ -345,9 +353,7 @@ impl Store {
         if !fair && self.grants() {
             let grants = keys::grant_channel(&lock_key, &self.id);
             spawn(async move {
-                if store.backend.listen(&grants, &*store.wakes, timeout).await
-                    && store.wakes.needs_queueing(&channel)
-                {
+                if store.listen(&grants, timeout).await && store.wakes.needs_queueing(&channel) {
                     store.wakes.wake_local(&channel);
                 }
                 store.wakes.end_preparing(&channel);
@@ -357,7 +363,7 @@ impl Store {
         spawn(async move {
             // Queued only where a wake can reach us: a wake popped for a connection that is
             // not listening would be lost to every waiter.
-            if store.backend.listen(&channel, &*store.wakes, timeout).await
+            if store.listen(&channel, timeout).await
                 && !fair
                 && store.wakes.needs_queueing(&channel)
                 && store.enqueue(&lock_key, timeout).await == Some(true)
@@ -366,6 +372,27 @@ impl Store {
             }
             store.wakes.end_preparing(&channel);
         });
+    }
+
+    /// Subscribes to `channel` for its waiters, trying again after short pauses while they
+    /// wait: a subscription that failed (a cluster's node still connecting, a connection
+    /// dropped as it was sent) would otherwise leave them to their poll, which may be
+    /// `retryDelayMs` (30 s for maestro) away. `false` once nobody waits any more.
+    /// Tries stop once `timeout` has passed: a server that does not answer is the watchdog's
+    /// to notice, not ours to keep asking.
+    async fn listen(&self, channel: &[u8], timeout: Duration) -> bool {
+        let started = tokio::time::Instant::now();
+        for pause in LISTEN_PAUSES {
+            if self.backend.listen(channel, &*self.wakes, timeout).await {
+                return true;
+            }
+            let waited_for = self.wakes.has_waiters(&wake::entry_of(channel));
+            if !waited_for || started.elapsed() + pause >= timeout {
+                return false;
+            }
+            tokio::time::sleep(pause).await;
+        }
+        self.backend.listen(channel, &*self.wakes, timeout).await
     }
 
     pub async fn ensure_scripts(
