@@ -545,3 +545,96 @@ async fn a_kick_finds_the_lock_taken_back_and_leaves_it_alone() {
     let (granted, _) = waiting.await.unwrap().expect("granted");
     assert!(granted.fence > poll.fence);
 }
+
+/// Waits until `locks`'s connection is in `key`'s wake queue (a waiter without grants
+/// subscribed and queued).
+async fn queued(server: &RedisServer, key: &str, locks: &Locker) {
+    let queue = keys::queue_key(format!("lock:{key}").as_bytes());
+    let id = locks.store().id().to_owned();
+    let until = Instant::now() + MS(3000);
+    loop {
+        let score: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&queue)
+            .arg(&id)
+            .query(&mut server.raw())
+            .expect("ZSCORE");
+        if score.is_some() {
+            return;
+        }
+        assert!(Instant::now() < until, "never queued");
+        tokio::time::sleep(MS(10)).await;
+    }
+}
+
+/// A process without grants waits for `key` (queued for wakes); the holder is a process
+/// that grants, with nobody in the ring who would take a grant: `ring` ids, none listening.
+async fn mixed(server: &RedisServer, key: &str, ring: &[&str]) -> (Arc<Locker>, Lease, Waiting) {
+    let (holder, plain) = (process(server, 1), process_with(server, 2, None));
+    let lease = take(&holder, key).await;
+    for id in ring {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(keys::ring_key(format!("lock:{key}").as_bytes()))
+            .arg(id)
+            .query(&mut server.raw())
+            .unwrap();
+    }
+    let waiting = wait_for(&plain, key, &CancellationToken::new());
+    queued(server, key, &plain).await;
+    (holder, lease, waiting)
+}
+
+#[tokio::test]
+async fn a_release_with_an_empty_ring_wakes_a_waiter_without_grants() {
+    let server = RedisServer::start();
+    let (holder, lease, waiting) = mixed(&server, "mixed", &[]).await;
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (won, at) = waiting.await.unwrap().expect("acquired");
+    let after = at.duration_since(released);
+    // It polls every 5 s: only the release's wake explains a prompt hold.
+    assert!(after < MS(1000), "took {after:?}: the poll, not the wake");
+    assert_eq!(holder_of(&server, "mixed").as_deref(), Some(&won.token[..]));
+}
+
+#[tokio::test]
+async fn a_release_whose_ring_is_all_dead_wakes_a_waiter_without_grants() {
+    let server = RedisServer::start();
+    let (holder, lease, waiting) = mixed(&server, "dead-ring", &["killed-1", "killed-2"]).await;
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (won, at) = waiting.await.unwrap().expect("acquired");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the wake");
+    assert!(ring(&server, "dead-ring").is_empty(), "the dead are gone");
+    assert_eq!(
+        holder_of(&server, "dead-ring").as_deref(),
+        Some(&won.token[..])
+    );
+}
+
+#[tokio::test]
+async fn a_kick_nobody_in_the_ring_takes_wakes_a_waiter_without_grants() {
+    let server = RedisServer::start();
+    let terms = TenureTerms {
+        kick_after: KICK_AFTER,
+        ..LONG
+    };
+    // `holder` got the lock by a grant, so its tenure runs; it is alone in the ring.
+    let (first, holder) = (process(&server, 1), process(&server, 2));
+    holder.store().wakes().set_tenure(terms);
+    let lease = take(&first, "kicked").await;
+    let granted = wait_for(&holder, "kicked", &CancellationToken::new());
+    joined(&server, "kicked", &holder).await;
+    assert!(first.release(&lease).await.unwrap());
+    let (held, _) = granted.await.unwrap().expect("granted to the holder");
+    let plain = process_with(&server, 3, None);
+    let waiting = wait_for(&plain, "kicked", &CancellationToken::new());
+    queued(&server, "kicked", &plain).await;
+    // Freed quietly (the queue left alone), then kicked: nobody in the ring takes it.
+    let released = Instant::now();
+    assert!(holder.release(&held).await.unwrap());
+    let (won, at) = waiting.await.unwrap().expect("acquired");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the kick");
+    assert!(won.fence > held.fence);
+}
