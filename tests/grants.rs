@@ -4,8 +4,11 @@
 //! here (5 s), so only a grant can explain a prompt acquisition.
 
 mod common;
+#[path = "common/delay_proxy.rs"]
+mod delay_proxy;
 
 use common::{calls, RedisServer};
+use delay_proxy::DelayProxy;
 use native_redis_lock::core::api::{
     Attempt, Endpoint, EndpointSpec, Locker, Store, TenureTerms, KICK_AFTER,
 };
@@ -32,8 +35,13 @@ async fn take(locks: &Locker, key: &str) -> Lease {
 }
 
 fn process_with(server: &RedisServer, n: u64, grants: Option<bool>) -> Arc<Locker> {
+    process_at(server.url(), n, grants)
+}
+
+/// As `process_with`, on the server at `url` (a proxy in front of one, say).
+fn process_at(url: String, n: u64, grants: Option<bool>) -> Arc<Locker> {
     let endpoint = Endpoint::from_spec(EndpointSpec {
-        url: Some(server.url()),
+        url: Some(url),
         connect_timeout: Some(MS(2000 + n)),
         cross_process_grants: grants,
         ..Default::default()
@@ -637,4 +645,69 @@ async fn a_kick_nobody_in_the_ring_takes_wakes_a_waiter_without_grants() {
     let after = at.duration_since(released);
     assert!(after < MS(1000), "took {after:?}: the poll, not the kick");
     assert!(won.fence > held.fence);
+}
+
+#[tokio::test]
+async fn a_quiet_release_whose_entry_is_dropped_as_idle_on_its_way_is_still_kicked() {
+    const OTHERS: usize = 64;
+    let server = RedisServer::start();
+    // The holder's requests reach Redis late (once told to): its release is on its way while
+    // the holder's bookkeeping moves on.
+    let proxy = DelayProxy::start(server.port).await;
+    let (first, next) = (process(&server, 1), process(&server, 3));
+    let holder = process_at(proxy.url(), 2, Some(true));
+    let terms = TenureTerms {
+        kick_after: KICK_AFTER,
+        ..LONG
+    };
+    holder.store().wakes().set_tenure(terms);
+    let lease = take(&first, "gone").await;
+    let granted = wait_for(&holder, "gone", &CancellationToken::new());
+    joined(&server, "gone", &holder).await;
+    assert!(first.release(&lease).await.unwrap());
+    let (held, _) = granted.await.unwrap().expect("granted to the holder");
+    // As many waiters of the holder as it takes to have idle subscriptions dropped once they
+    // all leave (IDLE_SUBSCRIPTIONS), each subscribed and in its lock's ring.
+    let cancel = CancellationToken::new();
+    let mut others = Vec::new();
+    for n in 0..OTHERS {
+        let key = format!("other-{n}");
+        let _kept = take(&first, &key).await;
+        others.push(wait_for(&holder, &key, &cancel));
+        joined(&server, &key, &holder).await;
+    }
+    // Out of the ring for `gone` (nobody of the holder's waits for it), so that nothing keeps
+    // its entry from being dropped as idle but a kick pending.
+    holder.store().leave_rings(MS(2000)).await;
+    // Joined last, so that its poll is 5 s away when the lock is freed.
+    let waiting = wait_for(&next, "gone", &CancellationToken::new());
+    joined(&server, "gone", &next).await;
+    assert_eq!(ring(&server, "gone"), vec![next.store().id().to_owned()]);
+    let mut raw = server.raw();
+    let unsubscribed = calls(&mut raw, "sunsubscribe");
+    proxy.set_delay(MS(300));
+    let releasing = {
+        let holder = holder.clone();
+        tokio::spawn(async move { (holder.release(&held).await, held) })
+    };
+    tokio::time::sleep(MS(50)).await;
+    // The waiters leave while the release is on its way: the idle subscriptions are
+    // dropped, `gone`'s with them (the others stay: their connection is in their rings).
+    cancel.cancel();
+    for other in others {
+        assert!(other.await.unwrap().is_none());
+    }
+    let (freed, held) = releasing.await.unwrap();
+    assert!(freed.unwrap(), "freed quietly");
+    let released = Instant::now();
+    let (won, at) = waiting.await.unwrap().expect("kicked to the next");
+    let after = at.duration_since(released);
+    println!("a quiet release whose entry was dropped reached the ring's head after {after:?}");
+    // Expected: the kick, 300 ms late through the proxy, and a grant; the waiter polls every
+    // 5 s, so only the kick explains a prompt hold.
+    assert!(after < MS(1500), "took {after:?}: the poll, not the kick");
+    assert!(won.fence > held.fence);
+    // The holder's grant channel of `gone` was unsubscribed as idle: the path under test.
+    assert_eq!(calls(&mut raw, "sunsubscribe"), unsubscribed + 1);
+    assert!(next.release(&won).await.unwrap());
 }
