@@ -4,8 +4,11 @@
 //! here (5 s), so only a grant can explain a prompt acquisition.
 
 mod common;
+#[path = "common/delay_proxy.rs"]
+mod delay_proxy;
 
 use common::{calls, RedisServer};
+use delay_proxy::DelayProxy;
 use native_redis_lock::core::api::{
     Attempt, Endpoint, EndpointSpec, Locker, Store, TenureTerms, KICK_AFTER,
 };
@@ -32,8 +35,13 @@ async fn take(locks: &Locker, key: &str) -> Lease {
 }
 
 fn process_with(server: &RedisServer, n: u64, grants: Option<bool>) -> Arc<Locker> {
+    process_at(server.url(), n, grants)
+}
+
+/// As `process_with`, on the server at `url` (a proxy in front of one, say).
+fn process_at(url: String, n: u64, grants: Option<bool>) -> Arc<Locker> {
     let endpoint = Endpoint::from_spec(EndpointSpec {
-        url: Some(server.url()),
+        url: Some(url),
         connect_timeout: Some(MS(2000 + n)),
         cross_process_grants: grants,
         ..Default::default()
@@ -544,4 +552,162 @@ async fn a_kick_finds_the_lock_taken_back_and_leaves_it_alone() {
     assert!(other.release(&poll).await.unwrap());
     let (granted, _) = waiting.await.unwrap().expect("granted");
     assert!(granted.fence > poll.fence);
+}
+
+/// Waits until `locks`'s connection is in `key`'s wake queue (a waiter without grants
+/// subscribed and queued).
+async fn queued(server: &RedisServer, key: &str, locks: &Locker) {
+    let queue = keys::queue_key(format!("lock:{key}").as_bytes());
+    let id = locks.store().id().to_owned();
+    let until = Instant::now() + MS(3000);
+    loop {
+        let score: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&queue)
+            .arg(&id)
+            .query(&mut server.raw())
+            .expect("ZSCORE");
+        if score.is_some() {
+            return;
+        }
+        assert!(Instant::now() < until, "never queued");
+        tokio::time::sleep(MS(10)).await;
+    }
+}
+
+/// A process without grants waits for `key` (queued for wakes); the holder is a process
+/// that grants, with nobody in the ring who would take a grant: `ring` ids, none listening.
+async fn mixed(server: &RedisServer, key: &str, ring: &[&str]) -> (Arc<Locker>, Lease, Waiting) {
+    let (holder, plain) = (process(server, 1), process_with(server, 2, None));
+    let lease = take(&holder, key).await;
+    for id in ring {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(keys::ring_key(format!("lock:{key}").as_bytes()))
+            .arg(id)
+            .query(&mut server.raw())
+            .unwrap();
+    }
+    let waiting = wait_for(&plain, key, &CancellationToken::new());
+    queued(server, key, &plain).await;
+    (holder, lease, waiting)
+}
+
+#[tokio::test]
+async fn a_release_with_an_empty_ring_wakes_a_waiter_without_grants() {
+    let server = RedisServer::start();
+    let (holder, lease, waiting) = mixed(&server, "mixed", &[]).await;
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (won, at) = waiting.await.unwrap().expect("acquired");
+    let after = at.duration_since(released);
+    // It polls every 5 s: only the release's wake explains a prompt hold.
+    assert!(after < MS(1000), "took {after:?}: the poll, not the wake");
+    assert_eq!(holder_of(&server, "mixed").as_deref(), Some(&won.token[..]));
+}
+
+#[tokio::test]
+async fn a_release_whose_ring_is_all_dead_wakes_a_waiter_without_grants() {
+    let server = RedisServer::start();
+    let (holder, lease, waiting) = mixed(&server, "dead-ring", &["killed-1", "killed-2"]).await;
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let (won, at) = waiting.await.unwrap().expect("acquired");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the wake");
+    assert!(ring(&server, "dead-ring").is_empty(), "the dead are gone");
+    assert_eq!(
+        holder_of(&server, "dead-ring").as_deref(),
+        Some(&won.token[..])
+    );
+}
+
+#[tokio::test]
+async fn a_kick_nobody_in_the_ring_takes_wakes_a_waiter_without_grants() {
+    let server = RedisServer::start();
+    let terms = TenureTerms {
+        kick_after: KICK_AFTER,
+        ..LONG
+    };
+    // `holder` got the lock by a grant, so its tenure runs; it is alone in the ring.
+    let (first, holder) = (process(&server, 1), process(&server, 2));
+    holder.store().wakes().set_tenure(terms);
+    let lease = take(&first, "kicked").await;
+    let granted = wait_for(&holder, "kicked", &CancellationToken::new());
+    joined(&server, "kicked", &holder).await;
+    assert!(first.release(&lease).await.unwrap());
+    let (held, _) = granted.await.unwrap().expect("granted to the holder");
+    let plain = process_with(&server, 3, None);
+    let waiting = wait_for(&plain, "kicked", &CancellationToken::new());
+    queued(&server, "kicked", &plain).await;
+    // Freed quietly (the queue left alone), then kicked: nobody in the ring takes it.
+    let released = Instant::now();
+    assert!(holder.release(&held).await.unwrap());
+    let (won, at) = waiting.await.unwrap().expect("acquired");
+    let after = at.duration_since(released);
+    assert!(after < MS(1000), "took {after:?}: the poll, not the kick");
+    assert!(won.fence > held.fence);
+}
+
+#[tokio::test]
+async fn a_quiet_release_whose_entry_is_dropped_as_idle_on_its_way_is_still_kicked() {
+    const OTHERS: usize = 64;
+    let server = RedisServer::start();
+    // The holder's requests reach Redis late (once told to): its release is on its way while
+    // the holder's bookkeeping moves on.
+    let proxy = DelayProxy::start(server.port).await;
+    let (first, next) = (process(&server, 1), process(&server, 3));
+    let holder = process_at(proxy.url(), 2, Some(true));
+    let terms = TenureTerms {
+        kick_after: KICK_AFTER,
+        ..LONG
+    };
+    holder.store().wakes().set_tenure(terms);
+    let lease = take(&first, "gone").await;
+    let granted = wait_for(&holder, "gone", &CancellationToken::new());
+    joined(&server, "gone", &holder).await;
+    assert!(first.release(&lease).await.unwrap());
+    let (held, _) = granted.await.unwrap().expect("granted to the holder");
+    // As many waiters of the holder as it takes to have idle subscriptions dropped once they
+    // all leave (IDLE_SUBSCRIPTIONS), each subscribed and in its lock's ring.
+    let cancel = CancellationToken::new();
+    let mut others = Vec::new();
+    for n in 0..OTHERS {
+        let key = format!("other-{n}");
+        let _kept = take(&first, &key).await;
+        others.push(wait_for(&holder, &key, &cancel));
+        joined(&server, &key, &holder).await;
+    }
+    // Out of the ring for `gone` (nobody of the holder's waits for it), so that nothing keeps
+    // its entry from being dropped as idle but a kick pending.
+    holder.store().leave_rings(MS(2000)).await;
+    // Joined last, so that its poll is 5 s away when the lock is freed.
+    let waiting = wait_for(&next, "gone", &CancellationToken::new());
+    joined(&server, "gone", &next).await;
+    assert_eq!(ring(&server, "gone"), vec![next.store().id().to_owned()]);
+    let mut raw = server.raw();
+    let unsubscribed = calls(&mut raw, "sunsubscribe");
+    proxy.set_delay(MS(300));
+    let releasing = {
+        let holder = holder.clone();
+        tokio::spawn(async move { (holder.release(&held).await, held) })
+    };
+    tokio::time::sleep(MS(50)).await;
+    // The waiters leave while the release is on its way: the idle subscriptions are
+    // dropped, `gone`'s with them (the others stay: their connection is in their rings).
+    cancel.cancel();
+    for other in others {
+        assert!(other.await.unwrap().is_none());
+    }
+    let (freed, held) = releasing.await.unwrap();
+    assert!(freed.unwrap(), "freed quietly");
+    let released = Instant::now();
+    let (won, at) = waiting.await.unwrap().expect("kicked to the next");
+    let after = at.duration_since(released);
+    println!("a quiet release whose entry was dropped reached the ring's head after {after:?}");
+    // Expected: the kick, 300 ms late through the proxy, and a grant; the waiter polls every
+    // 5 s, so only the kick explains a prompt hold.
+    assert!(after < MS(1500), "took {after:?}: the poll, not the kick");
+    assert!(won.fence > held.fence);
+    // The holder's grant channel of `gone` was unsubscribed as idle: the path under test.
+    assert_eq!(calls(&mut raw, "sunsubscribe"), unsubscribed + 1);
+    assert!(next.release(&won).await.unwrap());
 }

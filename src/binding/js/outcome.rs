@@ -94,22 +94,27 @@ impl Queue {
             .unwrap_or_default()
     }
 
-    /// What waiters went through (`Seen`), taken out of the queue ahead of the rest: the JS
-    /// thread tells it before a promise it settles itself (in a call, or from its socket),
-    /// as the queue tells it before a promise the runtime settles after it. Otherwise a
-    /// waiter answered by a release on its own thread would be told `acquired` before the
-    /// `handed-over` its release counted. The rest keeps its order.
-    pub fn take_news(&self) -> Vec<Settlement> {
+    /// What the runtime queued up to and including its last news of a waiter (`Seen`), in
+    /// the order it was queued: the JS thread tells it before the promises it settles itself
+    /// (`settling`, in a call or from its socket), as the queue tells it before a promise the
+    /// runtime settles after it. Otherwise a waiter answered by a release on its own thread
+    /// would be told `acquired` before the `handed-over` its release counted. Taking the news
+    /// alone would tell it ahead of what was queued before it (a call's end, a listener's
+    /// news), out of the order it happened. Nothing when no news waits; what follows the
+    /// last news stays queued. So does an end queued for a promise in `settling` (its runtime
+    /// task finished as the thread answered it): it comes after, and finds it settled.
+    pub fn take_news(&self, settling: &[u32]) -> Vec<Settlement> {
         let mut done = lock(&self.done);
         let Some(done) = done.as_mut() else {
             return Vec::new();
         };
         let is_news = |entry: &Settlement| matches!(entry, Settlement::Seen { .. });
-        if !done.iter().any(is_news) {
+        let Some(last) = done.iter().rposition(is_news) else {
             return Vec::new();
-        }
-        let (news, rest) = std::mem::take(done).into_iter().partition(is_news);
-        *done = rest;
+        };
+        let stale = |entry: &Settlement| matches!(entry, Settlement::Settled(id, _) if settling.contains(id));
+        let (kept, news): (Vec<_>, Vec<_>) = done.drain(..=last).partition(stale);
+        done.splice(0..0, kept);
         news
     }
 
@@ -165,3 +170,7 @@ pub fn boolean(result: Settled<bool>) -> Outcome {
         Err(err) => Outcome::Failed(err),
     }
 }
+
+#[cfg(test)]
+#[path = "outcome_tests.rs"]
+mod tests;

@@ -233,8 +233,26 @@ impl JsThread {
     /// Everything the runtime finished, delivered now. From a libuv callback of this
     /// thread, with no JS on the stack.
     pub fn deliver_queued(&self) {
+        // The whole queue, in order: news queued since came after it, and waits its turn.
         let entries = self.queue.take();
-        self.deliver(entries);
+        self.deliver_in_order(entries);
+    }
+
+    /// Settles and tells `entries`, settled by this thread itself, after the news still
+    /// queued and what was queued before it (see `Queue::take_news`).
+    pub fn deliver(&self, entries: Vec<Settlement>) {
+        if entries.is_empty() {
+            return;
+        }
+        let settling: Vec<u32> = (entries.iter())
+            .filter_map(|entry| match entry {
+                Settlement::Settled(id, _) => Some(*id),
+                _ => None,
+            })
+            .collect();
+        let mut news = self.queue.take_news(&settling);
+        news.extend(entries);
+        self.deliver_in_order(news);
     }
 
     /// Settles and tells `entries` in order, in one callback scope: promise reactions and
@@ -242,34 +260,18 @@ impl JsThread {
     /// the batch; its exception is raised as uncaught afterwards, as an EventEmitter's would.
     /// From a libuv callback of this thread, with no JS on the stack and no borrow of ours
     /// held (the reactions may call back into us).
-    pub fn deliver(&self, entries: Vec<Settlement>) {
+    fn deliver_in_order(&self, entries: Vec<Settlement>) {
         if entries.is_empty() {
             return;
         }
         // Only an ending environment refuses a scope; its promises can no longer settle,
         // and the core ends its waits (see teardown.rs); the locks they hand out are freed.
-        // News still queued goes first (see `Queue::take_news`).
-        let news = self.queue.take_news();
         let mut entries = Some(entries);
         let _ = self.env.handle_scope(|scope| {
             let mut thrown = None;
             scope.callback_scope(&self.resource, || {
-                let entries = entries.take().unwrap_or_default();
-                for entry in news.into_iter().chain(entries) {
-                    let result = match entry {
-                        Settlement::Settled(id, outcome) => self.settle(scope, id, outcome),
-                        Settlement::Event {
-                            listener,
-                            event,
-                            lost,
-                        } => self.tell(scope, listener, event, lost.map(|loss| *loss)),
-                        Settlement::Seen {
-                            listener,
-                            event,
-                            key,
-                        } => self.tell_seen(scope, listener, event, &key),
-                    };
-                    if let Err(exception) = result {
+                for entry in entries.take().unwrap_or_default() {
+                    if let Err(exception) = self.tell_entry(scope, entry) {
                         thrown.get_or_insert(exception);
                     }
                 }
@@ -289,6 +291,23 @@ impl JsThread {
             }
         });
         entries.into_iter().flatten().for_each(Settlement::forsake);
+    }
+
+    /// Settles or tells one entry; a listener's (or a hook's) exception comes back.
+    fn tell_entry<'s>(&self, scope: &Scope<'s>, entry: Settlement) -> Result<(), Value<'s>> {
+        match entry {
+            Settlement::Settled(id, outcome) => self.settle(scope, id, outcome),
+            Settlement::Event {
+                listener,
+                event,
+                lost,
+            } => self.tell(scope, listener, event, lost.map(|loss| *loss)),
+            Settlement::Seen {
+                listener,
+                event,
+                key,
+            } => self.tell_seen(scope, listener, event, &key),
+        }
     }
 
     /// Settles promise `id` at the start of the next loop turn, which then comes without
@@ -320,20 +339,20 @@ impl JsThread {
     /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
     /// call returns. No borrow of ours may be held.
     pub fn settle_in_call(&self, id: u32, outcome: Outcome) {
-        // As in `deliver`: only an ending environment refuses a scope; news still queued
-        // goes first (see `Queue::take_news`).
-        let news = self.queue.take_news();
+        // As in `deliver`: only an ending environment refuses a scope; news still queued,
+        // and what was queued before it, goes first (see `Queue::take_news`).
+        let mut news = Some(self.queue.take_news(&[id]));
         let mut outcome = Some(outcome);
         let _ = self.env.handle_scope(|scope| {
-            for entry in news {
-                if let Settlement::Seen {
-                    listener,
-                    event,
-                    key,
-                } = entry
-                {
-                    // A hook that throws is the tracer's to report (lib/tracing.js).
-                    let _thrown = self.tell_seen(scope, listener, event, &key);
+            let mut thrown = None;
+            for entry in news.take().unwrap_or_default() {
+                // A waiter's hook that throws is the tracer's to report (lib/tracing.js); a
+                // listener's is raised as uncaught once the rest is told, as in `deliver`.
+                let seen = matches!(entry, Settlement::Seen { .. });
+                if let Err(exception) = self.tell_entry(scope, entry) {
+                    if !seen {
+                        thrown.get_or_insert(exception);
+                    }
                 }
             }
             // The hooks throw only for the handle hook's caller, who is this very call's: a
@@ -341,7 +360,15 @@ impl JsThread {
             if let Some(outcome) = outcome.take() {
                 let _thrown = self.settle(scope, id, outcome);
             }
+            if let Some(exception) = thrown {
+                if scope.fatal_exception(exception).is_err() {
+                    eprintln!(
+                        "native-redis-lock: a lock listener threw, and Node could not raise it"
+                    );
+                }
+            }
         });
+        news.into_iter().flatten().for_each(Settlement::forsake);
         if let Some(outcome) = outcome {
             outcome.forsake();
         }

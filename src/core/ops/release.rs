@@ -100,6 +100,7 @@ async fn grant(
         claim: GRANT_CLAIM,
         id: store.id(),
         leave,
+        ours_wait,
         fence_retention_ms: window_ms.unwrap_or(token::FENCE_RETENTION_MS),
     };
     let released = store.backend().run(&op, bound).await.map(|released| {

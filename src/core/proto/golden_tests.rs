@@ -731,6 +731,7 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
         claim: Duration::from_secs(1),
         id: "me",
         leave: false,
+        ours_wait: false,
         fence_retention_ms: 5000,
     };
     let want = evalsha(
@@ -753,12 +754,14 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
             b"",
             b"5000",
             b"{lock:k}:released",
+            b"0",
         ],
     );
     assert_sends(&release, &want);
     let tagged = ReleaseGrant {
         lock_key: b"{app}:k",
         leave: true,
+        ours_wait: true,
         ..release
     };
     let want = evalsha(
@@ -781,6 +784,7 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
             b"\0{app}:k",
             b"5000",
             b"{app}\0released\0{app}:k",
+            b"1",
         ],
     );
     assert_sends(&tagged, &want);

@@ -12,6 +12,8 @@ use std::time::Duration;
 /// Releases our lock (`token`, fenced `fence`, with fences up to `last` kept for its chain),
 /// granting it to the next connection of the ring that hears the grant, for `claim`, under
 /// the fresh token `grant`. `id` is our connection; `leave` takes it out of the ring too.
+/// Freed with nobody in the ring to take it, the lock's wake queue hears of it unless
+/// `ours_wait` (a waiter of ours tries instead, as with release_wake.lua).
 pub struct ReleaseGrant<'a> {
     pub lock_key: &'a [u8],
     pub token: &'a str,
@@ -21,6 +23,7 @@ pub struct ReleaseGrant<'a> {
     pub claim: Duration,
     pub id: &'a str,
     pub leave: bool,
+    pub ours_wait: bool,
     /// How long the fence counter outlives the lock, in ms; 0 forever (see fence.lua).
     pub fence_retention_ms: u64,
 }
@@ -45,6 +48,7 @@ impl<'a> ReleaseGrant<'a> {
             claim,
             id,
             leave: false,
+            ours_wait: false,
             fence_retention_ms,
         }
     }
@@ -72,7 +76,13 @@ impl Op for ReleaseGrant<'_> {
         let (fence, last) = (resp::decimal(self.fence), resp::decimal(self.last));
         let claim = resp::decimal(self.claim.as_millis() as u64);
         let window = resp::decimal(self.fence_retention_ms);
-        let leave: &[u8] = if self.leave { b"1" } else { b"0" };
+        let flag = |on: bool| -> &'static [u8] {
+            if on {
+                b"1"
+            } else {
+                b"0"
+            }
+        };
         let (before, after) = keys::grant_channel_parts(key);
         wire.script(
             &scripts::RELEASE_GRANT,
@@ -89,11 +99,12 @@ impl Op for ReleaseGrant<'_> {
                 self.grant.as_bytes(),
                 claim.as_bytes(),
                 self.id.as_bytes(),
-                leave,
+                flag(self.leave),
                 &before,
                 &after,
                 window.as_bytes(),
                 &keys::released_channel(key),
+                flag(self.ours_wait),
             ],
         );
     }

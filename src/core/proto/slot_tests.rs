@@ -185,6 +185,7 @@ fn every_other_lock_operation_keeps_its_keys_in_the_lock_keys_slot() {
                     claim: ms(100),
                     id: "c1",
                     leave: false,
+                    ours_wait: false,
                     fence_retention_ms: 0,
                 }),
             ),

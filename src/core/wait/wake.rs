@@ -128,6 +128,22 @@ struct Channel {
 }
 
 impl Channel {
+    fn new(lock_key: &[u8]) -> Channel {
+        Channel {
+            lock_key: lock_key.to_vec(),
+            waiters: VecDeque::new(),
+            subscribed: false,
+            preparing: false,
+            queued: None,
+            handoffs: 0,
+            turns: 0,
+            heard_on: None,
+            ring: false,
+            handed_on: false,
+            tenure: Tenure::default(),
+        }
+    }
+
     /// Applies `event` to waiter `seq` and carries out what the answer asks of the table:
     /// the one way a waiter changes. `None` when the waiter is not here (it left, or was
     /// settled).
@@ -319,19 +335,7 @@ impl Wakes {
         // Looked up before it is inserted: the name is copied only for a new channel.
         let entry = match channels.get_mut(&name) {
             Some(entry) => entry,
-            None => channels.entry(name.clone()).or_insert_with(|| Channel {
-                lock_key: lock_key.to_vec(),
-                waiters: VecDeque::new(),
-                subscribed: false,
-                preparing: false,
-                queued: None,
-                handoffs: 0,
-                turns: 0,
-                heard_on: None,
-                ring: false,
-                handed_on: false,
-                tenure: Tenure::default(),
-            }),
+            None => (channels.entry(name.clone())).or_insert_with(|| Channel::new(lock_key)),
         };
         entry.waiters.push_back(waiter);
         let handoffs_at_join = entry.handoffs;
@@ -563,12 +567,14 @@ impl Wakes {
 
     /// A quiet release of ours freed the lock at `lock_key` (or may have), its fence counter
     /// kept `fence_retention_ms`. `true` when a task is to be started to kick it (see
-    /// `kick_step`).
+    /// `kick_step`). The entry that decided the release was quiet may be gone by now (dropped
+    /// as idle by `take_idle`, or with a lost subscription, while the release was on its
+    /// way): it is made again, so the lock still ends kicked or taken back, never left to
+    /// the ring's polls. A kick pending keeps it until then (`is_forgettable`).
     pub fn freed_quietly(&self, lock_key: &[u8], fence_retention_ms: u64) -> bool {
-        self.with(&channel(lock_key), |entry| {
-            entry.tenure.freed(Instant::now(), fence_retention_ms)
-        })
-        .unwrap_or(false)
+        let mut channels = self.table();
+        let entry = (channels.entry(channel(lock_key))).or_insert_with(|| Channel::new(lock_key));
+        entry.tenure.freed(Instant::now(), fence_retention_ms)
     }
 
     /// What the task that kicks the lock at `lock_key` does next, with the fence counter's

@@ -581,3 +581,57 @@ async fn a_closing_environment_leaves_the_rings_nobody_alive_here_waits_in() {
     drop(waiter);
     assert_eq!(wakes.rings_to_leave(), vec![LOCK.to_vec()]);
 }
+
+/// A connection that got the lock by a grant and holds it, its waiter gone: subscribed, its
+/// tenure running, and (out of the ring, or its joining older than `QUEUE_LIFETIME`) not
+/// queued, so nothing but a pending kick keeps its entry from `take_idle`.
+fn tenured_and_idle() -> Arc<Wakes> {
+    let wakes = Arc::new(Wakes::default());
+    wakes.set_tenure(TenureTerms {
+        window: Duration::from_secs(60),
+        kick_after: Duration::ZERO,
+    });
+    let waiter = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
+    assert!(wakes.grant_remote(&channel(LOCK), remote).is_none());
+    assert!(waiter.take_grant().is_some());
+    drop(waiter);
+    wakes.left_ring(&channel(LOCK));
+    wakes
+}
+
+#[test]
+fn a_quiet_release_whose_entry_was_dropped_as_idle_meanwhile_is_still_kicked() {
+    let wakes = tenured_and_idle();
+    assert!(wakes.release_quietly(LOCK));
+    // Between the decision and the answer, idle subscriptions are dropped (more than
+    // IDLE_SUBSCRIPTIONS of them): this one with them.
+    assert_eq!(wakes.take_idle(0).len(), 1);
+    assert!(wakes.freed_quietly(LOCK, 5000), "no kick would be started");
+    assert_eq!(wakes.kick_step(LOCK), (KickStep::Kick, 5000));
+    assert!(!wakes.remembers(|| LOCK.to_vec()), "forgotten once kicked");
+}
+
+#[test]
+fn a_quiet_release_whose_subscription_was_lost_meanwhile_is_still_kicked() {
+    let wakes = tenured_and_idle();
+    assert!(wakes.release_quietly(LOCK));
+    wakes.connection_lost(&LostScope::All);
+    assert!(wakes.freed_quietly(LOCK, 5000), "no kick would be started");
+    assert_eq!(wakes.kick_step(LOCK), (KickStep::Kick, 5000));
+}
+
+#[test]
+fn a_quiet_release_taken_back_after_its_entry_was_dropped_needs_no_kick() {
+    let wakes = tenured_and_idle();
+    assert!(wakes.release_quietly(LOCK));
+    assert_eq!(wakes.take_idle(0).len(), 1);
+    assert!(wakes.freed_quietly(LOCK, 5000));
+    // Taken back by an attempt of ours before the kick is due: no kick, and our release
+    // after that grants (its entry forgotten with its waiter, the tenure with it).
+    let back = wakes.join(LOCK, TTL);
+    wakes.acquired(LOCK);
+    drop(back);
+    assert_ne!(wakes.kick_step(LOCK).0, KickStep::Kick);
+    assert!(!wakes.release_quietly(LOCK));
+}

@@ -12,12 +12,14 @@
 -- token, ARGV[5] the claim in ms, ARGV[6] our connection id, ARGV[7] '1' when we leave the
 -- ring too, ARGV[8] and ARGV[9] a grant channel before and after its connection id,
 -- ARGV[10] the fence counter's retention window in ms (see fence.lua), ARGV[11] the lock's
--- released channel. KEYS[4] the lock's wake queue (connections of ours that wait without
--- grants, see release_wake.lua).
+-- released channel, ARGV[12] '1' when the releasing connection has waiters of its own (it
+-- wakes one itself, and the wake queue is left alone, as in release_wake.lua). KEYS[4] the
+-- lock's wake queue (connections of ours that wait without grants, see release_wake.lua).
 -- An empty ARGV[1] is a kick: the lock, if free (a quiet release let it go, see
 -- wait/tenure.rs), is granted as ours would be.
 -- Returns 0 when the lock was not ours (nothing changed), 1 when it was released (nobody in
--- the ring listens), 3 when it was released for a connection of the wake queue (see
+-- the ring listens; the wake queue's first connection, if any, is told, as release_wake.lua
+-- would: a fleet that mixes both kinds must not leave it to its poll), 3 when it was released for a connection of the wake queue (see
 -- YIELD_EVERY), {2, id, fence, last fence of its block} when granted to connection id.
 local BLOCK = 1024
 -- While the ring is not empty the lock is never free, and a process that does not take
@@ -55,16 +57,25 @@ local function grant_fences()
   return low + 1, low + BLOCK, math.floor(after / every) ~= math.floor((after - BLOCK) / every)
 end
 
--- Frees the lock for the first connection of the wake queue, if any waits there; `head`
--- goes back to the front of the ring, ungranted.
-local function yield_to_queue()
+-- Tells the first connection of the wake queue, if any waits there, that the lock is free
+-- (pcall: a user whose ACL allows no sorted sets still releases; waiters poll).
+local function wake_queue()
   local next = redis.pcall('ZPOPMIN', KEYS[4])
   if type(next) ~= 'table' or not next[1] then
     return false
   end
+  announce(ARGV[11], next[1])
+  return true
+end
+
+-- Frees the lock for the first connection of the wake queue, if any waits there; `head`
+-- goes back to the front of the ring, ungranted.
+local function yield_to_queue()
+  if not wake_queue() then
+    return false
+  end
   redis.pcall('RPUSH', KEYS[3], redis.pcall('LPOP', KEYS[3]))
   redis.call('DEL', KEYS[1])
-  announce(ARGV[11], next[1])
   return true
 end
 
@@ -122,5 +133,10 @@ for _ = 1, type(turns) == 'number' and turns or 0 do
     redis.pcall('LPOP', KEYS[3])
   end
 end
+-- Nobody in the ring took it (empty, all gone, or only us): free, for whoever waits without
+-- grants. A kick comes here too, for a lock freed quietly with the queue left alone.
 redis.call('DEL', KEYS[1])
+if ARGV[12] ~= '1' then
+  wake_queue()
+end
 return 1
