@@ -12,6 +12,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../helpers/redis-server')
 const { startProxy } = require('../helpers/tcp-proxy')
+const { lateness } = require('../helpers/lateness')
 const Redis = require('ioredis')
 const { DistributedLock, DistributedLockService } = require('../..')
 const sg = require('../../syncguard')
@@ -32,29 +33,6 @@ const KEPT_FAIL_FAST_MS = 200
 const PERSIST_MS = 40
 // Quick restarts tried before giving up on making one that short.
 const QUICK_ROUNDS = 5
-
-/**
- * Starts measuring how late this thread's timers run: the time a loaded machine takes from
- * this process, which a bound on its reaction must allow on top of the reaction itself (a
- * quiet machine adds about nothing). Returns `stop()`, the lateness summed in ms.
- */
-function lateness() {
-  const STEP_MS = 5
-  let late = 0
-  let due = performance.now() + STEP_MS
-  const behind = () => Math.max(0, performance.now() - due - 1) // timers are ms-grained
-  let timer
-  const tick = () => {
-    late += behind()
-    due = performance.now() + STEP_MS
-    timer = setTimeout(tick, STEP_MS).unref()
-  }
-  timer = setTimeout(tick, STEP_MS).unref()
-  return () => {
-    clearTimeout(timer)
-    return late + behind()
-  }
-}
 
 /** How a promise settled, and after how many ms from `since`. */
 async function outcome(promise, since) {
