@@ -65,6 +65,20 @@ fn line_size(raw: &mut redis::Connection, key: &str) -> i64 {
         .unwrap()
 }
 
+/// Waits until `key`'s line holds `n` waiters (or `bound` ran out): a waiter's place is taken
+/// when Redis has it, however late load runs its task, not after a fixed sleep.
+async fn line_of(server: &RedisServer, key: &str, n: i64, bound: Duration) -> i64 {
+    let mut raw = server.raw();
+    let until = Instant::now() + bound;
+    loop {
+        let size = line_size(&mut raw, key);
+        if size == n || Instant::now() >= until {
+            return size;
+        }
+        tokio::time::sleep(MS(5)).await;
+    }
+}
+
 #[tokio::test]
 async fn waiters_get_the_lock_in_the_order_they_asked_wherever_they_wait() {
     let server = RedisServer::start();
@@ -80,7 +94,12 @@ async fn waiters_get_the_lock_in_the_order_they_asked_wherever_they_wait() {
     let mut waiting = Vec::new();
     for (locks, name) in [(&b, "b1"), (&a, "a1"), (&c, "c1"), (&a, "a2"), (&b, "b2")] {
         waiting.push(wait_for(locks, "turns", name, &order));
-        tokio::time::sleep(MS(60)).await;
+        let n = i64::try_from(waiting.len()).unwrap_or(i64::MAX);
+        assert_eq!(
+            line_of(&server, "turns", n, MS(10_000)).await,
+            n,
+            "{name} in line"
+        );
     }
     let released = Instant::now();
     assert!(a.release(&lease).await.unwrap());
@@ -105,7 +124,7 @@ async fn a_plain_attempt_does_not_get_ahead_of_the_line() {
     let lease = take(&holder, "queue").await;
     let order = Arc::new(Mutex::new(Vec::new()));
     let waiting = wait_for(&waiter, "queue", "waiter", &order);
-    tokio::time::sleep(MS(200)).await;
+    assert_eq!(line_of(&server, "queue", 1, MS(10_000)).await, 1);
     assert!(holder.release(&lease).await.unwrap());
     // Free, or taken by the waiter by now: either way not this attempt's to take.
     assert!(matches!(
@@ -138,10 +157,10 @@ async fn acquire_with_retries_takes_its_place_with_its_first_attempt() {
                 .await
         })
     };
-    tokio::time::sleep(MS(200)).await;
+    assert_eq!(line_of(&server, "retries", 1, MS(10_000)).await, 1);
     let order = Arc::new(Mutex::new(Vec::new()));
     let waiting = wait_for(&eager, "retries", "eager", &order);
-    tokio::time::sleep(MS(200)).await;
+    assert_eq!(line_of(&server, "retries", 2, MS(10_000)).await, 2);
     let released = Instant::now();
     assert!(holder.release(&lease).await.unwrap());
     let won = acquiring.await.unwrap().expect("acquire");
@@ -172,14 +191,13 @@ async fn a_waiter_that_gives_up_leaves_the_line() {
                 .await
         })
     };
-    tokio::time::sleep(MS(100)).await;
+    assert_eq!(line_of(&server, "leave", 1, MS(10_000)).await, 1);
     let order = Arc::new(Mutex::new(Vec::new()));
     let staying = wait_for(&stayer, "leave", "stayer", &order);
-    tokio::time::sleep(MS(100)).await;
-    assert_eq!(line_size(&mut server.raw(), "leave"), 2);
+    assert_eq!(line_of(&server, "leave", 2, MS(10_000)).await, 2);
     assert!(quitting.await.unwrap().is_err(), "the lock was held");
-    tokio::time::sleep(MS(100)).await;
-    assert_eq!(line_size(&mut server.raw(), "leave"), 1);
+    // Well before a place left alone runs out (2 s): the quitter took its own out.
+    assert_eq!(line_of(&server, "leave", 1, MS(1000)).await, 1);
     // The release names the one left in line.
     let released = Instant::now();
     assert!(holder.release(&lease).await.unwrap());

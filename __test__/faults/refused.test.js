@@ -12,12 +12,14 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../helpers/redis-server')
 const { startProxy } = require('../helpers/tcp-proxy')
+const { lateness } = require('../helpers/lateness')
 const Redis = require('ioredis')
 const { DistributedLock, DistributedLockService } = require('../..')
 const sg = require('../../syncguard')
 
 const WAIT_BOUND_MS = 8000
-// The issue's bound; measured a few ms (see the report printed by each case).
+// The issue's bound; measured a few ms (see the report printed by each case), 45-80 ms in
+// flight (40 ms of them PERSIST). Each bound below gets what load took on top (`lateness`).
 const FAIL_FAST_MS = 100
 // maestro's and syncguard's own paths on top of the same failure (measured 45-60 ms in
 // flight): a generous bound, still far below their 8 s wait.
@@ -26,6 +28,11 @@ const WRAPPED_FAIL_FAST_MS = 1000
 // that fails as the attempt would (measured 0.2-8 ms; about 330 ms when it retried the
 // refusal as a refresh does): a generous bound.
 const KEPT_FAIL_FAST_MS = 200
+// Refusals that persist this long put the server down (src/core/basics/drops.rs PERSIST): a
+// "quick restart" must refuse for less, which a loaded machine's late timers can spoil.
+const PERSIST_MS = 40
+// Quick restarts tried before giving up on making one that short.
+const QUICK_ROUNDS = 5
 
 /** How a promise settled, and after how many ms from `since`. */
 async function outcome(promise, since) {
@@ -56,11 +63,15 @@ test('a refused server: waits and acquisitions in flight, and new ones, reject w
     // The moment Redis refuses: kill() resolves once the process has exited.
     await server.kill()
     const killedAt = performance.now()
+    const stop = lateness()
     const settled = await Promise.all(inFlight.map((pending) => outcome(pending, killedAt)))
-    t.diagnostic(`in flight rejected ${settled.map((o) => o.ms.toFixed(1)).join(', ')} ms after Redis exited`)
+    const late = stop()
+    t.diagnostic(
+      `in flight rejected ${settled.map((o) => o.ms.toFixed(1)).join(', ')} ms after Redis exited (timers ${late.toFixed(1)} ms late)`,
+    )
     for (const [i, o] of settled.entries()) {
       assert.equal(o.code, 'ECONNECTION', `in flight #${i}`)
-      assert.ok(o.ms < FAIL_FAST_MS, `in flight #${i} rejected after ${o.ms.toFixed(0)} ms`)
+      assert.ok(o.ms < FAIL_FAST_MS + late, `in flight #${i} rejected after ${o.ms.toFixed(0)} ms (${late.toFixed(0)} late)`)
     }
     const fresh = []
     for (const start of [
@@ -69,12 +80,13 @@ test('a refused server: waits and acquisitions in flight, and new ones, reject w
       () => waiter.tryAcquire('refused:b', 1000),
     ]) {
       const startedAt = performance.now()
-      fresh.push(await outcome(start(), startedAt))
+      const stop = lateness()
+      fresh.push({ ...(await outcome(start(), startedAt)), late: stop() })
     }
     t.diagnostic(`new ones rejected after ${fresh.map((o) => o.ms.toFixed(1)).join(', ')} ms`)
     for (const [i, o] of fresh.entries()) {
       assert.equal(o.code, 'ECONNECTION', `new #${i}`)
-      assert.ok(o.ms < FAIL_FAST_MS, `new #${i} rejected after ${o.ms.toFixed(0)} ms`)
+      assert.ok(o.ms < FAIL_FAST_MS + o.late, `new #${i} rejected after ${o.ms.toFixed(0)} ms (${o.late.toFixed(0)} late)`)
     }
     // New ones kept alive load the refresh scripts first: the load fails as fast.
     const kept = []
@@ -83,48 +95,92 @@ test('a refused server: waits and acquisitions in flight, and new ones, reject w
       () => retrier.acquire('refused:c', 1000, { autoRefresh: true }),
     ]) {
       const startedAt = performance.now()
-      kept.push(await outcome(start(), startedAt))
+      const stop = lateness()
+      kept.push({ ...(await outcome(start(), startedAt)), late: stop() })
     }
     t.diagnostic(`new autoRefresh ones rejected after ${kept.map((o) => o.ms.toFixed(1)).join(', ')} ms`)
     for (const [i, o] of kept.entries()) {
       assert.equal(o.code, 'ECONNECTION', `new autoRefresh #${i}`)
-      assert.ok(o.ms < KEPT_FAIL_FAST_MS, `new autoRefresh #${i} rejected after ${o.ms.toFixed(0)} ms`)
+      assert.ok(
+        o.ms < KEPT_FAIL_FAST_MS + o.late,
+        `new autoRefresh #${i} rejected after ${o.ms.toFixed(0)} ms (${o.late.toFixed(0)} late)`,
+      )
     }
   } finally {
     await server.close()
   }
 })
 
+/**
+ * Waits and acquisitions in flight through `proxy` while it refuses for 20 ms: how the
+ * acquisitions sent while it refused settled, the waits (each settling to `{ i, won }` or
+ * `{ i, err }`, never rejecting), the holder's handle, and how long the port really refused.
+ */
+async function quickRestart(server, proxy, name) {
+  const holder = new DistributedLock(server.url)
+  const waiter = new DistributedLock(proxy.url)
+  const held = await holder.acquire(`${name}:a`, 30_000)
+  const waits = [
+    waiter.waitForLock(`${name}:a`, WAIT_BOUND_MS, 1000),
+    waiter.waitForLock(`${name}:a`, WAIT_BOUND_MS, 1000, { autoRefresh: true }),
+  ].map((pending, i) =>
+    pending.then(
+      (won) => ({ i, won }),
+      (err) => ({ i, err }),
+    ),
+  )
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const closedAt = performance.now()
+  const reopened = proxy.refuse(20)
+  // Sent while the port refuses: they meet the refusal and must ride it out.
+  const during = [waiter.acquire(`${name}:b`, 1000), waiter.tryAcquire(`${name}:c`, 1000)].map((pending) =>
+    outcome(pending, closedAt),
+  )
+  const refusedMs = await reopened
+  return { held, waits, refusedMs, settled: await Promise.all(during) }
+}
+
+/** Calls `each` with each of `waits` (see quickRestart) in the order they settle. */
+async function inTurn(waits, each) {
+  const left = new Map(waits.map((pending, i) => [i, pending]))
+  while (left.size > 0) {
+    const settled = await Promise.race(left.values())
+    left.delete(settled.i)
+    await each(settled)
+  }
+}
+
 test('a quick restart (port refused 20 ms) fails no wait nor acquisition: they carry on once it accepts', async (t) => {
   const server = await startRedis()
   const proxy = await startProxy(server.port)
   const raw = new Redis(server.port, '127.0.0.1')
   try {
-    const holder = new DistributedLock(server.url)
-    const waiter = new DistributedLock(proxy.url)
-    const held = await holder.acquire('quick:a', 30_000)
-    const waits = [
-      waiter.waitForLock('quick:a', WAIT_BOUND_MS, 1000),
-      waiter.waitForLock('quick:a', WAIT_BOUND_MS, 1000, { autoRefresh: true }),
-    ]
-    await new Promise((resolve) => setTimeout(resolve, 100))
-    const closedAt = performance.now()
-    const reopened = proxy.refuse(20)
-    // Sent while the port refuses: they meet the refusal and must ride it out.
-    const during = [waiter.acquire('quick:b', 1000), waiter.tryAcquire('quick:c', 1000)].map((pending) =>
-      outcome(pending, closedAt),
-    )
-    await reopened
-    const settled = await Promise.all(during)
-    t.diagnostic(`acquisitions sent while refused settled after ${settled.map((o) => o.ms.toFixed(1)).join(', ')} ms`)
-    for (const [i, o] of settled.entries()) assert.equal(o.code, 'resolved', `sent while refused #${i}`)
-    // Waits still in flight: each wins the lock in turn once it is released.
-    await held.release()
-    for (const [i, pending] of waits.entries()) {
-      const won = await pending
-      assert.ok(won !== null, `wait #${i} resolved null`)
-      assert.equal(await raw.get('lock:quick:a'), won.token, `wait #${i}: Redis names it the holder`)
-      await won.release()
+    for (let round = 1; ; round++) {
+      const name = `quick${round}`
+      const run = await quickRestart(server, proxy, name)
+      if (run.refusedMs >= PERSIST_MS) {
+        // Load kept the port closed as long as a server that is down: no quick restart, and
+        // failing then is right. Clean up and make another.
+        t.diagnostic(`round ${round}: the port refused ${run.refusedMs.toFixed(1)} ms; again`)
+        await run.held.release()
+        await inTurn(run.waits, ({ won }) => won?.release())
+        assert.ok(round < QUICK_ROUNDS, `no refusal shorter than ${PERSIST_MS} ms in ${round} rounds`)
+        continue
+      }
+      t.diagnostic(
+        `round ${round}: refused ${run.refusedMs.toFixed(1)} ms; acquisitions sent meanwhile settled after ${run.settled.map((o) => o.ms.toFixed(1)).join(', ')} ms`,
+      )
+      for (const [i, o] of run.settled.entries()) assert.equal(o.code, 'resolved', `sent while refused #${i}`)
+      // Waits still in flight: each wins the lock in turn once it is released, in whichever
+      // order (waiters of one connection are not fair ones, and the drop lined them up anew).
+      await run.held.release()
+      await inTurn(run.waits, async ({ i, won, err }) => {
+        assert.equal(err, undefined, `wait #${i} rejected: ${err?.code} ${err?.message}`)
+        assert.ok(won !== null, `wait #${i} resolved null`)
+        assert.equal(await raw.get(`lock:${name}:a`), won.token, `wait #${i}: Redis names it the holder`)
+        await won.release()
+      })
+      return
     }
   } finally {
     raw.disconnect()

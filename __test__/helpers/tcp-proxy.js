@@ -7,7 +7,8 @@
 // - setDelay(ms): delays every chunk by `ms` in each direction (order kept);
 // - reset(): resets every open connection, as a middlebox or a flapping link does;
 // - refuse(ms): resets every connection and refuses new ones for `ms`, then accepts again on
-//   the same port, as a Redis restarted by a supervisor does.
+//   the same port, as a Redis restarted by a supervisor does (resolves with the time it
+//   really refused, which load can stretch).
 const net = require('node:net')
 
 class TcpProxy {
@@ -95,14 +96,19 @@ class TcpProxy {
     }
   }
 
-  /** Resets every connection and closes the port for `ms`; resolves once it accepts again. */
+  /**
+   * Resets every connection and closes the port for `ms`; resolves once it accepts again, with
+   * how long the port was closed in fact (ms): under load the timer and the listen run late.
+   */
   async refuse(ms) {
+    const closedAt = performance.now()
     const closed = new Promise((resolve) => this.#server.close(resolve))
     this.reset()
     await closed
     await new Promise((resolve) => setTimeout(resolve, ms))
     this.#server = net.createServer((client) => this.#accept(client))
     await new Promise((resolve) => this.#server.listen(this.port, '127.0.0.1', resolve))
+    return performance.now() - closedAt
   }
 
   async close() {

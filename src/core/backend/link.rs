@@ -415,8 +415,8 @@ impl<W: Conduit> Link<W> {
         let mut pause = REFUSAL_FIRST_PAUSE;
         let mut fell_back = false;
         let mut extended = false;
+        let mut asked_again = false;
         loop {
-            let started = tokio::time::Instant::now();
             let manager = tokio::time::timeout_at(deadline, self.manager(deadline))
                 .await
                 .map_err(|_| (LockError::no_reply(timeout), None))?
@@ -555,6 +555,15 @@ impl<W: Conduit> Link<W> {
                 self.stale.store(true, Ordering::Release);
             }
             if self.fixed && err.is_connection_refusal() {
+                // The manager hands the first call after a failed reconnect that failure,
+                // however old, and only then connects again: counted as a refusal of now, a
+                // port closed 25 ms looks closed for 40 ms to a retry that ran late. Ask
+                // again at once, which meets the connect of now; count only that one.
+                if !asked_again {
+                    asked_again = true;
+                    continue;
+                }
+                asked_again = false;
                 // Refusals that persist put the server down: every waiter of this connection
                 // then tries at once (see ops/acquire.rs `pause_until`), and an attempt fails.
                 // Until then an attempt tries again, every few ms, to carry a quick restart.
@@ -586,7 +595,9 @@ impl<W: Conduit> Link<W> {
                 }
             }
             if resendable {
-                let since = *refused_since.get_or_insert(started);
+                // From the first failure, not from when the request went out: a call that
+                // waited long for its reply before a reset still gets its brief pauses.
+                let since = *refused_since.get_or_insert_with(tokio::time::Instant::now);
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 if since.elapsed() < REFUSAL_BUDGET && left > pause {
                     tokio::time::sleep(pause).await;
