@@ -282,6 +282,7 @@ describe('test 9: a worker thread exits mid quorum acquire', () => {
       await worker.terminate()
     }
     // What a terminated thread frees is sent as it goes; allow the nodes to run it.
+    figures.worker_terminated_before_receiving = `${keys.filter((_, index) => !Atomics.load(flags, index)).length} of ${ROUNDS}`
     const left = []
     for (const [index, key] of keys.entries()) {
       if (Atomics.load(flags, index)) continue
