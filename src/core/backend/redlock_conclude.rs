@@ -154,3 +154,50 @@ fn lost(
         false => Err(quorum_error(won, tally.nodes, tally.quorum, "agreed")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIVE: Tally = Tally {
+        nodes: 5,
+        quorum: 3,
+    };
+
+    fn won() -> Option<Result<Acquired, LockError>> {
+        Some(Ok(Acquired::Won {
+            fence: 1,
+            set_at: None,
+        }))
+    }
+
+    fn err(err: LockError) -> Option<Result<Acquired, LockError>> {
+        Some(Err(err))
+    }
+
+    #[test]
+    fn silent_nodes_past_the_validity_are_slow_not_unreachable() {
+        let ttl = Duration::from_millis(40);
+        let long_ago = Instant::now() - Duration::from_millis(100);
+        let silent = || err(LockError::no_reply(ttl));
+        let refused = || err(LockError::Connection("refused".into()));
+        let slow = [won(), won(), silent(), silent(), silent()];
+        assert!(silent_past_validity(&FIVE, &slow, long_ago, ttl));
+        // Still within the validity: not yet the validity's doing.
+        assert!(!silent_past_validity(
+            &FIVE,
+            &slow,
+            Instant::now(),
+            ttl * 100
+        ));
+        // Refused nodes are the quorum error, past the validity or not.
+        let down = [won(), won(), refused(), refused(), refused()];
+        assert!(!silent_past_validity(&FIVE, &down, long_ago, ttl));
+        // One silent node would have made the quorum: it is the validity's doing.
+        let one_short = [won(), won(), refused(), refused(), silent()];
+        assert!(silent_past_validity(&FIVE, &one_short, long_ago, ttl));
+        // A quorum heard: the verdict is theirs.
+        let heard = [won(), won(), won(), silent(), silent()];
+        assert!(!silent_past_validity(&FIVE, &heard, long_ago, ttl));
+    }
+}
