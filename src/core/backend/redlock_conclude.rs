@@ -56,6 +56,18 @@ impl RedlockStore {
             // A quorum won, but not within the validity: nothing held; slow nodes, not a
             // holder.
             Verdict::Failed if won.len() >= tally.quorum => Err(past_validity()),
+            // A quorum only with nodes that were still silent at the validity's end (the
+            // quorum path stops waiting for them there): slow nodes, not unreachable ones,
+            // as the runtime, which waits longer, reports once they answer late.
+            Verdict::Failed if silent_past_validity(&tally, &replies, started, op.ttl) => {
+                Err(LockError::Timeout(format!(
+                    "only {} of {} Redlock nodes answered within the lock's validity (ttl {} ms less the clock drift); a quorum is {}",
+                    heard(&replies),
+                    tally.nodes,
+                    op.ttl.as_millis(),
+                    tally.quorum
+                )))
+            }
             Verdict::Held | Verdict::Failed | Verdict::Pending => lost(&tally, &replies, won.len()),
         };
         self.undo(op, &replies, bound).await;
@@ -92,6 +104,27 @@ impl RedlockStore {
     }
 }
 
+fn heard(replies: &[Option<Result<Acquired, LockError>>]) -> usize {
+    replies.iter().flatten().filter(|r| answered(r)).count()
+}
+
+/// Whether fewer than a quorum answered, past the validity, and the nodes that timed out
+/// would have made one.
+fn silent_past_validity(
+    tally: &Tally,
+    replies: &[Option<Result<Acquired, LockError>>],
+    started: Instant,
+    ttl: Duration,
+) -> bool {
+    let silent = (replies.iter().flatten())
+        .filter(|r| matches!(r, Err(LockError::Timeout(_))))
+        .count();
+    let heard = heard(replies);
+    heard < tally.quorum
+        && heard + silent >= tally.quorum
+        && validity_left(ttl, started, Instant::now()).is_none()
+}
+
 /// Why an attempt that no quorum won (`won` nodes did) failed, as its `replies` tell: the
 /// quorum error short of a quorum answering; a holder, with the shortest TTL a node told;
 /// else the first error a node answered about the lock, else a node's refusal; never an
@@ -101,8 +134,7 @@ fn lost(
     replies: &[Option<Result<Acquired, LockError>>],
     won: usize,
 ) -> Result<Acquired, LockError> {
-    let heard = replies.iter().flatten().filter(|r| answered(r)).count();
-    tally.heard(heard)?;
+    tally.heard(heard(replies))?;
     let held = replies.iter().flatten().filter_map(|r| match r {
         Ok(Acquired::Held { ttl }) => Some(*ttl),
         _ => None,
@@ -120,5 +152,52 @@ fn lost(
     match oks.any(|r| !matches!(r, Acquired::Won { .. })) {
         true => Ok(Acquired::Refused),
         false => Err(quorum_error(won, tally.nodes, tally.quorum, "agreed")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIVE: Tally = Tally {
+        nodes: 5,
+        quorum: 3,
+    };
+
+    fn won() -> Option<Result<Acquired, LockError>> {
+        Some(Ok(Acquired::Won {
+            fence: 1,
+            set_at: None,
+        }))
+    }
+
+    fn err(err: LockError) -> Option<Result<Acquired, LockError>> {
+        Some(Err(err))
+    }
+
+    #[test]
+    fn silent_nodes_past_the_validity_are_slow_not_unreachable() {
+        let ttl = Duration::from_millis(40);
+        let long_ago = Instant::now() - Duration::from_millis(100);
+        let silent = || err(LockError::no_reply(ttl));
+        let refused = || err(LockError::Connection("refused".into()));
+        let slow = [won(), won(), silent(), silent(), silent()];
+        assert!(silent_past_validity(&FIVE, &slow, long_ago, ttl));
+        // Still within the validity: not yet the validity's doing.
+        assert!(!silent_past_validity(
+            &FIVE,
+            &slow,
+            Instant::now(),
+            ttl * 100
+        ));
+        // Refused nodes are the quorum error, past the validity or not.
+        let down = [won(), won(), refused(), refused(), refused()];
+        assert!(!silent_past_validity(&FIVE, &down, long_ago, ttl));
+        // One silent node would have made the quorum: it is the validity's doing.
+        let one_short = [won(), won(), refused(), refused(), silent()];
+        assert!(silent_past_validity(&FIVE, &one_short, long_ago, ttl));
+        // A quorum heard: the verdict is theirs.
+        let heard = [won(), won(), won(), silent(), silent()];
+        assert!(!silent_past_validity(&FIVE, &heard, long_ago, ttl));
     }
 }
