@@ -117,6 +117,10 @@ struct Channel {
     /// The channel subscribed for it: its released channel, or (a store that grants) this
     /// connection's grant channel of the lock.
     heard_on: Option<Vec<u8>>,
+    /// Also subscribed on this connection's own wake channel of the lock (`keys::wake_channel`,
+    /// named here): it queues under its marked name, and a release tells it there, skipping
+    /// it once nobody hears (see announce.lua's `wake_first`). Lost with `subscribed`.
+    own: Option<Vec<u8>>,
     /// Subscribed on this connection's grant channel of the lock: it takes the lock by grant
     /// from the lock's ring, and stays in the ring (`queued`) after its last waiter leaves.
     ring: bool,
@@ -175,6 +179,7 @@ impl Channel {
     fn lose_subscription(&mut self) {
         self.subscribed = false;
         self.heard_on = None;
+        self.own = None;
         self.ring = false;
         self.handed_on = false;
         self.queued = None;
@@ -328,6 +333,7 @@ impl Wakes {
                 handoffs: 0,
                 turns: 0,
                 heard_on: None,
+                own: None,
                 ring: false,
                 handed_on: false,
                 tenure: Tenure::default(),
@@ -410,6 +416,13 @@ impl Wakes {
     }
 
     pub(crate) fn is_subscribed(&self, channel: &[u8]) -> bool {
+        if keys::wake_of_channel(channel).is_some() {
+            return self
+                .with(&entry_of(channel), |entry| {
+                    entry.own.as_deref() == Some(channel)
+                })
+                .unwrap_or(false);
+        }
         self.with(&entry_of(channel), |entry| {
             entry.subscribed && entry.heard_on.as_deref().is_none_or(|on| on == channel)
         })
@@ -450,6 +463,10 @@ impl Wakes {
 
     pub(crate) fn mark_subscribed(&self, channel: &[u8]) {
         let entry_name = entry_of(channel);
+        if keys::wake_of_channel(channel).is_some() {
+            self.with(&entry_name, |entry| entry.own = Some(channel.to_vec()));
+            return;
+        }
         let ring = entry_name[..] != *channel;
         self.with(&entry_name, |entry| {
             entry.subscribed = true;
@@ -788,16 +805,19 @@ impl Wakes {
             if !keep && entry.subscribed {
                 names.push(entry.heard_on.take().unwrap_or_else(|| name.clone()));
             }
+            if let Some(own) = entry.own.take_if(|_| !keep) {
+                names.push(own);
+            }
             keep
         });
         names
     }
 }
 
-/// The wake-table entry a channel we listen on belongs to: a grant channel of ours is its
-/// lock's, named by the lock's released channel.
+/// The wake-table entry a channel we listen on belongs to: a grant or wake channel of ours
+/// is its lock's, named by the lock's released channel.
 pub fn entry_of(channel: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    match keys::grant_of_channel(channel) {
+    match keys::grant_of_channel(channel).or_else(|| keys::wake_of_channel(channel)) {
         Some((lock_key, _)) => std::borrow::Cow::Owned(self::channel(&lock_key)),
         None => std::borrow::Cow::Borrowed(channel),
     }

@@ -58,24 +58,15 @@ end
 -- Frees the lock for the first connection of the wake queue, if any waits there; `head`
 -- goes back to the front of the ring, ungranted.
 local function yield_to_queue()
-  local next = redis.pcall('ZPOPMIN', KEYS[4])
-  if type(next) ~= 'table' or not next[1] then
+  -- Deleted first: the wake goes out once the script ends, and a queue with nobody still
+  -- there leaves the lock free as a plain release would (the ring's head finds it at its
+  -- next attempt).
+  redis.call('DEL', KEYS[1])
+  if not wake_first(KEYS[4], ARGV[11]) then
     return false
   end
   redis.pcall('RPUSH', KEYS[3], redis.pcall('LPOP', KEYS[3]))
-  redis.call('DEL', KEYS[1])
-  announce(ARGV[11], next[1])
   return true
-end
-
--- How many connections heard `message` on `channel`, on sharded pub/sub where the server has
--- it (see announce.lua).
-local function told(channel, message)
-  local heard = redis.pcall('SPUBLISH', channel, message)
-  if type(heard) == 'table' then
-    heard = redis.pcall('PUBLISH', channel, message)
-  end
-  return type(heard) == 'number' and heard or 0
 end
 
 local holder = redis.call('GET', KEYS[1])
