@@ -486,3 +486,29 @@ async fn a_connection_queued_unmarked_is_told_on_the_released_channel_as_before(
     let text = format!("{message:?}");
     assert!(text.contains("earlier-id"), "{text}");
 }
+
+#[tokio::test]
+async fn a_waiters_polls_keep_its_connection_queued_under_the_marked_name_only() {
+    let server = RedisServer::start();
+    let holder = process(&server, 1);
+    let lease = take(&holder, "polls").await;
+    let waiter = process(&server, 2);
+    let waiting = tokio::spawn(async move {
+        waiter
+            .wait("polls", MS(30_000), MS(5000), MS(50), &CancellationToken::new())
+            .await
+    });
+    // Several polls, each an attempt that keeps the connection's place (acquire_queued.lua).
+    tokio::time::sleep(MS(600)).await;
+    let mut raw = server.raw();
+    let queued: Vec<String> = redis::cmd("ZRANGE")
+        .arg(keys::queue_key(b"lock:polls"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert!(queued[0].ends_with(keys::WAKE_MARK), "{queued:?}");
+    assert!(holder.release(&lease).await.unwrap());
+    assert!(waiting.await.unwrap().is_ok());
+}

@@ -974,6 +974,16 @@ impl Ticket {
         self.view().subscribed
     }
 
+    /// This connection's name in the lock's wake queue (`id`): marked (`keys::WAKE_MARK`)
+    /// while it also listens on its own wake channel of the lock, so releases check it there.
+    pub fn queue_name(&self, id: &str) -> String {
+        let own = self.wakes.with(&self.channel, |entry| entry.own.is_some());
+        match own {
+            Some(true) => format!("{id}{}", keys::WAKE_MARK),
+            _ => id.to_owned(),
+        }
+    }
+
     /// Whether other waiters of this connection wait for the same lock.
     pub fn has_company(&self) -> bool {
         self.view().company
