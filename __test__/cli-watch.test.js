@@ -9,6 +9,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { startRedis } = require('./helpers/redis-server')
 const { cli, inTerminal, until } = require('./helpers/cli')
+const Redis = require('ioredis')
 const { DistributedLock } = require('..')
 const sg = require('../syncguard')
 
@@ -40,7 +41,22 @@ after(async () => {
 })
 
 test('watch --json: one line per refresh, the contended lock first with its rates', async () => {
-  const { code, stdout, stderr } = await cli(['watch', '--json', '--interval', '500', '--count', '4', '--url', url])
+  // The contenders' wake-ups go to each waiting connection's own channel (one server: README
+  // "Guarantees", a dead waiter is skipped), which the watch must not listen on (its
+  // subscription would make a dead waiter look alive). What it counts, wake-ups announced on
+  // the lock's channel (Cluster, earlier versions), is sent here as such a release sends it.
+  const announcer = new Redis(url)
+  const announcing = setInterval(() => {
+    announcer.spublish('{lock:hot}:released', 'someone').catch(() => {})
+  }, 20)
+  let run
+  try {
+    run = await cli(['watch', '--json', '--interval', '500', '--count', '4', '--url', url])
+  } finally {
+    clearInterval(announcing)
+    announcer.disconnect()
+  }
+  const { code, stdout, stderr } = run
   assert.equal(code, 0, stderr)
   const frames = stdout.trim().split('\n').map((line) => JSON.parse(line))
   assert.equal(frames.length, 4)

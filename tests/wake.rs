@@ -339,3 +339,176 @@ async fn idle_subscriptions_are_dropped_past_the_limit_and_the_connection_stays_
         assert!(holder.release(&lease).await.unwrap());
     }
 }
+
+/// A connection queued under its marked name (`keys::WAKE_MARK`) that nobody hears any more:
+/// what a waiting process killed with SIGKILL leaves in the queue (Redis drops a closed
+/// connection's subscriptions; the queue place stays until it runs out).
+fn queue_dead_waiter(server: &RedisServer, lock_key: &[u8]) {
+    let mut raw = server.raw();
+    let _: i64 = redis::cmd("ZADD")
+        .arg(keys::queue_key(lock_key))
+        .arg(1)
+        .arg(format!("ghost{}", keys::WAKE_MARK))
+        .query(&mut raw)
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_dead_queued_waiter_does_not_swallow_the_wake() {
+    let server = RedisServer::start();
+    let holder = process(&server, 1);
+    let lease = take(&holder, "dead").await;
+    let waiting = wait_for(&process(&server, 2), "dead");
+    tokio::time::sleep(MS(300)).await;
+    // Ahead of the live waiter, as a process that queued first and was killed.
+    queue_dead_waiter(&server, b"lock:dead");
+    let mut raw = server.raw();
+    let first: Vec<String> = redis::cmd("ZRANGE")
+        .arg(keys::queue_key(b"lock:dead"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(first.len(), 2, "{first:?}");
+    assert_eq!(first[0], "ghost!");
+    assert!(first[1].ends_with('!'), "the live waiter is queued marked");
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let after = waiting.await.unwrap().duration_since(released);
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the release"
+    );
+}
+
+#[tokio::test]
+async fn a_wake_passed_on_skips_a_dead_queued_waiter_too() {
+    let server = RedisServer::start();
+    let holder = process(&server, 1);
+    let lease = take(&holder, "dead-pass").await;
+    let quitter = process(&server, 2);
+    let gave_up = quitter
+        .wait(
+            "dead-pass",
+            MS(30_000),
+            MS(300),
+            SLOW_POLL,
+            &CancellationToken::new(),
+        )
+        .await;
+    assert!(gave_up.is_err(), "the lock was held");
+    // The quitter's connection stays first; behind it a dead one, then the live waiter.
+    let mut raw = server.raw();
+    let _: i64 = redis::cmd("ZADD")
+        .arg(keys::queue_key(b"lock:dead-pass"))
+        .arg(2)
+        .arg("ghost!")
+        .query(&mut raw)
+        .unwrap();
+    let patient = wait_for(&process(&server, 3), "dead-pass");
+    tokio::time::sleep(MS(200)).await;
+    let released = Instant::now();
+    assert!(holder.release(&lease).await.unwrap());
+    let after = patient.await.unwrap().duration_since(released);
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the passed-on wake"
+    );
+}
+
+/// release_wake.lua as versions before the wake channels had it: it pops the first member and
+/// announces it on the released channel, whatever its name.
+const EARLIER_RELEASE: &str = r#"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+local next = redis.pcall('ZPOPMIN', KEYS[2])
+if type(next) == 'table' and next[1] then
+  local sent = redis.pcall('SPUBLISH', ARGV[2], next[1])
+  if type(sent) == 'table' and sent.err then redis.pcall('PUBLISH', ARGV[2], next[1]) end
+end
+return 1
+"#;
+
+#[tokio::test]
+async fn a_release_of_an_earlier_version_still_wakes_a_waiter_queued_marked() {
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let lock_key = b"lock:mixed";
+    let _: () = redis::cmd("SET")
+        .arg(lock_key)
+        .arg("old-holder")
+        .query(&mut raw)
+        .unwrap();
+    let waiting = wait_for(&process(&server, 2), "mixed");
+    tokio::time::sleep(MS(300)).await;
+    let released = Instant::now();
+    let freed: i64 = redis::cmd("EVAL")
+        .arg(EARLIER_RELEASE)
+        .arg(2)
+        .arg(lock_key)
+        .arg(keys::queue_key(lock_key))
+        .arg("old-holder")
+        .arg(keys::released_channel(lock_key))
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(freed, 1);
+    let after = waiting.await.unwrap().duration_since(released);
+    assert!(
+        after < MS(1000),
+        "took {after:?}: the poll, not the release"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_queued_unmarked_is_told_on_the_released_channel_as_before() {
+    // A process of an earlier version (or a Cluster store): queued under its bare id, it
+    // listens on the lock's released channel only.
+    let server = RedisServer::start();
+    let holder = process(&server, 1);
+    let lease = take(&holder, "earlier").await;
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut listener = client.get_connection().unwrap();
+    let channel = keys::released_channel(b"lock:earlier");
+    let _: redis::Value = redis::cmd("SSUBSCRIBE")
+        .arg(&channel)
+        .query(&mut listener)
+        .unwrap();
+    let mut raw = server.raw();
+    let _: i64 = redis::cmd("ZADD")
+        .arg(keys::queue_key(b"lock:earlier"))
+        .arg(1)
+        .arg("earlier-id")
+        .query(&mut raw)
+        .unwrap();
+    assert!(holder.release(&lease).await.unwrap());
+    listener.set_read_timeout(Some(MS(5000))).unwrap();
+    let message = listener.recv_response().unwrap();
+    let text = format!("{message:?}");
+    assert!(text.contains("earlier-id"), "{text}");
+}
+
+#[tokio::test]
+async fn a_waiters_polls_keep_its_connection_queued_under_the_marked_name_only() {
+    let server = RedisServer::start();
+    let holder = process(&server, 1);
+    let lease = take(&holder, "polls").await;
+    let waiter = process(&server, 2);
+    let waiting = tokio::spawn(async move {
+        waiter
+            .wait("polls", MS(30_000), MS(5000), MS(50), &CancellationToken::new())
+            .await
+    });
+    // Several polls, each an attempt that keeps the connection's place (acquire_queued.lua).
+    tokio::time::sleep(MS(600)).await;
+    let mut raw = server.raw();
+    let queued: Vec<String> = redis::cmd("ZRANGE")
+        .arg(keys::queue_key(b"lock:polls"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert!(queued[0].ends_with(keys::WAKE_MARK), "{queued:?}");
+    assert!(holder.release(&lease).await.unwrap());
+    assert!(waiting.await.unwrap().is_ok());
+}

@@ -106,6 +106,12 @@ pub enum FastPath {
 pub enum WakeKind {
     /// A release pops one queued connection and tells it on the lock's channel.
     Queue,
+    /// As `Queue`, and the server counts every receiver of a publish (one server): a waiting
+    /// connection also listens on its own wake channel of the lock and queues under a marked
+    /// name, and a release tells it there, popping the next in the same step when nobody
+    /// hears (its process died). Not on Cluster: a plain PUBLISH counts only the receiving
+    /// node's subscribers, so a count of 0 proves nothing there.
+    QueueChecked,
     /// Any node's message wakes every listener; polling covers the rest.
     Broadcast,
     /// Nothing is published: waiters only poll.

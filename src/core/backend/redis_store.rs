@@ -134,7 +134,7 @@ impl<W: Conduit> LockStore for RedisStore<W> {
             } else {
                 FastPath::None
             },
-            wake: WakeKind::Queue,
+            wake: WakeKind::QueueChecked,
             transactions: true,
         }
     }

@@ -107,43 +107,79 @@ pub fn ring_key(lock_key: &[u8]) -> Vec<u8> {
 /// The channel a grant of `lock_key` to connection `id` is published on: only that
 /// connection listens, so the publish's receiver count says whether it is still there.
 pub fn grant_channel(lock_key: &[u8], id: &str) -> Vec<u8> {
-    let (mut channel, suffix) = grant_channel_parts(lock_key);
-    channel.extend_from_slice(id.as_bytes());
-    channel.extend_from_slice(&suffix);
-    channel
+    own_channel(lock_key, GRANT, id)
 }
 
 /// `grant_channel` around its connection id, as the release script builds it for whichever
 /// connection is next: `{L}:grant:` and nothing, or `{T}\0grant:` and `\0<lock_key>`.
 pub fn grant_channel_parts(lock_key: &[u8]) -> (Vec<u8>, Vec<u8>) {
-    let mut channel = channel_key(lock_key, GRANT);
-    // The tag holds no `}`, and one separator byte follows it.
-    let end = channel.iter().position(|&b| b == b'}').unwrap_or(0) + 2 + GRANT.len();
-    let suffix = channel.split_off(end.min(channel.len()));
-    (channel, suffix)
+    own_channel_parts(lock_key, GRANT)
 }
 
 /// The lock key and connection id of a grant channel (`grant_channel`), when it is one.
 pub fn grant_of_channel(channel: &[u8]) -> Option<(Vec<u8>, String)> {
+    own_of_channel(channel, GRANT)
+}
+
+/// The channel a wake of connection `id`, queued for `lock_key` (see announce.lua's
+/// `wake_first`), is published on: only that connection listens, so the publish's receiver
+/// count says whether it is still there. The scripts build it from the lock's released
+/// channel, `released` replaced by `wake:<id>`: `{L}:wake:<id>` or `{T}\0wake:<id>\0<lock_key>`.
+pub fn wake_channel(lock_key: &[u8], id: &str) -> Vec<u8> {
+    own_channel(lock_key, WAKE, id)
+}
+
+/// The lock key and connection id of a wake channel (`wake_channel`), when it is one.
+pub fn wake_of_channel(channel: &[u8]) -> Option<(Vec<u8>, String)> {
+    own_of_channel(channel, WAKE)
+}
+
+/// A channel of one connection's for one lock: `kind` and the id where `channel_key` puts
+/// its suffix.
+fn own_channel(lock_key: &[u8], kind: &str, id: &str) -> Vec<u8> {
+    let (mut channel, suffix) = own_channel_parts(lock_key, kind);
+    channel.extend_from_slice(id.as_bytes());
+    channel.extend_from_slice(&suffix);
+    channel
+}
+
+fn own_channel_parts(lock_key: &[u8], kind: &str) -> (Vec<u8>, Vec<u8>) {
+    let mut channel = channel_key(lock_key, kind);
+    // The tag holds no `}`, and one separator byte follows it.
+    let end = channel.iter().position(|&b| b == b'}').unwrap_or(0) + 2 + kind.len();
+    let suffix = channel.split_off(end.min(channel.len()));
+    (channel, suffix)
+}
+
+fn own_of_channel(channel: &[u8], kind: &str) -> Option<(Vec<u8>, String)> {
     let rest = channel.strip_prefix(b"{")?;
     let close = rest.iter().position(|&b| b == b'}')?;
     let (inner, after) = (&rest[..close], &rest[close + 1..]);
     let (lock_key, id) = match after.split_first()? {
-        (b':', tail) => (inner.to_vec(), tail.strip_prefix(GRANT.as_bytes())?),
+        (b':', tail) => (inner.to_vec(), tail.strip_prefix(kind.as_bytes())?),
         (0, tail) => {
-            let tail = tail.strip_prefix(GRANT.as_bytes())?;
+            let tail = tail.strip_prefix(kind.as_bytes())?;
             let cut = tail.iter().position(|&b| b == 0)?;
             (tail[cut + 1..].to_vec(), &tail[..cut])
         }
         _ => return None,
     };
     let id = String::from_utf8(id.to_vec()).ok()?;
-    // Read back only what the same lock and id would be granted on.
-    (grant_channel(&lock_key, &id) == channel).then_some((lock_key, id))
+    // Read back only what the same lock and id would be published on.
+    (own_channel(&lock_key, kind, &id) == channel).then_some((lock_key, id))
 }
 
 /// The start of a grant channel's suffix, before the connection id.
 const GRANT: &str = "grant:";
+
+/// The start of a wake channel's suffix, before the connection id.
+const WAKE: &str = "wake:";
+
+/// Ends a wake queue's member for a connection that listens on its own wake channel
+/// (`wake_channel`): the scripts tell it there, and skip it when nobody hears. Connection ids
+/// are UUIDs, which never end so; a member without it (a connection of an earlier version,
+/// or one without its own channel) is told on the lock's released channel, as before.
+pub const WAKE_MARK: &str = "!";
 
 /// The fencing counter of a lock.
 pub fn fence_key(lock_key: &[u8]) -> Vec<u8> {

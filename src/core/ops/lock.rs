@@ -180,6 +180,7 @@ impl Locker {
         let queueing = waiting.filter(|ticket| !self.fair && ticket.is_subscribed());
         let company = queueing.is_some_and(Ticket::has_company);
         let member = waiting.map(|ticket| ticket.member(self.store.id()));
+        let queue_name = queueing.map(|ticket| ticket.queue_name(self.store.id()));
         let layout = match queueing {
             _ if self.fair => Layout::Fair {
                 member: member.as_deref().unwrap_or_default(),
@@ -190,7 +191,7 @@ impl Locker {
                 ring_id: self.store.id(),
             },
             Some(_) => Layout::Queued {
-                queue_id: self.store.id(),
+                queue_id: queue_name.as_deref().unwrap_or(self.store.id()),
                 score: wake::queue_score(),
                 company,
                 lifetime: wake::QUEUE_LIFETIME,

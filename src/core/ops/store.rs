@@ -9,7 +9,7 @@ use super::passing::Passing;
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::endpoint::Endpoint;
 use crate::core::backend::lock_store::{
-    Handover, Listener, LockStore, LostScope, ScriptsFor, Subscriptions,
+    Handover, Listener, LockStore, LostScope, ScriptsFor, Subscriptions, WakeKind,
 };
 use crate::core::basics::background::spawn;
 use crate::core::basics::drops::Drops;
@@ -184,9 +184,16 @@ impl Store {
         self.backend.caps().handover == Handover::Ring
     }
 
+    /// Whether this connection's waiters listen on their own wake channel of a lock too, and
+    /// queue under the marked name releases check (`WakeKind::QueueChecked`).
+    fn checks_wakes(&self) -> bool {
+        self.backend.caps().wake == WakeKind::QueueChecked
+    }
+
     /// A release was announced on `channel` for `to`: this connection (popped off the lock's
-    /// queue), one waiter of ours by name (`<id>:<seq>`, next in a fair lock's line), or
-    /// someone else. On our grant channel of a lock, a grant (see `granted`).
+    /// queue, under either of its names there), one waiter of ours by name (`<id>:<seq>`,
+    /// next in a fair lock's line), or someone else. On our grant channel of a lock, a grant
+    /// (see `granted`); on our wake channel of a lock, our turn.
     fn announced(&self, channel: &[u8], to: &[u8]) {
         if let Some((lock_key, id)) = keys::grant_of_channel(channel) {
             if id == self.id {
@@ -194,10 +201,17 @@ impl Store {
             }
             return;
         }
+        if let Some((lock_key, id)) = keys::wake_of_channel(channel) {
+            if id == self.id {
+                self.take_turn(&wake::channel(&lock_key));
+            }
+            return;
+        }
         let Some(rest) = to.strip_prefix(self.id.as_bytes()) else {
             return;
         };
-        if rest.is_empty() {
+        // Our marked name, told on the released channel by a release of an earlier version.
+        if rest.is_empty() || rest == keys::WAKE_MARK.as_bytes() {
             self.take_turn(channel);
             return;
         }
@@ -323,12 +337,20 @@ impl Store {
     }
 
     /// Puts this connection in the queue for `lock_key` (it keeps its place if already
-    /// there). `Some(true)` when the lock turned out free, `None` when queueing failed (an
-    /// ACL without sorted sets, say): the waiter then only polls.
-    async fn enqueue(&self, lock_key: &[u8], timeout: Duration) -> Option<bool> {
+    /// there), under its marked name when it listens on its own wake channel (`own`).
+    /// `Some(true)` when the lock turned out free, `None` when queueing failed (an ACL
+    /// without sorted sets, say): the waiter then only polls.
+    async fn enqueue(&self, lock_key: &[u8], own: bool, timeout: Duration) -> Option<bool> {
+        let marked;
+        let id = if own {
+            marked = format!("{}{}", self.id, keys::WAKE_MARK);
+            &marked
+        } else {
+            &self.id
+        };
         let enqueue = Enqueue {
             lock_key,
-            id: &self.id,
+            id,
             score: wake::queue_score(),
             lifetime: wake::QUEUE_LIFETIME,
         };
@@ -366,9 +388,24 @@ impl Store {
             if store.listen(&channel, timeout).await
                 && !fair
                 && store.wakes.needs_queueing(&channel)
-                && store.enqueue(&lock_key, timeout).await == Some(true)
             {
-                store.wakes.wake_local(&channel);
+                // Our own wake channel too, where the store can tell who hears it: a release
+                // then skips us once we are gone (a process killed while queued) instead of
+                // losing its wake on us. The released channel stays: releases of earlier
+                // versions, and of stores that cannot tell, announce there. Both stay
+                // subscribed between waits, so no section pays for either.
+                let own = store.checks_wakes()
+                    && store
+                        .backend
+                        .listen(
+                            &keys::wake_channel(&lock_key, &store.id),
+                            &*store.wakes,
+                            timeout,
+                        )
+                        .await;
+                if store.enqueue(&lock_key, own, timeout).await == Some(true) {
+                    store.wakes.wake_local(&channel);
+                }
             }
             store.wakes.end_preparing(&channel);
         });

@@ -515,7 +515,10 @@ fn the_queue_and_line_ops_send_their_scripts() {
         lock_key: b"lock:k",
         id: "conn",
     };
-    assert_sends(&zrem, &resp(&[b"ZREM", b"{lock:k}\xffwaiting", b"conn"]));
+    assert_sends(
+        &zrem,
+        &resp(&[b"ZREM", b"{lock:k}\xffwaiting", b"conn", b"conn!"]),
+    );
     let refused = crate::core::basics::resp::parse(b"-NOPERM no\r\n").unwrap();
     let (refused, _) = refused.unwrap();
     assert!(matches!(refused, Value::ServerError(_)));

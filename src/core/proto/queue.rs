@@ -13,6 +13,8 @@ use std::time::Duration;
 /// lock is free right now: the release it would wait for already happened.
 pub struct Enqueue<'a> {
     pub lock_key: &'a [u8],
+    /// The connection's id, ending in `keys::WAKE_MARK` when it listens on its own wake
+    /// channel of the lock (see announce.lua's `wake_first`).
     pub id: &'a str,
     /// Microseconds of the wall clock, as every way into the queue scores its places.
     pub score: u64,
@@ -37,8 +39,8 @@ impl Op for Enqueue<'_> {
     }
 }
 
-/// Passes a wake on: pops the next connection queued for `lock_key` and tells it on the
-/// lock's channel. Answers whether one was queued.
+/// Passes a wake on: pops the next connection queued for `lock_key` that is still there and
+/// tells it. Answers whether one was told.
 pub struct WakeNext<'a> {
     pub lock_key: &'a [u8],
 }
@@ -83,7 +85,8 @@ impl Op for LeaveLine<'_> {
     }
 }
 
-/// Takes connection `id` off the queue of `lock_key`: nobody waits there any more.
+/// Takes connection `id` off the queue of `lock_key`, under either of its names there (with
+/// and without `keys::WAKE_MARK`): nobody waits there any more.
 pub struct LeaveQueue<'a> {
     pub lock_key: &'a [u8],
     pub id: &'a str,
@@ -93,7 +96,13 @@ impl Op for LeaveQueue<'_> {
     type Out = ();
 
     fn encode<W: Wire>(&self, wire: &mut W) {
-        wire.command(&[b"ZREM", &keys::queue_key(self.lock_key), self.id.as_bytes()]);
+        let marked = format!("{}{}", self.id, keys::WAKE_MARK);
+        wire.command(&[
+            b"ZREM",
+            &keys::queue_key(self.lock_key),
+            self.id.as_bytes(),
+            marked.as_bytes(),
+        ]);
     }
 
     fn decode(&self, reply: Value) -> Result<(), LockError> {

@@ -272,6 +272,31 @@ fn a_release_announces_on_a_channel_of_the_lock_keys_slot() {
     }
 }
 
+/// The wake scripts build a connection's wake channel from the lock's released channel (see
+/// announce.lua's `wake_first`): `released` after the tag's `}` and separator becomes
+/// `wake:<id>`. It must be the channel the connection subscribed (`keys::wake_channel`).
+#[test]
+fn a_wake_channel_is_the_released_channel_with_the_connection_in_it() {
+    let mut keys_seen: Vec<&[u8]> = LOCK_KEYS.to_vec();
+    keys_seen.extend([&b"{released}x"[..], b"released", b"a}b{c", b"{}released"]);
+    for key in keys_seen {
+        let released = keys::released_channel(key);
+        let close = released.iter().position(|&b| b == b'}').unwrap_or(0) + 1;
+        let mut built = released[..close + 1].to_vec();
+        built.extend_from_slice(b"wake:c1");
+        built.extend_from_slice(&released[close + 1 + "released".len()..]);
+        let wake = keys::wake_channel(key, "c1");
+        assert_eq!(built, wake, "{}", String::from_utf8_lossy(key));
+        assert_eq!(slot(&wake), slot(key));
+        assert_eq!(
+            keys::wake_of_channel(&wake),
+            Some((key.to_vec(), "c1".to_owned()))
+        );
+        assert_eq!(keys::grant_of_channel(&wake), None);
+        assert_eq!(keys::wake_of_channel(&released), None);
+    }
+}
+
 #[test]
 fn each_refresh_of_a_batch_split_by_slot_stays_in_one_slot() {
     let pairs_owner: Vec<Vec<u8>> = LOCK_KEYS.iter().map(|key| keys::owner_key(key)).collect();

@@ -117,6 +117,10 @@ struct Channel {
     /// The channel subscribed for it: its released channel, or (a store that grants) this
     /// connection's grant channel of the lock.
     heard_on: Option<Vec<u8>>,
+    /// Also subscribed on this connection's own wake channel of the lock (`keys::wake_channel`,
+    /// named here): it queues under its marked name, and a release tells it there, skipping
+    /// it once nobody hears (see announce.lua's `wake_first`). Lost with `subscribed`.
+    own: Option<Vec<u8>>,
     /// Subscribed on this connection's grant channel of the lock: it takes the lock by grant
     /// from the lock's ring, and stays in the ring (`queued`) after its last waiter leaves.
     ring: bool,
@@ -138,6 +142,7 @@ impl Channel {
             handoffs: 0,
             turns: 0,
             heard_on: None,
+            own: None,
             ring: false,
             handed_on: false,
             tenure: Tenure::default(),
@@ -191,6 +196,7 @@ impl Channel {
     fn lose_subscription(&mut self) {
         self.subscribed = false;
         self.heard_on = None;
+        self.own = None;
         self.ring = false;
         self.handed_on = false;
         self.queued = None;
@@ -414,6 +420,13 @@ impl Wakes {
     }
 
     pub(crate) fn is_subscribed(&self, channel: &[u8]) -> bool {
+        if keys::wake_of_channel(channel).is_some() {
+            return self
+                .with(&entry_of(channel), |entry| {
+                    entry.own.as_deref() == Some(channel)
+                })
+                .unwrap_or(false);
+        }
         self.with(&entry_of(channel), |entry| {
             entry.subscribed && entry.heard_on.as_deref().is_none_or(|on| on == channel)
         })
@@ -454,6 +467,10 @@ impl Wakes {
 
     pub(crate) fn mark_subscribed(&self, channel: &[u8]) {
         let entry_name = entry_of(channel);
+        if keys::wake_of_channel(channel).is_some() {
+            self.with(&entry_name, |entry| entry.own = Some(channel.to_vec()));
+            return;
+        }
         let ring = entry_name[..] != *channel;
         self.with(&entry_name, |entry| {
             entry.subscribed = true;
@@ -794,16 +811,19 @@ impl Wakes {
             if !keep && entry.subscribed {
                 names.push(entry.heard_on.take().unwrap_or_else(|| name.clone()));
             }
+            if let Some(own) = entry.own.take_if(|_| !keep) {
+                names.push(own);
+            }
             keep
         });
         names
     }
 }
 
-/// The wake-table entry a channel we listen on belongs to: a grant channel of ours is its
-/// lock's, named by the lock's released channel.
+/// The wake-table entry a channel we listen on belongs to: a grant or wake channel of ours
+/// is its lock's, named by the lock's released channel.
 pub fn entry_of(channel: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    match keys::grant_of_channel(channel) {
+    match keys::grant_of_channel(channel).or_else(|| keys::wake_of_channel(channel)) {
         Some((lock_key, _)) => std::borrow::Cow::Owned(self::channel(&lock_key)),
         None => std::borrow::Cow::Borrowed(channel),
     }
@@ -958,6 +978,16 @@ impl Ticket {
 
     pub fn is_subscribed(&self) -> bool {
         self.view().subscribed
+    }
+
+    /// This connection's name in the lock's wake queue (`id`): marked (`keys::WAKE_MARK`)
+    /// while it also listens on its own wake channel of the lock, so releases check it there.
+    pub fn queue_name(&self, id: &str) -> String {
+        let own = self.wakes.with(&self.channel, |entry| entry.own.is_some());
+        match own {
+            Some(true) => format!("{id}{}", keys::WAKE_MARK),
+            _ => id.to_owned(),
+        }
     }
 
     /// Whether other waiters of this connection wait for the same lock.

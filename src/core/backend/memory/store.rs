@@ -122,7 +122,7 @@ impl LockStore for MemoryStore {
             handover: Handover::InScript,
             fairness: Fairness::Line,
             fast_path: FastPath::Inline,
-            wake: WakeKind::Queue,
+            wake: WakeKind::QueueChecked,
             transactions: false,
         }
     }

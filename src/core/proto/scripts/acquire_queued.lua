@@ -3,7 +3,7 @@
 -- same step, so no release can slip between a failed attempt and the queueing.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] queue; all one hash slot.
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the fence counter's retention window in ms (see
--- fence.lua), ARGV[4] the connection's id, ARGV[5] its queue score
+-- fence.lua), ARGV[4] the connection's name in the queue (see enqueue.lua), ARGV[5] its queue score
 -- (microseconds of its clock), ARGV[6] '1' while other waiters of that connection remain,
 -- ARGV[7] lifetime of the queue in ms.
 -- Returns {1, fence} when taken, {0, pttl} of the current holder when not.

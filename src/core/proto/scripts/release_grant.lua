@@ -18,9 +18,9 @@
 -- An empty ARGV[1] is a kick: the lock, if free (a quiet release let it go, see
 -- wait/tenure.rs), is granted as ours would be.
 -- Returns 0 when the lock was not ours (nothing changed), 1 when it was released (nobody in
--- the ring listens; the wake queue's first connection, if any, is told, as release_wake.lua
--- would: a fleet that mixes both kinds must not leave it to its poll), 3 when it was released for a connection of the wake queue (see
--- YIELD_EVERY), {2, id, fence, last fence of its block} when granted to connection id.
+-- the ring listens; the wake queue's first live connection, if any, is told, as
+-- release_wake.lua would: a fleet that mixes both kinds must not leave it to its poll), 3 when
+-- it was released for a connection of the wake queue (see YIELD_EVERY), {2, id, fence, last fence of its block} when granted to connection id.
 local BLOCK = 1024
 -- While the ring is not empty the lock is never free, and a process that does not take
 -- grants would wait for good: every this many blocks drawn for grants (one per grant while
@@ -57,36 +57,22 @@ local function grant_fences()
   return low + 1, low + BLOCK, math.floor(after / every) ~= math.floor((after - BLOCK) / every)
 end
 
--- Tells the first connection of the wake queue, if any waits there, that the lock is free
--- (pcall: a user whose ACL allows no sorted sets still releases; waiters poll).
+-- Tells the first connection of the wake queue still there that the lock is free, skipping
+-- the dead (see announce.lua `wake_first`); `false` when nobody waits there.
 local function wake_queue()
-  local next = redis.pcall('ZPOPMIN', KEYS[4])
-  if type(next) ~= 'table' or not next[1] then
-    return false
-  end
-  announce(ARGV[11], next[1])
-  return true
+  return wake_first(KEYS[4], ARGV[11])
 end
 
 -- Frees the lock for the first connection of the wake queue, if any waits there; `head`
--- goes back to the front of the ring, ungranted.
+-- goes back to the front of the ring, ungranted. Deleted first: a queue with nobody still
+-- there leaves it deleted only until the grant that follows sets it again.
 local function yield_to_queue()
+  redis.call('DEL', KEYS[1])
   if not wake_queue() then
     return false
   end
   redis.pcall('RPUSH', KEYS[3], redis.pcall('LPOP', KEYS[3]))
-  redis.call('DEL', KEYS[1])
   return true
-end
-
--- How many connections heard `message` on `channel`, on sharded pub/sub where the server has
--- it (see announce.lua).
-local function told(channel, message)
-  local heard = redis.pcall('SPUBLISH', channel, message)
-  if type(heard) == 'table' then
-    heard = redis.pcall('PUBLISH', channel, message)
-  end
-  return type(heard) == 'number' and heard or 0
 end
 
 local holder = redis.call('GET', KEYS[1])

@@ -1,6 +1,6 @@
 -- Release a lock that may have waiters, and wake exactly one of them: the connection that
--- has queued longest is taken off the queue and told on the lock's channel (it wakes one of
--- its waiters). Nobody else hears of it, so a release never sets off a herd.
+-- has queued longest and is still there is taken off the queue and told (it wakes one of its
+-- waiters; see announce.lua's `wake_first`). Nobody else hears of it, so a release never sets off a herd.
 -- KEYS[1] lock key (holds the token), KEYS[2] queue of waiting connections (sorted set).
 -- ARGV[1] token, ARGV[2] the lock's channel, ARGV[3] '1' when the releasing connection has
 -- waiters of its own: it wakes one itself, and the queue is left alone.
@@ -12,9 +12,5 @@ redis.call('DEL', KEYS[1])
 if ARGV[3] == '1' then
   return 1
 end
--- pcall: a user whose ACL allows no sorted sets or channels still releases; waiters poll.
-local next = redis.pcall('ZPOPMIN', KEYS[2])
-if type(next) == 'table' and next[1] then
-  announce(ARGV[2], next[1])
-end
+wake_first(KEYS[2], ARGV[2])
 return 1

@@ -25,11 +25,7 @@ elseif held.lockId ~= ARGV[1] then
 end
 redis.call('DEL', lock_key, KEYS[1])
 if lock_key == KEYS[2] and ARGV[3] ~= '1' then
-  -- pcall: a user whose ACL allows no sorted sets or channels still releases; waiters poll.
-  local next = redis.pcall('ZPOPMIN', KEYS[3])
-  if type(next) == 'table' and next[1] then
-    announce(ARGV[2], next[1])
-  end
+  wake_first(KEYS[3], ARGV[2])
 end
 if lock_key == KEYS[2] then
   return code
