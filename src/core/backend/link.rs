@@ -267,6 +267,15 @@ impl<W: Conduit> Link<W> {
         self.listener.connection_lost(LostScope::All);
     }
 
+    /// A (un)subscription got no answer in time: a connection that cannot vouch for its
+    /// order afterwards is opened afresh, as `call` does.
+    fn abandon_after_timeout(&self) {
+        if !W::KEPT_ON_TIMEOUT {
+            self.discard_manager();
+            self.dropped.signal();
+        }
+    }
+
     /// Subscribes the connection to a lock's channel. `false` when it could not: a RESP2
     /// connection carries no pushes beside replies, and a failed SUBSCRIBE is no reason to
     /// fail a wait that polls anyway.
@@ -309,8 +318,7 @@ impl<W: Conduit> Link<W> {
             Ok(subscribed) => subscribed,
             Err(_) => {
                 // As for any call without an answer (see `call`): start afresh.
-                self.discard_manager();
-                self.dropped.signal();
+                self.abandon_after_timeout();
                 false
             }
         }
@@ -337,8 +345,7 @@ impl<W: Conduit> Link<W> {
         };
         if tokio::time::timeout(timeout, work).await.is_err() {
             // As for any call without an answer (see `call`): start afresh.
-            self.discard_manager();
-            self.dropped.signal();
+            self.abandon_after_timeout();
         }
     }
 
@@ -521,9 +528,13 @@ impl<W: Conduit> Link<W> {
                     // A request that got no reply keeps its place in the connection's reply
                     // queue; if its bytes were lost, every later reply would go to the wrong
                     // caller. Start afresh. (Every operation checks the owner token, so a late
-                    // execution on the old socket is harmless.)
-                    self.discard_manager();
-                    self.dropped.signal();
+                    // execution on the old socket is harmless.) A cluster's connection keeps
+                    // its order per node and stays: the caller puts the call's slot alone in
+                    // doubt (`send`).
+                    if !W::KEPT_ON_TIMEOUT {
+                        self.discard_manager();
+                        self.dropped.signal();
+                    }
                     let err = LockError::no_reply(timeout);
                     return Err((Box::pin(self.explain(err)).await, Some(Pinned(manager))));
                 }
@@ -678,6 +689,13 @@ impl<W: Conduit> Link<W> {
                 *answered = Some(sent);
             }
         }
+        // Left unanswered on a connection that was kept: its slot's locks are in doubt, and
+        // are checked again now (see `Conduit::KEPT_ON_TIMEOUT`).
+        if W::KEPT_ON_TIMEOUT && matches!(answer, Err((LockError::Timeout(_), _))) {
+            if let Some(slot) = W::slot_of(request_cmd(request)) {
+                self.dropped.signal_slot(slot);
+            }
+        }
         // A call whose last try got no answer (a timeout, no connection) is traced here.
         if trace::on() && !replied.load(Ordering::Relaxed) {
             let failed = answer.as_ref().err().map(|(err, _)| err);
@@ -712,8 +730,13 @@ impl<W: Conduit> Link<W> {
 
 /// The bytes `request` sends, for a `DEBUG` line.
 fn packed_request(request: &Request) -> Vec<u8> {
+    request_cmd(request).get_packed_command()
+}
+
+/// The command `request` sends first.
+fn request_cmd(request: &Request) -> &Cmd {
     match request {
-        Request::Command(cmd) | Request::Script { evalsha: cmd, .. } => cmd.get_packed_command(),
+        Request::Command(cmd) | Request::Script { evalsha: cmd, .. } => cmd,
     }
 }
 
