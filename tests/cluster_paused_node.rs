@@ -230,3 +230,49 @@ async fn a_paused_master_costs_only_its_own_calls_and_holders() {
         assert!(locks.release(lease).await.expect("release"));
     }
 }
+
+/// A master paused for good while its replica takes over: the crate's slot map still names
+/// the paused node, which answers no MOVED, so calls on its slots would time out until it
+/// woke. Silent past `STUCK` (5 s), the connection is opened afresh and reads the new map.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_paused_through_its_failover_is_left_for_its_replica() {
+    let cluster = RedisCluster::start(3, 1);
+    let masters = cluster.master_ports();
+    let paused = masters[0];
+    let map = cluster.slot_map();
+    let key = keys_on(&map, paused, "moved:", 1).remove(0);
+    let store = Store::shared(cluster.endpoint(MS(1000)));
+    let locks = Locker::new(store.clone(), PREFIX, BOUND);
+    let probe = match locks.attempt(&key, MS(1000)).await.expect("attempt") {
+        Attempt::Acquired(lease) => lease,
+        Attempt::Held { .. } => panic!("{key} is held"),
+    };
+    assert!(locks.release(&probe).await.expect("release"));
+
+    cluster.node(paused).signal("-STOP");
+    let _stopped = Paused(cluster.node(paused));
+    let stopped_at = Instant::now();
+    // The node timeout (1 s) and the election, then at most `STUCK` of silence.
+    let by = stopped_at + MS(12_000);
+    let lease = loop {
+        match locks.attempt(&key, MS(1000)).await {
+            Ok(Attempt::Acquired(lease)) => break lease,
+            Ok(Attempt::Held { .. }) => panic!("{key} is held"),
+            Err(err) => assert!(
+                Instant::now() < by,
+                "{:?} after the pause, still: {err}",
+                stopped_at.elapsed()
+            ),
+        }
+        tokio::time::sleep(MS(100)).await;
+    };
+    assert!(
+        stopped_at.elapsed() > MS(1000),
+        "acquired {:?} after the pause, before any failover",
+        stopped_at.elapsed()
+    );
+    assert!(locks
+        .release(&lease)
+        .await
+        .expect("release on the new master"));
+}

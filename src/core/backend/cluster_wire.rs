@@ -128,8 +128,9 @@ impl Conduit for ClusterPair {
     /// The crate keeps one multiplexed connection per node: a request whose caller gave up
     /// stays queued there and its reply, whenever it comes, goes nowhere, without shifting
     /// any other. Opening the whole cluster afresh instead would put every lock on every
-    /// master in doubt for one node's silence. (The crate's own response timeout is left
-    /// off: it would send the command again at once, to the same silent node.)
+    /// master in doubt for one node's silence; a node silent for long still has it opened
+    /// afresh (`silences.rs`). (The crate's own response timeout is left off: it would send
+    /// the command again at once, to the same silent node.)
     const KEPT_ON_TIMEOUT: bool = true;
 
     fn slot_of(cmd: &Cmd) -> Option<u16> {

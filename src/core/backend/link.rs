@@ -7,6 +7,7 @@ use super::endpoint::{Address, Endpoint};
 use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::quarantine::Quarantine;
+use super::silences::Silences;
 use super::upstream::Upstream;
 use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::clock::Stamp;
@@ -120,6 +121,8 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// With `DEBUG` on: since when the crate's setup of a (re)opened connection is untraced;
     /// written at the first answer after (see `Conduit::setup`).
     setup: Arc<Mutex<Option<Instant>>>,
+    /// A cluster's slots whose calls go unanswered (see `silences.rs`).
+    silences: Silences,
 }
 
 impl<W: Conduit> Link<W> {
@@ -150,6 +153,7 @@ impl<W: Conduit> Link<W> {
             switching: tokio::sync::Mutex::new(()),
             answered: Mutex::new(None),
             setup: Arc::new(Mutex::new(None)),
+            silences: Silences::default(),
         }
     }
 
@@ -689,12 +693,8 @@ impl<W: Conduit> Link<W> {
                 *answered = Some(sent);
             }
         }
-        // Left unanswered on a connection that was kept: its slot's locks are in doubt, and
-        // are checked again now (see `Conduit::KEPT_ON_TIMEOUT`).
-        if W::KEPT_ON_TIMEOUT && matches!(answer, Err((LockError::Timeout(_), _))) {
-            if let Some(slot) = W::slot_of(request_cmd(request)) {
-                self.dropped.signal_slot(slot);
-            }
+        if W::KEPT_ON_TIMEOUT {
+            self.heard(request, &answer);
         }
         // A call whose last try got no answer (a timeout, no connection) is traced here.
         if trace::on() && !replied.load(Ordering::Relaxed) {
@@ -702,6 +702,28 @@ impl<W: Conduit> Link<W> {
             trace_call(&packed_request(request), started, failed);
         }
         answer
+    }
+
+    /// What a call's answer says of its slot's node, on a connection kept when a call times
+    /// out (see `Conduit::KEPT_ON_TIMEOUT`): left unanswered, its slot's locks are in doubt
+    /// and checked again now, and a slot silent for `silences::STUCK` has the connection
+    /// opened afresh (see `silences.rs`).
+    fn heard<T>(&self, request: &Request, answer: &Result<T, (LockError, Option<Pinned<W>>)>) {
+        match answer {
+            Ok(_) => self.silences.answered(|| W::slot_of(request_cmd(request))),
+            Err((LockError::Timeout(_), _)) => {
+                let Some(slot) = W::slot_of(request_cmd(request)) else {
+                    return;
+                };
+                if self.silences.unanswered(slot, Instant::now()) {
+                    self.discard_manager();
+                    self.dropped.signal();
+                } else {
+                    self.dropped.signal_slot(slot);
+                }
+            }
+            Err(_) => {}
+        }
     }
 
     /// Sends a whole pipeline in one write and returns each command's own result, so one
