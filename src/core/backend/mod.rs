@@ -21,5 +21,6 @@ pub mod redlock_store;
 mod redlock_syncguard;
 pub mod redlock_tally;
 mod sentinel;
+mod silences;
 mod upstream;
 pub mod wire;
