@@ -7,10 +7,9 @@ use super::link::Replay;
 use super::redlock_store::RedlockStore;
 use super::redlock_syncguard::won_expiry;
 use super::redlock_tally::{
-    acquire_verdict, answered, finish, is_answer, quorum_error, validity_left, Stragglers, Tally,
-    Verdict,
+    acquire_verdict, answered, finish, ignore, is_answer, quorum_error, validity_left, Stragglers,
+    Tally, Verdict,
 };
-use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::Request;
@@ -86,17 +85,21 @@ impl RedlockStore {
         F: Future<Output = Result<Value, LockError>> + Send + 'static,
     {
         let (Some(free), false) = (free, stragglers.is_empty()) else {
-            finish(stragglers, |_, _| {});
+            finish(stragglers, ignore);
             return;
         };
         // Watched before the conclusion, whose undo marks it over.
         let watch = self.late().watch(op.token);
         let stores = self.stores();
-        finish(stragglers, move |i, reply: Result<Value, LockError>| {
-            if let (Ok(_), true, Some(store)) = (reply, watch.over(), stores.get(i)) {
-                background::spawn(store.send_owned(&free, bound, Replay::Safe).map(drop));
-            }
-        });
+        finish(
+            stragglers,
+            move |i, reply: Result<Value, LockError>| match (reply, watch.over(), stores.get(i)) {
+                (Ok(_), true, Some(store)) => {
+                    Some(store.send_owned(&free, bound, Replay::Safe).map(drop))
+                }
+                _ => None,
+            },
+        );
     }
 
     /// The fence of a quorum `won` with differing fences, once written back within the

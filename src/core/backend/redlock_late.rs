@@ -8,7 +8,7 @@
 
 use crate::core::basics::sync::lock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The tokens of attempts whose stragglers are still out.
@@ -19,7 +19,24 @@ pub struct LateBook {
 
 struct Entry {
     watchers: usize,
-    over: Arc<AtomicBool>,
+    /// The current attempt's state (`LIVE`, `OVER`); an earlier try's is `SUPERSEDED`.
+    state: Arc<AtomicU8>,
+}
+
+const LIVE: u8 = 0;
+const OVER: u8 = 1;
+const SUPERSEDED: u8 = 2;
+
+/// What a straggler's win comes to, by its token's state when its reply is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Late {
+    /// The token's lock stands (or its conclusion is still to come): kept.
+    Kept,
+    /// Released or undone: freed on the straggler's node.
+    Over,
+    /// Another try with the same token started since: that try's own conclusion covers
+    /// the node (its request there runs after this one, on the same connection).
+    Superseded,
 }
 
 impl LateBook {
@@ -28,13 +45,13 @@ impl LateBook {
         let mut tokens = lock(&self.tokens);
         let entry = tokens.entry(token.to_owned()).or_insert_with(|| Entry {
             watchers: 0,
-            over: Arc::new(AtomicBool::new(false)),
+            state: Arc::new(AtomicU8::new(LIVE)),
         });
         entry.watchers += 1;
         Watch {
             book: self.clone(),
             token: token.to_owned(),
-            over: entry.over.clone(),
+            state: entry.state.clone(),
         }
     }
 
@@ -43,16 +60,18 @@ impl LateBook {
     pub fn end(&self, token: &str) {
         let tokens = lock(&self.tokens);
         if let Some(entry) = tokens.get(token) {
-            entry.over.store(true, Ordering::Release);
+            entry.state.store(OVER, Ordering::Release);
         }
     }
 
-    /// An attempt with `token` starts again (syncguard keeps a lockId across its tries): a
-    /// win of an earlier try's straggler is now this one's, whose own conclusion decides.
+    /// An attempt with `token` starts again (syncguard keeps a lockId across its tries):
+    /// an earlier try's straggler read from now on frees nothing (it would free this try's
+    /// lock); this try is watched afresh.
     pub fn begin(&self, token: &str) {
-        let tokens = lock(&self.tokens);
-        if let Some(entry) = tokens.get(token) {
-            entry.over.store(false, Ordering::Release);
+        let mut tokens = lock(&self.tokens);
+        if let Some(entry) = tokens.get_mut(token) {
+            entry.state.store(SUPERSEDED, Ordering::Release);
+            entry.state = Arc::new(AtomicU8::new(LIVE));
         }
     }
 }
@@ -61,14 +80,22 @@ impl LateBook {
 pub struct Watch {
     book: Arc<LateBook>,
     token: String,
-    over: Arc<AtomicBool>,
+    state: Arc<AtomicU8>,
 }
 
 impl Watch {
-    /// Whether the token's lock is over (released, or the attempt undone): a straggler's win
-    /// is to be freed.
+    /// What a straggler's win read now comes to.
+    pub fn late(&self) -> Late {
+        match self.state.load(Ordering::Acquire) {
+            LIVE => Late::Kept,
+            OVER => Late::Over,
+            _ => Late::Superseded,
+        }
+    }
+
+    /// Whether a straggler's win read now is to be freed.
     pub fn over(&self) -> bool {
-        self.over.load(Ordering::Acquire)
+        self.late() == Late::Over
     }
 
     /// The attempt lost: its stragglers' wins are freed.
@@ -102,12 +129,16 @@ mod tests {
         let second = book.watch("t");
         book.end("t");
         assert!(first.over() && second.over());
+        // A new try with the token: the earlier ones' stragglers free nothing any more.
         book.begin("t");
-        assert!(!first.over());
+        assert_eq!(first.late(), Late::Superseded);
+        let third = book.watch("t");
+        assert_eq!(third.late(), Late::Kept);
         drop(first);
         second.end();
-        assert!(second.over());
-        drop(second);
+        assert_eq!(second.late(), Late::Superseded);
+        assert!(third.over());
+        drop((second, third));
         assert!(lock(&book.tokens).is_empty());
         // Not watched: nothing kept for it.
         book.end("t");

@@ -15,8 +15,8 @@ use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
 use super::redlock_late::LateBook;
 use super::redlock_tally::{
-    answered, failed, finish, gather, gather_read, quorum_error, release_verdict, validity_left,
-    won, Tally,
+    answered, failed, finish, gather, gather_read, ignore, quorum_error, release_verdict,
+    validity_left, won, Tally,
 };
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -235,7 +235,7 @@ impl RedlockStore {
         let (replies, stragglers) =
             gather_read(calls, read, |_| false, enough, Duration::MAX).await;
         // Not dropped: a write not yet on its node's connection would never reach it.
-        finish(stragglers, |_, _| {});
+        finish(stragglers, ignore);
         replies
     }
 

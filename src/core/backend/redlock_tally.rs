@@ -277,21 +277,36 @@ where
 }
 
 /// Lets `stragglers` run to their end (each call is bounded by its own timeout) on a task
-/// of its own, each late reply given to `late` with its node's index. Nothing is spawned
-/// when none is left (the usual case: every node answered within the grace).
-pub fn finish<F, R>(mut stragglers: Stragglers<F>, late: impl Fn(usize, R) + Send + 'static)
-where
+/// of its own, each late reply given to `late` with its node's index. What `late` answers
+/// is polled once at once, so that it is on its node's connection before anything sent
+/// after this reply was read, then left to a task of its own. Nothing is spawned when no
+/// straggler is left (the usual case: every node answered within the grace).
+pub fn finish<F, R, G>(
+    mut stragglers: Stragglers<F>,
+    late: impl Fn(usize, R) -> Option<G> + Send + 'static,
+) where
     F: Future<Output = R> + Send + 'static,
     R: Send + 'static,
+    G: Future<Output = ()> + Send + 'static,
 {
     if stragglers.is_empty() {
         return;
     }
     background::spawn(async move {
         while let Some((i, reply)) = stragglers.next().await {
-            late(i, reply);
+            if let Some(work) = late(i, reply) {
+                let mut work = Box::pin(work);
+                if futures_util::poll!(&mut work).is_pending() {
+                    background::spawn(work);
+                }
+            }
         }
     });
+}
+
+/// For `finish`: nothing to do with a late reply.
+pub fn ignore<R>(_node: usize, _reply: R) -> Option<std::future::Ready<()>> {
+    None
 }
 
 #[cfg(test)]

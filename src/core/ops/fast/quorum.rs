@@ -12,7 +12,7 @@
 
 use super::{Later, Step};
 use crate::core::backend::boundary::Backend;
-use crate::core::backend::redlock_late::Watch;
+use crate::core::backend::redlock_late::{Late, Watch};
 use crate::core::backend::redlock_store::RedlockStore;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -223,10 +223,12 @@ impl<Q: Quorum> QuorumState<Q> {
     fn undo_for(&self, late: bool) -> Option<&Undo> {
         match &self.decided {
             Some(Decided::Lost(undo)) => Some(undo),
-            Some(Decided::Concluding(undo)) => {
-                let over = self.watch.as_ref().is_some_and(Watch::over);
-                (late || over).then_some(undo)
-            }
+            Some(Decided::Concluding(undo)) => match self.watch.as_ref().map(Watch::late) {
+                // The runtime tries again with the token: its own conclusion covers the node.
+                Some(Late::Superseded) => None,
+                Some(Late::Over) => Some(undo),
+                _ => late.then_some(undo),
+            },
             _ => None,
         }
     }
