@@ -17,6 +17,7 @@ mod quarantine;
 pub mod redis_store;
 mod redlock_book;
 mod redlock_conclude;
+pub mod redlock_late;
 pub mod redlock_store;
 mod redlock_syncguard;
 pub mod redlock_tally;
