@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 /// The tokens of attempts whose stragglers are still out.
 #[derive(Default)]
 pub struct LateBook {
-    tokens: Mutex<HashMap<String, Entry>>,
+    tokens: Mutex<HashMap<String, TokenState>>,
 }
 
-struct Entry {
+struct TokenState {
     watchers: usize,
     /// The current attempt's state (`LIVE`, `OVER`); an earlier try's is `SUPERSEDED`.
     state: Arc<AtomicU8>,
@@ -40,15 +40,17 @@ pub enum Late {
 }
 
 impl LateBook {
-    /// Watches `token` until the `Watch` drops (its stragglers all done).
-    pub fn watch(self: &Arc<Self>, token: &str) -> Watch {
+    /// Watches `token` until the `TokenWatch` drops (its stragglers all done).
+    pub fn watch(self: &Arc<Self>, token: &str) -> TokenWatch {
         let mut tokens = lock(&self.tokens);
-        let entry = tokens.entry(token.to_owned()).or_insert_with(|| Entry {
-            watchers: 0,
-            state: Arc::new(AtomicU8::new(LIVE)),
-        });
+        let entry = tokens
+            .entry(token.to_owned())
+            .or_insert_with(|| TokenState {
+                watchers: 0,
+                state: Arc::new(AtomicU8::new(LIVE)),
+            });
         entry.watchers += 1;
-        Watch {
+        TokenWatch {
             book: self.clone(),
             token: token.to_owned(),
             state: entry.state.clone(),
@@ -77,13 +79,13 @@ impl LateBook {
 }
 
 /// A token watched while an attempt's stragglers are out.
-pub struct Watch {
+pub struct TokenWatch {
     book: Arc<LateBook>,
     token: String,
     state: Arc<AtomicU8>,
 }
 
-impl Watch {
+impl TokenWatch {
     /// What a straggler's win read now comes to.
     pub fn late(&self) -> Late {
         match self.state.load(Ordering::Acquire) {
@@ -104,7 +106,7 @@ impl Watch {
     }
 }
 
-impl Drop for Watch {
+impl Drop for TokenWatch {
     fn drop(&mut self) {
         let mut tokens = lock(&self.book.tokens);
         if let Some(entry) = tokens.get_mut(&self.token) {

@@ -12,7 +12,7 @@
 
 use super::{Later, Step};
 use crate::core::backend::boundary::Backend;
-use crate::core::backend::redlock_late::{Late, Watch};
+use crate::core::backend::redlock_late::{Late, TokenWatch};
 use crate::core::backend::redlock_store::RedlockStore;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -148,7 +148,7 @@ impl Undo {
     }
 
     /// The token watched while stragglers are out (`None` off a Redlock).
-    fn watch(&self) -> Option<Watch> {
+    fn watch(&self) -> Option<TokenWatch> {
         redlock_of(&self.locker).map(|store| store.late().watch(&self.terms.token))
     }
 
@@ -170,7 +170,7 @@ struct QuorumState<Q: Quorum> {
     seen: NodeAnswers<Q::Answer>,
     decided: Option<Decided>,
     /// While `Decided::Concluding` with stragglers out: whether the token's lock is over.
-    watch: Option<Watch>,
+    watch: Option<TokenWatch>,
     /// The runtime was asked to free the token already.
     freed: bool,
 }
@@ -223,7 +223,7 @@ impl<Q: Quorum> QuorumState<Q> {
     fn undo_for(&self, late: bool) -> Option<&Undo> {
         match &self.decided {
             Some(Decided::Lost(undo)) => Some(undo),
-            Some(Decided::Concluding(undo)) => match self.watch.as_ref().map(Watch::late) {
+            Some(Decided::Concluding(undo)) => match self.watch.as_ref().map(TokenWatch::late) {
                 // The runtime tries again with the token: its own conclusion covers the node.
                 Some(Late::Superseded) => None,
                 Some(Late::Over) => Some(undo),
