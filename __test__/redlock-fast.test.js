@@ -5,6 +5,7 @@
 // sockets (DEBUG lines name each node's address) and on the runtime with
 // NATIVE_REDIS_LOCK_DIRECT=0; 4 processes, 2 on each path, keep an exact counter with fences
 // that strictly increase; a lock held on a majority is held, and our token left on no node;
+// a node paused (SIGSTOP by pid) while we acquire keeps no token after the release;
 // 3 of 5 killed fails fast with the quorum error, never "held". 5 private redis-servers,
 // killed by pid at the end.
 const { test, describe, before, after } = require('node:test')
@@ -132,6 +133,48 @@ describe('a lock held on a majority by someone else', () => {
     const open = await Promise.all(admins.map(directConnections))
     assert.ok(open.every((ids) => ids.length > 0))
     for (const admin of admins) await admin.del(key)
+    const handle = await lock.acquire('k', 5_000)
+    await handle.release()
+  })
+})
+
+describe('a node paused while we acquire: its reply comes after the quorum decided', () => {
+  test('its win is not left on the node after the release, nor once past its bound', async () => {
+    const lock = new DistributedLock(urls, { keyPrefix: 'rlf-late:', connectTimeoutMs: 500, commandTimeoutMs: 500 })
+    await warm(lock)
+    // The runtime's own connection to each node open (isLocked goes on the runtime).
+    await lock.isLocked('k2')
+    const paused = servers[4]
+    process.kill(paused.pid, 'SIGSTOP')
+    try {
+      // A read on the runtime's connection to the paused node, queued there first: once
+      // resumed, the node serves that connection first.
+      assert.equal(await lock.isLocked('k2'), false)
+      // Released at once: the release goes out behind the paused node's attempt.
+      const first = await lock.acquire('k', 30_000)
+      await first.release()
+      // Held past the paused node's bound (its socket retired), then released on the
+      // runtime, behind that read: the release runs there before the attempt does.
+      const second = await lock.acquire('k2', 30_000)
+      await sleep(800)
+      await second.release()
+      await sleep(300)
+    } finally {
+      process.kill(paused.pid, 'SIGCONT')
+    }
+    const left = async () => Promise.all(['rlf-late:k', 'rlf-late:k2'].map((key) => admins[4].get(key)))
+    let values
+    for (const deadline = Date.now() + 3_000; Date.now() < deadline; await sleep(20)) {
+      values = await left()
+      if (values.every((value) => value === null)) break
+    }
+    assert.deepEqual(values, [null, null], 'the paused node keeps a token nobody holds')
+    await sleep(300)
+    assert.deepEqual(await left(), [null, null])
+    for (const admin of admins.slice(0, 4)) {
+      assert.deepEqual(await Promise.all(['rlf-late:k', 'rlf-late:k2'].map((key) => admin.get(key))), [null, null])
+    }
+    // And the lock works on every node again.
     const handle = await lock.acquire('k', 5_000)
     await handle.release()
   })

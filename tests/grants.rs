@@ -555,15 +555,15 @@ async fn a_kick_finds_the_lock_taken_back_and_leaves_it_alone() {
 }
 
 /// Waits until `locks`'s connection is in `key`'s wake queue (a waiter without grants
-/// subscribed and queued).
+/// subscribed and queued), under its marked name (`<id>!`: told on its own wake channel).
 async fn queued(server: &RedisServer, key: &str, locks: &Locker) {
     let queue = keys::queue_key(format!("lock:{key}").as_bytes());
-    let id = locks.store().id().to_owned();
+    let marked = format!("{}!", locks.store().id());
     let until = Instant::now() + MS(3000);
     loop {
         let score: Option<f64> = redis::cmd("ZSCORE")
             .arg(&queue)
-            .arg(&id)
+            .arg(&marked)
             .query(&mut server.raw())
             .expect("ZSCORE");
         if score.is_some() {

@@ -79,6 +79,7 @@ fn release(
         .key(LOCK)
         .key(keys::fence_key(key))
         .key(keys::ring_key(key))
+        .key(keys::queue_key(key))
         .arg(token)
         .arg(fence)
         .arg(last)
@@ -89,6 +90,8 @@ fn release(
         .arg(before)
         .arg(after)
         .arg(WINDOW_MS)
+        .arg(keys::released_channel(key))
+        .arg("0")
         .invoke(raw)
         .expect("release_grant")
 }

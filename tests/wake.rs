@@ -495,7 +495,13 @@ async fn a_waiters_polls_keep_its_connection_queued_under_the_marked_name_only()
     let waiter = process(&server, 2);
     let waiting = tokio::spawn(async move {
         waiter
-            .wait("polls", MS(30_000), MS(5000), MS(50), &CancellationToken::new())
+            .wait(
+                "polls",
+                MS(30_000),
+                MS(5000),
+                MS(50),
+                &CancellationToken::new(),
+            )
             .await
     });
     // Several polls, each an attempt that keeps the connection's place (acquire_queued.lua).

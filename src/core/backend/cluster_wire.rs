@@ -19,6 +19,7 @@
 use super::endpoint::{Address, Endpoint};
 use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
@@ -124,6 +125,18 @@ impl Conduit for ClusterPair {
         }
     }
 
+    /// The crate keeps one multiplexed connection per node: a request whose caller gave up
+    /// stays queued there and its reply, whenever it comes, goes nowhere, without shifting
+    /// any other. Opening the whole cluster afresh instead would put every lock on every
+    /// master in doubt for one node's silence; a node silent for long still has it opened
+    /// afresh (`silences.rs`). (The crate's own response timeout is left off: it would send
+    /// the command again at once, to the same silent node.)
+    const KEPT_ON_TIMEOUT: bool = true;
+
+    fn slot_of(cmd: &Cmd) -> Option<u16> {
+        first_key(cmd).map(keys::slot)
+    }
+
     /// Nothing ahead: the crate sends a SCRIPT LOAD to every node, replicas included, and
     /// holds it while it reconnects to one that died or maps the slots again, so calls on the
     /// healthy masters would wait for a failover. A call that finds its script missing on its
@@ -162,6 +175,34 @@ impl Conduit for ClusterPair {
         }
         Ok(())
     }
+}
+
+/// The key a command of ours is routed by, as the crate finds it: a script's first key, else
+/// the first argument. `None` for a script of no key (routed anywhere).
+fn first_key(cmd: &Cmd) -> Option<&[u8]> {
+    let mut args = cmd.args_iter().filter_map(|arg| match arg {
+        redis::Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    });
+    let name = args.next()?;
+    let scripted = [
+        &b"EVAL"[..],
+        b"EVALSHA",
+        b"EVAL_RO",
+        b"EVALSHA_RO",
+        b"FCALL",
+    ]
+    .iter()
+    .any(|known| name.eq_ignore_ascii_case(known));
+    if !scripted {
+        return args.next();
+    }
+    let _body = args.next()?;
+    let count = std::str::from_utf8(args.next()?)
+        .ok()?
+        .parse::<u32>()
+        .ok()?;
+    (count > 0).then(|| args.next()).flatten()
 }
 
 /// A (un)subscription `name` to `channel` the crate sends (`sending`), traced once answered.
@@ -247,4 +288,23 @@ fn client(
 /// (`Link::call`).
 fn open(client: &ClusterClient) -> ClusterConnection {
     client.get_pending_async_connection_with_config(ClusterConfig::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_key;
+
+    #[test]
+    fn the_routing_key_of_our_commands() {
+        let mut script = redis::cmd("EVALSHA");
+        script.arg("abc").arg(2).arg("k1").arg("k2").arg("argv");
+        assert_eq!(first_key(&script), Some(&b"k1"[..]));
+        let mut keyless = redis::cmd("eval");
+        keyless.arg("return 1").arg(0).arg("argv");
+        assert_eq!(first_key(&keyless), None);
+        let mut get = redis::cmd("GET");
+        get.arg("k");
+        assert_eq!(first_key(&get), Some(&b"k"[..]));
+        assert_eq!(first_key(&redis::cmd("PING")), None);
+    }
 }

@@ -7,6 +7,7 @@ use super::endpoint::{Address, Endpoint};
 use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::quarantine::Quarantine;
+use super::silences::Silences;
 use super::upstream::Upstream;
 use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::clock::Stamp;
@@ -120,6 +121,8 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// With `DEBUG` on: since when the crate's setup of a (re)opened connection is untraced;
     /// written at the first answer after (see `Conduit::setup`).
     setup: Arc<Mutex<Option<Instant>>>,
+    /// A cluster's slots whose calls go unanswered (see `silences.rs`).
+    silences: Silences,
 }
 
 impl<W: Conduit> Link<W> {
@@ -150,6 +153,7 @@ impl<W: Conduit> Link<W> {
             switching: tokio::sync::Mutex::new(()),
             answered: Mutex::new(None),
             setup: Arc::new(Mutex::new(None)),
+            silences: Silences::default(),
         }
     }
 
@@ -267,6 +271,15 @@ impl<W: Conduit> Link<W> {
         self.listener.connection_lost(LostScope::All);
     }
 
+    /// A (un)subscription got no answer in time: a connection that cannot vouch for its
+    /// order afterwards is opened afresh, as `call` does.
+    fn abandon_after_timeout(&self) {
+        if !W::KEPT_ON_TIMEOUT {
+            self.discard_manager();
+            self.dropped.signal();
+        }
+    }
+
     /// Subscribes the connection to a lock's channel. `false` when it could not: a RESP2
     /// connection carries no pushes beside replies, and a failed SUBSCRIBE is no reason to
     /// fail a wait that polls anyway.
@@ -309,8 +322,7 @@ impl<W: Conduit> Link<W> {
             Ok(subscribed) => subscribed,
             Err(_) => {
                 // As for any call without an answer (see `call`): start afresh.
-                self.discard_manager();
-                self.dropped.signal();
+                self.abandon_after_timeout();
                 false
             }
         }
@@ -337,8 +349,7 @@ impl<W: Conduit> Link<W> {
         };
         if tokio::time::timeout(timeout, work).await.is_err() {
             // As for any call without an answer (see `call`): start afresh.
-            self.discard_manager();
-            self.dropped.signal();
+            self.abandon_after_timeout();
         }
     }
 
@@ -521,9 +532,13 @@ impl<W: Conduit> Link<W> {
                     // A request that got no reply keeps its place in the connection's reply
                     // queue; if its bytes were lost, every later reply would go to the wrong
                     // caller. Start afresh. (Every operation checks the owner token, so a late
-                    // execution on the old socket is harmless.)
-                    self.discard_manager();
-                    self.dropped.signal();
+                    // execution on the old socket is harmless.) A cluster's connection keeps
+                    // its order per node and stays: the caller puts the call's slot alone in
+                    // doubt (`send`).
+                    if !W::KEPT_ON_TIMEOUT {
+                        self.discard_manager();
+                        self.dropped.signal();
+                    }
                     let err = LockError::no_reply(timeout);
                     return Err((Box::pin(self.explain(err)).await, Some(Pinned(manager))));
                 }
@@ -689,12 +704,37 @@ impl<W: Conduit> Link<W> {
                 *answered = Some(sent);
             }
         }
+        if W::KEPT_ON_TIMEOUT {
+            self.heard(request, &answer);
+        }
         // A call whose last try got no answer (a timeout, no connection) is traced here.
         if trace::on() && !replied.load(Ordering::Relaxed) {
             let failed = answer.as_ref().err().map(|(err, _)| err);
             trace_call(&packed_request(request), started, failed);
         }
         answer
+    }
+
+    /// What a call's answer says of its slot's node, on a connection kept when a call times
+    /// out (see `Conduit::KEPT_ON_TIMEOUT`): left unanswered, its slot's locks are in doubt
+    /// and checked again now, and a slot silent for `silences::STUCK` has the connection
+    /// opened afresh (see `silences.rs`).
+    fn heard<T>(&self, request: &Request, answer: &Result<T, (LockError, Option<Pinned<W>>)>) {
+        match answer {
+            Ok(_) => self.silences.answered(|| W::slot_of(request_cmd(request))),
+            Err((LockError::Timeout(_), _)) => {
+                let Some(slot) = W::slot_of(request_cmd(request)) else {
+                    return;
+                };
+                if self.silences.unanswered(slot, Instant::now()) {
+                    self.discard_manager();
+                    self.dropped.signal();
+                } else {
+                    self.dropped.signal_slot(slot);
+                }
+            }
+            Err(_) => {}
+        }
     }
 
     /// Sends a whole pipeline in one write and returns each command's own result, so one
@@ -723,8 +763,13 @@ impl<W: Conduit> Link<W> {
 
 /// The bytes `request` sends, for a `DEBUG` line.
 fn packed_request(request: &Request) -> Vec<u8> {
+    request_cmd(request).get_packed_command()
+}
+
+/// The command `request` sends first.
+fn request_cmd(request: &Request) -> &Cmd {
     match request {
-        Request::Command(cmd) | Request::Script { evalsha: cmd, .. } => cmd.get_packed_command(),
+        Request::Command(cmd) | Request::Script { evalsha: cmd, .. } => cmd,
     }
 }
 

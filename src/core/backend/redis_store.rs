@@ -36,16 +36,16 @@ impl<W: Conduit> RedisStore<W> {
         }
     }
 
-    /// Sent on the connection the timed-out attempt went out on, so it runs after that
-    /// attempt whenever it runs; worth waiting for only as long as the lock could live.
-    fn free_late_win(&self, pinned: Pinned<W>, op: &AcquireAttempt<'_>) {
+    /// What frees `op`'s token on a node where it may have won after we stopped waiting:
+    /// `None` for the pair (Exclusive), which its own undo frees.
+    pub fn late_free(op: &AcquireAttempt<'_>) -> Option<Request> {
         let (lock_key, token) = (op.lock_key, op.token);
-        let free = match op.layout {
+        Some(match op.layout {
             Layout::Fair { .. } => Request::of(&Release::late_win(lock_key, token, true)),
             Layout::Plain | Layout::Queued { .. } | Layout::Ring { .. } => {
                 Request::of(&Release::late_win(lock_key, token, false))
             }
-            Layout::Exclusive { .. } => return,
+            Layout::Exclusive { .. } => return None,
             // Its lock key holds a record, found through the lockId's index key.
             Layout::Syncguard { index_key, .. } => Request::of(&ReleaseById {
                 index_key,
@@ -53,11 +53,58 @@ impl<W: Conduit> RedisStore<W> {
                 expect: Some(lock_key),
                 ours_wait: false,
             }),
-        };
-        let ttl = op.ttl;
+        })
+    }
+
+    /// Sent on the connection the timed-out attempt went out on, so it runs after that
+    /// attempt whenever it runs; worth waiting for only as long as the lock could live.
+    fn free_late_win(pinned: Pinned<W>, free: impl AsRef<Request> + Send + 'static, ttl: Duration) {
         tokio::spawn(async move {
-            let _ignored: Result<Value, _> = pinned.eval(&free, ttl).await;
+            let _ignored: Result<Value, _> = pinned.eval(free.as_ref(), ttl).await;
         });
+    }
+
+    /// `request` sent as `run_request` sends it (`replay` as the op's), owning all it needs:
+    /// a Redlock lets it finish after it stopped waiting for this node (a release or an
+    /// extend dropped before it was written would never reach it).
+    pub fn send_owned(
+        self: &Arc<Self>,
+        request: &Arc<Request>,
+        bound: Duration,
+        replay: Replay,
+    ) -> impl std::future::Future<Output = Result<Value, LockError>> + Send + 'static {
+        let (store, request) = (self.clone(), request.clone());
+        async move {
+            let sent = store.link.send(&request, bound, replay, Refusals::Retry);
+            sent.await.map_err(|(e, _)| e)
+        }
+    }
+
+    /// `acquire_request`, owning all it needs (see `send_owned`); its reply read by the
+    /// caller. `free`: `late_free` of the attempt.
+    pub fn acquire_owned(
+        self: &Arc<Self>,
+        request: &Arc<Request>,
+        free: &Option<Arc<Request>>,
+        bound: Duration,
+        ttl: Duration,
+    ) -> impl std::future::Future<Output = Result<Value, LockError>> + Send + 'static {
+        let (store, request, free) = (self.clone(), request.clone(), free.clone());
+        async move {
+            let sent = store
+                .link
+                .send(&request, bound, Replay::Safe, Refusals::Fail);
+            sent.await.map_err(|(err, pinned)| {
+                // The attempt may still run after we stopped waiting; free what it may win,
+                // so the key does not sit locked by a token nobody holds until its TTL.
+                if let (Some(pinned), Request::Script { .. }, Some(free)) =
+                    (pinned, request.as_ref(), free)
+                {
+                    Self::free_late_win(pinned, free, ttl);
+                }
+                err
+            })
+        }
     }
 
     /// `op` sent as `request`, its own command written by the caller once (a Redlock writes
@@ -108,8 +155,10 @@ impl<W: Conduit> RedisStore<W> {
             Err((err, pinned)) => {
                 // The attempt may still run after we stopped waiting; free what it may win,
                 // so the key does not sit locked by a token nobody holds until its TTL.
-                if let (Some(pinned), Request::Script { .. }) = (pinned, request) {
-                    self.free_late_win(pinned, op);
+                if let (Some(pinned), Request::Script { .. }, Some(free)) =
+                    (pinned, request, Self::late_free(op))
+                {
+                    Self::free_late_win(pinned, Box::new(free), op.ttl);
                 }
                 Err(err)
             }

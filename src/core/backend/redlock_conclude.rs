@@ -3,13 +3,20 @@
 //! one. `acquire_verdict` decides; this writes what the decision needs on the nodes (the
 //! fence written back, or what the attempt set undone) and names the outcome.
 
+use super::link::Replay;
 use super::redlock_store::RedlockStore;
 use super::redlock_syncguard::won_expiry;
 use super::redlock_tally::{
-    acquire_verdict, answered, is_answer, quorum_error, validity_left, Tally, Verdict,
+    acquire_verdict, answered, finish, ignore, is_answer, quorum_error, validity_left, Stragglers,
+    Tally, Verdict,
 };
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
+use crate::core::proto::Request;
+use futures_util::FutureExt;
+use redis::Value;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Each node's reply to an attempt, at its index; `None` for one not waited for.
@@ -72,6 +79,39 @@ impl RedlockStore {
         };
         self.undo(op, &replies, bound).await;
         failure
+    }
+
+    /// Lets the attempt's `stragglers` finish where nobody waits. One that answers once the
+    /// token's lock is over (the attempt undone, or released since) ran after the release
+    /// or undo went out, maybe on another connection: `free` (`RedisStore::late_free`) is
+    /// sent to it again, now behind it. One that answers before is kept while we hold (the
+    /// release reaches it); one past its bound is freed by its own call
+    /// (`RedisStore::acquire_owned`), as on one server.
+    pub(super) fn finish_attempt<F>(
+        &self,
+        op: &AcquireAttempt<'_>,
+        stragglers: Stragglers<F>,
+        free: Option<Arc<Request>>,
+        bound: Duration,
+    ) where
+        F: Future<Output = Result<Value, LockError>> + Send + 'static,
+    {
+        let (Some(free), false) = (free, stragglers.is_empty()) else {
+            finish(stragglers, ignore);
+            return;
+        };
+        // Watched before the conclusion, whose undo marks it over.
+        let watch = self.late().watch(op.token);
+        let stores = self.stores();
+        finish(
+            stragglers,
+            move |i, reply: Result<Value, LockError>| match (reply, watch.over(), stores.get(i)) {
+                (Ok(_), true, Some(store)) => {
+                    Some(store.send_owned(&free, bound, Replay::Safe).map(drop))
+                }
+                _ => None,
+            },
+        );
     }
 
     /// The fence of a quorum `won` with differing fences, once written back within the

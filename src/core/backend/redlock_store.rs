@@ -6,15 +6,17 @@
 
 use super::direct;
 use super::endpoint::{Address, Endpoint};
+use super::link::Replay;
 use super::lock_store::{
     Caps, Fairness, FastPath, Fencing, Handover, Listener, LockStore, ScriptsFor, Subscriptions,
     WakeKind, IDLE_SUBSCRIPTIONS,
 };
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
+use super::redlock_late::LateBook;
 use super::redlock_tally::{
-    answered, failed, gather, gather_within, quorum_error, release_verdict, validity_left, won,
-    Tally,
+    answered, failed, finish, gather, gather_read, ignore, quorum_error, release_verdict,
+    validity_left, won, Tally,
 };
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -32,6 +34,7 @@ use crate::core::proto::syncguard::{
 };
 use crate::core::proto::{Op, Request};
 use futures_util::future::join_all;
+use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -43,6 +46,8 @@ pub struct RedlockStore {
     nodes: Vec<Node>,
     quorum: usize,
     lost: Arc<Drops>,
+    /// Tokens whose attempts' stragglers are still out (redlock_late.rs).
+    late: Arc<LateBook>,
 }
 
 struct Node {
@@ -165,7 +170,18 @@ impl RedlockStore {
             endpoint,
             nodes,
             lost,
+            late: Arc::default(),
         }
+    }
+
+    /// Each node's store, in the nodes' order.
+    pub(super) fn stores(&self) -> Vec<Arc<RedisStore>> {
+        self.nodes.iter().map(|node| node.store.clone()).collect()
+    }
+
+    /// See redlock_late.rs: what a straggler's win after a decision comes to.
+    pub fn late(&self) -> &Arc<LateBook> {
+        &self.late
     }
 
     pub fn tally(&self) -> Tally {
@@ -209,10 +225,18 @@ impl RedlockStore {
         O::Out: Send,
     {
         // Written once for every node.
-        let request = Request::of(op);
-        let request = &request;
-        let calls = (self.nodes.iter()).map(|node| node.store.run_request(op, request, bound));
-        gather(calls, |_| false, enough).await
+        let request = Arc::new(Request::of(op));
+        let replay = match O::REPEATABLE {
+            true => Replay::Safe,
+            false => Replay::Never,
+        };
+        let calls = (self.nodes.iter()).map(|node| node.store.send_owned(&request, bound, replay));
+        let read = |reply: Result<redis::Value, LockError>| reply.and_then(|v| op.decode(v));
+        let (replies, stragglers) =
+            gather_read(calls, read, |_| false, enough, Duration::MAX).await;
+        // Not dropped: a write not yet on its node's connection would never reach it.
+        finish(stragglers, ignore);
+        replies
     }
 
     /// Sends `release` to the nodes `to` (by index), waiting for those in `must`. The others
@@ -324,6 +348,7 @@ impl RedlockStore {
         replies: &[Option<Result<Acquired, LockError>>],
         bound: Duration,
     ) {
+        self.late.end(op.token);
         let release = match op.layout {
             Layout::Exclusive {
                 owner_key,
@@ -574,24 +599,29 @@ impl LockStore for RedlockStore {
             return Err(refused);
         }
         let tally = self.tally();
-        let request = Request::of(op);
-        let request = &request;
-        let attempts =
-            (self.nodes.iter()).map(|node| node.store.acquire_request(op, request, bound));
+        self.late.begin(op.token);
+        let request = Arc::new(Request::of(op));
+        let free = RedisStore::<ConnectionManager>::late_free(op).map(Arc::new);
+        let attempts = (self.nodes.iter())
+            .map(|node| node.store.acquire_owned(&request, &free, bound, op.ttl));
         // The validity counts from the first send; the stragglers' grace leaves most of what
         // is left of it to the winner (see `grace`).
         let room = clock::validity(op.ttl).saturating_sub(op.sent.elapsed());
-        let replies = gather_within(
+        let read = |reply: Result<redis::Value, LockError>| reply.and_then(|v| op.decode(v));
+        let (replies, stragglers) = gather_read(
             attempts,
+            read,
             |seen| failed(&tally, seen),
             |seen| won(&tally, seen),
             room,
         )
         .await;
+        self.finish_attempt(op, stragglers, free, bound);
         self.conclude(op, replies, op.sent, bound).await
     }
 
     async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
+        self.late.end(op.token);
         let replies = self.on_all(op, bound, |released| *released).await;
         let tally = self.tally();
         match release_verdict(&tally, &replies) {
@@ -611,6 +641,7 @@ impl LockStore for RedlockStore {
         bound: Duration,
     ) -> Result<Option<u64>, LockError> {
         let started = Instant::now();
+        self.late.end(op.token);
         let replies = self.on_all(op, bound, Option::is_some).await;
         let won: Vec<(usize, u64)> = (replies.iter().enumerate())
             .filter_map(|(i, reply)| match reply {

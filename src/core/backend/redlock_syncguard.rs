@@ -24,6 +24,7 @@ impl RedlockStore {
         op: &ReleaseById<'_>,
         bound: Duration,
     ) -> Result<ReleasedById, LockError> {
+        self.late().end(op.lock_id);
         let released = |r: &ReleasedById| matches!(r, ReleasedById::Released { .. });
         let replies = self.on_all(op, bound, released).await;
         let answers = self

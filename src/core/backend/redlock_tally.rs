@@ -2,9 +2,10 @@
 //! error naming how many answered when it cannot, and what an attempt's (or a release's)
 //! replies so far decide. Nothing here sends anything.
 
-use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
+use crate::core::basics::{background, clock};
 use crate::core::proto::acquire::Acquired;
+use futures_util::future::{join, ready, Join, Ready};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::future::Future;
 use std::time::Duration;
@@ -219,9 +220,31 @@ pub async fn gather_within<F, T>(
 where
     F: Future<Output = T>,
 {
+    gather_read(calls, |reply| reply, settled, enough, room)
+        .await
+        .0
+}
+
+/// The calls a gather stopped waiting for, each with its node's index.
+pub type Stragglers<F> = FuturesUnordered<Join<Ready<usize>, F>>;
+
+/// `gather_within`, each reply `read` as it comes, and the calls still pending at the end
+/// handed back rather than dropped: a request started on a node (its connection opening,
+/// say) may not be written yet, and a write (a release, an extend) dropped then never
+/// reaches that node. The caller lets them finish where nobody waits (`finish`).
+pub async fn gather_read<F, R, T>(
+    calls: impl IntoIterator<Item = F>,
+    read: impl Fn(R) -> T,
+    settled: impl Fn(&[Option<T>]) -> bool,
+    enough: impl Fn(&[Option<T>]) -> bool,
+    room: Duration,
+) -> (Vec<Option<T>>, Stragglers<F>)
+where
+    F: Future<Output = R>,
+{
     let started = Instant::now();
-    let mut pending: FuturesUnordered<_> = (calls.into_iter().enumerate())
-        .map(|(i, call)| async move { (i, call.await) })
+    let mut pending: Stragglers<F> = (calls.into_iter().enumerate())
+        .map(|(i, call)| join(ready(i), call))
         .collect();
     let mut replies: Vec<Option<T>> = (0..pending.len()).map(|_| None).collect();
     // One timer for the grace, armed once (not one per straggler's reply), polled only
@@ -237,7 +260,7 @@ where
         };
         let Some((i, reply)) = next else { break };
         if let Some(slot) = replies.get_mut(i) {
-            *slot = Some(reply);
+            *slot = Some(read(reply));
         }
         if settled(&replies) {
             break;
@@ -250,7 +273,40 @@ where
             graced = true;
         }
     }
-    replies
+    (replies, pending)
+}
+
+/// Lets `stragglers` run to their end (each call is bounded by its own timeout) on a task
+/// of its own, each late reply given to `late` with its node's index. What `late` answers
+/// is polled once at once, so that it is on its node's connection before anything sent
+/// after this reply was read, then left to a task of its own. Nothing is spawned when no
+/// straggler is left (the usual case: every node answered within the grace).
+pub fn finish<F, R, G>(
+    mut stragglers: Stragglers<F>,
+    late: impl Fn(usize, R) -> Option<G> + Send + 'static,
+) where
+    F: Future<Output = R> + Send + 'static,
+    R: Send + 'static,
+    G: Future<Output = ()> + Send + 'static,
+{
+    if stragglers.is_empty() {
+        return;
+    }
+    background::spawn(async move {
+        while let Some((i, reply)) = stragglers.next().await {
+            if let Some(work) = late(i, reply) {
+                let mut work = Box::pin(work);
+                if futures_util::poll!(&mut work).is_pending() {
+                    background::spawn(work);
+                }
+            }
+        }
+    });
+}
+
+/// For `finish`: nothing to do with a late reply.
+pub fn ignore<R>(_node: usize, _reply: R) -> Option<std::future::Ready<()>> {
+    None
 }
 
 #[cfg(test)]

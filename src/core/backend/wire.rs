@@ -119,6 +119,19 @@ pub enum ScriptLoading {
 pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
     const SCRIPTS: ScriptLoading;
 
+    /// Whether a call left unanswered past its bound leaves the connection fit for the next
+    /// ones, so it is kept: each node's replies are matched to its requests in order, a slow
+    /// or paused node answers later on the same socket, and a socket that dies is
+    /// reconnected by the connection itself. A single server's manager is opened afresh
+    /// instead (see `Link::call`).
+    const KEPT_ON_TIMEOUT: bool = false;
+
+    /// The slot `cmd` goes to, where the connection routes by slot: what a call on it left
+    /// unanswered puts in doubt (`Drops::signal_slot`).
+    fn slot_of(_cmd: &Cmd) -> Option<u16> {
+        None
+    }
+
     /// Opens lazily: reaches no server but the Sentinel set `destination` may ask where its
     /// master is. `resp3: false` carries no pushes.
     fn open<'a>(

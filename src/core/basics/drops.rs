@@ -41,6 +41,9 @@ pub struct Drops {
     streak: Mutex<Option<Streak>>,
     /// Every waiter, at each refusal while down: its next attempt finds out.
     refused: Notify,
+    /// Slots whose node left a call unanswered on a connection that was kept (a cluster's:
+    /// one node's silence says nothing of the others'), not yet taken by the watchdog.
+    slots: Mutex<Vec<u16>>,
 }
 
 impl Default for Drops {
@@ -53,6 +56,7 @@ impl Default for Drops {
             refusing: AtomicBool::new(false),
             streak: Mutex::new(None),
             refused: Notify::new(),
+            slots: Mutex::new(Vec::new()),
         }
     }
 }
@@ -63,6 +67,23 @@ impl Drops {
         let since = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
         self.last.fetch_max(since + 1, Ordering::SeqCst);
         self.wake.notify_one();
+    }
+
+    /// A call on `slot` got no answer in time on a connection that was kept: the locks of
+    /// that slot are in doubt, no other. Wakes the watchdog like a drop, which `last` and
+    /// `since` do not count: they speak of the whole connection.
+    pub fn signal_slot(&self, slot: u16) {
+        let mut slots = lock(&self.slots);
+        if !slots.contains(&slot) {
+            slots.push(slot);
+        }
+        drop(slots);
+        self.wake.notify_one();
+    }
+
+    /// The slots signalled since the last call (see `signal_slot`).
+    pub fn take_slots(&self) -> Vec<u16> {
+        std::mem::take(&mut *lock(&self.slots))
     }
 
     /// Resolves at the next drop, or at once for one nobody has waited for yet.

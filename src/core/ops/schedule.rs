@@ -11,6 +11,7 @@
 use super::signals::Sink;
 use super::watched::{TickClock, WatchSlots, Watched};
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -225,10 +226,31 @@ impl Schedule {
         dropped_at: u64,
         clock: &TickClock,
     ) -> Vec<(Arc<dyn Sink>, u32)> {
+        self.due_where(now, dropped_at, clock, |_| true)
+    }
+
+    /// As `all_due`, for the locks whose keys hash to one of `slots` only: a cluster node
+    /// left a call on them unanswered, and its silence says nothing of the other nodes'.
+    pub fn slots_due(
+        &mut self,
+        now: u64,
+        slots: &[u16],
+        clock: &TickClock,
+    ) -> Vec<(Arc<dyn Sink>, u32)> {
+        self.due_where(now, now, clock, |key| slots.contains(&keys::slot(key)))
+    }
+
+    fn due_where(
+        &mut self,
+        now: u64,
+        dropped_at: u64,
+        clock: &TickClock,
+        concerns: impl Fn(&[u8]) -> bool,
+    ) -> Vec<(Arc<dyn Sink>, u32)> {
         let mut doubted = Vec::new();
         for (_, entry) in self.entries.iter_mut() {
             // Confirmed by a request sent after the drop: the drop says nothing of it.
-            if entry.sent_ms() > dropped_at {
+            if entry.sent_ms() > dropped_at || !concerns(entry.key()) {
                 continue;
             }
             entry.due_now(now);

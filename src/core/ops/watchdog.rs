@@ -30,6 +30,9 @@ struct State {
     /// Drops of the connection seen so far: a refresh sent before the last one cannot end
     /// the doubt it raised.
     drops: u64,
+    /// The connection's last drop as of the last re-check of every lock: a wake-up that
+    /// finds it unchanged came for some slots only (`Drops::signal_slot`).
+    seen_drop: Option<std::time::Instant>,
 }
 
 pub struct Watchdog {
@@ -315,7 +318,26 @@ impl Watchdog {
             tokio::select! {
                 _ = tokio::time::sleep_until(self.clock.at(wake_at)) => {}
                 _ = self.wake.notified() => {}
-                _ = self.store.dropped().notified() => self.recheck_all(),
+                _ = self.store.dropped().notified() => self.recheck(),
+            }
+        }
+    }
+
+    /// The store signalled: the whole connection dropped, or a cluster node left calls on
+    /// some slots unanswered (its connection kept), which puts those slots' locks alone in
+    /// doubt.
+    fn recheck(&self) {
+        let drops = self.store.dropped();
+        let slots = drops.take_slots();
+        if lock(&self.state).seen_drop != drops.last() {
+            self.recheck_all();
+        } else if !slots.is_empty() {
+            let now = self.clock.ms(Instant::now());
+            let doubted = lock(&self.state)
+                .entries
+                .slots_due(now, &slots, &self.clock);
+            for (sink, tag) in doubted {
+                sink.suspended(tag);
             }
         }
     }
@@ -325,12 +347,13 @@ impl Watchdog {
     /// reports a lost lock the moment Redis answers.
     fn recheck_all(&self) {
         let now = self.clock.ms(Instant::now());
+        let last = self.store.dropped().last();
         // A drop stored while nothing was watched concerns only the locks sent before it.
-        let dropped_at =
-            (self.store.dropped().last()).map_or(now, |at| self.clock.ms(Instant::from_std(at)));
+        let dropped_at = last.map_or(now, |at| self.clock.ms(Instant::from_std(at)));
         let doubted = {
             let mut state = lock(&self.state);
             state.drops += 1;
+            state.seen_drop = last;
             state.entries.all_due(now, dropped_at, &self.clock)
         };
         for (sink, tag) in doubted {

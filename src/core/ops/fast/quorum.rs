@@ -12,6 +12,7 @@
 
 use super::{Later, Step};
 use crate::core::backend::boundary::Backend;
+use crate::core::backend::redlock_late::{Late, TokenWatch};
 use crate::core::backend::redlock_store::RedlockStore;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -108,12 +109,23 @@ pub trait Quorum: Send + Sized + 'static {
 
     /// See `NodeCall::orphaned`.
     fn orphaned(self) -> Option<Later<Self::Output>>;
+
+    /// What frees the call's token on a node (an attempt's), for its stragglers.
+    fn undo(&self) -> Option<Undo> {
+        None
+    }
 }
 
 /// What a decided call leaves for its stragglers.
 pub enum Decided {
-    /// Nothing: what a straggler does is ours anyway (a win), or the runtime's now.
+    /// Nothing: a release's straggler frees nothing more.
     Done,
+    /// The attempt's token is ours, or the runtime's to conclude (the fence raised, or the
+    /// whole call sent again): a straggler's win is kept while the token's lock stands, and
+    /// undone on its own connection once it is over (released, or undone by the runtime;
+    /// backend/redlock_late.rs). One answering past its bound is undone either way, as the
+    /// runtime frees an attempt past its bound (`RedisStore::acquire_owned`).
+    Concluding(Undo),
     /// The attempt lost: a straggler that took the lock undoes it.
     Lost(Undo),
 }
@@ -135,6 +147,11 @@ impl Undo {
         op.decode(reply).is_ok_and(|answer| answer.took_lock())
     }
 
+    /// The token watched while stragglers are out (`None` off a Redlock).
+    fn watch(&self) -> Option<TokenWatch> {
+        redlock_of(&self.locker).map(|store| store.late().watch(&self.terms.token))
+    }
+
     fn write(&self, out: &mut Vec<u8>) {
         let terms = &self.terms;
         Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
@@ -152,6 +169,8 @@ struct QuorumState<Q: Quorum> {
     call: Option<Q>,
     seen: NodeAnswers<Q::Answer>,
     decided: Option<Decided>,
+    /// While `Decided::Concluding` with stragglers out: whether the token's lock is over.
+    watch: Option<TokenWatch>,
     /// The runtime was asked to free the token already.
     freed: bool,
 }
@@ -165,9 +184,11 @@ impl<Q: Quorum> QuorumState<Q> {
         if let Some(slot) = self.seen.get_mut(node) {
             *slot = Some(answer);
         }
+        // Read before `decide`, which may take the answers.
+        let out = self.seen.iter().any(|seen| !matches!(seen, Some(Ok(_))));
         match call.decide(&mut self.seen) {
             Ok((step, decided)) => {
-                self.decided = Some(decided);
+                self.decided(decided, out);
                 Told::Step(step)
             }
             Err(call) => {
@@ -177,17 +198,46 @@ impl<Q: Quorum> QuorumState<Q> {
         }
     }
 
-    /// The open call, taken for the runtime (or its end), nothing left to undo after it.
+    /// Keeps `decided`, the token watched when it is concluding with stragglers `out`.
+    fn decided(&mut self, decided: Decided, out: bool) {
+        if let (Decided::Concluding(undo), true) = (&decided, out) {
+            self.watch = undo.watch();
+        }
+        self.decided = Some(decided);
+    }
+
+    /// The open call, taken for the runtime (or its end), which concludes it.
     fn hand_off(&mut self) -> Option<Q> {
         let call = self.call.take()?;
-        self.decided = Some(Decided::Done);
+        let decided = match call.undo() {
+            Some(undo) => Decided::Concluding(undo),
+            None => Decided::Done,
+        };
+        // Every other node is still out, or may answer late.
+        self.decided(decided, true);
         Some(call)
     }
 
-    /// After a lost decision, a node's late win is undone on its own connection.
-    fn undo_late(&self, reply: Value, out: &mut Vec<u8>) -> bool {
+    /// The undo for a node's win read after the decision, if it is to be undone: always
+    /// after a lost one or past the node's bound (`late`); else once the lock is over.
+    fn undo_for(&self, late: bool) -> Option<&Undo> {
         match &self.decided {
-            Some(Decided::Lost(undo)) if undo.took(reply) => {
+            Some(Decided::Lost(undo)) => Some(undo),
+            Some(Decided::Concluding(undo)) => match self.watch.as_ref().map(TokenWatch::late) {
+                // The runtime tries again with the token: its own conclusion covers the node.
+                Some(Late::Superseded) => None,
+                Some(Late::Over) => Some(undo),
+                _ => late.then_some(undo),
+            },
+            _ => None,
+        }
+    }
+
+    /// A node's win read after the decision is undone on its own connection, when it is to
+    /// be (`undo_for`); `true` when the undo was written to `out`.
+    fn undo_late(&self, reply: Value, out: &mut Vec<u8>, late: bool) -> bool {
+        match self.undo_for(late) {
+            Some(undo) if undo.took(reply) => {
                 undo.write(out);
                 true
             }
@@ -195,10 +245,10 @@ impl<Q: Quorum> QuorumState<Q> {
         }
     }
 
-    /// After a lost decision, a node whose connection broke may have taken the lock after
-    /// the runtime's undo: freed again, once.
+    /// A node whose connection broke after the decision may have taken the lock after the
+    /// runtime's undo (or our release): freed again, once, when the lock is not ours.
     fn free_lost(&mut self) {
-        if let (Some(Decided::Lost(undo)), false) = (&self.decided, self.freed) {
+        if let (Some(undo), false) = (self.undo_for(false), self.freed) {
             undo.free();
             self.freed = true;
         }
@@ -219,6 +269,7 @@ pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
         call: Some(call),
         seen: (0..nodes).map(|_| None).collect(),
         decided: None,
+        watch: None,
         freed: false,
     }));
     (0..nodes)
@@ -251,7 +302,7 @@ impl<Q: Quorum> NodeCall for Part<Q> {
     fn answered(self, reply: Value, out: &mut Vec<u8>) -> Told<Q::Output> {
         let mut shared = lock(&self.shared);
         let Some(call) = shared.call.as_ref() else {
-            return match shared.undo_late(reply, out) {
+            return match shared.undo_late(reply, out, false) {
                 true => Told::Undid,
                 false => Told::Nothing,
             };
@@ -271,7 +322,7 @@ impl<Q: Quorum> NodeCall for Part<Q> {
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
-        lock(&self.shared).undo_late(reply, out)
+        lock(&self.shared).undo_late(reply, out, true)
     }
 
     fn broken(self, left: Option<Duration>) -> Told<Q::Output> {

@@ -196,11 +196,14 @@ impl Quorum for QuorumAttempt {
                     mode,
                     ..
                 } = self;
-                Ok((won(locker, request.into_lease(fence), mode), Decided::Done))
+                let undo = Undo::new(locker.clone(), request.terms.clone());
+                let lease = request.into_lease(fence);
+                Ok((won(locker, lease, mode), Decided::Concluding(undo)))
             }
             Verdict::Raise => {
+                let undo = self.undo();
                 let later = self.conclude(std::mem::take(seen), false);
-                Ok((Step::Later(later), Decided::Done))
+                Ok((Step::Later(later), Decided::Concluding(undo)))
             }
             Verdict::Held => {
                 self.locker.stats().contended(&self.request.key);
@@ -233,6 +236,10 @@ impl Quorum for QuorumAttempt {
         spawn(async move { locker.abandon(&request.terms).await });
         None
     }
+
+    fn undo(&self) -> Option<Undo> {
+        Some(QuorumAttempt::undo(self))
+    }
 }
 
 /// A plain release (`Locker::release_request`) on every node of a Redlock.
@@ -247,8 +254,11 @@ impl QuorumRelease {
     /// `None` when the release must go through the runtime (see `Locker::release_request`),
     /// or `locker`'s store is no Redlock.
     pub fn new(locker: &Arc<Locker>, lease: &Arc<Lease>) -> Option<Vec<Part<Self>>> {
-        let tally = redlock_of(locker)?.tally();
+        let store = redlock_of(locker)?;
         let bound = locker.release_request(lease)?;
+        // A straggler of the attempt that took it, still out, is freed when it answers.
+        store.late().end(&lease.token);
+        let tally = store.tally();
         Some(parts(QuorumRelease {
             locker: locker.clone(),
             lease: lease.clone(),

@@ -226,7 +226,7 @@ fn undo_bytes(parts: &[Part<QuorumAttempt>]) -> Vec<u8> {
 }
 
 #[test]
-fn a_straggler_that_won_after_a_lost_decision_frees_its_node_and_after_a_win_does_nothing() {
+fn a_straggler_that_won_after_a_lost_decision_frees_its_node_and_after_a_win_only_past_its_bound() {
     let locker = redlock_locker(&PORTS);
     let mut parts = attempt(&locker);
     assert!(matches!(parts[4].timed_out(), Told::Nothing));
@@ -263,7 +263,8 @@ fn a_straggler_that_won_after_a_lost_decision_frees_its_node_and_after_a_win_doe
     }
     assert!(!late.answered_late(held(), &mut Vec::new()));
 
-    // Won: the stragglers' locks are ours, released with the lease.
+    // Won: a straggler in time is ours, kept while the lease stands (the release reaches
+    // it); one past its bound is freed, as the runtime frees an attempt past its bound.
     let mut parts = attempt(&locker);
     assert!(matches!(parts[4].timed_out(), Told::Nothing));
     let late = parts.pop().unwrap();
@@ -283,8 +284,45 @@ fn a_straggler_that_won_after_a_lost_decision_frees_its_node_and_after_a_win_doe
         parts.next().unwrap().answered(won(7), &mut out),
         Told::Nothing
     ));
-    assert!(!late.answered_late(won(7), &mut out));
     assert!(out.is_empty());
+    assert!(late.answered_late(won(7), &mut out));
+    assert!(!out.is_empty());
+}
+
+/// The undo bytes of a concluding call's token.
+fn concluding_undo_bytes(parts: &[Part<QuorumAttempt>]) -> (String, Vec<u8>) {
+    let shared = lock(&parts[0].shared);
+    let Some(Decided::Concluding(undo)) = &shared.decided else {
+        panic!("not concluding");
+    };
+    let mut bytes = Vec::new();
+    Release::late_win(&undo.terms.redis_key, &undo.terms.token, false).encode(&mut bytes);
+    (undo.terms.token.clone(), bytes)
+}
+
+#[test]
+fn a_straggler_that_won_after_its_lock_was_released_frees_its_node() {
+    let locker = redlock_locker(&PORTS);
+    let store = redlock_of(&locker).expect("a redlock");
+    let mut parts = attempt(&locker);
+    let mut out = Vec::new();
+    let (first, second) = (parts.pop().unwrap(), parts.pop().unwrap());
+    for _ in 0..2 {
+        assert!(matches!(
+            parts.pop().unwrap().answered(won(7), &mut out),
+            Told::Nothing
+        ));
+    }
+    let last = parts.pop().unwrap();
+    assert!(matches!(last.answered(won(7), &mut out), Told::Step(_)));
+    let (token, expected) = concluding_undo_bytes(std::slice::from_ref(&first));
+    // Still ours: kept.
+    assert!(matches!(first.answered(won(7), &mut out), Told::Nothing));
+    assert!(out.is_empty());
+    // Released (maybe on other connections, ahead of this node's attempt): freed there.
+    store.late().end(&token);
+    assert!(matches!(second.answered(won(7), &mut out), Told::Undid));
+    assert_eq!(out, expected);
 }
 
 #[test]

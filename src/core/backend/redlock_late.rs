@@ -1,0 +1,149 @@
+//! A Redlock attempt decided while some nodes had not answered yet: their attempts still run
+//! there, and a win that lands after the decision must not outlive the token's lock. While
+//! such a straggler is out its token is watched here; every release or undo of the token
+//! (`end`) marks it over first, so that a straggler's win read afterwards is freed on its
+//! node (its reply says the attempt ran there, so a release sent now goes after it, on any
+//! connection). A win read before the mark is kept: the token is still ours (or the
+//! conclusion still to come), and the release or undo sent later reaches that node after it.
+
+use crate::core::basics::sync::lock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The tokens of attempts whose stragglers are still out.
+#[derive(Default)]
+pub struct LateBook {
+    tokens: Mutex<HashMap<String, TokenState>>,
+}
+
+struct TokenState {
+    watchers: usize,
+    /// The current attempt's state (`LIVE`, `OVER`); an earlier try's is `SUPERSEDED`.
+    state: Arc<AtomicU8>,
+}
+
+const LIVE: u8 = 0;
+const OVER: u8 = 1;
+const SUPERSEDED: u8 = 2;
+
+/// What a straggler's win comes to, by its token's state when its reply is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Late {
+    /// The token's lock stands (or its conclusion is still to come): kept.
+    Kept,
+    /// Released or undone: freed on the straggler's node.
+    Over,
+    /// Another try with the same token started since: that try's own conclusion covers
+    /// the node (its request there runs after this one, on the same connection).
+    Superseded,
+}
+
+impl LateBook {
+    /// Watches `token` until the `TokenWatch` drops (its stragglers all done).
+    pub fn watch(self: &Arc<Self>, token: &str) -> TokenWatch {
+        let mut tokens = lock(&self.tokens);
+        let entry = tokens
+            .entry(token.to_owned())
+            .or_insert_with(|| TokenState {
+                watchers: 0,
+                state: Arc::new(AtomicU8::new(LIVE)),
+            });
+        entry.watchers += 1;
+        TokenWatch {
+            book: self.clone(),
+            token: token.to_owned(),
+            state: entry.state.clone(),
+        }
+    }
+
+    /// A release or undo of `token` goes out now: a straggler's win read from now on is
+    /// freed. Called before it is sent.
+    pub fn end(&self, token: &str) {
+        let tokens = lock(&self.tokens);
+        if let Some(entry) = tokens.get(token) {
+            entry.state.store(OVER, Ordering::Release);
+        }
+    }
+
+    /// An attempt with `token` starts again (syncguard keeps a lockId across its tries):
+    /// an earlier try's straggler read from now on frees nothing (it would free this try's
+    /// lock); this try is watched afresh.
+    pub fn begin(&self, token: &str) {
+        let mut tokens = lock(&self.tokens);
+        if let Some(entry) = tokens.get_mut(token) {
+            entry.state.store(SUPERSEDED, Ordering::Release);
+            entry.state = Arc::new(AtomicU8::new(LIVE));
+        }
+    }
+}
+
+/// A token watched while an attempt's stragglers are out.
+pub struct TokenWatch {
+    book: Arc<LateBook>,
+    token: String,
+    state: Arc<AtomicU8>,
+}
+
+impl TokenWatch {
+    /// What a straggler's win read now comes to.
+    pub fn late(&self) -> Late {
+        match self.state.load(Ordering::Acquire) {
+            LIVE => Late::Kept,
+            OVER => Late::Over,
+            _ => Late::Superseded,
+        }
+    }
+
+    /// Whether a straggler's win read now is to be freed.
+    pub fn over(&self) -> bool {
+        self.late() == Late::Over
+    }
+
+    /// The attempt lost: its stragglers' wins are freed.
+    pub fn end(&self) {
+        self.book.end(&self.token);
+    }
+}
+
+impl Drop for TokenWatch {
+    fn drop(&mut self) {
+        let mut tokens = lock(&self.book.tokens);
+        if let Some(entry) = tokens.get_mut(&self.token) {
+            entry.watchers = entry.watchers.saturating_sub(1);
+            if entry.watchers == 0 {
+                tokens.remove(&self.token);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_over_once_ended_while_watched_and_forgotten_after() {
+        let book = Arc::new(LateBook::default());
+        book.end("t");
+        let first = book.watch("t");
+        assert!(!first.over());
+        let second = book.watch("t");
+        book.end("t");
+        assert!(first.over() && second.over());
+        // A new try with the token: the earlier ones' stragglers free nothing any more.
+        book.begin("t");
+        assert_eq!(first.late(), Late::Superseded);
+        let third = book.watch("t");
+        assert_eq!(third.late(), Late::Kept);
+        drop(first);
+        second.end();
+        assert_eq!(second.late(), Late::Superseded);
+        assert!(third.over());
+        drop((second, third));
+        assert!(lock(&book.tokens).is_empty());
+        // Not watched: nothing kept for it.
+        book.end("t");
+        assert!(!book.watch("t").over());
+    }
+}

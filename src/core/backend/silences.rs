@@ -1,0 +1,81 @@
+//! The slots of a cluster whose calls go unanswered, and since when. A node that stalls for
+//! a moment costs only its own calls (the connection is kept, see `Conduit::KEPT_ON_TIMEOUT`);
+//! one that stays silent may have been replaced by a replica the crate's slot map does not
+//! know yet (a paused or black-holed node answers no MOVED, and its socket may stay open for
+//! minutes), or may hold the crate's slot refresh, and with it every request, on its socket.
+//! Past `STUCK` of silence the connection is opened afresh, as on one server, which reads the
+//! slot map again.
+
+use crate::core::basics::sync::lock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Longer than a stall worth riding out (a fork, a slow command, a short pause), shorter
+/// than a failover (the node timeout, 15 s by default, plus the election).
+pub const STUCK: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+pub struct Silences {
+    /// Slot → when its first call still unanswered timed out.
+    since: Mutex<HashMap<u16, Instant>>,
+    /// Whether `since` holds anything: an answered call looks no further when it does not.
+    any: AtomicBool,
+}
+
+impl Silences {
+    /// A call on `slot` got no answer in time, `now`. Whether the slot has been silent for
+    /// `STUCK` (the silences are then forgotten: the caller starts afresh).
+    pub fn unanswered(&self, slot: u16, now: Instant) -> bool {
+        let mut since = lock(&self.since);
+        let first = *since.entry(slot).or_insert(now);
+        self.any.store(true, Ordering::Relaxed);
+        if now.saturating_duration_since(first) < STUCK {
+            return false;
+        }
+        since.clear();
+        self.any.store(false, Ordering::Relaxed);
+        true
+    }
+
+    /// A call on the slot `slot_of` names was answered: the slot's node speaks.
+    pub fn answered(&self, slot_of: impl FnOnce() -> Option<u16>) {
+        if !self.any.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Some(slot) = slot_of() {
+            let mut since = lock(&self.since);
+            since.remove(&slot);
+            self.any.store(!since.is_empty(), Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_silent_past_stuck_starts_afresh_once() {
+        let silences = Silences::default();
+        let t0 = Instant::now();
+        assert!(!silences.unanswered(7, t0));
+        assert!(!silences.unanswered(8, t0 + STUCK / 2));
+        assert!(!silences.unanswered(7, t0 + STUCK / 2));
+        assert!(silences.unanswered(7, t0 + STUCK));
+        // Forgotten: slot 8's silence counts afresh.
+        assert!(!silences.unanswered(8, t0 + STUCK * 2));
+    }
+
+    #[test]
+    fn an_answer_ends_its_slot_silence_only() {
+        let silences = Silences::default();
+        let t0 = Instant::now();
+        assert!(!silences.unanswered(7, t0));
+        assert!(!silences.unanswered(8, t0));
+        silences.answered(|| Some(7));
+        assert!(!silences.unanswered(7, t0 + STUCK));
+        assert!(silences.unanswered(8, t0 + STUCK));
+    }
+}
