@@ -263,6 +263,18 @@ impl Schedule {
         doubted
     }
 
+    /// Entry `id` alone as `all_due` leaves each: due now and in doubt. Answers its sink and
+    /// tag when it was not in doubt yet.
+    pub fn doubt(&mut self, id: u64, now: u64, clock: &TickClock) -> Option<(Arc<dyn Sink>, u32)> {
+        self.visited += 1;
+        let entry = self.entries.get_mut(id)?;
+        entry.due_now(now);
+        let told = (!entry.in_doubt).then(|| (entry.sink.clone(), entry.tag));
+        entry.in_doubt = true;
+        self.requeue(id, clock);
+        told
+    }
+
     /// Queues every entry afresh from the table, without the pairs of stopped locks.
     fn rebuild(&mut self, clock: &TickClock) {
         let mut events = Vec::with_capacity(self.entries.len());

@@ -247,12 +247,29 @@ impl Watchdog {
         }
         drop(state);
         // A drop between the request and now may have been heard before this lock was in
-        // the table: it is in doubt from the start.
+        // the table: it is in doubt from the start. Only it: the scheduler hears the drop
+        // itself (its wake-up is kept until it waits) and doubts the others then, once. A
+        // pass over the table here made each lock watched after a drop cost every lock held:
+        // on a starved machine, whose calls time out (each timeout is a drop), a batch of
+        // acquisitions cost k x n and starved the scheduler in turn.
         if self.store.dropped().since(sent.into_std()) {
-            self.recheck_all();
-            self.wake.notify_one();
+            self.doubt(id);
         }
         id
+    }
+
+    /// Lock `id` is due now and in doubt until a refresh answers (see `recheck_all`).
+    fn doubt(&self, id: u64) {
+        let now = self.clock.ms(Instant::now());
+        let told = {
+            let mut state = lock(&self.state);
+            let told = state.entries.doubt(id, now, &self.clock);
+            self.wake_by(&mut state, now);
+            told
+        };
+        if let Some((sink, tag)) = told {
+            sink.suspended(tag);
+        }
     }
 
     /// As `watch_id`, stopped when the answer is dropped.
