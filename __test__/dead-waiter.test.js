@@ -9,7 +9,7 @@ const assert = require('node:assert/strict')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
-const { startChild, killAll } = require('./helpers/child')
+const { startChild, killAll, line } = require('./helpers/child')
 const { siblingKey } = require('./helpers/keys')
 const { DistributedLock } = require('..')
 const DistributedLockService = require('../maestro')
@@ -44,19 +44,6 @@ async function queued(lockKey, length, timeoutMs = 5000) {
   while ((await queueOf(lockKey)).length !== length) {
     if (Date.now() > until) throw new Error(`the queue of ${lockKey} never had ${length} entries`)
     await sleep(5)
-  }
-}
-
-async function line(kid, field, timeoutMs = 15_000) {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    for (const text of kid.lines) {
-      if (!text.startsWith('{')) continue
-      const value = JSON.parse(text)
-      if (field in value) return value
-    }
-    if (Date.now() > until) throw new Error(`child ${kid.proc.pid} printed no ${field}; stderr: ${kid.stderr}`)
-    await sleep(2)
   }
 }
 

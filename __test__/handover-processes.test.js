@@ -9,7 +9,7 @@ const assert = require('node:assert/strict')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
-const { startChild } = require('./helpers/child')
+const { startChild, killAll, line } = require('./helpers/child')
 const { DistributedLock, ExclusiveLock } = require('..')
 const DistributedLockService = require('../maestro')
 
@@ -27,11 +27,7 @@ before(async () => {
 })
 
 after(async () => {
-  for (const proc of children) {
-    try {
-      process.kill(proc.pid, 'SIGKILL')
-    } catch {}
-  }
+  killAll(children)
   client?.disconnect()
   await server?.close()
 })
@@ -46,20 +42,6 @@ async function ringLength(lockKey, length, timeoutMs = 5000) {
   while ((await client.llen(ringKey(lockKey))) !== length) {
     if (Date.now() > until) throw new Error(`the ring of ${lockKey} never had ${length} entries`)
     await sleep(5)
-  }
-}
-
-/** The first JSON line of `kid` that has `field`, waited for up to `timeoutMs`. */
-async function line(kid, field, timeoutMs = 15_000) {
-  const until = Date.now() + timeoutMs
-  for (;;) {
-    for (const text of kid.lines) {
-      if (!text.startsWith('{')) continue
-      const value = JSON.parse(text)
-      if (field in value) return value
-    }
-    if (Date.now() > until) throw new Error(`child ${kid.proc.pid} printed no ${field}; stderr: ${kid.stderr}`)
-    await sleep(2)
   }
 }
 

@@ -11,44 +11,18 @@ mod common;
 mod watched;
 
 use cluster::RedisCluster;
-use common::RedisServer;
 use native_redis_lock::core::api::{Limits, Locker, Store};
 use std::time::{Duration, Instant};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const PREFIX: &str = "pause:";
 
-/// Sends SIGCONT when dropped, so a failing assertion never leaves a node stopped.
-struct Paused<'a>(&'a RedisServer);
-
-impl<'a> Paused<'a> {
-    fn stop(node: &'a RedisServer) -> Paused<'a> {
-        node.signal("-STOP");
-        Paused(node)
-    }
-}
-
-impl Drop for Paused<'_> {
-    fn drop(&mut self) {
-        self.0.signal("-CONT");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_master_holds_no_refresh_of_a_lock_on_a_live_master_back() {
     let cluster = RedisCluster::start(3, 0);
     let masters = cluster.master_ports();
     assert_eq!(masters.len(), 3);
-    // Without a replica to take over, a master marked failed leaves slots uncovered, and
-    // then by default every master answers CLUSTERDOWN: the live ones must keep serving.
-    for &port in &masters {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("cluster-require-full-coverage")
-            .arg("no")
-            .query(&mut cluster.node(port).raw())
-            .expect("CONFIG SET");
-    }
+    cluster.allow_partial_coverage();
     let store = Store::shared(cluster.endpoint(MS(2000)));
     let locks = Locker::new(store.clone(), PREFIX, MS(2000));
     let (live, paused) = (masters[0], masters[2]);
@@ -65,7 +39,7 @@ async fn a_paused_master_holds_no_refresh_of_a_lock_on_a_live_master_back() {
     tokio::time::sleep(MS(900)).await;
     assert!(a.refreshes() >= 1 && b.refreshes() >= 1);
 
-    let stopped = Paused::stop(cluster.node(paused));
+    let stopped = cluster.pause(paused);
     let stopped_at = Instant::now();
     let b_before = b.refreshes();
     // Four of B's TTLs, past A's deadline (A's last refresh, at most 750 ms before the

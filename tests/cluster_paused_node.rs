@@ -13,7 +13,6 @@ mod common;
 mod watched;
 
 use cluster::RedisCluster;
-use common::RedisServer;
 use native_redis_lock::core::api::{Attempt, Limits, Locker, Store};
 use native_redis_lock::core::basics::keys;
 use std::time::{Duration, Instant};
@@ -25,15 +24,6 @@ const BOUND: Duration = Duration::from_millis(400);
 /// Far above a loopback round trip on a busy 2-core machine, far below `BOUND`: a call on a
 /// live master that waited for the paused one, or for a reconnection, would pass it.
 const FAST: Duration = Duration::from_millis(150);
-
-/// Sends SIGCONT when dropped, so a failing assertion never leaves a node stopped.
-struct Paused<'a>(&'a RedisServer);
-
-impl Drop for Paused<'_> {
-    fn drop(&mut self) {
-        self.0.signal("-CONT");
-    }
-}
 
 /// Connections a node has accepted since it started, asked on `admin` (one kept open, so
 /// asking opens none).
@@ -83,16 +73,7 @@ async fn a_paused_master_costs_only_its_own_calls_and_holders() {
     let cluster = RedisCluster::start(3, 0);
     let masters = cluster.master_ports();
     assert_eq!(masters.len(), 3);
-    // Without a replica, a master marked failed leaves slots uncovered, and then by default
-    // every master answers CLUSTERDOWN: the live ones must keep serving.
-    for &port in &masters {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("cluster-require-full-coverage")
-            .arg("no")
-            .query(&mut cluster.node(port).raw())
-            .expect("CONFIG SET");
-    }
+    cluster.allow_partial_coverage();
     let store = Store::shared(cluster.endpoint(MS(1000)));
     let locks = Locker::new(store.clone(), PREFIX, BOUND);
     let (live, paused) = ([masters[0], masters[1]], masters[2]);
@@ -135,8 +116,7 @@ async fn a_paused_master_costs_only_its_own_calls_and_holders() {
         live.iter().map(|&port| cluster.node(port).raw()).collect();
     let connections: Vec<u64> = admins.iter_mut().map(accepted).collect();
 
-    cluster.node(paused).signal("-STOP");
-    let stopped = Paused(cluster.node(paused));
+    let stopped = cluster.pause(paused);
     let stopped_at = Instant::now();
 
     // A call on the paused master: its own bound, no more, and A (its slot) is in doubt.
@@ -249,8 +229,7 @@ async fn a_master_paused_through_its_failover_is_left_for_its_replica() {
     };
     assert!(locks.release(&probe).await.expect("release"));
 
-    cluster.node(paused).signal("-STOP");
-    let _stopped = Paused(cluster.node(paused));
+    let _stopped = cluster.pause(paused);
     let stopped_at = Instant::now();
     // The node timeout (1 s) and the election, then at most `STUCK` of silence.
     let by = stopped_at + MS(12_000);

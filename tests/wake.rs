@@ -8,6 +8,7 @@ use native_redis_lock::core::api::Store;
 use native_redis_lock::core::api::{Attempt, Locker};
 use native_redis_lock::core::api::{Endpoint, EndpointSpec};
 use native_redis_lock::core::basics::keys;
+use native_redis_lock::core::basics::lease::Lease;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -27,7 +28,7 @@ fn process(server: &RedisServer, n: u64) -> Arc<Locker> {
     Arc::new(Locker::new(Store::shared(endpoint), "lock:", MS(2000)))
 }
 
-async fn take(locks: &Locker, key: &str) -> native_redis_lock::core::basics::lease::Lease {
+async fn take(locks: &Locker, key: &str) -> Lease {
     match locks.attempt(key, MS(30_000)).await.expect("attempt") {
         Attempt::Acquired(lease) => lease,
         Attempt::Held { .. } => panic!("{key} held"),
@@ -51,6 +52,32 @@ fn wait_for(locks: &Arc<Locker>, key: &str) -> tokio::task::JoinHandle<Instant> 
         locks.release(&lease).await.expect("release");
         at
     })
+}
+
+/// A wait by `locks` for `key` that gives up after 300 ms (the lock is held), leaving its
+/// connection queued.
+async fn give_up(locks: &Locker, key: &str) {
+    let gave_up = locks
+        .wait(
+            key,
+            MS(30_000),
+            MS(300),
+            SLOW_POLL,
+            &CancellationToken::new(),
+        )
+        .await;
+    assert!(gave_up.is_err(), "the lock was held");
+}
+
+/// Releases `lease` and says how long after it `waiting` held the lock.
+async fn woken_after(
+    holder: &Locker,
+    lease: &Lease,
+    waiting: tokio::task::JoinHandle<Instant>,
+) -> Duration {
+    let released = Instant::now();
+    assert!(holder.release(lease).await.unwrap());
+    waiting.await.unwrap().duration_since(released)
 }
 
 #[tokio::test]
@@ -194,22 +221,11 @@ async fn a_wake_for_a_process_whose_waiter_gave_up_is_passed_on() {
     let holder = process(&server, 1);
     let lease = take(&holder, "gone").await;
     let quitter = process(&server, 2);
-    let gave_up = quitter
-        .wait(
-            "gone",
-            MS(30_000),
-            MS(300),
-            SLOW_POLL,
-            &CancellationToken::new(),
-        )
-        .await;
-    assert!(gave_up.is_err(), "the lock was held");
+    give_up(&quitter, "gone").await;
     // The quitter's connection is still first in the queue.
     let patient = wait_for(&process(&server, 3), "gone");
     tokio::time::sleep(MS(200)).await;
-    let released = Instant::now();
-    assert!(holder.release(&lease).await.unwrap());
-    let after = patient.await.unwrap().duration_since(released);
+    let after = woken_after(&holder, &lease, patient).await;
     assert!(
         after < MS(1000),
         "took {after:?}: the poll, not the passed-on wake"
@@ -343,11 +359,11 @@ async fn idle_subscriptions_are_dropped_past_the_limit_and_the_connection_stays_
 /// A connection queued under its marked name (`keys::WAKE_MARK`) that nobody hears any more:
 /// what a waiting process killed with SIGKILL leaves in the queue (Redis drops a closed
 /// connection's subscriptions; the queue place stays until it runs out).
-fn queue_dead_waiter(server: &RedisServer, lock_key: &[u8]) {
+fn queue_dead_waiter(server: &RedisServer, lock_key: &[u8], score: u64) {
     let mut raw = server.raw();
     let _: i64 = redis::cmd("ZADD")
         .arg(keys::queue_key(lock_key))
-        .arg(1)
+        .arg(score)
         .arg(format!("ghost{}", keys::WAKE_MARK))
         .query(&mut raw)
         .unwrap();
@@ -361,7 +377,7 @@ async fn a_dead_queued_waiter_does_not_swallow_the_wake() {
     let waiting = wait_for(&process(&server, 2), "dead");
     tokio::time::sleep(MS(300)).await;
     // Ahead of the live waiter, as a process that queued first and was killed.
-    queue_dead_waiter(&server, b"lock:dead");
+    queue_dead_waiter(&server, b"lock:dead", 1);
     let mut raw = server.raw();
     let first: Vec<String> = redis::cmd("ZRANGE")
         .arg(keys::queue_key(b"lock:dead"))
@@ -372,9 +388,7 @@ async fn a_dead_queued_waiter_does_not_swallow_the_wake() {
     assert_eq!(first.len(), 2, "{first:?}");
     assert_eq!(first[0], "ghost!");
     assert!(first[1].ends_with('!'), "the live waiter is queued marked");
-    let released = Instant::now();
-    assert!(holder.release(&lease).await.unwrap());
-    let after = waiting.await.unwrap().duration_since(released);
+    let after = woken_after(&holder, &lease, waiting).await;
     assert!(
         after < MS(1000),
         "took {after:?}: the poll, not the release"
@@ -387,29 +401,12 @@ async fn a_wake_passed_on_skips_a_dead_queued_waiter_too() {
     let holder = process(&server, 1);
     let lease = take(&holder, "dead-pass").await;
     let quitter = process(&server, 2);
-    let gave_up = quitter
-        .wait(
-            "dead-pass",
-            MS(30_000),
-            MS(300),
-            SLOW_POLL,
-            &CancellationToken::new(),
-        )
-        .await;
-    assert!(gave_up.is_err(), "the lock was held");
+    give_up(&quitter, "dead-pass").await;
     // The quitter's connection stays first; behind it a dead one, then the live waiter.
-    let mut raw = server.raw();
-    let _: i64 = redis::cmd("ZADD")
-        .arg(keys::queue_key(b"lock:dead-pass"))
-        .arg(2)
-        .arg("ghost!")
-        .query(&mut raw)
-        .unwrap();
+    queue_dead_waiter(&server, b"lock:dead-pass", 2);
     let patient = wait_for(&process(&server, 3), "dead-pass");
     tokio::time::sleep(MS(200)).await;
-    let released = Instant::now();
-    assert!(holder.release(&lease).await.unwrap());
-    let after = patient.await.unwrap().duration_since(released);
+    let after = woken_after(&holder, &lease, patient).await;
     assert!(
         after < MS(1000),
         "took {after:?}: the poll, not the passed-on wake"

@@ -39,4 +39,18 @@ function killAll(children) {
   }
 }
 
-module.exports = { startChild, killAll }
+/** The first JSON line of `kid` that has `field`, waited for up to `timeoutMs`. */
+async function line(kid, field, timeoutMs = 15_000) {
+  const until = Date.now() + timeoutMs
+  for (;;) {
+    for (const text of kid.lines) {
+      if (!text.startsWith('{')) continue
+      const value = JSON.parse(text)
+      if (field in value) return value
+    }
+    if (Date.now() > until) throw new Error(`child ${kid.proc.pid} printed no ${field}; stderr: ${kid.stderr}`)
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+}
+
+module.exports = { startChild, killAll, line }

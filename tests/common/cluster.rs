@@ -1,6 +1,7 @@
 //! A Redis Cluster on loopback for the tests: 3 masters and a replica each, every node a
 //! `RedisServer` on free ports (its bus port too), joined by `redis-cli --cluster create`,
 //! stopped by pid when dropped. Taken by path, as `redlock.rs`.
+#![allow(dead_code)]
 
 use crate::common::RedisServer;
 use native_redis_lock::core::api::{Endpoint, EndpointSpec};
@@ -152,6 +153,26 @@ impl RedisCluster {
             .expect("GET")
     }
 
+    /// Stops the node at `port` (SIGSTOP, by pid) until the guard drops.
+    pub fn pause(&self, port: u16) -> Paused<'_> {
+        let node = self.node(port);
+        node.signal("-STOP");
+        Paused(node)
+    }
+
+    /// Lets the live masters serve while one is marked failed with no replica to take over:
+    /// its slots are then uncovered, and by default every master answers CLUSTERDOWN.
+    pub fn allow_partial_coverage(&self) {
+        for port in self.master_ports() {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("cluster-require-full-coverage")
+                .arg("no")
+                .query(&mut self.node(port).raw())
+                .expect("CONFIG SET");
+        }
+    }
+
     pub fn node(&self, port: u16) -> &RedisServer {
         self.nodes
             .iter()
@@ -175,5 +196,14 @@ impl RedisCluster {
             ..Default::default()
         })
         .expect("cluster endpoint")
+    }
+}
+
+/// Sends SIGCONT when dropped, so a failing assertion never leaves a node stopped.
+pub struct Paused<'a>(&'a RedisServer);
+
+impl Drop for Paused<'_> {
+    fn drop(&mut self) {
+        self.0.signal("-CONT");
     }
 }
