@@ -456,12 +456,30 @@ impl Wakes {
 
     pub(crate) fn end_preparing(&self, channel: &[u8]) {
         let mut channels = self.table();
+        let mut left_idle = false;
         if let Some(entry) = channels.get_mut(channel) {
             entry.preparing = false;
             // Its last waiter may have left meanwhile, and the subscription failed.
             if entry.is_forgettable() {
                 channels.remove(channel);
+            } else {
+                // Or it succeeded after they left, uncounted by their leaving (they found it
+                // unsubscribed): idle from the start, it counts now, or a burst of short
+                // waits would leave its subscriptions until 64 more waiters leave.
+                left_idle = entry.waiters.is_empty() && entry.subscribed;
             }
+        }
+        drop(channels);
+        if left_idle {
+            self.count_left_idle();
+        }
+    }
+
+    /// One more lock whose last waiter left it subscribed; every `IDLE_SUBSCRIPTIONS` of them,
+    /// the idle ones are dropped.
+    fn count_left_idle(&self) {
+        if self.left_idle.fetch_add(1, Ordering::SeqCst) + 1 == IDLE_SUBSCRIPTIONS {
+            self.clean_up(Cleanup::DropIdle);
         }
     }
 
@@ -1039,10 +1057,8 @@ impl Drop for Ticket {
         if let Some(cleanup) = owed {
             self.wakes.clean_up(cleanup);
         }
-        if left_idle
-            && self.wakes.left_idle.fetch_add(1, Ordering::SeqCst) + 1 == IDLE_SUBSCRIPTIONS
-        {
-            self.wakes.clean_up(Cleanup::DropIdle);
+        if left_idle {
+            self.wakes.count_left_idle();
         }
     }
 }
