@@ -1,7 +1,7 @@
 'use strict'
 
 // npm run bench [-- --quick] [--only=a,b,c,c4,d,e,f,ra,rb,rc] [--placements=unpinned,pinned] [--adapters=id,...]
-//               [--report-only] [--merge]
+//               [--report-only] [--merge] [--help]
 //
 // --merge keeps bench/results.json and replaces only what this run measured (its scenarios,
 // placements and adapters; the report says which, when and by what command): rows re-measured
@@ -15,15 +15,88 @@ const { spawn, execFileSync } = require('node:child_process')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+
+const argv = process.argv.slice(2)
+const flag = (name) => argv.includes(`--${name}`)
+const option = (name) => argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1]
+
+const SCENARIO_HELP = {
+  a: 'serial pairs (acquire, release) on one key',
+  b: '256 pairs in flight on distinct keys',
+  c: 'one key, 8 async workers in one process',
+  c4: 'one key, 4 processes',
+  d: 'the physical limit: redis-benchmark (needs redis-benchmark)',
+  e: 'held auto-refreshed locks: RSS and CPU',
+  f: 'the worst event-loop stall releasing 100,000 auto-refreshed locks (ours alone)',
+  ra: 'serial pairs on a Redlock over 5 servers',
+  rb: '256 pairs in flight on a Redlock over 5 servers',
+  rc: '8 waiters on one key on a Redlock over 5 servers',
+}
+
+/** The adapters' lines of the usage: read from the adapters, so that they cannot drift. */
+function adapterLines() {
+  let adapters
+  try {
+    adapters = require('./adapters')
+  } catch (err) {
+    // The peers live in bench/node_modules: without them, the ids are still worth printing.
+    const files = fs.readdirSync(path.join(__dirname, 'adapters')).filter((f) => f.endsWith('.js') && f !== 'index.js')
+    return [`  (cannot load the adapters: ${err.message.split('\n')[0]}; run \`cd bench && npm install\`)`, ...files.map((f) => `  ${f.slice(0, -3)}`)]
+  }
+  const ids = Object.keys(adapters)
+  const width = Math.max(...ids.map((id) => id.length))
+  return ids.map((id) => {
+    const only = adapters[id].scenarios ? ` [${adapters[id].scenarios.join(',')} only]` : ''
+    return `  ${id.padEnd(width)}  ${adapters[id].name} (${adapters[id].kind})${only}`
+  })
+}
+
+/** The usage text. */
+function usage() {
+  return [
+    'usage: npm run bench [-- options]   (or: node bench/run.js [options])',
+    '',
+    'Runs the lock libraries against a private redis-server and writes bench/RESULTS.md,',
+    'bench/chart.svg and bench/results.json (see bench/README.md).',
+    '',
+    'options:',
+    '  --quick                  short rounds, unpinned only: every scenario in under 3 minutes',
+    '  --only=a,b,...           run only these scenarios (default: all)',
+    '  --placements=unpinned,pinned',
+    '                           CPU placements (default: both when taskset exists; unpinned with --quick)',
+    '  --adapters=id,...        only these libraries (ids below)',
+    '  --merge                  keep bench/results.json, replace only what this run measured',
+    '  --report-only            rewrite RESULTS.md and chart.svg from results.json; measure nothing',
+    '  --help, -h               print this and exit',
+    '',
+    'scenarios:',
+    ...Object.entries(SCENARIO_HELP).map(([id, text]) => `  ${id.padEnd(4)} ${text}`),
+    '',
+    'adapters:',
+    ...adapterLines(),
+    '',
+  ].join('\n')
+}
+
+// Before anything is measured or started: asking for help, or mistyping an option, must
+// never start a run of an hour.
+const KNOWN = /^--(quick|merge|report-only|help|(only|placements|adapters)=.*)$/
+if (flag('help') || argv.includes('-h')) {
+  process.stdout.write(usage())
+  process.exit(0)
+}
+const unknown = argv.filter((a) => !KNOWN.test(a))
+const badScenario = (option('only') ?? '').split(',').find((s) => s && !SCENARIO_HELP[s])
+if (unknown.length || badScenario) {
+  process.stderr.write(`bench/run.js: ${unknown.length ? `unknown option ${unknown[0]}` : `unknown scenario ${badScenario}`}; see --help\n`)
+  process.exit(2)
+}
+
 const { startRedis } = require('../__test__/helpers/redis-server')
 const ADAPTERS = require('./adapters')
 const { connect } = require('./lib/redis')
 const { rotate, fmt } = require('./lib/util')
 const { writeReport } = require('./lib/report')
-
-const argv = process.argv.slice(2)
-const flag = (name) => argv.includes(`--${name}`)
-const option = (name) => argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1]
 
 const QUICK = flag('quick')
 const PARAMS = QUICK
