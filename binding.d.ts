@@ -448,6 +448,8 @@ export interface LockSiblings {
   alive: Buffer
   /** Where a release announces a wake-up. */
   channel: Buffer
+  /** The ring of connections taking the lock by grant (a list; see release_grant.lua). */
+  ring: Buffer
 }
 
 /**

@@ -22,9 +22,12 @@ let record
 before(async () => {
   redis = await startRedis()
   url = redis.url
-  for (let i = 0; i < 2; i++) {
+  // Two processes on each of DistributedLock's lock:hot, syncguard's syncguard:sg-hot and
+  // lock:granted, taken by grants across processes.
+  const KEYS = { 'distributed-lock': 'hot', syncguard: 'sg-hot', grants: 'granted' }
+  for (const api of ['distributed-lock', 'distributed-lock', 'syncguard', 'syncguard', 'grants', 'grants']) {
     const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'cli-contender.js')], {
-      env: { ...process.env, URL: url, KEY: 'hot' },
+      env: { ...process.env, URL: url, KEY: KEYS[api], API: api },
       stdio: ['ignore', 'ignore', 'inherit'],
     })
     contenders.push(child)
@@ -64,7 +67,7 @@ test('watch --json: one line per refresh, the contended lock first with its rate
     assert.deepEqual(Object.keys(frame), ['at', 'pattern', 'locks'])
     assert.equal(frame.pattern, '*')
     for (const lock of frame.locks) {
-      assert.deepEqual(Object.keys(lock), ['key', 'api', 'holder', 'ttlMs', 'waiters', 'wakesPerSec', 'attemptsPerSec'])
+      assert.deepEqual(Object.keys(lock), ['key', 'api', 'holder', 'ttlMs', 'waiters', 'acquisitionsPerSec', 'wakesPerSec'])
     }
   }
   const hot = frames.map((f) => f.locks.find((l) => l.key === 'lock:hot'))
@@ -74,17 +77,30 @@ test('watch --json: one line per refresh, the contended lock first with its rate
   // the second frame the lock shows in, it keeps its row (held or not), first, and busy; the
   // wake-ups announced on its channel are heard.
   for (const frame of frames.slice(since + 1)) {
-    const row = frame.locks[0]
-    assert.equal(row.key, 'lock:hot', 'the most contended first, and kept while free')
-    assert.ok(row.wakesPerSec + row.attemptsPerSec > 0, stdout)
+    const at = (key) => frame.locks.findIndex((l) => l.key === key)
+    const row = frame.locks[at('lock:hot')]
+    assert.ok(row && at('lock:hot') < at('lock:quiet') && at('lock:hot') < at('syncguard:calm'), `the contended before the calm, and kept while free: ${stdout}`)
+    // Each contender holds 5 ms a turn: at most some 200 acquisitions a second, far more
+    // than none (the counter's growth, read whatever channel the wake-ups go to).
+    assert.ok(row.acquisitionsPerSec > 5 && row.acquisitionsPerSec < 400, stdout)
   }
   assert.ok(hot.slice(since + 1).some((l) => l.wakesPerSec > 0), stdout)
+  // syncguard draws one fence per acquisition: its busy lock's rate is read the same way.
+  const sgHot = frames.map((f) => f.locks.find((l) => l.key === 'syncguard:sg-hot'))
+  const sgSince = sgHot.findIndex(Boolean)
+  assert.ok(sgSince >= 0 && sgSince < frames.length - 1, stdout)
+  assert.ok(sgHot.slice(sgSince + 1).every((l) => l && l.api === 'syncguard' && l.acquisitionsPerSec > 5 && l.acquisitionsPerSec < 400), stdout)
+  // Grants draw 1024 fences each: read as one acquisition each, not as 512.
+  const granted = frames.map((f) => f.locks.find((l) => l.key === 'lock:granted'))
+  const grantedSince = granted.findIndex(Boolean)
+  assert.ok(grantedSince >= 0 && grantedSince < frames.length - 1, stdout)
+  assert.ok(granted.slice(grantedSince + 1).every((l) => l && l.acquisitionsPerSec > 5 && l.acquisitionsPerSec < 400), stdout)
   const calm = frames.slice(1).map((f) => f.locks.find((l) => l.key === 'syncguard:calm'))
-  assert.ok(calm.every((l) => l && l.attemptsPerSec === 0 && l.wakesPerSec === 0), stdout)
+  assert.ok(calm.every((l) => l && l.acquisitionsPerSec === 0 && l.wakesPerSec === 0), stdout)
 })
 
 test('watch [pattern] shows only the matching locks', async () => {
-  const { code, stdout, stderr } = await cli(['watch', 'syncguard:*', '--json', '--interval', '100', '--count', '2', '--url', url])
+  const { code, stdout, stderr } = await cli(['watch', 'syncguard:c*', '--json', '--interval', '100', '--count', '2', '--url', url])
   assert.equal(code, 0, stderr)
   for (const line of stdout.trim().split('\n')) {
     assert.deepEqual(JSON.parse(line).locks.map((l) => l.key), ['syncguard:calm'])
@@ -104,7 +120,7 @@ test('watch in a terminal: redrawn in place, per-second counts, q quits and rest
   const frames = output.split('\x1b[H').slice(1)
   const last = frames[frames.length - 2]
   assert.match(last, /native-redis-lock watch redis:\/\/127\.0\.0\.1:\d+\/? \*/)
-  assert.match(last, /key\s+api\s+holder\s+ttlMs\s+waiters\s+wakes\/s\s+attempts\/s/)
+  assert.match(last, /key\s+api\s+holder\s+ttlMs\s+waiters\s+acquisitions\/s\s+wakes\/s/)
   // A rate needs the frame before: from the second frame the hot lock shows in, it is busy
   // in each one.
   const rows = frames.map((frame) => frame.split(/\r?\n/).find((line) => line.startsWith('lock:hot')))
@@ -112,8 +128,8 @@ test('watch in a terminal: redrawn in place, per-second counts, q quits and rest
   assert.ok(since >= 0 && since < frames.length - 1, JSON.stringify(frames))
   for (const row of rows.slice(since + 1)) {
     assert.ok(row, JSON.stringify(frames))
-    const [wakes, attempts] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-2).map(Number)
-    assert.ok(wakes + attempts > 0, row)
+    const [acquisitions] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-2).map(Number)
+    assert.ok(acquisitions > 0, row)
   }
   assert.match(last, /syncguard:calm\s+syncguard\s+\S+\s+\d+\s+0\s+0\s+0/)
 })

@@ -162,7 +162,7 @@ async function readSyncguard(client, key, value, record, full) {
 
 async function readOurs(client, key, value, full) {
   const sib = native.lockSiblings(key)
-  const [hasFence, owner, ttl, counter, queued, lined] = await Promise.all([
+  const [hasFence, owner, ttl, counter, queued, lined, ring] = await Promise.all([
     client.call('EXISTS', sib.fence),
     // ExclusiveLock's holder is its owner key's token (its lock key holds lock_contents).
     client.call('GET', sib.owner).catch(orElse(null)),
@@ -170,6 +170,7 @@ async function readOurs(client, key, value, full) {
     client.call('GET', sib.fence).catch(orElse(null)),
     client.call('ZCARD', sib.waiting).catch(orElse(0)),
     client.call('ZCARD', sib.line).catch(orElse(0)),
+    client.call('LLEN', sib.ring).catch(orElse(0)),
   ])
   // Every acquisition of ours draws from the counter: no counter, no lock of ours.
   if (!hasFence) return null
@@ -185,7 +186,7 @@ async function readOurs(client, key, value, full) {
     waiters: queued + lined,
     contents: api === 'exclusive-lock' ? { lock_contents: value.toString('utf8') } : null,
   }
-  counters(lock, sib.fence, [sib.waiting, sib.line])
+  counters(lock, sib.fence, [sib.waiting, sib.line], sib.ring, ring)
   if (full) {
     const [waiting, line] = await Promise.all([
       client.call('ZRANGE', sib.waiting, 0, -1, 'WITHSCORES').catch(orElse([])),
@@ -199,9 +200,12 @@ async function readOurs(client, key, value, full) {
   return lock
 }
 
-/** Where a lock's fence counter and queues are, kept out of its JSON: `watch` reads them on. */
-function counters(lock, fence, queues) {
-  Object.defineProperty(lock, 'counters', { value: { fence, queues }, enumerable: false })
+/**
+ * Where a lock's fence counter, queues and grant ring are, and how many connections its ring
+ * held (`ringed`), kept out of its JSON: `watch` reads them on.
+ */
+function counters(lock, fence, queues, ring = null, ringed = 0) {
+  Object.defineProperty(lock, 'counters', { value: { fence, queues, ring, ringed }, enumerable: false })
 }
 
 /**
@@ -209,14 +213,15 @@ function counters(lock, fence, queues) {
  * (`watch` keeps a contended lock's row through the instants it is free).
  */
 async function rereadCounters(client, lock) {
-  const { fence, queues } = lock.counters
-  const [counter, ...sizes] = await Promise.all([
+  const { fence, queues, ring } = lock.counters
+  const [counter, ringed, ...sizes] = await Promise.all([
     client.call('GET', fence).catch(orElse(null)),
+    ring === null ? 0 : client.call('LLEN', ring).catch(orElse(0)),
     ...queues.map((queue) => client.call('ZCARD', queue).catch(orElse(0))),
   ])
   const again = { ...lock, holder: null, ttlMs: null, fence: null, contents: null,
     fenceCounter: counter ? counter.toString() : null, waiters: sizes.reduce((a, b) => a + b, 0) }
-  counters(again, fence, queues)
+  counters(again, fence, queues, ring, ringed)
   return again
 }
 

@@ -17,7 +17,7 @@ const HELP = {
 Commands:
   list [pattern]          every lock of every API (SCAN), key pattern default *
   inspect <key>           one lock in full: holder, TTL, fence counter, queue
-  watch [pattern]         live table of locks, wake-ups and attempts per second
+  watch [pattern]         live table of locks, acquisitions and wake-ups per second
   release <key> --force   delete a stuck lock and move its fence counter on
 
 Options (every command):
@@ -49,8 +49,8 @@ Exit code 5 when the key holds no lock of this package.
   watch: `Usage: native-redis-lock watch [pattern] [--url <url>] [--json] [--interval <ms>] [--count <n>]
 
 A table redrawn in place every interval (default 1000 ms), most contended first: waiters,
-wake-ups per second (releases that woke a waiting process, heard on the lock's channel) and
-attempts per second (fence numbers drawn). A lock seen held stays listed while
+acquisitions per second (read from the lock's fence counter) and wake-ups per second
+(releases that woke a waiting process, heard on the lock's channel). A lock seen held stays listed while
 free (holder -). q or Ctrl-C quits. With --json, one JSON line
 per refresh. --count stops after n refreshes.
 `,

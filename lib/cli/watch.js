@@ -1,8 +1,8 @@
 'use strict'
 
-// `watch`: the locks matching a pattern, redrawn in place every interval, with the wake-ups
-// each lock's releases announced (heard on its channel) and the fence numbers drawn, per
-// second, the most contended first.
+// `watch`: the locks matching a pattern, redrawn in place every interval, with the
+// acquisitions per second each made (read from its fence counter) and the wake-ups its
+// releases announced (heard on its channel), the most contended first.
 
 const native = require('../native')
 const { connect } = require('./connect')
@@ -72,27 +72,49 @@ class WakeCounter {
   }
 }
 
+// Fences each grant across processes draws (release_grant.lua BLOCK): a block, of which the
+// grantee uses one (the client passes no block on, release.rs `last: 0`).
+const GRANT_BLOCK = 1024
+
+/**
+ * Acquisitions per second of `lock` from its fence counter, whose last reading per key is
+ * kept in `last` (`{ counter, at, ringed }`). Every acquisition draws from the counter:
+ * syncguard one fence, our APIs two (the holder's and one kept for a hand-over, which then
+ * draws one: a lock handed over within one process reads as half its rate at most), and a
+ * grant across processes a block of GRANT_BLOCK. While the lock has a ring of connections
+ * taking it by grant (now or at the last reading), the growth is read as whole blocks, one
+ * a grant, and the rest as attempts' pairs: right while fewer than 512 plain acquisitions
+ * come between two refreshes. A counter that went back (deleted, expired) starts anew.
+ */
+function acquisitionsPerSec(lock, last, now) {
+  const counter = lock.fenceCounter === null ? null : Number(lock.fenceCounter)
+  const ringed = lock.counters?.ringed > 0
+  const before = last.get(lock.key)
+  last.set(lock.key, { counter, at: now, ringed })
+  if (counter === null || before === undefined || before.counter === null || counter < before.counter) return 0
+  const grown = counter - before.counter
+  let acquisitions
+  if (lock.api === 'syncguard') acquisitions = grown
+  else if (ringed || before.ringed) {
+    const grants = Math.floor(grown / GRANT_BLOCK)
+    acquisitions = grants + (grown - grants * GRANT_BLOCK) / 2
+  } else acquisitions = grown / 2
+  return round(acquisitions / (Math.max(now - before.at, 1) / 1000))
+}
+
 /** One refresh: each lock with its rates over the last `seconds`. */
-function frame(locks, wakes, lastCounters, seconds) {
-  const rows = locks.map((lock) => {
-    const counter = lock.fenceCounter === null ? null : Number(lock.fenceCounter)
-    const before = lastCounters.get(lock.key)
-    // Our APIs draw two numbers per attempt, syncguard one per acquisition.
-    const step = lock.api === 'syncguard' ? 1 : 2
-    const drawn = counter !== null && before !== undefined && counter >= before ? (counter - before) / step : 0
-    lastCounters.set(lock.key, counter ?? undefined)
-    return {
-      key: lock.key,
-      api: lock.api,
-      holder: lock.holder,
-      ttlMs: lock.ttlMs,
-      waiters: lock.waiters,
-      wakesPerSec: round((wakes.get(lock.key) ?? 0) / seconds),
-      attemptsPerSec: round(drawn / seconds),
-    }
-  })
-  return rows.sort((a, b) => b.waiters - a.waiters || b.wakesPerSec - a.wakesPerSec ||
-    b.attemptsPerSec - a.attemptsPerSec || a.key.localeCompare(b.key))
+function frame(locks, wakes, lastCounters, seconds, now) {
+  const rows = locks.map((lock) => ({
+    key: lock.key,
+    api: lock.api,
+    holder: lock.holder,
+    ttlMs: lock.ttlMs,
+    waiters: lock.waiters,
+    acquisitionsPerSec: acquisitionsPerSec(lock, lastCounters, now),
+    wakesPerSec: round((wakes.get(lock.key) ?? 0) / seconds),
+  }))
+  return rows.sort((a, b) => b.waiters - a.waiters || b.acquisitionsPerSec - a.acquisitionsPerSec ||
+    b.wakesPerSec - a.wakesPerSec || a.key.localeCompare(b.key))
 }
 
 function round(n) {
@@ -100,8 +122,8 @@ function round(n) {
 }
 
 function table(rows, header) {
-  const cols = ['key', 'api', 'holder', 'ttlMs', 'waiters', 'wakes/s', 'attempts/s']
-  const cells = rows.map((r) => [r.key, r.api, r.holder ?? '-', r.ttlMs ?? '-', r.waiters, r.wakesPerSec, r.attemptsPerSec].map(String))
+  const cols = ['key', 'api', 'holder', 'ttlMs', 'waiters', 'acquisitions/s', 'wakes/s']
+  const cells = rows.map((r) => [r.key, r.api, r.holder ?? '-', r.ttlMs ?? '-', r.waiters, r.acquisitionsPerSec, r.wakesPerSec].map(String))
   const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)))
   const line = (row) => row.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()
   return [header, '', line(cols), ...cells.map(line)]
@@ -174,7 +196,7 @@ async function watch({ address, pattern, intervalMs, count, json, out, input, ti
       for (const [key, lock] of seen) if (!held.has(key)) locks.push(await rereadCounters(client, lock))
       await wakes.follow(locks.map((lock) => lock.key))
       const now = Date.now()
-      const rows = frame(locks, wakes.take(), lastCounters, Math.max(now - last, 1) / 1000)
+      const rows = frame(locks, wakes.take(), lastCounters, Math.max(now - last, 1) / 1000, now)
       last = now
       if (json) {
         out.write(`${JSON.stringify({ at: new Date(now).toISOString(), pattern, locks: rows })}\n`)

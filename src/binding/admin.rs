@@ -20,6 +20,8 @@ pub struct LockSiblings {
     pub alive: Buffer,
     /// Where a release announces a wake-up.
     pub channel: Buffer,
+    /// The ring of connections taking the lock by grant (a list; see release_grant.lua).
+    pub ring: Buffer,
 }
 
 #[napi]
@@ -31,6 +33,7 @@ pub fn lock_siblings(lock_key: Buffer) -> LockSiblings {
         line: keys::line_key(&lock_key).into(),
         alive: keys::alive_key(&lock_key).into(),
         channel: keys::released_channel(&lock_key).into(),
+        ring: keys::ring_key(&lock_key).into(),
     }
 }
 
