@@ -24,8 +24,8 @@ before(async () => {
   url = redis.url
   // Two processes on each of DistributedLock's lock:hot, syncguard's syncguard:sg-hot and
   // lock:granted, taken by grants across processes.
-  const KEYS = { 'distributed-lock': 'hot', syncguard: 'sg-hot', grants: 'granted' }
-  for (const api of ['distributed-lock', 'distributed-lock', 'syncguard', 'syncguard', 'grants', 'grants']) {
+  const KEYS = { 'distributed-lock': 'hot', syncguard: 'sg-hot', grants: 'granted', exclusive: 'ex-hot' }
+  for (const api of ['distributed-lock', 'distributed-lock', 'syncguard', 'syncguard', 'grants', 'grants', 'exclusive', 'exclusive']) {
     const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'cli-contender.js')], {
       env: { ...process.env, URL: url, KEY: KEYS[api], API: api },
       stdio: ['ignore', 'ignore', 'inherit'],
@@ -90,6 +90,12 @@ test('watch --json: one line per refresh, the contended lock first with its rate
   const sgSince = sgHot.findIndex(Boolean)
   assert.ok(sgSince >= 0 && sgSince < frames.length - 1, stdout)
   assert.ok(sgHot.slice(sgSince + 1).every((l) => l && l.api === 'syncguard' && l.acquisitionsPerSec > 5 && l.acquisitionsPerSec < 400), stdout)
+  // ExclusiveLock's layout (an owner key beside): its polls' failed attempts draw too (the
+  // transaction form), so its rate is that of attempts, a few hundred a second here.
+  const exHot = frames.map((f) => f.locks.find((l) => l.key === 'exclusive-lock:ex-hot'))
+  const exSince = exHot.findIndex(Boolean)
+  assert.ok(exSince >= 0 && exSince < frames.length - 1, stdout)
+  assert.ok(exHot.slice(exSince + 1).every((l) => l && l.api === 'exclusive-lock' && l.acquisitionsPerSec > 5 && l.acquisitionsPerSec < 2000), stdout)
   // Grants draw 1024 fences each: read as one acquisition each, not as 512.
   const granted = frames.map((f) => f.locks.find((l) => l.key === 'lock:granted'))
   const grantedSince = granted.findIndex(Boolean)

@@ -49,10 +49,11 @@ Exit code 5 when the key holds no lock of this package.
   watch: `Usage: native-redis-lock watch [pattern] [--url <url>] [--json] [--interval <ms>] [--count <n>]
 
 A table redrawn in place every interval (default 1000 ms), most contended first: waiters,
-acquisitions per second (read from the lock's fence counter) and wake-ups per second
-(releases that woke a waiting process, heard on the lock's channel). A lock seen held stays listed while
-free (holder -). q or Ctrl-C quits. With --json, one JSON line
-per refresh. --count stops after n refreshes.
+acquisitions per second (read from the lock's fence counter; a failed one-shot attempt,
+as a poller makes, counts too) and wake-ups per second (releases that woke a waiting
+process, heard on the lock's channel). A lock seen held stays listed while free
+(holder -). q or Ctrl-C quits. With --json, one JSON line per refresh. --count stops
+after n refreshes.
 `,
   release: `Usage: native-redis-lock release <key> --force [--yes] [--url <url>] [--json]
 

@@ -80,7 +80,9 @@ const GRANT_BLOCK = 1024
  * Acquisitions per second of `lock` from its fence counter, whose last reading per key is
  * kept in `last` (`{ counter, at, ringed }`). Every acquisition draws from the counter:
  * syncguard one fence, our APIs two (the holder's and one kept for a hand-over, which then
- * draws one: a lock handed over within one process reads as half its rate at most), and a
+ * draws one: a lock handed over within one process reads as half its rate at most; a
+ * one-shot attempt through the transaction form draws two even when it fails, so a polled
+ * lock reads as its attempts: see proto/acquire.rs `AttemptForm::Transaction`), and a
  * grant across processes a block of GRANT_BLOCK. While the lock has a ring of connections
  * taking it by grant (now or at the last reading), the growth is read as whole blocks, one
  * a grant, and the rest as attempts' pairs: right while fewer than 512 plain acquisitions
