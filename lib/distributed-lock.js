@@ -58,9 +58,10 @@ const LENT = 32
 const SUSPENDED = 64 // its connection dropped: in doubt until a refresh answers (see `suspended`)
 // A traced acquisition without options: its win is told to the tracer as it is filled in, its
 // failure as the native side reports it ([FAILED]), rather than by a reaction of its own
-// (two promises a pair, at 256 pairs in flight a tenth of the JS thread's work). Until the
-// win, `#deadline` holds when the call started (performance.now()): a field of its own would
-// cost every handle, traced or not, 8 bytes.
+// (two promises a pair). Until the win, `#token` holds when the call started
+// (performance.now()): a field of its own would cost every handle, traced or not, 8 bytes,
+// and a fraction in `#deadline` (whole ms, a small integer) would make that field a boxed
+// number in every handle of the process.
 const TRACE_WIN = 128
 
 // Wall-clock times arrive from the native side as whole ms after this base: small integers,
@@ -118,7 +119,7 @@ class LockHandle {
   static {
     // The native side fills a handle in when its acquisition wins (see lib/completions.js).
     fill = (handle, token, fence, deadline, acquiredAt, expiresAt, watch, lent, confirmed) => {
-      const started = handle.#deadline
+      const started = handle.#token
       handle.#token = token
       handle.#fence = fence
       handle.#deadline = deadline
@@ -135,7 +136,7 @@ class LockHandle {
       return handle
     }
     traceWin = (handle) => {
-      handle.#deadline = performance.now()
+      handle.#token = performance.now()
       handle.#flags |= TRACE_WIN
       return handle
     }
@@ -318,6 +319,7 @@ class LockHandle {
   [FAILED](code, error) {
     if ((this.#flags & TRACE_WIN) !== 0) {
       this.#flags &= ~TRACE_WIN
+      this.#token = undefined
       this.#tracer.error(this.key, error, 'acquire')
       return
     }
