@@ -411,22 +411,3 @@ describe('DEBUG=native-redis-lock', () => {
     }
   })
 })
-
-describe('onEvent: the fast path (no options) of a traced DistributedLock', () => {
-  test('a key refused before any call is an error event of acquire; a win and its release carry their times', async () => {
-    const hook = recorder()
-    const lock = new DistributedLock(server.url, { keyPrefix: `${unique('fast')}:`, onEvent: hook.onEvent })
-    await assert.rejects(lock.acquire(42, 1_000), { code: 'EINVAL' })
-    assert.deepEqual(hook.of('error').map((e) => [e.code, e.call, e.key]), [['EINVAL', 'acquire', 42]])
-    const before = Date.now()
-    const handle = await lock.acquire('k', 5_000)
-    await sleep(30)
-    await handle.release()
-    const [won] = hook.of('acquired')
-    assert.equal(won.fence, handle.fence)
-    assert.ok(won.waitedMs >= 0 && won.at >= before - 5 && won.at <= Date.now(), JSON.stringify(won))
-    const [released] = hook.of('released')
-    assert.ok(released.heldMs >= 25 && released.at >= won.at + 25, JSON.stringify(released))
-    assert.deepEqual(Object.keys(won), ['type', 'key', 'fence', 'waitedMs', 'api', 'at'])
-  })
-})

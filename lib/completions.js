@@ -10,7 +10,7 @@ const { settledError } = require('./errors')
 
 /** A method of objects that listen for their lock's news: `[EVENT](event, code, message)`. */
 const EVENT = Symbol('event')
-/** A method of a call's owner told that the call failed: `[FAILED](code, error)`. */
+/** A method of a call's owner told that the call failed: `[FAILED](code)`. */
 const FAILED = Symbol('failed')
 
 // In dense arrays with a free list: a slot is 16 bytes, a Map entry about 40, and a process
@@ -30,7 +30,7 @@ process.once('exit', () => completions.end())
 
 completions.hook('error', (err, owner) => {
   const error = settledError(err)
-  owner?.[FAILED]?.(error.code, error)
+  owner?.[FAILED]?.(error.code)
   return error
 })
 

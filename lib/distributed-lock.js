@@ -44,7 +44,6 @@ const IN_LEASE = Symbol('inLease')
 const DOUBT_MARGIN_MS = 50
 
 let fill
-let traceWin
 
 // Handle state bits.
 const FILLED = 1 // the acquisition won: the fields below describe a lock
@@ -56,13 +55,6 @@ const LOST = 16 // the watchdog gave it up
 // the deadline is that lease's (see src/core/ops/fast/handoff.rs).
 const LENT = 32
 const SUSPENDED = 64 // its connection dropped: in doubt until a refresh answers (see `suspended`)
-// A traced acquisition without options: its win is told to the tracer as it is filled in, its
-// failure as the native side reports it ([FAILED]), rather than by a reaction of its own
-// (two promises a pair). Until the win, `#token` holds when the call started
-// (performance.now()): a field of its own would cost every handle, traced or not, 8 bytes,
-// and a fraction in `#deadline` (whole ms, a small integer) would make that field a boxed
-// number in every handle of the process.
-const TRACE_WIN = 128
 
 // Wall-clock times arrive from the native side as whole ms after this base: small integers,
 // stored in the object itself (a fractional or huge number, or one computed here, would be
@@ -119,7 +111,6 @@ class LockHandle {
   static {
     // The native side fills a handle in when its acquisition wins (see lib/completions.js).
     fill = (handle, token, fence, deadline, acquiredAt, expiresAt, watch, lent, confirmed) => {
-      const started = handle.#token
       handle.#token = token
       handle.#fence = fence
       handle.#deadline = deadline
@@ -128,16 +119,6 @@ class LockHandle {
       handle.#expiresAt = expiresAt
       handle.#watch = watch
       handle.#flags |= FILLED | (lent ? LENT : 0)
-      if ((handle.#flags & TRACE_WIN) !== 0) {
-        handle.#flags &= ~TRACE_WIN
-        // Won at `acquiredAt` (wall ms, from the native side): no clock read for `at`.
-        handle.#tracer.acquired(handle.key, handle.fence, started, BASE + acquiredAt)
-      }
-      return handle
-    }
-    traceWin = (handle) => {
-      handle.#token = performance.now()
-      handle.#flags |= TRACE_WIN
       return handle
     }
   }
@@ -257,23 +238,21 @@ class LockHandle {
     // A lost lock, or one lent to us and not confirmed yet, is never lent on (fence 0).
     const fence = (this.#flags & (LOST | LENT)) === 0 ? this.#fence : 0
     try {
-      const released = this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch)
-      return this.#tracer === null ? callersFrames(released) : this.#traceRelease(released)
+      const released = callersFrames(this.#native.release(this, this.#key, this.#token ?? '', fence, this.#deadline, watch))
+      return this.#tracer === null ? released : this.#traceRelease(released)
     } catch (err) {
       this[FAILED]()
       return Promise.reject(fromNative(err, this.#key))
     }
   }
 
-  /** `callersFrames(released)` that tells the tracer too, in the same one reaction. */
   #traceRelease(released) {
     const tracer = this.#tracer
     return released.then(
-      () => tracer.released(this.key, this.fence, BASE + this.#acquiredAt),
+      () => tracer.released(this.key, this.fence, Date.now() - (BASE + this.#acquiredAt)),
       (err) => {
-        const error = fromNative(err)
-        tracer.error(this.key, error, 'release')
-        throw error
+        tracer.error(this.key, err, 'release')
+        throw err
       },
     )
   }
@@ -315,14 +294,8 @@ class LockHandle {
     this.#deadline = state < 0 ? 0 : state
   }
 
-  /** A native call made for this handle failed with `code` (`error`, as the caller gets it). */
-  [FAILED](code, error) {
-    if ((this.#flags & TRACE_WIN) !== 0) {
-      this.#flags &= ~TRACE_WIN
-      this.#token = undefined
-      this.#tracer.error(this.key, error, 'acquire')
-      return
-    }
+  /** A native call made for this handle failed with `code`. */
+  [FAILED](code) {
     if (code === 'ENOTHELD') this.#flags |= RELEASED
     else if ((this.#flags & RELEASING) !== 0) {
       // The release may not have happened: the lock is still ours to release again.
@@ -608,7 +581,6 @@ class DistributedLock {
   /** `acquire`, `tryAcquire` and `waitForLock`: without options, straight to the native call. */
   #attempting(key, ttlMs, options, cancellable, start) {
     if (this.#tracer !== null) {
-      if (options === undefined) return this.#tracedWin(key, ttlMs, start)
       const started = performance.now()
       return this.#traced(key, started, this.#untraced(key, ttlMs, options, cancellable, start))
     }
@@ -624,19 +596,6 @@ class DistributedLock {
       return Promise.reject(fromNative(err, key))
     }
     return this.#acquiring(key, options, cancellable, start)
-  }
-
-  /** The fast path, traced: told by the handle itself as it wins or fails (TRACE_WIN). */
-  #tracedWin(key, ttlMs, start) {
-    try {
-      check.string(key, 'key')
-      check.optionalNumber(ttlMs, 'ttlMs')
-      return start(traceWin(new LockHandle(CONSTRUCTING, this.#native, key, undefined, this.#tracer)))
-    } catch (err) {
-      const error = fromNative(err, key)
-      this.#tracer.error(typeof key === 'string' ? key.toWellFormed() : key, error, 'acquire')
-      return Promise.reject(error)
-    }
   }
 
   /** An acquisition told to the tracer as it ends. */

@@ -456,7 +456,7 @@ class ExclusiveLock extends EventEmitter {
         if (!GONE_CODES.has(err?.code)) throw err
       }
       this.log.info('%s lock removed', this.#key)
-      this.#tracer?.released(this.#key, fence, heldSince)
+      this.#tracer?.released(this.#key, fence, heldSince === undefined ? undefined : Date.now() - heldSince)
       this.emit('released', this.#key)
     } catch (err) {
       const error = fromNative(err, this.#key)

@@ -446,7 +446,7 @@ class DistributedLockService {
     this.isLocked = false
     try {
       const released = await this.#native.release(listener)
-      if (released) this.#tracer?.released(this.lockKey, undefined, this.#heldSince)
+      if (released) this.#tracer?.released(this.lockKey, undefined, Date.now() - this.#heldSince)
       if (released) this.#logger.debug(`Lock released: ${this.lockKey}`)
       else this.#logger.warn(`Failed to release lock: ${this.lockKey} (not lock owner)`)
       return released

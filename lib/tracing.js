@@ -95,11 +95,6 @@ class Tracer {
   emit(event) {
     event.api = this.#api
     event.at = Date.now()
-    this.#tell(event)
-  }
-
-  /** `emit` of an event made with its `api` and `at` already (one shape, one clock read). */
-  #tell(event) {
     if (this.#onEvent !== null) {
       try {
         this.#onEvent(event)
@@ -120,19 +115,13 @@ class Tracer {
     }
   }
 
-  /**
-   * An acquisition asked for at `started` (performance.now()) won `fence`; `at` (wall ms) when
-   * it is known already.
-   */
-  acquired(key, fence, started, at = Date.now()) {
-    this.#tell({ type: 'acquired', key, fence, waitedMs: performance.now() - started, api: this.#api, at })
+  /** An acquisition asked for at `started` (performance.now()) won `fence`. */
+  acquired(key, fence, started) {
+    this.emit({ type: 'acquired', key, fence, waitedMs: performance.now() - started })
   }
 
-  /** A lock acquired at `acquiredAt` (wall ms; undefined when unknown) was released. */
-  released(key, fence, acquiredAt) {
-    const at = Date.now()
-    const heldMs = acquiredAt === undefined ? undefined : at - acquiredAt
-    this.#tell({ type: 'released', key, fence, heldMs, api: this.#api, at })
+  released(key, fence, heldMs) {
+    this.emit({ type: 'released', key, fence, heldMs })
   }
 
   refreshed(key, fence, ttlMs) {
