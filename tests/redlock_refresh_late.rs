@@ -79,3 +79,31 @@ async fn a_lock_slow_nodes_said_is_not_ours_is_lost_once_one_more_node_lost_it()
 fn crate_validity(ttl: Duration) -> Duration {
     native_redis_lock::core::basics::clock::validity(ttl)
 }
+
+/// The refreshes left behind on a paused node are dropped before their own timeout would
+/// discard its connection: that would put the lock in doubt at every round (suspended, then
+/// resumed by the quorum) though a quorum keeps confirming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_node_under_a_watched_lock_puts_it_in_no_doubt_while_a_quorum_confirms_it() {
+    let servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let nodes = urls.into_iter().map(node).collect();
+    let store = Store::shared(Endpoint::redlock(nodes, "redis").expect("redlock"));
+    let locks = Locker::new(store.clone(), "lock:", MS(500));
+    let (_lease, recorder, watch) =
+        watched::hold(&store, &locks, "k", (MS(3000), MS(300)), Limits::default()).await;
+    assert!(within(MS(2000), || watch.certain()).await);
+    let before = recorder.doubts().len();
+    let refreshed = recorder.refreshes();
+    servers[4].signal("-STOP");
+    // Several rounds, each refresh bound (the lock's deadline, ~3 s) running out on the way.
+    tokio::time::sleep(MS(4000)).await;
+    servers[4].signal("-CONT");
+    assert_eq!(recorder.doubts()[before..], [] as [&str; 0]);
+    assert!(recorder.lost_at().is_none(), "{:?}", recorder.lost_at());
+    assert!(
+        recorder.refreshes() >= refreshed + 8,
+        "{}",
+        recorder.refreshes()
+    );
+}

@@ -1,8 +1,8 @@
 //! The watchdog's refresh over a Redlock: one batch to every node, each lock's verdict at
 //! the quorum. The nodes left behind once a quorum answered are not dropped: their batch
 //! may not be on their connection yet (one reopening, say), and a refresh dropped then
-//! never reaches the node. They finish where nobody waits, and what they answer is filed
-//! as any answer is (`LateBook::heard_refresh`): a node that said a lock is not ours counts
+//! never reaches the node. They go on where nobody waits (for half their bound), and what
+//! they answer is filed as any answer is (`LateBook::heard_refresh`): a node that said a lock is not ours counts
 //! against it in the rounds where it is slow again, rather than as unknown, so that a lock
 //! gone from a quorum is told lost then, not only at its deadline.
 //!
@@ -11,8 +11,10 @@
 
 use super::lock_store::LockStore;
 use super::redlock_store::RedlockStore;
-use super::redlock_tally::{finish, gather_read};
+use super::redlock_tally::gather_read;
+use crate::core::basics::background;
 use crate::core::proto::refresh::RefreshBatch;
+use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +29,12 @@ impl RedlockStore {
         batch: &RefreshBatch,
         bound: Duration,
     ) -> Vec<Option<bool>> {
+        // The stragglers are dropped at half the bound, before their link's own timeout: a
+        // timeout discards a node's connection, which puts every lock of the Redlock in
+        // doubt (`NodeListener`), and a paused node would do so at each round for the
+        // watchdog's sake alone. By then a reopening connection has carried the batch, or
+        // the node is silent and the batch is as good as lost.
+        let cutoff = tokio::time::Instant::now() + bound / 2;
         // Owned by the stragglers' task, once they are left to it.
         let owned = Arc::new(batch.clone());
         let calls = self.stores().into_iter().map(|store| {
@@ -40,7 +48,7 @@ impl RedlockStore {
             let answering = (seen.iter().flatten()).filter(|a| a.iter().any(Option::is_some));
             answering.count() >= quorum
         };
-        let (per_node, stragglers) =
+        let (per_node, mut stragglers) =
             gather_read(calls, |answers| answers, |_| false, enough, Duration::MAX).await;
         let late = self.late().clone();
         for (node, answers) in per_node.iter().enumerate() {
@@ -59,10 +67,16 @@ impl RedlockStore {
                 late.forget_refusals(token);
             }
         }
-        finish(stragglers, move |node, answers: Vec<Option<bool>>| {
-            late.heard_refresh(node, owned.tokens(), &answers);
-            None::<std::future::Ready<()>>
-        });
+        if !stragglers.is_empty() {
+            background::spawn(async move {
+                let filed = async {
+                    while let Some((node, answers)) = stragglers.next().await {
+                        late.heard_refresh(node, owned.tokens(), &answers);
+                    }
+                };
+                let _dropped = tokio::time::timeout_at(cutoff, filed).await;
+            });
+        }
         verdicts
     }
 }
