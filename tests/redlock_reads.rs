@@ -81,3 +81,30 @@ async fn nodes_that_agree_on_nothing_with_a_quorum_are_the_quorum_error_never_fr
     }
     assert!(!locks.is_locked("k").await.expect("is_locked"));
 }
+
+/// Reads left behind on a paused node are dropped (redlock_store.rs `agreed`): each answers
+/// without it, and once it runs again its connection still gives each later read its own
+/// reply, not one of the dropped reads'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_left_behind_on_a_paused_node_leave_its_later_answers_its_own() {
+    let nodes = servers(5);
+    let locks = redlock(&nodes);
+    assert!(!locks.is_locked("k").await.expect("is_locked"));
+    nodes[4].signal("-STOP");
+    for _ in 0..20 {
+        let started = std::time::Instant::now();
+        assert!(!locks.is_locked("k").await.expect("is_locked"));
+        assert!(started.elapsed() < MS(1000), "waited for the paused node");
+    }
+    nodes[4].signal("-CONT");
+    // Held on 2, 3 and 4: node 4's answer decides, and a stale "free" would say free.
+    for i in [2, 3, 4] {
+        hold(&nodes[i], "k");
+    }
+    for _ in 0..5 {
+        assert!(
+            locks.is_locked("k").await.expect("is_locked"),
+            "held on 3 of 5"
+        );
+    }
+}

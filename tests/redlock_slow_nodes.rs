@@ -151,3 +151,33 @@ async fn a_failed_attempt_leaves_a_slow_nodes_undo_to_a_task_that_still_frees_it
         .expect("EXISTS");
     assert_eq!(left, 0, "the undo never reached the slow node");
 }
+
+/// A release after the lease ran out still deletes our token where a node kept it, and a
+/// network slower than the lease's time left plus a grace is slow, not unreachable: the
+/// release is bounded by the command timeout, not by the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_past_the_lease_on_slow_nodes_still_deletes_our_token_where_it_is() {
+    let nodes: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let proxies = proxies(&nodes).await;
+    let locks = redlock(&proxies).await;
+    let lease = take(&locks, "k", MS(300)).await;
+    // Two nodes keep our token longer than the lease (an extend only they got, say).
+    for node in &nodes[..2] {
+        let _: i64 = (redis::cmd("PEXPIRE").arg(format!("{PREFIX}k")).arg(30_000))
+            .query(&mut node.raw())
+            .expect("PEXPIRE");
+    }
+    tokio::time::sleep(MS(400)).await;
+    // 60 ms each way to every node, past the 25 ms grace a lease's bound would leave.
+    slow(&proxies, MS(60));
+    let released = locks.release(&lease).await;
+    slow(&proxies, MS(0));
+    // Our token was on 2 of 5 only: not released on a quorum, and no error.
+    assert!(!released.expect("no quorum error for slow nodes"));
+    for node in &nodes[..2] {
+        let left: i64 = (redis::cmd("EXISTS").arg(format!("{PREFIX}k")))
+            .query(&mut node.raw())
+            .expect("EXISTS");
+        assert_eq!(left, 0, "our token left on port {}", node.port);
+    }
+}

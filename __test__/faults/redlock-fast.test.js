@@ -190,12 +190,31 @@ describe('test 7: 3 nodes behind a delaying proxy', () => {
         const due = sentBy + validity + 3
         while (Date.now() < due) await sleep(due - Date.now())
         assert.equal(handle.isHeld, false, `still held ${Date.now() - sentBy} ms after the send (validity ${validity})`)
-        // Not released: its key runs out on the nodes. (A release now is bounded by the
-        // lease's remaining time plus a grace, shorter than the delayed nodes' round trip.)
+        // Not released: its key runs out on the nodes (a release past the lease is the next
+        // test's).
       }
     } finally {
       for (const proxy of proxies) proxy.setDelay(0)
     }
+  })
+
+  test('a release past the lease on delayed nodes waits for them (command timeout), no quorum error, and deletes our token where a node kept it', async () => {
+    const lock = new DistributedLock(nodes(), { keyPrefix: 'rlf-delay:', commandTimeoutMs: 2_000 })
+    await warm(lock, { fresh: true })
+    const handle = await lock.acquire('expired', 300)
+    // Two nodes keep our token past the lease (an extend only they got, say).
+    for (const admin of admins.slice(0, 2)) assert.equal(await admin.pexpire('rlf-delay:expired', 30_000), 1)
+    await sleep(400)
+    assert.equal(handle.isHeld, false)
+    // 60 ms each way to 3 of 5: past the lease's time left plus a grace (25 ms), which
+    // bounded the release and left "only 2 of 5 Redlock nodes answered" (ECONNECTION).
+    for (const proxy of proxies) proxy.setDelay(60)
+    try {
+      await handle.release()
+    } finally {
+      for (const proxy of proxies) proxy.setDelay(0)
+    }
+    assert.deepEqual(await values('rlf-delay:expired'), Array(5).fill(null))
   })
 })
 

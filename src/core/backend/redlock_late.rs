@@ -10,12 +10,27 @@ use crate::core::basics::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// The tokens of attempts whose stragglers are still out.
+/// The tokens of attempts whose stragglers are still out; and the nodes whose refresh of a
+/// held lock said it is not ours there (see `heard_refresh`).
 #[derive(Default)]
 pub struct LateBook {
     tokens: Mutex<HashMap<String, TokenState>>,
+    refused: Mutex<RefreshRefusals>,
 }
+
+/// Per token, the nodes that last answered its refresh with "not ours", and when.
+#[derive(Default)]
+struct RefreshRefusals {
+    by_token: HashMap<Vec<u8>, (Vec<usize>, Instant)>,
+    /// How many were kept after the last pruning: the next prunes at twice as many.
+    kept: usize,
+}
+
+/// A refusal not heard of again for this long is forgotten: its lock was let go without a
+/// release or a loss told here (a watch stopped, its holder gone).
+const REFUSAL_KEPT: Duration = Duration::from_secs(600);
 
 struct TokenState {
     watchers: usize,
@@ -60,9 +75,76 @@ impl LateBook {
     /// A release or undo of `token` goes out now: a straggler's win read from now on is
     /// freed. Called before it is sent.
     pub fn end(&self, token: &str) {
-        let tokens = lock(&self.tokens);
-        if let Some(entry) = tokens.get(token) {
-            entry.state.store(OVER, Ordering::Release);
+        {
+            let tokens = lock(&self.tokens);
+            if let Some(entry) = tokens.get(token) {
+                entry.state.store(OVER, Ordering::Release);
+            }
+        }
+        self.forget_refusals(token.as_bytes());
+    }
+
+    /// Files `node`'s answers to a refresh of the locks of `tokens`, in time or after its
+    /// round was decided. A "not ours" stays true of the token on that node: nothing writes a
+    /// held lock's token back (short of its own attempt's straggler landing late, which
+    /// leaves the node counted against a lock it holds: a loss told early, never one missed).
+    /// A "refreshed" there takes it back.
+    pub fn heard_refresh<'a>(
+        &self,
+        node: usize,
+        tokens: impl Iterator<Item = &'a [u8]>,
+        answers: &[Option<bool>],
+    ) {
+        if !answers.contains(&Some(false)) && lock(&self.refused).by_token.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut refused = lock(&self.refused);
+        for (token, answer) in tokens.zip(answers) {
+            match answer {
+                Some(false) => {
+                    let (nodes, at) = (refused.by_token)
+                        .entry(token.to_vec())
+                        .or_insert_with(|| (Vec::new(), now));
+                    *at = now;
+                    if !nodes.contains(&node) {
+                        nodes.push(node);
+                    }
+                }
+                Some(true) => {
+                    if let Some((nodes, _)) = refused.by_token.get_mut(token) {
+                        nodes.retain(|&n| n != node);
+                        if nodes.is_empty() {
+                            refused.by_token.remove(token);
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+        refused.prune(now);
+    }
+
+    /// For each of `tokens`, the nodes known to have said "not ours"; `None` when no node
+    /// refused any lock (the usual case).
+    pub fn refusing<'a>(&self, tokens: impl Iterator<Item = &'a [u8]>) -> Option<Vec<Vec<usize>>> {
+        let refused = lock(&self.refused);
+        if refused.by_token.is_empty() {
+            return None;
+        }
+        let nodes = |token: &[u8]| refused.by_token.get(token).map(|(n, _)| n.clone());
+        Some(
+            tokens
+                .map(|token| nodes(token).unwrap_or_default())
+                .collect(),
+        )
+    }
+
+    /// The lock of `token` is released or lost: what its refreshes said is of no use now.
+    pub fn forget_refusals(&self, token: &[u8]) {
+        let mut refused = lock(&self.refused);
+        if !refused.by_token.is_empty() {
+            refused.by_token.remove(token);
         }
     }
 
@@ -75,6 +157,20 @@ impl LateBook {
             entry.state.store(SUPERSEDED, Ordering::Release);
             entry.state = Arc::new(AtomicU8::new(LIVE));
         }
+    }
+}
+
+impl RefreshRefusals {
+    /// Drops the refusals not heard of for `REFUSAL_KEPT`, once their number doubled since
+    /// the last time: each costs O(1) over the inserts.
+    fn prune(&mut self, now: Instant) {
+        if self.by_token.len() <= (2 * self.kept).max(1024) {
+            return;
+        }
+        (self.by_token).retain(|_, (nodes, at)| {
+            !nodes.is_empty() && now.saturating_duration_since(*at) < REFUSAL_KEPT
+        });
+        self.kept = self.by_token.len();
     }
 }
 

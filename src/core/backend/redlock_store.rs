@@ -322,6 +322,9 @@ impl RedlockStore {
         let enough = |seen: &[Option<Result<O::Out, LockError>>]| {
             sides(seen).is_some_and(|(_, count)| count >= self.quorum)
         };
+        // The nodes left behind are dropped, unlike a write's (`until`) or a refresh's: a
+        // read sets nothing, so one never sent changes nothing on its node, and its late
+        // answer could only revise a verdict already given (the next read asks again).
         let replies = gather(calls, |_| false, enough).await;
         let answers = self
             .tally()
@@ -722,40 +725,9 @@ impl LockStore for RedlockStore {
     }
 
     /// Per lock: refreshed when a quorum says so, lost when a quorum can no longer say so,
-    /// else no answer.
+    /// else no answer (redlock_refresh.rs).
     async fn refresh(&self, batch: &RefreshBatch, bound: Duration) -> Vec<Option<bool>> {
-        let calls = self
-            .nodes
-            .iter()
-            .map(|node| node.store.refresh(batch, bound));
-        // A node that answered anything at all counts towards the quorum that starts the
-        // stragglers' grace.
-        let enough = |seen: &[Option<Vec<Option<bool>>>]| {
-            let answering = seen
-                .iter()
-                .flatten()
-                .filter(|a| a.iter().any(Option::is_some));
-            answering.count() >= self.quorum
-        };
-        let per_node = gather(calls, |_| false, enough).await;
-        (0..batch.len())
-            .map(|i| {
-                let says = |want: Option<bool>| {
-                    per_node
-                        .iter()
-                        .filter(|a| a.as_ref().and_then(|a| a.get(i).copied().flatten()) == want)
-                        .count()
-                };
-                let (yes, unknown) = (says(Some(true)), says(None));
-                if yes >= self.quorum {
-                    Some(true)
-                } else if yes + unknown < self.quorum {
-                    Some(false)
-                } else {
-                    None
-                }
-            })
-            .collect()
+        self.refresh_on_quorum(batch, bound).await
     }
 
     /// Released when a quorum released (redlock_syncguard.rs).

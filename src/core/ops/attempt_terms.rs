@@ -146,7 +146,7 @@ impl Locker {
         {
             return None;
         }
-        Some(self.bound_for(lease))
+        Some(self.release_bound(lease))
     }
 
     /// Frees a lock an attempt may have won after its caller stopped waiting, through the

@@ -4,6 +4,7 @@
 
 use super::key_scheme::KeyScheme;
 use super::store::Store;
+use crate::core::backend::boundary::Backend;
 use crate::core::backend::lock_store::{LockStore, ScriptsFor};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
@@ -282,7 +283,7 @@ impl Locker {
     /// release.rs). Releasing twice, or after expiry, is a no-op; the answer says whether
     /// Redis still had our lock.
     pub async fn release(&self, lease: &Lease) -> Result<bool, LockError> {
-        let bound = self.bound_for(lease);
+        let bound = self.release_bound(lease);
         if self.fair {
             return super::release::release_fair(&self.store, lease, bound).await;
         }
@@ -355,6 +356,17 @@ impl Locker {
     /// lock has expired either way.
     pub(crate) fn bound_for(&self, lease: &Lease) -> Duration {
         self.command_timeout.min(lease.remaining() + GRACE)
+    }
+
+    /// A release's bound: as `bound_for` on one server, whose copy of the lock ends with the
+    /// lease. A Redlock's nodes may keep our token past it (one that took it late, or an
+    /// extend that reached it), and a release must still delete it there; a node slower
+    /// than the lease's time left is no reason to call the nodes unreachable either.
+    pub(crate) fn release_bound(&self, lease: &Lease) -> Duration {
+        match self.store.backend() {
+            Backend::Redlock(_) => self.command_timeout,
+            _ => self.bound_for(lease),
+        }
     }
 
     /// Writes `value` to the hash at `redis_key` unless a higher fence already wrote there.

@@ -119,7 +119,7 @@ impl Locker {
         lease: &Lease,
     ) -> Result<ReleasedById, LockError> {
         let (index_key, expect) = (&keys.index_key, Some(&keys.lock_key[..]));
-        let bound = self.bound_for(lease);
+        let bound = self.release_bound(lease);
         super::release_by_id::release_by_id(self.store(), index_key, &keys.lock_id, expect, bound)
             .await
     }

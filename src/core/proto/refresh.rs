@@ -29,6 +29,7 @@ pub struct PairRefresh<'a> {
 
 /// The commands of one round trip: one `refresh_many` call for every single-key lock, then
 /// one `refresh` call per ExclusiveLock pair.
+#[derive(Clone)]
 pub struct RefreshBatch {
     commands: Vec<Cmd>,
     singles: usize,
@@ -39,6 +40,7 @@ pub struct RefreshBatch {
 }
 
 /// A `Refresh` owning its bytes.
+#[derive(Clone)]
 struct KeptRefresh {
     key: Vec<u8>,
     token: Vec<u8>,
@@ -104,6 +106,11 @@ impl RefreshBatch {
 
     pub fn commands(&self) -> &[Cmd] {
         &self.commands
+    }
+
+    /// Each lock's token, in the order of `answers`.
+    pub fn tokens(&self) -> impl Iterator<Item = &[u8]> {
+        self.locks.iter().map(|lock| &lock.token[..])
     }
 
     /// Locks refreshed by the batch.
