@@ -1,6 +1,6 @@
 'use strict'
 
-// npm run bench [-- --quick] [--only=a,b,c,c4,d,e,f,ra,rb,rc] [--placements=unpinned,pinned] [--adapters=id,...]
+// npm run bench [-- --quick] [--only=a,b,c,c4,c16,d,e,f,ra,rb,rc] [--placements=unpinned,pinned] [--adapters=id,...]
 //               [--report-only] [--merge]
 //
 // --merge keeps bench/results.json and replaces only what this run measured (its scenarios,
@@ -36,7 +36,7 @@ PARAMS.heldRefreshMs = 1000
 PARAMS.releaseLocks = 100_000
 PARAMS.releaseTtlMs = 30_000
 
-const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e,f,ra,rb,rc').split(',')
+const SCENARIOS = (option('only') ?? 'a,b,c,c4,c16,d,e,f,ra,rb,rc').split(',')
 const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
 /** The adapters taking part in `scenario`: an adapter's `scenarios` list, when it has one, limits it. */
 const adaptersFor = (scenario) => ADAPTER_IDS.filter((id) => ADAPTERS[id] && (ADAPTERS[id].scenarios ?? [scenario]).includes(scenario))
@@ -209,10 +209,10 @@ async function placement(name) {
     log(`== ${name}: redis-server pid ${server.pid} on port ${server.port}${pinned ? ', Redis and Node pinned to core 0' : ''}`)
     const out = {}
     for (const scenario of SCENARIOS) {
-      if (['a', 'b', 'c', 'c4'].includes(scenario)) {
+      if (['a', 'b', 'c', 'c4', 'c16'].includes(scenario)) {
         // (a) and (b) compare libraries whose ratios sit near 1.0 on a VM whose speed drifts
         // within seconds: many short rounds put each library beside the others more often.
-        // (c) and (c4) start their workers every round, so they keep fewer, longer ones.
+        // (c), (c4) and (c16) start their workers every round, so they keep fewer, longer ones.
         const pairs = scenario === 'a' || scenario === 'b'
         const rounds = pairs ? PARAMS.pairRounds : PARAMS.rounds
         const roundMs = pairs ? PARAMS.pairRoundMs : PARAMS.roundMs
