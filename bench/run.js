@@ -1,6 +1,6 @@
 'use strict'
 
-// npm run bench [-- --quick] [--only=a,b,c,c4,d,e,f,ra,rb,rc] [--placements=unpinned,pinned] [--adapters=id,...]
+// npm run bench [-- --quick] [--only=a,b,c,c4,c16,d,e,f,ra,rb,rc] [--placements=unpinned,pinned] [--adapters=id,...]
 //               [--report-only] [--merge] [--help]
 //
 // --merge keeps bench/results.json and replaces only what this run measured (its scenarios,
@@ -25,6 +25,7 @@ const SCENARIO_HELP = {
   b: '256 pairs in flight on distinct keys',
   c: 'one key, 8 async workers in one process',
   c4: 'one key, 4 processes',
+  c16: 'one key, 16 processes',
   d: 'the physical limit: redis-benchmark (needs redis-benchmark)',
   e: 'held auto-refreshed locks: RSS and CPU',
   f: 'the worst event-loop stall releasing 100,000 auto-refreshed locks (ours alone)',
@@ -109,7 +110,7 @@ PARAMS.heldRefreshMs = 1000
 PARAMS.releaseLocks = 100_000
 PARAMS.releaseTtlMs = 30_000
 
-const SCENARIOS = (option('only') ?? 'a,b,c,c4,d,e,f,ra,rb,rc').split(',')
+const SCENARIOS = (option('only') ?? 'a,b,c,c4,c16,d,e,f,ra,rb,rc').split(',')
 const ADAPTER_IDS = option('adapters')?.split(',') ?? Object.keys(ADAPTERS)
 /** The adapters taking part in `scenario`: an adapter's `scenarios` list, when it has one, limits it. */
 const adaptersFor = (scenario) => ADAPTER_IDS.filter((id) => ADAPTERS[id] && (ADAPTERS[id].scenarios ?? [scenario]).includes(scenario))
@@ -282,10 +283,10 @@ async function placement(name) {
     log(`== ${name}: redis-server pid ${server.pid} on port ${server.port}${pinned ? ', Redis and Node pinned to core 0' : ''}`)
     const out = {}
     for (const scenario of SCENARIOS) {
-      if (['a', 'b', 'c', 'c4'].includes(scenario)) {
+      if (['a', 'b', 'c', 'c4', 'c16'].includes(scenario)) {
         // (a) and (b) compare libraries whose ratios sit near 1.0 on a VM whose speed drifts
         // within seconds: many short rounds put each library beside the others more often.
-        // (c) and (c4) start their workers every round, so they keep fewer, longer ones.
+        // (c), (c4) and (c16) start their workers every round, so they keep fewer, longer ones.
         const pairs = scenario === 'a' || scenario === 'b'
         const rounds = pairs ? PARAMS.pairRounds : PARAMS.rounds
         const roundMs = pairs ? PARAMS.pairRoundMs : PARAMS.roundMs

@@ -216,8 +216,12 @@ async function contendedProcesses({ id }, keyBase, ms, data, processes = 4) {
 }
 
 const RUN = { a: serial, b: inflight, c: contended, c4: contendedProcesses }
+// (c16) (c4) with 16 processes.
+RUN.c16 = (adapter, keyBase, ms, data) => contendedProcesses(adapter, keyBase, ms, data, 16)
+// The scenarios whose workers are processes of their own (bench/contender.js).
+const IN_PROCESSES = ['c4', 'c16']
 // The scenarios with waiters on one key: owner changes and waits are counted.
-const CONTENDED = ['c', 'c4', 'rc']
+const CONTENDED = ['c', 'c4', 'c16', 'rc']
 
 /** `run` with each pair's time (acquire sent to release answered) kept, for p50/p99 in ms. */
 function timedPairs(run) {
@@ -277,9 +281,9 @@ async function main() {
   for (const { id } of adapters) results[id] = { rounds: [] }
   const run = RUN[scenario]
 
-  // Warm-up (JIT, connections, script cache); not recorded. The processes of (c4) warm
+  // Warm-up (JIT, connections, script cache); not recorded. The processes of (c4) and (c16) warm
   // themselves up.
-  for (const { id, spec, instance } of scenario === 'c4' ? [] : adapters) {
+  for (const { id, spec, instance } of IN_PROCESSES.includes(scenario) ? [] : adapters) {
     try {
       await run(instance, `bench:${scenario}:warm:${id}`, warmupMs, data)
     } catch (err) {
@@ -328,7 +332,7 @@ async function main() {
       const t0 = performance.now()
       let out
       try {
-        out = await run(scenario === 'c4' ? { id } : instance, `bench:${scenario}:${r}:${id}`, roundMs, data)
+        out = await run(IN_PROCESSES.includes(scenario) ? { id } : instance, `bench:${scenario}:${r}:${id}`, roundMs, data)
       } catch (err) {
         progress(`${spec.name}: round ${r + 1} failed: ${err.stack}`)
         results[id].error = String(err.message)

@@ -10,10 +10,11 @@ mod delay_proxy;
 use common::{calls, RedisServer};
 use delay_proxy::DelayProxy;
 use native_redis_lock::core::api::{
-    Attempt, Endpoint, EndpointSpec, Locker, Store, TenureTerms, KICK_AFTER,
+    Attempt, Endpoint, EndpointSpec, Locker, Store, TenureTerms, HANDOVER_CHAIN, KICK_AFTER,
 };
 use native_redis_lock::core::basics::keys;
 use native_redis_lock::core::basics::lease::Lease;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -710,4 +711,52 @@ async fn a_quiet_release_whose_entry_is_dropped_as_idle_on_its_way_is_still_kick
     // The holder's grant channel of `gone` was unsubscribed as idle: the path under test.
     assert_eq!(calls(&mut raw, "sunsubscribe"), unsubscribed + 1);
     assert!(next.release(&won).await.unwrap());
+}
+
+/// A process whose waiters always want the lock keeps it by hand-overs between them, but only
+/// `HANDOVER_CHAIN` in a row while it is in the ring: then a release grants it across, and a
+/// waiter of another process has it within that many of the busy process's sections (without
+/// the cap it waited until the busy process stopped wanting the lock).
+#[tokio::test]
+async fn a_process_that_always_has_a_waiter_of_its_own_grants_across_after_a_bounded_chain() {
+    let server = RedisServer::start();
+    let (busy, other) = (process(&server, 1), process(&server, 2));
+    let lease = take(&busy, "chain").await;
+    let stop = CancellationToken::new();
+    let sections = Arc::new(AtomicU32::new(0));
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let (busy, stop, sections) = (busy.clone(), stop.clone(), sections.clone());
+            tokio::spawn(async move {
+                while let Ok(lease) = busy
+                    .wait("chain", MS(30_000), MS(20_000), SLOW_POLL, &stop)
+                    .await
+                {
+                    sections.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(MS(2)).await;
+                    let _released = busy.release(&lease).await;
+                }
+            })
+        })
+        .collect();
+    joined(&server, "chain", &busy).await;
+    let waiting = wait_for(&other, "chain", &CancellationToken::new());
+    joined(&server, "chain", &other).await;
+    let before = sections.load(Ordering::SeqCst);
+    assert!(busy.release(&lease).await.unwrap());
+    let granted = tokio::time::timeout(MS(3000), waiting)
+        .await
+        .expect("the other process waited past 3 s: the busy one kept the lock")
+        .unwrap()
+        .expect("granted");
+    let theirs = sections.load(Ordering::SeqCst) - before;
+    assert!(
+        (1..=HANDOVER_CHAIN).contains(&theirs),
+        "{theirs} sections of the busy process first"
+    );
+    stop.cancel();
+    assert!(other.release(&granted.0).await.unwrap());
+    for worker in workers {
+        worker.await.unwrap();
+    }
 }

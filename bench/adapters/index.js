@@ -16,7 +16,7 @@ const ADAPTERS = {
   'ours-distributed-lock-traced': require('./ours-distributed-lock-traced'),
   // With `stats: false`: what the always-on counters cost, against the plain row.
   'ours-distributed-lock-nostats': require('./ours-distributed-lock-nostats'),
-  // With `crossProcessGrants: true`, (c4) only: grants across processes against wakes.
+  // With `crossProcessGrants: true`, (c4) and (c16) only: grants across processes against wakes.
   'ours-distributed-lock-grants': require('./ours-distributed-lock-grants'),
   'ours-exclusive-lock': require('./ours-exclusive-lock'),
   'ours-lock-service': require('./ours-lock-service'),

@@ -19,6 +19,7 @@ const SCENARIO_TITLE = {
   b: '(b) 256 acquire + release pairs in flight on distinct keys',
   c: '(c) one key, 8 async workers, GET + SET of a counter inside the lock',
   c4: '(c4) one key, 4 processes with one worker each, GET + SET of a counter inside the lock',
+  c16: '(c16) one key, 16 processes with one worker each, GET + SET of a counter inside the lock',
   d: '(d) the physical limit: redis-benchmark against the same server',
   e: '(e) held locks with auto-refresh',
   f: '(f) event-loop stall while releasing auto-refreshed locks (ours alone)',
@@ -64,7 +65,7 @@ function comparisons(results) {
   const { meta } = results
   const out = []
   for (const [placement, data] of Object.entries(results.placements)) {
-    for (const scenario of ['a', 'b', 'c', 'c4']) {
+    for (const scenario of ['a', 'b', 'c', 'c4', 'c16']) {
       const result = data[scenario]
       if (!result) continue
       const peer = bestPeer(meta, result)
@@ -333,7 +334,7 @@ function scenarioSection(results, scenario) {
         String(failed),
       ])
       parts.push(table(['library', 'pairs/s median (min–max)', '÷ best peer', 'pair ms p50 / p99', 'Node CPU µs/pair', 'failed acquires'], rows), '')
-    } else if (scenario === 'c' || scenario === 'c4' || scenario === 'rc') {
+    } else if (scenario === 'c' || scenario === 'c4' || scenario === 'c16' || scenario === 'rc') {
       const peer = bestPeer(meta, result)
       const rows = adapterEntries(result).map(([id, r]) => {
         const name = meta.adapters[id]?.name ?? id
@@ -491,7 +492,7 @@ function writeReport(results, dir) {
     '',
     `Machine: ${meta.cpu}, ${meta.kernel}; Node ${meta.node}; ${meta.redis ?? 'redis-server'} (private, on loopback).`,
     `Versions: ${Object.entries(meta.versions).map(([k, v]) => `${k} ${v ?? '?'}`).join(', ')}.`,
-    `Rounds: ${meta.params.pairRounds ?? meta.params.rounds} per library for (a) and (b), ${fmt(meta.params.pairRoundMs ?? meta.params.roundMs, 0)} ms each; ${meta.params.rounds} for (c) and (c4), ${fmt(meta.params.roundMs, 0)} ms each; after one warm-up of ${fmt(meta.params.warmupMs, 0)} ms per library, in an order rotated every round; (d) ${meta.params.benchRounds} round(s) of \`-n ${meta.params.benchN}\`; (e) ${meta.params.heldRounds} round(s) per library.`,
+    `Rounds: ${meta.params.pairRounds ?? meta.params.rounds} per library for (a) and (b), ${fmt(meta.params.pairRoundMs ?? meta.params.roundMs, 0)} ms each; ${meta.params.rounds} for (c), (c4) and (c16), ${fmt(meta.params.roundMs, 0)} ms each; after one warm-up of ${fmt(meta.params.warmupMs, 0)} ms per library, in an order rotated every round; (d) ${meta.params.benchRounds} round(s) of \`-n ${meta.params.benchN}\`; (e) ${meta.params.heldRounds} round(s) per library.`,
     'Placements: **unpinned** (the scheduler places Redis, the Node JS thread and our tokio threads on any core) and **pinned** (Redis and the whole Node worker process on core 0 via `taskset`).',
     '',
     'Figures are medians of the rounds, with min–max in brackets. "÷ best peer" is ours divided by the best JavaScript lock package in the same placement (for (e), lower is better). The raw ioredis row is not a lock package: it is the JS ceiling (SET NX PX + an EVALSHA compare-and-delete, nothing else). The "original: … (stand-in)" rows are not peers either: they stand for the packages ours replaces, and are compared with ours in their own table.',
@@ -513,7 +514,7 @@ function writeReport(results, dir) {
     '',
     summary,
     '',
-    ...['a', 'b', 'c', 'c4', 'd', 'e', 'f', 'ra', 'rb', 'rc'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
+    ...['a', 'b', 'c', 'c4', 'c16', 'd', 'e', 'f', 'ra', 'rb', 'rc'].filter((s) => Object.values(results.placements).some((p) => p[s])).map((s) => scenarioSection(results, s)),
     'See README.md for what each scenario measures and how to read the figures.',
     '',
   ].join('\n')

@@ -55,3 +55,6 @@ pub use super::wait::owner::Owner;
 pub use super::wait::tenure::{TenureTerms, KICK_AFTER, TENURE};
 /// A call as a waiter that a release on its own thread may answer.
 pub use super::wait::wake::Caller;
+/// How many hand-overs in a row within a process a release makes, in a ring, before it
+/// grants the lock across.
+pub use super::wait::wake::HANDOVER_CHAIN;

@@ -34,6 +34,11 @@ pub async fn release(
     if let Some(to) = store.wakes().reserve(&channel) {
         return hand_off(store, lease, &channel, to, (bound, window_ms)).await;
     }
+    if store.grants() && store.wakes().chain_capped(&channel) {
+        // Ours still wait, asleep: the ring's next connection has it (ours again when nobody
+        // else is in the ring, their first waiter trying once it is freed).
+        return grant(store, lease, &channel, true, (bound, window_ms)).await;
+    }
     // Waiters of our own that are already trying go first, woken here; else the queue decides.
     let ours_wait = store.wakes().waiters_at_release(&lease.redis_key);
     if store.release_quietly(lease) {

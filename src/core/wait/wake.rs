@@ -129,7 +129,16 @@ struct Channel {
     handed_on: bool,
     /// How long this process keeps the lock before its release grants it on (tenure.rs).
     tenure: Tenure,
+    /// Hand-overs between waiters of this connection in a row since the lock last came from,
+    /// or went to, another connection (see `HANDOVER_CHAIN`).
+    chain: u32,
 }
+
+/// In a ring, how many hand-overs in a row between waiters of this connection a release
+/// makes before it grants the lock across instead: a process that always has a waiter of
+/// its own would otherwise keep the lock from the ring's other processes for as long as it
+/// has one. The next in the ring then has it within this many sections of ours.
+pub const HANDOVER_CHAIN: u32 = 8;
 
 impl Channel {
     fn new(lock_key: &[u8]) -> Channel {
@@ -146,6 +155,7 @@ impl Channel {
             ring: false,
             handed_on: false,
             tenure: Tenure::default(),
+            chain: 0,
         }
     }
 
@@ -508,6 +518,21 @@ impl Wakes {
         self.with(channel, |entry| entry.handed_on = handed_on);
     }
 
+    /// Whether our release is to grant the lock across although a waiter of ours could take
+    /// it: `HANDOVER_CHAIN` hand-overs between ours in a row while we are in the ring. The
+    /// chain starts again from here, whoever the ring gives it to (ours again when nobody
+    /// else is in it).
+    pub(crate) fn chain_capped(&self, channel: &[u8]) -> bool {
+        self.with(channel, |entry| {
+            let capped = entry.ring && entry.chain >= HANDOVER_CHAIN;
+            if capped {
+                entry.chain = 0;
+            }
+            capped
+        })
+        .unwrap_or(false)
+    }
+
     /// This connection left the lock's ring (see release_grant.lua): the next waiter's
     /// attempt joins it again. A waiter that joined as it left may have found it still in
     /// the ring as its attempt ran, and been taken out with it: the first tries again.
@@ -548,6 +573,7 @@ impl Wakes {
         let mut channels = self.table();
         let picked = channels.get_mut(channel).and_then(|entry| {
             entry.handed_on = false;
+            entry.chain = 0;
             let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
             let (seq, ttl) = (waiter.seq, waiter.ttl);
             let reserved = entry.apply(seq, Event::Reserve);
@@ -687,13 +713,21 @@ impl Wakes {
     /// Picks the waiter a release of ours hands the lock to: the first in order that
     /// sleeps (neither woken, about to try on its own, nor already being handed one), and
     /// whose owner is still there.
+    /// None once the chain is long enough (see `chain_capped`).
     pub fn reserve(self: &Arc<Self>, channel: &[u8]) -> Option<Reservation> {
         let picked = self.with(channel, |entry| {
+            if entry.ring && entry.chain >= HANDOVER_CHAIN {
+                return None;
+            }
             let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
             let (seq, ttl, caller) = (waiter.seq, waiter.ttl, waiter.caller);
             let counters = waiter.counters.clone();
             let reserved = entry.apply(seq, Event::Reserve);
-            matches!(reserved, Some(Effect::Done { .. })).then_some((seq, ttl, caller, counters))
+            let done = matches!(reserved, Some(Effect::Done { .. }));
+            if done && entry.ring {
+                entry.chain += 1;
+            }
+            done.then_some((seq, ttl, caller, counters))
         });
         let (seq, ttl, caller, counters) = picked.flatten()?;
         Some(Reservation {

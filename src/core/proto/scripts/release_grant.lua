@@ -27,6 +27,9 @@ local BLOCK = 1024
 -- a grant's block is its fence alone), a release frees the lock for the first connection of
 -- the wake queue instead, if one waits there.
 local YIELD_EVERY = 64
+-- A bound on the turns of one release, should an entry stand in the ring twice (LPOS keeps
+-- that from happening): the script always ends.
+local RING_TURNS_MAX = 100000
 
 -- The grant's fence and the last of its block: the one after ours while our block lasts,
 -- else a new block drawn in one INCRBY, past anything drawn before, so fences stay strictly
@@ -91,15 +94,22 @@ if ARGV[7] == '1' then
   redis.pcall('LREM', KEYS[3], 0, ARGV[6])
 end
 -- pcall: a user whose ACL allows no lists or channels still releases; waiters poll.
-local turns = redis.pcall('LLEN', KEYS[3])
+-- No LLEN first (a command on every release): each turn grants and returns, or removes its
+-- head, except at our own entry, which stays; seeing it twice means the ring went round.
 local fence, last
-for _ = 1, type(turns) == 'number' and turns or 0 do
+local passed_self = false
+for _ = 1, RING_TURNS_MAX do
   -- The next in line goes to the back of it: a ring turns one step per grant.
   local head = redis.pcall('RPOPLPUSH', KEYS[3], KEYS[3])
   if type(head) ~= 'string' then
     break
   end
-  if head ~= ARGV[6] then
+  if head == ARGV[6] then
+    if passed_self then
+      break
+    end
+    passed_self = true
+  else
     if not fence then
       local yield
       fence, last, yield = grant_fences()
