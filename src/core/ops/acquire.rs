@@ -6,9 +6,10 @@
 //! next attempt is due, woken early by releases; a release of this process may hand it the
 //! lock instead.
 
-use super::attempt_terms::PlainRequest;
+use super::attempt::Attempt;
+use super::attempt::PlainRequest;
 use super::key_scheme::KeyScheme;
-use super::lock::{Attempt, Locker, GRACE};
+use super::lock::{Locker, GRACE};
 use super::release::GRANT_CLAIM;
 use crate::core::basics::backoff;
 use crate::core::basics::error::LockError;

@@ -2,7 +2,7 @@
 //! each atomically in Redis.
 
 pub mod acquire;
-pub mod attempt_terms;
+pub mod attempt;
 pub mod claims;
 pub mod closing;
 pub mod delivery;

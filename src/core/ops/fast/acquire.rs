@@ -7,7 +7,7 @@ use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::{Attempts, Plan, Start};
-use crate::core::ops::attempt_terms::PlainRequest;
+use crate::core::ops::attempt::PlainRequest;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::proto::acquire::Acquired;
 use crate::core::proto::release::Release;

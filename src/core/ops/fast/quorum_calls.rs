@@ -10,7 +10,7 @@ use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::{Attempts, Plan, Start};
-use crate::core::ops::attempt_terms::PlainRequest;
+use crate::core::ops::attempt::PlainRequest;
 use crate::core::ops::fast::acquire::{again, won, Mode};
 use crate::core::ops::fast::{is_refusal, Later, Settled, Step};
 use crate::core::ops::lock::{AttemptForm, Locker};
