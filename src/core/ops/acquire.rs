@@ -144,6 +144,18 @@ pub enum Start {
     },
 }
 
+impl Start {
+    /// Where a plan that goes on picks up after its first attempt, sent elsewhere, found the
+    /// lock held: with an attempt at once when a release of ours may have missed its waiter
+    /// before it joined (`Plan::joined`), otherwise with the pause that follows that attempt.
+    pub fn after_held(missed: bool, holder_ttl: Option<Duration>) -> Start {
+        match missed {
+            true => Start::Attempt,
+            false => Start::Held { holder_ttl },
+        }
+    }
+}
+
 impl Attempts {
     /// When the next attempt is due after `failed` attempts found the lock held (`holder_ttl`
     /// left, when known); `Err` when the plan has run out, with syncguard's ending for its.
@@ -193,6 +205,20 @@ impl Attempts {
                 let delay = backoff::maestro_delay(base, cap, failed, backoff::unit_random());
                 (!left.is_zero()).then(|| now + delay.min(left))
             }
+        }
+    }
+
+    /// How a plan ends once its first attempt, sent elsewhere, found the lock held, when it
+    /// ends there: `tryAcquire`'s answer and that of `acquire` without retries, the ones
+    /// `pursue` would give, answered where the reply was read. `None`: it goes on.
+    pub fn ended_by_held(&self, key: &str) -> Option<Result<Option<Lease>, LockError>> {
+        match self {
+            Attempts::Once => Some(Ok(None)),
+            Attempts::Retries { max: 0, .. } => Some(Err(LockError::Locked {
+                key: key.to_owned(),
+                retries: 0,
+            })),
+            _ => None,
         }
     }
 
