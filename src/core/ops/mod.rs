@@ -17,6 +17,7 @@ pub mod key_scheme;
 pub mod lock;
 pub mod pair;
 pub mod passing;
+pub mod pause;
 pub mod release;
 pub mod release_by_id;
 pub mod route;
