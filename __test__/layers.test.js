@@ -12,6 +12,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { check } = require('../scripts/check-layers')
 const names = require('../scripts/check-names')
+const architecture = require('../scripts/check-architecture')
 
 const root = path.join(__dirname, '..')
 
@@ -144,4 +145,40 @@ test('the names left shared may only go: a third definition, or one gone, fails'
   assert.match(third[1], /^Gone is no longer defined just in src\/a\.rs and src\/b\.rs \(nowhere\)/)
   const allowed = planted({ 'core/basics/keys.rs': 'struct Lease;' }, (copy) => names.check(copy, left).problems)
   assert.deepEqual(allowed, [third[1]])
+})
+
+test('every file and name in ARCHITECTURE.md\'s "To change" table and glossary exists where it is said to be', () => {
+  assert.deepEqual(architecture.check(root).problems, [])
+})
+
+test('the "To change Acquire" row sends a newcomer to at most 8 files', () => {
+  const files = architecture.filesOfRow(root, 'Acquire')
+  assert.ok(files.length >= 5, files.join('\n'))
+  assert.ok(files.length <= 8, `${files.length} files:\n${files.join('\n')}`)
+})
+
+test('the table check fails on a file gone, a name moved out of its file, and a type renamed', () => {
+  const doc = fs.readFileSync(path.join(root, 'ARCHITECTURE.md'), 'utf8')
+  const planted = doc
+    .replace('`ops/attempt.rs` (`attempt_with`', '`ops/attempt_terms.rs` (`attempt_with`')
+    .replace('`ops/route.rs` (`FirstAttempt`)', '`ops/route.rs` (`Way`, `PlainAttempt`)')
+    .replace('`front/win.rs` (`Win`, `settle`)', '`front/win.rs` (`Win`, `settle`), `Winnings`')
+  assert.notEqual(planted, doc)
+  assert.deepEqual(architecture.check(root, planted).problems, [
+    'Acquire: `ops/attempt_terms.rs` does not exist',
+    'Acquire: `PlainAttempt` is not defined in `ops/route.rs`',
+    "An API's acquire: `Winnings` is found nowhere in src/, lib/ or the typings",
+  ])
+})
+
+test('names are read as attached to the file they follow, in its parenthesis or right after it', () => {
+  const items = architecture.parse('a `x/a.rs` (`A`, `b`/`c`: why; `D`), `x/b.lua` `e`, then `F` and `x/c.rs` + `x/d.rs`')
+  assert.deepEqual(items, [
+    { file: 'x/a.rs', names: ['A', 'b', 'c'] },
+    { name: 'D' },
+    { file: 'x/b.lua', names: ['e'] },
+    { name: 'F' },
+    { file: 'x/c.rs', names: [] },
+    { file: 'x/d.rs', names: [] },
+  ])
 })

@@ -4,7 +4,6 @@
 //! this list, so the rest of the core (plans, waiters, fast calls) can change without
 //! either knowing.
 
-pub use super::backend::direct::{AttemptForm, TxSupport};
 /// A server's address and the connect bound used when the settings give none.
 pub use super::backend::endpoint::{Address, DEFAULT_CONNECT_TIMEOUT};
 /// Where a connection goes: the binding converts JS connection options into one.
@@ -24,6 +23,8 @@ pub use super::front::syncguard::{
 };
 /// syncguard's backend on a caller's object with only `eval`: each call's script and reply.
 pub use super::front::syncguard_eval::{EvalCall, EvalWon, SyncguardEval};
+/// What one attempt found.
+pub use super::ops::attempt::Attempt;
 /// A lock handed to a JS caller that has not claimed it yet: freed if nobody will.
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;
@@ -35,7 +36,7 @@ pub use super::ops::fast::{FastCall, Later, Step};
 /// A call run where its caller is, on a `memory://` keyspace.
 pub use super::ops::inline;
 /// A connection's lock operations, one at a time (the tests drive them directly).
-pub use super::ops::lock::{Attempt, Locker};
+pub use super::ops::lock::Locker;
 /// Which transport a call takes (the fronts ask; the binding offers the transports).
 pub use super::ops::route::{Route, Way};
 /// News of a held lock for its listeners, and the JS loop's beat.
@@ -44,6 +45,8 @@ pub use super::ops::signals::{Confirmed, Heartbeat, Sink};
 pub use super::ops::store::Store;
 /// Refreshes of held locks.
 pub use super::ops::watchdog::{Limits, Target, Watch, Watchdog};
+/// How the JS thread's socket writes an attempt, as its server lets it.
+pub use super::proto::acquire::{AttemptForm, TxSupport};
 /// The Lua scripts, for tests that run them beside the locks.
 pub use super::proto::scripts;
 /// Script names by SHA1, for `DEBUG` lines of the JS thread's connection.

@@ -12,10 +12,8 @@ use super::wire::Conduit;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
-use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
+use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::refresh::RefreshBatch;
-use crate::core::proto::release::Release;
-use crate::core::proto::syncguard::ReleaseById;
 use crate::core::proto::{scripts, Op, Request};
 use redis::aio::ConnectionManager;
 use redis::{ErrorKind, Pipeline, RedisResult, ServerErrorKind, Value};
@@ -34,26 +32,6 @@ impl<W: Conduit> RedisStore<W> {
         RedisStore {
             link: Link::new(endpoint, &scripts::ALL_SOURCES, listener),
         }
-    }
-
-    /// What frees `op`'s token on a node where it may have won after we stopped waiting:
-    /// `None` for the pair (Exclusive), which its own undo frees.
-    pub fn late_free(op: &AcquireAttempt<'_>) -> Option<Request> {
-        let (lock_key, token) = (op.lock_key, op.token);
-        Some(match op.layout {
-            Layout::Fair { .. } => Request::of(&Release::late_win(lock_key, token, true)),
-            Layout::Plain | Layout::Queued { .. } | Layout::Ring { .. } => {
-                Request::of(&Release::late_win(lock_key, token, false))
-            }
-            Layout::Exclusive { .. } => return None,
-            // Its lock key holds a record, found through the lockId's index key.
-            Layout::Syncguard { index_key, .. } => Request::of(&ReleaseById {
-                index_key,
-                lock_id: token,
-                expect: Some(lock_key),
-                ours_wait: false,
-            }),
-        })
     }
 
     /// Sent on the connection the timed-out attempt went out on, so it runs after that
@@ -81,7 +59,7 @@ impl<W: Conduit> RedisStore<W> {
     }
 
     /// `acquire_request`, owning all it needs (see `send_owned`); its reply read by the
-    /// caller. `free`: `late_free` of the attempt.
+    /// caller. `free`: the attempt's `AcquireAttempt::late_free`.
     pub fn acquire_owned(
         self: &Arc<Self>,
         request: &Arc<Request>,
@@ -156,7 +134,7 @@ impl<W: Conduit> RedisStore<W> {
                 // The attempt may still run after we stopped waiting; free what it may win,
                 // so the key does not sit locked by a token nobody holds until its TTL.
                 if let (Some(pinned), Request::Script { .. }, Some(free)) =
-                    (pinned, request, Self::late_free(op))
+                    (pinned, request, op.late_free())
                 {
                     Self::free_late_win(pinned, Box::new(free), op.ttl);
                 }

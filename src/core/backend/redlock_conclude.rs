@@ -83,7 +83,7 @@ impl RedlockStore {
 
     /// Lets the attempt's `stragglers` finish where nobody waits. One that answers once the
     /// token's lock is over (the attempt undone, or released since) ran after the release
-    /// or undo went out, maybe on another connection: `free` (`RedisStore::late_free`) is
+    /// or undo went out, maybe on another connection: `free` (`AcquireAttempt::late_free`) is
     /// sent to it again, now behind it. One that answers before is kept while we hold (the
     /// release reaches it); one past its bound is freed by its own call
     /// (`RedisStore::acquire_owned`), as on one server.

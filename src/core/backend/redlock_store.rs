@@ -34,7 +34,6 @@ use crate::core::proto::syncguard::{
 };
 use crate::core::proto::{Op, Request};
 use futures_util::future::join_all;
-use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -604,7 +603,7 @@ impl LockStore for RedlockStore {
         let tally = self.tally();
         self.late.begin(op.token);
         let request = Arc::new(Request::of(op));
-        let free = RedisStore::<ConnectionManager>::late_free(op).map(Arc::new);
+        let free = op.late_free().map(Arc::new);
         let attempts = (self.nodes.iter())
             .map(|node| node.store.acquire_owned(&request, &free, bound, op.ttl));
         // The validity counts from the first send; the stragglers' grace leaves most of what

@@ -1,6 +1,6 @@
 //! DistributedLock (@lilith/distributed-lock): its options and their defaults, and which
 //! operation each call is and which way it goes. The decisions are the operations'
-//! (ops/lock.rs, ops/route.rs); this names them for the API.
+//! (ops/acquire.rs, ops/attempt.rs, ops/route.rs); this names them for the API.
 
 use super::auto_refresh::{AutoRefresh, HandleWin};
 use super::connection::LockConnection;

@@ -53,7 +53,7 @@ fn memory_locker(name: &str) -> Locker {
 
 #[tokio::test]
 async fn a_lent_lease_is_freed_only_once_its_handover_was_answered() {
-    use crate::core::ops::lock::Attempt;
+    use crate::core::ops::attempt::Attempt;
     use crate::core::wait::lent::Lent;
     let locker = memory_locker("won-lent");
     let ttl = Duration::from_secs(30);

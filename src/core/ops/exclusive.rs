@@ -7,7 +7,7 @@
 //! key's absolute expiry, which proves the lock ours until the first refresh writes the owner
 //! key beside it, both on one new expiry.
 
-use super::attempt_terms::AttemptTerms;
+use super::attempt::AttemptTerms;
 use super::pair::Pair;
 use super::store::Store;
 use super::watched::Target;

@@ -2,7 +2,7 @@
 //! handover.
 use super::*;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
-use crate::core::ops::lock::Attempt;
+use crate::core::ops::attempt::Attempt;
 use crate::core::ops::route::{Route, RouteFacts, Way};
 use crate::core::ops::store::Store;
 use crate::core::wait::lent::Lent;

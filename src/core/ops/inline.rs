@@ -4,9 +4,9 @@
 //! carries it. Nothing here waits: no bound, no late reply, no broken connection.
 
 use super::fast::FastCall;
-use crate::core::backend::direct::AttemptForm;
 use crate::core::backend::endpoint::{Address, Endpoint};
 use crate::core::backend::memory::MemoryInline;
+use crate::core::proto::acquire::AttemptForm;
 use redis::Value;
 
 /// The keyspace calls to `endpoint` run on inline, when it is one (`memory://`).

@@ -1,6 +1,6 @@
-//! The lock operations on one lock: one attempt, release, extend, the held check and the
-//! fenced write. Contention is an answer here, not an error; only an acquisition's plan
-//! (acquire.rs: retries used up, deadline passed) turns it into `LockError::Locked`.
+//! `Locker`: the locks under one key prefix on one store, and the operations on a lock held
+//! or looked at: release, extend, the held check and the fenced write. One attempt at a lock
+//! is attempt.rs's, an acquisition from first attempt to end acquire.rs's.
 
 use super::key_scheme::KeyScheme;
 use super::store::Store;
@@ -8,18 +8,16 @@ use crate::core::backend::boundary::Backend;
 use crate::core::backend::lock_store::{LockStore, ScriptsFor};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
-use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::stats::CallCounters;
 use crate::core::basics::token;
 pub use crate::core::proto::acquire::fence_of;
 pub use crate::core::proto::acquire::AttemptForm;
-use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
 use crate::core::proto::extend::Extend;
 use crate::core::proto::fenced_set::FencedSet;
 use crate::core::proto::read::{Exists, Pttl};
 use crate::core::wait::owner::Owner;
-use crate::core::wait::wake::{self, Caller, Ticket};
+use crate::core::wait::wake::{Caller, Ticket};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,15 +41,6 @@ pub struct Locker {
     owner: Owner,
     /// What its calls have done, counted where each is decided (`stats()` of its API).
     stats: Arc<CallCounters>,
-}
-
-/// What one attempt found.
-pub enum Attempt {
-    Acquired(Lease),
-    /// Someone else holds it; `ttl` is the holder's remaining time when it has one.
-    Held {
-        ttl: Option<Duration>,
-    },
 }
 
 impl Locker {
@@ -133,129 +122,6 @@ impl Locker {
         }
     }
 
-    /// One SET NX PX attempt with a fresh token, numbered with the next fencing token when
-    /// it wins.
-    pub async fn attempt(&self, key: &str, ttl: Duration) -> Result<Attempt, LockError> {
-        let scheme = KeyScheme::Ours(key);
-        self.attempt_bounded(scheme, ttl, self.command_timeout, None)
-            .await
-    }
-
-    /// An attempt within `timeout`: ours with a fresh token, a waiter's (`waiting`) keeping
-    /// its connection queued for a wake-up when it fails; syncguard's with its call's lockId.
-    pub(super) async fn attempt_bounded(
-        &self,
-        scheme: KeyScheme<'_>,
-        ttl: Duration,
-        timeout: Duration,
-        waiting: Option<&Ticket>,
-    ) -> Result<Attempt, LockError> {
-        match scheme {
-            KeyScheme::Ours(key) => {
-                // Stamped after the gate: a lease stamped before a wait there would count
-                // its TTL from before it could be taken.
-                self.store.pass_gate(timeout).await?;
-                let token = token::new_token();
-                (self.attempt_with(key, token, Stamp::now(), ttl, timeout, waiting)).await
-            }
-            KeyScheme::Syncguard(keys) => self.attempt_syncguard(keys, ttl, timeout).await,
-        }
-    }
-
-    /// An attempt with `token`, first sent at `sent`: fresh, or the token of an attempt that
-    /// may have run already, and its first send's stamp (the script then grants it again
-    /// with no new expiry, see acquire.lua, so the lease counts from that first send).
-    pub(super) async fn attempt_with(
-        &self,
-        key: &str,
-        token: String,
-        sent: Stamp,
-        ttl: Duration,
-        timeout: Duration,
-        waiting: Option<&Ticket>,
-    ) -> Result<Attempt, LockError> {
-        let redis_key = self.redis_key(key);
-        // Only a connection that listens on the lock's channel may queue: a wake popped for
-        // one that does not would be lost to every waiter. (A fair lock's line is another
-        // matter: every waiter takes its place there, heard or not.)
-        let queueing = waiting.filter(|ticket| !self.fair && ticket.is_subscribed());
-        let company = queueing.is_some_and(Ticket::has_company);
-        let member = waiting.map(|ticket| ticket.member(self.store.id()));
-        let queue_name = queueing.map(|ticket| ticket.queue_name(self.store.id()));
-        let layout = match queueing {
-            _ if self.fair => Layout::Fair {
-                member: member.as_deref().unwrap_or_default(),
-                place: wake::FAIR_PLACE,
-                lifetime: wake::QUEUE_LIFETIME,
-            },
-            Some(_) if self.store.grants() => Layout::Ring {
-                ring_id: self.store.id(),
-            },
-            Some(_) => Layout::Queued {
-                queue_id: queue_name.as_deref().unwrap_or(self.store.id()),
-                score: wake::queue_score(),
-                company,
-                lifetime: wake::QUEUE_LIFETIME,
-            },
-            None => Layout::Plain,
-        };
-        let fence_key = keys::fence_key(&redis_key);
-        let op = AcquireAttempt {
-            lock_key: &redis_key,
-            fence_key: &fence_key,
-            token: &token,
-            ttl,
-            fence_retention_ms: self.fence_retention_ms,
-            keep_fences: false,
-            layout,
-            form: AttemptForm::Script,
-            sent: sent.at,
-        };
-        if self.fair {
-            // Whatever comes of it, the attempt may have given the waiter a place.
-            waiting.inspect(|ticket| ticket.set_in_line(true));
-        }
-        let turns = queueing.map(|ticket| ticket.wakes().turns(ticket.channel()));
-        // A grant that runs after the joining but before we listen is skipped and takes us
-        // out of the ring: a join sent before then counts only once repeated (see wake.rs).
-        let listening = queueing.is_some_and(Ticket::is_subscribed);
-        let reply = self.store.backend().acquire(&op, timeout).await;
-        let won = matches!(reply, Ok(Acquired::Won { .. }));
-        if won {
-            self.store.acquired(&redis_key);
-        }
-        if let (Some(ticket), Some(turns), Ok(_)) = (queueing, turns, &reply) {
-            let wakes = ticket.wakes();
-            if self.store.grants() {
-                if !won && listening {
-                    wakes.joined_ring(ticket.channel());
-                }
-            } else {
-                wakes.mark_queued_after(ticket.channel(), !won || company, turns);
-            }
-        }
-        if let (Some(ticket), true) = (waiting, won) {
-            // Winning took it out of the fair lock's line.
-            ticket.set_in_line(false);
-        }
-        match reply {
-            Ok(Acquired::Won { fence, .. }) => Ok(Attempt::Acquired(Lease::new(
-                key.to_owned(),
-                redis_key,
-                token,
-                fence,
-                sent,
-                ttl,
-            ))),
-            Ok(Acquired::Held { ttl }) => Ok(Attempt::Held { ttl }),
-            // The runtime's connection reports a server error as an error, and the script
-            // sets no lock it cannot fence.
-            Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => Err(LockError::no_fence()),
-            // A timed-out attempt that may still win is freed by the store behind it.
-            Err(err) => Err(err),
-        }
-    }
-
     /// The refresh target of a lease: its key holds the token, nothing beside it. Batched
     /// with others (not punctual): DistributedLock's `autoRefresh` has no original schedule.
     pub fn target(&self, lease: &Lease, every: Duration) -> super::watched::Target {
@@ -288,6 +154,23 @@ impl Locker {
             return super::release::release_fair(&self.store, lease, bound).await;
         }
         super::release::release(&self.store, lease, bound, Some(self.fence_retention_ms)).await
+    }
+
+    /// The bound of a release sent elsewhere (written by `write_release`). `None` when it
+    /// must go through `release`: already released, or waiters of this process are to be
+    /// woken by it. On a store that grants, only a release within our tenure is sent
+    /// elsewhere (it frees the lock quietly, see ops/tenure.rs).
+    pub fn release_request(&self, lease: &Lease) -> Option<Duration> {
+        let wakes = self.store().wakes();
+        // A store that grants decides on the runtime's connection, whose pushes bring grants.
+        if self.is_fair()
+            || lease.is_released()
+            || wakes.waiters_at_release(&lease.redis_key)
+            || (self.store().grants() && !self.store().release_quietly(lease))
+        {
+            return None;
+        }
+        Some(self.release_bound(lease))
     }
 
     /// Adds `extra` to the lock's remaining TTL, if the lock is still ours.

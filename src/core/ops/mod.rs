@@ -2,7 +2,7 @@
 //! each atomically in Redis.
 
 pub mod acquire;
-pub mod attempt_terms;
+pub mod attempt;
 pub mod claims;
 pub mod closing;
 pub mod delivery;
@@ -17,6 +17,7 @@ pub mod key_scheme;
 pub mod lock;
 pub mod pair;
 pub mod passing;
+pub mod pause;
 pub mod release;
 pub mod release_by_id;
 pub mod route;

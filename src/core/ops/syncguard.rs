@@ -4,8 +4,9 @@
 //! same script when the caller named the lock key it expected, else with one more call.
 
 use super::acquire::{Attempts, Place, Plan, Start};
+use super::attempt::Attempt;
 use super::key_scheme::{KeyScheme, SyncguardKeys};
-use super::lock::{Attempt, Locker};
+use super::lock::Locker;
 use crate::core::backend::lock_store::LockStore;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;

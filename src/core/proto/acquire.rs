@@ -3,7 +3,9 @@
 //! is far cheaper for Redis) as one transaction; each form's reply is read once, into one
 //! answer.
 
-use super::{scripts, syncguard, Op, Wire};
+use super::release::Release;
+use super::syncguard::ReleaseById;
+use super::{scripts, syncguard, Op, Request, Wire};
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::resp;
@@ -26,6 +28,48 @@ pub enum AttemptForm {
     Untried,
     /// The acquire script: the runtime's form, and a user's whose ACL forbids MULTI.
     Script,
+}
+
+/// Which form a connection of the caller's own (the JS thread's socket) writes its attempts
+/// in, learnt from its server's replies: a transaction until the server refuses MULTI (an
+/// ACL without it), the script from then on. A property of the connection, whatever lock is
+/// attempted on it.
+#[derive(Debug, Default)]
+pub struct TxSupport {
+    refused: bool,
+    worked: bool,
+}
+
+impl TxSupport {
+    /// How the next attempt is written.
+    pub fn attempts(&self) -> AttemptForm {
+        match (self.refused, self.worked) {
+            (true, _) => AttemptForm::Script,
+            (false, true) => AttemptForm::Transaction,
+            (false, false) => AttemptForm::Untried,
+        }
+    }
+
+    /// A command queued in a transaction was refused. Only a refusal of the command itself
+    /// (an ACL without it, a renamed or unknown command) says MULTI is not allowed here; any
+    /// other (OOM under maxmemory, a read-only replica, ...) passes with its cause, and
+    /// taking it for one would send every later attempt as the costlier script.
+    pub fn multi_refused(&mut self, refusal: &Value) {
+        if let Value::ServerError(err) = refusal {
+            let unknown = err.code() == "ERR"
+                && err
+                    .details()
+                    .is_some_and(|details| details.starts_with("unknown command"));
+            if err.code() == "NOPERM" || unknown {
+                self.refused = true;
+            }
+        }
+    }
+
+    /// A transaction ran with none of its commands refused.
+    pub fn multi_worked(&mut self) {
+        self.worked = true;
+    }
 }
 
 /// Which lock the attempt takes.
@@ -123,6 +167,27 @@ impl AcquireAttempt<'_> {
             (false, AttemptForm::Untried) => 3,
             (false, _) => 1,
         }
+    }
+
+    /// What frees this attempt's token where it may have won after we stopped waiting for
+    /// its reply (sent on the connection it went out on, so it runs after it): `None` for
+    /// ExclusiveLock's pair, which its own undo frees.
+    pub fn late_free(&self) -> Option<Request> {
+        let (lock_key, token) = (self.lock_key, self.token);
+        Some(match self.layout {
+            Layout::Fair { .. } => Request::of(&Release::late_win(lock_key, token, true)),
+            Layout::Plain | Layout::Queued { .. } | Layout::Ring { .. } => {
+                Request::of(&Release::late_win(lock_key, token, false))
+            }
+            Layout::Exclusive { .. } => return None,
+            // Its lock key holds a record, found through the lockId's index key.
+            Layout::Syncguard { index_key, .. } => Request::of(&ReleaseById {
+                index_key,
+                lock_id: token,
+                expect: Some(lock_key),
+                ours_wait: false,
+            }),
+        })
     }
 
     fn exclusive(&self) -> bool {

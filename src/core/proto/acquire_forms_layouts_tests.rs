@@ -45,7 +45,7 @@ enum Move {
         contents: u8,
     },
     /// The last attempt sent again as the script, with its token (a reply lost with its
-    /// connection, see ops/lock.rs `Start::Again`).
+    /// connection, see ops/acquire.rs `Start::Again`).
     Resend,
     /// The holder's release, or (`stale`) one by a token that holds nothing.
     Release { stale: bool },
@@ -160,7 +160,7 @@ struct Run {
     fence_key: Vec<u8>,
     window_ms: u64,
     /// The connection's user may not run MULTI: no transaction ever worked on it, so its
-    /// attempts are `Untried` until its first refusal (backend/direct.rs `TxSupport`).
+    /// attempts are `Untried` until its first refusal (proto/acquire.rs `TxSupport`).
     refuses: bool,
     /// MULTI was refused: every attempt is the script from then on.
     refused: bool,

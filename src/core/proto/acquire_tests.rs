@@ -159,3 +159,35 @@ fn an_answer_of_another_shape_is_refused() {
         assert_eq!(op.decode(Value::Nil).ok(), Some(Acquired::Refused));
     }
 }
+
+#[test]
+fn attempts_are_untried_then_transactions_until_multi_is_refused_then_scripts_for_good() {
+    let noperm = error(b"-NOPERM User u has no permissions to run the 'multi' command\r\n");
+    let mut support = TxSupport::default();
+    assert_eq!(support.attempts(), AttemptForm::Untried);
+    support.multi_worked();
+    assert_eq!(support.attempts(), AttemptForm::Transaction);
+    support.multi_refused(&noperm);
+    assert_eq!(support.attempts(), AttemptForm::Script);
+    support.multi_worked();
+    assert_eq!(support.attempts(), AttemptForm::Script);
+    let mut refused_first = TxSupport::default();
+    refused_first.multi_refused(&error(
+        b"-ERR unknown command 'MULTI', with args beginning with: \r\n",
+    ));
+    assert_eq!(refused_first.attempts(), AttemptForm::Script);
+}
+
+#[test]
+fn other_refusals_in_a_transaction_leave_it_the_form() {
+    let mut support = TxSupport::default();
+    support.multi_worked();
+    for line in [
+        &b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"[..],
+        b"-READONLY You can't write against a read only replica.\r\n",
+        b"-ERR value is not an integer or out of range\r\n",
+    ] {
+        support.multi_refused(&error(line));
+        assert_eq!(support.attempts(), AttemptForm::Transaction, "{line:?}");
+    }
+}

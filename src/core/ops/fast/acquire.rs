@@ -6,8 +6,8 @@ use super::{FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
-use crate::core::ops::acquire::{Attempts, Plan, Start};
-use crate::core::ops::attempt_terms::PlainRequest;
+use crate::core::ops::acquire::{Plan, Start};
+use crate::core::ops::attempt::PlainRequest;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::proto::acquire::Acquired;
 use crate::core::proto::release::Release;
@@ -61,24 +61,14 @@ impl PlainAttempt {
             ..
         } = self;
         let (key, ttl) = (request.key, request.terms.ttl);
-        match plan.attempts {
-            Attempts::Once => Step::Now(Ok(None)),
-            Attempts::Retries { max: 0, .. } => {
-                Step::Now(Err(LockError::Locked { key, retries: 0 }))
-            }
-            _ => {
-                // Joined here, on the lane's thread, as soon as the reply is read: a
-                // release made there from now on can hand the lock to it at once.
-                let (plan, missed) = plan.joined(&locker, &key, ttl);
-                let start = match missed {
-                    true => Start::Attempt,
-                    false => Start::Held { holder_ttl },
-                };
-                Step::Later(
-                    async move { locker.pursue(plan, &key, ttl, &cancel, start).await }.boxed(),
-                )
-            }
+        if let Some(ended) = plan.attempts.ended_by_held(&key) {
+            return Step::Now(ended);
         }
+        // Joined here, on the lane's thread, as soon as the reply is read: a release made
+        // there from now on can hand the lock to it at once.
+        let (plan, missed) = plan.joined(&locker, &key, ttl);
+        let start = Start::after_held(missed, holder_ttl);
+        Step::Later(async move { locker.pursue(plan, &key, ttl, &cancel, start).await }.boxed())
     }
 }
 

@@ -17,7 +17,7 @@ use crate::core::backend::redlock_store::RedlockStore;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
-use crate::core::ops::attempt_terms::AttemptTerms;
+use crate::core::ops::attempt::AttemptTerms;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::proto::acquire::Layout;
 use crate::core::proto::release::Release;

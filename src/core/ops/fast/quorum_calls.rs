@@ -9,8 +9,8 @@ use crate::core::basics::background::spawn;
 use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
-use crate::core::ops::acquire::{Attempts, Plan, Start};
-use crate::core::ops::attempt_terms::PlainRequest;
+use crate::core::ops::acquire::{Plan, Start};
+use crate::core::ops::attempt::PlainRequest;
 use crate::core::ops::fast::acquire::{again, won, Mode};
 use crate::core::ops::fast::{is_refusal, Later, Settled, Step};
 use crate::core::ops::lock::{AttemptForm, Locker};
@@ -135,14 +135,10 @@ async fn concluded(
             }
             Ok(Some(lease))
         }
-        Acquired::Held { ttl: holder_ttl } => match plan.attempts {
-            Attempts::Once => Ok(None),
-            Attempts::Retries { max: 0, .. } => Err(LockError::Locked { key, retries: 0 }),
-            _ => {
-                let start = match missed {
-                    true => Start::Attempt,
-                    false => Start::Held { holder_ttl },
-                };
+        Acquired::Held { ttl: holder_ttl } => match plan.attempts.ended_by_held(&key) {
+            Some(ended) => ended,
+            None => {
+                let start = Start::after_held(missed, holder_ttl);
                 locker.pursue(plan, &key, ttl, &cancel, start).await
             }
         },
