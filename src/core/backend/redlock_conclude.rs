@@ -97,13 +97,14 @@ impl RedlockStore {
         F: Future<Output = Result<Value, LockError>> + Send + 'static,
     {
         let (Some(free), false) = (free, stragglers.is_empty()) else {
-            finish(stragglers, ignore);
+            finish(self.stragglers(), stragglers, ignore);
             return;
         };
         // Watched before the conclusion, whose undo marks it over.
         let watch = self.late().watch(op.token);
         let stores = self.stores();
         finish(
+            self.stragglers(),
             stragglers,
             move |i, reply: Result<Value, LockError>| match (reply, watch.over(), stores.get(i)) {
                 (Ok(_), true, Some(store)) => {

@@ -5,6 +5,9 @@
 //! node (its reply says the attempt ran there, so a release sent now goes after it, on any
 //! connection). A win read before the mark is kept: the token is still ours (or the
 //! conclusion still to come), and the release or undo sent later reaches that node after it.
+//! So is one whose node was sent the release on the very connection (`lane`) that carries
+//! the straggler (`behind`): the release runs there after it, and an undo would only repeat
+//! it (on serial pairs, a third of the stragglers answered after their lock's release).
 
 use crate::core::basics::sync::lock;
 use std::collections::HashMap;
@@ -34,8 +37,16 @@ const REFUSAL_KEPT: Duration = Duration::from_secs(600);
 
 struct TokenState {
     watchers: usize,
-    /// The current attempt's state (`LIVE`, `OVER`); an earlier try's is `SUPERSEDED`.
-    state: Arc<AtomicU8>,
+    /// The current attempt's.
+    state: Arc<Watched>,
+}
+
+#[derive(Default)]
+struct Watched {
+    /// `LIVE`, `OVER`; an earlier try's is `SUPERSEDED`.
+    state: AtomicU8,
+    /// (node, lane) of each release of the token written on a node's own connection.
+    behind: Mutex<Vec<(usize, u64)>>,
 }
 
 const LIVE: u8 = 0;
@@ -62,7 +73,7 @@ impl LateBook {
             .entry(token.to_owned())
             .or_insert_with(|| TokenState {
                 watchers: 0,
-                state: Arc::new(AtomicU8::new(LIVE)),
+                state: Arc::default(),
             });
         entry.watchers += 1;
         TokenWatch {
@@ -78,7 +89,7 @@ impl LateBook {
         {
             let tokens = lock(&self.tokens);
             if let Some(entry) = tokens.get(token) {
-                entry.state.store(OVER, Ordering::Release);
+                entry.state.state.store(OVER, Ordering::Release);
             }
         }
         self.forget_refusals(token.as_bytes());
@@ -148,14 +159,23 @@ impl LateBook {
         }
     }
 
+    /// A release of `token` was written to node `node` on connection `lane` (after `end`):
+    /// a straggler of the token's attempt on that same connection needs no undo.
+    pub fn behind(&self, token: &str, node: usize, lane: u64) {
+        let tokens = lock(&self.tokens);
+        if let Some(entry) = tokens.get(token) {
+            lock(&entry.state.behind).push((node, lane));
+        }
+    }
+
     /// An attempt with `token` starts again (syncguard keeps a lockId across its tries):
     /// an earlier try's straggler read from now on frees nothing (it would free this try's
     /// lock); this try is watched afresh.
     pub fn begin(&self, token: &str) {
         let mut tokens = lock(&self.tokens);
         if let Some(entry) = tokens.get_mut(token) {
-            entry.state.store(SUPERSEDED, Ordering::Release);
-            entry.state = Arc::new(AtomicU8::new(LIVE));
+            entry.state.state.store(SUPERSEDED, Ordering::Release);
+            entry.state = Arc::default();
         }
     }
 }
@@ -178,13 +198,13 @@ impl RefreshRefusals {
 pub struct TokenWatch {
     book: Arc<LateBook>,
     token: String,
-    state: Arc<AtomicU8>,
+    state: Arc<Watched>,
 }
 
 impl TokenWatch {
     /// What a straggler's win read now comes to.
     pub fn late(&self) -> Late {
-        match self.state.load(Ordering::Acquire) {
+        match self.state.state.load(Ordering::Acquire) {
             LIVE => Late::Kept,
             OVER => Late::Over,
             _ => Late::Superseded,
@@ -194,6 +214,12 @@ impl TokenWatch {
     /// Whether a straggler's win read now is to be freed.
     pub fn over(&self) -> bool {
         self.late() == Late::Over
+    }
+
+    /// Whether a release of the token went to node `node` on connection `lane`, behind a
+    /// straggler there.
+    pub fn released_behind(&self, node: usize, lane: u64) -> bool {
+        lock(&self.state.behind).contains(&(node, lane))
     }
 
     /// The attempt lost: its stragglers' wins are freed.
@@ -241,5 +267,22 @@ mod tests {
         // Not watched: nothing kept for it.
         book.end("t");
         assert!(!book.watch("t").over());
+    }
+
+    #[test]
+    fn a_release_behind_a_straggler_is_known_by_node_and_lane_until_a_new_try() {
+        let book = Arc::new(LateBook::default());
+        // Not watched: nothing recorded.
+        book.behind("t", 0, 7);
+        let watch = book.watch("t");
+        assert!(!watch.released_behind(0, 7));
+        book.end("t");
+        book.behind("t", 0, 7);
+        book.behind("t", 2, 9);
+        assert!(watch.released_behind(0, 7) && watch.released_behind(2, 9));
+        // Another node, or another connection to the node: not behind.
+        assert!(!watch.released_behind(1, 7) && !watch.released_behind(0, 8));
+        book.begin("t");
+        assert!(!book.watch("t").released_behind(0, 7));
     }
 }

@@ -14,6 +14,7 @@ use super::lock_store::{
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
 use super::redlock_late::LateBook;
+use super::redlock_pool::LatePool;
 use super::redlock_tally::{
     answered, failed, finish, gather, gather_read, ignore, quorum_error, release_verdict,
     validity_left, won, Tally,
@@ -47,6 +48,8 @@ pub struct RedlockStore {
     lost: Arc<Drops>,
     /// Tokens whose attempts' stragglers are still out (redlock_late.rs).
     late: Arc<LateBook>,
+    /// Where the calls' stragglers run.
+    stragglers: LatePool,
 }
 
 struct Node {
@@ -170,6 +173,7 @@ impl RedlockStore {
             nodes,
             lost,
             late: Arc::default(),
+            stragglers: LatePool::default(),
         }
     }
 
@@ -181,6 +185,10 @@ impl RedlockStore {
     /// See redlock_late.rs: what a straggler's win after a decision comes to.
     pub fn late(&self) -> &Arc<LateBook> {
         &self.late
+    }
+
+    pub(super) fn stragglers(&self) -> &LatePool {
+        &self.stragglers
     }
 
     pub fn tally(&self) -> Tally {
@@ -234,7 +242,7 @@ impl RedlockStore {
         let (replies, stragglers) =
             gather_read(calls, read, |_| false, enough, Duration::MAX).await;
         // Not dropped: a write not yet on its node's connection would never reach it.
-        finish(stragglers, ignore);
+        finish(&self.stragglers, stragglers, ignore);
         replies
     }
 

@@ -2,6 +2,7 @@
 //! error naming how many answered when it cannot, and what an attempt's (or a release's)
 //! replies so far decide. Nothing here sends anything.
 
+use super::redlock_pool::LatePool;
 use crate::core::basics::error::LockError;
 use crate::core::basics::{background, clock};
 use crate::core::proto::acquire::Acquired;
@@ -276,12 +277,13 @@ where
     (replies, pending)
 }
 
-/// Lets `stragglers` run to their end (each call is bounded by its own timeout) on a task
-/// of its own, each late reply given to `late` with its node's index. What `late` answers
-/// is polled once at once, so that it is on its node's connection before anything sent
-/// after this reply was read, then left to a task of its own. Nothing is spawned when no
-/// straggler is left (the usual case: every node answered within the grace).
-pub fn finish<F, R, G>(
+/// Lets `stragglers` run to their end (each call is bounded by its own timeout) in `pool`,
+/// each late reply given to `late` with its node's index. What `late` answers is polled
+/// once at once, so that it is on its node's connection before anything sent after this
+/// reply was read, then left to a task of its own. Nothing is left when no straggler is
+/// (the usual case: every node answered within the grace).
+pub(super) fn finish<F, R, G>(
+    pool: &LatePool,
     mut stragglers: Stragglers<F>,
     late: impl Fn(usize, R) -> Option<G> + Send + 'static,
 ) where
@@ -292,7 +294,7 @@ pub fn finish<F, R, G>(
     if stragglers.is_empty() {
         return;
     }
-    background::spawn(async move {
+    pool.run(Box::pin(async move {
         while let Some((i, reply)) = stragglers.next().await {
             if let Some(work) = late(i, reply) {
                 let mut work = Box::pin(work);
@@ -301,7 +303,7 @@ pub fn finish<F, R, G>(
                 }
             }
         }
-    });
+    }));
 }
 
 /// For `finish`: nothing to do with a late reply.

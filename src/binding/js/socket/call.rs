@@ -187,8 +187,8 @@ where
         AdaptedPart { part, convert }
     }
 
-    pub fn write(&self, out: &mut Vec<u8>) -> usize {
-        self.part.write(out)
+    pub fn write(&self, out: &mut Vec<u8>, lane: u64) -> usize {
+        self.part.write(out, lane)
     }
 
     pub fn bound(&self) -> Duration {

@@ -21,6 +21,7 @@ use std::ffi::c_void;
 use std::io::{ErrorKind, Read, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::{Rc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long a connection that takes no new calls waits for the replies still due to it.
@@ -48,9 +49,16 @@ struct Pending {
     traced: Option<Box<(Instant, Vec<u8>)>>,
 }
 
+/// The last `SocketConnection::lane` given out.
+static LANES: AtomicU64 = AtomicU64::new(0);
+
 pub struct SocketConnection {
     /// What `DEBUG` lines name it: `socket`, or for a Redlock's node `socket host:port`.
     via: Box<str>,
+    /// This connection's id, never another's in the process (never 0): what a Redlock's
+    /// calls know it by, to tell a release sent behind an attempt on it from one sent
+    /// elsewhere (core::backend::redlock_late).
+    lane: u64,
     /// Declared before the socket, so dropped (closed) before it is.
     handles: Option<SocketPoll>,
     socket: std::net::TcpStream,
@@ -99,6 +107,7 @@ pub fn open(
     };
     let shared = Rc::new(RefCell::new(SocketConnection {
         via,
+        lane: LANES.fetch_add(1, Ordering::Relaxed) + 1,
         handles: None,
         socket,
         thread,
@@ -161,6 +170,10 @@ pub fn close_all() {
 }
 
 impl SocketConnection {
+    pub fn lane(&self) -> u64 {
+        self.lane
+    }
+
     pub fn is_usable(&self) -> bool {
         self.retired.is_none() && !self.broken && self.handles.is_some()
     }

@@ -86,8 +86,10 @@ impl QuorumSender {
                 break;
             };
             let part = AdaptedPart::new(part, convert.clone());
-            node.borrow_mut().queue(id, move |out, _form| {
-                let replies = part.write(out);
+            let mut node = node.borrow_mut();
+            let lane = node.lane();
+            node.queue(id, move |out, _form| {
+                let replies = part.write(out, lane);
                 (replies, part.bound(), Box::new(part))
             });
         }

@@ -50,8 +50,9 @@ pub enum Told<T> {
 pub trait NodeCall: Send + 'static {
     type Output: Send + 'static;
 
-    /// Appends the node's request to `out`; answers with the number of replies (one).
-    fn write(&self, out: &mut Vec<u8>) -> usize;
+    /// Appends the node's request to `out`, on the node's connection `lane` (an id no other
+    /// connection of the process has); answers with the number of replies (one).
+    fn write(&self, out: &mut Vec<u8>, lane: u64) -> usize;
 
     /// How long the node's lane waits for its reply.
     fn bound(&self) -> Duration;
@@ -91,6 +92,9 @@ pub trait Quorum: Send + Sized + 'static {
 
     /// Appends the request every node is sent (the same bytes for each).
     fn write(&self, out: &mut Vec<u8>);
+
+    /// The request was written to node `node` on its connection `lane`.
+    fn written(&self, _node: usize, _lane: u64) {}
 
     fn bound(&self) -> Duration;
 
@@ -173,6 +177,8 @@ struct QuorumState<Q: Quorum> {
     watch: Option<TokenWatch>,
     /// The runtime was asked to free the token already.
     freed: bool,
+    /// Each node's connection the call was written on (0: not written).
+    lanes: Vec<u64>,
 }
 
 impl<Q: Quorum> QuorumState<Q> {
@@ -219,24 +225,42 @@ impl<Q: Quorum> QuorumState<Q> {
     }
 
     /// The undo for a node's win read after the decision, if it is to be undone: always
-    /// after a lost one or past the node's bound (`late`); else once the lock is over.
-    fn undo_for(&self, late: bool) -> Option<&Undo> {
+    /// after a lost one or past the node's bound (`late`); else once the lock is over,
+    /// unless the release went to the node on the connection that read the win (`read_on`),
+    /// behind the attempt.
+    fn undo_for(&self, late: bool, read_on: Option<usize>) -> Option<&Undo> {
         match &self.decided {
             Some(Decided::Lost(undo)) => Some(undo),
-            Some(Decided::Concluding(undo)) => match self.watch.as_ref().map(TokenWatch::late) {
-                // The runtime tries again with the token: its own conclusion covers the node.
-                Some(Late::Superseded) => None,
-                Some(Late::Over) => Some(undo),
-                _ => late.then_some(undo),
+            Some(Decided::Concluding(undo)) => match self.watch.as_ref() {
+                None => late.then_some(undo),
+                Some(watch) => match watch.late() {
+                    // The runtime tries again with the token: its own conclusion covers the
+                    // node.
+                    Late::Superseded => None,
+                    Late::Over if !late && self.released_behind(watch, read_on) => None,
+                    Late::Over => Some(undo),
+                    Late::Kept => late.then_some(undo),
+                },
             },
             _ => None,
         }
     }
 
-    /// A node's win read after the decision is undone on its own connection, when it is to
-    /// be (`undo_for`); `true` when the undo was written to `out`.
-    fn undo_late(&self, reply: Value, out: &mut Vec<u8>, late: bool) -> bool {
-        match self.undo_for(late) {
+    /// Whether a release went to node `node` behind this call, on the same connection.
+    fn released_behind(&self, watch: &TokenWatch, node: Option<usize>) -> bool {
+        let Some(node) = node else {
+            return false;
+        };
+        match self.lanes.get(node) {
+            Some(&lane) if lane != 0 => watch.released_behind(node, lane),
+            _ => false,
+        }
+    }
+
+    /// Node `node`'s win read after the decision is undone on its own connection, when it
+    /// is to be (`undo_for`); `true` when the undo was written to `out`.
+    fn undo_late(&self, node: usize, reply: Value, out: &mut Vec<u8>, late: bool) -> bool {
+        match self.undo_for(late, Some(node)) {
             Some(undo) if undo.took(reply) => {
                 undo.write(out);
                 true
@@ -248,7 +272,7 @@ impl<Q: Quorum> QuorumState<Q> {
     /// A node whose connection broke after the decision may have taken the lock after the
     /// runtime's undo (or our release): freed again, once, when the lock is not ours.
     fn free_lost(&mut self) {
-        if let (Some(undo), false) = (self.undo_for(false), self.freed) {
+        if let (Some(undo), false) = (self.undo_for(false, None), self.freed) {
             undo.free();
             self.freed = true;
         }
@@ -271,6 +295,7 @@ pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
         decided: None,
         watch: None,
         freed: false,
+        lanes: vec![0; nodes],
     }));
     (0..nodes)
         .map(|node| Part {
@@ -284,9 +309,14 @@ pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
 impl<Q: Quorum> NodeCall for Part<Q> {
     type Output = Q::Output;
 
-    fn write(&self, out: &mut Vec<u8>) -> usize {
-        if let Some(call) = &lock(&self.shared).call {
+    fn write(&self, out: &mut Vec<u8>, lane: u64) -> usize {
+        let mut shared = lock(&self.shared);
+        if let Some(seen) = shared.lanes.get_mut(self.node) {
+            *seen = lane;
+        }
+        if let Some(call) = &shared.call {
             call.write(out);
+            call.written(self.node, lane);
             return 1;
         }
         // Decided before this node was written to (not done by the lanes, which write
@@ -302,7 +332,7 @@ impl<Q: Quorum> NodeCall for Part<Q> {
     fn answered(self, reply: Value, out: &mut Vec<u8>) -> Told<Q::Output> {
         let mut shared = lock(&self.shared);
         let Some(call) = shared.call.as_ref() else {
-            return match shared.undo_late(reply, out, false) {
+            return match shared.undo_late(self.node, reply, out, false) {
                 true => Told::Undid,
                 false => Told::Nothing,
             };
@@ -322,7 +352,7 @@ impl<Q: Quorum> NodeCall for Part<Q> {
     }
 
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
-        lock(&self.shared).undo_late(reply, out, true)
+        lock(&self.shared).undo_late(self.node, reply, out, true)
     }
 
     fn broken(self, left: Option<Duration>) -> Told<Q::Output> {

@@ -285,6 +285,13 @@ impl Quorum for QuorumRelease {
         self.op().encode(out);
     }
 
+    /// Behind a straggler of the attempt on that connection, if one is out there.
+    fn written(&self, node: usize, lane: u64) {
+        if let Some(store) = redlock_of(&self.locker) {
+            store.late().behind(&self.lease.token, node, lane);
+        }
+    }
+
     fn bound(&self) -> Duration {
         self.bound
     }

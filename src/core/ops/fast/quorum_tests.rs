@@ -326,6 +326,46 @@ fn a_straggler_that_won_after_its_lock_was_released_frees_its_node() {
 }
 
 #[test]
+fn a_straggler_whose_node_got_the_release_behind_it_on_its_connection_frees_nothing() {
+    let locker = redlock_locker(&PORTS);
+    let mut out = Vec::new();
+    let mut parts = attempt(&locker);
+    // Each node's connection is lane 10 + its index.
+    for part in &parts {
+        assert_eq!(part.write(&mut out, 10 + part.node as u64), 1);
+    }
+    out.clear();
+    let (first, second) = (parts.pop().unwrap(), parts.pop().unwrap());
+    for part in parts {
+        let _told = part.answered(won(7), &mut out);
+    }
+    let (token, expected) = concluding_undo_bytes(std::slice::from_ref(&first));
+    let lease = Arc::new(Lease::new(
+        "k".into(),
+        locker.redis_key("k"),
+        token,
+        7,
+        crate::core::basics::clock::Stamp::now(),
+        Duration::from_secs(10),
+    ));
+    // The release: behind `first` on its node's connection, on a new connection to
+    // `second`'s node (its own replaced meanwhile).
+    let releases = QuorumRelease::new(&locker, &lease).expect("a release");
+    let mut written = Vec::new();
+    for release in &releases {
+        let lane = match release.node == second.node {
+            true => 99,
+            false => 10 + release.node as u64,
+        };
+        release.write(&mut written, lane);
+    }
+    assert!(matches!(first.answered(won(7), &mut out), Told::Nothing));
+    assert!(out.is_empty());
+    assert!(matches!(second.answered(won(7), &mut out), Told::Undid));
+    assert_eq!(out, expected);
+}
+
+#[test]
 fn a_broken_node_sends_an_undecided_call_to_the_runtime_once() {
     let locker = redlock_locker(&PORTS);
     let mut parts = attempt(&locker).into_iter();
