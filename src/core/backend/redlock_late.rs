@@ -38,11 +38,11 @@ const REFUSAL_KEPT: Duration = Duration::from_secs(600);
 struct TokenState {
     watchers: usize,
     /// The current attempt's.
-    state: Arc<Watched>,
+    state: Arc<AttemptState>,
 }
 
 #[derive(Default)]
-struct Watched {
+struct AttemptState {
     /// `LIVE`, `OVER`; an earlier try's is `SUPERSEDED`.
     state: AtomicU8,
     /// (node, lane) of each release of the token written on a node's own connection.
@@ -198,7 +198,7 @@ impl RefreshRefusals {
 pub struct TokenWatch {
     book: Arc<LateBook>,
     token: String,
-    state: Arc<Watched>,
+    state: Arc<AttemptState>,
 }
 
 impl TokenWatch {

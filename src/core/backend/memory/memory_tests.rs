@@ -193,6 +193,71 @@ fn scripts_pass_keys_and_arguments_on_byte_for_byte() {
     }
 }
 
+/// What crosses between a script and its commands on Lua's stack (script_stack.rs): numbers
+/// printed `%.17g`, nested replies, statuses and errors as tables, a failed `redis.call`
+/// named by its line, and a reply cut at the first nil.
+#[test]
+fn replies_and_arguments_cross_lua_as_redis_converts_them() {
+    let keyspace = open("script-stack");
+    let reply = send(
+        &keyspace,
+        &[
+            b"EVAL",
+            b"redis.call('SET', KEYS[1], 0.1)\n\
+              redis.call('ZADD', KEYS[2], 1.5, 'a', 2, 'b')\n\
+              local set = redis.call('SET', KEYS[3], 'x')\n\
+              local wrong = redis.pcall('INCR', KEYS[2])\n\
+              return {redis.call('GET', KEYS[1]), redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES'),\n\
+                      set.ok, wrong.err, redis.call('GET', 'none') == false, 3.9, nil, 'after'}",
+            b"3",
+            b"f",
+            b"z",
+            b"s",
+        ],
+    );
+    assert_eq!(
+        reply,
+        Value::Array(vec![
+            Value::BulkString(b"0.10000000000000001".to_vec()),
+            Value::Array(vec![
+                Value::BulkString(b"a".to_vec()),
+                Value::BulkString(b"1.5".to_vec()),
+                Value::BulkString(b"b".to_vec()),
+                Value::BulkString(b"2".to_vec()),
+            ]),
+            Value::BulkString(b"OK".to_vec()),
+            Value::BulkString(
+                b"WRONGTYPE Operation against a key holding the wrong kind of value".to_vec()
+            ),
+            Value::Int(1),
+            Value::Int(3),
+        ])
+    );
+    let failed = send(
+        &keyspace,
+        &[
+            b"EVAL",
+            b"local a = 1\nredis.call('INCR', KEYS[1])\nreturn a",
+            b"1",
+            b"z",
+        ],
+    );
+    let Value::ServerError(err) = &failed else {
+        panic!("{failed:?}");
+    };
+    assert_eq!(err.code(), "WRONGTYPE");
+    let detail = err.details().unwrap_or_default();
+    assert!(detail.ends_with("on @user_script:2."), "{detail}");
+    assert_eq!(
+        send(&keyspace, &[b"EVAL", b"return {ok = 'DONE'}", b"0"]),
+        Value::SimpleString("DONE".into())
+    );
+    assert_eq!(
+        code(&send(&keyspace, &[b"EVAL", b"return redis.call()", b"0"])).as_deref(),
+        Some("ERR")
+    );
+}
+
 fn collector() -> (Arc<Mutex<Vec<PushInfo>>>, Pushes) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
