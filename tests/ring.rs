@@ -308,9 +308,10 @@ fn a_chain_of_grants_draws_a_block_of_fences_at_its_end_and_not_before() {
         .arg(keys::fence_key(LOCK.as_bytes()))
         .query(&mut raw)
         .unwrap();
+    // A due counter is pushed a quarter window past what it needs (fence.lua `keep_fences`).
     let chain = (1024 * CLAIM_MS + WINDOW_MS) as i64;
     assert!(
-        pttl > chain - 60_000 && pttl <= chain,
+        pttl > chain - 60_000 && pttl <= chain + (WINDOW_MS / 4) as i64,
         "kept for a whole chain: {pttl}"
     );
 }
