@@ -165,6 +165,9 @@ async function main() {
       counters: sections.counters,
       overlaps: sections.overlaps,
       overlapsAcrossRestarts: sections.overlapsAcrossRestarts,
+      expiredOverlaps: sections.expiredOverlaps,
+      expired: sections.expired,
+      verdicts: sections.verdicts,
       restartsExcused: args.excuseRestarts,
     },
     rss,
@@ -190,11 +193,13 @@ function printLine(minute, processes, printed) {
   let external = 0
   let arrayBuffers = 0
   const watched = {}
+  const stalls = []
   for (const p of processes) {
     const from = printed.get(p) ?? 0
     const fresh = p.samples.slice(from)
     printed.set(p, p.samples.length)
     for (const s of fresh) addCounts(counts, { ops: s.ops, errors: s.errors, grants: s.grants, passes: s.passes, lost: s.lost })
+    if (fresh.length) stalls.push(`${fresh[0].pid}:${Math.max(...fresh.map((s) => s.stallMaxMs ?? 0))}`)
     const last = p.samples[p.samples.length - 1]
     if (!last || p.killed) continue
     rss.push(last.rss)
@@ -208,7 +213,8 @@ function printLine(minute, processes, printed) {
   console.log(
     `[soak] min ${minute}: rss MB ${rss.join('/')} heap ${heap.toFixed(1)} ext ${external.toFixed(1)} ab ${arrayBuffers.toFixed(1)}` +
       ` | parent handles ${JSON.stringify(parentResources)} | watched ${JSON.stringify(watched)}` +
-      ` | ops ${ops} grants ${counts.grants} passes ${counts.passes} lost ${counts.lost} | errors ${JSON.stringify(counts.errors)}`,
+      ` | ops ${ops} grants ${counts.grants} passes ${counts.passes} lost ${counts.lost} | errors ${JSON.stringify(counts.errors)}` +
+      ` | loop stall max ms (pid:ms) ${stalls.join(' ')}`,
   )
 }
 
@@ -218,7 +224,8 @@ function perMinute(processes, started) {
   for (const p of processes) {
     for (const s of p.samples) {
       const m = Math.floor((s.at - started) / 60_000)
-      const row = (minutes[m] ??= { minute: m + 1, rss: {}, heapUsed: {}, external: {}, arrayBuffers: {}, resources: {}, watched: {}, ops: {}, errors: {}, grants: 0, passes: 0, lost: 0 })
+      const row = (minutes[m] ??= { minute: m + 1, rss: {}, heapUsed: {}, external: {}, arrayBuffers: {}, resources: {}, watched: {}, stallMaxMs: {}, ops: {}, errors: {}, grants: 0, passes: 0, lost: 0 })
+      row.stallMaxMs[`${p.label} (${s.pid})`] = Math.max(row.stallMaxMs[`${p.label} (${s.pid})`] ?? 0, s.stallMaxMs ?? 0)
       row.rss[p.label] = s.rss
       row.heapUsed[p.label] = s.heapUsed
       row.external[p.label] = s.external
