@@ -15,7 +15,9 @@ const DOUBT = 'soak:doubt'
 // holder's own account when its section ended (both on clock()), the API that held it.
 const LEASES = 'soak:leases'
 // id -> the library's verdict after the section: 'ok', or what it told the holder ('lost',
-// 'notHeld', 'notOurs', 'releaseFailed', ...; comma-separated).
+// 'notHeld', 'notOurs', 'releaseFailed', ...; comma-separated). maestro and ExclusiveLock
+// tell no expiry and maestro's release answers true for a lock already gone: for them
+// 'pastLease' says no refresh was reported for a TTL before the release.
 const TOLD = 'soak:told'
 
 /** Redis TIME's reply ([seconds, microseconds]) on clock()'s scale. */

@@ -319,6 +319,7 @@ class Traffic {
     if (!ex.acquired) told.push('notHeld')
     await sleep(rand(0, 800))
     const doubt = ex.soakLost || !ex.acquired
+    if (clock() > ex.soakLease) told.push('pastLease')
     if (ex.soakLost && !told.includes('lost')) told.push('lost')
     if (!ex.acquired && !told.includes('notHeld')) told.push('notHeld')
     await this.watch('ex.release', DEFAULT_MS, ex.release())
@@ -341,8 +342,13 @@ class Traffic {
     this.tally.grants += 1
     const id = await this.sections.run(this.counter('maestro', key), grantAt, 'maestro', () => service.soakLease)
     const held = service.isLocked
+    // maestro's release answers true for a lock already gone (expired), as the original does,
+    // and isLocked turns false only once a refresh is found lost: a holder stalled past its
+    // TTL may hear neither. No refresh reported for a TTL is what it can know: 'pastLease'.
+    const pastLease = clock() > service.soakLease
     const released = await this.watch('maestro.release', DEFAULT_MS, service.release())
     const told = []
+    if (pastLease) told.push('pastLease')
     if (service.soakLost) told.push('lost')
     if (!held) told.push('notHeld')
     if (!released) told.push('notOurs')
