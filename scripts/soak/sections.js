@@ -17,7 +17,7 @@ const LEASES = 'soak:leases'
 // id -> the library's verdict after the section: 'ok', or what it told the holder ('lost',
 // 'notHeld', 'notOurs', 'releaseFailed', ...; comma-separated). maestro and ExclusiveLock
 // tell no expiry and maestro's release answers true for a lock already gone: for them
-// 'pastLease' says no refresh was reported for a TTL before the release.
+// 'pastLease' says the release came more than a TTL after the acquire was called.
 const TOLD = 'soak:told'
 
 /** Redis TIME's reply ([seconds, microseconds]) on clock()'s scale. */

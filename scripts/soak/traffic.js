@@ -270,6 +270,9 @@ class Traffic {
     let lockId
     let expiresAt
     const told = []
+    // The acquisition was sent no earlier than this: a TTL from it is the earliest the lease
+    // can end, should the lookup find it someone else's already (a stall before fn ran).
+    const calledAt = clock()
     const section = async () => {
       const fence = this.sgFences.get(key)
       const grantAt = clock()
@@ -279,9 +282,8 @@ class Traffic {
         lockId = info.lockId
         expiresAt = clockOfEpoch(info.expiresAtMs)
       } else {
-        // Someone else's already: ours ended before this lookup answered, no later.
         told.push('notOursAtStart')
-        expiresAt = clock()
+        expiresAt = calledAt + config.ttlMs
       }
       id = await this.sections.run(this.counter('sg', key), grantAt, kind, () => expiresAt)
     }
@@ -302,8 +304,9 @@ class Traffic {
 
   async exclusiveHold(ex, key) {
     ex.soakLost = false
-    // ExclusiveLock tells no expiry: its lease ends a TTL after the acquire was sent (one
-    // attempt, no wait), or after the last refresh it reported (a late bound under a stall).
+    // ExclusiveLock tells no expiry: its lease ends no earlier than a TTL after the acquire
+    // was sent (one attempt, no wait). Refresh events are not counted: one sent before a stall
+    // is told after it, and would date the lease from then.
     const sentAt = clock()
     const got = await this.watch('ex.acquire', DEFAULT_MS, ex.acquire())
     if (!got) {
@@ -315,11 +318,12 @@ class Traffic {
     this.tally.grants += 1
     const id = await this.sections.run(this.counter('ex', key), grantAt, 'ex', () => ex.soakLease)
     const told = []
+    // Asked as the section ends: later, the refreshes (not counted in soakLease) keep it.
+    if (clock() > ex.soakLease) told.push('pastLease')
     if (ex.soakLost) told.push('lost')
     if (!ex.acquired) told.push('notHeld')
     await sleep(rand(0, 800))
     const doubt = ex.soakLost || !ex.acquired
-    if (clock() > ex.soakLease) told.push('pastLease')
     if (ex.soakLost && !told.includes('lost')) told.push('lost')
     if (!ex.acquired && !told.includes('notHeld')) told.push('notHeld')
     await this.watch('ex.release', DEFAULT_MS, ex.release())
@@ -329,22 +333,24 @@ class Traffic {
 
   async serviceHold(service, key) {
     const maxWait = rand(50, 300)
+    // The service tells no expiry: its lease ends no earlier than a TTL after acquire() was
+    // called (the grant comes within maxWait). Refresh events are not counted: one sent before
+    // a stall is told after it, and would date the lease from then.
+    const calledAt = clock()
     const got = await this.watch('maestro.acquire', maxWait + DEFAULT_MS, service.acquire(1500, maxWait))
     if (!got) {
       this.tally.passes += 1
       return
     }
     const grantAt = clock()
-    // The service tells no expiry: a TTL from when acquire() answered, or from its last
-    // refresh event (both late bounds when the process stalls).
-    service.soakLease = grantAt + 1500
+    service.soakLease = calledAt + 1500
     service.soakLost = false
     this.tally.grants += 1
     const id = await this.sections.run(this.counter('maestro', key), grantAt, 'maestro', () => service.soakLease)
     const held = service.isLocked
     // maestro's release answers true for a lock already gone (expired), as the original does,
     // and isLocked turns false only once a refresh is found lost: a holder stalled past its
-    // TTL may hear neither. No refresh reported for a TTL is what it can know: 'pastLease'.
+    // TTL may hear neither. Its own clock past a TTL from the call is what it can know.
     const pastLease = clock() > service.soakLease
     const released = await this.watch('maestro.release', DEFAULT_MS, service.release())
     const told = []
@@ -372,7 +378,6 @@ class Traffic {
       })
       ex.soakKey = key
       ex.soakTtl = 1500
-      ex.on('refreshed', () => (ex.soakLease = clock() + ex.soakTtl))
       for (const event of ['acquired', 'refreshed', 'released']) {
         ex.on(event, () => this.tally.bump(this.tally.ops, `${this.backend.name}.ex.${event}`))
       }
@@ -391,11 +396,7 @@ class Traffic {
   service(key) {
     let service = this.services.find((s) => s.soakKey === key && !s.soakBusy)
     if (!service) {
-      const onEvent = (event) => {
-        if (event.type === 'refreshed') service.soakLease = clock() + 1500
-      }
       service = new DistributedLockService(`soak:maestro:${key}`, 1500, this.backend.url, {
-        onEvent,
         onLost: () => (service.soakLost = true),
       })
       service.soakKey = key
