@@ -87,6 +87,61 @@ test('judgeSections: an overlap across a restart fails unless restarts are excus
   assert.equal(elsewhere.failures.length, 2)
 })
 
+/**
+ * What checkSections reads back with the soak's diagnostics, for sections [counterKey,
+ * grantAt, end, id, api, expiresAt, told] (told undefined: no verdict written).
+ */
+function readBackJudged(sections, counters) {
+  const base = readBack(sections, counters)
+  return {
+    ...base,
+    leases: Object.fromEntries(sections.map(([, , end, id, api, expiresAt]) => [id, `${end - 1}|${expiresAt ?? ''}|${api}`])),
+    told: Object.fromEntries(sections.filter((s) => s[6] !== undefined).map(([, , , id, , , told]) => [id, told])),
+  }
+}
+
+test('judgeSections: an overlap after the first lease ended, its holder told, is counted, not failed', () => {
+  // a: granted at 0 with a lease to 100, stalled, its SET answered at 150; b granted at 120.
+  const judged = judgeSections(readBackJudged([['c', 0, 150, 'a', 'sg.lock', 100, 'notOurs'], ['c', 120, 130, 'b', 'sg.lock', 1120, 'ok']], { c: 2 }))
+  assert.deepEqual(judged.failures, [])
+  assert.equal(judged.overlaps, 0)
+  assert.equal(judged.expiredOverlaps, 1)
+  assert.match(judged.expired[0], /^c: sections a and b \(clean\) overlap by 30\.00 ms; a: sg\.lock held 150 ms, lease ended 20\.0 ms before the other's grant, told notOurs/)
+  assert.deepEqual(judged.verdicts, { 'sg.lock notOurs': 1, 'sg.lock ok': 1 })
+  // The stalled one may be the second: granted (by Redis) before its stall, lease over before a's grant.
+  const late = judgeSections(readBackJudged([['c', 0, 150, 'a', 'dl', 1000, 'ok'], ['c', 120, 200, 'b', 'dl', -5, 'notHeld']], { c: 2 }))
+  assert.deepEqual(late.failures, [])
+  assert.equal(late.expiredOverlaps, 1)
+})
+
+test('judgeSections: an overlap fails when the lease had not ended by the library\'s account, or the library said all was well', () => {
+  // The library told the first holder, but its lease ran past the second's grant.
+  const live = judgeSections(readBackJudged([['c', 0, 150, 'a', 'dl', 130, 'notHeld'], ['c', 120, 160, 'b', 'dl', 1120, 'ok']], { c: 2 }))
+  assert.equal(live.overlaps, 1)
+  assert.equal(live.expiredOverlaps, 0)
+  assert.equal(live.failures.length, 1)
+  assert.match(live.failures[0], /^c: sections a and b \(clean\) overlap by 30\.00 ms; a: dl held 150 ms, lease ended -10\.0 ms before the other's grant, told notHeld/)
+  // The lease had ended, but the library answered that all was well (release ours).
+  const quiet = judgeSections(readBackJudged([['c', 0, 150, 'a', 'maestro', 100, 'ok'], ['c', 120, 160, 'b', 'maestro', 1620, 'ok']], { c: 2 }))
+  assert.equal(quiet.overlaps, 1)
+  assert.equal(quiet.failures.length, 1)
+  // No verdict (the holder died before it) and no lease known: both fail.
+  const dead = judgeSections(readBackJudged([['c', 0, 150, 'a', 'ex', 100, undefined], ['c', 120, 160, 'b', 'ex', 1620, 'ok']], { c: 2 }))
+  assert.equal(dead.failures.length, 1)
+  const unknown = judgeSections(readBackJudged([['c', 0, 150, 'a', 'ex', undefined, 'lost'], ['c', 120, 160, 'b', 'ex', 1620, 'ok']], { c: 2 }))
+  assert.equal(unknown.failures.length, 1)
+  // Within Redis's millisecond rounding the lease counts as ended; past it, not.
+  const rounding = (expiresAt) => judgeSections(readBackJudged([['c', 0, 150, 'a', 'dl', expiresAt, 'notHeld'], ['c', 120, 160, 'b', 'dl', 1120, 'ok']], { c: 2 }))
+  assert.equal(rounding(121).failures.length, 0)
+  assert.equal(rounding(121.5).failures.length, 1)
+})
+
+test('judgeSections: an update lost in an expired, told overlap is excused; two lost in one are not', () => {
+  const sections = [['c', 0, 150, 'a', 'dl', 100, 'notHeld'], ['c', 120, 130, 'b', 'dl', 1120, 'ok']]
+  assert.deepEqual(judgeSections(readBackJudged(sections, { c: 1 })).failures, [])
+  assert.deepEqual(judgeSections(readBackJudged(sections, { c: 0 })).failures, ['c: counter 0, sections 2'])
+})
+
 test('Tally.watch: a promise pending past its bound + 1 s is listed as unsettled; one settled in time is not', async (t) => {
   t.mock.timers.enable({ apis: ['setTimeout'] })
   const tally = new Tally()

@@ -8,6 +8,12 @@
 //
 //   npm run soak -- --minutes=30 [--restart-every=180] [--processes=4] [--backends=redis,memory]
 //                   [--respawn-every=300] [--actors=2] [--json=FILE] [--excuse-restarts=yes]
+//                   [--stall-every=SECONDS]
+//
+// --stall-every stops a child (SIGSTOP) for 1.6-2.4 s, past most TTLs of the traffic, on that
+// schedule: the stall a loaded machine can cause, on purpose. Its holders' locks expire and
+// move on; the overlaps this makes are the kind the sections rule counts, not fails, when the
+// library told the stalled holder (scripts/soak/sections.js).
 //
 // --excuse-restarts=yes counts, rather than fails, two holders at once when the first one's
 // section spans a SIGKILL of the lock server: Redis restarted empty, and the holder, though
@@ -29,7 +35,7 @@ void process.stderr
 const resourcesAtStart = resourcesByType()
 
 function parseArgs(argv) {
-  const settings = { minutes: 30, 'restart-every': 180, processes: 4, backends: 'redis,memory', 'respawn-every': 300, actors: 2 }
+  const settings = { minutes: 30, 'restart-every': 180, processes: 4, backends: 'redis,memory', 'respawn-every': 300, actors: 2, 'stall-every': Infinity }
   for (const arg of argv) {
     const match = /^--([a-z-]+)=(.*)$/.exec(arg)
     if (match?.[1] === 'excuse-restarts' && match[2] === 'yes') {
@@ -50,6 +56,7 @@ function parseArgs(argv) {
     runMs: number('minutes') * 60_000,
     restartMs: number('restart-every') * 1000,
     respawnMs: number('respawn-every') * 1000,
+    stallMs: number('stall-every') * 1000,
     processes: Math.round(number('processes')),
     actors: Math.round(number('actors')),
     backends,
@@ -107,11 +114,13 @@ async function main() {
   // Restarts of the lock server and respawns of a child, on their own schedules.
   let nextRestart = started + args.restartMs
   let nextRespawn = started + args.respawnMs
+  let nextStall = started + args.stallMs
   let nextLine = started + 60_000
   let respawned = 0
+  const stalls = []
   let printedSamples = new Map()
   while (Date.now() < started + args.runMs) {
-    await sleep(Math.max(0, Math.min(nextRestart, nextRespawn, nextLine, started + args.runMs) - Date.now()))
+    await sleep(Math.max(0, Math.min(nextRestart, nextRespawn, nextStall, nextLine, started + args.runMs) - Date.now()))
     const now = Date.now()
     if (now >= started + args.runMs) break
     if (now >= nextRestart) {
@@ -129,6 +138,15 @@ async function main() {
       await victim.exited
       children[respawned % children.length] = spawnChild()
       respawned += 1
+    }
+    if (now >= nextStall && children.length) {
+      nextStall += args.stallMs
+      const victim = children[Math.floor(Math.random() * children.length)]
+      const stallMs = 1600 + Math.floor(Math.random() * 800)
+      stalls.push({ pid: victim.child.pid, atS: Math.round((now - started) / 1000), ms: stallMs })
+      process.kill(victim.child.pid, 'SIGSTOP')
+      await sleep(stallMs)
+      process.kill(victim.child.pid, 'SIGCONT')
     }
     if (now >= nextLine) {
       nextLine += 60_000
@@ -159,12 +177,16 @@ async function main() {
     backends: args.backends,
     restartsAtS: restarts,
     childrenRespawned: respawned,
+    stalls,
     sections: {
       total: sections.sections,
       inDoubt: sections.inDoubt,
       counters: sections.counters,
       overlaps: sections.overlaps,
       overlapsAcrossRestarts: sections.overlapsAcrossRestarts,
+      expiredOverlaps: sections.expiredOverlaps,
+      expired: sections.expired,
+      verdicts: sections.verdicts,
       restartsExcused: args.excuseRestarts,
     },
     rss,
@@ -190,11 +212,13 @@ function printLine(minute, processes, printed) {
   let external = 0
   let arrayBuffers = 0
   const watched = {}
+  const stalls = []
   for (const p of processes) {
     const from = printed.get(p) ?? 0
     const fresh = p.samples.slice(from)
     printed.set(p, p.samples.length)
     for (const s of fresh) addCounts(counts, { ops: s.ops, errors: s.errors, grants: s.grants, passes: s.passes, lost: s.lost })
+    if (fresh.length) stalls.push(`${fresh[0].pid}:${Math.max(...fresh.map((s) => s.stallMaxMs ?? 0))}`)
     const last = p.samples[p.samples.length - 1]
     if (!last || p.killed) continue
     rss.push(last.rss)
@@ -208,7 +232,8 @@ function printLine(minute, processes, printed) {
   console.log(
     `[soak] min ${minute}: rss MB ${rss.join('/')} heap ${heap.toFixed(1)} ext ${external.toFixed(1)} ab ${arrayBuffers.toFixed(1)}` +
       ` | parent handles ${JSON.stringify(parentResources)} | watched ${JSON.stringify(watched)}` +
-      ` | ops ${ops} grants ${counts.grants} passes ${counts.passes} lost ${counts.lost} | errors ${JSON.stringify(counts.errors)}`,
+      ` | ops ${ops} grants ${counts.grants} passes ${counts.passes} lost ${counts.lost} | errors ${JSON.stringify(counts.errors)}` +
+      ` | loop stall max ms (pid:ms) ${stalls.join(' ')}`,
   )
 }
 
@@ -218,7 +243,8 @@ function perMinute(processes, started) {
   for (const p of processes) {
     for (const s of p.samples) {
       const m = Math.floor((s.at - started) / 60_000)
-      const row = (minutes[m] ??= { minute: m + 1, rss: {}, heapUsed: {}, external: {}, arrayBuffers: {}, resources: {}, watched: {}, ops: {}, errors: {}, grants: 0, passes: 0, lost: 0 })
+      const row = (minutes[m] ??= { minute: m + 1, rss: {}, heapUsed: {}, external: {}, arrayBuffers: {}, resources: {}, watched: {}, stallMaxMs: {}, ops: {}, errors: {}, grants: 0, passes: 0, lost: 0 })
+      row.stallMaxMs[`${p.label} (${s.pid})`] = Math.max(row.stallMaxMs[`${p.label} (${s.pid})`] ?? 0, s.stallMaxMs ?? 0)
       row.rss[p.label] = s.rss
       row.heapUsed[p.label] = s.heapUsed
       row.external[p.label] = s.external

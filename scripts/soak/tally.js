@@ -8,6 +8,9 @@ const { performance } = require('node:perf_hooks')
 /** Milliseconds on CLOCK_MONOTONIC: one clock for every process of the machine (Linux). */
 const clock = () => Number(process.hrtime.bigint()) / 1e6
 
+/** `epochMs` (Date.now()'s scale, as lease expiries and Redis TIME are) on clock()'s scale. */
+const clockOfEpoch = (epochMs) => epochMs - (performance.timeOrigin + performance.now() - clock())
+
 class Tally {
   constructor() {
     this.ops = {}
@@ -91,4 +94,4 @@ function sample() {
   }
 }
 
-module.exports = { Tally, addCounts, resourcesByType, sample, clock }
+module.exports = { Tally, addCounts, resourcesByType, sample, clock, clockOfEpoch }

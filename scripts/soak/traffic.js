@@ -8,7 +8,7 @@
 // errors are counted by code; each call runs under a deadline (Tally.watch).
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
 const syncguard = require('../../syncguard')
-const { clock } = require('./tally')
+const { clock, clockOfEpoch } = require('./tally')
 
 const KEYS = ['k0', 'k1', 'k2']
 // Our calls' own bounds (connect + command) when we set them, and the defaults when the
@@ -32,8 +32,19 @@ class Traffic {
     // On the same keys as `dl`: a release by either hands the lock to a waiting process of
     // this one (README "Grants across processes"), the sections showing one holder at a time.
     this.grants = new DistributedLock(backend.url, { ...options, crossProcessGrants: true })
-    this.sgBackend = syncguard.createRedisBackend(backend.url, { commandTimeoutMs: 1000 })
-    this.sgLock = syncguard.createLock(backend.url, { commandTimeoutMs: 1000 })
+    // syncguard's lock(fn) swallows a release that finds the lock not ours: its events tell
+    // the soak which fence each acquisition won and which lockIds a release did delete.
+    this.sgFences = new Map()
+    this.sgReleased = new Set()
+    const onEvent = (event) => {
+      if (event.type === 'acquired' && event.key !== undefined) this.sgFences.set(event.key, event.fence)
+      if (event.type !== 'released' || event.lockId === undefined) return
+      // Checked and dropped at each lock(fn)'s end; a bound for those never checked (sg.backend's).
+      if (this.sgReleased.size > 1000) this.sgReleased.clear()
+      this.sgReleased.add(event.lockId)
+    }
+    this.sgBackend = syncguard.createRedisBackend(backend.url, { commandTimeoutMs: 1000, onEvent })
+    this.sgLock = syncguard.createLock(backend.url, { commandTimeoutMs: 1000, onEvent })
     this.exclusives = []
     this.services = []
   }
@@ -92,22 +103,35 @@ class Traffic {
       },
       'dl.using': async () => {
         let aborted = false
-        await this.watch(
+        let id
+        let told = []
+        const using = this.watch(
           'dl.using',
           300 + 2 * OURS_MS,
           this.dl.using(
             key,
             async (handle, signal) => {
               const grantAt = clock()
-              const id = await this.sections.run(this.counter('dl', key), grantAt)
+              id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.using', () => clockOfEpoch(handle.info.expiresAt))
+              told = this.heldWords(handle)
               this.tally.grants += 1
               await sleep(rand(0, 400))
               aborted = signal.aborted || !handle.isHeld
+              if (signal.aborted) told.push('aborted')
+              if (!handle.isHeld && !told.includes('notHeld')) told.push('notHeld')
               if (aborted) await this.sections.doubt(id)
             },
             { timeoutMs: 300, ttlMs: 900, autoRefresh: true },
           ),
         )
+        try {
+          await using
+        } catch (err) {
+          if (id) told.push('failed')
+          throw err
+        } finally {
+          if (id) await this.sections.told(id, told)
+        }
         if (aborted) this.tally.bump(this.tally.ops, `${this.backend.name}.inDoubt`)
       },
       'dl.abortWait': async () => {
@@ -122,7 +146,8 @@ class Traffic {
           return
         }
         this.tally.grants += 1
-        const id = await this.sections.run(this.counter('dl', key), clock())
+        const id = await this.sections.run(this.counter('dl', key), clock(), 'dl.abortAtGrant', () => clockOfEpoch(first.info.expiresAt))
+        const told = this.heldWords(first)
         const controller = new AbortController()
         const waiting = this.watch('dl.abortAtGrant', 1000 + OURS_MS, this.dl.waitForLock(key, 1000, 2000, { signal: controller.signal }))
         waiting.catch(() => {})
@@ -130,7 +155,11 @@ class Traffic {
         // The release hands the lock to the waiter as the abort lands: either may win.
         const releasing = this.release(first)
         controller.abort()
-        if (await releasing) await this.doubt(id)
+        if (await releasing) {
+          told.push('releaseFailed')
+          await this.doubt(id)
+        }
+        await this.sections.told(id, told)
         const second = await waiting.catch((err) => {
           this.tally.error(err)
           return null
@@ -166,11 +195,18 @@ class Traffic {
         }
         const grantAt = clock()
         this.tally.grants += 1
-        const id = await this.sections.run(this.counter('sg', key), grantAt)
+        const id = await this.sections.run(this.counter('sg', key), grantAt, 'sg.backend', () => clockOfEpoch(got.expiresAtMs))
         const info = await this.watch('sg.lookup', OURS_MS, backend.lookup({ key }))
         const owned = await this.watch('sg.owns', OURS_MS, syncguard.owns(backend, got.lockId))
         const extended = await this.watch('sg.extend', OURS_MS, backend.extend({ lockId: got.lockId, ttlMs: 1000 }))
         const released = await this.watch('sg.release', OURS_MS, backend.release({ lockId: got.lockId }))
+        this.sgReleased.delete(got.lockId)
+        const told = []
+        if (info?.lockIdHash !== syncguard.hashKey(got.lockId)) told.push('lookupNotOurs')
+        if (!owned) told.push('notOwned')
+        if (!extended.ok) told.push('extendFailed')
+        if (!released.ok) told.push('notOurs')
+        await this.sections.told(id, told)
         if (!info || !owned || !extended.ok || !released.ok) await this.doubt(id)
       },
     }
@@ -187,16 +223,32 @@ class Traffic {
     this.tally.grants += 1
     let id
     let failed = false
+    let told = []
     try {
-      id = await this.sections.run(this.counter(api, key), grantAt)
+      id = await this.sections.run(this.counter(api, key), grantAt, api, () => clockOfEpoch(handle.info.expiresAt))
+      told = this.heldWords(handle)
       await during(handle)
     } catch (err) {
       this.tally.error(err)
       failed = true
     }
     const heldAtEnd = handle.isHeld
-    if (await this.release(handle)) failed = true
-    if (id && (lost || failed || !heldAtEnd)) await this.doubt(id)
+    const releaseFailed = await this.release(handle)
+    if (!id) return
+    if (lost && !told.includes('lost')) told.push('lost')
+    if (failed) told.push('failed')
+    if (!heldAtEnd && !told.includes('notHeld')) told.push('notHeld')
+    if (releaseFailed) told.push('releaseFailed')
+    await this.sections.told(id, told)
+    if (lost || failed || releaseFailed || !heldAtEnd) await this.doubt(id)
+  }
+
+  /** What a DistributedLock handle tells its holder right after the section: lost, not held. */
+  heldWords(handle) {
+    const words = []
+    if (!handle.isHeld) words.push('notHeld')
+    if (handle.suspended) words.push('suspended')
+    return words
   }
 
   /** A section through syncguard's lock(fn) (`run(fn, config)`); a failed final release puts it in doubt. */
@@ -212,9 +264,28 @@ class Traffic {
         this.tally.error(err)
       },
     }
+    // The fence this process's last acquisition of `key` won is ours (fn runs right after it);
+    // a lookup matching it gives our lockId and the lease's end, so that lock(fn)'s release,
+    // silent when the lock was no longer ours, can be checked against the released events.
+    let lockId
+    let expiresAt
+    const told = []
+    // The acquisition was sent no earlier than this: a TTL from it is the earliest the lease
+    // can end, should the lookup find it someone else's already (a stall before fn ran).
+    const calledAt = clock()
     const section = async () => {
+      const fence = this.sgFences.get(key)
+      const grantAt = clock()
       this.tally.grants += 1
-      id = await this.sections.run(this.counter('sg', key), clock())
+      const info = await syncguard.getByKeyRaw(this.sgBackend, key)
+      if (info && info.fence === fence) {
+        lockId = info.lockId
+        expiresAt = clockOfEpoch(info.expiresAtMs)
+      } else {
+        told.push('notOursAtStart')
+        expiresAt = calledAt + config.ttlMs
+      }
+      id = await this.sections.run(this.counter('sg', key), grantAt, kind, () => expiresAt)
     }
     try {
       await this.watch(kind, 200 + 2 * OURS_MS, run(section, config))
@@ -222,38 +293,72 @@ class Traffic {
       releaseFailed = true
       throw err
     } finally {
+      if (id) {
+        if (releaseFailed) told.push('releaseFailed')
+        else if (lockId === undefined || !this.sgReleased.delete(lockId)) told.push('notOurs')
+        await this.sections.told(id, told)
+      }
       if (id && releaseFailed) await this.doubt(id)
     }
   }
 
   async exclusiveHold(ex, key) {
     ex.soakLost = false
+    // ExclusiveLock tells no expiry: its lease ends no earlier than a TTL after the acquire
+    // was sent (one attempt, no wait). Refresh events are not counted: one sent before a stall
+    // is told after it, and would date the lease from then.
+    const sentAt = clock()
     const got = await this.watch('ex.acquire', DEFAULT_MS, ex.acquire())
     if (!got) {
       this.tally.passes += 1
       return
     }
+    ex.soakLease = sentAt + ex.soakTtl
     const grantAt = clock()
     this.tally.grants += 1
-    const id = await this.sections.run(this.counter('ex', key), grantAt)
+    const id = await this.sections.run(this.counter('ex', key), grantAt, 'ex', () => ex.soakLease)
+    const told = []
+    // Asked as the section ends: later, the refreshes (not counted in soakLease) keep it.
+    if (clock() > ex.soakLease) told.push('pastLease')
+    if (ex.soakLost) told.push('lost')
+    if (!ex.acquired) told.push('notHeld')
     await sleep(rand(0, 800))
     const doubt = ex.soakLost || !ex.acquired
+    if (ex.soakLost && !told.includes('lost')) told.push('lost')
+    if (!ex.acquired && !told.includes('notHeld')) told.push('notHeld')
     await this.watch('ex.release', DEFAULT_MS, ex.release())
+    await this.sections.told(id, told)
     if (doubt) await this.doubt(id)
   }
 
   async serviceHold(service, key) {
     const maxWait = rand(50, 300)
+    // The service tells no expiry: its lease ends no earlier than a TTL after acquire() was
+    // called (the grant comes within maxWait). Refresh events are not counted: one sent before
+    // a stall is told after it, and would date the lease from then.
+    const calledAt = clock()
     const got = await this.watch('maestro.acquire', maxWait + DEFAULT_MS, service.acquire(1500, maxWait))
     if (!got) {
       this.tally.passes += 1
       return
     }
     const grantAt = clock()
+    service.soakLease = calledAt + 1500
+    service.soakLost = false
     this.tally.grants += 1
-    const id = await this.sections.run(this.counter('maestro', key), grantAt)
+    const id = await this.sections.run(this.counter('maestro', key), grantAt, 'maestro', () => service.soakLease)
     const held = service.isLocked
+    // maestro's release answers true for a lock already gone (expired), as the original does,
+    // and isLocked turns false only once a refresh is found lost: a holder stalled past its
+    // TTL may hear neither. Its own clock past a TTL from the call is what it can know.
+    const pastLease = clock() > service.soakLease
     const released = await this.watch('maestro.release', DEFAULT_MS, service.release())
+    const told = []
+    if (pastLease) told.push('pastLease')
+    if (service.soakLost) told.push('lost')
+    if (!held) told.push('notHeld')
+    if (!released) told.push('notOurs')
+    await this.sections.told(id, told)
     if (!held || !released) await this.doubt(id)
   }
 
@@ -272,6 +377,7 @@ class Traffic {
         lock_refresh_ms: 500,
       })
       ex.soakKey = key
+      ex.soakTtl = 1500
       for (const event of ['acquired', 'refreshed', 'released']) {
         ex.on(event, () => this.tally.bump(this.tally.ops, `${this.backend.name}.ex.${event}`))
       }
@@ -290,7 +396,9 @@ class Traffic {
   service(key) {
     let service = this.services.find((s) => s.soakKey === key && !s.soakBusy)
     if (!service) {
-      service = new DistributedLockService(`soak:maestro:${key}`, 1500, this.backend.url)
+      service = new DistributedLockService(`soak:maestro:${key}`, 1500, this.backend.url, {
+        onLost: () => (service.soakLost = true),
+      })
       service.soakKey = key
       this.services.push(service)
     }

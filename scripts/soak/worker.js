@@ -3,6 +3,7 @@
 // One soak process's share (the parent's or a child's): traffic on each backend, a sample of
 // memory, resources and counts every `sampleMs`, then a clean stop that closes everything it
 // opened and compares the resources left with those at its start.
+const { monitorEventLoopDelay } = require('node:perf_hooks')
 const Redis = require('ioredis')
 const { watchdogStats } = require('../../lib/native')
 const { Tally, sample, resourcesByType } = require('./tally')
@@ -39,7 +40,12 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
     return new Traffic(backend, tally, sections)
   })
   for (const traffic of traffics) traffic.start(actors)
+  // The event loop's longest stall per sample: a holder stalled past its TTL writes late.
+  const loopDelay = monitorEventLoopDelay({ resolution: 10 })
+  loopDelay.enable()
   const timer = setInterval(() => {
+    const stallMaxMs = Math.round(loopDelay.max / 1e5) / 10
+    loopDelay.reset()
     // A full collection first (with --expose-gc, as `npm run soak` runs): RSS then follows
     // what is live, not how far the heap happened to grow since the last collection.
     globalThis.gc?.()
@@ -49,11 +55,13 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
       ...sample(),
       watched: Object.fromEntries(traffics.map((t) => [t.backend.name, watched(t.backend.url)])),
       pending: tally.pending,
+      stallMaxMs,
       ...tally.take(),
     })
   }, sampleMs)
   await stopped
   clearInterval(timer)
+  loopDelay.disable()
   await Promise.all(traffics.map((traffic) => traffic.stop()))
   const last = tally.take()
   await data.quit()
