@@ -114,6 +114,19 @@ impl Keyspace {
         }
     }
 
+    /// An empty keyspace on the same clock, standing in while a script has this one.
+    pub(super) fn placeholder(&self) -> Self {
+        Keyspace {
+            entries: HashMap::new(),
+            deadlines: Deadlines::default(),
+            clock: self.clock,
+            now: self.now,
+            pubsub: PubSub::default(),
+            #[cfg(test)]
+            sweep_visits: 0,
+        }
+    }
+
     /// The live entry at `key`: one past its expiry is deleted on the way, as Redis does
     /// lazily.
     pub(super) fn live(&mut self, key: &[u8]) -> Option<&mut Entry> {

@@ -17,8 +17,6 @@ mod lua;
 mod number;
 mod pubsub;
 mod reply;
-mod script_command;
-mod script_stack;
 mod sorted_set;
 mod store;
 mod strings;
