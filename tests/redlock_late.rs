@@ -55,14 +55,20 @@ async fn pause_reopening(node: &RedisServer) -> Resume<'_> {
     Resume(node)
 }
 
+/// Takes "k" for 30 s, waits until the fifth node has our token too, then pauses that node
+/// as `pause_reopening` does.
+async fn held_then_paused<'a>(nodes: &'a [RedisServer], locks: &Locker) -> (Lease, Resume<'a>) {
+    let lease = take(locks, "k", MS(30_000)).await;
+    let token = Some(lease.token.clone());
+    assert!(within(MS(1000), || value(&nodes[4], "k") == token).await);
+    (lease, pause_reopening(&nodes[4]).await)
+}
+
 #[tokio::test]
 async fn a_release_started_on_a_node_whose_connection_reopens_reaches_it_once_it_runs() {
     let nodes = servers(5);
     let locks = redlock(&nodes, MS(3000));
-    let lease = take(&locks, "k", MS(30_000)).await;
-    let token = Some(lease.token.clone());
-    assert!(within(MS(1000), || value(&nodes[4], "k") == token).await);
-    let resume = pause_reopening(&nodes[4]).await;
+    let (lease, resume) = held_then_paused(&nodes, &locks).await;
     assert!(locks.release(&lease).await.expect("release"));
     // Past the stragglers' grace, well within the command timeout.
     tokio::time::sleep(MS(300)).await;
@@ -104,10 +110,7 @@ async fn an_attempt_that_lands_on_a_node_after_the_release_is_freed_there() {
 async fn an_extend_started_on_a_node_whose_connection_reopens_reaches_it_once_it_runs() {
     let nodes = servers(5);
     let locks = redlock(&nodes, MS(3000));
-    let lease = take(&locks, "k", MS(30_000)).await;
-    let token = Some(lease.token.clone());
-    assert!(within(MS(1000), || value(&nodes[4], "k") == token).await);
-    let resume = pause_reopening(&nodes[4]).await;
+    let (lease, resume) = held_then_paused(&nodes, &locks).await;
     assert!(locks.extend(&lease, MS(120_000)).await.is_ok());
     tokio::time::sleep(MS(300)).await;
     drop(resume);

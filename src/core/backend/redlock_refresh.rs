@@ -12,7 +12,6 @@
 use super::lock_store::LockStore;
 use super::redlock_store::RedlockStore;
 use super::redlock_tally::gather_read;
-use crate::core::basics::background;
 use crate::core::proto::refresh::RefreshBatch;
 use futures_util::StreamExt;
 use std::sync::Arc;
@@ -68,14 +67,15 @@ impl RedlockStore {
             }
         }
         if !stragglers.is_empty() {
-            background::spawn(async move {
+            // On the store's straggler task, as every other call's (redlock_pool.rs).
+            self.stragglers().run(Box::pin(async move {
                 let filed = async {
                     while let Some((node, answers)) = stragglers.next().await {
                         late.heard_refresh(node, owned.tokens(), &answers);
                     }
                 };
                 let _dropped = tokio::time::timeout_at(cutoff, filed).await;
-            });
+            }));
         }
         verdicts
     }

@@ -141,6 +141,12 @@ struct Channel {
 pub const HANDOVER_CHAIN: u32 = 8;
 
 impl Channel {
+    /// In the ring with `HANDOVER_CHAIN` hand-overs between ours in a row: the next release
+    /// grants across (`chain_capped`), none of ours is handed it (`reserve`).
+    fn chain_full(&self) -> bool {
+        self.ring && self.chain >= HANDOVER_CHAIN
+    }
+
     fn new(lock_key: &[u8]) -> Channel {
         Channel {
             lock_key: lock_key.to_vec(),
@@ -524,7 +530,7 @@ impl Wakes {
     /// else is in it).
     pub(crate) fn chain_capped(&self, channel: &[u8]) -> bool {
         self.with(channel, |entry| {
-            let capped = entry.ring && entry.chain >= HANDOVER_CHAIN;
+            let capped = entry.chain_full();
             if capped {
                 entry.chain = 0;
             }
@@ -716,7 +722,7 @@ impl Wakes {
     /// None once the chain is long enough (see `chain_capped`).
     pub fn reserve(self: &Arc<Self>, channel: &[u8]) -> Option<Reservation> {
         let picked = self.with(channel, |entry| {
-            if entry.ring && entry.chain >= HANDOVER_CHAIN {
+            if entry.chain_full() {
                 return None;
             }
             let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
