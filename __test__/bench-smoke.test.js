@@ -2,7 +2,8 @@
 
 // The bench scripts load and run (a broken bench shows up here, not at the next bench run):
 // paired.js, one short window of ours against raw ioredis (a root devDependency; the peers
-// live in bench/node_modules, which a test run does not install), serial and in flight.
+// live in bench/node_modules, which a test run does not install, and the run hides them even
+// where they are installed), serial and in flight.
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { execFile } = require('node:child_process')
@@ -10,7 +11,7 @@ const path = require('node:path')
 
 const run = (args) =>
   new Promise((resolve) => {
-    execFile(process.execPath, [path.join(__dirname, '..', 'bench', 'paired.js'), ...args], { timeout: 120_000 }, (err, stdout, stderr) =>
+    execFile(process.execPath, ['-r', path.join(__dirname, 'helpers', 'without-bench-peers.js'), path.join(__dirname, '..', 'bench', 'paired.js'), ...args], { timeout: 120_000 }, (err, stdout, stderr) =>
       resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr }),
     )
   })
@@ -28,7 +29,7 @@ for (const mode of [[], ['--inflight=8']]) {
 // redis-server (which a run starts first). A mistyped option is refused the same way.
 const runJs = (args) =>
   new Promise((resolve) => {
-    execFile(process.execPath, [path.join(__dirname, '..', 'bench', 'run.js'), ...args], { timeout: 20_000 }, (err, stdout, stderr) =>
+    execFile(process.execPath, ['-r', path.join(__dirname, 'helpers', 'without-bench-peers.js'), path.join(__dirname, '..', 'bench', 'run.js'), ...args], { timeout: 20_000 }, (err, stdout, stderr) =>
       resolve({ code: err ? (err.code ?? 1) : 0, stdout, stderr }),
     )
   })

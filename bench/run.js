@@ -36,20 +36,19 @@ const SCENARIO_HELP = {
 
 /** The adapters' lines of the usage: read from the adapters, so that they cannot drift. */
 function adapterLines() {
-  let adapters
-  try {
-    adapters = require('./adapters')
-  } catch (err) {
-    // The peers live in bench/node_modules: without them, the ids are still worth printing.
-    const files = fs.readdirSync(path.join(__dirname, 'adapters')).filter((f) => f.endsWith('.js') && f !== 'index.js')
-    return [`  (cannot load the adapters: ${err.message.split('\n')[0]}; run \`cd bench && npm install\`)`, ...files.map((f) => `  ${f.slice(0, -3)}`)]
-  }
+  const adapters = require('./adapters')
   const ids = Object.keys(adapters)
   const width = Math.max(...ids.map((id) => id.length))
-  return ids.map((id) => {
-    const only = adapters[id].scenarios ? ` [${adapters[id].scenarios.join(',')} only]` : ''
-    return `  ${id.padEnd(width)}  ${adapters[id].name} (${adapters[id].kind})${only}`
-  })
+  try {
+    return ids.map((id) => {
+      const only = adapters[id].scenarios ? ` [${adapters[id].scenarios.join(',')} only]` : ''
+      return `  ${id.padEnd(width)}  ${adapters[id].name} (${adapters[id].kind})${only}`
+    })
+  } catch (err) {
+    // The peers live in bench/node_modules (loaded as an adapter is read): without them, the ids
+    // are still worth printing.
+    return [`  (cannot load the adapters: ${err.message.split('\n')[0]}; run \`cd bench && npm install\`)`, ...ids.map((id) => `  ${id}`)]
+  }
 }
 
 /** The usage text. */
