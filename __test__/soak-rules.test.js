@@ -89,13 +89,14 @@ test('judgeSections: an overlap across a restart fails unless restarts are excus
 
 /**
  * What checkSections reads back with the soak's diagnostics, for sections [counterKey,
- * grantAt, end, id, api, expiresAt, told] (told undefined: no verdict written).
+ * grantAt, end, id, api, expiresAt, told, heldSince] (told undefined: no verdict written;
+ * heldSince: when the acquisition was called, where the hold begins before the section).
  */
 function readBackJudged(sections, counters) {
   const base = readBack(sections, counters)
   return {
     ...base,
-    leases: Object.fromEntries(sections.map(([, , end, id, api, expiresAt]) => [id, `${end - 1}|${expiresAt ?? ''}|${api}`])),
+    leases: Object.fromEntries(sections.map(([, , end, id, api, expiresAt, , heldSince]) => [id, `${end - 1}|${expiresAt ?? ''}|${api}|${heldSince ?? ''}`])),
     told: Object.fromEntries(sections.filter((s) => s[6] !== undefined).map(([, , , id, , , told]) => [id, told])),
   }
 }
@@ -193,4 +194,23 @@ test('verdict: each rule turns into a failure, and a clean run has none', () => 
   assert.deepEqual(judge({ process: { result: undefined } }), ['child 1: no closing figures'])
   assert.deepEqual(judge({ process: { result: undefined, killed: true } }), [])
   assert.deepEqual(judge({}, { failures: ['c: counter 1, sections 2'] }), ['c: counter 1, sections 2'])
+})
+
+test('judgeSections: a kill of the lock server after the acquisition was called and before the section counts as across a restart', () => {
+  // syncguard's lock(fn): acquired from 95 on, the server killed at 98, fn's section from 100,
+  // its lookup told it the lock was not its own; another took the emptied key at 105.
+  const sections = [
+    ['c', 100, 150, 'a', 'sg.lock', 1095, 'notOursAtStart,notOurs', 95],
+    ['c', 105, 120, 'b', 'sg.lock', 1105, 'ok'],
+  ]
+  const strict = judgeSections(readBackJudged(sections, { c: 1 }), { restarts: [98] })
+  assert.equal(strict.overlapsAcrossRestarts, 1)
+  assert.match(strict.failures[0], /\(clean, the first across a restart\)/)
+  assert.match(strict.failures[0], /nearest kill of the lock server 2\.0 ms before the first's grant/)
+  assert.deepEqual(judgeSections(readBackJudged(sections, { c: 1 }), { restarts: [98], excuseRestarts: true }).failures, [])
+  // Without the acquisition's time the kill is outside the section: nothing is excused.
+  const unknown = sections.map((section) => section.slice(0, 7))
+  const judged = judgeSections(readBackJudged(unknown, { c: 1 }), { restarts: [98], excuseRestarts: true })
+  assert.equal(judged.overlaps, 1)
+  assert.equal(judged.failures.length, 2)
 })

@@ -11,8 +11,10 @@ const { clock, clockOfEpoch } = require('./tally')
 const RECORDS = 'soak:sections'
 const ENDS = 'soak:ends'
 const DOUBT = 'soak:doubt'
-// id -> 'writeAt|expiresAt|api': the SET's time at the data server, the lease's end by the
-// holder's own account when its section ended (both on clock()), the API that held it.
+// id -> 'writeAt|expiresAt|api|heldSince': the SET's time at the data server, the lease's end
+// by the holder's own account when its section ended (both on clock()), the API that held it,
+// and, where the hold can begin well before the section (syncguard's lock(fn) runs fn after its
+// own acquire), when the acquisition was called.
 const LEASES = 'soak:leases'
 // id -> the library's verdict after the section: 'ok', or what it told the holder ('lost',
 // 'notHeld', 'notOurs', 'releaseFailed', ...; comma-separated). maestro and ExclusiveLock
@@ -33,9 +35,10 @@ class Sections {
   /**
    * Runs one section on `counterKey` held under `api`, granted at `grantAt` (clock());
    * `leaseEnd()` answers when the lease ends by the holder's own account (clock()), read as
-   * the section ends. Answers its id.
+   * the section ends; `heldSince`, when given, is the time the acquisition was called, the
+   * earliest the hold can have begun. Answers its id.
    */
-  async run(counterKey, grantAt, api = '', leaseEnd = () => undefined) {
+  async run(counterKey, grantAt, api = '', leaseEnd = () => undefined, heldSince = undefined) {
     const id = `${process.pid}:${++this.seq}`
     // The data server's own clock dates the GET and the SET: a stall of this process after
     // either does not move them, as it moves grantAt and the end.
@@ -50,7 +53,7 @@ class Sections {
     await this.data
       .multi()
       .hset(ENDS, id, end)
-      .hset(LEASES, id, `${writeAt}|${expiresAt === undefined ? '' : expiresAt.toFixed(3)}|${api}`)
+      .hset(LEASES, id, `${writeAt}|${expiresAt === undefined ? '' : expiresAt.toFixed(3)}|${api}|${heldSince === undefined ? '' : heldSince.toFixed(3)}`)
       .exec()
     return id
   }
@@ -91,7 +94,7 @@ const LEASE_SLACK_MS = 1
 /** One section as read back; `told` undefined when no verdict was written (the holder died). */
 function sectionOf(line, ends, doubt, leases, told) {
   const [counterKey, grantAt, sentAt, id, readAt] = line.split('|')
-  const [writeAt, expiresAt, api] = (leases[id] ?? '').split('|')
+  const [writeAt, expiresAt, api, heldSince] = (leases[id] ?? '').split('|')
   const number = (text) => (text === undefined || text === '' ? undefined : Number(text))
   return {
     counterKey,
@@ -103,6 +106,7 @@ function sectionOf(line, ends, doubt, leases, told) {
     readAt: number(readAt),
     writeAt: number(writeAt),
     expiresAt: number(expiresAt),
+    heldSince: number(heldSince),
     told: told[id],
   }
 }
@@ -154,7 +158,17 @@ function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, 
   // but no section asks before its SET (it writes as a holder that ignores the doubt would,
   // with no fence), and Redis restarted empty lets a contender take the key meanwhile. With
   // `excuseRestarts`, such overlaps and the updates they lost are counted, not failed.
-  const spansRestart = (section) => restarts.some((at) => section.start <= at && at <= section.end)
+  // A hold begins when Redis records it, which can be before the section (`heldSince`): a kill
+  // between the two empties the store under a holder that has not written yet.
+  const spansRestart = (section) => restarts.some((at) => Math.min(section.start, section.heldSince ?? Infinity) <= at && at <= section.end)
+  // How far the kill nearest to the first's grant was, for the overlap's line: the evidence
+  // whether a restart explains it.
+  const nearestRestart = (section) => {
+    if (restarts.length === 0) return undefined
+    const at = restarts.reduce((best, r) => (Math.abs(r - section.start) < Math.abs(best - section.start) ? r : best))
+    const gap = section.start - at
+    return `nearest kill of the lock server ${Math.abs(gap).toFixed(1)} ms ${gap >= 0 ? 'before' : 'after'} the first's grant`
+  }
   const doubt = new Set(doubtIds)
   const byCounter = new Map()
   // How many sections of each API ended with each verdict: a check that the verdicts are read.
@@ -184,7 +198,7 @@ function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, 
         const kind = `${last.doubt || next.doubt ? 'in doubt' : 'clean'}${acrossRestart ? ', the first across a restart' : ''}`
         let line = `${counterKey}: sections ${last.id} and ${next.id} (${kind}) overlap by ${(last.end - next.start).toFixed(2)} ms`
         if (last.api !== undefined || next.api !== undefined) {
-          line += `; ${[describe(last, next), describe(next, last), dataOrder(last, next)].filter(Boolean).join('; ')}`
+          line += `; ${[describe(last, next), describe(next, last), dataOrder(last, next), nearestRestart(last)].filter(Boolean).join('; ')}`
         }
         if (acrossRestart) acrossRestarts += 1
         if (acrossRestart && excuseRestarts) excused += 1

@@ -285,7 +285,7 @@ class Traffic {
         told.push('notOursAtStart')
         expiresAt = calledAt + config.ttlMs
       }
-      id = await this.sections.run(this.counter('sg', key), grantAt, kind, () => expiresAt)
+      id = await this.sections.run(this.counter('sg', key), grantAt, kind, () => expiresAt, calledAt)
     }
     try {
       await this.watch(kind, 200 + 2 * OURS_MS, run(section, config))
