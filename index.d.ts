@@ -529,7 +529,11 @@ export declare class ExclusiveLock extends EventEmitter<ExclusiveLockEvents> {
    * if (held) console.log(`held by ${held.lock_contents} for ${held.lock_ttl_ms} ms more`)
    */
   inspect(): Promise<LockInspection | null>
-  /** What this lock's calls have done (with every instance of the same settings). */
+  /**
+   * What this lock's calls have done (with every instance of the same settings), kept
+   * natively; cheap enough to call often.
+   * @example const { acquisitions, contended, refreshes, lost } = lock.stats()
+   */
   stats(): LockStats
   /**
    * Stops refreshing and deletes the lock if it is still ours. Idempotent.
@@ -643,6 +647,9 @@ export declare class DistributedLockService {
   getStatus(): LockServiceStatus
   getLockKey(): string
   getLockTtl(): number
-  /** What this service's calls have done (zero through a cache object of another kind). */
+  /**
+   * What this service's calls have done (zero through a cache object of another kind).
+   * @example const { acquisitions, waitMs } = service.stats()
+   */
   stats(): LockStats
 }

@@ -105,6 +105,13 @@ export interface LockBackend<C extends BackendCapabilities = BackendCapabilities
    * if (!extended.ok) throw new Error('lock lost: stop the export')
    */
   extend: (opts: LockOp & { ttlMs: number }) => Promise<ExtendResult>
+  /**
+   * Whether a live lock holds `key` (never `false` for "Redis could not be asked").
+   * @throws {LockError} `InvalidArgument` for a bad key, before a Redis call is made;
+   *   `Aborted`, `NetworkTimeout`, `ServiceUnavailable`, `AuthFailed` or `Internal` as for acquire.
+   * @example
+   * if (await backend.isLocked({ key: 'deploy' })) console.log('a deploy is running')
+   */
   isLocked: (opts: KeyOp) => Promise<boolean>
   /**
    * The live lock of `key` (or of `lockId`), with hashes instead of the key and lockId
@@ -252,7 +259,15 @@ export declare function createRedisBackend(
   stats(): LockStats
 }
 
-/** `lock()` bound to one Redis backend. */
+/**
+ * `lock()` bound to one Redis backend (made here, as `createRedisBackend` makes it); checks
+ * `options` at once.
+ * @throws {LockError} `InvalidArgument` for bad options or an address it cannot use, at once;
+ *   the function it returns throws what `lock()` throws.
+ * @example
+ * const withLock = createLock(process.env.REDIS_URL ?? 'memory://app', { keyPrefix: 'myapp' })
+ * const total = await withLock(async () => chargeOrder(123), { key: 'payment:123', ttlMs: 30_000 })
+ */
 export declare function createLock(
   redis: SyncguardRedisInput,
   options?: RedisBackendOptions,

@@ -372,8 +372,8 @@ test('a bad URL: exit 3, with the reason and never the password', async () => {
   }
 })
 
-test("a Redlock's nodes (several --url, a JSON array, URLs joined by commas or spaces): exit 3, one line, nothing quoted or contacted", async () => {
-  // Port 1: nothing listens there, so a connection would end in exit 4, not 3.
+test("a Redlock's nodes (several --url, a JSON array, URLs joined by commas or spaces): each one read, an unreachable one exit 4 without its password; watch refuses them", async () => {
+  // Port 1: nothing listens there.
   const nodes = ['redis://:hunter2@127.0.0.1:1', 'redis://:hunter2@127.0.0.1:2']
   const forms = [
     ['--url', nodes[0], '--url', nodes[1]],
@@ -382,17 +382,81 @@ test("a Redlock's nodes (several --url, a JSON array, URLs joined by commas or s
     ['--url', nodes.join(' ')],
   ]
   for (const args of forms) {
-    const { code, stderr } = await cli(['list', ...args])
-    assert.equal(code, 3, `${args.join(' ')}: ${stderr}`)
-    assert.match(stderr, /names several servers \(a Redlock's nodes\?\): the command line reads one server, one Sentinel set or one Cluster at a time; run it once per node/)
+    const { code, stderr } = await cli(['list', ...args, '--timeout', '500'])
+    assert.equal(code, 4, `${args.join(' ')}: ${stderr}`)
+    assert.match(stderr, /127\.0\.0\.1:1/)
     assert.equal(stderr.trim().split('\n').length, 1)
     assert.ok(!stderr.includes('hunter2'), stderr)
+    // watch reads one address at a time: refused before any connection.
+    const watched = await cli(['watch', ...args])
+    assert.equal(watched.code, 3, `${args.join(' ')}: ${watched.stderr}`)
+    assert.match(watched.stderr, /names several servers \(a Redlock's nodes\?\): watch reads one server, one Sentinel set or one Cluster at a time; run it once per node/)
+    assert.ok(!watched.stderr.includes('hunter2'), watched.stderr)
   }
-  const env = await cli(['inspect', 'k'], { env: { REDIS_URL: nodes.join(',') } })
-  assert.equal(env.code, 3, env.stderr)
+  const env = await cli(['inspect', 'k', '--timeout', '500'], { env: { REDIS_URL: nodes.join(',') } })
+  assert.equal(env.code, 4, env.stderr)
+  for (const [bad, reason] of [
+    [['--url', nodes[0], '--url', nodes[0]], /names one node twice/],
+    [['--url', '["redis://127.0.0.1:1", 7]'], /not a JSON array of URLs/],
+  ]) {
+    const { code, stderr } = await cli(['list', ...bad])
+    assert.equal(code, 3, stderr)
+    assert.match(stderr, reason)
+    assert.ok(!stderr.includes('hunter2'), stderr)
+  }
   // One Sentinel set or one Cluster, each of several hosts, is one address.
   const sentinel = await cli(['list', '--url', 'redis+sentinel://127.0.0.1:1,127.0.0.1:2/m', '--timeout', '300'])
   assert.equal(sentinel.code, 4, sentinel.stderr)
+})
+
+test("a Redlock's lock over three servers: list shows it on each node, inspect each node's, release --force frees it on every node", async (t) => {
+  const servers = await Promise.all([startRedis(), startRedis(), startRedis()])
+  t.after(() => Promise.all(servers.map((server) => server.stop())))
+  const urls = servers.map((server) => server.url)
+  const redlock = new DistributedLock(urls)
+  const handle = await redlock.acquire('rl:job', 60_000)
+  t.after(() => handle.release().catch(() => {}))
+  const args = urls.flatMap((u) => ['--url', u])
+  for (const form of [args, ['--url', JSON.stringify(urls)], ['--url', urls.join(',')]]) {
+    const { code, stdout, stderr } = await cli(['list', 'lock:rl:*', '--json', ...form])
+    assert.equal(code, 0, stderr)
+    const rows = JSON.parse(stdout)
+    assert.deepEqual(rows.map((row) => [row.key, row.api, row.node]), urls.map((u) => ['lock:rl:job', 'distributed-lock', new URL(u).href]).sort((a, b) => a[2].localeCompare(b[2])))
+    for (const row of rows) {
+      assert.equal(row.holder, `${handle.token.slice(0, 8)}…`)
+      assert.ok(row.ttlMs > 50_000, stdout)
+    }
+  }
+  const text = await cli(['list', ...args])
+  assert.equal(text.code, 0, text.stderr)
+  assert.match(text.stdout.split('\n')[0], /\bnode$/)
+  const inspected = await cli(['inspect', 'lock:rl:job', '--json', ...args])
+  assert.equal(inspected.code, 0, inspected.stderr)
+  assert.equal(JSON.parse(inspected.stdout).length, 3)
+  const counters = await Promise.all(servers.map((server) => new Redis(server.url)))
+  t.after(() => counters.forEach((c) => c.disconnect()))
+  const fenceKey = require('../lib/native').lockSiblings(Buffer.from('lock:rl:job')).fence
+  const before = await Promise.all(counters.map((c) => c.get(fenceKey)))
+  const released = await cli(['release', 'lock:rl:job', '--force', '--yes', '--json', ...args])
+  assert.equal(released.code, 0, released.stderr)
+  const result = JSON.parse(released.stdout)
+  assert.equal(result.released, 'lock:rl:job')
+  assert.equal(result.nodes.length, 3)
+  for (const [i, c] of counters.entries()) {
+    assert.equal(await c.exists('lock:rl:job'), 0, `node ${i}`)
+    assert.equal(Number(await c.get(fenceKey)), Number(before[i]) + 2, `node ${i}: the fence moved on`)
+  }
+  assert.deepEqual(result.nodes.map((n) => n.deletedKeys), [1, 1, 1])
+  // Gone from every node now: exit 5.
+  const again = await cli(['inspect', 'lock:rl:job', ...args])
+  assert.equal(again.code, 5, again.stderr)
+  assert.match(again.stderr, /on any of 3 nodes/)
+  // Without --yes and no terminal: refused, nothing asked of the nodes' locks.
+  const handle2 = await redlock.acquire('rl:other', 60_000)
+  t.after(() => handle2.release().catch(() => {}))
+  const refusedRun = await cli(['release', 'lock:rl:other', '--force', ...args])
+  assert.equal(refusedRun.code, 6, refusedRun.stderr)
+  assert.equal(await redlock.isLocked('rl:other'), true)
 })
 
 test('a database that is no number names the argument and never quotes it: it may be a piece of a password', async () => {

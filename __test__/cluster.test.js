@@ -222,3 +222,100 @@ test('stats() and onEvent on a cluster: an acquisition, a contended attempt and 
   assert.deepEqual(seen('released'), keys)
   assert.deepEqual(seen('contended').map(([key]) => key), keys.map(([key]) => key))
 })
+
+test('stats(), onEvent and logger of ExclusiveLock, DistributedLockService and syncguard on a cluster, on each master', async () => {
+  for (const port of masters) {
+    const events = []
+    const logged = []
+    const logger = {
+      debug: (message, fields) => logged.push(['debug', message, fields.type]),
+      info: (message, fields) => logged.push(['info', message, fields.type]),
+      warn: (message, fields) => logged.push(['warn', message, fields.type]),
+      error: (message, fields) => logged.push(['error', message, fields.type]),
+    }
+    const onEvent = (event) => events.push(event)
+    const of = (api, type) => events.filter((e) => e.api === api && e.type === type)
+
+    const name = await cluster.keyOn(port, 'observed-ex-', 'obs:')
+    const settings = { name, key_prefix: 'obs', cache_connection: cluster.url, lock_ttl_ms: 5000, lock_refresh_ms: 1000 }
+    const exclusive = new ExclusiveLock({ ...settings, onEvent, logger })
+    const rival = new ExclusiveLock({ ...settings, onEvent, logger })
+    assert.equal(await exclusive.acquire(), true)
+    assert.equal(await rival.acquire(), false)
+    assert.equal(await cluster.command(port, 'EXISTS', `obs:${name}`), 1, `on ${port}`)
+    await exclusive.release()
+    // Each has a hook, so each its own native lock and counts (README "Stats").
+    const exStats = exclusive.stats()
+    assert.deepEqual([exStats.acquisitions, exStats.contended, exStats.errors], [1, 0, {}], JSON.stringify(exStats))
+    const rivalStats = rival.stats()
+    assert.deepEqual([rivalStats.acquisitions, rivalStats.contended, rivalStats.errors], [0, 1, {}], JSON.stringify(rivalStats))
+
+    const serviceKey = await cluster.keyOn(port, 'observed-svc:')
+    const service = new DistributedLockService(serviceKey, 5000, cluster.url, { onEvent })
+    const other = new DistributedLockService(serviceKey, 5000, cluster.url)
+    // Without a hook it shares the native service of its settings with the other masters' turns.
+    const otherBefore = other.stats()
+    assert.equal(await service.acquire(5000, 1), true)
+    assert.equal(await cluster.command(port, 'EXISTS', serviceKey), 1, `on ${port}`)
+    const waiting = other.acquire(5000, 3000)
+    await sleep(50)
+    await service.release()
+    assert.equal(await waiting, true)
+    await other.release()
+    // The one with a hook counts its own calls; the other, the wait it won.
+    assert.equal(service.stats().acquisitions, 1, JSON.stringify(service.stats()))
+    const svcStats = other.stats()
+    assert.equal(svcStats.acquisitions - otherBefore.acquisitions, 1, JSON.stringify(svcStats))
+    assert.ok(svcStats.contended - otherBefore.contended >= 1, JSON.stringify(svcStats))
+
+    const tag = await cluster.keyOn(port, 'obs-sg')
+    const backend = syncguard.createRedisBackend(cluster.url, { keyPrefix: `{${tag}}`, onEvent, logger })
+    const won = await backend.acquire({ key: 'k', ttlMs: 5000 })
+    assert.equal(won.ok, true, JSON.stringify(won))
+    assert.equal(await cluster.command(port, 'EXISTS', `{${tag}}:k`), 1, `on ${port}`)
+    assert.equal((await backend.acquire({ key: 'k', ttlMs: 5000 })).ok, false)
+    await backend.extend({ lockId: won.lockId, ttlMs: 5000 })
+    await backend.release({ lockId: won.lockId })
+    const sgStats = backend.stats()
+    assert.deepEqual([sgStats.acquisitions, sgStats.contended, sgStats.refreshes], [1, 1, 1], JSON.stringify(sgStats))
+    const locked = syncguard.createLock(cluster.url, { keyPrefix: `{${tag}}`, onEvent })
+    assert.equal(await locked(async () => 7, { key: 'fn' }), 7)
+    assert.equal(locked.stats().acquisitions, 1)
+
+    // Contention comes from the native side through the thread's queue: it may come late.
+    const deadline = Date.now() + 3000
+    while ((of('ExclusiveLock', 'contended').length < 1 || of('syncguard', 'contended').length < 1) && Date.now() < deadline) await sleep(10)
+    assert.deepEqual(of('ExclusiveLock', 'acquired').map((e) => e.key), [`obs:${name}`])
+    assert.equal(of('ExclusiveLock', 'contended').length, 1)
+    assert.equal(of('ExclusiveLock', 'released').length, 1)
+    assert.deepEqual(of('DistributedLockService', 'acquired').map((e) => e.key), [serviceKey])
+    assert.deepEqual(of('DistributedLockService', 'released').map((e) => e.key), [serviceKey])
+    assert.deepEqual(of('syncguard', 'acquired').map((e) => e.key), ['k', 'fn'])
+    assert.equal(of('syncguard', 'acquired')[0].fence, won.fence)
+    assert.equal(of('syncguard', 'contended').length, 1)
+    assert.equal(of('syncguard', 'refreshed').length, 1)
+    assert.equal(of('syncguard', 'released').length, 2)
+    // The logger hears the same events, each at its level (the lockId never in it).
+    for (const type of ['acquired', 'contended', 'released']) {
+      assert.ok(logged.some(([level, , t]) => level === 'debug' && t === type), `${type}: ${JSON.stringify(logged)}`)
+    }
+    assert.ok(!JSON.stringify(logged).includes(won.lockId))
+  }
+})
+
+test('DEBUG=native-redis-lock on a cluster: each call traced with its duration and key names, no token', async () => {
+  const { execFile } = require('node:child_process')
+  const script = path.join(__dirname, 'fixtures', 'debug-trace.js')
+  const { stdout, stderr } = await new Promise((resolve, reject) => {
+    execFile(process.execPath, [script, cluster.url], { env: { ...process.env, DEBUG: 'native-redis-lock' }, timeout: 30_000 }, (err, out, errOut) =>
+      err ? reject(Object.assign(err, { stderr: errOut })) : resolve({ stdout: out, stderr: errOut }),
+    )
+  })
+  const token = stdout.trim()
+  assert.ok(token.length >= 16, stdout)
+  const traced = stderr.split('\n').filter((line) => line.includes('native-redis-lock '))
+  assert.ok(traced.some((line) => /EVALSHA acquire \[debug:k, \{debug:k\}(\\x[0-9a-f]{2})+fence\] \+\d+\.\d\dms ok$/.test(line)), stderr)
+  assert.ok(traced.some((line) => / EVALSHA extend\w* \[debug:k/.test(line)), stderr)
+  assert.ok(traced.some((line) => / EVALSHA release\w* \[debug:k/.test(line)), stderr)
+  assert.ok(!stderr.includes(token), 'the token is never written')
+})

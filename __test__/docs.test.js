@@ -55,3 +55,53 @@ test("every syncguard error code our syncguard makes is named in README's syncgu
   assert.ok(made.has('Internal') && made.has('NetworkTimeout'), [...made].join(', '))
   for (const code of made) assert.ok(section.includes(`\`${code}\``), `${code} is not in README's syncguard's errors`)
 })
+
+/** The doc comment right above the first line of `file` that starts with `signature` (indent ignored). */
+function docAbove(file, signature) {
+  const lines = fs.readFileSync(path.join(root, file), 'utf8').split('\n')
+  const at = lines.findIndex((line) => line.trimStart().startsWith(signature))
+  assert.ok(at > 0, `${file}: no "${signature}"`)
+  assert.match(lines[at - 1].trim(), /\*\/$/, `${file}: "${signature}" has no doc comment right above it`)
+  let start = at - 1
+  while (start > 0 && !lines[start].trim().startsWith('/**')) start--
+  return lines.slice(start, at).join('\n')
+}
+
+test('the main methods of the .d.ts files have a @throws and an @example', () => {
+  const main = {
+    'index.d.ts': [
+      'release(): Promise<void>', // LockHandle's, then ExclusiveLock's below
+      'extend(additionalMs: number)',
+      'acquire(key: string',
+      'tryAcquire(key: string',
+      'waitForLock(key: string',
+      'isLocked(key: string)',
+      'fencedSet(key: string',
+      'using<T>(key: string',
+      'acquire(): Promise<boolean>',
+      'inspect(): Promise<LockInspection',
+      'acquire(lockTtl?: number',
+    ],
+    'syncguard.d.ts': [
+      'acquire: (opts',
+      'release: (opts',
+      'extend: (opts',
+      'isLocked: (opts',
+      'lookup(opts: KeyLookup)',
+      'export declare function createRedisBackend(',
+      'export declare function createLock(',
+      'export declare function lock<',
+    ],
+  }
+  for (const [file, signatures] of Object.entries(main)) {
+    for (const signature of signatures) {
+      const doc = docAbove(file, signature)
+      assert.match(doc, /@throws/, `${file} ${signature}: no @throws`)
+      assert.match(doc, /@example/, `${file} ${signature}: no @example`)
+    }
+  }
+  // maestro's release never rejects, as maestro's: an example, and the doc says so.
+  const release = docAbove('index.d.ts', 'release(): Promise<boolean>')
+  assert.match(release, /@example/)
+  assert.match(release, /never rejects/)
+})

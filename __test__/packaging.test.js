@@ -46,3 +46,52 @@ test('package.json says where the project lives, and its bin is executable', () 
   assert.match(require('node:fs').readFileSync(bin, 'utf8'), /^#!\/usr\/bin\/env node\n/)
   assert.ok(require('node:fs').statSync(bin).mode & 0o111, 'bin/native-redis-lock.js is not executable')
 })
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as '-', repeats numbered. */
+function anchors(markdown) {
+  const seen = new Map()
+  const found = new Set()
+  let fenced = false
+  for (const line of markdown.split('\n')) {
+    if (/^```/.test(line)) fenced = !fenced
+    const heading = !fenced && /^#{1,6}\s+(.*)$/.exec(line)
+    if (!heading) continue
+    const slug = heading[1].trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-')
+    const n = seen.get(slug) ?? 0
+    seen.set(slug, n + 1)
+    found.add(n === 0 ? slug : `${slug}-${n}`)
+  }
+  return found
+}
+
+test("README's links work on the npm page: anchors it has, files the package ships, or the repository package.json names", () => {
+  const fs = require('node:fs')
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8')
+  const [{ files }] = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json', '--loglevel=error'], { cwd: root, encoding: 'utf8' }))
+  const packed = new Set(files.map((f) => f.path))
+  // The one place the repository's address is written: README's links to files the package
+  // does not ship follow it, so the address given for real is changed there and in README only.
+  const repo = manifest.repository.url.replace(/^git\+/, '').replace(/\.git$/, '')
+  assert.equal(manifest.homepage, `${repo}#readme`)
+  assert.equal(manifest.bugs.url, `${repo}/issues`)
+  const headings = anchors(readme)
+  const links = [...readme.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1])
+  assert.ok(links.length > 30, `${links.length} links`)
+  for (const link of links) {
+    if (link.startsWith('#')) {
+      assert.ok(headings.has(link.slice(1)), `${link}: no such heading`)
+      continue
+    }
+    assert.match(link, /^https?:\/\//, `${link}: a relative link breaks on the npm page`)
+    const shipped = /^https:\/\/unpkg\.com\/(?:browse\/)?native-redis-lock\/(.*)$/.exec(link)
+    if (shipped) {
+      const file = shipped[1]
+      assert.ok(file.endsWith('/') ? [...packed].some((f) => f.startsWith(file)) : packed.has(file), `${link}: ${file} is not shipped`)
+      continue
+    }
+    if (!link.startsWith('https://github.com/')) continue // another site's page
+    const ours = new RegExp(`^${repo.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}/(?:blob|raw|tree)/main/([^#]+)`).exec(link)
+    assert.ok(ours, `${link} is not under ${repo}, package.json's repository`)
+    assert.ok(fs.existsSync(path.join(root, ours[1])), `${link}: no ${ours[1]} in this repository`)
+  }
+})

@@ -171,6 +171,21 @@ test('the installed bin runs: npx native-redis-lock list against the real server
   assert.equal(none.code, 3, none.stderr)
 })
 
+test('the shipped examples run from the installed package, on memory:// and the real server', async () => {
+  assert.ok(app, 'the install failed')
+  const dir = path.join(app, 'node_modules', manifest.name, 'examples')
+  const shipped = fs.readdirSync(dir).filter((f) => f.endsWith('.js'))
+  assert.deepEqual(shipped.sort(), fs.readdirSync(path.join(root, 'examples')).filter((f) => f.endsWith('.js')).sort())
+  // @opentelemetry/api is an optional peer, not installed here: that example says how to get it.
+  for (const file of shipped.filter((f) => f !== 'opentelemetry.js')) {
+    for (const env of [{}, { REDIS_URL: server.url }]) {
+      const result = await run(process.execPath, [path.join(dir, file)], { cwd: app, env })
+      assert.equal(result.code, 0, `${file} ${JSON.stringify(env)}: ${result.stderr}`)
+      assert.match(result.stdout, /^backend: (memory:\/\/examples|REDIS_URL)\n/, file)
+    }
+  }
+})
+
 const ESM_TYPES = `
 import lib, { DistributedLock, LockHandle, LockError, LockAcquisitionError, InvalidLockError, LockLostError, ExclusiveLock as Named, type LockOptions, type LockInfo } from 'native-redis-lock'
 import * as distributed from 'native-redis-lock/distributed-lock'

@@ -155,3 +155,94 @@ test('stats() and onEvent through Sentinel: an acquisition, a contended attempt 
     ['released', 'sn:observed', handle.fence],
   ].sort())
 })
+
+test('stats(), onEvent and logger of ExclusiveLock, DistributedLockService and syncguard through Sentinel, on the master', async () => {
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+  const events = []
+  const logged = []
+  const logger = {
+    debug: (message, fields) => logged.push(['debug', message, fields.type]),
+    info: (message, fields) => logged.push(['info', message, fields.type]),
+    warn: (message, fields) => logged.push(['warn', message, fields.type]),
+    error: (message, fields) => logged.push(['error', message, fields.type]),
+  }
+  const onEvent = (event) => events.push(event)
+  const of = (api, type) => events.filter((e) => e.api === api && e.type === type)
+
+  const settings = { name: 'sn-observed-ex', cache_connection: set.url, lock_ttl_ms: 5000, lock_refresh_ms: 1000 }
+  const exclusive = new ExclusiveLock({ ...settings, onEvent, logger })
+  const rival = new ExclusiveLock({ ...settings, onEvent, logger })
+  assert.equal(await exclusive.acquire(), true)
+  assert.equal(await rival.acquire(), false)
+  assert.ok((await master.keys('*sn-observed-ex*')).length > 0, 'on the master')
+  await exclusive.release()
+  // Each has a hook, so each its own native lock and counts (README "Stats").
+  const exStats = exclusive.stats()
+  assert.deepEqual([exStats.acquisitions, exStats.contended, exStats.errors], [1, 0, {}], JSON.stringify(exStats))
+  const rivalStats = rival.stats()
+  assert.deepEqual([rivalStats.acquisitions, rivalStats.contended, rivalStats.errors], [0, 1, {}], JSON.stringify(rivalStats))
+
+  const service = new DistributedLockService('sn:observed-svc', 5000, set.url, { onEvent, logger: quiet })
+  const other = new DistributedLockService('sn:observed-svc', 5000, set.url, { logger: quiet })
+  assert.equal(await service.acquire(5000, 1), true)
+  assert.ok(await master.pttl('sn:observed-svc') > 0, 'on the master')
+  const waiting = other.acquire(5000, 3000)
+  await sleep(50)
+  await service.release()
+  assert.equal(await waiting, true)
+  await other.release()
+  // The one with a hook counts its own calls; the other, the wait it won.
+  assert.equal(service.stats().acquisitions, 1, JSON.stringify(service.stats()))
+  const svcStats = other.stats()
+  assert.equal(svcStats.acquisitions, 1, JSON.stringify(svcStats))
+  assert.ok(svcStats.contended >= 1, JSON.stringify(svcStats))
+
+  const backend = syncguard.createRedisBackend(set.url, { keyPrefix: 'sn-obs-sg', onEvent, logger })
+  const won = await backend.acquire({ key: 'k', ttlMs: 5000 })
+  assert.equal(won.ok, true, JSON.stringify(won))
+  assert.ok((await master.keys('sn-obs-sg*')).length > 0, 'on the master')
+  assert.equal((await backend.acquire({ key: 'k', ttlMs: 5000 })).ok, false)
+  await backend.extend({ lockId: won.lockId, ttlMs: 5000 })
+  await backend.release({ lockId: won.lockId })
+  const sgStats = backend.stats()
+  assert.deepEqual([sgStats.acquisitions, sgStats.contended, sgStats.refreshes], [1, 1, 1], JSON.stringify(sgStats))
+  const locked = syncguard.createLock(set.url, { keyPrefix: 'sn-obs-sg', onEvent })
+  assert.equal(await locked(async () => 7, { key: 'fn' }), 7)
+  assert.equal(locked.stats().acquisitions, 1)
+
+  // Contention comes from the native side through the thread's queue: it may come late.
+  const deadline = Date.now() + 3000
+  while ((of('ExclusiveLock', 'contended').length < 1 || of('syncguard', 'contended').length < 1) && Date.now() < deadline) await sleep(10)
+  assert.deepEqual(of('ExclusiveLock', 'acquired').map((e) => e.key), ['exclusive-lock:sn-observed-ex'])
+  assert.equal(of('ExclusiveLock', 'contended').length, 1)
+  assert.equal(of('ExclusiveLock', 'released').length, 1)
+  assert.deepEqual(of('DistributedLockService', 'acquired').map((e) => e.key), ['sn:observed-svc'])
+  assert.deepEqual(of('DistributedLockService', 'released').map((e) => e.key), ['sn:observed-svc'])
+  assert.deepEqual(of('syncguard', 'acquired').map((e) => e.key), ['k', 'fn'])
+  assert.equal(of('syncguard', 'acquired')[0].fence, won.fence)
+  assert.equal(of('syncguard', 'contended').length, 1)
+  assert.equal(of('syncguard', 'refreshed').length, 1)
+  assert.equal(of('syncguard', 'released').length, 2)
+  for (const type of ['acquired', 'contended', 'released']) {
+    assert.ok(logged.some(([level, , t]) => level === 'debug' && t === type), `${type}: ${JSON.stringify(logged)}`)
+  }
+  assert.ok(!JSON.stringify(logged).includes(won.lockId))
+})
+
+test('DEBUG=native-redis-lock through Sentinel: the master lookup and each call traced, no token', async () => {
+  const { execFile } = require('node:child_process')
+  const path = require('node:path')
+  const script = path.join(__dirname, 'fixtures', 'debug-trace.js')
+  const { stdout, stderr } = await new Promise((resolve, reject) => {
+    execFile(process.execPath, [script, set.url], { env: { ...process.env, DEBUG: 'native-redis-lock' }, timeout: 30_000 }, (err, out, errOut) =>
+      err ? reject(Object.assign(err, { stderr: errOut })) : resolve({ stdout: out, stderr: errOut }),
+    )
+  })
+  const token = stdout.trim()
+  assert.ok(token.length >= 16, stdout)
+  const traced = stderr.split('\n').filter((line) => line.includes('native-redis-lock '))
+  assert.ok(traced.some((line) => / native-redis-lock sentinel .*\+\d+\.\d\dms /.test(line)), stderr)
+  assert.ok(traced.some((line) => /EVALSHA acquire \[debug:k, \{debug:k\}(\\x[0-9a-f]{2})+fence\] \+\d+\.\d\dms ok$/.test(line)), stderr)
+  assert.ok(traced.some((line) => / EVALSHA release\w* \[debug:k/.test(line)), stderr)
+  assert.ok(!stderr.includes(token), 'the token is never written')
+})

@@ -14,18 +14,50 @@ function database(text, where, hint = '') {
   return Number(text)
 }
 
-/** Why an address naming several independent servers is refused (never quoting it). */
+/** Why `watch` refuses several independent servers (never quoting them). */
 const SEVERAL_SERVERS =
-  "--url names several servers (a Redlock's nodes?): the command line reads one server, one Sentinel set or one Cluster at a time; run it once per node"
+  "--url names several servers (a Redlock's nodes?): watch reads one server, one Sentinel set or one Cluster at a time; run it once per node"
+
+const SCHEME = '(?:rediss?(?:\\+sentinel|\\+cluster)?|unix):\\/\\/'
 
 /**
  * An address that lists several URLs (a JSON array, or URLs joined by commas or spaces), as a
- * Redlock's nodes are given to the library: refused by name rather than read as one odd URL.
+ * Redlock's nodes are given to the library, rather than one odd URL.
  */
 function severalUrls(text) {
   if (/^\s*\[/.test(text)) return true
-  const schemes = text.match(/(?:^|[\s,;])(?:rediss?(?:\+sentinel|\+cluster)?|unix):\/\//g) ?? []
+  const schemes = text.match(new RegExp(`(?:^|[\\s,;])${SCHEME}`, 'g')) ?? []
   return schemes.length > 1
+}
+
+/**
+ * The URLs `texts` name (each --url given, or REDIS_URL): one each, or a Redlock's nodes
+ * listed in one (a JSON array of strings, or URLs joined by commas, semicolons or spaces).
+ * A Sentinel set's or a Cluster's hosts, joined by commas after one scheme, stay one URL.
+ */
+function splitUrls(texts) {
+  const urls = []
+  for (const text of texts) {
+    if (typeof text !== 'string' || !severalUrls(text)) {
+      urls.push(text)
+      continue
+    }
+    if (/^\s*\[/.test(text)) {
+      let list
+      try {
+        list = JSON.parse(text)
+      } catch {
+        throw badUrl('--url starts with [ but is not a JSON array of URLs')
+      }
+      if (!Array.isArray(list) || list.length === 0 || !list.every((url) => typeof url === 'string')) {
+        throw badUrl('--url starts with [ but is not a JSON array of URLs')
+      }
+      urls.push(...list)
+      continue
+    }
+    urls.push(...text.trim().split(new RegExp(`[\\s,;]+(?=${SCHEME})`)))
+  }
+  return urls
 }
 
 /**
@@ -37,7 +69,7 @@ function parseAddress(text) {
   if (typeof text !== 'string' || text.trim() === '') {
     throw badUrl('no Redis address: pass --url redis://host:port or set REDIS_URL')
   }
-  if (severalUrls(text)) throw badUrl(SEVERAL_SERVERS)
+  if (severalUrls(text)) throw badUrl('--url names several servers: give each its own --url')
   // Many hosts are not one URL authority: read apart, by the library's rules.
   if (/^rediss?\+sentinel:\/\//.test(text.trim())) return parseSentinelAddress(text.trim())
   if (/^rediss?\+cluster:\/\//.test(text.trim())) return parseClusterAddress(text.trim())
@@ -78,4 +110,4 @@ function parseAddress(text) {
   }
 }
 
-module.exports = { parseAddress, CliError, EXIT, SEVERAL_SERVERS }
+module.exports = { parseAddress, splitUrls, CliError, EXIT, SEVERAL_SERVERS }

@@ -5,7 +5,7 @@
 
 const { parseArgs } = require('node:util')
 const readline = require('node:readline')
-const { parseAddress, CliError, EXIT, SEVERAL_SERVERS } = require('./address')
+const { parseAddress, splitUrls, CliError, EXIT, SEVERAL_SERVERS } = require('./address')
 const { badUrl } = require('./errors')
 const { connect } = require('./connect')
 const { listLocks, inspectLock, forceRelease } = require('./locks')
@@ -22,8 +22,10 @@ Commands:
 
 Options (every command):
   --url <url>             redis://, rediss://, unix://, redis+sentinel://h:p,h:p/<name>
-                          or redis+cluster://h:p,h:p address (else REDIS_URL); one
-                          server, Sentinel set or Cluster: run once per Redlock node
+                          or redis+cluster://h:p,h:p address (else REDIS_URL); a
+                          Redlock's nodes as --url given once per node (or a JSON
+                          array, or URLs joined by commas): list, inspect and release
+                          read each node, watch one address at a time
   --json                  machine-readable output
   --timeout <ms>          bound on connecting and on each command (default 5000)
   -h, --help              this help, or a command's: native-redis-lock list --help
@@ -38,20 +40,23 @@ Exit codes:
 Lists the locks whose Redis key matches the glob pattern (default *), found with SCAN:
 key, API, holder (token or lockId cut short), TTL left, fence, fence counter, waiters,
 and ExclusiveLock's and syncguard's contents. The pattern is a full Redis key
-(DistributedLock's keys start with "lock:").
+(DistributedLock's keys start with "lock:"). Over a Redlock's nodes, one row per node
+holding the lock, with the node's address.
 `,
   inspect: `Usage: native-redis-lock inspect <key> [--url <url>] [--json]
 
 Shows one lock in full: API, holder cut short, TTL left, fence and fence counter, the
 connections queued for it and a fair lock's line, ExclusiveLock's and syncguard's contents.
-Exit code 5 when the key holds no lock of this package.
+Over a Redlock's nodes, the lock on each node holding it. Exit code 5 when the key holds
+no lock of this package (on no node).
 `,
   watch: `Usage: native-redis-lock watch [pattern] [--url <url>] [--json] [--interval <ms>] [--count <n>]
 
 A table redrawn in place every interval (default 1000 ms), most contended first: waiters,
-acquisitions per second (read from the lock's fence counter; a failed one-shot attempt,
-as a poller makes, counts too) and wake-ups per second (releases that woke a waiting
-process, heard on the lock's channel). A lock seen held stays listed while free
+acquisitions per second (read from the lock's fence counter; a process's first attempt at
+a lock it has not found held within a minute counts even when it fails, its later ones
+only when they win) and wake-ups per second (releases that woke a waiting process, heard
+on the lock's channel). A lock seen held stays listed while free
 (holder -). q or Ctrl-C quits. With --json, one JSON line per refresh. --count stops
 after n refreshes.
 `,
@@ -60,7 +65,8 @@ after n refreshes.
 Deletes a stuck lock (and ExclusiveLock's owner key, syncguard's index key) and moves its
 fence counter on, so a holder that still believes it holds it is fenced out. Asks for
 confirmation on a terminal; --yes skips it (required when stdin is not a terminal).
-Nothing is deleted if the lock changed hands after it was shown.
+Nothing is deleted if the lock changed hands after it was shown. Over a Redlock's nodes,
+on every node holding it (asked once); exit code 1 if it changed hands on any.
 `,
 }
 
@@ -145,9 +151,10 @@ function describe(lock) {
 
 function listTable(locks) {
   if (locks.length === 0) return 'no locks'
-  const cols = ['key', 'api', 'holder', 'ttlMs', 'fence', 'counter', 'waiters', 'contents']
+  const nodes = locks.some((l) => 'node' in l)
+  const cols = ['key', 'api', 'holder', 'ttlMs', 'fence', 'counter', 'waiters', 'contents', ...(nodes ? ['node'] : [])]
   const cells = locks.map((l) => [l.key, l.api, l.holder ?? '-', l.ttlMs ?? '-', l.fence ?? '-',
-    l.fenceCounter ?? '-', l.waiters, l.contents ? JSON.stringify(l.contents) : '-'].map(String))
+    l.fenceCounter ?? '-', l.waiters, l.contents ? JSON.stringify(l.contents) : '-', ...(nodes ? [l.node] : [])].map(String))
   const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((r) => r[i].length)))
   return [cols, ...cells].map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n')
 }
@@ -168,16 +175,93 @@ async function confirm(io, question) {
   }
 }
 
-/** The one --url given, if any: several name a Redlock's nodes, which are read one at a time. */
-function oneUrl(urls) {
-  if (urls === undefined) return undefined
-  if (urls.length > 1) throw badUrl(SEVERAL_SERVERS)
-  return urls[0]
+/** The addresses named: each --url, else REDIS_URL; several are a Redlock's nodes. */
+function addressesOf(values, env) {
+  const urls = splitUrls(values.url ?? [env.REDIS_URL])
+  const addresses = urls.map((url) => parseAddress(url))
+  const shown = new Set(addresses.map((address) => address.shown))
+  if (shown.size !== addresses.length) throw badUrl('--url names one node twice')
+  return addresses
+}
+
+/** Runs `work(client, address)` on each node in turn, each connection closed after it. */
+async function onEach(addresses, timeoutMs, work) {
+  const results = []
+  for (const address of addresses) {
+    const client = await connect(address, { timeoutMs })
+    try {
+      results.push(await work(client, address))
+    } finally {
+      client.close()
+    }
+  }
+  return results
+}
+
+/**
+ * list, inspect and release over a Redlock's nodes: each node read in turn, each lock marked
+ * with the node (its address, password masked) that holds it.
+ */
+async function runOnNodes(command, rest, values, io, addresses, timeoutMs) {
+  const print = (text) => io.stdout.write(`${text}\n`)
+  if (command === 'list') {
+    const pattern = checkPattern(rest[0] ?? '*')
+    const perNode = await onEach(addresses, timeoutMs, async (client, address) =>
+      (await listLocks(client, pattern)).map((lock) => ({ ...lock, node: address.shown })))
+    const locks = perNode.flat().sort((a, b) => a.key.localeCompare(b.key) || a.node.localeCompare(b.node))
+    return print(values.json ? JSON.stringify(locks) : listTable(locks))
+  }
+  const key = rest[0]
+  if (command === 'inspect') {
+    const found = (await onEach(addresses, timeoutMs, async (client, address) => {
+      const lock = await inspectLock(client, key)
+      return lock && { ...shown(lock), node: address.shown }
+    })).filter(Boolean)
+    if (found.length === 0) throw new CliError(EXIT.notFound, `no lock of native-redis-lock at "${key}" on any of ${addresses.length} nodes`)
+    return print(values.json ? JSON.stringify(found) : found.map((lock) => `node:          ${lock.node}\n${describe(lock)}`).join('\n\n'))
+  }
+  // release: read on every node, confirmed once, then forced free on each node holding it.
+  const held = (await onEach(addresses, timeoutMs, async (client, address) => {
+    const lock = await inspectLock(client, key)
+    return lock && { lock, address }
+  })).filter(Boolean)
+  if (held.length === 0) throw new CliError(EXIT.notFound, `no lock of native-redis-lock at "${key}" on any of ${addresses.length} nodes`)
+  const [{ lock: first }] = held
+  if (!values.yes) {
+    if (!io.stdin.isTTY) throw new CliError(EXIT.refused, 'not a terminal to confirm on: pass --yes to release without asking')
+    const what = `${first.api} lock "${key}" on ${held.length} of ${addresses.length} nodes (holder ${first.holder ?? '-'})`
+    if (!(await confirm(io, `Delete ${what} and move its fence on? [y/N] `))) {
+      throw new CliError(EXIT.refused, 'not released: confirmation refused')
+    }
+  }
+  const nodes = []
+  for (const { lock, address } of held) {
+    const client = await connect(address, { timeoutMs })
+    try {
+      const done = await forceRelease(client, lock)
+      nodes.push(done
+        ? { node: address.shown, holder: lock.holder, deletedKeys: done.deletedKeys, fenceCounter: done.fenceCounter }
+        : { node: address.shown, holder: lock.holder, changedHands: true })
+    } finally {
+      client.close()
+    }
+  }
+  const result = { released: key, api: first.api, nodes }
+  print(values.json ? JSON.stringify(result) : nodes.map((n) => (n.changedHands
+    ? `${n.node}: not released, "${key}" changed hands after it was read`
+    : `${n.node}: released ${first.api} lock "${key}" held by ${n.holder ?? '-'}: deleted ${n.deletedKeys} key${n.deletedKeys === 1 ? '' : 's'}, fence counter now ${n.fenceCounter ?? '-'}`)).join('\n'))
+  const changed = nodes.filter((n) => n.changedHands).length
+  if (changed > 0) throw new CliError(EXIT.failed, `not released on ${changed} of ${held.length} nodes: "${key}" changed hands after it was read; inspect it again`)
 }
 
 async function run(command, rest, values, io) {
-  const address = parseAddress(oneUrl(values.url) ?? io.env.REDIS_URL)
+  const addresses = addressesOf(values, io.env)
   const timeoutMs = positiveInt(values.timeout, 'timeout', 1) ?? 5000
+  if (addresses.length > 1) {
+    if (command === 'watch') throw badUrl(SEVERAL_SERVERS)
+    return runOnNodes(command, rest, values, io, addresses, timeoutMs)
+  }
+  const [address] = addresses
   const print = (text) => io.stdout.write(`${text}\n`)
   if (command === 'watch') {
     return watch({

@@ -80,10 +80,11 @@ const GRANT_BLOCK = 1024
  * Acquisitions per second of `lock` from its fence counter, whose last reading per key is
  * kept in `last` (`{ counter, at, ringed }`). Every acquisition draws from the counter:
  * syncguard one fence, our APIs two (the holder's and one kept for a hand-over, which then
- * draws one: a lock handed over within one process reads as half its rate at most; a
- * one-shot attempt through the transaction form draws two even when it fails, so a polled
- * lock reads as its attempts: see proto/acquire.rs `AttemptForm::Transaction`), and a
- * grant across processes a block of GRANT_BLOCK. While the lock has a ring of connections
+ * draws one: a lock handed over within one process reads as half its rate at most), and a
+ * grant across processes a block of GRANT_BLOCK. A failed attempt draws none, but for a
+ * process's first attempt at a lock it has not found held within a minute: that one goes as
+ * the transaction, which draws two whatever it finds (ops/kept_fences.rs), so a lock read as
+ * acquired that was not is one such first attempt per contending process, never each poll. While the lock has a ring of connections
  * taking it by grant (now or at the last reading), the growth is read as whole blocks, one
  * a grant, and the rest as attempts' pairs: right while fewer than 512 plain acquisitions
  * come between two refreshes. A counter that went back (deleted, expired) starts anew.

@@ -167,6 +167,9 @@ pub struct AttemptTerms {
     fence_retention_ms: u64,
     /// Whether a transaction pushes the fence counter's expiry (see kept_fences.rs).
     keep_fences: bool,
+    /// Whether an attempt of ours found this lock held lately: this one goes as the script
+    /// (see kept_fences.rs).
+    contended: bool,
 }
 
 impl AttemptTerms {
@@ -178,7 +181,9 @@ impl AttemptTerms {
         ttl: Duration,
         fence_retention_ms: u64,
     ) -> Self {
-        let keep_fences = store.kept_fences().due(&fence_key, ttl, fence_retention_ms);
+        let news = store
+            .kept_fences()
+            .attempt(&fence_key, ttl, fence_retention_ms);
         AttemptTerms {
             redis_key,
             fence_key,
@@ -186,8 +191,23 @@ impl AttemptTerms {
             ttl,
             sent: Stamp::now(),
             fence_retention_ms,
-            keep_fences,
+            keep_fences: news.push,
+            contended: news.contended,
         }
+    }
+
+    /// The form this attempt is written in on a connection offering `offered`: the script
+    /// for a lock found held lately, which draws no fence when it fails.
+    pub fn form(&self, offered: AttemptForm) -> AttemptForm {
+        match self.contended {
+            true => AttemptForm::Script,
+            false => offered,
+        }
+    }
+
+    /// This attempt found the lock held: the next ones at it go as the script for a while.
+    pub fn note_held(&self, store: &Store) {
+        store.kept_fences().held(&self.fence_key);
     }
 
     /// The attempt at a lock of `layout`, written in `form`.
@@ -234,6 +254,7 @@ impl AttemptTerms {
             sent: Stamp::now(),
             fence_retention_ms: 5000,
             keep_fences,
+            contended: false,
         }
     }
 }

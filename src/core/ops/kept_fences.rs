@@ -5,6 +5,13 @@
 //!
 //! A handover of ours does the same (see `upkeep`): most need not touch the counter at all.
 //!
+//! Beside it, when an attempt of ours last found the counter's lock held: for a while after,
+//! the next first attempts at that lock are written as the script, which draws fences only
+//! when it wins, not as the transaction, which draws two whatever it finds. Those are the
+//! attempts likely to fail (a polled or contended lock), so the counter's growth stays two per
+//! acquisition, as `watch` reads it (lib/cli/watch.js); a lock nobody contends keeps the
+//! transaction, read in the same lookup.
+//!
 //! What is known stays true: nothing we send ever shortens a counter's life (the pushes are
 //! `NX` and `GT`, the scripts push only a counter due, a window of 0 persists it). A counter
 //! deleted by someone else comes back from its next draw without an expiry, which it gets
@@ -21,6 +28,10 @@ use std::time::{Duration, Instant};
 /// Counters known at most (about 100 KB); past that all is forgotten at once, which costs
 /// the next attempt at each key its two commands, never a counter.
 const KNOWN: usize = 1024;
+
+/// How long after an attempt found a lock held its next attempts are the script's: long
+/// enough for a poll every few seconds, or leader election's followers, to keep it.
+const CONTENDED_FOR: Duration = Duration::from_secs(60);
 
 /// Whether EXEC's answer shows the pushes ran: `[lock set?, counter, NX's, GT's, ...]`.
 fn pushed(reply: &Value) -> bool {
@@ -39,9 +50,35 @@ fn pushed(reply: &Value) -> bool {
     )
 }
 
+/// What is known of one counter.
+#[derive(Clone, Copy, Default)]
+struct CounterNews {
+    /// Until when a push of ours keeps it.
+    kept: Option<Instant>,
+    /// When an attempt of ours last found its lock held.
+    held: Option<Instant>,
+}
+
+/// What a first attempt at a lock is to do, from what is known of its counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptNews {
+    /// Whether a transaction must push the counter's expiry (see `due`).
+    pub push: bool,
+    /// Whether its lock was found held lately: the attempt is the script's.
+    pub contended: bool,
+}
+
 #[derive(Default)]
 pub struct KeptFences {
-    until: Mutex<HashMap<Vec<u8>, Instant>>,
+    known: Mutex<HashMap<Vec<u8>, CounterNews>>,
+}
+
+/// Whether a counter kept `until` must be pushed by an attempt needing it kept `needed`.
+fn short_of(until: Option<Instant>, needed: Option<Instant>) -> bool {
+    match (until, needed) {
+        (Some(until), Some(needed)) => until < needed,
+        _ => true,
+    }
 }
 
 impl KeptFences {
@@ -52,16 +89,31 @@ impl KeptFences {
         if window_ms == 0 {
             return true;
         }
-        let needed = Instant::now()
+        let until = lock(&self.known).get(fence_key).and_then(|news| news.kept);
+        short_of(until, Self::needed(ttl, window_ms))
+    }
+
+    /// `due`, and whether the lock was found held lately, in one look.
+    pub fn attempt(&self, fence_key: &[u8], ttl: Duration, window_ms: u64) -> AttemptNews {
+        let news = lock(&self.known)
+            .get(fence_key)
+            .copied()
+            .unwrap_or_default();
+        let push = window_ms == 0 || short_of(news.kept, Self::needed(ttl, window_ms));
+        let contended = news.held.is_some_and(|at| at.elapsed() < CONTENDED_FOR);
+        AttemptNews { push, contended }
+    }
+
+    /// An attempt of ours found the lock of `fence_key` held.
+    pub fn held(&self, fence_key: &[u8]) {
+        self.note(fence_key, |news| news.held = Some(Instant::now()));
+    }
+
+    /// Until when a counter must be kept for a lock of `ttl` sent now, `None` past any clock.
+    fn needed(ttl: Duration, window_ms: u64) -> Option<Instant> {
+        Instant::now()
             .checked_add(ttl)
-            .and_then(|at| at.checked_add(Duration::from_millis(window_ms)));
-        let Some(needed) = needed else {
-            return true;
-        };
-        match lock(&self.until).get(fence_key) {
-            Some(until) => *until < needed,
-            None => true,
-        }
+            .and_then(|at| at.checked_add(Duration::from_millis(window_ms)))
     }
 
     /// `reply` answers a transaction sent at `sent` for a lock of `ttl`, which pushed
@@ -117,11 +169,15 @@ impl KeptFences {
         let Some(until) = sent.checked_add(Duration::from_millis(keep)) else {
             return;
         };
-        let mut known = lock(&self.until);
+        self.note(fence_key, |news| news.kept = Some(until));
+    }
+
+    fn note(&self, fence_key: &[u8], change: impl FnOnce(&mut CounterNews)) {
+        let mut known = lock(&self.known);
         if known.len() >= KNOWN && !known.contains_key(fence_key) {
             known.clear();
         }
-        known.insert(fence_key.to_vec(), until);
+        change(known.entry(fence_key.to_vec()).or_default());
     }
 }
 
@@ -181,6 +237,44 @@ mod tests {
             other.upkeep(b"f", TTL, Some(WINDOW), bound),
             FenceUpkeep::Window(WINDOW)
         );
+    }
+
+    #[test]
+    fn a_lock_found_held_is_contended_for_a_while_and_its_push_still_known() {
+        let kept = KeptFences::default();
+        let fresh = kept.attempt(b"f", TTL, WINDOW);
+        assert_eq!(
+            fresh,
+            AttemptNews {
+                push: true,
+                contended: false
+            }
+        );
+        kept.answered(&won(), b"f", Instant::now(), TTL, WINDOW);
+        kept.held(b"f");
+        let news = kept.attempt(b"f", TTL, WINDOW);
+        assert_eq!(
+            news,
+            AttemptNews {
+                push: false,
+                contended: true
+            }
+        );
+        assert_eq!(news.push, kept.due(b"f", TTL, WINDOW));
+        // Another lock, or a window of 0 (always pushed), each as it is.
+        assert!(!kept.attempt(b"g", TTL, WINDOW).contended);
+        assert_eq!(
+            kept.attempt(b"f", TTL, 0),
+            AttemptNews {
+                push: true,
+                contended: true
+            }
+        );
+        // Long ago is no longer lately.
+        if let Some(long_ago) = Instant::now().checked_sub(CONTENDED_FOR + Duration::from_secs(1)) {
+            kept.note(b"f", |news| news.held = Some(long_ago));
+            assert!(!kept.attempt(b"f", TTL, WINDOW).contended);
+        }
     }
 
     #[test]

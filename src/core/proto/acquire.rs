@@ -19,7 +19,8 @@ pub enum AttemptForm {
     /// `MULTI`, `SET NX PX`, `INCRBY 2` of the fence, `EXEC`: atomic, and far cheaper for
     /// Redis than a script. The fence is the first of the two drawn (see acquire.lua). The
     /// counter also moves on a failed attempt, which keeps every fence strictly increasing
-    /// (gaps are allowed). This server has run a transaction on this connection.
+    /// (gaps are allowed), so a lock found held lately is attempted by the script instead
+    /// (ops/kept_fences.rs). This server has run a transaction on this connection.
     Transaction,
     /// As `Transaction`, but no transaction has run on this connection yet: should the
     /// server refuse MULTI, the commands after it run one by one. An attempt that cannot

@@ -54,6 +54,7 @@ impl PlainAttempt {
     /// there), unless it ends here (`tryAcquire`, `acquire` without retries).
     fn held(self, holder_ttl: Option<Duration>) -> Step<Option<Lease>> {
         self.locker.stats().contended(&self.request.key);
+        self.request.terms.note_held(self.locker.store());
         let PlainAttempt {
             locker,
             request,
@@ -113,6 +114,7 @@ impl FastCall for PlainAttempt {
     type Output = Option<Lease>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        let form = self.request.terms.form(form);
         self.form.set(form);
         let op = self.request.op(form);
         op.encode(out);

@@ -60,6 +60,7 @@ impl FastCall for ExclusiveAttempt {
     type Output = Option<Claim>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        let form = self.request.terms.form(form);
         self.form.set(form);
         let op = self.request.op(form);
         op.encode(out);
@@ -81,6 +82,7 @@ impl FastCall for ExclusiveAttempt {
             }
             Ok(Acquired::Held { .. }) => {
                 self.lock.stats().contended(&self.lock.key);
+                self.request.terms.note_held(self.lock.store());
                 Step::Now(Ok(None))
             }
             Ok(Acquired::SetWithoutFence { set_at }) => Step::Later(self.no_fence(set_at)),
