@@ -207,10 +207,6 @@ impl LockStore for Backend {
         each!(self, s => s.is_prepared())
     }
 
-    fn unprepared(&self) {
-        each!(self, s => s.unprepared())
-    }
-
     fn lost(&self) -> &Drops {
         each!(self, s => s.lost())
     }
@@ -239,3 +235,7 @@ impl LockStore for Backend {
 #[cfg(test)]
 #[path = "boundary_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "store_equivalence_tests.rs"]
+mod store_equivalence_tests;
