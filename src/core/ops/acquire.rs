@@ -463,8 +463,9 @@ impl Locker {
     /// once it is, so a caller who cancelled finds nothing held. `leaving` (the waiter's
     /// ticket, or the plan holding it) goes first: our release would otherwise hand the lock
     /// to this very waiter, leaving it held until the orphan it became was freed. The one
-    /// place of this rule: the JS thread's first attempt (fast/acquire.rs `won`) and a
-    /// Redlock's attempt on the JS thread (fast/quorum_calls.rs) end here too.
+    /// place of this rule: the JS thread's first attempts (fast/acquire.rs `won`,
+    /// fast/syncguard.rs `won`) and a Redlock's attempt there (fast/quorum_calls.rs) end here
+    /// too.
     pub(super) async fn won<T>(
         &self,
         lease: Lease,
