@@ -19,7 +19,7 @@ use std::rc::Weak;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long the hook waits for the releases beyond their own bound (see core::forsaken).
+/// How long the hook waits for the releases beyond their own bound (see core::ops::orphan).
 const SLACK: Duration = Duration::from_millis(100);
 
 /// Ends `owner`, closes its answers' `queue` and frees the locks `thread` handed out in its

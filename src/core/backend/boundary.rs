@@ -1,7 +1,7 @@
 //! `Backend`: whichever implementation of `LockStore` an endpoint's address names, chosen
 //! once when its store is made. Static dispatch: one `match` per call, no boxed future.
-//! Sentinel, Cluster and Redlock are further variants (see ARCHITECTURE.md, "Where the next
-//! backends plug in").
+//! Cluster and Redlock are variants of their own; a Sentinel set's master is a `Redis`
+//! whose link finds it (see ARCHITECTURE.md, "Where the next backends plug in").
 
 use super::cluster_store::ClusterStore;
 use super::endpoint::{Address, Endpoint};
@@ -207,10 +207,6 @@ impl LockStore for Backend {
         each!(self, s => s.is_prepared())
     }
 
-    fn unprepared(&self) {
-        each!(self, s => s.unprepared())
-    }
-
     fn lost(&self) -> &Drops {
         each!(self, s => s.lost())
     }
@@ -239,3 +235,7 @@ impl LockStore for Backend {
 #[cfg(test)]
 #[path = "boundary_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "store_equivalence_tests.rs"]
+mod store_equivalence_tests;

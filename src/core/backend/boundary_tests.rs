@@ -147,3 +147,41 @@ fn a_redlock_refuses_fewer_than_three_nodes_the_same_server_twice_and_memory_nam
     let (_, message) = refused(memory);
     assert!(message.contains("redis[0]"), "{message}");
 }
+
+/// ARCHITECTURE.md's "Where the next backends plug in", as the code answers it: a Sentinel
+/// set's master is one Redis kept off the JS thread (the master may move under a socket);
+/// a cluster keeps every call on the runtime and takes no transaction.
+#[test]
+fn sentinel_and_cluster_offer_what_architecture_says() {
+    let sentinel = open("redis+sentinel://127.0.0.1:1/mymaster");
+    assert!(
+        matches!(sentinel, Backend::Redis(_)),
+        "no variant of its own"
+    );
+    let caps = sentinel.caps();
+    assert_eq!(
+        (caps.fencing, caps.handover, caps.fairness, caps.fast_path),
+        (
+            Fencing::Strict,
+            Handover::InScript,
+            Fairness::Line,
+            FastPath::None
+        )
+    );
+    assert_eq!(caps.wake, WakeKind::QueueChecked);
+    assert!(caps.transactions);
+    let cluster = open("redis+cluster://127.0.0.1:1,127.0.0.1:2");
+    assert!(matches!(cluster, Backend::Cluster(_)));
+    let caps = cluster.caps();
+    assert_eq!(
+        (caps.fencing, caps.handover, caps.fairness, caps.fast_path),
+        (
+            Fencing::Strict,
+            Handover::InScript,
+            Fairness::Line,
+            FastPath::None
+        )
+    );
+    assert_eq!(caps.wake, WakeKind::Queue);
+    assert!(!caps.transactions);
+}

@@ -107,10 +107,6 @@ impl LockStore for ClusterStore {
         self.nodes.is_prepared()
     }
 
-    fn unprepared(&self) {
-        self.nodes.unprepared()
-    }
-
     fn lost(&self) -> &Drops {
         self.nodes.lost()
     }

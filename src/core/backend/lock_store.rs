@@ -41,8 +41,10 @@ pub enum ScriptsFor {
     Held,
 }
 
-/// What one implementation offers, for the operations to choose by (today each is the one
-/// value both implementations share, bar `fast_path` and `transactions`).
+/// What one implementation offers, for the operations to choose by: `handover` and `wake`
+/// (ops/store.rs), `fast_path` (ops/route.rs) and `fairness` (a fair lock refused where there
+/// is no line) are asked; `fencing` and `transactions` only describe (a Redlock refuses
+/// `fenced_write` itself; the JS thread's socket learns what its server takes, `TxSupport`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caps {
     pub fencing: Fencing,
@@ -376,9 +378,6 @@ pub trait LockStore: Send + Sync {
     ) -> impl Future<Output = Result<(), LockError>> + Send;
 
     fn is_prepared(&self) -> bool;
-
-    /// The scripts must be loaded again (a NOSCRIPT came back).
-    fn unprepared(&self);
 
     /// Signalled when the connection dropped: every lock may be gone (the watchdog's
     /// re-check).

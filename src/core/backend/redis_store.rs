@@ -257,10 +257,6 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.scripts_ready()
     }
 
-    fn unprepared(&self) {
-        self.link.scripts_lost()
-    }
-
     fn lost(&self) -> &Drops {
         self.link.dropped()
     }

@@ -849,12 +849,6 @@ impl LockStore for RedlockStore {
             >= self.quorum
     }
 
-    fn unprepared(&self) {
-        for node in &self.nodes {
-            node.store.unprepared();
-        }
-    }
-
     fn lost(&self) -> &Drops {
         &self.lost
     }

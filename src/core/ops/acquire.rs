@@ -459,17 +459,21 @@ impl Locker {
     }
 
     /// A won lock is the caller's, unless the caller gave up meanwhile (or its owner went
-    /// away): it is then released at once, not handed out, and the caller answered once it
-    /// is. The waiter leaves its wake table first: our release would otherwise hand the lock
-    /// to this very waiter, leaving it held until the orphan it became was freed.
-    async fn won(
+    /// away): it is then released at once, not handed out, and the caller answered `Aborted`
+    /// once it is, so a caller who cancelled finds nothing held. `leaving` (the waiter's
+    /// ticket, or the plan holding it) goes first: our release would otherwise hand the lock
+    /// to this very waiter, leaving it held until the orphan it became was freed. The one
+    /// place of this rule: the JS thread's first attempts (fast/acquire.rs `won`,
+    /// fast/syncguard.rs `won`) and a Redlock's attempt there (fast/quorum_calls.rs) end here
+    /// too.
+    pub(super) async fn won<T>(
         &self,
         lease: Lease,
         cancel: &CancellationToken,
-        ticket: Option<Ticket>,
+        leaving: T,
         scheme: KeyScheme<'_>,
     ) -> Result<Option<Lease>, LockError> {
-        drop(ticket);
+        drop(leaving);
         if self.is_cancelled(cancel) {
             let _ignored = match scheme {
                 KeyScheme::Ours(_) => self.release(&lease).await,

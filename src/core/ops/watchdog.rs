@@ -3,7 +3,7 @@
 //! round trip per tick, not 10,000. A lock whose refresh fails, or whose TTL runs out before
 //! Redis confirms one, is reported lost at once; the watchdog never waits past a deadline.
 
-use super::forsaken::Orphan;
+use super::orphan::Orphan;
 use super::schedule::Schedule;
 use super::signals::{Confirmed, Sink};
 use super::store::Store;
@@ -562,7 +562,7 @@ fn report_lost(lost: Vec<Lost>) {
     }
 }
 
-/// An ended owner's locks are released as its holder's release would have (see forsaken.rs).
+/// An ended owner's locks are released as its holder's release would have (see orphan.rs).
 impl Keeper for Watchdog {
     fn forsake(&self, owner: &Owner) -> Vec<Freeing> {
         let store = self.store.clone();

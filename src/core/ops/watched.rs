@@ -8,7 +8,7 @@
 //! a stale id does not reach the lock that took its slot. Ids stay below 2^31 (for 8 million
 //! slots): small integers in JavaScript, where handles keep them.
 
-use super::forsaken::Orphan;
+use super::orphan::Orphan;
 use super::pair::Pair;
 use super::signals::{Confirmed, Heartbeat, Sink};
 use crate::core::basics::clock::validity;
@@ -201,14 +201,6 @@ impl Watched {
         &self.bytes.get()[self.key_len as usize..]
     }
 
-    pub fn ttl_ms(&self) -> u32 {
-        self.ttl_ms
-    }
-
-    pub fn fence_retention_ms(&self) -> u64 {
-        self.fence_retention_ms
-    }
-
     pub fn is_owned_by(&self, owner: &Owner) -> bool {
         self.owner.as_ref().is_some_and(|own| own.same(owner))
     }
@@ -220,7 +212,7 @@ impl Watched {
             .is_some_and(|outlives| outlives.load(Ordering::Relaxed))
     }
 
-    /// The lock as its owner's end leaves it: to be released (see forsaken.rs).
+    /// The lock as its owner's end leaves it: to be released (see orphan.rs).
     pub fn into_orphan(self, clock: &TickClock) -> Orphan {
         Orphan {
             key: self.key().to_vec(),
@@ -323,13 +315,8 @@ impl Watched {
     /// are less than half an interval apart merge into one tick, so however the acquisitions
     /// were spread, a steady state has at most two pipelines per interval. Early is safe: the
     /// TTL only gets longer. A punctual lock is refreshed at its due time, and shares a
-    /// pipeline only with the locks due (or ripe) then.
-    pub fn is_due(&self, now: u64) -> bool {
-        !self.in_flight && self.ripe_at() <= now
-    }
-
-    /// From when `is_due` holds (while not in flight): half an interval before the due time,
-    /// or the due time itself for a punctual lock.
+    /// pipeline only with the locks due (or ripe) then. So a lock not in flight is due from
+    /// here: half an interval before its due time, or the due time itself for a punctual lock.
     pub fn ripe_at(&self) -> u64 {
         if self.punctual {
             return self.next_due;

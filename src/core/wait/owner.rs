@@ -83,7 +83,7 @@ impl Owner {
     /// Ends the owner: its waits stop at once (each leaves its wake table as it ends), and
     /// the locks kept alive for it are taken off their watchdogs now. The answer releases
     /// them (run it on the runtime); it completes once Redis answered every release, or
-    /// each release's bound passed (see forsaken.rs). Later calls find nothing left to do.
+    /// each release's bound passed (see orphan.rs). Later calls find nothing left to do.
     pub fn end(&self) -> impl Future<Output = ()> + Send + 'static {
         let enlisted = {
             let mut watchdogs = lock(&self.0.watchdogs);

@@ -205,10 +205,6 @@ impl LockStore for MemoryStore {
         self.scripts_ready.load(Ordering::Relaxed)
     }
 
-    fn unprepared(&self) {
-        self.scripts_ready.store(false, Ordering::Relaxed);
-    }
-
     fn lost(&self) -> &Drops {
         &self.lost
     }

@@ -8,6 +8,7 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::{Plan, Start};
 use crate::core::ops::attempt::PlainRequest;
+use crate::core::ops::key_scheme::KeyScheme;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::proto::acquire::Acquired;
 use crate::core::proto::release::Release;
@@ -73,20 +74,18 @@ impl PlainAttempt {
     }
 }
 
-/// A won attempt, unless the caller cancelled meanwhile: the lock is then freed, not handed
-/// out, and the caller is answered once it is (as on the runtime, acquire.rs `won`), so that
-/// a caller who cancelled finds nothing held. `mode` goes first: a waiter's ticket in it
-/// would be the one our release hands the lock to.
+/// A won attempt: the caller's at once, unless it gave up meanwhile; then the runtime frees
+/// it as acquire.rs `won` says.
 pub(super) fn won(locker: Arc<Locker>, lease: Lease, mode: Mode) -> Step<Option<Lease>> {
-    let cancelled = mode.cancel.is_cancelled();
-    drop(mode);
-    if !cancelled {
+    if !locker.is_cancelled(&mode.cancel) {
+        drop(mode);
         return Step::Now(Ok(Some(lease)));
     }
     Step::Later(
         async move {
-            let _ignored = locker.release(&lease).await;
-            Err(LockError::Aborted)
+            let Mode { plan, cancel } = mode;
+            let key = lease.key.clone();
+            (locker.won(lease, &cancel, plan, KeyScheme::Ours(&key))).await
         }
         .boxed(),
     )

@@ -13,6 +13,7 @@ use crate::core::ops::acquire::{Plan, Start};
 use crate::core::ops::attempt::PlainRequest;
 use crate::core::ops::fast::acquire::{again, won, Mode};
 use crate::core::ops::fast::{is_refusal, Later, Settled, Step};
+use crate::core::ops::key_scheme::KeyScheme;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release::outcome;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
@@ -127,13 +128,7 @@ async fn concluded(
     match acquired? {
         Acquired::Won { fence, .. } => {
             let lease = request.into_lease(fence);
-            // The plan (a waiter's ticket in it) goes first, as on the runtime.
-            drop(plan);
-            if cancel.is_cancelled() {
-                let _ignored = locker.release(&lease).await;
-                return Err(LockError::Aborted);
-            }
-            Ok(Some(lease))
+            (locker.won(lease, &cancel, plan, KeyScheme::Ours(&key))).await
         }
         Acquired::Held { ttl: holder_ttl } => match plan.attempts.ended_by_held(&key) {
             Some(ended) => ended,

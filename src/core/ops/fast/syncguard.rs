@@ -10,7 +10,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::basics::pace::Pace;
 use crate::core::ops::acquire::Start;
 use crate::core::ops::attempt::Attempt;
-use crate::core::ops::key_scheme::SyncguardKeys;
+use crate::core::ops::key_scheme::{KeyScheme, SyncguardKeys};
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release_by_id;
 use crate::core::ops::syncguard::{attempt_of, attempt_op};
@@ -74,10 +74,19 @@ impl SyncguardAttempt {
         }
     }
 
-    /// Whether the `lock()` of this attempt was cancelled meanwhile: a lock it won is then
-    /// freed, not handed out, as the runtime's attempts do (acquire.rs `won`).
-    fn cancelled(&self) -> bool {
-        (self.then.as_ref()).is_some_and(|rest| rest.cancel.is_cancelled())
+    /// A won attempt: the caller's at once, unless its `lock()` was cancelled or its owner
+    /// ended meanwhile; then the runtime frees it as acquire.rs `won` says.
+    fn won(self, lease: Lease) -> Step<Option<Lease>> {
+        let cancel =
+            (self.then.as_ref()).map_or_else(CancellationToken::new, |rest| rest.cancel.clone());
+        if !self.locker.is_cancelled(&cancel) {
+            return Step::Now(Ok(Some(lease)));
+        }
+        let SyncguardAttempt { locker, keys, .. } = self;
+        Step::Later(
+            async move { (locker.won(lease, &cancel, (), KeyScheme::Syncguard(&keys))).await }
+                .boxed(),
+        )
     }
 
     /// A held lock: the answer, or for `lock()` the wait that follows.
@@ -144,13 +153,7 @@ impl FastCall for SyncguardAttempt {
         let answer = attempt_op(&self.keys, self.ttl, self.sent.at).decode(reply);
         match answer.and_then(|answer| attempt_of(&self.keys, self.ttl, self.sent, answer)) {
             Ok(Attempt::Held { ttl }) => self.held(ttl),
-            // Its caller's environment ended meanwhile: nobody could release it (as
-            // acquire.rs `won` does for the runtime's attempts).
-            Ok(Attempt::Acquired(_)) if self.locker.owner().is_gone() || self.cancelled() => {
-                let freed = Self::release(self.locker, self.keys);
-                Step::Later(async move { freed.await.and(Err(LockError::Aborted)) }.boxed())
-            }
-            Ok(Attempt::Acquired(lease)) => Step::Now(Ok(Some(lease))),
+            Ok(Attempt::Acquired(lease)) => self.won(lease),
             Err(err) => Step::Now(Err(err)),
         }
     }
