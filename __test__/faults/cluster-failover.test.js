@@ -79,6 +79,9 @@ test('a master killed: the others go on, its keys fail cleanly, its holders are 
   exclusive.on('suspended', () => suspended.push(['exclusive', Date.now()]))
   assert.equal(await exclusive.acquire(), true)
   const serviceKey = await cluster.keyOn(dead, 'failover-service:')
+  // Keys of the dead master that ExclusiveLock and maestro try for while it is down.
+  const otherExName = await cluster.keyOn(dead, 'failover-other-', 'ex:')
+  const otherServiceKey = await cluster.keyOn(dead, 'failover-service-other:')
   const quiet = { error() {}, warn() {}, info() {}, debug() {} }
   const service = new DistributedLockService(serviceKey, TTL, cluster.url, {
     logger: quiet,
@@ -139,6 +142,16 @@ test('a master killed: the others go on, its keys fail cleanly, its holders are 
   ]
   const sgAnswers = sgCalls.map(([what, call]) => within(5000, `syncguard ${what} on the dead master`, call().then((v) => ({ v }), (e) => ({ e }))))
   for (const a of sgAnswers) a.catch(() => {})
+  // ExclusiveLock and maestro acquiring other keys of the dead master: settled within their
+  // bound; ExclusiveLock's a connection error or timeout, never false ("held"); either may win
+  // once the replica took over. maestro answers false for any failure, by its contract.
+  const otherEx = new ExclusiveLock({ name: otherExName, key_prefix: 'ex', cache_connection: cluster.url, lock_ttl_ms: 5000, lock_refresh_ms: 1000 })
+  otherEx.on('error', () => {})
+  const otherService = new DistributedLockService(otherServiceKey, 5000, cluster.url, { logger: quiet })
+  const exDuring = within(12_000, 'ExclusiveLock.acquire() on the dead master', otherEx.acquire().then((v) => ({ v }), (e) => ({ e })))
+  const serviceDuring = within(12_000, "maestro's acquire on the dead master", otherService.acquire(5000, 1000))
+  exDuring.catch(() => {})
+  serviceDuring.catch(() => {})
 
   // In doubt as soon as a refresh met the dead node: told, long before anything is known.
   const doubtBy = killedAt + 5000
@@ -174,6 +187,14 @@ test('a master killed: the others go on, its keys fail cleanly, its holders are 
       await backend.release({ lockId: answer.v.lockId })
     } else assert.ok(answer.v === null || answer.v === false, `${what} said the dead master's lock is held: ${JSON.stringify(answer.v)}`)
   }
+
+  const ex = await exDuring
+  if (ex.e) assert.ok(['ECONNECTION', 'ETIMEDOUT'].includes(ex.e.code), `ExclusiveLock: ${ex.e.code}: ${ex.e.message}`)
+  else {
+    assert.equal(ex.v, true, 'ExclusiveLock.acquire() answered false ("held") on a dead master')
+    await otherEx.release()
+  }
+  if (await serviceDuring) await otherService.release()
 
   // The keys work again once the promoted replica answers.
   let again
