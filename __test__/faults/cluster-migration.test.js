@@ -109,10 +109,10 @@ test('a waiter whose slot moved is subscribed again on the new master: a release
 
 test('maestro and syncguard (its slot-safe layout) held across a migration of their slot: nothing lost, every call answered', async () => {
   // Key by key (batch 1), so calls meet a lock's keys split between the two masters.
-  // ExclusiveLock is not here: its refresh requires its lock and owner keys to share one
-  // absolute expiry (same_expiry.lua), and MIGRATE gives each key moved its remaining TTL
-  // anew, a few ms apart, so a migration can make it report its lock lost (an open bug, seen
-  // here in 1 of 5 runs).
+  // ExclusiveLock is not here: a migration can make it report its lock lost (an open bug, seen
+  // here in 1 of 5 runs; "gone or no longer ours" from its refresh). Suspected cause: its
+  // refresh requires its lock and owner keys to share one absolute expiry (same_expiry.lua),
+  // and MIGRATE sends each key's remaining TTL, which the target counts from its own clock.
   const tag = '{x}'
   const from = await cluster.masterOf(tag)
   const to = (await cluster.masterPorts()).find((port) => port !== from)
