@@ -121,6 +121,33 @@ describe('naming a cluster', () => {
       assert.equal(locked, 'done')
     }
   })
+  test('an ioredis Cluster and a node-redis cluster client through ExclusiveLock, DistributedLockService and syncguard', async () => {
+    const { ioredis, 'node-redis': nodeRedis } = await forms()
+    for (const [form, client] of [['ioredis', ioredis], ['node-redis', nodeRedis]]) {
+      for (const port of masters) {
+        const name = await cluster.keyOn(port, `client-${form}-`, 'ex:')
+        const exclusive = new ExclusiveLock({ name, key_prefix: 'ex', cache_connection: client, lock_ttl_ms: 5000, lock_refresh_ms: 1000 })
+        assert.equal(await exclusive.acquire(), true, `${form}: ExclusiveLock on ${port}`)
+        assert.equal(await cluster.command(port, 'EXISTS', `ex:${name}`), 1, `${form}: the ExclusiveLock is on ${port}`)
+        await exclusive.release()
+
+        const serviceKey = await cluster.keyOn(port, `client-${form}-service:`)
+        const service = new DistributedLockService(serviceKey, 5000, client)
+        assert.equal(await service.acquire(5000, 1), true, `${form}: maestro on ${port}`)
+        assert.equal(await cluster.command(port, 'EXISTS', serviceKey), 1, `${form}: the service's lock is on ${port}`)
+        assert.equal(await service.release(), true)
+
+        const sgKey = await cluster.keyOn(port, `client-${form}-sg:`, 'syncguard:')
+        const backend = syncguard.createRedisBackend(client)
+        const won = await backend.acquire({ key: sgKey, ttlMs: 5000 })
+        assert.equal(won.ok, true, `${form}: syncguard on ${port}: ${JSON.stringify(won)}`)
+        assert.equal(await cluster.command(port, 'EXISTS', `syncguard:${sgKey}`), 1, `${form}: syncguard's record is on ${port}`)
+        assert.equal(await syncguard.owns(backend, won.lockId), true)
+        assert.equal((await backend.release({ lockId: won.lockId })).ok, true)
+      }
+    }
+    assert.equal(ioredis.status, 'wait', 'the ioredis Cluster was not connected by us')
+  })
 })
 
 /** A child node process running the fixture, whose stdout lines are collected. */

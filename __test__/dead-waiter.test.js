@@ -13,6 +13,7 @@ const { startChild, killAll, line } = require('./helpers/child')
 const { siblingKey } = require('./helpers/keys')
 const { DistributedLock } = require('..')
 const DistributedLockService = require('../maestro')
+const syncguard = require('../syncguard')
 
 const WORKER = path.join(__dirname, 'fixtures', 'wake-worker.js')
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -103,4 +104,14 @@ test("maestro's DistributedLockService (30 s step): a queued waiter SIGKILLed, t
   // Every waiter is past its first attempt: its next is due only after a backoff step.
   await sleep(200)
   await killFirstThenRelease(t, lockKey, kids, async () => assert.equal(await holder.release(), true))
+})
+
+test("syncguard's lock(fn) (retrying every 30 s): a queued waiter SIGKILLed, then the release: the next holds within 500 ms", async (t) => {
+  const key = 'dead-sg'
+  const backend = syncguard.createRedisBackend(server.url)
+  const held = await backend.acquire({ key, ttlMs: 30_000 })
+  assert.equal(held.ok, true)
+  const kids = await lineUp(`syncguard:${key}`, { MODE: 'syncguard', LOCK_KEY: key })
+  await sleep(100)
+  await killFirstThenRelease(t, `syncguard:${key}`, kids, async () => assert.equal((await backend.release({ lockId: held.lockId })).ok, true))
 })

@@ -1111,6 +1111,36 @@ describe('losing the lock', () => {
     await r.lock.release()
   })
 
+  redisOnly("Redis stopped: from the loss 'acquired' is false, and an acquire() made in the 'error' listener is never a stale true", async () => {
+    const lock = make({ name: 'lost then acquire', lock_ttl_ms: 1000, lock_refresh_ms: 200 })
+    const seen = []
+    let again = null
+    lock.on('error', (err) => {
+      seen.push([err.code, lock.acquired])
+      // At once, as a caller retrying on the loss would; the automatic release (which cannot
+      // reach Redis) is still on its way.
+      again ??= lock.acquire().then(
+        (value) => ['resolved', value],
+        (e) => ['rejected', e.code],
+      )
+    })
+    assert.equal(await lock.acquire(), true)
+    await sleep(300)
+    await backend.server.stop()
+    try {
+      const until = performance.now() + 8000
+      while (seen.length < 2 && performance.now() < until) await sleep(20)
+      assert.deepEqual(seen[0], ['ELOST', false], 'acquired read true as the loss was told')
+      assert.ok(again, 'no acquire() was made')
+      const outcome = await again
+      // Redis is down: the attempt after the release fails; "already acquired" (true) would be a lie.
+      assert.notDeepEqual(outcome, ['resolved', true], 'acquire() in the listener answered true with Redis down')
+      assert.equal(lock.acquired, false)
+    } finally {
+      await backend.server.start()
+    }
+  })
+
   redisOnly('Redis restarted empty: ELOST at the next tick after it is back, then released; acquire works again', async () => {
     let restartedAt
     const r = await loseBy(

@@ -368,6 +368,16 @@ describe('servers killed', () => {
     }
     const service = new DistributedLockService('rl:lost-service', 2000, urls, { logger: { error() {}, warn() {}, info() {}, debug() {} } })
     assert.equal(await service.acquire(2000, 200), false)
+    // ExclusiveLock's acquire: the quorum error, never false ("held by someone").
+    const fresh = new ExclusiveLock({ name: 'rl-lost-fresh', cache_connection: urls, lock_ttl_ms: 2000, lock_refresh_ms: 500 })
+    const exStarted = Date.now()
+    const exErr = await fresh.acquire().then(
+      (won) => assert.fail(`ExclusiveLock.acquire() answered ${won} without a quorum`),
+      (e) => e,
+    )
+    assert.equal(exErr.code, 'ECONNECTION', exErr.stack)
+    assert.match(exErr.message, /2 of 5 Redlock nodes answered; a quorum is 3/)
+    assert.ok(Date.now() - exStarted < 3000, `ExclusiveLock.acquire() took ${Date.now() - exStarted} ms to fail`)
 
     // syncguard's entry: a LockError ServiceUnavailable naming how many answered, never "locked".
     const backend = syncguard.createRedisBackend(urls, { commandTimeoutMs: 500 })

@@ -146,6 +146,10 @@ class ExclusiveLock extends EventEmitter {
   #acquired = false
   // The hold's connection dropped and no refresh has confirmed it since (in doubt).
   #suspended = false
+  // The hold was found lost; its automatic release is on its way (over a partition that can
+  // take the command timeout), and `acquired` must not read true meanwhile.
+  #lost = false
+  #lostRelease = null
   // The hold whose native events count; an attempt that loses never replaces it. Its
   // listener names it in every native call about it.
   #hold = null
@@ -274,9 +278,10 @@ class ExclusiveLock extends EventEmitter {
     return this.#key
   }
 
-  /** False while the lock is in doubt (its connection dropped, not confirmed since). */
+  /** False while the lock is in doubt (its connection dropped, not confirmed since), and
+   * from the moment it is found lost. */
   get acquired() {
-    return this.#acquired && !this.#suspended
+    return this.#acquired && !this.#suspended && !this.#lost
   }
 
   /**
@@ -321,6 +326,9 @@ class ExclusiveLock extends EventEmitter {
 
   /** One attempt; `true` when this instance holds the lock (again, when it already did). */
   async acquire() {
+    // A lost hold's release still on its way: no "already acquired" answer for a lock that is
+    // gone (an 'error' listener may well try again at once); the attempt comes after it.
+    if (this.#lost) await this.#lostRelease.catch(() => {})
     if (this.#acquired) {
       this.log.warn('%s lock is already acquired. Must call release() first.', this.#key)
       return true
@@ -464,6 +472,7 @@ class ExclusiveLock extends EventEmitter {
       throw error
     } finally {
       this.#acquired = false
+      this.#lost = false
     }
   }
 
@@ -521,7 +530,9 @@ class ExclusiveLock extends EventEmitter {
     // throws) throws, by EventEmitter's rule, as the original's refresh failure did, and a
     // process that catches that throw must still see the lock released. The events keep the
     // original's order: 'released' comes once the release is answered, after 'error'.
+    this.#lost = true
     const releasing = this.release()
+    this.#lostRelease = releasing
     releasing.catch((releaseError) => {
       const error = fromNative(releaseError, this.key)
       // Every 'error' names its lock, the loss's and this one alike (as the types say).

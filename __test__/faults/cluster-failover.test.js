@@ -11,7 +11,8 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { RedisCluster } = require('../helpers/redis-cluster')
-const { DistributedLock, ExclusiveLock } = require('../..')
+const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
+const syncguard = require('../../syncguard')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -77,6 +78,23 @@ test('a master killed: the others go on, its keys fail cleanly, its holders are 
   exclusive.on('error', (err) => told.push(['exclusive', err, Date.now()]))
   exclusive.on('suspended', () => suspended.push(['exclusive', Date.now()]))
   assert.equal(await exclusive.acquire(), true)
+  const serviceKey = await cluster.keyOn(dead, 'failover-service:')
+  // Keys of the dead master that ExclusiveLock and maestro try for while it is down.
+  const otherExName = await cluster.keyOn(dead, 'failover-other-', 'ex:')
+  const otherServiceKey = await cluster.keyOn(dead, 'failover-service-other:')
+  const quiet = { error() {}, warn() {}, info() {}, debug() {} }
+  const service = new DistributedLockService(serviceKey, TTL, cluster.url, {
+    logger: quiet,
+    onSuspended: () => suspended.push(['maestro', Date.now()]),
+    onLost: (_service, err) => told.push(['maestro', err, Date.now()]),
+  })
+  assert.equal(await service.acquire(TTL, 200), true)
+  // syncguard keeps no hold to tell: its lookup and owns must never say ours once the master died.
+  const backend = syncguard.createRedisBackend(cluster.url, { commandTimeoutMs: 1000 })
+  const sgKey = await cluster.keyOn(dead, 'failover-sg:', 'syncguard:')
+  const sgHeld = await backend.acquire({ key: sgKey, ttlMs: TTL })
+  assert.equal(sgHeld.ok, true, JSON.stringify(sgHeld))
+  assert.equal(await syncguard.owns(backend, sgHeld.lockId), true)
   // Its TTL as long as theirs: from the moment the dead master is marked failed until its
   // replica is promoted, every master answers CLUSTERDOWN (cluster-require-full-coverage yes,
   // Redis's default), so an 800 ms lock on a live master is lost by its deadline (about 2.1 s
@@ -94,6 +112,8 @@ test('a master killed: the others go on, its keys fail cleanly, its holders are 
   const onReplica = await cluster.command(replica.port, 'KEYS', '*failover*')
   assert.ok(!onReplica.includes(`lock:${deadKey}`), `the holder's key is still on the replica: ${onReplica}`)
   assert.equal(await cluster.command(dead, 'GET', `lock:${deadKey}`), doomed.token, 'still held on the master')
+  assert.ok(!onReplica.includes(serviceKey), `the service's key is still on the replica: ${onReplica}`)
+  assert.ok(!onReplica.includes(`syncguard:${sgKey}`), `syncguard's key is still on the replica: ${onReplica}`)
 
   const killedAt = Date.now()
   await cluster.node(dead).kill()
@@ -112,26 +132,69 @@ test('a master killed: the others go on, its keys fail cleanly, its holders are 
     (e) => e,
   ))
   assert.ok(['ECONNECTION', 'ETIMEDOUT'].includes(err.code), `${err.code}: ${err.message}`)
+  // syncguard on the dead master's key: a clean error while no master answers, or, once the
+  // replica took over, the truth (gone): never the dead master's record, never a hang.
+  // Asked now, side by side with the checks below, and judged once they are done.
+  const sgCalls = [
+    ['lookup', () => backend.lookup({ key: sgKey })],
+    ['owns', () => syncguard.owns(backend, sgHeld.lockId)],
+    ['acquire', () => backend.acquire({ key: `${sgKey}`, ttlMs: 2000 })],
+  ]
+  const sgAnswers = sgCalls.map(([what, call]) => within(5000, `syncguard ${what} on the dead master`, call().then((v) => ({ v }), (e) => ({ e }))))
+  for (const a of sgAnswers) a.catch(() => {})
+  // ExclusiveLock and maestro acquiring other keys of the dead master: settled within their
+  // bound; ExclusiveLock's a connection error or timeout, never false ("held"); either may win
+  // once the replica took over. maestro answers false for any failure, by its contract.
+  const otherEx = new ExclusiveLock({ name: otherExName, key_prefix: 'ex', cache_connection: cluster.url, lock_ttl_ms: 5000, lock_refresh_ms: 1000 })
+  otherEx.on('error', () => {})
+  const otherService = new DistributedLockService(otherServiceKey, 5000, cluster.url, { logger: quiet })
+  const exDuring = within(12_000, 'ExclusiveLock.acquire() on the dead master', otherEx.acquire().then((v) => ({ v }), (e) => ({ e })))
+  const serviceDuring = within(12_000, "maestro's acquire on the dead master", otherService.acquire(5000, 1000))
+  exDuring.catch(() => {})
+  serviceDuring.catch(() => {})
 
   // In doubt as soon as a refresh met the dead node: told, long before anything is known.
   const doubtBy = killedAt + 5000
-  while (suspended.length < 2 && Date.now() < doubtBy) await sleep(20)
-  assert.deepEqual(suspended.map(([who]) => who).sort(), ['distributed', 'exclusive'], `suspended: ${suspended.map(([w]) => w)}`)
+  while (suspended.length < 3 && Date.now() < doubtBy) await sleep(20)
+  assert.deepEqual(suspended.map(([who]) => who).sort(), ['distributed', 'exclusive', 'maestro'], `suspended: ${suspended.map(([w]) => w)}`)
   assert.equal(doomed.suspended, true)
 
   // The replica takes over (cluster-node-timeout 1 s, then the election); a refresh there
   // finds the keys gone and tells their holders, before their TTL would have.
   const toldBy = acquiredAt + TTL
-  while (told.length < 2 && Date.now() < toldBy) await sleep(20)
-  assert.deepEqual(told.map(([who]) => who).sort(), ['distributed', 'exclusive'], `told: ${told.map(([w, e]) => `${w} ${e.code}`)}`)
+  while (told.length < 3 && Date.now() < toldBy) await sleep(20)
+  assert.deepEqual(told.map(([who]) => who).sort(), ['distributed', 'exclusive', 'maestro'], `told: ${told.map(([w, e]) => `${w} ${e.code}`)}`)
   for (const [who, e, at] of told) {
     assert.equal(e.code, 'ELOST', `${who}: ${e.code} ${e.message}`)
     assert.ok(at < acquiredAt + TTL - 1000, `${who} told ${at - acquiredAt} ms after acquiring, near its TTL's end: by its deadline, not a refresh`)
     assert.match(e.message, /gone|taken|no longer|not held|another/i, `${who}: told for another reason: ${e.message}`)
   }
   assert.equal(doomed.isHeld, false)
+  assert.equal(service.isLocked, false)
   assert.equal(survivorLost, undefined, 'a holder on a live master was told it lost its lock')
   assert.equal(survivor.isHeld, true)
+
+  for (const [i, [what]] of sgCalls.entries()) {
+    const answer = await sgAnswers[i]
+    // CLUSTERDOWN (every master answers it between the failure and the promotion) keeps
+    // syncguard's own mapping of a server error it does not know: Internal.
+    if (answer.e) {
+      const clean = ['ServiceUnavailable', 'NetworkTimeout'].includes(answer.e.code) || (answer.e.code === 'Internal' && /ClusterDown/i.test(answer.e.message))
+      assert.ok(clean, `${what}: ${answer.e.code}: ${answer.e.message}`)
+    } else if (what === 'acquire') {
+      // Only once the replica answered, where the old record never was.
+      assert.equal(answer.v.ok, true, `acquire on the dead master's key: ${JSON.stringify(answer.v)}`)
+      await backend.release({ lockId: answer.v.lockId })
+    } else assert.ok(answer.v === null || answer.v === false, `${what} said the dead master's lock is held: ${JSON.stringify(answer.v)}`)
+  }
+
+  const ex = await exDuring
+  if (ex.e) assert.ok(['ECONNECTION', 'ETIMEDOUT'].includes(ex.e.code), `ExclusiveLock: ${ex.e.code}: ${ex.e.message}`)
+  else {
+    assert.equal(ex.v, true, 'ExclusiveLock.acquire() answered false ("held") on a dead master')
+    await otherEx.release()
+  }
+  if (await serviceDuring) await otherService.release()
 
   // The keys work again once the promoted replica answers.
   let again
@@ -152,5 +215,31 @@ test('a master killed: the others go on, its keys fail cleanly, its holders are 
   // The lock is on the promoted replica (the nodes' views of it converge within moments).
   assert.equal(await cluster.command(replica.port, 'GET', `lock:${deadKey}`), again.token)
   await again.release()
+  // The other APIs lock the dead master's keys again too, on the promoted replica (each
+  // asked again while the nodes' views of the promotion converge: false or an error then,
+  // within 20 s).
+  const soon = async (what, take) => {
+    const until = Date.now() + 20_000
+    for (;;) {
+      const answer = await within(5000, what, take().catch((e) => e))
+      if (answer === true || answer?.ok === true) return answer
+      assert.ok(Date.now() < until, `${what}: the dead master's key never came back: ${answer?.message ?? JSON.stringify(answer)}`)
+      await sleep(200)
+    }
+  }
+  const exclusiveAgain = new ExclusiveLock({ name: exclusiveName, key_prefix: 'ex', cache_connection: cluster.url, lock_ttl_ms: 5000, lock_refresh_ms: 1000 })
+  exclusiveAgain.on('error', () => {})
+  await soon('ExclusiveLock again', () => exclusiveAgain.acquire())
+  assert.equal(await cluster.command(replica.port, 'EXISTS', `ex:${exclusiveName}`), 1)
+  await exclusiveAgain.release()
+  const serviceAgain = new DistributedLockService(serviceKey, 5000, cluster.url, { logger: quiet })
+  await soon('maestro again', () => serviceAgain.acquire(5000, 1000))
+  assert.equal(await cluster.command(replica.port, 'EXISTS', serviceKey), 1)
+  await serviceAgain.release()
+  assert.equal(await syncguard.owns(backend, sgHeld.lockId), false, 'the lost syncguard lock is not ours')
+  assert.equal(await backend.lookup({ key: sgKey }), null)
+  const sgAgain = await soon('syncguard again', () => backend.acquire({ key: sgKey, ttlMs: 5000 }))
+  assert.equal(await cluster.command(replica.port, 'EXISTS', `syncguard:${sgKey}`), 1)
+  assert.equal((await backend.release({ lockId: sgAgain.lockId })).ok, true)
   await survivor.release()
 })

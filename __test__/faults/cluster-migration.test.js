@@ -10,7 +10,8 @@ const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { RedisCluster } = require('../helpers/redis-cluster')
 const { slot } = require('../helpers/keys')
-const { DistributedLock } = require('../..')
+const { DistributedLock, DistributedLockService } = require('../..')
+const syncguard = require('../../syncguard')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -104,4 +105,86 @@ test('a waiter whose slot moved is subscribed again on the new master: a release
   assert.ok(BigInt(won.fence) > BigInt(held.fence))
   assert.equal(await cluster.command(to, 'GET', `lock:${key}`), won.token, 'held on the new master')
   await won.release()
+})
+
+test('maestro and syncguard (its slot-safe layout) held across a migration of their slot: nothing lost, every call answered', async () => {
+  // Key by key (batch 1), so calls meet a lock's keys split between the two masters.
+  // ExclusiveLock is not here: a migration can make it report its lock lost (an open bug, seen
+  // here in 1 of 5 runs; "gone or no longer ours" from its refresh). Suspected cause: its
+  // refresh requires its lock and owner keys to share one absolute expiry (same_expiry.lua),
+  // and MIGRATE sends each key's remaining TTL, which the target counts from its own clock.
+  const tag = '{x}'
+  const from = await cluster.masterOf(tag)
+  const to = (await cluster.masterPorts()).find((port) => port !== from)
+  const quiet = { error() {}, warn() {}, info() {}, debug() {} }
+  const lost = []
+  const service = new DistributedLockService(`${tag}:service`, 1500, cluster.url, {
+    logger: quiet,
+    onLost: (_service, err) => lost.push(`maestro ${err.message}`),
+  })
+  assert.equal(await service.acquire(1500, 200), true)
+  // syncguard's default prefix: untagged, so its index and fence keys carry a tag of the lock
+  // key's slot (README Differences, "Redis Cluster"); all three must move and be found.
+  const backend = syncguard.createRedisBackend(cluster.url, { commandTimeoutMs: 2000 })
+  const sgKey = `${tag}:sg`
+  const held = await backend.acquire({ key: sgKey, ttlMs: 60_000 })
+  assert.equal(held.ok, true, JSON.stringify(held))
+  assert.equal(await cluster.masterOf(`syncguard:${sgKey}`), from)
+  // Extended by lockId every round, and one released by lockId half-way through.
+  const extended = await backend.acquire({ key: `${tag}:sg-extended`, ttlMs: 60_000 })
+  const released = await backend.acquire({ key: `${tag}:sg-released`, ttlMs: 60_000 })
+  assert.equal(extended.ok && released.ok, true)
+
+  // Asked again and again while the slots move: each answer "held", never an error.
+  let moving = true
+  let rounds = 0
+  let releasedAt = null
+  const answers = { ok: 0, wrong: [], failed: [] }
+  const asking = (async () => {
+    while (moving) {
+      rounds++
+      const releaseNow = releasedAt === null && rounds === 3
+      if (releaseNow) releasedAt = rounds
+      for (const [what, call, right] of [
+        ['extend by id', () => backend.extend({ lockId: extended.lockId, ttlMs: 60_000 }), (v) => v.ok === true],
+        ...(releaseNow ? [['release by id', () => backend.release({ lockId: released.lockId }), (v) => v.ok === true]] : []),
+        ['owns', () => syncguard.owns(backend, held.lockId), (v) => v === true],
+        ['lookup by key', () => backend.lookup({ key: sgKey }), (v) => v?.fence === held.fence],
+        ['lookup by id', () => backend.lookup({ lockId: held.lockId }), (v) => v?.fence === held.fence],
+        ['isLocked', () => backend.isLocked({ key: sgKey }), (v) => v === true],
+      ]) {
+        try {
+          const value = await call()
+          if (right(value)) answers.ok++
+          else answers.wrong.push(`${what}: ${JSON.stringify(value)}`)
+        } catch (err) {
+          answers.failed.push(`${what}: ${err.code} ${err.message}`)
+        }
+      }
+      await sleep(5)
+    }
+  })()
+  await cluster.migrate(slot(tag), from, to, { batch: 1, pauseMs: 30 })
+  moving = false
+  await asking
+  assert.deepEqual(answers.wrong, [], 'a call answered the lock not held while it moved')
+  assert.deepEqual(answers.failed, [], 'a call failed while the slot moved')
+  assert.ok(answers.ok > 0)
+  assert.ok(releasedAt !== null, `the migration took fewer than 3 rounds (${rounds}): nothing was released during it`)
+  assert.equal(await backend.isLocked({ key: `${tag}:sg-released` }), false, 'the release by lockId during the migration took')
+  assert.equal((await backend.release({ lockId: extended.lockId })).ok, true)
+
+  await sleep(2000) // past the TTLs (1.5 s): only refreshes on the new master keep them
+  assert.deepEqual(lost, [], 'a holder was told its lock was lost')
+  assert.equal(service.isLocked, true)
+  for (const key of [`${tag}:service`, `syncguard:${sgKey}`]) {
+    assert.equal(await cluster.masterOf(key), to)
+    assert.equal(await cluster.command(to, 'EXISTS', key), 1, `${key} lives on the new master`)
+  }
+  assert.equal(await syncguard.owns(backend, held.lockId), true)
+  assert.equal((await backend.extend({ lockId: held.lockId, ttlMs: 60_000 })).ok, true)
+  assert.equal((await backend.release({ lockId: held.lockId })).ok, true)
+  assert.equal(await backend.isLocked({ key: sgKey }), false)
+  assert.equal(await service.release(), true)
+  assert.equal(await cluster.command(to, 'EXISTS', `${tag}:service`), 0)
 })

@@ -10,6 +10,7 @@ const { startRedis } = require('../helpers/redis-server')
 const { startProxy } = require('../helpers/tcp-proxy')
 const Redis = require('ioredis')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
+const syncguard = require('../../syncguard')
 
 const BOUND_MS = 2000
 
@@ -169,6 +170,65 @@ test('maestro: a reset connection calls onSuspended then onResumed; the lock sta
     ['resumed', 'DistributedLockService', 'reset:maestro'],
   ])
   assert.equal(await service.release(), true)
+})
+
+test('syncguard: across a reset, lookup and owns tell the truth (held), extend and release find the lock ours', async () => {
+  // syncguard keeps nothing that could be in doubt: each call asks Redis. A call caught by the
+  // reset may fail ServiceUnavailable (its reply lost); asked again, every answer is "held".
+  const backend = syncguard.createRedisBackend(proxy.url, { keyPrefix: 'reset-sg', commandTimeoutMs: 1000 })
+  const raw = new Redis(server.port, '127.0.0.1', { lazyConnect: true })
+  const again = async (call) => {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await call()
+      } catch (err) {
+        if (err.code !== 'ServiceUnavailable' || tries === 5) throw err
+      }
+    }
+  }
+  try {
+    await raw.connect()
+    const won = await backend.acquire({ key: 'held', ttlMs: 10_000 })
+    assert.equal(won.ok, true, JSON.stringify(won))
+    const before = await syncguard.getByKey(backend, 'held')
+    proxy.reset()
+    // Racing the reset, then after it: never "gone" while Redis holds the lock.
+    const racing = await Promise.allSettled([
+      syncguard.owns(backend, won.lockId),
+      backend.lookup({ key: 'held' }),
+      backend.isLocked({ key: 'held' }),
+    ])
+    for (const r of racing) {
+      if (r.status === 'rejected') assert.equal(r.reason.code, 'ServiceUnavailable', String(r.reason))
+      else assert.ok(r.value === true || (r.value && r.value.fence === won.fence), `a call racing the reset said gone: ${JSON.stringify(r.value)}`)
+    }
+    assert.equal(await again(() => syncguard.owns(backend, won.lockId)), true, 'owns after the reset')
+    const after = await again(() => syncguard.getByKey(backend, 'held'))
+    assert.equal(after?.fence, before.fence, 'the same lock, found by key')
+    assert.equal((await again(() => syncguard.getById(backend, won.lockId)))?.fence, won.fence, 'found by lockId')
+    assert.equal(await again(() => backend.isLocked({ key: 'held' })), true)
+    assert.ok(await raw.pttl('reset-sg:held') > 5000, 'Redis still holds it with its TTL')
+    const extended = await again(() => backend.extend({ lockId: won.lockId, ttlMs: 10_000 }))
+    assert.equal(extended.ok, true, 'no false loss: the extend finds it ours')
+    assert.equal((await again(() => backend.release({ lockId: won.lockId }))).ok, true)
+    assert.equal(await backend.isLocked({ key: 'held' }), false)
+  } finally {
+    raw.disconnect()
+  }
+})
+
+test('syncguard lock(fn): a reset during fn: fn\'s result, the lock released, nothing left', async () => {
+  const backend = syncguard.createRedisBackend(proxy.url, { keyPrefix: 'reset-sg', commandTimeoutMs: 1000 })
+  const observer = syncguard.createRedisBackend(server.url, { keyPrefix: 'reset-sg' })
+  const result = await syncguard.lock(backend, async () => {
+    assert.equal(await observer.isLocked({ key: 'fn' }), true)
+    proxy.reset()
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.equal(await observer.isLocked({ key: 'fn' }), true, 'the reset took nothing from Redis')
+    return 'done'
+  }, { key: 'fn', ttlMs: 10_000 })
+  assert.equal(result, 'done')
+  assert.equal(await observer.isLocked({ key: 'fn' }), false, 'released after fn, over the new connection')
 })
 
 test('RESP2 (a server without HELLO): the reset is noticed at the next refresh, then suspended and resumed', async () => {

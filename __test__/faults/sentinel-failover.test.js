@@ -17,6 +17,7 @@ const assert = require('node:assert/strict')
 const { RedisSentinelSet } = require('../helpers/redis-sentinel')
 const { record } = require('./figures')
 const { DistributedLock, ExclusiveLock, DistributedLockService, LockLostError } = require('../..')
+const syncguard = require('../../syncguard')
 
 let set
 /** What the two tests measured, recorded for docs/FAULTS.md when both ran. */
@@ -85,13 +86,17 @@ test('locks lost in a failover are told to their holders; new acquisitions reach
     onSuspended: suspended('maestro'),
   })
   assert.equal(await service.acquire(TTL, 200), true)
+  // syncguard keeps no hold to tell: once the new master answers, lookup and owns say gone.
+  const backend = syncguard.createRedisBackend(set.url, { commandTimeoutMs: 1000 })
+  const sgHeld = await backend.acquire({ key: 'sf-lost-sg', ttlMs: TTL })
+  assert.equal(sgHeld.ok, true, JSON.stringify(sgHeld))
   const acquiredAt = Date.now()
 
   const onReplica = set.client(replica.port)
   await set.client(oldPort).call('WAIT', '1', '2000')
   await onReplica.config('SET', 'replica-read-only', 'no')
   const lostKeys = await onReplica.keys('*lost*')
-  assert.ok(lostKeys.length >= 3, `the locks' keys were not replicated: ${lostKeys}`)
+  assert.ok(lostKeys.length >= 4, `the locks' keys were not replicated: ${lostKeys}`)
   await onReplica.del(...lostKeys)
   await onReplica.config('SET', 'replica-read-only', 'yes')
   const killing = Date.now()
@@ -126,6 +131,21 @@ test('locks lost in a failover are told to their holders; new acquisitions reach
   t.diagnostic(`in doubt after the kill began: ${Object.entries(suspendedAt).map(([api, at]) => `${api} ${at - killing} ms`).join(', ')}`)
   figures.kill_told_ms = toldAt.dl - killedAt
 
+  // syncguard's lookup and owns, asked after the promotion, answer what the new master holds.
+  const sgAnswer = async (call) => {
+    const until = Date.now() + 5000
+    for (;;) {
+      try {
+        return await call()
+      } catch (err) {
+        assert.ok(['ServiceUnavailable', 'NetworkTimeout'].includes(err.code), `${err.code}: ${err.message}`)
+        assert.ok(Date.now() < until, `syncguard never reached the new master: ${err.message}`)
+        await sleep(100)
+      }
+    }
+  }
+  assert.equal(await sgAnswer(() => syncguard.owns(backend, sgHeld.lockId)), false, 'owns: the lost lock is not ours')
+  assert.equal(await sgAnswer(() => backend.lookup({ key: 'sf-lost-sg' })), null, 'lookup: the lost lock is gone')
   const fresh = await acquireSoon(locks, 'sf:after-kill', 5000)
   figures.kill_promoted_ms = promotedAt - killedAt
   figures.kill_reached_ms = Date.now() - promotedAt
@@ -142,7 +162,7 @@ test('locks lost in a failover are told to their holders; new acquisitions reach
   await set.replicaSeen(newPort, oldMaster.port)
 })
 
-test('SENTINEL FAILOVER: new acquisitions reach the new master within seconds; a waiter is woken after', async () => {
+test('SENTINEL FAILOVER: new acquisitions reach the new master within seconds on every API; a waiter is woken after', async (t) => {
   const oldPort = await set.masterPort()
   const locks = new DistributedLock(set.options, { retryDelayMs: 5000, connectTimeoutMs: 1000, commandTimeoutMs: 1000 })
   const held = await locks.acquire('sf:wake', 30_000)
@@ -155,6 +175,36 @@ test('SENTINEL FAILOVER: new acquisitions reach the new master within seconds; a
   const newPort = await set.failover()
   assert.notEqual(newPort, oldPort)
   const promotedAt = Date.now()
+  // The other APIs' new acquisitions, beside DistributedLock's below, each until its key is on
+  // the new master: ms after the promotion.
+  const quiet = { error() {}, warn() {}, info() {}, debug() {} }
+  const backend = syncguard.createRedisBackend(set.options, { commandTimeoutMs: 1000 })
+  const others = [
+    ['ExclusiveLock', 'exclusive-lock:sf-after', async () => {
+      const ex = new ExclusiveLock({ name: 'sf-after', cache_connection: set.options, lock_ttl_ms: 10_000, lock_refresh_ms: 3000 })
+      ex.on('error', () => {})
+      return (await ex.acquire()) ? () => ex.release() : null
+    }],
+    ['maestro', 'sf:after-service', async () => {
+      const service = new DistributedLockService('sf:after-service', 10_000, set.options, { logger: quiet })
+      return (await service.acquire(10_000, 200)) ? () => service.release() : null
+    }],
+    ['syncguard', 'syncguard:sf-after', async () => {
+      const won = await backend.acquire({ key: 'sf-after', ttlMs: 10_000 })
+      return won.ok ? () => backend.release({ lockId: won.lockId }) : null
+    }],
+  ]
+  const reach = async ([api, rawKey, take]) => {
+    for (;;) {
+      const release = await take().catch(() => null)
+      const there = release !== null && (await set.client(newPort).pttl(rawKey)) > 0
+      if (release) await release().catch(() => {})
+      if (there) return [api, Date.now() - promotedAt]
+      if (Date.now() - promotedAt > 8000) return [api, Infinity]
+      await sleep(100)
+    }
+  }
+  const othersReached = Promise.all(others.map(reach))
   // The old master may take writes for a while after the promotion: acquire until the key
   // is on the new one.
   let fresh
@@ -168,7 +218,6 @@ test('SENTINEL FAILOVER: new acquisitions reach the new master within seconds; a
   assert.ok(await set.client(newPort).pttl('lock:sf:after-failover') > 0, 'acquisitions never reached the new master')
   assert.ok(reached < 5000, `reached the new master after ${reached} ms`)
   figures.failover_reached_ms = reached
-
   const releasedAt = Date.now()
   await held.release()
   const got = await waiting
@@ -178,4 +227,8 @@ test('SENTINEL FAILOVER: new acquisitions reach the new master within seconds; a
   assert.ok(await set.client(newPort).pttl('lock:sf:wake') > 0, "the waiter's lock is on the new master")
   await got.release()
   await fresh.release().catch(() => {})
+  for (const [api, ms] of await othersReached) {
+    assert.ok(ms < 5000, `${api} reached the new master after ${ms} ms`)
+    t.diagnostic(`${api} reached the new master ${ms} ms after the promotion`)
+  }
 })

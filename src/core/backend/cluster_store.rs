@@ -3,8 +3,11 @@
 //! it), bar what spans slots. A refresh batch is cut by slot and its parts go concurrently;
 //! the JS thread's socket steps aside, so no MOVED can reach it. No call waits on a node other
 //! than its slot's: scripts are not loaded ahead on every node, a call answered NOSCRIPT goes
-//! again whole to its own (`ScriptLoading::ByCall`).
+//! again whole to its own (`ScriptLoading::ByCall`). syncguard's calls by lockId that find
+//! nothing are checked again with their lock key declared (cluster_declared.rs): a migrating
+//! slot could have split the index from its record.
 
+use super::cluster_declared::{Declaring, IndexTarget};
 use super::cluster_wire::ClusterPair;
 use super::endpoint::Endpoint;
 use super::lock_store::{
@@ -17,9 +20,10 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::refresh::RefreshBatch;
+use crate::core::proto::syncguard::{ExtendById, ReleaseById, ReleasedById, SyncguardLookup};
 use crate::core::proto::{Op, Request};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Reads only: Redis runs it on the master that holds the key it is given.
 const TIME_OF_KEY: &str = "return redis.call('TIME')";
@@ -34,6 +38,34 @@ impl ClusterStore {
         ClusterStore {
             nodes: RedisStore::new(endpoint, listener),
         }
+    }
+}
+
+impl ClusterStore {
+    /// The lock key `index_key` names now, asked within what is left of `bound`.
+    async fn index_target(
+        &self,
+        index_key: &[u8],
+        bound: Duration,
+        started: Instant,
+    ) -> Result<Option<Vec<u8>>, LockError> {
+        let left = bound.saturating_sub(started.elapsed());
+        self.nodes.run(&IndexTarget { index_key }, left).await
+    }
+
+    /// `op` again with `lock_key` declared, within what is left of `bound`.
+    async fn declaring<O: Op + Sync>(
+        &self,
+        op: &O,
+        lock_key: &[u8],
+        bound: Duration,
+        started: Instant,
+    ) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        let left = bound.saturating_sub(started.elapsed());
+        self.nodes.run(&Declaring { op, lock_key }, left).await
     }
 }
 
@@ -109,6 +141,66 @@ impl LockStore for ClusterStore {
 
     fn lost(&self) -> &Drops {
         self.nodes.lost()
+    }
+
+    /// A release by lockId that found nothing, its lock key unknown to the caller, goes again
+    /// expecting the key the index names (declared, and its waiter woken by the script).
+    async fn release_by_id(
+        &self,
+        op: &ReleaseById<'_>,
+        bound: Duration,
+    ) -> Result<ReleasedById, LockError> {
+        let started = Instant::now();
+        let first = self.nodes.run(op, bound).await?;
+        if first != ReleasedById::NotFound {
+            return Ok(first);
+        }
+        let Some(lock_key) = self.index_target(op.index_key, bound, started).await? else {
+            return Ok(first);
+        };
+        let again = ReleaseById {
+            index_key: op.index_key,
+            lock_id: op.lock_id,
+            expect: Some(&lock_key),
+            ours_wait: op.ours_wait && op.expect == Some(lock_key.as_slice()),
+        };
+        let left = bound.saturating_sub(started.elapsed());
+        self.nodes.run(&again, left).await
+    }
+
+    async fn extend_by_id(
+        &self,
+        op: &ExtendById<'_>,
+        bound: Duration,
+    ) -> Result<Option<i64>, LockError> {
+        let started = Instant::now();
+        let first = self.nodes.run(op, bound).await?;
+        if first.is_some() {
+            return Ok(first);
+        }
+        match self.index_target(op.index_key, bound, started).await? {
+            Some(lock_key) => self.declaring(op, &lock_key, bound, started).await,
+            None => Ok(first),
+        }
+    }
+
+    async fn syncguard_lookup(
+        &self,
+        op: &SyncguardLookup<'_>,
+        bound: Duration,
+    ) -> Result<Option<Vec<u8>>, LockError> {
+        let started = Instant::now();
+        let first = self.nodes.run(op, bound).await?;
+        let SyncguardLookup::ById { index_key, .. } = op else {
+            return Ok(first);
+        };
+        if first.is_some() {
+            return Ok(first);
+        }
+        match self.index_target(index_key, bound, started).await? {
+            Some(lock_key) => self.declaring(op, &lock_key, bound, started).await,
+            None => Ok(first),
+        }
     }
 
     /// TIME names no key, so the crate would send it to any node: from a script given `key`,

@@ -4,6 +4,7 @@
 //! watchdog: published messages go to whoever installed the listener.
 
 pub mod boundary;
+mod cluster_declared;
 mod cluster_store;
 mod cluster_wire;
 pub mod direct;
