@@ -206,6 +206,77 @@ test('a grantee holding 3 x the claim keeps the lock: nobody else holds it meanw
   assert.deepEqual(await Promise.all([long.exited, next.exited]), [0, 0])
 })
 
+/** Redis's MONITOR on its own connection: every command run, scripts' included, as [time s, args]. */
+async function monitor() {
+  const seen = []
+  const watching = await client.monitor()
+  watching.on('monitor', (time, args) => seen.push([Number(time), args]))
+  return { seen, stop: () => watching.disconnect() }
+}
+
+test('a grant is confirmed a third of its claim after it, not at once: a grantee done before then sends no confirmation', async (t) => {
+  const lockKey = 'lock:grants:defer'
+  const lock = new DistributedLock(server.url, { crossProcessGrants: true })
+  // Polls every 50 ms (stretched to 100 ms in the ring): a grant finds its anchor, the last
+  // request answered, fresh. Alone in the ring, the grantee never wins the lock by a poll.
+  const env = { MODE: 'wait', LOCK_KEY: 'grants:defer', TTL_MS: '10000', POLL_MS: '50' }
+  /** One grantee holding `hold` ms: the lock's grants and confirmations meanwhile. */
+  async function grantTo(hold) {
+    const handle = await lock.acquire('grants:defer', 30_000)
+    const kid = worker({ ...env, HOLD_MS: String(hold) })
+    await kid.ready
+    await ringLength(lockKey, 1)
+    await sleep(200)
+    const watch = await monitor()
+    try {
+      await handle.release()
+      await line(kid, 'held')
+      if (hold > 0) assert.equal((await line(kid, 'afterHold')).wrote, true)
+      await line(kid, 'released')
+      // Past the confirmation's due time: one still pending would have been sent.
+      await sleep(600)
+    } finally {
+      watch.stop()
+    }
+    assert.equal(await kid.exited, 0)
+    const named = (command) => watch.seen.filter(([, args]) => args[0].toLowerCase() === command && args[1] === lockKey)
+    // A grant sets the lock for its claim; a confirmation gives it the grantee's TTL (20 s).
+    return { grants: named('set').filter(([, args]) => args.includes('1000')), confirms: named('pexpire') }
+  }
+  const quick = await grantTo(0)
+  assert.equal(quick.grants.length, 1)
+  assert.deepEqual(quick.confirms, [])
+  const slow = await grantTo(800)
+  assert.equal(slow.grants.length, 1)
+  assert.equal(slow.confirms.length, 1, JSON.stringify(slow.confirms))
+  assert.equal(slow.confirms[0][1][2], '20000')
+  const after = slow.confirms[0][0] - slow.grants[0][0]
+  t.diagnostic(`confirmed ${(after * 1000).toFixed(1)} ms after its grant`)
+  // Due a third of the claim after its anchor (a request answered before the grant ran).
+  assert.ok(after >= 0.1, `confirmed ${after} s after the grant`)
+})
+
+test('a grantee that extends before its confirmation is due confirms first: the extend is not undone by it', async () => {
+  const lockKey = 'lock:grants:extend'
+  const lock = new DistributedLock(server.url, { crossProcessGrants: true })
+  const handle = await lock.acquire('grants:extend', 30_000)
+  const kid = worker({ MODE: 'wait', LOCK_KEY: 'grants:extend', TTL_MS: '10000', POLL_MS: '5000', HOLD_MS: '1500', EXTEND_MS: '60000' })
+  await kid.ready
+  await ringLength(lockKey, 1)
+  await handle.release()
+  await line(kid, 'extended')
+  // Past the confirmation's due time: its TTL (20 s) would have replaced the extended one.
+  await sleep(500)
+  const left = await client.pttl(lockKey)
+  assert.ok(left > 60_000, `the lock has ${left} ms left`)
+  const done = await line(kid, 'afterHold')
+  assert.equal(done.isHeld, true)
+  assert.equal(done.wrote, true)
+  await line(kid, 'released')
+  assert.equal(await kid.exited, 0)
+  assert.equal(await client.exists(lockKey), 0)
+})
+
 test('a process that exits while in a ring leaves it: no grant is sent to it as it goes', async () => {
   const lockKey = 'lock:grants:exit'
   await client.set(lockKey, 'someone else', 'PX', 30_000)

@@ -21,6 +21,21 @@ pub fn poll_delay(base: Duration, holder_ttl: Option<Duration>, remaining: Durat
     delay.min(remaining).max(Duration::from_millis(1))
 }
 
+/// The longest a waiter in a lock's ring stretches its polls to (see `ring_poll`), unless
+/// its own poll is longer.
+pub const RING_POLL_CAP: Duration = Duration::from_millis(100);
+
+/// A `waitForLock` poll of a waiter whose connection is in the lock's ring, after `failed`
+/// attempts found the lock held: a release grants it the lock in turn, so each poll only
+/// finds it held, at a few commands each. They double from `base`, up to the longer of
+/// `base` and `RING_POLL_CAP`: a lock left free with nobody to grant it (its process killed
+/// right after a quiet release, or freed for a waiter without grants) is still found within
+/// that. Before `poll_delay`'s bounds.
+pub fn ring_poll(base: Duration, failed: u32) -> Duration {
+    let cap = base.max(RING_POLL_CAP);
+    retry_delay(base, failed.saturating_sub(1).min(16)).min(cap)
+}
+
 /// `@jonaskahn/maestro`'s schedule: after the n-th failed attempt (n from 1) sleep
 /// `min(base x 2^n, cap)`, stretched by 0-5 % of positive jitter (`unit` is a uniform draw
 /// from [0, 1)). The jitter keeps contenders that started together from retrying together.
@@ -75,5 +90,15 @@ mod tests {
         assert_eq!(poll_delay(MS(100), Some(MS(20)), MS(1000)), MS(21));
         assert_eq!(poll_delay(MS(100), None, MS(30)), MS(30));
         assert_eq!(poll_delay(MS(0), None, MS(30)), MS(1));
+    }
+
+    #[test]
+    fn ring_polls_double_up_to_the_cap_or_the_poll_itself() {
+        let delays: Vec<_> = (1..7).map(|failed| ring_poll(MS(10), failed)).collect();
+        assert_eq!(delays, [MS(10), MS(20), MS(40), MS(80), MS(100), MS(100)]);
+        // A poll longer than the cap is never shortened, nor stretched.
+        assert_eq!(ring_poll(MS(250), 5), MS(250));
+        assert_eq!(ring_poll(MS(10), 0), MS(10));
+        assert_eq!(ring_poll(MS(10), u32::MAX), MS(100));
     }
 }

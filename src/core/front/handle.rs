@@ -150,6 +150,12 @@ impl HandleRelease<'_> {
         if let Some(id) = self.watch {
             Watchdog::of(locker.store()).stop(id);
         }
+        // A grant whose confirmation waits needs none now: this release checks our token.
+        locker
+            .store()
+            .wakes()
+            .lends()
+            .forget_grant(&self.lease.token);
         let thread = reply.caller(false).thread;
         let releasing = Releasing::of(locker, &self.lease, thread);
         let way = Route::way(locker.store(), RouteFacts::Any);

@@ -158,7 +158,13 @@ impl Start {
 impl Attempts {
     /// When the next attempt is due after `failed` attempts found the lock held (`holder_ttl`
     /// left, when known); `Err` when the plan has run out, with syncguard's ending for its.
-    fn next(&self, failed: u32, holder_ttl: Option<Duration>) -> Result<Instant, Option<GaveUp>> {
+    /// `in_ring`: the waiter's connection is in the lock's ring (see `backoff::ring_poll`).
+    fn next(
+        &self,
+        failed: u32,
+        holder_ttl: Option<Duration>,
+        in_ring: bool,
+    ) -> Result<Instant, Option<GaveUp>> {
         let now = Instant::now();
         if let Attempts::Paced { pace, started } = self {
             let elapsed = elapsed_ms(*started);
@@ -166,7 +172,7 @@ impl Attempts {
             let delay = pace.after_failure(u64::from(failed), elapsed, unit)?;
             return Ok(now + delay);
         }
-        self.next_ours(now, failed, holder_ttl).ok_or(None)
+        self.next_ours(now, failed, holder_ttl, in_ring).ok_or(None)
     }
 
     /// Syncguard's rule before scheduled attempt `attempt` (from 1): the time may be up.
@@ -184,6 +190,7 @@ impl Attempts {
         now: Instant,
         failed: u32,
         holder_ttl: Option<Duration>,
+        in_ring: bool,
     ) -> Option<Instant> {
         match *self {
             Attempts::Once | Attempts::Paced { .. } => None,
@@ -193,6 +200,10 @@ impl Attempts {
             }
             Attempts::Until { deadline, poll } => {
                 let left = deadline.saturating_duration_since(now);
+                let poll = match in_ring {
+                    true => backoff::ring_poll(poll, failed),
+                    false => poll,
+                };
                 (!left.is_zero()).then(|| now + backoff::poll_delay(poll, holder_ttl, left))
             }
             Attempts::Backoff {
@@ -384,7 +395,8 @@ impl Locker {
                     failed += 1;
                 }
             }
-            let due = match attempts.next(failed, holder_ttl.take()) {
+            let in_ring = ticket.as_ref().is_some_and(|ticket| ticket.view().in_ring);
+            let due = match attempts.next(failed, holder_ttl.take(), in_ring) {
                 Ok(due) => due,
                 Err(gave_up) => {
                     // A lock handed over in the last instant is still ours to take.

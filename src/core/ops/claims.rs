@@ -2,8 +2,9 @@
 //! grantee that died or stopped keeps the lock no longer than that. The waiter that takes it
 //! confirms it with its own TTL: before its caller has it, since a handle counts on the
 //! deadline it is given; or, for a DistributedLock handle that asks for the confirmation
-//! later (see wait/lent.rs), sent as the caller starts, off its way, the handle counting on
-//! the claim until it answers.
+//! later (see wait/lent.rs), sent a third of the claim after the grant, off its way, the
+//! handle counting on the claim until it answers. A section shorter than that sends none:
+//! its release (which checks our token as a confirmation would) makes it needless.
 
 use super::lock::Locker;
 use super::release::GRANT_CLAIM;
@@ -73,16 +74,21 @@ impl Locker {
     }
 
     /// A grant `lease` (claim only) whose caller starts on it now: its confirmation is sent
-    /// at once and answered to the caller's handle when it comes (wait/lent.rs: our own
-    /// deadline, or nothing held). Until then the handle counts on the claim, which Redis
-    /// set no earlier than the lease's anchor: never later than Redis.
+    /// once a third of the claim has passed since the anchor (at once when its handle
+    /// extends it), unless the handle released it first, and answered to the handle when it
+    /// comes (wait/lent.rs: our own deadline, or nothing held). Until then the handle counts
+    /// on the claim, which Redis set no earlier than the lease's anchor: never later than
+    /// Redis. Two thirds of the claim are left for the confirmation's round trip.
     pub(super) fn confirm_grant_later(&self, mut lease: Lease, name: &str) -> Lease {
         if lease.key.is_empty() {
             name.clone_into(&mut lease.key);
         }
         let store = self.store().clone();
         let lends_until = lease.deadline() + lease.ttl();
-        store.wakes().lends().lend(lease.token.clone(), lends_until);
+        store
+            .wakes()
+            .lends()
+            .lend_grant(lease.token.clone(), lends_until);
         let (window, bound) = (self.fence_retention_ms(), self.command_timeout());
         let confirming = Lease::granted(
             lease.redis_key.clone(),
@@ -91,13 +97,47 @@ impl Locker {
             (Some(lease.sent()), GRANT_CLAIM),
             lease.ttl(),
         );
-        spawn(confirm_in_background(store, confirming, window, bound));
+        let due = lease.sent().at + CONFIRM_AFTER;
+        spawn(confirm_in_background(
+            store,
+            confirming,
+            due,
+            (window, bound),
+        ));
         lease
     }
 }
 
-/// Confirms a grant its caller started on, and tells the caller's handle how it went.
-async fn confirm_in_background(store: Arc<Store>, lease: Lease, window_ms: u64, bound: Duration) {
+/// How long after its anchor a grant whose caller started on it is confirmed: a third of
+/// the claim.
+pub const CONFIRM_AFTER: Duration = Duration::from_millis(GRANT_CLAIM.as_millis() as u64 / 3);
+
+/// Confirms, at `due` or once hurried, a grant its caller started on, unless the caller
+/// released it first, and tells the caller's handle how it went.
+async fn confirm_in_background(
+    store: Arc<Store>,
+    lease: Lease,
+    due: std::time::Instant,
+    (window_ms, bound): (u64, Duration),
+) {
+    let lends = store.wakes().lends();
+    loop {
+        // Made before the look: a hurry between the two still wakes this task.
+        let hurried = lends.hurried();
+        match lends.confirm_wanted(&lease.token) {
+            None => return,
+            Some(true) => break,
+            Some(false) => {}
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(due.into()) => break,
+            () = hurried => {}
+        }
+    }
+    // Released meanwhile: the release checked our token, as the confirmation would have.
+    if lends.confirm_wanted(&lease.token).is_none() {
+        return;
+    }
     let state = match confirm(&store, &lease, window_ms, bound).await {
         Confirm::Kept(sent) => Lent::Confirmed(sent.at + clock::validity(lease.ttl())),
         Confirm::Lost => Lent::Failed,

@@ -104,6 +104,8 @@ impl Unclaimed {
         }
         spawn(async move {
             let lends = store.wakes().lends();
+            // A grant needs no confirmation to be freed.
+            lends.forget_grant(&lease.token);
             lends.settled(&lease.token, lease.remaining()).await;
             // Nobody will ask for its answer.
             lends.forget(&lease.token);

@@ -22,7 +22,10 @@ pub async fn release(locker: &Locker, lease: &Lease) -> Result<bool, LockError> 
     released
 }
 
+/// Extends the lock if it is still ours; a grant whose confirmation waits has it sent first
+/// (it sets our TTL, which would otherwise land after this extend's).
 pub async fn extend(locker: &Locker, lease: &Lease, extra: Duration) -> Result<(), LockError> {
+    locker.store().wakes().lends().hurry(&lease.token);
     after_handover(locker, lease).await;
     locker.extend(lease, extra).await
 }

@@ -940,6 +940,9 @@ pub struct TicketView {
     /// A release of ours freed the lock quietly moments ago and nobody here took it back
     /// yet: an attempt is likely to win it back (tenure.rs).
     pub barging: bool,
+    /// This connection listens for grants of the lock and is in its ring as far as we know:
+    /// a release grants it the lock in turn, so its polls are only a safety net.
+    pub in_ring: bool,
 }
 
 impl Ticket {
@@ -1025,6 +1028,7 @@ impl Ticket {
                 turn_from_others: !fair
                     && (entry.handoffs != self.handoffs_at_join || behind_others || entry.silent()),
                 barging: !fair && entry.tenure.kick_pending(),
+                in_ring: entry.ring && entry.subscribed && entry.queued.is_some(),
             }
         });
         view.unwrap_or(TicketView {
