@@ -65,13 +65,13 @@ fn refusals_are_filed_per_node_taken_back_by_a_refresh_and_forgotten_at_the_end(
     assert_eq!(book.refusing(batch.tokens()), None);
 }
 
-type NodeCall = std::pin::Pin<Box<dyn Future<Output = Vec<Option<bool>>> + Send>>;
+type RefreshCall = std::pin::Pin<Box<dyn Future<Output = Vec<Option<bool>>> + Send>>;
 
-fn answering(answer: Vec<Option<bool>>) -> NodeCall {
+fn answering(answer: Vec<Option<bool>>) -> RefreshCall {
     Box::pin(std::future::ready(answer))
 }
 
-fn silent() -> NodeCall {
+fn silent() -> RefreshCall {
     Box::pin(std::future::pending())
 }
 
@@ -98,7 +98,7 @@ async fn a_round_ends_once_a_quorum_refreshed_every_lock_without_waiting_for_the
 }
 
 /// Answers `answer` after `ms` of the (paused) clock.
-fn answering_after(ms: u64, answer: Vec<Option<bool>>) -> NodeCall {
+fn answering_after(ms: u64, answer: Vec<Option<bool>>) -> RefreshCall {
     Box::pin(async move {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         answer
