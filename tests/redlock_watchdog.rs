@@ -41,10 +41,14 @@ fn pttl(server: &RedisServer, key: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quorum_keeps_the_lock_alive_with_two_nodes_down() {
     let mut nodes = servers(5);
-    let (_lease, recorder, watch) = hold(&nodes, "alive", MS(400), MS(100)).await;
+    // With two nodes down every round needs all three live ones, and a lock's round may take
+    // what is left of its validity: a TTL of 400 ms left ~290 ms, which this process and
+    // three redis-servers did not always get on 2 loaded cores (the lock was then rightly
+    // told lost: nobody had confirmed it in time). Refreshed every 100 ms all the same.
+    let (_lease, recorder, watch) = hold(&nodes, "alive", MS(1000), MS(100)).await;
     drop(nodes.drain(3..));
     tokio::time::sleep(MS(1500)).await;
-    assert!(recorder.lost_at().is_none(), "{:?}", recorder.lost_at());
+    assert!(recorder.lost_at().is_none(), "{:?}", recorder.lost_reason());
     assert!(recorder.refreshes() >= 8, "{}", recorder.refreshes());
     for server in &nodes {
         assert!(pttl(server, "lock:alive") > 100, "TTL was not pushed back");

@@ -17,16 +17,19 @@ pub async fn hold(
     (ttl, every): (Duration, Duration),
     limits: Limits,
 ) -> (Lease, Arc<Recorder>, Watch) {
+    // Ahead of the attempt, as the fronts do: the TTL counts from the attempt's send, and
+    // loading the scripts after it spent a short lock's validity on a loaded machine. The
+    // first call, so it opens the connections too: a generous bound, it is not under test.
+    let watchdog = Watchdog::of(store);
+    watchdog
+        .prepare(Duration::from_millis(5000))
+        .await
+        .expect("prepare");
     let sent = Instant::now();
     let lease = match locks.attempt(key, ttl).await.expect("attempt") {
         Attempt::Acquired(lease) => lease,
         Attempt::Held { .. } => panic!("{key} is held"),
     };
-    let watchdog = Watchdog::of(store);
-    watchdog
-        .prepare(Duration::from_millis(1000))
-        .await
-        .expect("prepare");
     let recorder = Arc::new(Recorder::default());
     let target = Target {
         key: lease.redis_key.clone(),
@@ -81,6 +84,16 @@ impl Recorder {
             .unwrap()
             .as_ref()
             .map(|(at, e, _)| (*at, e.code().to_string()))
+    }
+    /// Why it was told lost, as its holder reads it.
+    // Read by redlock_watchdog.rs only.
+    #[allow(dead_code)]
+    pub fn lost_reason(&self) -> Option<String> {
+        self.lost
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|(_, e, _)| e.to_string())
     }
     /// What had last been confirmed of the lock when it was told lost.
     // Read by redlock_watchdog.rs only.

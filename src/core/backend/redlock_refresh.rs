@@ -11,9 +11,10 @@
 
 use super::lock_store::LockStore;
 use super::redlock_store::RedlockStore;
-use super::redlock_tally::gather_read;
+use super::redlock_tally::{gather_read, Stragglers};
 use crate::core::proto::refresh::RefreshBatch;
 use futures_util::StreamExt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,14 +42,7 @@ impl RedlockStore {
             async move { store.refresh(&batch, bound).await }
         });
         let quorum = self.tally().quorum;
-        // A node that answered anything at all counts towards the quorum that starts the
-        // stragglers' grace.
-        let enough = |seen: &[Option<Vec<Option<bool>>>]| {
-            let answering = (seen.iter().flatten()).filter(|a| a.iter().any(Option::is_some));
-            answering.count() >= quorum
-        };
-        let (per_node, mut stragglers) =
-            gather_read(calls, |answers| answers, |_| false, enough, Duration::MAX).await;
+        let (per_node, mut stragglers) = gather_refresh(calls, quorum, batch.len(), bound).await;
         let late = self.late().clone();
         for (node, answers) in per_node.iter().enumerate() {
             if let Some(answers) = answers {
@@ -79,6 +73,41 @@ impl RedlockStore {
         }
         verdicts
     }
+}
+
+/// Each node's answers to a batch of `locks`, as far as the round waits for them, and the
+/// calls it left behind. It ends once a quorum refreshed every lock: nothing a pending node
+/// says can change that, and waiting for it would only spend the locks' validity (with two
+/// of five nodes down, each round waited as long again as its quorum took, past its bound
+/// on a loaded machine). Short of that, once a quorum answered anything at all, the others
+/// get a grace capped by `bound` (`tally::grace`), so that a round whose quorum answered
+/// in time is filed before its locks' deadline.
+async fn gather_refresh<F>(
+    calls: impl IntoIterator<Item = F>,
+    quorum: usize,
+    locks: usize,
+    bound: Duration,
+) -> (PerNode, Stragglers<F>)
+where
+    F: Future<Output = Vec<Option<bool>>>,
+{
+    let enough = |seen: &[Option<Vec<Option<bool>>>]| {
+        let answering = (seen.iter().flatten()).filter(|a| a.iter().any(Option::is_some));
+        answering.count() >= quorum
+    };
+    let settled = |seen: &[Option<Vec<Option<bool>>>]| confirmed(quorum, locks, seen);
+    gather_read(calls, |answers| answers, settled, enough, bound).await
+}
+
+/// Whether a quorum of the nodes' answers so far says each of `locks` is refreshed.
+fn confirmed(quorum: usize, locks: usize, seen: &[Option<Vec<Option<bool>>>]) -> bool {
+    (0..locks).all(|i| {
+        let yes = seen
+            .iter()
+            .flatten()
+            .filter(|a| a.get(i) == Some(&Some(true)));
+        yes.count() >= quorum
+    })
 }
 
 /// Each lock's verdict by the nodes' answers, a silent node counted as refusing a lock it
