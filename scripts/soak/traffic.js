@@ -6,6 +6,7 @@
 // grant time, ExclusiveLock, maestro's service, syncguard's createLock / lock(fn) / backend /
 // lookup / owns). Refusals and connection
 // errors are counted by code; each call runs under a deadline (Tally.watch).
+const Redis = require('ioredis')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
 const syncguard = require('../../syncguard')
 const { clock, clockOfEpoch } = require('./tally')
@@ -47,6 +48,24 @@ class Traffic {
     this.sgLock = syncguard.createLock(backend.url, { commandTimeoutMs: 1000, onEvent })
     this.exclusives = []
     this.services = []
+    // Asks the lock server, as a `using` section ends, who holds its key: the evidence, should
+    // two sections overlap, of whether the key was still the holder's. Never retried or queued.
+    this.probe =
+      backend.name === 'redis' ? new Redis(backend.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, commandTimeout: 500, lazyConnect: true }) : null
+    this.probe?.on('error', () => {})
+  }
+
+  /** Who holds `key` on the lock server now, against `token`: a note for the section's line. */
+  async lockHolder(key, token) {
+    if (this.probe === null) return undefined
+    try {
+      if (this.probe.status === 'wait') await this.probe.connect()
+      const [[, holder], [, pttl]] = await this.probe.multi().get(`lock:${key}`).pttl(`lock:${key}`).exec()
+      const who = holder === null ? 'nobody' : holder === token ? 'this hold' : `token ${String(holder).slice(0, 8)}`
+      return `at its end (${clock().toFixed(1)}) the lock server had ${who} on the key, pttl ${pttl}`
+    } catch (err) {
+      return `lock server not asked (${err.message})`
+    }
   }
 
   counter(api, key) {
@@ -117,7 +136,8 @@ class Traffic {
               signal.addEventListener('abort', () => (lostAt = `told lost at ${clock().toFixed(1)} (${signal.reason?.message})`))
               id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.using', () => clockOfEpoch(handle.info.expiresAt))
               told = this.heldWords(handle)
-              const noted = () => this.sections.note(id, [atGrant, lostAt].filter(Boolean).join(', '))
+              const atEnd = await this.lockHolder(key, handle.info.token)
+              const noted = () => this.sections.note(id, [atGrant, atEnd, lostAt].filter(Boolean).join(', '))
               signal.addEventListener('abort', () => noted().catch(() => {}))
               await noted()
               this.tally.grants += 1
@@ -458,6 +478,7 @@ class Traffic {
     await this.running
     for (const ex of this.exclusives) await ex.release().catch((err) => this.tally.error(err))
     for (const service of this.services) if (service.isLocked) await service.release()
+    this.probe?.disconnect()
   }
 }
 
