@@ -214,3 +214,13 @@ test('judgeSections: a kill of the lock server after the acquisition was called 
   assert.equal(judged.overlaps, 1)
   assert.equal(judged.failures.length, 2)
 })
+
+test('judgeSections: what each holder noted of its hold (fence, token, when told lost) is on the overlap\'s line', () => {
+  const sections = [['c', 0, 150, 'a', 'dl.using', 800, 'notHeld'], ['c', 120, 160, 'b', 'dl.using', 1020, 'ok']]
+  const notes = { a: 'fence 7 token 1234abcd, told lost at 140.0 (x)', b: 'fence 9 token 9876fedc' }
+  const judged = judgeSections({ ...readBackJudged(sections, { c: 2 }), notes })
+  assert.equal(judged.failures.length, 1)
+  assert.match(judged.failures[0], /a: dl\.using held 150 ms, .*told notHeld, fence 7 token 1234abcd, told lost at 140\.0 \(x\); b: .*told ok, fence 9 token 9876fedc$/)
+  // Without notes the line is as before.
+  assert.doesNotMatch(judgeSections(readBackJudged(sections, { c: 2 })).failures[0], /fence/)
+})

@@ -21,6 +21,8 @@ const LEASES = 'soak:leases'
 // tell no expiry and maestro's release answers true for a lock already gone: for them
 // 'pastLease' says the release came more than a TTL after the acquire was called.
 const TOLD = 'soak:told'
+// id -> what the holder noted of its hold, for an overlap's line (fence, token, when it was told lost).
+const NOTES = 'soak:notes'
 
 /** Redis TIME's reply ([seconds, microseconds]) on clock()'s scale. */
 const clockOfTime = ([seconds, micros]) => clockOfEpoch(Number(seconds) * 1000 + Number(micros) / 1000)
@@ -58,6 +60,11 @@ class Sections {
     return id
   }
 
+  /** `text`: what the holder of section `id` noted of its hold, shown should it overlap. */
+  note(id, text) {
+    return this.data.hset(NOTES, id, text)
+  }
+
   /** The hold of section `id` could not be confirmed to its end. */
   doubt(id) {
     return this.data.sadd(DOUBT, id)
@@ -79,12 +86,13 @@ async function checkSections(data, options = {}) {
   const doubt = await data.smembers(DOUBT)
   const leases = await data.hgetall(LEASES)
   const told = await data.hgetall(TOLD)
+  const notes = await data.hgetall(NOTES)
   const counters = {}
   for (const line of records) {
     const counterKey = line.split('|')[0]
     if (!(counterKey in counters)) counters[counterKey] = Number((await data.get(counterKey)) ?? 0)
   }
-  return judgeSections({ records, ends, doubt, counters, leases, told }, options)
+  return judgeSections({ records, ends, doubt, counters, leases, told, notes }, options)
 }
 
 // Redis stores a TTL in whole milliseconds from its own reading of the clock: a lease can end
@@ -92,7 +100,7 @@ async function checkSections(data, options = {}) {
 const LEASE_SLACK_MS = 1
 
 /** One section as read back; `told` undefined when no verdict was written (the holder died). */
-function sectionOf(line, ends, doubt, leases, told) {
+function sectionOf(line, ends, doubt, leases, told, notes = {}) {
   const [counterKey, grantAt, sentAt, id, readAt] = line.split('|')
   const [writeAt, expiresAt, api, heldSince] = (leases[id] ?? '').split('|')
   const number = (text) => (text === undefined || text === '' ? undefined : Number(text))
@@ -108,6 +116,7 @@ function sectionOf(line, ends, doubt, leases, told) {
     expiresAt: number(expiresAt),
     heldSince: number(heldSince),
     told: told[id],
+    note: notes[id],
   }
 }
 
@@ -131,6 +140,7 @@ function describe(section, other) {
   if (section.expiresAt !== undefined) parts.push(`lease ended ${(other.start - section.expiresAt).toFixed(1)} ms before the other's grant`)
   else parts.push('lease end unknown')
   parts.push(`told ${section.told ?? 'nothing (no verdict)'}`)
+  if (section.note !== undefined) parts.push(section.note)
   return `${section.id}: ${parts.join(', ')}`
 }
 
@@ -151,7 +161,7 @@ function dataOrder(first, second) {
  * lease had ended by its own account before the other's grant, and the library told that
  * holder, is the lock working as documented: counted and listed (`expired`), not failed.
  */
-function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, told = {} }, { restarts = [], excuseRestarts = false } = {}) {
+function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, told = {}, notes = {} }, { restarts = [], excuseRestarts = false } = {}) {
   // A section whose hold spans a SIGKILL of the lock server went in doubt. The library tells
   // its holder at the close (onSuspended, `suspended`; isHeld and `acquired` false), and the
   // traffic notes the section in doubt when its hold says so at the end or its release fails,
@@ -174,7 +184,7 @@ function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, 
   // How many sections of each API ended with each verdict: a check that the verdicts are read.
   const verdicts = {}
   for (const line of records) {
-    const section = sectionOf(line, ends, doubt, leases, told)
+    const section = sectionOf(line, ends, doubt, leases, told, notes)
     if (section.api !== undefined) {
       const name = `${section.api} ${section.told ?? 'none'}`
       verdicts[name] = (verdicts[name] ?? 0) + 1

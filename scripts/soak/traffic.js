@@ -6,6 +6,7 @@
 // grant time, ExclusiveLock, maestro's service, syncguard's createLock / lock(fn) / backend /
 // lookup / owns). Refusals and connection
 // errors are counted by code; each call runs under a deadline (Tally.watch).
+const Redis = require('ioredis')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
 const syncguard = require('../../syncguard')
 const { clock, clockOfEpoch } = require('./tally')
@@ -47,6 +48,24 @@ class Traffic {
     this.sgLock = syncguard.createLock(backend.url, { commandTimeoutMs: 1000, onEvent })
     this.exclusives = []
     this.services = []
+    // Asks the lock server, as a `using` section ends, who holds its key: the evidence, should
+    // two sections overlap, of whether the key was still the holder's. Never retried or queued.
+    this.probe =
+      backend.name === 'redis' ? new Redis(backend.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, commandTimeout: 500, lazyConnect: true }) : null
+    this.probe?.on('error', () => {})
+  }
+
+  /** Who holds `key` on the lock server now, against `token`: a note for the section's line. */
+  async lockHolder(key, token) {
+    if (this.probe === null) return undefined
+    try {
+      if (this.probe.status === 'wait') await this.probe.connect()
+      const [[, holder], [, pttl]] = await this.probe.multi().get(`lock:${key}`).pttl(`lock:${key}`).exec()
+      const who = holder === null ? 'nobody' : holder === token ? 'this hold' : `token ${String(holder).slice(0, 8)}`
+      return `at its end (${clock().toFixed(1)}) the lock server had ${who} on the key, pttl ${pttl}`
+    } catch (err) {
+      return `lock server not asked (${err.message})`
+    }
   }
 
   counter(api, key) {
@@ -88,7 +107,7 @@ class Traffic {
       'dl.grants': async () => {
         const timeout = rand(50, 300)
         const handle = await this.watch('dl.grants', timeout + OURS_MS, this.grants.waitForLock(key, timeout, 2000))
-        await this.hold('dl', key, handle)
+        await this.hold('dl', key, handle, undefined, 'grants')
       },
       'dl.autoRefresh': async () => {
         const handle = await this.watch(
@@ -112,8 +131,15 @@ class Traffic {
             key,
             async (handle, signal) => {
               const grantAt = clock()
+              const atGrant = this.holdNote(handle, grantAt)
+              let lostAt
+              signal.addEventListener('abort', () => (lostAt = `told lost at ${clock().toFixed(1)} (${signal.reason?.message})`))
               id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.using', () => clockOfEpoch(handle.info.expiresAt))
               told = this.heldWords(handle)
+              const atEnd = await this.lockHolder(key, handle.info.token)
+              const noted = () => this.sections.note(id, [atGrant, atEnd, lostAt].filter(Boolean).join(', '))
+              signal.addEventListener('abort', () => noted().catch(() => {}))
+              await noted()
               this.tally.grants += 1
               await sleep(rand(0, 400))
               aborted = signal.aborted || !handle.isHeld
@@ -146,7 +172,10 @@ class Traffic {
           return
         }
         this.tally.grants += 1
-        const id = await this.sections.run(this.counter('dl', key), clock(), 'dl.abortAtGrant', () => clockOfEpoch(first.info.expiresAt))
+        const grantAt = clock()
+        const atGrant = this.holdNote(first, grantAt)
+        const id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.abortAtGrant', () => clockOfEpoch(first.info.expiresAt))
+        await this.sections.note(id, atGrant)
         const told = this.heldWords(first)
         const controller = new AbortController()
         const waiting = this.watch('dl.abortAtGrant', 1000 + OURS_MS, this.dl.waitForLock(key, 1000, 2000, { signal: controller.signal }))
@@ -213,7 +242,7 @@ class Traffic {
   }
 
   /** A section under `handle`, `during(handle)` after it, then the release; doubt noted. */
-  async hold(api, key, handle, during = async () => {}) {
+  async hold(api, key, handle, during = async () => {}, via = 'dl') {
     const grantAt = clock()
     let lost = false
     handle.lost?.then(
@@ -225,7 +254,9 @@ class Traffic {
     let failed = false
     let told = []
     try {
+      const atGrant = this.holdNote(handle, grantAt)
       id = await this.sections.run(this.counter(api, key), grantAt, api, () => clockOfEpoch(handle.info.expiresAt))
+      await this.sections.note(id, `${via}: ${atGrant}`)
       told = this.heldWords(handle)
       await during(handle)
     } catch (err) {
@@ -241,6 +272,13 @@ class Traffic {
     if (releaseFailed) told.push('releaseFailed')
     await this.sections.told(id, told)
     if (lost || failed || releaseFailed || !heldAtEnd) await this.doubt(id)
+  }
+
+  /** A handle's fence, token and lease at its grant: which hold a section ran under, for an overlap's line. */
+  holdNote(handle, grantAt) {
+    const { fence, token, expiresAt, acquiredAt } = handle.info
+    const at = (epoch) => (clockOfEpoch(epoch) - grantAt).toFixed(1)
+    return `fence ${fence} token ${String(token).slice(0, 8)} acquired ${at(acquiredAt)} ms and expiring ${at(expiresAt)} ms from its grant`
   }
 
   /** What a DistributedLock handle tells its holder right after the section: lost, not held. */
@@ -425,7 +463,9 @@ class Traffic {
   /** Starts `perApi` actors for each API; answers a promise of their end. */
   start(perApi) {
     const runs = []
-    for (const apis of [['dl.'], ['ex.'], ['maestro.'], ['sg.']]) {
+    // SOAK_APIS (e.g. `dl.`) narrows the traffic to some APIs, to chase one of them.
+    const only = process.env.SOAK_APIS?.split(',')
+    for (const apis of [['dl.'], ['ex.'], ['maestro.'], ['sg.']].filter(([api]) => !only || only.includes(api))) {
       for (let i = 0; i < perApi; i += 1) runs.push(this.actor(apis))
     }
     this.running = Promise.all(runs)
@@ -438,6 +478,7 @@ class Traffic {
     await this.running
     for (const ex of this.exclusives) await ex.release().catch((err) => this.tally.error(err))
     for (const service of this.services) if (service.isLocked) await service.release()
+    this.probe?.disconnect()
   }
 }
 
