@@ -12,6 +12,7 @@ const path = require('node:path')
 const Redis = require('ioredis')
 const { startChild, killAll } = require('./helpers/child')
 const { refused } = require('./helpers/refused')
+const { recorder, checkObserved, debugTrace } = require('./helpers/observed')
 const { createCluster } = require('redis')
 const { RedisCluster } = require('./helpers/redis-cluster')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
@@ -252,16 +253,8 @@ test('stats() and onEvent on a cluster: an acquisition, a contended attempt and 
 
 test('stats(), onEvent and logger of ExclusiveLock, DistributedLockService and syncguard on a cluster, on each master', async () => {
   for (const port of masters) {
-    const events = []
-    const logged = []
-    const logger = {
-      debug: (message, fields) => logged.push(['debug', message, fields.type]),
-      info: (message, fields) => logged.push(['info', message, fields.type]),
-      warn: (message, fields) => logged.push(['warn', message, fields.type]),
-      error: (message, fields) => logged.push(['error', message, fields.type]),
-    }
-    const onEvent = (event) => events.push(event)
-    const of = (api, type) => events.filter((e) => e.api === api && e.type === type)
+    const seen = recorder()
+    const { logger, onEvent } = seen
 
     const name = await cluster.keyOn(port, 'observed-ex-', 'obs:')
     const settings = { name, key_prefix: 'obs', cache_connection: cluster.url, lock_ttl_ms: 5000, lock_refresh_ms: 1000 }
@@ -309,38 +302,12 @@ test('stats(), onEvent and logger of ExclusiveLock, DistributedLockService and s
     assert.equal(await locked(async () => 7, { key: 'fn' }), 7)
     assert.equal(locked.stats().acquisitions, 1)
 
-    // Contention comes from the native side through the thread's queue: it may come late.
-    const deadline = Date.now() + 3000
-    while ((of('ExclusiveLock', 'contended').length < 1 || of('syncguard', 'contended').length < 1) && Date.now() < deadline) await sleep(10)
-    assert.deepEqual(of('ExclusiveLock', 'acquired').map((e) => e.key), [`obs:${name}`])
-    assert.equal(of('ExclusiveLock', 'contended').length, 1)
-    assert.equal(of('ExclusiveLock', 'released').length, 1)
-    assert.deepEqual(of('DistributedLockService', 'acquired').map((e) => e.key), [serviceKey])
-    assert.deepEqual(of('DistributedLockService', 'released').map((e) => e.key), [serviceKey])
-    assert.deepEqual(of('syncguard', 'acquired').map((e) => e.key), ['k', 'fn'])
-    assert.equal(of('syncguard', 'acquired')[0].fence, won.fence)
-    assert.equal(of('syncguard', 'contended').length, 1)
-    assert.equal(of('syncguard', 'refreshed').length, 1)
-    assert.equal(of('syncguard', 'released').length, 2)
-    // The logger hears the same events, each at its level (the lockId never in it).
-    for (const type of ['acquired', 'contended', 'released']) {
-      assert.ok(logged.some(([level, , t]) => level === 'debug' && t === type), `${type}: ${JSON.stringify(logged)}`)
-    }
-    assert.ok(!JSON.stringify(logged).includes(won.lockId))
+    await checkObserved(seen, { exclusiveKey: `obs:${name}`, serviceKey, won })
   }
 })
 
 test('DEBUG=native-redis-lock on a cluster: each call traced with its duration and key names, no token', async () => {
-  const { execFile } = require('node:child_process')
-  const script = path.join(__dirname, 'fixtures', 'debug-trace.js')
-  const { stdout, stderr } = await new Promise((resolve, reject) => {
-    execFile(process.execPath, [script, cluster.url], { env: { ...process.env, DEBUG: 'native-redis-lock' }, timeout: 30_000 }, (err, out, errOut) =>
-      err ? reject(Object.assign(err, { stderr: errOut })) : resolve({ stdout: out, stderr: errOut }),
-    )
-  })
-  const token = stdout.trim()
-  assert.ok(token.length >= 16, stdout)
-  const traced = stderr.split('\n').filter((line) => line.includes('native-redis-lock '))
+  const { token, stderr, traced } = await debugTrace(cluster.url)
   assert.ok(traced.some((line) => /EVALSHA acquire \[debug:k, \{debug:k\}(\\x[0-9a-f]{2})+fence\] \+\d+\.\d\dms ok$/.test(line)), stderr)
   assert.ok(traced.some((line) => / EVALSHA extend\w* \[debug:k/.test(line)), stderr)
   assert.ok(traced.some((line) => / EVALSHA release\w* \[debug:k/.test(line)), stderr)

@@ -9,6 +9,7 @@ const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { RedisSentinelSet } = require('./helpers/redis-sentinel')
+const { recorder, checkObserved, debugTrace } = require('./helpers/observed')
 const { DistributedLock, ExclusiveLock, DistributedLockService } = require('..')
 const syncguard = require('../syncguard')
 
@@ -158,16 +159,8 @@ test('stats() and onEvent through Sentinel: an acquisition, a contended attempt 
 
 test('stats(), onEvent and logger of ExclusiveLock, DistributedLockService and syncguard through Sentinel, on the master', async () => {
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-  const events = []
-  const logged = []
-  const logger = {
-    debug: (message, fields) => logged.push(['debug', message, fields.type]),
-    info: (message, fields) => logged.push(['info', message, fields.type]),
-    warn: (message, fields) => logged.push(['warn', message, fields.type]),
-    error: (message, fields) => logged.push(['error', message, fields.type]),
-  }
-  const onEvent = (event) => events.push(event)
-  const of = (api, type) => events.filter((e) => e.api === api && e.type === type)
+  const seen = recorder()
+  const { logger, onEvent } = seen
 
   const settings = { name: 'sn-observed-ex', cache_connection: set.url, lock_ttl_ms: 5000, lock_refresh_ms: 1000 }
   const exclusive = new ExclusiveLock({ ...settings, onEvent, logger })
@@ -210,37 +203,11 @@ test('stats(), onEvent and logger of ExclusiveLock, DistributedLockService and s
   assert.equal(await locked(async () => 7, { key: 'fn' }), 7)
   assert.equal(locked.stats().acquisitions, 1)
 
-  // Contention comes from the native side through the thread's queue: it may come late.
-  const deadline = Date.now() + 3000
-  while ((of('ExclusiveLock', 'contended').length < 1 || of('syncguard', 'contended').length < 1) && Date.now() < deadline) await sleep(10)
-  assert.deepEqual(of('ExclusiveLock', 'acquired').map((e) => e.key), ['exclusive-lock:sn-observed-ex'])
-  assert.equal(of('ExclusiveLock', 'contended').length, 1)
-  assert.equal(of('ExclusiveLock', 'released').length, 1)
-  assert.deepEqual(of('DistributedLockService', 'acquired').map((e) => e.key), ['sn:observed-svc'])
-  assert.deepEqual(of('DistributedLockService', 'released').map((e) => e.key), ['sn:observed-svc'])
-  assert.deepEqual(of('syncguard', 'acquired').map((e) => e.key), ['k', 'fn'])
-  assert.equal(of('syncguard', 'acquired')[0].fence, won.fence)
-  assert.equal(of('syncguard', 'contended').length, 1)
-  assert.equal(of('syncguard', 'refreshed').length, 1)
-  assert.equal(of('syncguard', 'released').length, 2)
-  for (const type of ['acquired', 'contended', 'released']) {
-    assert.ok(logged.some(([level, , t]) => level === 'debug' && t === type), `${type}: ${JSON.stringify(logged)}`)
-  }
-  assert.ok(!JSON.stringify(logged).includes(won.lockId))
+  await checkObserved(seen, { exclusiveKey: 'exclusive-lock:sn-observed-ex', serviceKey: 'sn:observed-svc', won })
 })
 
 test('DEBUG=native-redis-lock through Sentinel: the master lookup and each call traced, no token', async () => {
-  const { execFile } = require('node:child_process')
-  const path = require('node:path')
-  const script = path.join(__dirname, 'fixtures', 'debug-trace.js')
-  const { stdout, stderr } = await new Promise((resolve, reject) => {
-    execFile(process.execPath, [script, set.url], { env: { ...process.env, DEBUG: 'native-redis-lock' }, timeout: 30_000 }, (err, out, errOut) =>
-      err ? reject(Object.assign(err, { stderr: errOut })) : resolve({ stdout: out, stderr: errOut }),
-    )
-  })
-  const token = stdout.trim()
-  assert.ok(token.length >= 16, stdout)
-  const traced = stderr.split('\n').filter((line) => line.includes('native-redis-lock '))
+  const { token, stderr, traced } = await debugTrace(set.url)
   assert.ok(traced.some((line) => / native-redis-lock sentinel .*\+\d+\.\d\dms /.test(line)), stderr)
   assert.ok(traced.some((line) => /EVALSHA acquire \[debug:k, \{debug:k\}(\\x[0-9a-f]{2})+fence\] \+\d+\.\d\dms ok$/.test(line)), stderr)
   assert.ok(traced.some((line) => / EVALSHA release\w* \[debug:k/.test(line)), stderr)
