@@ -174,10 +174,18 @@ impl KeptFences {
 
     fn note(&self, fence_key: &[u8], change: impl FnOnce(&mut CounterNews)) {
         let mut known = lock(&self.known);
-        if known.len() >= KNOWN && !known.contains_key(fence_key) {
+        // A key already known is changed in place: every failed attempt at a polled lock
+        // comes here, and should not copy its key each time.
+        if let Some(news) = known.get_mut(fence_key) {
+            change(news);
+            return;
+        }
+        if known.len() >= KNOWN {
             known.clear();
         }
-        change(known.entry(fence_key.to_vec()).or_default());
+        let mut news = CounterNews::default();
+        change(&mut news);
+        known.insert(fence_key.to_vec(), news);
     }
 }
 
