@@ -20,7 +20,7 @@ async function until(check, timeoutMs, what) {
     try {
       if (await check()) return
     } catch {}
-    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms`)
+    if (Date.now() > deadline) throw new Error(`${typeof what === 'function' ? what() : what} within ${timeoutMs} ms`)
     await sleep(50)
   }
 }
@@ -143,10 +143,12 @@ class RedisSentinelSet {
 
   /** Waits until the replica on `port` is synced with `masterPort` and every sentinel sees it up. */
   async replicaSeen(masterPort, port, timeoutMs = 15_000) {
+    let last = 'no answer'
     await until(async () => {
       const info = await this.client(port).info('replication')
+      last = info.split('\r\n').filter((line) => /^(role|master_port|master_link_status|master_sync_in_progress|master_link_down_since_seconds)/.test(line)).join(' ')
       return info.includes(`master_port:${masterPort}`) && /master_link_status:up/.test(info)
-    }, timeoutMs, `the replica on ${port} did not sync`)
+    }, timeoutMs, () => `the replica on ${port} did not sync with ${masterPort} (last seen: ${last})`)
     await until(async () => {
       for (const sentinel of this.sentinels) {
         const replicas = await this.client(sentinel.port).call('SENTINEL', 'replicas', NAME)
