@@ -371,25 +371,24 @@ impl SocketConnection {
         let Some(call) = pending.call else {
             return;
         };
-        if pending.timed_out {
-            if call.answered_late(reply, &mut self.out) {
-                self.expect_unwanted();
-            }
-            return;
-        }
-        if call.answered(
-            pending.id,
-            reply,
-            &self.completer,
-            &mut self.settled,
-            &mut self.out,
-        ) {
+        let written = if pending.timed_out {
+            call.answered_late(reply, &mut self.out)
+        } else {
+            call.answered(
+                pending.id,
+                reply,
+                &self.completer,
+                &mut self.settled,
+                &mut self.out,
+            )
+        };
+        for _ in 0..written {
             self.expect_unwanted();
         }
     }
 
-    /// An undo was written after the calls sent so far: its reply, due after theirs, is
-    /// for nobody.
+    /// A command (an undo, an attempt's follow-up) was written after the calls sent so far:
+    /// its reply, due after theirs, is for nobody.
     fn expect_unwanted(&mut self) {
         let bound = LINGER;
         self.pending.push_back(Pending {
@@ -577,6 +576,11 @@ impl SocketEvents for Events {
                 }
                 if readable && !conn.broken {
                     conn.read();
+                    // What the replies wrote behind them (undos, follow-ups) leaves before
+                    // their callers' JS runs: a process that exits there still sends it.
+                    if !conn.out.is_empty() && !conn.broken {
+                        conn.flush();
+                    }
                 }
             }
             after_callback(shared);
