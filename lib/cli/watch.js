@@ -77,9 +77,10 @@ class WakeCounter {
 const GRANT_BLOCK = 1024
 
 // How long after reading the counters their counts of fences drawn in vain are read: a
-// process counts a draw in vain once its reply is back, a round trip after the draw, so a
-// count read this much later holds every draw in vain the counter held (one read later than
-// that is taken back at the next refresh, never shown as an acquisition).
+// process counts a draw in vain as it reads the reply, a round trip after the draw, so a
+// count read this much later holds every draw in vain the counter held. One it holds ahead
+// of the counter is owed to the next refresh; only a process whose loop took longer than
+// this to read its reply can still show one acquisition too many for one refresh.
 const MISSED_LAG_MS = 50
 
 /**
