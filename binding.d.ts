@@ -450,6 +450,11 @@ export interface LockSiblings {
   channel: Buffer
   /** The ring of connections taking the lock by grant (a list; see release_grant.lua). */
   ring: Buffer
+  /**
+   * Fences drawn for no acquisition (count_missed.lua): `watch` reads acquisitions from
+   * the counter's growth less this count's.
+   */
+  missed: Buffer
 }
 
 /**

@@ -8,7 +8,7 @@ const assert = require('node:assert/strict')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { startRedis } = require('./helpers/redis-server')
-const { cli, inTerminal, until } = require('./helpers/cli')
+const { cli, inTerminal, running, until } = require('./helpers/cli')
 const Redis = require('ioredis')
 const { DistributedLock } = require('..')
 const sg = require('../syncguard')
@@ -160,6 +160,124 @@ test('watch --json: a lock held by one holder and polled by others reads 0 acqui
     assert.deepEqual(Object.keys(rows).sort(), ['exclusive-lock:ex-polled', 'lock:polled'], stdout)
     for (const row of Object.values(rows)) assert.equal(row.acquisitionsPerSec, 0, stdout)
   }
+})
+
+/** One attempt at `key` by a process of its own (fixtures/cli-attempt.js): whether it won. */
+async function attemptIn(api, key) {
+  const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'cli-attempt.js')], {
+    env: { ...process.env, URL: url, KEY: key, API: api },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
+  let out = ''
+  child.stdout.on('data', (chunk) => { out += chunk })
+  const code = await new Promise((resolve) => child.on('close', resolve))
+  assert.equal(code, 0, out)
+  return JSON.parse(out).won
+}
+
+/** A lock's fence counter and its count of fences drawn in vain (count_missed.lua). */
+async function drawn(admin, key) {
+  const sib = require('../lib/native').lockSiblings(Buffer.from(key))
+  const [fence, missed] = await Promise.all([admin.get(sib.fence), admin.get(sib.missed)])
+  return { fence: Number(fence ?? 0), missed: Number(missed ?? 0) }
+}
+
+/** Every whole line a `watch --json` printed so far, read. */
+function framesOf(run) {
+  return run.output().split('\n').slice(0, -1).map((line) => JSON.parse(line))
+}
+
+test('watch --json: new processes failing once each at a held lock read 0 acquisitions a second', async () => {
+  const { ExclusiveLock } = require('..')
+  const admin = new Redis(url)
+  const holder = await new DistributedLock(url).acquire('phantom', 60_000)
+  const exHolder = new ExclusiveLock({ name: 'ex-phantom', cache_connection: url, lock_ttl_ms: 60_000, lock_refresh_ms: 20_000 })
+  assert.equal(await exHolder.acquire(), true)
+  const keys = ['exclusive-lock:ex-phantom', 'lock:phantom']
+  const run = running(['watch', '*phantom*', '--json', '--interval', '300', '--url', url])
+  try {
+    await until(() => framesOf(run), (frames) => frames.length >= 1)
+    const before = await Promise.all(keys.map((key) => drawn(admin, key)))
+    // Each a process of its own, that never saw the lock held: its one attempt is the
+    // transaction, which draws two fences whatever it finds.
+    for (const [api, key] of [['try', 'phantom'], ['exclusive', 'ex-phantom'], ['try', 'phantom'], ['exclusive', 'ex-phantom'], ['try', 'phantom']]) {
+      assert.equal(await attemptIn(api, key), false)
+    }
+    const after = await Promise.all(keys.map((key) => drawn(admin, key)))
+    // Drawn, and counted beside the counter as drawn in vain: 2 and 3 attempts, 2 fences each.
+    const grown = after.map((a, i) => [a.fence - before[i].fence, a.missed - before[i].missed])
+    assert.deepEqual(grown, [[4, 4], [6, 6]])
+    const seen = framesOf(run).length
+    await until(() => framesOf(run), (frames) => frames.length >= seen + 2)
+  } finally {
+    run.child.kill('SIGTERM')
+    await holder.release()
+    await exHolder.release()
+    admin.disconnect()
+  }
+  const { code, stdout, stderr } = await run.done
+  assert.equal(code, 0, stderr)
+  const frames = stdout.trim().split('\n').map((line) => JSON.parse(line))
+  assert.ok(frames.length >= 4, stdout)
+  // A rate needs the frame before: from the second on, both held all along, and no attempt
+  // read as an acquisition.
+  for (const frame of frames.slice(1)) {
+    const rows = Object.fromEntries(frame.locks.map((l) => [l.key, l]))
+    assert.deepEqual(Object.keys(rows).sort(), keys, stdout)
+    for (const row of Object.values(rows)) assert.equal(row.acquisitionsPerSec, 0, stdout)
+  }
+})
+
+test('watch --json: acquisitions are counted exactly, with the failed first attempts of new processes among them', async () => {
+  const ROUNDS = 2
+  const admin = new Redis(url)
+  const lock = new DistributedLock(url)
+  // Held before the watch starts, so listed from its first frame: not counted.
+  let handle = await lock.acquire('counted', 60_000)
+  const run = running(['watch', '*counted*', '--json', '--interval', '300', '--url', url])
+  let before
+  let after
+  try {
+    await until(() => framesOf(run), (frames) => frames.length >= 1)
+    before = await drawn(admin, 'lock:counted')
+    for (let round = 0; round < ROUNDS; round++) {
+      // While ours: a new process's tryAcquire fails, and a new process's waitForLock fails
+      // its first attempt and waits; ours released, the waiter takes the lock (one
+      // acquisition) and gives it back, and ours is taken again (another).
+      assert.equal(await attemptIn('try', 'counted'), false)
+      const missed = (await drawn(admin, 'lock:counted')).missed
+      const waiter = attemptIn('wait', 'counted')
+      const deadline = Date.now() + 20_000
+      while ((await drawn(admin, 'lock:counted')).missed === missed) {
+        assert.ok(Date.now() < deadline, 'the waiter never attempted')
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      await handle.release()
+      assert.equal(await waiter, true)
+      handle = await lock.acquire('counted', 60_000)
+    }
+    after = await drawn(admin, 'lock:counted')
+    const seen = framesOf(run).length
+    await until(() => framesOf(run), (frames) => frames.length >= seen + 2)
+  } finally {
+    run.child.kill('SIGTERM')
+    await handle.release()
+    admin.disconnect()
+  }
+  const { code, stdout, stderr } = await run.done
+  assert.equal(code, 0, stderr)
+  // Per round two acquisitions (4 fences) and two first attempts that found the lock held
+  // (4 fences more, counted as drawn in vain).
+  assert.deepEqual([after.fence - before.fence, after.missed - before.missed], [8 * ROUNDS, 4 * ROUNDS])
+  const frames = stdout.trim().split('\n').map((line) => JSON.parse(line))
+  // Each frame's rate over the time since the one before, summed: the acquisitions.
+  let acquisitions = 0
+  for (let i = 1; i < frames.length; i++) {
+    const row = frames[i].locks.find((l) => l.key === 'lock:counted')
+    assert.ok(row, stdout)
+    acquisitions += (row.acquisitionsPerSec * (Date.parse(frames[i].at) - Date.parse(frames[i - 1].at))) / 1000
+  }
+  assert.equal(Math.round(acquisitions), 2 * ROUNDS, stdout)
 })
 
 test('watch [pattern] shows only the matching locks', async () => {

@@ -43,6 +43,20 @@ function inTerminal(args, { env } = {}) {
   return { child, output: () => output, done }
 }
 
+/**
+ * Runs the binary with `args`, its output read as it comes: the child, its stdout so far
+ * (`output()`), and `done`, `{ code, stdout, stderr }`.
+ */
+function running(args, { env } = {}) {
+  const child = spawn(process.execPath, [BIN, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk) => { stdout += chunk.toString('utf8') })
+  child.stderr.on('data', (chunk) => { stderr += chunk.toString('utf8') })
+  const done = new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
+  return { child, output: () => stdout, done }
+}
+
 /** Resolves once `test(output)` holds, rejects after `timeoutMs`. */
 async function until(read, test, timeoutMs = 20_000) {
   const deadline = Date.now() + timeoutMs
@@ -52,4 +66,4 @@ async function until(read, test, timeoutMs = 20_000) {
   }
 }
 
-module.exports = { cli, inTerminal, until, BIN }
+module.exports = { cli, inTerminal, running, until, BIN }

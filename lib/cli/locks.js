@@ -186,7 +186,7 @@ async function readOurs(client, key, value, full) {
     waiters: queued + lined,
     contents: api === 'exclusive-lock' ? { lock_contents: value.toString('utf8') } : null,
   }
-  counters(lock, sib.fence, [sib.waiting, sib.line], sib.ring, ring)
+  counters(lock, sib.fence, [sib.waiting, sib.line], sib.ring, ring, sib.missed)
   if (full) {
     const [waiting, line] = await Promise.all([
       client.call('ZRANGE', sib.waiting, 0, -1, 'WITHSCORES').catch(orElse([])),
@@ -201,11 +201,12 @@ async function readOurs(client, key, value, full) {
 }
 
 /**
- * Where a lock's fence counter, queues and grant ring are, and how many connections its ring
- * held (`ringed`), kept out of its JSON: `watch` reads them on.
+ * Where a lock's fence counter, queues, grant ring and count of fences drawn in vain
+ * (`missed`, none for syncguard's, which draws only when it wins) are, and how many
+ * connections its ring held (`ringed`), kept out of its JSON: `watch` reads them on.
  */
-function counters(lock, fence, queues, ring = null, ringed = 0) {
-  Object.defineProperty(lock, 'counters', { value: { fence, queues, ring, ringed }, enumerable: false })
+function counters(lock, fence, queues, ring = null, ringed = 0, missed = null) {
+  Object.defineProperty(lock, 'counters', { value: { fence, queues, ring, ringed, missed }, enumerable: false })
 }
 
 /**
@@ -213,7 +214,7 @@ function counters(lock, fence, queues, ring = null, ringed = 0) {
  * (`watch` keeps a contended lock's row through the instants it is free).
  */
 async function rereadCounters(client, lock) {
-  const { fence, queues, ring } = lock.counters
+  const { fence, queues, ring, missed } = lock.counters
   const [counter, ringed, ...sizes] = await Promise.all([
     client.call('GET', fence).catch(orElse(null)),
     ring === null ? 0 : client.call('LLEN', ring).catch(orElse(0)),
@@ -221,8 +222,22 @@ async function rereadCounters(client, lock) {
   ])
   const again = { ...lock, holder: null, ttlMs: null, fence: null, contents: null,
     fenceCounter: counter ? counter.toString() : null, waiters: sizes.reduce((a, b) => a + b, 0) }
-  counters(again, fence, queues, ring, ringed)
+  counters(again, fence, queues, ring, ringed, missed)
   return again
+}
+
+/**
+ * How many fences each of `locks` had drawn for no acquisition (0 where none were, or it
+ * keeps no count): a transaction that found its lock held drew two all the same, and its
+ * process counts them beside the counter as it reads the reply (count_missed.lua).
+ */
+async function readMissed(client, locks) {
+  return Promise.all(locks.map(async (lock) => {
+    const key = lock.counters?.missed
+    if (!key) return 0
+    const count = await client.call('GET', key).catch(orElse(null))
+    return count ? Number(count.toString()) : 0
+  }))
 }
 
 /** A wake queue's ZRANGE WITHSCORES: the connections queued, and since when (ms). */
@@ -273,4 +288,4 @@ async function forceRelease(client, lock) {
   return { deletedKeys: reply[1], fenceCounter: reply[2] === null ? null : String(reply[2]) }
 }
 
-module.exports = { listLocks, inspectLock, forceRelease, rereadCounters }
+module.exports = { listLocks, inspectLock, forceRelease, rereadCounters, readMissed }

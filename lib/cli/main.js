@@ -53,9 +53,9 @@ no lock of this package (on no node).
   watch: `Usage: native-redis-lock watch [pattern] [--url <url>] [--json] [--interval <ms>] [--count <n>]
 
 A table redrawn in place every interval (default 1000 ms), most contended first: waiters,
-acquisitions per second (read from the lock's fence counter; a process's first attempt at
-a lock it has not found held within a minute counts even when it fails, its later ones
-only when they win) and wake-ups per second (releases that woke a waiting process, heard
+acquisitions per second (read from the lock's fence counter, less the fences attempts
+that found the lock held drew all the same, which their processes count beside it) and
+wake-ups per second (releases that woke a waiting process, heard
 on the lock's channel). A lock seen held stays listed while free
 (holder -). q or Ctrl-C quits. With --json, one JSON line per refresh. --count stops
 after n refreshes.

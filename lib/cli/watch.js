@@ -6,7 +6,7 @@
 
 const native = require('../native')
 const { connect } = require('./connect')
-const { listLocks, rereadCounters } = require('./locks')
+const { listLocks, rereadCounters, readMissed } = require('./locks')
 const { ReplyError } = require('./resp')
 
 /** Counts wake-ups per lock key, heard on the lock channels (sharded and plain pub/sub). */
@@ -76,26 +76,42 @@ class WakeCounter {
 // grantee uses one (the client passes no block on, release.rs `last: 0`).
 const GRANT_BLOCK = 1024
 
+// How long after reading the counters their counts of fences drawn in vain are read: a
+// process counts a draw in vain as it reads the reply, a round trip after the draw, so a
+// count read this much later holds every draw in vain the counter held. One it holds ahead
+// of the counter is owed to the next refresh; only a process whose loop took longer than
+// this to read its reply can still show one acquisition too many for one refresh.
+const MISSED_LAG_MS = 50
+
 /**
  * Acquisitions per second of `lock` from its fence counter, whose last reading per key is
- * kept in `last` (`{ counter, at, ringed }`). Every acquisition draws from the counter:
- * syncguard one fence, our APIs two (the holder's and one kept for a hand-over, which then
- * draws one: a lock handed over within one process reads as half its rate at most), and a
- * grant across processes a block of GRANT_BLOCK. A failed attempt draws none, but for a
- * process's first attempt at a lock it has not found held within a minute: that one goes as
- * the transaction, which draws two whatever it finds (ops/kept_fences.rs), so a lock read as
- * acquired that was not is one such first attempt per contending process, never each poll. While the lock has a ring of connections
- * taking it by grant (now or at the last reading), the growth is read as whole blocks, one
- * a grant, and the rest as attempts' pairs: right while fewer than 512 plain acquisitions
- * come between two refreshes. A counter that went back (deleted, expired) starts anew.
+ * kept in `last` (`{ counter, missed, owed, at, ringed }`). Every acquisition draws from the
+ * counter: syncguard one fence, our APIs two (the holder's and one kept for a hand-over,
+ * which then draws one: a lock handed over within one process reads as half its rate at
+ * most), and a grant across processes a block of GRANT_BLOCK. A failed attempt draws none,
+ * but for a process's first attempt at a lock it has not found held within a minute: that
+ * one goes as the transaction, which draws two whatever it finds (ops/kept_fences.rs), and
+ * counts them beside the counter (`missed`, read MISSED_LAG_MS after it), so the growth
+ * less the count's is the acquisitions'. A count read ahead of its draws (`owed`) is taken
+ * from the next growth. While the lock has a ring of connections taking it by grant (now or
+ * at the last reading), the growth is read as whole blocks, one a grant, and the rest as
+ * attempts' pairs: right while fewer than 512 plain acquisitions come between two refreshes.
+ * A counter that went back (deleted, expired) starts anew; a count that went back (expired
+ * after ten minutes unchanged) counts from 0.
  */
-function acquisitionsPerSec(lock, last, now) {
+function acquisitionsPerSec(lock, missed, last, now) {
   const counter = lock.fenceCounter === null ? null : Number(lock.fenceCounter)
   const ringed = lock.counters?.ringed > 0
   const before = last.get(lock.key)
-  last.set(lock.key, { counter, at: now, ringed })
+  const reading = { counter, missed, owed: 0, at: now, ringed }
+  last.set(lock.key, reading)
   if (counter === null || before === undefined || before.counter === null || counter < before.counter) return 0
-  const grown = counter - before.counter
+  const vain = missed >= before.missed ? missed - before.missed : missed
+  let grown = counter - before.counter - vain - before.owed
+  if (grown < 0) {
+    reading.owed = -grown
+    grown = 0
+  }
   let acquisitions
   if (lock.api === 'syncguard') acquisitions = grown
   else if (ringed || before.ringed) {
@@ -106,14 +122,14 @@ function acquisitionsPerSec(lock, last, now) {
 }
 
 /** One refresh: each lock with its rates over the last `seconds`. */
-function frame(locks, wakes, lastCounters, seconds, now) {
-  const rows = locks.map((lock) => ({
+function frame(locks, missed, wakes, lastCounters, seconds, now) {
+  const rows = locks.map((lock, i) => ({
     key: lock.key,
     api: lock.api,
     holder: lock.holder,
     ttlMs: lock.ttlMs,
     waiters: lock.waiters,
-    acquisitionsPerSec: acquisitionsPerSec(lock, lastCounters, now),
+    acquisitionsPerSec: acquisitionsPerSec(lock, missed[i], lastCounters, now),
     wakesPerSec: round((wakes.get(lock.key) ?? 0) / seconds),
   }))
   return rows.sort((a, b) => b.waiters - a.waiters || b.acquisitionsPerSec - a.acquisitionsPerSec ||
@@ -198,8 +214,10 @@ async function watch({ address, pattern, intervalMs, count, json, out, input, ti
       for (const lock of locks) seen.set(lock.key, lock)
       for (const [key, lock] of seen) if (!held.has(key)) locks.push(await rereadCounters(client, lock))
       await wakes.follow(locks.map((lock) => lock.key))
+      await new Promise((resolve) => setTimeout(resolve, MISSED_LAG_MS))
+      const missed = await readMissed(client, locks)
       const now = Date.now()
-      const rows = frame(locks, wakes.take(), lastCounters, Math.max(now - last, 1) / 1000, now)
+      const rows = frame(locks, missed, wakes.take(), lastCounters, Math.max(now - last, 1) / 1000, now)
       last = now
       if (json) {
         out.write(`${JSON.stringify({ at: new Date(now).toISOString(), pattern, locks: rows })}\n`)

@@ -22,6 +22,9 @@ pub struct LockSiblings {
     pub channel: Buffer,
     /// The ring of connections taking the lock by grant (a list; see release_grant.lua).
     pub ring: Buffer,
+    /// Fences drawn for no acquisition (count_missed.lua): `watch` reads acquisitions from
+    /// the counter's growth less this count's.
+    pub missed: Buffer,
 }
 
 #[napi]
@@ -34,6 +37,7 @@ pub fn lock_siblings(lock_key: Buffer) -> LockSiblings {
         alive: keys::alive_key(&lock_key).into(),
         channel: keys::released_channel(&lock_key).into(),
         ring: keys::ring_key(&lock_key).into(),
+        missed: keys::missed_key(&lock_key).into(),
     }
 }
 

@@ -10,10 +10,11 @@
 use super::*;
 use crate::core::backend::endpoint::EndpointSpec;
 use crate::core::backend::lock_store::LostScope;
-use crate::core::basics::keys::{fence_key, owner_key, released_channel};
+use crate::core::basics::keys::{fence_key, missed_key, owner_key, released_channel};
 use crate::core::basics::test_server::RedisServer;
 use crate::core::basics::token::format_fence;
 use crate::core::proto::acquire::{AttemptForm, Layout};
+use crate::core::proto::missed::CountMissed;
 use crate::core::proto::refresh::Refresh;
 use crate::core::proto::release::{FenceUpkeep, ReleaseKind};
 use std::collections::HashSet;
@@ -168,6 +169,21 @@ async fn every_operation(store: &Backend, heard: &Published) -> Vec<Got> {
     ));
     got.push(exact(store.is_locked(&Exists { lock_key: a }, BOUND).await));
     got.push(exact(store.is_locked(&Exists { lock_key: x }, BOUND).await));
+
+    // Fences a transaction drew in vain, counted beside the lock, for as long on both (the
+    // stores' own attempts are the script, which draws none so).
+    let missed = missed_key(a);
+    for _ in 0..2 {
+        let count = CountMissed {
+            missed_key: &missed,
+            fences: 2,
+        };
+        got.push(exact(store.run(&count, BOUND).await));
+    }
+    got.push(ms(store
+        .holder_ttl(&Pttl { lock_key: &missed }, BOUND)
+        .await
+        .expect("PTTL")));
     let ttl = store.holder_ttl(&Pttl { lock_key: a }, BOUND).await;
     got.push(ms(ttl.expect("PTTL")));
     let (holder, left) = store
@@ -451,7 +467,9 @@ async fn every_operation_answers_alike_on_one_redis_and_on_memory() {
     // The sequence does what it says: a win, a wait, a hand-over and its wake-up.
     let seen = format!("{on_redis:?}");
     let woken = r#"[(\"{eq:a}:released\", \"conn-2\")]"#;
-    for expected in ["won", "held", "Some(2)", "Released", "NotOwner", woken] {
+    for expected in [
+        "won", "held", "Some(2)", "Ok(4)", "Released", "NotOwner", woken,
+    ] {
         assert!(seen.contains(expected), "{expected} missing from {seen}");
     }
 }

@@ -186,6 +186,13 @@ pub fn fence_key(lock_key: &[u8]) -> Vec<u8> {
     sibling_key(lock_key, "fence")
 }
 
+/// How many fences were drawn beside the lock's counter for no acquisition: a transaction
+/// that found the lock held drew two all the same (proto/acquire.rs), and says so here, so
+/// that `watch` reads acquisitions from the counter's growth less this one's.
+pub fn missed_key(lock_key: &[u8]) -> Vec<u8> {
+    sibling_key(lock_key, "missed")
+}
+
 /// Where ExclusiveLock keeps its owner token, beside a lock key whose value belongs to the
 /// original package's format.
 pub fn owner_key(lock_key: &[u8]) -> Vec<u8> {
@@ -278,7 +285,7 @@ mod tests {
             b"{foo}:fence",
         ] {
             for suffix in [
-                "fence", "owner", "waiting", "line", "alive", "released", "ring",
+                "fence", "owner", "waiting", "line", "alive", "released", "ring", "missed",
             ] {
                 let sibling = sibling_key(lock_key, suffix);
                 assert!(

@@ -9,8 +9,9 @@
 //! the next first attempts at that lock are written as the script, which draws fences only
 //! when it wins, not as the transaction, which draws two whatever it finds. Those are the
 //! attempts likely to fail (a polled or contended lock), so the counter's growth stays two per
-//! acquisition, as `watch` reads it (lib/cli/watch.js); a lock nobody contends keeps the
-//! transaction, read in the same lookup.
+//! acquisition, as `watch` reads it (lib/cli/watch.js), and one command counts the two the
+//! transaction drew in vain before (fast/mod.rs `count_missed`), not one per poll; a lock
+//! nobody contends keeps the transaction, read in the same lookup.
 //!
 //! What is known stays true: nothing we send ever shortens a counter's life (the pushes are
 //! `NX` and `GT`, the scripts push only a counter due, a window of 0 persists it). A counter

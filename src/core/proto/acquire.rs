@@ -191,6 +191,19 @@ impl AcquireAttempt<'_> {
         })
     }
 
+    /// How many fences `reply` shows drawn for no acquisition: a transaction that found the
+    /// lock held drew two all the same (its INCRBY answered), which `watch` must not read as
+    /// an acquisition (see missed.rs); a script draws none when it fails.
+    pub fn drawn_in_vain(&self, reply: &Value) -> u64 {
+        let Value::Array(items) = reply else {
+            return 0;
+        };
+        match items.as_slice() {
+            [Value::Nil, Value::Int(_), ..] if self.transaction() => 2,
+            _ => 0,
+        }
+    }
+
     fn exclusive(&self) -> bool {
         matches!(self.layout, Layout::Exclusive { .. })
     }

@@ -2,10 +2,13 @@
 //! leave the lock and its holder in the same state; fences may skip, never go back. Random
 //! runs of attempts, releases and expiries go to one lock through the script and to its twin
 //! through the transaction, on a private redis-server, as the JS thread's socket writes them.
+//! Each counter, less its count of fences drawn in vain (the transaction's, counted behind it
+//! as the socket does, missed.rs), grows two per win: what `watch` reads as acquisitions.
 
 use super::{pushed_for, AcquireAttempt, Acquired, AttemptForm, Layout};
 use crate::core::basics::resp;
 use crate::core::basics::test_server::RedisServer;
+use crate::core::proto::missed::CountMissed;
 use crate::core::proto::release::Release;
 use crate::core::proto::scripts;
 use crate::core::proto::Op;
@@ -96,15 +99,26 @@ impl Socket {
             other => panic!("{parts:?}: {other:?}"),
         }
     }
+
+    /// A counter's value, 0 when it does not exist.
+    fn counter(&mut self, key: &[u8]) -> i64 {
+        match self.command(&[b"GET", key]) {
+            Value::BulkString(digits) => String::from_utf8_lossy(&digits).parse().expect("digits"),
+            Value::Nil => 0,
+            other => panic!("GET: {other:?}"),
+        }
+    }
 }
 
 /// One lock driven through one form.
 struct Twin {
     key: Vec<u8>,
     fence_key: Vec<u8>,
+    missed_key: Vec<u8>,
     form: AttemptForm,
     holder: Option<String>,
     last_fence: u64,
+    wins: i64,
     /// Until when this connection's own pushes kept the counter (see `pushed_for`).
     kept_until: Option<Instant>,
 }
@@ -121,10 +135,12 @@ impl Twin {
         let key = key.as_bytes().to_vec();
         Twin {
             fence_key: crate::core::basics::keys::fence_key(&key),
+            missed_key: crate::core::basics::keys::missed_key(&key),
             key,
             form,
             holder: None,
             last_fence: 0,
+            wins: 0,
             kept_until: None,
         }
     }
@@ -149,10 +165,20 @@ impl Twin {
             form: self.form,
             sent: Instant::now(),
         };
-        match socket.run(&op, op.replies()) {
+        let mut out = Vec::new();
+        op.encode(&mut out);
+        let reply = socket.send(&out, op.replies());
+        let fences = op.drawn_in_vain(&reply);
+        if fences > 0 {
+            let missed_key = &self.missed_key;
+            let count = socket.run(&CountMissed { missed_key, fences }, 1);
+            assert!(count >= 2 && count % 2 == 0, "{count}");
+        }
+        match op.decode(reply).expect("decode") {
             Acquired::Won { fence, .. } => {
                 assert!(fence > self.last_fence, "{:?}: fence went back", self.form);
                 self.last_fence = fence;
+                self.wins += 1;
                 self.holder = Some(token.to_owned());
                 Answer::Won
             }
@@ -184,6 +210,13 @@ impl Twin {
         self.holder = None;
     }
 
+    /// The acquisitions `watch` reads: the counter less what was drawn in vain, by two.
+    fn read_wins(&self, socket: &mut Socket) -> i64 {
+        let drawn = socket.counter(&self.fence_key) - socket.counter(&self.missed_key);
+        assert_eq!(drawn % 2, 0, "{:?}: {drawn}", self.form);
+        drawn / 2
+    }
+
     /// The lock's holder as Redis has it, and its remaining TTL (ms).
     fn state(&self, socket: &mut Socket) -> (Option<Vec<u8>>, i64) {
         let holder = match socket.command(&[b"GET", &self.key]) {
@@ -198,7 +231,11 @@ impl Twin {
 fn run(port: u16, case: u32, steps: &[FormStep]) {
     let mut socket = Socket::open(port);
     // Loaded beforehand, as the JS thread's socket has them (ops/direct.rs).
-    for source in [scripts::ACQUIRE_SOURCE, scripts::RELEASE_WAKE_SOURCE] {
+    for source in [
+        scripts::ACQUIRE_SOURCE,
+        scripts::RELEASE_WAKE_SOURCE,
+        scripts::COUNT_MISSED_SOURCE,
+    ] {
         socket.command(&[b"SCRIPT", b"LOAD", source.as_bytes()]);
     }
     let mut script = Twin::new(&format!("script:{case}"), AttemptForm::Script);
@@ -233,8 +270,14 @@ fn run(port: u16, case: u32, steps: &[FormStep]) {
             }
             None => assert_eq!((ttl, ttl_too), (-2, -2)),
         }
-        // Each counter outlives its lock, whichever form drew from it.
+        // Each counter outlives its lock, whichever form drew from it, and tells its wins.
         for twin in [&script, &transaction] {
+            assert_eq!(
+                twin.read_wins(&mut socket),
+                twin.wins,
+                "step {n}: {:?}",
+                twin.form
+            );
             let counter_ttl = socket.int(&[b"PTTL", &twin.fence_key]);
             assert!(
                 counter_ttl == -2 || counter_ttl >= ttl.max(ttl_too),

@@ -5,6 +5,7 @@
 use super::extend::Extend;
 use super::fence_raise::FenceRaise;
 use super::fenced_set::FencedSet;
+use super::missed::CountMissed;
 use super::read::{Exists, Pttl};
 use super::release::{FenceUpkeep, HandOver, Release, ReleaseKind};
 use super::{scripts, Op, Request};
@@ -177,6 +178,21 @@ fn a_fence_raise_names_the_counter_the_fence_the_ttl_and_the_window() {
     assert_sends(&raise, &want);
     assert_eq!(raise.decode(Value::Int(12)).ok(), Some(12));
     assert!(raise.decode(Value::Int(-1)).is_err());
+}
+
+#[test]
+fn fences_drawn_in_vain_are_counted_beside_the_lock_for_ten_minutes() {
+    let count = CountMissed {
+        missed_key: b"{lock:k}\xffmissed",
+        fences: 2,
+    };
+    let want = evalsha(
+        &scripts::COUNT_MISSED,
+        &[b"{lock:k}\xffmissed"],
+        &[b"2", b"600000"],
+    );
+    assert_sends(&count, &want);
+    assert_eq!(count.decode(Value::Int(6)).ok(), Some(6));
 }
 
 #[test]

@@ -9,6 +9,7 @@ pub mod epoch;
 pub mod extend;
 pub mod fence_raise;
 pub mod fenced_set;
+pub mod missed;
 pub mod queue;
 pub mod read;
 pub mod refresh;

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 /// A call in flight on the connection, whatever it is.
 pub trait Call {
-    /// The reply came: what ends now goes to `settled`, in order. `true` when a command
-    /// undoing what the call took was written to `out` (a quorum's straggler, see
-    /// `NodeCall::answered`), its reply for nobody.
+    /// The reply came: what ends now goes to `settled`, in order. Answers how many commands
+    /// were written to `out` behind it, each reply for nobody: one undoing what a quorum's
+    /// straggler took (`NodeCall::answered`), or an attempt's follow-up (`FastCall::follow_up`).
     fn answered(
         self: Box<Self>,
         id: u32,
@@ -25,12 +25,13 @@ pub trait Call {
         completer: &Completer,
         settled: &mut Vec<Settlement>,
         out: &mut Vec<u8>,
-    ) -> bool;
+    ) -> usize;
     /// The bound passed: what the caller is told now, if anything (a quorum's part tells
     /// only when the silence decides the call, and may hand it to the runtime).
     fn timed_out(&mut self, id: u32, bound: Duration, completer: &Completer) -> Option<Outcome>;
-    /// `true` when a command to undo was written to `out` (see `FastCall::answered_late`).
-    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool;
+    /// How many commands were written to `out`, each reply for nobody: an undo (see
+    /// `FastCall::answered_late`), an attempt's follow-up.
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize;
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer);
     fn abandon(self: Box<Self>);
     fn orphaned(self: Box<Self>, id: u32, completer: &Completer);
@@ -133,10 +134,11 @@ where
         reply: Value,
         completer: &Completer,
         settled: &mut Vec<Settlement>,
-        _out: &mut Vec<u8>,
-    ) -> bool {
+        out: &mut Vec<u8>,
+    ) -> usize {
+        let followed = self.call.follow_up(&reply, out);
         (*self).finish(id, reply, completer, settled);
-        false
+        usize::from(followed)
     }
 
     fn timed_out(&mut self, _id: u32, bound: Duration, _completer: &Completer) -> Option<Outcome> {
@@ -147,8 +149,9 @@ where
         })
     }
 
-    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool {
-        self.call.answered_late(reply, out)
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize {
+        let followed = self.call.follow_up(&reply, out);
+        usize::from(followed) + usize::from(self.call.answered_late(reply, out))
     }
 
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {
@@ -239,14 +242,14 @@ where
         completer: &Completer,
         settled: &mut Vec<Settlement>,
         out: &mut Vec<u8>,
-    ) -> bool {
+    ) -> usize {
         let AdaptedPart { part, convert } = *self;
         let told = part.answered(reply, out);
         let undid = matches!(told, Told::Undid);
         if let Some(outcome) = tell(&convert, id, told, completer) {
             settled.push(Settlement::Settled(id, outcome));
         }
-        undid
+        usize::from(undid)
     }
 
     fn timed_out(&mut self, id: u32, _bound: Duration, completer: &Completer) -> Option<Outcome> {
@@ -254,8 +257,8 @@ where
         tell(&self.convert, id, told, completer)
     }
 
-    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool {
-        self.part.answered_late(reply, out)
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize {
+        usize::from(self.part.answered_late(reply, out))
     }
 
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {

@@ -361,7 +361,7 @@ impl SocketConnection {
     fn answer(&mut self, pending: Pending, reply: redis::Value) {
         if let Some(traced) = &pending.traced {
             let outcome = match (&reply, pending.timed_out) {
-                (_, true) => "late",
+                (_, true) if pending.call.is_some() => "late",
                 (redis::Value::ServerError(_), _) => "error",
                 _ => "ok",
             };
@@ -371,37 +371,40 @@ impl SocketConnection {
         let Some(call) = pending.call else {
             return;
         };
-        if pending.timed_out {
-            if call.answered_late(reply, &mut self.out) {
-                self.expect_unwanted();
-            }
-            return;
-        }
-        if call.answered(
-            pending.id,
-            reply,
-            &self.completer,
-            &mut self.settled,
-            &mut self.out,
-        ) {
-            self.expect_unwanted();
+        let from = self.out.len();
+        let written = if pending.timed_out {
+            call.answered_late(reply, &mut self.out)
+        } else {
+            call.answered(
+                pending.id,
+                reply,
+                &self.completer,
+                &mut self.settled,
+                &mut self.out,
+            )
+        };
+        if written > 0 {
+            self.expect_unwanted(written, from);
         }
     }
 
-    /// An undo was written after the calls sent so far: its reply, due after theirs, is
-    /// for nobody.
-    fn expect_unwanted(&mut self) {
+    /// `commands` (an undo, an attempt's follow-up) were written from `out[from..]`, after the
+    /// calls sent so far: their replies, due after theirs, are for nobody. Traced as one line,
+    /// as a call is.
+    fn expect_unwanted(&mut self, commands: usize, from: usize) {
         let bound = LINGER;
+        let written = self.out.get(from..).unwrap_or_default();
+        let traced = trace::on().then(|| Box::new((Instant::now(), written.to_vec())));
         self.pending.push_back(Pending {
             id: 0,
-            leading: 0,
+            leading: commands.saturating_sub(1),
             refused: None,
             transaction: false,
             bound,
             deadline: Instant::now() + bound,
             call: None,
             timed_out: true,
-            traced: None,
+            traced,
         });
     }
 
@@ -577,6 +580,11 @@ impl SocketEvents for Events {
                 }
                 if readable && !conn.broken {
                     conn.read();
+                    // What the replies wrote behind them (undos, follow-ups) leaves before
+                    // their callers' JS runs: a process that exits there still sends it.
+                    if !conn.out.is_empty() && !conn.broken {
+                        conn.flush();
+                    }
                 }
             }
             after_callback(shared);

@@ -2,7 +2,7 @@
 //! thread's own connection (see mod.rs): a won lock is the caller's at once; a held one
 //! goes on through the runtime as the attempt's plan says.
 
-use super::{FastCall, Later, Settled, Step};
+use super::{count_missed, FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -147,6 +147,10 @@ impl FastCall for PlainAttempt {
             }
             Err(err) => Step::Now(Err(err)),
         }
+    }
+
+    fn follow_up(&self, reply: &Value, out: &mut Vec<u8>) -> bool {
+        count_missed(&self.request.op(self.form.get()), reply, out)
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<Option<Lease>> {

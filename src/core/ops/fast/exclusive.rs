@@ -4,7 +4,7 @@
 //! acquire script recognises the attempt's token and a release only deletes a lock still
 //! ours.
 
-use super::{is_refusal, FastCall, Later, Settled, Step};
+use super::{count_missed, is_refusal, FastCall, Later, Settled, Step};
 use crate::core::backend::lock_store::ScriptsFor;
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -91,6 +91,10 @@ impl FastCall for ExclusiveAttempt {
             Ok(Acquired::Refused) => Step::Later(self.resend(None)),
             Err(err) => Step::Now(Err(err)),
         }
+    }
+
+    fn follow_up(&self, reply: &Value, out: &mut Vec<u8>) -> bool {
+        count_missed(&self.request.op(self.form.get()), reply, out)
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<Option<Claim>> {

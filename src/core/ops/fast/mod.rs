@@ -14,7 +14,10 @@ use super::delivery::Unclaimed;
 use super::lock::{AttemptForm, Locker};
 use super::release::outcome;
 use crate::core::basics::error::LockError;
+use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
+use crate::core::proto::acquire::AcquireAttempt;
+use crate::core::proto::missed::CountMissed;
 use crate::core::proto::read::Exists as IsLocked;
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
@@ -69,6 +72,14 @@ pub trait FastCall: Send + 'static {
     /// The reply came in time.
     fn answered(self, reply: Value) -> Step<Self::Output>;
 
+    /// Read before `answered` (or `answered_late`) takes the reply, on a socket: `true` when
+    /// a command was written to `out` behind the call, on its connection, its reply for
+    /// nobody. Only an attempt's count of fences drawn in vain (`count_missed`); inline
+    /// (`memory://`) nothing is drawn in vain, attempts going as the script.
+    fn follow_up(&self, _reply: &Value, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
     /// The bound passed with no reply. The reply may still come (`answered_late`), or the
     /// connection break first (`abandon`).
     fn timed_out(&mut self, bound: Duration) -> Settled<Self::Output>;
@@ -91,6 +102,22 @@ pub trait FastCall: Send + 'static {
     /// it. An attempt that may have won is freed; a release (or handover) goes again through
     /// the runtime, so the lock does not wait for its TTL.
     fn orphaned(self) -> Option<Later<Self::Output>>;
+}
+
+/// Counts the fences `attempt`'s `reply` drew for no acquisition (proto/missed.rs), written to
+/// `out`: `true` when there were any. Not waited for: the caller is answered meanwhile.
+pub(super) fn count_missed(attempt: &AcquireAttempt<'_>, reply: &Value, out: &mut Vec<u8>) -> bool {
+    let fences = attempt.drawn_in_vain(reply);
+    if fences == 0 {
+        return false;
+    }
+    let missed_key = keys::missed_key(attempt.lock_key);
+    CountMissed {
+        missed_key: &missed_key,
+        fences,
+    }
+    .encode(out);
+    true
 }
 
 /// A server error, as the reply or inside a transaction's answer.

@@ -123,6 +123,47 @@ fn a_late_reply_frees_only_a_lock_the_attempt_took() {
     assert!(!out.is_empty());
 }
 
+#[test]
+fn a_transaction_that_finds_the_lock_held_counts_the_fences_it_drew_behind_it() {
+    let locker = locker(41008);
+    let ttl = Duration::from_secs(1);
+    let attempt = |form| {
+        let attempt = PlainAttempt::new(&locker, "k", ttl, mode(Plan::once()));
+        attempt.write(&mut Vec::new(), form);
+        attempt
+    };
+    let exec = |first| Value::Array(vec![first, Value::Int(8), Value::Int(0), Value::Int(1)]);
+    // Held: two drawn for nothing, counted beside the lock, one command behind the call.
+    let mut out = Vec::new();
+    assert!(attempt(AttemptForm::Transaction).follow_up(&exec(Value::Nil), &mut out));
+    let counted = evalshas(&out);
+    let count_missed = crate::core::proto::scripts::COUNT_MISSED.get_hash();
+    assert_eq!(counted, vec![count_missed.as_bytes().to_vec()]);
+    let sent = String::from_utf8_lossy(&out);
+    let missed =
+        String::from_utf8_lossy(&crate::core::basics::keys::missed_key(b"t:k")).into_owned();
+    assert!(
+        sent.contains(&missed) && sent.contains("\r\n$1\r\n2\r\n"),
+        "{sent:?}"
+    );
+    // Late, the same: the caller was told of the timeout, the fences were drawn all the same.
+    let mut late = attempt(AttemptForm::Transaction);
+    let _ = late.timed_out(Duration::from_millis(5));
+    let mut out = Vec::new();
+    assert!(late.follow_up(&exec(Value::Nil), &mut out));
+    assert!(!late.answered_late(exec(Value::Nil), &mut out));
+    assert_eq!(evalshas(&out).len(), 1);
+    // Won, refused, or the script's held (it draws nothing when it fails): nothing.
+    let mut out = Vec::new();
+    assert!(!attempt(AttemptForm::Transaction).follow_up(&exec(Value::Okay), &mut out));
+    let refused = Value::Array(vec![Value::Nil, Value::Nil]);
+    assert!(!attempt(AttemptForm::Transaction).follow_up(&refused, &mut out));
+    let held = Value::Array(vec![Value::Int(0), Value::Int(250)]);
+    assert!(!attempt(AttemptForm::Script).follow_up(&held, &mut out));
+    assert!(!attempt(AttemptForm::Script).follow_up(&exec(Value::Nil), &mut out));
+    assert!(out.is_empty());
+}
+
 /// The SHA1s of the EVALSHAs in `written`.
 fn evalshas(written: &[u8]) -> Vec<Vec<u8>> {
     let mut shas = Vec::new();
@@ -168,8 +209,12 @@ fn every_script_a_fast_call_sends_is_loaded_when_the_socket_opens() {
     SyncguardAttempt::new(&locker, keys.clone(), ttl).write(&mut out, form);
     let (index_key, lock_id) = (keys.index_key.clone(), keys.lock_id.clone());
     SyncguardRelease::new(&locker, index_key, lock_id, keys.lock_key).write(&mut out, form);
+    let held = Value::Array(vec![Value::Nil, Value::Int(8)]);
+    let counting = PlainAttempt::new(&locker, "k", ttl, mode(Plan::once()));
+    counting.write(&mut Vec::new(), AttemptForm::Transaction);
+    assert!(counting.follow_up(&held, &mut out));
     let sent = evalshas(&out);
-    assert_eq!(sent.len(), 5);
+    assert_eq!(sent.len(), 6);
     for sha in sent {
         let sha = String::from_utf8(sha).unwrap();
         assert!(loaded.contains(&sha), "{sha} is not loaded on the socket");

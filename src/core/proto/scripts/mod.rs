@@ -84,9 +84,10 @@ const SG_FENCE_RAISE_SOURCE: &str = concat!(
     include_str!("sg_common.lua"),
     include_str!("sg_fence_raise.lua")
 );
+pub(crate) const COUNT_MISSED_SOURCE: &str = include_str!("count_missed.lua");
 
 /// Every script, by the name `DEBUG` lines give it (basics/trace.rs), beside its source.
-const NAMED: [(&str, &str); 24] = [
+const NAMED: [(&str, &str); 25] = [
     ("acquire", ACQUIRE_SOURCE),
     ("release", RELEASE_SOURCE),
     ("extend", EXTEND_SOURCE),
@@ -111,11 +112,12 @@ const NAMED: [(&str, &str); 24] = [
     ("sg_fence_raise", SG_FENCE_RAISE_SOURCE),
     ("join_ring", JOIN_RING_SOURCE),
     ("release_grant", RELEASE_GRANT_SOURCE),
+    ("count_missed", COUNT_MISSED_SOURCE),
 ];
 
 /// Every script's source, for loading them all at once.
-pub const ALL_SOURCES: [&str; 24] = {
-    let mut all = [""; 24];
+pub const ALL_SOURCES: [&str; 25] = {
+    let mut all = [""; 25];
     let mut i = 0;
     while i < NAMED.len() {
         all[i] = NAMED[i].1;
@@ -147,6 +149,7 @@ pub static SG_RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_RELEAS
 pub static SG_EXTEND: LazyLock<Script> = LazyLock::new(|| Script::new(SG_EXTEND_SOURCE));
 pub static SG_IS_LOCKED: LazyLock<Script> = LazyLock::new(|| Script::new(SG_IS_LOCKED_SOURCE));
 pub static SG_LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(SG_LOOKUP_SOURCE));
+pub static COUNT_MISSED: LazyLock<Script> = LazyLock::new(|| Script::new(COUNT_MISSED_SOURCE));
 pub static SG_FENCE_RAISE: LazyLock<Script> = LazyLock::new(|| Script::new(SG_FENCE_RAISE_SOURCE));
 
 /// The text of a syncguard script, for a caller's own `eval` (a test double that can only

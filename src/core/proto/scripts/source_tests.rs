@@ -1,7 +1,7 @@
 use super::*;
 
 /// Every script a call may send, so that a NOSCRIPT can always be answered with its text.
-fn every() -> [&'static Script; 24] {
+fn every() -> [&'static Script; 25] {
     [
         &ACQUIRE,
         &RELEASE,
@@ -27,6 +27,7 @@ fn every() -> [&'static Script; 24] {
         &SG_FENCE_RAISE,
         &JOIN_RING,
         &RELEASE_GRANT,
+        &COUNT_MISSED,
     ]
 }
 
