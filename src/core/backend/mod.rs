@@ -19,6 +19,7 @@ pub mod redis_store;
 mod redlock_book;
 mod redlock_conclude;
 pub mod redlock_late;
+mod redlock_owed;
 mod redlock_pool;
 mod redlock_refresh;
 pub mod redlock_store;

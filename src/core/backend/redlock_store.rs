@@ -14,6 +14,7 @@ use super::lock_store::{
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
 use super::redlock_late::LateBook;
+use super::redlock_owed::Owed;
 use super::redlock_pool::LatePool;
 use super::redlock_tally::{
     answered, failed, finish, gather, gather_read, ignore, quorum_error, release_verdict,
@@ -56,6 +57,8 @@ struct Node {
     /// Shared with the releases left to a task of their own (`release_on`).
     store: Arc<RedisStore>,
     book: Arc<NodeBook>,
+    /// The frees the node is owed (redlock_owed.rs).
+    owed: Arc<Owed>,
 }
 
 impl Endpoint {
@@ -162,6 +165,7 @@ impl RedlockStore {
                     Node {
                         store: Arc::new(RedisStore::new(node.clone(), heard)),
                         book,
+                        owed: Arc::default(),
                     }
                 })
                 .collect(),
@@ -189,6 +193,19 @@ impl RedlockStore {
 
     pub(super) fn stragglers(&self) -> &LatePool {
         &self.stragglers
+    }
+
+    /// `release` is owed to node `node` (by index): sent on its runtime connection until it
+    /// answers, for `ttl` at most, each try bounded by `bound` (redlock_owed.rs).
+    pub fn owe(&self, node: usize, release: &Release<'_>, ttl: Duration, bound: Duration) {
+        if let Some(owing) = self.nodes.get(node) {
+            (owing.owed).owe(&owing.store, Detached::of(release), ttl, bound);
+        }
+    }
+
+    /// How many frees node `node` is owed now.
+    pub fn owed(&self, node: usize) -> usize {
+        self.nodes.get(node).map_or(0, |node| node.owed.len())
     }
 
     pub fn tally(&self) -> Tally {
@@ -515,6 +532,16 @@ impl Detached {
 
     /// Sends the release to `store`: whether it freed our lock there.
     async fn send(&self, store: &RedisStore, bound: Duration) -> bool {
+        matches!(self.sent(store, bound).await, Ok(true))
+    }
+
+    /// Sends the release to `store`: whether it freed our lock there, or why it could not
+    /// tell.
+    pub(super) async fn sent(
+        &self,
+        store: &RedisStore,
+        bound: Duration,
+    ) -> Result<bool, LockError> {
         let kind = match &self.kind {
             DetachedKind::ById => {
                 let op = ReleaseById {
@@ -524,7 +551,7 @@ impl Detached {
                     ours_wait: false,
                 };
                 let sent = store.run_request(&op, &Request::of(&op), bound).await;
-                return matches!(sent, Ok(ReleasedById::Released { .. }));
+                return sent.map(|sent| matches!(sent, ReleasedById::Released { .. }));
             }
             DetachedKind::Wake { ours_wait } => ReleaseKind::Wake {
                 ours_wait: *ours_wait,
@@ -545,10 +572,7 @@ impl Detached {
             token: &self.token,
             kind,
         };
-        matches!(
-            store.run_request(&op, &Request::of(&op), bound).await,
-            Ok(true)
-        )
+        store.run_request(&op, &Request::of(&op), bound).await
     }
 }
 
