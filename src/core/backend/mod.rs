@@ -18,6 +18,7 @@ mod quarantine;
 pub mod redis_store;
 mod redlock_book;
 mod redlock_conclude;
+mod redlock_detached;
 pub mod redlock_late;
 mod redlock_owed;
 mod redlock_pool;

@@ -12,7 +12,7 @@
 //! oldest go (the nearest to expiring on their own).
 
 use super::redis_store::RedisStore;
-use super::redlock_store::Detached;
+use super::redlock_detached::Detached;
 use super::redlock_tally::is_answer;
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
