@@ -508,6 +508,7 @@ impl LockStore for RedlockStore {
             },
             wake: WakeKind::Broadcast,
             transactions: false,
+            doubt_unconfirmed: true,
         }
     }
 
