@@ -15,7 +15,6 @@ use super::redis_store::RedisStore;
 use super::redlock_detached::Detached;
 use super::redlock_tally::is_answer;
 use crate::core::basics::background;
-use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use futures_util::future::join_all;
 use std::collections::VecDeque;
@@ -112,11 +111,16 @@ impl Owed {
     }
 }
 
-/// Whether the node answered the free (whatever it freed).
-fn answered(sent: &Result<bool, LockError>) -> bool {
+/// Sends `debt` to the node behind `store`: whether the node answered it (whatever it
+/// freed). Given up at half its bound, before the link's own timeout would discard the
+/// node's connection and with it put every lock of the Redlock in doubt (as the refresh's
+/// stragglers are, redlock_refresh.rs): a silent node is probed again and again.
+async fn answered(store: &RedisStore, debt: &Debt) -> bool {
+    let sent = tokio::time::timeout(debt.bound / 2, debt.free.sent(store, debt.bound)).await;
     match sent {
-        Ok(_) => true,
-        Err(err) => is_answer(err),
+        Ok(Ok(_)) => true,
+        Ok(Err(err)) => is_answer(&err),
+        Err(_) => false,
     }
 }
 
@@ -124,15 +128,15 @@ fn answered(sent: &Result<bool, LockError>) -> bool {
 async fn drain(owed: Arc<Owed>, store: Arc<RedisStore>) {
     while let Some(mut debts) = owed.take() {
         let probe = debts.remove(0);
-        if !answered(&probe.free.sent(&store, probe.bound).await) {
+        if !answered(&store, &probe).await {
             debts.insert(0, probe);
             owed.keep(debts);
             tokio::time::sleep(PAUSE).await;
             continue;
         }
-        let sent = join_all(debts.iter().map(|debt| debt.free.sent(&store, debt.bound))).await;
+        let sent = join_all(debts.iter().map(|debt| answered(&store, debt))).await;
         let unanswered: Vec<Debt> = (debts.into_iter().zip(sent))
-            .filter(|(_, sent)| !answered(sent))
+            .filter(|(_, answered)| !answered)
             .map(|(debt, _)| debt)
             .collect();
         let again = !unanswered.is_empty();

@@ -440,18 +440,31 @@ fn own_locker(first: u16) -> Arc<Locker> {
     redlock_locker(&ports)
 }
 
+/// The first three of `parts` answered `reply` (a quorum of five decides), what the last
+/// told, and the two left.
+fn three_answered<Q: Quorum>(
+    parts: Vec<Part<Q>>,
+    reply: &Value,
+) -> (Told<Q::Output>, Part<Q>, Part<Q>) {
+    let mut parts = parts.into_iter();
+    let mut out = Vec::new();
+    let mut told = Told::Nothing;
+    for part in parts.by_ref().take(3) {
+        told = part.answered(reply.clone(), &mut out);
+    }
+    assert!(out.is_empty());
+    let (Some(fourth), Some(fifth)) = (parts.next(), parts.next()) else {
+        panic!("five parts");
+    };
+    (told, fourth, fifth)
+}
+
 #[test]
 fn nodes_broken_after_a_lost_attempt_are_each_owed_its_undo() {
     let locker = own_locker(41211);
-    let mut parts = attempt(&locker).into_iter();
-    let mut out = Vec::new();
-    for _ in 0..3 {
-        let _ = parts.next().unwrap().answered(held(), &mut out);
-    }
-    let (fourth, fifth) = (parts.next().unwrap(), parts.next().unwrap());
+    let (_, fourth, mut fifth) = three_answered(attempt(&locker), &held());
     assert!(matches!(fourth.broken(None), Told::Nothing));
     // Past its bound, then broken: owed as well, on its own node.
-    let mut fifth = fifth;
     assert!(matches!(fifth.timed_out(), Told::Nothing));
     fifth.abandon();
     assert_eq!(owed(&locker), [0, 0, 0, 1, 1]);
@@ -460,39 +473,24 @@ fn nodes_broken_after_a_lost_attempt_are_each_owed_its_undo() {
 #[test]
 fn a_node_broken_before_answering_a_decided_release_is_owed_it() {
     let locker = own_locker(41221);
-    let mut parts = release(&locker).into_iter();
-    let mut out = Vec::new();
     let released = Value::Int(1);
-    let mut told = Vec::new();
-    for _ in 0..3 {
-        told.push(parts.next().unwrap().answered(released.clone(), &mut out));
-    }
-    assert!(matches!(told.last(), Some(Told::Step(Step::Now(Ok(true))))));
-    let (fourth, mut fifth) = (parts.next().unwrap(), parts.next().unwrap());
+    let (told, fourth, mut fifth) = three_answered(release(&locker), &released);
+    assert!(matches!(told, Told::Step(Step::Now(Ok(true)))));
     assert!(matches!(fourth.broken(None), Told::Nothing));
     assert!(matches!(fifth.timed_out(), Told::Nothing));
     fifth.abandon();
     assert_eq!(owed(&locker), [0, 0, 0, 1, 1]);
     // A node that answered late ran it: nothing more owed.
-    let mut parts = release(&locker).into_iter();
-    for _ in 0..3 {
-        let _ = parts.next().unwrap().answered(released.clone(), &mut out);
-    }
-    let mut late = parts.nth(1).unwrap();
+    let (_, _, mut late) = three_answered(release(&locker), &released);
     assert!(matches!(late.timed_out(), Told::Nothing));
-    assert!(!late.answered_late(released, &mut out));
+    assert!(!late.answered_late(released, &mut Vec::new()));
     assert_eq!(owed(&locker), [0, 0, 0, 1, 1]);
 }
 
 #[test]
 fn a_node_broken_while_the_won_lock_is_ours_is_owed_nothing_until_it_is_over() {
     let locker = own_locker(41231);
-    let mut parts = attempt(&locker).into_iter();
-    let mut out = Vec::new();
-    for _ in 0..3 {
-        let _ = parts.next().unwrap().answered(won(7), &mut out);
-    }
-    let (fourth, fifth) = (parts.next().unwrap(), parts.next().unwrap());
+    let (_, fourth, fifth) = three_answered(attempt(&locker), &won(7));
     // The lock is ours: the release to come reaches the node.
     assert!(matches!(fourth.broken(None), Told::Nothing));
     assert_eq!(owed(&locker), [0; 5]);
