@@ -383,8 +383,16 @@ impl<Q: Quorum> NodeCall for Part<Q> {
     }
 
     fn orphaned(self) -> Option<Later<Q::Output>> {
-        let call = lock(&self.shared).hand_off()?;
-        call.orphaned()
+        let call = {
+            let mut shared = lock(&self.shared);
+            let call = shared.hand_off();
+            if call.is_none() {
+                // Decided, this node's part unanswered: its socket goes with the environment.
+                shared.owe(self.node, false);
+            }
+            call
+        };
+        call?.orphaned()
     }
 }
 

@@ -480,11 +480,15 @@ fn a_node_broken_before_answering_a_decided_release_is_owed_it() {
     assert!(matches!(fifth.timed_out(), Told::Nothing));
     fifth.abandon();
     assert_eq!(owed(&locker), [0, 0, 0, 1, 1]);
+    // Its environment gone with the part unanswered: owed as well, not sent again whole.
+    let (_, fourth, _) = three_answered(release(&locker), &released);
+    assert!(fourth.orphaned().is_none());
+    assert_eq!(owed(&locker), [0, 0, 0, 2, 1]);
     // A node that answered late ran it: nothing more owed.
     let (_, _, mut late) = three_answered(release(&locker), &released);
     assert!(matches!(late.timed_out(), Told::Nothing));
     assert!(!late.answered_late(released, &mut Vec::new()));
-    assert_eq!(owed(&locker), [0, 0, 0, 1, 1]);
+    assert_eq!(owed(&locker), [0, 0, 0, 2, 1]);
 }
 
 #[test]
