@@ -52,6 +52,8 @@ pub struct Recorder {
     lost: Mutex<Option<(Instant, LockError, Confirmed)>>,
     /// `suspended` and `resumed`, in the order told.
     doubts: Mutex<Vec<&'static str>>,
+    /// When it was first told suspended.
+    first_suspended: Mutex<Option<Instant>>,
 }
 
 impl Sink for Recorder {
@@ -62,6 +64,10 @@ impl Sink for Recorder {
         *self.lost.lock().unwrap() = Some((Instant::now(), error, last));
     }
     fn suspended(&self, _tag: u32) {
+        self.first_suspended
+            .lock()
+            .unwrap()
+            .get_or_insert_with(Instant::now);
         self.doubts.lock().unwrap().push("suspended");
     }
     fn resumed(&self, _tag: u32) {
@@ -94,6 +100,12 @@ impl Recorder {
             .unwrap()
             .as_ref()
             .map(|(_, e, _)| e.to_string())
+    }
+    /// When it was first told suspended.
+    // Read by redlock_watchdog.rs only.
+    #[allow(dead_code)]
+    pub fn first_suspended(&self) -> Option<Instant> {
+        *self.first_suspended.lock().unwrap()
     }
     /// What had last been confirmed of the lock when it was told lost.
     // Read by redlock_watchdog.rs only.

@@ -79,6 +79,7 @@ impl LockStore for ClusterStore {
             fast_path: FastPath::None,
             wake: WakeKind::Queue,
             transactions: false,
+            doubt_unconfirmed: false,
         }
     }
 

@@ -54,6 +54,11 @@ pub struct Caps {
     pub wake: WakeKind,
     /// Whether an attempt may go as a MULTI transaction (`AttemptForm::Transaction`).
     pub transactions: bool,
+    /// Whether a refresh left unconfirmed for its lock's refresh interval puts the lock in
+    /// doubt (`Sink::suspended`): a Redlock, whose majority can go silent without dropping
+    /// a connection (the other stores' doubt), and whose refresh round waits up to the
+    /// lock's deadline for a quorum.
+    pub doubt_unconfirmed: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

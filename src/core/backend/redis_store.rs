@@ -163,6 +163,7 @@ impl<W: Conduit> LockStore for RedisStore<W> {
             },
             wake: WakeKind::QueueChecked,
             transactions: true,
+            doubt_unconfirmed: false,
         }
     }
 

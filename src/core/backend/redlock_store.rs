@@ -13,7 +13,9 @@ use super::lock_store::{
 };
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
+use super::redlock_detached::Detached;
 use super::redlock_late::LateBook;
+use super::redlock_owed::Owed;
 use super::redlock_pool::LatePool;
 use super::redlock_tally::{
     answered, failed, finish, gather, gather_read, ignore, quorum_error, release_verdict,
@@ -56,6 +58,8 @@ struct Node {
     /// Shared with the releases left to a task of their own (`release_on`).
     store: Arc<RedisStore>,
     book: Arc<NodeBook>,
+    /// The frees the node is owed (redlock_owed.rs).
+    owed: Arc<Owed>,
 }
 
 impl Endpoint {
@@ -162,6 +166,7 @@ impl RedlockStore {
                     Node {
                         store: Arc::new(RedisStore::new(node.clone(), heard)),
                         book,
+                        owed: Arc::default(),
                     }
                 })
                 .collect(),
@@ -189,6 +194,19 @@ impl RedlockStore {
 
     pub(super) fn stragglers(&self) -> &LatePool {
         &self.stragglers
+    }
+
+    /// `release` is owed to node `node` (by index): sent on its runtime connection until it
+    /// answers, for `ttl` at most, each try bounded by `bound` (redlock_owed.rs).
+    pub fn owe(&self, node: usize, release: &Release<'_>, ttl: Duration, bound: Duration) {
+        if let Some(owing) = self.nodes.get(node) {
+            (owing.owed).owe(&owing.store, Detached::of(release), ttl, bound);
+        }
+    }
+
+    /// How many frees node `node` is owed now.
+    pub fn owed(&self, node: usize) -> usize {
+        self.nodes.get(node).map_or(0, |node| node.owed.len())
     }
 
     pub fn tally(&self) -> Tally {
@@ -461,97 +479,6 @@ fn most_agreeing<K: PartialEq>(sides: Vec<K>) -> Option<(K, usize)> {
     sides.into_iter().nth(best).map(|k| (k, best_count))
 }
 
-/// A release's parts, owned by the task that sends it to the nodes nobody waits for.
-pub(super) struct Detached {
-    lock_key: Vec<u8>,
-    token: String,
-    kind: DetachedKind,
-}
-
-enum DetachedKind {
-    Wake {
-        ours_wait: bool,
-    },
-    Fair,
-    Pair {
-        data_key: Vec<u8>,
-        contents: Vec<u8>,
-        set_at: Option<i64>,
-    },
-    /// syncguard's release by lockId: `lock_key` is the lockId's index key.
-    ById,
-}
-
-impl Detached {
-    fn of(release: &Release<'_>) -> Detached {
-        let kind = match release.kind {
-            ReleaseKind::Wake { ours_wait } => DetachedKind::Wake { ours_wait },
-            ReleaseKind::Fair => DetachedKind::Fair,
-            ReleaseKind::Pair {
-                data_key,
-                contents,
-                set_at,
-            } => DetachedKind::Pair {
-                data_key: data_key.to_vec(),
-                contents: contents.to_vec(),
-                set_at,
-            },
-        };
-        Detached {
-            lock_key: release.lock_key.to_vec(),
-            token: release.token.to_owned(),
-            kind,
-        }
-    }
-
-    /// syncguard's release of `lock_id`, whose index key is `index_key`.
-    pub(super) fn by_id(index_key: &[u8], lock_id: &str) -> Detached {
-        Detached {
-            lock_key: index_key.to_vec(),
-            token: lock_id.to_owned(),
-            kind: DetachedKind::ById,
-        }
-    }
-
-    /// Sends the release to `store`: whether it freed our lock there.
-    async fn send(&self, store: &RedisStore, bound: Duration) -> bool {
-        let kind = match &self.kind {
-            DetachedKind::ById => {
-                let op = ReleaseById {
-                    index_key: &self.lock_key,
-                    lock_id: &self.token,
-                    expect: None,
-                    ours_wait: false,
-                };
-                let sent = store.run_request(&op, &Request::of(&op), bound).await;
-                return matches!(sent, Ok(ReleasedById::Released { .. }));
-            }
-            DetachedKind::Wake { ours_wait } => ReleaseKind::Wake {
-                ours_wait: *ours_wait,
-            },
-            DetachedKind::Fair => ReleaseKind::Fair,
-            DetachedKind::Pair {
-                data_key,
-                contents,
-                set_at,
-            } => ReleaseKind::Pair {
-                data_key,
-                contents,
-                set_at: *set_at,
-            },
-        };
-        let op = Release {
-            lock_key: &self.lock_key,
-            token: &self.token,
-            kind,
-        };
-        matches!(
-            store.run_request(&op, &Request::of(&op), bound).await,
-            Ok(true)
-        )
-    }
-}
-
 /// Layouts a quorum cannot take yet: a fair line per node could order waiters differently
 /// on each.
 fn refused_layout(op: &AcquireAttempt<'_>) -> Option<LockError> {
@@ -581,6 +508,7 @@ impl LockStore for RedlockStore {
             },
             wake: WakeKind::Broadcast,
             transactions: false,
+            doubt_unconfirmed: true,
         }
     }
 

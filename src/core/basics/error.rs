@@ -30,7 +30,7 @@ pub enum LockError {
     /// Redis answered with an error we did not expect (e.g. WRONGTYPE).
     Redis(String),
     /// The server answered only about its own state (loading, a replica, out of memory, busy
-    /// with a script, its master down, a cluster slot unserved): it said nothing about a
+    /// with a script, its master down): it said nothing about a
     /// lock. Decided by the reply's code where it is read, so a quorum of nodes can tell
     /// it from an answer. Users see it as any Redis error (`EREDIS`).
     Unready(String),
@@ -195,6 +195,11 @@ impl From<redis::RedisError> for LockError {
             Some("NOAUTH" | "WRONGPASS") => return LockError::Auth(detail),
             Some("NOPERM") => return LockError::Denied(detail),
             Some("NOFENCE") => return LockError::no_fence(),
+            // No master serves the slot (failed, not yet replaced): the key's server is as
+            // unreachable as a refused connection's, and retried the same.
+            Some("CLUSTERDOWN") => {
+                return LockError::Connection(format!("{CLUSTER_DOWN} ({detail})"))
+            }
             Some(code) if UNREADY_CODES.contains(&code) => return LockError::Unready(detail),
             _ => {}
         }
@@ -220,13 +225,16 @@ pub const NOT_REDIS: &str =
 pub const NO_CLUSTER_NODE: &str =
     "no connection could be made to the cluster node serving the key (down, unreachable, or refusing the credentials)";
 
+/// What a cluster's CLUSTERDOWN means to a user.
+pub const CLUSTER_DOWN: &str =
+    "the cluster serves no master for the key's slot (CLUSTERDOWN: a master failed and no replica has taken over yet)";
+
 /// The codes a server answers with about its own state, whatever the command.
-const UNREADY_CODES: [&str; 7] = [
+const UNREADY_CODES: [&str; 6] = [
     "LOADING",
     "READONLY",
     "MASTERDOWN",
     "TRYAGAIN",
-    "CLUSTERDOWN",
     "OOM",
     "BUSY",
 ];

@@ -77,3 +77,21 @@ fn a_cluster_without_a_connection_to_the_keys_node_is_a_connection_error() {
         "{err}"
     );
 }
+
+/// A slot with no master is the key's server out of reach: the code a refused connection
+/// gets, so a caller's retry treats both alike (syncguard: ServiceUnavailable).
+#[test]
+fn a_cluster_down_for_the_slot_is_a_connection_error() {
+    let err = sent("-CLUSTERDOWN The cluster is down\r\n");
+    assert!(matches!(err, LockError::Connection(_)), "{err:?}");
+    assert_eq!(err.code(), "ECONNECTION");
+    assert!(err.is_infrastructure());
+    let text = err.to_string();
+    assert!(
+        text.contains("CLUSTERDOWN") && text.contains("slot"),
+        "{text}"
+    );
+    // Decided by the code: a script's message naming it is the script's own error.
+    let err = sent("-ERR script: CLUSTERDOWN said by a script\r\n");
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+}

@@ -15,6 +15,7 @@ use crate::core::basics::sync::lock;
 use crate::core::proto::refresh::{Refresh, RefreshBatch};
 use crate::core::wait::owner::{Freeing, Keeper, Owner};
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
@@ -424,9 +425,11 @@ impl Watchdog {
         self.refreshes
             .fetch_add(batch.ids.len() as u64, Ordering::Relaxed);
         self.pipelines.fetch_add(1, Ordering::Relaxed);
-        let answers = (self.store.backend())
-            .refresh(&batch.refresh, batch.timeout)
-            .await;
+        let refresh = (self.store.backend()).refresh(&batch.refresh, batch.timeout);
+        let answers = match batch.doubt_after {
+            Some(after) => self.doubting(refresh, &batch.ids, after).await,
+            None => refresh.await,
+        };
         let now = self.clock.ms(Instant::now());
         let sent_at = self.clock.at(sent).into_std();
         let mut refreshed = Vec::new();
@@ -489,6 +492,35 @@ impl Watchdog {
         report_lost(lost);
     }
 
+    /// `refresh`'s answers for the locks of `ids`, which are put in doubt (their holders
+    /// told suspended) if the answers are not in `after` it was sent (`Batch::doubt_after`):
+    /// the first round a quorum did not confirm in time tells, not the lock's deadline.
+    async fn doubting(
+        &self,
+        refresh: impl Future<Output = Vec<Option<bool>>>,
+        ids: &[u64],
+        after: Duration,
+    ) -> Vec<Option<bool>> {
+        let mut refresh = std::pin::pin!(refresh);
+        if let Ok(answers) = tokio::time::timeout(after, &mut refresh).await {
+            return answers;
+        }
+        let told: Vec<(Arc<dyn Sink>, u32)> = {
+            let mut state = lock(&self.state);
+            (ids.iter())
+                .filter_map(|&id| {
+                    let entry = state.entries.get_mut(id)?;
+                    let was = std::mem::replace(&mut entry.in_doubt, true);
+                    (!was).then(|| (entry.sink.clone(), entry.tag))
+                })
+                .collect()
+        };
+        for (sink, tag) in told {
+            sink.suspended(tag);
+        }
+        refresh.await
+    }
+
     /// The batch refreshing the locks of `ids` still watched (see proto/refresh.rs), with
     /// their ids in the batch's order; `None` when none is.
     fn batch(&self, ids: &[u64], sent: u64) -> Option<Batch> {
@@ -508,14 +540,21 @@ impl Watchdog {
             .map(|(_, e)| e.deadline_ms())
             .min()
             .unwrap_or(sent);
+        let timeout = ms(deadline.saturating_sub(sent)).max(ms(1));
+        // A round unconfirmed by the time the next was due is a failed one (see
+        // `Caps::doubt_unconfirmed`).
+        let every = entries.iter().map(|(_, e)| e.every()).min();
+        let doubt_after =
+            every.filter(|every| self.store.backend().caps().doubt_unconfirmed && *every < timeout);
         Some(Batch {
             refresh,
+            doubt_after,
             ids: singles
                 .iter()
                 .chain(pairs.iter())
                 .map(|(id, _)| *id)
                 .collect(),
-            timeout: ms(deadline.saturating_sub(sent)).max(ms(1)),
+            timeout,
         })
     }
 }
@@ -525,6 +564,8 @@ struct Batch {
     refresh: RefreshBatch,
     ids: Vec<u64>,
     timeout: Duration,
+    /// When its locks are put in doubt if it is still unanswered (`Watchdog::doubting`).
+    doubt_after: Option<Duration>,
 }
 
 fn refreshes<'a>(of: &[&(u64, &'a Watched)]) -> Vec<Refresh<'a>> {

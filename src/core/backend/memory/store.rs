@@ -124,6 +124,7 @@ impl LockStore for MemoryStore {
             fast_path: FastPath::Inline,
             wake: WakeKind::QueueChecked,
             transactions: false,
+            doubt_unconfirmed: false,
         }
     }
 

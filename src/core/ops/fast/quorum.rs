@@ -8,13 +8,15 @@
 //! undone) goes through the runtime (`RedlockStore::conclude`), as does the whole call when
 //! a node refuses it (NOSCRIPT, a RESP2 reply it cannot read...) or its socket breaks while
 //! the call is undecided: every call here may run twice (the attempt's script recognises
-//! its token, a release deletes only a lock still ours).
+//! its token, a release deletes only a lock still ours). A node whose socket breaks once the
+//! call is decided may keep what the call set there (its attempt ran unseen) or still hold
+//! what it was to free (its release never got there): that node alone is owed the free,
+//! through the runtime's connection to it (backend/redlock_owed.rs), each node on its own.
 
 use super::{Later, Step};
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::redlock_late::{Late, TokenWatch};
 use crate::core::backend::redlock_store::RedlockStore;
-use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::ops::attempt::AttemptTerms;
@@ -29,7 +31,7 @@ use std::time::Duration;
 #[path = "quorum_calls.rs"]
 mod calls;
 
-pub use calls::{QuorumAttempt, QuorumRelease};
+pub use calls::{QuorumAttempt, QuorumRelease, Unsent};
 
 /// What one node's reply (or silence) tells the caller of the whole call.
 // Unboxed: taken apart at once, on every reply of a quorum call.
@@ -122,8 +124,10 @@ pub trait Quorum: Send + Sized + 'static {
 
 /// What a decided call leaves for its stragglers.
 pub enum Decided {
-    /// Nothing: a release's straggler frees nothing more.
+    /// Nothing: the runtime carries the whole call (a release sent again).
     Done,
+    /// A release: a node that answered it ran it; one whose socket broke first is owed it.
+    Released(Unsent),
     /// The attempt's token is ours, or the runtime's to conclude (the fence raised, or the
     /// whole call sent again): a straggler's win is kept while the token's lock stands, and
     /// undone on its own connection once it is over (released, or undone by the runtime;
@@ -161,10 +165,13 @@ impl Undo {
         Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
     }
 
-    /// Frees the token on every node through the runtime.
-    fn free(&self) {
-        let (locker, terms) = (self.locker.clone(), self.terms.clone());
-        spawn(async move { locker.abandon(&terms).await });
+    /// Frees the token on node `node` through the runtime, once the node answers.
+    fn owe(&self, node: usize) {
+        if let Some(store) = redlock_of(&self.locker) {
+            let terms = &self.terms;
+            let free = Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair());
+            store.owe(node, &free, terms.ttl, self.locker.command_timeout());
+        }
     }
 }
 
@@ -175,8 +182,6 @@ struct QuorumState<Q: Quorum> {
     decided: Option<Decided>,
     /// While `Decided::Concluding` with stragglers out: whether the token's lock is over.
     watch: Option<TokenWatch>,
-    /// The runtime was asked to free the token already.
-    freed: bool,
     /// Each node's connection the call was written on (0: not written).
     lanes: Vec<u64>,
 }
@@ -269,12 +274,20 @@ impl<Q: Quorum> QuorumState<Q> {
         }
     }
 
-    /// A node whose connection broke after the decision may have taken the lock after the
-    /// runtime's undo (or our release): freed again, once, when the lock is not ours.
-    fn free_lost(&mut self) {
-        if let (Some(undo), false) = (self.undo_for(false, None), self.freed) {
-            undo.free();
-            self.freed = true;
+    /// Node `node`'s connection broke after the decision with its part unanswered (`late`:
+    /// already past its bound). Its attempt may have taken the lock there after the
+    /// runtime's undo (or our release), unseen: the node is owed the undo, when it is to be
+    /// (`undo_for`). Its release may never have got there: the node is owed the release.
+    /// Each node for itself: another broken node's free, sent on another connection, may
+    /// have run before this node's attempt did.
+    fn owe(&self, node: usize, late: bool) {
+        match &self.decided {
+            Some(Decided::Released(unsent)) => unsent.owe(node),
+            _ => {
+                if let Some(undo) = self.undo_for(late, None) {
+                    undo.owe(node);
+                }
+            }
         }
     }
 }
@@ -294,7 +307,6 @@ pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
         seen: (0..nodes).map(|_| None).collect(),
         decided: None,
         watch: None,
-        freed: false,
         lanes: vec![0; nodes],
     }));
     (0..nodes)
@@ -360,19 +372,27 @@ impl<Q: Quorum> NodeCall for Part<Q> {
         match shared.hand_off() {
             Some(call) => Told::Step(Step::Later(call.resend(left))),
             None => {
-                shared.free_lost();
+                shared.owe(self.node, false);
                 Told::Nothing
             }
         }
     }
 
     fn abandon(self) {
-        lock(&self.shared).free_lost();
+        lock(&self.shared).owe(self.node, true);
     }
 
     fn orphaned(self) -> Option<Later<Q::Output>> {
-        let call = lock(&self.shared).hand_off()?;
-        call.orphaned()
+        let call = {
+            let mut shared = lock(&self.shared);
+            let call = shared.hand_off();
+            if call.is_none() {
+                // Decided, this node's part unanswered: its socket goes with the environment.
+                shared.owe(self.node, false);
+            }
+            call
+        };
+        call?.orphaned()
     }
 }
 

@@ -258,12 +258,35 @@ impl QuorumRelease {
         }))
     }
 
-    /// Sent only when no waiter of ours is to be woken (`Locker::release_request`).
     fn op(&self) -> Release<'_> {
-        Release {
-            lock_key: &self.lease.redis_key,
-            token: &self.lease.token,
-            kind: ReleaseKind::Wake { ours_wait: false },
+        release_of(&self.lease)
+    }
+}
+
+/// `lease`'s plain release, sent only when no waiter of ours is to be woken
+/// (`Locker::release_request`).
+fn release_of(lease: &Lease) -> Release<'_> {
+    Release {
+        lock_key: &lease.redis_key,
+        token: &lease.token,
+        kind: ReleaseKind::Wake { ours_wait: false },
+    }
+}
+
+/// A decided release, for the nodes that had not answered it.
+pub struct Unsent {
+    locker: Arc<Locker>,
+    lease: Arc<Lease>,
+    bound: Duration,
+}
+
+impl Unsent {
+    /// Node `node` may still hold the lock: the release is sent there through the runtime
+    /// once the node answers, for as long as a copy of the lock can live there.
+    pub(super) fn owe(&self, node: usize) {
+        if let Some(store) = redlock_of(&self.locker) {
+            let lives = self.lease.ttl().max(self.lease.remaining());
+            store.owe(node, &release_of(&self.lease), lives, self.bound);
         }
     }
 }
@@ -303,7 +326,18 @@ impl Quorum for QuorumRelease {
             None => Err(self),
             Some(released) => {
                 let result = outcome(&self.lease, released);
-                Ok((Step::Now(result), Decided::Done))
+                let QuorumRelease {
+                    locker,
+                    lease,
+                    bound,
+                    ..
+                } = self;
+                let unsent = Unsent {
+                    locker,
+                    lease,
+                    bound,
+                };
+                Ok((Step::Now(result), Decided::Released(unsent)))
             }
         }
     }

@@ -425,17 +425,82 @@ fn orphaned_parts_free_or_resend_the_call_once() {
     for part in parts {
         assert!(part.orphaned().is_none());
     }
-    // After a lost decision, nodes that broke free the token again through the runtime,
-    // once for the call.
-    let mut parts = attempt(&locker).into_iter();
+}
+
+/// How many frees each node of `locker`'s Redlock is owed.
+fn owed(locker: &Locker) -> Vec<usize> {
+    let store = redlock_of(locker).unwrap();
+    (0..PORTS.len()).map(|node| store.owed(node)).collect()
+}
+
+/// A Redlock of its own (stores are shared by endpoint, and with them what is owed), on
+/// ports nothing listens on: what is owed stays owed.
+fn own_locker(first: u16) -> Arc<Locker> {
+    let ports: Vec<u16> = (first..first + 5).collect();
+    redlock_locker(&ports)
+}
+
+/// The first three of `parts` answered `reply` (a quorum of five decides), what the last
+/// told, and the two left.
+fn three_answered<Q: Quorum>(
+    parts: Vec<Part<Q>>,
+    reply: &Value,
+) -> (Told<Q::Output>, Part<Q>, Part<Q>) {
+    let mut parts = parts.into_iter();
     let mut out = Vec::new();
-    for _ in 0..3 {
-        let _ = parts.next().unwrap().answered(held(), &mut out);
+    let mut told = Told::Nothing;
+    for part in parts.by_ref().take(3) {
+        told = part.answered(reply.clone(), &mut out);
     }
-    let (fourth, fifth) = (parts.next().unwrap(), parts.next().unwrap());
-    let shared = fourth.shared.clone();
-    assert!(!lock(&shared).freed);
+    assert!(out.is_empty());
+    let (Some(fourth), Some(fifth)) = (parts.next(), parts.next()) else {
+        panic!("five parts");
+    };
+    (told, fourth, fifth)
+}
+
+#[test]
+fn nodes_broken_after_a_lost_attempt_are_each_owed_its_undo() {
+    let locker = own_locker(41211);
+    let (_, fourth, mut fifth) = three_answered(attempt(&locker), &held());
     assert!(matches!(fourth.broken(None), Told::Nothing));
-    assert!(lock(&shared).freed);
+    // Past its bound, then broken: owed as well, on its own node.
+    assert!(matches!(fifth.timed_out(), Told::Nothing));
+    fifth.abandon();
+    assert_eq!(owed(&locker), [0, 0, 0, 1, 1]);
+}
+
+#[test]
+fn a_node_broken_before_answering_a_decided_release_is_owed_it() {
+    let locker = own_locker(41221);
+    let released = Value::Int(1);
+    let (told, fourth, mut fifth) = three_answered(release(&locker), &released);
+    assert!(matches!(told, Told::Step(Step::Now(Ok(true)))));
+    assert!(matches!(fourth.broken(None), Told::Nothing));
+    assert!(matches!(fifth.timed_out(), Told::Nothing));
+    fifth.abandon();
+    assert_eq!(owed(&locker), [0, 0, 0, 1, 1]);
+    // Its environment gone with the part unanswered: owed as well, not sent again whole.
+    let (_, fourth, _) = three_answered(release(&locker), &released);
+    assert!(fourth.orphaned().is_none());
+    assert_eq!(owed(&locker), [0, 0, 0, 2, 1]);
+    // A node that answered late ran it: nothing more owed.
+    let (_, _, mut late) = three_answered(release(&locker), &released);
+    assert!(matches!(late.timed_out(), Told::Nothing));
+    assert!(!late.answered_late(released, &mut Vec::new()));
+    assert_eq!(owed(&locker), [0, 0, 0, 2, 1]);
+}
+
+#[test]
+fn a_node_broken_while_the_won_lock_is_ours_is_owed_nothing_until_it_is_over() {
+    let locker = own_locker(41231);
+    let (_, fourth, fifth) = three_answered(attempt(&locker), &won(7));
+    // The lock is ours: the release to come reaches the node.
+    assert!(matches!(fourth.broken(None), Told::Nothing));
+    assert_eq!(owed(&locker), [0; 5]);
+    // Released (the token over): a node broken now may keep what its attempt took.
+    let (token, _) = concluding_undo_bytes(std::slice::from_ref(&fifth));
+    redlock_of(&locker).unwrap().late().end(&token);
     assert!(matches!(fifth.broken(None), Told::Nothing));
+    assert_eq!(owed(&locker), [0, 0, 0, 0, 1]);
 }

@@ -1,0 +1,87 @@
+'use strict'
+
+// A Redlock release sent on the nodes' own JS-thread sockets, decided by a quorum while one
+// node had not got it: that node's socket then breaks (reset by a proxy while it carried no
+// bytes, so the release never reached the node). The node is owed the release
+// (src/core/backend/redlock_owed.rs): once it answers again it holds no token of ours, well
+// within the lock's TTL. 5 private redis-servers, one behind a proxy; checked on the node
+// itself with a raw client. Servers stopped by pid.
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const Redis = require('ioredis')
+const { startRedis } = require('../helpers/redis-server')
+const { startProxy } = require('../helpers/tcp-proxy')
+const { directConnections } = require('../helpers/direct')
+const { DistributedLock } = require('../..')
+
+// Long enough that the node's copy expiring on its own cannot pass for the release.
+const TTL_MS = 60_000
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const unhandled = []
+process.on('unhandledRejection', (reason) => unhandled.push(reason))
+
+let servers = []
+let proxy
+let admins = []
+
+before(async () => {
+  servers = await Promise.all(Array.from({ length: 5 }, () => startRedis()))
+  proxy = await startProxy(servers[4].port)
+  admins = servers.map((server) => new Redis(server.url, { connectionName: 'test-admin', maxRetriesPerRequest: 1 }).on('error', () => {}))
+})
+
+after(async () => {
+  for (const admin of admins) admin.disconnect()
+  await proxy.close()
+  await Promise.all(servers.map((server) => server.close()))
+})
+
+/** Polls `read` until it answers `expected` (deep-equal) or `ms` pass; answers the last read. */
+async function until(read, expected, ms) {
+  let value
+  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(20)) {
+    value = await read()
+    if (JSON.stringify(value) === JSON.stringify(expected)) return value
+  }
+  return value
+}
+
+test('a node whose socket broke before a decided release reached it is released once it answers again', async () => {
+  const urls = [...servers.slice(0, 4).map((server) => server.url), proxy.url]
+  const lock = new DistributedLock(urls, { keyPrefix: 'rlo:', connectTimeoutMs: 500, commandTimeoutMs: 2_000 })
+  // Every node's JS-thread socket open, so the release goes out on them.
+  for (let tries = 0; ; tries++) {
+    const handle = await lock.acquire('warm', 5_000)
+    await handle.release()
+    const open = await Promise.all(admins.map(directConnections))
+    if (open.every((ids) => ids.length > 0)) break
+    assert.ok(tries < 300, 'the nodes’ JS-thread connections never opened')
+    await sleep(10)
+  }
+  const values = () => Promise.all(admins.map((admin) => admin.get('rlo:k')))
+
+  for (let round = 0; round < 3; round++) {
+    const handle = await lock.acquire('k', TTL_MS)
+    // Decided at the quorum: the proxied node may take it a moment later.
+    const held = await until(values, Array(5).fill(handle.token), 3_000)
+    assert.deepEqual(held, Array(5).fill(handle.token), `round ${round}: not held on every node`)
+    // Node 4 stops moving bytes: its part of the release waits in the proxy, unsent.
+    proxy.partition()
+    await handle.release()
+    assert.deepEqual(await values(), [null, null, null, null, handle.token])
+    // Its socket is reset with the release still in the proxy: it never reaches the node.
+    proxy.reset()
+    await sleep(200)
+    assert.equal(await admins[4].get('rlo:k'), handle.token, 'the reset let the release through')
+    proxy.heal()
+    // Owed to the node and sent on its runtime connection once that reconnects (the TTL is a
+    // minute: not the expiry's doing).
+    const left = await until(values, Array(5).fill(null), 10_000)
+    assert.deepEqual(left, Array(5).fill(null), `round ${round}: the node keeps a released lock`)
+  }
+  // And the lock works on every node again.
+  const handle = await lock.acquire('k', 5_000)
+  assert.deepEqual(await until(values, Array(5).fill(handle.token), 3_000), Array(5).fill(handle.token))
+  await handle.release()
+  assert.deepEqual(unhandled, [])
+})
