@@ -102,6 +102,17 @@ async fn release(backend: &Syncguard, keys: &Keys) -> Result<ReleasedById, LockE
     backend.release(&keys.index, &keys.id).unwrap().await
 }
 
+/// Waits up to 2 s for `done`: what a majority confirmed reaches the other nodes a moment
+/// later.
+async fn settle(mut done: impl FnMut() -> bool) {
+    for _ in 0..100 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(MS(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn acquire_release_extend_is_locked_and_lookups_on_five_nodes() {
     let nodes = servers(5);
@@ -118,6 +129,9 @@ async fn acquire_release_extend_is_locked_and_lookups_on_five_nodes() {
         (expires - before - 30_000).abs() < 1_000,
         "{expires} vs {before}"
     );
+    // A call returns once a majority answered; the other nodes' writes are already sent and
+    // land within moments, not at once.
+    settle(|| nodes.iter().all(|node| mine.record(node).is_some())).await;
     for node in &nodes {
         let record = mine.record(node).expect("a record on every node");
         assert!(
@@ -149,6 +163,9 @@ async fn acquire_release_extend_is_locked_and_lookups_on_five_nodes() {
         .await;
     let expiry = extended.unwrap().expect("ours");
     assert!((expiry - now_ms() - 60_000).abs() < 1_000, "{expiry}");
+    let extended_on =
+        |node| matches!(raw(node, &[b"PTTL", &mine.lock]), Value::Int(pttl) if pttl > 30_000);
+    settle(|| nodes.iter().all(extended_on)).await;
     for node in &nodes {
         let Value::Int(pttl) = raw(node, &[b"PTTL", &mine.lock]) else {
             panic!("no TTL");
@@ -170,6 +187,7 @@ async fn acquire_release_extend_is_locked_and_lookups_on_five_nodes() {
         release(&backend, &mine).await.unwrap(),
         ReleasedById::Released { lock_key }
     );
+    settle(|| nodes.iter().all(|node| mine.record(node).is_none())).await;
     for node in &nodes {
         assert_eq!(mine.record(node), None, "released on every node");
     }
