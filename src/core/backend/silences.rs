@@ -5,16 +5,55 @@
 //! minutes), or may hold the crate's slot refresh, and with it every request, on its socket.
 //! Past `STUCK` of silence the connection is opened afresh, as on one server, which reads the
 //! slot map again.
+//!
+//! And what a call left unanswered says at all (`SilenceBar`): a bound cut short by its
+//! caller's own deadline passes while Redis is merely busy for a moment.
 
 use crate::core::basics::sync::lock;
+use crate::core::basics::validate::DEFAULT_COMMAND_TIMEOUT;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Longer than a stall worth riding out (a fork, a slow command, a short pause), shorter
 /// than a failover (the node timeout, 15 s by default, plus the election).
 pub const STUCK: Duration = Duration::from_secs(5);
+
+/// How long a connection's calls may go unanswered before the server counts as silent: the
+/// shortest command timeout of those who call on it (`commandTimeoutMs`, per API object, while
+/// the connection is shared by settings), the default until one says. A call bounded by less
+/// (an attempt's own deadline plus its grace, a lease's remaining time) that gets no reply says
+/// nothing of the connection: its replies keep their order, the late one is read and dropped.
+pub struct SilenceBar {
+    /// In nanoseconds; `u64::MAX` until a caller tells its command timeout.
+    shortest: AtomicU64,
+}
+
+impl Default for SilenceBar {
+    fn default() -> Self {
+        SilenceBar {
+            shortest: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl SilenceBar {
+    /// A caller of this connection gives up on a call after `command_timeout`.
+    pub fn heed(&self, command_timeout: Duration) {
+        let nanos = u64::try_from(command_timeout.as_nanos()).unwrap_or(u64::MAX);
+        self.shortest.fetch_min(nanos, Ordering::Relaxed);
+    }
+
+    /// Whether no reply within `bound` shows the server silent, rather than busy a moment.
+    pub fn shown_by(&self, bound: Duration) -> bool {
+        let bar = match self.shortest.load(Ordering::Relaxed) {
+            u64::MAX => DEFAULT_COMMAND_TIMEOUT,
+            nanos => Duration::from_nanos(nanos),
+        };
+        bound >= bar
+    }
+}
 
 #[derive(Default)]
 pub struct Silences {
@@ -66,6 +105,21 @@ mod tests {
         assert!(silences.unanswered(7, t0 + STUCK));
         // Forgotten: slot 8's silence counts afresh.
         assert!(!silences.unanswered(8, t0 + STUCK * 2));
+    }
+
+    #[test]
+    fn only_a_bound_as_long_as_the_shortest_command_timeout_shows_silence() {
+        let bar = SilenceBar::default();
+        assert!(!bar.shown_by(Duration::from_millis(30)));
+        assert!(bar.shown_by(DEFAULT_COMMAND_TIMEOUT));
+        bar.heed(Duration::from_millis(800));
+        bar.heed(Duration::from_millis(300));
+        bar.heed(Duration::from_millis(900));
+        // An attempt's 5 ms deadline plus its 25 ms grace, on a busy server.
+        assert!(!bar.shown_by(Duration::from_millis(30)));
+        assert!(!bar.shown_by(Duration::from_millis(299)));
+        assert!(bar.shown_by(Duration::from_millis(300)));
+        assert!(bar.shown_by(Duration::from_millis(800)));
     }
 
     #[test]

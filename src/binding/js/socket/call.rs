@@ -31,6 +31,9 @@ pub trait Call {
     fn timed_out(&mut self, id: u32, bound: Duration, completer: &Completer) -> Option<Outcome>;
     /// `true` when a command to undo was written to `out` (see `FastCall::answered_late`).
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool;
+    /// How long the connection may go without this call's reply before it is trusted with
+    /// no more calls (see `FastCall::silent_after`).
+    fn silent_after(&self) -> Duration;
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer);
     fn abandon(self: Box<Self>);
     fn orphaned(self: Box<Self>, id: u32, completer: &Completer);
@@ -151,6 +154,10 @@ where
         self.call.answered_late(reply, out)
     }
 
+    fn silent_after(&self) -> Duration {
+        self.call.silent_after()
+    }
+
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {
         let Adapted { call, convert } = *self;
         run(id, call.resend(left), convert, completer);
@@ -256,6 +263,12 @@ where
 
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> bool {
         self.part.answered_late(reply, out)
+    }
+
+    /// A node's silence past any bound retires its connection, as it always did: a quorum
+    /// call goes on without the node.
+    fn silent_after(&self) -> Duration {
+        self.part.bound()
     }
 
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {
