@@ -6,9 +6,8 @@
 // true, and the attempt itself still settles by its own bound.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
-const { withDirect } = require('./helpers/direct')
+const { adminOf, ourConnections, withDirect } = require('./helpers/direct')
 const { DistributedLock, LockAcquisitionError, LockError } = require('..')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -18,9 +17,7 @@ let admin
 
 before(async () => {
   server = await startRedis()
-  admin = new Redis(server.port, { lazyConnect: true })
-  await admin.connect()
-  await admin.client('SETNAME', 'test-admin')
+  admin = await adminOf(server)
 })
 
 after(async () => {
@@ -30,13 +27,6 @@ after(async () => {
   admin?.disconnect()
   await server?.close()
 })
-
-/** Our connections to the server by protocol: the JS thread's speaks RESP2, tokio's RESP3. */
-async function ours() {
-  const lines = (await admin.client('LIST')).split('\n').filter((l) => l.includes('id=') && !l.includes('name=test-admin'))
-  const ids = (resp) => lines.filter((l) => l.includes(` resp=${resp}`)).map((l) => /id=(\d+)/.exec(l)[1])
-  return { socket: ids(2), tokio: ids(3) }
-}
 
 /** Stops Redis answering for `ms` (SIGSTOP), as a fork or a slow command would. */
 async function stall(ms) {
@@ -105,7 +95,7 @@ test('neither the JS-thread connection nor the runtime\'s is replaced for attemp
   const other = new DistributedLock(server.url)
   const taken = await other.acquire('short-bounds:C', 30_000)
   await withDirect(lock, admin)
-  const before = await ours()
+  const before = await ourConnections(admin)
   assert.equal(before.socket.length, 1, `connections: ${JSON.stringify(before)}`)
   assert.equal(before.tokio.length, 1, `connections: ${JSON.stringify(before)}`)
 
@@ -125,6 +115,6 @@ test('neither the JS-thread connection nor the runtime\'s is replaced for attemp
     assert.equal(await lock.isLocked('short-bounds:C'), true)
   }
   assert.ok(timedOut > 0, 'no attempt timed out by its own bound: the stalls tested nothing')
-  assert.deepEqual(await ours(), before)
+  assert.deepEqual(await ourConnections(admin), before)
   await taken.release()
 })
