@@ -1,7 +1,8 @@
 //! Issue 26: what a call left unanswered says of the runtime's connection. An attempt cut
 //! short by its own deadline (plus its grace) meets a Redis slow for a moment: the connection
 //! stays, nothing held through it is put in doubt. A call unanswered for a whole command
-//! timeout shows the server silent: the connection is opened afresh and the drop signalled.
+//! timeout shows the server silent: the connection is opened afresh and the drop signalled;
+//! so do calls cut short one after another that together go unanswered that long.
 
 mod common;
 #[path = "common/delay_proxy.rs"]
@@ -69,6 +70,33 @@ async fn a_timeout_drops_the_connection_only_past_a_whole_command_timeout() {
     assert!(
         store.dropped().since(silent_since),
         "a whole command timeout without a reply left the connection as it was"
+    );
+    proxy.set_delay(Duration::ZERO);
+    assert_eq!(strict.is_locked("short:held").await, Ok(true));
+
+    // Attempts cut short one after another, none answered for the whole 100 ms: as silent.
+    proxy.set_delay(MS(1000));
+    let silent_since = Instant::now();
+    while !store.dropped().since(silent_since) && silent_since.elapsed() < MS(400) {
+        let waited = locks
+            .wait(
+                "short:held",
+                MS(10_000),
+                MS(5),
+                MS(1),
+                &CancellationToken::new(),
+            )
+            .await;
+        assert!(waited.is_err(), "{waited:?}");
+    }
+    let took = silent_since.elapsed();
+    assert!(
+        store.dropped().since(silent_since),
+        "{took:?} of attempts without a reply left the connection as it was"
+    );
+    assert!(
+        took >= MS(100),
+        "given up after {took:?}, before the command timeout"
     );
     proxy.set_delay(Duration::ZERO);
     assert_eq!(strict.is_locked("short:held").await, Ok(true));

@@ -274,15 +274,18 @@ impl<W: Conduit> Link<W> {
     /// (a rejected AUTH leaves its shared connect future failed for good).
     pub(super) fn discard_manager(&self) {
         *lock(&self.manager) = None;
+        self.bar.heard();
         self.quarantine.forget();
         self.scripts_ready.store(false, Ordering::Relaxed);
         self.listener.connection_lost(LostScope::All);
     }
 
-    /// A call got no answer within `bound`: a server silent that long is given a new
-    /// connection, as `call` says why.
+    /// A call got no answer within `bound`: a server silent for a whole command timeout is
+    /// given a new connection, as `call` says why.
     fn abandon_after_timeout(&self, bound: Duration) {
-        if !W::KEPT_ON_TIMEOUT && self.bar.shown_by(bound) {
+        let now = Instant::now();
+        let sent = now.checked_sub(bound).unwrap_or(now);
+        if !W::KEPT_ON_TIMEOUT && self.bar.unanswered(sent, now) {
             self.discard_manager();
             self.dropped.signal();
         }
@@ -488,6 +491,7 @@ impl<W: Conduit> Link<W> {
                     self.reached.store(true, Ordering::Relaxed);
                     self.up.store(true, Ordering::Relaxed);
                     self.dropped.answered();
+                    self.bar.heard();
                     let gate = match passed {
                         Ok(value) => return Ok(value),
                         Err(gate) => gate,
@@ -543,9 +547,10 @@ impl<W: Conduit> Link<W> {
                     // written is not sent at all): the replies after it still reach their
                     // callers. So a bound cut short by the caller's own deadline says nothing
                     // of the connection, and dropping it would put every lock held through
-                    // it in doubt (issue 26). A server silent for a whole command timeout
-                    // gets a new connection: it may be a dead peer whose socket never
-                    // closes. (Every operation checks the owner token, so a late execution
+                    // it in doubt (issue 26). A connection that answered nothing for a whole
+                    // command timeout (one call's, or several cut short one after another:
+                    // `SilenceBar`) is opened afresh: it may lead to a dead peer whose socket
+                    // never closes. (Every operation checks the owner token, so a late execution
                     // on the old socket is harmless.) A cluster's connection stays: the
                     // caller puts the call's slot alone in doubt (`send`).
                     self.abandon_after_timeout(timeout);
