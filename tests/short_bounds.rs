@@ -12,10 +12,19 @@ use common::RedisServer;
 use delay_proxy::DelayProxy;
 use native_redis_lock::core::api::{Attempt, Endpoint, EndpointSpec, Locker, Store};
 use native_redis_lock::core::basics::error::LockError;
+use native_redis_lock::core::basics::lease::Lease;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// A 5 ms wait for the held key: its attempts are bounded by 5 ms plus their grace.
+async fn wait_5ms(locks: &Locker) -> Result<Lease, LockError> {
+    let cancel = CancellationToken::new();
+    locks
+        .wait("short:held", MS(10_000), MS(5), MS(1), &cancel)
+        .await
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_drops_the_connection_only_past_a_whole_command_timeout() {
@@ -37,15 +46,7 @@ async fn a_timeout_drops_the_connection_only_past_a_whole_command_timeout() {
     proxy.set_delay(MS(60));
     let quiet_since = Instant::now();
     let started = Instant::now();
-    let waited = locks
-        .wait(
-            "short:held",
-            MS(10_000),
-            MS(5),
-            MS(1),
-            &CancellationToken::new(),
-        )
-        .await;
+    let waited = wait_5ms(&locks).await;
     let took = started.elapsed();
     assert!(
         matches!(waited, Err(LockError::Timeout(_))),
@@ -78,15 +79,7 @@ async fn a_timeout_drops_the_connection_only_past_a_whole_command_timeout() {
     proxy.set_delay(MS(1000));
     let silent_since = Instant::now();
     while !store.dropped().since(silent_since) && silent_since.elapsed() < MS(400) {
-        let waited = locks
-            .wait(
-                "short:held",
-                MS(10_000),
-                MS(5),
-                MS(1),
-                &CancellationToken::new(),
-            )
-            .await;
+        let waited = wait_5ms(&locks).await;
         assert!(waited.is_err(), "{waited:?}");
     }
     let took = silent_since.elapsed();
