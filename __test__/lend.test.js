@@ -82,6 +82,30 @@ test('the waiter starts as the handover is sent, with the fence kept for it', as
   assert.equal(await admin.exists('lock:lend:plain'), 0)
 })
 
+test('a lent start reports the lender\'s expiry until Redis confirms it, then its own', async () => {
+  const lock = new DistributedLock(server.url, LEND)
+  await withDirect(lock, admin)
+  // The lender's lease outlasts the handover's bound (else nothing is lent), and is far
+  // shorter than the waiter's 30 s.
+  const holder = await lock.acquire('lend:expiry', 6000)
+  const waiting = lock.waitForLock('lend:expiry', 10_000, 30_000)
+  await sleep(50) // the waiter is queued, and has made its attempt
+  const lenders = holder.info.expiresAt
+  const released = holder.release()
+  assert.equal(await settledAtOnce(waiting), true)
+  const handle = await waiting
+  // Before any reply could be read: the handle stands on the lender's lease alone.
+  const lent = handle.info.expiresAt
+  assert.ok(lent <= lenders, `lent start expires at ${lent}, after its lender's lease (${lenders})`)
+  await released
+  const own = handle.info.expiresAt
+  // Confirmed: its own 30 s, counted from a request sent before now.
+  assert.ok(own > lenders + 20_000, `confirmed start expires at ${own}, lender at ${lenders}`)
+  assert.ok(own <= Date.now() + 30_000, `confirmed start expires at ${own}, past its TTL`)
+  assert.equal(handle.isHeld, true)
+  await handle.release()
+})
+
 for (const where of ['the same instance', 'another instance on the same URL']) {
   test(`a handover Redis refuses (the lock was taken behind the holder) leaves the waiter holding nothing: waiter of ${where}`, async () => {
     const lock = new DistributedLock(server.url, LEND)

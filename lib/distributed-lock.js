@@ -217,6 +217,8 @@ class LockHandle {
   }
 
   get info() {
+    // A lent start confirmed since: its expiry is its own now (see `#askLent`).
+    if ((this.#flags & LENT) !== 0) this.#askLent()
     return {
       key: this.key,
       token: this.token,
@@ -291,6 +293,9 @@ class LockHandle {
     const state = this.#native.lentState(this.#token)
     if (state === 0) return
     this.#flags &= ~LENT
+    // Confirmed: the lock runs to its own expiry, as much later than the lent one as its
+    // deadline is (both rounded down; its own validity is a few ms short of its TTL).
+    if (state > 0) this.#expiresAt += state - this.#deadline
     this.#deadline = state < 0 ? 0 : state
   }
 

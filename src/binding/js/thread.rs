@@ -489,6 +489,12 @@ impl JsThread {
             Outcome::Lease(lease) => {
                 let own = lease.sent.at + validity(lease.ttl);
                 let deadline = lease.lent_until.map_or(own, |until| until.min(own));
+                // A lent start is known to run only as long as the lease it stands on, until
+                // Redis confirms the handover (the handle then moves its expiry to its own).
+                let lasts = match lease.lent_until {
+                    Some(_) => deadline.saturating_duration_since(lease.sent.at),
+                    None => lease.ttl,
+                };
                 // A watched lock's token stays with the watchdog; the handle asks for it.
                 let token = match lease.watch {
                     Some(_) => scope.undefined(),
@@ -501,7 +507,8 @@ impl JsThread {
                     // Whole ms, rounded down: never later, and a small integer in JS.
                     scope.number(self.perf_ms(deadline).floor())?,
                     scope.number(self.wall(crate::core::basics::clock::wall_ms()))?,
-                    scope.number(self.wall(lease.sent.wall_ms + lease.ttl.as_millis() as u64))?,
+                    // Whole ms, rounded down, as the deadline.
+                    scope.number(self.wall(lease.sent.wall_ms + lasts.as_millis() as u64))?,
                     scope.number(lease.watch.map_or(0.0, |id| id as f64))?,
                     scope.number(if lease.lent_until.is_some() { 1.0 } else { 0.0 })?,
                     // When the winning request was sent, rounded down (see `inDoubt`).

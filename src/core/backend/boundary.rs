@@ -227,6 +227,10 @@ impl LockStore for Backend {
         each!(self, s => s.forget_gate())
     }
 
+    fn heed_command_timeout(&self, command_timeout: Duration) {
+        each!(self, s => s.heed_command_timeout(command_timeout))
+    }
+
     async fn pass_gate(&self, bound: Duration) -> Result<(), LockError> {
         each!(self, s => s.pass_gate(bound).await)
     }

@@ -144,6 +144,10 @@ impl LockStore for ClusterStore {
         self.nodes.lost()
     }
 
+    fn heed_command_timeout(&self, command_timeout: Duration) {
+        self.nodes.heed_command_timeout(command_timeout)
+    }
+
     /// A release by lockId that found nothing, its lock key unknown to the caller, goes again
     /// expecting the key the index names (declared, and its waiter woken by the script).
     async fn release_by_id(

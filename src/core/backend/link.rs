@@ -7,7 +7,7 @@ use super::endpoint::{Address, Endpoint};
 use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::quarantine::Quarantine;
-use super::silences::Silences;
+use super::silences::{SilenceBar, Silences};
 use super::upstream::Upstream;
 use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::clock::Stamp;
@@ -123,6 +123,8 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     setup: Arc<Mutex<Option<Instant>>>,
     /// A cluster's slots whose calls go unanswered (see `silences.rs`).
     silences: Silences,
+    /// How long a call must go unanswered to show the server silent.
+    bar: SilenceBar,
 }
 
 impl<W: Conduit> Link<W> {
@@ -154,6 +156,7 @@ impl<W: Conduit> Link<W> {
             answered: Mutex::new(None),
             setup: Arc::new(Mutex::new(None)),
             silences: Silences::default(),
+            bar: SilenceBar::default(),
         }
     }
 
@@ -177,6 +180,11 @@ impl<W: Conduit> Link<W> {
         self.call(timeout, Replay::Safe, Refusals::Fail, |_| async { Ok(()) })
             .await
             .map_err(|(err, _)| err)
+    }
+
+    /// See `LockStore::heed_command_timeout`.
+    pub(super) fn heed_command_timeout(&self, command_timeout: Duration) {
+        self.bar.heed(command_timeout);
     }
 
     /// See `LockStore::forget_gate`.
@@ -266,15 +274,18 @@ impl<W: Conduit> Link<W> {
     /// (a rejected AUTH leaves its shared connect future failed for good).
     pub(super) fn discard_manager(&self) {
         *lock(&self.manager) = None;
+        self.bar.heard();
         self.quarantine.forget();
         self.scripts_ready.store(false, Ordering::Relaxed);
         self.listener.connection_lost(LostScope::All);
     }
 
-    /// A (un)subscription got no answer in time: a connection that cannot vouch for its
-    /// order afterwards is opened afresh, as `call` does.
-    fn abandon_after_timeout(&self) {
-        if !W::KEPT_ON_TIMEOUT {
+    /// A call got no answer within `bound`: a server silent for a whole command timeout is
+    /// given a new connection, as `call` says why.
+    fn abandon_after_timeout(&self, bound: Duration) {
+        let now = Instant::now();
+        let sent = now.checked_sub(bound).unwrap_or(now);
+        if !W::KEPT_ON_TIMEOUT && self.bar.unanswered(sent, now) {
             self.discard_manager();
             self.dropped.signal();
         }
@@ -321,8 +332,8 @@ impl<W: Conduit> Link<W> {
         match tokio::time::timeout(timeout, work).await {
             Ok(subscribed) => subscribed,
             Err(_) => {
-                // As for any call without an answer (see `call`): start afresh.
-                self.abandon_after_timeout();
+                // As for any call without an answer (see `call`).
+                self.abandon_after_timeout(timeout);
                 false
             }
         }
@@ -348,8 +359,8 @@ impl<W: Conduit> Link<W> {
             }
         };
         if tokio::time::timeout(timeout, work).await.is_err() {
-            // As for any call without an answer (see `call`): start afresh.
-            self.abandon_after_timeout();
+            // As for any call without an answer (see `call`).
+            self.abandon_after_timeout(timeout);
         }
     }
 
@@ -480,6 +491,7 @@ impl<W: Conduit> Link<W> {
                     self.reached.store(true, Ordering::Relaxed);
                     self.up.store(true, Ordering::Relaxed);
                     self.dropped.answered();
+                    self.bar.heard();
                     let gate = match passed {
                         Ok(value) => return Ok(value),
                         Err(gate) => gate,
@@ -530,15 +542,18 @@ impl<W: Conduit> Link<W> {
                 }
                 Err(_) => {
                     // A request that got no reply keeps its place in the connection's reply
-                    // queue; if its bytes were lost, every later reply would go to the wrong
-                    // caller. Start afresh. (Every operation checks the owner token, so a late
-                    // execution on the old socket is harmless.) A cluster's connection keeps
-                    // its order per node and stays: the caller puts the call's slot alone in
-                    // doubt (`send`).
-                    if !W::KEPT_ON_TIMEOUT {
-                        self.discard_manager();
-                        self.dropped.signal();
-                    }
+                    // queue, and its late reply is read and dropped there (redis 1.8.1,
+                    // `PipelineSink::send_result`; one whose caller left before it was
+                    // written is not sent at all): the replies after it still reach their
+                    // callers. So a bound cut short by the caller's own deadline says nothing
+                    // of the connection, and dropping it would put every lock held through
+                    // it in doubt (issue 26). A connection that answered nothing for a whole
+                    // command timeout (one call's, or several cut short one after another:
+                    // `SilenceBar`) is opened afresh: it may lead to a dead peer whose socket
+                    // never closes. (Every operation checks the owner token, so a late execution
+                    // on the old socket is harmless.) A cluster's connection stays: the
+                    // caller puts the call's slot alone in doubt (`send`).
+                    self.abandon_after_timeout(timeout);
                     let err = LockError::no_reply(timeout);
                     return Err((Box::pin(self.explain(err)).await, Some(Pinned(manager))));
                 }
@@ -705,7 +720,7 @@ impl<W: Conduit> Link<W> {
             }
         }
         if W::KEPT_ON_TIMEOUT {
-            self.heard(request, &answer);
+            self.heard(request, &answer, timeout);
         }
         // A call whose last try got no answer (a timeout, no connection) is traced here.
         if trace::on() && !replied.load(Ordering::Relaxed) {
@@ -719,7 +734,12 @@ impl<W: Conduit> Link<W> {
     /// out (see `Conduit::KEPT_ON_TIMEOUT`): left unanswered, its slot's locks are in doubt
     /// and checked again now, and a slot silent for `silences::STUCK` has the connection
     /// opened afresh (see `silences.rs`).
-    fn heard<T>(&self, request: &Request, answer: &Result<T, (LockError, Option<Pinned<W>>)>) {
+    fn heard<T>(
+        &self,
+        request: &Request,
+        answer: &Result<T, (LockError, Option<Pinned<W>>)>,
+        bound: Duration,
+    ) {
         match answer {
             Ok(_) => self.silences.answered(|| W::slot_of(request_cmd(request))),
             Err((LockError::Timeout(_), _)) => {
@@ -729,7 +749,8 @@ impl<W: Conduit> Link<W> {
                 if self.silences.unanswered(slot, Instant::now()) {
                     self.discard_manager();
                     self.dropped.signal();
-                } else {
+                } else if self.bar.shown_by(bound) {
+                    // A bound cut short by the caller's deadline says nothing of the node.
                     self.dropped.signal_slot(slot);
                 }
             }

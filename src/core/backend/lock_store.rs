@@ -412,6 +412,13 @@ pub trait LockStore: Send + Sync {
     /// Another connection to the store broke: what `gate_open` knows may be stale.
     fn forget_gate(&self) {}
 
+    /// A caller of this store gives up on a call after `command_timeout` when nothing
+    /// shorter bounds it: only a call that went unanswered that long shows the server silent
+    /// (`silences::SilenceBar`). A store with no connection to doubt ignores it.
+    fn heed_command_timeout(&self, command_timeout: Duration) {
+        let _ = command_timeout;
+    }
+
     /// The clock of the server that keeps `key` (Redis TIME), for callers that must not trust
     /// their own: on a cluster, the master of the key's slot, which times the lock's TTL.
     fn server_time(

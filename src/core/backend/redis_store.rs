@@ -274,6 +274,10 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.forget_gate()
     }
 
+    fn heed_command_timeout(&self, command_timeout: Duration) {
+        self.link.heed_command_timeout(command_timeout)
+    }
+
     async fn pass_gate(&self, bound: Duration) -> Result<(), LockError> {
         self.link.pass_gate(bound).await
     }

@@ -781,6 +781,12 @@ impl LockStore for RedlockStore {
         &self.lost
     }
 
+    fn heed_command_timeout(&self, command_timeout: Duration) {
+        for node in &self.nodes {
+            node.store.heed_command_timeout(command_timeout);
+        }
+    }
+
     /// A Redlock has no one clock: the first node's that answers.
     async fn server_time(&self, key: &[u8], bound: Duration) -> Result<SystemTime, LockError> {
         let times = gather(

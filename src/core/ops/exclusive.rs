@@ -94,6 +94,7 @@ pub struct Inspection {
 
 impl Exclusive {
     pub fn new(store: Arc<Store>, spec: ExclusiveSpec, command_timeout: Duration) -> Self {
+        store.backend().heed_command_timeout(command_timeout);
         let name = keys::slug(&spec.name);
         let key = format!("{}:{}", keys::slug(&spec.key_prefix), name);
         let redis_key = format!("{}{}", spec.client_key_prefix, key).into_bytes();

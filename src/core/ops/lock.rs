@@ -45,6 +45,7 @@ pub struct Locker {
 
 impl Locker {
     pub fn new(store: Arc<Store>, prefix: impl Into<Vec<u8>>, command_timeout: Duration) -> Self {
+        store.backend().heed_command_timeout(command_timeout);
         Locker {
             store,
             prefix: prefix.into(),

@@ -32,6 +32,9 @@ pub trait Call {
     /// How many commands were written to `out`, each reply for nobody: an undo (see
     /// `FastCall::answered_late`), an attempt's follow-up.
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize;
+    /// How long the connection may go without this call's reply before it is trusted with
+    /// no more calls (see `FastCall::silent_after`).
+    fn silent_after(&self) -> Duration;
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer);
     fn abandon(self: Box<Self>);
     fn orphaned(self: Box<Self>, id: u32, completer: &Completer);
@@ -154,6 +157,10 @@ where
         usize::from(followed) + usize::from(self.call.answered_late(reply, out))
     }
 
+    fn silent_after(&self) -> Duration {
+        self.call.silent_after()
+    }
+
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {
         let Adapted { call, convert } = *self;
         run(id, call.resend(left), convert, completer);
@@ -259,6 +266,12 @@ where
 
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize {
         usize::from(self.part.answered_late(reply, out))
+    }
+
+    /// A node's silence past any bound retires its connection, as it always did: a quorum
+    /// call goes on without the node.
+    fn silent_after(&self) -> Duration {
+        self.part.bound()
     }
 
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {

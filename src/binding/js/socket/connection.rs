@@ -4,8 +4,10 @@
 //!
 //! Replies come in the order requests were sent, so the pending calls form a queue. A call
 //! whose bound passes is told so at once, and its place in the queue kept for its late
-//! reply; the connection then takes no new calls (a silent server is not to be trusted with
-//! more) and closes once everything sent on it has been answered, or after `LINGER`. A
+//! reply. Past its caller's command timeout (`Call::silent_after`), not a bound cut short by
+//! the caller's own deadline, the connection then takes no new calls (a silent server is not
+//! to be trusted with more) and closes once everything sent on it has been answered, or after
+//! `LINGER`. A
 //! connection that breaks hands every unanswered call to the tokio connection.
 
 use super::super::outcome::Settlement;
@@ -412,11 +414,17 @@ impl SocketConnection {
     fn expire(&mut self) {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
-        let mut expired = false;
+        let mut silent = false;
         for call in self.pending.iter_mut().filter(|call| !call.timed_out) {
             if call.deadline <= now {
                 call.timed_out = true;
-                expired = true;
+                // A bound cut short by its caller (an attempt's deadline) passes while the
+                // server is only busy: the call keeps its place for the late reply, and the
+                // calls behind it theirs (issue 26).
+                silent |= call
+                    .call
+                    .as_ref()
+                    .is_none_or(|work| call.bound >= work.silent_after());
                 if let Some(traced) = &call.traced {
                     let (sent, packed) = &**traced;
                     trace::call(&self.via, packed, sent.elapsed(), "ETIMEDOUT", script_name);
@@ -430,7 +438,7 @@ impl SocketConnection {
                 next = Some(call.deadline);
             }
         }
-        if expired {
+        if silent {
             self.retire();
         }
         self.timer_due = None;

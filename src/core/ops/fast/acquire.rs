@@ -110,6 +110,10 @@ pub(super) fn again(
 }
 
 impl FastCall for PlainAttempt {
+    fn silent_after(&self) -> Duration {
+        self.locker.command_timeout()
+    }
+
     type Output = Option<Lease>;
 
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {

@@ -51,6 +51,10 @@ impl ExtendCall {
 }
 
 impl FastCall for ExtendCall {
+    fn silent_after(&self) -> Duration {
+        self.locker.command_timeout()
+    }
+
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {

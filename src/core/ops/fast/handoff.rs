@@ -309,6 +309,10 @@ impl Handoff {
 }
 
 impl FastCall for Handoff {
+    fn silent_after(&self) -> Duration {
+        self.locker.command_timeout()
+    }
+
     type Output = ();
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {

@@ -69,6 +69,14 @@ pub trait FastCall: Send + 'static {
     /// How long the lane waits for the reply.
     fn bound(&self) -> Duration;
 
+    /// How long the lane may go without this call's reply before the server counts as
+    /// silent, and the lane is trusted with no more calls: the caller's command timeout. A
+    /// bound cut short by the caller's own deadline or lease passes while the server is only
+    /// busy a moment, and the lane keeps its order past it (issue 26).
+    fn silent_after(&self) -> Duration {
+        self.bound()
+    }
+
     /// The reply came in time.
     fn answered(self, reply: Value) -> Step<Self::Output>;
 
@@ -186,6 +194,10 @@ async fn gone(locker: Arc<Locker>, lease: Arc<Lease>) -> Settled<bool> {
 }
 
 impl FastCall for PlainRelease {
+    fn silent_after(&self) -> Duration {
+        self.locker.command_timeout()
+    }
+
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
