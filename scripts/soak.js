@@ -15,7 +15,8 @@
 // move on; the overlaps this makes are the kind the sections rule counts, not fails, when the
 // library told the stalled holder (scripts/soak/sections.js).
 //
-// SOAK_APIS=dl.,sg. (environment) runs only those APIs' actors, to chase one of them.
+// SOAK_APIS=dl.,sg. (environment) runs only those APIs' actors, to chase one of them;
+// SOAK_OPS=dl.using,dl.acquire only those operations of them.
 //
 // --excuse-restarts=yes counts, rather than fails, two holders at once when the first one's
 // section spans a SIGKILL of the lock server: Redis restarted empty, and the holder, though
