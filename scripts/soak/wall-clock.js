@@ -11,13 +11,25 @@ const { clock } = require('./tally')
 const STEP_MS = 5
 const EVERY_MS = 50
 
+/**
+ * The wall clock's lead over clock(), or undefined when this process was descheduled between
+ * the readings (on a loaded machine a pause there reads as a step, and the next as one back).
+ */
+function offset() {
+  const before = clock()
+  const wall = Date.now()
+  const after = clock()
+  return after - before < 1 ? wall - (before + after) / 2 : undefined
+}
+
 /** Starts watching; `stop()` ends it and answers the steps seen, `{ at, ms }` (at: clock()). */
 function watchWallClock() {
   const steps = []
-  let last = Date.now() - clock()
+  let last = offset()
   const timer = setInterval(() => {
-    const now = Date.now() - clock()
-    if (Math.abs(now - last) >= STEP_MS) steps.push({ at: clock(), ms: now - last })
+    const now = offset()
+    if (now === undefined) return
+    if (last !== undefined && Math.abs(now - last) >= STEP_MS) steps.push({ at: clock(), ms: now - last })
     last = now
   }, EVERY_MS)
   return {
