@@ -18,11 +18,6 @@ const OURS_MS = 2000
 const DEFAULT_MS = 10000
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-// When a DistributedLock hold began, as far as its section can tell: its acquiring request's
-// send (`info.acquiredAt`), which Redis ran no earlier. A kill of the lock server between
-// then and the section empties the store under a holder that has not written yet, and the
-// library puts that hold in doubt (its watch, or `suspended`, counts from the same send).
-const heldSince = (handle) => clockOfEpoch(handle.info.acquiredAt)
 const rand = (lo, hi) => lo + Math.floor(Math.random() * (hi - lo + 1))
 const pick = (list) => list[Math.floor(Math.random() * list.length)]
 
@@ -96,31 +91,36 @@ class Traffic {
     const key = pick(KEYS)
     return {
       'dl.acquire': async () => {
+        const calledAt = clock()
         const handle = await this.watch('dl.acquire', 3 * OURS_MS + 100, this.dl.acquire(key, 2000))
-        await this.hold('dl', key, handle)
+        await this.hold('dl', key, handle, calledAt)
       },
       'dl.tryAcquire': async () => {
+        const calledAt = clock()
         const handle = await this.watch('dl.tryAcquire', OURS_MS, this.dl.tryAcquire(key, 2000))
         if (!handle) this.tally.passes += 1
-        else await this.hold('dl', key, handle)
+        else await this.hold('dl', key, handle, calledAt)
       },
       'dl.waitForLock': async () => {
         const timeout = rand(50, 200)
+        const calledAt = clock()
         const handle = await this.watch('dl.waitForLock', timeout + OURS_MS, this.dl.waitForLock(key, timeout, 2000))
-        await this.hold('dl', key, handle)
+        await this.hold('dl', key, handle, calledAt)
       },
       'dl.grants': async () => {
         const timeout = rand(50, 300)
+        const calledAt = clock()
         const handle = await this.watch('dl.grants', timeout + OURS_MS, this.grants.waitForLock(key, timeout, 2000))
-        await this.hold('dl', key, handle, undefined, 'grants')
+        await this.hold('dl', key, handle, calledAt, undefined, 'grants')
       },
       'dl.autoRefresh': async () => {
+        const calledAt = clock()
         const handle = await this.watch(
           'dl.autoRefresh',
           3 * OURS_MS + 100,
           this.dl.acquire(key, 900, { autoRefresh: true, onLost: () => (this.tally.lost += 1) }),
         )
-        await this.hold('dl', key, handle, async () => {
+        await this.hold('dl', key, handle, calledAt, async () => {
           await sleep(rand(300, 1200))
           if (Math.random() < 0.5) await this.watch('dl.extend', OURS_MS, handle.extend(500))
         })
@@ -129,6 +129,8 @@ class Traffic {
         let aborted = false
         let id
         let told = []
+        // The hold begins no earlier (see hold()).
+        const calledAt = clock()
         const using = this.watch(
           'dl.using',
           300 + 2 * OURS_MS,
@@ -139,7 +141,7 @@ class Traffic {
               const atGrant = this.holdNote(handle, grantAt)
               let lostAt
               signal.addEventListener('abort', () => (lostAt = `told lost at ${clock().toFixed(1)} (${signal.reason?.message})`))
-              id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.using', () => clockOfEpoch(handle.info.expiresAt), heldSince(handle))
+              id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.using', () => clockOfEpoch(handle.info.expiresAt), calledAt)
               told = this.heldWords(handle)
               const atEnd = await this.lockHolder(key, handle.info.token)
               const noted = () => this.sections.note(id, [atGrant, atEnd, lostAt].filter(Boolean).join(', '))
@@ -167,10 +169,12 @@ class Traffic {
       },
       'dl.abortWait': async () => {
         const signal = AbortSignal.timeout(rand(5, 60))
+        const calledAt = clock()
         const handle = await this.watch('dl.abortWait', 500 + OURS_MS, this.dl.waitForLock(key, 500, 2000, { signal }))
-        await this.hold('dl', key, handle)
+        await this.hold('dl', key, handle, calledAt)
       },
       'dl.abortAtGrant': async () => {
+        const calledAt = clock()
         const first = await this.watch('dl.tryAcquire', OURS_MS, this.dl.tryAcquire(key, 2000))
         if (!first) {
           this.tally.passes += 1
@@ -179,10 +183,11 @@ class Traffic {
         this.tally.grants += 1
         const grantAt = clock()
         const atGrant = this.holdNote(first, grantAt)
-        const id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.abortAtGrant', () => clockOfEpoch(first.info.expiresAt), heldSince(first))
+        const id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.abortAtGrant', () => clockOfEpoch(first.info.expiresAt), calledAt)
         await this.sections.note(id, atGrant)
         const told = this.heldWords(first)
         const controller = new AbortController()
+        const waitCalledAt = clock()
         const waiting = this.watch('dl.abortAtGrant', 1000 + OURS_MS, this.dl.waitForLock(key, 1000, 2000, { signal: controller.signal }))
         waiting.catch(() => {})
         await sleep(rand(1, 10))
@@ -198,7 +203,7 @@ class Traffic {
           this.tally.error(err)
           return null
         })
-        if (second) await this.hold('dl', key, second)
+        if (second) await this.hold('dl', key, second, waitCalledAt)
       },
       'ex.acquire': async () => {
         const ex = this.exclusive(key)
@@ -246,8 +251,14 @@ class Traffic {
     }
   }
 
-  /** A section under `handle`, `during(handle)` after it, then the release; doubt noted. */
-  async hold(api, key, handle, during = async () => {}, via = 'dl') {
+  /**
+   * A section under `handle`, `during(handle)` after it, then the release; doubt noted.
+   * `calledAt`: when its acquisition was called, the earliest Redis can have recorded the
+   * hold: a kill of the lock server between then and the section empties the store under a
+   * holder that has not written yet (the library puts such a hold in doubt, its watch or
+   * `suspended` counting from the acquiring request's send).
+   */
+  async hold(api, key, handle, calledAt, during = async () => {}, via = 'dl') {
     const grantAt = clock()
     let lost = false
     handle.lost?.then(
@@ -260,7 +271,7 @@ class Traffic {
     let told = []
     try {
       const atGrant = this.holdNote(handle, grantAt)
-      id = await this.sections.run(this.counter(api, key), grantAt, api, () => clockOfEpoch(handle.info.expiresAt), heldSince(handle))
+      id = await this.sections.run(this.counter(api, key), grantAt, api, () => clockOfEpoch(handle.info.expiresAt), calledAt)
       await this.sections.note(id, `${via}: ${atGrant}`)
       told = this.heldWords(handle)
       await during(handle)
