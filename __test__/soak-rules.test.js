@@ -224,3 +224,23 @@ test('judgeSections: what each holder noted of its hold (fence, token, when told
   // Without notes the line is as before.
   assert.doesNotMatch(judgeSections(readBackJudged(sections, { c: 2 })).failures[0], /fence/)
 })
+
+test('judgeSections: a step forward of the wall clock while the first held, before the second\'s grant, is named on the overlap\'s line and counted', () => {
+  // a held from 100 (acquired at 95), its lease to 1000 by its own account; b took the key at
+  // 120, the wall clock having stepped 900 ms forward at 110: Redis ended a's lease early.
+  const sections = [
+    ['c', 100, 150, 'a', 'dl.using', 1000, 'ok', 95],
+    ['c', 120, 130, 'b', 'dl.using', 1020, 'ok'],
+  ]
+  const judged = judgeSections(readBackJudged(sections, { c: 2 }), { wallSteps: [{ at: 110, ms: 900 }] })
+  assert.equal(judged.overlapsNearWallSteps, 1)
+  assert.equal(judged.overlaps, 1, 'a step explains an overlap; it does not excuse it')
+  assert.match(judged.failures[0], /; the wall clock stepped \+900\.0 ms 10\.0 ms before the second's grant$/)
+  // A step back (leases only get longer), one before the hold began or after the second's
+  // grant is not named.
+  for (const step of [{ at: 110, ms: -900 }, { at: 90, ms: 900 }, { at: 125, ms: 900 }]) {
+    const other = judgeSections(readBackJudged(sections, { c: 2 }), { wallSteps: [step] })
+    assert.equal(other.overlapsNearWallSteps, 0, JSON.stringify(step))
+    assert.doesNotMatch(other.failures[0], /wall clock/)
+  }
+})

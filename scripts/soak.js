@@ -15,12 +15,17 @@
 // move on; the overlaps this makes are the kind the sections rule counts, not fails, when the
 // library told the stalled holder (scripts/soak/sections.js).
 //
-// SOAK_APIS=dl.,sg. (environment) runs only those APIs' actors, to chase one of them.
+// SOAK_APIS=dl.,sg. (environment) runs only those APIs' actors, to chase one of them;
+// SOAK_OPS=dl.using,dl.acquire only those operations of them.
 //
 // --excuse-restarts=yes counts, rather than fails, two holders at once when the first one's
 // section spans a SIGKILL of the lock server: Redis restarted empty, and the holder, though
 // told its lock is in doubt at the close, writes without asking (scripts/soak/sections.js).
 // Without it the rules are §5's, strictly.
+//
+// The parent also watches the wall clock against the monotonic one (scripts/soak/wall-clock.js):
+// Redis counts PX on its wall clock, so a step forward ends leases early with no holder told.
+// The JSON lists the steps, and an overlap after one says so on its line.
 const { fork } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -30,6 +35,7 @@ const { runProcess } = require('./soak/worker')
 const { checkSections } = require('./soak/sections')
 const { addCounts, resourcesByType, clock } = require('./soak/tally')
 const { verdict } = require('./soak/verdict')
+const { watchWallClock } = require('./soak/wall-clock')
 
 // stdout and stderr are opened lazily: open them first, so they count as there from the start.
 void process.stdout
@@ -76,6 +82,8 @@ async function main() {
   const dataServer = await startRedis()
   const settings = { lockUrl: lockServer.url, dataUrl: dataServer.url, backends: args.backends, actors: args.actors, sampleMs }
   const started = Date.now()
+  const startedClock = clock()
+  const wallClock = watchWallClock()
   const processes = []
   const restarts = []
   const restartClocks = []
@@ -163,7 +171,8 @@ async function main() {
   printLine(Math.round((Date.now() - started) / 6000) / 10, processes, printedSamples)
 
   const data = new Redis(dataServer.url, { maxRetriesPerRequest: 1 })
-  const sections = await checkSections(data, { restarts: restartClocks, excuseRestarts: args.excuseRestarts })
+  const wallSteps = wallClock.stop()
+  const sections = await checkSections(data, { restarts: restartClocks, excuseRestarts: args.excuseRestarts, wallSteps })
   await data.quit()
   await lockServer.close()
   await dataServer.close()
@@ -180,6 +189,7 @@ async function main() {
     restartsAtS: restarts,
     childrenRespawned: respawned,
     stalls,
+    wallClockSteps: wallSteps.map((step) => ({ atS: Math.round((step.at - startedClock) / 100) / 10, ms: Math.round(step.ms * 10) / 10 })),
     sections: {
       total: sections.sections,
       inDoubt: sections.inDoubt,
@@ -187,6 +197,7 @@ async function main() {
       overlaps: sections.overlaps,
       overlapsAcrossRestarts: sections.overlapsAcrossRestarts,
       expiredOverlaps: sections.expiredOverlaps,
+      overlapsNearWallSteps: sections.overlapsNearWallSteps,
       expired: sections.expired,
       verdicts: sections.verdicts,
       restartsExcused: args.excuseRestarts,

@@ -78,7 +78,8 @@ class Sections {
 
 /**
  * Reads every section and counter back, and answers the failures (see judgeSections).
- * `restarts`: the clock() times the lock server was SIGKILLed.
+ * `restarts`: the clock() times the lock server was SIGKILLed; `wallSteps`: the wall
+ * clock's steps against clock() (scripts/soak/wall-clock.js).
  */
 async function checkSections(data, options = {}) {
   const records = await data.lrange(RECORDS, 0, -1)
@@ -161,7 +162,7 @@ function dataOrder(first, second) {
  * lease had ended by its own account before the other's grant, and the library told that
  * holder, is the lock working as documented: counted and listed (`expired`), not failed.
  */
-function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, told = {}, notes = {} }, { restarts = [], excuseRestarts = false } = {}) {
+function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, told = {}, notes = {} }, { restarts = [], excuseRestarts = false, wallSteps = [] } = {}) {
   // A section whose hold spans a SIGKILL of the lock server went in doubt. The library tells
   // its holder at the close (onSuspended, `suspended`; isHeld and `acquired` false), and the
   // traffic notes the section in doubt when its hold says so at the end or its release fails,
@@ -178,6 +179,15 @@ function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, 
     const at = restarts.reduce((best, r) => (Math.abs(r - section.start) < Math.abs(best - section.start) ? r : best))
     const gap = section.start - at
     return `nearest kill of the lock server ${Math.abs(gap).toFixed(1)} ms ${gap >= 0 ? 'before' : 'after'} the first's grant`
+  }
+  // A step forward of the wall clock while the first held, before the second's grant: Redis
+  // ended the first's lease that much early, its holder counting on the monotonic clock and
+  // told at its next refresh (README, restart quarantine, "Not guaranteed"). Named on the
+  // overlap's line and counted; not excused.
+  const wallStep = (first, second) => {
+    const from = Math.min(first.start, first.heldSince ?? Infinity)
+    const step = wallSteps.filter((s) => s.ms > 0 && from <= s.at && s.at <= second.start).sort((a, b) => b.ms - a.ms)[0]
+    return step && `the wall clock stepped +${step.ms.toFixed(1)} ms ${(second.start - step.at).toFixed(1)} ms before the second's grant`
   }
   const doubt = new Set(doubtIds)
   const byCounter = new Map()
@@ -197,6 +207,7 @@ function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, 
   let overlaps = 0
   let acrossRestarts = 0
   let expiredOverlaps = 0
+  let nearWallSteps = 0
   for (const [counterKey, sections] of byCounter) {
     const counter = counters[counterKey] ?? 0
     sections.sort((a, b) => a.start - b.start)
@@ -209,6 +220,11 @@ function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, 
         let line = `${counterKey}: sections ${last.id} and ${next.id} (${kind}) overlap by ${(last.end - next.start).toFixed(2)} ms`
         if (last.api !== undefined || next.api !== undefined) {
           line += `; ${[describe(last, next), describe(next, last), dataOrder(last, next), nearestRestart(last)].filter(Boolean).join('; ')}`
+        }
+        const stepped = wallStep(last, next)
+        if (stepped) {
+          nearWallSteps += 1
+          line += `; ${stepped}`
         }
         if (acrossRestart) acrossRestarts += 1
         if (acrossRestart && excuseRestarts) excused += 1
@@ -235,6 +251,7 @@ function judgeSections({ records, ends, doubt: doubtIds, counters, leases = {}, 
     overlaps,
     overlapsAcrossRestarts: acrossRestarts,
     expiredOverlaps,
+    overlapsNearWallSteps: nearWallSteps,
     expired,
     verdicts,
     failures,

@@ -49,9 +49,13 @@ class Traffic {
     this.exclusives = []
     this.services = []
     // Asks the lock server, as a `using` section ends, who holds its key: the evidence, should
-    // two sections overlap, of whether the key was still the holder's. Never retried or queued.
+    // two sections overlap, of whether the key was still the holder's. Never retried or queued;
+    // reconnected every 20 ms after a restart (ioredis's default waits up to 2 s, and the probe
+    // answered 'not asked' just where a restart makes it matter).
     this.probe =
-      backend.name === 'redis' ? new Redis(backend.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, commandTimeout: 500, lazyConnect: true }) : null
+      backend.name === 'redis'
+        ? new Redis(backend.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false, commandTimeout: 500, lazyConnect: true, retryStrategy: () => 20 })
+        : null
     this.probe?.on('error', () => {})
   }
 
@@ -91,31 +95,36 @@ class Traffic {
     const key = pick(KEYS)
     return {
       'dl.acquire': async () => {
+        const calledAt = clock()
         const handle = await this.watch('dl.acquire', 3 * OURS_MS + 100, this.dl.acquire(key, 2000))
-        await this.hold('dl', key, handle)
+        await this.hold('dl', key, handle, calledAt)
       },
       'dl.tryAcquire': async () => {
+        const calledAt = clock()
         const handle = await this.watch('dl.tryAcquire', OURS_MS, this.dl.tryAcquire(key, 2000))
         if (!handle) this.tally.passes += 1
-        else await this.hold('dl', key, handle)
+        else await this.hold('dl', key, handle, calledAt)
       },
       'dl.waitForLock': async () => {
         const timeout = rand(50, 200)
+        const calledAt = clock()
         const handle = await this.watch('dl.waitForLock', timeout + OURS_MS, this.dl.waitForLock(key, timeout, 2000))
-        await this.hold('dl', key, handle)
+        await this.hold('dl', key, handle, calledAt)
       },
       'dl.grants': async () => {
         const timeout = rand(50, 300)
+        const calledAt = clock()
         const handle = await this.watch('dl.grants', timeout + OURS_MS, this.grants.waitForLock(key, timeout, 2000))
-        await this.hold('dl', key, handle, undefined, 'grants')
+        await this.hold('dl', key, handle, calledAt, undefined, 'grants')
       },
       'dl.autoRefresh': async () => {
+        const calledAt = clock()
         const handle = await this.watch(
           'dl.autoRefresh',
           3 * OURS_MS + 100,
           this.dl.acquire(key, 900, { autoRefresh: true, onLost: () => (this.tally.lost += 1) }),
         )
-        await this.hold('dl', key, handle, async () => {
+        await this.hold('dl', key, handle, calledAt, async () => {
           await sleep(rand(300, 1200))
           if (Math.random() < 0.5) await this.watch('dl.extend', OURS_MS, handle.extend(500))
         })
@@ -124,6 +133,8 @@ class Traffic {
         let aborted = false
         let id
         let told = []
+        // The hold begins no earlier (see hold()).
+        const calledAt = clock()
         const using = this.watch(
           'dl.using',
           300 + 2 * OURS_MS,
@@ -134,7 +145,7 @@ class Traffic {
               const atGrant = this.holdNote(handle, grantAt)
               let lostAt
               signal.addEventListener('abort', () => (lostAt = `told lost at ${clock().toFixed(1)} (${signal.reason?.message})`))
-              id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.using', () => clockOfEpoch(handle.info.expiresAt))
+              id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.using', () => clockOfEpoch(handle.info.expiresAt), calledAt)
               told = this.heldWords(handle)
               const atEnd = await this.lockHolder(key, handle.info.token)
               const noted = () => this.sections.note(id, [atGrant, atEnd, lostAt].filter(Boolean).join(', '))
@@ -162,10 +173,12 @@ class Traffic {
       },
       'dl.abortWait': async () => {
         const signal = AbortSignal.timeout(rand(5, 60))
+        const calledAt = clock()
         const handle = await this.watch('dl.abortWait', 500 + OURS_MS, this.dl.waitForLock(key, 500, 2000, { signal }))
-        await this.hold('dl', key, handle)
+        await this.hold('dl', key, handle, calledAt)
       },
       'dl.abortAtGrant': async () => {
+        const calledAt = clock()
         const first = await this.watch('dl.tryAcquire', OURS_MS, this.dl.tryAcquire(key, 2000))
         if (!first) {
           this.tally.passes += 1
@@ -174,10 +187,11 @@ class Traffic {
         this.tally.grants += 1
         const grantAt = clock()
         const atGrant = this.holdNote(first, grantAt)
-        const id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.abortAtGrant', () => clockOfEpoch(first.info.expiresAt))
+        const id = await this.sections.run(this.counter('dl', key), grantAt, 'dl.abortAtGrant', () => clockOfEpoch(first.info.expiresAt), calledAt)
         await this.sections.note(id, atGrant)
         const told = this.heldWords(first)
         const controller = new AbortController()
+        const waitCalledAt = clock()
         const waiting = this.watch('dl.abortAtGrant', 1000 + OURS_MS, this.dl.waitForLock(key, 1000, 2000, { signal: controller.signal }))
         waiting.catch(() => {})
         await sleep(rand(1, 10))
@@ -193,7 +207,7 @@ class Traffic {
           this.tally.error(err)
           return null
         })
-        if (second) await this.hold('dl', key, second)
+        if (second) await this.hold('dl', key, second, waitCalledAt)
       },
       'ex.acquire': async () => {
         const ex = this.exclusive(key)
@@ -241,8 +255,14 @@ class Traffic {
     }
   }
 
-  /** A section under `handle`, `during(handle)` after it, then the release; doubt noted. */
-  async hold(api, key, handle, during = async () => {}, via = 'dl') {
+  /**
+   * A section under `handle`, `during(handle)` after it, then the release; doubt noted.
+   * `calledAt`: when its acquisition was called, the earliest Redis can have recorded the
+   * hold: a kill of the lock server between then and the section empties the store under a
+   * holder that has not written yet (the library puts such a hold in doubt, its watch or
+   * `suspended` counting from the acquiring request's send).
+   */
+  async hold(api, key, handle, calledAt, during = async () => {}, via = 'dl') {
     const grantAt = clock()
     let lost = false
     handle.lost?.then(
@@ -255,7 +275,7 @@ class Traffic {
     let told = []
     try {
       const atGrant = this.holdNote(handle, grantAt)
-      id = await this.sections.run(this.counter(api, key), grantAt, api, () => clockOfEpoch(handle.info.expiresAt))
+      id = await this.sections.run(this.counter(api, key), grantAt, api, () => clockOfEpoch(handle.info.expiresAt), calledAt)
       await this.sections.note(id, `${via}: ${atGrant}`)
       told = this.heldWords(handle)
       await during(handle)
@@ -447,7 +467,9 @@ class Traffic {
   async actor(apis) {
     while (!this.stopping) {
       const ops = this.ops()
-      const names = Object.keys(ops).filter((name) => apis.some((api) => name.startsWith(api)))
+      const names = Object.keys(ops).filter((name) => apis.some((api) => name.startsWith(api)) && (!this.onlyOps || this.onlyOps.includes(name)))
+      // SOAK_OPS named none of this actor's operations: it has nothing to do.
+      if (names.length === 0) return
       const name = pick(names)
       // One instance of ExclusiveLock or maestro's service is used by one actor at a time.
       try {
@@ -465,6 +487,8 @@ class Traffic {
     const runs = []
     // SOAK_APIS (e.g. `dl.`) narrows the traffic to some APIs, to chase one of them.
     const only = process.env.SOAK_APIS?.split(',')
+    // SOAK_OPS (e.g. `dl.using`) narrows them further, to some operations of those APIs.
+    this.onlyOps = process.env.SOAK_OPS?.split(',')
     for (const apis of [['dl.'], ['ex.'], ['maestro.'], ['sg.']].filter(([api]) => !only || only.includes(api))) {
       for (let i = 0; i < perApi; i += 1) runs.push(this.actor(apis))
     }
