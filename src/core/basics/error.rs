@@ -198,7 +198,12 @@ impl From<redis::RedisError> for LockError {
             // No master serves the slot (failed, not yet replaced): the key's server is as
             // unreachable as a refused connection's, and retried the same.
             Some("CLUSTERDOWN") => {
-                return LockError::Connection(format!("{CLUSTER_DOWN} ({detail})"))
+                // Messages stay under 350 bytes, the server's words included.
+                let room = 300 - CLUSTER_DOWN.len();
+                return LockError::Connection(format!(
+                    "{CLUSTER_DOWN} ({})",
+                    clipped(detail, room)
+                ));
             }
             Some(code) if UNREADY_CODES.contains(&code) => return LockError::Unready(detail),
             _ => {}
@@ -245,16 +250,19 @@ const NO_FENCE: &str = "no fencing token can be drawn for this lock: its fence c
 /// The redis crate's messages name the failing command and the server's reply; neither
 /// carries credentials (AUTH arguments are never echoed), so they are safe to pass on.
 fn redis_detail(err: &redis::RedisError) -> String {
-    let text = err.to_string();
-    if text.len() > 300 {
-        let mut end = 300;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}...", &text[..end])
-    } else {
-        text
+    clipped(err.to_string(), 300)
+}
+
+/// `text` cut to at most `max` bytes (and the ellipsis), at a character boundary.
+fn clipped(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
     }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 #[cfg(test)]
