@@ -65,4 +65,24 @@ async function debugTrace(url) {
   return { token, stderr, traced: stderr.split('\n').filter((line) => line.includes('native-redis-lock ')) }
 }
 
-module.exports = { recorder, checkObserved, debugTrace }
+/**
+ * `service`'s turn, then `other`'s, which waited for it; `held()` checks where the key is while
+ * `service` holds it. The one with a hook counts its own calls; the other, the wait it won.
+ */
+async function checkServiceTurns(service, other, held) {
+  // Without a hook `other` may share the native service of its settings with earlier turns.
+  const before = other.stats()
+  assert.equal(await service.acquire(5000, 1), true)
+  await held()
+  const waiting = other.acquire(5000, 3000)
+  await sleep(50)
+  await service.release()
+  assert.equal(await waiting, true)
+  await other.release()
+  assert.equal(service.stats().acquisitions, 1, JSON.stringify(service.stats()))
+  const stats = other.stats()
+  assert.equal(stats.acquisitions - before.acquisitions, 1, JSON.stringify(stats))
+  assert.ok(stats.contended - before.contended >= 1, JSON.stringify(stats))
+}
+
+module.exports = { recorder, checkObserved, checkServiceTurns, debugTrace }

@@ -2,7 +2,7 @@
 use super::*;
 use crate::core::backend::endpoint::EndpointSpec;
 use crate::core::backend::lock_store::{
-    Fairness, FastPath, Fencing, Handover, LostScope, WakeKind,
+    Caps, Fairness, FastPath, Fencing, Handover, LostScope, WakeKind,
 };
 
 struct Deaf;
@@ -159,20 +159,20 @@ fn sentinel_and_cluster_offer_what_architecture_says() {
         "no variant of its own"
     );
     let caps = sentinel.caps();
-    assert_eq!(
-        (caps.fencing, caps.handover, caps.fairness, caps.fast_path),
-        (
-            Fencing::Strict,
-            Handover::InScript,
-            Fairness::Line,
-            FastPath::None
-        )
-    );
+    assert_strict_line_off_the_js_thread(caps);
     assert_eq!(caps.wake, WakeKind::QueueChecked);
     assert!(caps.transactions);
     let cluster = open("redis+cluster://127.0.0.1:1,127.0.0.1:2");
     assert!(matches!(cluster, Backend::Cluster(_)));
     let caps = cluster.caps();
+    assert_strict_line_off_the_js_thread(caps);
+    assert_eq!(caps.wake, WakeKind::Queue);
+    assert!(!caps.transactions);
+}
+
+/// What Sentinel and Cluster share: strict fences, hand-over in the script, a fair line, and
+/// every call on the runtime.
+fn assert_strict_line_off_the_js_thread(caps: Caps) {
     assert_eq!(
         (caps.fencing, caps.handover, caps.fairness, caps.fast_path),
         (
@@ -182,6 +182,4 @@ fn sentinel_and_cluster_offer_what_architecture_says() {
             FastPath::None
         )
     );
-    assert_eq!(caps.wake, WakeKind::Queue);
-    assert!(!caps.transactions);
 }
