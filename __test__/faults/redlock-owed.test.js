@@ -8,47 +8,28 @@
 // itself with a raw client. Servers stopped by pid.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const Redis = require('ioredis')
-const { startRedis } = require('../helpers/redis-server')
-const { startProxy } = require('../helpers/tcp-proxy')
+const { startOwedNodes, until, sleep } = require('../helpers/owed-nodes')
 const { directConnections } = require('../helpers/direct')
 const { DistributedLock } = require('../..')
 
 // Long enough that the node's copy expiring on its own cannot pass for the release.
 const TTL_MS = 60_000
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const unhandled = []
 process.on('unhandledRejection', (reason) => unhandled.push(reason))
 
-let servers = []
+let nodes
 let proxy
 let admins = []
 
 before(async () => {
-  servers = await Promise.all(Array.from({ length: 5 }, () => startRedis()))
-  proxy = await startProxy(servers[4].port)
-  admins = servers.map((server) => new Redis(server.url, { connectionName: 'test-admin', maxRetriesPerRequest: 1 }).on('error', () => {}))
+  nodes = await startOwedNodes()
+  ;({ proxy, admins } = nodes)
 })
 
-after(async () => {
-  for (const admin of admins) admin.disconnect()
-  await proxy.close()
-  await Promise.all(servers.map((server) => server.close()))
-})
-
-/** Polls `read` until it answers `expected` (deep-equal) or `ms` pass; answers the last read. */
-async function until(read, expected, ms) {
-  let value
-  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(20)) {
-    value = await read()
-    if (JSON.stringify(value) === JSON.stringify(expected)) return value
-  }
-  return value
-}
+after(() => nodes.close())
 
 test('a node whose socket broke before a decided release reached it is released once it answers again', async () => {
-  const urls = [...servers.slice(0, 4).map((server) => server.url), proxy.url]
-  const lock = new DistributedLock(urls, { keyPrefix: 'rlo:', connectTimeoutMs: 500, commandTimeoutMs: 2_000 })
+  const lock = new DistributedLock(nodes.urls, { keyPrefix: 'rlo:', connectTimeoutMs: 500, commandTimeoutMs: 2_000 })
   // Every node's JS-thread socket open, so the release goes out on them.
   for (let tries = 0; ; tries++) {
     const handle = await lock.acquire('warm', 5_000)

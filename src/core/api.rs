@@ -15,6 +15,9 @@ pub use super::backend::memory::MemoryInline;
 /// One command on a `memory://` keyspace, for tests that read and write beside the locks,
 /// and several as one transaction, for tests that hold it against Redis.
 pub use super::backend::memory::{command as memory_command, transaction as memory_transaction};
+/// When a connection's unanswered calls show its server silent (the JS thread's sockets
+/// decide so as the runtime's connections do).
+pub use super::backend::silences::SilenceBar;
 /// The connection the fronts take.
 pub use super::front::connection::LockConnection;
 /// syncguard's backend, as the binding will call it (tests/syncguard_engine.rs drives it).
@@ -29,7 +32,7 @@ pub use super::ops::attempt::Attempt;
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;
 /// One node's part of a call sent to every node of a Redlock on the JS thread's sockets.
-pub use super::ops::fast::quorum::{NodeCall, Told};
+pub use super::ops::fast::quorum::{NodeCall, Told, UndoSent};
 /// A fast call, sent on the JS thread's own socket: the core says what it writes, what a reply
 /// means and what follows; `direct` opens that socket.
 pub use super::ops::fast::{FastCall, Later, Step};

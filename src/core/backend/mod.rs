@@ -27,6 +27,6 @@ pub mod redlock_store;
 mod redlock_syncguard;
 pub mod redlock_tally;
 mod sentinel;
-mod silences;
+pub mod silences;
 mod upstream;
 pub mod wire;

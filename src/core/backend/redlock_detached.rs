@@ -61,9 +61,9 @@ impl Detached {
         }
     }
 
-    /// Sends the release to `store`: whether it freed our lock there.
-    pub(super) async fn send(&self, store: &RedisStore, bound: Duration) -> bool {
-        matches!(self.sent(store, bound).await, Ok(true))
+    /// The token (or lockId) it frees.
+    pub(super) fn token(&self) -> &str {
+        &self.token
     }
 
     /// Sends the release to `store`: whether it freed our lock there, or why it could not

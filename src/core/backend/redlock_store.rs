@@ -15,11 +15,11 @@ use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
 use super::redlock_detached::Detached;
 use super::redlock_late::LateBook;
-use super::redlock_owed::Owed;
+use super::redlock_owed::Debtors;
 use super::redlock_pool::LatePool;
 use super::redlock_tally::{
-    answered, failed, finish, gather, gather_read, ignore, quorum_error, release_verdict,
-    validity_left, won, Tally,
+    answered, failed, finish, gather, gather_read, quorum_error, release_verdict, validity_left,
+    won, Tally,
 };
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -37,6 +37,7 @@ use crate::core::proto::syncguard::{
 };
 use crate::core::proto::{Op, Request};
 use futures_util::future::join_all;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -52,14 +53,17 @@ pub struct RedlockStore {
     late: Arc<LateBook>,
     /// Where the calls' stragglers run.
     stragglers: LatePool,
+    /// The frees each node is owed (redlock_owed.rs).
+    debtors: Debtors,
+    /// The longest TTL, in ms, a lock of this Redlock was set or extended to: how long a
+    /// release owed to a node is kept (a release does not say its lock's TTL).
+    longest_ttl: AtomicU64,
 }
 
 struct Node {
     /// Shared with the releases left to a task of their own (`release_on`).
     store: Arc<RedisStore>,
     book: Arc<NodeBook>,
-    /// The frees the node is owed (redlock_owed.rs).
-    owed: Arc<Owed>,
 }
 
 impl Endpoint {
@@ -166,20 +170,34 @@ impl RedlockStore {
                     Node {
                         store: Arc::new(RedisStore::new(node.clone(), heard)),
                         book,
-                        owed: Arc::default(),
                     }
                 })
                 .collect(),
             _ => Vec::new(),
         };
+        let late = Arc::<LateBook>::default();
+        let stores = nodes.iter().map(|node| node.store.clone()).collect();
         RedlockStore {
             quorum: nodes.len() / 2 + 1,
             endpoint,
             nodes,
             lost,
-            late: Arc::default(),
+            debtors: Debtors::new(stores, late.clone()),
+            late,
             stragglers: LatePool::default(),
+            longest_ttl: AtomicU64::new(0),
         }
+    }
+
+    /// A lock of this Redlock may live `ttl` on a node from now (see `longest_ttl`).
+    pub fn note_ttl(&self, ttl: Duration) {
+        let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        self.longest_ttl.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// How long a released lock's copy may still live on a node that missed the release.
+    fn release_life(&self) -> Duration {
+        Duration::from_millis(self.longest_ttl.load(Ordering::Relaxed))
     }
 
     /// Each node's store, in the nodes' order.
@@ -199,14 +217,13 @@ impl RedlockStore {
     /// `release` is owed to node `node` (by index): sent on its runtime connection until it
     /// answers, for `ttl` at most, each try bounded by `bound` (redlock_owed.rs).
     pub fn owe(&self, node: usize, release: &Release<'_>, ttl: Duration, bound: Duration) {
-        if let Some(owing) = self.nodes.get(node) {
-            (owing.owed).owe(&owing.store, Detached::of(release), ttl, bound);
-        }
+        let free = Arc::new(Detached::of(release));
+        self.debtors.owe(node, &free, ttl, bound);
     }
 
     /// How many frees node `node` is owed now.
     pub fn owed(&self, node: usize) -> usize {
-        self.nodes.get(node).map_or(0, |node| node.owed.len())
+        self.debtors.len(node)
     }
 
     pub fn tally(&self) -> Tally {
@@ -218,12 +235,14 @@ impl RedlockStore {
 
     /// Every node's answer to `op`, at its index; `None` for a straggler left behind once a
     /// quorum answered `yes` (see `gather`: a release waits for a quorum of releases, not
-    /// of any answers, or it could leave our lock on the nodes it did not wait for).
+    /// of any answers, or it could leave our lock on the nodes it did not wait for). A node
+    /// that does not answer (`until`) is owed `frees`, when `op` frees.
     pub(super) async fn on_all<O: Op + Sync>(
         &self,
         op: &O,
         bound: Duration,
         yes: impl Fn(&O::Out) -> bool,
+        frees: Option<Detached>,
     ) -> Vec<Option<Result<O::Out, LockError>>>
     where
         O::Out: Send,
@@ -235,16 +254,19 @@ impl RedlockStore {
                 .filter(|r| matches!(r, Ok(out) if yes(out)));
             agree.count() >= self.quorum
         };
-        self.until(op, bound, enough).await
+        self.until(op, bound, enough, frees).await
     }
 
     /// Every node's answer to `op`, at its index, asked until the answers so far are
-    /// `enough` (then the stragglers' grace) or every node replied.
+    /// `enough` (then the stragglers' grace) or every node replied. When `op` frees our
+    /// lock (`frees`), a node that fails it or is silent past the bound, in time or as a
+    /// straggler, may keep our token: it is owed the free (redlock_owed.rs).
     pub(super) async fn until<O: Op + Sync>(
         &self,
         op: &O,
         bound: Duration,
         enough: impl Fn(&[Option<Result<O::Out, LockError>>]) -> bool,
+        frees: Option<Detached>,
     ) -> Vec<Option<Result<O::Out, LockError>>>
     where
         O::Out: Send,
@@ -259,24 +281,45 @@ impl RedlockStore {
         let read = |reply: Result<redis::Value, LockError>| reply.and_then(|v| op.decode(v));
         let (replies, stragglers) =
             gather_read(calls, read, |_| false, enough, Duration::MAX).await;
+        let owing = frees.map(|free| (self.debtors.clone(), Arc::new(free)));
+        let terms = (self.release_life(), bound);
+        if let Some((debtors, free)) = &owing {
+            for (node, reply) in replies.iter().enumerate() {
+                if let Some(reply) = reply {
+                    debtors.heard(node, free, reply, terms);
+                }
+            }
+        }
         // Not dropped: a write not yet on its node's connection would never reach it.
-        finish(&self.stragglers, stragglers, ignore);
+        finish(&self.stragglers, stragglers, move |node, reply| {
+            if let Some((debtors, free)) = &owing {
+                debtors.heard(node, free, &reply, terms);
+            }
+            None::<std::future::Ready<()>>
+        });
         replies
     }
 
     /// Sends `release` to the nodes `to` (by index), waiting for those in `must`. The others
     /// (they did not answer, or failed) may take their whole bound: theirs is left to a task
-    /// of its own, bounded the same, so a failed attempt does not wait for a dead node.
-    async fn release_on(&self, release: Detached, to: &[usize], must: &[usize], bound: Duration) {
+    /// of its own, bounded the same, so a failed attempt does not wait for a dead node. A
+    /// node that does not answer it (down, or slow past the bound) may keep our token: it is
+    /// owed the release for `ttl` (redlock_owed.rs).
+    async fn release_on(
+        &self,
+        release: Detached,
+        to: &[usize],
+        must: &[usize],
+        (ttl, bound): (Duration, Duration),
+    ) {
         let (waited, left): (Vec<usize>, Vec<usize>) = to.iter().partition(|i| must.contains(i));
         let release = Arc::new(release);
-        for store in (left.iter().filter_map(|&i| self.nodes.get(i))).map(|n| n.store.clone()) {
-            let parts = release.clone();
-            // Read and dropped: a node that kept our token (down, or slow past the bound)
-            // frees it at its TTL; nobody is left to tell.
-            let mut sent = Box::pin(async move {
-                let _freed = parts.send(&store, bound).await;
-            });
+        for &node in &left {
+            let sent = self
+                .debtors
+                .clone()
+                .free_on(node, release.clone(), (ttl, bound));
+            let mut sent = Box::pin(sent);
             // Polled once here, so that it is handed to the node's connection now, ahead of
             // the next attempt with this token (a `lock()`'s retries keep theirs), which it
             // would otherwise free there if it went out after it.
@@ -284,9 +327,9 @@ impl RedlockStore {
                 background::spawn(sent);
             }
         }
-        let _released = join_all(
-            (waited.iter().filter_map(|&i| self.nodes.get(i)))
-                .map(|node| release.send(&node.store, bound)),
+        join_all(
+            (waited.iter())
+                .map(|&node| (self.debtors.clone()).free_on(node, release.clone(), (ttl, bound))),
         )
         .await;
     }
@@ -302,7 +345,7 @@ impl RedlockStore {
     where
         O::Out: Send,
     {
-        let replies = self.on_all(op, bound, yes).await;
+        let replies = self.on_all(op, bound, yes, None).await;
         self.tally()
             .answers(replies.into_iter().flatten().collect())
     }
@@ -312,16 +355,6 @@ impl RedlockStore {
         let mut ttls: Vec<Duration> = ttls.collect();
         ttls.sort_unstable_by(|a, b| b.cmp(a));
         ttls.get(self.quorum - 1).copied()
-    }
-
-    /// How long a quorum still has the lock, by each node's answer to `op` (a TTL, or none).
-    async fn ttl_of<O: Op<Out = Option<Duration>> + Sync>(
-        &self,
-        op: &O,
-        bound: Duration,
-    ) -> Result<Option<Duration>, LockError> {
-        let answers = self.answers(op, bound, Option::is_some).await?;
-        Ok(self.quorum_ttl(answers.into_iter().flatten()))
     }
 
     /// What a quorum of nodes agrees on, by `side` of their answers to a read, with the
@@ -403,7 +436,7 @@ impl RedlockStore {
             .filter(|(_, reply)| matches!(reply, Some(Ok(Acquired::Won { .. }))))
             .map(|(i, _)| i)
             .collect();
-        self.release_on(release, &to, &must, bound).await;
+        self.release_on(release, &to, &must, (op.ttl, bound)).await;
     }
 
     /// Takes `fence`, the highest a quorum of `won` nodes drew, for the acquisition: those
@@ -538,6 +571,7 @@ impl LockStore for RedlockStore {
         }
         let tally = self.tally();
         self.late.begin(op.token);
+        self.note_ttl(op.ttl);
         let request = Arc::new(Request::of(op));
         let free = op.late_free().map(Arc::new);
         let attempts = (self.nodes.iter())
@@ -560,7 +594,8 @@ impl LockStore for RedlockStore {
 
     async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
         self.late.end(op.token);
-        let replies = self.on_all(op, bound, |released| *released).await;
+        let frees = Some(Detached::of(op));
+        let replies = self.on_all(op, bound, |released| *released, frees).await;
         let tally = self.tally();
         match release_verdict(&tally, &replies) {
             Some(released) => released,
@@ -580,7 +615,8 @@ impl LockStore for RedlockStore {
     ) -> Result<Option<u64>, LockError> {
         let started = Instant::now();
         self.late.end(op.token);
-        let replies = self.on_all(op, bound, Option::is_some).await;
+        self.note_ttl(op.ttl);
+        let replies = self.on_all(op, bound, Option::is_some, None).await;
         let won: Vec<(usize, u64)> = (replies.iter().enumerate())
             .filter_map(|(i, reply)| match reply {
                 Some(Ok(Some(fence))) => Some((i, *fence)),
@@ -599,7 +635,8 @@ impl LockStore for RedlockStore {
         let free = Detached::of(&Release::late_win(op.lock_key, op.to, false));
         let every: Vec<usize> = (0..self.nodes.len()).collect();
         let handed: Vec<usize> = won.iter().map(|&(i, _)| i).collect();
-        self.release_on(free, &every, &handed, bound).await;
+        self.release_on(free, &every, &handed, (op.ttl, bound))
+            .await;
         let heard = replies.iter().flatten().filter(|r| answered(r)).count();
         self.tally().heard(heard)?;
         Ok(None)
@@ -611,7 +648,11 @@ impl LockStore for RedlockStore {
         op: &Extend<'_>,
         bound: Duration,
     ) -> Result<Option<Duration>, LockError> {
-        self.ttl_of(op, bound).await
+        let answers = self.answers(op, bound, Option::is_some).await?;
+        if let Some(&longest) = answers.iter().flatten().max() {
+            self.note_ttl(longest);
+        }
+        Ok(self.quorum_ttl(answers.into_iter().flatten()))
     }
 
     /// Held when a quorum says so, free when a quorum says so, else the quorum error.

@@ -3,6 +3,7 @@
 //! node's record and counter. Every decision on a node is its script's (sg_*.lua); this file
 //! only counts (docs/plans/redlock.md, "syncguard's layout").
 
+use super::redlock_detached::Detached;
 use super::redlock_store::RedlockStore;
 use super::redlock_tally::{answered, is_answer, quorum_error, Tally};
 use crate::core::basics::error::LockError;
@@ -26,7 +27,8 @@ impl RedlockStore {
     ) -> Result<ReleasedById, LockError> {
         self.late().end(op.lock_id);
         let released = |r: &ReleasedById| matches!(r, ReleasedById::Released { .. });
-        let replies = self.on_all(op, bound, released).await;
+        let frees = Some(Detached::by_id(op.index_key, op.lock_id));
+        let replies = self.on_all(op, bound, released, frees).await;
         let answers = self
             .tally()
             .answers(replies.into_iter().flatten().collect())?;
@@ -40,6 +42,7 @@ impl RedlockStore {
         op: &ExtendById<'_>,
         bound: Duration,
     ) -> Result<Option<i64>, LockError> {
+        self.note_ttl(op.ttl);
         let answers = self.answers(op, bound, Option::is_some).await?;
         let expiries: Vec<i64> = answers.into_iter().flatten().collect();
         Ok(quorum_latest(expiries, self.tally().quorum))
@@ -59,7 +62,7 @@ impl RedlockStore {
             let sides: Vec<Option<Vec<u8>>> = records.map(|r| r.as_deref().map(side)).collect();
             (sides.iter()).any(|a| sides.iter().filter(|b| *b == a).count() >= tally.quorum)
         };
-        let replies = self.until(op, bound, enough).await;
+        let replies = self.until(op, bound, enough, None).await;
         read_verdict(&tally, replies.into_iter().flatten().collect())
     }
 

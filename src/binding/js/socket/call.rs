@@ -5,7 +5,7 @@
 
 use super::super::outcome::{done, Outcome, Settlement};
 use super::super::settle::Completer;
-use crate::core::api::{AttemptForm, FastCall, Later, NodeCall, Step, Told};
+use crate::core::api::{AttemptForm, FastCall, Later, NodeCall, Step, Told, UndoSent};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
 use redis::Value;
@@ -13,11 +13,36 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// Commands a call wrote to `out` behind it, each reply for nobody: one undoing what a
+/// quorum's straggler took (`NodeCall::answered`), an attempt's follow-up
+/// (`FastCall::follow_up`).
+#[derive(Default)]
+pub struct Behind {
+    pub commands: usize,
+    /// The undo among them, the core's to owe should the connection break before its reply.
+    pub undo: Option<UndoSent>,
+}
+
+impl Behind {
+    fn count(commands: usize) -> Behind {
+        Behind {
+            commands,
+            undo: None,
+        }
+    }
+
+    fn undo(undo: Option<UndoSent>) -> Behind {
+        Behind {
+            commands: usize::from(undo.is_some()),
+            undo,
+        }
+    }
+}
+
 /// A call in flight on the connection, whatever it is.
 pub trait Call {
-    /// The reply came: what ends now goes to `settled`, in order. Answers how many commands
-    /// were written to `out` behind it, each reply for nobody: one undoing what a quorum's
-    /// straggler took (`NodeCall::answered`), or an attempt's follow-up (`FastCall::follow_up`).
+    /// The reply came: what ends now goes to `settled`, in order. Answers what was written
+    /// to `out` behind it.
     fn answered(
         self: Box<Self>,
         id: u32,
@@ -25,13 +50,13 @@ pub trait Call {
         completer: &Completer,
         settled: &mut Vec<Settlement>,
         out: &mut Vec<u8>,
-    ) -> usize;
+    ) -> Behind;
     /// The bound passed: what the caller is told now, if anything (a quorum's part tells
     /// only when the silence decides the call, and may hand it to the runtime).
     fn timed_out(&mut self, id: u32, bound: Duration, completer: &Completer) -> Option<Outcome>;
-    /// How many commands were written to `out`, each reply for nobody: an undo (see
-    /// `FastCall::answered_late`), an attempt's follow-up.
-    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize;
+    /// What was written to `out` behind it: an undo (see `FastCall::answered_late`), an
+    /// attempt's follow-up.
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> Behind;
     /// How long the connection may go without this call's reply before it is trusted with
     /// no more calls (see `FastCall::silent_after`).
     fn silent_after(&self) -> Duration;
@@ -138,10 +163,10 @@ where
         completer: &Completer,
         settled: &mut Vec<Settlement>,
         out: &mut Vec<u8>,
-    ) -> usize {
+    ) -> Behind {
         let followed = self.call.follow_up(&reply, out);
         (*self).finish(id, reply, completer, settled);
-        usize::from(followed)
+        Behind::count(usize::from(followed))
     }
 
     fn timed_out(&mut self, _id: u32, bound: Duration, _completer: &Completer) -> Option<Outcome> {
@@ -152,9 +177,9 @@ where
         })
     }
 
-    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize {
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> Behind {
         let followed = self.call.follow_up(&reply, out);
-        usize::from(followed) + usize::from(self.call.answered_late(reply, out))
+        Behind::count(usize::from(followed) + usize::from(self.call.answered_late(reply, out)))
     }
 
     fn silent_after(&self) -> Duration {
@@ -249,14 +274,16 @@ where
         completer: &Completer,
         settled: &mut Vec<Settlement>,
         out: &mut Vec<u8>,
-    ) -> usize {
+    ) -> Behind {
         let AdaptedPart { part, convert } = *self;
         let told = part.answered(reply, out);
-        let undid = matches!(told, Told::Undid);
+        if let Told::Undid(undo) = told {
+            return Behind::undo(Some(undo));
+        }
         if let Some(outcome) = tell(&convert, id, told, completer) {
             settled.push(Settlement::Settled(id, outcome));
         }
-        usize::from(undid)
+        Behind::default()
     }
 
     fn timed_out(&mut self, id: u32, _bound: Duration, completer: &Completer) -> Option<Outcome> {
@@ -264,14 +291,12 @@ where
         tell(&self.convert, id, told, completer)
     }
 
-    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize {
-        usize::from(self.part.answered_late(reply, out))
+    fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> Behind {
+        Behind::undo(self.part.answered_late(reply, out))
     }
 
-    /// A node's silence past any bound retires its connection, as it always did: a quorum
-    /// call goes on without the node.
     fn silent_after(&self) -> Duration {
-        self.part.bound()
+        self.part.silent_after()
     }
 
     fn resend(self: Box<Self>, id: u32, left: Option<Duration>, completer: &Completer) {

@@ -4,18 +4,20 @@
 //!
 //! Replies come in the order requests were sent, so the pending calls form a queue. A call
 //! whose bound passes is told so at once, and its place in the queue kept for its late
-//! reply. Past its caller's command timeout (`Call::silent_after`), not a bound cut short by
-//! the caller's own deadline, the connection then takes no new calls (a silent server is not
-//! to be trusted with more) and closes once everything sent on it has been answered, or after
-//! `LINGER`. A
-//! connection that breaks hands every unanswered call to the tokio connection.
+//! reply. Once nothing was answered for its callers' command timeout (`Call::silent_after`,
+//! judged by the runtime's own `SilenceBar`), not a bound cut short by a caller's own
+//! deadline, the connection takes no new calls (a silent server is not to be trusted with
+//! more) and closes once everything sent on it has been answered, or after `LINGER`. A
+//! connection that breaks hands every unanswered call to the tokio connection, and an undo
+//! it wrote whose reply had not come back to the core, owed to its node.
 
 use super::super::outcome::Settlement;
 use super::super::settle::Completer;
 use super::super::thread::JsThread;
+use super::call::Behind;
 use super::call::Call;
 use crate::binding::sys::socket_poll::{SocketEvents, SocketPoll};
-use crate::core::api::{script_name, AttemptForm, TxSupport};
+use crate::core::api::{script_name, AttemptForm, SilenceBar, TxSupport, UndoSent};
 use crate::core::basics::{resp, trace};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -46,6 +48,9 @@ struct Pending {
     deadline: Instant,
     /// `None` for a command nobody waits on (one undoing a call answered late).
     call: Option<Box<dyn Call>>,
+    /// Among the commands nobody waits on, an undo: owed to its node should the connection
+    /// break before its reply (it may never have run).
+    undo: Option<UndoSent>,
     timed_out: bool,
     /// With `DEBUG` on: when it was queued, and what it wrote (basics/trace.rs).
     traced: Option<Box<(Instant, Vec<u8>)>>,
@@ -82,6 +87,8 @@ pub struct SocketConnection {
     timer_due: Option<Instant>,
     /// Takes no new calls; closes at this instant at the latest.
     retired: Option<Instant>,
+    /// Whether the calls that went unanswered show the server silent.
+    bar: SilenceBar,
     broken: bool,
     /// Calls settled here, delivered to JS when the callback ends.
     settled: Vec<Settlement>,
@@ -125,6 +132,7 @@ pub fn open(
         in_callback: false,
         timer_due: None,
         retired: None,
+        bar: SilenceBar::default(),
         broken: false,
         settled: Vec::new(),
     }));
@@ -164,6 +172,9 @@ pub fn close_all() {
             for pending in std::mem::take(&mut conn.pending) {
                 if let Some(call) = pending.call {
                     call.orphaned(pending.id, &completer);
+                }
+                if let Some(undo) = pending.undo {
+                    undo.owe();
                 }
             }
         }
@@ -211,6 +222,7 @@ impl SocketConnection {
             bound,
             deadline,
             call: Some(call),
+            undo: None,
             timed_out: false,
             traced,
         });
@@ -333,6 +345,7 @@ impl SocketConnection {
                 self.broken = true;
                 break;
             };
+            self.bar.heard();
             if front.leading > 0 {
                 front.leading -= 1;
                 if matches!(reply, redis::Value::ServerError(_)) {
@@ -374,7 +387,7 @@ impl SocketConnection {
             return;
         };
         let from = self.out.len();
-        let written = if pending.timed_out {
+        let behind = if pending.timed_out {
             call.answered_late(reply, &mut self.out)
         } else {
             call.answered(
@@ -385,15 +398,15 @@ impl SocketConnection {
                 &mut self.out,
             )
         };
-        if written > 0 {
-            self.expect_unwanted(written, from);
+        if behind.commands > 0 {
+            self.expect_unwanted(behind, from);
         }
     }
 
-    /// `commands` (an undo, an attempt's follow-up) were written from `out[from..]`, after the
+    /// Commands (an undo, an attempt's follow-up) were written from `out[from..]`, after the
     /// calls sent so far: their replies, due after theirs, are for nobody. Traced as one line,
     /// as a call is.
-    fn expect_unwanted(&mut self, commands: usize, from: usize) {
+    fn expect_unwanted(&mut self, Behind { commands, undo }: Behind, from: usize) {
         let bound = LINGER;
         let written = self.out.get(from..).unwrap_or_default();
         let traced = trace::on().then(|| Box::new((Instant::now(), written.to_vec())));
@@ -405,6 +418,7 @@ impl SocketConnection {
             bound,
             deadline: Instant::now() + bound,
             call: None,
+            undo,
             timed_out: true,
             traced,
         });
@@ -420,11 +434,13 @@ impl SocketConnection {
                 call.timed_out = true;
                 // A bound cut short by its caller (an attempt's deadline) passes while the
                 // server is only busy: the call keeps its place for the late reply, and the
-                // calls behind it theirs (issue 26).
-                silent |= call
-                    .call
-                    .as_ref()
-                    .is_none_or(|work| call.bound >= work.silent_after());
+                // calls behind it theirs (issue 26), unless nothing was answered for a whole
+                // command timeout.
+                if let Some(work) = &call.call {
+                    self.bar.heed(work.silent_after());
+                }
+                let sent = call.deadline.checked_sub(call.bound).unwrap_or(now);
+                silent |= self.bar.unanswered(sent, now);
                 if let Some(traced) = &call.traced {
                     let (sent, packed) = &**traced;
                     trace::call(&self.via, packed, sent.elapsed(), "ETIMEDOUT", script_name);
@@ -460,6 +476,9 @@ impl SocketConnection {
         let now = Instant::now();
         for pending in std::mem::take(&mut self.pending) {
             let Some(call) = pending.call else {
+                if let Some(undo) = pending.undo {
+                    undo.owe();
+                }
                 continue;
             };
             if pending.timed_out {

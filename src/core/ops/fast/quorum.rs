@@ -41,7 +41,7 @@ pub enum Told<T> {
     Nothing,
     /// Nothing for the caller; a command undoing what this node took was written to `out`
     /// (on the node's own connection, so it runs after the call), its reply for nobody.
-    Undid,
+    Undid(UndoSent),
     /// The decision: the call ends so (or goes on through the runtime).
     Step(Step<T>),
 }
@@ -59,6 +59,13 @@ pub trait NodeCall: Send + 'static {
     /// How long the node's lane waits for its reply.
     fn bound(&self) -> Duration;
 
+    /// How long the node's lane may go without this part's reply before the node counts
+    /// as silent (see `FastCall::silent_after`): the caller's command timeout, not a bound
+    /// cut short by an attempt's deadline.
+    fn silent_after(&self) -> Duration {
+        self.bound()
+    }
+
     /// The node's reply came in time.
     fn answered(self, reply: Value, out: &mut Vec<u8>) -> Told<Self::Output>;
 
@@ -66,8 +73,8 @@ pub trait NodeCall: Send + 'static {
     /// answer late, `answered_late`).
     fn timed_out(&mut self) -> Told<Self::Output>;
 
-    /// The reply came after `timed_out`: `true` when an undo was written to `out`.
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool;
+    /// The reply came after `timed_out`: the undo, when one was written to `out`.
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent>;
 
     /// The node's connection is gone with its part unanswered: an undecided call goes
     /// again, whole, through the runtime within `left` (or its own bound).
@@ -99,6 +106,11 @@ pub trait Quorum: Send + Sized + 'static {
     fn written(&self, _node: usize, _lane: u64) {}
 
     fn bound(&self) -> Duration;
+
+    /// See `NodeCall::silent_after`.
+    fn silent_after(&self) -> Duration {
+        self.bound()
+    }
 
     /// A node's reply; `None` when the node refused the call, which the runtime then
     /// answers (it reloads scripts and reports the rest as it always does).
@@ -165,6 +177,12 @@ impl Undo {
         Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
     }
 
+    /// The undo written on node `node`'s connection, its reply not read yet.
+    fn sent(&self, node: usize) -> UndoSent {
+        let undo = Undo::new(self.locker.clone(), self.terms.clone());
+        UndoSent { undo, node }
+    }
+
     /// Frees the token on node `node` through the runtime, once the node answers.
     fn owe(&self, node: usize) {
         if let Some(store) = redlock_of(&self.locker) {
@@ -172,6 +190,21 @@ impl Undo {
             let free = Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair());
             store.owe(node, &free, terms.ttl, self.locker.command_timeout());
         }
+    }
+}
+
+/// An undo written on a node's own connection, its reply not read yet. Should that
+/// connection break first, the undo may never have run there: `owe` hands it to the runtime,
+/// owed to the node (backend/redlock_owed.rs). Dropped once its reply is read.
+pub struct UndoSent {
+    undo: Undo,
+    node: usize,
+}
+
+impl UndoSent {
+    /// The node's connection broke before the undo's reply came.
+    pub fn owe(self) {
+        self.undo.owe(self.node);
     }
 }
 
@@ -263,14 +296,20 @@ impl<Q: Quorum> QuorumState<Q> {
     }
 
     /// Node `node`'s win read after the decision is undone on its own connection, when it
-    /// is to be (`undo_for`); `true` when the undo was written to `out`.
-    fn undo_late(&self, node: usize, reply: Value, out: &mut Vec<u8>, late: bool) -> bool {
+    /// is to be (`undo_for`); the undo, when it was written to `out`.
+    fn undo_late(
+        &self,
+        node: usize,
+        reply: Value,
+        out: &mut Vec<u8>,
+        late: bool,
+    ) -> Option<UndoSent> {
         match self.undo_for(late, Some(node)) {
             Some(undo) if undo.took(reply) => {
                 undo.write(out);
-                true
+                Some(undo.sent(node))
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -296,12 +335,13 @@ impl<Q: Quorum> QuorumState<Q> {
 pub struct Part<Q: Quorum> {
     node: usize,
     bound: Duration,
+    silent_after: Duration,
     shared: Arc<Mutex<QuorumState<Q>>>,
 }
 
 /// `call`'s parts, one per node in the nodes' order.
 pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
-    let (nodes, bound) = (call.nodes(), call.bound());
+    let (nodes, bound, silent_after) = (call.nodes(), call.bound(), call.silent_after());
     let shared = Arc::new(Mutex::new(QuorumState {
         call: Some(call),
         seen: (0..nodes).map(|_| None).collect(),
@@ -313,6 +353,7 @@ pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
         .map(|node| Part {
             node,
             bound,
+            silent_after,
             shared: shared.clone(),
         })
         .collect()
@@ -341,12 +382,16 @@ impl<Q: Quorum> NodeCall for Part<Q> {
         self.bound
     }
 
+    fn silent_after(&self) -> Duration {
+        self.silent_after
+    }
+
     fn answered(self, reply: Value, out: &mut Vec<u8>) -> Told<Q::Output> {
         let mut shared = lock(&self.shared);
         let Some(call) = shared.call.as_ref() else {
             return match shared.undo_late(self.node, reply, out, false) {
-                true => Told::Undid,
-                false => Told::Nothing,
+                Some(sent) => Told::Undid(sent),
+                None => Told::Nothing,
             };
         };
         match call.read(reply) {
@@ -363,7 +408,7 @@ impl<Q: Quorum> NodeCall for Part<Q> {
         lock(&self.shared).record(self.node, Err(no_reply))
     }
 
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent> {
         lock(&self.shared).undo_late(self.node, reply, out, true)
     }
 

@@ -50,6 +50,7 @@ impl QuorumAttempt {
             return Err(mode);
         };
         let tally = store.tally();
+        store.note_ttl(ttl);
         let bound = mode.plan.attempts.bound(locker.command_timeout());
         Ok(parts(QuorumAttempt {
             request: locker.attempt_request(key, ttl),
@@ -157,6 +158,10 @@ impl Quorum for QuorumAttempt {
     /// A node silent past the validity cannot help a win any more.
     fn bound(&self) -> Duration {
         self.bound.min(clock::validity(self.request.terms.ttl))
+    }
+
+    fn silent_after(&self) -> Duration {
+        self.locker.command_timeout()
     }
 
     fn read(&self, reply: Value) -> Option<Result<Acquired, LockError>> {
@@ -312,6 +317,10 @@ impl Quorum for QuorumRelease {
 
     fn bound(&self) -> Duration {
         self.bound
+    }
+
+    fn silent_after(&self) -> Duration {
+        self.locker.command_timeout()
     }
 
     fn read(&self, reply: Value) -> Option<Result<bool, LockError>> {

@@ -85,7 +85,7 @@ fn run<Q: Quorum>(
         let mut out = Vec::new();
         match part.answered(replies[node].clone(), &mut out) {
             Told::Nothing => assert!(out.is_empty()),
-            Told::Undid => {
+            Told::Undid(_) => {
                 assert!(!out.is_empty());
                 undone += 1;
             }
@@ -248,11 +248,14 @@ fn a_straggler_that_won_after_a_lost_decision_frees_its_node_and_after_a_win_onl
     let expected = undo_bytes(&parts);
     let mut parts = parts.drain(..);
     let (straggler, late) = (parts.next().unwrap(), parts.next().unwrap());
-    assert!(matches!(straggler.answered(won(7), &mut out), Told::Undid));
+    assert!(matches!(
+        straggler.answered(won(7), &mut out),
+        Told::Undid(_)
+    ));
     assert_eq!(out, expected);
     // The one past its bound, answering late, too; a late `held` needs nothing.
     let mut late_out = Vec::new();
-    assert!(late.answered_late(won(7), &mut late_out));
+    assert!(late.answered_late(won(7), &mut late_out).is_some());
     assert_eq!(late_out, expected);
     let mut parts = attempt(&locker);
     assert!(matches!(parts[4].timed_out(), Told::Nothing));
@@ -261,7 +264,7 @@ fn a_straggler_that_won_after_a_lost_decision_frees_its_node_and_after_a_win_onl
     for _ in 0..3 {
         let _ = parts.next().unwrap().answered(held(), &mut out);
     }
-    assert!(!late.answered_late(held(), &mut Vec::new()));
+    assert!(late.answered_late(held(), &mut Vec::new()).is_none());
 
     // Won: a straggler in time is ours, kept while the lease stands (the release reaches
     // it); one past its bound is freed, as the runtime frees an attempt past its bound.
@@ -285,7 +288,7 @@ fn a_straggler_that_won_after_a_lost_decision_frees_its_node_and_after_a_win_onl
         Told::Nothing
     ));
     assert!(out.is_empty());
-    assert!(late.answered_late(won(7), &mut out));
+    assert!(late.answered_late(won(7), &mut out).is_some());
     assert!(!out.is_empty());
 }
 
@@ -321,7 +324,7 @@ fn a_straggler_that_won_after_its_lock_was_released_frees_its_node() {
     assert!(out.is_empty());
     // Released (maybe on other connections, ahead of this node's attempt): freed there.
     store.late().end(&token);
-    assert!(matches!(second.answered(won(7), &mut out), Told::Undid));
+    assert!(matches!(second.answered(won(7), &mut out), Told::Undid(_)));
     assert_eq!(out, expected);
 }
 
@@ -361,7 +364,7 @@ fn a_straggler_whose_node_got_the_release_behind_it_on_its_connection_frees_noth
     }
     assert!(matches!(first.answered(won(7), &mut out), Told::Nothing));
     assert!(out.is_empty());
-    assert!(matches!(second.answered(won(7), &mut out), Told::Undid));
+    assert!(matches!(second.answered(won(7), &mut out), Told::Undid(_)));
     assert_eq!(out, expected);
 }
 
@@ -487,7 +490,7 @@ fn a_node_broken_before_answering_a_decided_release_is_owed_it() {
     // A node that answered late ran it: nothing more owed.
     let (_, _, mut late) = three_answered(release(&locker), &released);
     assert!(matches!(late.timed_out(), Told::Nothing));
-    assert!(!late.answered_late(released, &mut Vec::new()));
+    assert!(late.answered_late(released, &mut Vec::new()).is_none());
     assert_eq!(owed(&locker), [0, 0, 0, 2, 1]);
 }
 
@@ -503,4 +506,42 @@ fn a_node_broken_while_the_won_lock_is_ours_is_owed_nothing_until_it_is_over() {
     redlock_of(&locker).unwrap().late().end(&token);
     assert!(matches!(fifth.broken(None), Told::Nothing));
     assert_eq!(owed(&locker), [0, 0, 0, 0, 1]);
+}
+
+#[test]
+fn an_undo_written_on_a_node_whose_connection_broke_before_its_reply_is_owed_to_it() {
+    let locker = own_locker(41241);
+    let (_, fourth, mut fifth) = three_answered(attempt(&locker), &held());
+    let mut out = Vec::new();
+    let Told::Undid(undo) = fourth.answered(won(7), &mut out) else {
+        panic!("a lost attempt's straggler win is undone");
+    };
+    assert!(!out.is_empty());
+    // Its reply read: the undo ran, nothing is owed.
+    drop(undo);
+    assert_eq!(owed(&locker), [0; 5]);
+    // Written after a late win, the connection broken before its reply: owed to that node.
+    assert!(matches!(fifth.timed_out(), Told::Nothing));
+    let undo = fifth.answered_late(won(8), &mut out);
+    undo.expect("a late win is undone").owe();
+    assert_eq!(owed(&locker), [0, 0, 0, 0, 1]);
+}
+
+#[test]
+fn a_free_owed_goes_once_another_try_takes_its_token() {
+    let locker = own_locker(41251);
+    let store = redlock_of(&locker).unwrap();
+    let free = Release::late_win(b"k", "t", false);
+    let (ttl, bound) = (Duration::from_secs(60), Duration::from_millis(200));
+    store.owe(4, &free, ttl, bound);
+    store.owe(3, &Release::late_win(b"k", "u", false), ttl, bound);
+    assert_eq!(owed(&locker), [0, 0, 0, 1, 1]);
+    // syncguard tries again with its lockId: a free of it now would take that try's lock.
+    store.late().begin("t");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while owed(&locker)[4] != 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The other token's free is owed still (its node never answers).
+    assert_eq!(owed(&locker), [0, 0, 0, 1, 0]);
 }

@@ -1,0 +1,38 @@
+'use strict'
+
+// What the tests of frees owed to a Redlock's node share (faults/redlock-owed*.test.js): 5
+// private redis-servers, node 4 behind a proxy (partitioned, then reset, so that a free never
+// reaches it), and a raw client of each node to read what it holds.
+const Redis = require('ioredis')
+const { startRedis } = require('./redis-server')
+const { startProxy } = require('./tcp-proxy')
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** The nodes: `servers`, `proxy` (node 4's), `admins` (one per node), `urls` (node 4's through
+ * the proxy); `close()` stops them all. */
+async function startOwedNodes() {
+  const servers = await Promise.all(Array.from({ length: 5 }, () => startRedis()))
+  const proxy = await startProxy(servers[4].port)
+  const admin = (server) => new Redis(server.url, { connectionName: 'test-admin', maxRetriesPerRequest: 1 }).on('error', () => {})
+  const admins = servers.map(admin)
+  const urls = [...servers.slice(0, 4).map((server) => server.url), proxy.url]
+  const close = async () => {
+    for (const client of admins) client.disconnect()
+    await proxy.close()
+    await Promise.all(servers.map((server) => server.close()))
+  }
+  return { servers, proxy, admins, urls, close }
+}
+
+/** Polls `read` until it answers `expected` (deep-equal) or `ms` pass; answers the last read. */
+async function until(read, expected, ms) {
+  let value
+  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(20)) {
+    value = await read()
+    if (JSON.stringify(value) === JSON.stringify(expected)) return value
+  }
+  return value
+}
+
+module.exports = { startOwedNodes, until, sleep }
