@@ -10,7 +10,7 @@
 process.env.NATIVE_REDIS_LOCK_DIRECT = '0'
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { startOwedNodes, until, sleep } = require('../helpers/owed-nodes')
+const { startProxiedNodes, until, sleep } = require('../helpers/proxied-nodes')
 const { DistributedLock } = require('../..')
 
 // Long enough that a node's copy expiring on its own cannot pass for a free.
@@ -26,7 +26,7 @@ let admins = []
 let urls = []
 
 before(async () => {
-  nodes = await startOwedNodes()
+  nodes = await startProxiedNodes()
   ;({ servers, proxy, admins, urls } = nodes)
 })
 

@@ -8,7 +8,7 @@
 // itself with a raw client. Servers stopped by pid.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { startOwedNodes, until, sleep } = require('../helpers/owed-nodes')
+const { startProxiedNodes, until, sleep } = require('../helpers/proxied-nodes')
 const { directConnections } = require('../helpers/direct')
 const { DistributedLock } = require('../..')
 
@@ -22,7 +22,7 @@ let proxy
 let admins = []
 
 before(async () => {
-  nodes = await startOwedNodes()
+  nodes = await startProxiedNodes()
   ;({ proxy, admins } = nodes)
 })
 

@@ -1,8 +1,8 @@
 'use strict'
 
-// What the tests of frees owed to a Redlock's node share (faults/redlock-owed*.test.js): 5
-// private redis-servers, node 4 behind a proxy (partitioned, then reset, so that a free never
-// reaches it), and a raw client of each node to read what it holds.
+// What the Redlock fault tests with one node behind a proxy share (faults/redlock-owed*.test.js,
+// faults/redlock-silence.test.js): 5 private redis-servers, node 4 behind a proxy (to delay,
+// partition or reset its connections), and a raw client of each node to read what it holds.
 const Redis = require('ioredis')
 const { startRedis } = require('./redis-server')
 const { startProxy } = require('./tcp-proxy')
@@ -11,7 +11,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** The nodes: `servers`, `proxy` (node 4's), `admins` (one per node), `urls` (node 4's through
  * the proxy); `close()` stops them all. */
-async function startOwedNodes() {
+async function startProxiedNodes() {
   const servers = await Promise.all(Array.from({ length: 5 }, () => startRedis()))
   const proxy = await startProxy(servers[4].port)
   const admin = (server) => new Redis(server.url, { connectionName: 'test-admin', maxRetriesPerRequest: 1 }).on('error', () => {})
@@ -35,4 +35,4 @@ async function until(read, expected, ms) {
   return value
 }
 
-module.exports = { startOwedNodes, until, sleep }
+module.exports = { startProxiedNodes, until, sleep }
