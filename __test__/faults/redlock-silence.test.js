@@ -7,7 +7,7 @@
 // timeout it is retired. 5 private redis-servers, node 4 behind a delaying proxy.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { startProxiedNodes, sleep } = require('../helpers/proxied-nodes')
+const { startProxiedNodes, openSockets, sleep } = require('../helpers/proxied-nodes')
 const { directConnections } = require('../helpers/direct')
 const { DistributedLock } = require('../..')
 
@@ -23,20 +23,9 @@ before(async () => {
 
 after(() => nodes.close())
 
-/** Acquires and releases until every node's JS-thread socket is open; answers node 4's ids. */
-async function warm(lock) {
-  for (let tries = 0; ; tries++) {
-    await (await lock.acquire('warm', 5_000)).release()
-    const open = await Promise.all(nodes.admins.map(directConnections))
-    if (open.every((ids) => ids.length > 0)) return open[4]
-    assert.ok(tries < 300, 'the nodes’ JS-thread connections never opened')
-    await sleep(10)
-  }
-}
-
 test('a node slower than the attempts’ validity keeps its JS-thread socket; silent for a command timeout, it is retired', async () => {
   const lock = new DistributedLock(nodes.urls, { keyPrefix: 'rls:', connectTimeoutMs: 500, commandTimeoutMs: COMMAND_TIMEOUT_MS })
-  const before = await warm(lock)
+  const before = (await openSockets(lock, nodes.admins))[4]
   // Past a 200 ms TTL's validity (the proxy delays each way, chunks overlapping), far within
   // the command timeout.
   nodes.proxy.setDelay(400)
@@ -49,7 +38,9 @@ test('a node slower than the attempts’ validity keeps its JS-thread socket; si
   await sleep(1_500)
   for (let round = 0; round < 3; round++) await (await lock.acquire('next', 5_000)).release()
   await sleep(300)
-  assert.deepEqual(await directConnections(nodes.admins[4]), before, 'node 4’s socket was retired')
+  // No socket opened since (a loaded machine may have had one more open while warming).
+  const kept = await directConnections(nodes.admins[4])
+  assert.ok(kept.length > 0 && kept.every((id) => before.includes(id)), `node 4’s socket was retired: ${kept} ${before}`)
   // Nothing answered for the command timeout: retired, and another opened for later calls.
   nodes.proxy.partition()
   const handle = await lock.acquire('silent', 10_000)

@@ -6,6 +6,7 @@
 const Redis = require('ioredis')
 const { startRedis } = require('./redis-server')
 const { startProxy } = require('./tcp-proxy')
+const { directConnections } = require('./direct')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -35,4 +36,16 @@ async function until(read, expected, ms) {
   return value
 }
 
-module.exports = { startProxiedNodes, until, sleep }
+/** Acquires and releases with `lock` until every node has a JS-thread socket of ours open;
+ * answers each node's socket ids. */
+async function openSockets(lock, admins) {
+  for (let tries = 0; ; tries++) {
+    await (await lock.acquire('warm', 5_000)).release()
+    const open = await Promise.all(admins.map(directConnections))
+    if (open.every((ids) => ids.length > 0)) return open
+    if (tries >= 300) throw new Error('the nodes’ JS-thread connections never opened')
+    await sleep(10)
+  }
+}
+
+module.exports = { startProxiedNodes, openSockets, until, sleep }

@@ -18,8 +18,8 @@ use super::redlock_late::LateBook;
 use super::redlock_owed::Debtors;
 use super::redlock_pool::LatePool;
 use super::redlock_tally::{
-    answered, failed, finish, gather, gather_read, quorum_error, release_verdict, validity_left,
-    won, Tally,
+    answered, failed, finish, gather, gather_read, is_answer, quorum_error, release_verdict,
+    validity_left, won, Tally,
 };
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -242,7 +242,7 @@ impl RedlockStore {
         op: &O,
         bound: Duration,
         yes: impl Fn(&O::Out) -> bool,
-        frees: Option<Detached>,
+        frees: Option<&(dyn Fn() -> Detached + Sync)>,
     ) -> Vec<Option<Result<O::Out, LockError>>>
     where
         O::Out: Send,
@@ -266,7 +266,7 @@ impl RedlockStore {
         op: &O,
         bound: Duration,
         enough: impl Fn(&[Option<Result<O::Out, LockError>>]) -> bool,
-        frees: Option<Detached>,
+        frees: Option<&(dyn Fn() -> Detached + Sync)>,
     ) -> Vec<Option<Result<O::Out, LockError>>>
     where
         O::Out: Send,
@@ -281,7 +281,11 @@ impl RedlockStore {
         let read = |reply: Result<redis::Value, LockError>| reply.and_then(|v| op.decode(v));
         let (replies, stragglers) =
             gather_read(calls, read, |_| false, enough, Duration::MAX).await;
-        let owing = frees.map(|free| (self.debtors.clone(), Arc::new(free)));
+        // Its parts copied only when a node may come to owe it (every node answered in time:
+        // the usual case).
+        let unanswered = |r: &Result<O::Out, LockError>| matches!(r, Err(e) if !is_answer(e));
+        let owes = !stragglers.is_empty() || replies.iter().flatten().any(unanswered);
+        let owing = (frees.filter(|_| owes)).map(|free| (self.debtors.clone(), Arc::new(free())));
         let terms = (self.release_life(), bound);
         if let Some((debtors, free)) = &owing {
             for (node, reply) in replies.iter().enumerate() {
@@ -594,8 +598,10 @@ impl LockStore for RedlockStore {
 
     async fn release(&self, op: &Release<'_>, bound: Duration) -> Result<bool, LockError> {
         self.late.end(op.token);
-        let frees = Some(Detached::of(op));
-        let replies = self.on_all(op, bound, |released| *released, frees).await;
+        let frees = || Detached::of(op);
+        let replies = self
+            .on_all(op, bound, |released| *released, Some(&frees))
+            .await;
         let tally = self.tally();
         match release_verdict(&tally, &replies) {
             Some(released) => released,

@@ -27,8 +27,8 @@ impl RedlockStore {
     ) -> Result<ReleasedById, LockError> {
         self.late().end(op.lock_id);
         let released = |r: &ReleasedById| matches!(r, ReleasedById::Released { .. });
-        let frees = Some(Detached::by_id(op.index_key, op.lock_id));
-        let replies = self.on_all(op, bound, released, frees).await;
+        let frees = || Detached::by_id(op.index_key, op.lock_id);
+        let replies = self.on_all(op, bound, released, Some(&frees)).await;
         let answers = self
             .tally()
             .answers(replies.into_iter().flatten().collect())?;
