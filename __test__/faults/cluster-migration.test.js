@@ -72,31 +72,46 @@ test('a slot migrated during use breaks nothing', async () => {
   assert.equal(await locks[1].isLocked(`${tag}:held`), false)
 })
 
-test('a waiter whose slot moved is subscribed again on the new master: a release wakes it, not its poll', async () => {
-  // The waiter polls every 30 s: holding within 2 s of the release means a message woke it,
-  // which it can only hear on the new master, where the release announces it.
-  const tag = '{w}'
+/**
+ * A waiter polling every 30 s for a lock held on the master of `tag`'s slot, which moves to
+ * another master: it waits from the start (`startLate` false), or from when the slot's keys
+ * are on the new master but the old one still owns the slot. Once the slot moved, it must
+ * be subscribed on the new master, and a release must wake it there: holding within 2 s of
+ * the release means a message woke it, which it can only hear on the new master.
+ */
+async function wokenOnTheNewMaster(tag, { startLate }) {
   const key = `${tag}:wait`
   const from = await cluster.masterOf(tag)
   const to = (await cluster.masterPorts()).find((port) => port !== from)
   const holder = new DistributedLock(cluster.url)
   const waiter = new DistributedLock({ cluster: cluster.seeds }, { retryDelayMs: 30_000 })
   const held = await holder.acquire(key, 60_000)
-  const waiting = waiter.waitForLock(key, 8000, 45_000)
-  waiting.catch(() => {}) // awaited below; caught now so an early failure is not unhandled
-  const subscribedOn = async (port) => {
+  const subscribedOn = async (port, when) => {
     const deadline = Date.now() + 8000
     for (;;) {
       const channels = await cluster.command(port, 'PUBSUB', 'SHARDCHANNELS')
       if (channels.some((channel) => channel.includes(key))) return
-      assert.ok(Date.now() < deadline, `no sharded subscription to ${key}'s channel on ${port}`)
+      assert.ok(Date.now() < deadline, `no sharded subscription to ${key}'s channel on ${port} ${when}`)
       await sleep(20)
     }
   }
-  await subscribedOn(from)
-  await cluster.migrate(slot(tag), from, to)
+  let waiting
+  const wait = async () => {
+    waiting = waiter.waitForLock(key, 8000, 45_000)
+    waiting.catch(() => {}) // awaited below; caught now so an early failure is not unhandled
+    await subscribedOn(from, 'before the slot moved')
+  }
+  if (!startLate) await wait()
+  await cluster.migrate(slot(tag), from, to, {
+    beforeHandover: startLate
+      ? async () => {
+        await wait()
+        await sleep(150) // its queueing is turned away meanwhile (TRYAGAIN)
+      }
+      : undefined,
+  })
   assert.equal(await cluster.masterOf(key), to)
-  await subscribedOn(to)
+  await subscribedOn(to, 'after the slot moved')
   const released = Date.now()
   await held.release()
   const won = await waiting
@@ -105,6 +120,19 @@ test('a waiter whose slot moved is subscribed again on the new master: a release
   assert.ok(BigInt(won.fence) > BigInt(held.fence))
   assert.equal(await cluster.command(to, 'GET', `lock:${key}`), won.token, 'held on the new master')
   await won.release()
+}
+
+test('a waiter whose slot moved is subscribed again on the new master: a release wakes it, not its poll', async () => {
+  await wokenOnTheNewMaster('{w}', { startLate: false })
+})
+
+test('a waiter whose slot moves while it is still queueing is subscribed again on the new master', async () => {
+  // Its keys already moved, the waiter subscribes on the old master (which serves the slot's
+  // shard channels until it hands the slot over), and its queueing is turned away (TRYAGAIN:
+  // the queue key is missing where the lock key is) until the handover: the old master drops
+  // the subscription while the waiter is still being made wakeable, and a waiter woken by
+  // that found the work under way (CI failed so, the queueing slowed by a loaded machine).
+  await wokenOnTheNewMaster('{v}', { startLate: true })
 })
 
 test('maestro and syncguard (its slot-safe layout) held across a migration of their slot: nothing lost, every call answered', async () => {
