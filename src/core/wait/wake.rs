@@ -852,16 +852,26 @@ impl Wakes {
     /// table as subscribed, and nothing happens. Heard while a subscription is under way
     /// (`preparing`), it may be that one's, confirmed but not yet recorded (the confirmation
     /// and this push reach us by different paths, in either order): the preparation runs
-    /// again once done. At worst that is one SSUBSCRIBE more, for a confirmation of an
-    /// UNSUBSCRIBE of ours that came late.
+    /// again once done.
+    /// A node that gives a slot away drops every subscription of that slot at once, and the
+    /// redis crate (1.8) may take its SUNSUBSCRIBE for the reply to the oldest request in
+    /// flight to that node: an SSUBSCRIBE of another channel of the slot, sent there by a
+    /// stale slot map, would pass for confirmed while its own answer (a MOVED) goes astray.
+    /// So every preparation under way for the slot runs again too. At worst that is one
+    /// SSUBSCRIBE more each, for the confirmation of an UNSUBSCRIBE of ours.
     pub fn unsubscribed(&self, channel: &[u8]) {
         let mut channels = self.table();
         let channel = &entry_of(channel)[..];
+        let slot = keys::slot(channel);
+        for (name, entry) in channels.iter_mut() {
+            if entry.preparing && keys::slot(name) == slot {
+                entry.relisten = true;
+            }
+        }
         let Some(entry) = channels.get_mut(channel) else {
             return;
         };
         if !entry.subscribed {
-            entry.relisten |= entry.preparing;
             return;
         }
         entry.lose_subscription();

@@ -500,6 +500,30 @@ async fn a_node_dropping_a_subscription_not_yet_recorded_has_it_made_again() {
     );
 }
 
+#[tokio::test]
+async fn a_node_dropping_one_channel_of_a_slot_has_every_preparation_of_that_slot_run_again() {
+    // The crate may take the node's SUNSUBSCRIBE for the reply to another channel's
+    // SSUBSCRIBE in flight there, whose own answer was a MOVED.
+    let wakes = Arc::new(Wakes::default());
+    let (dropped, sibling, elsewhere) = (
+        b"lock:{a}:1".as_slice(),
+        b"lock:{a}:2".as_slice(),
+        b"lock:{b}".as_slice(),
+    );
+    assert_ne!(keys::slot(sibling), keys::slot(elsewhere));
+    let waiters = [dropped, sibling, elsewhere].map(|key| wakes.join(key, TTL));
+    wakes.mark_subscribed(&channel(dropped));
+    for key in [sibling, elsewhere] {
+        assert!(wakes.begin_preparing(&channel(key)));
+        wakes.mark_subscribed(&channel(key));
+    }
+    wakes.unsubscribed(&channel(dropped));
+    assert!(is_woken(&waiters[0]).await);
+    assert!(!is_woken(&waiters[1]).await, "its own loss is not known");
+    assert!(wakes.end_preparing(&channel(sibling)));
+    assert!(!wakes.end_preparing(&channel(elsewhere)), "another slot");
+}
+
 #[test]
 fn a_loss_during_a_preparation_its_waiters_left_prepares_nothing_more() {
     let (wakes, waiter) = preparing();
