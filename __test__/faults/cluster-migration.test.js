@@ -10,7 +10,7 @@ const assert = require('node:assert/strict')
 const Redis = require('ioredis')
 const { RedisCluster } = require('../helpers/redis-cluster')
 const { slot } = require('../helpers/keys')
-const { DistributedLock, DistributedLockService } = require('../..')
+const { DistributedLock, DistributedLockService, ExclusiveLock } = require('../..')
 const syncguard = require('../../syncguard')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -135,12 +135,8 @@ test('a waiter whose slot moves while it is still queueing is subscribed again o
   await wokenOnTheNewMaster('{v}', { startLate: true })
 })
 
-test('maestro and syncguard (its slot-safe layout) held across a migration of their slot: nothing lost, every call answered', async () => {
+test('maestro, ExclusiveLock and syncguard (its slot-safe layout) held across a migration of their slot: nothing lost, every call answered', async () => {
   // Key by key (batch 1), so calls meet a lock's keys split between the two masters.
-  // ExclusiveLock is not here: a migration can make it report its lock lost (an open bug, seen
-  // here in 1 of 5 runs; "gone or no longer ours" from its refresh). Suspected cause: its
-  // refresh requires its lock and owner keys to share one absolute expiry (same_expiry.lua),
-  // and MIGRATE sends each key's remaining TTL, which the target counts from its own clock.
   const tag = '{x}'
   const from = await cluster.masterOf(tag)
   const to = (await cluster.masterPorts()).find((port) => port !== from)
@@ -151,6 +147,13 @@ test('maestro and syncguard (its slot-safe layout) held across a migration of th
     onLost: (_service, err) => lost.push(`maestro ${err.message}`),
   })
   assert.equal(await service.acquire(1500, 200), true)
+  // Its key takes no tag (the original's layout): a name whose key is in the slot. MIGRATE
+  // gives its lock and owner keys expiries a few ms apart, which its refresh must accept.
+  let exclusiveName = 'x'
+  for (let n = 0; slot(`exclusive-lock:${exclusiveName}`) !== slot(tag); n++) exclusiveName = `x${n}`
+  const exclusive = new ExclusiveLock({ name: exclusiveName, cache_connection: cluster.url, lock_ttl_ms: 1500, lock_refresh_ms: 300 })
+  exclusive.on('error', (err) => lost.push(`ExclusiveLock ${err.message}`))
+  assert.equal(await exclusive.acquire(), true)
   // syncguard's default prefix: untagged, so its index and fence keys carry a tag of the lock
   // key's slot (README Differences, "Redis Cluster"); all three must move and be found.
   const backend = syncguard.createRedisBackend(cluster.url, { commandTimeoutMs: 2000 })
@@ -205,7 +208,8 @@ test('maestro and syncguard (its slot-safe layout) held across a migration of th
   await sleep(2000) // past the TTLs (1.5 s): only refreshes on the new master keep them
   assert.deepEqual(lost, [], 'a holder was told its lock was lost')
   assert.equal(service.isLocked, true)
-  for (const key of [`${tag}:service`, `syncguard:${sgKey}`]) {
+  assert.equal(exclusive.acquired, true)
+  for (const key of [`${tag}:service`, `syncguard:${sgKey}`, `exclusive-lock:${exclusiveName}`]) {
     assert.equal(await cluster.masterOf(key), to)
     assert.equal(await cluster.command(to, 'EXISTS', key), 1, `${key} lives on the new master`)
   }
@@ -215,4 +219,6 @@ test('maestro and syncguard (its slot-safe layout) held across a migration of th
   assert.equal(await backend.isLocked({ key: sgKey }), false)
   assert.equal(await service.release(), true)
   assert.equal(await cluster.command(to, 'EXISTS', `${tag}:service`), 0)
+  await exclusive.release()
+  assert.equal(await cluster.command(to, 'EXISTS', `exclusive-lock:${exclusiveName}`), 0)
 })
