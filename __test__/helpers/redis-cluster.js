@@ -141,9 +141,10 @@ class RedisCluster {
 
   /**
    * Moves slot `s` from the master at `from` to the one at `to`, keys and all, `batch` keys a
-   * step with `pauseMs` between steps, so that calls meet the slot half-moved.
+   * step with `pauseMs` between steps, so that calls meet the slot half-moved. `beforeHandover`
+   * runs once every key is on `to` and `from` still owns the slot (MIGRATING, `to` IMPORTING).
    */
-  async migrate(s, from, to, { batch = 10, pauseMs = 30 } = {}) {
+  async migrate(s, from, to, { batch = 10, pauseMs = 30, beforeHandover } = {}) {
     const fromId = await this.command(from, 'CLUSTER', 'MYID')
     const toId = await this.command(to, 'CLUSTER', 'MYID')
     await this.command(to, 'CLUSTER', 'SETSLOT', s, 'IMPORTING', fromId)
@@ -155,6 +156,7 @@ class RedisCluster {
       await this.command(from, 'MIGRATE', '127.0.0.1', to, '', 0, 5000, ...auth, 'KEYS', ...keys)
       await new Promise((resolve) => setTimeout(resolve, pauseMs))
     }
+    await beforeHandover?.()
     for (const port of await this.masterPorts()) await this.command(port, 'CLUSTER', 'SETSLOT', s, 'NODE', toId)
   }
 

@@ -366,49 +366,55 @@ impl Store {
     /// A fair lock's waiters only subscribe: their attempts keep their places in its line.
     /// On a store that grants, a waiter listens on this connection's grant channel of the
     /// lock instead, and the first waiter tries at once: its attempt joins the lock's ring.
+    /// Done again when the subscription was lost while it ran (a cluster's node gave the
+    /// slot away meanwhile, see `Wakes::end_preparing`): the waiter woken by the loss found
+    /// it under way, and would otherwise be left to its poll.
     pub fn prepare_wake(self: &Arc<Self>, lock_key: Vec<u8>, timeout: Duration, fair: bool) {
         let channel = wake::channel(&lock_key);
         if !self.wakes.begin_preparing(&channel) {
             return;
         }
         let store = self.clone();
-        if !fair && self.grants() {
-            let grants = keys::grant_channel(&lock_key, &self.id);
-            spawn(async move {
-                if store.listen(&grants, timeout).await && store.wakes.needs_queueing(&channel) {
-                    store.wakes.wake_local(&channel);
-                }
-                store.wakes.end_preparing(&channel);
-            });
-            return;
-        }
         spawn(async move {
-            // Queued only where a wake can reach us: a wake popped for a connection that is
-            // not listening would be lost to every waiter.
-            if store.listen(&channel, timeout).await
-                && !fair
-                && store.wakes.needs_queueing(&channel)
-            {
-                // Our own wake channel too, where the store can tell who hears it: a release
-                // then skips us once we are gone (a process killed while queued) instead of
-                // losing its wake on us. The released channel stays: releases of earlier
-                // versions, and of stores that cannot tell, announce there. Both stay
-                // subscribed between waits, so no section pays for either.
-                let own = store.checks_wakes()
-                    && store
-                        .backend
-                        .listen(
-                            &keys::wake_channel(&lock_key, &store.id),
-                            &*store.wakes,
-                            timeout,
-                        )
-                        .await;
-                if store.enqueue(&lock_key, own, timeout).await == Some(true) {
-                    store.wakes.wake_local(&channel);
+            loop {
+                store.prepare_once(&lock_key, &channel, timeout, fair).await;
+                if !store.wakes.end_preparing(&channel) {
+                    break;
                 }
             }
-            store.wakes.end_preparing(&channel);
         });
+    }
+
+    /// One run of `prepare_wake`'s work.
+    async fn prepare_once(&self, lock_key: &[u8], channel: &[u8], timeout: Duration, fair: bool) {
+        if !fair && self.grants() {
+            let grants = keys::grant_channel(lock_key, &self.id);
+            if self.listen(&grants, timeout).await && self.wakes.needs_queueing(channel) {
+                self.wakes.wake_local(channel);
+            }
+            return;
+        }
+        // Queued only where a wake can reach us: a wake popped for a connection that is
+        // not listening would be lost to every waiter.
+        if self.listen(channel, timeout).await && !fair && self.wakes.needs_queueing(channel) {
+            // Our own wake channel too, where the store can tell who hears it: a release
+            // then skips us once we are gone (a process killed while queued) instead of
+            // losing its wake on us. The released channel stays: releases of earlier
+            // versions, and of stores that cannot tell, announce there. Both stay
+            // subscribed between waits, so no section pays for either.
+            let own = self.checks_wakes()
+                && self
+                    .backend
+                    .listen(
+                        &keys::wake_channel(lock_key, &self.id),
+                        &*self.wakes,
+                        timeout,
+                    )
+                    .await;
+            if self.enqueue(lock_key, own, timeout).await == Some(true) {
+                self.wakes.wake_local(channel);
+            }
+        }
     }
 
     /// Subscribes to `channel` for its waiters, trying again after short pauses while they

@@ -105,6 +105,11 @@ struct Channel {
     subscribed: bool,
     /// A background task is subscribing and queueing this connection for the lock.
     preparing: bool,
+    /// The subscription was lost, or a node dropped it, while `preparing`: what that task
+    /// made may be on the node that dropped it (a subscription confirmed just before, or a
+    /// queue place whose wake would go unheard), and a waiter woken by the loss found the
+    /// task under way and left it to it. The task runs once more (`end_preparing`).
+    relisten: bool,
     /// Whether this connection is in the lock's queue as far as we know (a wake for us took
     /// us off it; so may a lost connection or an expired queue, which the next failed
     /// attempt repairs).
@@ -153,6 +158,7 @@ impl Channel {
             waiters: VecDeque::new(),
             subscribed: false,
             preparing: false,
+            relisten: false,
             queued: None,
             handoffs: 0,
             turns: 0,
@@ -210,15 +216,21 @@ impl Channel {
     /// Its subscription and queue place are gone (a message in flight on them too): the
     /// first waiter tries at once, and waiters subscribe and queue anew.
     fn lose_subscription(&mut self) {
+        self.forget_listening();
+        self.relisten |= self.preparing;
+        if let Some(first) = self.waiters.front().map(|w| w.seq) {
+            self.apply(first, Event::Wake);
+        }
+    }
+
+    /// Neither subscribed nor queued any more, as far as we know.
+    fn forget_listening(&mut self) {
         self.subscribed = false;
         self.heard_on = None;
         self.own = None;
         self.ring = false;
         self.handed_on = false;
         self.queued = None;
-        if let Some(first) = self.waiters.front().map(|w| w.seq) {
-            self.apply(first, Event::Wake);
-        }
     }
 
     /// A new waiter's turn comes by grant (see `handed_on`).
@@ -470,10 +482,18 @@ impl Wakes {
         .unwrap_or(false)
     }
 
-    pub(crate) fn end_preparing(&self, channel: &[u8]) {
+    /// The preparation is over, unless its subscription was lost meanwhile (`relisten`) and
+    /// waiters are still there: then `true`, the claim is kept, and the caller prepares once
+    /// more, from a channel neither subscribed nor queued.
+    #[must_use]
+    pub(crate) fn end_preparing(&self, channel: &[u8]) -> bool {
         let mut channels = self.table();
         let mut left_idle = false;
         if let Some(entry) = channels.get_mut(channel) {
+            if std::mem::take(&mut entry.relisten) && !entry.waiters.is_empty() {
+                entry.forget_listening();
+                return true;
+            }
             entry.preparing = false;
             // Its last waiter may have left meanwhile, and the subscription failed.
             if entry.is_forgettable() {
@@ -489,6 +509,7 @@ impl Wakes {
         if left_idle {
             self.count_left_idle();
         }
+        false
     }
 
     /// One more lock whose last waiter left it subscribed; every `IDLE_SUBSCRIPTIONS` of them,
@@ -828,10 +849,25 @@ impl Wakes {
 
     /// The server dropped this channel's subscription (its slot moved to another node): as a
     /// lost connection for this channel alone. One we dropped ourselves is no longer in the
-    /// table as subscribed, and nothing happens.
+    /// table as subscribed, and nothing happens. Heard while a subscription is under way
+    /// (`preparing`), it may be that one's, confirmed but not yet recorded (the confirmation
+    /// and this push reach us by different paths, in either order): the preparation runs
+    /// again once done.
+    /// A node that gives a slot away drops every subscription of that slot at once, and the
+    /// redis crate (1.8) may take its SUNSUBSCRIBE for the reply to the oldest request in
+    /// flight to that node: an SSUBSCRIBE of another channel of the slot, sent there by a
+    /// stale slot map, would pass for confirmed while its own answer (a MOVED) goes astray.
+    /// So every preparation under way for the slot runs again too. At worst that is one
+    /// SSUBSCRIBE more each, for the confirmation of an UNSUBSCRIBE of ours.
     pub fn unsubscribed(&self, channel: &[u8]) {
         let mut channels = self.table();
         let channel = &entry_of(channel)[..];
+        let slot = keys::slot(channel);
+        for (name, entry) in channels.iter_mut() {
+            if entry.preparing && keys::slot(name) == slot {
+                entry.relisten = true;
+            }
+        }
         let Some(entry) = channels.get_mut(channel) else {
             return;
         };

@@ -260,7 +260,7 @@ fn a_lock_left_while_its_subscription_was_under_way_or_lost_with_the_connection_
         1,
         "kept while the subscription is under way"
     );
-    wakes.end_preparing(&channel(LOCK));
+    assert!(!wakes.end_preparing(&channel(LOCK)));
     assert_eq!(
         channels(&wakes),
         0,
@@ -398,9 +398,7 @@ fn a_queueing_answered_after_a_turn_or_after_the_last_waiter_left_leaves_no_plac
 
 #[test]
 fn a_subscription_is_not_wanted_once_its_waiters_left_nor_is_a_queue_place() {
-    let wakes = Arc::new(Wakes::default());
-    let waiter = wakes.join(LOCK, TTL);
-    assert!(wakes.begin_preparing(&channel(LOCK)));
+    let (wakes, waiter) = preparing();
     assert!(wakes.needs_queueing(&channel(LOCK)));
     drop(waiter);
     assert!(!wakes.has_waiters(&channel(LOCK)));
@@ -442,6 +440,105 @@ async fn a_subscription_the_server_dropped_wakes_that_channels_first_waiter_only
     assert!(is_woken(&lost).await);
     assert!(kept.is_subscribed());
     assert!(!is_woken(&kept).await);
+}
+
+/// A waiter for `LOCK`, whose channel a task of ours is subscribing and queueing.
+fn preparing() -> (Arc<Wakes>, Ticket) {
+    let wakes = Arc::new(Wakes::default());
+    let waiter = wakes.join(LOCK, TTL);
+    assert!(wakes.begin_preparing(&channel(LOCK)));
+    (wakes, waiter)
+}
+
+#[tokio::test]
+async fn a_subscription_dropped_while_its_queueing_was_under_way_is_made_again() {
+    // A cluster's node gives the slot away while the queueing that follows our SSUBSCRIBE is
+    // turned away (TRYAGAIN): the waiter woken by the loss finds the preparation under way.
+    let (wakes, waiter) = preparing();
+    wakes.mark_subscribed(&channel(LOCK));
+    wakes.unsubscribed(&channel(LOCK));
+    assert!(is_woken(&waiter).await);
+    waiter.rearm();
+    assert!(waiter.view().needs_preparing);
+    assert!(!wakes.begin_preparing(&channel(LOCK)), "still under way");
+    // The queueing, answered on the new master at last.
+    let turns = wakes.turns(&channel(LOCK));
+    wakes.mark_queued_after(&channel(LOCK), true, turns);
+    assert!(wakes.end_preparing(&channel(LOCK)), "prepared once more");
+    let view = waiter.view();
+    assert!(!view.subscribed && view.needs_preparing);
+    assert!(
+        wakes.needs_queueing(&channel(LOCK)),
+        "queued again after subscribing"
+    );
+    assert!(!wakes.begin_preparing(&channel(LOCK)), "the claim is kept");
+    wakes.mark_subscribed(&channel(LOCK));
+    wakes.mark_queued(&channel(LOCK), true);
+    assert!(
+        !wakes.end_preparing(&channel(LOCK)),
+        "nothing lost this time"
+    );
+    assert!(waiter.is_subscribed() && !waiter.view().needs_preparing);
+    assert!(!is_woken(&waiter).await, "woken once, by the loss");
+}
+
+#[tokio::test]
+async fn a_node_dropping_a_subscription_not_yet_recorded_has_it_made_again() {
+    // The SSUBSCRIBE's confirmation and the node's SUNSUBSCRIBE push reach us by different
+    // paths: the push may be heard before the subscription is recorded.
+    let (wakes, waiter) = preparing();
+    wakes.unsubscribed(&channel(LOCK));
+    wakes.mark_subscribed(&channel(LOCK));
+    assert!(
+        !is_woken(&waiter).await,
+        "nothing was lost that a waiter had"
+    );
+    assert!(wakes.end_preparing(&channel(LOCK)));
+    assert!(
+        !waiter.is_subscribed(),
+        "made again, wherever the slot is now"
+    );
+}
+
+#[tokio::test]
+async fn a_node_dropping_one_channel_of_a_slot_has_every_preparation_of_that_slot_run_again() {
+    // The crate may take the node's SUNSUBSCRIBE for the reply to another channel's
+    // SSUBSCRIBE in flight there, whose own answer was a MOVED.
+    let wakes = Arc::new(Wakes::default());
+    let (dropped, sibling, elsewhere) = (
+        b"lock:{a}:1".as_slice(),
+        b"lock:{a}:2".as_slice(),
+        b"lock:{b}".as_slice(),
+    );
+    assert_ne!(keys::slot(sibling), keys::slot(elsewhere));
+    let waiters = [dropped, sibling, elsewhere].map(|key| wakes.join(key, TTL));
+    wakes.mark_subscribed(&channel(dropped));
+    for key in [sibling, elsewhere] {
+        assert!(wakes.begin_preparing(&channel(key)));
+        wakes.mark_subscribed(&channel(key));
+    }
+    wakes.unsubscribed(&channel(dropped));
+    assert!(is_woken(&waiters[0]).await);
+    assert!(!is_woken(&waiters[1]).await, "its own loss is not known");
+    assert!(wakes.end_preparing(&channel(sibling)));
+    assert!(!wakes.end_preparing(&channel(elsewhere)), "another slot");
+}
+
+#[test]
+fn a_loss_during_a_preparation_its_waiters_left_prepares_nothing_more() {
+    let (wakes, waiter) = preparing();
+    wakes.connection_lost(&LostScope::All);
+    drop(waiter);
+    assert!(!wakes.end_preparing(&channel(LOCK)));
+    assert_eq!(lock(&wakes.channels).len(), 0);
+    let waiter = wakes.join(LOCK, TTL);
+    assert!(wakes.begin_preparing(&channel(LOCK)));
+    wakes.connection_lost(&LostScope::All);
+    assert!(
+        wakes.end_preparing(&channel(LOCK)),
+        "a lost connection counts alike"
+    );
+    drop(waiter);
 }
 
 #[tokio::test]

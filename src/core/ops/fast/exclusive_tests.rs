@@ -6,6 +6,7 @@ use crate::core::basics::keys;
 use crate::core::ops::exclusive::ExclusiveSpec;
 use crate::core::ops::scripts;
 use crate::core::ops::store::Store;
+use crate::core::proto::scripts::EXPIRY_SLACK_MS;
 
 const KEY: &[u8] = b"exclusive-lock:job";
 const SECOND: Duration = Duration::from_secs(1);
@@ -153,4 +154,25 @@ async fn the_expiry_proves_nothing_once_an_owner_key_on_it_is_someone_elses_or_o
     assert!(!lock.release(&request.proof(Some(at))).await.unwrap());
     let lock_left: i64 = run(&lock, &[b"EXISTS", KEY]).await;
     assert_eq!(lock_left, 1, "the lock key stays");
+}
+
+#[tokio::test]
+async fn beside_our_owner_key_a_lock_key_moved_by_a_migration_is_ours_and_one_re_timed_is_not() {
+    // A slot's migration (MIGRATE) carries each key's remaining TTL: the new node counts it
+    // from when it got that key, so the two keys' expiries come apart by a few ms.
+    let lock = lock("fast-exclusive-moved");
+    let owner = keys::owner_key(KEY);
+    let request = transaction(&lock).request.clone();
+    let ours = request.terms.token.as_bytes();
+    run::<()>(&lock, &[b"SET", KEY, b"1", b"PX", b"3000"]).await;
+    let at: i64 = run(&lock, &[b"PEXPIRETIME", KEY]).await;
+    let owner_at = |apart: i64| (at + apart).to_string();
+    let re_timed = owner_at(EXPIRY_SLACK_MS + 1);
+    run::<()>(&lock, &[b"SET", &owner, ours, b"PXAT", re_timed.as_bytes()]).await;
+    assert!(!lock.release(&request.proof(None)).await.unwrap());
+    let moved = owner_at(-EXPIRY_SLACK_MS);
+    run::<()>(&lock, &[b"SET", &owner, ours, b"PXAT", moved.as_bytes()]).await;
+    assert!(lock.release(&request.proof(None)).await.unwrap());
+    let left: i64 = run(&lock, &[b"EXISTS", KEY, &owner]).await;
+    assert_eq!(left, 0, "both keys go");
 }

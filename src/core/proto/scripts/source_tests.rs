@@ -61,3 +61,9 @@ fn each_script_has_a_name_for_debug_lines() {
         Some("release_grant")
     );
 }
+
+#[test]
+fn the_expiry_slack_the_tests_use_is_the_scripts() {
+    let line = format!("local EXPIRY_SLACK = {EXPIRY_SLACK_MS}\n");
+    assert!(include_str!("same_expiry.lua").contains(&line));
+}
