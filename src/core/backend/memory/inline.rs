@@ -48,13 +48,11 @@ impl MemoryInline {
             None => last.into_value(),
         }
     }
-}
 
-impl MemoryInline {
     /// EXEC of `queued`: each command's reply, errors among them, as one atomic step. Redis
-    /// refuses an unknown command or a wrong count of arguments while queueing, and the
-    /// whole EXEC then; here those come back in the array instead (nothing of theirs runs
-    /// either way), and the core writes neither.
+    /// refuses an unknown command or a wrong count of arguments while queueing, and then
+    /// runs none of the transaction; here that error comes back in the array and the rest
+    /// runs. The core writes neither.
     fn exec(&self, queued: &[Vec<&[u8]>]) -> Value {
         let replies = self.instance.run(queued);
         Value::Array(replies.into_iter().map(MemoryReply::into_value).collect())
@@ -177,8 +175,8 @@ mod tests {
         }
     }
 
-    /// The inline path writes attempts as transactions: the rule for that form
-    /// (proto/acquire_forms_tests.rs) holds on this keyspace as on Redis.
+    /// The inline path writes plain attempts as transactions (ops/inline.rs): the issue's
+    /// rule for that form (proto/acquire_forms_tests.rs) holds on this keyspace as on Redis.
     #[test]
     fn the_script_and_the_transaction_answer_alike_here_too() {
         use crate::core::proto::acquire::forms_tests::{run_on, step};
