@@ -23,7 +23,7 @@ fn open(url: &str) -> Backend {
 }
 
 #[test]
-fn one_redis_offers_the_socket_and_transactions_memory_runs_inline_and_scripts_only() {
+fn one_redis_offers_the_socket_memory_runs_inline_both_take_transactions() {
     let redis = open("redis://127.0.0.1:1").caps();
     assert!(matches!(open("redis://127.0.0.1:1"), Backend::Redis(_)));
     assert_eq!(redis.fast_path, FastPath::Socket);
@@ -31,7 +31,7 @@ fn one_redis_offers_the_socket_and_transactions_memory_runs_inline_and_scripts_o
     let memory = open("memory://caps").caps();
     assert!(matches!(open("memory://caps"), Backend::Memory(_)));
     assert_eq!(memory.fast_path, FastPath::Inline);
-    assert!(!memory.transactions);
+    assert!(memory.transactions);
     assert_eq!(
         (redis.fencing, redis.handover, redis.fairness, redis.wake),
         (

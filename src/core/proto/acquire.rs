@@ -468,7 +468,7 @@ mod tests;
 
 #[cfg(test)]
 #[path = "acquire_forms_tests.rs"]
-mod forms_tests;
+pub(crate) mod forms_tests;
 
 #[cfg(test)]
 #[path = "acquire_syncguard_tests.rs"]

@@ -11,7 +11,7 @@
 //! Fences may skip in the twin's run (a transaction draws them even when it finds the lock
 //! held), so a counter near its end can run out there first: the one answer allowed to differ.
 
-use super::Socket;
+use super::{Conn, Socket};
 use crate::core::basics::keys;
 use crate::core::basics::test_server::RedisServer;
 use crate::core::basics::token::FENCE_MAX;

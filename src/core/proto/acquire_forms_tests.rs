@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 const WINDOW_MS: u64 = 5000;
 
 #[derive(Clone, Debug)]
-enum FormStep {
+pub(crate) enum FormStep {
     /// An attempt with a fresh token, for `ttl_ms`; `kept`: the transaction's connection
     /// pushes nothing if it knows the counter kept long enough (see ops/kept_fences.rs).
     Attempt { ttl_ms: u64, kept: bool },
@@ -32,7 +32,7 @@ enum FormStep {
     Expire,
 }
 
-fn step() -> impl Strategy<Value = FormStep> {
+pub(crate) fn step() -> impl Strategy<Value = FormStep> {
     prop_oneof![
         3 => (1_000u64..60_000, any::<bool>()).prop_map(|(ttl_ms, kept)| FormStep::Attempt { ttl_ms, kept }),
         2 => any::<bool>().prop_map(|stale| FormStep::Release { stale }),
@@ -40,46 +40,11 @@ fn step() -> impl Strategy<Value = FormStep> {
     ]
 }
 
-/// A socket of its own, written to as the JS thread writes to its own.
-struct Socket {
-    stream: TcpStream,
-    pending: Vec<u8>,
-}
-
-impl Socket {
-    fn open(port: u16) -> Socket {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("timeout");
-        Socket {
-            stream,
-            pending: Vec::new(),
-        }
-    }
-
+/// Where the twins' commands go: a socket of its own, or (backend/memory) a `memory://`
+/// keyspace run inline.
+pub(crate) trait Conn {
     /// Sends `bytes` and answers the last of `replies` replies.
-    fn send(&mut self, bytes: &[u8], replies: usize) -> Value {
-        self.stream.write_all(bytes).expect("write");
-        let mut last = Value::Nil;
-        for _ in 0..replies {
-            last = self.reply();
-        }
-        last
-    }
-
-    fn reply(&mut self) -> Value {
-        loop {
-            if let Some((value, used)) = resp::parse(&self.pending).expect("resp") {
-                self.pending.drain(..used);
-                return value;
-            }
-            let mut chunk = [0u8; 4096];
-            let read = self.stream.read(&mut chunk).expect("read");
-            assert!(read > 0, "the server closed the connection");
-            self.pending.extend_from_slice(&chunk[..read]);
-        }
-    }
+    fn send(&mut self, bytes: &[u8], replies: usize) -> Value;
 
     fn run<O: Op>(&mut self, op: &O, replies: usize) -> O::Out {
         let mut out = Vec::new();
@@ -107,6 +72,49 @@ impl Socket {
             Value::Nil => 0,
             other => panic!("GET: {other:?}"),
         }
+    }
+}
+
+/// A socket of its own, written to as the JS thread writes to its own.
+struct Socket {
+    stream: TcpStream,
+    pending: Vec<u8>,
+}
+
+impl Socket {
+    fn open(port: u16) -> Socket {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        Socket {
+            stream,
+            pending: Vec::new(),
+        }
+    }
+
+    fn reply(&mut self) -> Value {
+        loop {
+            if let Some((value, used)) = resp::parse(&self.pending).expect("resp") {
+                self.pending.drain(..used);
+                return value;
+            }
+            let mut chunk = [0u8; 4096];
+            let read = self.stream.read(&mut chunk).expect("read");
+            assert!(read > 0, "the server closed the connection");
+            self.pending.extend_from_slice(&chunk[..read]);
+        }
+    }
+}
+
+impl Conn for Socket {
+    fn send(&mut self, bytes: &[u8], replies: usize) -> Value {
+        self.stream.write_all(bytes).expect("write");
+        let mut last = Value::Nil;
+        for _ in 0..replies {
+            last = self.reply();
+        }
+        last
     }
 }
 
@@ -145,7 +153,7 @@ impl Twin {
         }
     }
 
-    fn attempt(&mut self, socket: &mut Socket, token: &str, ttl_ms: u64, kept: bool) -> Answer {
+    fn attempt(&mut self, socket: &mut impl Conn, token: &str, ttl_ms: u64, kept: bool) -> Answer {
         let now = Instant::now();
         let needed = now + Duration::from_millis(ttl_ms + WINDOW_MS);
         let known = self.kept_until.is_some_and(|until| until >= needed);
@@ -192,7 +200,7 @@ impl Twin {
         }
     }
 
-    fn release(&mut self, socket: &mut Socket, stale: bool) -> bool {
+    fn release(&mut self, socket: &mut impl Conn, stale: bool) -> bool {
         let token = match (&self.holder, stale) {
             (Some(holder), false) => holder.clone(),
             _ => "stale".to_owned(),
@@ -205,20 +213,20 @@ impl Twin {
         released
     }
 
-    fn expire(&mut self, socket: &mut Socket) {
+    fn expire(&mut self, socket: &mut impl Conn) {
         socket.int(&[b"DEL", &self.key]);
         self.holder = None;
     }
 
     /// The acquisitions `watch` reads: the counter less what was drawn in vain, by two.
-    fn read_wins(&self, socket: &mut Socket) -> i64 {
+    fn read_wins(&self, socket: &mut impl Conn) -> i64 {
         let drawn = socket.counter(&self.fence_key) - socket.counter(&self.missed_key);
         assert_eq!(drawn % 2, 0, "{:?}: {drawn}", self.form);
         drawn / 2
     }
 
     /// The lock's holder as Redis has it, and its remaining TTL (ms).
-    fn state(&self, socket: &mut Socket) -> (Option<Vec<u8>>, i64) {
+    fn state(&self, socket: &mut impl Conn) -> (Option<Vec<u8>>, i64) {
         let holder = match socket.command(&[b"GET", &self.key]) {
             Value::BulkString(bytes) => Some(bytes),
             Value::Nil => None,
@@ -229,7 +237,11 @@ impl Twin {
 }
 
 fn run(port: u16, case: u32, steps: &[FormStep]) {
-    let mut socket = Socket::open(port);
+    run_on(&mut Socket::open(port), case, steps);
+}
+
+/// One case on `socket`: the twins' answers and states compared after every step.
+pub(crate) fn run_on(socket: &mut impl Conn, case: u32, steps: &[FormStep]) {
     // Loaded beforehand, as the JS thread's socket has them (ops/direct.rs).
     for source in [
         scripts::ACQUIRE_SOURCE,
@@ -244,22 +256,22 @@ fn run(port: u16, case: u32, steps: &[FormStep]) {
         match step {
             FormStep::Attempt { ttl_ms, kept } => {
                 let token = format!("token-{n}");
-                let by_script = script.attempt(&mut socket, &token, *ttl_ms, *kept);
-                let by_transaction = transaction.attempt(&mut socket, &token, *ttl_ms, *kept);
+                let by_script = script.attempt(socket, &token, *ttl_ms, *kept);
+                let by_transaction = transaction.attempt(socket, &token, *ttl_ms, *kept);
                 assert_eq!(by_script, by_transaction, "step {n}: {step:?}");
             }
             FormStep::Release { stale } => {
-                let by_script = script.release(&mut socket, *stale);
-                let by_transaction = transaction.release(&mut socket, *stale);
+                let by_script = script.release(socket, *stale);
+                let by_transaction = transaction.release(socket, *stale);
                 assert_eq!(by_script, by_transaction, "step {n}: {step:?}");
             }
             FormStep::Expire => {
-                script.expire(&mut socket);
-                transaction.expire(&mut socket);
+                script.expire(socket);
+                transaction.expire(socket);
             }
         }
-        let (held_by, ttl) = script.state(&mut socket);
-        let (held_by_too, ttl_too) = transaction.state(&mut socket);
+        let (held_by, ttl) = script.state(socket);
+        let (held_by_too, ttl_too) = transaction.state(socket);
         assert_eq!(held_by, held_by_too, "step {n}: {step:?}");
         assert_eq!(held_by, script.holder.clone().map(String::into_bytes));
         match held_by {
@@ -273,7 +285,7 @@ fn run(port: u16, case: u32, steps: &[FormStep]) {
         // Each counter outlives its lock, whichever form drew from it, and tells its wins.
         for twin in [&script, &transaction] {
             assert_eq!(
-                twin.read_wins(&mut socket),
+                twin.read_wins(socket),
                 twin.wins,
                 "step {n}: {:?}",
                 twin.form

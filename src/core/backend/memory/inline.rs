@@ -4,7 +4,7 @@
 //! those of any command do, once the lock is released (see instance.rs).
 
 use super::instance::{instance, Instance};
-use super::reply::error_value;
+use super::reply::{error_value, MemoryReply};
 use redis::Value;
 use std::sync::Arc;
 
@@ -23,12 +23,23 @@ impl MemoryInline {
 
     /// Runs the RESP commands in `request` as one atomic step and answers as a socket's
     /// reader would for the call that wrote them: the first error among all but the last
-    /// reply, otherwise the last.
+    /// reply, otherwise the last. A request that is one `MULTI` … `EXEC` answers with EXEC's
+    /// array, as Redis would.
     pub fn run_now(&self, request: &[u8]) -> Value {
         let Some(commands) = commands(request) else {
             return error_value("ERR Protocol error: a call wrote an unreadable request");
         };
-        let mut replies = self.instance.run(&commands);
+        if let Some(queued) = transaction(&commands) {
+            return self.exec(queued);
+        }
+        // An empty transaction ahead (an attempt that asks whether MULTI works before its
+        // script, proto/acquire.rs `Untried`) answers OK and an empty array: neither an
+        // error, nor the last reply.
+        let commands = match commands.split_at_checked(2) {
+            Some((ahead, rest)) if !rest.is_empty() && transaction(ahead).is_some() => rest,
+            _ => &commands[..],
+        };
+        let mut replies = self.instance.run(commands);
         let Some(last) = replies.pop() else {
             return error_value("ERR no reply");
         };
@@ -37,6 +48,29 @@ impl MemoryInline {
             None => last.into_value(),
         }
     }
+
+    /// EXEC of `queued`: each command's reply, errors among them, as one atomic step. Redis
+    /// refuses an unknown command or a wrong count of arguments while queueing, and then
+    /// runs none of the transaction; here that error comes back in the array and the rest
+    /// runs. The core writes neither.
+    fn exec(&self, queued: &[Vec<&[u8]>]) -> Value {
+        let replies = self.instance.run(queued);
+        Value::Array(replies.into_iter().map(MemoryReply::into_value).collect())
+    }
+}
+
+/// The commands between `MULTI` and `EXEC` when `commands` is exactly one transaction.
+fn transaction<'a, 'r>(commands: &'a [Vec<&'r [u8]>]) -> Option<&'a [Vec<&'r [u8]>]> {
+    let is = |args: &Vec<&[u8]>, name: &[u8]| args.len() == 1 && args[0].eq_ignore_ascii_case(name);
+    let [first, queued @ .., last] = commands else {
+        return None;
+    };
+    let nested = |args: &Vec<&[u8]>| {
+        (args.first()).is_some_and(|name| {
+            name.eq_ignore_ascii_case(b"MULTI") || name.eq_ignore_ascii_case(b"EXEC")
+        })
+    };
+    (is(first, b"MULTI") && is(last, b"EXEC") && !queued.iter().any(nested)).then_some(queued)
 }
 
 /// The commands of a RESP request (arrays of bulk strings), borrowed from it; `None` when it
@@ -96,6 +130,64 @@ mod tests {
             memory.run_now(b"*1\r\n$3\r\nGE"),
             Value::ServerError(_)
         ));
+    }
+
+    #[test]
+    fn a_transaction_answers_with_exec_s_array() {
+        let memory = MemoryInline::open("inline-exec");
+        let mut out = Vec::new();
+        write_command(&mut out, &[b"MULTI"]);
+        write_command(&mut out, &[b"SET", b"k", b"v", b"NX", b"PX", b"60000"]);
+        write_command(&mut out, &[b"INCRBY", b"k", b"2"]);
+        write_command(&mut out, &[b"INCRBY", b"n", b"2"]);
+        write_command(&mut out, &[b"EXEC"]);
+        let Value::Array(items) = memory.run_now(&out) else {
+            panic!("EXEC answers an array");
+        };
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0], Value::Okay);
+        // A command that fails inside a transaction fails alone, as in Redis.
+        assert!(matches!(items[1], Value::ServerError(_)));
+        assert_eq!(items[2], Value::Int(2));
+        let mut out = Vec::new();
+        write_command(&mut out, &[b"MULTI"]);
+        write_command(&mut out, &[b"SET", b"k", b"w", b"NX"]);
+        write_command(&mut out, &[b"EXEC"]);
+        assert_eq!(memory.run_now(&out), Value::Array(vec![Value::Nil]));
+        // An empty transaction ahead of a command: the command's reply.
+        let mut out = Vec::new();
+        write_command(&mut out, &[b"MULTI"]);
+        write_command(&mut out, &[b"EXEC"]);
+        write_command(&mut out, &[b"GET", b"k"]);
+        assert_eq!(memory.run_now(&out), Value::BulkString(b"v".to_vec()));
+        // Not one transaction: run as commands, MULTI refused as by a script's keyspace.
+        let mut out = Vec::new();
+        write_command(&mut out, &[b"MULTI"]);
+        write_command(&mut out, &[b"MULTI"]);
+        write_command(&mut out, &[b"EXEC"]);
+        assert!(matches!(memory.run_now(&out), Value::ServerError(_)));
+    }
+
+    /// What the JS thread's continuation reads of a request run here.
+    impl crate::core::proto::acquire::forms_tests::Conn for MemoryInline {
+        fn send(&mut self, bytes: &[u8], _replies: usize) -> Value {
+            self.run_now(bytes)
+        }
+    }
+
+    /// The inline path writes plain attempts as transactions (ops/inline.rs): the issue's
+    /// rule for that form (proto/acquire_forms_tests.rs) holds on this keyspace as on Redis.
+    #[test]
+    fn the_script_and_the_transaction_answer_alike_here_too() {
+        use crate::core::proto::acquire::forms_tests::{run_on, step};
+        use proptest::prelude::*;
+        use std::sync::atomic::{AtomicU32, Ordering};
+
+        let cases = AtomicU32::new(0);
+        proptest!(ProptestConfig::with_cases(48), |(steps in proptest::collection::vec(step(), 1..40))| {
+            let mut memory = MemoryInline::open("inline-forms");
+            run_on(&mut memory, cases.fetch_add(1, Ordering::Relaxed), &steps);
+        });
     }
 
     #[test]

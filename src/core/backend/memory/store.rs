@@ -123,7 +123,9 @@ impl LockStore for MemoryStore {
             fairness: Fairness::Line,
             fast_path: FastPath::Inline,
             wake: WakeKind::QueueChecked,
-            transactions: false,
+            // Its inline calls (`MemoryInline`) take MULTI; its own are scripts, as the
+            // runtime's are on Redis.
+            transactions: true,
             doubt_unconfirmed: false,
         }
     }
