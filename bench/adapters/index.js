@@ -51,6 +51,8 @@ const LOADERS = {
   'ours-redlock': () => require('./redlock-five').ours,
   'redlock4-five': () => require('./redlock-five').redlock4,
   'sesamecare-redlock-five': () => require('./redlock-five').sesamecare,
+  // (ra) and (rb) only: five bare sockets, the floor any JavaScript Redlock client stands on.
+  'raw-five': () => require('./redlock-floor'),
 }
 
 const ADAPTERS = {}

@@ -197,8 +197,8 @@ where
         AdaptedPart { part, convert }
     }
 
-    pub fn write(&self, out: &mut Vec<u8>, lane: u64) -> usize {
-        self.part.write(out, lane)
+    pub fn write(&self, out: &mut Vec<u8>, lane: u64, form: AttemptForm) -> usize {
+        self.part.write(out, lane, form)
     }
 
     pub fn bound(&self) -> Duration {
@@ -251,12 +251,13 @@ where
         out: &mut Vec<u8>,
     ) -> usize {
         let AdaptedPart { part, convert } = *self;
+        let followed = part.follow_up(&reply, out);
         let told = part.answered(reply, out);
         let undid = matches!(told, Told::Undid);
         if let Some(outcome) = tell(&convert, id, told, completer) {
             settled.push(Settlement::Settled(id, outcome));
         }
-        usize::from(undid)
+        followed + usize::from(undid)
     }
 
     fn timed_out(&mut self, id: u32, _bound: Duration, completer: &Completer) -> Option<Outcome> {
@@ -265,7 +266,8 @@ where
     }
 
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> usize {
-        usize::from(self.part.answered_late(reply, out))
+        let followed = self.part.follow_up(&reply, out);
+        followed + usize::from(self.part.answered_late(reply, out))
     }
 
     /// A node's silence past any bound retires its connection, as it always did: a quorum

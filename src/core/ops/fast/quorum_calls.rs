@@ -60,9 +60,13 @@ impl QuorumAttempt {
         }))
     }
 
-    /// Always the script: a Redlock's nodes take no transaction (`Caps::transactions`).
-    fn op(&self) -> AcquireAttempt<'_> {
-        self.request.op(AttemptForm::Script)
+    /// The attempt in `form`. A transaction pushes the node's fence counter every time (the
+    /// script checks it every time): what one connection knows of its counter
+    /// (ops/kept_fences.rs) is not known of every node.
+    fn op(&self, form: AttemptForm) -> AcquireAttempt<'_> {
+        let mut op = self.request.op(form);
+        op.keep_fences = true;
+        op
     }
 
     fn undo(&self) -> Undo {
@@ -150,8 +154,17 @@ impl Quorum for QuorumAttempt {
         self.tally.nodes
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
-        self.op().encode(out);
+    /// The transaction where the node's connection takes one, as a single server's first
+    /// attempt (far cheaper for Redis than the script); the script for a lock found held
+    /// lately, which draws no fence when it fails.
+    fn form(&self, offered: AttemptForm) -> AttemptForm {
+        self.request.terms.form(offered)
+    }
+
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+        let op = self.op(form);
+        op.encode(out);
+        op.replies()
     }
 
     /// A node silent past the validity cannot help a win any more.
@@ -159,11 +172,11 @@ impl Quorum for QuorumAttempt {
         self.bound.min(clock::validity(self.request.terms.ttl))
     }
 
-    fn read(&self, reply: Value) -> Option<Result<Acquired, LockError>> {
+    fn read(&self, reply: Value, form: AttemptForm) -> Option<Result<Acquired, LockError>> {
         if is_refusal(&reply) {
             return None;
         }
-        match self.op().decode(reply) {
+        match self.op(form).decode(reply) {
             // The runtime, sent the same token, finds its own lock and reads its fence, or
             // takes the lock back and fails (see fence.lua).
             Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => None,
@@ -198,6 +211,7 @@ impl Quorum for QuorumAttempt {
             }
             Verdict::Held => {
                 self.locker.stats().contended(&self.request.key);
+                self.request.terms.note_held(self.locker.store());
                 let undo = self.undo();
                 let later = self.conclude(std::mem::take(seen), true);
                 Ok((Step::Later(later), Decided::Lost(undo)))
@@ -299,8 +313,9 @@ impl Quorum for QuorumRelease {
         self.tally.nodes
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
         self.op().encode(out);
+        1
     }
 
     /// Behind a straggler of the attempt on that connection, if one is out there.
@@ -314,7 +329,7 @@ impl Quorum for QuorumRelease {
         self.bound
     }
 
-    fn read(&self, reply: Value) -> Option<Result<bool, LockError>> {
+    fn read(&self, reply: Value, _form: AttemptForm) -> Option<Result<bool, LockError>> {
         match is_refusal(&reply) {
             true => None,
             false => Some(self.op().decode(reply)),
