@@ -132,6 +132,12 @@ pub trait Quorum: Send + Sized + 'static {
     /// See `NodeCall::orphaned`.
     fn orphaned(self) -> Option<Later<Self::Output>>;
 
+    /// Counts the fences `reply` (a node's, to the call written in `form`) drew for nothing,
+    /// on the node's connection: `true` when that was written to `out`.
+    fn count_missed(&self, _reply: &Value, _form: AttemptForm, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
     /// What frees the call's token on a node (an attempt's), for its stragglers.
     fn undo(&self) -> Option<Undo> {
         None
@@ -310,9 +316,7 @@ impl<Q: Quorum> QuorumState<Q> {
             return 0;
         }
         let counted = match (&self.call, &self.decided) {
-            (Some(call), _) => call
-                .undo()
-                .is_some_and(|undo| undo.count_missed(reply, form, out)),
+            (Some(call), _) => call.count_missed(reply, form, out),
             (None, Some(Decided::Concluding(undo) | Decided::Lost(undo))) => {
                 undo.count_missed(reply, form, out)
             }

@@ -12,7 +12,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::{Plan, Start};
 use crate::core::ops::attempt::PlainRequest;
 use crate::core::ops::fast::acquire::{again, won, Mode};
-use crate::core::ops::fast::{is_refusal, Later, Settled, Step};
+use crate::core::ops::fast::{count_missed, is_refusal, Later, Settled, Step};
 use crate::core::ops::key_scheme::KeyScheme;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release::outcome;
@@ -240,6 +240,10 @@ impl Quorum for QuorumAttempt {
         } = self;
         spawn(async move { locker.abandon(&request.terms).await });
         None
+    }
+
+    fn count_missed(&self, reply: &Value, form: AttemptForm, out: &mut Vec<u8>) -> bool {
+        count_missed(&self.op(form), reply, out)
     }
 
     fn undo(&self) -> Option<Undo> {
