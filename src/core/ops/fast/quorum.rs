@@ -106,19 +106,23 @@ pub trait Quorum: Send + Sized + 'static {
         AttemptForm::Script
     }
 
-    /// Appends the request a node is sent in `form` (the same bytes for every node in one
-    /// form); answers with the number of replies.
-    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize;
+    /// Appends the request node `node` is sent in `form`; answers with the number of replies.
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm, node: usize) -> usize;
 
     /// The request was written to node `node` on its connection `lane`.
     fn written(&self, _node: usize, _lane: u64) {}
 
     fn bound(&self) -> Duration;
 
-    /// A node's reply to the call written in `form`; `None` when the node refused the
+    /// Node `node`'s reply to the call written in `form`; `None` when the node refused the
     /// call, which the runtime then answers (it reloads scripts and reports the rest as it
     /// always does).
-    fn read(&self, reply: Value, form: AttemptForm) -> Option<Result<Self::Answer, LockError>>;
+    fn read(
+        &self,
+        reply: Value,
+        form: AttemptForm,
+        node: usize,
+    ) -> Option<Result<Self::Answer, LockError>>;
 
     /// The decision, once `seen` makes one (`seen` may then be taken); else the call back.
     fn decide(
@@ -386,7 +390,7 @@ impl<Q: Quorum> NodeCall for Part<Q> {
             *slot = form;
         }
         if let Some(call) = &shared.call {
-            let replies = call.write(out, form);
+            let replies = call.write(out, form, self.node);
             call.written(self.node, lane);
             return replies;
         }
@@ -412,7 +416,7 @@ impl<Q: Quorum> NodeCall for Part<Q> {
                 false => Told::Nothing,
             };
         };
-        match call.read(reply, shared.form(self.node)) {
+        match call.read(reply, shared.form(self.node), self.node) {
             Some(answer) => shared.record(self.node, answer),
             None => match shared.hand_off() {
                 Some(call) => Told::Step(Step::Later(call.resend(None))),

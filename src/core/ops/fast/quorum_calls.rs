@@ -60,13 +60,8 @@ impl QuorumAttempt {
         }))
     }
 
-    /// The attempt in `form`. A transaction pushes the node's fence counter every time (the
-    /// script checks it every time): what one connection knows of its counter
-    /// (ops/kept_fences.rs) is not known of every node.
     fn op(&self, form: AttemptForm) -> AcquireAttempt<'_> {
-        let mut op = self.request.op(form);
-        op.keep_fences = true;
-        op
+        self.request.op(form)
     }
 
     fn undo(&self) -> Undo {
@@ -161,8 +156,12 @@ impl Quorum for QuorumAttempt {
         self.request.terms.form(offered)
     }
 
-    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
-        let op = self.op(form);
+    /// A transaction pushes the node's fence counter unless that node's own replies showed
+    /// it kept long enough (`AttemptTerms::node_push`): one node's counter says nothing of
+    /// another's, and a node that missed a push must not be left short.
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm, node: usize) -> usize {
+        let mut op = self.op(form);
+        op.keep_fences = (self.request.terms).node_push(self.locker.store(), node);
         op.encode(out);
         op.replies()
     }
@@ -172,9 +171,17 @@ impl Quorum for QuorumAttempt {
         self.bound.min(clock::validity(self.request.terms.ttl))
     }
 
-    fn read(&self, reply: Value, form: AttemptForm) -> Option<Result<Acquired, LockError>> {
+    fn read(
+        &self,
+        reply: Value,
+        form: AttemptForm,
+        node: usize,
+    ) -> Option<Result<Acquired, LockError>> {
         if is_refusal(&reply) {
             return None;
+        }
+        if form != AttemptForm::Script {
+            (self.request.terms).note_node_kept(self.locker.store(), node, &reply);
         }
         match self.op(form).decode(reply) {
             // The runtime, sent the same token, finds its own lock and reads its fence, or
@@ -317,7 +324,7 @@ impl Quorum for QuorumRelease {
         self.tally.nodes
     }
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm, _node: usize) -> usize {
         self.op().encode(out);
         1
     }
@@ -333,7 +340,12 @@ impl Quorum for QuorumRelease {
         self.bound
     }
 
-    fn read(&self, reply: Value, _form: AttemptForm) -> Option<Result<bool, LockError>> {
+    fn read(
+        &self,
+        reply: Value,
+        _form: AttemptForm,
+        _node: usize,
+    ) -> Option<Result<bool, LockError>> {
         match is_refusal(&reply) {
             true => None,
             false => Some(self.op().decode(reply)),

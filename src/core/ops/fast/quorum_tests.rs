@@ -533,7 +533,7 @@ fn nodes_taking_transactions_are_written_and_read_as_one_and_a_late_win_there_is
     let locker = own_locker(41241);
     let parts = attempt(&locker);
     let mut out = Vec::new();
-    // MULTI, SET, INCRBY, the counter pushed twice (NX, GT: every time, on every node), EXEC.
+    // MULTI, SET, INCRBY, the counter pushed twice (NX, GT: nothing is known of it yet), EXEC.
     for part in &parts {
         assert_eq!(
             part.write(&mut out, 10 + part.node as u64, AttemptForm::Transaction),
@@ -599,4 +599,25 @@ fn a_lock_found_held_lately_is_attempted_by_the_script_on_every_node() {
         );
     }
     assert!(!String::from_utf8_lossy(&out).contains("MULTI"));
+}
+
+#[test]
+fn a_node_s_counter_is_left_alone_only_where_that_node_showed_it_kept() {
+    let locker = own_locker(41261);
+    let parts = written_as_transactions(&locker);
+    // Nodes 0-2 answer that they pushed it; node 3's reply is never read, node 4 is silent.
+    let mut parts = parts.into_iter();
+    for _ in 0..3 {
+        let _told = parts
+            .next()
+            .unwrap()
+            .answered(exec(true, 8), &mut Vec::new());
+    }
+    let mut next = Vec::new();
+    for part in &attempt(&locker) {
+        let lane = 10 + part.node as u64;
+        next.push(part.write(&mut Vec::new(), lane, AttemptForm::Transaction));
+    }
+    // MULTI, SET, INCRBY, EXEC where the node showed it; the two pushes too elsewhere.
+    assert_eq!(next, [4, 4, 4, 6, 6]);
 }
