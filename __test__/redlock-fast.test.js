@@ -21,6 +21,8 @@ const { DistributedLock } = require('..')
 const INCREMENT = path.join(__dirname, 'fixtures', 'redlock-increment.js')
 const TRACE = path.join(__dirname, 'fixtures', 'redlock-fast-trace.js')
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+// An attempt's trace line: the script (the runtime's), or on a node's socket the transaction.
+const ATTEMPT = / (EVALSHA acquire \[|MULTI; SET )rlf-trace:k/
 
 let servers = []
 let urls = []
@@ -59,7 +61,7 @@ describe('the calls go out on one JS-thread socket per node', () => {
         if (err) return reject(Object.assign(err, { stderr }))
         const measured = stderr.split('--- measured ---\n')[1]?.split('--- done ---')[0]
         assert.ok(measured !== undefined, stderr)
-        resolve(measured.split('\n').filter((line) => / EVALSHA (acquire|release_wake) \[rlf-trace:k/.test(line)))
+        resolve(measured.split('\n').filter((line) => ATTEMPT.test(line) || / EVALSHA release_wake \[rlf-trace:k/.test(line)))
       })
     })
   const ports = urls => new Set(urls.map((url) => new URL(url).port))
@@ -69,10 +71,13 @@ describe('the calls go out on one JS-thread socket per node', () => {
     const via = lines.map((line) => / native-redis-lock (socket 127\.0\.0\.1:(\d+)|\S+) /.exec(line))
     assert.ok(lines.length >= 3 * 3 * 2, lines.join('\n'))
     for (const [i, match] of via.entries()) assert.ok(match?.[2], `not on a node's socket: ${lines[i]}`)
-    const acquirePorts = new Set(via.filter((m, i) => / EVALSHA acquire /.test(lines[i])).map((m) => m[2]))
+    const acquirePorts = new Set(via.filter((m, i) => ATTEMPT.test(lines[i])).map((m) => m[2]))
     const releasePorts = new Set(via.filter((m, i) => / EVALSHA release_wake /.test(lines[i])).map((m) => m[2]))
     assert.deepEqual(acquirePorts, ports(urls))
     assert.deepEqual(releasePorts, ports(urls))
+    // Attempts go as the transaction on every node's socket (they take MULTI), as on one server.
+    const transactions = new Set(via.filter((m, i) => / MULTI; SET rlf-trace:k/.test(lines[i])).map((m) => m[2]))
+    assert.deepEqual(transactions, ports(urls))
   })
 
   test('NATIVE_REDIS_LOCK_DIRECT=0: the runtime carries them all', async () => {

@@ -6,7 +6,8 @@
 //     and (if release does not end a hold) releaseHeld(held) for scenario (e) }.
 // kind: 'ours' (this package), 'peer' (a JS lock package: the "best peer" is chosen among these
 // only), 'original' (a stand-in for a package we replace, sending its exact commands; compared
-// with ours in its own table, never a peer), 'baseline' (raw ioredis, not a lock package).
+// with ours in its own table, never a peer), 'baseline' (raw ioredis, or for the Redlock five bare
+// sockets: not a lock package).
 // An optional `scenarios` list limits the scenarios an adapter takes part in (default: all).
 // Each adapter is loaded when first read: a script that uses only ours and ioredis-raw (the
 // test run's bench-smoke) must load without the peers, which live in bench/node_modules.
@@ -51,6 +52,8 @@ const LOADERS = {
   'ours-redlock': () => require('./redlock-five').ours,
   'redlock4-five': () => require('./redlock-five').redlock4,
   'sesamecare-redlock-five': () => require('./redlock-five').sesamecare,
+  // (ra) and (rb) only: five bare sockets, the floor any JavaScript Redlock client stands on.
+  'raw-five': () => require('./redlock-floor'),
 }
 
 const ADAPTERS = {}

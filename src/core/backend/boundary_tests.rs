@@ -76,7 +76,7 @@ fn a_redlock_of_independent_masters_offers_quorum_fences_and_a_socket_per_node_w
     assert_eq!(caps.fairness, Fairness::None);
     assert_eq!(caps.fast_path, FastPath::Quorum);
     assert_eq!(caps.wake, WakeKind::Broadcast);
-    assert!(!caps.transactions);
+    assert!(caps.transactions);
     // One node over TLS (or a Unix socket) has no JS-thread socket: the runtime carries all.
     let tls = Endpoint::from_spec(EndpointSpec {
         url: Some("rediss://127.0.0.1:4".into()),

@@ -544,7 +544,8 @@ impl LockStore for RedlockStore {
                 false => FastPath::None,
             },
             wake: WakeKind::Broadcast,
-            transactions: false,
+            // The first attempt on the nodes' sockets (ops/fast/quorum_calls.rs).
+            transactions: true,
             doubt_unconfirmed: true,
         }
     }

@@ -234,6 +234,29 @@ impl AttemptTerms {
         }
     }
 
+    /// Whether this attempt's transaction must push the counter on node `node` of a
+    /// Redlock: unless that node's own replies showed it kept long enough (another node's
+    /// say nothing of it; see kept_fences.rs).
+    pub fn node_push(&self, store: &Store, node: usize) -> bool {
+        let key = self.node_fence_key(node);
+        (store.kept_fences()).due(&key, self.ttl, self.fence_retention_ms)
+    }
+
+    /// Remembers how long node `node`'s reply to this attempt's transaction kept its counter.
+    pub fn note_node_kept(&self, store: &Store, node: usize, reply: &redis::Value) {
+        let (key, window) = (self.node_fence_key(node), self.fence_retention_ms);
+        (store.kept_fences()).answered(reply, &key, self.sent.at, self.ttl, window);
+    }
+
+    /// What a Redlock's node `node` is known by in `KeptFences`: the fence key and the node,
+    /// which no key of Redis's is (a NUL, then the index).
+    fn node_fence_key(&self, node: usize) -> Vec<u8> {
+        let mut key = self.fence_key.clone();
+        key.push(0);
+        key.extend_from_slice(node.to_string().as_bytes());
+        key
+    }
+
     /// The same attempt under a fresh token, `sent` now.
     pub fn renewed(self) -> Self {
         AttemptTerms {

@@ -4,6 +4,8 @@
 //! not push it at all: two commands fewer in each (see proto/acquire.rs).
 //!
 //! A handover of ours does the same (see `upkeep`): most need not touch the counter at all.
+//! A Redlock's first attempt, a transaction on each node's socket, knows each node's counter
+//! by its own replies only, under the fence key and the node (`AttemptTerms::node_push`).
 //!
 //! Beside it, when an attempt of ours last found the counter's lock held: for a while after,
 //! the next first attempts at that lock are written as the script, which draws fences only

@@ -37,6 +37,12 @@ impl Behind {
             undo,
         }
     }
+
+    /// With `commands` more written behind the reply (a follow-up).
+    fn and(mut self, commands: usize) -> Behind {
+        self.commands += commands;
+        self
+    }
 }
 
 /// A call in flight on the connection, whatever it is.
@@ -222,8 +228,8 @@ where
         AdaptedPart { part, convert }
     }
 
-    pub fn write(&self, out: &mut Vec<u8>, lane: u64) -> usize {
-        self.part.write(out, lane)
+    pub fn write(&self, out: &mut Vec<u8>, lane: u64, form: AttemptForm) -> usize {
+        self.part.write(out, lane, form)
     }
 
     pub fn bound(&self) -> Duration {
@@ -276,14 +282,15 @@ where
         out: &mut Vec<u8>,
     ) -> Behind {
         let AdaptedPart { part, convert } = *self;
+        let followed = part.follow_up(&reply, out);
         let told = part.answered(reply, out);
         if let Told::Undid(undo) = told {
-            return Behind::undo(Some(undo));
+            return Behind::undo(Some(undo)).and(followed);
         }
         if let Some(outcome) = tell(&convert, id, told, completer) {
             settled.push(Settlement::Settled(id, outcome));
         }
-        Behind::default()
+        Behind::count(followed)
     }
 
     fn timed_out(&mut self, id: u32, _bound: Duration, completer: &Completer) -> Option<Outcome> {
@@ -292,7 +299,8 @@ where
     }
 
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> Behind {
-        Behind::undo(self.part.answered_late(reply, out))
+        let followed = self.part.follow_up(&reply, out);
+        Behind::undo(self.part.answered_late(reply, out)).and(followed)
     }
 
     fn silent_after(&self) -> Duration {

@@ -88,8 +88,8 @@ impl QuorumSender {
             let part = AdaptedPart::new(part, convert.clone());
             let mut node = node.borrow_mut();
             let lane = node.lane();
-            node.queue(id, move |out, _form| {
-                let replies = part.write(out, lane);
+            node.queue(id, move |out, form| {
+                let replies = part.write(out, lane, form);
                 (replies, part.bound(), Box::new(part))
             });
         }

@@ -13,7 +13,7 @@
 //! what it was to free (its release never got there): that node alone is owed the free,
 //! through the runtime's connection to it (backend/redlock_owed.rs), each node on its own.
 
-use super::{Later, Step};
+use super::{count_missed, Later, Step};
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::redlock_late::{Late, TokenWatch};
 use crate::core::backend::redlock_store::RedlockStore;
@@ -53,8 +53,16 @@ pub trait NodeCall: Send + 'static {
     type Output: Send + 'static;
 
     /// Appends the node's request to `out`, on the node's connection `lane` (an id no other
-    /// connection of the process has); answers with the number of replies (one).
-    fn write(&self, out: &mut Vec<u8>, lane: u64) -> usize;
+    /// connection of the process has), which takes attempts in `form`; answers with the
+    /// number of replies (the last is the one read).
+    fn write(&self, out: &mut Vec<u8>, lane: u64, form: AttemptForm) -> usize;
+
+    /// Before its reply (in time or late) is read: a command that reply calls for on the
+    /// node's own connection, its reply for nobody (a transaction that found the lock held
+    /// counts its fences drawn in vain, as a single server's attempt does); how many.
+    fn follow_up(&self, _reply: &Value, _out: &mut Vec<u8>) -> usize {
+        0
+    }
 
     /// How long the node's lane waits for its reply.
     fn bound(&self) -> Duration;
@@ -99,8 +107,14 @@ pub trait Quorum: Send + Sized + 'static {
 
     fn nodes(&self) -> usize;
 
-    /// Appends the request every node is sent (the same bytes for each).
-    fn write(&self, out: &mut Vec<u8>);
+    /// The form the call is written in on a connection offering `offered`.
+    fn form(&self, offered: AttemptForm) -> AttemptForm {
+        let _ = offered;
+        AttemptForm::Script
+    }
+
+    /// Appends the request node `node` is sent in `form`; answers with the number of replies.
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm, node: usize) -> usize;
 
     /// The request was written to node `node` on its connection `lane`.
     fn written(&self, _node: usize, _lane: u64) {}
@@ -112,9 +126,15 @@ pub trait Quorum: Send + Sized + 'static {
         self.bound()
     }
 
-    /// A node's reply; `None` when the node refused the call, which the runtime then
-    /// answers (it reloads scripts and reports the rest as it always does).
-    fn read(&self, reply: Value) -> Option<Result<Self::Answer, LockError>>;
+    /// Node `node`'s reply to the call written in `form`; `None` when the node refused the
+    /// call, which the runtime then answers (it reloads scripts and reports the rest as it
+    /// always does).
+    fn read(
+        &self,
+        reply: Value,
+        form: AttemptForm,
+        node: usize,
+    ) -> Option<Result<Self::Answer, LockError>>;
 
     /// The decision, once `seen` makes one (`seen` may then be taken); else the call back.
     fn decide(
@@ -127,6 +147,12 @@ pub trait Quorum: Send + Sized + 'static {
 
     /// See `NodeCall::orphaned`.
     fn orphaned(self) -> Option<Later<Self::Output>>;
+
+    /// Counts the fences `reply` (a node's, to the call written in `form`) drew for nothing,
+    /// on the node's connection: `true` when that was written to `out`.
+    fn count_missed(&self, _reply: &Value, _form: AttemptForm, _out: &mut Vec<u8>) -> bool {
+        false
+    }
 
     /// What frees the call's token on a node (an attempt's), for its stragglers.
     fn undo(&self) -> Option<Undo> {
@@ -161,10 +187,16 @@ impl Undo {
         Undo { locker, terms }
     }
 
-    /// Whether `reply`, a node's to the attempt, says it took the lock.
-    fn took(&self, reply: Value) -> bool {
-        let op = self.terms.op(Layout::Plain, AttemptForm::Script);
+    /// Whether `reply`, a node's to the attempt written in `form`, says it took the lock.
+    fn took(&self, reply: Value, form: AttemptForm) -> bool {
+        let op = self.terms.op(Layout::Plain, form);
         op.decode(reply).is_ok_and(|answer| answer.took_lock())
+    }
+
+    /// Counts the fences `reply` (to the attempt written in `form`) drew for nothing, on
+    /// the node's connection: `true` when that was written to `out`.
+    fn count_missed(&self, reply: &Value, form: AttemptForm, out: &mut Vec<u8>) -> bool {
+        count_missed(&self.terms.op(Layout::Plain, form), reply, out)
     }
 
     /// The token watched while stragglers are out (`None` off a Redlock).
@@ -217,6 +249,8 @@ struct QuorumState<Q: Quorum> {
     watch: Option<TokenWatch>,
     /// Each node's connection the call was written on (0: not written).
     lanes: Vec<u64>,
+    /// The form each node was written in: its replies are read so.
+    forms: Vec<AttemptForm>,
 }
 
 impl<Q: Quorum> QuorumState<Q> {
@@ -305,12 +339,33 @@ impl<Q: Quorum> QuorumState<Q> {
         late: bool,
     ) -> Option<UndoSent> {
         match self.undo_for(late, Some(node)) {
-            Some(undo) if undo.took(reply) => {
+            Some(undo) if undo.took(reply, self.form(node)) => {
                 undo.write(out);
                 Some(undo.sent(node))
             }
             _ => None,
         }
+    }
+
+    fn form(&self, node: usize) -> AttemptForm {
+        (self.forms.get(node).copied()).unwrap_or(AttemptForm::Script)
+    }
+
+    /// What `node`'s reply to a transaction calls for: the fences it drew for nothing
+    /// counted (see `NodeCall::follow_up`).
+    fn follow_up(&self, node: usize, reply: &Value, out: &mut Vec<u8>) -> usize {
+        let form = self.form(node);
+        if form == AttemptForm::Script {
+            return 0;
+        }
+        let counted = match (&self.call, &self.decided) {
+            (Some(call), _) => call.count_missed(reply, form, out),
+            (None, Some(Decided::Concluding(undo) | Decided::Lost(undo))) => {
+                undo.count_missed(reply, form, out)
+            }
+            _ => false,
+        };
+        usize::from(counted)
     }
 
     /// Node `node`'s connection broke after the decision with its part unanswered (`late`:
@@ -348,6 +403,7 @@ pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
         decided: None,
         watch: None,
         lanes: vec![0; nodes],
+        forms: vec![AttemptForm::Script; nodes],
     }));
     (0..nodes)
         .map(|node| Part {
@@ -362,15 +418,22 @@ pub fn parts<Q: Quorum>(call: Q) -> Vec<Part<Q>> {
 impl<Q: Quorum> NodeCall for Part<Q> {
     type Output = Q::Output;
 
-    fn write(&self, out: &mut Vec<u8>, lane: u64) -> usize {
+    fn write(&self, out: &mut Vec<u8>, lane: u64, offered: AttemptForm) -> usize {
         let mut shared = lock(&self.shared);
         if let Some(seen) = shared.lanes.get_mut(self.node) {
             *seen = lane;
         }
+        let form = match &shared.call {
+            Some(call) => call.form(offered),
+            None => AttemptForm::Script,
+        };
+        if let Some(slot) = shared.forms.get_mut(self.node) {
+            *slot = form;
+        }
         if let Some(call) = &shared.call {
-            call.write(out);
+            let replies = call.write(out, form, self.node);
             call.written(self.node, lane);
-            return 1;
+            return replies;
         }
         // Decided before this node was written to (not done by the lanes, which write
         // every part at once): a no-op that still answers once.
@@ -386,6 +449,10 @@ impl<Q: Quorum> NodeCall for Part<Q> {
         self.silent_after
     }
 
+    fn follow_up(&self, reply: &Value, out: &mut Vec<u8>) -> usize {
+        lock(&self.shared).follow_up(self.node, reply, out)
+    }
+
     fn answered(self, reply: Value, out: &mut Vec<u8>) -> Told<Q::Output> {
         let mut shared = lock(&self.shared);
         let Some(call) = shared.call.as_ref() else {
@@ -394,7 +461,7 @@ impl<Q: Quorum> NodeCall for Part<Q> {
                 None => Told::Nothing,
             };
         };
-        match call.read(reply) {
+        match call.read(reply, shared.form(self.node), self.node) {
             Some(answer) => shared.record(self.node, answer),
             None => match shared.hand_off() {
                 Some(call) => Told::Step(Step::Later(call.resend(None))),

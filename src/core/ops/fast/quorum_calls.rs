@@ -12,7 +12,7 @@ use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::{Plan, Start};
 use crate::core::ops::attempt::PlainRequest;
 use crate::core::ops::fast::acquire::{again, won, Mode};
-use crate::core::ops::fast::{is_refusal, Later, Settled, Step};
+use crate::core::ops::fast::{count_missed, is_refusal, Later, Settled, Step};
 use crate::core::ops::key_scheme::KeyScheme;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release::outcome;
@@ -61,9 +61,8 @@ impl QuorumAttempt {
         }))
     }
 
-    /// Always the script: a Redlock's nodes take no transaction (`Caps::transactions`).
-    fn op(&self) -> AcquireAttempt<'_> {
-        self.request.op(AttemptForm::Script)
+    fn op(&self, form: AttemptForm) -> AcquireAttempt<'_> {
+        self.request.op(form)
     }
 
     fn undo(&self) -> Undo {
@@ -151,8 +150,21 @@ impl Quorum for QuorumAttempt {
         self.tally.nodes
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
-        self.op().encode(out);
+    /// The transaction where the node's connection takes one, as a single server's first
+    /// attempt (far cheaper for Redis than the script); the script for a lock found held
+    /// lately, which draws no fence when it fails.
+    fn form(&self, offered: AttemptForm) -> AttemptForm {
+        self.request.terms.form(offered)
+    }
+
+    /// A transaction pushes the node's fence counter unless that node's own replies showed
+    /// it kept long enough (`AttemptTerms::node_push`): one node's counter says nothing of
+    /// another's, and a node that missed a push must not be left short.
+    fn write(&self, out: &mut Vec<u8>, form: AttemptForm, node: usize) -> usize {
+        let mut op = self.op(form);
+        op.keep_fences = (self.request.terms).node_push(self.locker.store(), node);
+        op.encode(out);
+        op.replies()
     }
 
     /// A node silent past the validity cannot help a win any more.
@@ -164,11 +176,19 @@ impl Quorum for QuorumAttempt {
         self.locker.command_timeout()
     }
 
-    fn read(&self, reply: Value) -> Option<Result<Acquired, LockError>> {
+    fn read(
+        &self,
+        reply: Value,
+        form: AttemptForm,
+        node: usize,
+    ) -> Option<Result<Acquired, LockError>> {
         if is_refusal(&reply) {
             return None;
         }
-        match self.op().decode(reply) {
+        if form != AttemptForm::Script {
+            (self.request.terms).note_node_kept(self.locker.store(), node, &reply);
+        }
+        match self.op(form).decode(reply) {
             // The runtime, sent the same token, finds its own lock and reads its fence, or
             // takes the lock back and fails (see fence.lua).
             Ok(Acquired::SetWithoutFence { .. } | Acquired::Refused) => None,
@@ -203,6 +223,7 @@ impl Quorum for QuorumAttempt {
             }
             Verdict::Held => {
                 self.locker.stats().contended(&self.request.key);
+                self.request.terms.note_held(self.locker.store());
                 let undo = self.undo();
                 let later = self.conclude(std::mem::take(seen), true);
                 Ok((Step::Later(later), Decided::Lost(undo)))
@@ -231,6 +252,10 @@ impl Quorum for QuorumAttempt {
         } = self;
         spawn(async move { locker.abandon(&request.terms).await });
         None
+    }
+
+    fn count_missed(&self, reply: &Value, form: AttemptForm, out: &mut Vec<u8>) -> bool {
+        count_missed(&self.op(form), reply, out)
     }
 
     fn undo(&self) -> Option<Undo> {
@@ -304,8 +329,9 @@ impl Quorum for QuorumRelease {
         self.tally.nodes
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
+    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm, _node: usize) -> usize {
         self.op().encode(out);
+        1
     }
 
     /// Behind a straggler of the attempt on that connection, if one is out there.
@@ -323,7 +349,12 @@ impl Quorum for QuorumRelease {
         self.locker.command_timeout()
     }
 
-    fn read(&self, reply: Value) -> Option<Result<bool, LockError>> {
+    fn read(
+        &self,
+        reply: Value,
+        _form: AttemptForm,
+        _node: usize,
+    ) -> Option<Result<bool, LockError>> {
         match is_refusal(&reply) {
             true => None,
             false => Some(self.op().decode(reply)),

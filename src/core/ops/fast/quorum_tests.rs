@@ -335,7 +335,10 @@ fn a_straggler_whose_node_got_the_release_behind_it_on_its_connection_frees_noth
     let mut parts = attempt(&locker);
     // Each node's connection is lane 10 + its index.
     for part in &parts {
-        assert_eq!(part.write(&mut out, 10 + part.node as u64), 1);
+        assert_eq!(
+            part.write(&mut out, 10 + part.node as u64, AttemptForm::Script),
+            1
+        );
     }
     out.clear();
     let (first, second) = (parts.pop().unwrap(), parts.pop().unwrap());
@@ -360,7 +363,7 @@ fn a_straggler_whose_node_got_the_release_behind_it_on_its_connection_frees_noth
             true => 99,
             false => 10 + release.node as u64,
         };
-        release.write(&mut written, lane);
+        release.write(&mut written, lane, AttemptForm::Script);
     }
     assert!(matches!(first.answered(won(7), &mut out), Told::Nothing));
     assert!(out.is_empty());
@@ -544,4 +547,118 @@ fn a_free_owed_goes_once_another_try_takes_its_token() {
     }
     // The other token's free is owed still (its node never answers).
     assert_eq!(owed(&locker), [0, 0, 0, 1, 0]);
+}
+
+/// EXEC's answer to a transaction that pushed the counter: set (or found held), the counter.
+fn exec(set: bool, counter: i64) -> Value {
+    let set = match set {
+        true => Value::Okay,
+        false => Value::Nil,
+    };
+    Value::Array(vec![set, Value::Int(counter), Value::Int(0), Value::Int(1)])
+}
+
+/// A fresh attempt's parts, each written on a connection that takes transactions.
+fn written_as_transactions(locker: &Arc<Locker>) -> Vec<Part<QuorumAttempt>> {
+    let parts = attempt(locker);
+    for part in &parts {
+        let lane = 10 + part.node as u64;
+        part.write(&mut Vec::new(), lane, AttemptForm::Transaction);
+    }
+    parts
+}
+
+#[test]
+fn nodes_taking_transactions_are_written_and_read_as_one_and_a_late_win_there_is_undone() {
+    // Own lockers: a lock found held in another test would be attempted by the script.
+    let locker = own_locker(41271);
+    let parts = attempt(&locker);
+    let mut out = Vec::new();
+    // MULTI, SET, INCRBY, the counter pushed twice (NX, GT: nothing is known of it yet), EXEC.
+    for part in &parts {
+        assert_eq!(
+            part.write(&mut out, 10 + part.node as u64, AttemptForm::Transaction),
+            6
+        );
+    }
+    let written = String::from_utf8_lossy(&out).into_owned();
+    assert_eq!(written.matches("MULTI").count(), 5);
+    assert_eq!(written.matches("PEXPIRE").count(), 10);
+    out.clear();
+    let mut parts = parts.into_iter();
+    for _ in 0..2 {
+        let part = parts.next().unwrap();
+        assert_eq!(part.follow_up(&exec(true, 8), &mut out), 0);
+        assert!(matches!(
+            part.answered(exec(true, 8), &mut out),
+            Told::Nothing
+        ));
+    }
+    let third = parts.next().unwrap();
+    let Told::Step(step) = third.answered(exec(true, 8), &mut out) else {
+        panic!("not decided at the third win");
+    };
+    let Ended::Now(Ok(Some(lease))) = ended(step) else {
+        panic!("not won at once");
+    };
+    assert_eq!(lease.fence, 7);
+    assert!(out.is_empty());
+
+    // Lost on three nodes that found the lock held: each counts the two fences it drew in
+    // vain; a straggler that took the lock after it frees it, read as the transaction it is.
+    let parts = written_as_transactions(&locker);
+    let mut parts = parts.into_iter();
+    for _ in 0..3 {
+        let part = parts.next().unwrap();
+        let mut counted = Vec::new();
+        assert_eq!(part.follow_up(&exec(false, 8), &mut counted), 1);
+        assert!(String::from_utf8_lossy(&counted).contains("missed"));
+        let _told = part.answered(exec(false, 8), &mut Vec::new());
+    }
+    let straggler = parts.next().unwrap();
+    let expected = undo_bytes(std::slice::from_ref(&straggler));
+    let mut undone = Vec::new();
+    assert!(matches!(
+        straggler.answered(exec(true, 10), &mut undone),
+        Told::Undid(_)
+    ));
+    assert_eq!(undone, expected);
+}
+
+#[test]
+fn a_lock_found_held_lately_is_attempted_by_the_script_on_every_node() {
+    let locker = own_locker(41281);
+    let parts = written_as_transactions(&locker);
+    for part in parts.into_iter().take(3) {
+        let _told = part.answered(exec(false, 8), &mut Vec::new());
+    }
+    let mut out = Vec::new();
+    for part in &attempt(&locker) {
+        assert_eq!(
+            part.write(&mut out, 10 + part.node as u64, AttemptForm::Transaction),
+            1
+        );
+    }
+    assert!(!String::from_utf8_lossy(&out).contains("MULTI"));
+}
+
+#[test]
+fn a_node_s_counter_is_left_alone_only_where_that_node_showed_it_kept() {
+    let locker = own_locker(41261);
+    let parts = written_as_transactions(&locker);
+    // Nodes 0-2 answer that they pushed it; node 3's reply is never read, node 4 is silent.
+    let mut parts = parts.into_iter();
+    for _ in 0..3 {
+        let _told = parts
+            .next()
+            .unwrap()
+            .answered(exec(true, 8), &mut Vec::new());
+    }
+    let mut next = Vec::new();
+    for part in &attempt(&locker) {
+        let lane = 10 + part.node as u64;
+        next.push(part.write(&mut Vec::new(), lane, AttemptForm::Transaction));
+    }
+    // MULTI, SET, INCRBY, EXEC where the node showed it; the two pushes too elsewhere.
+    assert_eq!(next, [4, 4, 4, 6, 6]);
 }
