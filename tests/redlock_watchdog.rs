@@ -26,7 +26,9 @@ async fn hold(
     ttl: Duration,
     every: Duration,
 ) -> (Lease, Arc<Recorder>, Watch) {
-    let store = Store::shared(endpoint(nodes, MS(500)));
+    // Connects bounded generously: 20 servers start at once for this file's tests, and on a
+    // loaded machine a 500 ms connect failed the quorum before anything was under test.
+    let store = Store::shared(endpoint(nodes, MS(2000)));
     let locks = Locker::new(store.clone(), "lock:", MS(500));
     watched::hold(&store, &locks, key, (ttl, every), Limits::default()).await
 }
