@@ -157,8 +157,7 @@ test('locks lost in a failover are told to their holders; new acquisitions reach
   await exclusive.release().catch(() => {})
 
   // The killed master comes back as the new master's replica, for the next test.
-  oldMaster.extraArgs = ['--replicaof', '127.0.0.1', String(newPort)]
-  await oldMaster.start()
+  await set.rejoin(oldMaster, newPort)
   await set.replicaSeen(newPort, oldMaster.port)
 })
 
