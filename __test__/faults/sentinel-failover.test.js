@@ -171,8 +171,11 @@ test('SENTINEL FAILOVER: new acquisitions reach the new master within seconds on
   waiting.catch(() => {})
   await sleep(300)
 
-  const newPort = await set.failover()
-  assert.notEqual(newPort, oldPort)
+  const { from, to: newPort } = await set.failover()
+  // `from` is `oldPort` unless the sentinels failed over by themselves meanwhile (once in 18
+  // runs beside compilers, by this assertion's failure): the failover asked for then moves
+  // the master back.
+  assert.notEqual(newPort, from)
   const promotedAt = Date.now()
   // The other APIs' new acquisitions, beside DistributedLock's below, each until its key is on
   // the new master: ms after the promotion.

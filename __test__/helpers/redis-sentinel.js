@@ -189,11 +189,15 @@ class RedisSentinelSet {
     }, timeoutMs, () => `the sentinels did not see the replica on ${port} (last seen: ${seen})`)
   }
 
-  /** `SENTINEL FAILOVER`, then waits for the promotion; resolves the new master's port. */
+  /**
+   * `SENTINEL FAILOVER`, then waits for the promotion; resolves `{ from, to }`, the old and
+   * new masters' ports. `from` is read here: the sentinels may have failed over by themselves
+   * since a caller last asked (a master silent for their 1 s down-after on a loaded machine).
+   */
   async failover() {
-    const old = await this.masterPort()
+    const from = await this.masterPort()
     await this.client(this.sentinels[0].port).call('SENTINEL', 'FAILOVER', NAME)
-    return this.promoted(old)
+    return { from, to: await this.promoted(from) }
   }
 
   async close() {
