@@ -514,7 +514,13 @@ describe('another holder\'s token is never returned', () => {
   test('ExclusiveLock.inspect() gives only { lock_ttl_ms, lock_contents }; a loser learns nothing more', async () => {
     const holder = exclusive({ name: 'tokens', cache_connection: url(), lock_contents: 'holder-contents' })
     assert.equal(await holder.acquire(), true)
-    const token = await plainAdmin.get(ownerKey('exclusive-lock:tokens'))
+    // Written by the acquire when it went as the script (a fresh socket's first attempt), else
+    // by the first refresh, 1 s on (ops/exclusive.rs).
+    let token
+    for (let waited = 0; !token && waited < 2500; waited += 20) {
+      token = await plainAdmin.get(ownerKey('exclusive-lock:tokens'))
+      if (!token) await sleep(20)
+    }
     assert.ok(token && token.length >= 16, `owner token ${token}`)
     const other = exclusive({ name: 'tokens', cache_connection: url() })
     for (const lock of [other, holder]) {

@@ -157,8 +157,7 @@ test('locks lost in a failover are told to their holders; new acquisitions reach
   await exclusive.release().catch(() => {})
 
   // The killed master comes back as the new master's replica, for the next test.
-  oldMaster.extraArgs = ['--replicaof', '127.0.0.1', String(newPort)]
-  await oldMaster.start()
+  await set.rejoin(oldMaster, newPort)
   await set.replicaSeen(newPort, oldMaster.port)
 })
 
@@ -172,8 +171,11 @@ test('SENTINEL FAILOVER: new acquisitions reach the new master within seconds on
   waiting.catch(() => {})
   await sleep(300)
 
-  const newPort = await set.failover()
-  assert.notEqual(newPort, oldPort)
+  const { from, to: newPort } = await set.failover()
+  // `from` is `oldPort` unless the sentinels failed over by themselves meanwhile (once in 18
+  // runs beside compilers, by this assertion's failure): the failover asked for then moves
+  // the master back.
+  assert.notEqual(newPort, from)
   const promotedAt = Date.now()
   // The other APIs' new acquisitions, beside DistributedLock's below, each until its key is on
   // the new master: ms after the promotion.

@@ -11,6 +11,16 @@ const Redis = require('ioredis')
 const { RedisServer, freePort, redisServerBinary, track } = require('./redis-server')
 
 const NAME = 'mymaster'
+/**
+ * Every data server's replication settings. Redis 7 streams a full sync's RDB to the socket
+ * only after waiting `repl-diskless-sync-delay` (5 s by default) for more replicas to share
+ * it; none ever comes here, so each sync took 5-6 s of the 10-15 s the waits below allow,
+ * and one tried again after a failed first attempt 11-12 s. Without the delay a replica
+ * syncs in tens of ms. `swapdb`: the replica loads the RDB from the socket rather than
+ * writing it to a file of the test's directory and fsyncing it first, so a busy disk cannot
+ * stall it either.
+ */
+const REPLICATION = ['--repl-diskless-sync-delay', '0', '--repl-diskless-load', 'swapdb']
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** Polls `check` (async, truthy when done) every 50 ms until `timeoutMs`, then throws `what`. */
@@ -79,10 +89,11 @@ class RedisSentinelSet {
   }
 
   async #start() {
-    const master = await new RedisServer().start()
+    const master = await new RedisServer({ args: REPLICATION }).start()
     this.servers.push(master)
-    const replica = await new RedisServer({ args: ['--replicaof', '127.0.0.1', String(master.port)] }).start()
+    const replica = new RedisServer()
     this.servers.push(replica)
+    await this.rejoin(replica, master.port)
     await until(async () => /master_link_status:up/.test(await this.client(replica.port).info('replication')), 10_000, 'the replica did not sync')
     for (let i = 0; i < 3; i++) this.sentinels.push(await new SentinelServer(master.port).start())
     await until(async () => {
@@ -103,6 +114,17 @@ class RedisSentinelSet {
     c.on('error', () => {})
     this.clients.push(c)
     return c
+  }
+
+  /**
+   * (Re)starts the set's data server `server` as the replica of `masterPort`, empty, with
+   * the set's replication settings. Resolves once it listens, not once synced
+   * (`replicaSeen`).
+   */
+  async rejoin(server, masterPort) {
+    await server.stop()
+    server.extraArgs = [...REPLICATION, '--replicaof', '127.0.0.1', String(masterPort)]
+    await server.start()
   }
 
   /** The master's port, as the first sentinel names it now. */
@@ -149,22 +171,33 @@ class RedisSentinelSet {
       last = info.split('\r\n').filter((line) => /^(role|master_port|master_link_status|master_sync_in_progress|master_link_down_since_seconds)/.test(line)).join(' ')
       return info.includes(`master_port:${masterPort}`) && /master_link_status:up/.test(info)
     }, timeoutMs, () => `the replica on ${port} did not sync with ${masterPort} (last seen: ${last})`)
+    let seen = 'no answer'
     await until(async () => {
+      const views = []
       for (const sentinel of this.sentinels) {
-        const replicas = await this.client(sentinel.port).call('SENTINEL', 'replicas', NAME)
+        const c = this.client(sentinel.port)
+        const replicas = await c.call('SENTINEL', 'replicas', NAME)
         const fields = replicas.map((r) => Object.fromEntries(r.flatMap((v, i) => (i % 2 ? [] : [[v, r[i + 1]]]))))
-        const ok = fields.some((r) => Number(r.port) === port && r.flags === 'slave' && r['master-link-status'] === 'ok')
-        if (!ok) return false
+        const it = fields.find((r) => Number(r.port) === port)
+        // A sentinel in TILT mode (its timer ran late by 2 s or more) updates no flags for 30 s.
+        const tilt = /sentinel_tilt:1/.test(await c.info('sentinel')) ? ' TILT' : ''
+        views.push(`${it ? `${it.flags}/${it['master-link-status']}/info ${it['info-refresh']} ms ago` : 'not listed'}${tilt}`)
+        seen = views.join(', ')
+        if (!(it?.flags === 'slave' && it['master-link-status'] === 'ok')) return false
       }
       return true
-    }, timeoutMs, `the sentinels did not see the replica on ${port}`)
+    }, timeoutMs, () => `the sentinels did not see the replica on ${port} (last seen: ${seen})`)
   }
 
-  /** `SENTINEL FAILOVER`, then waits for the promotion; resolves the new master's port. */
+  /**
+   * `SENTINEL FAILOVER`, then waits for the promotion; resolves `{ from, to }`, the old and
+   * new masters' ports. `from` is read here: the sentinels may have failed over by themselves
+   * since a caller last asked (a master silent for their 1 s down-after on a loaded machine).
+   */
   async failover() {
-    const old = await this.masterPort()
+    const from = await this.masterPort()
     await this.client(this.sentinels[0].port).call('SENTINEL', 'FAILOVER', NAME)
-    return this.promoted(old)
+    return { from, to: await this.promoted(from) }
   }
 
   async close() {

@@ -12,7 +12,7 @@ use super::upstream::Upstream;
 use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
-use crate::core::basics::error::LockError;
+use crate::core::basics::error::{slot_moving, LockError};
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
 use crate::core::proto::epoch::Admit;
@@ -623,6 +623,12 @@ impl<W: Conduit> Link<W> {
                     pause = (pause * 2).min(REFUSAL_MAX_PAUSE);
                     continue;
                 }
+                // Out of time while the slot moved: said so, not in the server's words
+                // (CLUSTERDOWN and a missing node connection have clear errors of their own).
+                if slot_moving(&err) {
+                    let failed = LockError::slot_moving(&err, timeout);
+                    return Err((mismatch::explain(&self.endpoint, failed), None));
+                }
             }
             if resendable {
                 // From the first failure, not from when the request went out: a call that
@@ -701,15 +707,20 @@ impl<W: Conduit> Link<W> {
         // Whether the last try's commands were answered, each traced then (`query`).
         let replied = AtomicBool::new(false);
         let replied = &replied;
+        // Whether the last try was turned away as its slot moved (see `heard`).
+        let moving = AtomicBool::new(false);
+        let moving = &moving;
         let answer = self
             .call(timeout, replay, refusals, |con| async move {
                 replied.store(false, Ordering::Relaxed);
+                moving.store(false, Ordering::Relaxed);
                 let mut con = match replay {
                     Replay::Safe => con,
                     Replay::Never => con.sent_once(),
                 };
                 let reply = query(request, &mut con).await;
                 replied.store(true, Ordering::Relaxed);
+                moving.store(reply.as_ref().is_err_and(slot_moving), Ordering::Relaxed);
                 reply
             })
             .await;
@@ -720,7 +731,7 @@ impl<W: Conduit> Link<W> {
             }
         }
         if W::KEPT_ON_TIMEOUT {
-            self.heard(request, &answer, timeout);
+            self.heard(request, &answer, timeout, moving.load(Ordering::Relaxed));
         }
         // A call whose last try got no answer (a timeout, no connection) is traced here.
         if trace::on() && !replied.load(Ordering::Relaxed) {
@@ -733,15 +744,20 @@ impl<W: Conduit> Link<W> {
     /// What a call's answer says of its slot's node, on a connection kept when a call times
     /// out (see `Conduit::KEPT_ON_TIMEOUT`): left unanswered, its slot's locks are in doubt
     /// and checked again now, and a slot silent for `silences::STUCK` has the connection
-    /// opened afresh (see `silences.rs`).
+    /// opened afresh (see `silences.rs`). A call out of time while its slot kept `moving`
+    /// (its last try turned away, see `slot_moving`) was answered: its node is not silent.
     fn heard<T>(
         &self,
         request: &Request,
         answer: &Result<T, (LockError, Option<Pinned<W>>)>,
         bound: Duration,
+        moving: bool,
     ) {
         match answer {
             Ok(_) => self.silences.answered(|| W::slot_of(request_cmd(request))),
+            Err((LockError::Timeout(_), _)) if moving => {
+                self.silences.answered(|| W::slot_of(request_cmd(request)))
+            }
             Err((LockError::Timeout(_), _)) => {
                 let Some(slot) = W::slot_of(request_cmd(request)) else {
                     return;

@@ -85,6 +85,26 @@ impl LockError {
         }
     }
 
+    /// A cluster call its slot's nodes kept turning away unrun (`turned_away`: MOVED, ASK,
+    /// TRYAGAIN while the slot migrates) until its `bound` ran out: no answer about the lock
+    /// came in time, as with a silent server, so `ETIMEDOUT`, and retried as one. The
+    /// server's own words ("Multiple keys request during rehashing of slot") say neither
+    /// that the call was retried nor that it ran out of time.
+    pub fn slot_moving(err: &redis::RedisError, bound: std::time::Duration) -> Self {
+        let said = format!(
+            "the cluster kept turning the call away while the key's slot moved between nodes, for all of its {} ms bound",
+            bound.as_millis()
+        );
+        // Messages stay under 350 bytes, the server's words included.
+        let room = 300usize.saturating_sub(said.len());
+        // As the server said it ("TRYAGAIN ..."), not as the crate names its kind.
+        let words = match (err.code(), err.detail()) {
+            (Some(code), Some(detail)) => format!("{code} {detail}"),
+            _ => redis_detail(err),
+        };
+        LockError::Timeout(format!("{said} ({})", clipped(words, room)))
+    }
+
     /// No fencing token could be drawn for an acquisition (see fence.lua), which then fails.
     pub fn no_fence() -> Self {
         LockError::Redis(NO_FENCE.into())
@@ -218,6 +238,18 @@ impl From<redis::RedisError> for LockError {
             LockError::Redis(detail)
         }
     }
+}
+
+/// A cluster's answer that the command's slot is moving between nodes (MOVED, ASK,
+/// TRYAGAIN): the command was not run, and may go again (see `LockError::slot_moving`).
+pub fn slot_moving(err: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        err.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain
+        )
+    )
 }
 
 /// What a reply that is not RESP means: whatever answered is not a Redis server (a web
