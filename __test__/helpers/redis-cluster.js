@@ -35,6 +35,9 @@ class RedisCluster {
       const bus = await freePort()
       const node = new RedisServer({
         args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--cluster-port', String(bus),
+          // A replica's full sync waits 5 s by default for more replicas to share it (see
+          // redis-sentinel.js REPLICATION); none comes here.
+          '--repl-diskless-sync-delay', '0',
           ...(this.password ? ['--masterauth', this.password] : []), ...this.extraArgs],
         password: this.password,
       })
