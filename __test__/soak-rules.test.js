@@ -35,6 +35,17 @@ test('rssRule: growth past 5 % after warm-up fails; flat, or growth within warm-
   assert.ok(rssRule(samples(() => 100).slice(0, 5), RUN_MS).skipped)
 })
 
+test('rssRule: samples caught high by traffic in flight pass; growth under every sample fails', () => {
+  // Every other sample of the last window 12 MB up (a median would read 106 MB, past 5 %).
+  const noisy = rssRule(samples((at) => (at >= 40_000 && (at / 2000) % 2 === 1 ? 112 : 100)), RUN_MS)
+  assert.equal(noisy.ok, true)
+  assert.equal(noisy.lastMb, 100)
+  // A leak lifts the lowest samples too: 100 MB, then 106-112 MB, never back to 100.
+  const leak = rssRule(samples((at) => (at < 40_000 ? 100 : 106 + ((at / 2000) % 2) * 6)), RUN_MS)
+  assert.equal(leak.ok, false)
+  assert.equal(leak.lastMb, 106)
+})
+
 test('leakedResources: a type with more left after close than at start is named', () => {
   assert.deepEqual(leakedResources({ TCPSocketWrap: 1, Timeout: 2 }, { TCPSocketWrap: 3, Timeout: 2 }), {
     TCPSocketWrap: '1 -> 3',
@@ -185,7 +196,7 @@ test('verdict: each rule turns into a failure, and a clean run has none', () => 
   ])
   assert.deepEqual(judge({ result: { pendingAtClose: 2 } }), ['child 1: 2 ops pending at close'])
   assert.deepEqual(judge({ process: { samples: samples((at) => (at < 40_000 ? 100 : 120)) } }), [
-    'child 1: RSS median 120 MB at the end > 1.05 x 100 MB after warm-up',
+    'child 1: RSS lower quartile 120 MB at the end > 1.05 x 100 MB after warm-up',
   ])
   // RSS is judged only for a process that ran the whole time (a respawned child did not).
   assert.deepEqual(judge({ process: { wholeRun: false, samples: samples((at) => (at < 40_000 ? 100 : 120)) } }), [])
