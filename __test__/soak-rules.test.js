@@ -7,7 +7,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { rssRule, leakedResources, verdict } = require('../scripts/soak/verdict')
 const { judgeSections } = require('../scripts/soak/sections')
-const { Tally } = require('../scripts/soak/tally')
+const { Tally, clock, clockOfEpoch, RUN } = require('../scripts/soak/tally')
 
 const RUN_MS = 60_000
 
@@ -142,16 +142,32 @@ test('judgeSections: an overlap fails when the lease had not ended by the librar
   assert.equal(dead.failures.length, 1)
   const unknown = judgeSections(readBackJudged([['c', 0, 150, 'a', 'ex', undefined, 'lost'], ['c', 120, 160, 'b', 'ex', 1620, 'ok']], { c: 2 }))
   assert.equal(unknown.failures.length, 1)
-  // Within Redis's millisecond rounding the lease counts as ended; past it, not.
+  // Within the wall clock's slew over a lease (1.5 ms) the lease counts as ended; past it, not.
   const rounding = (expiresAt) => judgeSections(readBackJudged([['c', 0, 150, 'a', 'dl', expiresAt, 'notHeld'], ['c', 120, 160, 'b', 'dl', 1120, 'ok']], { c: 2 }))
-  assert.equal(rounding(121).failures.length, 0)
-  assert.equal(rounding(121.5).failures.length, 1)
+  assert.equal(rounding(121.5).failures.length, 0)
+  assert.equal(rounding(121.6).failures.length, 1)
 })
 
 test('judgeSections: an update lost in an expired, told overlap is excused; two lost in one are not', () => {
   const sections = [['c', 0, 150, 'a', 'dl', 100, 'notHeld'], ['c', 120, 130, 'b', 'dl', 1120, 'ok']]
   assert.deepEqual(judgeSections(readBackJudged(sections, { c: 1 })).failures, [])
   assert.deepEqual(judgeSections(readBackJudged(sections, { c: 0 })).failures, ['c: counter 0, sections 2'])
+})
+
+test('clockOfEpoch: a wall-clock time lands on clock() within the millisecond Date.now() floors away', () => {
+  for (let i = 0; i < 50; i += 1) {
+    const before = clock()
+    const now = clockOfEpoch(Date.now())
+    const after = clock()
+    // Date.now() is up to 1 ms early; the offset itself within a few µs (0.1 ms allowed for a loaded machine).
+    assert.ok(now <= after + 0.1 && now > before - 1.1, `${now - before} ms from the reading`)
+  }
+})
+
+test('RUN: a process start\'s name is its pid and a random part, so a pid that comes back is not the same run', () => {
+  assert.match(RUN, new RegExp(`^${process.pid}-[0-9a-f]{8}$`))
+  const other = require('node:child_process').execFileSync(process.execPath, ['-p', `require(${JSON.stringify(require.resolve('../scripts/soak/tally'))}).RUN`], { encoding: 'utf8' }).trim()
+  assert.notEqual(other.split('-')[1], RUN.split('-')[1])
 })
 
 test('Tally.watch: a promise pending past its bound + 1 s is listed as unsettled; one settled in time is not', async (t) => {

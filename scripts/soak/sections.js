@@ -6,7 +6,7 @@
 // mid-section leaves both or neither. The end (after the reply), the data server's TIME at the
 // SET, the lease's expiry as the holder knew it at the end, the library's verdict after the
 // section and a hold that went in doubt are noted apart.
-const { clock, clockOfEpoch } = require('./tally')
+const { clock, clockOfEpoch, RUN } = require('./tally')
 
 const RECORDS = 'soak:sections'
 const ENDS = 'soak:ends'
@@ -41,7 +41,7 @@ class Sections {
    * earliest the hold can have begun. Answers its id.
    */
   async run(counterKey, grantAt, api = '', leaseEnd = () => undefined, heldSince = undefined) {
-    const id = `${process.pid}:${++this.seq}`
+    const id = `${RUN}:${++this.seq}`
     // The data server's own clock dates the GET and the SET: a stall of this process after
     // either does not move them, as it moves grantAt and the end.
     const [[, readTime], [, raw]] = await this.data.multi().time().get(counterKey).exec()
@@ -96,9 +96,17 @@ async function checkSections(data, options = {}) {
   return judgeSections({ records, ends, doubt, counters, leases, told, notes }, options)
 }
 
-// Redis stores a TTL in whole milliseconds from its own reading of the clock: a lease can end
-// up to a millisecond before the holder's reckoning from the request's send time.
-const LEASE_SLACK_MS = 1
+// How much later than the other's grant a lease may end, by its holder's account, and still
+// count as ended: what the comparison cannot resolve. A lease's end and a grant are both on
+// clock() (CLOCK_MONOTONIC, one for every process): the library counts the end on the wall
+// clock from its request's send (whole ms, rounded down), Redis from its own later reading
+// (whole ms; the key goes once its clock passes that), so roundings put the holder's account
+// early, never late. clockOfEpoch moves the end onto clock() within 0.05 ms of the wall
+// clock's offset as read, and that offset drifts by the wall clock's slew between the send
+// and the reading: at most 500 ppm (the kernel's cap) over the soak's longest TTL (2 s) and
+// the second between readings, 1.5 ms. A load that stalls a process moves none of these:
+// its readings are taken together (see clockOfEpoch), not across the stall.
+const LEASE_SLACK_MS = 1.5
 
 /** One section as read back; `told` undefined when no verdict was written (the holder died). */
 function sectionOf(line, ends, doubt, leases, told, notes = {}) {

@@ -3,13 +3,63 @@
 // What one soak process counts: operations by kind, errors by code, grants, passes, lost
 // locks, and operations still unsettled past their bound. Each op runs under its own
 // deadline timer, so a promise that never settles is seen while the soak runs, not at exit.
+const { randomBytes } = require('node:crypto')
 const { performance } = require('node:perf_hooks')
+
+// This process's start, for what must not be shared with another process (section ids,
+// memory:// names and their counters): a pid alone comes back, as a respawned child's can
+// over a long soak.
+const RUN = `${process.pid}-${randomBytes(4).toString('hex')}`
 
 /** Milliseconds on CLOCK_MONOTONIC: one clock for every process of the machine (Linux). */
 const clock = () => Number(process.hrtime.bigint()) / 1e6
 
-/** `epochMs` (Date.now()'s scale, as lease expiries and Redis TIME are) on clock()'s scale. */
-const clockOfEpoch = (epochMs) => epochMs - (performance.timeOrigin + performance.now() - clock())
+// clock() less Date.now(), read where Date.now() ticks to its next millisecond: Date.now()
+// floors to whole ms, so a reading at any other moment is up to 1 ms early, and clock() read
+// beside it (performance.timeOrigin + performance.now() is no wall clock: it counts on the
+// monotonic clock from the process's start) can be a descheduling late. The two clock()
+// readings around the tick bound it; the narrowest of a few tries wins. Read again each
+// second: NTP slews the wall clock against the monotonic one (the kernel caps it at 500 ppm,
+// 0.5 ms a second), and a step moves it outright (scripts/soak/wall-clock.js watches those).
+let wallOffset
+let wallOffsetAt = -Infinity
+const TICK_WIDTH_MS = 0.05
+
+function readWallOffset() {
+  let best
+  for (let attempt = 0; attempt < 5 && !(best?.width < TICK_WIDTH_MS); attempt += 1) {
+    let before = clock()
+    let wall = Date.now()
+    const from = wall
+    let earlier = before
+    while (wall === from) {
+      earlier = before
+      before = clock()
+      wall = Date.now()
+    }
+    const after = clock()
+    // Date.now() turned `wall` after the previous read of it (after `earlier`), before `after`.
+    const width = after - earlier
+    if (!(best?.width <= width)) best = { width, offset: (earlier + after) / 2 - wall }
+  }
+  return best.offset
+}
+
+/**
+ * `epochMs` (Date.now()'s scale, as lease expiries and Redis TIME are) on clock()'s scale, by
+ * the wall clock's offset now: a lease's end the library counted on the wall clock from its
+ * request's send, read while the lease runs, lands on the monotonic clock as the holder's own
+ * reckoning would, off by the wall clock's slew since the send (under 1.5 ms over the soak's
+ * TTLs, at most 2 s, and a second between readings of the offset).
+ */
+function clockOfEpoch(epochMs) {
+  const now = clock()
+  if (now - wallOffsetAt >= 1000) {
+    wallOffset = readWallOffset()
+    wallOffsetAt = now
+  }
+  return epochMs + wallOffset
+}
 
 class Tally {
   constructor() {
@@ -94,4 +144,4 @@ function sample() {
   }
 }
 
-module.exports = { Tally, addCounts, resourcesByType, sample, clock, clockOfEpoch }
+module.exports = { Tally, addCounts, resourcesByType, sample, clock, clockOfEpoch, RUN }

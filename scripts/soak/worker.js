@@ -6,7 +6,7 @@
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const Redis = require('ioredis')
 const { watchdogStats, collectNativeMemory } = require('../../lib/native')
-const { Tally, sample, resourcesByType } = require('./tally')
+const { Tally, sample, resourcesByType, RUN } = require('./tally')
 const { Sections } = require('./sections')
 const { Traffic } = require('./traffic')
 
@@ -35,7 +35,7 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
   const traffics = backends.map((name) => {
     const backend =
       name === 'memory'
-        ? { name, url: `memory://soak-${process.pid}`, space: `memory-${process.pid}` }
+        ? { name, url: `memory://soak-${RUN}`, space: `memory-${RUN}` }
         : { name, url: lockUrl, space: 'redis' }
     return new Traffic(backend, tally, sections)
   })
