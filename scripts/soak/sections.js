@@ -98,15 +98,18 @@ async function checkSections(data, options = {}) {
 
 // How much later than the other's grant a lease may end, by its holder's account, and still
 // count as ended: what the comparison cannot resolve. A lease's end and a grant are both on
-// clock() (CLOCK_MONOTONIC, one for every process): the library counts the end on the wall
-// clock from its request's send (whole ms, rounded down), Redis from its own later reading
-// (whole ms; the key goes once its clock passes that), so roundings put the holder's account
-// early, never late. clockOfEpoch moves the end onto clock() within 0.05 ms of the wall
-// clock's offset as read, and that offset drifts by the wall clock's slew between the send
-// and the reading: at most 500 ppm (the kernel's cap) over the soak's longest TTL (2 s) and
-// the second between readings, 1.5 ms. A load that stalls a process moves none of these:
-// its readings are taken together (see clockOfEpoch), not across the stall.
-const LEASE_SLACK_MS = 1.5
+// clock() (CLOCK_MONOTONIC, one for every process). The library counts the end on the wall
+// clock from its request's send, in whole ms rounded down, the wall clock read before the
+// monotonic one (src/core/basics/clock.rs); Redis from a later reading of its own (whole ms;
+// the key goes once its clock is past that; memory:// counts likewise on the monotonic clock);
+// so every rounding puts the holder's account early, never late, and a load that stalls a
+// process between two readings does too. clockOfEpoch moves the end onto clock() within
+// 0.025 ms. What is left is that, and a step of the wall clock, which is named on the
+// overlap's line (wallSteps) and not excused. It was 1 ms, for Redis's rounding alone, while
+// the end came onto clock() by the wall clock's offset at the process's start and a reading
+// of performance.now() and clock() a descheduling apart, and the library read its wall clock
+// after the monotonic one: each of those could put an end later than the truth by a stall.
+const LEASE_SLACK_MS = 0.1
 
 /** One section as read back; `told` undefined when no verdict was written (the holder died). */
 function sectionOf(line, ends, doubt, leases, told, notes = {}) {

@@ -16,18 +16,19 @@ const clock = () => Number(process.hrtime.bigint()) / 1e6
 
 // clock() less Date.now(), read where Date.now() ticks to its next millisecond: Date.now()
 // floors to whole ms, so a reading at any other moment is up to 1 ms early, and clock() read
-// beside it (performance.timeOrigin + performance.now() is no wall clock: it counts on the
-// monotonic clock from the process's start) can be a descheduling late. The two clock()
-// readings around the tick bound it; the narrowest of a few tries wins. Read again each
-// second: NTP slews the wall clock against the monotonic one (the kernel caps it at 500 ppm,
-// 0.5 ms a second), and a step moves it outright (scripts/soak/wall-clock.js watches those).
+// beside it can be a descheduling late (as performance.now() beside clock() was, when
+// performance.timeOrigin + performance.now() stood for the wall clock). The two clock()
+// readings around the tick bound it, to TICK_WIDTH_MS once a try is not descheduled. NTP's
+// slewing moves CLOCK_REALTIME and CLOCK_MONOTONIC alike (clock_gettime(2)): the offset moves
+// only when the wall clock is stepped, which scripts/soak/wall-clock.js reports; it is read
+// again each second so a step is followed, and a wide reading keeps the last narrow one.
 let wallOffset
 let wallOffsetAt = -Infinity
 const TICK_WIDTH_MS = 0.05
 
 function readWallOffset() {
   let best
-  for (let attempt = 0; attempt < 5 && !(best?.width < TICK_WIDTH_MS); attempt += 1) {
+  for (let attempt = 0; attempt < 20 && !(best?.width < TICK_WIDTH_MS); attempt += 1) {
     let before = clock()
     let wall = Date.now()
     const from = wall
@@ -42,20 +43,19 @@ function readWallOffset() {
     const width = after - earlier
     if (!(best?.width <= width)) best = { width, offset: (earlier + after) / 2 - wall }
   }
-  return best.offset
+  return best
 }
 
 /**
- * `epochMs` (Date.now()'s scale, as lease expiries and Redis TIME are) on clock()'s scale, by
- * the wall clock's offset now: a lease's end the library counted on the wall clock from its
- * request's send, read while the lease runs, lands on the monotonic clock as the holder's own
- * reckoning would, off by the wall clock's slew since the send (under 1.5 ms over the soak's
- * TTLs, at most 2 s, and a second between readings of the offset).
+ * `epochMs` (Date.now()'s scale, as lease expiries and Redis TIME are) on clock()'s scale: a
+ * lease's end the library counted on the wall clock lands where the holder's monotonic
+ * reckoning from the same send puts it, within half of TICK_WIDTH_MS, the wall clock unstepped.
  */
 function clockOfEpoch(epochMs) {
   const now = clock()
   if (now - wallOffsetAt >= 1000) {
-    wallOffset = readWallOffset()
+    const reading = readWallOffset()
+    if (wallOffset === undefined || reading.width < TICK_WIDTH_MS) wallOffset = reading.offset
     wallOffsetAt = now
   }
   return epochMs + wallOffset
