@@ -426,6 +426,20 @@ describe('LockHandle', () => {
     }
   })
 
+  test('info.expiresAt is never later than the lease\'s end: a contender is granted only after it', async () => {
+    for (let i = 0; i < 20; i += 1) {
+      const key = `handle:info-end:${i}`
+      const held = await lock.acquire(key, 30)
+      const { expiresAt } = held.info
+      let got = null
+      while (!got) got = await lockB.tryAcquire(key, 1000)
+      // Date.now() rounds down: the grant came at this or later.
+      const grantedBy = Date.now()
+      await got.release()
+      assert.ok(grantedBy >= expiresAt, `granted ${expiresAt - grantedBy} ms before the holder's expiresAt`)
+    }
+  })
+
   test('extend on a released handle rejects with InvalidLockError', async () => {
     const key = 'handle:extend-released'
     const handle = await lock.acquire(key)
