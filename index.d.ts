@@ -249,7 +249,7 @@ export interface UsingOptions extends AcquireOptions {
 export interface LockInfo {
   key: string
   token: string
-  /** Epoch ms when Redis granted the lock. */
+  /** Epoch ms when the winning request was sent (Redis granted it no earlier): `expiresAt - acquiredAt` is the TTL granted, until an extend. */
   acquiredAt: number
   /** Epoch ms by which the lock expires at the latest (counted from when the request was sent). */
   expiresAt: number

@@ -405,6 +405,41 @@ describe('LockHandle', () => {
     }
   })
 
+  test('info: expiresAt - acquiredAt is the TTL, both counted from the send, however late the reply is taken', async () => {
+    const key = 'handle:info-span'
+    const ttl = 12000
+    const beforeMs = Date.now()
+    const acquiring = lock.acquire(key, ttl)
+    // The reply waits for this thread: a time read as the handle is made would be late.
+    const busyUntil = performance.now() + 40
+    while (performance.now() < busyUntil) {}
+    const handle = await acquiring
+    const afterMs = Date.now()
+    try {
+      const { acquiredAt, expiresAt } = handle.info
+      assert.equal(expiresAt - acquiredAt, ttl)
+      assert.ok(acquiredAt >= beforeMs - 1 && acquiredAt <= afterMs, `acquiredAt ${acquiredAt} not within [${beforeMs}, ${afterMs}]`)
+      // Sent before the thread was freed: the handle was made 40 ms after.
+      assert.ok(afterMs - acquiredAt >= 35, `acquiredAt only ${afterMs - acquiredAt} ms before the handle`)
+    } finally {
+      await handle.release()
+    }
+  })
+
+  test('info.expiresAt is never later than the lease\'s end: a contender is granted only after it', async () => {
+    for (let i = 0; i < 20; i += 1) {
+      const key = `handle:info-end:${i}`
+      const held = await lock.acquire(key, 30)
+      const { expiresAt } = held.info
+      let got = null
+      while (!got) got = await lockB.tryAcquire(key, 1000)
+      // Date.now() rounds down: the grant came at this or later.
+      const grantedBy = Date.now()
+      await got.release()
+      assert.ok(grantedBy >= expiresAt, `granted ${expiresAt - grantedBy} ms before the holder's expiresAt`)
+    }
+  })
+
   test('extend on a released handle rejects with InvalidLockError', async () => {
     const key = 'handle:extend-released'
     const handle = await lock.acquire(key)

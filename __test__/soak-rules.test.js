@@ -7,7 +7,7 @@ const { test } = require('node:test')
 const assert = require('node:assert/strict')
 const { rssRule, leakedResources, verdict } = require('../scripts/soak/verdict')
 const { judgeSections } = require('../scripts/soak/sections')
-const { Tally } = require('../scripts/soak/tally')
+const { Tally, clock, clockOfEpoch, RUN } = require('../scripts/soak/tally')
 
 const RUN_MS = 60_000
 
@@ -33,6 +33,17 @@ test('rssRule: growth past 5 % after warm-up fails; flat, or growth within warm-
   // The first 12 s are warm-up: growing there is not a leak.
   assert.equal(rssRule(samples((at) => (at < 10_000 ? 50 : 100)), RUN_MS).ok, true)
   assert.ok(rssRule(samples(() => 100).slice(0, 5), RUN_MS).skipped)
+})
+
+test('rssRule: samples caught high by traffic in flight pass; growth under every sample fails', () => {
+  // Every other sample of the last window 12 MB up (a median would read 106 MB, past 5 %).
+  const noisy = rssRule(samples((at) => (at >= 40_000 && (at / 2000) % 2 === 1 ? 112 : 100)), RUN_MS)
+  assert.equal(noisy.ok, true)
+  assert.equal(noisy.lastMb, 100)
+  // A leak lifts the lowest samples too: 100 MB, then 106-112 MB, never back to 100.
+  const leak = rssRule(samples((at) => (at < 40_000 ? 100 : 106 + ((at / 2000) % 2) * 6)), RUN_MS)
+  assert.equal(leak.ok, false)
+  assert.equal(leak.lastMb, 106)
 })
 
 test('leakedResources: a type with more left after close than at start is named', () => {
@@ -131,16 +142,32 @@ test('judgeSections: an overlap fails when the lease had not ended by the librar
   assert.equal(dead.failures.length, 1)
   const unknown = judgeSections(readBackJudged([['c', 0, 150, 'a', 'ex', undefined, 'lost'], ['c', 120, 160, 'b', 'ex', 1620, 'ok']], { c: 2 }))
   assert.equal(unknown.failures.length, 1)
-  // Within Redis's millisecond rounding the lease counts as ended; past it, not.
+  // Within what moving it onto clock() can miss (0.1 ms) the lease counts as ended; past it, not.
   const rounding = (expiresAt) => judgeSections(readBackJudged([['c', 0, 150, 'a', 'dl', expiresAt, 'notHeld'], ['c', 120, 160, 'b', 'dl', 1120, 'ok']], { c: 2 }))
-  assert.equal(rounding(121).failures.length, 0)
-  assert.equal(rounding(121.5).failures.length, 1)
+  assert.equal(rounding(120.05).failures.length, 0)
+  assert.equal(rounding(120.2).failures.length, 1)
 })
 
 test('judgeSections: an update lost in an expired, told overlap is excused; two lost in one are not', () => {
   const sections = [['c', 0, 150, 'a', 'dl', 100, 'notHeld'], ['c', 120, 130, 'b', 'dl', 1120, 'ok']]
   assert.deepEqual(judgeSections(readBackJudged(sections, { c: 1 })).failures, [])
   assert.deepEqual(judgeSections(readBackJudged(sections, { c: 0 })).failures, ['c: counter 0, sections 2'])
+})
+
+test('clockOfEpoch: a wall-clock time lands on clock() within the millisecond Date.now() floors away', () => {
+  for (let i = 0; i < 50; i += 1) {
+    const before = clock()
+    const now = clockOfEpoch(Date.now())
+    const after = clock()
+    // Date.now() is up to 1 ms early; the offset itself within a few µs (0.1 ms allowed for a loaded machine).
+    assert.ok(now <= after + 0.1 && now > before - 1.1, `${now - before} ms from the reading`)
+  }
+})
+
+test('RUN: a process start\'s name is its pid and a random part, so a pid that comes back is not the same run', () => {
+  assert.match(RUN, new RegExp(`^${process.pid}-[0-9a-f]{8}$`))
+  const other = require('node:child_process').execFileSync(process.execPath, ['-p', `require(${JSON.stringify(require.resolve('../scripts/soak/tally'))}).RUN`], { encoding: 'utf8' }).trim()
+  assert.notEqual(other.split('-')[1], RUN.split('-')[1])
 })
 
 test('Tally.watch: a promise pending past its bound + 1 s is listed as unsettled; one settled in time is not', async (t) => {
@@ -185,7 +212,7 @@ test('verdict: each rule turns into a failure, and a clean run has none', () => 
   ])
   assert.deepEqual(judge({ result: { pendingAtClose: 2 } }), ['child 1: 2 ops pending at close'])
   assert.deepEqual(judge({ process: { samples: samples((at) => (at < 40_000 ? 100 : 120)) } }), [
-    'child 1: RSS median 120 MB at the end > 1.05 x 100 MB after warm-up',
+    'child 1: RSS lower quartile 120 MB at the end > 1.05 x 100 MB after warm-up',
   ])
   // RSS is judged only for a process that ran the whole time (a respawned child did not).
   assert.deepEqual(judge({ process: { wholeRun: false, samples: samples((at) => (at < 40_000 ? 100 : 120)) } }), [])

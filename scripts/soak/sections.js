@@ -6,7 +6,7 @@
 // mid-section leaves both or neither. The end (after the reply), the data server's TIME at the
 // SET, the lease's expiry as the holder knew it at the end, the library's verdict after the
 // section and a hold that went in doubt are noted apart.
-const { clock, clockOfEpoch } = require('./tally')
+const { clock, clockOfEpoch, RUN } = require('./tally')
 
 const RECORDS = 'soak:sections'
 const ENDS = 'soak:ends'
@@ -41,7 +41,7 @@ class Sections {
    * earliest the hold can have begun. Answers its id.
    */
   async run(counterKey, grantAt, api = '', leaseEnd = () => undefined, heldSince = undefined) {
-    const id = `${process.pid}:${++this.seq}`
+    const id = `${RUN}:${++this.seq}`
     // The data server's own clock dates the GET and the SET: a stall of this process after
     // either does not move them, as it moves grantAt and the end.
     const [[, readTime], [, raw]] = await this.data.multi().time().get(counterKey).exec()
@@ -96,9 +96,20 @@ async function checkSections(data, options = {}) {
   return judgeSections({ records, ends, doubt, counters, leases, told, notes }, options)
 }
 
-// Redis stores a TTL in whole milliseconds from its own reading of the clock: a lease can end
-// up to a millisecond before the holder's reckoning from the request's send time.
-const LEASE_SLACK_MS = 1
+// How much later than the other's grant a lease may end, by its holder's account, and still
+// count as ended: what the comparison cannot resolve. A lease's end and a grant are both on
+// clock() (CLOCK_MONOTONIC, one for every process). The library counts the end on the wall
+// clock from its request's send, in whole ms rounded down, the wall clock read before the
+// monotonic one (src/core/basics/clock.rs); Redis from a later reading of its own (whole ms;
+// the key goes once its clock is past that; memory:// counts likewise on the monotonic clock);
+// so every rounding puts the holder's account early, never late, and a load that stalls a
+// process between two readings does too. clockOfEpoch moves the end onto clock() within
+// 0.025 ms. What is left is that, and a step of the wall clock, which is named on the
+// overlap's line (wallSteps) and not excused. It was 1 ms, for Redis's rounding alone, while
+// the end came onto clock() by the wall clock's offset at the process's start and a reading
+// of performance.now() and clock() a descheduling apart, and the library read its wall clock
+// after the monotonic one: each of those could put an end later than the truth by a stall.
+const LEASE_SLACK_MS = 0.1
 
 /** One section as read back; `told` undefined when no verdict was written (the holder died). */
 function sectionOf(line, ends, doubt, leases, told, notes = {}) {

@@ -3,13 +3,63 @@
 // What one soak process counts: operations by kind, errors by code, grants, passes, lost
 // locks, and operations still unsettled past their bound. Each op runs under its own
 // deadline timer, so a promise that never settles is seen while the soak runs, not at exit.
+const { randomBytes } = require('node:crypto')
 const { performance } = require('node:perf_hooks')
+
+// This process's start, for what must not be shared with another process (section ids,
+// memory:// names and their counters): a pid alone comes back, as a respawned child's can
+// over a long soak.
+const RUN = `${process.pid}-${randomBytes(4).toString('hex')}`
 
 /** Milliseconds on CLOCK_MONOTONIC: one clock for every process of the machine (Linux). */
 const clock = () => Number(process.hrtime.bigint()) / 1e6
 
-/** `epochMs` (Date.now()'s scale, as lease expiries and Redis TIME are) on clock()'s scale. */
-const clockOfEpoch = (epochMs) => epochMs - (performance.timeOrigin + performance.now() - clock())
+// clock() less Date.now(), read where Date.now() ticks to its next millisecond: Date.now()
+// floors to whole ms, so a reading at any other moment is up to 1 ms early, and clock() read
+// beside it can be a descheduling late (as performance.now() beside clock() was, when
+// performance.timeOrigin + performance.now() stood for the wall clock). The two clock()
+// readings around the tick bound it, to TICK_WIDTH_MS once a try is not descheduled. NTP's
+// slewing moves CLOCK_REALTIME and CLOCK_MONOTONIC alike (clock_gettime(2)): the offset moves
+// only when the wall clock is stepped, which scripts/soak/wall-clock.js reports; it is read
+// again each second so a step is followed, and a wide reading keeps the last narrow one.
+let wallOffset
+let wallOffsetAt = -Infinity
+const TICK_WIDTH_MS = 0.05
+
+function readWallOffset() {
+  let best
+  for (let attempt = 0; attempt < 20 && !(best?.width < TICK_WIDTH_MS); attempt += 1) {
+    let before = clock()
+    let wall = Date.now()
+    const from = wall
+    let earlier = before
+    while (wall === from) {
+      earlier = before
+      before = clock()
+      wall = Date.now()
+    }
+    const after = clock()
+    // Date.now() turned `wall` after the previous read of it (after `earlier`), before `after`.
+    const width = after - earlier
+    if (!(best?.width <= width)) best = { width, offset: (earlier + after) / 2 - wall }
+  }
+  return best
+}
+
+/**
+ * `epochMs` (Date.now()'s scale, as lease expiries and Redis TIME are) on clock()'s scale: a
+ * lease's end the library counted on the wall clock lands where the holder's monotonic
+ * reckoning from the same send puts it, within half of TICK_WIDTH_MS, the wall clock unstepped.
+ */
+function clockOfEpoch(epochMs) {
+  const now = clock()
+  if (now - wallOffsetAt >= 1000) {
+    const reading = readWallOffset()
+    if (wallOffset === undefined || reading.width < TICK_WIDTH_MS) wallOffset = reading.offset
+    wallOffsetAt = now
+  }
+  return epochMs + wallOffset
+}
 
 class Tally {
   constructor() {
@@ -94,4 +144,4 @@ function sample() {
   }
 }
 
-module.exports = { Tally, addCounts, resourcesByType, sample, clock, clockOfEpoch }
+module.exports = { Tally, addCounts, resourcesByType, sample, clock, clockOfEpoch, RUN }

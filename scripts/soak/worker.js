@@ -5,8 +5,8 @@
 // opened and compares the resources left with those at its start.
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const Redis = require('ioredis')
-const { watchdogStats } = require('../../lib/native')
-const { Tally, sample, resourcesByType } = require('./tally')
+const { watchdogStats, collectNativeMemory } = require('../../lib/native')
+const { Tally, sample, resourcesByType, RUN } = require('./tally')
 const { Sections } = require('./sections')
 const { Traffic } = require('./traffic')
 
@@ -35,7 +35,7 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
   const traffics = backends.map((name) => {
     const backend =
       name === 'memory'
-        ? { name, url: `memory://soak-${process.pid}`, space: `memory-${process.pid}` }
+        ? { name, url: `memory://soak-${RUN}`, space: `memory-${RUN}` }
         : { name, url: lockUrl, space: 'redis' }
     return new Traffic(backend, tally, sections)
   })
@@ -46,9 +46,11 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
   const timer = setInterval(() => {
     const stallMaxMs = Math.round(loopDelay.max / 1e5) / 10
     loopDelay.reset()
-    // A full collection first (with --expose-gc, as `npm run soak` runs): RSS then follows
-    // what is live, not how far the heap happened to grow since the last collection.
+    // A full collection first (with --expose-gc, as `npm run soak` runs), then the native
+    // allocator's freed pages given back: RSS then follows what is live, not how far either
+    // heap happened to grow since it last let go.
     globalThis.gc?.()
+    collectNativeMemory()
     onSample({
       pid: process.pid,
       at: Date.now(),

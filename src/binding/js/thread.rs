@@ -506,7 +506,7 @@ impl JsThread {
                     scope.number(lease.fence as f64)?,
                     // Whole ms, rounded down: never later, and a small integer in JS.
                     scope.number(self.perf_ms(deadline).floor())?,
-                    scope.number(self.wall(crate::core::basics::clock::wall_ms()))?,
+                    scope.number(self.wall(lease.acquired_at_ms()))?,
                     // Whole ms, rounded down, as the deadline.
                     scope.number(self.wall(lease.sent.wall_ms + lasts.as_millis() as u64))?,
                     scope.number(lease.watch.map_or(0.0, |id| id as f64))?,

@@ -19,19 +19,24 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    /// A moment in the past, with its wall-clock time worked out from the monotonic gap.
+    /// A moment in the past, with its wall-clock time worked out from the monotonic gap,
+    /// rounded up so the wall time is never later than the moment (see `now`).
     pub fn at(at: std::time::Instant) -> Self {
-        let ago = at.elapsed().as_millis() as u64;
+        let ago = u64::try_from(at.elapsed().as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
         Stamp {
             at,
             wall_ms: wall_ms().saturating_sub(ago),
         }
     }
 
+    /// The wall clock is read first: a pause between the two readings then makes the wall
+    /// time early, never late, and an expiry counted from it (`expiresAt`) errs towards
+    /// the monotonic deadline's side, as network delay does.
     pub fn now() -> Self {
+        let wall_ms = wall_ms();
         Stamp {
             at: std::time::Instant::now(),
-            wall_ms: wall_ms(),
+            wall_ms,
         }
     }
 }

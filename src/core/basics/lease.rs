@@ -28,7 +28,6 @@ pub struct Lease {
     pub redis_key: Vec<u8>,
     pub token: String,
     pub fence: u64,
-    pub acquired_at_ms: u64,
     /// The TTL it was acquired with.
     ttl: Duration,
     /// When the acquiring request was sent.
@@ -50,7 +49,6 @@ impl Lease {
             redis_key,
             token,
             fence,
-            acquired_at_ms: super::clock::wall_ms(),
             ttl,
             sent,
             validity: Mutex::new(Validity {
@@ -108,7 +106,6 @@ impl Lease {
             redis_key,
             token,
             fence,
-            acquired_at_ms: sent.wall_ms,
             ttl: left,
             sent,
             validity: Mutex::new(Validity {

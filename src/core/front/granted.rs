@@ -22,6 +22,14 @@ pub struct Granted {
 }
 
 impl Granted {
+    /// What its handle reports as `acquiredAt` (epoch ms): when the winning request was sent,
+    /// the moment its expiry counts from, so `expiresAt - acquiredAt` is the TTL granted.
+    /// Redis granted it no earlier; a time read as the reply arrives (or as the JS thread
+    /// takes it) would shorten that span by the round trip and any wait for the thread.
+    pub fn acquired_at_ms(&self) -> u64 {
+        self.sent.wall_ms
+    }
+
     pub fn of(lease: &Lease, watch: Option<u64>) -> Granted {
         Granted {
             token: lease.token.clone(),
@@ -43,3 +51,7 @@ impl Granted {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "granted_tests.rs"]
+mod tests;

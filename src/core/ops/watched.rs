@@ -32,9 +32,12 @@ pub struct TickClock {
 
 impl Default for TickClock {
     fn default() -> Self {
+        // The wall clock first, as `Stamp::now` reads it: a pause between the readings makes
+        // the expiries shown early, never late.
+        let base_wall_ms = crate::core::basics::clock::wall_ms();
         TickClock {
             base: Instant::now(),
-            base_wall_ms: crate::core::basics::clock::wall_ms(),
+            base_wall_ms,
         }
     }
 }
