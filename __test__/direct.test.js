@@ -22,9 +22,7 @@ let admin
 
 before(async () => {
   server = await startRedis()
-  admin = new Redis(server.port, { lazyConnect: true })
-  await admin.connect()
-  await admin.client('SETNAME', 'test-admin')
+  admin = await direct.adminOf(server)
 })
 
 after(async () => {

@@ -13,6 +13,7 @@ const { startRedis } = require('../helpers/redis-server')
 const { startProxy } = require('../helpers/tcp-proxy')
 const { directConnections } = require('../helpers/direct')
 const { fenceKey } = require('../helpers/keys')
+const { until } = require('../helpers/proxied-nodes')
 const { record } = require('./figures')
 const { DistributedLock } = require('../..')
 
@@ -54,16 +55,6 @@ async function warm(lock, { fresh = false } = {}) {
     await sleep(10)
   }
   throw new Error('the nodes’ JS-thread connections never opened')
-}
-
-/** Polls `read` until it answers `expected` (deep-equal) or `ms` pass; answers the last read. */
-async function until(read, expected, ms = 3_000) {
-  let value
-  for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(20)) {
-    value = await read()
-    if (JSON.stringify(value) === JSON.stringify(expected)) return value
-  }
-  return value
 }
 
 /** Each node's value of `key` (`admins` given: the live ones only). */

@@ -27,7 +27,7 @@ async function startProxiedNodes() {
 }
 
 /** Polls `read` until it answers `expected` (deep-equal) or `ms` pass; answers the last read. */
-async function until(read, expected, ms) {
+async function until(read, expected, ms = 3_000) {
   let value
   for (const deadline = Date.now() + ms; Date.now() < deadline; await sleep(20)) {
     value = await read()

@@ -754,11 +754,7 @@ impl<W: Conduit> Link<W> {
         moving: bool,
     ) {
         match answer {
-            Ok(_) => self.silences.answered(|| W::slot_of(request_cmd(request))),
-            Err((LockError::Timeout(_), _)) if moving => {
-                self.silences.answered(|| W::slot_of(request_cmd(request)))
-            }
-            Err((LockError::Timeout(_), _)) => {
+            Err((LockError::Timeout(_), _)) if !moving => {
                 let Some(slot) = W::slot_of(request_cmd(request)) else {
                     return;
                 };
@@ -769,6 +765,9 @@ impl<W: Conduit> Link<W> {
                     // A bound cut short by the caller's deadline says nothing of the node.
                     self.dropped.signal_slot(slot);
                 }
+            }
+            Ok(_) | Err((LockError::Timeout(_), _)) => {
+                self.silences.answered(|| W::slot_of(request_cmd(request)))
             }
             Err(_) => {}
         }

@@ -192,7 +192,10 @@ impl RedlockStore {
     /// A lock of this Redlock may live `ttl` on a node from now (see `longest_ttl`).
     pub fn note_ttl(&self, ttl: Duration) {
         let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
-        self.longest_ttl.fetch_max(ms, Ordering::Relaxed);
+        // A load first: every acquisition notes its TTL, which is rarely a new longest.
+        if ms > self.longest_ttl.load(Ordering::Relaxed) {
+            self.longest_ttl.fetch_max(ms, Ordering::Relaxed);
+        }
     }
 
     /// How long a released lock's copy may still live on a node that missed the release.

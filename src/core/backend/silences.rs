@@ -77,7 +77,8 @@ impl SilenceBar {
 
     /// A call was answered, or the connection was given up: no silence runs.
     pub fn heard(&self) {
-        if self.any.swap(false, Ordering::Relaxed) {
+        // A load first: this runs for every reply, and a store would bounce the cache line.
+        if self.any.load(Ordering::Relaxed) && self.any.swap(false, Ordering::Relaxed) {
             *lock(&self.since) = None;
         }
     }

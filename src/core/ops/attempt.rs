@@ -251,9 +251,12 @@ impl AttemptTerms {
     /// What a Redlock's node `node` is known by in `KeptFences`: the fence key and the node,
     /// which no key of Redis's is (a NUL, then the index).
     fn node_fence_key(&self, node: usize) -> Vec<u8> {
-        let mut key = self.fence_key.clone();
+        use std::io::Write;
+        let mut key = Vec::with_capacity(self.fence_key.len() + 4);
+        key.extend_from_slice(&self.fence_key);
         key.push(0);
-        key.extend_from_slice(node.to_string().as_bytes());
+        // Writing to a Vec cannot fail; no String on the way.
+        let _ = write!(key, "{node}");
         key
     }
 

@@ -162,7 +162,10 @@ impl Quorum for QuorumAttempt {
     /// another's, and a node that missed a push must not be left short.
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm, node: usize) -> usize {
         let mut op = self.op(form);
-        op.keep_fences = (self.request.terms).node_push(self.locker.store(), node);
+        // Read only by a transaction (the script pushes the counter itself).
+        if form != AttemptForm::Script {
+            op.keep_fences = (self.request.terms).node_push(self.locker.store(), node);
+        }
         op.encode(out);
         op.replies()
     }
