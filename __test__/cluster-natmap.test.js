@@ -94,4 +94,6 @@ test('without the map the announced addresses are unreachable: the call fails, i
 test('natMap refusals name the argument', () => {
   refused(() => new DistributedLock({ host: '127.0.0.1', port: 1, natMap: { '10.0.0.1:1': { host: '127.0.0.1', port: 1 } } }), 'natMap')
   refused(() => new DistributedLock({ cluster: seeds, natMap: { '10.0.0.1:1': 'nowhere' } }), "redis.natMap['10.0.0.1:1']")
+  refused(() => new DistributedLock({ cluster: seeds, natMap: { '10.0.0.1:1': { host: '127.0.0.1', port: -1 } } }), "redis.natMap['10.0.0.1:1'].port")
+  refused(() => new DistributedLock({ cluster: seeds, natMap: () => null }), 'redis.natMap')
 })

@@ -169,7 +169,9 @@ function natRoutes(natMap, name) {
     if (to === null || typeof to !== 'object' || typeof to.host !== 'string' || to.host === '') {
       throw invalidArgument(TypeError, at, `${at} must be { host, port }, got ${check.describe(to)}`)
     }
-    check.optionalNumber(to.port, `${at}.port`)
+    if (to.port !== undefined && !(Number.isInteger(to.port) && to.port > 0 && to.port <= 65535)) {
+      throw invalidArgument(RangeError, `${at}.port`, `${at}.port must be a whole number from 1 to 65535, got ${check.describe(to.port)}`)
+    }
     return { from: clusterNode(from, `${name}.natMap key '${from}'`), to: { host: to.host, port: to.port } }
   })
   return routes.length > 0 ? routes : undefined
