@@ -72,6 +72,18 @@ impl TxSupport {
     pub fn multi_worked(&mut self) {
         self.worked = true;
     }
+
+    /// A transaction's EXEC answered `reply`: a command refused as it ran, for a form the
+    /// server does not know (a server that queues `PEXPIRE ... NX` and fails it in EXEC),
+    /// turns the connection to the script as a refusal while queueing does.
+    pub fn exec_answered(&mut self, reply: &Value) {
+        if let Value::Array(items) = reply {
+            for item in items {
+                self.multi_refused(item);
+            }
+        }
+        self.multi_worked();
+    }
 }
 
 /// Whether an error's `details` (lowercased) refuse a form of a command the server does not

@@ -197,6 +197,20 @@ fn a_server_refusing_pexpire_nx_or_gt_turns_the_connection_to_the_script_for_goo
 }
 
 #[test]
+fn a_pexpire_flag_refused_inside_exec_turns_the_connection_to_the_script_and_others_do_not() {
+    let exec = |refused: &[u8]| items(&[Value::Okay, int(7), error(refused)]);
+    let mut support = TxSupport::default();
+    support.exec_answered(&exec(
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    ));
+    assert_eq!(support.attempts(), AttemptForm::Transaction);
+    support.exec_answered(&Value::Nil);
+    assert_eq!(support.attempts(), AttemptForm::Transaction);
+    support.exec_answered(&exec(b"-ERR Unsupported option GT\r\n"));
+    assert_eq!(support.attempts(), AttemptForm::Script);
+}
+
+#[test]
 fn other_refusals_in_a_transaction_leave_it_the_form() {
     let mut support = TxSupport::default();
     support.multi_worked();
