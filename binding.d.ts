@@ -333,6 +333,11 @@ export interface ConnectionOptions {
   /** A Redis Cluster's seed nodes (refused until the cluster's store lands). */
   cluster?: Array<NodeAddress>
   /**
+   * ioredis's `natMap`, read into its routes: a cluster node announced at `from` is
+   * reached at `to`.
+   */
+  natMap?: Array<NatRoute>
+  /**
    * A Sentinel set, with `sentinelName`: the master it names, followed across failovers; the
    * sentinels' own credentials apart from the master's.
    */
@@ -487,6 +492,11 @@ export interface NativeStats {
 }
 
 /** One node of a list: `port` defaults to the service's own (6379, a sentinel 26379). */
+export interface NatRoute {
+  from: NodeAddress
+  to: NodeAddress
+}
+
 export interface NodeAddress {
   host: string
   port?: number

@@ -53,6 +53,11 @@ export type ClusterNode = number | string | { host?: string; port?: number }
  */
 export interface RedisClusterOptions {
   cluster: readonly ClusterNode[]
+  /**
+   * ioredis's `natMap`: a node the cluster announces at the key `'host:port'` is reached at
+   * the address given (port 6379 when absent). An object only, not a function.
+   */
+  natMap?: { readonly [announced: string]: { host: string; port?: number } }
   /** Every node's credentials. */
   username?: string
   password?: string

@@ -37,14 +37,9 @@ function ioredisCluster(redisOptions) {
 
 /** A lock on a key of each master, its token there, then released there. */
 async function lockOnEveryMaster(locks, label) {
-  for (const port of masters) {
-    const key = await cluster.keyOn(port, `auth-${label}:`, 'lock:')
-    const handle = await locks.acquire(key, 10_000)
-    assert.equal(await cluster.command(port, 'GET', `lock:${key}`), handle.token, `${label}: held on ${port}`)
-    assert.equal(await locks.tryAcquire(key, 1000), null)
-    await handle.release()
-    assert.equal(await cluster.command(port, 'EXISTS', `lock:${key}`), 0, `${label}: released on ${port}`)
-  }
+  const keys = []
+  for (const port of masters) keys.push([port, await cluster.keyOn(port, `auth-${label}:`, 'lock:')])
+  await cluster.lockEach(locks, keys, label)
 }
 
 test('an ioredis Cluster with redisOptions.password: locks work on every master', async () => {

@@ -151,15 +151,30 @@ function clusterNodes(nodes, name) {
   return nodes.map((node, i) => clusterNode(node, `${name}[${i}]`))
 }
 
-/** ioredis's `natMap` as the nodes' addresses would need it: not read yet, so refused by name. */
-function refuseNatMap(natMap, name) {
-  if (natMap === undefined || natMap === null) return
+/**
+ * ioredis's `natMap` ({ 'host:port': { host, port } }: where a node the cluster announces at
+ * the key is reached) as the native side reads it, routes from one address to the other;
+ * `undefined` for none. A function is refused: the map is handed to the native client once.
+ */
+function natRoutes(natMap, name) {
+  if (natMap === undefined || natMap === null) return undefined
   if (typeof natMap === 'function') {
-    throw invalidArgument(TypeError, `${name}.natMap`, `${name}.natMap as a function is not supported: the nodes are reached at the addresses the cluster names`)
+    throw invalidArgument(TypeError, `${name}.natMap`, `${name}.natMap as a function is not supported: give it as an object { 'host:port': { host, port } }`)
   }
-  if (typeof natMap === 'object' && Object.keys(natMap).length > 0) {
-    throw invalidArgument(TypeError, `${name}.natMap`, `${name}.natMap is not supported yet: the nodes are reached at the addresses the cluster names`)
+  if (typeof natMap !== 'object' || Array.isArray(natMap)) {
+    throw invalidArgument(TypeError, `${name}.natMap`, `${name}.natMap must be an object { 'host:port': { host, port } }, got ${check.describe(natMap)}`)
   }
+  const routes = Object.entries(natMap).map(([from, to]) => {
+    const at = `${name}.natMap['${from}']`
+    if (to === null || typeof to !== 'object' || typeof to.host !== 'string' || to.host === '') {
+      throw invalidArgument(TypeError, at, `${at} must be { host, port }, got ${check.describe(to)}`)
+    }
+    if (to.port !== undefined && !(Number.isInteger(to.port) && to.port > 0 && to.port <= 65535)) {
+      throw invalidArgument(RangeError, `${at}.port`, `${at}.port must be a whole number from 1 to 65535, got ${check.describe(to.port)}`)
+    }
+    return { from: clusterNode(from, `${name}.natMap key '${from}'`), to: { host: to.host, port: to.port } }
+  })
+  return routes.length > 0 ? routes : undefined
 }
 
 /** An ioredis `Cluster`: its startup nodes, and the node options every node connects with. */
@@ -167,10 +182,10 @@ function fromIoredisCluster(client, name) {
   realClient(client, 'ioredis', name)
   const o = client.options ?? {}
   const r = o.redisOptions ?? {}
-  refuseNatMap(o.natMap, name)
   return {
     connection: {
       cluster: clusterNodes(client.startupNodes, `${name}.startupNodes`),
+      natMap: natRoutes(o.natMap, name),
       ...tlsFields(r.tls, 'tls'),
       db: r.db || undefined,
       username: r.username || undefined,
@@ -350,7 +365,6 @@ function fromObject(o, name) {
       throw invalidArgument(RangeError, field, `${field} must be a whole number of 0 or more, got ${value}`)
     }
   }
-  refuseNatMap(o.natMap, name)
   return {
     connection: {
       url: o.url,
@@ -358,6 +372,7 @@ function fromObject(o, name) {
       port: o.port,
       path: o.path,
       cluster: o.cluster === undefined ? undefined : clusterNodes(o.cluster, `${name}.cluster`),
+      natMap: natRoutes(o.natMap, name),
       // `tls: false` is passed on, so that it cannot quietly turn a rediss:// URL into plain text.
       ...(o.tls === false ? { tls: false } : tlsFields(o.tls, `${name}.tls`)),
       db: o.db,

@@ -225,3 +225,29 @@ test('maestro, ExclusiveLock and syncguard (its slot-safe layout) held across a 
   await exclusive.release()
   assert.equal(await cluster.command(to, 'EXISTS', `exclusive-lock:${exclusiveName}`), 0)
 })
+
+test('an ExclusiveLock migrated before its first refresh keeps its lock: on Cluster its first attempt writes the owner key', async () => {
+  // On Cluster every attempt goes through the runtime as the script (the JS thread's socket
+  // steps aside), which writes the owner key at once: the refresh then proves the lock by it,
+  // with the slack MIGRATE's re-timed expiries need, never by the lock key's exact expiry.
+  let name = 'e'
+  for (let n = 0; slot(`exclusive-lock:${name}`) === slot('{m}') || slot(`exclusive-lock:${name}`) === slot('{x}'); n++) name = `e${n}`
+  const key = `exclusive-lock:${name}`
+  const from = await cluster.masterOf(key)
+  const to = (await cluster.masterPorts()).find((port) => port !== from)
+  const lost = []
+  // The first refresh 1.5 s after the acquisition: the migration is over well before it.
+  const exclusive = new ExclusiveLock({ name, cache_connection: cluster.url, lock_ttl_ms: 4000, lock_refresh_ms: 1500 })
+  exclusive.on('error', (err) => lost.push(err.message))
+  assert.equal(await exclusive.acquire(), true)
+  const refreshedBefore = await cluster.command(from, 'PTTL', key)
+  await cluster.migrate(slot(key), from, to, { batch: 1, pauseMs: 0 })
+  assert.equal(await cluster.masterOf(key), to)
+  assert.ok(Number(await cluster.command(to, 'PTTL', key)) <= Number(refreshedBefore), 'not refreshed before it moved')
+  await sleep(4500) // past the TTL: only the refreshes on the new master keep it
+  assert.deepEqual(lost, [], 'the holder was told its lock was lost')
+  assert.equal(exclusive.acquired, true)
+  assert.equal(await cluster.command(to, 'EXISTS', key), 1)
+  await exclusive.release()
+  assert.equal(await cluster.command(to, 'EXISTS', key), 0)
+})

@@ -163,6 +163,21 @@ class RedisCluster {
     for (const port of await this.masterPorts()) await this.command(port, 'CLUSTER', 'SETSLOT', s, 'NODE', toId)
   }
 
+  /**
+   * Through `locks` (keys under `lock:`), each of `keys` ([port, key]) locked, its token found
+   * on the master at port, refused to a second taker, released and gone from there.
+   */
+  async lockEach(locks, keys, label) {
+    const assert = require('node:assert/strict')
+    for (const [port, key] of keys) {
+      const handle = await locks.acquire(key, 10_000)
+      assert.equal(await this.command(port, 'GET', `lock:${key}`), handle.token, `${label}: held on ${port}`)
+      assert.equal(await locks.tryAcquire(key, 1000), null)
+      await handle.release()
+      assert.equal(await this.command(port, 'EXISTS', `lock:${key}`), 0, `${label}: released on ${port}`)
+    }
+  }
+
   node(port) {
     return this.nodes.find((n) => n.port === port)
   }

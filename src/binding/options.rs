@@ -37,6 +37,9 @@ pub struct ConnectionOptions {
     pub nodes: Option<Vec<ConnectionOptions>>,
     /// A Redis Cluster's seed nodes (refused until the cluster's store lands).
     pub cluster: Option<Vec<NodeAddress>>,
+    /// ioredis's `natMap`, read into its routes: a cluster node announced at `from` is
+    /// reached at `to`.
+    pub nat_map: Option<Vec<NatRoute>>,
     /// A Sentinel set, with `sentinelName`: the master it names, followed across failovers; the
     /// sentinels' own credentials apart from the master's.
     pub sentinels: Option<Vec<NodeAddress>>,
@@ -52,6 +55,12 @@ pub struct ConnectionOptions {
 }
 
 /// One node of a list: `port` defaults to the service's own (6379, a sentinel 26379).
+#[napi(object)]
+pub struct NatRoute {
+    pub from: NodeAddress,
+    pub to: NodeAddress,
+}
+
 #[napi(object)]
 pub struct NodeAddress {
     pub host: String,
@@ -88,6 +97,7 @@ impl ConnectionOptions {
             .map(|port| port16("port", "port", port))
             .transpose()?;
         let cluster = self.cluster.map(|n| node_list("cluster", n)).transpose()?;
+        let nat_map = self.nat_map.map(nat_routes).transpose()?;
         let sentinels = self
             .sentinels
             .map(|n| node_list("sentinels", n))
@@ -112,6 +122,7 @@ impl ConnectionOptions {
             password: self.password,
             connect_timeout,
             cluster,
+            nat_map,
             sentinels,
             sentinel_name: self.sentinel_name,
             sentinel_username: self.sentinel_username,
@@ -146,6 +157,21 @@ fn node_list(
         })
         .collect()
 }
+
+/// `natMap`'s routes as the core reads them (a port absent is 6379, as ioredis's).
+fn nat_routes(routes: Vec<NatRoute>) -> std::result::Result<Vec<NatPair>, LockError> {
+    let address = |node: NodeAddress| -> std::result::Result<(String, u16), LockError> {
+        let shown = format!("natMap['{}'].port", node.host);
+        let port = node.port.map(|port| port16("natMap", &shown, port));
+        Ok((node.host, port.transpose()?.unwrap_or(6379)))
+    };
+    (routes.into_iter())
+        .map(|route| Ok((address(route.from)?, address(route.to)?)))
+        .collect()
+}
+
+/// An announced address and the one it is reached at.
+type NatPair = ((String, u16), (String, u16));
 
 /// A node's refusal says which node: its argument name alone would not.
 fn in_node(err: LockError, i: usize) -> LockError {

@@ -21,7 +21,7 @@ use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoad
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use redis::aio::ConnectionLike;
-use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig};
+use redis::cluster::{ClusterClient, ClusterClientBuilder, ClusterConfig, NodeAddress};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::SingleNodeRoutingInfo;
 use redis::{
@@ -246,7 +246,7 @@ fn client(
     pushes: PushSink,
     retries: u32,
 ) -> Result<ClusterClient, LockError> {
-    let Address::Cluster { tls, .. } = &endpoint.address else {
+    let Address::Cluster { tls, nat, .. } = &endpoint.address else {
         return Err(LockError::Internal("a cluster wire needs a cluster".into()));
     };
     let mut builder = ClusterClientBuilder::new(endpoint.node_connection_infos(resp3)?)
@@ -254,6 +254,13 @@ fn client(
         .min_retry_wait(RETRY_MIN_WAIT_MS)
         .max_retry_wait(RETRY_MAX_WAIT_MS)
         .connection_timeout(endpoint.connect_timeout.min(CONNECT_CAP));
+    if !nat.is_empty() {
+        // Applied as each node is dialled: the slot map keeps the announced addresses, which
+        // MOVED and ASK name.
+        let address = |(host, port): &(String, u16)| NodeAddress::new(host.as_str(), *port);
+        let map = nat.iter().map(|(from, to)| (address(from), address(to)));
+        builder = builder.node_address_map(map.collect());
+    }
     if let Some(tls) = tls
         .as_ref()
         .filter(|t| t.ca.is_some() || t.client.is_some())

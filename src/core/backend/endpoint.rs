@@ -26,10 +26,12 @@ pub enum Address {
     /// Independent masters, a lock held by a quorum of them (Redlock, see
     /// backend/redlock_store.rs); each node its own endpoint, credentials and all.
     Redlock(Vec<Endpoint>),
-    /// A Redis Cluster, found from its seed nodes; `tls` for every node.
+    /// A Redis Cluster, found from its seed nodes; `tls` for every node. `nat`: where a node
+    /// the cluster announces at one address is reached instead (ioredis's `natMap`).
     Cluster {
         nodes: Vec<HostPort>,
         tls: Option<Tls>,
+        nat: Vec<(HostPort, HostPort)>,
     },
     /// The master a Sentinel set names `name`; `tls` for the master and the sentinels;
     /// `auth`: the sentinels' own credentials (the endpoint's are the master's).
@@ -112,6 +114,9 @@ pub struct EndpointSpec {
     /// A Redis Cluster's seed nodes (host, port: 6379 when absent); no URL, host, port or
     /// path with it.
     pub cluster: Option<Vec<(String, Option<u16>)>>,
+    /// Where a cluster node announced at the first address is reached: the second
+    /// (ioredis's `natMap`); a cluster only.
+    pub nat_map: Option<Vec<(HostPort, HostPort)>>,
     /// A Sentinel set (host, port: 26379 when absent), with `sentinel_name`.
     pub sentinels: Option<Vec<(String, Option<u16>)>>,
     pub sentinel_name: Option<String>,
@@ -267,6 +272,15 @@ impl Endpoint {
                 "restartQuarantineMs is not supported on a Redis Cluster (each master restarts on its own); drop it or set it to 0",
             ));
         }
+        if let Some(routes) = spec.nat_map.filter(|routes| !routes.is_empty()) {
+            let Address::Cluster { nat, .. } = &mut endpoint.address else {
+                return Err(LockError::invalid_type(
+                    "natMap",
+                    "natMap maps the addresses a Redis Cluster announces: give it with a cluster only",
+                ));
+            };
+            *nat = routes;
+        }
         if matches!(endpoint.address, Address::Cluster { .. }) && endpoint.db != 0 {
             return Err(LockError::invalid_type(
                 "db",
@@ -325,7 +339,11 @@ impl Endpoint {
         let read = multi::from_url(url)?;
         let tls = read.tls.then(Tls::default);
         let address = match read.hosts {
-            Hosts::Cluster(nodes) => Address::Cluster { nodes, tls },
+            Hosts::Cluster(nodes) => Address::Cluster {
+                nodes,
+                tls,
+                nat: Vec::new(),
+            },
             Hosts::Sentinel {
                 sentinels,
                 name,
@@ -428,7 +446,7 @@ impl Endpoint {
     /// when the address has it.
     pub fn node_connection_infos(&self, resp3: bool) -> Result<Vec<ConnectionInfo>, LockError> {
         let (nodes, tls, username, password) = match &self.address {
-            Address::Cluster { nodes, tls } => (nodes, tls, &self.username, &self.password),
+            Address::Cluster { nodes, tls, .. } => (nodes, tls, &self.username, &self.password),
             Address::Sentinel {
                 sentinels,
                 tls,
@@ -629,8 +647,13 @@ impl fmt::Debug for Endpoint {
             Address::Unix(path) => (format!("unix://{path}"), None),
             Address::Memory(name) => (format!("{MEMORY_SCHEME}{name}"), None),
             Address::Redlock(nodes) => (format!("redlock({nodes:?})"), None),
-            Address::Cluster { nodes, tls } => (
-                format!("{}{}", cluster_scheme(tls.is_some()), list(nodes)),
+            Address::Cluster { nodes, tls, nat } => (
+                format!(
+                    "{}{}{}",
+                    cluster_scheme(tls.is_some()),
+                    list(nodes),
+                    nat_shown(nat)
+                ),
                 tls.as_ref(),
             ),
             Address::Sentinel {
@@ -682,6 +705,23 @@ fn sentinel_scheme(tls: bool) -> &'static str {
 }
 
 /// `h1:p1,h2:p2`, IPv6 hosts in brackets.
+/// A cluster's `natMap`, as the endpoint's description shows it (nothing when none).
+fn nat_shown(nat: &[(HostPort, HostPort)]) -> String {
+    if nat.is_empty() {
+        return String::new();
+    }
+    let routes: Vec<String> = (nat.iter())
+        .map(|(from, to)| {
+            format!(
+                "{} -> {}",
+                list(std::slice::from_ref(from)),
+                list(std::slice::from_ref(to))
+            )
+        })
+        .collect();
+    format!(" (natMap {})", routes.join(", "))
+}
+
 pub(super) fn list(nodes: &[HostPort]) -> String {
     let shown: Vec<String> = nodes
         .iter()
@@ -722,6 +762,7 @@ fn many_hosts(spec: &mut EndpointSpec) -> Result<Option<Address>, LockError> {
         return Ok(Some(Address::Cluster {
             nodes: multi::nodes("cluster", nodes)?,
             tls: None,
+            nat: Vec::new(),
         }));
     }
     let Some(sentinels) = spec.sentinels.take() else {

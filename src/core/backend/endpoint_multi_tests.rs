@@ -41,8 +41,10 @@ fn a_cluster_url_names_its_seed_nodes_credentials_and_tls() {
     let e = parsed(url(
         "redis+cluster://u:p%40ss@10.0.0.1:7000,node-b:7001,[::1]:7002,c",
     ));
-    assert!(matches!(&e.address, Address::Cluster { nodes, tls: None }
-        if *nodes == hosts(&[("10.0.0.1", 7000), ("node-b", 7001), ("::1", 7002), ("c", 6379)])));
+    assert!(
+        matches!(&e.address, Address::Cluster { nodes, tls: None, .. }
+        if *nodes == hosts(&[("10.0.0.1", 7000), ("node-b", 7001), ("::1", 7002), ("c", 6379)]))
+    );
     assert_eq!(e.username.as_deref(), Some("u"));
     assert_eq!(e.password.as_deref(), Some("p@ss"));
     assert_eq!(e.db, 0);
@@ -109,7 +111,7 @@ fn cluster_and_sentinels_options_read_as_their_urls_do() {
         ..Default::default()
     });
     assert!(
-        matches!(&e.address, Address::Cluster { nodes, tls: Some(_) }
+        matches!(&e.address, Address::Cluster { nodes, tls: Some(_), .. }
         if *nodes == hosts(&[("a", 7000), ("b", 6379)]))
     );
     assert_eq!(e.password.as_deref(), Some("pw"));
@@ -297,4 +299,34 @@ fn each_listed_node_connects_with_its_own_credentials() {
     assert!(parsed(url("redis://a:1"))
         .node_connection_infos(true)
         .is_err());
+}
+
+#[test]
+fn a_nat_map_goes_with_a_cluster_only_and_is_part_of_its_identity() {
+    let route = || {
+        vec![(
+            ("10.0.0.1".to_string(), 7000),
+            ("127.0.0.1".to_string(), 7100),
+        )]
+    };
+    let spec = |nat_map| EndpointSpec {
+        url: Some("redis+cluster://127.0.0.1:7100".into()),
+        nat_map,
+        ..Default::default()
+    };
+    let mapped = parsed(spec(Some(route())));
+    assert!(matches!(&mapped.address, Address::Cluster { nat, .. } if *nat == route()));
+    assert!(format!("{mapped:?}").contains("natMap 10.0.0.1:7000 -> 127.0.0.1:7100"));
+    // Another map is another cluster client: not shared with the unmapped one.
+    assert!(mapped != parsed(spec(None)));
+    assert!(
+        matches!(parsed(spec(Some(Vec::new()))).address, Address::Cluster { ref nat, .. } if nat.is_empty())
+    );
+    let one = EndpointSpec {
+        url: Some("redis://127.0.0.1:1".into()),
+        nat_map: Some(route()),
+        ..Default::default()
+    };
+    let err = Endpoint::parse(one).unwrap_err();
+    assert!(err.to_string().contains("with a cluster only"), "{err}");
 }

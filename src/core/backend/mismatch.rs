@@ -27,7 +27,7 @@ pub fn label(endpoint: &Endpoint) -> String {
         Address::Tcp { host, port, .. } => format!("rediss://{host}:{port}"),
         Address::Unix(path) => format!("unix://{path}"),
         Address::Memory(name) => format!("memory://{name}"),
-        Address::Cluster { nodes, tls } => {
+        Address::Cluster { nodes, tls, .. } => {
             let scheme = if tls.is_some() { "rediss" } else { "redis" };
             format!("{scheme}+cluster://{}", super::endpoint::list(nodes))
         }

@@ -4,6 +4,7 @@
 //! fence written back, or what the attempt set undone) and names the outcome.
 
 use super::link::Replay;
+use super::redlock_detached::late_win;
 use super::redlock_store::RedlockStore;
 use super::redlock_syncguard::won_expiry;
 use super::redlock_tally::{
@@ -81,34 +82,44 @@ impl RedlockStore {
         failure
     }
 
-    /// Lets the attempt's `stragglers` finish where nobody waits. One that answers once the
-    /// token's lock is over (the attempt undone, or released since) ran after the release
-    /// or undo went out, maybe on another connection: `free` (`AcquireAttempt::late_free`) is
-    /// sent to it again, now behind it. One that answers before is kept while we hold (the
-    /// release reaches it); one past its bound is freed by its own call
-    /// (`RedisStore::acquire_owned`), as on one server.
+    /// Lets the attempt's `stragglers` (on the nodes `left`) finish where nobody waits. One
+    /// that answers once the token's lock is over (the attempt undone, or released since) ran
+    /// after the release or undo went out, maybe on another connection: `free`
+    /// (`AcquireAttempt::late_free`) is sent to it again, now behind it. One that answers
+    /// before is kept while we hold (the release reaches it); one past its bound is freed by
+    /// its own call (`RedisStore::acquire_owned`), as on one server. One the pool drops
+    /// (redlock_pool.rs) once the lock is over may have run there after its release: the
+    /// free is owed to its node (redlock_owed.rs). Dropped while the lock stands, the
+    /// release or undo still to come goes after it on its node's connection, as for one
+    /// that answers before.
     pub(super) fn finish_attempt<F>(
         &self,
         op: &AcquireAttempt<'_>,
-        stragglers: Stragglers<F>,
+        (stragglers, left): (Stragglers<F>, Vec<usize>),
         free: Option<Arc<Request>>,
         bound: Duration,
     ) where
         F: Future<Output = Result<Value, LockError>> + Send + 'static,
     {
-        let (Some(free), false) = (free, stragglers.is_empty()) else {
-            finish(self.stragglers(), stragglers, ignore);
+        let (Some(free), Some(owed), false) = (free, late_win(op), stragglers.is_empty()) else {
+            finish(self.stragglers(), stragglers, left, ignore);
             return;
         };
         // Watched before the conclusion, whose undo marks it over.
         let watch = self.late().watch(op.token);
         let stores = self.stores();
+        let (debtors, owed) = (self.debtors().clone(), Arc::new(owed));
+        let terms = (self.release_life(), bound);
         finish(
             self.stragglers(),
             stragglers,
-            move |i, reply: Result<Value, LockError>| match (reply, watch.over(), stores.get(i)) {
-                (Ok(_), true, Some(store)) => {
-                    Some(store.send_owned(&free, bound, Replay::Safe).map(drop))
+            left,
+            move |i, reply: Option<Result<Value, LockError>>| match (reply, watch.over()) {
+                (Some(Ok(_)), true) => (stores.get(i))
+                    .map(|store| store.send_owned(&free, bound, Replay::Safe).map(drop)),
+                (None, true) => {
+                    debtors.owe(i, &owed, terms.0, terms.1);
+                    None
                 }
                 _ => None,
             },

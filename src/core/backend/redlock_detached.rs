@@ -4,6 +4,7 @@
 
 use super::redis_store::RedisStore;
 use crate::core::basics::error::LockError;
+use crate::core::proto::acquire::{AcquireAttempt, LateWin};
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::syncguard::{ReleaseById, ReleasedById};
 use crate::core::proto::Request;
@@ -105,4 +106,14 @@ impl Detached {
         };
         store.run_request(&op, &Request::of(&op), bound).await
     }
+}
+
+/// What frees `op`'s token where it may have won after we stopped waiting for its reply
+/// (`AcquireAttempt::late_win`), owned; `None` for ExclusiveLock's pair (its own undo frees
+/// it).
+pub(super) fn late_win(op: &AcquireAttempt<'_>) -> Option<Detached> {
+    Some(match op.late_win()? {
+        LateWin::Release(release) => Detached::of(&release),
+        LateWin::ById(release) => Detached::by_id(release.index_key, release.lock_id),
+    })
 }

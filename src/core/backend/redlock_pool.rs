@@ -8,14 +8,15 @@
 //! a generation of them at a time (one cancellation wakes a whole generation, rather than
 //! a waker kept per straggler). The oldest, because their requests have long been written
 //! (dropping a future the connection already sent does not unsend it: Redis runs it all the
-//! same) and are the nearest to their own timeout. What a dropped straggler loses is what it
-//! would have done with a late reply, or a request still waiting for its connection to
-//! reopen: a late win not freed, a release, undo or refresh never sent. None of that gives a
-//! second holder: every call was already decided by what a quorum answered, and a late win
-//! left standing on one node only keeps that node's copy until its TTL, as a node that
-//! missed a release does. The cost is liveness (a waiter may find the lock held on that
-//! node until then), and a dropped refresh leaves that node's copy to its TTL while the
-//! quorum keeps the lock.
+//! same) and are the nearest to their own timeout. A dropped straggler's node is told to
+//! its call's `finish` as dropped (redlock_tally.rs): a release's node is owed the release,
+//! as one past its bound is (redlock_owed.rs), and an attempt's node its free once the lock
+//! is over (while it stands, the release or undo to come goes after it on that node's
+//! connection). What is lost is a refresh's late answer (that node's copy is left to its
+//! TTL while the quorum keeps the lock) and a debt past the owed frees' own bound
+//! (`MAX_OWED`): none of it gives a second holder, every call was already decided by what a
+//! quorum answered, and a copy left standing costs liveness only (a waiter may find the lock
+//! held on that node until its TTL).
 
 use crate::core::basics::background;
 use crate::core::basics::sync::lock;

@@ -19,7 +19,7 @@ use super::redlock_owed::Debtors;
 use super::redlock_pool::LatePool;
 use super::redlock_tally::{
     answered, failed, finish, gather, gather_read, is_answer, quorum_error, release_verdict,
-    validity_left, won, Tally,
+    unheard, validity_left, won, Tally,
 };
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -199,7 +199,7 @@ impl RedlockStore {
     }
 
     /// How long a released lock's copy may still live on a node that missed the release.
-    fn release_life(&self) -> Duration {
+    pub(super) fn release_life(&self) -> Duration {
         Duration::from_millis(self.longest_ttl.load(Ordering::Relaxed))
     }
 
@@ -215,6 +215,11 @@ impl RedlockStore {
 
     pub(super) fn stragglers(&self) -> &LatePool {
         &self.stragglers
+    }
+
+    /// What each node is owed (redlock_owed.rs).
+    pub(super) fn debtors(&self) -> &Debtors {
+        &self.debtors
     }
 
     /// `release` is owed to node `node` (by index): sent on its runtime connection until it
@@ -297,10 +302,15 @@ impl RedlockStore {
                 }
             }
         }
-        // Not dropped: a write not yet on its node's connection would never reach it.
-        finish(&self.stragglers, stragglers, move |node, reply| {
+        // Not dropped: a write not yet on its node's connection would never reach it. One
+        // the pool drops (reply `None`) may have been written, or may never be: owed.
+        let left = unheard(&replies);
+        finish(&self.stragglers, stragglers, left, move |node, reply| {
             if let Some((debtors, free)) = &owing {
-                debtors.heard(node, free, &reply, terms);
+                match reply {
+                    Some(reply) => debtors.heard(node, free, &reply, terms),
+                    None => debtors.owe(node, free, terms.0, terms.1),
+                }
             }
             None::<std::future::Ready<()>>
         });
@@ -596,7 +606,7 @@ impl LockStore for RedlockStore {
             room,
         )
         .await;
-        self.finish_attempt(op, stragglers, free, bound);
+        self.finish_attempt(op, (stragglers, unheard(&replies)), free, bound);
         self.conclude(op, replies, op.sent, bound).await
     }
 

@@ -9,6 +9,7 @@ use crate::core::proto::acquire::Acquired;
 use futures_util::future::{join, ready, Join, Ready};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::future::Future;
+use std::marker::PhantomData;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -281,22 +282,34 @@ where
 /// each late reply given to `late` with its node's index. What `late` answers is polled
 /// once at once, so that it is on its node's connection before anything sent after this
 /// reply was read, then left to a task of its own. Nothing is left when no straggler is
-/// (the usual case: every node answered within the grace).
-pub(super) fn finish<F, R, G>(
+/// (the usual case: every node answered within the grace). The pool may drop them before
+/// their end (redlock_pool.rs): then `late` is told `None` for each node of `left` (those
+/// `stragglers` were called on, `unheard`) that had not replied, so that what such a node
+/// may keep is owed like what a node past its bound keeps.
+pub(super) fn finish<F, R, G, L>(
     pool: &LatePool,
-    mut stragglers: Stragglers<F>,
-    late: impl Fn(usize, R) -> Option<G> + Send + 'static,
+    stragglers: Stragglers<F>,
+    left: Vec<usize>,
+    late: L,
 ) where
     F: Future<Output = R> + Send + 'static,
     R: Send + 'static,
     G: Future<Output = ()> + Send + 'static,
+    L: Fn(usize, Option<R>) -> Option<G> + Send + 'static,
 {
     if stragglers.is_empty() {
         return;
     }
+    let mut out = Out {
+        left,
+        late,
+        replies: PhantomData,
+    };
+    let mut stragglers = stragglers;
     pool.run(Box::pin(async move {
         while let Some((i, reply)) = stragglers.next().await {
-            if let Some(work) = late(i, reply) {
+            out.left.retain(|&node| node != i);
+            if let Some(work) = (out.late)(i, Some(reply)) {
                 let mut work = Box::pin(work);
                 if futures_util::poll!(&mut work).is_pending() {
                     background::spawn(work);
@@ -306,8 +319,42 @@ pub(super) fn finish<F, R, G>(
     }));
 }
 
-/// For `finish`: nothing to do with a late reply.
-pub fn ignore<R>(_node: usize, _reply: R) -> Option<std::future::Ready<()>> {
+/// The nodes a `finish` still waits for, told to its `late` as dropped when it is dropped
+/// before they replied.
+struct Out<L, R, G>
+where
+    L: Fn(usize, Option<R>) -> Option<G>,
+    G: Future<Output = ()> + Send + 'static,
+{
+    left: Vec<usize>,
+    late: L,
+    replies: PhantomData<fn(R) -> G>,
+}
+
+impl<L, R, G> Drop for Out<L, R, G>
+where
+    L: Fn(usize, Option<R>) -> Option<G>,
+    G: Future<Output = ()> + Send + 'static,
+{
+    fn drop(&mut self) {
+        for node in std::mem::take(&mut self.left) {
+            if let Some(work) = (self.late)(node, None) {
+                background::spawn(work);
+            }
+        }
+    }
+}
+
+/// The nodes of `replies` that had not replied (each a straggler, `gather_read`).
+pub fn unheard<T>(replies: &[Option<T>]) -> Vec<usize> {
+    (replies.iter().enumerate())
+        .filter(|(_, reply)| reply.is_none())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// For `finish`: nothing to do with a late reply, nor with a dropped straggler.
+pub fn ignore<R>(_node: usize, _reply: Option<R>) -> Option<std::future::Ready<()>> {
     None
 }
 

@@ -324,3 +324,31 @@ fn a_release_settles_at_a_quorum_released_else_once_every_node_replied() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn stragglers_the_pool_drops_are_told_as_such_and_those_that_replied_are_not() {
+    use super::super::redlock_pool::MAX_OUT;
+    use futures_util::FutureExt;
+    use std::sync::{Arc, Mutex};
+    let pool = LatePool::default();
+    type LateReplies = Vec<(usize, Option<u32>)>;
+    let told: Arc<Mutex<LateReplies>> = Arc::default();
+    // Node 1 replies at once, node 3 never (a silent node, its bound far off).
+    let calls: [(usize, GatherCall); 2] = [(1, Box::pin(ready(7))), (3, Box::pin(pending()))];
+    let stragglers: Stragglers<GatherCall> = (calls.into_iter())
+        .map(|(i, call)| join(futures_util::future::ready(i), call))
+        .collect();
+    let seen = told.clone();
+    finish(&pool, stragglers, vec![1, 3], move |node, reply| {
+        seen.lock().unwrap().push((node, reply));
+        None::<std::future::Ready<()>>
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(*told.lock().unwrap(), [(1, Some(7))]);
+    // A silent node's stragglers fill the pool: the oldest, ours among them, are dropped.
+    for _ in 0..MAX_OUT {
+        pool.run(pending::<()>().boxed());
+    }
+    tokio::task::yield_now().await;
+    assert_eq!(*told.lock().unwrap(), [(1, Some(7)), (3, None)]);
+}

@@ -7,6 +7,8 @@ pub mod claims;
 pub mod closing;
 pub mod delivery;
 pub mod direct;
+#[cfg(test)]
+mod dropped_stragglers_tests;
 pub mod exclusive;
 pub mod fast;
 pub mod holder;

@@ -52,16 +52,17 @@ impl TxSupport {
     }
 
     /// A command queued in a transaction was refused. Only a refusal of the command itself
-    /// (an ACL without it, a renamed or unknown command) says MULTI is not allowed here; any
-    /// other (OOM under maxmemory, a read-only replica, ...) passes with its cause, and
-    /// taking it for one would send every later attempt as the costlier script.
+    /// (an ACL without it, a renamed or unknown command) or of a form of it the server does
+    /// not know (`PEXPIRE` with `NX`/`GT`, Redis before 7.0: see `push_fences`) says the
+    /// transaction cannot be written here; any other (OOM under maxmemory, a read-only
+    /// replica, ...) passes with its cause, and taking it for one would send every later
+    /// attempt as the costlier script.
     pub fn multi_refused(&mut self, refusal: &Value) {
         if let Value::ServerError(err) = refusal {
-            let unknown = err.code() == "ERR"
-                && err
-                    .details()
-                    .is_some_and(|details| details.starts_with("unknown command"));
-            if err.code() == "NOPERM" || unknown {
+            let details = err.details().unwrap_or_default().to_ascii_lowercase();
+            let unknown = err.code() == "ERR" && details.starts_with("unknown command");
+            if err.code() == "NOPERM" || unknown || (err.code() == "ERR" && unknown_form(&details))
+            {
                 self.refused = true;
             }
         }
@@ -71,6 +72,35 @@ impl TxSupport {
     pub fn multi_worked(&mut self) {
         self.worked = true;
     }
+
+    /// A transaction's EXEC answered `reply`: a command refused as it ran, for a form the
+    /// server does not know (a server that queues `PEXPIRE ... NX` and fails it in EXEC),
+    /// turns the connection to the script as a refusal while queueing does.
+    pub fn exec_answered(&mut self, reply: &Value) {
+        if let Value::Array(items) = reply {
+            for item in items {
+                self.multi_refused(item);
+            }
+        }
+        self.multi_worked();
+    }
+}
+
+/// Whether an error's `details` (lowercased) refuse a form of a command the server does not
+/// know: Redis 6 counts `PEXPIRE key ms NX` a wrong number of arguments, Redis 7 and the
+/// servers that mimic it name an option they do not support, others say syntax error.
+/// Nothing else in an attempt's transaction is refused so: its commands are well formed.
+fn unknown_form(details: &str) -> bool {
+    details.starts_with("wrong number of arguments for 'pexpire'")
+        || details.starts_with("unsupported option")
+        || details.starts_with("syntax error")
+}
+
+/// What frees an attempt's token where it may have won late, by its layout.
+pub enum LateWin<'a> {
+    Release(Release<'a>),
+    /// syncguard's.
+    ById(ReleaseById<'a>),
 }
 
 /// Which lock the attempt takes.
@@ -174,15 +204,23 @@ impl AcquireAttempt<'_> {
     /// its reply (sent on the connection it went out on, so it runs after it): `None` for
     /// ExclusiveLock's pair, which its own undo frees.
     pub fn late_free(&self) -> Option<Request> {
+        Some(match self.late_win()? {
+            LateWin::Release(release) => Request::of(&release),
+            LateWin::ById(release) => Request::of(&release),
+        })
+    }
+
+    /// The release `late_free` sends.
+    pub fn late_win(&self) -> Option<LateWin<'_>> {
         let (lock_key, token) = (self.lock_key, self.token);
         Some(match self.layout {
-            Layout::Fair { .. } => Request::of(&Release::late_win(lock_key, token, true)),
+            Layout::Fair { .. } => LateWin::Release(Release::late_win(lock_key, token, true)),
             Layout::Plain | Layout::Queued { .. } | Layout::Ring { .. } => {
-                Request::of(&Release::late_win(lock_key, token, false))
+                LateWin::Release(Release::late_win(lock_key, token, false))
             }
             Layout::Exclusive { .. } => return None,
             // Its lock key holds a record, found through the lockId's index key.
-            Layout::Syncguard { index_key, .. } => Request::of(&ReleaseById {
+            Layout::Syncguard { index_key, .. } => LateWin::ById(ReleaseById {
                 index_key,
                 lock_id: token,
                 expect: Some(lock_key),

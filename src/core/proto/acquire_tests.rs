@@ -179,6 +179,38 @@ fn attempts_are_untried_then_transactions_until_multi_is_refused_then_scripts_fo
 }
 
 #[test]
+fn a_server_refusing_pexpire_nx_or_gt_turns_the_connection_to_the_script_for_good() {
+    for line in [
+        // Redis 6.2: PEXPIRE takes no flags, refused as it is queued.
+        &b"-ERR wrong number of arguments for 'pexpire' command\r\n"[..],
+        // A server that knows the command but not the flag.
+        b"-ERR Unsupported option NX\r\n",
+        b"-ERR syntax error\r\n",
+    ] {
+        let mut support = TxSupport::default();
+        support.multi_worked();
+        support.multi_refused(&error(line));
+        assert_eq!(support.attempts(), AttemptForm::Script, "{line:?}");
+        support.multi_worked();
+        assert_eq!(support.attempts(), AttemptForm::Script, "{line:?}");
+    }
+}
+
+#[test]
+fn a_pexpire_flag_refused_inside_exec_turns_the_connection_to_the_script_and_others_do_not() {
+    let exec = |refused: &[u8]| items(&[Value::Okay, int(7), error(refused)]);
+    let mut support = TxSupport::default();
+    support.exec_answered(&exec(
+        b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    ));
+    assert_eq!(support.attempts(), AttemptForm::Transaction);
+    support.exec_answered(&Value::Nil);
+    assert_eq!(support.attempts(), AttemptForm::Transaction);
+    support.exec_answered(&exec(b"-ERR Unsupported option GT\r\n"));
+    assert_eq!(support.attempts(), AttemptForm::Script);
+}
+
+#[test]
 fn other_refusals_in_a_transaction_leave_it_the_form() {
     let mut support = TxSupport::default();
     support.multi_worked();
@@ -186,6 +218,8 @@ fn other_refusals_in_a_transaction_leave_it_the_form() {
         &b"-OOM command not allowed when used memory > 'maxmemory'.\r\n"[..],
         b"-READONLY You can't write against a read only replica.\r\n",
         b"-ERR value is not an integer or out of range\r\n",
+        // Another command's arity: not the flags this connection could do without.
+        b"-ERR wrong number of arguments for 'set' command\r\n",
     ] {
         support.multi_refused(&error(line));
         assert_eq!(support.attempts(), AttemptForm::Transaction, "{line:?}");

@@ -363,7 +363,7 @@ impl SocketConnection {
                 }
                 None => {
                     if call.transaction {
-                        self.tx_support.multi_worked();
+                        self.tx_support.exec_answered(&reply);
                     }
                     reply
                 }

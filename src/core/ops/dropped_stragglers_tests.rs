@@ -1,0 +1,101 @@
+//! A Redlock's calls while one node is silent: past the straggler pool's bound
+//! (backend/redlock_pool.rs) the oldest stragglers are dropped before their own timeout, and
+//! each dropped release is owed to its node (backend/redlock_owed.rs) as one that timed out
+//! is: the node may keep our token. So is a dropped attempt's free once its lock is over; not
+//! while it stands (the release to come covers the node).
+
+use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::basics::lease::Lease;
+use crate::core::basics::test_server::RedisServer;
+use crate::core::ops::attempt::Attempt;
+use crate::core::ops::fast::quorum::redlock_of;
+use crate::core::ops::lock::Locker;
+use crate::core::ops::store::Store;
+use futures_util::future::join_all;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// More than the pool keeps out at once (its `MAX_OUT`, 4096) by two of its generations.
+const RELEASES: usize = 4096 + 2 * 256;
+
+/// The leases of locks `<prefix><i>` for `i` in `0..count`, taken 256 at a time.
+async fn take_all(locks: &Arc<Locker>, prefix: &str, count: usize) -> Vec<Lease> {
+    let mut leases = Vec::with_capacity(count);
+    for batch in (0..count).collect::<Vec<_>>().chunks(256) {
+        let taken = join_all(batch.iter().map(|i| {
+            let locks = locks.clone();
+            async move {
+                let key = format!("{prefix}{i}");
+                locks.attempt(&key, Duration::from_secs(60)).await
+            }
+        }))
+        .await;
+        for attempt in taken {
+            match attempt.expect("attempt") {
+                Attempt::Acquired(lease) => leases.push(lease),
+                Attempt::Held { .. } => panic!("held"),
+            }
+        }
+    }
+    leases
+}
+
+/// Releases every one of `leases`, 256 at a time.
+async fn release_all(locks: &Locker, leases: &[Lease]) {
+    for batch in leases.chunks(256) {
+        let released = join_all(batch.iter().map(|lease| locks.release(lease))).await;
+        assert!(released.into_iter().all(|r| r.expect("release")));
+    }
+}
+
+/// A Redlock over `servers` whose calls are bounded by `bound`.
+fn redlock(servers: &[RedisServer], bound: Duration) -> Arc<Locker> {
+    let node = |server: &RedisServer| {
+        let spec = EndpointSpec {
+            url: Some(server.url()),
+            ..Default::default()
+        };
+        Endpoint::from_spec(spec).unwrap()
+    };
+    let endpoint = Endpoint::redlock(servers.iter().map(node).collect(), "redis").unwrap();
+    Arc::new(Locker::new(Store::shared(endpoint), "drop:", bound))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_straggler_the_pool_drops_is_owed_to_its_silent_node() {
+    let servers: Vec<RedisServer> = (0..4).map(|_| RedisServer::start()).collect();
+    // Long enough that no straggler ends by its own timeout within the test.
+    let locks = redlock(&servers, Duration::from_secs(60));
+    let leases = take_all(&locks, "k", RELEASES).await;
+    let silent = 3;
+    servers[silent].signal("-STOP");
+    release_all(&locks, &leases).await;
+    let store = redlock_of(&locks).expect("a Redlock");
+    let owed = store.owed(silent);
+    servers[silent].signal("-CONT");
+    // Two generations dropped, each release owed; none ended by its timeout yet.
+    assert!(owed >= 2 * 256, "{owed} owed");
+    assert!(owed < RELEASES, "{owed} owed");
+    for node in 0..silent {
+        assert_eq!(store.owed(node), 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_straggler_the_pool_drops_is_owed_its_free_once_its_lock_is_over_only() {
+    let servers: Vec<RedisServer> = (0..4).map(|_| RedisServer::start()).collect();
+    let locks = redlock(&servers, Duration::from_secs(60));
+    let silent = 3;
+    servers[silent].signal("-STOP");
+    // Two generations of attempts' stragglers, then their locks released: two of releases'.
+    let over = take_all(&locks, "over", 2 * 256).await;
+    release_all(&locks, &over).await;
+    // Attempts whose locks stand push all four out, and one generation of their own.
+    let standing = take_all(&locks, "standing", 4096 + 256).await;
+    let store = redlock_of(&locks).expect("a Redlock");
+    let owed = store.owed(silent);
+    servers[silent].signal("-CONT");
+    // The over attempts' frees and the releases: none for the standing locks' attempts.
+    assert_eq!(owed, 4 * 256);
+    release_all(&locks, &standing).await;
+}
