@@ -182,6 +182,23 @@ impl<W: Conduit> Link<W> {
             .map_err(|(err, _)| err)
     }
 
+    /// A Redlock's node: an attempt at a closed gate is refused at once (its part of the
+    /// quorum is "not granted"), never waited for.
+    pub(super) fn abstaining(mut self) -> Self {
+        self.quarantine = self.quarantine.abstaining();
+        self
+    }
+
+    /// When the gate of the current connection opens (now when the option is off), learned
+    /// first if need be, within `timeout`; the error of a server not reached.
+    pub(super) async fn gate_opens(&self, timeout: Duration) -> Result<Instant, LockError> {
+        let passed = self.pass_gate(timeout).await;
+        match self.quarantine.known(&self.dropped) {
+            Some(gate) => Ok(gate.opens),
+            None => passed.map(|()| Instant::now()),
+        }
+    }
+
     /// See `LockStore::heed_command_timeout`.
     pub(super) fn heed_command_timeout(&self, command_timeout: Duration) {
         self.bar.heed(command_timeout);
@@ -496,7 +513,7 @@ impl<W: Conduit> Link<W> {
                         Ok(value) => return Ok(value),
                         Err(gate) => gate,
                     };
-                    match gate.admit(Instant::now(), deadline.into_std()) {
+                    match (self.quarantine).admit(&gate, Instant::now(), deadline.into_std()) {
                         Admit::Open => {}
                         Admit::WaitUntil(opens) => {
                             tokio::time::sleep_until(opens.into()).await;

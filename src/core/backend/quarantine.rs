@@ -1,11 +1,13 @@
 //! A link's side of the restart quarantine (proto/epoch.rs): the gate learned on the current
 //! connection, forgotten when it drops, and learned again (one EVAL of epoch.lua) before the
-//! next attempt. Off (`restartQuarantineMs: 0`), it sends nothing.
+//! next attempt. Off (`restartQuarantineMs: 0`), it sends nothing. A Redlock's node abstains
+//! at a closed gate rather than waiting there: the quorum is counted without it (see
+//! `RedlockStore::pass_gate`, which does the waiting for the quorum).
 
 use super::wire::{packed, trace_named};
 use crate::core::basics::drops::Drops;
 use crate::core::basics::sync::lock;
-use crate::core::proto::epoch::{self, Gate};
+use crate::core::proto::epoch::{self, Admit, Gate};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +16,8 @@ use std::time::{Duration, Instant};
 
 pub(super) struct Quarantine {
     length: Duration,
+    /// A closed gate refuses an attempt at once, whatever its bound (a Redlock's node).
+    abstains: bool,
     /// The gate, and when the request that learned it was sent: a drop since then may have
     /// put another incarnation behind the connection.
     learned: Mutex<Option<(Instant, Gate)>>,
@@ -27,10 +31,24 @@ impl Quarantine {
     pub(super) fn new(length: Duration) -> Self {
         Quarantine {
             length,
+            abstains: false,
             learned: Mutex::new(None),
             generation: AtomicU64::new(0),
             learning: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The same quarantine, abstaining at a closed gate (a Redlock's node).
+    pub(super) fn abstaining(self) -> Self {
+        Quarantine {
+            abstains: true,
+            ..self
+        }
+    }
+
+    /// What an attempt made at `now`, bounded by `deadline`, does at `gate`.
+    pub(super) fn admit(&self, gate: &Gate, now: Instant, deadline: Instant) -> Admit {
+        gate.admit(now, if self.abstains { now } else { deadline })
     }
 
     pub(super) fn is_off(&self) -> bool {

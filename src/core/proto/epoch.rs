@@ -96,9 +96,18 @@ impl Gate {
         let ago = now.saturating_duration_since(self.born).as_millis();
         let q = self.quarantine.as_millis();
         Admit::Refuse(LockError::Connection(format!(
-            "Redis was restarted {ago} ms ago; no lock is given for restartQuarantineMs ({q}) after a restart"
+            "Redis was restarted {ago} ms ago; {REFUSED} ({q}) after a restart"
         )))
     }
+}
+
+/// What every refusal at the gate says, and how one is told from other failures to reach a
+/// server (a Redlock counts its nodes in quarantine apart, see `is_refusal`).
+const REFUSED: &str = "no lock is given for restartQuarantineMs";
+
+/// Whether `err` is an attempt refused at a closed gate.
+pub fn is_refusal(err: &LockError) -> bool {
+    matches!(err, LockError::Connection(text) if text.contains(REFUSED))
 }
 
 #[cfg(test)]
