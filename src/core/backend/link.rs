@@ -169,17 +169,23 @@ impl<W: Conduit> Link<W> {
         self.quarantine.is_off()
     }
 
-    /// Waits at the restart quarantine's gate, learning it first if need be, within
-    /// `timeout` (one extension past a wait, as for any attempt): an attempt stamped after
-    /// this counts its lease from when it can actually go out. Nothing is sent when the
-    /// gate is off or known open.
-    pub(super) async fn pass_gate(&self, timeout: Duration) -> Result<(), LockError> {
-        if self.quarantine.is_open(&self.dropped) {
+    /// Waits at the restart quarantine's gate (on a cluster, `slot`'s), learning it first if
+    /// need be, within `timeout` (one extension past a wait, as for any attempt): an attempt
+    /// stamped after this counts its lease from when it can actually go out. Nothing is sent
+    /// when the gate is off or known open.
+    pub(super) async fn pass_gate(
+        &self,
+        slot: Option<u16>,
+        timeout: Duration,
+    ) -> Result<(), LockError> {
+        if self.quarantine.is_open(&self.dropped, slot) {
             return Ok(());
         }
-        self.call(timeout, Replay::Safe, Refusals::Fail, |_| async { Ok(()) })
-            .await
-            .map_err(|(err, _)| err)
+        self.call(timeout, Replay::Safe, Refusals::Fail, slot, |_| async {
+            Ok(())
+        })
+        .await
+        .map_err(|(err, _)| err)
     }
 
     /// A Redlock's node: an attempt at a closed gate is refused at once (its part of the
@@ -192,8 +198,8 @@ impl<W: Conduit> Link<W> {
     /// When the gate of the current connection opens (now when the option is off), learned
     /// first if need be, within `timeout`; the error of a server not reached.
     pub(super) async fn gate_opens(&self, timeout: Duration) -> Result<Instant, LockError> {
-        let passed = self.pass_gate(timeout).await;
-        match self.quarantine.known(&self.dropped) {
+        let passed = self.pass_gate(None, timeout).await;
+        match self.quarantine.known(&self.dropped, None) {
             Some(gate) => Ok(gate.opens),
             None => passed.map(|()| Instant::now()),
         }
@@ -413,9 +419,13 @@ impl<W: Conduit> Link<W> {
             return Ok(());
         }
         let scripts = self.scripts;
-        self.call(timeout, Replay::Safe, refusals, |mut con| async move {
-            con.load_scripts(scripts).await
-        })
+        self.call(
+            timeout,
+            Replay::Safe,
+            refusals,
+            None,
+            |mut con| async move { con.load_scripts(scripts).await },
+        )
         .await
         .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);
@@ -438,11 +448,14 @@ impl<W: Conduit> Link<W> {
     /// gets one transparent retry over RESP2, within the same bound. A timeout also hands
     /// back the connection the unanswered request went out on, which the connection slot no
     /// longer holds.
+    /// An attempt (`Refusals::Fail`) passes the restart quarantine's gate of `slot` (on a
+    /// cluster, its master's; `None`: the connection's one server).
     async fn call<T, F, Fut>(
         &self,
         timeout: Duration,
         replay: Replay,
         refusals: Refusals,
+        slot: Option<u16>,
         op: F,
     ) -> Result<T, (LockError, Option<Pinned<W>>)>
     where
@@ -470,7 +483,7 @@ impl<W: Conduit> Link<W> {
                     // it was.
                     let learning = Box::pin(async {
                         let mut con = manager.clone();
-                        self.quarantine.gate(&mut con, &self.dropped).await
+                        self.quarantine.gate(&mut con, &self.dropped, slot).await
                     });
                     let gate = learning
                         .await
@@ -727,8 +740,11 @@ impl<W: Conduit> Link<W> {
         // Whether the last try was turned away as its slot moved (see `heard`).
         let moving = AtomicBool::new(false);
         let moving = &moving;
+        // Only an attempt behind a quarantine needs it (a cluster's gate is its slot's).
+        let gated = refusals == Refusals::Fail && !self.quarantine.is_off();
+        let slot = gated.then(|| W::slot_of(request_cmd(request))).flatten();
         let answer = self
-            .call(timeout, replay, refusals, |con| async move {
+            .call(timeout, replay, refusals, slot, |con| async move {
                 replied.store(false, Ordering::Relaxed);
                 moving.store(false, Ordering::Relaxed);
                 let mut con = match replay {
@@ -803,6 +819,7 @@ impl<W: Conduit> Link<W> {
                 timeout,
                 Replay::Safe,
                 Refusals::Retry,
+                None,
                 |mut con| async move { pipe.query_async(&mut con).await },
             )
             .await

@@ -10,6 +10,7 @@ use crate::core::basics::sync::lock;
 use crate::core::proto::epoch::{self, Admit, Gate};
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,9 +19,10 @@ pub(super) struct Quarantine {
     length: Duration,
     /// A closed gate refuses an attempt at once, whatever its bound (a Redlock's node).
     abstains: bool,
-    /// The gate, and when the request that learned it was sent: a drop since then may have
-    /// put another incarnation behind the connection.
-    learned: Mutex<Option<(Instant, Gate)>>,
+    /// Each gate, by the cluster slot it was learned for (`None`: the connection's one
+    /// server), and when the request that learned it was sent: a drop since then may have put
+    /// another incarnation behind the connection.
+    learned: Mutex<HashMap<Option<u16>, (Instant, Gate)>>,
     /// Bumped by every `forget`: a learner that started before one keeps nothing it learned.
     generation: AtomicU64,
     /// One learner at a time: the attempts of a burst after a reconnect share its answer.
@@ -32,7 +34,7 @@ impl Quarantine {
         Quarantine {
             length,
             abstains: false,
-            learned: Mutex::new(None),
+            learned: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
             learning: tokio::sync::Mutex::new(()),
         }
@@ -58,42 +60,45 @@ impl Quarantine {
     /// The connection was replaced by one the drops may not tell of.
     pub(super) fn forget(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
-        *lock(&self.learned) = None;
+        lock(&self.learned).clear();
     }
 
-    /// The gate of the current connection, if learned since its last drop.
-    pub(super) fn known(&self, drops: &Drops) -> Option<Gate> {
-        let (sent, gate) = (*lock(&self.learned))?;
+    /// The gate of the current connection (on a cluster, of `slot`'s master), if learned
+    /// since its last drop.
+    pub(super) fn known(&self, drops: &Drops, slot: Option<u16>) -> Option<Gate> {
+        let (sent, gate) = *lock(&self.learned).get(&slot)?;
         (!drops.since(sent)).then_some(gate)
     }
 
     /// Whether an attempt could go now without asking Redis first.
-    pub(super) fn is_open(&self, drops: &Drops) -> bool {
+    pub(super) fn is_open(&self, drops: &Drops, slot: Option<u16>) -> bool {
         self.is_off()
             || self
-                .known(drops)
+                .known(drops, slot)
                 .is_some_and(|gate| gate.is_open(Instant::now()))
     }
 
-    /// The gate of the connection `con`, asked of Redis unless known.
+    /// The gate of the connection `con` (on a cluster, of `slot`'s master), asked of Redis
+    /// unless known.
     pub(super) async fn gate<C: ConnectionLike + Send>(
         &self,
         con: &mut C,
         drops: &Drops,
+        slot: Option<u16>,
     ) -> RedisResult<Gate> {
-        if let Some(gate) = self.known(drops) {
+        if let Some(gate) = self.known(drops, slot) {
             return Ok(gate);
         }
         let _learning = self.learning.lock().await;
         // Learned again while a drop or a `forget` came during the learning: the answer may
         // describe a server the connection no longer leads to. The caller's bound ends it.
         loop {
-            if let Some(gate) = self.known(drops) {
+            if let Some(gate) = self.known(drops, slot) {
                 return Ok(gate);
             }
             let generation = self.generation.load(Ordering::SeqCst);
             let sent = Instant::now();
-            let stamp = epoch::stamp();
+            let stamp = epoch::stamp(slot);
             let asked = Instant::now();
             let reply = stamp.query_async::<Value>(con).await;
             trace_named(|| packed(&stamp), asked, &reply, epoch::name_of);
@@ -105,7 +110,7 @@ impl Quarantine {
             if drops.since(sent) || self.generation.load(Ordering::SeqCst) != generation {
                 continue;
             }
-            *learned = Some((sent, gate));
+            learned.insert(slot, (sent, gate));
             return Ok(gate);
         }
     }

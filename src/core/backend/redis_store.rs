@@ -292,8 +292,9 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.heed_command_timeout(command_timeout)
     }
 
-    async fn pass_gate(&self, bound: Duration) -> Result<(), LockError> {
-        self.link.pass_gate(bound).await
+    /// One gate for every key of the server, a cluster's by the key's slot.
+    async fn pass_gate(&self, key: &[u8], bound: Duration) -> Result<(), LockError> {
+        self.link.pass_gate(W::slot_of_key(key), bound).await
     }
 
     /// One server keeps every key.

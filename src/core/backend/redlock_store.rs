@@ -849,7 +849,7 @@ impl LockStore for RedlockStore {
     /// it: a node in its quarantine grants nothing (its attempt abstains), so going earlier
     /// could only fail. Never refuses: past the bound, or short of a quorum of nodes that
     /// answer, the attempt goes and fails with the quorum error naming what it lacked.
-    async fn pass_gate(&self, bound: Duration) -> Result<(), LockError> {
+    async fn pass_gate(&self, _key: &[u8], bound: Duration) -> Result<(), LockError> {
         if self.gate_open() {
             return Ok(());
         }

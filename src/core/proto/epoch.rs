@@ -15,12 +15,25 @@ pub const EPOCH_KEY: &[u8] = b"\xffepoch";
 
 const EPOCH_SOURCE: &str = include_str!("scripts/epoch.lua");
 
-/// `epoch.lua`, sent whole (EVAL): it runs once per connection, and a SCRIPT LOAD ahead
-/// would be a second command for it.
-pub fn stamp() -> Cmd {
+/// `epoch.lua`, sent whole (EVAL): it runs once per connection (on a cluster, once per slot
+/// attempted on it), and a SCRIPT LOAD ahead would be a second command for it.
+pub fn stamp(slot: Option<u16>) -> Cmd {
     let mut cmd = redis::cmd("EVAL");
-    cmd.arg(EPOCH_SOURCE).arg(1).arg(EPOCH_KEY);
+    cmd.arg(EPOCH_SOURCE).arg(1).arg(epoch_key(slot));
     cmd
+}
+
+/// Where the incarnation is kept: `\xffepoch` on one server; on a cluster one hash per slot,
+/// `{<tag of the slot>}\xffepoch`, so that the script runs on the master of the slot an
+/// attempt goes to (each master restarts or fails over on its own) and reads its `run_id`.
+pub fn epoch_key(slot: Option<u16>) -> Vec<u8> {
+    match slot {
+        None => EPOCH_KEY.to_vec(),
+        Some(slot) => {
+            let tag = crate::core::basics::slots::tag_for_slot(slot);
+            [b"{", tag, b"}", EPOCH_KEY].concat()
+        }
+    }
 }
 
 /// `epoch.lua`'s name by its SHA1, else any other script's, for `DEBUG` lines
