@@ -34,8 +34,8 @@ const urls = () => servers.map((server) => server.url)
 
 /** Holds `key` on all 5 nodes, then leaves its copies on 0, 1 and 2 only, and restarts node 2
  * empty (SIGKILL, same port): the holder's lock now stands on 0 and 1, short of a quorum. */
-async function classicCase(holder, key) {
-  const handle = await holder.acquire(key, TTL_MS)
+async function classicCase(holder, key, options) {
+  const handle = await holder.acquire(key, TTL_MS, options)
   for (const i of [3, 4]) assert.equal(await admins[i].del(`lock:${key}`), 1)
   await servers[2].kill()
   await servers[2].start()
@@ -51,7 +51,7 @@ test('without the option, the classic case gives a second holder (what the quara
   await second.release()
 })
 
-test('with restartQuarantineMs, a node restarted empty grants nothing within it: no second holder', async () => {
+test('with restartQuarantineMs, a node restarted empty grants nothing within it: no second holder', async (t) => {
   const holder = new DistributedLock(urls(), { ...options, restartQuarantineMs: Q })
   const contender = new DistributedLock(urls(), { ...options, restartQuarantineMs: Q })
   // Every node first met now: once the first lock is given (its bound outlasts the
@@ -61,7 +61,9 @@ test('with restartQuarantineMs, a node restarted empty grants nothing within it:
   const first = await patient.acquire('rq:warm', 5_000)
   await first.release()
 
-  await classicCase(holder, 'rq:guarded')
+  // The holder keeps its lock alive: it is told once a refresh finds no majority.
+  let told
+  await classicCase(holder, 'rq:guarded', { autoRefresh: true, onLost: () => { told ??= performance.now() } })
   const restarted = performance.now()
   // Nodes 0 and 1 say held, node 2 abstains, 3 and 4 grant: 4 answered, 2 won, held.
   assert.equal(await contender.tryAcquire('rq:guarded', TTL_MS), null)
@@ -81,7 +83,11 @@ test('with restartQuarantineMs, a node restarted empty grants nothing within it:
   // Past the quarantine node 2 counts again: 2, 3 and 4 make a quorum.
   await new Promise((resolve) => setTimeout(resolve, Q - refusedAt + 100))
   const after = await contender.acquire('rq:guarded', TTL_MS)
+  const won = performance.now()
   assert.ok(after.fence > 0)
+  // What the quarantine is for: the holder was told before anyone else could take its lock.
+  assert.ok(told !== undefined && told < won, `the holder was told at ${told} ms, the contender won at ${won} ms`)
+  t.diagnostic(`from node 2 back: holder told at ${(told - restarted).toFixed(1)} ms, contender won at ${(won - restarted).toFixed(1)} ms`)
   await after.release()
   await Promise.all([servers[0].start(), servers[1].start()])
 })
