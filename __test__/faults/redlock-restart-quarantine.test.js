@@ -10,7 +10,8 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('../helpers/redis-server')
-const { DistributedLock } = require('../..')
+const { DistributedLock, ExclusiveLock } = require('../..')
+const sg = require('../../syncguard')
 const Redis = require('ioredis')
 
 const Q = 1500
@@ -92,14 +93,37 @@ test('with restartQuarantineMs, a node restarted empty grants nothing within it:
   await Promise.all([servers[0].start(), servers[1].start()])
 })
 
-test('an acquisition waits for a quorum of gates when they open within its bound, on every node first met', async () => {
+test('an acquisition waits for a quorum of gates when they open within its bound, on every node first met, on every API', async () => {
   for (const server of servers) await server.kill()
   for (const server of servers) await server.start()
-  const lock = new DistributedLock(urls(), { ...options, commandTimeoutMs: 3_000, restartQuarantineMs: Q })
   const started = performance.now()
-  const handle = await lock.acquire('rq:fresh', TTL_MS)
-  const took = performance.now() - started
-  // Redis's TIME and our clock, read a few ms apart.
-  assert.ok(took >= Q - 50, `acquired ${took.toFixed(1)} ms after 5 fresh nodes were first met`)
-  await handle.release()
+  const since = () => performance.now() - started
+  const waits = await Promise.all([
+    (async () => {
+      const lock = new DistributedLock(urls(), { ...options, commandTimeoutMs: 3_000, restartQuarantineMs: Q })
+      const handle = await lock.acquire('rq:fresh', TTL_MS)
+      const took = since()
+      await handle.release()
+      return ['DistributedLock', took]
+    })(),
+    (async () => {
+      const lock = new ExclusiveLock({ name: 'rq-fresh', cache_connection: urls(), restart_quarantine_ms: Q, lock_ttl_ms: TTL_MS, lock_refresh_ms: TTL_MS / 3 })
+      assert.equal(await lock.acquire(), true)
+      const took = since()
+      await lock.release()
+      return ['ExclusiveLock', took]
+    })(),
+    (async () => {
+      const backend = sg.createRedisBackend(urls(), { restartQuarantineMs: Q })
+      const won = await backend.acquire({ key: 'rq:fresh:sg', ttlMs: TTL_MS })
+      assert.equal(won.ok, true)
+      const took = since()
+      await backend.release({ lockId: won.lockId })
+      return ['syncguard', took]
+    })(),
+  ])
+  for (const [api, took] of waits) {
+    // Redis's TIME and our clock, read a few ms apart.
+    assert.ok(took >= Q - 50, `${api} acquired ${took.toFixed(1)} ms after 5 fresh nodes were first met`)
+  }
 })

@@ -53,6 +53,14 @@ pub enum Refusals {
     Fail,
 }
 
+/// Whether a call passes the restart quarantine's gate before it goes (an attempt at a lock
+/// does), and whose: on a cluster its slot's master's, else (`None`) the one server's.
+#[derive(Clone, Copy)]
+enum Gating {
+    Pass(Option<u16>),
+    Skip,
+}
+
 /// One connection, kept by a caller that must send a follow-up on the same socket.
 #[derive(Clone)]
 pub(super) struct Pinned<W: Conduit = ConnectionManager>(W);
@@ -181,9 +189,13 @@ impl<W: Conduit> Link<W> {
         if self.quarantine.is_open(&self.dropped, slot) {
             return Ok(());
         }
-        self.call(timeout, Replay::Safe, Refusals::Fail, slot, |_| async {
-            Ok(())
-        })
+        self.call(
+            timeout,
+            Replay::Safe,
+            Refusals::Fail,
+            Gating::Pass(slot),
+            |_| async { Ok(()) },
+        )
         .await
         .map_err(|(err, _)| err)
     }
@@ -419,11 +431,13 @@ impl<W: Conduit> Link<W> {
             return Ok(());
         }
         let scripts = self.scripts;
+        // Loading scripts takes no lock: the attempt after it passes the gate (a Redlock's
+        // node, which refuses at a closed gate, would otherwise refuse its scripts).
         self.call(
             timeout,
             Replay::Safe,
             refusals,
-            None,
+            Gating::Skip,
             |mut con| async move { con.load_scripts(scripts).await },
         )
         .await
@@ -448,14 +462,14 @@ impl<W: Conduit> Link<W> {
     /// gets one transparent retry over RESP2, within the same bound. A timeout also hands
     /// back the connection the unanswered request went out on, which the connection slot no
     /// longer holds.
-    /// An attempt (`Refusals::Fail`) passes the restart quarantine's gate of `slot` (on a
-    /// cluster, its master's; `None`: the connection's one server).
+    /// An attempt (`Refusals::Fail`, `Gating::Pass`) passes the restart quarantine's gate
+    /// first.
     async fn call<T, F, Fut>(
         &self,
         timeout: Duration,
         replay: Replay,
         refusals: Refusals,
-        slot: Option<u16>,
+        gating: Gating,
         op: F,
     ) -> Result<T, (LockError, Option<Pinned<W>>)>
     where
@@ -475,7 +489,13 @@ impl<W: Conduit> Link<W> {
                 .map_err(|err| (err, None))?;
             // An attempt passes the restart quarantine's gate first, on the connection it
             // goes out on: one the call loop reconnects is asked again.
-            let attempt = refusals == Refusals::Fail && !self.quarantine.is_off();
+            let (attempt, slot) = match gating {
+                Gating::Pass(slot) => (
+                    refusals == Refusals::Fail && !self.quarantine.is_off(),
+                    slot,
+                ),
+                Gating::Skip => (false, None),
+            };
             let learning_failed = AtomicBool::new(false);
             let work = tokio::time::timeout_at(deadline, async {
                 if attempt {
@@ -744,18 +764,24 @@ impl<W: Conduit> Link<W> {
         let gated = refusals == Refusals::Fail && !self.quarantine.is_off();
         let slot = gated.then(|| W::slot_of(request_cmd(request))).flatten();
         let answer = self
-            .call(timeout, replay, refusals, slot, |con| async move {
-                replied.store(false, Ordering::Relaxed);
-                moving.store(false, Ordering::Relaxed);
-                let mut con = match replay {
-                    Replay::Safe => con,
-                    Replay::Never => con.sent_once(),
-                };
-                let reply = query(request, &mut con).await;
-                replied.store(true, Ordering::Relaxed);
-                moving.store(reply.as_ref().is_err_and(slot_moving), Ordering::Relaxed);
-                reply
-            })
+            .call(
+                timeout,
+                replay,
+                refusals,
+                Gating::Pass(slot),
+                |con| async move {
+                    replied.store(false, Ordering::Relaxed);
+                    moving.store(false, Ordering::Relaxed);
+                    let mut con = match replay {
+                        Replay::Safe => con,
+                        Replay::Never => con.sent_once(),
+                    };
+                    let reply = query(request, &mut con).await;
+                    replied.store(true, Ordering::Relaxed);
+                    moving.store(reply.as_ref().is_err_and(slot_moving), Ordering::Relaxed);
+                    reply
+                },
+            )
             .await;
         if let (Some(sent), true) = (sent, answer.is_ok()) {
             let mut answered = lock(&self.answered);
@@ -819,7 +845,7 @@ impl<W: Conduit> Link<W> {
                 timeout,
                 Replay::Safe,
                 Refusals::Retry,
-                None,
+                Gating::Skip,
                 |mut con| async move { pipe.query_async(&mut con).await },
             )
             .await
