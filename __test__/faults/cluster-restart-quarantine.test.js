@@ -7,7 +7,8 @@
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { RedisCluster } = require('../helpers/redis-cluster')
-const { DistributedLock } = require('../..')
+const { DistributedLock, ExclusiveLock, DistributedLockService } = require('../..')
+const sg = require('../../syncguard')
 
 const Q = 1500
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -62,4 +63,36 @@ test('a master failed over: its slots wait for the quarantine, the other masters
   assert.ok(promotedTook >= Q - CLOCKS_MS, `a lock on the promoted replica came ${promotedTook.toFixed(1)} ms after it was first met`)
   t.diagnostic(`after the failover: a lock on another master took ${aliveTook.toFixed(1)} ms, one on the promoted replica ${promotedTook.toFixed(1)} ms`)
   await Promise.all([onAlive.release(), onPromoted.release()])
+})
+
+test('a slot first met makes every API wait the quarantine there', async () => {
+  const started = performance.now()
+  const since = () => performance.now() - started
+  const waits = await Promise.all([
+    (async () => {
+      const lock = new ExclusiveLock({ name: 'rqc-exclusive', cache_connection: cluster.url, restart_quarantine_ms: Q })
+      assert.equal(await lock.acquire(), true)
+      const took = since()
+      await lock.release()
+      return ['ExclusiveLock', took]
+    })(),
+    (async () => {
+      const backend = sg.createRedisBackend(cluster.url, { restartQuarantineMs: Q })
+      const won = await backend.acquire({ key: 'rqc:syncguard', ttlMs: 10_000 })
+      assert.equal(won.ok, true)
+      const took = since()
+      await backend.release({ lockId: won.lockId })
+      return ['syncguard', took]
+    })(),
+    (async () => {
+      const service = new DistributedLockService('rqc:maestro', 10_000, cluster.url, { restartQuarantineMs: Q })
+      assert.equal(await service.acquire(), true)
+      const took = since()
+      await service.release()
+      return ['DistributedLockService', took]
+    })(),
+  ])
+  for (const [api, took] of waits) {
+    assert.ok(took >= Q - CLOCKS_MS, `${api} acquired ${took.toFixed(1)} ms after its slot was first met`)
+  }
 })
