@@ -159,8 +159,8 @@ export interface LockOptions {
    * No lock is given on a Redis server restarted, failed over, flushed (noticed by new
    * connections only) or first met less than this many ms ago (README "Restart quarantine"):
    * with it, holders are told before anyone else can take their locks. A whole number of ms;
-   * 0 (the default) turns it off and sends nothing for it. Refused on a Redlock and a Cluster;
-   * ignored by memory://. A connection of its own; first attempts skip the JS thread's socket.
+   * 0 (the default) turns it off and sends nothing for it. On a Redlock a gate per node (a node
+   * in quarantine grants nothing), on a Cluster a gate per master; ignored by memory://. A connection of its own; first attempts skip the JS thread's socket.
    */
   restartQuarantineMs?: number
   /** Logs each event at its level (README "Tracing"). Default: silent. */
@@ -468,7 +468,7 @@ export interface ExclusiveLockOptions {
   stats?: boolean
   /** Ours: a connection of its own, nothing more: its pair locks are never granted across processes (README "Grants across processes"). Default false. */
   cross_process_grants?: boolean
-  /** Ours: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. Refused on a Redlock and a Cluster. */
+  /** Ours: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. On a Redlock a gate per node, on a Cluster a gate per master. */
   restart_quarantine_ms?: number
   /** Ours: logs each event at its level (README "Tracing"); `log` stays the original's. */
   logger?: TracingLogger
@@ -600,7 +600,7 @@ export declare class DistributedLockService {
       stats?: boolean
       /** Not in the original: a release gives the lock to the next waiting process (README "Grants across processes"). Default false. */
       crossProcessGrants?: boolean
-      /** Not in the original: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. Refused on a Redlock, a Cluster and a maestro cache. */
+      /** Not in the original: no lock for this many ms after a Redis restart or failover (README "Guarantees"); 0, the default, is off. On a Redlock a gate per node, on a Cluster a gate per master; refused on a maestro cache. */
       restartQuarantineMs?: number
       /** Told of each event (README "Tracing"); a throwing hook is logged to `logger`. */
       onEvent?: OnLockEvent

@@ -215,8 +215,9 @@ export interface RedisBackendOptions {
   stats?: boolean
   /**
    * Added by native-redis-lock: no lock for this many ms after a Redis restart or failover
-   * (README "Guarantees"); 0, the default, is off. Refused on a Cluster and on a client used
-   * only through its `eval` (a node-redis cluster client).
+   * (README "Guarantees"); 0, the default, is off. On a Redlock a gate per node, on a Cluster
+   * a gate per master; refused on a client used only through its `eval` (a node-redis cluster
+   * client).
    */
   restartQuarantineMs?: number
   /** Added by native-redis-lock: logs each event at its level (README "Tracing"). */

@@ -3,7 +3,7 @@
 // restartQuarantineMs on every API (README "Guarantees"): off by default; set, no lock is
 // given on a server incarnation first met less than that ago (a fresh server here), on the
 // JS thread's socket as on the runtime's connection; validated before any Redis call, named
-// as each API names it; refused on a Redlock and a Cluster; ignored by memory://.
+// as each API names it; taken on a Redlock and a Cluster; ignored by memory://.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('./helpers/redis-server')
@@ -143,33 +143,17 @@ test('restartQuarantineMs must be a whole number of ms from 0, named as each API
   assert.ok(new DistributedLock(server.url, { restartQuarantineMs: 0 }))
 })
 
-test('refused on a Redlock and a Cluster (each node restarts on its own), 0 accepted there', () => {
+test('taken on a Redlock (a gate per node) and a Cluster (a gate per master) on every API', () => {
   const nodes = ['redis://127.0.0.1:1', 'redis://127.0.0.1:2', 'redis://127.0.0.1:3']
   const cluster = 'redis+cluster://127.0.0.1:1,127.0.0.1:2'
+  // faults/redlock-restart-quarantine.test.js and faults/cluster-restart-quarantine.test.js
+  // have them at work.
   for (const redis of [nodes, cluster]) {
-    assert.throws(
-      () => new DistributedLock(redis, { restartQuarantineMs: 1000 }),
-      (err) => err.code === 'EINVAL' && err.argument === 'options.restartQuarantineMs' && /not supported on a (Redlock|Redis Cluster)/.test(err.message),
-    )
-    assert.ok(new DistributedLock(redis, { restartQuarantineMs: 0 }))
+    assert.ok(new DistributedLock(redis, { restartQuarantineMs: 1000 }))
+    assert.ok(new ExclusiveLock({ name: 'k', cache_connection: redis, restart_quarantine_ms: 1000 }))
+    assert.ok(sg.createRedisBackend(redis, { restartQuarantineMs: 1000 }))
+    assert.ok(new DistributedLockService('k', 1000, redis, { restartQuarantineMs: 1000 }))
   }
-  assert.throws(
-    () => new ExclusiveLock({ name: 'k', cache_connection: nodes, restart_quarantine_ms: 1000 }),
-    (err) => err.code === 'EINVAL' && /restart_quarantine_ms is not supported on a Redlock/.test(err.message),
-  )
-  // syncguard's entry, with its own error.
-  for (const redis of [nodes, cluster]) {
-    assert.throws(
-      () => sg.createRedisBackend(redis, { restartQuarantineMs: 1000 }),
-      (err) => err.code === 'InvalidArgument' && /restartQuarantineMs is not supported on a (Redlock|Redis Cluster)/.test(err.message),
-    )
-    assert.ok(sg.createRedisBackend(redis, { restartQuarantineMs: 0 }))
-  }
-  // maestro's service names it as its own validation does.
-  assert.throws(
-    () => new DistributedLockService('k', 1000, nodes, { restartQuarantineMs: 1000 }),
-    (err) => err.code === 'EINVAL' && err.argument === 'options.restartQuarantineMs' && /^options\.restartQuarantineMs is not supported on a Redlock/.test(err.message),
-  )
 })
 
 test('refused, not ignored, where the calls do not go through a connection of ours; 0 accepted there', () => {

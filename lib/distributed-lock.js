@@ -667,7 +667,7 @@ class DistributedLock {
 // The core names options as the native layer receives them; users wrote `options.x`.
 function withOptionPrefix(err) {
   // `fair` is refused natively over a Redlock.
-  // `restartQuarantineMs` is refused natively on a Redlock and a Cluster.
+  // `restartQuarantineMs` is checked natively too (its range).
   const names = ['defaultTtlMs', 'retryDelayMs', 'maxRetries', 'connectTimeoutMs', 'commandTimeoutMs', 'fenceRetentionMs', 'fair', 'restartQuarantineMs']
   if (err.code === 'EINVAL' && names.includes(err.argument)) {
     err.message = `options.${err.message}`

@@ -74,19 +74,15 @@ impl ConnectionOptions {
             .map(|ms| validate::non_negative_ms("restartQuarantineMs", ms))
             .transpose()?;
         if let Some(nodes) = self.nodes {
-            if restart_quarantine.is_some_and(|q| !q.is_zero()) {
-                // Each node restarts on its own; a quorum's epoch is not built.
-                return Err(LockError::invalid_type(
-                    "restartQuarantineMs",
-                    "restartQuarantineMs is not supported on a Redlock (each node restarts on its own); drop it or set it to 0",
-                ));
-            }
             let nodes = nodes
                 .into_iter()
                 .enumerate()
                 .map(|(i, mut node)| {
-                    // The API's connectTimeoutMs comes beside the nodes, for all of them.
+                    // The API's connectTimeoutMs and restartQuarantineMs come beside the
+                    // nodes, for all of them (each node keeps its own gate).
                     node.connect_timeout_ms = node.connect_timeout_ms.or(self.connect_timeout_ms);
+                    node.restart_quarantine_ms =
+                        node.restart_quarantine_ms.or(self.restart_quarantine_ms);
                     node.endpoint().map_err(|err| in_node(err, i))
                 })
                 .collect::<std::result::Result<Vec<_>, _>>()?;

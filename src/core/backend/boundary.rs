@@ -231,8 +231,8 @@ impl LockStore for Backend {
         each!(self, s => s.heed_command_timeout(command_timeout))
     }
 
-    async fn pass_gate(&self, bound: Duration) -> Result<(), LockError> {
-        each!(self, s => s.pass_gate(bound).await)
+    async fn pass_gate(&self, key: &[u8], bound: Duration) -> Result<(), LockError> {
+        each!(self, s => s.pass_gate(key, bound).await)
     }
 }
 

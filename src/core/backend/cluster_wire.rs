@@ -137,6 +137,10 @@ impl Conduit for ClusterPair {
         first_key(cmd).map(keys::slot)
     }
 
+    fn slot_of_key(key: &[u8]) -> Option<u16> {
+        Some(keys::slot(key))
+    }
+
     /// Nothing ahead: the crate sends a SCRIPT LOAD to every node, replicas included, and
     /// holds it while it reconnects to one that died or maps the slots again, so calls on the
     /// healthy masters would wait for a failover. A call that finds its script missing on its

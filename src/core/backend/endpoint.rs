@@ -262,16 +262,6 @@ impl Endpoint {
         }
         endpoint.grants = spec.cross_process_grants.unwrap_or(false);
         endpoint.restart_quarantine = spec.restart_quarantine.unwrap_or_default();
-        if matches!(endpoint.address, Address::Cluster { .. })
-            && !endpoint.restart_quarantine.is_zero()
-        {
-            // Each master is its own incarnation, which would need an epoch key in a slot of
-            // each: not built.
-            return Err(LockError::invalid_type(
-                "restartQuarantineMs",
-                "restartQuarantineMs is not supported on a Redis Cluster (each master restarts on its own); drop it or set it to 0",
-            ));
-        }
         if let Some(routes) = spec.nat_map.filter(|routes| !routes.is_empty()) {
             let Address::Cluster { nat, .. } = &mut endpoint.address else {
                 return Err(LockError::invalid_type(

@@ -53,6 +53,14 @@ pub enum Refusals {
     Fail,
 }
 
+/// Whether a call passes the restart quarantine's gate before it goes (an attempt at a lock
+/// does), and whose: on a cluster its slot's master's, else (`None`) the one server's.
+#[derive(Clone, Copy)]
+enum Gating {
+    Pass(Option<u16>),
+    Skip,
+}
+
 /// One connection, kept by a caller that must send a follow-up on the same socket.
 #[derive(Clone)]
 pub(super) struct Pinned<W: Conduit = ConnectionManager>(W);
@@ -169,17 +177,44 @@ impl<W: Conduit> Link<W> {
         self.quarantine.is_off()
     }
 
-    /// Waits at the restart quarantine's gate, learning it first if need be, within
-    /// `timeout` (one extension past a wait, as for any attempt): an attempt stamped after
-    /// this counts its lease from when it can actually go out. Nothing is sent when the
-    /// gate is off or known open.
-    pub(super) async fn pass_gate(&self, timeout: Duration) -> Result<(), LockError> {
-        if self.quarantine.is_open(&self.dropped) {
+    /// Waits at the restart quarantine's gate (on a cluster, `slot`'s), learning it first if
+    /// need be, within `timeout` (one extension past a wait, as for any attempt): an attempt
+    /// stamped after this counts its lease from when it can actually go out. Nothing is sent
+    /// when the gate is off or known open.
+    pub(super) async fn pass_gate(
+        &self,
+        slot: Option<u16>,
+        timeout: Duration,
+    ) -> Result<(), LockError> {
+        if self.quarantine.is_open(&self.dropped, slot) {
             return Ok(());
         }
-        self.call(timeout, Replay::Safe, Refusals::Fail, |_| async { Ok(()) })
-            .await
-            .map_err(|(err, _)| err)
+        self.call(
+            timeout,
+            Replay::Safe,
+            Refusals::Fail,
+            Gating::Pass(slot),
+            |_| async { Ok(()) },
+        )
+        .await
+        .map_err(|(err, _)| err)
+    }
+
+    /// A Redlock's node: an attempt at a closed gate is refused at once (its part of the
+    /// quorum is "not granted"), never waited for.
+    pub(super) fn abstaining(mut self) -> Self {
+        self.quarantine = self.quarantine.abstaining();
+        self
+    }
+
+    /// When the gate of the current connection opens (now when the option is off), learned
+    /// first if need be, within `timeout`; the error of a server not reached.
+    pub(super) async fn gate_opens(&self, timeout: Duration) -> Result<Instant, LockError> {
+        let passed = self.pass_gate(None, timeout).await;
+        match self.quarantine.known(&self.dropped, None) {
+            Some(gate) => Ok(gate.opens),
+            None => passed.map(|()| Instant::now()),
+        }
     }
 
     /// See `LockStore::heed_command_timeout`.
@@ -396,9 +431,15 @@ impl<W: Conduit> Link<W> {
             return Ok(());
         }
         let scripts = self.scripts;
-        self.call(timeout, Replay::Safe, refusals, |mut con| async move {
-            con.load_scripts(scripts).await
-        })
+        // Loading scripts takes no lock: the attempt after it passes the gate (a Redlock's
+        // node, which refuses at a closed gate, would otherwise refuse its scripts).
+        self.call(
+            timeout,
+            Replay::Safe,
+            refusals,
+            Gating::Skip,
+            |mut con| async move { con.load_scripts(scripts).await },
+        )
         .await
         .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);
@@ -421,11 +462,14 @@ impl<W: Conduit> Link<W> {
     /// gets one transparent retry over RESP2, within the same bound. A timeout also hands
     /// back the connection the unanswered request went out on, which the connection slot no
     /// longer holds.
+    /// An attempt (`Refusals::Fail`, `Gating::Pass`) passes the restart quarantine's gate
+    /// first.
     async fn call<T, F, Fut>(
         &self,
         timeout: Duration,
         replay: Replay,
         refusals: Refusals,
+        gating: Gating,
         op: F,
     ) -> Result<T, (LockError, Option<Pinned<W>>)>
     where
@@ -445,7 +489,13 @@ impl<W: Conduit> Link<W> {
                 .map_err(|err| (err, None))?;
             // An attempt passes the restart quarantine's gate first, on the connection it
             // goes out on: one the call loop reconnects is asked again.
-            let attempt = refusals == Refusals::Fail && !self.quarantine.is_off();
+            let (attempt, slot) = match gating {
+                Gating::Pass(slot) => (
+                    refusals == Refusals::Fail && !self.quarantine.is_off(),
+                    slot,
+                ),
+                Gating::Skip => (false, None),
+            };
             let learning_failed = AtomicBool::new(false);
             let work = tokio::time::timeout_at(deadline, async {
                 if attempt {
@@ -453,7 +503,7 @@ impl<W: Conduit> Link<W> {
                     // it was.
                     let learning = Box::pin(async {
                         let mut con = manager.clone();
-                        self.quarantine.gate(&mut con, &self.dropped).await
+                        self.quarantine.gate(&mut con, &self.dropped, slot).await
                     });
                     let gate = learning
                         .await
@@ -496,7 +546,7 @@ impl<W: Conduit> Link<W> {
                         Ok(value) => return Ok(value),
                         Err(gate) => gate,
                     };
-                    match gate.admit(Instant::now(), deadline.into_std()) {
+                    match (self.quarantine).admit(&gate, Instant::now(), deadline.into_std()) {
                         Admit::Open => {}
                         Admit::WaitUntil(opens) => {
                             tokio::time::sleep_until(opens.into()).await;
@@ -710,19 +760,28 @@ impl<W: Conduit> Link<W> {
         // Whether the last try was turned away as its slot moved (see `heard`).
         let moving = AtomicBool::new(false);
         let moving = &moving;
+        // Only an attempt behind a quarantine needs it (a cluster's gate is its slot's).
+        let gated = refusals == Refusals::Fail && !self.quarantine.is_off();
+        let slot = gated.then(|| W::slot_of(request_cmd(request))).flatten();
         let answer = self
-            .call(timeout, replay, refusals, |con| async move {
-                replied.store(false, Ordering::Relaxed);
-                moving.store(false, Ordering::Relaxed);
-                let mut con = match replay {
-                    Replay::Safe => con,
-                    Replay::Never => con.sent_once(),
-                };
-                let reply = query(request, &mut con).await;
-                replied.store(true, Ordering::Relaxed);
-                moving.store(reply.as_ref().is_err_and(slot_moving), Ordering::Relaxed);
-                reply
-            })
+            .call(
+                timeout,
+                replay,
+                refusals,
+                Gating::Pass(slot),
+                |con| async move {
+                    replied.store(false, Ordering::Relaxed);
+                    moving.store(false, Ordering::Relaxed);
+                    let mut con = match replay {
+                        Replay::Safe => con,
+                        Replay::Never => con.sent_once(),
+                    };
+                    let reply = query(request, &mut con).await;
+                    replied.store(true, Ordering::Relaxed);
+                    moving.store(reply.as_ref().is_err_and(slot_moving), Ordering::Relaxed);
+                    reply
+                },
+            )
             .await;
         if let (Some(sent), true) = (sent, answer.is_ok()) {
             let mut answered = lock(&self.answered);
@@ -786,6 +845,7 @@ impl<W: Conduit> Link<W> {
                 timeout,
                 Replay::Safe,
                 Refusals::Retry,
+                Gating::Skip,
                 |mut con| async move { pipe.query_async(&mut con).await },
             )
             .await

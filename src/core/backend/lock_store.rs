@@ -402,10 +402,14 @@ pub trait LockStore: Send + Sync {
         true
     }
 
-    /// Waits, within `bound`, until the restart quarantine lets an attempt go out, so the
-    /// attempt's lease counts from then. At once where there is no quarantine.
-    fn pass_gate(&self, bound: Duration) -> impl Future<Output = Result<(), LockError>> + Send {
-        let _ = bound;
+    /// Waits, within `bound`, until the restart quarantine lets an attempt at `key` go out,
+    /// so the attempt's lease counts from then. At once where there is no quarantine.
+    fn pass_gate(
+        &self,
+        key: &[u8],
+        bound: Duration,
+    ) -> impl Future<Output = Result<(), LockError>> + Send {
+        let _ = (key, bound);
         std::future::ready(Ok(()))
     }
 

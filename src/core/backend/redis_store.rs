@@ -34,6 +34,20 @@ impl<W: Conduit> RedisStore<W> {
         }
     }
 
+    /// One node of a Redlock: at a closed restart-quarantine gate an attempt is refused at
+    /// once, not waited for (its part of the quorum is "not granted").
+    pub fn quorum_node(endpoint: Endpoint, listener: Arc<dyn Listener>) -> Self {
+        RedisStore {
+            link: Link::new(endpoint, &scripts::ALL_SOURCES, listener).abstaining(),
+        }
+    }
+
+    /// When this server's restart quarantine lets an attempt go out (now when off), asked of
+    /// it first if need be, within `bound`.
+    pub async fn gate_opens(&self, bound: Duration) -> Result<std::time::Instant, LockError> {
+        self.link.gate_opens(bound).await
+    }
+
     /// Sent on the connection the timed-out attempt went out on, so it runs after that
     /// attempt whenever it runs; worth waiting for only as long as the lock could live.
     fn free_late_win(pinned: Pinned<W>, free: impl AsRef<Request> + Send + 'static, ttl: Duration) {
@@ -278,8 +292,9 @@ impl<W: Conduit> LockStore for RedisStore<W> {
         self.link.heed_command_timeout(command_timeout)
     }
 
-    async fn pass_gate(&self, bound: Duration) -> Result<(), LockError> {
-        self.link.pass_gate(bound).await
+    /// One gate for every key of the server, a cluster's by the key's slot.
+    async fn pass_gate(&self, key: &[u8], bound: Duration) -> Result<(), LockError> {
+        self.link.pass_gate(W::slot_of_key(key), bound).await
     }
 
     /// One server keeps every key.

@@ -13,6 +13,7 @@ use super::redlock_tally::{
 };
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
+use crate::core::proto::epoch;
 use crate::core::proto::Request;
 use futures_util::FutureExt;
 use redis::Value;
@@ -186,7 +187,9 @@ fn lost(
     replies: &[Option<Result<Acquired, LockError>>],
     won: usize,
 ) -> Result<Acquired, LockError> {
-    tally.heard(heard(replies))?;
+    tally
+        .heard(heard(replies))
+        .map_err(|err| with_quarantined(err, replies))?;
     let held = replies.iter().flatten().filter_map(|r| match r {
         Ok(Acquired::Held { ttl }) => Some(*ttl),
         _ => None,
@@ -204,6 +207,20 @@ fn lost(
     match oks.any(|r| !matches!(r, Acquired::Won { .. })) {
         true => Ok(Acquired::Refused),
         false => Err(quorum_error(won, tally.nodes, tally.quorum, "agreed")),
+    }
+}
+
+/// The quorum error `err`, saying how many nodes were in their restart quarantine, if any:
+/// those did not answer, by design, and the user should know the quorum lacked them for that.
+fn with_quarantined(err: LockError, replies: &[Option<Result<Acquired, LockError>>]) -> LockError {
+    let quarantined = (replies.iter().flatten())
+        .filter(|r| matches!(r, Err(err) if epoch::is_refusal(err)))
+        .count();
+    match err {
+        LockError::Connection(text) if quarantined > 0 => LockError::Connection(format!(
+            "{text}; {quarantined} in restart quarantine (restartQuarantineMs)"
+        )),
+        other => other,
     }
 }
 
@@ -225,6 +242,35 @@ mod tests {
 
     fn err(err: LockError) -> Option<Result<Acquired, LockError>> {
         Some(Err(err))
+    }
+
+    #[test]
+    fn a_node_in_quarantine_is_not_granted_and_named_in_the_quorum_error() {
+        let quarantined = || {
+            err(LockError::Connection(
+                "Redis was restarted 5 ms ago; no lock is given for restartQuarantineMs (1500) after a restart".into(),
+            ))
+        };
+        let down = || err(LockError::Connection("refused".into()));
+        // 2 won, the node in quarantine and 2 down: not a win, not held; the quorum error.
+        let short = [won(), won(), quarantined(), down(), down()];
+        let Err(LockError::Connection(text)) = lost(&FIVE, &short, 2) else {
+            panic!("not the quorum error");
+        };
+        assert_eq!(
+            text,
+            "only 2 of 5 Redlock nodes answered; a quorum is 3; 1 in restart quarantine (restartQuarantineMs)"
+        );
+        // The others answered held: held, the node in quarantine counted in neither.
+        let held = || Some(Ok(Acquired::Held { ttl: None }));
+        let classic = [held(), held(), quarantined(), won(), won()];
+        assert_eq!(lost(&FIVE, &classic, 2), Ok(Acquired::Held { ttl: None }));
+        // No node in quarantine: the quorum error as before.
+        let plain = [won(), won(), down(), down(), down()];
+        assert_eq!(
+            lost(&FIVE, &plain, 2),
+            Err(quorum_error(2, 5, 3, "answered"))
+        );
     }
 
     #[test]

@@ -100,10 +100,12 @@ impl Endpoint {
             }
         }
         let connect_timeout = nodes.iter().map(|n| n.connect_timeout).max();
+        // Each node keeps its own gate; this one only says the option is on.
+        let restart_quarantine = nodes.iter().map(|n| n.restart_quarantine).max();
         Ok(Endpoint {
             connect_timeout: connect_timeout.unwrap_or(super::endpoint::DEFAULT_CONNECT_TIMEOUT),
             grants: false,
-            restart_quarantine: Duration::ZERO,
+            restart_quarantine: restart_quarantine.unwrap_or_default(),
             address: Address::Redlock(nodes),
             db: 0,
             username: None,
@@ -168,7 +170,7 @@ impl RedlockStore {
                         lost: lost.clone(),
                     });
                     Node {
-                        store: Arc::new(RedisStore::new(node.clone(), heard)),
+                        store: Arc::new(RedisStore::quorum_node(node.clone(), heard)),
                         book,
                     }
                 })
@@ -840,6 +842,47 @@ impl LockStore for RedlockStore {
 
     fn lost(&self) -> &Drops {
         &self.lost
+    }
+
+    /// Open only when no node has a restart quarantine (see `RedisStore::gate_open`).
+    fn gate_open(&self) -> bool {
+        self.nodes.iter().all(|node| node.store.gate_open())
+    }
+
+    fn forget_gate(&self) {
+        for node in &self.nodes {
+            node.store.forget_gate();
+        }
+    }
+
+    /// Waits, within `bound`, until a quorum of nodes' gates is open, when that comes within
+    /// it: a node in its quarantine grants nothing (its attempt abstains), so going earlier
+    /// could only fail. Never refuses: past the bound, or short of a quorum of nodes that
+    /// answer, the attempt goes and fails with the quorum error naming what it lacked.
+    async fn pass_gate(&self, _key: &[u8], bound: Duration) -> Result<(), LockError> {
+        if self.gate_open() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + bound;
+        let open_now = |seen: &[Option<Result<Instant, LockError>>]| {
+            let now = Instant::now();
+            let open = seen.iter().flatten().flatten().filter(|&&at| at <= now);
+            open.count() >= self.quorum
+        };
+        let learned = |seen: &[Option<Result<Instant, LockError>>]| {
+            seen.iter().flatten().flatten().count() >= self.quorum
+        };
+        let calls = (self.nodes.iter()).map(|node| node.store.gate_opens(bound));
+        let gates = gather(calls, open_now, learned).await;
+        let mut opens: Vec<Instant> = gates.into_iter().flatten().flatten().collect();
+        opens.sort_unstable();
+        match opens.get(self.quorum - 1) {
+            Some(&at) if at > Instant::now() && at <= deadline => {
+                tokio::time::sleep_until(at.into()).await;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     fn heed_command_timeout(&self, command_timeout: Duration) {

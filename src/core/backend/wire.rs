@@ -132,6 +132,11 @@ pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
         None
     }
 
+    /// The slot `key` is in, where the connection routes by slot (see `slot_of`).
+    fn slot_of_key(_key: &[u8]) -> Option<u16> {
+        None
+    }
+
     /// Opens lazily: reaches no server but the Sentinel set `destination` may ask where its
     /// master is. `resp3: false` carries no pushes.
     fn open<'a>(

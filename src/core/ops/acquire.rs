@@ -379,7 +379,7 @@ impl Locker {
                 Next::Attempt => {
                     attempts.before(failed + 1)?;
                     let bound = attempts.bound(self.command_timeout());
-                    self.pass_gate(bound, cancel).await?;
+                    self.pass_gate(scheme, bound, cancel).await?;
                     match self
                         .attempt_bounded(scheme, ttl, bound, ticket.as_ref())
                         .await?

@@ -52,7 +52,9 @@ impl Locker {
             KeyScheme::Ours(key) => {
                 // Stamped after the gate: a lease stamped before a wait there would count
                 // its TTL from before it could be taken.
-                self.store().pass_gate(timeout).await?;
+                (self.store())
+                    .pass_gate(|| self.scheme_key(&scheme), timeout)
+                    .await?;
                 let token = token::new_token();
                 (self.attempt_with(key, token, Stamp::now(), ttl, timeout, waiting)).await
             }

@@ -20,6 +20,7 @@ use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout}
 use crate::core::proto::read::Inspect;
 use crate::core::proto::release::{Release, ReleaseKind};
 use crate::core::proto::Op;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -135,7 +136,8 @@ impl Exclusive {
             .ensure_scripts(self.command_timeout, ScriptsFor::Attempt)
             .await?;
         // Stamped after the restart quarantine's gate, as `Locker::attempt_bounded`.
-        self.store.pass_gate(self.command_timeout).await?;
+        let key = || Cow::Borrowed(&self.redis_key[..]);
+        self.store.pass_gate(key, self.command_timeout).await?;
         let request = self.attempt_request(terms);
         self.acquire_again(request, self.command_timeout).await
     }

@@ -318,14 +318,16 @@ impl Locker {
         }
     }
 
-    /// Waits at the restart quarantine's gate (`Store::pass_gate`) unless `cancel` ends it.
+    /// Waits at the restart quarantine's gate of the lock `scheme` names
+    /// (`Store::pass_gate`) unless `cancel` ends it.
     pub(super) async fn pass_gate(
         &self,
+        scheme: KeyScheme<'_>,
         bound: Duration,
         cancel: &CancellationToken,
     ) -> Result<(), LockError> {
         tokio::select! {
-            passed = self.store.pass_gate(bound) => passed,
+            passed = self.store.pass_gate(|| self.scheme_key(&scheme), bound) => passed,
             _ = cancel.cancelled() => Err(LockError::Aborted),
             _ = self.owner.gone() => Err(LockError::Aborted),
         }

@@ -132,7 +132,7 @@ impl Locker {
                 Pause::Woken => {}
             }
             let timeout = self.command_timeout();
-            self.pass_gate(timeout, cancel).await?;
+            self.pass_gate(scheme, timeout, cancel).await?;
             match self
                 .attempt_bounded(scheme, ttl, timeout, Some(ticket))
                 .await?

@@ -165,3 +165,33 @@ fn a_store_with_a_restart_quarantine_keeps_first_attempts_on_the_runtime() {
     let plain = locker(1, false);
     assert!(!FirstAttempt::on(plain.store()).gate_closed);
 }
+
+#[test]
+fn a_redlock_with_a_restart_quarantine_keeps_first_attempts_off_the_nodes_sockets() {
+    let nodes = |quarantine: Option<Duration>| {
+        (1..=3)
+            .map(|port| {
+                Endpoint::from_spec(EndpointSpec {
+                    port: Some(port),
+                    restart_quarantine: quarantine,
+                    ..Default::default()
+                })
+                .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let redlock =
+        |quarantine| Store::shared(Endpoint::redlock(nodes(quarantine), "redis").unwrap());
+    let gated = redlock(Some(Duration::from_millis(1_000)));
+    assert!(FirstAttempt::on(&gated).gate_closed);
+    assert_eq!(
+        Route::way(
+            &gated,
+            RouteFacts::Attempt(FirstAttempt::on(&gated).watched(false))
+        ),
+        Way::Runtime
+    );
+    let plain = redlock(None);
+    assert!(!FirstAttempt::on(&plain).gate_closed);
+    assert_eq!(Route::outside(&plain), Way::Quorum);
+}

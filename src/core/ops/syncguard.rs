@@ -15,6 +15,7 @@ use crate::core::basics::pace::Pace;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout};
 use crate::core::proto::syncguard::{ExtendById, ReleasedById, SyncguardIsLocked, SyncguardLookup};
 use crate::core::wait::releases::Mark;
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -94,7 +95,8 @@ impl Locker {
         timeout: Duration,
     ) -> Result<Attempt, LockError> {
         // Stamped after the gate (see `attempt_bounded`).
-        self.store().pass_gate(timeout).await?;
+        let key = || Cow::Borrowed(&keys.lock_key[..]);
+        self.store().pass_gate(key, timeout).await?;
         let sent = Stamp::now();
         let op = attempt_op(keys, ttl, sent.at);
         let answer = self.store().backend().acquire(&op, timeout).await?;

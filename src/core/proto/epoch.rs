@@ -15,12 +15,25 @@ pub const EPOCH_KEY: &[u8] = b"\xffepoch";
 
 const EPOCH_SOURCE: &str = include_str!("scripts/epoch.lua");
 
-/// `epoch.lua`, sent whole (EVAL): it runs once per connection, and a SCRIPT LOAD ahead
-/// would be a second command for it.
-pub fn stamp() -> Cmd {
+/// `epoch.lua`, sent whole (EVAL): it runs once per connection (on a cluster, once per slot
+/// attempted on it), and a SCRIPT LOAD ahead would be a second command for it.
+pub fn stamp(slot: Option<u16>) -> Cmd {
     let mut cmd = redis::cmd("EVAL");
-    cmd.arg(EPOCH_SOURCE).arg(1).arg(EPOCH_KEY);
+    cmd.arg(EPOCH_SOURCE).arg(1).arg(epoch_key(slot));
     cmd
+}
+
+/// Where the incarnation is kept: `\xffepoch` on one server; on a cluster one hash per slot,
+/// `{<tag of the slot>}\xffepoch`, so that the script runs on the master of the slot an
+/// attempt goes to (each master restarts or fails over on its own) and reads its `run_id`.
+pub fn epoch_key(slot: Option<u16>) -> Vec<u8> {
+    match slot {
+        None => EPOCH_KEY.to_vec(),
+        Some(slot) => {
+            let tag = crate::core::basics::slots::tag_for_slot(slot);
+            [b"{", tag, b"}", EPOCH_KEY].concat()
+        }
+    }
 }
 
 /// `epoch.lua`'s name by its SHA1, else any other script's, for `DEBUG` lines
@@ -96,9 +109,18 @@ impl Gate {
         let ago = now.saturating_duration_since(self.born).as_millis();
         let q = self.quarantine.as_millis();
         Admit::Refuse(LockError::Connection(format!(
-            "Redis was restarted {ago} ms ago; no lock is given for restartQuarantineMs ({q}) after a restart"
+            "Redis was restarted {ago} ms ago; {REFUSED} ({q}) after a restart"
         )))
     }
+}
+
+/// What every refusal at the gate says, and how one is told from other failures to reach a
+/// server (a Redlock counts its nodes in quarantine apart, see `is_refusal`).
+const REFUSED: &str = "no lock is given for restartQuarantineMs";
+
+/// Whether `err` is an attempt refused at a closed gate.
+pub fn is_refusal(err: &LockError) -> bool {
+    matches!(err, LockError::Connection(text) if text.contains(REFUSED))
 }
 
 #[cfg(test)]

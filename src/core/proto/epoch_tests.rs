@@ -50,3 +50,14 @@ fn an_attempt_waits_for_a_gate_within_its_bound_and_fails_past_it() {
     assert!(text.contains("restartQuarantineMs (1000)"), "{text}");
     assert_eq!(gate.admit(receipt + MS(800), receipt), Admit::Open);
 }
+
+#[test]
+fn a_clusters_epoch_key_is_in_the_slot_it_is_asked_for() {
+    use crate::core::basics::slots::{slot, SLOTS};
+    assert_eq!(epoch_key(None), EPOCH_KEY);
+    for s in [0, 1, 5_461, 12_182, SLOTS - 1] {
+        let key = epoch_key(Some(s));
+        assert_eq!(slot(&key), s);
+        assert!(key.ends_with(EPOCH_KEY));
+    }
+}
