@@ -302,6 +302,16 @@ mod attempt {
 
     /// DistributedLock's: token `t`, 1 s, a fence window of `retention` ms.
     fn plain(form: AttemptForm, retention: u64, keep_fences: bool) -> (Vec<u8>, usize) {
+        plain_known(form, retention, keep_fences, false)
+    }
+
+    /// `plain`, its script told whether the counter is known kept.
+    fn plain_known(
+        form: AttemptForm,
+        retention: u64,
+        keep_fences: bool,
+        fences_known_kept: bool,
+    ) -> (Vec<u8>, usize) {
         written(&AcquireAttempt {
             lock_key: b"lock:k",
             fence_key: FENCE,
@@ -309,6 +319,7 @@ mod attempt {
             ttl: Duration::from_millis(1000),
             fence_retention_ms: retention,
             keep_fences,
+            fences_known_kept,
             layout: Layout::Plain,
             form,
             sent: Instant::now(),
@@ -324,6 +335,7 @@ mod attempt {
             ttl: Duration::from_millis(3000),
             fence_retention_ms: 5000,
             keep_fences,
+            fences_known_kept: false,
             layout: Layout::Exclusive {
                 owner_key: X_OWNER,
                 contents: "1",
@@ -350,6 +362,23 @@ mod attempt {
         );
         let (got, replies) = plain(AttemptForm::Script, 5000, true);
         assert_eq!((text(&got), replies), (text(&want), 1));
+    }
+
+    #[test]
+    fn a_script_attempt_known_kept_sends_a_dash_for_the_window_unless_kept_forever() {
+        let known = |retention: u64| plain_known(AttemptForm::Script, retention, false, true).0;
+        let dash = evalsha(
+            &scripts::ACQUIRE,
+            &[b"lock:k", FENCE],
+            &[b"t", b"1000", b"-"],
+        );
+        assert_eq!(text(&known(5000)), text(&dash));
+        let forever = evalsha(
+            &scripts::ACQUIRE,
+            &[b"lock:k", FENCE],
+            &[b"t", b"1000", b"0"],
+        );
+        assert_eq!(text(&known(0)), text(&forever));
     }
 
     #[test]
@@ -431,6 +460,7 @@ mod attempt {
             ttl: Duration::from_millis(1000),
             fence_retention_ms: 5000,
             keep_fences: true,
+            fences_known_kept: false,
             layout,
             form: AttemptForm::Script,
             sent: Instant::now(),
