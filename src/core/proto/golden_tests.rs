@@ -769,6 +769,32 @@ fn a_batch_split_by_slot_is_one_batch_per_slot_in_slot_order() {
 }
 
 #[test]
+fn release_grant_known_kept_sends_a_dash_for_the_window_and_draws_the_scripts_block() {
+    use super::ring::{ReleaseGrant, GRANT_BLOCK};
+    let args = |fence_retention_ms: u64| {
+        let release = ReleaseGrant {
+            fences_known_kept: true,
+            fence_retention_ms,
+            ..ReleaseGrant::kick(b"lock:k", "g", Duration::from_secs(1), "me", 0)
+        };
+        let mut out = Vec::new();
+        release.encode(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let (kept, forever) = (args(5000), args(0));
+    assert!(
+        kept.contains("\r\n$1\r\n-\r\n") && !kept.contains("5000"),
+        "{kept}"
+    );
+    assert!(
+        forever.contains("\r\n$1\r\n0\r\n$") && !forever.contains("\r\n-\r\n"),
+        "{forever}"
+    );
+    let source = include_str!("scripts/release_grant.lua");
+    assert!(source.contains(&format!("local BLOCK = {GRANT_BLOCK}\n")));
+}
+
+#[test]
 fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
     use super::ring::{ReleaseGrant, Released};
     let release = ReleaseGrant {
@@ -782,6 +808,7 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
         leave: false,
         ours_wait: false,
         fence_retention_ms: 5000,
+        fences_known_kept: false,
     };
     let want = evalsha(
         &scripts::RELEASE_GRANT,

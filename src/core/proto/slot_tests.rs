@@ -188,6 +188,7 @@ fn every_other_lock_operation_keeps_its_keys_in_the_lock_keys_slot() {
                     leave: false,
                     ours_wait: false,
                     fence_retention_ms: 0,
+                    fences_known_kept: false,
                 }),
             ),
             (
