@@ -218,6 +218,27 @@ redisOnly('a transaction leaves alone a counter its connection knows kept, until
   await long.release()
 })
 
+redisOnly('attempts written as the script (a contended lock) neither read nor push a counter their connection knows kept', async () => {
+  const pttls = async () => Number(/cmdstat_pttl:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0)
+  const lock = new DistributedLock(backend.url, { keyPrefix: 'dl-script-known:', fenceRetentionMs: 60_000 })
+  // Found held once: the attempts at it go as the script for a while (ops/kept_fences.rs).
+  const first = await lock.acquire('k', TTL)
+  await assert.rejects(lock.acquire('k', TTL), (err) => err.code === 'ELOCKED')
+  await first.release()
+  const before = await pttls()
+  let fence = first.fence
+  const rounds = 10
+  for (let i = 0; i < rounds; i++) {
+    const handle = await lock.acquire('k', TTL)
+    assert.ok(handle.fence > fence)
+    fence = handle.fence
+    await handle.release()
+  }
+  // One script may run its upkeep (on the runtime's connection, or before anything is known).
+  assert.ok((await pttls()) - before <= 1, `the scripts read the counter ${(await pttls()) - before} times in ${rounds} acquisitions`)
+  await assertKept('dl-script-known:k', 60_000, TTL)
+})
+
 redisOnly('a user whose ACL refuses PERSIST gets an error and no lock with fenceRetentionMs: 0, and locks as usual with a window', async () => {
   const commands = ['evalsha', 'script|load', 'exists', 'get', 'set', 'del', 'pexpire', 'pexpireat', 'pexpiretime', 'pttl', 'incr', 'incrby', 'time', 'multi', 'exec']
   await redis.call('ACL', 'SETUSER', 'nopersist', 'on', '>nopersist-pw', '~acl:*', '~{acl:*', ...commands.map((c) => `+${c}`))

@@ -105,6 +105,7 @@ fn attempt<'a>(
         ttl: TTL,
         fence_retention_ms: 5_000,
         keep_fences: false,
+        fences_known_kept: false,
         layout,
         form: AttemptForm::Script,
         sent: Instant::now(),

@@ -107,6 +107,7 @@ impl Locker {
             ttl,
             fence_retention_ms: self.fence_retention_ms(),
             keep_fences: false,
+            fences_known_kept: false,
             layout,
             form: AttemptForm::Script,
             sent: sent.at,
@@ -221,9 +222,26 @@ impl AttemptTerms {
             ttl: self.ttl,
             fence_retention_ms: self.fence_retention_ms,
             keep_fences: self.keep_fences,
+            fences_known_kept: false,
             layout,
             form,
             sent: self.sent.at,
+        }
+    }
+
+    /// Whether its script, written in `form` on a connection to one server, leaves the fence
+    /// counter alone, unread: a reply of ours showed it kept long enough (kept_fences.rs). Not
+    /// on a Redlock, whose nodes each keep a counter of their own.
+    pub fn script_skips_upkeep(&self, form: AttemptForm) -> bool {
+        form == AttemptForm::Script && !self.keep_fences && self.fence_retention_ms != 0
+    }
+
+    /// Its script, written in `form`, won: unless it skipped its upkeep, the counter lives
+    /// an eighth of a window beyond what the lock needs (fence.lua `keep_fences`).
+    pub fn note_script_won(&self, store: &Store, form: AttemptForm) {
+        if form == AttemptForm::Script && !self.script_skips_upkeep(form) {
+            let (ttl, window) = (self.ttl, self.fence_retention_ms);
+            (store.kept_fences()).won_by_script(&self.fence_key, self.sent.at, ttl, window);
         }
     }
 

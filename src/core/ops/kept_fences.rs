@@ -4,6 +4,8 @@
 //! not push it at all: two commands fewer in each (see proto/acquire.rs).
 //!
 //! A handover of ours does the same (see `upkeep`): most need not touch the counter at all.
+//! So does a script attempt on the caller's socket that won with its upkeep run (see
+//! `won_by_script`): the next ones skip even reading the counter's TTL.
 //! A Redlock's first attempt, a transaction on each node's socket, knows each node's counter
 //! by its own replies only, under the fence key and the node (`AttemptTerms::node_push`).
 //!
@@ -166,6 +168,25 @@ impl KeptFences {
         }
     }
 
+    /// An attempt's script sent at `sent` for a lock of `ttl` won, its upkeep run: the
+    /// counter lives at least an eighth of a window beyond what that lock needs (fence.lua
+    /// `keep_fences` pushes it short of that), so the attempts after it, until that eighth is
+    /// used up, skip the upkeep.
+    pub fn won_by_script(&self, fence_key: &[u8], sent: Instant, ttl: Duration, window_ms: u64) {
+        if window_ms == 0 {
+            return;
+        }
+        let keep = (ttl.as_millis() as u64)
+            .saturating_add(window_ms)
+            .saturating_add(window_ms / 8);
+        let Some(until) = sent.checked_add(Duration::from_millis(keep)) else {
+            return;
+        };
+        self.note(fence_key, |news| {
+            news.kept = news.kept.max(Some(until));
+        });
+    }
+
     /// A script or transaction sent at `sent` kept the counter `pushed_for` a lock of `ttl`.
     fn kept(&self, fence_key: &[u8], sent: Instant, ttl: Duration, window_ms: u64) {
         let keep = pushed_for(ttl.as_millis() as u64, window_ms);
@@ -222,6 +243,23 @@ mod tests {
         if let Some(long_ago) = long_ago {
             kept.answered(&won(), b"f", long_ago, TTL, WINDOW);
             assert!(kept.due(b"f", TTL, WINDOW));
+        }
+    }
+
+    #[test]
+    fn a_won_script_shows_its_counter_kept_an_eighth_window_past_its_lock() {
+        let kept = KeptFences::default();
+        let sent = Instant::now();
+        kept.won_by_script(b"f", sent, TTL, WINDOW);
+        assert!(!kept.due(b"f", TTL, WINDOW));
+        assert!(kept.due(b"f", TTL + Duration::from_millis(WINDOW / 8 + 1000), WINDOW));
+        // A counter kept forever is persisted by every attempt.
+        kept.won_by_script(b"z", sent, TTL, 0);
+        assert!(kept.due(b"z", TTL, 0));
+        // An older win does not take back what a newer one showed.
+        if let Some(long_ago) = sent.checked_sub(Duration::from_millis(WINDOW)) {
+            kept.won_by_script(b"f", long_ago, TTL, WINDOW);
+            assert!(!kept.due(b"f", TTL, WINDOW));
         }
     }
 

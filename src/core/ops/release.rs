@@ -12,7 +12,7 @@ use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::token;
 use crate::core::proto::release::{FenceUpkeep, HandOver, Release, ReleaseKind};
-use crate::core::proto::ring::{ReleaseGrant, Released};
+use crate::core::proto::ring::{ReleaseGrant, Released, GRANT_BLOCK};
 use crate::core::wait::wake::{self, Reservation};
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,6 +96,10 @@ async fn grant(
     // with nobody waiting takes it out.
     let leave = lease.is_claim_only() && !store.wakes().has_waiters(channel);
     let token = token::new_token();
+    let window = window_ms.unwrap_or(token::FENCE_RETENTION_MS);
+    let block = GRANT_CLAIM.saturating_mul(GRANT_BLOCK);
+    let fence_key = keys::fence_key(&lease.redis_key);
+    let known = window != 0 && !store.kept_fences().due(&fence_key, block, window);
     let op = ReleaseGrant {
         lock_key: &lease.redis_key,
         token: &lease.token,
@@ -106,7 +110,8 @@ async fn grant(
         id: store.id(),
         leave,
         ours_wait,
-        fence_retention_ms: window_ms.unwrap_or(token::FENCE_RETENTION_MS),
+        fence_retention_ms: window,
+        fences_known_kept: known,
     };
     let released = store.backend().run(&op, bound).await.map(|released| {
         let wakes = store.wakes();

@@ -47,6 +47,7 @@ pub(crate) fn attempt_op(keys: &SyncguardKeys, ttl: Duration, sent: Instant) -> 
         // syncguard's counters never expire.
         fence_retention_ms: 0,
         keep_fences: false,
+        fences_known_kept: false,
         layout: Layout::Syncguard {
             index_key: &keys.index_key,
             stored_key: &keys.stored_key,

@@ -155,6 +155,10 @@ pub struct AcquireAttempt<'a> {
     pub fence_retention_ms: u64,
     /// Whether a transaction pushes the fence counter's expiry (see ops/kept_fences.rs).
     pub keep_fences: bool,
+    /// Whether the script leaves the fence counter's expiry alone, unread: the connection
+    /// knows it kept long enough (ops/kept_fences.rs `won_by_script`; never for a window
+    /// of 0, which the script persists).
+    pub fences_known_kept: bool,
     pub layout: Layout<'a>,
     pub form: AttemptForm,
     /// When the attempt was first sent (sent again, it keeps that instant): a lock won by
@@ -295,10 +299,14 @@ impl AcquireAttempt<'_> {
 
     fn encode_script<W: Wire>(&self, wire: &mut W) {
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
-        let window = resp::decimal(self.fence_retention_ms);
+        let retention = resp::decimal(self.fence_retention_ms);
+        let window: &[u8] = match self.fences_known_kept && self.fence_retention_ms != 0 {
+            true => b"-",
+            false => retention.as_bytes(),
+        };
         let (key, fence) = (self.lock_key, self.fence_key);
         let ms = |duration: Duration| resp::decimal(duration.as_millis() as u64);
-        let head = [self.token.as_bytes(), ttl.as_bytes(), window.as_bytes()];
+        let head = [self.token.as_bytes(), ttl.as_bytes(), window];
         match self.layout {
             Layout::Plain => wire.script(&scripts::ACQUIRE, &[key, fence], &head),
             Layout::Exclusive {
@@ -310,7 +318,7 @@ impl AcquireAttempt<'_> {
                 &[
                     contents.as_bytes(),
                     ttl.as_bytes(),
-                    window.as_bytes(),
+                    window,
                     self.token.as_bytes(),
                 ],
             ),

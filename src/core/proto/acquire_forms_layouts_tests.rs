@@ -204,6 +204,7 @@ impl Run {
             ttl: Duration::from_millis(sent.ttl_ms),
             fence_retention_ms: self.window_ms,
             keep_fences: true,
+            fences_known_kept: false,
             layout,
             form,
             sent: Instant::now(),

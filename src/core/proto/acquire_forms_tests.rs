@@ -169,6 +169,7 @@ impl Twin {
             ttl: Duration::from_millis(ttl_ms),
             fence_retention_ms: WINDOW_MS,
             keep_fences: push,
+            fences_known_kept: false,
             layout: Layout::Plain,
             form: self.form,
             sent: Instant::now(),

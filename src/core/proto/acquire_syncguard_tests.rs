@@ -16,6 +16,7 @@ fn attempt(ttl: Duration) -> AcquireAttempt<'static> {
         ttl,
         fence_retention_ms: 0,
         keep_fences: false,
+        fences_known_kept: false,
         layout: Layout::Syncguard {
             index_key: INDEX,
             stored_key: b"app:syncguard:job",

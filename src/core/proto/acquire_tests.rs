@@ -9,6 +9,7 @@ fn attempt(layout: Layout<'static>, form: AttemptForm) -> AcquireAttempt<'static
         ttl: Duration::from_millis(1000),
         fence_retention_ms: 5000,
         keep_fences: true,
+        fences_known_kept: false,
         layout,
         form,
         sent: Instant::now(),

@@ -302,6 +302,16 @@ mod attempt {
 
     /// DistributedLock's: token `t`, 1 s, a fence window of `retention` ms.
     fn plain(form: AttemptForm, retention: u64, keep_fences: bool) -> (Vec<u8>, usize) {
+        plain_known(form, retention, keep_fences, false)
+    }
+
+    /// `plain`, its script told whether the counter is known kept.
+    fn plain_known(
+        form: AttemptForm,
+        retention: u64,
+        keep_fences: bool,
+        fences_known_kept: bool,
+    ) -> (Vec<u8>, usize) {
         written(&AcquireAttempt {
             lock_key: b"lock:k",
             fence_key: FENCE,
@@ -309,6 +319,7 @@ mod attempt {
             ttl: Duration::from_millis(1000),
             fence_retention_ms: retention,
             keep_fences,
+            fences_known_kept,
             layout: Layout::Plain,
             form,
             sent: Instant::now(),
@@ -324,6 +335,7 @@ mod attempt {
             ttl: Duration::from_millis(3000),
             fence_retention_ms: 5000,
             keep_fences,
+            fences_known_kept: false,
             layout: Layout::Exclusive {
                 owner_key: X_OWNER,
                 contents: "1",
@@ -350,6 +362,23 @@ mod attempt {
         );
         let (got, replies) = plain(AttemptForm::Script, 5000, true);
         assert_eq!((text(&got), replies), (text(&want), 1));
+    }
+
+    #[test]
+    fn a_script_attempt_known_kept_sends_a_dash_for_the_window_unless_kept_forever() {
+        let known = |retention: u64| plain_known(AttemptForm::Script, retention, false, true).0;
+        let dash = evalsha(
+            &scripts::ACQUIRE,
+            &[b"lock:k", FENCE],
+            &[b"t", b"1000", b"-"],
+        );
+        assert_eq!(text(&known(5000)), text(&dash));
+        let forever = evalsha(
+            &scripts::ACQUIRE,
+            &[b"lock:k", FENCE],
+            &[b"t", b"1000", b"0"],
+        );
+        assert_eq!(text(&known(0)), text(&forever));
     }
 
     #[test]
@@ -431,6 +460,7 @@ mod attempt {
             ttl: Duration::from_millis(1000),
             fence_retention_ms: 5000,
             keep_fences: true,
+            fences_known_kept: false,
             layout,
             form: AttemptForm::Script,
             sent: Instant::now(),
@@ -739,6 +769,32 @@ fn a_batch_split_by_slot_is_one_batch_per_slot_in_slot_order() {
 }
 
 #[test]
+fn release_grant_known_kept_sends_a_dash_for_the_window_and_draws_the_scripts_block() {
+    use super::ring::{ReleaseGrant, GRANT_BLOCK};
+    let args = |fence_retention_ms: u64| {
+        let release = ReleaseGrant {
+            fences_known_kept: true,
+            fence_retention_ms,
+            ..ReleaseGrant::kick(b"lock:k", "g", Duration::from_secs(1), "me", 0)
+        };
+        let mut out = Vec::new();
+        release.encode(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let (kept, forever) = (args(5000), args(0));
+    assert!(
+        kept.contains("\r\n$1\r\n-\r\n") && !kept.contains("5000"),
+        "{kept}"
+    );
+    assert!(
+        forever.contains("\r\n$1\r\n0\r\n$") && !forever.contains("\r\n-\r\n"),
+        "{forever}"
+    );
+    let source = include_str!("scripts/release_grant.lua");
+    assert!(source.contains(&format!("local BLOCK = {GRANT_BLOCK}\n")));
+}
+
+#[test]
 fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
     use super::ring::{ReleaseGrant, Released};
     let release = ReleaseGrant {
@@ -752,6 +808,7 @@ fn release_grant_names_the_ring_the_grant_and_the_channel_around_an_id() {
         leave: false,
         ours_wait: false,
         fence_retention_ms: 5000,
+        fences_known_kept: false,
     };
     let want = evalsha(
         &scripts::RELEASE_GRANT,

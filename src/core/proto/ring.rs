@@ -26,7 +26,15 @@ pub struct ReleaseGrant<'a> {
     pub ours_wait: bool,
     /// How long the fence counter outlives the lock, in ms; 0 forever (see fence.lua).
     pub fence_retention_ms: u64,
+    /// Whether a block drawn for the grant leaves the counter's expiry alone, unread: the
+    /// connection knows it kept `GRANT_BLOCK` claims past now and the window (see
+    /// ops/kept_fences.rs; never for a window of 0).
+    pub fences_known_kept: bool,
 }
+
+/// How many fences a grant draws at once (release_grant.lua's BLOCK): the counter is kept
+/// that many claims past the grant, and the window.
+pub const GRANT_BLOCK: u32 = 1024;
 
 impl<'a> ReleaseGrant<'a> {
     /// A kick: grants the lock at `lock_key`, if it is free, to the next connection of its
@@ -50,6 +58,7 @@ impl<'a> ReleaseGrant<'a> {
             leave: false,
             ours_wait: false,
             fence_retention_ms,
+            fences_known_kept: false,
         }
     }
 }
@@ -75,7 +84,11 @@ impl Op for ReleaseGrant<'_> {
         let key = self.lock_key;
         let (fence, last) = (resp::decimal(self.fence), resp::decimal(self.last));
         let claim = resp::decimal(self.claim.as_millis() as u64);
-        let window = resp::decimal(self.fence_retention_ms);
+        let retention = resp::decimal(self.fence_retention_ms);
+        let window: &[u8] = match self.fences_known_kept && self.fence_retention_ms != 0 {
+            true => b"-",
+            false => retention.as_bytes(),
+        };
         let flag = |on: bool| -> &'static [u8] {
             if on {
                 b"1"
@@ -102,7 +115,7 @@ impl Op for ReleaseGrant<'_> {
                 flag(self.leave),
                 &before,
                 &after,
-                window.as_bytes(),
+                window,
                 &keys::released_channel(key),
                 flag(self.ours_wait),
             ],

@@ -123,6 +123,7 @@ fn attempts<'a>(key: &'a [u8], fence: &'a [u8], owner: &'a [u8]) -> Vec<AcquireA
                     ttl: Duration::from_millis(500),
                     fence_retention_ms: retention,
                     keep_fences,
+                    fences_known_kept: false,
                     layout,
                     form,
                     sent: Instant::now(),
@@ -187,6 +188,7 @@ fn every_other_lock_operation_keeps_its_keys_in_the_lock_keys_slot() {
                     leave: false,
                     ours_wait: false,
                     fence_retention_ms: 0,
+                    fences_known_kept: false,
                 }),
             ),
             (
@@ -376,6 +378,7 @@ fn syncguard_stays_in_one_slot_only_under_a_tagged_prefix() {
             ttl: Duration::from_secs(1),
             fence_retention_ms: 0,
             keep_fences: false,
+            fences_known_kept: false,
             layout: Layout::Syncguard {
                 index_key: &index_key,
                 stored_key: &lock_key,

@@ -17,6 +17,7 @@ fn attempt() -> AcquireAttempt<'static> {
         ttl: Duration::from_millis(30_000),
         fence_retention_ms: 0,
         keep_fences: false,
+        fences_known_kept: false,
         layout: Layout::Syncguard {
             index_key: INDEX,
             stored_key: LOCK,

@@ -119,7 +119,8 @@ impl FastCall for PlainAttempt {
     fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
         let form = self.request.terms.form(form);
         self.form.set(form);
-        let op = self.request.op(form);
+        let mut op = self.request.op(form);
+        op.fences_known_kept = self.request.terms.script_skips_upkeep(form);
         op.encode(out);
         op.replies()
     }
@@ -133,6 +134,7 @@ impl FastCall for PlainAttempt {
         terms.note_kept_fences(self.locker.store(), &reply);
         match self.request.op(self.form.get()).decode(reply) {
             Ok(Acquired::Won { fence, .. }) => {
+                terms.note_script_won(self.locker.store(), self.form.get());
                 // Before its ticket leaves: the lock's entry is still there to note it.
                 (self.locker.store()).acquired(&self.request.terms.redis_key);
                 let PlainAttempt {

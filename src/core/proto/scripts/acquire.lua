@@ -1,7 +1,8 @@
 -- Take a free lock and number it in one step, so fence order is acquisition order.
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] (optional) owner key; all one hash slot.
 -- ARGV[1] value of the lock key, ARGV[2] ttl in ms, ARGV[3] the fence counter's retention
--- window in ms (see fence.lua), ARGV[4] (with KEYS[3]) owner token.
+-- window in ms, or '-' when the client knows the counter kept long enough (see fence.lua
+-- `keep_fences`), ARGV[4] (with KEYS[3]) owner token.
 -- DistributedLock stores its token as the lock's value. ExclusiveLock stores the user's
 -- contents there, as the original package does, and its token in the owner key beside it;
 -- both keys get one absolute expiry, computed once (Redis before 7.2 reads the clock anew

@@ -50,14 +50,18 @@ end
 -- given one (it predates the window, or was kept forever by a client told 0). Pushed, it
 -- goes a quarter window further, as a transaction pushes it (proto/acquire.rs `pushed_for`):
 -- the acquisitions after it, until that quarter is used up, only read its TTL (pushed to
--- exactly what was needed, nearly every acquisition of a busy key pushed it again).
+-- exactly what was needed, nearly every acquisition of a busy key pushed it again). It is
+-- pushed once it would outlive the lock by less than an eighth more, so that a won attempt
+-- tells its client the counter lives that eighth beyond its lock: the client's next
+-- attempts, until the eighth is used up, send '-' as the window and skip even the read
+-- (ops/kept_fences.rs `won_by_script`). '-' is never sent for a window of 0.
 -- As a decimal: Lua would print a large number in exponent form.
 local function keep_fences(key, ttl, window)
-  if window == '0' then
+  if window == '0' or window == '-' then
     return
   end
   local want = tonumber(ttl) + tonumber(window)
-  if redis.call('PTTL', key) < want then
+  if redis.call('PTTL', key) < want + math.floor(tonumber(window) / 8) then
     redis.call('PEXPIRE', key, string.format('%d', want + math.floor(tonumber(window) / 4)))
   end
 end

@@ -11,7 +11,8 @@
 -- block (the fences after ours kept for this chain of grants), ARGV[4] the grant's fresh
 -- token, ARGV[5] the claim in ms, ARGV[6] our connection id, ARGV[7] '1' when we leave the
 -- ring too, ARGV[8] and ARGV[9] a grant channel before and after its connection id,
--- ARGV[10] the fence counter's retention window in ms (see fence.lua), ARGV[11] the lock's
+-- ARGV[10] the fence counter's retention window in ms, or '-' when the client knows the
+-- counter kept BLOCK claims past now and the window (see fence.lua `keep_fences`), ARGV[11] the lock's
 -- released channel, ARGV[12] '1' when the releasing connection has waiters of its own (it
 -- wakes one itself, and the wake queue is left alone, as in release_wake.lua). KEYS[4] the
 -- lock's wake queue (connections of ours that wait without grants, see release_wake.lua).
