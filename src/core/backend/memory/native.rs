@@ -238,6 +238,8 @@ fn acquire(keyspace: &mut Keyspace, keys: &[&[u8]], argv: &[&[u8]]) -> Option<Me
         window,
         window_ms,
     };
+    // The one write a decline may follow: the script's first as well, and the same done
+    // twice.
     if window == b"0" {
         call(keyspace, &[b"PERSIST", fence])?;
     }
@@ -248,10 +250,10 @@ fn acquire(keyspace: &mut Keyspace, keys: &[&[u8]], argv: &[&[u8]]) -> Option<Me
             &[b"SET", lock, value, b"NX", b"PX", ttl.as_bytes()],
         )?;
         if set != MemoryReply::Nil {
-            return fences.numbered(keyspace);
+            return Some(fences.numbered(keyspace));
         }
         if again {
-            return fences.drawn(keyspace, counter);
+            return Some(fences.drawn(keyspace, counter));
         }
         return holder_ttl(keyspace, lock);
     };
@@ -263,12 +265,15 @@ fn acquire(keyspace: &mut Keyspace, keys: &[&[u8]], argv: &[&[u8]]) -> Option<Me
     if set == MemoryReply::Nil {
         let ours = again && same_expiry(keyspace, lock, owner)?;
         if ours && holds(keyspace, owner, token).unwrap_or(false) {
-            return fences.drawn(keyspace, counter);
+            return Some(fences.drawn(keyspace, counter));
         }
         return holder_ttl(keyspace, lock);
     }
-    call(keyspace, &[b"SET", owner, token, b"PXAT", at.as_bytes()])?;
-    fences.numbered(keyspace)
+    let owned = keyspace.execute(&[b"SET", owner, token, b"PXAT", at.as_bytes()]);
+    if owned.is_error() {
+        return Some(owned);
+    }
+    Some(fences.numbered(keyspace))
 }
 
 /// acquire.lua's `{0, pttl}`: the lock someone else holds.
@@ -286,36 +291,48 @@ struct Fences<'a> {
 }
 
 impl Fences<'_> {
-    /// acquire.lua `numbered`: two fences drawn (the counter had room, see `acquire`).
-    fn numbered(&self, keyspace: &mut Keyspace) -> Option<MemoryReply> {
-        let after = int(call(keyspace, &[b"INCRBY", self.key, b"2"])?)?;
-        self.kept(keyspace)?;
-        Some(MemoryReply::Array(vec![
-            MemoryReply::Int(1),
-            MemoryReply::Int(after - 1),
-        ]))
+    /// acquire.lua `numbered`: two fences drawn (the counter had room, see `acquire`). The
+    /// lock is written: an error from here on is the reply, never a decline that would run
+    /// the script on top of what was written.
+    fn numbered(&self, keyspace: &mut Keyspace) -> MemoryReply {
+        let after = match keyspace.execute(&[b"INCRBY", self.key, b"2"]) {
+            MemoryReply::Int(after) => after,
+            other => return failed(other),
+        };
+        self.kept(keyspace, after - 1)
     }
 
     /// acquire.lua `won_before`: the fence the same attempt drew (the counter is at least 2).
-    fn drawn(&self, keyspace: &mut Keyspace, counter: i64) -> Option<MemoryReply> {
-        self.kept(keyspace)?;
-        Some(MemoryReply::Array(vec![
-            MemoryReply::Int(1),
-            MemoryReply::Int(counter - 1),
-        ]))
+    fn drawn(&self, keyspace: &mut Keyspace, counter: i64) -> MemoryReply {
+        self.kept(keyspace, counter - 1)
     }
 
-    /// fence.lua `keep_fences`.
-    fn kept(&self, keyspace: &mut Keyspace) -> Option<()> {
-        if self.window == b"0" {
-            return Some(());
+    /// fence.lua `keep_fences`, then the attempt's `{1, fence}`.
+    fn kept(&self, keyspace: &mut Keyspace, fence: i64) -> MemoryReply {
+        if self.window != b"0" {
+            let want = self.ttl + self.window_ms;
+            match keyspace.execute(&[b"PTTL", self.key]) {
+                MemoryReply::Int(left) if left >= want => {}
+                MemoryReply::Int(_) => {
+                    let push = (want + self.window_ms / 4).to_string();
+                    let pushed = keyspace.execute(&[b"PEXPIRE", self.key, push.as_bytes()]);
+                    if pushed.is_error() {
+                        return pushed;
+                    }
+                }
+                other => return failed(other),
+            }
         }
-        let want = self.ttl + self.window_ms;
-        if int(call(keyspace, &[b"PTTL", self.key])?)? < want {
-            let push = (want + self.window_ms / 4).to_string();
-            call(keyspace, &[b"PEXPIRE", self.key, push.as_bytes()])?;
-        }
-        Some(())
+        MemoryReply::Array(vec![MemoryReply::Int(1), MemoryReply::Int(fence)])
+    }
+}
+
+/// A command's reply where a script's `redis.call` could not have gone on: its error, as
+/// the script would have raised it (unreachable after `acquire`'s checks).
+fn failed(reply: MemoryReply) -> MemoryReply {
+    match reply {
+        MemoryReply::Error(_) => reply,
+        _ => MemoryReply::error("ERR unexpected reply in the memory:// backend"),
     }
 }
 
