@@ -24,10 +24,11 @@ pub fn open(endpoint: &Endpoint) -> Option<MemoryInline> {
 pub fn reply_to<C: FastCall>(memory: &MemoryInline, call: &C) -> Value {
     let mut request = Vec::with_capacity(256);
     // As on a socket new to its server (`Untried`): a plain attempt goes as the
-    // transaction, whose commands run natively where the script runs in Lua, whose calls
-    // into the keyspace cost most of a pair (about 15 us of CPU an acquire + release pair
-    // with the script, 9 us with the transaction, 256 in flight); ExclusiveLock's as the
-    // script, which writes its owner key at once.
+    // transaction, whose commands run natively where a script's would run in Lua, whose
+    // calls into the keyspace cost most of a pair (about 15 us of CPU an acquire + release
+    // pair with the script, 9 us with the transaction, 256 in flight); ExclusiveLock's as
+    // the script, which writes its owner key at once, and which this keyspace runs natively
+    // as well (memory/native.rs), as it runs the releases.
     call.write(&mut request, AttemptForm::Untried);
     let reply = memory.run_now(&request);
     request.clear();

@@ -36,6 +36,10 @@ impl Clock {
     }
 
     pub fn now(&self) -> Now {
+        #[cfg(test)]
+        if let Some(us) = frozen::now() {
+            return Now { us };
+        }
         let elapsed = i64::try_from(self.origin.elapsed().as_micros()).unwrap_or(i64::MAX / 4);
         Now {
             us: self.wall_origin_us.saturating_add(elapsed),
@@ -46,5 +50,25 @@ impl Clock {
 impl Default for Clock {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A clock a test stops, on its own thread: two keyspaces that must agree to the
+/// millisecond (native_tests.rs) read the same time.
+#[cfg(test)]
+pub mod frozen {
+    use std::cell::Cell;
+
+    thread_local! {
+        static AT: Cell<Option<i64>> = const { Cell::new(None) };
+    }
+
+    pub fn now() -> Option<i64> {
+        AT.with(Cell::get)
+    }
+
+    /// Every keyspace read on this thread sees `us` (µs since the epoch) from now on.
+    pub fn set(us: Option<i64>) {
+        AT.with(|at| at.set(us));
     }
 }

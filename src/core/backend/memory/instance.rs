@@ -4,6 +4,7 @@
 
 use super::keyspace::{command_name, unknown_command, Keyspace};
 use super::lua::LuaHost;
+use super::native;
 use super::number::parse_i64;
 use super::pubsub::{deliver, ChannelKind, Pushes};
 use super::reply::{MemoryReply, NOT_INTEGER};
@@ -140,6 +141,13 @@ impl Engine {
             String::from_utf8_lossy(script)
         };
         let (keys, argv) = rest.split_at(numkeys);
+        // Run natively only what the script would run: one not loaded is refused alike.
+        if let Some(form) = native::form(&sha).filter(|_| lua.exists(&sha)) {
+            self.keyspace.tick();
+            if let Some(reply) = form(&mut self.keyspace, keys, argv) {
+                return reply;
+            }
+        }
         lua.run(&mut self.keyspace, &sha, keys, argv)
     }
 

@@ -116,7 +116,10 @@ impl LuaHost {
     }
 
     pub fn exists(&self, sha: &str) -> bool {
-        self.scripts.contains_key(&sha.to_ascii_lowercase())
+        match sha.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            true => self.scripts.contains_key(&sha.to_ascii_lowercase()),
+            false => self.scripts.contains_key(sha),
+        }
     }
 
     pub fn flush(&mut self) {

@@ -423,3 +423,25 @@ fn an_acquire_script_costs_microseconds() {
     eprintln!("one acquire script call on memory://: {each:?}");
     assert!(each < Duration::from_millis(1), "{each:?}");
 }
+
+/// A script with a native form (native.rs) is refused while not loaded, as Redis refuses it.
+#[test]
+fn a_script_not_loaded_is_refused_rather_than_run_natively() {
+    let memory = open("native-unloaded");
+    let hash = scripts::RELEASE_WAKE.get_hash().as_bytes().to_vec();
+    let evalsha: Vec<&[u8]> = vec![
+        b"EVALSHA",
+        &hash,
+        b"2",
+        b"lock:k",
+        b"{lock:k}\xffwaiting",
+        b"t0",
+        b"{lock:k}:released",
+        b"0",
+    ];
+    let reply = memory.run(std::slice::from_ref(&evalsha)).pop();
+    assert!(matches!(reply, Some(MemoryReply::Error(e)) if e.starts_with("NOSCRIPT")));
+    let source: Vec<&[u8]> = vec![b"SCRIPT", b"LOAD", scripts::RELEASE_WAKE_SOURCE.as_bytes()];
+    memory.run(&[source]);
+    assert_eq!(memory.run(&[evalsha]).pop(), Some(MemoryReply::Int(0)));
+}

@@ -1,6 +1,7 @@
 //! `memory://`: an embedded, in-process stand-in for Redis that runs our same Lua scripts
 //! on a process-wide keyspace, so lock decisions stay written once, in the scripts, and a
-//! single process (every worker thread of it) can lock without a server.
+//! single process (every worker thread of it) can lock without a server. The hottest of
+//! them also have a native form (native.rs), proven to answer and write as the script does.
 //! Only the commands our scripts and the store send are implemented, with Redis 7's
 //! semantics and replies.
 
@@ -14,6 +15,7 @@ mod inline;
 mod instance;
 mod keyspace;
 mod lua;
+mod native;
 mod number;
 mod pubsub;
 mod reply;
