@@ -216,7 +216,11 @@ fn acquire(keyspace: &mut Keyspace, keys: &[&[u8]], argv: &[&[u8]]) -> Option<Me
         _ => return None,
     };
     let ttl = parse_i64(ttl).filter(|ttl| (1..EXACT).contains(ttl))?;
-    let window_ms = parse_i64(window).filter(|ms| (0..EXACT).contains(ms))?;
+    // '-': the client knows the counter kept (ops/kept_fences.rs), so no upkeep at all.
+    let window_ms = match window {
+        b"-" => 0,
+        _ => parse_i64(window).filter(|ms| (0..EXACT).contains(ms))?,
+    };
     let counter = match call(keyspace, &[b"GET", fence])? {
         MemoryReply::Nil => 0,
         // parse_i64 reads only what fence.lua's pattern takes, bar a '-'.
@@ -309,10 +313,10 @@ impl Fences<'_> {
 
     /// fence.lua `keep_fences`, then the attempt's `{1, fence}`.
     fn kept(&self, keyspace: &mut Keyspace, fence: i64) -> MemoryReply {
-        if self.window != b"0" {
+        if self.window != b"0" && self.window != b"-" {
             let want = self.ttl + self.window_ms;
             match keyspace.execute(&[b"PTTL", self.key]) {
-                MemoryReply::Int(left) if left >= want => {}
+                MemoryReply::Int(left) if left >= want + self.window_ms / 8 => {}
                 MemoryReply::Int(_) => {
                     let push = (want + self.window_ms / 4).to_string();
                     let pushed = keyspace.execute(&[b"PEXPIRE", self.key, push.as_bytes()]);

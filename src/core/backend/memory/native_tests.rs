@@ -117,7 +117,7 @@ fn step() -> impl Strategy<Value = ScriptStep> {
             .prop_map(|(token, value, set_at)| ScriptStep::ReleasePair { token, value, set_at }),
         1 => (any::<bool>(), 0usize..COUNTERS.len()).prop_map(|(exclusive, value)| ScriptStep::Counter { exclusive, value }),
         1 => (0i64..300).prop_map(|ms| ScriptStep::Pass { ms }),
-        5 => (any::<bool>(), 0usize..3, 0usize..3, 0usize..3, 0usize..3)
+        5 => (any::<bool>(), 0usize..3, 0usize..3, 0usize..3, 0usize..4)
             .prop_map(|(exclusive, value, token, ttl, window)| ScriptStep::Acquire { exclusive, value, token, ttl, window }),
     ]
 }
@@ -270,7 +270,7 @@ impl Side {
                 window,
             } => {
                 let ttl = [b"1".as_slice(), b"150", b"10000"][*ttl];
-                let window = [b"0".as_slice(), b"100", b"60000"][*window];
+                let window = [b"0".as_slice(), b"100", b"60000", b"-"][*window];
                 match exclusive {
                     false => self.script(
                         &scripts::ACQUIRE,
@@ -338,4 +338,35 @@ fn the_native_forms_answer_and_write_as_their_scripts() {
     // The forms ran, and released: the comparison was not of Lua with itself.
     assert!(native.load(Ordering::Relaxed) > 500);
     assert!(released.load(Ordering::Relaxed) > 50);
+}
+
+/// The scripts each native form was written against, by SHA-1: a script edited without its
+/// native form fails here, rather than running beside a form that no longer matches it.
+#[test]
+fn the_native_forms_were_written_against_these_scripts() {
+    let written_against = [
+        (
+            "release_wake.lua",
+            scripts::RELEASE_WAKE.get_hash(),
+            "024afaf89eb90364449edbf2e03438e8ae928009",
+        ),
+        (
+            "release.lua",
+            scripts::RELEASE.get_hash(),
+            "963fa5987d1f5cab84e59f359105e7fc724d664a",
+        ),
+        (
+            "acquire.lua",
+            scripts::ACQUIRE.get_hash(),
+            "0971d54d1fe902163b6da83b5220c246454b0e35",
+        ),
+    ];
+    let changed: Vec<String> = (written_against.iter())
+        .filter(|(_, now, pinned)| now != pinned)
+        .map(|(name, now, _)| format!("{name} is now {now}"))
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "update the native forms (native.rs) of the scripts changed, then these hashes: {changed:?}"
+    );
 }
