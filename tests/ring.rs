@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::RedisServer;
+use common::{calls, RedisServer};
 use native_redis_lock::core::api::scripts;
 use native_redis_lock::core::basics::keys;
 use redis::Value;
@@ -132,11 +132,11 @@ fn a_release_grants_the_lock_to_the_head_of_the_ring_with_the_next_fence() {
     let (won, fence) = join(&mut raw, "tok-me", "me");
     assert_eq!(won, 1);
     let mut a = Listener::on(&server, "a");
-    for _ in 0..2 {
-        let (won, pttl) = join(&mut raw, "tok-a", "a");
-        assert_eq!(won, 0);
-        assert!(pttl > 0 && pttl <= 5000, "{pttl}");
-    }
+    let (won, pttl) = join(&mut raw, "tok-a", "a");
+    assert_eq!(won, 0);
+    assert!(pttl > 0 && pttl <= 5000, "{pttl}");
+    // Already in the ring: the holder's time is not read, -3 says so (a client reads none).
+    assert_eq!(join(&mut raw, "tok-a", "a"), (0, -3));
     assert_eq!(ring(&mut raw), ["a"], "joined once; a win does not join");
     let fence = fence as u64;
     // A plain attempt keeps the fence after its own for a hand-over: no draw.
@@ -342,4 +342,40 @@ fn a_grant_with_a_counter_that_can_give_no_fence_frees_the_lock() {
         Value::Int(1)
     );
     assert_eq!(holder(&mut raw), None);
+}
+
+#[test]
+fn a_connection_in_the_ring_fails_its_attempts_without_reading_the_lock_or_its_time() {
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    assert_eq!(join(&mut raw, "tok-me", "me").0, 1);
+    assert!(
+        join(&mut raw, "tok-a", "a").1 > 0,
+        "a first join reads the time"
+    );
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut raw)
+        .unwrap();
+    for token in ["tok-a2", "tok-a3", "tok-a4"] {
+        assert_eq!(join(&mut raw, token, "a"), (0, -3));
+    }
+    // SET NX GET answers both whether it set and who holds it; LPOS finds us in the ring.
+    assert_eq!((calls(&mut raw, "get"), calls(&mut raw, "pttl")), (0, 0));
+    assert_eq!((calls(&mut raw, "set"), calls(&mut raw, "lpos")), (3, 3));
+    assert_eq!(ring(&mut raw), ["a"]);
+}
+
+#[test]
+fn an_attempt_sent_again_after_it_won_finds_its_own_token_and_fence() {
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let (won, fence) = join(&mut raw, "tok-me", "me");
+    assert_eq!(won, 1);
+    assert_eq!(
+        join(&mut raw, "tok-me", "me"),
+        (1, fence),
+        "the same fence again"
+    );
+    assert_eq!(counter(&mut raw), fence as u64 + 1, "nothing more drawn");
 }

@@ -6,12 +6,16 @@
 -- KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] ring; all one hash slot.
 -- ARGV[1] token, ARGV[2] ttl in ms, ARGV[3] the fence counter's retention window in ms,
 -- ARGV[4] the connection's id.
--- Returns {1, fence} when taken, {0, pttl} of the current holder when not.
+-- Returns {1, fence} when taken, {0, pttl} of the current holder when not, {0, -3} (no
+-- PTTL answers that) when the connection was in the ring already: a release grants it the
+-- lock, and it polls only in case none does (backoff::ring_poll), a poll the holder's time
+-- would hardly shorten, so that time is not read.
 -- Ring commands run under pcall: a user whose ACL allows no lists just polls.
+-- `join` answers whether the connection was in the ring already.
 local function join()
   local at = redis.pcall('LPOS', KEYS[3], ARGV[4])
   if type(at) == 'number' then
-    return
+    return true
   end
   if type(at) == 'table' then
     -- Before Redis 6.0.6 there is no LPOS: a place is given up rather than held twice.
@@ -19,11 +23,14 @@ local function join()
   end
   -- The tail is the head of the line: joining at the front is joining at the back.
   redis.pcall('LPUSH', KEYS[3], ARGV[4])
+  return false
 end
 
 local taken = queued_attempt(function() end)
 if taken then
   return taken
 end
-join()
+if join() then
+  return {0, -3}
+end
 return {0, redis.call('PTTL', KEYS[1])}

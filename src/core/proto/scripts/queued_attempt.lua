@@ -5,9 +5,23 @@
 -- counter's retention window in ms (see fence.lua). Fences are drawn two at a time, as in
 -- acquire.lua. `won` runs once the lock is ours and numbered.
 -- Returns {1, fence} when taken (or a NOFENCE error, nothing written), nil when held.
+-- The lock is set, or its holder read, by one SET NX GET (Redis 7.0+): only an attempt sent
+-- again needs the holder, and a separate GET would cost every failed attempt a command.
+-- Refused (before 7.0 NX and GET do not go together; a key of another type), SET NX then GET.
+local function set_or_holder()
+  local holder = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
+  if type(holder) ~= 'table' then
+    return holder
+  end
+  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return false
+  end
+  return redis.pcall('GET', KEYS[1])
+end
 local function queued_attempt(won)
   keep_fences_forever(KEYS[2], ARGV[3])
-  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local holder = set_or_holder()
+  if not holder then
     -- Drawn after the lock is written, in one INCRBY (see fence.lua): a counter that can give
     -- none takes the lock back, and the attempt fails with nothing written.
     local counter = draw_fences(KEYS[2], 2)
@@ -20,7 +34,7 @@ local function queued_attempt(won)
     return {1, counter - 1}
   end
   -- Our own token: this attempt, sent again after its connection dropped under it.
-  if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+  if holder == ARGV[1] then
     local drawn = fence_drawn(KEYS[2])
     if drawn then
       keep_fences(KEYS[2], ARGV[2], ARGV[3])
