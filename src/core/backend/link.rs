@@ -772,9 +772,13 @@ impl<W: Conduit> Link<W> {
                 |con| async move {
                     replied.store(false, Ordering::Relaxed);
                     moving.store(false, Ordering::Relaxed);
-                    let mut con = match replay {
-                        Replay::Safe => con,
-                        Replay::Never => con.sent_once(),
+                    // A gated cluster attempt goes without the crate's own resend: it would
+                    // reconnect a dropped node and send it again past the gate, to a master
+                    // that may have restarted empty. The drop reaches `call`, which forgets
+                    // the gate and learns it again before sending it anew.
+                    let mut con = match (replay, slot) {
+                        (Replay::Safe, None) => con,
+                        _ => con.sent_once(),
                     };
                     let reply = query(request, &mut con).await;
                     replied.store(true, Ordering::Relaxed);

@@ -12,7 +12,7 @@ use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub(super) struct Quarantine {
@@ -25,8 +25,9 @@ pub(super) struct Quarantine {
     learned: Mutex<HashMap<Option<u16>, (Instant, Gate)>>,
     /// Bumped by every `forget`: a learner that started before one keeps nothing it learned.
     generation: AtomicU64,
-    /// One learner at a time: the attempts of a burst after a reconnect share its answer.
-    learning: tokio::sync::Mutex<()>,
+    /// One learner at a time per gate: the attempts of a burst after a reconnect share its
+    /// answer, and a slot whose master hangs holds up no other slot's learning.
+    learning: Mutex<HashMap<Option<u16>, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Quarantine {
@@ -36,7 +37,7 @@ impl Quarantine {
             abstains: false,
             learned: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
-            learning: tokio::sync::Mutex::new(()),
+            learning: Mutex::new(HashMap::new()),
         }
     }
 
@@ -89,7 +90,8 @@ impl Quarantine {
         if let Some(gate) = self.known(drops, slot) {
             return Ok(gate);
         }
-        let _learning = self.learning.lock().await;
+        let learner = lock(&self.learning).entry(slot).or_default().clone();
+        let _learning = learner.lock().await;
         // Learned again while a drop or a `forget` came during the learning: the answer may
         // describe a server the connection no longer leads to. The caller's bound ends it.
         loop {

@@ -12,7 +12,8 @@
 //! its call's `finish` as dropped (redlock_tally.rs): a release's node is owed the release,
 //! as one past its bound is (redlock_owed.rs), and an attempt's node its free once the lock
 //! is over (while it stands, the release or undo to come goes after it on that node's
-//! connection). What is lost is a refresh's late answer (that node's copy is left to its
+//! connection, unless that connection is replaced first: then the two may cross, and the
+//! node's copy is left to its TTL). What is lost is a refresh's late answer (that node's copy is left to its
 //! TTL while the quorum keeps the lock) and a debt past the owed frees' own bound
 //! (`MAX_OWED`): none of it gives a second holder, every call was already decided by what a
 //! quorum answered, and a copy left standing costs liveness only (a waiter may find the lock
