@@ -239,6 +239,21 @@ redisOnly('attempts written as the script (a contended lock) neither read nor pu
   await assertKept('dl-script-known:k', 60_000, TTL)
 })
 
+redisOnly('a won script leaves its counter an eighth of a window past what its lock needs (what the next scripts count on)', async () => {
+  const window = 60_000
+  const lock = new DistributedLock(backend.url, { keyPrefix: 'dl-eighth:', fenceRetentionMs: window })
+  // A counter that outlives the coming lock by the window, but by less than an eighth more.
+  await redis.set(fenceKey('dl-eighth:k'), '100', 'PX', TTL + window + window / 16)
+  // tryAcquire goes as the script, on a connection that knows nothing of the counter yet
+  // (memory:// runs it natively: native_tests.rs holds it to the script).
+  const handle = await lock.tryAcquire('k', TTL)
+  assert.ok(handle, 'not acquired')
+  assert.ok(BigInt(handle.fence) > 100n, `fence ${handle.fence} not drawn from the counter`)
+  const left = await redis.pttl(fenceKey('dl-eighth:k'))
+  assert.ok(left > TTL + window + window / 8, `counter PTTL ${left}, want over ${TTL + window + window / 8}`)
+  await handle.release()
+})
+
 redisOnly('a user whose ACL refuses PERSIST gets an error and no lock with fenceRetentionMs: 0, and locks as usual with a window', async () => {
   const commands = ['evalsha', 'script|load', 'exists', 'get', 'set', 'del', 'pexpire', 'pexpireat', 'pexpiretime', 'pttl', 'incr', 'incrby', 'time', 'multi', 'exec']
   await redis.call('ACL', 'SETUSER', 'nopersist', 'on', '>nopersist-pw', '~acl:*', '~{acl:*', ...commands.map((c) => `+${c}`))
