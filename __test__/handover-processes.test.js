@@ -100,8 +100,8 @@ test('4 processes on one key with grants: the counter is exact, fences unique, a
   // lock back within a tenure nor by the blocks grants draw (ops/kept_fences.rs); one read per
   // section before.
   const read = (await pttls()) - pttlsBefore
-  // (Bounded at a quarter of that: held attempts read the holder's PTTL too, more of them when
-  // a loaded machine lets grant claims lapse.)
+  // (Bounded at a quarter of that: an attempt joining the ring reads the holder's PTTL too,
+  // more of them when a loaded machine lets grant claims lapse.)
   assert.ok(read < ITERATIONS, `${read} PTTLs for ${4 * ITERATIONS} sections`)
   const outs = await Promise.all(kids.map((kid) => line(kid, 'fences')))
   const fences = outs.flatMap((out) => out.fences.map(BigInt))

@@ -12,7 +12,9 @@
 //! (`RetryMethod::Reconnect` for a dropped socket, in `choose_response`), whether or not the
 //! node ran it: an extend sent twice adds its time twice. Such calls go on a connection built
 //! with no retries, whose errors `Link::call` sorts itself: a command turned away unrun is
-//! sent again, a dropped socket's is not. A MOVED still has the crate map the slots again, so
+//! sent again, a dropped socket's is not. With a restart quarantine on, every acquire attempt
+//! goes on it too: resent by the crate, it would pass the gate learned before the drop
+//! (`Link::send`). A MOVED still has the crate map the slots again, so
 //! the next try finds the new master. An ASK (the key already went to the node importing its
 //! slot) the crate would follow only as a retry, so this connection follows it itself.
 
