@@ -54,13 +54,14 @@ pub struct ConnectionOptions {
     pub restart_quarantine_ms: Option<f64>,
 }
 
-/// One node of a list: `port` defaults to the service's own (6379, a sentinel 26379).
+/// One route of a cluster's `natMap`: the address a node announces, and where to reach it.
 #[napi(object)]
 pub struct NatRoute {
     pub from: NodeAddress,
     pub to: NodeAddress,
 }
 
+/// One node of a list: `port` defaults to the service's own (6379, a sentinel 26379).
 #[napi(object)]
 pub struct NodeAddress {
     pub host: String,

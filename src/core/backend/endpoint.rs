@@ -694,7 +694,6 @@ fn sentinel_scheme(tls: bool) -> &'static str {
     }
 }
 
-/// `h1:p1,h2:p2`, IPv6 hosts in brackets.
 /// A cluster's `natMap`, as the endpoint's description shows it (nothing when none).
 fn nat_shown(nat: &[(HostPort, HostPort)]) -> String {
     if nat.is_empty() {
@@ -712,6 +711,7 @@ fn nat_shown(nat: &[(HostPort, HostPort)]) -> String {
     format!(" (natMap {})", routes.join(", "))
 }
 
+/// `h1:p1,h2:p2`, IPv6 hosts in brackets.
 pub(super) fn list(nodes: &[HostPort]) -> String {
     let shown: Vec<String> = nodes
         .iter()

@@ -102,7 +102,12 @@ impl RedlockStore {
     ) where
         F: Future<Output = Result<Value, LockError>> + Send + 'static,
     {
-        let (Some(free), Some(owed), false) = (free, late_win(op), stragglers.is_empty()) else {
+        // Checked first: most attempts leave no straggler, and `late_win` copies the key.
+        if stragglers.is_empty() {
+            finish(self.stragglers(), stragglers, left, ignore);
+            return;
+        }
+        let (Some(free), Some(owed)) = (free, late_win(op)) else {
             finish(self.stragglers(), stragglers, left, ignore);
             return;
         };

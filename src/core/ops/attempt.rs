@@ -239,7 +239,9 @@ impl AttemptTerms {
     /// Its script, written in `form`, won: unless it skipped its upkeep, the counter lives
     /// an eighth of a window beyond what the lock needs (fence.lua `keep_fences`).
     pub fn note_script_won(&self, store: &Store, form: AttemptForm) {
-        if form == AttemptForm::Script && !self.script_skips_upkeep(form) {
+        // A script that skipped its upkeep ran with `keep_fences` off; a window of 0 shows
+        // nothing (`won_by_script`).
+        if form == AttemptForm::Script && self.keep_fences {
             let (ttl, window) = (self.ttl, self.fence_retention_ms);
             (store.kept_fences()).won_by_script(&self.fence_key, self.sent.at, ttl, window);
         }

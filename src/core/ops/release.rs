@@ -98,8 +98,7 @@ async fn grant(
     let token = token::new_token();
     let window = window_ms.unwrap_or(token::FENCE_RETENTION_MS);
     let block = GRANT_CLAIM.saturating_mul(GRANT_BLOCK);
-    let fence_key = keys::fence_key(&lease.redis_key);
-    let known = window != 0 && !store.kept_fences().due(&fence_key, block, window);
+    let known = upkeep(store, lease, block, Some(window), Duration::ZERO) == FenceUpkeep::Kept;
     let op = ReleaseGrant {
         lock_key: &lease.redis_key,
         token: &lease.token,

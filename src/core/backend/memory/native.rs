@@ -11,6 +11,7 @@
 use super::keyspace::Keyspace;
 use super::number::parse_i64;
 use super::reply::MemoryReply;
+use crate::core::basics::token;
 use crate::core::proto::scripts;
 use std::sync::LazyLock;
 
@@ -148,15 +149,12 @@ fn release(keyspace: &mut Keyspace, keys: &[&[u8]], argv: &[&[u8]]) -> Option<Me
     }
 }
 
-/// same_expiry.lua's slack (`EXPIRY_SLACK`).
-const EXPIRY_SLACK: i64 = 50;
-
 /// same_expiry.lua `alike`.
 fn alike(x: i64, y: i64) -> bool {
     if x < 0 || y < 0 {
         return x == y;
     }
-    x.abs_diff(y) <= EXPIRY_SLACK as u64
+    x.abs_diff(y) <= scripts::EXPIRY_SLACK_MS as u64
 }
 
 /// same_expiry.lua `same_expiry`: PEXPIRETIME is always known here.
@@ -193,7 +191,7 @@ fn exclusive_ours(
 }
 
 /// fence.lua's `FENCE_MAX`.
-const FENCE_MAX: i64 = 999_999_999_999_999;
+const FENCE_MAX: i64 = token::FENCE_MAX as i64;
 /// Below this, Lua's numbers (doubles) add a TTL and a window exactly.
 const EXACT: i64 = 1 << 52;
 

@@ -13,7 +13,6 @@ use std::sync::LazyLock;
 
 /// How far apart (ms) an ExclusiveLock's two keys' expiries may be and still count as set
 /// together: same_expiry.lua's `EXPIRY_SLACK`, where it says why.
-#[cfg(test)]
 pub(crate) const EXPIRY_SLACK_MS: i64 = 50;
 
 pub(crate) const ACQUIRE_SOURCE: &str = concat!(
