@@ -491,12 +491,13 @@ export interface NativeStats {
   waitMaxMs: number
 }
 
-/** One node of a list: `port` defaults to the service's own (6379, a sentinel 26379). */
+/** One route of a cluster's `natMap`: the address a node announces, and where to reach it. */
 export interface NatRoute {
   from: NodeAddress
   to: NodeAddress
 }
 
+/** One node of a list: `port` defaults to the service's own (6379, a sentinel 26379). */
 export interface NodeAddress {
   host: string
   port?: number
