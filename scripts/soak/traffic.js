@@ -231,6 +231,7 @@ class Traffic {
       'sg.lock': () => this.syncguardLock('sg.lock', key, (fn, config) => syncguard.lock(this.sgBackend, fn, config)),
       'sg.backend': async () => {
         const backend = this.sgBackend
+        const calledAt = clock()
         const got = await this.watch('sg.acquire', OURS_MS, backend.acquire({ key, ttlMs: 1000 }))
         if (!got.ok) {
           this.tally.passes += 1
@@ -238,7 +239,7 @@ class Traffic {
         }
         const grantAt = clock()
         this.tally.grants += 1
-        const id = await this.sections.run(this.counter('sg', key), grantAt, 'sg.backend', () => clockOfEpoch(got.expiresAtMs))
+        const id = await this.sections.run(this.counter('sg', key), grantAt, 'sg.backend', () => clockOfEpoch(got.expiresAtMs), calledAt)
         const info = await this.watch('sg.lookup', OURS_MS, backend.lookup({ key }))
         const owned = await this.watch('sg.owns', OURS_MS, syncguard.owns(backend, got.lockId))
         const extended = await this.watch('sg.extend', OURS_MS, backend.extend({ lockId: got.lockId, ttlMs: 1000 }))
@@ -374,7 +375,7 @@ class Traffic {
     ex.soakLease = sentAt + ex.soakTtl
     const grantAt = clock()
     this.tally.grants += 1
-    const id = await this.sections.run(this.counter('ex', key), grantAt, 'ex', () => ex.soakLease)
+    const id = await this.sections.run(this.counter('ex', key), grantAt, 'ex', () => ex.soakLease, sentAt)
     const told = []
     // Asked as the section ends: later, the refreshes (not counted in soakLease) keep it.
     if (clock() > ex.soakLease) told.push('pastLease')
@@ -404,7 +405,7 @@ class Traffic {
     service.soakLease = calledAt + 1500
     service.soakLost = false
     this.tally.grants += 1
-    const id = await this.sections.run(this.counter('maestro', key), grantAt, 'maestro', () => service.soakLease)
+    const id = await this.sections.run(this.counter('maestro', key), grantAt, 'maestro', () => service.soakLease, calledAt)
     const held = service.isLocked
     // maestro's release answers true for a lock already gone (expired), as the original does,
     // and isLocked turns false only once a refresh is found lost: a holder stalled past its
