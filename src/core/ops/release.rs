@@ -91,43 +91,88 @@ async fn grant(
     ours_wait: bool,
     (bound, window_ms): (Duration, Option<u64>),
 ) -> Result<bool, LockError> {
-    // A holder's connection stays in the ring, its next waiter waiting for the ring to bring
-    // the lock back (silently, see wake.rs `handed_on`); a grant passed on by a connection
-    // with nobody waiting takes it out.
-    let leave = lease.is_claim_only() && !store.wakes().has_waiters(channel);
-    let token = token::new_token();
-    let window = window_ms.unwrap_or(token::FENCE_RETENTION_MS);
-    let block = GRANT_CLAIM.saturating_mul(GRANT_BLOCK);
-    let known = upkeep(store, lease, block, Some(window), Duration::ZERO) == FenceUpkeep::Kept;
-    let op = ReleaseGrant {
-        lock_key: &lease.redis_key,
-        token: &lease.token,
-        fence: lease.fence,
-        last: 0,
-        grant: &token,
-        claim: GRANT_CLAIM,
-        id: store.id(),
-        leave,
-        ours_wait,
-        fence_retention_ms: window,
-        fences_known_kept: known,
-    };
-    let released = store.backend().run(&op, bound).await.map(|released| {
-        let wakes = store.wakes();
-        if leave {
-            wakes.left_ring(channel);
-        } else {
-            // Yielded to a connection outside the ring: ours wait for the ring as after a
-            // grant, rather than take the lock back from it with an attempt.
-            let on = matches!(released, Released::Granted { .. } | Released::Yielded);
-            wakes.handed_on(channel, on);
+    let grant = Grant::new(store, lease, channel, ours_wait, window_ms);
+    let released = store.backend().run(&grant.op(store, lease), bound).await;
+    grant.settle(store, lease, channel, released)
+}
+
+/// A release that grants our lock to the ring (see `grant`): what it sends, decided before
+/// it is sent, and what its answer means for this process, whichever connection carried it.
+pub struct Grant {
+    /// The grantee's fresh token.
+    token: String,
+    leave: bool,
+    ours_wait: bool,
+    window: u64,
+    fences_known_kept: bool,
+}
+
+impl Grant {
+    pub fn new(
+        store: &Store,
+        lease: &Lease,
+        channel: &[u8],
+        ours_wait: bool,
+        window_ms: Option<u64>,
+    ) -> Grant {
+        // A holder's connection stays in the ring, its next waiter waiting for the ring to
+        // bring the lock back (silently, see wake.rs `handed_on`); a grant passed on by a
+        // connection with nobody waiting takes it out.
+        let leave = lease.is_claim_only() && !store.wakes().has_waiters(channel);
+        let window = window_ms.unwrap_or(token::FENCE_RETENTION_MS);
+        let block = GRANT_CLAIM.saturating_mul(GRANT_BLOCK);
+        let known = upkeep(store, lease, block, Some(window), Duration::ZERO) == FenceUpkeep::Kept;
+        Grant {
+            token: token::new_token(),
+            leave,
+            ours_wait,
+            window,
+            fences_known_kept: known,
         }
-        if ours_wait && released == Released::Freed {
-            wakes.wake_local(channel);
+    }
+
+    pub fn op<'a>(&'a self, store: &'a Store, lease: &'a Lease) -> ReleaseGrant<'a> {
+        ReleaseGrant {
+            lock_key: &lease.redis_key,
+            token: &lease.token,
+            fence: lease.fence,
+            last: 0,
+            grant: &self.token,
+            claim: GRANT_CLAIM,
+            id: store.id(),
+            leave: self.leave,
+            ours_wait: self.ours_wait,
+            fence_retention_ms: self.window,
+            fences_known_kept: self.fences_known_kept,
         }
-        released != Released::NotOurs
-    });
-    outcome(lease, released)
+    }
+
+    /// What the grant's answer (`released`) means: this process's waiters of the lock learn
+    /// where it went, and the answer says whether Redis still had our lock.
+    pub fn settle(
+        &self,
+        store: &Store,
+        lease: &Lease,
+        channel: &[u8],
+        released: Result<Released, LockError>,
+    ) -> Result<bool, LockError> {
+        let released = released.map(|released| {
+            let wakes = store.wakes();
+            if self.leave {
+                wakes.left_ring(channel);
+            } else {
+                // Yielded to a connection outside the ring: ours wait for the ring as after
+                // a grant, rather than take the lock back from it with an attempt.
+                let on = matches!(released, Released::Granted { .. } | Released::Yielded);
+                wakes.handed_on(channel, on);
+            }
+            if self.ours_wait && released == Released::Freed {
+                wakes.wake_local(channel);
+            }
+            released != Released::NotOurs
+        });
+        outcome(lease, released)
+    }
 }
 
 /// Frees our lock within our tenure (wait/tenure.rs): no grant to the ring, for this process
