@@ -114,6 +114,7 @@ test('without the map the announced address is dialled and refused: an error, no
   const err = await locks.acquire('snat:none', 2000).then(() => null, (e) => e)
   assert.ok(err, 'acquired without the map')
   assert.ok(['ECONNECTION', 'ETIMEDOUT'].includes(err.code), err.stack)
+  assert.match(err.message, new RegExp(`sentinels 127\\.0\\.0\\.1:${sentinel.port} for master "mymaster"`))
   assert.ok(Date.now() - started < 8000, `${Date.now() - started} ms`)
   assert.ok(!err.message.includes(PASSWORD), err.message)
   assert.equal(await raw.exists('lock:snat:none'), 0)
