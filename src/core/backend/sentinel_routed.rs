@@ -50,10 +50,14 @@ impl Inner {
                 Ok(Err(err)) => reason(&err),
                 Err(_) => "no answer in time".to_owned(),
             };
+            let at = |address: &HostPort| list(std::slice::from_ref(address));
+            let route = match dialled == announced {
+                true => "no natMap route for it".to_owned(),
+                false => format!("reached through natMap at {}", at(&dialled)),
+            };
             master_err = Some(LockError::Connection(self.about(&format!(
-                "the master they name, {}, reached through natMap at {}: {why}",
-                list(std::slice::from_ref(&announced)),
-                list(std::slice::from_ref(&dialled)),
+                "the master they name, {}, {route}: {why}",
+                at(&announced)
             ))));
         }
         // A master named but not reached says more than a sentinel that named none.
