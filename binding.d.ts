@@ -333,8 +333,8 @@ export interface ConnectionOptions {
   /** A Redis Cluster's seed nodes (refused until the cluster's store lands). */
   cluster?: Array<NodeAddress>
   /**
-   * ioredis's `natMap`, read into its routes: a cluster node announced at `from` is
-   * reached at `to`.
+   * ioredis's `natMap`, read into its routes: a cluster node (or a Sentinel set's
+   * master) announced at `from` is reached at `to`.
    */
   natMap?: Array<NatRoute>
   /**
@@ -491,7 +491,10 @@ export interface NativeStats {
   waitMaxMs: number
 }
 
-/** One route of a cluster's `natMap`: the address a node announces, and where to reach it. */
+/**
+ * One route of a `natMap`: the address a cluster node or a Sentinel set's master is
+ * announced at, and where to reach it.
+ */
 export interface NatRoute {
   from: NodeAddress
   to: NodeAddress

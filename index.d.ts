@@ -91,6 +91,11 @@ export interface RedisSentinelOptions {
   /** TLS for the master and the sentinels alike: give both or neither. */
   tls?: boolean | TlsOptions
   sentinelTLS?: boolean | TlsOptions
+  /**
+   * ioredis's `natMap`: a master the sentinels announce at the key `'host:port'` is reached
+   * at the address given (port 6379 when absent). An object only, not a function.
+   */
+  natMap?: { readonly [announced: string]: { host: string; port?: number } }
   db?: number
   username?: string
   password?: string

@@ -152,27 +152,28 @@ function clusterNodes(nodes, name) {
 }
 
 /**
- * ioredis's `natMap` ({ 'host:port': { host, port } }: where a node the cluster announces at
- * the key is reached) as the native side reads it, routes from one address to the other;
- * `undefined` for none. A function is refused: the map is handed to the native client once.
+ * ioredis's `natMap` ({ 'host:port': { host, port } }: where a node a cluster, or a master a
+ * Sentinel set, announces at the key is reached) as the native side reads it, routes from one
+ * address to the other; `undefined` for none. `field` names the option in errors. A function
+ * is refused: the map is handed to the native client once.
  */
-function natRoutes(natMap, name) {
+function natRoutes(natMap, field) {
   if (natMap === undefined || natMap === null) return undefined
   if (typeof natMap === 'function') {
-    throw invalidArgument(TypeError, `${name}.natMap`, `${name}.natMap as a function is not supported: give it as an object { 'host:port': { host, port } }`)
+    throw invalidArgument(TypeError, field, `${field} as a function is not supported: give it as an object { 'host:port': { host, port } }`)
   }
   if (typeof natMap !== 'object' || Array.isArray(natMap)) {
-    throw invalidArgument(TypeError, `${name}.natMap`, `${name}.natMap must be an object { 'host:port': { host, port } }, got ${check.describe(natMap)}`)
+    throw invalidArgument(TypeError, field, `${field} must be an object { 'host:port': { host, port } }, got ${check.describe(natMap)}`)
   }
   const routes = Object.entries(natMap).map(([from, to]) => {
-    const at = `${name}.natMap['${from}']`
+    const at = `${field}['${from}']`
     if (to === null || typeof to !== 'object' || typeof to.host !== 'string' || to.host === '') {
       throw invalidArgument(TypeError, at, `${at} must be { host, port }, got ${check.describe(to)}`)
     }
     if (to.port !== undefined && !(Number.isInteger(to.port) && to.port > 0 && to.port <= 65535)) {
       throw invalidArgument(RangeError, `${at}.port`, `${at}.port must be a whole number from 1 to 65535, got ${check.describe(to.port)}`)
     }
-    return { from: clusterNode(from, `${name}.natMap key '${from}'`), to: { host: to.host, port: to.port } }
+    return { from: clusterNode(from, `${field} key '${from}'`), to: { host: to.host, port: to.port } }
   })
   return routes.length > 0 ? routes : undefined
 }
@@ -185,7 +186,7 @@ function fromIoredisCluster(client, name) {
   return {
     connection: {
       cluster: clusterNodes(client.startupNodes, `${name}.startupNodes`),
-      natMap: natRoutes(o.natMap, name),
+      natMap: natRoutes(o.natMap, `${name}.natMap`),
       ...tlsFields(r.tls, 'tls'),
       db: r.db || undefined,
       username: r.username || undefined,
@@ -280,7 +281,7 @@ const ADDRESS_FIELDS = ['host', 'port', 'path', 'url', 'sentinels']
 
 /**
  * A Sentinel set, as ioredis names its options (`sentinels`, `name`, `role`,
- * `sentinelUsername`, `sentinelPassword`, `sentinelTLS`), from an ioredis client's options
+ * `sentinelUsername`, `sentinelPassword`, `sentinelTLS`, `natMap`), from an ioredis client's options
  * (`from: 'ioredis'`, already checked by ioredis) or a plain object. One TLS setting serves
  * the master and the sentinels.
  */
@@ -310,9 +311,6 @@ function sentinelConnection(o, name, from) {
   if (o.role !== undefined && o.role !== 'master') {
     throw invalidArgument(TypeError, field('role'), `${field('role')} must be 'master': locks are kept on the master, never read from a replica`)
   }
-  if (o.natMap !== undefined && o.natMap !== null) {
-    throw invalidArgument(TypeError, field('natMap'), `${field('natMap')} is not supported: the master is reached at the address the sentinels announce`)
-  }
   check.optionalString(o.sentinelUsername, field('sentinelUsername'))
   check.optionalString(o.sentinelPassword, field('sentinelPassword'))
   const sentinelTls = o.sentinelTLS ?? (o.enableTLSForSentinelMode ? o.tls : undefined)
@@ -324,6 +322,7 @@ function sentinelConnection(o, name, from) {
     sentinelName: o.name,
     sentinelUsername: o.sentinelUsername || undefined,
     sentinelPassword: o.sentinelPassword || undefined,
+    natMap: natRoutes(o.natMap, field('natMap')),
     ...tlsFields(o.tls, field('tls')),
     db: o.db || undefined,
     username: o.username || undefined,
@@ -372,7 +371,7 @@ function fromObject(o, name) {
       port: o.port,
       path: o.path,
       cluster: o.cluster === undefined ? undefined : clusterNodes(o.cluster, `${name}.cluster`),
-      natMap: natRoutes(o.natMap, name),
+      natMap: natRoutes(o.natMap, `${name}.natMap`),
       // `tls: false` is passed on, so that it cannot quietly turn a rediss:// URL into plain text.
       ...(o.tls === false ? { tls: false } : tlsFields(o.tls, `${name}.tls`)),
       db: o.db,

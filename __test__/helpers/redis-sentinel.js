@@ -37,14 +37,16 @@ async function until(check, timeoutMs, what) {
 
 /**
  * One sentinel: its config file written here, as Sentinel rewrites it. `name` and
- * `downAfterMs` let a test start one watching another server under a name of its own.
+ * `downAfterMs` let a test start one watching another server under a name of its own;
+ * `authPass`, one whose master asks for a password.
  */
 class SentinelServer extends RedisServer {
-  constructor(masterPort, { name = NAME, downAfterMs = 1000 } = {}) {
+  constructor(masterPort, { name = NAME, downAfterMs = 1000, authPass } = {}) {
     super()
     this.masterPort = masterPort
     this.masterName = name
     this.downAfterMs = downAfterMs
+    this.authPass = authPass
   }
 
   async start() {
@@ -58,6 +60,7 @@ class SentinelServer extends RedisServer {
       `sentinel monitor ${this.masterName} 127.0.0.1 ${this.masterPort} 2`,
       `sentinel down-after-milliseconds ${this.masterName} ${this.downAfterMs}`,
       `sentinel failover-timeout ${this.masterName} 3000`,
+      ...(this.authPass ? [`sentinel auth-pass ${this.masterName} ${this.authPass}`] : []),
       '',
     ].join('\n'))
     const child = spawn(redisServerBinary(), [conf, '--sentinel'], { stdio: ['ignore', 'ignore', 'inherit'] })

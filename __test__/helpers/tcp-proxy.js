@@ -8,7 +8,9 @@
 // - reset(): resets every open connection, as a middlebox or a flapping link does;
 // - refuse(ms): resets every connection and refuses new ones for `ms`, then accepts again on
 //   the same port, as a Redis restarted by a supervisor does (resolves with the time it
-//   really refused, which load can stretch).
+//   really refused, which load can stretch);
+// - stopAccepting(): refuses new connections for good, the open ones kept moving;
+// - accepted: how many connections it has accepted, to prove a client went through it.
 const net = require('node:net')
 
 class TcpProxy {
@@ -21,6 +23,7 @@ class TcpProxy {
     this.targetPort = targetPort
     this.targetHost = targetHost
     this.port = undefined
+    this.accepted = 0
   }
 
   async start() {
@@ -35,6 +38,7 @@ class TcpProxy {
   }
 
   #accept(client) {
+    this.accepted++
     const pair = { client, upstream: null, queues: [], paused: false }
     this.#pairs.add(pair)
     const upstream = net.connect(this.targetPort, this.targetHost)
@@ -109,6 +113,14 @@ class TcpProxy {
     this.#server = net.createServer((client) => this.#accept(client))
     await new Promise((resolve) => this.#server.listen(this.port, '127.0.0.1', resolve))
     return performance.now() - closedAt
+  }
+
+  /**
+   * Closes the port at once (new connections refused); the connections already open go on.
+   * Not awaited: the server's own 'close' comes only once they end, in close().
+   */
+  stopAccepting() {
+    this.#server.close()
   }
 
   async close() {

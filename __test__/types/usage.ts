@@ -83,6 +83,9 @@ async function main(): Promise<void> {
   new DistributedLock(new Redis({ sentinels: [{ host: 's1', port: 26379 }], name: 'mymaster' }))
   // @ts-expect-error locks are kept on the master only
   new DistributedLock({ sentinels: [{ host: 's1' }], name: 'mymaster', role: 'slave' })
+  new DistributedLock({ ...sentinel, natMap: { '10.0.0.1:6379': { host: 'nat.example', port: 7000 } } })
+  // @ts-expect-error a natMap is an object, not a function
+  new DistributedLock({ ...sentinel, natMap: () => ({ host: 'nat.example', port: 7000 }) })
 
   const handle: LockHandle = await lock.acquire('user:123', 10_000)
   const fence: string = handle.fence

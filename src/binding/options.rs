@@ -37,8 +37,8 @@ pub struct ConnectionOptions {
     pub nodes: Option<Vec<ConnectionOptions>>,
     /// A Redis Cluster's seed nodes (refused until the cluster's store lands).
     pub cluster: Option<Vec<NodeAddress>>,
-    /// ioredis's `natMap`, read into its routes: a cluster node announced at `from` is
-    /// reached at `to`.
+    /// ioredis's `natMap`, read into its routes: a cluster node (or a Sentinel set's
+    /// master) announced at `from` is reached at `to`.
     pub nat_map: Option<Vec<NatRoute>>,
     /// A Sentinel set, with `sentinelName`: the master it names, followed across failovers; the
     /// sentinels' own credentials apart from the master's.
@@ -54,7 +54,8 @@ pub struct ConnectionOptions {
     pub restart_quarantine_ms: Option<f64>,
 }
 
-/// One route of a cluster's `natMap`: the address a node announces, and where to reach it.
+/// One route of a `natMap`: the address a cluster node or a Sentinel set's master is
+/// announced at, and where to reach it.
 #[napi(object)]
 pub struct NatRoute {
     pub from: NodeAddress,

@@ -1,6 +1,6 @@
 //! Where and how to connect: the identity of a shared connection.
 
-use super::endpoint_multi::{self as multi, HostPort, Hosts, SentinelAuth};
+use super::endpoint_multi::{self as multi, HostPort, Hosts, NatRoutes, SentinelAuth};
 use crate::core::basics::error::LockError;
 use redis::{
     ClientTlsConfig, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo,
@@ -31,15 +31,17 @@ pub enum Address {
     Cluster {
         nodes: Vec<HostPort>,
         tls: Option<Tls>,
-        nat: Vec<(HostPort, HostPort)>,
+        nat: NatRoutes,
     },
     /// The master a Sentinel set names `name`; `tls` for the master and the sentinels;
-    /// `auth`: the sentinels' own credentials (the endpoint's are the master's).
+    /// `auth`: the sentinels' own credentials (the endpoint's are the master's). `nat`: where
+    /// a master the sentinels announce at one address is reached instead (ioredis's `natMap`).
     Sentinel {
         sentinels: Vec<HostPort>,
         name: String,
         tls: Option<Tls>,
         auth: SentinelAuth,
+        nat: NatRoutes,
     },
 }
 
@@ -114,9 +116,9 @@ pub struct EndpointSpec {
     /// A Redis Cluster's seed nodes (host, port: 6379 when absent); no URL, host, port or
     /// path with it.
     pub cluster: Option<Vec<(String, Option<u16>)>>,
-    /// Where a cluster node announced at the first address is reached: the second
-    /// (ioredis's `natMap`); a cluster only.
-    pub nat_map: Option<Vec<(HostPort, HostPort)>>,
+    /// Where a node a cluster (or a master a Sentinel set) announces at the first address is
+    /// reached: the second (ioredis's `natMap`); a cluster or a Sentinel set only.
+    pub nat_map: Option<NatRoutes>,
     /// A Sentinel set (host, port: 26379 when absent), with `sentinel_name`.
     pub sentinels: Option<Vec<(String, Option<u16>)>>,
     pub sentinel_name: Option<String>,
@@ -263,10 +265,12 @@ impl Endpoint {
         endpoint.grants = spec.cross_process_grants.unwrap_or(false);
         endpoint.restart_quarantine = spec.restart_quarantine.unwrap_or_default();
         if let Some(routes) = spec.nat_map.filter(|routes| !routes.is_empty()) {
-            let Address::Cluster { nat, .. } = &mut endpoint.address else {
+            let (Address::Cluster { nat, .. } | Address::Sentinel { nat, .. }) =
+                &mut endpoint.address
+            else {
                 return Err(LockError::invalid_type(
                     "natMap",
-                    "natMap maps the addresses a Redis Cluster announces: give it with a cluster only",
+                    "natMap maps the addresses a Redis Cluster or a Sentinel set announces: give it with cluster or sentinels only",
                 ));
             };
             *nat = routes;
@@ -343,6 +347,7 @@ impl Endpoint {
                 name,
                 tls,
                 auth,
+                nat: Vec::new(),
             },
         };
         Ok(Endpoint {
@@ -651,9 +656,10 @@ impl fmt::Debug for Endpoint {
                 name,
                 tls,
                 auth,
+                nat,
             } => (
                 format!(
-                    "{}{}/{name} (sentinel user {:?}, password {})",
+                    "{}{}/{name} (sentinel user {:?}, password {}){}",
                     sentinel_scheme(tls.is_some()),
                     list(sentinels),
                     auth.username,
@@ -661,7 +667,8 @@ impl fmt::Debug for Endpoint {
                         "<redacted>"
                     } else {
                         "none"
-                    }
+                    },
+                    nat_shown(nat)
                 ),
                 tls.as_ref(),
             ),
@@ -694,7 +701,8 @@ fn sentinel_scheme(tls: bool) -> &'static str {
     }
 }
 
-/// A cluster's `natMap`, as the endpoint's description shows it (nothing when none).
+/// A cluster's or a Sentinel set's `natMap`, as the endpoint's description shows it (nothing
+/// when none).
 fn nat_shown(nat: &[(HostPort, HostPort)]) -> String {
     if nat.is_empty() {
         return String::new();
@@ -773,6 +781,7 @@ fn many_hosts(spec: &mut EndpointSpec) -> Result<Option<Address>, LockError> {
             username: spec.sentinel_username.take(),
             password: spec.sentinel_password.take(),
         },
+        nat: Vec::new(),
     }))
 }
 

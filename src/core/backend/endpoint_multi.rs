@@ -9,6 +9,16 @@ use redis::{ConnectionAddr, IntoConnectionInfo};
 /// A host and its port, as a node list names it.
 pub type HostPort = (String, u16);
 
+/// ioredis's `natMap` read: each route from an address a cluster or a Sentinel set
+/// announces to the address it is reached at.
+pub type NatRoutes = Vec<(HostPort, HostPort)>;
+
+/// Where `announced` is reached: its route's target, or itself when no route names it.
+pub fn routed(nat: &[(HostPort, HostPort)], announced: &HostPort) -> HostPort {
+    (nat.iter().find(|(from, _)| from == announced))
+        .map_or_else(|| announced.clone(), |(_, to)| to.clone())
+}
+
 /// Where a Sentinel set's own credentials go: apart from the master's.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct SentinelAuth {

@@ -74,8 +74,10 @@ fn a_sentinel_url_names_its_sentinels_master_db_and_sentinel_credentials() {
             name,
             tls,
             auth,
+            nat,
         } => {
             assert_eq!(*sentinels, hosts(&[("s1", 26379), ("s2", 26380)]));
+            assert!(nat.is_empty());
             assert_eq!(name, "mymaster");
             assert!(tls.is_none());
             assert_eq!(auth.username.as_deref(), Some("watch"));
@@ -302,31 +304,68 @@ fn each_listed_node_connects_with_its_own_credentials() {
 }
 
 #[test]
-fn a_nat_map_goes_with_a_cluster_only_and_is_part_of_its_identity() {
+fn a_nat_map_goes_with_a_cluster_or_sentinels_only_and_is_part_of_their_identity() {
     let route = || {
         vec![(
             ("10.0.0.1".to_string(), 7000),
             ("127.0.0.1".to_string(), 7100),
         )]
     };
-    let spec = |nat_map| EndpointSpec {
-        url: Some("redis+cluster://127.0.0.1:7100".into()),
+    let spec = |url: &str, nat_map| EndpointSpec {
+        url: Some(url.into()),
         nat_map,
         ..Default::default()
     };
-    let mapped = parsed(spec(Some(route())));
-    assert!(matches!(&mapped.address, Address::Cluster { nat, .. } if *nat == route()));
-    assert!(format!("{mapped:?}").contains("natMap 10.0.0.1:7000 -> 127.0.0.1:7100"));
-    // Another map is another cluster client: not shared with the unmapped one.
-    assert!(mapped != parsed(spec(None)));
+    for url in [
+        "redis+cluster://127.0.0.1:7100",
+        "redis+sentinel://:pw@s1/m",
+    ] {
+        let mapped = parsed(spec(url, Some(route())));
+        let nat = match &mapped.address {
+            Address::Cluster { nat, .. } | Address::Sentinel { nat, .. } => nat,
+            _ => panic!("{url}: {mapped:?}"),
+        };
+        assert_eq!(*nat, route(), "{url}");
+        let shown = format!("{mapped:?}");
+        assert!(
+            shown.contains("natMap 10.0.0.1:7000 -> 127.0.0.1:7100"),
+            "{shown}"
+        );
+        assert!(!shown.contains("pw"), "{shown}");
+        // Another map is another client: not shared with the unmapped one.
+        assert!(mapped != parsed(spec(url, None)), "{url}");
+        let empty = parsed(spec(url, Some(Vec::new())));
+        assert!(
+            matches!(empty.address, Address::Cluster { ref nat, .. } | Address::Sentinel { ref nat, .. } if nat.is_empty()),
+            "{url}"
+        );
+    }
+    let (code, arg, message) = refused(spec("redis://127.0.0.1:1", Some(route())));
+    assert_eq!((code.as_str(), arg.as_deref()), ("EINVAL", Some("natMap")));
     assert!(
-        matches!(parsed(spec(Some(Vec::new()))).address, Address::Cluster { ref nat, .. } if nat.is_empty())
+        message.contains("with cluster or sentinels only"),
+        "{message}"
     );
-    let one = EndpointSpec {
-        url: Some("redis://127.0.0.1:1".into()),
-        nat_map: Some(route()),
-        ..Default::default()
-    };
-    let err = Endpoint::parse(one).unwrap_err();
-    assert!(err.to_string().contains("with a cluster only"), "{err}");
+}
+
+#[test]
+fn routed_sends_an_announced_address_to_its_route_and_leaves_others_alone() {
+    let nat = vec![(
+        ("10.0.0.1".to_string(), 6379),
+        ("127.0.0.1".to_string(), 7100),
+    )];
+    let at = |host: &str, port| (host.to_string(), port);
+    assert_eq!(
+        multi::routed(&nat, &at("10.0.0.1", 6379)),
+        at("127.0.0.1", 7100)
+    );
+    // The port is part of the address: the same host on another port has no route.
+    assert_eq!(
+        multi::routed(&nat, &at("10.0.0.1", 6380)),
+        at("10.0.0.1", 6380)
+    );
+    assert_eq!(
+        multi::routed(&[], &at("10.0.0.1", 6379)),
+        at("10.0.0.1", 6379)
+    );
 }

@@ -7,7 +7,7 @@
 //! FAILOVER`, a partition) would otherwise go unnoticed until the sentinels demote it.
 
 use super::endpoint::{Address, Endpoint};
-use super::endpoint_multi::HostPort;
+use super::endpoint_multi::{routed, HostPort};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
@@ -108,9 +108,12 @@ impl Inner {
     /// One lookup: the first sentinel (in the given order) naming a master that answers ROLE
     /// as a master.
     async fn ask(&self) -> Result<HostPort, LockError> {
-        let Address::Sentinel { name, tls, .. } = &self.endpoint.address else {
+        let Address::Sentinel { name, tls, nat, .. } = &self.endpoint.address else {
             return Err(LockError::Internal("not a Sentinel set".into()));
         };
+        if !nat.is_empty() {
+            return self.ask_routed(name, nat).await;
+        }
         let mut master = RedisConnectionInfo::default().set_db(self.endpoint.db);
         if let Some(user) = &self.endpoint.username {
             master = master.set_username(user);
@@ -180,11 +183,12 @@ impl Inner {
         Err(self.no_answer())
     }
 
-    /// The user's endpoint, pointed at `master`: its credentials, db and TLS kept.
-    fn master_endpoint(&self, (host, port): HostPort) -> Endpoint {
-        let tls = match &self.endpoint.address {
-            Address::Sentinel { tls, .. } => tls.clone(),
-            _ => None,
+    /// The user's endpoint, pointed at `master` (the address the sentinels announce) where
+    /// it is reached, through `natMap`: its credentials, db and TLS kept.
+    fn master_endpoint(&self, master: HostPort) -> Endpoint {
+        let (tls, (host, port)) = match &self.endpoint.address {
+            Address::Sentinel { tls, nat, .. } => (tls.clone(), routed(nat, &master)),
+            _ => (None, master),
         };
         Endpoint {
             address: Address::Tcp { host, port, tls },
@@ -261,6 +265,9 @@ fn trace_sentinel<T>(
     let took = started.elapsed();
     trace::call("sentinel", &packed(), took, outcome, scripts::name_of);
 }
+
+#[path = "sentinel_routed.rs"]
+mod sentinel_routed;
 
 #[cfg(test)]
 #[path = "sentinel_tests.rs"]
