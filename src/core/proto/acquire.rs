@@ -3,7 +3,7 @@
 //! is far cheaper for Redis) as one transaction; each form's reply is read once, into one
 //! answer.
 
-use super::release::Release;
+use super::release::{Release, ReleaseKind};
 use super::syncguard::ReleaseById;
 use super::{scripts, syncguard, Op, Request, Wire};
 use crate::core::basics::error::LockError;
@@ -214,15 +214,36 @@ impl AcquireAttempt<'_> {
         })
     }
 
-    /// The release `late_free` sends.
+    /// The release `late_free` sends: `undo`'s, but for ExclusiveLock's pair, whose own undo
+    /// frees it (ops/exclusive.rs) knowing the expiry its transaction set.
     pub fn late_win(&self) -> Option<LateWin<'_>> {
+        match self.layout {
+            Layout::Exclusive { .. } => None,
+            _ => Some(self.undo()),
+        }
+    }
+
+    /// What frees whatever this attempt of its token set, released as any release is (a
+    /// queued waiter is woken); ExclusiveLock's pair whatever its expiry.
+    pub fn undo(&self) -> LateWin<'_> {
         let (lock_key, token) = (self.lock_key, self.token);
-        Some(match self.layout {
+        match self.layout {
             Layout::Fair { .. } => LateWin::Release(Release::late_win(lock_key, token, true)),
             Layout::Plain | Layout::Queued { .. } | Layout::Ring { .. } => {
                 LateWin::Release(Release::late_win(lock_key, token, false))
             }
-            Layout::Exclusive { .. } => return None,
+            Layout::Exclusive {
+                owner_key,
+                contents,
+            } => LateWin::Release(Release {
+                lock_key: owner_key,
+                token,
+                kind: ReleaseKind::Pair {
+                    data_key: lock_key,
+                    contents: contents.as_bytes(),
+                    set_at: None,
+                },
+            }),
             // Its lock key holds a record, found through the lockId's index key.
             Layout::Syncguard { index_key, .. } => LateWin::ById(ReleaseById {
                 index_key,
@@ -230,7 +251,7 @@ impl AcquireAttempt<'_> {
                 expect: Some(lock_key),
                 ours_wait: false,
             }),
-        })
+        }
     }
 
     /// How many fences `reply` shows drawn for no acquisition: a transaction that found the
