@@ -320,11 +320,8 @@ impl AcquireAttempt<'_> {
 
     fn encode_script<W: Wire>(&self, wire: &mut W) {
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
-        let retention = resp::decimal(self.fence_retention_ms);
-        let window: &[u8] = match self.fences_known_kept && self.fence_retention_ms != 0 {
-            true => b"-",
-            false => retention.as_bytes(),
-        };
+        let window = WindowArg::new(self.fence_retention_ms, self.fences_known_kept);
+        let window = window.as_bytes();
         let (key, fence) = (self.lock_key, self.fence_key);
         let ms = |duration: Duration| resp::decimal(duration.as_millis() as u64);
         let head = [self.token.as_bytes(), ttl.as_bytes(), window];
@@ -518,6 +515,22 @@ pub fn pushed_for(ttl_ms: u64, window_ms: u64) -> u64 {
     ttl_ms
         .saturating_add(window_ms)
         .saturating_add(window_ms / 4)
+}
+
+/// fence.lua's window argument: the counter's retention in ms (0: forever), or `-` when the
+/// connection knows the counter kept that long already, so the script leaves its expiry
+/// alone, unread (ops/kept_fences.rs). Never `-` for a window of 0: the script persists the
+/// counter each time, which nothing known can spare.
+pub(super) struct WindowArg(Option<resp::Decimal>);
+
+impl WindowArg {
+    pub(super) fn new(retention_ms: u64, known_kept: bool) -> Self {
+        WindowArg((!known_kept || retention_ms == 0).then(|| resp::decimal(retention_ms)))
+    }
+
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        self.0.as_ref().map_or(b"-", resp::Decimal::as_bytes)
+    }
 }
 
 /// The fence a script answered as a `u64`: an error for a value outside the fencing range,
