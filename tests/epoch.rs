@@ -117,7 +117,16 @@ async fn an_attempt_whose_bound_ends_before_the_gate_fails_naming_the_quarantine
         "it waited: {:?}",
         started.elapsed()
     );
-    assert!(matches!(err, LockError::Connection(_)), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            LockError::Quarantined {
+                quarantine_ms: 2000,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert_eq!(err.code(), "ECONNECTION");
     let text = err.to_string();
     assert!(text.contains("Redis was restarted"), "{text}");

@@ -54,7 +54,8 @@ pub enum Refusals {
 }
 
 /// Whether a call passes the restart quarantine's gate before it goes (an attempt at a lock
-/// does), and whose: on a cluster its slot's master's, else (`None`) the one server's.
+/// does, when a quarantine is on: see `Link::gating`), and whose: on a cluster its slot's
+/// master's, else (`None`) the one server's.
 #[derive(Clone, Copy)]
 enum Gating {
     Pass(Option<u16>),
@@ -177,6 +178,15 @@ impl<W: Conduit> Link<W> {
         self.quarantine.is_off()
     }
 
+    /// Whether a call with `refusals` passes the restart quarantine's gate, and whose
+    /// (`slot` asked only then): an attempt (`Refusals::Fail`), while a quarantine is on.
+    fn gating(&self, refusals: Refusals, slot: impl FnOnce() -> Option<u16>) -> Gating {
+        match refusals == Refusals::Fail && !self.quarantine.is_off() {
+            true => Gating::Pass(slot()),
+            false => Gating::Skip,
+        }
+    }
+
     /// Waits at the restart quarantine's gate (on a cluster, `slot`'s), learning it first if
     /// need be, within `timeout` (one extension past a wait, as for any attempt): an attempt
     /// stamped after this counts its lease from when it can actually go out. Nothing is sent
@@ -193,7 +203,7 @@ impl<W: Conduit> Link<W> {
             timeout,
             Replay::Safe,
             Refusals::Fail,
-            Gating::Pass(slot),
+            self.gating(Refusals::Fail, || slot),
             |_| async { Ok(()) },
         )
         .await
@@ -462,8 +472,8 @@ impl<W: Conduit> Link<W> {
     /// gets one transparent retry over RESP2, within the same bound. A timeout also hands
     /// back the connection the unanswered request went out on, which the connection slot no
     /// longer holds.
-    /// An attempt (`Refusals::Fail`, `Gating::Pass`) passes the restart quarantine's gate
-    /// first.
+    /// A call whose `gating` passes (see `Link::gating`) passes the restart quarantine's
+    /// gate first.
     async fn call<T, F, Fut>(
         &self,
         timeout: Duration,
@@ -490,10 +500,7 @@ impl<W: Conduit> Link<W> {
             // An attempt passes the restart quarantine's gate first, on the connection it
             // goes out on: one the call loop reconnects is asked again.
             let (attempt, slot) = match gating {
-                Gating::Pass(slot) => (
-                    refusals == Refusals::Fail && !self.quarantine.is_off(),
-                    slot,
-                ),
+                Gating::Pass(slot) => (true, slot),
                 Gating::Skip => (false, None),
             };
             let learning_failed = AtomicBool::new(false);
@@ -760,32 +767,29 @@ impl<W: Conduit> Link<W> {
         // Whether the last try was turned away as its slot moved (see `heard`).
         let moving = AtomicBool::new(false);
         let moving = &moving;
-        // Only an attempt behind a quarantine needs it (a cluster's gate is its slot's).
-        let gated = refusals == Refusals::Fail && !self.quarantine.is_off();
-        let slot = gated.then(|| W::slot_of(request_cmd(request))).flatten();
+        // Only an attempt behind a quarantine needs the slot (a cluster's gate is its slot's).
+        let gating = self.gating(refusals, || W::slot_of(request_cmd(request)));
+        let slot = match gating {
+            Gating::Pass(slot) => slot,
+            Gating::Skip => None,
+        };
         let answer = self
-            .call(
-                timeout,
-                replay,
-                refusals,
-                Gating::Pass(slot),
-                |con| async move {
-                    replied.store(false, Ordering::Relaxed);
-                    moving.store(false, Ordering::Relaxed);
-                    // A gated cluster attempt goes without the crate's own resend: it would
-                    // reconnect a dropped node and send it again past the gate, to a master
-                    // that may have restarted empty. The drop reaches `call`, which forgets
-                    // the gate and learns it again before sending it anew.
-                    let mut con = match (replay, slot) {
-                        (Replay::Safe, None) => con,
-                        _ => con.sent_once(),
-                    };
-                    let reply = query(request, &mut con).await;
-                    replied.store(true, Ordering::Relaxed);
-                    moving.store(reply.as_ref().is_err_and(slot_moving), Ordering::Relaxed);
-                    reply
-                },
-            )
+            .call(timeout, replay, refusals, gating, |con| async move {
+                replied.store(false, Ordering::Relaxed);
+                moving.store(false, Ordering::Relaxed);
+                // A gated cluster attempt goes without the crate's own resend: it would
+                // reconnect a dropped node and send it again past the gate, to a master
+                // that may have restarted empty. The drop reaches `call`, which forgets
+                // the gate and learns it again before sending it anew.
+                let mut con = match (replay, slot) {
+                    (Replay::Safe, None) => con,
+                    _ => con.sent_once(),
+                };
+                let reply = query(request, &mut con).await;
+                replied.store(true, Ordering::Relaxed);
+                moving.store(reply.as_ref().is_err_and(slot_moving), Ordering::Relaxed);
+                reply
+            })
             .await;
         if let (Some(sent), true) = (sent, answer.is_ok()) {
             let mut answered = lock(&self.answered);

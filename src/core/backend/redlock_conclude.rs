@@ -13,7 +13,6 @@ use super::redlock_tally::{
 };
 use crate::core::basics::error::LockError;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, Layout};
-use crate::core::proto::epoch;
 use crate::core::proto::Request;
 use futures_util::FutureExt;
 use redis::Value;
@@ -219,7 +218,7 @@ fn lost(
 /// those did not answer, by design, and the user should know the quorum lacked them for that.
 fn with_quarantined(err: LockError, replies: &[Option<Result<Acquired, LockError>>]) -> LockError {
     let quarantined = (replies.iter().flatten())
-        .filter(|r| matches!(r, Err(err) if epoch::is_refusal(err)))
+        .filter(|r| matches!(r, Err(LockError::Quarantined { .. })))
         .count();
     match err {
         LockError::Connection(text) if quarantined > 0 => LockError::Connection(format!(
@@ -252,9 +251,10 @@ mod tests {
     #[test]
     fn a_node_in_quarantine_is_not_granted_and_named_in_the_quorum_error() {
         let quarantined = || {
-            err(LockError::Connection(
-                "Redis was restarted 5 ms ago; no lock is given for restartQuarantineMs (1500) after a restart".into(),
-            ))
+            err(LockError::Quarantined {
+                restarted_ms_ago: 5,
+                quarantine_ms: 1500,
+            })
         };
         let down = || err(LockError::Connection("refused".into()));
         // 2 won, the node in quarantine and 2 down: not a win, not held; the quorum error.

@@ -112,8 +112,17 @@ impl Detached {
 /// (`AcquireAttempt::late_win`), owned; `None` for ExclusiveLock's pair (its own undo frees
 /// it).
 pub(super) fn late_win(op: &AcquireAttempt<'_>) -> Option<Detached> {
-    Some(match op.late_win()? {
+    op.late_win().map(owned)
+}
+
+/// What frees whatever `op` set (`AcquireAttempt::undo`), owned.
+pub(super) fn undo(op: &AcquireAttempt<'_>) -> Detached {
+    owned(op.undo())
+}
+
+fn owned(release: LateWin<'_>) -> Detached {
+    match release {
         LateWin::Release(release) => Detached::of(&release),
         LateWin::ById(release) => Detached::by_id(release.index_key, release.lock_id),
-    })
+    }
 }

@@ -13,7 +13,7 @@ use super::lock_store::{
 };
 use super::redis_store::RedisStore;
 use super::redlock_book::{NodeBook, NodeListener, NodeSubscriptions};
-use super::redlock_detached::Detached;
+use super::redlock_detached::{self, Detached};
 use super::redlock_late::LateBook;
 use super::redlock_owed::Debtors;
 use super::redlock_pool::LatePool;
@@ -31,7 +31,7 @@ use crate::core::proto::fenced_set::FencedSet;
 use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::read::{Exists, Inspect, Pttl};
 use crate::core::proto::refresh::RefreshBatch;
-use crate::core::proto::release::{HandOver, Release, ReleaseKind};
+use crate::core::proto::release::{HandOver, Release};
 use crate::core::proto::syncguard::{
     ExtendById, ReleaseById, ReleasedById, SyncguardIsLocked, SyncguardLookup,
 };
@@ -429,23 +429,7 @@ impl RedlockStore {
         bound: Duration,
     ) {
         self.late.end(op.token);
-        let release = match op.layout {
-            Layout::Exclusive {
-                owner_key,
-                contents,
-            } => Detached::of(&Release {
-                lock_key: owner_key,
-                token: op.token,
-                kind: ReleaseKind::Pair {
-                    data_key: op.lock_key,
-                    contents: contents.as_bytes(),
-                    set_at: None,
-                },
-            }),
-            // syncguard's record is JSON, freed by its lockId as syncguard frees it.
-            Layout::Syncguard { index_key, .. } => Detached::by_id(index_key, op.token),
-            _ => Detached::of(&Release::late_win(op.lock_key, op.token, false)),
-        };
+        let release = redlock_detached::undo(op);
         // Every node but those that said held; waited for, those that won.
         let to: Vec<usize> = (replies.iter().enumerate())
             .filter(|(_, reply)| !matches!(reply, Some(Ok(Acquired::Held { .. }))))

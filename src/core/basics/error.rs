@@ -21,6 +21,14 @@ pub enum LockError {
     },
     /// Redis could not be reached, or dropped the connection.
     Connection(String),
+    /// An attempt refused at the restart quarantine's closed gate (proto/epoch.rs): Redis
+    /// was restarted `restarted_ms_ago`, less than `restartQuarantineMs` ago. Users see it
+    /// as any server not reached (`ECONNECTION`, same text); a variant of its own so that a
+    /// Redlock counts its nodes in quarantine apart without reading the text.
+    Quarantined {
+        restarted_ms_ago: u128,
+        quarantine_ms: u128,
+    },
     /// Redis did not answer within the call's bound.
     Timeout(String),
     /// Redis refused our credentials.
@@ -114,7 +122,7 @@ impl LockError {
     pub fn code(&self) -> &'static str {
         match self {
             LockError::Invalid { .. } => "EINVAL",
-            LockError::Connection(_) => "ECONNECTION",
+            LockError::Connection(_) | LockError::Quarantined { .. } => "ECONNECTION",
             LockError::Timeout(_) => "ETIMEDOUT",
             LockError::Auth(_) => "EAUTH",
             LockError::Denied(_) => "ENOPERM",
@@ -144,6 +152,7 @@ impl LockError {
         matches!(
             self,
             LockError::Connection(_)
+                | LockError::Quarantined { .. }
                 | LockError::Timeout(_)
                 | LockError::Auth(_)
                 | LockError::Denied(_)
@@ -156,6 +165,13 @@ impl fmt::Display for LockError {
         match self {
             LockError::Invalid { message, .. } => f.write_str(message),
             LockError::Connection(m) => write!(f, "cannot reach Redis: {m}"),
+            LockError::Quarantined {
+                restarted_ms_ago,
+                quarantine_ms,
+            } => write!(
+                f,
+                "cannot reach Redis: Redis was restarted {restarted_ms_ago} ms ago; no lock is given for restartQuarantineMs ({quarantine_ms}) after a restart"
+            ),
             LockError::Timeout(m) => write!(f, "Redis did not answer in time: {m}"),
             LockError::Auth(m) => write!(f, "Redis refused the credentials: {m}"),
             LockError::Denied(m) => write!(f, "Redis denied this user a command or key (ACL): {m}"),

@@ -73,6 +73,14 @@ pub struct AttemptNews {
     pub contended: bool,
 }
 
+/// What a newly learned life of a counter does to the one known: the latest push's replaces
+/// it (a transaction's or a handover's), a won script's only lengthens it.
+#[derive(Clone, Copy)]
+enum Known {
+    Latest,
+    Longest,
+}
+
 #[derive(Default)]
 pub struct KeptFences {
     known: Mutex<HashMap<Vec<u8>, CounterNews>>,
@@ -179,21 +187,26 @@ impl KeptFences {
         let keep = (ttl.as_millis() as u64)
             .saturating_add(window_ms)
             .saturating_add(window_ms / 8);
-        let Some(until) = sent.checked_add(Duration::from_millis(keep)) else {
-            return;
-        };
-        self.note(fence_key, |news| {
-            news.kept = news.kept.max(Some(until));
-        });
+        self.kept_past(fence_key, sent, keep, Known::Longest);
     }
 
     /// A script or transaction sent at `sent` kept the counter `pushed_for` a lock of `ttl`.
     fn kept(&self, fence_key: &[u8], sent: Instant, ttl: Duration, window_ms: u64) {
         let keep = pushed_for(ttl.as_millis() as u64, window_ms);
-        let Some(until) = sent.checked_add(Duration::from_millis(keep)) else {
+        self.kept_past(fence_key, sent, keep, Known::Latest);
+    }
+
+    /// Something sent at `sent` kept the counter at `fence_key` `keep_ms` past then.
+    fn kept_past(&self, fence_key: &[u8], sent: Instant, keep_ms: u64, known: Known) {
+        let Some(until) = sent.checked_add(Duration::from_millis(keep_ms)) else {
             return;
         };
-        self.note(fence_key, |news| news.kept = Some(until));
+        self.note(fence_key, |news| {
+            news.kept = match known {
+                Known::Latest => Some(until),
+                Known::Longest => news.kept.max(Some(until)),
+            }
+        });
     }
 
     fn note(&self, fence_key: &[u8], change: impl FnOnce(&mut CounterNews)) {

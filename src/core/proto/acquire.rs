@@ -3,7 +3,7 @@
 //! is far cheaper for Redis) as one transaction; each form's reply is read once, into one
 //! answer.
 
-use super::release::Release;
+use super::release::{Release, ReleaseKind};
 use super::syncguard::ReleaseById;
 use super::{scripts, syncguard, Op, Request, Wire};
 use crate::core::basics::error::LockError;
@@ -214,15 +214,36 @@ impl AcquireAttempt<'_> {
         })
     }
 
-    /// The release `late_free` sends.
+    /// The release `late_free` sends: `undo`'s, but for ExclusiveLock's pair, whose own undo
+    /// frees it (ops/exclusive.rs) knowing the expiry its transaction set.
     pub fn late_win(&self) -> Option<LateWin<'_>> {
+        match self.layout {
+            Layout::Exclusive { .. } => None,
+            _ => Some(self.undo()),
+        }
+    }
+
+    /// What frees whatever this attempt of its token set, released as any release is (a
+    /// queued waiter is woken); ExclusiveLock's pair whatever its expiry.
+    pub fn undo(&self) -> LateWin<'_> {
         let (lock_key, token) = (self.lock_key, self.token);
-        Some(match self.layout {
+        match self.layout {
             Layout::Fair { .. } => LateWin::Release(Release::late_win(lock_key, token, true)),
             Layout::Plain | Layout::Queued { .. } | Layout::Ring { .. } => {
                 LateWin::Release(Release::late_win(lock_key, token, false))
             }
-            Layout::Exclusive { .. } => return None,
+            Layout::Exclusive {
+                owner_key,
+                contents,
+            } => LateWin::Release(Release {
+                lock_key: owner_key,
+                token,
+                kind: ReleaseKind::Pair {
+                    data_key: lock_key,
+                    contents: contents.as_bytes(),
+                    set_at: None,
+                },
+            }),
             // Its lock key holds a record, found through the lockId's index key.
             Layout::Syncguard { index_key, .. } => LateWin::ById(ReleaseById {
                 index_key,
@@ -230,7 +251,7 @@ impl AcquireAttempt<'_> {
                 expect: Some(lock_key),
                 ours_wait: false,
             }),
-        })
+        }
     }
 
     /// How many fences `reply` shows drawn for no acquisition: a transaction that found the
@@ -299,11 +320,8 @@ impl AcquireAttempt<'_> {
 
     fn encode_script<W: Wire>(&self, wire: &mut W) {
         let ttl = resp::decimal(self.ttl.as_millis() as u64);
-        let retention = resp::decimal(self.fence_retention_ms);
-        let window: &[u8] = match self.fences_known_kept && self.fence_retention_ms != 0 {
-            true => b"-",
-            false => retention.as_bytes(),
-        };
+        let window = WindowArg::new(self.fence_retention_ms, self.fences_known_kept);
+        let window = window.as_bytes();
         let (key, fence) = (self.lock_key, self.fence_key);
         let ms = |duration: Duration| resp::decimal(duration.as_millis() as u64);
         let head = [self.token.as_bytes(), ttl.as_bytes(), window];
@@ -497,6 +515,22 @@ pub fn pushed_for(ttl_ms: u64, window_ms: u64) -> u64 {
     ttl_ms
         .saturating_add(window_ms)
         .saturating_add(window_ms / 4)
+}
+
+/// fence.lua's window argument: the counter's retention in ms (0: forever), or `-` when the
+/// connection knows the counter kept that long already, so the script leaves its expiry
+/// alone, unread (ops/kept_fences.rs). Never `-` for a window of 0: the script persists the
+/// counter each time, which nothing known can spare.
+pub(super) struct WindowArg(Option<resp::Decimal>);
+
+impl WindowArg {
+    pub(super) fn new(retention_ms: u64, known_kept: bool) -> Self {
+        WindowArg((!known_kept || retention_ms == 0).then(|| resp::decimal(retention_ms)))
+    }
+
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        self.0.as_ref().map_or(b"-", resp::Decimal::as_bytes)
+    }
 }
 
 /// The fence a script answered as a `u64`: an error for a value outside the fencing range,

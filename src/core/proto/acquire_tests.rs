@@ -226,3 +226,53 @@ fn other_refusals_in_a_transaction_leave_it_the_form() {
         assert_eq!(support.attempts(), AttemptForm::Transaction, "{line:?}");
     }
 }
+
+/// The request `release` sends on the runtime's connection.
+fn packed(release: LateWin<'_>) -> Vec<u8> {
+    let request = match release {
+        LateWin::Release(release) => Request::of(&release),
+        LateWin::ById(release) => Request::of(&release),
+    };
+    match request {
+        Request::Script { evalsha, .. } => evalsha.get_packed_command(),
+        Request::Command(cmd) => cmd.get_packed_command(),
+    }
+}
+
+#[test]
+fn an_undo_frees_what_a_late_win_frees_and_exclusive_locks_pair_too() {
+    let fair = Layout::Fair {
+        member: "m",
+        place: Duration::ZERO,
+        lifetime: Duration::from_secs(1),
+    };
+    let syncguard = Layout::Syncguard {
+        index_key: b"idx",
+        stored_key: b"lock:k",
+        user_key: "k",
+    };
+    for layout in [
+        Layout::Plain,
+        Layout::Ring { ring_id: "r" },
+        fair,
+        syncguard,
+    ] {
+        let op = attempt(layout, AttemptForm::Script);
+        let late = op.late_win().map(packed);
+        assert_eq!(late, Some(packed(op.undo())));
+    }
+    // ExclusiveLock's pair: no late win (its own undo knows the expiry); undone whatever its
+    // expiry, from the owner key.
+    let op = attempt(exclusive(), AttemptForm::Script);
+    assert!(op.late_win().is_none());
+    let pair = Release {
+        lock_key: b"{lock:k}\xffowner",
+        token: "t",
+        kind: ReleaseKind::Pair {
+            data_key: b"lock:k",
+            contents: b"1",
+            set_at: None,
+        },
+    };
+    assert_eq!(packed(op.undo()), packed(LateWin::Release(pair)));
+}

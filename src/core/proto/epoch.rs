@@ -106,21 +106,11 @@ impl Gate {
         if self.opens <= deadline {
             return Admit::WaitUntil(self.opens);
         }
-        let ago = now.saturating_duration_since(self.born).as_millis();
-        let q = self.quarantine.as_millis();
-        Admit::Refuse(LockError::Connection(format!(
-            "Redis was restarted {ago} ms ago; {REFUSED} ({q}) after a restart"
-        )))
+        Admit::Refuse(LockError::Quarantined {
+            restarted_ms_ago: now.saturating_duration_since(self.born).as_millis(),
+            quarantine_ms: self.quarantine.as_millis(),
+        })
     }
-}
-
-/// What every refusal at the gate says, and how one is told from other failures to reach a
-/// server (a Redlock counts its nodes in quarantine apart, see `is_refusal`).
-const REFUSED: &str = "no lock is given for restartQuarantineMs";
-
-/// Whether `err` is an attempt refused at a closed gate.
-pub fn is_refusal(err: &LockError) -> bool {
-    matches!(err, LockError::Connection(text) if text.contains(REFUSED))
 }
 
 #[cfg(test)]

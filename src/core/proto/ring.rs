@@ -2,6 +2,7 @@
 //! lock's ring, told on its own channel (release_grant.lua). A waiter's attempt that joins
 //! the ring is `acquire::Layout::Ring` (join_ring.lua).
 
+use super::acquire::WindowArg;
 use super::{scripts, Op, Wire};
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
@@ -84,11 +85,7 @@ impl Op for ReleaseGrant<'_> {
         let key = self.lock_key;
         let (fence, last) = (resp::decimal(self.fence), resp::decimal(self.last));
         let claim = resp::decimal(self.claim.as_millis() as u64);
-        let retention = resp::decimal(self.fence_retention_ms);
-        let window: &[u8] = match self.fences_known_kept && self.fence_retention_ms != 0 {
-            true => b"-",
-            false => retention.as_bytes(),
-        };
+        let window = WindowArg::new(self.fence_retention_ms, self.fences_known_kept);
         let flag = |on: bool| -> &'static [u8] {
             if on {
                 b"1"
@@ -115,7 +112,7 @@ impl Op for ReleaseGrant<'_> {
                 flag(self.leave),
                 &before,
                 &after,
-                window,
+                window.as_bytes(),
                 &keys::released_channel(key),
                 flag(self.ours_wait),
             ],
