@@ -147,15 +147,18 @@ describe('acquire: retries with exponential backoff', () => {
   })
 
   /**
-   * A contender retrying every 100, 200, 400 ms while the holder releases at ~150 ms: it has
-   * attempted at ~0 and ~100 ms, and must hold the lock right after the release, long before
-   * its third attempt at ~300 ms. Runs `check(held, won)` while the contender holds it.
+   * A contender retrying after 1000, 2000, 4000 ms while the holder releases at ~1500 ms: it has
+   * attempted at ~0 and ~1000 ms, and must hold the lock right after the release, before its
+   * third attempt at ~3000 ms. Each step is 500 ms or more from the next, so a loaded machine
+   * neither moves the second attempt past the release nor the wake past the third attempt
+   * (which timers make only later, never sooner).
+   * Runs `check(held, won)` while the contender holds it.
    */
   async function releaseDuringBackoff(key, holderOptions, check) {
     const holder = new DistributedLock(server.url, holderOptions)
-    const contender = new DistributedLock(server.url, { maxRetries: 3, retryDelayMs: 100 })
+    const contender = new DistributedLock(server.url, { maxRetries: 3, retryDelayMs: 1000 })
     const held = await holder.acquire(key, 10_000)
-    const releasing = sleep(150).then(() => held.release())
+    const releasing = sleep(1500).then(() => held.release())
     const started = performance.now()
     const won = await contender.acquire(key, 5000)
     const elapsed = performance.now() - started
@@ -163,8 +166,8 @@ describe('acquire: retries with exponential backoff', () => {
     try {
       assert.equal(won.isHeld, true)
       assert.ok(won.fence > held.fence, `fence ${won.fence} should follow ${held.fence}`)
-      assert.ok(elapsed >= 145, `acquired after ${elapsed.toFixed(0)} ms, before the release`)
-      assert.ok(elapsed < 280, `acquired after ${elapsed.toFixed(0)} ms: the backoff, not the release, woke it`)
+      assert.ok(elapsed >= 1495, `acquired after ${elapsed.toFixed(0)} ms, before the release`)
+      assert.ok(elapsed < 2800, `acquired after ${elapsed.toFixed(0)} ms: the backoff, not the release, woke it`)
       await syncMonitor()
       await check(held, won)
     } finally {

@@ -154,6 +154,21 @@ pub fn calls(raw: &mut redis::Connection, command: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// The version of `raw`'s server, for tests whose scripts take another way on older ones.
+pub fn redis_version(raw: &mut redis::Connection) -> (u32, u32, u32) {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(raw)
+        .expect("INFO server");
+    let version = info
+        .lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .expect("redis_version in INFO server");
+    let mut parts = version.trim().split('.').map(|n| n.parse().unwrap_or(0));
+    let mut next = || parts.next().unwrap_or(0);
+    (next(), next(), next())
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -35,12 +35,21 @@ async fn paced(
     won.await.map(|lease| SyncguardWon::of(&lease))
 }
 
+/// A locker on `url` whose lock `name` another lockId holds, and the keys of a waiter for it.
+async fn held_elsewhere(url: &str, name: &str) -> (Arc<Locker>, SyncguardKeys) {
+    let locks = locker_at(url.into());
+    let holder = keys(name, &id(1));
+    assert!(locks
+        .sg_acquire(&holder, MS(30_000))
+        .await
+        .unwrap()
+        .is_some());
+    (locks, keys(name, &id(2)))
+}
+
 #[tokio::test]
 async fn paced_gives_up_after_its_retries_counting_the_first_attempt() {
-    let locks = locker_at("memory://sg-paced-retries".into());
-    let held = keys("busy", &id(1));
-    assert!(locks.sg_acquire(&held, MS(30_000)).await.unwrap().is_some());
-    let waiter = keys("busy", &id(2));
+    let (locks, waiter) = held_elsewhere("memory://sg-paced-retries", "busy").await;
     let ended = paced(&locks, &waiter, Pace::fixed(2.0, 10.0, f64::INFINITY)).await;
     assert_eq!(
         ended,
@@ -69,26 +78,59 @@ async fn paced_with_no_time_makes_no_attempt() {
     assert!(!locks.store().backend().run(&held, MS(500)).await.unwrap());
 }
 
+/// With no retry limit only the timeout ends it. Unloaded, attempts go at 0, 100 and 200 ms,
+/// the third's delay is clamped to the 50 ms left, and the fourth, due at 250, finds the time
+/// up. A loaded machine may start any of them late, or stretch one past the timeout: then an
+/// earlier one ends it. Either way the ending counts the attempts made, and comes no sooner
+/// than the timeout.
 #[tokio::test]
 async fn paced_stops_when_the_next_delay_would_pass_its_timeout() {
-    let locks = locker_at("memory://sg-paced-clamp".into());
-    let held = keys("slow", &id(1));
-    assert!(locks.sg_acquire(&held, MS(30_000)).await.unwrap().is_some());
-    let waiter = keys("slow", &id(2));
+    let (locks, waiter) = held_elsewhere("memory://sg-paced-clamp", "slow").await;
     let started = Instant::now();
-    let ended = paced(&locks, &waiter, Pace::fixed(f64::NAN, 100.0, 250.0)).await;
-    // Delays are clamped to the time left: attempts at 0, 100, 200 and 250 ms; after the
-    // last nothing is left.
+    let pace = Pace::fixed(f64::NAN, 100.0, 250.0);
+    let ended = tokio::time::timeout(MS(20_000), paced(&locks, &waiter, pace))
+        .await
+        .expect("ended by its timeout");
+    let made = locks.stats().snapshot().contended;
     match ended {
-        Err(LockError::GaveUp(GaveUp::TimedOut { attempts, .. })) => assert_eq!(attempts, 4),
-        // The third attempt itself ran past the timeout (a slow machine).
+        // `attempts` counts the one the time forbade.
+        Err(LockError::GaveUp(GaveUp::TimedOut {
+            attempts,
+            elapsed_ms,
+        })) => {
+            assert_eq!(attempts, made + 1, "the ones made, and the one not");
+            assert!((2..=4).contains(&attempts), "{attempts}");
+            assert!(elapsed_ms >= 250, "{elapsed_ms}");
+        }
         Err(LockError::GaveUp(GaveUp::NoTimeForRetry { elapsed_ms })) => {
-            assert!(elapsed_ms >= 250)
+            assert!((1..=3).contains(&made), "{made}");
+            assert!(elapsed_ms >= 250, "{elapsed_ms}");
         }
         other => panic!("{other:?}"),
     }
     assert!(started.elapsed() >= MS(250), "{:?}", started.elapsed());
-    assert!(started.elapsed() < MS(2000), "{:?}", started.elapsed());
+}
+
+/// A delay longer than the whole timeout is cut to the time left: the second attempt comes
+/// at the timeout and finds it up, rather than a minute later.
+#[tokio::test]
+async fn paced_clamps_a_delay_longer_than_its_timeout_to_the_time_left() {
+    let (locks, waiter) = held_elsewhere("memory://sg-paced-clamp-long", "slow").await;
+    let pace = Pace::fixed(f64::NAN, 60_000.0, 250.0);
+    // Far under the minute an unclamped delay takes, far over what a loaded machine adds.
+    let ended = tokio::time::timeout(MS(20_000), paced(&locks, &waiter, pace))
+        .await
+        .expect("the minute's delay was cut to the 250 ms left");
+    // A first attempt that itself outlasted the timeout leaves no time for a retry.
+    assert!(
+        matches!(
+            ended,
+            Err(LockError::GaveUp(
+                GaveUp::TimedOut { attempts: 2, .. } | GaveUp::NoTimeForRetry { .. }
+            ))
+        ),
+        "{ended:?}"
+    );
 }
 
 /// A release of ours wakes a paced waiter long before its backoff: in the script when the
