@@ -180,15 +180,17 @@ impl Locker {
     /// lock went, wherever it is read.
     pub fn grant_request(&self, lease: &Lease) -> Option<Duration> {
         let store = self.store();
-        let ours_wait = || store.wakes().has_waiters(&wake::channel(&lease.redis_key));
+        let channel = wake::channel(&lease.redis_key);
         if !store.grants()
             || self.is_fair()
             || lease.is_released()
-            || ours_wait()
+            || store.wakes().has_waiters(&channel)
             || store.release_quietly(lease)
         {
             return None;
         }
+        // For its reset only: with none of ours waiting, the lock goes across either way.
+        store.wakes().chain_capped(&channel);
         Some(self.release_bound(lease))
     }
 

@@ -101,6 +101,8 @@ async fn grant(
 pub struct Grant {
     /// The grantee's fresh token.
     token: String,
+    /// Where the lock stood for our ring as the grant was decided (`Wakes::ring_moves`).
+    moves: u64,
     leave: bool,
     ours_wait: bool,
     window: u64,
@@ -124,6 +126,7 @@ impl Grant {
         let known = upkeep(store, lease, block, Some(window), Duration::ZERO) == FenceUpkeep::Kept;
         Grant {
             token: token::new_token(),
+            moves: store.wakes().ring_moves(channel),
             leave,
             ours_wait,
             window,
@@ -148,7 +151,7 @@ impl Grant {
     }
 
     /// What the grant's answer (`released`) means: this process's waiters of the lock learn
-    /// where it went, and the answer says whether Redis still had our lock.
+    /// where it went (`note`), and the answer says whether Redis still had our lock.
     pub fn settle(
         &self,
         store: &Store,
@@ -157,21 +160,30 @@ impl Grant {
         released: Result<Released, LockError>,
     ) -> Result<bool, LockError> {
         let released = released.map(|released| {
-            let wakes = store.wakes();
-            if self.leave {
-                wakes.left_ring(channel);
-            } else {
-                // Yielded to a connection outside the ring: ours wait for the ring as after
-                // a grant, rather than take the lock back from it with an attempt.
-                let on = matches!(released, Released::Granted { .. } | Released::Yielded);
-                wakes.handed_on(channel, on);
-            }
-            if self.ours_wait && released == Released::Freed {
-                wakes.wake_local(channel);
-            }
+            self.note(store, channel, &released);
             released != Released::NotOurs
         });
         outcome(lease, released)
+    }
+
+    /// What the grant did, told to this process's waiters of the lock. Its answer may be read
+    /// on the caller's socket after the runtime's pushes brought the lock back: only an answer
+    /// read before any such move says the ring has it. A waiter of ours that came after the
+    /// grant was decided (`ours_wait` was read then) is woken all the same when it freed
+    /// the lock.
+    pub fn note(&self, store: &Store, channel: &[u8], released: &Released) {
+        let wakes = store.wakes();
+        if self.leave {
+            wakes.left_ring(channel);
+        } else {
+            // Yielded to a connection outside the ring: ours wait for the ring as after a
+            // grant, rather than take the lock back from it with an attempt.
+            let on = matches!(released, Released::Granted { .. } | Released::Yielded);
+            wakes.handed_on_unless_moved(channel, self.moves, on);
+        }
+        if *released == Released::Freed && (self.ours_wait || wakes.has_waiters(channel)) {
+            wakes.wake_local(channel);
+        }
     }
 }
 

@@ -263,7 +263,15 @@ impl FastCall for PlainRelease {
         }
     }
 
-    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
+    fn answered_late(self, reply: Value, _out: &mut Vec<u8>) -> bool {
+        // Its caller was told of the timeout; what the grant did still tells our waiters
+        // where the lock went (no reset of a dropped connection does it on this lane).
+        if let Some(grant) = &self.grant {
+            if let Ok(released) = grant.op(self.locker.store(), &self.lease).decode(reply) {
+                let channel = keys::released_channel(&self.lease.redis_key);
+                grant.note(self.locker.store(), &channel, &released);
+            }
+        }
         false
     }
 
