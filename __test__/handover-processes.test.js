@@ -135,36 +135,6 @@ test('a waiter SIGKILLed in line is skipped: the next live waiter holds within 2
   assert.deepEqual(await Promise.all([second.exited, third.exited]), [0, 0])
 })
 
-test('a release that grants goes out on the holder’s own JS-thread socket, not through the runtime', async () => {
-  const lockKey = 'lock:grants:socket'
-  const lock = new DistributedLock(server.url, { crossProcessGrants: true })
-  const seen = []
-  const watching = await client.monitor()
-  watching.on('monitor', (time, args, source) => seen.push({ args, source }))
-  let connections
-  try {
-    const handle = await lock.acquire('grants:socket', 30_000)
-    const kid = worker({ MODE: 'wait', LOCK_KEY: 'grants:socket', TTL_MS: '10000' })
-    await kid.ready
-    await ringLength(lockKey, 1)
-    // Past the holder's tenure (1 ms): this release grants rather than frees quietly.
-    await sleep(20)
-    await handle.release()
-    await line(kid, 'held')
-    connections = await client.client('LIST')
-    await line(kid, 'released')
-    assert.equal(await kid.exited, 0)
-  } finally {
-    watching.disconnect()
-  }
-  // release_grant.lua: four keys, our token first of its arguments (a kick has none).
-  const grant = seen.find(({ args }) => args[0].toLowerCase() === 'evalsha' && args[2] === '4' && args[3] === lockKey && args[7] !== '')
-  assert.ok(grant, JSON.stringify(seen.map(({ args }) => args.slice(0, 4))))
-  // Our JS-thread socket speaks RESP2, the runtime's connection RESP3 (helpers/direct.js).
-  const carrier = connections.split('\n').find((l) => l.includes(` addr=${grant.source} `))
-  assert.match(carrier ?? '', / resp=2/, carrier)
-})
-
 test('maestro with its default backoff (30 s cap): a killed waiter is skipped, the next holds within 250 ms', async (t) => {
   const lockKey = 'grants:maestro'
   const holder = new DistributedLockService(lockKey, 30_000, server.url, { crossProcessGrants: true })

@@ -17,7 +17,7 @@ use crate::core::proto::extend::Extend;
 use crate::core::proto::fenced_set::FencedSet;
 use crate::core::proto::read::{Exists, Pttl};
 use crate::core::wait::owner::Owner;
-use crate::core::wait::wake::{self, Caller, Ticket};
+use crate::core::wait::wake::{Caller, Ticket};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -160,10 +160,10 @@ impl Locker {
     /// The bound of a release sent elsewhere (written by `write_release`). `None` when it
     /// must go through `release`: already released, or waiters of this process are to be
     /// woken by it. On a store that grants, only a release within our tenure is sent
-    /// elsewhere this way (it frees the lock quietly, see ops/tenure.rs); one past it may
-    /// go as a grant (`grant_request`).
+    /// elsewhere (it frees the lock quietly, see ops/tenure.rs).
     pub fn release_request(&self, lease: &Lease) -> Option<Duration> {
         let wakes = self.store().wakes();
+        // A store that grants decides on the runtime's connection, whose pushes bring grants.
         if self.is_fair()
             || lease.is_released()
             || wakes.waiters_at_release(&lease.redis_key)
@@ -171,26 +171,6 @@ impl Locker {
         {
             return None;
         }
-        Some(self.release_bound(lease))
-    }
-
-    /// The bound of a grant sent elsewhere (see `release::Grant`): on a store that grants,
-    /// a release past our tenure that no waiter of ours wants, asked once `release_request`
-    /// said no (which ends the tenure). Its answer only tells this lock's entry where the
-    /// lock went, wherever it is read.
-    pub fn grant_request(&self, lease: &Lease) -> Option<Duration> {
-        let store = self.store();
-        let channel = wake::channel(&lease.redis_key);
-        if !store.grants()
-            || self.is_fair()
-            || lease.is_released()
-            || store.wakes().has_waiters(&channel)
-            || store.release_quietly(lease)
-        {
-            return None;
-        }
-        // For its reset only: with none of ours waiting, the lock goes across either way.
-        store.wakes().chain_capped(&channel);
         Some(self.release_bound(lease))
     }
 

@@ -91,100 +91,43 @@ async fn grant(
     ours_wait: bool,
     (bound, window_ms): (Duration, Option<u64>),
 ) -> Result<bool, LockError> {
-    let grant = Grant::new(store, lease, channel, ours_wait, window_ms);
-    let released = store.backend().run(&grant.op(store, lease), bound).await;
-    grant.settle(store, lease, channel, released)
-}
-
-/// A release that grants our lock to the ring (see `grant`): what it sends, decided before
-/// it is sent, and what its answer means for this process, whichever connection carried it.
-pub struct Grant {
-    /// The grantee's fresh token.
-    token: String,
-    /// Where the lock stood for our ring as the grant was decided (`Wakes::ring_moves`).
-    moves: u64,
-    leave: bool,
-    ours_wait: bool,
-    window: u64,
-    fences_known_kept: bool,
-}
-
-impl Grant {
-    pub fn new(
-        store: &Store,
-        lease: &Lease,
-        channel: &[u8],
-        ours_wait: bool,
-        window_ms: Option<u64>,
-    ) -> Grant {
-        // A holder's connection stays in the ring, its next waiter waiting for the ring to
-        // bring the lock back (silently, see wake.rs `handed_on`); a grant passed on by a
-        // connection with nobody waiting takes it out.
-        let leave = lease.is_claim_only() && !store.wakes().has_waiters(channel);
-        let window = window_ms.unwrap_or(token::FENCE_RETENTION_MS);
-        let block = GRANT_CLAIM.saturating_mul(GRANT_BLOCK);
-        let known = upkeep(store, lease, block, Some(window), Duration::ZERO) == FenceUpkeep::Kept;
-        Grant {
-            token: token::new_token(),
-            moves: store.wakes().ring_moves(channel),
-            leave,
-            ours_wait,
-            window,
-            fences_known_kept: known,
-        }
-    }
-
-    pub fn op<'a>(&'a self, store: &'a Store, lease: &'a Lease) -> ReleaseGrant<'a> {
-        ReleaseGrant {
-            lock_key: &lease.redis_key,
-            token: &lease.token,
-            fence: lease.fence,
-            last: 0,
-            grant: &self.token,
-            claim: GRANT_CLAIM,
-            id: store.id(),
-            leave: self.leave,
-            ours_wait: self.ours_wait,
-            fence_retention_ms: self.window,
-            fences_known_kept: self.fences_known_kept,
-        }
-    }
-
-    /// What the grant's answer (`released`) means: this process's waiters of the lock learn
-    /// where it went (`note`), and the answer says whether Redis still had our lock.
-    pub fn settle(
-        &self,
-        store: &Store,
-        lease: &Lease,
-        channel: &[u8],
-        released: Result<Released, LockError>,
-    ) -> Result<bool, LockError> {
-        let released = released.map(|released| {
-            self.note(store, channel, &released);
-            released != Released::NotOurs
-        });
-        outcome(lease, released)
-    }
-
-    /// What the grant did, told to this process's waiters of the lock. Its answer may be read
-    /// on the caller's socket after the runtime's pushes brought the lock back: only an answer
-    /// read before any such move says the ring has it. A waiter of ours that came after the
-    /// grant was decided (`ours_wait` was read then) is woken all the same when it freed
-    /// the lock.
-    pub fn note(&self, store: &Store, channel: &[u8], released: &Released) {
+    // A holder's connection stays in the ring, its next waiter waiting for the ring to bring
+    // the lock back (silently, see wake.rs `handed_on`); a grant passed on by a connection
+    // with nobody waiting takes it out.
+    let leave = lease.is_claim_only() && !store.wakes().has_waiters(channel);
+    let token = token::new_token();
+    let window = window_ms.unwrap_or(token::FENCE_RETENTION_MS);
+    let block = GRANT_CLAIM.saturating_mul(GRANT_BLOCK);
+    let known = upkeep(store, lease, block, Some(window), Duration::ZERO) == FenceUpkeep::Kept;
+    let op = ReleaseGrant {
+        lock_key: &lease.redis_key,
+        token: &lease.token,
+        fence: lease.fence,
+        last: 0,
+        grant: &token,
+        claim: GRANT_CLAIM,
+        id: store.id(),
+        leave,
+        ours_wait,
+        fence_retention_ms: window,
+        fences_known_kept: known,
+    };
+    let released = store.backend().run(&op, bound).await.map(|released| {
         let wakes = store.wakes();
-        if self.leave {
+        if leave {
             wakes.left_ring(channel);
         } else {
             // Yielded to a connection outside the ring: ours wait for the ring as after a
             // grant, rather than take the lock back from it with an attempt.
             let on = matches!(released, Released::Granted { .. } | Released::Yielded);
-            wakes.handed_on_unless_moved(channel, self.moves, on);
+            wakes.handed_on(channel, on);
         }
-        if *released == Released::Freed && (self.ours_wait || wakes.has_waiters(channel)) {
+        if ours_wait && released == Released::Freed {
             wakes.wake_local(channel);
         }
-    }
+        released != Released::NotOurs
+    });
+    outcome(lease, released)
 }
 
 /// Frees our lock within our tenure (wait/tenure.rs): no grant to the ring, for this process

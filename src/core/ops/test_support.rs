@@ -17,16 +17,6 @@ pub fn locker(port: u16, prefix: &str) -> Arc<Locker> {
     locker_of(spec, prefix, Duration::from_millis(500))
 }
 
-/// `locker`, its releases granting the lock across processes (`crossProcessGrants`).
-pub fn granting_locker(port: u16, prefix: &str) -> Arc<Locker> {
-    let spec = EndpointSpec {
-        port: Some(port),
-        cross_process_grants: Some(true),
-        ..Default::default()
-    };
-    locker_of(spec, prefix, Duration::from_millis(500))
-}
-
 /// A locker that does dial: for `url` (a server the test started, or memory://), with keys
 /// under `lock:` and a 2 s command timeout.
 pub fn locker_at(url: String) -> Arc<Locker> {

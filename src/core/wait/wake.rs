@@ -132,10 +132,6 @@ struct Channel {
     /// In the ring, and our last release granted the lock to another connection of it: the
     /// ring brings it back, so a new waiter here waits for that with no attempt of its own.
     handed_on: bool,
-    /// Bumped whenever the lock comes back to this connection (a grant, a win) or it leaves
-    /// the ring: a grant's answer read later than these (on the caller's socket, see
-    /// `handed_on_unless_moved`) no longer says where the lock is.
-    moves: u64,
     /// How long this process keeps the lock before its release grants it on (tenure.rs).
     tenure: Tenure,
     /// Hand-overs between waiters of this connection in a row since the lock last came from,
@@ -170,7 +166,6 @@ impl Channel {
             own: None,
             ring: false,
             handed_on: false,
-            moves: 0,
             tenure: Tenure::default(),
             chain: 0,
         }
@@ -235,7 +230,6 @@ impl Channel {
         self.own = None;
         self.ring = false;
         self.handed_on = false;
-        self.moves += 1;
         self.queued = None;
     }
 
@@ -546,21 +540,9 @@ impl Wakes {
         self.with(channel, |entry| entry.queued = Some(Instant::now()));
     }
 
-    /// Where the lock stands for this connection's ring, read as a grant of ours is decided
-    /// (see `handed_on_unless_moved`).
-    pub(crate) fn ring_moves(&self, channel: &[u8]) -> u64 {
-        self.with(channel, |entry| entry.moves).unwrap_or(0)
-    }
-
-    /// Our release granted the lock to another connection of the ring (`true`), or freed it,
-    /// unless the lock came back or we left the ring since `moves` (`ring_moves`) was read:
-    /// an answer read late then says nothing of where the lock is now.
-    pub(crate) fn handed_on_unless_moved(&self, channel: &[u8], moves: u64, handed_on: bool) {
-        self.with(channel, |entry| {
-            if entry.moves == moves {
-                entry.handed_on = handed_on;
-            }
-        });
+    /// Our release granted the lock to another connection of the ring (`true`), or freed it.
+    pub(crate) fn handed_on(&self, channel: &[u8], handed_on: bool) {
+        self.with(channel, |entry| entry.handed_on = handed_on);
     }
 
     /// Whether our release is to grant the lock across although a waiter of ours could take
@@ -585,7 +567,6 @@ impl Wakes {
         self.with(channel, |entry| {
             entry.queued = None;
             entry.handed_on = false;
-            entry.moves += 1;
             entry.wake_next();
         });
     }
@@ -619,7 +600,6 @@ impl Wakes {
         let mut channels = self.table();
         let picked = channels.get_mut(channel).and_then(|entry| {
             entry.handed_on = false;
-            entry.moves += 1;
             entry.chain = 0;
             let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
             let (seq, ttl) = (waiter.seq, waiter.ttl);
@@ -655,7 +635,6 @@ impl Wakes {
             return;
         }
         self.with(&channel(lock_key), |entry| {
-            entry.moves += 1;
             entry.tenure.acquired(Instant::now())
         });
     }

@@ -641,31 +641,12 @@ fn a_connection_in_a_ring_stays_there_and_a_new_waiter_waits_silently_once_it_ha
     drop(waiter);
     // No leave-queue: a grant that comes is passed on, and the next wait needs no joining.
     assert!(lock(&noted.0).is_empty());
-    let moves = wakes.ring_moves(&channel(LOCK));
-    wakes.handed_on_unless_moved(&channel(LOCK), moves, true);
+    wakes.handed_on(&channel(LOCK), true);
     let next = wakes.join(LOCK, TTL);
     assert!(next.view().turn_from_others);
     // Out of the ring (it passed a grant on), it must join again: its attempts are its own.
     wakes.left_ring(&channel(LOCK));
     assert!(!next.view().turn_from_others);
-}
-
-#[test]
-fn a_grant_answered_after_the_lock_came_back_does_not_make_new_waiters_wait_for_the_ring() {
-    let wakes = Arc::new(Wakes::default());
-    let waiter = wakes.join(LOCK, TTL);
-    wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
-    wakes.joined_ring(&channel(LOCK));
-    drop(waiter);
-    // Our grant is decided; before its answer is read, the lock comes back by a win of ours.
-    let decided = wakes.ring_moves(&channel(LOCK));
-    wakes.acquired(LOCK);
-    wakes.handed_on_unless_moved(&channel(LOCK), decided, true);
-    assert!(!wakes.join(LOCK, TTL).view().turn_from_others);
-    // Read before any move, it stands.
-    let decided = wakes.ring_moves(&channel(LOCK));
-    wakes.handed_on_unless_moved(&channel(LOCK), decided, true);
-    assert!(wakes.join(LOCK, TTL).view().turn_from_others);
 }
 
 #[tokio::test]

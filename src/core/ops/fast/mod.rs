@@ -12,8 +12,7 @@
 
 use super::delivery::Unclaimed;
 use super::lock::{AttemptForm, Locker};
-use super::release::{outcome, Grant};
-use crate::core::backend::lock_store::LockStore;
+use super::release::outcome;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
@@ -21,7 +20,6 @@ use crate::core::proto::acquire::AcquireAttempt;
 use crate::core::proto::missed::CountMissed;
 use crate::core::proto::read::Exists as IsLocked;
 use crate::core::proto::release::{Release, ReleaseKind};
-use crate::core::proto::ring::Released;
 use crate::core::proto::Op;
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -152,39 +150,19 @@ pub struct PlainRelease {
     /// Within our tenure, on a store that grants (see ops/tenure.rs): once sent, the lock is
     /// kicked to the ring unless this process takes it back.
     quiet: bool,
-    /// Past our tenure, on a store that grants: the lock goes to the ring's next connection
-    /// (see `release::Grant`), sent here rather than through the runtime, a thread hop
-    /// fewer on the way to the grantee.
-    grant: Option<Grant>,
 }
 
 impl PlainRelease {
     /// `None` when the release must go through the runtime (see `Locker::release_request`).
     pub fn new(locker: &Arc<Locker>, lease: &Arc<Lease>, ask_gone: bool) -> Option<Self> {
-        let (bound, grant) = match locker.release_request(lease) {
-            Some(bound) => (bound, None),
-            None => {
-                let bound = locker.grant_request(lease)?;
-                let channel = keys::released_channel(&lease.redis_key);
-                let window = Some(locker.fence_retention_ms());
-                let grant = Grant::new(locker.store(), lease, &channel, false, window);
-                (bound, Some(grant))
-            }
-        };
+        let bound = locker.release_request(lease)?;
         Some(PlainRelease {
             locker: locker.clone(),
             lease: lease.clone(),
             bound,
             ask_gone,
-            quiet: locker.store().grants() && grant.is_none(),
-            grant,
+            quiet: locker.store().grants(),
         })
-    }
-
-    /// What a grant's answer (or its lack) means for this process (see `Grant::settle`).
-    fn granted(&self, grant: &Grant, released: Settled<Released>) -> Settled<bool> {
-        let channel = keys::released_channel(&self.lease.redis_key);
-        grant.settle(self.locker.store(), &self.lease, &channel, released)
     }
 
     /// A quiet release was answered (or timed out): the lock is kicked unless taken back.
@@ -223,10 +201,7 @@ impl FastCall for PlainRelease {
     type Output = bool;
 
     fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
-        match &self.grant {
-            Some(grant) => grant.op(self.locker.store(), &self.lease).encode(out),
-            None => self.op().encode(out),
-        }
+        self.op().encode(out);
         1
     }
 
@@ -238,13 +213,7 @@ impl FastCall for PlainRelease {
         if is_refusal(&reply) {
             return Step::Later(self.resend(None));
         }
-        let outcome = match &self.grant {
-            Some(grant) => {
-                let released = grant.op(self.locker.store(), &self.lease).decode(reply);
-                self.granted(grant, released)
-            }
-            None => outcome(&self.lease, self.op().decode(reply)),
-        };
+        let outcome = outcome(&self.lease, self.op().decode(reply));
         self.freed_quietly();
         match outcome {
             Ok(false) if self.ask_gone => Step::Later(gone(self.locker, self.lease).boxed()),
@@ -257,46 +226,22 @@ impl FastCall for PlainRelease {
         if self.ask_gone {
             return Err(LockError::no_reply(bound));
         }
-        match &self.grant {
-            Some(grant) => self.granted(grant, Err(LockError::no_reply(bound))),
-            None => outcome(&self.lease, Err(LockError::no_reply(bound))),
-        }
+        outcome(&self.lease, Err(LockError::no_reply(bound)))
     }
 
-    fn answered_late(self, reply: Value, _out: &mut Vec<u8>) -> bool {
-        // Its caller was told of the timeout; what the grant did still tells our waiters
-        // where the lock went (no reset of a dropped connection does it on this lane).
-        if let Some(grant) = &self.grant {
-            if let Ok(released) = grant.op(self.locker.store(), &self.lease).decode(reply) {
-                let channel = keys::released_channel(&self.lease.redis_key);
-                grant.note(self.locker.store(), &channel, &released);
-            }
-        }
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
         false
     }
 
-    fn resend(self, left: Option<Duration>) -> Later<bool> {
+    fn resend(self, _left: Option<Duration>) -> Later<bool> {
         let PlainRelease {
             locker,
             lease,
             ask_gone,
-            grant,
-            bound,
             ..
         } = self;
         async move {
-            let released = match grant {
-                // The same grant (its token), so that one Redis ran already is recognised.
-                Some(grant) => {
-                    let store = locker.store();
-                    let op = grant.op(store, &lease);
-                    let released = store.backend().run(&op, left.unwrap_or(bound)).await;
-                    let channel = keys::released_channel(&lease.redis_key);
-                    grant.settle(store, &lease, &channel, released)
-                }
-                None => locker.release(&lease).await,
-            };
-            match released? {
+            match locker.release(&lease).await? {
                 false if ask_gone => gone(locker, lease).await,
                 deleted => Ok(deleted),
             }

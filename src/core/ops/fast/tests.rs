@@ -68,33 +68,6 @@ fn a_released_lease_is_not_released_here_again() {
 }
 
 #[test]
-fn a_release_past_the_tenure_grants_here_and_reads_the_grant() {
-    let locker = crate::core::ops::test_support::granting_locker(41005, "t:");
-    assert!(locker.store().grants());
-    let grant = |reply: Value| {
-        let release = PlainRelease::new(&locker, &lease(&locker), false).unwrap();
-        let mut out = Vec::new();
-        release.write(&mut out, AttemptForm::Script);
-        // release_grant.lua's four keys: the lock, its fence counter, ring and wake queue.
-        assert!(out.windows(7).any(|w| w == b"\xffring\r\n"));
-        now(release.answered(reply))
-    };
-    let granted = Value::Array(vec![
-        Value::Int(2),
-        Value::BulkString(b"other".to_vec()),
-        Value::Int(4),
-        Value::Int(1027),
-    ]);
-    assert!(grant(granted).unwrap());
-    assert!(grant(Value::Int(1)).unwrap());
-    assert!(!grant(Value::Int(0)).unwrap());
-    // A waiter of ours for the lock: the runtime decides (it may hand the lock over).
-    let lease = lease(&locker);
-    let _waiter = locker.join("k", Duration::from_secs(1), None);
-    assert!(PlainRelease::new(&locker, &lease, false).is_none());
-}
-
-#[test]
 fn exists_counts_keys() {
     let locker = locker(41003);
     assert!(now(IsLockedCall::new(&locker, "k").answered(Value::Int(1))).unwrap());
