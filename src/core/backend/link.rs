@@ -62,6 +62,16 @@ enum Gating {
     Skip,
 }
 
+impl Gating {
+    /// The cluster slot whose gate the call passes, if it passes one there.
+    fn slot(self) -> Option<u16> {
+        match self {
+            Gating::Pass(slot) => slot,
+            Gating::Skip => None,
+        }
+    }
+}
+
 /// One connection, kept by a caller that must send a follow-up on the same socket.
 #[derive(Clone)]
 pub(super) struct Pinned<W: Conduit = ConnectionManager>(W);
@@ -499,13 +509,9 @@ impl<W: Conduit> Link<W> {
                 .map_err(|err| (err, None))?;
             // An attempt passes the restart quarantine's gate first, on the connection it
             // goes out on: one the call loop reconnects is asked again.
-            let (attempt, slot) = match gating {
-                Gating::Pass(slot) => (true, slot),
-                Gating::Skip => (false, None),
-            };
             let learning_failed = AtomicBool::new(false);
             let work = tokio::time::timeout_at(deadline, async {
-                if attempt {
+                if let Gating::Pass(slot) = gating {
                     // Boxed, with its connection: the option-off path's future stays the size
                     // it was.
                     let learning = Box::pin(async {
@@ -769,10 +775,7 @@ impl<W: Conduit> Link<W> {
         let moving = &moving;
         // Only an attempt behind a quarantine needs the slot (a cluster's gate is its slot's).
         let gating = self.gating(refusals, || W::slot_of(request_cmd(request)));
-        let slot = match gating {
-            Gating::Pass(slot) => slot,
-            Gating::Skip => None,
-        };
+        let slot = gating.slot();
         let answer = self
             .call(timeout, replay, refusals, gating, |con| async move {
                 replied.store(false, Ordering::Relaxed);
