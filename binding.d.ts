@@ -55,21 +55,31 @@ export declare class NativeDistributedLock {
   /** Counters and wait-time percentiles of this object's calls. */
   stats(): NativeStats
   constructor(connection: NativeConnection, options: DistributedLockOptions, heartbeat: NativeHeartbeat)
-  /** Resolves with `owner` filled in as the handle, after up to `maxRetries` retries. */
-  acquire(owner: object, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): Promise<unknown>
-  /** Resolves with `owner` filled in as the handle, or with `null` when the key is held. */
-  tryAcquire(owner: object, key: string, ttlMs?: number | undefined | null, listener?: number | undefined | null): Promise<unknown>
-  /** Resolves with `owner` filled in as the handle once won; rejects after `timeout_ms`. */
-  waitForLock(owner: object, key: string, timeoutMs: number, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): Promise<unknown>
+  /**
+   * Resolves with `owner` filled in as the handle, after up to `maxRetries` retries.
+   * Answered in place (see js/in_call.rs), it returns that value instead of a promise.
+   */
+  acquire(owner: object, key: string, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): unknown
+  /**
+   * Resolves with `owner` filled in as the handle, or with `null` when the key is held;
+   * answered in place, returns that value.
+   */
+  tryAcquire(owner: object, key: string, ttlMs?: number | undefined | null, listener?: number | undefined | null): unknown
+  /**
+   * Resolves with `owner` filled in as the handle once won; rejects after `timeout_ms`.
+   * Answered in place, returns the handle.
+   */
+  waitForLock(owner: object, key: string, timeoutMs: number, ttlMs?: number | undefined | null, cancel?: NativeCancel | undefined | null, listener?: number | undefined | null): unknown
   /** Resolves with whether the fenced write landed. */
   fencedSet(key: string, value: string, fence: string): Promise<boolean>
   /** Resolves with whether anyone holds `key`. */
   isLocked(key: string): Promise<boolean>
   /**
    * Stops the refreshes of `watch`, then deletes the lock if it is still ours. Resolves
-   * once Redis answered (or the lock ran out meanwhile); `owner` is the handle.
+   * once Redis answered (or the lock ran out meanwhile); `owner` is the handle. Answered
+   * in place (see js/in_call.rs), returns undefined instead of a promise.
    */
-  release(owner: object, key: string, token: string, fence: number, deadline: number, watch: number): Promise<void>
+  release(owner: object, key: string, token: string, fence: number, deadline: number, watch: number): unknown
   /**
    * Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched
    * lock, until its next refresh sets the TTL back to the hold's own); resolves with

@@ -55,3 +55,50 @@ test('bench/run.js refuses an unknown option or scenario with exit code 2, befor
     assert.doesNotMatch(stderr, /redis-server pid/)
   }
 })
+
+// A ratio of two rows measured in different runs (a `--merge --adapters=...` re-measured one
+// side) is shown, but decides no target: such a pair once read 0.56x where one run read 0.93x.
+test('bench report: a comparison of rows from two runs decides no target', () => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const { writeReport } = require('../bench/lib/report')
+  const rounds = (rate) => Array.from({ length: 3 }, () => ({ rate }))
+  const adapters = {
+    'ours-distributed-lock': { name: 'ours: DistributedLock', kind: 'ours' },
+    'ours-distributed-lock-wait': { name: 'ours: DistributedLock.waitForLock', kind: 'ours' },
+    'ours-exclusive-lock': { name: 'ours: ExclusiveLock', kind: 'ours' },
+    'original-exclusive-lock': { name: 'original: @logdna/exclusive-lock (stand-in)', kind: 'original' },
+  }
+  const results = (remeasured) => ({
+    meta: { command: 'npm run bench', date: 'first', seconds: 1, cpu: 'x', kernel: 'y', node: 'z', versions: {}, params: { rounds: 1, roundMs: 1, warmupMs: 1 }, adapters, remeasured },
+    placements: {
+      unpinned: {
+        b: {
+          'ours-distributed-lock': { rounds: rounds(100) },
+          'ours-distributed-lock-wait': { rounds: rounds(56) },
+          // Stamped by the run that measured it (bench/lib/runs.js), whatever meta says.
+          'ours-exclusive-lock': { rounds: rounds(50), run: 'later' },
+          'original-exclusive-lock': { rounds: rounds(40), run: 'first' },
+        },
+      },
+    },
+  })
+  const row = (text, label) => text.split('\n').find((line) => line.startsWith(`| ${label}`) && line.includes('(b)'))
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-report-'))
+  try {
+    const wait = 'DistributedLock.waitForLock (free key)'
+    const exclusive = 'ExclusiveLock ÷ original'
+    // One run: decided.
+    const one = writeReport(results(undefined), dir)
+    assert.match(row(one, wait), /\| 0\.56× \| 0\.56× \| >= 0\.9× \| \*\*no\*\* \|$/)
+    // acquire re-measured later, waitForLock not: shown, not decided.
+    const merged = writeReport(results([{ command: 'npm run bench -- --merge', date: 'later', seconds: 1, scenarios: ['b'], placements: ['unpinned'], adapters: ['ours-distributed-lock'] }]), dir)
+    assert.match(row(merged, wait), /\| 0\.56×, rows of different runs \| n\/a \| >= 0\.9× \| n\/a \|$/)
+    assert.match(row(merged, exclusive), /\| 1\.25×, rows of different runs \| n\/a \| >= 1\.0× \| n\/a \|$/)
+    // Both re-measured by one merge: decided again.
+    const both = writeReport(results([{ command: 'npm run bench -- --merge', date: 'later', seconds: 1, scenarios: ['b'], placements: ['unpinned'], adapters: null }]), dir)
+    assert.match(row(both, wait), /\*\*no\*\* \|$/)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})

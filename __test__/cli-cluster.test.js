@@ -303,7 +303,9 @@ test('inspect a lock whose queue holds members named like pub/sub messages: the 
 })
 
 test('a node whose connection failed: connected afresh when next needed, and asked for the slot table last', async () => {
-  const client = await connectCluster(parseClusterAddress(url), { timeoutMs: 500 })
+  // A bound far above a loaded machine's stalls: a refresh that asked the silent master
+  // first would wait all of it.
+  const client = await connectCluster(parseClusterAddress(url), { timeoutMs: 1500 })
   // The master asked first for the slot table, unless its connection failed.
   const port = client.masterAddresses()[0].port
   const { key } = held[port]
@@ -313,10 +315,10 @@ test('a node whose connection failed: connected afresh when next needed, and ask
     node.pause()
     try {
       await assert.rejects(client.call('PTTL', key),
-        { message: new RegExp(`^Redis at cluster node 127\\.0\\.0\\.1:${port} did not answer PTTL within 500 ms$`) })
+        { message: new RegExp(`^Redis at cluster node 127\\.0\\.0\\.1:${port} did not answer PTTL within 1500 ms$`) })
       const started = Date.now()
       await client.refresh()
-      assert.ok(Date.now() - started < 400, `the silent master was asked first (${Date.now() - started} ms)`)
+      assert.ok(Date.now() - started < 1000, `the silent master was asked first (${Date.now() - started} ms)`)
     } finally {
       node.resume()
     }

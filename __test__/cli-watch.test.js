@@ -315,6 +315,22 @@ test('watch in a terminal: redrawn in place, per-second counts, q quits and rest
   assert.match(last, /syncguard:calm\s+syncguard\s+\S+\s+\d+\s+0\s+0\s+0/)
 })
 
+test('watch in a terminal: Ctrl-C quits as q does, and restores it', async () => {
+  const run = inTerminal(['watch', '--interval', '300', '--url', url])
+  await until(run.output, (out) => out.split('\x1b[H').length > 2)
+  run.child.stdin.write('\x03')
+  // Bounded: a watch deaf to Ctrl-C would otherwise hang the file.
+  let timer
+  const late = new Promise((resolve) => { timer = setTimeout(resolve, 10_000, null) })
+  const ended = await Promise.race([run.done, late])
+  clearTimeout(timer)
+  if (ended === null) run.child.kill('SIGKILL')
+  assert.ok(ended, `still running 10 s after Ctrl-C: ${JSON.stringify(run.output().slice(-200))}`)
+  const { code, output } = ended
+  assert.equal(code, 0, output)
+  assert.ok(output.lastIndexOf('\x1b[?25h\x1b[?1049l') > output.lastIndexOf('\x1b[H'), 'cursor and screen restored after the last frame')
+})
+
 test('watch against an unreachable Redis: exit 4 and the terminal untouched', async () => {
   const { code, stdout, stderr } = await cli(['watch', '--url', 'redis://127.0.0.1:1', '--count', '1'])
   assert.equal(code, 4)

@@ -108,6 +108,17 @@ test('list [pattern] filters by key with SCAN MATCH; the text form is a table', 
   assert.equal(none.stdout.trim(), 'no locks')
 })
 
+test('list and watch find the locks with SCAN, never KEYS', async (t) => {
+  const admin = new Redis(url)
+  t.after(() => admin.disconnect())
+  const calls = async (command) => Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(await admin.info('commandstats'))?.[1] ?? 0)
+  const [scans, keys] = [await calls('scan'), await calls('keys')]
+  assert.equal((await cli(['list', '--json', '--url', url])).code, 0)
+  assert.equal((await cli(['watch', '--json', '--count', '1', '--url', url])).code, 0)
+  assert.ok((await calls('scan')) >= scans + 2, 'each one scanned')
+  assert.equal(await calls('keys'), keys, 'KEYS was sent')
+})
+
 test('a key with a hash tag: its siblings named by the core, so it is found and inspected', async () => {
   const handle = await dl.acquire('user:{42}:profile', 60_000)
   const { code, stdout, stderr } = await cli(['list', 'lock:user:*', '--json', '--url', url])

@@ -43,8 +43,13 @@ before(async () => {
     })
   }
   const fake = new Set()
+  const real = new Set(cluster.nodes.map((node) => node.port))
   for (const node of cluster.nodes) {
-    const announced = await freePort()
+    // One port each: two nodes announcing the same one left a single entry in natMap for
+    // both, and each call was turned away (MOVED) to the same node until its bound.
+    let announced
+    do announced = await freePort()
+    while (fake.has(announced) || real.has(announced))
     fake.add(announced)
     natMap[`127.0.0.1:${announced}`] = { host: '127.0.0.1', port: node.port }
     await cluster.command(node.port, 'CONFIG', 'SET', 'cluster-announce-port', String(announced))

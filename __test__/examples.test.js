@@ -46,7 +46,7 @@ const EXPECTED = {
     /^worker-c skipped job-2: already done$/, /^jobs done: 3 of 7 deliveries$/,
   ],
   'long-export.js': [
-    /^exported 6 chunks in 600 ms with a 300 ms lock$/, /^extended 6 times; still held: true$/,
+    /^exported 6 chunks in 3000 ms with a 2000 ms lock$/, /^extended 6 times; still held: true$/,
     /^another exporter meanwhile: refused$/, /^released; locked now: false$/,
   ],
   'fenced-writes.js': [

@@ -111,7 +111,7 @@ test('4 processes on one key with grants: the counter is exact, fences unique, a
   const maxWaitMs = Math.max(...outs.map((out) => out.maxWaitMs))
   const stats = await client.info('commandstats')
   const grants = Number(/cmdstat_spublish:calls=(\d+)/.exec(stats)?.[1] ?? 0)
-  t.diagnostic(`max wait ${maxWaitMs.toFixed(2)} ms; ${grants} grants (publishes) for ${4 * ITERATIONS} sections`)
+  t.diagnostic(`max wait ${maxWaitMs.toFixed(2)} ms; ${grants} grants (publishes), ${read} PTTLs for ${4 * ITERATIONS} sections`)
   assert.ok(maxWaitMs < 1000, `a wait took ${maxWaitMs} ms`)
   // Grants went round: the ring turned (a release that found nobody in it would not).
   const turns = /cmdstat_rpoplpush:calls=(\d+)/.exec(await client.info('commandstats'))

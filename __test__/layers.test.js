@@ -65,7 +65,7 @@ test('the check fails on an import cycle in the binding', () => {
 test('the check fails when a file of js/ uses one later in its order', () => {
   // No cycle: teardown does not use the responder. Only the order forbids it.
   const problems = planted({ 'binding/js/responder.rs': 'use super::teardown::end;' })
-  assert.deepEqual(problems, ['js/ out of order: js::responder uses js::teardown (outcome < thread < settle < socket < responder < teardown < completions)'])
+  assert.deepEqual(problems, ['js/ out of order: js::responder uses js::teardown (outcome < in_call < thread < settle < socket < responder < teardown < completions)'])
 })
 
 test('the check fails when js/ uses a binding file above it, or has a file out of its order', () => {
@@ -76,7 +76,7 @@ test('the check fails when js/ uses a binding file above it, or has a file out o
   })
   assert.deepEqual(problems.sort(), [
     'js/ reaches past what is below it: js::thread uses options (only sys, error, runtime)',
-    'src/binding/js/extra has no place in the js/ order (outcome, thread, settle, socket, responder, teardown, completions)',
+    'src/binding/js/extra has no place in the js/ order (outcome, in_call, thread, settle, socket, responder, teardown, completions)',
   ])
 })
 

@@ -262,15 +262,18 @@ describe('acquire() waits with maestro\'s backoff (default config: 30000 ms base
   test('maxWaitTime defaults to 3 x the TTL (of the call, else of the instance)', async () => {
     const key = freshKey('default-wait')
     await holdElsewhere(key)
-    const s = service(key, 300)
+    // The instance's TTL far from the call's, so that 3 x each stay apart with room for a
+    // loaded machine (over 1 s late seen): the call's TTL must win. Well short of a backoff
+    // step (18 s) either way.
+    const s = service(key, 1000)
     let started = performance.now()
     assert.equal(await s.acquire(), false)
     let elapsed = performance.now() - started
-    assert.ok(elapsed >= 880 && elapsed < 1500, `acquire() gave up after ${elapsed.toFixed(0)} ms, not 3 x 300`)
+    assert.ok(elapsed >= 2980 && elapsed < 6000, `acquire() gave up after ${elapsed.toFixed(0)} ms, not 3 x 1000`)
     started = performance.now()
     assert.equal(await s.acquire(150), false)
     elapsed = performance.now() - started
-    assert.ok(elapsed >= 430 && elapsed < 1000, `acquire(150) gave up after ${elapsed.toFixed(0)} ms, not 3 x 150`)
+    assert.ok(elapsed >= 430 && elapsed < 2500, `acquire(150) gave up after ${elapsed.toFixed(0)} ms, not 3 x 150 (3 x 1000 is 3000)`)
     assert.equal(await probe.get(key), 'someone-else')
   })
 
@@ -284,7 +287,8 @@ describe('acquire() waits with maestro\'s backoff (default config: 30000 ms base
     const elapsed = performance.now() - started
     const seen = await watch.stop()
     assert.equal(won, false)
-    assert.ok(elapsed >= 290 && elapsed < 700, `gave up after ${elapsed.toFixed(0)} ms`)
+    // Not 3 x the TTL (3000 ms), nor past the deadline by a backoff step (18 s).
+    assert.ok(elapsed >= 290 && elapsed < 2500, `gave up after ${elapsed.toFixed(0)} ms`)
     // The 18 s backoff is cut to the deadline, where one last attempt is made.
     assert.equal(attemptsOf(seen, key).length, 2, JSON.stringify(seen))
   })
@@ -293,12 +297,14 @@ describe('acquire() waits with maestro\'s backoff (default config: 30000 ms base
     const key = freshKey('final-attempt')
     await holdElsewhere(key)
     const s = service(key, 1000)
-    setTimeout(() => probe.del(key), 150)
+    // Freed well after the first attempt, which a loaded machine was seen to send 300 ms late.
+    setTimeout(() => probe.del(key), 500)
     const started = performance.now()
-    const won = await s.acquire(1000, 600)
+    const won = await s.acquire(1000, 1500)
     const elapsed = performance.now() - started
     assert.equal(won, true)
-    assert.ok(elapsed >= 580 && elapsed < 1100, `won after ${elapsed.toFixed(0)} ms, not at the deadline`)
+    // Not at the release (500 ms): no attempt between the first and the deadline's.
+    assert.ok(elapsed >= 1480 && elapsed < 3500, `won after ${elapsed.toFixed(0)} ms, not at the deadline`)
     assert.equal(await probe.get(key), s.lockValue)
     assert.equal(await s.release(), true)
   })

@@ -1,14 +1,15 @@
 'use strict'
 
 // The lock across real OS processes: mutual exclusion, a holder that dies (SIGKILL) without
-// releasing, and that the library never keeps a process alive.
+// releasing, that the library never keeps a process alive, and what SIGTERM and SIGINT
+// release (README "Lifecycle": nothing by themselves; a handler that releases frees at once).
 const { test, describe, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { startRedis } = require('./helpers/redis-server')
 const { LineChild } = require('./helpers/line-child')
-const { killAll } = require('./helpers/child')
+const { killAll, startChild } = require('./helpers/child')
 const { DistributedLock } = require('..')
 
 const FIXTURES = path.join(__dirname, 'fixtures')
@@ -157,4 +158,58 @@ describe('nothing keeps the process alive', () => {
       await held.release()
     }
   })
+})
+
+describe('shutdown on SIGTERM and SIGINT', () => {
+  /** A holder in a child process, told `signal`; resolves with its exit code once it ended. */
+  async function holdThenSignal(key, signal, env) {
+    const kid = startChild(path.join(FIXTURES, 'hold-until-signal.js'), { REDIS_URL: server.url, LOCK_KEY: key, ...env }, children)
+    await kid.ready
+    assert.equal(await client.exists(`lock:${key}`), 1, 'held before the signal')
+    process.kill(kid.proc.pid, signal)
+    const code = await kid.exited
+    return { code, kid }
+  }
+
+  /** Whether another holder can take `key` now (released by the child, or not). */
+  async function takenByAnother(key) {
+    const handle = await new DistributedLock(server.url).tryAcquire(key, 1_000)
+    if (handle === null) return false
+    await handle.release()
+    return true
+  }
+
+  for (const signal of ['SIGTERM', 'SIGINT']) {
+    for (const keepAlive of [false, true]) {
+      const held = keepAlive ? 'a kept-alive lock' : 'a lock'
+      test(`${signal} with Node's default handler: the process ends, ${held} stays until its TTL`, async () => {
+        const key = `shutdown:default:${signal}:${keepAlive}`
+        const { code, kid } = await holdThenSignal(key, signal, { KEEP_ALIVE: keepAlive ? '1' : '0' })
+        assert.equal(code, null, `ended by the signal, not by a handler: ${kid.stderr}`)
+        assert.equal(kid.proc.signalCode, signal)
+        const ttl = await client.pttl(`lock:${key}`)
+        assert.ok(ttl > 20_000 && ttl <= 30_000, `left to its TTL, got PTTL ${ttl}`)
+        assert.equal(await takenByAnother(key), false, 'still held after the holder died')
+      })
+    }
+
+    test(`${signal} caught and the lock released, as README advises: free at once`, async () => {
+      const key = `shutdown:release:${signal}`
+      const { code, kid } = await holdThenSignal(key, signal, { ON_SIGNAL: 'release' })
+      assert.equal(code, 0, kid.stderr)
+      assert.equal(await client.exists(`lock:${key}`), 0, 'released before the exit')
+      assert.equal(await takenByAnother(key), true)
+    })
+
+    test(`${signal} caught and process.exit() called: a kept-alive lock is released, a plain one is not`, async () => {
+      const kept = `shutdown:exit:${signal}:kept`
+      const ended = await holdThenSignal(kept, signal, { ON_SIGNAL: 'exit', KEEP_ALIVE: '1' })
+      assert.equal(ended.code, 0, ended.kid.stderr)
+      assert.equal(await client.exists(`lock:${kept}`), 0, 'a kept-alive lock released at process.exit()')
+      const plain = `shutdown:exit:${signal}:plain`
+      const left = await holdThenSignal(plain, signal, { ON_SIGNAL: 'exit' })
+      assert.equal(left.code, 0, left.kid.stderr)
+      assert.ok((await client.pttl(`lock:${plain}`)) > 20_000, 'a plain lock left to its TTL')
+    })
+  }
 })

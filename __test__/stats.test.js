@@ -153,6 +153,38 @@ for (const [name, target] of Object.entries(backends)) {
   })
 }
 
+describe('stats in the rarer set-ups of one Redis', () => {
+  // The first attempt at a lock may go as a MULTI transaction, which a user's ACL may refuse
+  // (the attempt is then the script), and a SCRIPT FLUSH makes the next script call meet
+  // NOSCRIPT (loaded and sent again): neither may lose or double a count.
+  for (const [user, flush] of [['default', true], ['nomulti', false], ['nomulti', true]]) {
+    test(`exact counts for ${user === 'nomulti' ? 'a user whose ACL refuses MULTI' : 'the default user'}${flush ? ', after SCRIPT FLUSH' : ''}`, async (t) => {
+      const admin = new Redis(servers[0].url)
+      t.after(() => admin.disconnect())
+      await admin.acl('SETUSER', 'nomulti', 'on', '>nomulti-pw', '~*', '&*', '+@all', '-multi', '-exec')
+      const url = user === 'nomulti' ? servers[0].url.replace('redis://', 'redis://nomulti:nomulti-pw@') : servers[0].url
+      const keyPrefix = `${unique(`rare-${user}-${flush}`)}:`
+      const holder = new DistributedLock(url, { keyPrefix })
+      // Other settings: an object of its own, counting only its calls.
+      const other = new DistributedLock(url, { keyPrefix, commandTimeoutMs: 4_321 })
+      const held = await holder.acquire('k', 60_000)
+      if (flush) await admin.script('FLUSH')
+      assert.equal(await other.tryAcquire('k', 1_000), null)
+      await assert.rejects(other.acquire('k', 1_000), { code: 'ELOCKED' })
+      await held.release()
+      await (await other.acquire('k', 1_000)).release()
+      const stats = other.stats()
+      assert.deepEqual([stats.acquisitions, stats.contended, stats.errors], [1, 2, { ELOCKED: 1 }], JSON.stringify(stats))
+      assert.equal(holder.stats().acquisitions, 1)
+      if (user === 'nomulti') {
+        // The refusal did happen: the transaction's path was taken and left.
+        const multi = /cmdstat_multi:.*rejected_calls=(\d+)/.exec(await admin.info('commandstats'))
+        assert.ok(multi && Number(multi[1]) >= 1, 'MULTI refused at least once')
+      }
+    })
+  }
+})
+
 describe('woken, on its own', () => {
   test('a waiter woken by a release in another process: woken counted and told, no hand-over', async (t) => {
     const key = unique('woken')

@@ -159,10 +159,11 @@ for (const [name, target] of Object.entries(backends)) {
 }
 
 describe('onEvent: a lost lock', () => {
-  test('DistributedLock autoRefresh: lost, with the key, the fence and ELOST, once', async (t) => {
+  test('DistributedLock autoRefresh: lost, with the key, the fence and ELOST, once; logged at warn', async (t) => {
     const hook = recorder()
+    const { lines, winston: logger } = loggers()
     const prefix = `${unique('lost')}:`
-    const lock = new DistributedLock(server.url, { keyPrefix: prefix, onEvent: hook.onEvent })
+    const lock = new DistributedLock(server.url, { keyPrefix: prefix, onEvent: hook.onEvent, logger })
     const handle = await lock.acquire('k', 600, { autoRefresh: true })
     const client = new Redis(server.url)
     t.after(() => client.disconnect())
@@ -179,6 +180,9 @@ describe('onEvent: a lost lock', () => {
     assert.equal(lost[0].code, 'ELOST')
     assert.equal(lost[0].error.code, 'ELOST')
     assert.equal(typeof lost[0].at, 'number')
+    await until(() => lines.some(([, , fields]) => fields.type === 'lost'))
+    const logged = lines.filter(([, , fields]) => fields.type === 'lost').map(([level, message, fields]) => [level, message, fields.key, fields.code])
+    assert.deepEqual(logged, [['warn', 'native-redis-lock: lock lost', 'k', 'ELOST']])
   })
 })
 

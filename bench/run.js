@@ -97,6 +97,7 @@ const ADAPTERS = require('./adapters')
 const { connect } = require('./lib/redis')
 const { rotate, fmt } = require('./lib/util')
 const { writeReport } = require('./lib/report')
+const { stamp } = require('./lib/runs')
 
 const QUICK = flag('quick')
 const PARAMS = QUICK
@@ -378,6 +379,7 @@ async function main() {
   if (!TASKSET) log('taskset not found: only the unpinned placement runs')
   let results = { meta: meta(), placements: {} }
   for (const name of PLACEMENTS) results.placements[name] = await placement(name)
+  stamp(results.placements, results.meta.date)
   results.meta.seconds = (Date.now() - started) / 1000
   if (flag('merge')) results = merged(JSON.parse(fs.readFileSync(OUT_JSON, 'utf8')), results)
   fs.writeFileSync(OUT_JSON, `${JSON.stringify(results, null, 1)}\n`)

@@ -11,9 +11,11 @@ const { DistributedLock } = require('native-redis-lock')
 
 const url = process.env.REDIS_URL || 'memory://examples'
 const lock = new DistributedLock(url)
-const TTL_MS = 300
+// Chunks of half a second under a 2 s lock: the export outlasts the TTL threefold, and a
+// stalled moment (a busy machine) does not cost the lock.
+const TTL_MS = 2000
 const CHUNKS = 6
-const CHUNK_MS = 100
+const CHUNK_MS = 500
 
 async function main() {
   console.log(`backend: ${url.startsWith('memory://') ? url : 'REDIS_URL'}`)

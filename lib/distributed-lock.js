@@ -379,9 +379,13 @@ function rethrow(err) {
  * runs as a reaction whose promise the caller awaits, and V8 adds the frames awaiting that
  * promise to the stack it captures there (see fromNative). A success costs one reaction,
  * where an async function awaiting the call cost one more promise and a resumption.
+ * A call answered in place (memory://, src/binding/js/in_call.rs) returned its value, not a
+ * promise: it never fails, so it needs no reaction.
  */
 function callersFrames(pending) {
-  return pending.then(undefined, rethrow)
+  // Told apart by `then`, not `instanceof Promise`: a program that replaces the global
+  // Promise (Bluebird) would see our native promises as values.
+  return typeof pending?.then === 'function' ? pending.then(undefined, rethrow) : Promise.resolve(pending)
 }
 
 /**
@@ -489,8 +493,10 @@ class DistributedLock {
     } catch (err) {
       return Promise.reject(fromNative(err, key))
     }
-    return this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
-      this.#native.waitForLock(handle, key, timeoutMs, ttlMs, cancel, listener),
+    return Promise.resolve(
+      this.#attempting(key, ttlMs, options, true, (handle, cancel, listener) =>
+        this.#native.waitForLock(handle, key, timeoutMs, ttlMs, cancel, listener),
+      ),
     ).then(undefined, (err) => {
       // A wait is bounded by time, not by a number of retries: say so.
       if (err instanceof LockAcquisitionError) {
@@ -527,13 +533,10 @@ class DistributedLock {
     check.string(key, 'key')
     if (typeof fn !== 'function') check.optionalFunction(fn ?? null, 'fn')
     const o = check.optionalObject(options, 'options')
-    const acquireOptions = {
-      signal: o.signal,
-      autoRefresh: o.autoRefresh,
-      onLost: o.onLost,
-      onSuspended: o.onSuspended,
-      onResumed: o.onResumed,
-    }
+    // None of them given: no options object, so the acquisition takes the lane without
+    // options (`#untraced`), as `acquire(key, ttlMs)` does, not the slow one that reads them.
+    const given = { signal: o.signal, autoRefresh: o.autoRefresh, onLost: o.onLost, onSuspended: o.onSuspended, onResumed: o.onResumed }
+    const acquireOptions = Object.values(given).some((value) => value !== undefined) ? given : undefined
     const handle =
       o.timeoutMs === undefined
         ? await this.acquire(key, o.ttlMs, acquireOptions)
@@ -583,11 +586,14 @@ class DistributedLock {
     return result
   }
 
-  /** `acquire`, `tryAcquire` and `waitForLock`: without options, straight to the native call. */
+  /**
+   * `acquire`, `tryAcquire` and `waitForLock`: without options, straight to the native call,
+   * whose answer may be its value rather than a promise (see `callersFrames`).
+   */
   #attempting(key, ttlMs, options, cancellable, start) {
     if (this.#tracer !== null) {
       const started = performance.now()
-      return this.#traced(key, started, this.#untraced(key, ttlMs, options, cancellable, start))
+      return this.#traced(key, started, Promise.resolve(this.#untraced(key, ttlMs, options, cancellable, start)))
     }
     return this.#untraced(key, ttlMs, options, cancellable, start)
   }

@@ -26,7 +26,7 @@ const BINDING_REACHES = ['front', 'basics', 'api']
  * The JS-thread runtime (src/binding/js), bottom to top: a file uses only the ones before it
  * (and its own folder), and outside js/ only JS_BELOW.
  */
-const JS_ORDER = ['outcome', 'thread', 'settle', 'socket', 'responder', 'teardown', 'completions']
+const JS_ORDER = ['outcome', 'in_call', 'thread', 'settle', 'socket', 'responder', 'teardown', 'completions']
 const JS_BELOW = ['sys', 'error', 'runtime']
 /** What the Rust integration tests (tests/) may use of the core: its inside can then change. */
 const TESTS_REACH = ['api', 'basics']

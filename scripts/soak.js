@@ -34,6 +34,7 @@ const { startRedis } = require('../__test__/helpers/redis-server')
 const { runProcess } = require('./soak/worker')
 const { checkSections } = require('./soak/sections')
 const { addCounts, resourcesByType, clock } = require('./soak/tally')
+const { SampleLog, MinuteTable, countsObject } = require('./soak/samples')
 const { verdict } = require('./soak/verdict')
 const { watchWallClock } = require('./soak/wall-clock')
 
@@ -87,9 +88,21 @@ async function main() {
   const processes = []
   const restarts = []
   const restartClocks = []
+  const minutes = new MinuteTable(started)
+  // Each sample is folded in as it arrives, not kept (scripts/soak/samples.js): kept whole, they
+  // grew this process's heap, and its RSS the verdict judges, by some 5 KB each.
+  const newEntry = (label, fields) => {
+    const log = new SampleLog()
+    const entry = { label, log, samples: log.samples, ...fields }
+    entry.onSample = (sample) => {
+      log.add(sample)
+      minutes.add(label, sample)
+    }
+    return entry
+  }
 
   const spawnChild = () => {
-    const entry = { label: `child ${processes.length}`, samples: [], wholeRun: Date.now() - started < sampleMs }
+    const entry = newEntry(`child ${processes.length}`, { wholeRun: Date.now() - started < sampleMs })
     const child = fork(path.join(__dirname, 'soak', 'child.js'), [], {
       env: { ...process.env, SOAK_SETTINGS: JSON.stringify(settings) },
       execArgv: process.execArgv,
@@ -98,7 +111,7 @@ async function main() {
     entry.child = child
     entry.exited = new Promise((resolve) => child.once('exit', resolve))
     child.on('message', (message) => {
-      if (message.type === 'sample') entry.samples.push(message.sample)
+      if (message.type === 'sample') entry.onSample(message.sample)
       if (message.type === 'done') {
         entry.result = message.result
         entry.doneAt = performance.now()
@@ -112,14 +125,14 @@ async function main() {
     return entry
   }
 
-  const parent = { label: 'parent', samples: [], wholeRun: true }
+  const parent = newEntry('parent', { wholeRun: true })
   processes.push(parent)
   const children = []
   for (let i = 1; i < args.processes; i += 1) children.push(spawnChild())
 
   let stopParent
   const parentStopped = new Promise((resolve) => (stopParent = resolve))
-  const parentRun = runProcess({ ...settings, stopped: parentStopped, onSample: (s) => parent.samples.push(s) })
+  const parentRun = runProcess({ ...settings, stopped: parentStopped, onSample: parent.onSample })
 
   // Restarts of the lock server and respawns of a child, on their own schedules.
   let nextRestart = started + args.restartMs
@@ -128,7 +141,6 @@ async function main() {
   let nextLine = started + 60_000
   let respawned = 0
   const stalls = []
-  let printedSamples = new Map()
   while (Date.now() < started + args.runMs) {
     await sleep(Math.max(0, Math.min(nextRestart, nextRespawn, nextStall, nextLine, started + args.runMs) - Date.now()))
     const now = Date.now()
@@ -160,7 +172,7 @@ async function main() {
     }
     if (now >= nextLine) {
       nextLine += 60_000
-      printLine(Math.round((now - started) / 60_000), processes, printedSamples)
+      printLine(Math.round((now - started) / 60_000), processes)
     }
   }
 
@@ -168,7 +180,7 @@ async function main() {
   stopParent()
   parent.result = await parentRun
   await Promise.all(children.map((entry) => entry.exited))
-  printLine(Math.round((Date.now() - started) / 6000) / 10, processes, printedSamples)
+  printLine(Math.round((Date.now() - started) / 6000) / 10, processes)
 
   const data = new Redis(dataServer.url, { maxRetriesPerRequest: 1 })
   const wallSteps = wallClock.stop()
@@ -204,7 +216,7 @@ async function main() {
     },
     rss,
     rssSamplesMb: Object.fromEntries(processes.map((p) => [p.label, p.samples.map((s) => s.rss)])),
-    perMinute: perMinute(processes, started),
+    perMinute: minutes.toJSON(),
     exits: processes.filter((p) => p.exitMs !== undefined).map((p) => Math.round(p.exitMs)),
     resources: Object.fromEntries(processes.filter((p) => p.result?.resourcesAtStart).map((p) => [p.label, { atStart: p.result.resourcesAtStart, afterClose: p.result.resourcesAfterClose }])),
     failures,
@@ -218,7 +230,7 @@ async function main() {
 }
 
 /** The counts of samples not printed yet, summed over processes, with each one's latest memory. */
-function printLine(minute, processes, printed) {
+function printLine(minute, processes) {
   const counts = { ops: {}, errors: {}, grants: 0, passes: 0, lost: 0 }
   const rss = []
   let heap = 0
@@ -227,12 +239,10 @@ function printLine(minute, processes, printed) {
   const watched = {}
   const stalls = []
   for (const p of processes) {
-    const from = printed.get(p) ?? 0
-    const fresh = p.samples.slice(from)
-    printed.set(p, p.samples.length)
-    for (const s of fresh) addCounts(counts, { ops: s.ops, errors: s.errors, grants: s.grants, passes: s.passes, lost: s.lost })
-    if (fresh.length) stalls.push(`${fresh[0].pid}:${Math.max(...fresh.map((s) => s.stallMaxMs ?? 0))}`)
-    const last = p.samples[p.samples.length - 1]
+    const fresh = p.log.takeFresh()
+    addCounts(counts, countsObject(fresh.counts))
+    if (fresh.pid !== undefined) stalls.push(`${fresh.pid}:${fresh.stallMaxMs}`)
+    const last = p.log.last
     if (!last || p.killed) continue
     rss.push(last.rss)
     heap += last.heapUsed
@@ -241,33 +251,13 @@ function printLine(minute, processes, printed) {
     addCounts(watched, last.watched)
   }
   const ops = Object.values(counts.ops).reduce((a, b) => a + b, 0)
-  const parentResources = processes[0].samples.at(-1)?.resources ?? {}
+  const parentResources = processes[0].log.last?.resources ?? {}
   console.log(
     `[soak] min ${minute}: rss MB ${rss.join('/')} heap ${heap.toFixed(1)} ext ${external.toFixed(1)} ab ${arrayBuffers.toFixed(1)}` +
       ` | parent handles ${JSON.stringify(parentResources)} | watched ${JSON.stringify(watched)}` +
       ` | ops ${ops} grants ${counts.grants} passes ${counts.passes} lost ${counts.lost} | errors ${JSON.stringify(counts.errors)}` +
       ` | loop stall max ms (pid:ms) ${stalls.join(' ')}`,
   )
-}
-
-/** Per-minute figures for the JSON: per process RSS (last sample of the minute), counts summed. */
-function perMinute(processes, started) {
-  const minutes = []
-  for (const p of processes) {
-    for (const s of p.samples) {
-      const m = Math.floor((s.at - started) / 60_000)
-      const row = (minutes[m] ??= { minute: m + 1, rss: {}, heapUsed: {}, external: {}, arrayBuffers: {}, resources: {}, watched: {}, stallMaxMs: {}, ops: {}, errors: {}, grants: 0, passes: 0, lost: 0 })
-      row.stallMaxMs[`${p.label} (${s.pid})`] = Math.max(row.stallMaxMs[`${p.label} (${s.pid})`] ?? 0, s.stallMaxMs ?? 0)
-      row.rss[p.label] = s.rss
-      row.heapUsed[p.label] = s.heapUsed
-      row.external[p.label] = s.external
-      row.arrayBuffers[p.label] = s.arrayBuffers
-      row.resources[p.label] = s.resources
-      row.watched[p.label] = s.watched
-      addCounts(row, { ops: s.ops, errors: s.errors, grants: s.grants, passes: s.passes, lost: s.lost })
-    }
-  }
-  return minutes.filter(Boolean)
 }
 
 main().catch((err) => {

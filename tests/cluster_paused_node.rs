@@ -21,9 +21,13 @@ const MS: fn(u64) -> Duration = Duration::from_millis;
 const PREFIX: &str = "pnode:";
 /// Each call's bound: what a call on the paused master costs.
 const BOUND: Duration = Duration::from_millis(400);
-/// Far above a loopback round trip on a busy 2-core machine, far below `BOUND`: a call on a
-/// live master that waited for the paused one, or for a reconnection, would pass it.
-const FAST: Duration = Duration::from_millis(150);
+/// Far above a loopback round trip on a busy 2-core machine (about 220 ms seen beside a CPU
+/// hog at load 15), below `BOUND`: a call on a live master that waited for the paused one, or
+/// for a reconnection, would pass it.
+const FAST: Duration = Duration::from_millis(300);
+/// What a loaded machine may add to a call cut at `BOUND` on the paused master; below
+/// `BOUND`, so a call that waited out its bound twice still fails the check.
+const PAST_BOUND: Duration = Duration::from_millis(300);
 
 /// Connections a node has accepted since it started, asked on `admin` (one kept open, so
 /// asking opens none).
@@ -86,6 +90,13 @@ async fn a_paused_master_costs_only_its_own_calls_and_holders() {
         .try_into()
         .expect("three keys");
 
+    // Every master reached once within a generous bound: on a loaded machine the first
+    // connections and slot map can take longer than `BOUND`, which the test is not about.
+    let reach = Locker::new(store.clone(), PREFIX, MS(5000));
+    for &port in &masters {
+        round_trip(&reach, &cluster.key_on(port, PREFIX, "reach:")).await;
+    }
+
     // Two holders on each live master, one on the paused one (its TTL past the test's calls
     // on it, so only the timeout, not its deadline, can put it in doubt first).
     let mut holders = Vec::new();
@@ -127,7 +138,7 @@ async fn a_paused_master_costs_only_its_own_calls_and_holders() {
     };
     assert_eq!(err.code(), "ETIMEDOUT", "{err}");
     assert!(
-        started.elapsed() < BOUND + FAST,
+        started.elapsed() < BOUND + PAST_BOUND,
         "the attempt on the paused master took {:?}",
         started.elapsed()
     );
@@ -152,7 +163,11 @@ async fn a_paused_master_costs_only_its_own_calls_and_holders() {
         let started = Instant::now();
         // A key nobody holds here: the answer must come from the paused node.
         assert!(locks.is_locked(&key_free).await.is_err());
-        assert!(started.elapsed() < BOUND + FAST);
+        let took = started.elapsed();
+        assert!(
+            took < BOUND + PAST_BOUND,
+            "a call on the paused master took {took:?}"
+        );
         rounds += 1;
     }
     assert!(rounds >= 3, "only {rounds} rounds in 3.2 s");

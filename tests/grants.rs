@@ -253,19 +253,26 @@ async fn over_resp2_the_option_changes_nothing_and_waiters_poll() {
     assert!(waiter.release(&won).await.unwrap());
 }
 
+/// Two processes in `key`'s ring, the lock granted from `a` to `b` and back: `a` holds it,
+/// and `b`, whose release granted it on, stays in the ring with nobody waiting there.
+async fn granted_back(server: &RedisServer, key: &str) -> ([Arc<Locker>; 2], Lease) {
+    let (a, b) = (process(server, 1), process(server, 2));
+    let lease = take(&a, key).await;
+    let first = wait_for(&b, key, &CancellationToken::new());
+    joined(server, key, &b).await;
+    assert!(a.release(&lease).await.unwrap());
+    let (held_by_b, _) = first.await.unwrap().expect("granted to b");
+    let second = wait_for(&a, key, &CancellationToken::new());
+    joined(server, key, &a).await;
+    assert!(b.release(&held_by_b).await.unwrap());
+    let (held_by_a, _) = second.await.unwrap().expect("granted to a");
+    ([a, b], held_by_a)
+}
+
 #[tokio::test]
 async fn a_releaser_that_waits_again_joins_with_no_command_and_the_ring_brings_the_lock_back() {
     let server = RedisServer::start();
-    let (a, b) = (process(&server, 1), process(&server, 2));
-    let lease = take(&a, "silent").await;
-    let first = wait_for(&b, "silent", &CancellationToken::new());
-    joined(&server, "silent", &b).await;
-    assert!(a.release(&lease).await.unwrap());
-    let (held_by_b, _) = first.await.unwrap().expect("granted to b");
-    let second = wait_for(&a, "silent", &CancellationToken::new());
-    joined(&server, "silent", &a).await;
-    assert!(b.release(&held_by_b).await.unwrap());
-    let (held_by_a, _) = second.await.unwrap().expect("granted to a");
+    let ([a, b], held_by_a) = granted_back(&server, "silent").await;
     // b's release granted the lock on, and b stays in the ring: its next wait sends nothing.
     let mut raw = server.raw();
     let before = (calls(&mut raw, "evalsha"), calls(&mut raw, "pttl"));
@@ -287,6 +294,37 @@ async fn a_releaser_that_waits_again_joins_with_no_command_and_the_ring_brings_t
         holder_of(&server, "silent").as_deref(),
         Some(&held.token[..])
     );
+    assert!(b.release(&held).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_releaser_that_waits_again_in_the_ring_first_polls_only_at_the_rings_cap() {
+    let server = RedisServer::start();
+    let ([a, b], held_by_a) = granted_back(&server, "cap").await;
+    // b joins again silently, polling every 10 ms as asked: its first poll waits for the
+    // ring's cap (100 ms), where before it came at 10, 20 and 40 ms, a round trip each.
+    let mut raw = server.raw();
+    let before = calls(&mut raw, "evalsha");
+    let (b_, cancel) = (b.clone(), CancellationToken::new());
+    let third = tokio::spawn(async move {
+        let lease = b_
+            .wait("cap", MS(30_000), MS(20_000), MS(10), &cancel)
+            .await
+            .ok()?;
+        Some((lease, Instant::now()))
+    });
+    tokio::time::sleep(MS(80)).await;
+    assert!(!third.is_finished());
+    assert_eq!(calls(&mut raw, "evalsha"), before, "a poll before the cap");
+    // Past the cap it polls (finding the lock held), and the grant still brings it.
+    tokio::time::sleep(MS(120)).await;
+    assert!(calls(&mut raw, "evalsha") > before, "no poll at the cap");
+    assert!(!third.is_finished());
+    let released = Instant::now();
+    assert!(a.release(&held_by_a).await.unwrap());
+    let (held, at) = third.await.unwrap().expect("granted to b again");
+    assert!(at.duration_since(released) < MS(1000));
+    assert_eq!(holder_of(&server, "cap").as_deref(), Some(&held.token[..]));
     assert!(b.release(&held).await.unwrap());
 }
 

@@ -5,6 +5,7 @@ mod common;
 mod watched;
 
 use common::{within, RedisServer};
+use native_redis_lock::core::api::Attempt;
 use native_redis_lock::core::api::Heartbeat;
 use native_redis_lock::core::api::Locker;
 use native_redis_lock::core::api::Store;
@@ -462,4 +463,37 @@ async fn locks_watched_after_a_drop_visit_themselves_not_the_whole_table_each() 
         sink.doubts().is_empty(),
         "the locks confirmed after the drop are certain"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_drop_heard_before_the_watchdog_starts_leaves_a_lock_sent_after_it_certain() {
+    // The fronts make the watchdog when the first autoRefresh hold wins: its clock starts
+    // after both the drop and the attempt's send, where each reads 0 ms. Compared in whole
+    // ms, the lock was doubted, and its holder told suspended on arrival (a CI failure of
+    // cluster-restart-quarantine.test.js: isHeld false just after the acquisition).
+    let f = fixture();
+    // The connection opened first: the attempt below is sent at once.
+    f.locks.attempt("warm", MS(3000)).await.expect("warm");
+    f.store.dropped().signal();
+    tokio::time::sleep(MS(5)).await;
+    let sent = Instant::now();
+    let lease = match f.locks.attempt("late", MS(3000)).await.expect("attempt") {
+        Attempt::Acquired(lease) => lease,
+        Attempt::Held { .. } => panic!("late is held"),
+    };
+    let target = Target {
+        key: lease.redis_key.clone(),
+        name_at: 5,
+        token: lease.token.clone(),
+        pair: None,
+        ttl: MS(3000),
+        every: MS(1000),
+        punctual: false,
+        fence_retention_ms: 60_000,
+    };
+    let recorder = Arc::new(Recorder::default());
+    let watch = Watchdog::of(&f.store).watch(target, sent, Limits::default(), recorder.clone(), 1);
+    tokio::time::sleep(MS(200)).await;
+    assert_eq!(recorder.doubts(), Vec::<&str>::new(), "sent after the drop");
+    assert!(watch.certain());
 }

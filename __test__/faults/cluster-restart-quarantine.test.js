@@ -96,3 +96,45 @@ test('a slot first met makes every API wait the quarantine there', async () => {
     assert.ok(took >= Q - CLOCKS_MS, `${api} acquired ${took.toFixed(1)} ms after its slot was first met`)
   }
 })
+
+test('a lock won on a restarted master after a quarantine longer than its TTL comes with its whole TTL, and auto-refresh keeps it', async () => {
+  const ports = await cluster.masterPorts()
+  const [restarted, other] = [ports[ports.length - 1], ports[0]]
+  const key = await cluster.keyOn(restarted, 'rqc:ttl:', 'lock:')
+  const otherKey = await cluster.keyOn(other, 'rqc:ttl:', 'lock:')
+  const locks = new DistributedLock(cluster.url, { connectTimeoutMs: 500, commandTimeoutMs: 5_000, restartQuarantineMs: Q })
+  // Both slots' gates learned (and open) before the restart.
+  await Promise.all([key, otherKey].map(async (k) => (await locks.acquire(k, 10_000)).release()))
+
+  await cluster.node(restarted).restart()
+  await cluster.waitOk()
+  // Whoever serves the slot now (the restarted master, or its replica had it failed over) is
+  // a new incarnation to us.
+  const owner = await cluster.masterOf(`lock:${key}`)
+
+  const TTL = 1_000
+  let lost
+  const [[handle, took], [onOther, otherTook]] = await Promise.all([
+    timed(locks.acquire(key, TTL, { autoRefresh: true, onLost: (err) => { lost = err } })),
+    timed(locks.acquire(otherKey, 10_000)),
+  ])
+  assert.ok(took >= Q - CLOCKS_MS, `a lock on the restarted master came ${took.toFixed(1)} ms after the restart`)
+  assert.ok(otherTook < Q / 2, `the quarantine of one master held a lock on another ${otherTook.toFixed(1)} ms`)
+  // Stamped after the gate: the TTL counts from when the attempt went out, not from before
+  // the wait (which, longer than the TTL, would have left it spent on arrival).
+  const { acquiredAt, expiresAt } = handle.info
+  assert.equal(handle.isHeld, true, `came spent: acquired at ${acquiredAt}, expires at ${expiresAt}, now ${Date.now()}`)
+  // Not in doubt for the restart's drop, heard before the attempt went out (the watchdog,
+  // made at this first autoRefresh hold, once compared the two in whole ms of its own clock,
+  // where both read 0: isHeld was then false until the refresh that followed answered).
+  assert.equal(handle.suspended, false, 'in doubt on arrival for a drop heard before the attempt')
+  assert.ok(Date.now() - acquiredAt < TTL / 2, `stamped ${Date.now() - acquiredAt} ms before the lock was handed over`)
+  assert.ok(expiresAt - Date.now() > TTL / 2, `${expiresAt - Date.now()} ms of its ${TTL} ms TTL left`)
+  // Auto-refresh keeps it past two TTLs, on the master that serves it.
+  await sleep(2 * TTL)
+  assert.equal(lost, undefined, `lost: ${lost?.message}`)
+  assert.equal(handle.isHeld, true)
+  const pttl = await cluster.command(owner, 'PTTL', `lock:${key}`)
+  assert.ok(pttl > 0, `PTTL ${pttl} on ${owner}`)
+  await Promise.all([handle.release(), onOther.release()])
+})

@@ -30,6 +30,16 @@ class RedisCluster {
   }
 
   async start() {
+    try {
+      return await this.#start()
+    } catch (err) {
+      // The nodes started so far stopped: a test process that keeps a child alive never exits.
+      await this.close()
+      throw err
+    }
+  }
+
+  async #start() {
     const count = this.masterCount * (1 + this.replicas)
     for (let i = 0; i < count; i++) {
       const bus = await freePort()

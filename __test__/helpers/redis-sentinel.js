@@ -4,11 +4,16 @@
 // redis-server of its own (sentinels as `redis-server <conf> --sentinel`: the machine has no
 // redis-sentinel binary), on free loopback ports, stopped by pid. Ready when every sentinel
 // names the master, sees the replica and knows the two other sentinels (a failover needs them).
+// `{ password, nat: true }`: the data servers ask for a password, and each is announced (to the
+// sentinels, and through them to clients) at a forwarder that admits only the set's own
+// processes, which dial from 127.0.0.2 (`bind-source-addr`): a client on 127.0.0.1 reaches the
+// servers only through the forwarders `natMap` names (`mappedPort`).
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { RedisServer, freePort, redisServerBinary, track } = require('./redis-server')
+const { TcpProxy } = require('./tcp-proxy')
 
 const NAME = 'mymaster'
 /**
@@ -21,6 +26,8 @@ const NAME = 'mymaster'
  * stall it either.
  */
 const REPLICATION = ['--repl-diskless-sync-delay', '0', '--repl-diskless-load', 'swapdb']
+/** The source address the set's own processes dial from when it sits behind NAT. */
+const INSIDE = '127.0.0.2'
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** Polls `check` (async, truthy when done) every 50 ms until `timeoutMs`, then throws `what`. */
@@ -38,15 +45,17 @@ async function until(check, timeoutMs, what) {
 /**
  * One sentinel: its config file written here, as Sentinel rewrites it. `name` and
  * `downAfterMs` let a test start one watching another server under a name of its own;
- * `authPass`, one whose master asks for a password.
+ * `authPass`, one whose master asks for a password; `inside`, one dialling from
+ * `INSIDE` (and telling the others to reach it at 127.0.0.1).
  */
 class SentinelServer extends RedisServer {
-  constructor(masterPort, { name = NAME, downAfterMs = 1000, authPass } = {}) {
+  constructor(masterPort, { name = NAME, downAfterMs = 1000, authPass, inside = false } = {}) {
     super()
     this.masterPort = masterPort
     this.masterName = name
     this.downAfterMs = downAfterMs
     this.authPass = authPass
+    this.inside = inside
   }
 
   async start() {
@@ -61,6 +70,7 @@ class SentinelServer extends RedisServer {
       `sentinel down-after-milliseconds ${this.masterName} ${this.downAfterMs}`,
       `sentinel failover-timeout ${this.masterName} 3000`,
       ...(this.authPass ? [`sentinel auth-pass ${this.masterName} ${this.authPass}`] : []),
+      ...(this.inside ? [`bind-source-addr ${INSIDE}`, 'sentinel announce-ip 127.0.0.1', 'protected-mode no'] : []),
       '',
     ].join('\n'))
     const child = spawn(redisServerBinary(), [conf, '--sentinel'], { stdio: ['ignore', 'ignore', 'inherit'] })
@@ -73,15 +83,19 @@ class SentinelServer extends RedisServer {
 }
 
 class RedisSentinelSet {
-  constructor() {
+  constructor({ password, nat = false } = {}) {
     this.name = NAME
+    this.password = password
+    this.nat = nat
     this.servers = []
     this.sentinels = []
     this.clients = []
+    /** With `nat`: per data server's port, its `announced` and `mapped` forwarders. */
+    this.forwarders = new Map()
   }
 
-  static async start() {
-    const set = new RedisSentinelSet()
+  static async start(options) {
+    const set = new RedisSentinelSet(options)
     try {
       await set.#start()
     } catch (err) {
@@ -92,28 +106,76 @@ class RedisSentinelSet {
   }
 
   async #start() {
-    const master = await new RedisServer({ args: REPLICATION }).start()
+    const master = await this.#server()
     this.servers.push(master)
-    const replica = new RedisServer()
+    master.extraArgs.push(...REPLICATION)
+    await master.start()
+    const replica = await this.#server()
     this.servers.push(replica)
     await this.rejoin(replica, master.port)
     await until(async () => /master_link_status:up/.test(await this.client(replica.port).info('replication')), 10_000, 'the replica did not sync')
-    for (let i = 0; i < 3; i++) this.sentinels.push(await new SentinelServer(master.port).start())
+    const sentinel = { authPass: this.password, inside: this.nat }
+    for (let i = 0; i < 3; i++) this.sentinels.push(await new SentinelServer(this.seen(master.port), sentinel).start())
     await until(async () => {
       for (const sentinel of this.sentinels) {
-        const c = this.client(sentinel.port)
+        const c = this.client(sentinel.port, { sentinel: true })
         const addr = await c.call('SENTINEL', 'get-master-addr-by-name', NAME)
         const replicas = await c.call('SENTINEL', 'replicas', NAME)
         const others = await c.call('SENTINEL', 'sentinels', NAME)
-        if (Number(addr?.[1]) !== master.port || replicas.length !== 1 || others.length !== 2) return false
+        if (Number(addr?.[1]) !== this.seen(master.port) || replicas.length !== 1 || others.length !== 2) return false
       }
       return true
     }, 20_000, 'the sentinels did not find the master, the replica and each other')
   }
 
-  /** A raw client (ioredis) of the server or sentinel on `port`, closed with the set. */
-  client(port) {
-    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: true })
+  /**
+   * A data server, not started: its port chosen, with the set's password and, behind NAT, its
+   * two forwarders and the settings that announce the first.
+   */
+  async #server() {
+    const server = new RedisServer({ password: this.password })
+    server.port = await freePort()
+    server.setArgs = [...(this.password ? ['--masterauth', this.password] : [])]
+    if (this.nat) {
+      const announced = await new TcpProxy(server.port, '127.0.0.1', { admit: INSIDE }).start()
+      const mapped = await new TcpProxy(server.port).start()
+      this.forwarders.set(server.port, { announced, mapped })
+      server.setArgs.push('--bind-source-addr', INSIDE, '--replica-announce-ip', '127.0.0.1', '--replica-announce-port', String(announced.port))
+    }
+    server.extraArgs = [...server.setArgs]
+    return server
+  }
+
+  /** The port the sentinels know the data server on `port` by (its announced forwarder's). */
+  seen(port) {
+    return this.forwarders.get(port)?.announced.port ?? port
+  }
+
+  /** The data server's own port, from the port the sentinels announce (`seen`'s inverse). */
+  real(port) {
+    for (const [own, { announced }] of this.forwarders) if (announced.port === port) return own
+    return port
+  }
+
+  /** Behind NAT: the forwarder `natMap` sends the data server on `port` to. */
+  mappedPort(port) {
+    return this.forwarders.get(port).mapped.port
+  }
+
+  /** ioredis's `natMap` for the set: each announced address to its server's open forwarder. */
+  get natMap() {
+    const map = {}
+    for (const { announced, mapped } of this.forwarders.values()) map[`127.0.0.1:${announced.port}`] = { host: '127.0.0.1', port: mapped.port }
+    return map
+  }
+
+  /**
+   * A raw client (ioredis) of the server (with the set's password) or sentinel (`sentinel:
+   * true`) on `port`, closed with the set.
+   */
+  client(port, { sentinel = this.sentinels.some((s) => s.port === port) } = {}) {
+    const password = sentinel ? undefined : this.password
+    const c = new Redis({ port, host: '127.0.0.1', password, lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: true })
     c.on('error', () => {})
     this.clients.push(c)
     return c
@@ -126,14 +188,14 @@ class RedisSentinelSet {
    */
   async rejoin(server, masterPort) {
     await server.stop()
-    server.extraArgs = [...REPLICATION, '--replicaof', '127.0.0.1', String(masterPort)]
+    server.extraArgs = [...server.setArgs, ...REPLICATION, '--replicaof', '127.0.0.1', String(this.seen(masterPort))]
     await server.start()
   }
 
-  /** The master's port, as the first sentinel names it now. */
-  async masterPort() {
-    const addr = await this.client(this.sentinels[0].port).call('SENTINEL', 'get-master-addr-by-name', NAME)
-    return Number(addr[1])
+  /** The master's port, as `sentinel` (the first) names it now (its own, behind NAT). */
+  async masterPort(sentinel = this.sentinels[0]) {
+    const addr = await this.client(sentinel.port).call('SENTINEL', 'get-master-addr-by-name', NAME)
+    return this.real(Number(addr[1]))
   }
 
   /** The data server (master or replica) listening on `port`. */
@@ -151,13 +213,13 @@ class RedisSentinelSet {
   }
 
   /**
-   * Waits until every sentinel names a master other than `oldPort` and that server says it is
-   * a master; resolves its port.
+   * Waits until every sentinel of `sentinels` (all by default; leave out one that is stopped)
+   * names a master other than `oldPort` and that server says it is a master; resolves its port.
    */
-  async promoted(oldPort, timeoutMs = 15_000) {
+  async promoted(oldPort, timeoutMs = 15_000, sentinels = this.sentinels) {
     let found
     await until(async () => {
-      const ports = await Promise.all(this.sentinels.map(async (s) => Number((await this.client(s.port).call('SENTINEL', 'get-master-addr-by-name', NAME))[1])))
+      const ports = await Promise.all(sentinels.map(async (s) => this.real(Number((await this.client(s.port).call('SENTINEL', 'get-master-addr-by-name', NAME))[1]))))
       if (ports.some((port) => port === oldPort || port !== ports[0])) return false
       const role = await this.client(ports[0]).call('ROLE')
       found = ports[0]
@@ -172,7 +234,7 @@ class RedisSentinelSet {
     await until(async () => {
       const info = await this.client(port).info('replication')
       last = info.split('\r\n').filter((line) => /^(role|master_port|master_link_status|master_sync_in_progress|master_link_down_since_seconds)/.test(line)).join(' ')
-      return info.includes(`master_port:${masterPort}`) && /master_link_status:up/.test(info)
+      return info.includes(`master_port:${this.seen(masterPort)}`) && /master_link_status:up/.test(info)
     }, timeoutMs, () => `the replica on ${port} did not sync with ${masterPort} (last seen: ${last})`)
     let seen = 'no answer'
     await until(async () => {
@@ -181,7 +243,7 @@ class RedisSentinelSet {
         const c = this.client(sentinel.port)
         const replicas = await c.call('SENTINEL', 'replicas', NAME)
         const fields = replicas.map((r) => Object.fromEntries(r.flatMap((v, i) => (i % 2 ? [] : [[v, r[i + 1]]]))))
-        const it = fields.find((r) => Number(r.port) === port)
+        const it = fields.find((r) => Number(r.port) === this.seen(port))
         // A sentinel in TILT mode (its timer ran late by 2 s or more) updates no flags for 30 s.
         const tilt = /sentinel_tilt:1/.test(await c.info('sentinel')) ? ' TILT' : ''
         views.push(`${it ? `${it.flags}/${it['master-link-status']}/info ${it['info-refresh']} ms ago` : 'not listed'}${tilt}`)
@@ -196,16 +258,18 @@ class RedisSentinelSet {
    * `SENTINEL FAILOVER`, then waits for the promotion; resolves `{ from, to }`, the old and
    * new masters' ports. `from` is read here: the sentinels may have failed over by themselves
    * since a caller last asked (a master silent for their 1 s down-after on a loaded machine).
+   * Asks only `sentinels` (all by default), the first of them to fail over.
    */
-  async failover() {
-    const from = await this.masterPort()
-    await this.client(this.sentinels[0].port).call('SENTINEL', 'FAILOVER', NAME)
-    return { from, to: await this.promoted(from) }
+  async failover(sentinels = this.sentinels) {
+    const from = await this.masterPort(sentinels[0])
+    await this.client(sentinels[0].port).call('SENTINEL', 'FAILOVER', NAME)
+    return { from, to: await this.promoted(from, 15_000, sentinels) }
   }
 
   async close() {
     for (const c of this.clients) c.disconnect()
     await Promise.all([...this.sentinels, ...this.servers].map((server) => server.close()))
+    await Promise.all([...this.forwarders.values()].flatMap(({ announced, mapped }) => [announced.close(), mapped.close()]))
   }
 }
 

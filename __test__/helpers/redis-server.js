@@ -54,6 +54,20 @@ async function waitUntilReady(port, timeoutMs = 10_000) {
   throw new Error(`redis-server on port ${port} did not become ready`)
 }
 
+/** `ready`, or a rejection as soon as `child` fails to start or exits (`err.exited`). */
+function readyOrExited(child, ready, what) {
+  return new Promise((resolve, reject) => {
+    const exited = (code, signal) => reject(Object.assign(new Error(`${what} exited (${signal ?? code}) before it was ready`), { exited: true }))
+    const failed = (err) => reject(new Error(`cannot start ${what}: ${err.message}`))
+    child.once('exit', exited)
+    child.once('error', failed)
+    ready.then(resolve, reject).finally(() => {
+      child.off('exit', exited)
+      child.off('error', failed)
+    })
+  })
+}
+
 const live = new Set()
 process.on('exit', () => {
   for (const child of live) {
@@ -98,7 +112,24 @@ class RedisServer {
   }
 
   async start() {
-    this.port ??= await freePort()
+    // A port chosen here can be taken by another process between the check and the bind:
+    // the server then exits at once, and is started again on another port.
+    const chosen = this.port === undefined
+    for (let tries = 1; ; tries++) {
+      this.port ??= await freePort()
+      try {
+        await this.#spawn()
+        return this
+      } catch (err) {
+        // Nothing left running: a test process that keeps a child alive never exits.
+        await this.stop('SIGKILL')
+        if (!chosen || !err.exited || tries === 3) throw err
+        this.port = undefined
+      }
+    }
+  }
+
+  #spawn() {
     const args = [
       ...this.listenArgs(),
       '--save', '',
@@ -112,11 +143,7 @@ class RedisServer {
     const child = spawn(redisServerBinary(), args, { stdio: ['ignore', 'ignore', 'inherit'] })
     this.child = child
     track(child)
-    const failed = new Promise((_, reject) =>
-      child.once('error', (err) => reject(new Error(`cannot start redis-server: ${err.message}`))),
-    )
-    await Promise.race([this.waitReady(), failed])
-    return this
+    return readyOrExited(child, this.waitReady(), `redis-server on port ${this.port}`)
   }
 
   /** Stops the server (SIGTERM, SIGKILL after 3 s) and waits until it has exited. */

@@ -10,7 +10,9 @@
 //   the same port, as a Redis restarted by a supervisor does (resolves with the time it
 //   really refused, which load can stretch);
 // - stopAccepting(): refuses new connections for good, the open ones kept moving;
-// - accepted: how many connections it has accepted, to prove a client went through it.
+// - accepted: how many connections it has accepted, to prove a client went through it;
+// - `{ admit }`: only connections from that source address go through; any other is reset at
+//   once and counted in `turnedAway` (a forwarder only some processes can use).
 const net = require('node:net')
 
 class TcpProxy {
@@ -19,11 +21,13 @@ class TcpProxy {
   #partitioned = false
   #delayMs = 0
 
-  constructor(targetPort, targetHost = '127.0.0.1') {
+  constructor(targetPort, targetHost = '127.0.0.1', { admit } = {}) {
     this.targetPort = targetPort
     this.targetHost = targetHost
+    this.admit = admit
     this.port = undefined
     this.accepted = 0
+    this.turnedAway = 0
   }
 
   async start() {
@@ -38,6 +42,11 @@ class TcpProxy {
   }
 
   #accept(client) {
+    if (this.admit !== undefined && client.remoteAddress !== this.admit) {
+      this.turnedAway++
+      client.resetAndDestroy()
+      return
+    }
     this.accepted++
     const pair = { client, upstream: null, queues: [], paused: false }
     this.#pairs.add(pair)

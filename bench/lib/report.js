@@ -5,6 +5,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { median, fmt } = require('./util')
+const { sameRun } = require('./runs')
 
 const OURS = ['ours-distributed-lock', 'ours-distributed-lock-lend', 'ours-exclusive-lock', 'ours-lock-service']
 const OURS_SHORT = {
@@ -111,11 +112,15 @@ function targetsTable(results) {
   const row = (target, placement, value, peer, ok, text) =>
     rows.push([target, placement, text ?? fmt(value, 2), peer ?? '—', ok === null ? 'n/a' : ok ? '**yes**' : '**no**'])
   // A pairs/s target: `id` at least `want` times the best peer's.
-  const againstPeer = (label, placement, result, id, want) => {
+  // Not decided on rows of two runs (see runs.js).
+  const againstPeer = (label, placement, scenario, id, want) => {
+    const result = placements[placement][scenario]
     const peer = bestPeer(meta, result)
     const value = median(result, id, 'rate')
     const x = peer ? value / peer.value : NaN
-    row(label, placement, value, peer ? `${fmt(peer.value)} ${peer.name}` : null, Number.isFinite(x) ? x >= want : null, `${fmt(value)} (${ratio(x)})`)
+    const apart = Number.isFinite(x) && !sameRun(results, placement, scenario, id, peer.id)
+    const text = `${fmt(value)} (${ratio(x)}${apart ? ', rows of different runs' : ''})`
+    row(label, placement, value, peer ? `${fmt(peer.value)} ${peer.name}` : null, Number.isFinite(x) && !apart ? x >= want : null, text)
   }
   for (const [placement, data] of Object.entries(placements)) {
     for (const [scenario, want, label] of [
@@ -123,10 +128,10 @@ function targetsTable(results) {
       ['b', 1.5, '(b) 256 in flight pairs/s, unpinned: >= 1.5x best peer'],
     ]) {
       if ((scenario === 'a') !== (placement === 'pinned') || !data[scenario]) continue
-      againstPeer(label, placement, data[scenario], ours, want)
+      againstPeer(label, placement, scenario, ours, want)
     }
     for (const [scenario, want, label] of REDLOCK_TARGETS) {
-      if (data[scenario]) againstPeer(label, placement, data[scenario], 'ours-redlock', want)
+      if (data[scenario]) againstPeer(label, placement, scenario, 'ours-redlock', want)
     }
     const c = data.c
     if (c) {
@@ -240,8 +245,12 @@ function originalsSection(results) {
         if (Array.isArray(pair.reference) && Number.isFinite(reference.value)) reference.text += `, ${results.meta.adapters[id]?.name ?? id}`
         const x = ours.value / reference.value
         const want = typeof pair.want === 'number' ? pair.want : pair.want[scenario]
-        const met = Number.isFinite(x) ? (x >= want ? '**yes**' : '**no**') : 'n/a'
-        rows.push([pair.label, `(${scenario}) pairs/s`, ours.text, reference.text, ratio(x), ratio(roundByRound(result[pair.ours], result[id])), `>= ${target(want)}×`, met])
+        // Rows of two runs (a --merge that re-measured one side): no rounds side by side,
+        // and no target decided on them.
+        const apart = Number.isFinite(x) && !sameRun(results, placement, scenario, pair.ours, id)
+        const met = Number.isFinite(x) && !apart ? (x >= want ? '**yes**' : '**no**') : 'n/a'
+        const byRound = apart ? NaN : roundByRound(result[pair.ours], result[id])
+        rows.push([pair.label, `(${scenario}) pairs/s`, ours.text, reference.text, apart ? `${ratio(x)}, rows of different runs` : ratio(x), ratio(byRound), `>= ${target(want)}×`, met])
       }
     }
     if (!rows.length) continue

@@ -11,7 +11,7 @@ use super::stats::{observe, NativeStats};
 use crate::core::front::distributed_lock::{DistributedLock, DistributedLockSettings};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
-use napi::bindgen_prelude::{Env, Object, PromiseRaw};
+use napi::bindgen_prelude::{Env, Object, PromiseRaw, Unknown};
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
@@ -110,7 +110,8 @@ impl NativeDistributedLock {
     }
 
     /// Resolves with `owner` filled in as the handle, after up to `maxRetries` retries.
-    #[napi(ts_return_type = "Promise<unknown>")]
+    /// Answered in place (see js/in_call.rs), it returns that value instead of a promise.
+    #[napi(ts_return_type = "unknown")]
     pub fn acquire<'env>(
         &self,
         env: Env,
@@ -119,15 +120,16 @@ impl NativeDistributedLock {
         ttl_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
         listener: Option<u32>,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    ) -> Result<Unknown<'env>> {
         let acquire = self.front.acquire(key, ttl_ms, listener).or_throw(&env)?;
-        let call = self.calls.thread.call(&env, Some(&owner))?;
+        let call = self.calls.thread.call_in_place(&env, Some(&owner))?;
         acquire.start(cancel_token(cancel), self.calls.reply(call.id, handle));
-        Ok(call.promise)
+        Ok(self.calls.thread.returned(call))
     }
 
-    /// Resolves with `owner` filled in as the handle, or with `null` when the key is held.
-    #[napi(ts_return_type = "Promise<unknown>")]
+    /// Resolves with `owner` filled in as the handle, or with `null` when the key is held;
+    /// answered in place, returns that value.
+    #[napi(ts_return_type = "unknown")]
     pub fn try_acquire<'env>(
         &self,
         env: Env,
@@ -135,18 +137,19 @@ impl NativeDistributedLock {
         key: String,
         ttl_ms: Option<f64>,
         listener: Option<u32>,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    ) -> Result<Unknown<'env>> {
         let attempt = self
             .front
             .try_acquire(key, ttl_ms, listener)
             .or_throw(&env)?;
-        let call = self.calls.thread.call(&env, Some(&owner))?;
+        let call = self.calls.thread.call_in_place(&env, Some(&owner))?;
         attempt.start(CancellationToken::new(), self.calls.reply(call.id, handle));
-        Ok(call.promise)
+        Ok(self.calls.thread.returned(call))
     }
 
     /// Resolves with `owner` filled in as the handle once won; rejects after `timeout_ms`.
-    #[napi(ts_return_type = "Promise<unknown>")]
+    /// Answered in place, returns the handle.
+    #[napi(ts_return_type = "unknown")]
     #[allow(clippy::too_many_arguments)]
     pub fn wait_for_lock<'env>(
         &self,
@@ -157,14 +160,14 @@ impl NativeDistributedLock {
         ttl_ms: Option<f64>,
         cancel: Option<&NativeCancel>,
         listener: Option<u32>,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    ) -> Result<Unknown<'env>> {
         let wait = self
             .front
             .wait_for_lock(key, timeout_ms, ttl_ms, listener)
             .or_throw(&env)?;
-        let call = self.calls.thread.call(&env, Some(&owner))?;
+        let call = self.calls.thread.call_in_place(&env, Some(&owner))?;
         wait.start(cancel_token(cancel), self.calls.reply(call.id, handle));
-        Ok(call.promise)
+        Ok(self.calls.thread.returned(call))
     }
 
     /// Resolves with whether the fenced write landed.

@@ -8,7 +8,7 @@ use super::error::{OrThrow, Result};
 use super::js::outcome::{done, Outcome};
 use crate::core::front::handle::{Extended, Parts};
 use crate::core::front::reply::Settled;
-use napi::bindgen_prelude::{Env, Object, PromiseRaw};
+use napi::bindgen_prelude::{Env, Object, PromiseRaw, Unknown};
 use napi_derive::napi;
 
 fn extended(result: Settled<Extended>) -> Outcome {
@@ -35,8 +35,9 @@ impl NativeDistributedLock {
     }
 
     /// Stops the refreshes of `watch`, then deletes the lock if it is still ours. Resolves
-    /// once Redis answered (or the lock ran out meanwhile); `owner` is the handle.
-    #[napi(ts_return_type = "Promise<void>")]
+    /// once Redis answered (or the lock ran out meanwhile); `owner` is the handle. Answered
+    /// in place (see js/in_call.rs), returns undefined instead of a promise.
+    #[napi(ts_return_type = "unknown")]
     #[allow(clippy::too_many_arguments)]
     pub fn release<'env>(
         &self,
@@ -47,12 +48,12 @@ impl NativeDistributedLock {
         fence: f64,
         deadline: f64,
         watch: f64,
-    ) -> Result<PromiseRaw<'env, ()>> {
+    ) -> Result<Unknown<'env>> {
         let parts = self.parts(key, token, fence, deadline, watch);
         let release = self.front.release(parts).or_throw(&env)?;
-        let call = self.calls.thread.call(&env, Some(&owner))?;
+        let call = self.calls.thread.call_in_place(&env, Some(&owner))?;
         release.start(self.calls.reply(call.id, done));
-        Ok(call.promise)
+        Ok(self.calls.thread.returned(call))
     }
 
     /// Adds `additional_ms` to the lock's remaining TTL if it is still ours (for a watched

@@ -118,6 +118,11 @@ impl Queue {
         news
     }
 
+    /// Whether nothing waits to be delivered (and the environment has not ended).
+    pub fn is_idle(&self) -> bool {
+        lock(&self.done).as_ref().is_some_and(Vec::is_empty)
+    }
+
     /// The JS environment ended (see teardown.rs): what waits here, and what joins later,
     /// is never delivered, and is forsaken instead.
     pub fn close(&self) {

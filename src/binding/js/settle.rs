@@ -4,11 +4,11 @@
 use super::outcome::{Loss, Outcome, Queue, Settlement};
 use super::thread::JsThread;
 use crate::binding::error::Result;
-use crate::binding::sys::env::Scope;
+use crate::binding::sys::env::{Scope, Value};
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use futures_util::FutureExt;
-use napi::bindgen_prelude::{Env, Object, PromiseRaw};
+use napi::bindgen_prelude::{Env, Object, PromiseRaw, Unknown};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -33,6 +33,17 @@ impl JsThread {
         env: &Env,
         owner: Option<&Object<'env>>,
     ) -> Result<PromisedCall<'env>> {
+        let (scope, owner) = self.made_by(env, owner)?;
+        let (id, promise) = self.promise(&scope, owner)?;
+        Ok(PromisedCall { id, promise })
+    }
+
+    /// The scope of the JS call `env` was handed to, and `owner` in it.
+    fn made_by<'env>(
+        &self,
+        env: &Env,
+        owner: Option<&Object<'env>>,
+    ) -> Result<(Scope<'env>, Option<Value<'env>>)> {
         // Its environment was ended (`end()`, as at `process.exit()`): nothing would deliver
         // what the call ends with, so it fails now instead of pending forever.
         if self.owner().is_gone() {
@@ -40,8 +51,77 @@ impl JsThread {
         }
         let scope = Scope::<'env>::of_call(env);
         let owner = owner.map(|owner| scope.value(owner));
-        let (id, promise) = self.promise(&scope, owner)?;
-        Ok(PromisedCall { id, promise })
+        Ok((scope, owner))
+    }
+}
+
+/// A call that may be answered before the JS call that made it returns (run inline on
+/// `memory://`, see in_call.rs); `returned` ends it.
+pub struct InPlaceCall<'env> {
+    pub id: u32,
+    outer: u32,
+    scope: Scope<'env>,
+    owner: Option<Value<'env>>,
+}
+
+impl JsThread {
+    /// As `call`, with no promise made yet: `returned` makes one if the call is not
+    /// answered by then. The call's `start` comes in between.
+    pub fn call_in_place<'env>(
+        &self,
+        env: &Env,
+        owner: Option<&Object<'env>>,
+    ) -> Result<InPlaceCall<'env>> {
+        let (scope, owner) = self.made_by(env, owner)?;
+        let id = self.reserve_id();
+        let outer = self.in_call.begin(id);
+        Ok(InPlaceCall {
+            id,
+            outer,
+            scope,
+            owner,
+        })
+    }
+
+    /// What the JS call returns: the value the call was answered with in place (as its
+    /// promise would resolve with it, the lock it hands out claimed as `settle` does), else
+    /// a promise settled later through its id. A failure is never answered in place.
+    pub fn returned<'env>(&self, call: InPlaceCall<'env>) -> Unknown<'env> {
+        let InPlaceCall {
+            id,
+            outer,
+            scope,
+            owner,
+        } = call;
+        // The call started already (a release is on its way): Node refusing to make its
+        // answer, which it does only while the environment ends, is no throw, which would
+        // tell JS that the call never ran (a released handle would count itself held again).
+        // Undefined is returned instead; the answer finds no promise, and frees the lock it
+        // hands out (`settle`, `claim`).
+        let Some(mut outcome) = self.in_call.end(id, outer) else {
+            return match self.pending(&scope, id, owner) {
+                Ok(promise) => scope.returned(scope.value(&promise)),
+                Err(_) => scope.returned(scope.undefined()),
+            };
+        };
+        let unclaimed = outcome.unclaimed();
+        let value = self.value_of(&scope, outcome, owner);
+        self.claim(unclaimed, matches!(value, Ok(Ok(_))));
+        // The loop's turn ends with the check that lets calls be answered in place again.
+        self.end_of_turn();
+        let returned = match value {
+            Ok(Ok(value)) => value,
+            // The handle hook threw: the call rejects with it, as a settled promise would.
+            Ok(Err(thrown)) => match scope.promise() {
+                Ok((deferred, promise)) => {
+                    let _refused_only_at_the_end = deferred.settle(&scope, Err(thrown));
+                    scope.value(&promise)
+                }
+                Err(_) => scope.undefined(),
+            },
+            Err(_) => scope.undefined(),
+        };
+        scope.returned(returned)
     }
 }
 
@@ -104,6 +184,8 @@ impl Completer {
         let queue = &self.0;
         if let Settlement::Settled(id, _) = &entry {
             if lock(&queue.answered).remove(id) {
+                // Nobody hears it: a lock it hands out is freed, not left to its TTL.
+                entry.forsake();
                 return;
             }
         }

@@ -4,6 +4,7 @@
 //! scope, so promise reactions run right after the batch, as for any I/O callback; no JS
 //! object describes a completion, and no JS function stands between Redis and the caller.
 
+use super::in_call::InCall;
 use super::outcome::{Loss, Outcome, Queue, Settlement};
 use crate::binding::error::js_error;
 use crate::binding::sys::check::Check;
@@ -63,6 +64,8 @@ pub struct JsThread {
     /// Started while `next_turn` holds any: delivers it. Taken as the environment ends.
     next_turn_idle: RefCell<Option<Check<Weak<JsThread>>>>,
     next_id: Cell<u32>,
+    /// The call being answered inside the JS call that made it, if it may be.
+    pub(super) in_call: InCall,
     /// Promises pending plus holds that keep the process alive; the waker is referred
     /// while this is above zero.
     keepers: Cell<u32>,
@@ -97,6 +100,7 @@ impl JsThread {
             next_turn: RefCell::new(Vec::new()),
             next_turn_idle: RefCell::new(None),
             next_id: Cell::new(1),
+            in_call: InCall::default(),
             keepers: Cell::new(0),
             queue,
             waker: RefCell::new(None),
@@ -192,6 +196,28 @@ impl JsThread {
         scope: &Scope<'s>,
         owner: Option<Value<'s>>,
     ) -> napi::Result<(u32, PromiseRaw<'s, ()>)> {
+        let id = self.reserve_id();
+        Ok((id, self.pending(scope, id, owner)?))
+    }
+
+    /// An id no pending promise has, for a promise made before this JS call returns.
+    pub(super) fn reserve_id(&self) -> u32 {
+        let slots = self.slots.borrow();
+        let mut id = self.next_id.get();
+        while id == 0 || slots.contains_key(&id) {
+            id = id.wrapping_add(1);
+        }
+        self.next_id.set(id.wrapping_add(1));
+        id
+    }
+
+    /// A new pending promise settled through `id` (from `reserve_id`, in this JS call).
+    pub(super) fn pending<'s>(
+        &self,
+        scope: &Scope<'s>,
+        id: u32,
+        owner: Option<Value<'s>>,
+    ) -> napi::Result<PromiseRaw<'s, ()>> {
         let (deferred, promise) = scope.promise().map_err(refused)?;
         let owner = match owner {
             Some(value) => match scope.reference(value) {
@@ -206,16 +232,9 @@ impl JsThread {
             },
             None => None,
         };
-        let mut slots = self.slots.borrow_mut();
-        let mut id = self.next_id.get();
-        while id == 0 || slots.contains_key(&id) {
-            id = id.wrapping_add(1);
-        }
-        self.next_id.set(id.wrapping_add(1));
-        slots.insert(id, Slot { deferred, owner });
-        drop(slots);
+        self.slots.borrow_mut().insert(id, Slot { deferred, owner });
         self.keep(1);
-        Ok((id, promise))
+        Ok(promise)
     }
 
     /// Counts a reason to keep the process alive (`delta` of +1 or -1).
@@ -270,6 +289,10 @@ impl JsThread {
         let _ = self.env.handle_scope(|scope| {
             let mut thrown = None;
             scope.callback_scope(&self.resource, || {
+                // Only while the entries are told: the reactions run as the scope closes,
+                // after every one of them, and a call they make may be answered in place
+                // (held over them, a chain of awaits would never be again).
+                let _telling = self.in_call.telling();
                 for entry in entries.take().unwrap_or_default() {
                     if let Err(exception) = self.tell_entry(scope, entry) {
                         thrown.get_or_insert(exception);
@@ -327,11 +350,23 @@ impl JsThread {
         Ok(())
     }
 
+    /// Call `id`, run inline, ended with `outcome`: answered in the JS call that made it
+    /// when it may be (see in_call.rs: nothing told before it is pending), else at the next
+    /// loop turn as `settle_next_turn`.
+    pub fn settle_inline(&self, id: u32, outcome: Outcome) -> Result<(), Outcome> {
+        let quiet = || self.next_turn.borrow().is_empty() && self.queue.is_idle();
+        match self.in_call.keep(id, outcome, quiet) {
+            Ok(()) => Ok(()),
+            Err(outcome) => self.settle_next_turn(id, outcome),
+        }
+    }
+
     /// What `settle_next_turn` kept, delivered now. From the idle handle's callback.
     fn deliver_next_turn(&self) {
         if let Some(idle) = self.next_turn_idle.borrow().as_ref() {
             idle.stop();
         }
+        self.in_call.loop_turned();
         let entries = std::mem::take(&mut *self.next_turn.borrow_mut());
         self.deliver(entries);
     }
@@ -339,6 +374,15 @@ impl JsThread {
     /// Settles promise `id` from inside a call of ours from JS: its reactions run once that
     /// call returns. No borrow of ours may be held.
     pub fn settle_in_call(&self, id: u32, outcome: Outcome) {
+        // The call settling this waiter was answered in place already (a lent hand-over):
+        // the waiter goes first, so that answer waits for the next turn.
+        if let Some((answered, kept)) = self.in_call.withdraw() {
+            if let Err(kept) = self.settle_next_turn(answered, kept) {
+                // No next turn (libuv refused, the environment ends): in place after all.
+                self.in_call.put_back((answered, kept));
+            }
+        }
+        let _telling = self.in_call.telling();
         // As in `deliver`: only an ending environment refuses a scope; news still queued,
         // and what was queued before it, goes first (see `Queue::take_news`).
         let mut news = Some(self.queue.take_news(&[id]));
@@ -388,6 +432,7 @@ impl JsThread {
         if let Some(check) = self.claims_check.borrow().as_ref() {
             check.stop();
         }
+        self.in_call.loop_turned();
         if self.claims.borrow().is_empty() {
             return;
         }
@@ -463,23 +508,35 @@ impl JsThread {
         let handed = value.is_ok();
         // Refused only while the environment ends: nobody is left to hear the promise.
         let settled = slot.deferred.settle(scope, value).is_ok();
-        if let Some(unclaimed) = unclaimed {
-            if handed && settled {
-                self.claims.borrow_mut().push(unclaimed);
-                if let Some(check) = self.claims_check.borrow().as_ref() {
-                    // Refused only by a loop that is gone, whose environment's end frees it.
-                    let _started = check.start();
-                }
-            } else {
-                within(|| unclaimed.free());
-            }
-        }
+        self.claim(unclaimed, handed && settled);
         Ok(())
+    }
+
+    /// A plain lock whose handle reached JS (`handed`) is freed unless the code it reached
+    /// runs (see `confirm_claims`); one that did not is freed now.
+    pub(super) fn claim(&self, unclaimed: Option<Unclaimed>, handed: bool) {
+        let Some(unclaimed) = unclaimed else {
+            return;
+        };
+        if handed {
+            self.claims.borrow_mut().push(unclaimed);
+            self.end_of_turn();
+        } else {
+            within(|| unclaimed.free());
+        }
+    }
+
+    /// Has `confirm_claims` run at the end of this loop turn.
+    pub(super) fn end_of_turn(&self) {
+        if let Some(check) = self.claims_check.borrow().as_ref() {
+            // Refused only by a loop that is gone, whose environment's end frees it.
+            let _started = check.start();
+        }
     }
 
     /// The value a promise resolves with (`Ok(Ok)`), or the error it rejects with
     /// (`Ok(Err)`); `Err` with Node's status when a value could not be made.
-    fn value_of<'s>(
+    pub(super) fn value_of<'s>(
         &self,
         scope: &Scope<'s>,
         outcome: Outcome,
@@ -652,7 +709,7 @@ impl JsThread {
     }
 }
 
-fn refused(status: napi::sys::napi_status) -> napi::Error {
+pub(super) fn refused(status: napi::sys::napi_status) -> napi::Error {
     napi::Error::new(
         napi::Status::from(status),
         "Node-API refused to create a promise",

@@ -299,6 +299,12 @@ impl<'s> Scope<'s> {
         napi::Error::from_unknown_without_coercion(value)
     }
 
+    /// `value`, as a #[napi] call of this scope returns it.
+    pub fn returned(&self, value: Value<'s>) -> Unknown<'s> {
+        // SAFETY: a value of this scope, on its thread; the scope outlives the call.
+        unsafe { Unknown::from_raw_unchecked(self.env.raw, value.raw()) }
+    }
+
     /// Keeps `value` alive (beyond this scope) until the reference is deleted.
     pub fn reference(&self, value: Value<'s>) -> Made<Ref> {
         let mut reference = ptr::null_mut();

@@ -148,6 +148,23 @@ impl LockStore for ClusterStore {
         self.nodes.heed_command_timeout(command_timeout)
     }
 
+    /// Closed while a quarantine is on, as on one server: only the slot's own connection
+    /// can tell its master's gate.
+    fn gate_open(&self) -> bool {
+        self.nodes.gate_open()
+    }
+
+    fn forget_gate(&self) {
+        self.nodes.forget_gate()
+    }
+
+    /// Waits at the gate of `key`'s slot only, so a lease stamped after it counts its TTL
+    /// from when the attempt can go out (the attempt itself is gated again when sent); a
+    /// master in quarantine holds up no key on another.
+    async fn pass_gate(&self, key: &[u8], bound: Duration) -> Result<(), LockError> {
+        self.nodes.pass_gate(key, bound).await
+    }
+
     /// A release by lockId that found nothing, its lock key unknown to the caller, goes again
     /// expecting the key the index names (declared, and its waiter woken by the script).
     async fn release_by_id(

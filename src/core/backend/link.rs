@@ -155,11 +155,12 @@ impl<W: Conduit> Link<W> {
         listener: Arc<dyn Listener>,
     ) -> Self {
         let stale = Arc::new(AtomicBool::new(false));
+        let dropped = Arc::new(Drops::default());
         let fixed = matches!(endpoint.address, Address::Tcp { .. } | Address::Unix(_));
         Link {
             fixed,
             quarantine: Quarantine::new(endpoint.restart_quarantine),
-            upstream: Upstream::of(&endpoint, stale.clone()),
+            upstream: Upstream::of(&endpoint, stale.clone(), dropped.clone()),
             stale,
             endpoint,
             manager: Mutex::new(None),
@@ -167,7 +168,7 @@ impl<W: Conduit> Link<W> {
             reached: AtomicBool::new(false),
             up: AtomicBool::new(false),
             unsharded: AtomicBool::new(false),
-            dropped: Arc::new(Drops::default()),
+            dropped,
             scripts_ready: Arc::new(AtomicBool::new(false)),
             scripts,
             listener,

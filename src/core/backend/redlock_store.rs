@@ -236,6 +236,12 @@ impl RedlockStore {
         self.debtors.len(node)
     }
 
+    /// Calls' stragglers out now, on every node.
+    #[cfg(test)]
+    pub fn stragglers_out(&self) -> usize {
+        self.stragglers.out()
+    }
+
     pub fn tally(&self) -> Tally {
         Tally {
             nodes: self.nodes.len(),

@@ -1,20 +1,21 @@
 //! Finds the master a Sentinel set names, for `Link` (an `Upstream::Sentinel`): the sentinels
-//! are asked with the redis crate's Sentinel support, which checks with ROLE that the master
-//! they name says it is one. The crate does not follow a failover for connections already
-//! open (redis-rs#1438), so `Link` asks again whenever its connection drops or is refused,
-//! a call times out or is answered READONLY, and in the background at most once per
-//! `RECHECK` while calls are made: a failover that leaves the old master up (`SENTINEL
-//! FAILOVER`, a partition) would otherwise go unnoticed until the sentinels demote it.
+//! are asked all at once (sentinel_lookup.rs), and the master they name must say with ROLE
+//! that it is one. A connection stays with the master it was opened to, so `Link` asks again
+//! whenever its connection drops or is refused, a call times out or is answered READONLY,
+//! and in the background at most once per `RECHECK` while calls (refreshes included) are
+//! made: a failover that leaves the old master up (`SENTINEL FAILOVER`, a partition) would
+//! otherwise go unnoticed until the sentinels demote it. A master found moved that way is a
+//! drop for the watchdog, which re-checks its locks at once, on the new master.
 
 use super::endpoint::{Address, Endpoint};
 use super::endpoint_multi::{routed, HostPort};
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
 use crate::core::proto::scripts;
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::MultiplexedConnection;
-use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
-use redis::{ConnectionAddr, RedisConnectionInfo, TlsMode};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,13 +33,13 @@ pub(super) struct Resolver {
 struct Inner {
     /// The user's endpoint: the sentinels, the master's name, credentials and TLS.
     endpoint: Endpoint,
-    /// The crate's client, with its cached connections to the sentinels. An async mutex:
-    /// a lookup awaits, and each caller bounds its own wait by its deadline.
-    sentinel: tokio::sync::Mutex<Option<Sentinel>>,
     /// The master the current connection goes to, and when that was last confirmed.
     current: Mutex<Option<(HostPort, Instant)>>,
     /// Set when the master moved away from `current`: `Link` then opens a new connection.
     stale: Arc<AtomicBool>,
+    /// `Link`'s drops: a master found moved by the re-check is one, so that a holder whose
+    /// only calls are refreshes hears of it now, not at the refresh after next.
+    dropped: Arc<Drops>,
     /// One background re-check at a time.
     checking: AtomicBool,
     /// A kept connection to a sentinel, for the background re-check: one question on it a
@@ -47,14 +48,19 @@ struct Inner {
 }
 
 impl Resolver {
-    /// `stale` is set when the sentinels name another master than the one in use.
-    pub(super) fn new(endpoint: &Endpoint, stale: Arc<AtomicBool>) -> Resolver {
+    /// `stale` is set, and `dropped` signalled, when the sentinels name another master than
+    /// the one in use.
+    pub(super) fn new(
+        endpoint: &Endpoint,
+        stale: Arc<AtomicBool>,
+        dropped: Arc<Drops>,
+    ) -> Resolver {
         Resolver {
             inner: Arc::new(Inner {
                 endpoint: endpoint.clone(),
-                sentinel: tokio::sync::Mutex::new(None),
                 current: Mutex::new(None),
                 stale,
+                dropped,
                 checking: AtomicBool::new(false),
                 watch: tokio::sync::Mutex::new(None),
             }),
@@ -72,30 +78,39 @@ impl Resolver {
     }
 
     /// Asks the sentinels again in the background if the master in use was last confirmed
-    /// more than `RECHECK` ago; a different answer marks the connection stale.
+    /// more than `RECHECK` ago; a different answer marks the connection stale and is a drop.
     pub(super) fn recheck(&self) {
-        let due = match lock(&self.inner.current).as_ref() {
-            Some((_, confirmed)) => confirmed.elapsed() >= RECHECK,
-            None => false,
+        let using = match lock(&self.inner.current).as_ref() {
+            Some((using, confirmed)) if confirmed.elapsed() >= RECHECK => using.clone(),
+            _ => return,
         };
-        if !due || self.inner.checking.swap(true, Ordering::AcqRel) {
+        if self.inner.checking.swap(true, Ordering::AcqRel) {
             return;
         }
         let inner = self.inner.clone();
         tokio::spawn(async move {
             let bound = inner.endpoint.connect_timeout;
-            // A set the kept connection cannot ask (TLS with its own CA) gets a full lookup.
             let asked = async {
                 match inner.named().await {
-                    Ok(found) => Ok(found),
-                    Err(_) => inner.ask().await,
+                    Ok(found) if found == using => Ok(found),
+                    // One sentinel's word that the master moved is checked by a full lookup
+                    // (ROLE and all) before the connection is dropped for it: a sentinel
+                    // behind the others (TILT, a partition) may name the old master. And
+                    // sentinels that will not answer the short question (an ACL without it)
+                    // may still answer the lookup's SENTINEL MASTER.
+                    _ => inner.ask().await,
                 }
             };
             if let Ok(Ok(found)) = tokio::time::timeout(bound, asked).await {
                 let mut current = lock(&inner.current);
                 match current.as_mut() {
                     Some((using, confirmed)) if *using == found => *confirmed = Instant::now(),
-                    Some(_) => inner.stale.store(true, Ordering::Release),
+                    Some(_) => {
+                        inner.stale.store(true, Ordering::Release);
+                        // The call that drove this check already went to the old master:
+                        // the watchdog's re-check is the next call, and it goes to the new.
+                        inner.dropped.signal();
+                    }
                     None => {}
                 }
             }
@@ -105,77 +120,39 @@ impl Resolver {
 }
 
 impl Inner {
-    /// One lookup: the first sentinel (in the given order) naming a master that answers ROLE
-    /// as a master.
-    async fn ask(&self) -> Result<HostPort, LockError> {
-        let Address::Sentinel { name, tls, nat, .. } = &self.endpoint.address else {
-            return Err(LockError::Internal("not a Sentinel set".into()));
-        };
-        if !nat.is_empty() {
-            return self.ask_routed(name, nat).await;
-        }
-        let mut master = RedisConnectionInfo::default().set_db(self.endpoint.db);
-        if let Some(user) = &self.endpoint.username {
-            master = master.set_username(user);
-        }
-        if let Some(password) = &self.endpoint.password {
-            master = master.set_password(password);
-        }
-        let mut node = SentinelNodeConnectionInfo::default().set_redis_connection_info(master);
-        if let Some(tls) = tls {
-            node = node.set_tls_mode(match tls.insecure {
-                true => TlsMode::Insecure,
-                false => TlsMode::Secure,
-            });
-        }
-        let mut slot = self.sentinel.lock().await;
-        if slot.is_none() {
-            let sentinels = self.endpoint.node_connection_infos(true)?;
-            *slot = Some(Sentinel::build(sentinels).map_err(|err| self.failed(err))?);
-        }
-        let Some(sentinel) = slot.as_mut() else {
-            return Err(LockError::Internal("no Sentinel client".into()));
-        };
-        let started = std::time::Instant::now();
-        let client = sentinel.async_master_for(name, Some(&node)).await;
-        // The crate's lookup, as one line: SENTINEL MASTERS of the sentinels it asks, then ROLE
-        // of the master they name (each on a connection of its own, set up as any).
-        trace_lookup(started, &client);
-        let client = client.map_err(|err| self.failed(err))?;
-        match client.get_connection_info().addr() {
-            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
-                Ok((host.clone(), *port))
-            }
-            _ => Err(LockError::Internal(
-                "the sentinels named a master that is not a TCP address".into(),
-            )),
-        }
-    }
-
-    /// The master a sentinel names now, asked on the kept connection (a new one to the first
-    /// sentinel that answers if it broke). Unchecked: a different answer only makes `Link`
-    /// look the master up again (`ask`), ROLE and all.
+    /// The master a sentinel names now, asked on the kept connection (else on a new one to
+    /// each sentinel at once, the first to answer kept). Unchecked: a different answer only
+    /// makes `Link` look the master up again (`ask`), ROLE and all.
     async fn named(&self) -> Result<HostPort, LockError> {
         let Address::Sentinel { name, .. } = &self.endpoint.address else {
             return Err(LockError::Internal("not a Sentinel set".into()));
         };
         let mut cmd = redis::cmd("SENTINEL");
         cmd.arg("get-master-addr-by-name").arg(name);
+        let cmd = &cmd;
+        let bound = self.endpoint.connect_timeout;
         let mut slot = self.watch.lock().await;
         if let Some(con) = slot.as_mut() {
-            if let Ok(Some(found)) = asked(&cmd, con).await {
+            // Half the re-check's bound: a kept sentinel gone silent leaves the other half
+            // to the others.
+            if let Ok(Ok(Some(found))) = tokio::time::timeout(bound / 2, asked(cmd, con)).await {
                 return Ok(found);
             }
             *slot = None;
         }
-        for info in self.endpoint.node_connection_infos(true)? {
-            let Ok(client) = redis::Client::open(info) else {
-                continue;
-            };
-            let Ok(mut con) = client.get_multiplexed_async_connection().await else {
-                continue;
-            };
-            if let Ok(Some(found)) = asked(&cmd, &mut con).await {
+        // At once, as a lookup asks them: a silent first sentinel holds nothing up.
+        let mut asking: FuturesUnordered<_> = (self.endpoint.node_connection_infos(true)?)
+            .into_iter()
+            .map(|info| async move {
+                let mut con = sentinel_lookup::sentinel_connection(info, bound)
+                    .await
+                    .ok()?;
+                let found = asked(cmd, &mut con).await.ok()??;
+                Some((found, con))
+            })
+            .collect();
+        while let Some(answer) = asking.next().await {
+            if let Some((found, con)) = answer {
                 *slot = Some(con);
                 return Ok(found);
             }
@@ -197,10 +174,9 @@ impl Inner {
     }
 
     /// A failed lookup, naming the sentinels and the master's name (never a credential: the
-    /// crate's errors carry none, and only its kind and detail are kept).
+    /// crate's errors carry none, and only their kind and detail are kept).
     fn failed(&self, err: redis::RedisError) -> LockError {
         let detail = match err.kind() {
-            redis::ErrorKind::MasterNameNotFoundBySentinel => "none of them names it".to_owned(),
             redis::ErrorKind::AuthenticationFailed => {
                 return LockError::Auth(
                     self.about("the sentinels or the master they name turned down the credentials"),
@@ -239,17 +215,6 @@ async fn asked(
     found
 }
 
-/// A `DEBUG` line for the crate's master lookup (`async_master_for`), which sends its commands
-/// itself: named as what it asks, with how long it took in all.
-fn trace_lookup<T>(started: std::time::Instant, result: &redis::RedisResult<T>) {
-    let lookup = || {
-        let mut lookup = redis::Pipeline::new();
-        lookup.cmd("SENTINEL").arg("MASTERS").cmd("ROLE");
-        lookup.get_packed_pipeline()
-    };
-    trace_sentinel(lookup, started, result);
-}
-
 /// A `DEBUG` line for what went to the sentinels: `packed` is made only when tracing is on.
 fn trace_sentinel<T>(
     packed: impl FnOnce() -> Vec<u8>,
@@ -266,8 +231,8 @@ fn trace_sentinel<T>(
     trace::call("sentinel", &packed(), took, outcome, scripts::name_of);
 }
 
-#[path = "sentinel_routed.rs"]
-mod sentinel_routed;
+#[path = "sentinel_lookup.rs"]
+mod sentinel_lookup;
 
 #[cfg(test)]
 #[path = "sentinel_tests.rs"]

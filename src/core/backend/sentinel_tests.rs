@@ -1,8 +1,9 @@
 //! The resolver without sentinels to answer: a refused and a silent Sentinel set, with and
-//! without a `natMap` (its own lookup). Each lookup ends within its deadline, names the
-//! sentinels and the master's name, and never a password.
-//! Finding a real master and following a failover: `__test__/sentinel.test.js` and
-//! `__test__/faults/sentinel-failover.test.js` (real processes).
+//! without a `natMap`. Each lookup ends within its deadline (silent sentinels waited for
+//! together), names the sentinels and the master's name, and never a password.
+//! Finding a real master and following a failover: `__test__/sentinel.test.js`,
+//! `__test__/sentinel-prompt.test.js` and `__test__/faults/sentinel-failover.test.js` (real
+//! processes).
 
 use super::Resolver;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The set at `port`, with `nat_map` routes (the lookup of sentinel_routed.rs when some).
+/// The set at `port`, with `nat_map` routes.
 fn routed_endpoint(port: u16, nat_map: Option<Vec<(HostPort, HostPort)>>) -> Endpoint {
     let url =
         format!("redis+sentinel://:hunter2@127.0.0.1:{port}/mymaster?sentinelPassword=hunter2");
@@ -33,14 +34,13 @@ fn closed_port() -> u16 {
 
 /// One lookup of `endpoint` with `bound` to answer: its error and how long it took.
 async fn lookup_of(endpoint: Endpoint, bound: Duration) -> (LockError, Duration) {
-    let resolver = Resolver::new(&endpoint, Arc::new(AtomicBool::new(false)));
+    let resolver = Resolver::new(&endpoint, Arc::new(AtomicBool::new(false)), Arc::default());
     let started = Instant::now();
     let err = resolver.master(started + bound).await.unwrap_err();
     (err, started.elapsed())
 }
 
-/// Without routes (the crate's lookup) and with one (sentinel_routed.rs): refusals and
-/// silences must end alike.
+/// Without routes and with one: refusals and silences must end alike.
 fn nat_maps() -> [Option<Vec<(HostPort, HostPort)>>; 2] {
     let to = ("127.0.0.1".to_string(), closed_port());
     [None, Some(vec![(("10.0.0.1".to_string(), 6379), to)])]
@@ -63,15 +63,7 @@ async fn refused_sentinels_are_a_connection_error_naming_them_and_no_password() 
 #[tokio::test]
 async fn a_silent_sentinel_ends_at_the_deadline() {
     for nat_map in nat_maps() {
-        // Accepts connections and never answers.
-        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = silent.local_addr().unwrap().port();
-        let held = tokio::spawn(async move {
-            let mut kept = Vec::new();
-            while let Ok((socket, _)) = silent.accept().await {
-                kept.push(socket);
-            }
-        });
+        let (port, held) = silent_port().await;
         let bound = Duration::from_millis(300);
         let (err, took) = lookup_of(routed_endpoint(port, nat_map), bound).await;
         assert!(
@@ -82,5 +74,42 @@ async fn a_silent_sentinel_ends_at_the_deadline() {
         assert!(err.to_string().contains("mymaster"));
         assert!(!err.to_string().contains("hunter2"));
         held.abort();
+    }
+}
+
+/// A listener that accepts connections and never answers, kept until the task is aborted.
+async fn silent_port() -> (u16, tokio::task::JoinHandle<()>) {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            kept.push(socket);
+        }
+    });
+    (port, held)
+}
+
+#[tokio::test]
+async fn silent_sentinels_are_waited_for_together_not_one_after_another() {
+    for nat_map in nat_maps() {
+        let (first, held_first) = silent_port().await;
+        let (second, held_second) = silent_port().await;
+        let bound = Duration::from_millis(1000);
+        let url = format!("redis+sentinel://127.0.0.1:{first},127.0.0.1:{second}/mymaster");
+        let endpoint = Endpoint::from_spec(EndpointSpec {
+            url: Some(url),
+            nat_map,
+            connect_timeout: Some(bound),
+            ..EndpointSpec::default()
+        })
+        .unwrap();
+        // The caller's deadline is past two bounds: only the lookup's own way of asking ends it.
+        let (err, took) = lookup_of(endpoint, 3 * bound).await;
+        assert_eq!(err.code(), "ETIMEDOUT", "{err}");
+        // Asked in turn, the second would get its bound only after the first's: 2 s at least.
+        assert!(took >= bound && took < bound * 9 / 5, "{took:?}");
+        held_first.abort();
+        held_second.abort();
     }
 }

@@ -3,6 +3,7 @@
 
 use super::endpoint::{Address, Endpoint};
 use super::sentinel::Resolver;
+use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use std::future::Future;
 use std::pin::Pin;
@@ -16,10 +17,11 @@ pub(super) enum Upstream {
 }
 
 impl Upstream {
-    /// `stale` is set when a Sentinel set names another master than the one in use.
-    pub(super) fn of(endpoint: &Endpoint, stale: Arc<AtomicBool>) -> Upstream {
+    /// `stale` is set, and `dropped` signalled, when a Sentinel set names another master than
+    /// the one in use.
+    pub(super) fn of(endpoint: &Endpoint, stale: Arc<AtomicBool>, dropped: Arc<Drops>) -> Upstream {
         match endpoint.address {
-            Address::Sentinel { .. } => Upstream::Sentinel(Resolver::new(endpoint, stale)),
+            Address::Sentinel { .. } => Upstream::Sentinel(Resolver::new(endpoint, stale, dropped)),
             _ => Upstream::Fixed,
         }
     }

@@ -98,6 +98,9 @@ fn error(line: &[u8]) -> Result<Value, ProtocolError> {
 
 /// Appends one command, as a RESP array of bulk strings.
 pub fn write_command(out: &mut Vec<u8>, args: &[&[u8]]) {
+    // Room for the whole command at once (a header is at most 23 bytes, an argument's
+    // framing 25): a call writes several commands, each growing the buffer otherwise.
+    out.reserve(23 + args.iter().map(|arg| arg.len() + 25).sum::<usize>());
     out.push(b'*');
     write_decimal(out, args.len() as u64);
     out.extend_from_slice(b"\r\n");
@@ -139,7 +142,16 @@ impl Decimal {
 }
 
 fn write_decimal(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(decimal(n).as_bytes());
+    // Most are lengths and counts under 100, written a request's dozen times or more: two
+    // pushes cost less than a copy of a slice whose length is known only at run time.
+    match n {
+        0..=9 => out.push(b'0' + n as u8),
+        10..=99 => {
+            out.push(b'0' + (n / 10) as u8);
+            out.push(b'0' + (n % 10) as u8);
+        }
+        _ => out.extend_from_slice(decimal(n).as_bytes()),
+    }
 }
 
 /// A reply read outside the redis crate's connection, as that connection would convert it.

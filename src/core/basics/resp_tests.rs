@@ -68,3 +68,23 @@ fn commands_are_written_as_the_redis_crate_packs_them() {
         assert_eq!(decimal(n).as_bytes(), n.to_string().as_bytes());
     }
 }
+
+#[test]
+fn every_length_is_written_as_the_redis_crate_writes_it() {
+    // Lengths around the short forms of `write_decimal` (one and two digits) and past them.
+    let long = vec![b'x'; 1_005];
+    for len in (0..=120).chain([999, 1_000, 1_005]) {
+        let args: Vec<&[u8]> = vec![&long[..len]; len % 12 + 1];
+        let mut ours = Vec::new();
+        write_command(&mut ours, &args);
+        let mut theirs = redis::cmd(std::str::from_utf8(args[0]).unwrap_or("x"));
+        for arg in &args[1..] {
+            theirs.arg(*arg);
+        }
+        assert_eq!(
+            ours,
+            theirs.get_packed_command(),
+            "arguments of {len} bytes"
+        );
+    }
+}

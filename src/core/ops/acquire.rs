@@ -123,6 +123,34 @@ impl Plan {
     }
 }
 
+/// What a winner stops waiting with: its ticket, the plan holding it, or nothing.
+pub(super) trait StopsWaiting {
+    /// Leaves the wake table; `false` when the caller was answered already by a release
+    /// that handed it the lock (see `Ticket::leave`).
+    fn leave(self) -> bool;
+}
+
+impl StopsWaiting for () {
+    fn leave(self) -> bool {
+        true
+    }
+}
+
+impl StopsWaiting for Option<Ticket> {
+    fn leave(self) -> bool {
+        self.is_none_or(Ticket::leave)
+    }
+}
+
+impl StopsWaiting for Plan {
+    fn leave(self) -> bool {
+        match self.place {
+            Place::Joined(ticket) => ticket.leave(),
+            Place::Later { .. } => true,
+        }
+    }
+}
+
 /// `bound`, cut to what is left until `deadline` and a little grace.
 fn within(deadline: Instant, bound: Duration) -> Duration {
     bound.min(deadline.saturating_duration_since(Instant::now()) + GRACE)
@@ -451,6 +479,14 @@ impl Locker {
         let Some(ticket) = ticket.filter(|ticket| ticket.view().turn_from_others) else {
             return Ok(None);
         };
+        // In the lock's ring its turn comes by grant, after the tenures of the connections
+        // before it: its poll is only a safety net, as long as a ring's polls ever get. A
+        // first poll at `retryDelayMs` would be a round trip, and a wake of the runtime's
+        // thread, on every wait longer than it: most waits of (c16).
+        let first = match attempts {
+            Attempts::Until { .. } if ticket.view().in_ring => backoff::ring_poll(first, u32::MAX),
+            _ => first,
+        };
         let due = deadline.min(Instant::now() + first);
         let pause = self.pause_until(ticket, due, name, cancel).await?;
         Ok(Some(self.after_pause(attempts, ticket, pause)))
@@ -471,22 +507,25 @@ impl Locker {
     }
 
     /// A won lock is the caller's, unless the caller gave up meanwhile (or its owner went
-    /// away): it is then released at once, not handed out, and the caller answered `Aborted`
-    /// once it is, so a caller who cancelled finds nothing held. `leaving` (the waiter's
-    /// ticket, or the plan holding it) goes first: our release would otherwise hand the lock
-    /// to this very waiter, leaving it held until the orphan it became was freed. The one
-    /// place of this rule: the JS thread's first attempts (fast/acquire.rs `won`,
-    /// fast/syncguard.rs `won`) and a Redlock's attempt there (fast/quorum_calls.rs) end here
-    /// too.
-    pub(super) async fn won<T>(
+    /// away), or was answered already by a release of its thread that handed it the lock
+    /// while this attempt was on its way (its handle may even have released that lock, which
+    /// let this attempt win): it is then released at once, not handed out, and the caller
+    /// answered `Aborted` once it is (nobody hears it in the second case), so a caller who
+    /// cancelled finds nothing held, and no lock is won for a caller that has one. `leaving`
+    /// (the waiter's ticket, or the plan holding it) goes first: our release would otherwise
+    /// hand the lock to this very waiter, leaving it held until the orphan it became was
+    /// freed. The one place of this rule: the JS thread's first attempts (fast/acquire.rs
+    /// `won`, fast/syncguard.rs `won`) and a Redlock's attempt there (fast/quorum_calls.rs)
+    /// end here too.
+    pub(super) async fn won<T: StopsWaiting>(
         &self,
         lease: Lease,
         cancel: &CancellationToken,
         leaving: T,
         scheme: KeyScheme<'_>,
     ) -> Result<Option<Lease>, LockError> {
-        drop(leaving);
-        if self.is_cancelled(cancel) {
+        let answered = !leaving.leave();
+        if answered || self.is_cancelled(cancel) {
             let _ignored = match scheme {
                 KeyScheme::Ours(_) => self.release(&lease).await,
                 KeyScheme::Syncguard(keys) => self.sg_release_won(keys, &lease).await.map(|_| true),

@@ -89,43 +89,104 @@ async fn a_release_of_ours_between_a_waiters_attempt_and_its_joining_has_it_try_
     assert!(locks.release(&lease).await.unwrap());
 }
 
-#[tokio::test]
-async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_answers() {
-    let server = RedisServer::start();
-    let locks = locker_at(server.url());
-    let key = "given-up";
+type Pursuit = tokio::task::JoinHandle<Result<Option<Lease>, LockError>>;
+
+/// A waiter's `pursue` of `key` (joined before its first attempt) while the server holds
+/// every command back a while: its attempt is in flight for that long, and wins after.
+/// The waiter's channel, its task, and a connection of the test's own.
+fn pursued_while_paused(
+    server: &RedisServer,
+    locks: &Arc<Locker>,
+    key: &'static str,
+    cancel: &CancellationToken,
+) -> (Vec<u8>, Pursuit, redis::Connection) {
+    let ticket = locks.join(key, MS(30_000), None);
+    let channel = ticket.channel().to_vec();
     let plan = Plan::until(
-        Place::Joined(locks.join(key, MS(30_000), None)),
+        Place::Joined(ticket),
         Instant::now() + MS(20_000),
         SLOW_POLL,
     );
-    // The server holds every command back a while: the attempt is in flight when the caller
-    // gives up, and wins after.
     let mut admin = server.raw();
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(300)
         .query(&mut admin)
         .unwrap();
+    let (locks, cancel) = (locks.clone(), cancel.clone());
+    let waiting = tokio::spawn(async move {
+        locks
+            .pursue(plan, key, MS(30_000), &cancel, Start::Attempt)
+            .await
+    });
+    (channel, waiting, admin)
+}
+
+fn exists(admin: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("EXISTS")
+        .arg(format!("lock:{key}"))
+        .query(admin)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_answers() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
     let cancel = CancellationToken::new();
-    let waiting = {
-        let (locks, cancel) = (locks.clone(), cancel.clone());
-        tokio::spawn(async move {
-            locks
-                .pursue(plan, key, MS(30_000), &cancel, Start::Attempt)
-                .await
-        })
-    };
+    // The attempt is in flight when the caller gives up, and wins after.
+    let (_, waiting, mut admin) = pursued_while_paused(&server, &locks, "given-up", &cancel);
     tokio::time::sleep(MS(100)).await;
     cancel.cancel();
     let ended = waiting.await.unwrap();
     assert!(matches!(ended, Err(LockError::Aborted)), "{ended:?}");
     // Freed before the answer; not handed to the waiter that was giving up.
-    let held: i64 = redis::cmd("EXISTS")
-        .arg(format!("lock:{key}"))
-        .query(&mut admin)
-        .unwrap();
-    assert_eq!(held, 0, "the lock outlived the answer");
+    assert_eq!(
+        exists(&mut admin, "given-up"),
+        0,
+        "the lock outlived the answer"
+    );
+}
+
+#[tokio::test]
+async fn a_release_of_ours_does_not_answer_a_waiter_whose_own_attempt_is_on_its_way() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let cancel = CancellationToken::new();
+    // Answered by a release of its thread, its caller's handle could release the lock before
+    // the attempt lands, which would then win it for nobody.
+    let (channel, waiting, mut admin) = pursued_while_paused(&server, &locks, "trying", &cancel);
+    tokio::time::sleep(MS(100)).await;
+    let wakes = locks.store().wakes();
+    assert!(wakes.reserve(&channel).is_none(), "picked while trying");
+    let lease = waiting.await.unwrap().expect("wait").expect("won");
+    assert_eq!(exists(&mut admin, "trying"), 1);
+    assert!(wakes.reserve(&channel).is_none(), "still a waiter");
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_lock_won_for_a_caller_a_release_answered_already_is_freed() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let key = "answered";
+    // What a waiter's attempt won, as its caller was answered by a release that handed it
+    // the lock (the rule `won` keeps should such an attempt ever land after that).
+    let lease = take(&locks, key).await;
+    let ticket = locks.join(key, MS(30_000), None);
+    let wakes = locks.store().wakes();
+    let to = wakes.reserve(ticket.channel()).expect("the waiter sleeps");
+    assert!(wakes.settle(ticket.channel(), to), "its caller answered");
+    let cancel = CancellationToken::new();
+    let ended = (locks.won(lease, &cancel, Some(ticket), KeyScheme::Ours(key))).await;
+    assert!(matches!(ended, Err(LockError::Aborted)), "{ended:?}");
+    // Freed before it ends: nobody would ever release a lock won for a caller answered.
+    let mut admin = server.raw();
+    assert_eq!(
+        exists(&mut admin, key),
+        0,
+        "the lock won for nobody stayed held"
+    );
 }
 
 #[tokio::test]

@@ -120,6 +120,16 @@ impl Locker {
         // A grant that runs after the joining but before we listen is skipped and takes us
         // out of the ring: a join sent before then counts only once repeated (see wake.rs).
         let listening = queueing.is_some_and(Ticket::is_subscribed);
+        // Marked while on its way, so that no release of ours answers its caller meanwhile
+        // (the caller's handle could release that lock, and this attempt win it for nobody).
+        // Not sent when its caller was answered already, nor while a release of ours hands
+        // it the lock: that answers it.
+        let _trying = match waiting.map(Ticket::trying) {
+            Some(Err(_)) => return Err(LockError::Aborted),
+            Some(Ok(None)) => return Ok(Attempt::Held { ttl: None }),
+            Some(Ok(Some(trying))) => Some(trying),
+            None => None,
+        };
         let reply = self.store().backend().acquire(&op, timeout).await;
         let won = matches!(reply, Ok(Acquired::Won { .. }));
         if won {

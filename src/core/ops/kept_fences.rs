@@ -73,14 +73,6 @@ pub struct AttemptNews {
     pub contended: bool,
 }
 
-/// What a newly learned life of a counter does to the one known: the latest push's replaces
-/// it (a transaction's or a handover's), a won script's only lengthens it.
-#[derive(Clone, Copy)]
-enum Known {
-    Latest,
-    Longest,
-}
-
 #[derive(Default)]
 pub struct KeptFences {
     known: Mutex<HashMap<Vec<u8>, CounterNews>>,
@@ -187,26 +179,25 @@ impl KeptFences {
         let keep = (ttl.as_millis() as u64)
             .saturating_add(window_ms)
             .saturating_add(window_ms / 8);
-        self.kept_past(fence_key, sent, keep, Known::Longest);
+        self.kept_past(fence_key, sent, keep);
     }
 
     /// A script or transaction sent at `sent` kept the counter `pushed_for` a lock of `ttl`.
     fn kept(&self, fence_key: &[u8], sent: Instant, ttl: Duration, window_ms: u64) {
         let keep = pushed_for(ttl.as_millis() as u64, window_ms);
-        self.kept_past(fence_key, sent, keep, Known::Latest);
+        self.kept_past(fence_key, sent, keep);
     }
 
-    /// Something sent at `sent` kept the counter at `fence_key` `keep_ms` past then.
-    fn kept_past(&self, fence_key: &[u8], sent: Instant, keep_ms: u64, known: Known) {
+    /// Something sent at `sent` kept the counter at `fence_key` `keep_ms` past then. Only
+    /// ever lengthens what is known: every push is `NX` or `GT`, so a reply read after a
+    /// newer one (another socket's, a transaction answered late) tells of a life the counter
+    /// has outgrown, never of a shorter one. Only a counter deleted by someone else lives
+    /// less, and its fences restarted with it whatever is known here.
+    fn kept_past(&self, fence_key: &[u8], sent: Instant, keep_ms: u64) {
         let Some(until) = sent.checked_add(Duration::from_millis(keep_ms)) else {
             return;
         };
-        self.note(fence_key, |news| {
-            news.kept = match known {
-                Known::Latest => Some(until),
-                Known::Longest => news.kept.max(Some(until)),
-            }
-        });
+        self.note(fence_key, |news| news.kept = news.kept.max(Some(until)));
     }
 
     fn note(&self, fence_key: &[u8], change: impl FnOnce(&mut CounterNews)) {
@@ -254,8 +245,12 @@ mod tests {
         assert!(kept.due(b"f", TTL + Duration::from_millis(WINDOW / 4 + 1000), WINDOW));
         let long_ago = sent.checked_sub(Duration::from_millis(WINDOW / 4 + 1000));
         if let Some(long_ago) = long_ago {
+            kept.answered(&won(), b"old", long_ago, TTL, WINDOW);
+            assert!(kept.due(b"old", TTL, WINDOW));
+            // That push answered after the newer one: the counter still lives as the newer
+            // one kept it (GT never shortens it).
             kept.answered(&won(), b"f", long_ago, TTL, WINDOW);
-            assert!(kept.due(b"f", TTL, WINDOW));
+            assert!(!kept.due(b"f", TTL, WINDOW));
         }
     }
 

@@ -112,6 +112,7 @@ async fn grant(
         fence_retention_ms: window,
         fences_known_kept: known,
     };
+    store.tenure_ended();
     let released = store.backend().run(&op, bound).await.map(|released| {
         let wakes = store.wakes();
         if leave {

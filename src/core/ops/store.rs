@@ -49,6 +49,9 @@ pub struct Store {
     kept_fences: KeptFences,
     /// Locks handed to us that are being freed in the background (see closing.rs).
     passing: Arc<Passing>,
+    /// Told when a release of ours ends a tenure by granting (ops/tenure.rs): the kickers
+    /// look again while this thread runs anyway, rather than at their timers.
+    pub(super) tenures_ended: tokio::sync::Notify,
     me: Weak<Store>,
 }
 
@@ -126,6 +129,7 @@ impl Store {
                 id: crate::core::basics::token::new_token(),
                 kept_fences: KeptFences::default(),
                 passing: Arc::default(),
+                tenures_ended: tokio::sync::Notify::new(),
                 me: me.clone(),
             }
         });
@@ -253,8 +257,11 @@ impl Store {
         } = grant;
         let orphan = self.wakes.grant_remote(&channel, |ttl| {
             let ttl = ttl.unwrap_or(claim);
-            Lease::granted(lock_key, token, fence, (anchor, claim), ttl)
+            Lease::granted(lock_key.clone(), token, fence, (anchor, claim), ttl)
         });
+        if orphan.is_none() {
+            self.tenure_began(lock_key);
+        }
         // Nobody here takes it: released as ours would be, which grants it to the next
         // connection of the ring (this one leaving it when nobody here waits). Unconfirmed,
         // it runs out after its claim should that fail.

@@ -39,11 +39,37 @@ impl Store {
         self.in_background(move |store| store.kick_when_due(lock_key));
     }
 
+    /// A grant of the lock at `lock_key` was taken here, read on the runtime's thread: the
+    /// kicker of its tenure starts now, so that the quiet releases that follow on the
+    /// caller's thread need not wake this one.
+    pub(crate) fn tenure_began(&self, lock_key: Vec<u8>) {
+        if self.wakes().arm_kicker(&lock_key) {
+            self.in_background(move |store| store.kick_when_due(lock_key));
+        }
+    }
+
+    /// A release of ours granted a lock to the ring, which ended its tenure: its kicker ends
+    /// now, on this thread, rather than wake it at its timer; so does the confirmation of the
+    /// grant that began the tenure, released long since (ops/claims.rs).
+    pub(crate) fn tenure_ended(&self) {
+        self.tenures_ended.notify_waiters();
+        self.wakes().lends().recheck_grants();
+    }
+
     /// The task that kicks a lock freed quietly once it is due, unless it was taken back.
     async fn kick_when_due(self: Arc<Self>, lock_key: Vec<u8>) {
         loop {
+            // Listening before the look: a tenure ended after it still cuts the wait short.
+            let ended = self.tenures_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
             match self.wakes().kick_step(&lock_key) {
-                (KickStep::Wait(until), _) => tokio::time::sleep_until(until.into()).await,
+                (KickStep::Wait(until), _) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(until.into()) => {}
+                        () = ended => {}
+                    }
+                }
                 (KickStep::Kick, window) => {
                     return self.kick(&lock_key, window, BACKGROUND_TIMEOUT).await;
                 }

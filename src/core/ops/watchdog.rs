@@ -238,6 +238,13 @@ impl Watchdog {
             }
             return 0;
         }
+        if state.entries.is_empty() {
+            // Nothing else is watched: the drops heard so far concern this lock alone, which
+            // is checked against them exactly below. Left to the scheduler, they would be
+            // compared in whole ms on a clock that may start after both the drop and the
+            // send (made at the first hold, each then reads 0), and the lock doubted.
+            state.seen_drop = self.store.dropped().last();
+        }
         let (id, at) = state.entries.insert(entry, &self.clock);
         if !state.running {
             state.running = true;

@@ -40,7 +40,8 @@ pub struct Lends {
     entries: Mutex<HashMap<String, LentEntry>>,
     /// Woken whenever an entry stops being pending (the few who wait recheck their own).
     answered: Notify,
-    /// Woken whenever a deferred confirmation is wanted at once (see `hurry`).
+    /// Woken whenever a deferred confirmation is wanted at once (see `hurry`), or may have
+    /// become needless (see `recheck_grants`).
     hurried: Notify,
 }
 
@@ -89,6 +90,12 @@ impl Lends {
             }
             _ => false,
         }
+    }
+
+    /// Has every deferred confirmation look at its entry again now: one released meanwhile
+    /// ends then, on the thread that calls this, rather than wake that thread at its timer.
+    pub fn recheck_grants(&self) {
+        self.hurried.notify_waiters();
     }
 
     /// Whether `token`'s deferred confirmation is still to be sent: `Some(hurried)`, `None`
@@ -241,6 +248,23 @@ mod tests {
         assert!(lends.hurry("g"));
         let woke = tokio::time::timeout(Duration::from_secs(2), hurried).await;
         assert!(woke.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_recheck_wakes_the_confirmations_that_wait_and_a_released_one_finds_itself_needless()
+    {
+        let lends = Arc::new(Lends::default());
+        let until = Instant::now() + Duration::from_secs(60);
+        lends.lend_grant("released".into(), until);
+        lends.lend_grant("held".into(), until);
+        let waiting = lends.hurried();
+        lends.forget_grant("released");
+        lends.recheck_grants();
+        let woke = tokio::time::timeout(Duration::from_secs(2), waiting).await;
+        assert!(woke.is_ok());
+        assert_eq!(lends.confirm_wanted("released"), None);
+        // Still held: its confirmation waits on, not hurried.
+        assert_eq!(lends.confirm_wanted("held"), Some(false));
     }
 
     #[tokio::test]

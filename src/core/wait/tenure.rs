@@ -115,11 +115,22 @@ impl Tenure {
                 KickStep::Kick
             }
             (Some(at), _) => KickStep::Wait(at + kick_after),
-            (None, Some(since)) if now < since + window => KickStep::Wait(since + window),
+            // A quiet release may come at any moment of the tenure: looked at again no later
+            // than `kick_after` from now, it is kicked in time.
+            (None, Some(since)) if now < since + window => {
+                KickStep::Wait((since + window).min(now + kick_after))
+            }
             (None, _) => KickStep::Done,
         };
         self.kicker = matches!(step, KickStep::Wait(_));
         step
+    }
+
+    /// The tenure began with a grant, read on the runtime's thread: the kicker starts there
+    /// and then, rather than at the first quiet release, which would wake that thread from
+    /// the caller's. `true` when no task waits to kick it yet: the caller starts one.
+    pub fn arm(&mut self) -> bool {
+        self.since.is_some() && !std::mem::replace(&mut self.kicker, true)
     }
 
     /// The fence counter's retention window for the lock's kick.

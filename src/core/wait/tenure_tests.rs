@@ -74,3 +74,45 @@ fn a_kick_taken_at_close_leaves_nothing_to_kick() {
     assert!(tenure.take_kick());
     assert_eq!(tenure.kick_step(at(start, 120), TERMS), KickStep::Done);
 }
+
+#[test]
+fn a_tenure_begun_by_a_grant_has_its_kicker_already_so_its_quiet_releases_start_none() {
+    let (start, mut tenure) = (Instant::now(), Tenure::default());
+    assert!(!tenure.arm(), "no tenure, nothing to kick");
+    tenure.acquired(start);
+    assert!(tenure.arm());
+    assert!(!tenure.arm(), "one kicker per tenure");
+    assert!(tenure.release_quietly(at(start, 300), TERMS));
+    assert!(
+        !tenure.freed(at(start, 310), 0),
+        "the armed kicker kicks it"
+    );
+    let due = at(start, 310) + KICK_AFTER;
+    assert_eq!(tenure.kick_step(at(start, 320), TERMS), KickStep::Wait(due));
+    assert_eq!(tenure.kick_step(due, TERMS), KickStep::Kick);
+}
+
+#[test]
+fn while_held_in_a_long_tenure_the_kicker_looks_again_within_kick_after() {
+    let terms = TenureTerms {
+        window: Duration::from_secs(60),
+        kick_after: KICK_AFTER,
+    };
+    let (start, mut tenure) = (Instant::now(), Tenure::default());
+    tenure.acquired(start);
+    assert!(tenure.arm());
+    // A quiet release may come just after this look: the next is no later than its kick.
+    let look = at(start, 50);
+    assert_eq!(
+        tenure.kick_step(look, terms),
+        KickStep::Wait(look + KICK_AFTER)
+    );
+    assert!(tenure.release_quietly(at(start, 60), terms));
+    assert!(!tenure.freed(at(start, 60), 0));
+    let due = at(start, 60) + KICK_AFTER;
+    assert_eq!(
+        tenure.kick_step(look + KICK_AFTER, terms),
+        KickStep::Wait(due)
+    );
+    assert_eq!(tenure.kick_step(due, terms), KickStep::Kick);
+}

@@ -61,6 +61,10 @@ pub(crate) enum Event {
     TakeGrant,
     /// A fair lock's waiter took (`true`) or gave up its place in the lock's line.
     Line(bool),
+    /// Its task sends an attempt of its own (`true`), or has its reply (`false`): a release
+    /// of ours meanwhile does not pick it (see `trying`). Refused while it is being handed
+    /// the lock: the hand-over answers it instead.
+    Trying(bool),
     /// It stops waiting (won, timed out, cancelled, its owner gone).
     Leave,
 }
@@ -98,6 +102,9 @@ pub(crate) struct Waiter {
     pub(crate) state: WaiterState,
     /// It holds a place in the fair lock's line, to give up when it stops waiting.
     pub(crate) in_line: bool,
+    /// An attempt of its own is on its way: a release of ours that answered its caller now
+    /// could see that attempt win the lock its handle just released, for nobody.
+    pub(crate) trying: bool,
     /// The TTL it asks for: what a handoff grants it.
     pub(crate) ttl: Duration,
     /// Who waits, when the releaser may answer them itself (see `Caller`).
@@ -128,6 +135,7 @@ impl Waiter {
         Waiter {
             state: WaiterState::Waiting,
             in_line: false,
+            trying: false,
             ttl,
             caller,
             counters,
@@ -188,6 +196,13 @@ impl Waiter {
             }
             (state, Event::Line(in_line)) => {
                 self.in_line = in_line;
+                (state, quiet())
+            }
+            (Reserved { woken }, Event::Trying(true)) => {
+                (Reserved { woken }, Effect::Refused(None))
+            }
+            (state, Event::Trying(trying)) => {
+                self.trying = trying;
                 (state, quiet())
             }
             (Granted(lease), Event::Leave) => (Waiting, Effect::Left(Leaving::Lease(lease))),

@@ -30,6 +30,7 @@ enum Action {
     TakeGrant(usize),
     Leave(usize),
     InLine(usize, bool),
+    Trying(usize, bool),
     WakeLocal(usize),
     TakeTurn(usize),
     WakeMember(usize),
@@ -52,6 +53,7 @@ fn step() -> impl Strategy<Value = Action> {
         2 => i.clone().prop_map(Action::TakeGrant),
         2 => i.clone().prop_map(Action::Leave),
         1 => (i.clone(), any::<bool>()).prop_map(|(i, on)| Action::InLine(i, on)),
+        2 => (i.clone(), any::<bool>()).prop_map(|(i, on)| Action::Trying(i, on)),
         2 => (0usize..2).prop_map(Action::WakeLocal),
         2 => (0usize..2).prop_map(Action::TakeTurn),
         1 => i.clone().prop_map(Action::WakeMember),
@@ -92,6 +94,7 @@ struct Seen {
     fair: bool,
     orphaned: bool,
     in_line: bool,
+    trying: bool,
 }
 
 struct Joined {
@@ -175,6 +178,7 @@ impl Model {
                     fair: waiter.fair,
                     orphaned: waiter.is_orphaned(),
                     in_line: waiter.in_line,
+                    trying: waiter.trying,
                 });
             }
         }
@@ -277,6 +281,21 @@ impl Model {
                     self.joined[at].ticket.set_in_line(on);
                 }
             }
+            Action::Trying(i, on) => {
+                let Some(at) = self.live(i) else { return };
+                let joined = &self.joined[at];
+                let was = before.iter().find(|w| w.seq == joined.ticket.seq);
+                let effect = joined.ticket.apply(Event::Trying(on));
+                match was {
+                    // Answered: an attempt is not sent.
+                    None => assert!(effect.is_none() && joined.settled, "tried when answered"),
+                    // Being handed the lock: no attempt either.
+                    Some(w) if on && matches!(w.kind, SeenState::Reserved { .. }) => {
+                        assert!(matches!(effect, Some(Effect::Refused(None))));
+                    }
+                    Some(_) => assert!(matches!(effect, Some(Effect::Done { notify: false }))),
+                }
+            }
             Action::Leave(i) => {
                 let Some(at) = self.live(i) else { return };
                 let joined = self.joined.remove(at);
@@ -372,6 +391,7 @@ impl Model {
                             && w.kind == SeenState::Waiting
                             && !w.orphaned
                             && !w.fair
+                            && !w.trying
                     })
                     .map(|w| w.seq);
                 let reserved = self.wakes.reserve(&channel(LOCKS[lock_index]));
@@ -530,6 +550,10 @@ proptest! {
         let mut model = Model::new();
         for step in steps {
             model.run(step);
+            // A waiter trying on its own is never being handed the lock by a release of ours
+            // (a grant from another process reserves and grants in one step).
+            let both = model.seen().into_iter().find(|w| w.trying && matches!(w.kind, SeenState::Reserved { .. }));
+            prop_assert!(both.is_none(), "trying and reserved: {:?}", both);
         }
         model.finish();
     }

@@ -382,6 +382,7 @@ impl Wakes {
             notify,
             handoffs_at_join,
             answers_caller,
+            left: false,
         }
     }
 
@@ -653,6 +654,13 @@ impl Wakes {
         .unwrap_or(false)
     }
 
+    /// A grant of the lock at `lock_key` was taken here (its tenure started, see
+    /// `grant_remote`): `true` when a task is to be started to kick it (see `Tenure::arm`).
+    pub fn arm_kicker(&self, lock_key: &[u8]) -> bool {
+        self.with(&channel(lock_key), |entry| entry.tenure.arm())
+            .unwrap_or(false)
+    }
+
     /// A quiet release of ours freed the lock at `lock_key` (or may have), its fence counter
     /// kept `fence_retention_ms`. `true` when a task is to be started to kick it (see
     /// `kick_step`). The entry that decided the release was quiet may be gone by now (dropped
@@ -738,15 +746,18 @@ impl Wakes {
     }
 
     /// Picks the waiter a release of ours hands the lock to: the first in order that
-    /// sleeps (neither woken, about to try on its own, nor already being handed one), and
-    /// whose owner is still there.
-    /// None once the chain is long enough (see `chain_capped`).
+    /// sleeps (neither woken, about to try or trying on its own, nor already being handed
+    /// one), and whose owner is still there. None once the chain is long enough (see
+    /// `chain_capped`).
     pub fn reserve(self: &Arc<Self>, channel: &[u8]) -> Option<Reservation> {
         let picked = self.with(channel, |entry| {
             if entry.chain_full() {
                 return None;
             }
-            let waiter = entry.waiters.iter().find(|w| w.is_reservable())?;
+            // Not one whose own attempt is on its way: its caller, answered by the release,
+            // could release the lock before that attempt lands, which would then win it for
+            // nobody. (A grant from another process may go to it: it answers nobody.)
+            let waiter = (entry.waiters.iter()).find(|w| w.is_reservable() && !w.trying)?;
             let (seq, ttl, caller) = (waiter.seq, waiter.ttl, waiter.caller);
             let counters = waiter.counters.clone();
             let reserved = entry.apply(seq, Event::Reserve);
@@ -940,7 +951,22 @@ pub struct Ticket {
     /// Waits for a caller of a JS thread (see `Caller`), whose handle can start on a grant
     /// before it is confirmed and ask for the confirmation later (see wait/lent.rs).
     answers_caller: bool,
+    /// It left the table already (`leave`): dropping it does nothing more.
+    left: bool,
 }
+
+/// An attempt of a waiter's own on its way, from `Ticket::trying` until dropped.
+pub struct Trying<'a>(&'a Ticket);
+
+impl Drop for Trying<'_> {
+    fn drop(&mut self) {
+        self.0.apply(Event::Trying(false));
+    }
+}
+
+/// A waiter's caller was answered by the release that handed it the lock: its wait is over.
+#[derive(Debug)]
+pub struct Answered;
 
 /// What a waiter finds when it looks up from a pause (see `Ticket::resume`).
 pub enum Resume {
@@ -1048,6 +1074,18 @@ impl Ticket {
         }
     }
 
+    /// Its task is about to send an attempt of its own: marked so that no release of ours
+    /// picks it until `Trying` drops (after the reply). `Err` when its caller was answered
+    /// already by the release that handed it the lock; `Ok(None)` when a release of ours is
+    /// handing it the lock now: no attempt then, the hand-over answers it.
+    pub fn trying(&self) -> Result<Option<Trying<'_>>, Answered> {
+        match self.apply(Event::Trying(true)) {
+            None => Err(Answered),
+            Some(Effect::Refused(_)) => Ok(None),
+            Some(_) => Ok(Some(Trying(self))),
+        }
+    }
+
     /// Everything a waiter asks of its standing, under one lock.
     pub fn view(&self) -> TicketView {
         let fair = self.fair;
@@ -1108,16 +1146,28 @@ impl Ticket {
     }
 }
 
-impl Drop for Ticket {
-    fn drop(&mut self) {
+impl Ticket {
+    /// Stops waiting, as dropping it does; `false` when its caller was answered already by
+    /// the release that handed it the lock (it had left the table then, see `Event::Settle`).
+    /// Told under the table's lock: a release cannot answer the caller after this says
+    /// `true`, nor before without this saying `false`.
+    pub fn leave(mut self) -> bool {
+        self.left = true;
+        self.depart()
+    }
+
+    /// Leaves the table; whether it was still there.
+    fn depart(&mut self) -> bool {
         let mut channels = self.wakes.table();
         let Some(entry) = channels.get_mut(&self.channel) else {
-            return;
+            return false;
         };
-        let mut owed = match entry.apply(self.seq, Event::Leave) {
-            Some(Effect::Left(leaving)) => owed_on_leaving(entry, leaving, self.seq),
-            // Settled: answered by the release that handed it the lock, nothing is owed.
-            _ => None,
+        let (was_there, mut owed) = match entry.apply(self.seq, Event::Leave) {
+            Some(Effect::Left(leaving)) => (true, owed_on_leaving(entry, leaving, self.seq)),
+            Some(_) => (true, None),
+            // Settled: answered by the release that handed it the lock, which took it out
+            // of the table; nothing is owed.
+            None => (false, None),
         };
         // Nobody here waits for the lock any more: a place in its queue would only have the
         // next release's wake passed on through us, and keep its subscription for a minute.
@@ -1139,6 +1189,15 @@ impl Drop for Ticket {
         }
         if left_idle {
             self.wakes.count_left_idle();
+        }
+        was_there
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.left {
+            self.depart();
         }
     }
 }

@@ -608,6 +608,28 @@ async fn grants_from_another_process_go_to_our_waiters_in_the_order_they_joined(
     }
 }
 
+#[tokio::test]
+async fn a_grant_taken_here_arms_its_tenures_kicker_once_and_a_quiet_release_starts_none() {
+    let wakes = Arc::new(Wakes::default());
+    wakes.set_tenure(TenureTerms {
+        window: Duration::from_secs(60),
+        kick_after: Duration::ZERO,
+    });
+    assert!(!wakes.arm_kicker(LOCK), "nothing known of the lock");
+    let waiter = wakes.join(LOCK, TTL);
+    wakes.mark_subscribed(&keys::grant_channel(LOCK, "c1"));
+    assert!(!wakes.arm_kicker(LOCK), "no tenure before the grant");
+    assert!(wakes.grant_remote(&channel(LOCK), remote).is_none());
+    assert!(waiter.take_grant().is_some());
+    assert!(wakes.arm_kicker(LOCK));
+    assert!(!wakes.arm_kicker(LOCK), "one kicker per tenure");
+    drop(waiter);
+    // The tenure the grant began frees the lock quietly; the kicker already runs.
+    assert!(wakes.release_quietly(LOCK));
+    assert!(!wakes.freed_quietly(LOCK, 0));
+    assert_eq!(wakes.kick_step(LOCK), (KickStep::Kick, 0));
+}
+
 #[test]
 fn a_grant_its_waiter_leaves_before_taking_is_freed_as_a_lock_handed_over_here_is() {
     let (wakes, noted) = noted();

@@ -242,9 +242,10 @@ impl Sender {
 }
 
 /// Runs `call` on `memory` now, on the JS thread, inside the JS call that made it. Its
-/// promise `id` settles at the start of the next loop turn, as a reply read from a socket
-/// would: never inside the call, so JS sees the same order of events as with a server, only
-/// sooner. A waiter its handover answered settles at once, as one a socket's handover lends
+/// answer is returned by that JS call when it may be (`JsThread::settle_inline`: a success,
+/// with nothing settled or told before it pending); otherwise promise `id` settles at the
+/// start of the next loop turn, as a reply read from a socket would, so JS sees the same
+/// order of events as with a server, only sooner. A waiter its handover answered settles at once, as one a socket's handover lends
 /// to (`JsFastLane::answer_lent`): its runtime task, told to end without a word, may already
 /// have queued an end of its own, which must find the waiter settled.
 pub fn run_inline<C, F>(
@@ -261,10 +262,17 @@ pub fn run_inline<C, F>(
     let reply = inline::reply_to(memory, &call);
     let mut settled = Vec::with_capacity(2);
     Adapted::new(call, convert).finish(id, reply, completer, &mut settled);
+    // A release that handed the lock to a waiter here settles it first: the releaser's own
+    // answer then waits for the next turn, so that the waiter's continuation runs first.
+    let handed = settled.len() > 1;
     for entry in settled {
         match entry {
             Settlement::Settled(to, outcome) if to == id => {
-                if let Err(outcome) = thread.settle_next_turn(id, outcome) {
+                let kept = match handed {
+                    true => thread.settle_next_turn(id, outcome),
+                    false => thread.settle_inline(id, outcome),
+                };
+                if let Err(outcome) = kept {
                     completer.settle(id, outcome);
                 }
             }

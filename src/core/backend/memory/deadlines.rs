@@ -3,11 +3,57 @@
 //! The keyspace keeps it exact: every change of a key's expiry replaces its one entry here,
 //! so nothing stale piles up behind keys refreshed again and again.
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::BTreeSet;
 
 #[derive(Default)]
 pub struct Deadlines {
     order: BTreeSet<(i64, Vec<u8>)>,
+}
+
+/// A point of the index, owned or borrowed: what lets a look-up name its key by reference
+/// (`&dyn Point`) instead of copying it into a tuple first. Ordered as the tuples are.
+trait Point {
+    fn point(&self) -> (i64, &[u8]);
+}
+
+impl Point for (i64, Vec<u8>) {
+    fn point(&self) -> (i64, &[u8]) {
+        (self.0, &self.1)
+    }
+}
+
+impl Point for (i64, &[u8]) {
+    fn point(&self) -> (i64, &[u8]) {
+        *self
+    }
+}
+
+impl<'a> Borrow<dyn Point + 'a> for (i64, Vec<u8>) {
+    fn borrow(&self) -> &(dyn Point + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn Point + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.point() == other.point()
+    }
+}
+
+impl Eq for dyn Point + '_ {}
+
+impl PartialOrd for dyn Point + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn Point + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.point().cmp(&other.point())
+    }
 }
 
 impl Deadlines {
@@ -17,7 +63,7 @@ impl Deadlines {
             return;
         }
         if let Some(at) = old {
-            self.order.remove(&(at, key.to_vec()));
+            self.order.remove(&(at, key) as &dyn Point);
         }
         if let Some(at) = new {
             self.order.insert((at, key.to_vec()));
@@ -44,6 +90,6 @@ impl Deadlines {
 
     #[cfg(test)]
     pub fn contains(&self, key: &[u8], at: i64) -> bool {
-        self.order.contains(&(at, key.to_vec()))
+        self.order.contains(&(at, key) as &dyn Point)
     }
 }

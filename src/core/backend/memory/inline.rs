@@ -3,6 +3,7 @@
 //! the keyspace's lock, with no hop to the runtime. Its messages reach their subscribers as
 //! those of any command do, once the lock is released (see instance.rs).
 
+use super::commands::Commands;
 use super::instance::{instance, Instance};
 use super::reply::{error_value, MemoryReply};
 use redis::Value;
@@ -29,7 +30,17 @@ impl MemoryInline {
         let Some(commands) = commands(request) else {
             return error_value("ERR Protocol error: a call wrote an unreadable request");
         };
-        if let Some(queued) = transaction(&commands) {
+        self.answer(&commands.iter().map(Vec::as_slice).collect::<Vec<_>>())
+    }
+
+    /// As `run_now`, for commands written straight to the keyspace: the same request with
+    /// no RESP to read back.
+    pub fn run(&self, commands: &Commands) -> Value {
+        commands.split(|commands| self.answer(commands))
+    }
+
+    fn answer(&self, commands: &[&[&[u8]]]) -> Value {
+        if let Some(queued) = transaction(commands) {
             return self.exec(queued);
         }
         // An empty transaction ahead (an attempt that asks whether MULTI works before its
@@ -37,7 +48,7 @@ impl MemoryInline {
         // error, nor the last reply.
         let commands = match commands.split_at_checked(2) {
             Some((ahead, rest)) if !rest.is_empty() && transaction(ahead).is_some() => rest,
-            _ => &commands[..],
+            _ => commands,
         };
         let mut replies = self.instance.run(commands);
         let Some(last) = replies.pop() else {
@@ -53,19 +64,19 @@ impl MemoryInline {
     /// refuses an unknown command or a wrong count of arguments while queueing, and then
     /// runs none of the transaction; here that error comes back in the array and the rest
     /// runs. The core writes neither.
-    fn exec(&self, queued: &[Vec<&[u8]>]) -> Value {
+    fn exec(&self, queued: &[&[&[u8]]]) -> Value {
         let replies = self.instance.run(queued);
         Value::Array(replies.into_iter().map(MemoryReply::into_value).collect())
     }
 }
 
 /// The commands between `MULTI` and `EXEC` when `commands` is exactly one transaction.
-fn transaction<'a, 'r>(commands: &'a [Vec<&'r [u8]>]) -> Option<&'a [Vec<&'r [u8]>]> {
-    let is = |args: &Vec<&[u8]>, name: &[u8]| args.len() == 1 && args[0].eq_ignore_ascii_case(name);
+fn transaction<'a, 'r>(commands: &'a [&'r [&'r [u8]]]) -> Option<&'a [&'r [&'r [u8]]]> {
+    let is = |args: &[&[u8]], name: &[u8]| args.len() == 1 && args[0].eq_ignore_ascii_case(name);
     let [first, queued @ .., last] = commands else {
         return None;
     };
-    let nested = |args: &Vec<&[u8]>| {
+    let nested = |args: &&[&[u8]]| {
         (args.first()).is_some_and(|name| {
             name.eq_ignore_ascii_case(b"MULTI") || name.eq_ignore_ascii_case(b"EXEC")
         })
@@ -76,7 +87,8 @@ fn transaction<'a, 'r>(commands: &'a [Vec<&'r [u8]>]) -> Option<&'a [Vec<&'r [u8
 /// The commands of a RESP request (arrays of bulk strings), borrowed from it; `None` when it
 /// is not one.
 fn commands(mut request: &[u8]) -> Option<Vec<Vec<&[u8]>>> {
-    let mut commands = Vec::with_capacity(1);
+    // A transaction is MULTI, its commands and EXEC: room for one without growing.
+    let mut commands = Vec::with_capacity(6);
     while !request.is_empty() {
         let (count, rest) = header(request, b'*')?;
         request = rest;

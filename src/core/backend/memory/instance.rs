@@ -2,14 +2,13 @@
 //! lock: a command or a whole script (or a MULTI/EXEC) runs with the lock held, messages it
 //! published are delivered once the lock is released.
 
-use super::keyspace::{command_name, unknown_command, Keyspace};
+use super::keyspace::{unknown_command, Keyspace};
 use super::lua::LuaHost;
 use super::native;
 use super::number::parse_i64;
 use super::pubsub::{deliver, ChannelKind, Pushes};
 use super::reply::{MemoryReply, NOT_INTEGER};
 use crate::core::basics::sync::lock;
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +26,9 @@ struct Engine {
     keyspace: Keyspace,
     /// `Err` keeps why no Lua state could be made; every script then fails with it.
     lua: Result<LuaHost, String>,
+    /// Which scripts with a native form (bit `native::index`) the Lua state has loaded:
+    /// read by each EVALSHA of one, instead of a look-up of its SHA-1 in the state.
+    natives: u8,
 }
 
 /// The keyspace named `name`, made on first use; it lives as long as the process.
@@ -39,6 +41,7 @@ pub fn instance(name: &str) -> Arc<Instance> {
                 engine: Mutex::new(Engine {
                     keyspace: Keyspace::new(),
                     lua: LuaHost::new().map_err(|err| format!("ERR no Lua state: {err}")),
+                    natives: 0,
                 }),
                 next_connection: AtomicU64::new(1),
             })
@@ -53,7 +56,7 @@ impl Instance {
 
     /// Runs `commands` one after the other as one atomic step: one command, or a
     /// transaction's.
-    pub fn run(&self, commands: &[Vec<&[u8]>]) -> Vec<MemoryReply> {
+    pub fn run<'a, C: AsRef<[&'a [u8]]>>(&self, commands: &[C]) -> Vec<MemoryReply> {
         let (replies, outbox) = {
             let mut engine = lock(&self.engine);
             let replies = commands
@@ -61,9 +64,9 @@ impl Instance {
                 .map(|args| {
                     // A bug of ours must come back as an error reply, not unwind into the
                     // caller (or through Node).
-                    catch_unwind(AssertUnwindSafe(|| engine.execute(args))).unwrap_or_else(|_| {
-                        MemoryReply::error("ERR internal error in the memory:// backend")
-                    })
+                    catch_unwind(AssertUnwindSafe(|| engine.execute(args.as_ref()))).unwrap_or_else(
+                        |_| MemoryReply::error("ERR internal error in the memory:// backend"),
+                    )
                 })
                 .collect();
             (replies, engine.keyspace.pubsub.take_outbox())
@@ -102,15 +105,17 @@ impl Engine {
         let Some(name) = args.first() else {
             return MemoryReply::error("ERR empty command");
         };
-        let mut buf = [0; 32];
-        let name = command_name(name, &mut buf);
-        match &*name {
-            "EVALSHA" | "EVAL" => self.eval(&name, &args[1..]),
-            "SCRIPT" => self.script(&args[1..]),
-            _ => {
-                self.keyspace.tick();
-                self.keyspace.execute(args)
-            }
+        // Compared in place: a copy of the name in capitals per command cost more than
+        // most commands themselves.
+        if name.eq_ignore_ascii_case(b"EVALSHA") {
+            self.eval("EVALSHA", &args[1..])
+        } else if name.eq_ignore_ascii_case(b"EVAL") {
+            self.eval("EVAL", &args[1..])
+        } else if name.eq_ignore_ascii_case(b"SCRIPT") {
+            self.script(&args[1..])
+        } else {
+            self.keyspace.tick();
+            self.keyspace.execute(args)
         }
     }
 
@@ -132,23 +137,33 @@ impl Engine {
             Ok(lua) => lua,
             Err(why) => return MemoryReply::Error(why.clone()),
         };
+        let loaded;
         let sha = if name == "EVAL" {
             match lua.load(script) {
-                Ok(sha) => Cow::Owned(sha),
+                Ok(sha) => {
+                    self.natives |= native_bit(&sha);
+                    loaded = sha;
+                    loaded.as_bytes()
+                }
                 Err(reply) => return reply,
             }
         } else {
-            String::from_utf8_lossy(script)
+            script
         };
         let (keys, argv) = rest.split_at(numkeys);
         // Run natively only what the script would run: one not loaded is refused alike.
-        if let Some(form) = native::form(&sha).filter(|_| lua.exists(&sha)) {
+        if let Some((_, form)) = native::form(sha).filter(|(at, _)| self.natives & (1 << at) != 0) {
             self.keyspace.tick();
             if let Some(reply) = form(&mut self.keyspace, keys, argv) {
                 return reply;
             }
         }
-        lua.run(&mut self.keyspace, &sha, keys, argv)
+        lua.run(
+            &mut self.keyspace,
+            &String::from_utf8_lossy(sha),
+            keys,
+            argv,
+        )
     }
 
     /// SCRIPT LOAD | EXISTS | FLUSH
@@ -162,7 +177,13 @@ impl Engine {
         };
         match String::from_utf8_lossy(sub).to_ascii_uppercase().as_str() {
             "LOAD" => match &args[1..] {
-                [source] => lua.load(source).map_or_else(|err| err, MemoryReply::bulk),
+                [source] => match lua.load(source) {
+                    Ok(sha) => {
+                        self.natives |= native_bit(&sha);
+                        MemoryReply::bulk(sha)
+                    }
+                    Err(err) => err,
+                },
                 _ => MemoryReply::arity("script|load"),
             },
             "EXISTS" if args.len() > 1 => MemoryReply::Array(
@@ -175,9 +196,16 @@ impl Engine {
             ),
             "FLUSH" => {
                 lua.flush();
+                self.natives = 0;
                 MemoryReply::ok()
             }
             _ => unknown_command("script", args),
         }
     }
+}
+
+/// The bit of `Engine::natives` for the script `sha` just loaded (none when it has no
+/// native form).
+fn native_bit(sha: &str) -> u8 {
+    native::index(sha.as_bytes()).map_or(0, |at| 1 << at)
 }

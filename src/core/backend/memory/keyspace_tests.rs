@@ -140,3 +140,104 @@ fn a_key_read_after_it_expired_leaves_the_index_too() {
     assert_index_exact(&keyspace);
     assert_eq!(keyspace.deadlines.len(), 0);
 }
+
+/// `live` skips the look at an entry's expiry only while the last sweep left nothing
+/// expired at the very millisecond it reads: keys left over by a sweep cut at its slice,
+/// and an entry given an expiry already past, still read as gone.
+#[test]
+fn a_key_past_its_expiry_reads_as_gone_when_the_sweep_left_it() {
+    let mut keyspace = Keyspace::new();
+    let count = SWEEP_SLICE + 5;
+    let at = (keyspace.clock.now().ms() + 5).to_string();
+    for i in 0..count {
+        run(
+            &mut keyspace,
+            &["SET", &format!("lock:{i}"), "token", "PXAT", &at],
+        );
+    }
+    std::thread::sleep(Duration::from_millis(10));
+    // One tick: its sweep stops at a slice, the last keys stay until read or swept.
+    keyspace.tick();
+    assert!(
+        keyspace.entries.len() >= 5,
+        "the sweep stopped at its slice"
+    );
+    for i in 0..count {
+        let key = format!("lock:{i}");
+        assert_eq!(
+            keyspace.execute(&[b"GET", key.as_bytes()]),
+            MemoryReply::Nil,
+            "{key}"
+        );
+    }
+    assert_index_exact(&keyspace);
+    // A clean sweep, then an expiry already past given within the same command's clock.
+    keyspace.tick();
+    let now = keyspace.now().ms();
+    let past = (now - 2).to_string();
+    assert_eq!(
+        keyspace.execute(&[b"SET", b"gone", b"v", b"PXAT", past.as_bytes()]),
+        MemoryReply::ok()
+    );
+    assert_eq!(keyspace.execute(&[b"GET", b"gone"]), MemoryReply::Nil);
+    keyspace.tick();
+    run(&mut keyspace, &["SET", "later", "v"]);
+    let now = keyspace.now().ms();
+    let past = (now - 2).to_string();
+    assert_eq!(
+        keyspace.execute(&[b"PEXPIREAT", b"later", past.as_bytes()]),
+        MemoryReply::Int(1)
+    );
+    assert_eq!(
+        keyspace.execute(&[b"EXISTS", b"later"]),
+        MemoryReply::Int(0)
+    );
+    assert_index_exact(&keyspace);
+}
+
+/// Commands and SET's options are matched as written when in capitals, and in any other
+/// case as Redis takes them; INCRBY writes its digits over the old ones (sign included)
+/// and keeps the TTL; DEL counts a key past its expiry as none, and drops it from the index.
+#[test]
+fn names_in_any_case_counters_in_place_and_del_of_an_expired_key() {
+    let mut keyspace = Keyspace::new();
+    assert_eq!(
+        run(&mut keyspace, &["set", "k", "v", "nx", "Px", "60000"]),
+        MemoryReply::ok()
+    );
+    assert_eq!(run(&mut keyspace, &["Get", "k"]), MemoryReply::bulk("v"));
+    assert!(run(&mut keyspace, &["SET", "k", "w", "NOPE"]).is_error());
+    assert!(run(&mut keyspace, &["GETT", "k"]).is_error());
+    run(&mut keyspace, &["SET", "n", "5", "PX", "60000"]);
+    assert_eq!(
+        run(&mut keyspace, &["incrby", "n", "-12"]),
+        MemoryReply::Int(-7)
+    );
+    assert_eq!(run(&mut keyspace, &["GET", "n"]), MemoryReply::bulk("-7"));
+    assert_eq!(
+        run(&mut keyspace, &["INCRBY", "n", "1000"]),
+        MemoryReply::Int(993)
+    );
+    assert_eq!(run(&mut keyspace, &["GET", "n"]), MemoryReply::bulk("993"));
+    assert!(matches!(run(&mut keyspace, &["PTTL", "n"]), MemoryReply::Int(ms) if ms > 59_000));
+    assert_eq!(
+        run(&mut keyspace, &["INCRBY", "fresh", "3"]),
+        MemoryReply::Int(3)
+    );
+    assert_eq!(run(&mut keyspace, &["PTTL", "fresh"]), MemoryReply::Int(-1));
+    assert_index_exact(&keyspace);
+    // Past its expiry, and not yet swept (read within one command's clock, after it).
+    run(&mut keyspace, &["SET", "old", "v", "PX", "1"]);
+    std::thread::sleep(Duration::from_millis(3));
+    keyspace.now = Some(keyspace.clock.now());
+    keyspace.clean_at = None;
+    assert_eq!(
+        keyspace.execute(&[b"DEL", b"old", b"k"]),
+        MemoryReply::Int(1)
+    );
+    assert_index_exact(&keyspace);
+    assert_eq!(
+        keyspace.execute(&[b"EXISTS", b"old", b"k"]),
+        MemoryReply::Int(0)
+    );
+}

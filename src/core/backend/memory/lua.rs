@@ -440,7 +440,7 @@ pub fn to_reply(value: &Value, depth: usize) -> MemoryReply {
                 return MemoryReply::Error(err.to_string_lossy());
             }
             if let Ok(Some(ok)) = table.raw_get::<Option<mlua::LuaString>>("ok") {
-                return MemoryReply::Status(ok.to_string_lossy());
+                return MemoryReply::Status(ok.to_string_lossy().into());
             }
             if depth >= MAX_DEPTH {
                 return MemoryReply::error("ERR reached lua stack limit");

@@ -329,7 +329,7 @@ fn multi_exec_runs_queued_commands_as_one_step() {
     let con = open("multi");
     let replies: Vec<Value> = con
         .run(&[
-            vec![b"SET", b"lock", b"t", b"NX", b"PX", b"1000"],
+            vec![&b"SET"[..], b"lock", b"t", b"NX", b"PX", b"1000"],
             vec![b"INCRBY", b"fence", b"2"],
             vec![b"PTTL", b"lock"],
         ])

@@ -9,6 +9,7 @@ mod cjson;
 mod cjson_read;
 mod cjson_write;
 mod clock;
+mod commands;
 mod deadlines;
 mod hashes;
 mod inline;
@@ -27,13 +28,14 @@ mod zset;
 #[cfg(test)]
 mod memory_tests;
 
+pub use commands::Commands;
 pub use inline::MemoryInline;
 pub use store::MemoryStore;
 
 /// Runs one plain command on the keyspace `name` (without `memory://`), as Redis would
 /// answer it: what a test reads and writes beside the locks, on the very keyspace they use.
 pub fn command(name: &str, args: &[&[u8]]) -> redis::Value {
-    let mut replies = instance::instance(name).run(&[args.to_vec()]);
+    let mut replies = instance::instance(name).run(&[args]);
     match replies.pop() {
         Some(reply) => reply.into_value(),
         None => reply::error_value("ERR no reply"),

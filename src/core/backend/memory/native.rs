@@ -26,13 +26,17 @@ static FORMS: LazyLock<[(String, Form); 3]> = LazyLock::new(|| {
     ]
 });
 
-/// The native form of the script `sha` (lowercase, as clients send it), if it has one. It
-/// runs on a keyspace whose clock was read for it (`Keyspace::tick`).
-pub fn form(sha: &str) -> Option<Form> {
-    FORMS
-        .iter()
-        .find(|(known, _)| known == sha)
-        .map(|(_, form)| *form)
+/// Which script of `FORMS` `sha` (lowercase, as clients send it) is, if any: compared as
+/// bytes, with no string made of them.
+pub fn index(sha: &[u8]) -> Option<usize> {
+    FORMS.iter().position(|(known, _)| known.as_bytes() == sha)
+}
+
+/// The native form of the script `sha` (see `index`), with its index. It runs on a
+/// keyspace whose clock was read for it (`Keyspace::tick`).
+pub fn form(sha: &[u8]) -> Option<(usize, Form)> {
+    let at = index(sha)?;
+    Some((at, FORMS[at].1))
 }
 
 /// What `redis.call` would hand the script: the reply, or `None` for an error (which the
@@ -46,7 +50,9 @@ fn call(keyspace: &mut Keyspace, args: &[&[u8]]) -> Option<MemoryReply> {
 
 /// Whether GET `key` answers `value` (a Lua comparison of the reply with the argument).
 fn holds(keyspace: &mut Keyspace, key: &[u8], value: &[u8]) -> Option<bool> {
-    Some(matches!(call(keyspace, &[b"GET", key])?, MemoryReply::Bulk(held) if held == value))
+    // GET's read, compared where the value lies rather than copied into a reply.
+    let held = keyspace.peek(key).ok()?;
+    Some(held == Some(value))
 }
 
 /// An integer reply, as the scripts compare them.

@@ -156,7 +156,7 @@ impl Side {
     ) -> (MemoryReply, bool) {
         let sha = script.get_hash();
         if self.native {
-            let form = form(sha).expect("a native form");
+            let (_, form) = form(sha.as_bytes()).expect("a native form");
             self.keyspace.tick();
             if let Some(reply) = form(&mut self.keyspace, keys, argv) {
                 return (reply, true);

@@ -2,13 +2,15 @@
 //! client speaks), and its form as the redis crate's `Value`.
 
 use redis::Value;
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum MemoryReply {
     Int(i64),
     Bulk(Vec<u8>),
     Nil,
-    Status(String),
+    /// Borrowed for the fixed ones (OK, a type's name): no allocation per SET.
+    Status(Cow<'static, str>),
     /// The whole error line without its '-': "CODE detail".
     Error(String),
     Array(Vec<MemoryReply>),
@@ -21,7 +23,7 @@ pub const SYNTAX: &str = "ERR syntax error";
 
 impl MemoryReply {
     pub fn ok() -> Self {
-        MemoryReply::Status("OK".into())
+        MemoryReply::Status(Cow::Borrowed("OK"))
     }
 
     pub fn error(text: impl Into<String>) -> Self {
@@ -49,7 +51,7 @@ impl MemoryReply {
             MemoryReply::Bulk(bytes) => Value::BulkString(bytes),
             MemoryReply::Nil => Value::Nil,
             MemoryReply::Status(status) if status == "OK" => Value::Okay,
-            MemoryReply::Status(status) => Value::SimpleString(status),
+            MemoryReply::Status(status) => Value::SimpleString(status.into_owned()),
             MemoryReply::Error(text) => error_value(&text),
             MemoryReply::Array(items) => {
                 Value::Array(items.into_iter().map(MemoryReply::into_value).collect())

@@ -3,6 +3,7 @@
 //! between: no connection to emulate, no timeout to wait out (a call is over when it
 //! returns), and what the scripts publish goes straight to the listener.
 
+use super::commands::Commands;
 use super::instance::{instance, Instance};
 use super::pubsub::{ChannelKind, Pushes};
 use super::reply::MemoryReply;
@@ -16,8 +17,8 @@ use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired};
 use crate::core::proto::refresh::RefreshBatch;
-use crate::core::proto::{scripts, Op, Wire};
-use redis::{Script, Value};
+use crate::core::proto::{scripts, Op};
+use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -39,25 +40,6 @@ pub struct MemoryStore {
 impl Drop for MemoryStore {
     fn drop(&mut self) {
         self.instance.drop_connection(self.id);
-    }
-}
-
-/// A command's arguments, as the keyspace takes them.
-#[derive(Default)]
-struct Args(Vec<Vec<u8>>);
-
-impl Wire for Args {
-    fn script(&mut self, script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) {
-        self.0 = Vec::with_capacity(3 + keys.len() + args.len());
-        self.0.push(b"EVALSHA".to_vec());
-        self.0.push(script.get_hash().as_bytes().to_vec());
-        self.0.push(keys.len().to_string().into_bytes());
-        self.0
-            .extend(keys.iter().chain(args).map(|part| part.to_vec()));
-    }
-
-    fn command(&mut self, parts: &[&[u8]]) {
-        self.0 = parts.iter().map(|part| part.to_vec()).collect();
     }
 }
 
@@ -94,7 +76,7 @@ impl MemoryStore {
     }
 
     fn once(&self, args: &[&[u8]]) -> MemoryReply {
-        let mut replies = self.instance.run(&[args.to_vec()]);
+        let mut replies = self.instance.run(&[args]);
         replies
             .pop()
             .unwrap_or_else(|| MemoryReply::error("ERR no reply"))
@@ -139,10 +121,11 @@ impl LockStore for MemoryStore {
     where
         O::Out: Send,
     {
-        let mut args = Args::default();
-        op.encode(&mut args);
-        let parts: Vec<&[u8]> = args.0.iter().map(Vec::as_slice).collect();
-        op.decode(self.execute(&parts).extract_error()?)
+        let mut commands = Commands::new();
+        op.encode(&mut commands);
+        // The runtime sends an operation's last command alone (its script).
+        let reply = commands.split(|commands| self.execute(commands.last().unwrap_or(&&[][..])));
+        op.decode(reply.extract_error()?)
     }
 
     /// Never left running: nothing to free behind it.

@@ -1,8 +1,9 @@
 //! String commands: GET, SET with its options, INCR and INCRBY.
 
-use super::keyspace::{command_name, syntax_error, Data, Entry, Keyspace};
+use super::keyspace::{syntax_error, Data, Entry, Keyspace};
 use super::number::parse_i64;
 use super::reply::{MemoryReply, NOT_INTEGER, WRONGTYPE};
+use crate::core::basics::resp::decimal;
 
 enum Expiry {
     /// SET without an expiry option drops any TTL the key had.
@@ -16,13 +17,23 @@ impl Keyspace {
         let [key] = args else {
             return MemoryReply::arity(name);
         };
+        match self.peek(key) {
+            Ok(Some(value)) => MemoryReply::Bulk(value.to_vec()),
+            Ok(None) => MemoryReply::Nil,
+            Err(wrong_type) => wrong_type,
+        }
+    }
+
+    /// What GET reads at `key`, borrowed where it lies (a native form compares it, and
+    /// needs no copy); `Err` with GET's error for a key of another type.
+    pub(super) fn peek(&mut self, key: &[u8]) -> Result<Option<&[u8]>, MemoryReply> {
         match self.live(key) {
-            None => MemoryReply::Nil,
+            None => Ok(None),
             Some(Entry {
                 data: Data::Str(value),
                 ..
-            }) => MemoryReply::Bulk(value.clone()),
-            Some(_) => MemoryReply::error(WRONGTYPE),
+            }) => Ok(Some(value)),
+            Some(_) => Err(MemoryReply::error(WRONGTYPE)),
         }
     }
 
@@ -36,24 +47,24 @@ impl Keyspace {
         let mut has_expiry = false;
         let mut i = 0;
         while i < options.len() {
-            // Uppercased on the stack: SET NX PX runs in every acquisition.
-            let mut buf = [0; 32];
-            let option = command_name(options[i], &mut buf);
-            match &*option {
-                "NX" if !xx => nx = true,
-                "XX" if !nx => xx = true,
-                "GET" => get = true,
-                "KEEPTTL" if !has_expiry => {
+            // Compared in place, in any case: SET NX PX runs in every acquisition.
+            match set_option(options[i]) {
+                Some("NX") if !xx => nx = true,
+                Some("XX") if !nx => xx = true,
+                Some("GET") => get = true,
+                Some("KEEPTTL") if !has_expiry => {
                     has_expiry = true;
                     expiry = Expiry::Keep;
                 }
-                "EX" | "PX" | "EXAT" | "PXAT" if !has_expiry && i + 1 < options.len() => {
+                Some(option @ ("EX" | "PX" | "EXAT" | "PXAT"))
+                    if !has_expiry && i + 1 < options.len() =>
+                {
                     has_expiry = true;
                     i += 1;
                     let Some(amount) = parse_i64(options[i]) else {
                         return MemoryReply::error(NOT_INTEGER);
                     };
-                    match self.expiry_at(&option, amount) {
+                    match self.expiry_at(option, amount) {
                         Some(at) => expiry = Expiry::At(at),
                         None => {
                             return MemoryReply::error("ERR invalid expire time in 'set' command")
@@ -64,19 +75,24 @@ impl Keyspace {
             }
             i += 1;
         }
-        let current = self
-            .live(key)
-            .map(|entry| (entry.data.clone(), entry.expire_at));
-        let old = match &current {
-            Some((Data::Str(old), _)) => MemoryReply::Bulk(old.clone()),
-            Some(_) if get => return MemoryReply::error(WRONGTYPE),
-            _ => MemoryReply::Nil,
+        // What the key holds is copied only where the reply is it (GET).
+        let (found, old) = match self.live(key) {
+            None => (None, MemoryReply::Nil),
+            Some(entry) => {
+                let old = match &entry.data {
+                    Data::Str(old) if get => MemoryReply::Bulk(old.clone()),
+                    Data::Str(_) => MemoryReply::Nil,
+                    _ if get => return MemoryReply::error(WRONGTYPE),
+                    _ => MemoryReply::Nil,
+                };
+                (Some(entry.expire_at), old)
+            }
         };
-        let blocked = (nx && current.is_some()) || (xx && current.is_none());
+        let blocked = (nx && found.is_some()) || (xx && found.is_none());
         if !blocked {
             let expire_at = match expiry {
                 Expiry::Clear => None,
-                Expiry::Keep => current.and_then(|(_, at)| at),
+                Expiry::Keep => found.flatten(),
                 Expiry::At(at) => Some(at),
             };
             self.insert(
@@ -124,27 +140,36 @@ impl Keyspace {
             },
             _ => return MemoryReply::arity(name),
         };
-        let (current, expire_at) = match self.live(key) {
-            None => (0, None),
-            Some(Entry {
-                data: Data::Str(value),
-                expire_at,
-            }) => match parse_i64(value) {
-                Some(current) => (current, *expire_at),
-                None => return MemoryReply::error(NOT_INTEGER),
-            },
-            Some(_) => return MemoryReply::error(WRONGTYPE),
+        let Some(entry) = self.live(key) else {
+            let data = Data::Str(by.to_string().into_bytes());
+            let expire_at = None;
+            self.insert(key, Entry { data, expire_at });
+            return MemoryReply::Int(by);
+        };
+        let Data::Str(value) = &mut entry.data else {
+            return MemoryReply::error(WRONGTYPE);
+        };
+        let Some(current) = parse_i64(value) else {
+            return MemoryReply::error(NOT_INTEGER);
         };
         let Some(next) = current.checked_add(by) else {
             return MemoryReply::error("ERR increment or decrement would overflow");
         };
-        self.insert(
-            key,
-            Entry {
-                data: Data::Str(next.to_string().into_bytes()),
-                expire_at,
-            },
-        );
+        // Written over the old digits, in place: the key, its expiry and its room stay
+        // (a fence counter is incremented by every acquisition).
+        value.clear();
+        if next < 0 {
+            value.push(b'-');
+        }
+        value.extend_from_slice(decimal(next.unsigned_abs()).as_bytes());
         MemoryReply::Int(next)
     }
+}
+
+/// A SET option's name, in capitals, whatever case it came in.
+fn set_option(arg: &[u8]) -> Option<&'static str> {
+    const OPTIONS: [&str; 8] = ["NX", "XX", "GET", "KEEPTTL", "EX", "PX", "EXAT", "PXAT"];
+    OPTIONS
+        .into_iter()
+        .find(|option| arg.eq_ignore_ascii_case(option.as_bytes()))
 }

@@ -12,7 +12,7 @@ use crate::core::ops::key_scheme::KeyScheme;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::proto::acquire::Acquired;
 use crate::core::proto::release::Release;
-use crate::core::proto::Op;
+use crate::core::proto::{Op, Wire};
 use futures_util::FutureExt;
 use redis::Value;
 use std::cell::Cell;
@@ -116,7 +116,7 @@ impl FastCall for PlainAttempt {
 
     type Output = Option<Lease>;
 
-    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, form: AttemptForm) -> usize {
         let form = self.request.terms.form(form);
         self.form.set(form);
         let mut op = self.request.op(form);

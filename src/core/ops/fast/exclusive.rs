@@ -10,7 +10,7 @@ use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
 use crate::core::ops::exclusive::{Claim, Exclusive, ExclusiveRequest, Proof, Terms};
 use crate::core::proto::acquire::{Acquired, AttemptForm};
-use crate::core::proto::Op;
+use crate::core::proto::{Op, Wire};
 use futures_util::FutureExt;
 use redis::Value;
 use std::cell::Cell;
@@ -59,7 +59,7 @@ impl ExclusiveAttempt {
 impl FastCall for ExclusiveAttempt {
     type Output = Option<Claim>;
 
-    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, form: AttemptForm) -> usize {
         let form = self.request.terms.form(form);
         self.form.set(form);
         let op = self.request.op(form);
@@ -186,7 +186,7 @@ impl ExclusiveRelease {
 impl FastCall for ExclusiveRelease {
     type Output = bool;
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, _form: AttemptForm) -> usize {
         self.lock.release_op(&self.proof()).encode(out);
         1
     }

@@ -8,7 +8,7 @@ use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::lock::{AttemptForm, Locker};
-use crate::core::proto::Op;
+use crate::core::proto::{Op, Wire};
 use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
@@ -57,7 +57,7 @@ impl FastCall for ExtendCall {
 
     type Output = ();
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, _form: AttemptForm) -> usize {
         Locker::extend_op(&self.lease, self.extra).encode(out);
         1
     }

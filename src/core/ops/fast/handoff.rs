@@ -25,7 +25,7 @@ use crate::core::ops::delivery::Unclaimed;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release::{self, hand_over, outcome};
 use crate::core::proto::release::{FenceUpkeep, HandOver, Release};
-use crate::core::proto::Op;
+use crate::core::proto::{Op, Wire};
 use crate::core::wait::lent::Lent;
 use crate::core::wait::wake::{self, Caller, Reservation};
 use futures_util::FutureExt;
@@ -62,14 +62,18 @@ impl Releasing {
         if locker.is_fair() {
             return Releasing::Elsewhere;
         }
+        // Not after a release: checked before a waiter is reserved, since a reservation
+        // dropped unused leaves a waiter whose own try it refused asleep until its next poll.
+        if lease.is_released() {
+            return Releasing::Elsewhere;
+        }
         let wakes = locker.store().wakes();
         let Some(to) = wakes.reserve(&wake::channel(&lease.redis_key)) else {
             return Releasing::Elsewhere;
         };
-        // Only a waiter of this thread can be answered from here (and not after a release).
-        // Dropped, the reservation lets the waiter be picked by the runtime's release.
-        let caller = to.caller().filter(|c| c.thread == thread);
-        let (Some(caller), false) = (caller, lease.is_released()) else {
+        // Only a waiter of this thread can be answered from here. Dropped, the reservation
+        // lets the waiter be picked by the runtime's release.
+        let Some(caller) = to.caller().filter(|c| c.thread == thread) else {
             return Releasing::Elsewhere;
         };
         let (ttl, bound) = (to.ttl(), locker.bound_for(lease));
@@ -315,7 +319,7 @@ impl FastCall for Handoff {
 
     type Output = ();
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, _form: AttemptForm) -> usize {
         self.op().encode(out);
         1
     }

@@ -20,7 +20,7 @@ use crate::core::proto::acquire::AcquireAttempt;
 use crate::core::proto::missed::CountMissed;
 use crate::core::proto::read::Exists as IsLocked;
 use crate::core::proto::release::{Release, ReleaseKind};
-use crate::core::proto::Op;
+use crate::core::proto::{Op, Wire};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use redis::Value;
@@ -62,9 +62,10 @@ pub trait FastCall: Send + 'static {
     /// The core-level result its caller is given.
     type Output: Send + 'static;
 
-    /// Appends the request to `out`; answers with the number of replies it gets (the last
-    /// is its answer; an error among the others is the answer).
-    fn write(&self, out: &mut Vec<u8>, form: AttemptForm) -> usize;
+    /// Appends the request to `out` (RESP for a socket, the commands themselves for a
+    /// keyspace run inline); answers with the number of replies it gets (the last is its
+    /// answer; an error among the others is the answer).
+    fn write<W: Wire>(&self, out: &mut W, form: AttemptForm) -> usize;
 
     /// How long the lane waits for the reply.
     fn bound(&self) -> Duration;
@@ -200,7 +201,7 @@ impl FastCall for PlainRelease {
 
     type Output = bool;
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, _form: AttemptForm) -> usize {
         self.op().encode(out);
         1
     }
@@ -284,7 +285,7 @@ impl IsLockedCall {
 impl FastCall for IsLockedCall {
     type Output = bool;
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, _form: AttemptForm) -> usize {
         self.op().encode(out);
         1
     }

@@ -204,9 +204,14 @@ impl Undo {
         redlock_of(&self.locker).map(|store| store.late().watch(&self.terms.token))
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
+    /// What frees the token, on a node's socket (`write`) or through the runtime (`owe`).
+    fn release(&self) -> Release<'_> {
         let terms = &self.terms;
-        Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
+        Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair())
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        self.release().encode(out);
     }
 
     /// The undo written on node `node`'s connection, its reply not read yet.
@@ -218,9 +223,8 @@ impl Undo {
     /// Frees the token on node `node` through the runtime, once the node answers.
     fn owe(&self, node: usize) {
         if let Some(store) = redlock_of(&self.locker) {
-            let terms = &self.terms;
-            let free = Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair());
-            store.owe(node, &free, terms.ttl, self.locker.command_timeout());
+            let ttl = self.terms.ttl;
+            store.owe(node, &self.release(), ttl, self.locker.command_timeout());
         }
     }
 }

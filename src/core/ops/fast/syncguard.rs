@@ -15,7 +15,7 @@ use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release_by_id;
 use crate::core::ops::syncguard::{attempt_of, attempt_op};
 use crate::core::proto::syncguard::{ReleaseById, ReleasedById};
-use crate::core::proto::Op;
+use crate::core::proto::{Op, Wire};
 use crate::core::wait::releases::Mark;
 use futures_util::FutureExt;
 use redis::Value;
@@ -134,7 +134,7 @@ impl FastCall for SyncguardAttempt {
 
     // Always the script: no transaction can apply syncguard's JSON liveness test. Not loaded
     // yet, the server refuses it, and the runtime's connection loads it and sends it again.
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, _form: AttemptForm) -> usize {
         let op = attempt_op(&self.keys, self.ttl, self.sent.at);
         op.encode(out);
         op.replies()
@@ -231,7 +231,7 @@ impl SyncguardRelease {
 impl FastCall for SyncguardRelease {
     type Output = ReleasedById;
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm) -> usize {
+    fn write<W: Wire>(&self, out: &mut W, _form: AttemptForm) -> usize {
         self.op().encode(out);
         1
     }

@@ -1,0 +1,186 @@
+//! A Sentinel lookup: the checks the redis crate's lookup makes (the master named up, not
+//! flagged down; its ROLE a master's; the sentinels' and the master's credentials, TLS, db),
+//! but the sentinels asked at once rather than in turn, and ROLE asked where `natMap` routes
+//! the announced address (the one `Link` then connects to; the address itself without a
+//! route). Nothing of the sentinels is kept between lookups (a lookup happens only when
+//! `Link` opens a connection).
+
+use super::{trace_sentinel, Inner};
+use crate::core::backend::endpoint::{list, Address};
+use crate::core::backend::endpoint_multi::{routed, HostPort};
+use crate::core::basics::error::LockError;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use redis::aio::MultiplexedConnection;
+use redis::AsyncConnectionConfig;
+use std::collections::HashMap;
+use std::time::Duration;
+
+impl Inner {
+    /// One lookup: a sentinel naming master `name` up, whose routed address says it is a
+    /// master. Returns the address announced (what `named` compares with). The sentinels are
+    /// asked at once and the first good answer wins: asked in turn, a silent first sentinel
+    /// held every lookup for a whole bound before the next was asked, and so failed every
+    /// call bounded by about that much. Each sentinel, and each master it names, still gets
+    /// `connect_timeout` to answer.
+    pub(super) async fn ask(&self) -> Result<HostPort, LockError> {
+        let Address::Sentinel { name, nat, .. } = &self.endpoint.address else {
+            return Err(LockError::Internal("not a Sentinel set".into()));
+        };
+        let mut asked: FuturesUnordered<_> = self
+            .endpoint
+            .node_connection_infos(true)?
+            .into_iter()
+            .map(|info| self.ask_one(info, name, nat))
+            .collect();
+        let mut sentinel_err = None;
+        let mut master_err = None;
+        while let Some(answer) = asked.next().await {
+            match answer {
+                Ok(found) => return Ok(found),
+                Err(Miss::Sentinel(err)) => sentinel_err = Some(err),
+                Err(Miss::Master(err)) => master_err = Some(err),
+                Err(Miss::Auth(err)) => return Err(err),
+            }
+        }
+        // A master named but not reached says more than a sentinel that named none.
+        Err((master_err.or(sentinel_err))
+            .unwrap_or_else(|| LockError::Internal("a Sentinel set without sentinels".into())))
+    }
+
+    /// The sentinel at `info` asked for master `name`, and the master it names checked.
+    async fn ask_one(
+        &self,
+        info: redis::ConnectionInfo,
+        name: &str,
+        nat: &[(HostPort, HostPort)],
+    ) -> Result<HostPort, Miss> {
+        let bound = self.endpoint.connect_timeout;
+        let announced = match tokio::time::timeout(bound, announced_by(info, name, bound)).await {
+            Ok(Ok(Some(found))) => found,
+            Ok(Ok(None)) => {
+                return Err(Miss::Sentinel(LockError::Connection(
+                    self.about("none of them names it"),
+                )))
+            }
+            // The connection's own bound (`bounded`) may end it first: the same silence.
+            Ok(Err(err)) if err.is_timeout() => return Err(Miss::Sentinel(self.no_answer())),
+            Ok(Err(err)) => return Err(Miss::Sentinel(self.failed(err))),
+            Err(_) => return Err(Miss::Sentinel(self.no_answer())),
+        };
+        let dialled = routed(nat, &announced);
+        let client =
+            (self.master_endpoint(announced.clone()).client(false)).map_err(Miss::Sentinel)?;
+        let why = match tokio::time::timeout(bound, says_master(client, bound)).await {
+            Ok(Ok(true)) => return Ok(announced),
+            Ok(Ok(false)) => "it says it is not a master".to_owned(),
+            Ok(Err(err)) if err.kind() == redis::ErrorKind::AuthenticationFailed => {
+                return Err(Miss::Auth(self.failed(err)))
+            }
+            Ok(Err(err)) => reason(&err),
+            Err(_) => "no answer in time".to_owned(),
+        };
+        let at = |address: &HostPort| list(std::slice::from_ref(address));
+        let route = match dialled == announced {
+            true => "no natMap route for it".to_owned(),
+            false => format!("reached through natMap at {}", at(&dialled)),
+        };
+        Err(Miss::Master(LockError::Connection(self.about(&format!(
+            "the master they name, {}, {route}: {why}",
+            at(&announced)
+        )))))
+    }
+}
+
+/// How one sentinel's answer failed: the sentinel itself, the master it named, or the
+/// credentials (which ends the lookup: every server of the set has the same).
+enum Miss {
+    Sentinel(LockError),
+    Master(LockError),
+    Auth(LockError),
+}
+
+/// A connection's own bounds: the crate's defaults (1 s to connect, 500 ms to answer) would
+/// otherwise cut `connect_timeout` short.
+fn bounded(bound: Duration) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(bound))
+        .set_response_timeout(Some(bound))
+}
+
+/// A connection to the server `client` dials, opening and answering within `bound`.
+async fn connected(
+    client: &redis::Client,
+    bound: Duration,
+) -> redis::RedisResult<MultiplexedConnection> {
+    (client.get_multiplexed_async_connection_with_config(&bounded(bound))).await
+}
+
+/// A connection to the sentinel at `info`, opening and answering within `bound`.
+pub(super) async fn sentinel_connection(
+    info: redis::ConnectionInfo,
+    bound: Duration,
+) -> redis::RedisResult<MultiplexedConnection> {
+    connected(&redis::Client::open(info)?, bound).await
+}
+
+/// Whether the server `client` dials (a master the sentinels named, where `natMap` routes it,
+/// with the master's credentials, db and TLS) says it is a master: ROLE, or INFO where ROLE
+/// is refused.
+async fn says_master(client: redis::Client, bound: Duration) -> redis::RedisResult<bool> {
+    let mut con = connected(&client, bound).await?;
+    let role = redis::cmd("ROLE");
+    let started = std::time::Instant::now();
+    let answer = role.query_async::<redis::Role>(&mut con).await;
+    trace_sentinel(|| role.get_packed_command(), started, &answer);
+    match answer {
+        Ok(role) => Ok(matches!(role, redis::Role::Primary { .. })),
+        Err(err) if matches!(err.kind(), redis::ErrorKind::Server(_)) => {
+            let mut info = redis::cmd("INFO");
+            info.arg("REPLICATION");
+            let text = info.query_async::<String>(&mut con).await?;
+            Ok(text.lines().any(|line| line.trim_end() == "role:master"))
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// The address a sentinel gives master `name` at, if it names it up (flagged a master, not
+/// down in its view or the set's), as the crate's lookup accepts one.
+async fn announced_by(
+    info: redis::ConnectionInfo,
+    name: &str,
+    bound: Duration,
+) -> redis::RedisResult<Option<HostPort>> {
+    let mut con = sentinel_connection(info, bound).await?;
+    let mut cmd = redis::cmd("SENTINEL");
+    cmd.arg("MASTER").arg(name);
+    let started = std::time::Instant::now();
+    let answer = cmd.query_async::<HashMap<String, String>>(&mut con).await;
+    trace_sentinel(|| cmd.get_packed_command(), started, &answer);
+    let fields = match answer {
+        Ok(fields) => fields,
+        Err(err) if err.detail().is_some_and(|d| d.contains("No such master")) => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let up = fields.get("flags").is_some_and(|flags| {
+        flags.split(',').any(|flag| flag == "master")
+            && !flags.contains("s_down")
+            && !flags.contains("o_down")
+    });
+    let port = fields.get("port").and_then(|port| port.parse::<u16>().ok());
+    Ok(match (up, fields.get("ip"), port) {
+        (true, Some(ip), Some(port)) => Some((ip.clone(), port)),
+        _ => None,
+    })
+}
+
+/// Why a master was not reached, in words that carry no credential.
+fn reason(err: &redis::RedisError) -> String {
+    if err.is_connection_refusal() {
+        "connection refused".to_owned()
+    } else if err.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        err.detail().unwrap_or(err.category()).to_owned()
+    }
+}
