@@ -7,6 +7,7 @@ use super::endpoint::{Address, Endpoint};
 use super::lock_store::{Listener, LostScope, Subscriptions, IDLE_SUBSCRIPTIONS};
 use super::mismatch;
 use super::quarantine::Quarantine;
+use super::refusals::{refuses_command, refuses_resp3, turned_away};
 use super::silences::{SilenceBar, Silences};
 use super::upstream::Upstream;
 use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
@@ -421,12 +422,15 @@ impl<W: Conduit> Link<W> {
     }
 
     /// SSUBSCRIBE, where the server has it: the scripts' SPUBLISH then reaches us. A server
-    /// that turns it down makes us fall back to SUBSCRIBE for good (its scripts fall back to
-    /// PUBLISH alike). One channel per command, so the one confirmation is its reply.
+    /// that refuses the command makes us fall back to SUBSCRIBE for good (its scripts fall
+    /// back to PUBLISH alike). Any other refusal fails this subscription only, which the
+    /// store asks again (`Store::listen`): a cluster answers MOVED while the slot moves
+    /// between masters, which says where to go, and SUBSCRIBE would hear no SPUBLISH. One
+    /// channel per command, so the one confirmation is its reply.
     async fn subscribe_sharded(&self, manager: &mut W, channel: &[u8]) -> bool {
         match manager.subscribe_sharded(channel).await {
             Ok(()) => true,
-            Err(err) if err.code().is_some() => {
+            Err(err) if refuses_command(&err) => {
                 self.unsharded.store(true, Ordering::Relaxed);
                 manager.subscribe_plain(channel).await.is_ok()
             }
@@ -939,31 +943,4 @@ pub(super) fn after_noscript<W: Conduit>(evalsha: &Cmd) -> Cmd {
         ScriptLoading::Upfront => evalsha.clone(),
         ScriptLoading::ByCall => whole(evalsha).unwrap_or_else(|| evalsha.clone()),
     }
-}
-
-/// A cluster's answer that the command was not run, to be sent again: its slot is moving
-/// (MOVED, ASK, TRYAGAIN), the cluster is electing a master, or the crate has no connection to
-/// the slot's node yet.
-fn turned_away(err: &redis::RedisError) -> bool {
-    matches!(
-        err.kind(),
-        ErrorKind::Server(
-            ServerErrorKind::Moved
-                | ServerErrorKind::Ask
-                | ServerErrorKind::TryAgain
-                | ServerErrorKind::ClusterDown
-        ) | ErrorKind::ClusterConnectionNotFound
-    )
-}
-
-/// Redis before 6 answers HELLO with "unknown command"; a server with HELLO renamed away does
-/// the same, and one that has HELLO without protocol 3 answers NOPROTO (whose text names no
-/// command: only HELLO answers it). The manager's connect then fails for good, so we fall
-/// back to RESP2.
-fn refuses_resp3(err: &redis::RedisError) -> bool {
-    if err.kind() == redis::ErrorKind::RESP3NotSupported || err.code() == Some("NOPROTO") {
-        return true;
-    }
-    let text = err.to_string();
-    text.contains("HELLO") && text.contains("unknown command")
 }

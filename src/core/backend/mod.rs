@@ -26,6 +26,7 @@ mod redlock_refresh;
 pub mod redlock_store;
 mod redlock_syncguard;
 pub mod redlock_tally;
+mod refusals;
 mod sentinel;
 pub mod silences;
 mod upstream;
