@@ -11,13 +11,12 @@ use crate::core::basics::error::LockError;
 
 pub use socket::RETRY_AFTER;
 
-/// Every script a fast call (fast/) may send: a first attempt (plain or ExclusiveLock's), its
-/// count of fences drawn in vain and its release, a handover, an extend, syncguard's attempt
-/// and release by lockId. A script missing here is refused there until the runtime happens
+/// Every script a fast call (fast/) may send by its hash: a first attempt (plain or
+/// ExclusiveLock's), its release, a handover, an extend, syncguard's attempt and release by
+/// lockId (an attempt's count of fences drawn in vain goes whole: proto/missed.rs). A script missing here is refused there until the runtime happens
 /// to load it (see fast/tests.rs).
-pub(super) const SCRIPTS: [&str; 8] = [
+pub(super) const SCRIPTS: [&str; 7] = [
     scripts::ACQUIRE_SOURCE,
-    scripts::COUNT_MISSED_SOURCE,
     scripts::RELEASE_WAKE_SOURCE,
     scripts::RELEASE_SOURCE,
     scripts::HANDOFF_SOURCE,

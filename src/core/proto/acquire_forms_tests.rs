@@ -244,11 +244,7 @@ fn run(port: u16, case: u32, steps: &[FormStep]) {
 /// One case on `socket`: the twins' answers and states compared after every step.
 pub(crate) fn run_on(socket: &mut impl Conn, case: u32, steps: &[FormStep]) {
     // Loaded beforehand, as the JS thread's socket has them (ops/direct.rs).
-    for source in [
-        scripts::ACQUIRE_SOURCE,
-        scripts::RELEASE_WAKE_SOURCE,
-        scripts::COUNT_MISSED_SOURCE,
-    ] {
+    for source in [scripts::ACQUIRE_SOURCE, scripts::RELEASE_WAKE_SOURCE] {
         socket.command(&[b"SCRIPT", b"LOAD", source.as_bytes()]);
     }
     let mut script = Twin::new(&format!("script:{case}"), AttemptForm::Script);

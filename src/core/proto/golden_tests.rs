@@ -181,16 +181,19 @@ fn a_fence_raise_names_the_counter_the_fence_the_ttl_and_the_window() {
 }
 
 #[test]
-fn fences_drawn_in_vain_are_counted_beside_the_lock_for_ten_minutes() {
+fn fences_drawn_in_vain_are_counted_beside_the_lock_for_ten_minutes_by_the_scripts_text() {
     let count = CountMissed {
         missed_key: b"{lock:k}\xffmissed",
         fences: 2,
     };
-    let want = evalsha(
-        &scripts::COUNT_MISSED,
-        &[b"{lock:k}\xffmissed"],
-        &[b"2", b"600000"],
-    );
+    let want = resp(&[
+        b"EVAL",
+        scripts::COUNT_MISSED_SOURCE.as_bytes(),
+        b"1",
+        b"{lock:k}\xffmissed",
+        b"2",
+        b"600000",
+    ]);
     assert_sends(&count, &want);
     assert_eq!(count.decode(Value::Int(6)).ok(), Some(6));
 }

@@ -445,3 +445,30 @@ fn a_script_not_loaded_is_refused_rather_than_run_natively() {
     memory.run(&[source]);
     assert_eq!(memory.run(&[evalsha]).pop(), Some(MemoryReply::Int(0)));
 }
+
+#[test]
+fn fences_drawn_in_vain_are_counted_as_sent_with_no_script_loaded() {
+    use crate::core::proto::missed::{CountMissed, MISSED_LIFE};
+    use crate::core::proto::Op;
+    let con = open("count-missed");
+    let count = CountMissed {
+        missed_key: b"{lock:k}\xffmissed",
+        fences: 2,
+    };
+    let mut wire = Vec::new();
+    count.encode(&mut wire);
+    let Ok(Some((Value::Array(parts), _))) = crate::core::basics::resp::parse(&wire) else {
+        panic!("one command");
+    };
+    let parts: Vec<Vec<u8>> = (parts.into_iter())
+        .map(|part| redis::from_redis_value(part).expect("bytes"))
+        .collect();
+    let command: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+    assert_eq!(send(&con, &command), Value::Int(2));
+    assert_eq!(send(&con, &command), Value::Int(4));
+    let Value::Int(ttl) = send(&con, &[b"PTTL", b"{lock:k}\xffmissed"]) else {
+        panic!("PTTL is an integer");
+    };
+    let life = MISSED_LIFE.as_millis() as i64;
+    assert!((life - 100..=life).contains(&ttl), "{ttl}");
+}
