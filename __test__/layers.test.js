@@ -94,6 +94,25 @@ test('nothing in the core uses api, the top of its layers', () => {
   assert.deepEqual(problems, ['upward import: front::win uses api'])
 })
 
+test('comments, strings and char literals are not read as code, whatever quotes they hold', () => {
+  // Each once read as basics::keys using api (an upward import and a cycle): a quote opened
+  // in one doc comment line and closed in the next, a `'"'` whose quote began a string that
+  // ran on into code, and a block comment nested in another. A raw string's inner quotes
+  // and `//` were read right before, and must stay so.
+  const plants = [
+    '/// Woken as "the first waiter of\n/// release_wake.lua", see crate::core::api::Locker and announce.lua.',
+    "const QUOTE: u8 = b'\"';\n/// \"announce.lua\" wakes the first\nfn quoted() -> &'static str { \"crate::core::api::Locker\" }",
+    '/* outer /* release_wake.lua */ crate::core::api::Locker */',
+    'const RAW: &str = r#"a "quote" // and crate::core::api::Locker"#;',
+  ]
+  for (const line of plants) {
+    assert.deepEqual(planted({ 'core/basics/keys.rs': line }), [], line)
+    // Code after each is still read.
+    const after = planted({ 'core/basics/keys.rs': `${line}\nuse crate::core::ops::lock::Locker;` })
+    assert.ok(after.includes('upward import: basics::keys uses ops::lock'), `${line}\n${after.join('\n')}`)
+  }
+})
+
 test('the check fails on an upward import, a cycle and a binding import', () => {
   const copy = fs.mkdtempSync(path.join(os.tmpdir(), 'layers-'))
   try {

@@ -53,16 +53,100 @@ function moduleOf(coreDir, file) {
 
 /**
  * Code without comments, string or char literals, so braces and words in them don't count;
- * their line breaks stay, so a line number in it is the file's.
+ * their line breaks stay, so a line number in it is the file's. Read in one pass from the
+ * start, as rustc reads it: whichever opens first (a comment, a string, a char) holds until
+ * it closes, so a quote in a comment, a `//` in a string or a `'"'` cannot throw the rest of
+ * the file out of step (a lone `"` in a comment once turned the comments after it into code).
  */
 function stripped(text) {
-  const lines = (m) => m.replace(/[^\n]/g, '')
-  return text
-    .replace(/\bb?r(#*)"[\s\S]*?"\1/g, (m) => `""${lines(m)}`)
-    .replace(/"(?:[^"\\]|\\[\s\S])*"/g, (m) => `""${lines(m)}`)
-    .replace(/'(?:[^'\\\n]|\\.[^']*)'/g, "' '")
-    .replace(/\/\*[\s\S]*?\*\//g, lines)
-    .replace(/\/\/[^\n]*/g, '')
+  const breaks = (from, to) => text.slice(from, to).replace(/[^\n]/g, '')
+  let out = ''
+  let kept = 0 // text before this is already in `out`
+  let i = 0
+  const skip = (from, to, put) => {
+    out += text.slice(kept, from) + put
+    kept = i = to
+  }
+  while (i < text.length) {
+    const ch = text[i]
+    const next = text[i + 1]
+    if (ch === '/' && next === '/') {
+      const end = text.indexOf('\n', i)
+      skip(i, end < 0 ? text.length : end, '')
+    } else if (ch === '/' && next === '*') {
+      const end = blockCommentEnd(text, i)
+      skip(i, end, breaks(i, end))
+    } else if (ch === '"') {
+      const end = stringEnd(text, i + 1)
+      skip(i, end, `""${breaks(i, end)}`)
+    } else if (ch === 'r' && !identifierBefore(text, i) && rawOpening(text, i) !== null) {
+      const hashes = rawOpening(text, i)
+      const close = text.indexOf(`"${hashes}`, i + hashes.length + 2)
+      const end = close < 0 ? text.length : close + hashes.length + 1
+      skip(i, end, `""${breaks(i, end)}`)
+    } else if (ch === "'") {
+      const end = charEnd(text, i)
+      if (end > 0) skip(i, end, "' '")
+      else i++
+    } else {
+      i++
+    }
+  }
+  return out + text.slice(kept)
+}
+
+/** The `#`s of the raw string `r#"` opened at `at`, or null when none opens there. */
+function rawOpening(text, at) {
+  const raw = /r(#*)"/y
+  raw.lastIndex = at
+  return raw.exec(text)?.[1] ?? null
+}
+
+/** Whether the `r` at `at` ends an identifier (`for`) rather than opening a raw string (`br"`). */
+function identifierBefore(text, at) {
+  let from = at
+  if (/[bc]/.test(text[from - 1] ?? '')) from--
+  return /[\w]/.test(text[from - 1] ?? '')
+}
+
+/** Where the block comment opened at `at` ends, past its `*\/`; block comments nest. */
+function blockCommentEnd(text, at) {
+  let depth = 0
+  let i = at
+  while (i < text.length) {
+    if (text[i] === '/' && text[i + 1] === '*') {
+      depth++
+      i += 2
+    } else if (text[i] === '*' && text[i + 1] === '/') {
+      depth--
+      i += 2
+      if (depth === 0) return i
+    } else {
+      i++
+    }
+  }
+  return text.length
+}
+
+/** Where the string whose text starts at `from` ends, past its closing quote. */
+function stringEnd(text, from) {
+  let i = from
+  while (i < text.length && text[i] !== '"') i += text[i] === '\\' ? 2 : 1
+  return Math.min(i + 1, text.length)
+}
+
+/**
+ * Where the char literal opened by the quote at `at` ends, past its closing quote; 0 for a
+ * lifetime or label (`'a`, `'static`), which has no closing quote after one character.
+ */
+function charEnd(text, at) {
+  if (text[at + 1] === '\\') {
+    const close = text.indexOf("'", at + 3)
+    return close < 0 || text.slice(at, close).includes('\n') ? 0 : close + 1
+  }
+  const [one] = text.slice(at + 1, at + 3).match(/^[\s\S]/u) ?? ['']
+  const after = at + 1 + one.length
+  return one !== '' && one !== '\n' && text[after] === "'" ? after + 1 : 0
 }
 
 /** `a::{b, c::{d, e}}` -> ['a::b', 'a::c::d', 'a::c::e']. */
