@@ -323,6 +323,17 @@ describe('DEBUG=native-redis-lock', () => {
     }
   })
 
+  test("README's DEBUG sample lines are lines the library writes, but for their times", async () => {
+    const readme = require('node:fs').readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
+    const section = readme.slice(readme.indexOf('**`DEBUG=native-redis-lock`**'))
+    const sample = /```text\n([\s\S]*?)\n```/.exec(section)[1].split('\n')
+    const { stdout, stderr } = await run({ DEBUG: 'native-redis-lock' }, 'debug-readme.js')
+    assert.equal(stdout, 'done\n', stderr)
+    const untimed = (line) => line.replace(/ \+\d+\.\d\dms /, ' ')
+    const written = new Set(lines(stderr).map(untimed))
+    for (const line of sample) assert.ok(written.has(untimed(line)), `not written: ${line}\n${stderr}`)
+  })
+
   test("syncguard's lockId (it releases and extends) is never written: its index key is cut at :id:", async () => {
     const { stdout, stderr } = await run({ DEBUG: 'native-redis-lock' }, 'debug-trace-syncguard.js')
     const lockId = stdout.trim()

@@ -55,10 +55,11 @@ no lock of this package (on no node).
 A table redrawn in place every interval (default 1000 ms), most contended first: waiters,
 acquisitions per second (read from the lock's fence counter, less the fences attempts
 that found the lock held drew all the same, which their processes count beside it) and
-wake-ups per second (releases that woke a waiting process, heard
-on the lock's channel). A lock seen held stays listed while free
-(holder -). q or Ctrl-C quits. With --json, one JSON line per refresh. --count stops
-after n refreshes.
+wake-ups per second (releases that woke a waiting process, heard on the lock's channel;
+on one server a release tells a waiting process of this version on a channel of its own,
+not listened on, so there the column counts only wake-ups of earlier versions). A lock
+seen held stays listed while free (holder -). q or Ctrl-C quits. With --json, one JSON line per refresh.
+--count stops after n refreshes.
 `,
   release: `Usage: native-redis-lock release <key> --force [--yes] [--url <url>] [--json]
 

@@ -145,7 +145,7 @@ fn text(value: Option<&Value>) -> String {
 }
 
 /// Commands whose first argument is the one key (or channel) they touch.
-const KEYED: [&str; 19] = [
+const KEYED: [&str; 20] = [
     "GET",
     "SET",
     "DEL",
@@ -154,6 +154,8 @@ const KEYED: [&str; 19] = [
     "PEXPIRE",
     "PEXPIREAT",
     "INCR",
+    // The fence counter a transaction draws from: a key of ours, never a secret.
+    "INCRBY",
     "HGET",
     "HSET",
     "ZADD",

@@ -56,6 +56,7 @@ fn a_call_shows_names_and_keys_never_values() {
             b"30000",
         ],
         &[b"SET", b"lock:x", b"SECRET-VALUE", b"PX", b"100"],
+        &[b"INCRBY", b"{lock:x}\xfffence", b"2"],
         &[b"AUTH", b"user", b"SECRET-PASSWORD"],
         &[b"HELLO", b"3", b"AUTH", b"user", b"SECRET-PASSWORD"],
         &[b"EVALSHA", b"fff", b"1", b"odd\xffkey"],
@@ -73,7 +74,7 @@ fn a_call_shows_names_and_keys_never_values() {
     let line = describe(&call, name_of);
     assert_eq!(
         line,
-        "EVALSHA acquire [lock:k, lock:k:fence]; SET lock:x; AUTH; HELLO; EVALSHA script [odd\\xffkey]; EVALSHA script [sg:id:...]; EVALSHA sg_release [sg:id:...]; EVALSHA acquire [user:id:kept]; SCRIPT LOAD"
+        "EVALSHA acquire [lock:k, lock:k:fence]; SET lock:x; INCRBY {lock:x}\\xfffence; AUTH; HELLO; EVALSHA script [odd\\xffkey]; EVALSHA script [sg:id:...]; EVALSHA sg_release [sg:id:...]; EVALSHA acquire [user:id:kept]; SCRIPT LOAD"
     );
     assert!(!line.contains("SECRET"));
 }
