@@ -19,7 +19,7 @@ use crate::core::basics::stats::CallCounters;
 use crate::core::proto::acquire::{AcquireAttempt, Acquired, AttemptForm, Layout};
 use crate::core::proto::read::Inspect;
 use crate::core::proto::release::{Release, ReleaseKind};
-use crate::core::proto::Op;
+use crate::core::proto::wire::write_whole;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -315,12 +315,12 @@ impl ExclusiveRequest {
 
     /// The release of the lock this attempt took (with the absolute expiry `set_at`, for a
     /// transaction), written to `out` (one reply): for a late reply that won, after its
-    /// caller was told of the timeout.
+    /// caller was told of the timeout. Sent whole, its reply being for nobody
+    /// (`wire::write_whole`).
     pub fn write_release(&self, out: &mut Vec<u8>, set_at: Option<i64>) {
         let proof = self.proof(set_at);
-        proof
-            .release(&self.owner_key, &self.terms.redis_key)
-            .encode(out);
+        let release = proof.release(&self.owner_key, &self.terms.redis_key);
+        write_whole(&release, out);
     }
 }
 
@@ -338,7 +338,9 @@ mod tests {
         let mut out = Vec::new();
         ExclusiveRequest::sample(b"exclusive-lock:a", true).write_release(&mut out, Some(5000));
         let text = String::from_utf8_lossy(&out);
-        assert!(text.contains(scripts::RELEASE.get_hash()));
+        // Its reply is for nobody: sent whole, so a flushed script cache cannot drop it.
+        assert!(text.starts_with("*8\r\n$4\r\nEVAL\r\n"), "{text}");
+        assert!(text.contains(scripts::RELEASE_SOURCE));
         assert!(
             text.ends_with("$1\r\nt\r\n$1\r\n1\r\n$4\r\n5000\r\n"),
             "token, contents, then the expiry: {text}"

@@ -38,6 +38,36 @@ pub fn write_script(out: &mut Vec<u8>, script: &Script, keys: &[&[u8]], args: &[
     resp::write_command(out, &parts);
 }
 
+/// An operation's command for the JS-thread socket with its script sent whole (EVAL of the
+/// text) rather than by its hash. For a command whose reply nobody reads (one freeing what an
+/// attempt won after its caller stopped waiting): a NOSCRIPT there, after a SCRIPT FLUSH or a
+/// failover to a server that never loaded it, would go unseen and leave the lock to its TTL.
+/// Only for rare commands: the text costs its bytes on every send.
+pub fn write_whole<O: Op>(op: &O, out: &mut Vec<u8>) {
+    op.encode(&mut Whole(out));
+}
+
+/// RESP bytes with every script call an EVAL of the script's text.
+struct Whole<'a>(&'a mut Vec<u8>);
+
+impl Wire for Whole<'_> {
+    fn script(&mut self, script: &'static Script, keys: &[&[u8]], args: &[&[u8]]) {
+        // Every script of ours has its text here; one that had not would still go by hash.
+        let Some(source) = scripts::source_of(script.get_hash().as_bytes()) else {
+            return write_script(self.0, script, keys, args);
+        };
+        let count = resp::decimal(keys.len() as u64);
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
+        parts.extend([b"EVAL".as_slice(), source.as_bytes(), count.as_bytes()]);
+        parts.extend(keys.iter().chain(args).copied());
+        resp::write_command(self.0, &parts);
+    }
+
+    fn command(&mut self, parts: &[&[u8]]) {
+        resp::write_command(self.0, parts);
+    }
+}
+
 /// An operation's command as the runtime's connection sends it.
 pub enum Request {
     /// The `EVALSHA`, written once: a Redlock sends the one request to every node, and a

@@ -52,3 +52,22 @@ fn only_an_evalsha_of_a_known_script_is_sent_whole() {
     assert!(whole(&unknown).is_none());
     assert!(whole(&Cmd::new()).is_none());
 }
+
+#[test]
+fn a_command_whose_reply_nobody_reads_goes_with_its_scripts_text() {
+    use crate::core::basics::keys;
+    use crate::core::proto::release::Release;
+    let mut sent = Vec::new();
+    write_whole(&Release::late_win(b"lock:k", "tok", false), &mut sent);
+    let want = resp(&[
+        b"EVAL",
+        scripts::RELEASE_WAKE_SOURCE.as_bytes(),
+        b"2",
+        b"lock:k",
+        &keys::queue_key(b"lock:k"),
+        b"tok",
+        &keys::released_channel(b"lock:k"),
+        b"0",
+    ]);
+    assert_eq!(sent, want);
+}

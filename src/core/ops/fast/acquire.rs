@@ -12,6 +12,7 @@ use crate::core::ops::key_scheme::KeyScheme;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::proto::acquire::Acquired;
 use crate::core::proto::release::Release;
+use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
 use futures_util::FutureExt;
 use redis::Value;
@@ -169,7 +170,8 @@ impl FastCall for PlainAttempt {
             return false;
         }
         let terms = &self.request.terms;
-        Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair()).encode(out);
+        let free = Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair());
+        write_whole(&free, out);
         true
     }
 

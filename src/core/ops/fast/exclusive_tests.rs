@@ -98,7 +98,7 @@ fn a_late_answer_undoes_exactly_what_the_transaction_did() {
     let (sent, text) = undo_of(&lock, true, 7);
     assert!(sent);
     assert!(
-        text.contains(scripts::RELEASE.get_hash()) && text.ends_with("$1\r\n7\r\n"),
+        text.contains(scripts::RELEASE_SOURCE) && text.ends_with("$1\r\n7\r\n"),
         "{text}"
     );
     // Lost: it set nothing.

@@ -25,6 +25,7 @@ use crate::core::ops::delivery::Unclaimed;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release::{self, hand_over, outcome};
 use crate::core::proto::release::{FenceUpkeep, HandOver, Release};
+use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
 use crate::core::wait::lent::Lent;
 use crate::core::wait::wake::{self, Caller, Reservation};
@@ -391,7 +392,8 @@ impl FastCall for Handoff {
         if !matches!(handed, Ok(Some(_))) {
             return false;
         }
-        Release::late_win(&self.lease.redis_key, &self.token, false).encode(out);
+        let free = Release::late_win(&self.lease.redis_key, &self.token, false);
+        write_whole(&free, out);
         true
     }
 

@@ -96,7 +96,8 @@ pub trait FastCall: Send + 'static {
     /// The reply came after the caller was told of the timeout. `true` when something had to
     /// be undone (a lock won meanwhile, which nobody holds), and was written to `out`, on the
     /// same connection so that it runs after the call, whenever that ran; its reply is for
-    /// nobody.
+    /// nobody, so it goes whole (`wire::write_whole`): a NOSCRIPT would leave the lock to
+    /// its TTL.
     fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool;
 
     /// The connection is gone with the call unanswered: it goes again through the runtime

@@ -23,6 +23,7 @@ use crate::core::ops::attempt::AttemptTerms;
 use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::proto::acquire::Layout;
 use crate::core::proto::release::Release;
+use crate::core::proto::wire::write_whole;
 use crate::core::proto::Op;
 use redis::Value;
 use std::sync::{Arc, Mutex};
@@ -210,8 +211,9 @@ impl Undo {
         Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair())
     }
 
+    /// Whole: its reply is for nobody, and a NOSCRIPT would leave the token to its TTL.
     fn write(&self, out: &mut Vec<u8>) {
-        self.release().encode(out);
+        write_whole(&self.release(), out);
     }
 
     /// The undo written on node `node`'s connection, its reply not read yet.

@@ -213,7 +213,8 @@ fn a_node_past_its_bound_counts_as_no_answer_and_delays_nothing() {
     assert!(out.is_empty());
 }
 
-/// The bytes that free the attempt's token on a node (`Release::late_win`).
+/// The bytes that free the attempt's token on a node (`Release::late_win`), sent whole: their
+/// reply is for nobody.
 fn undo_bytes(parts: &[Part<QuorumAttempt>]) -> Vec<u8> {
     let shared = lock(&parts[0].shared);
     let Some(Decided::Lost(undo)) = &shared.decided else {
@@ -221,7 +222,8 @@ fn undo_bytes(parts: &[Part<QuorumAttempt>]) -> Vec<u8> {
     };
     assert_eq!(undo.terms.redis_key, b"t:k");
     let mut bytes = Vec::new();
-    Release::late_win(&undo.terms.redis_key, &undo.terms.token, false).encode(&mut bytes);
+    let free = Release::late_win(&undo.terms.redis_key, &undo.terms.token, false);
+    write_whole(&free, &mut bytes);
     bytes
 }
 
@@ -299,7 +301,8 @@ fn concluding_undo_bytes(parts: &[Part<QuorumAttempt>]) -> (String, Vec<u8>) {
         panic!("not concluding");
     };
     let mut bytes = Vec::new();
-    Release::late_win(&undo.terms.redis_key, &undo.terms.token, false).encode(&mut bytes);
+    let free = Release::late_win(&undo.terms.redis_key, &undo.terms.token, false);
+    write_whole(&free, &mut bytes);
     (undo.terms.token.clone(), bytes)
 }
 

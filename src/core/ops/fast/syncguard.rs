@@ -15,6 +15,7 @@ use crate::core::ops::lock::{AttemptForm, Locker};
 use crate::core::ops::release_by_id;
 use crate::core::ops::syncguard::{attempt_of, attempt_op};
 use crate::core::proto::syncguard::{ReleaseById, ReleasedById};
+use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
 use crate::core::wait::releases::Mark;
 use futures_util::FutureExt;
@@ -174,7 +175,7 @@ impl FastCall for SyncguardAttempt {
             expect: Some(&keys.lock_key),
             ours_wait: false,
         };
-        release.encode(out);
+        write_whole(&release, out);
         true
     }
 
