@@ -12,6 +12,8 @@ const direct = require('./helpers/direct')
 const { siblingKey } = require('./helpers/keys')
 const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
+const sg = require('../syncguard')
+const { startProxy } = require('./helpers/tcp-proxy')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const unhandled = []
@@ -133,5 +135,34 @@ test('a Redlock node that took the lock after the quorum was lost frees it thoug
   for (const admin of admins.slice(0, 2)) {
     assert.equal(await admin.get(key), 'theirs')
     await admin.del(key)
+  }
+})
+
+test('a syncguard attempt that won after its timeout is freed though the scripts were flushed meanwhile', async () => {
+  // Its attempt is a script, which a flushed server refuses: here the flush comes after the
+  // attempt ran and before its undo, both delayed on their way by a proxy.
+  const [server] = servers
+  const [admin] = admins
+  const proxy = await startProxy(server.port)
+  try {
+    const backend = sg.createRedisBackend(proxy.url, { commandTimeoutMs: 600 })
+    const key = 'late-flush-sg'
+    const others = new Set(await direct.directConnections(admin))
+    for (let tries = 0; ; tries++) {
+      assert.ok(tries < 200, 'the JS-thread connection never opened')
+      const won = await backend.acquire({ key: 'late-flush-sg-warm', ttlMs: 5_000 })
+      await backend.release({ lockId: won.lockId })
+      const ours = (await direct.directConnections(admin)).filter((id) => !others.has(id))
+      if (ours.length > 0) break
+      await sleep(10)
+    }
+    // 400 ms each way: the attempt runs at 400 ms, its reply comes at 800, past the bound.
+    proxy.setDelay(400)
+    await assert.rejects(backend.acquire({ key, ttlMs: TTL_MS }), (err) => err.code === 'NetworkTimeout')
+    assert.equal(await admin.script('FLUSH'), 'OK')
+    // Read raw: a call of ours would load the scripts again, hiding the flush.
+    assert.ok(await freed(admin, `syncguard:${key}`), 'the late win was left to its TTL')
+  } finally {
+    await proxy.close()
   }
 })
