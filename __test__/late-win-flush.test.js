@@ -74,6 +74,25 @@ test('a DistributedLock attempt that won after its timeout is freed though the s
   await handle.release()
 })
 
+test('through the runtime alone, an attempt that won after its timeout is freed though the scripts were flushed', async () => {
+  // Its connection loads the script and sends the release again on NOSCRIPT (link.rs query).
+  const [server] = servers
+  const [admin] = admins
+  const saved = process.env.NATIVE_REDIS_LOCK_DIRECT
+  process.env.NATIVE_REDIS_LOCK_DIRECT = '0'
+  let lock
+  try {
+    lock = new DistributedLock(server.url, { commandTimeoutMs: 1000 })
+  } finally {
+    if (saved === undefined) delete process.env.NATIVE_REDIS_LOCK_DIRECT
+    else process.env.NATIVE_REDIS_LOCK_DIRECT = saved
+  }
+  const warm = await lock.acquire('late-flush:runtime-warm', 1000)
+  await warm.release()
+  await timedOutAfterFlush(server, admin, () => lock.acquire('late-flush:runtime', TTL_MS))
+  assert.ok(await freed(admin, 'lock:late-flush:runtime'), 'the late win was left to its TTL')
+})
+
 test('an ExclusiveLock attempt that won after its timeout is freed though the scripts were flushed', async () => {
   const [server] = servers
   const [admin] = admins
