@@ -118,3 +118,23 @@ async fn a_waiter_of_another_thread_is_left_to_the_runtime() {
     let (sent, asked) = send_on(&locker, &lease, true);
     assert!(matches!(sent, FastRelease::Elsewhere) && !asked);
 }
+
+#[tokio::test]
+async fn a_handover_answered_late_frees_the_waiters_token_by_the_scripts_text() {
+    let locker = locker(41306);
+    let lease = lease(&locker);
+    let _waiter = waiter(&locker, THREAD, false);
+    let FastRelease::HandOver {
+        handoff: mut late, ..
+    } = send_on(&locker, &lease, true).0
+    else {
+        panic!("not handed over");
+    };
+    assert!(late.timed_out(Duration::from_millis(5)).is_err());
+    let mut out = Vec::new();
+    assert!(late.answered_late(Value::Int(4), &mut out));
+    // Its reply is for nobody: by its hash, a NOSCRIPT would leave the token to its TTL.
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("*8\r\n$4\r\nEVAL\r\n"), "{text}");
+    assert!(text.contains(crate::core::proto::scripts::RELEASE_WAKE_SOURCE));
+}

@@ -120,7 +120,10 @@ fn a_late_reply_frees_only_a_lock_the_attempt_took() {
     let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
     let won = Value::Array(vec![Value::Int(1), Value::Int(7)]);
     assert!(attempt.answered_late(won, &mut out));
-    assert!(!out.is_empty());
+    // Whole: its reply is for nobody, so a NOSCRIPT would leave the lock to its TTL.
+    let release_wake = crate::core::proto::scripts::RELEASE_WAKE_SOURCE;
+    assert_eq!(evals(&out), vec![release_wake.as_bytes().to_vec()]);
+    assert!(evalshas(&out).is_empty());
 }
 
 #[test]
