@@ -13,8 +13,9 @@ pub use socket::RETRY_AFTER;
 
 /// Every script a fast call (fast/) may send by its hash: a first attempt (plain or
 /// ExclusiveLock's), its release, a handover, an extend, syncguard's attempt and release by
-/// lockId (an attempt's count of fences drawn in vain goes whole: proto/missed.rs). A script missing here is refused there until the runtime happens
-/// to load it (see fast/tests.rs).
+/// lockId (what goes with no one to read its reply goes whole: proto/missed.rs, the undo of
+/// a late win). A script missing here is refused there until the runtime happens to load it
+/// (see fast/tests.rs).
 pub(super) const SCRIPTS: [&str; 7] = [
     scripts::ACQUIRE_SOURCE,
     scripts::RELEASE_WAKE_SOURCE,
