@@ -2,6 +2,7 @@
 //! each atomically in Redis.
 
 pub mod acquire;
+pub mod again;
 pub mod attempt;
 pub mod claims;
 pub mod closing;

@@ -35,8 +35,9 @@ pub(crate) enum WaiterState {
     Woken,
     /// A release of this process is handing it the lock. `woken`: a wake came meanwhile (a
     /// lost connection wakes the first waiter whatever it is doing), kept if the hand-over
-    /// does not happen.
-    Reserved { woken: bool },
+    /// does not happen. `refused`: its task was refused an attempt meanwhile and sleeps on
+    /// the hand-over's word; should the reservation be dropped unused, it tries at once.
+    Reserved { woken: bool, refused: bool },
     /// Handed the lock; the lease waits for the waiter's task to take it. Counts as woken.
     Granted(Lease),
 }
@@ -49,7 +50,8 @@ pub(crate) enum Event {
     Rearm,
     /// A release of ours picks it to hand the lock to.
     Reserve,
-    /// The hand-over was given up before it ran (its reservation dropped unused).
+    /// The hand-over was given up before it ran (its reservation dropped unused): a waiter
+    /// refused its attempt meanwhile is told to try, as nobody else will (see `Reserved`).
     DropReservation,
     /// The hand-over did not happen: it tries on its own, at once.
     Unreserve,
@@ -170,17 +172,32 @@ impl Waiter {
         let state = std::mem::replace(&mut self.state, Waiting);
         let (state, effect) = match (state, event) {
             (Granted(lease), Event::Wake) => (Granted(lease), notified()),
-            (Reserved { .. }, Event::Wake) => (Reserved { woken: true }, notified()),
+            (Reserved { refused, .. }, Event::Wake) => (
+                Reserved {
+                    woken: true,
+                    refused,
+                },
+                notified(),
+            ),
             (Waiting | Woken, Event::Wake) => (Woken, notified()),
             (Granted(lease), Event::Rearm | Event::TakeGrant) => (Waiting, Effect::Took(lease)),
-            (Reserved { .. }, Event::Rearm) => (Reserved { woken: false }, quiet()),
+            (Reserved { refused, .. }, Event::Rearm) => (
+                Reserved {
+                    woken: false,
+                    refused,
+                },
+                quiet(),
+            ),
             (Waiting | Woken, Event::Rearm) => (Waiting, quiet()),
-            (Waiting, Event::Reserve) if self.is_reservable_now() => {
-                (Reserved { woken: false }, quiet())
+            (Waiting, Event::Reserve) if self.is_reservable_now() => (reserved(), quiet()),
+            // Not `Woken`: the release that dropped it goes on through the runtime, which may
+            // pick it again (a woken waiter is passed over), or wake the first that sleeps.
+            (Reserved { woken, refused }, Event::DropReservation) => {
+                let effect = if refused { notified() } else { quiet() };
+                (unreserved(woken), effect)
             }
-            (Reserved { woken }, Event::DropReservation) => (unreserved(woken), quiet()),
             (Reserved { .. }, Event::Unreserve) => (Woken, notified()),
-            (Reserved { woken }, Event::Grant(lease)) if self.is_orphaned() => {
+            (Reserved { woken, .. }, Event::Grant(lease)) if self.is_orphaned() => {
                 (unreserved(woken), Effect::Refused(Some(lease)))
             }
             (Reserved { .. }, Event::Grant(lease)) => (Granted(lease), Effect::Handed),
@@ -198,18 +215,22 @@ impl Waiter {
                 self.in_line = in_line;
                 (state, quiet())
             }
-            (Reserved { woken }, Event::Trying(true)) => {
-                (Reserved { woken }, Effect::Refused(None))
+            (Reserved { woken, .. }, Event::Trying(true)) => {
+                let refused = Reserved {
+                    woken,
+                    refused: true,
+                };
+                (refused, Effect::Refused(None))
             }
             (state, Event::Trying(trying)) => {
                 self.trying = trying;
                 (state, quiet())
             }
             (Granted(lease), Event::Leave) => (Waiting, Effect::Left(Leaving::Lease(lease))),
-            (Woken | Reserved { woken: true }, Event::Leave) => {
+            (Woken | Reserved { woken: true, .. }, Event::Leave) => {
                 (Waiting, Effect::Left(Leaving::Wake))
             }
-            (Waiting | Reserved { woken: false }, Event::Leave) => {
+            (Waiting | Reserved { woken: false, .. }, Event::Leave) => {
                 (Waiting, Effect::Left(Leaving::Nothing))
             }
             (state, Event::Grant(lease)) => (state, Effect::Refused(Some(lease))),
@@ -231,6 +252,14 @@ fn notified() -> Effect {
 
 fn quiet() -> Effect {
     Effect::Done { notify: false }
+}
+
+/// A waiter just picked for a hand-over.
+fn reserved() -> WaiterState {
+    WaiterState::Reserved {
+        woken: false,
+        refused: false,
+    }
 }
 
 /// Where a reserved waiter stands once its hand-over is off.

@@ -51,7 +51,8 @@ pub fn queue_score() -> u64 {
 }
 
 /// The waiter a release of this process hands the lock to (see release.rs). Dropped
-/// unused, it lets the waiter be picked again.
+/// unused, it lets the waiter be picked again, and wakes it if it was refused an attempt
+/// meanwhile (see `WaiterState::Reserved`).
 pub struct Reservation {
     wakes: Arc<Wakes>,
     channel: Vec<u8>,
@@ -745,19 +746,46 @@ impl Wakes {
             .unwrap_or(false)
     }
 
-    /// Picks the waiter a release of ours hands the lock to: the first in order that
-    /// sleeps (neither woken, about to try or trying on its own, nor already being handed
-    /// one), and whose owner is still there. None once the chain is long enough (see
-    /// `chain_capped`).
+    /// Picks the waiter the runtime's release of ours hands the lock to: the first in order
+    /// that sleeps (neither woken nor already being handed one), and whose owner is still
+    /// there. One whose own attempt is on its way may be picked: its caller is answered by
+    /// its own task, after that attempt's reply, and the attempt finds the lock held (ours,
+    /// or handed to it) unless the hand-over fails (then it tries on its own anyway). None
+    /// once the chain is long enough (see `chain_capped`).
     pub fn reserve(self: &Arc<Self>, channel: &[u8]) -> Option<Reservation> {
+        self.reserve_first(channel, |_| true)
+    }
+
+    /// As `reserve`, for a release made on JS thread `thread` that answers the waiter's
+    /// caller itself (see ops/fast/handoff.rs): only when the first in order waits on that
+    /// thread, and no attempt of its own is on its way. Its caller, answered now, could
+    /// release the lock before that attempt lands, which would then win it for nobody. A
+    /// later waiter is never picked over it: the runtime's release hands it the lock, in
+    /// order, instead.
+    pub fn reserve_in_place(
+        self: &Arc<Self>,
+        channel: &[u8],
+        thread: usize,
+    ) -> Option<Reservation> {
+        self.reserve_first(channel, |first| {
+            !first.trying && first.caller.is_some_and(|caller| caller.thread == thread)
+        })
+    }
+
+    /// Reserves the first waiter that may be handed the lock, when `may` takes it.
+    fn reserve_first(
+        self: &Arc<Self>,
+        channel: &[u8],
+        may: impl FnOnce(&Waiter) -> bool,
+    ) -> Option<Reservation> {
         let picked = self.with(channel, |entry| {
             if entry.chain_full() {
                 return None;
             }
-            // Not one whose own attempt is on its way: its caller, answered by the release,
-            // could release the lock before that attempt lands, which would then win it for
-            // nobody. (A grant from another process may go to it: it answers nobody.)
-            let waiter = (entry.waiters.iter()).find(|w| w.is_reservable() && !w.trying)?;
+            let waiter = (entry.waiters.iter()).find(|w| w.is_reservable())?;
+            if !may(waiter) {
+                return None;
+            }
             let (seq, ttl, caller) = (waiter.seq, waiter.ttl, waiter.caller);
             let counters = waiter.counters.clone();
             let reserved = entry.apply(seq, Event::Reserve);
@@ -1075,9 +1103,10 @@ impl Ticket {
     }
 
     /// Its task is about to send an attempt of its own: marked so that no release of ours
-    /// picks it until `Trying` drops (after the reply). `Err` when its caller was answered
-    /// already by the release that handed it the lock; `Ok(None)` when a release of ours is
-    /// handing it the lock now: no attempt then, the hand-over answers it.
+    /// answers its caller in place until `Trying` drops (after the reply, see
+    /// `Wakes::reserve_in_place`). `Err` when its caller was answered already by the release
+    /// that handed it the lock; `Ok(None)` when a release of ours is handing it the lock
+    /// now: no attempt then, the hand-over answers it.
     pub fn trying(&self) -> Result<Option<Trying<'_>>, Answered> {
         match self.apply(Event::Trying(true)) {
             None => Err(Answered),
