@@ -149,8 +149,9 @@ impl Queue {
     /// would be told `acquired` before the `handed-over` its release counted. Taking the news
     /// alone would tell it ahead of what was queued before it (a call's end, a listener's
     /// news), out of the order it happened. Nothing when no news waits; what follows the
-    /// last news stays queued. So does an end queued for a promise in `settling` (its runtime
-    /// task finished as the thread answered it): it comes after, and finds it settled.
+    /// last news stays queued. So does an end queued for a promise in `settling`, should one
+    /// be there (`answered` drops a runtime task's end found queued): it comes after, and
+    /// finds it settled.
     pub fn take_news(&self, settling: &[u32]) -> Vec<Settlement> {
         let mut done = lock(&self.done);
         let Some(done) = done.entries.as_mut() else {

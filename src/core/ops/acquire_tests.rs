@@ -269,6 +269,39 @@ async fn an_attempt_sent_again_waits_out_a_hand_over_under_way_then_sends_its_to
 }
 
 #[tokio::test]
+async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_frees_what_its_first_send_won() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let key = "again-won";
+    let request = locks.attempt_request(key, MS(30_000));
+    let (token, sent) = (request.terms.token.clone(), request.terms.sent);
+    // Its first send won, though no reply told it.
+    let first = locks.attempt_with(key, token, sent, MS(30_000), MS(2000), None);
+    assert!(matches!(first.await, Ok(Attempt::Acquired(_))));
+    let cancel = CancellationToken::new();
+    let start = Start::Again {
+        request,
+        timeout: MS(2000),
+    };
+    let (channel, waiting) = pursued(&locks, key, &cancel, start);
+    let wakes = locks.store().wakes();
+    let to = wakes.reserve(&channel).expect("its waiter");
+    tokio::time::sleep(MS(100)).await;
+    // Answered by the hand-over it waited for (one from a lease no longer ours, say).
+    assert!(wakes.settle(&channel, to));
+    let ended = tokio::time::timeout(MS(1000), waiting)
+        .await
+        .expect("ended");
+    assert!(matches!(ended.unwrap(), Err(LockError::Aborted)));
+    let mut admin = server.raw();
+    assert_eq!(
+        exists(&mut admin, key),
+        0,
+        "its first send's lock left held"
+    );
+}
+
+#[tokio::test]
 async fn a_lock_won_for_a_caller_a_release_answered_already_is_freed() {
     let server = RedisServer::start();
     let locks = locker_at(server.url());

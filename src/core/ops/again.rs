@@ -14,7 +14,8 @@ impl Locker {
     /// (`Start::Again`), marked trying as every attempt of a waiter's own (`attempt_with`).
     /// While a release of ours is handing the waiter the lock it waits for that hand-over's
     /// end instead, then sends: its first send may have won, and only its token can learn
-    /// it. A lock handed to it meanwhile comes back as acquired.
+    /// it. A lock handed to it meanwhile comes back as acquired. Its caller answered already
+    /// by a release, it is sent all the same, unmarked: what it wins is then freed (`won`).
     pub(super) async fn attempt_again(
         &self,
         request: PlainRequest,
@@ -25,17 +26,15 @@ impl Locker {
         let PlainRequest { key, terms } = request;
         loop {
             let trying = match waiting.map(|ticket| (ticket, ticket.trying())) {
-                None => None,
-                Some((_, Err(_))) => return Err(LockError::Aborted),
+                None | Some((_, Err(_))) => None,
                 Some((_, Ok(Some(trying)))) => Some(trying),
                 Some((ticket, Ok(None))) => {
                     let due = Instant::now() + timeout;
-                    if let Pause::Granted(lease) =
-                        self.pause_until(ticket, due, &key, cancel).await?
-                    {
-                        return Ok(Attempt::Acquired(lease));
+                    match self.pause_until(ticket, due, &key, cancel).await {
+                        Ok(Pause::Granted(lease)) => return Ok(Attempt::Acquired(lease)),
+                        Err(err) if !ticket.view().settled => return Err(err),
+                        _ => continue,
                     }
-                    continue;
                 }
             };
             let sent = self.attempt_with(&key, terms.token, terms.sent, terms.ttl, timeout, None);
