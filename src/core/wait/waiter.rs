@@ -165,6 +165,11 @@ impl Waiter {
         !self.fair && self.is_wakeable()
     }
 
+    /// Whether a release of ours is handing it the lock now.
+    pub(crate) fn is_reserved(&self) -> bool {
+        matches!(self.state, WaiterState::Reserved { .. })
+    }
+
     /// The one writer of `state`: every change of a waiter goes through here, under the
     /// table's lock. The table tells the task (`notify`) when the answer says so.
     pub(crate) fn apply(&mut self, event: Event) -> Effect {

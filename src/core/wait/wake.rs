@@ -202,6 +202,11 @@ impl Channel {
         self.waiters.binary_search_by_key(&seq, |w| w.seq).is_ok()
     }
 
+    fn is_reserved(&self, seq: u64) -> bool {
+        let at = self.waiters.binary_search_by_key(&seq, |w| w.seq);
+        at.is_ok_and(|at| self.waiters[at].is_reserved())
+    }
+
     /// Wakes the first waiter that sleeps and whose owner is still there; `false` when
     /// there is none.
     fn wake_next(&mut self) -> bool {
@@ -1033,6 +1038,9 @@ pub struct TicketView {
     /// This connection listens for grants of the lock and is in its ring as far as we know:
     /// a release grants it the lock in turn, so its polls are only a safety net.
     pub in_ring: bool,
+    /// A release of ours is handing it the lock: the hand-over's end is its news (see
+    /// `WaiterState::Reserved`).
+    pub reserved: bool,
 }
 
 impl Ticket {
@@ -1132,6 +1140,7 @@ impl Ticket {
                     && (entry.handoffs != self.handoffs_at_join || behind_others || entry.silent()),
                 barging: !fair && entry.tenure.kick_pending(),
                 in_ring: entry.ring && entry.subscribed && entry.queued.is_some(),
+                reserved: entry.is_reserved(seq),
             }
         });
         view.unwrap_or(TicketView {
