@@ -10,6 +10,7 @@ use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::test_server::{calls, RedisServer};
 use crate::core::ops::store::Store;
 use crate::core::ops::test_support::locker_at;
+use crate::core::wait::wake::{Reservation, Wakes};
 use std::sync::Arc;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -241,11 +242,12 @@ async fn an_attempt_sent_again_waits_out_a_hand_over_under_way_then_sends_its_to
     let request = locks.attempt_request("again-reserved", MS(30_000));
     let token = request.terms.token.clone();
     // Its waiter joins before the hand-over, which is dropped unused (a fast-lane release
-    // that was not sent): its first send may have won, so it is sent again all the same.
+    // that was not sent): its first send may have won, so it is sent again all the same,
+    // though the hand-over outlasted its time.
     let cancel = CancellationToken::new();
     let start = Start::Again {
         request,
-        timeout: MS(2000),
+        timeout: MS(50),
     };
     let (channel, waiting) = pursued(&locks, "again-reserved", &cancel, start);
     let to = locks.store().wakes().reserve(&channel);
@@ -268,14 +270,18 @@ async fn an_attempt_sent_again_waits_out_a_hand_over_under_way_then_sends_its_to
     assert!(locks.release(&lease).await.unwrap());
 }
 
-#[tokio::test]
-async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_frees_what_its_first_send_won() {
+/// A waiter's first attempt at `key` won, though no reply told it; sent again, it waits for
+/// a hand-over under way, during which `meanwhile` ends its caller's wait (given its
+/// reservation, kept until the end if handed back, and its cancellation). It ends
+/// `Aborted`, with nothing left held.
+async fn what_a_first_send_won_is_freed(
+    key: &'static str,
+    meanwhile: impl FnOnce(&Arc<Wakes>, &[u8], Reservation, &CancellationToken) -> Option<Reservation>,
+) {
     let server = RedisServer::start();
     let locks = locker_at(server.url());
-    let key = "again-won";
     let request = locks.attempt_request(key, MS(30_000));
     let (token, sent) = (request.terms.token.clone(), request.terms.sent);
-    // Its first send won, though no reply told it.
     let first = locks.attempt_with(key, token, sent, MS(30_000), MS(2000), None);
     assert!(matches!(first.await, Ok(Attempt::Acquired(_))));
     let cancel = CancellationToken::new();
@@ -287,8 +293,7 @@ async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_frees_what_its_fi
     let wakes = locks.store().wakes();
     let to = wakes.reserve(&channel).expect("its waiter");
     tokio::time::sleep(MS(100)).await;
-    // Answered by the hand-over it waited for (one from a lease no longer ours, say).
-    assert!(wakes.settle(&channel, to));
+    let _kept = meanwhile(wakes, &channel, to, &cancel);
     let ended = tokio::time::timeout(MS(1000), waiting)
         .await
         .expect("ended");
@@ -299,6 +304,52 @@ async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_frees_what_its_fi
         0,
         "its first send's lock left held"
     );
+}
+
+#[tokio::test]
+async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_frees_what_its_first_send_won() {
+    // Answered by the hand-over it waited for (one from a lease no longer ours, say).
+    what_a_first_send_won_is_freed("again-won", |wakes, channel, to, _| {
+        assert!(wakes.settle(channel, to));
+        None
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_attempt_sent_again_for_a_caller_who_gave_up_meanwhile_frees_what_its_first_send_won() {
+    // Its caller gives up while the hand-over is still under way (kept until then).
+    what_a_first_send_won_is_freed("again-given-up", |_, _, to, cancel| {
+        cancel.cancel();
+        Some(to)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_that_finds_the_lock_held_ends() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let key = "again-held";
+    let held = take(&locks, key).await;
+    let cancel = CancellationToken::new();
+    let start = Start::Again {
+        request: locks.attempt_request(key, MS(30_000)),
+        timeout: MS(2000),
+    };
+    let (channel, waiting) = pursued(&locks, key, &cancel, start);
+    let wakes = locks.store().wakes();
+    let to = wakes.reserve(&channel).expect("its waiter");
+    tokio::time::sleep(MS(100)).await;
+    let before = locks.stats().snapshot().contended;
+    assert!(wakes.settle(&channel, to), "its caller answered");
+    let ended = tokio::time::timeout(MS(1000), waiting)
+        .await
+        .expect("ended");
+    assert!(matches!(ended.unwrap(), Err(LockError::Aborted)));
+    // Its held reply ends it there: nobody waits on, nor was kept from the lock.
+    assert_eq!(locks.stats().snapshot().contended, before);
+    assert!(locks.release(&held).await.unwrap());
 }
 
 #[tokio::test]
