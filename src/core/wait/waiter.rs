@@ -63,9 +63,11 @@ pub(crate) enum Event {
     TakeGrant,
     /// A fair lock's waiter took (`true`) or gave up its place in the lock's line.
     Line(bool),
-    /// Its task sends an attempt of its own (`true`), or has its reply (`false`): a release
-    /// of ours meanwhile does not pick it (see `trying`). Refused while it is being handed
-    /// the lock: the hand-over answers it instead.
+    /// Its task sends an attempt of its own (`true`), or has its reply (`false`). A release
+    /// in place does not answer its caller meanwhile (see `trying`): that caller could
+    /// release the lock before the attempt lands, which would then win it for nobody. The
+    /// runtime's release may pick it all the same, since its own task answers it after the
+    /// reply. Refused while it is being handed the lock: the hand-over answers it instead.
     Trying(bool),
     /// It stops waiting (won, timed out, cancelled, its owner gone).
     Leave,

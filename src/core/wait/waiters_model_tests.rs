@@ -434,7 +434,10 @@ impl Model {
                         // Never one whose attempt is on its way, nor over it to a later one.
                         let ours = first.filter(|w| !w.trying && w.thread == Some(thread));
                         let reserved = self.wakes.reserve_in_place(&name, thread);
-                        (reserved, ours)
+                        if let Some((_, caller)) = &reserved {
+                            assert_eq!(caller.thread, thread, "answered on another thread");
+                        }
+                        (reserved.map(|(to, _)| to), ours)
                     }
                     _ => (self.wakes.reserve(&name), first),
                 };

@@ -58,7 +58,6 @@ pub struct Reservation {
     channel: Vec<u8>,
     seq: u64,
     ttl: Duration,
-    caller: Option<Caller>,
     counters: Option<Arc<CallCounters>>,
     /// Not yet used by `grant`, `settle` or `unreserve`: dropping it gives the waiter back.
     armed: bool,
@@ -78,11 +77,6 @@ impl Reservation {
     /// The TTL the waiter asked for.
     pub fn ttl(&self) -> Duration {
         self.ttl
-    }
-
-    /// Who waits, when its caller may be answered directly.
-    pub fn caller(&self) -> Option<Caller> {
-        self.caller
     }
 
     /// The counters of the object the waiter waits for, when it joined through one.
@@ -758,58 +752,58 @@ impl Wakes {
     /// or handed to it) unless the hand-over fails (then it tries on its own anyway). None
     /// once the chain is long enough (see `chain_capped`).
     pub fn reserve(self: &Arc<Self>, channel: &[u8]) -> Option<Reservation> {
-        self.reserve_first(channel, |_| true)
+        let (to, ()) = self.reserve_first(channel, |_| Some(()))?;
+        Some(to)
     }
 
     /// As `reserve`, for a release made on JS thread `thread` that answers the waiter's
-    /// caller itself (see ops/fast/handoff.rs): only when the first in order waits on that
-    /// thread, and no attempt of its own is on its way. Its caller, answered now, could
-    /// release the lock before that attempt lands, which would then win it for nobody. A
-    /// later waiter is never picked over it: the runtime's release hands it the lock, in
-    /// order, instead.
+    /// caller itself (see ops/fast/handoff.rs), whom it gives with the reservation: only
+    /// when the first in order waits on that thread, and no attempt of its own is on its
+    /// way. Its caller, answered now, could release the lock before that attempt lands,
+    /// which would then win it for nobody. A later waiter is never picked over it: the
+    /// runtime's release hands it the lock, in order, instead.
     pub fn reserve_in_place(
         self: &Arc<Self>,
         channel: &[u8],
         thread: usize,
-    ) -> Option<Reservation> {
+    ) -> Option<(Reservation, Caller)> {
         self.reserve_first(channel, |first| {
-            !first.trying && first.caller.is_some_and(|caller| caller.thread == thread)
+            (first.caller).filter(|caller| !first.trying && caller.thread == thread)
         })
     }
 
-    /// Reserves the first waiter that may be handed the lock, when `may` takes it.
-    fn reserve_first(
+    /// Reserves the first waiter that may be handed the lock, when `eligible` takes it, with
+    /// what `eligible` found.
+    fn reserve_first<T>(
         self: &Arc<Self>,
         channel: &[u8],
-        may: impl FnOnce(&Waiter) -> bool,
-    ) -> Option<Reservation> {
+        eligible: impl FnOnce(&Waiter) -> Option<T>,
+    ) -> Option<(Reservation, T)> {
         let picked = self.with(channel, |entry| {
             if entry.chain_full() {
                 return None;
             }
             let waiter = (entry.waiters.iter()).find(|w| w.is_reservable())?;
-            if !may(waiter) {
-                return None;
-            }
-            let (seq, ttl, caller) = (waiter.seq, waiter.ttl, waiter.caller);
+            let found = eligible(waiter)?;
+            let (seq, ttl) = (waiter.seq, waiter.ttl);
             let counters = waiter.counters.clone();
             let reserved = entry.apply(seq, Event::Reserve);
             let done = matches!(reserved, Some(Effect::Done { .. }));
             if done && entry.ring {
                 entry.chain += 1;
             }
-            done.then_some((seq, ttl, caller, counters))
+            done.then_some((seq, ttl, counters, found))
         });
-        let (seq, ttl, caller, counters) = picked.flatten()?;
-        Some(Reservation {
+        let (seq, ttl, counters, found) = picked.flatten()?;
+        let to = Reservation {
             wakes: self.clone(),
             channel: channel.to_vec(),
             seq,
             ttl,
-            caller,
             counters,
             armed: true,
-        })
+        };
+        Some((to, found))
     }
 
     /// The handoff to `to` happened: it holds `lease` now. The lease comes back when the

@@ -186,15 +186,15 @@ async fn a_release_in_place_answers_only_the_first_waiter_of_its_own_thread() {
     let first = wakes.join_as(LOCK, TTL, (Some(caller(1)), None), None);
     let second = wakes.join_as(LOCK, TTL, (Some(caller(2)), None), None);
     assert!(wakes.reserve_in_place(&channel(LOCK), 2).is_none());
-    let to = wakes
+    let (to, caller) = wakes
         .reserve_in_place(&channel(LOCK), 1)
         .expect("the first");
-    assert_eq!(to.seq, first.seq);
+    assert_eq!((to.seq, caller.thread), (first.seq, 1));
     assert!(wakes.settle(&channel(LOCK), to));
-    let to = wakes
+    let (to, caller) = wakes
         .reserve_in_place(&channel(LOCK), 2)
         .expect("first by now");
-    assert_eq!(to.seq, second.seq);
+    assert_eq!((to.seq, caller.thread), (second.seq, 2));
 }
 
 #[tokio::test]

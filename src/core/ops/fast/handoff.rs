@@ -71,10 +71,7 @@ impl Releasing {
         // from here; any other is handed the lock by the runtime's release, in order.
         let wakes = locker.store().wakes();
         let channel = wake::channel(&lease.redis_key);
-        let Some(to) = wakes.reserve_in_place(&channel, thread) else {
-            return Releasing::Elsewhere;
-        };
-        let Some(caller) = to.caller() else {
+        let Some((to, caller)) = wakes.reserve_in_place(&channel, thread) else {
             return Releasing::Elsewhere;
         };
         let (ttl, bound) = (to.ttl(), locker.bound_for(lease));

@@ -124,12 +124,17 @@ async fn a_first_waiter_trying_on_its_own_is_left_to_the_runtime_not_passed_over
     let locker = locker(41306);
     let lease = lease(&locker);
     let first = waiter(&locker, THREAD, true);
-    let _second = waiter(&locker, THREAD, true);
+    let second = waiter(&locker, THREAD, true);
     // Its caller, answered now, could release the lock before that attempt lands; the
     // second, answered now, would jump ahead of it.
     let _trying = first.trying().expect("waiting").expect("not reserved");
     let (sent, asked) = send_on(&locker, &lease, true);
     assert!(matches!(sent, FastRelease::Elsewhere) && !asked);
     // The runtime's release picks it: its own task answers it, after its attempt.
-    assert!(reservable(&locker));
+    let channel = wake::channel(&locker.redis_key("k"));
+    let _to = locker.store().wakes().reserve(&channel).expect("a waiter");
+    assert!(
+        first.view().reserved && !second.view().reserved,
+        "passed over the first waiter"
+    );
 }
