@@ -81,6 +81,9 @@ pub(super) struct Done {
     /// handed the lock by a release on that thread): what the task ends with is dropped
     /// as it comes, without waking the thread for nothing.
     answered: HashSet<u32>,
+    /// Calls whose runtime task has not ended yet: only theirs is an end to come. One
+    /// answered with none (its attempt ended on the thread's socket) is not kept answered.
+    running: HashSet<u32>,
 }
 
 impl Default for Queue {
@@ -89,6 +92,7 @@ impl Default for Queue {
             done: Mutex::new(Done {
                 entries: Some(Vec::new()),
                 answered: HashSet::new(),
+                running: HashSet::new(),
             }),
             waker: OnceLock::new(),
         }
@@ -108,7 +112,10 @@ impl Queue {
     pub(super) fn put(&self, entry: Settlement) -> bool {
         let mut done = lock(&self.done);
         let answered = match &entry {
-            Settlement::Settled(id, _) => done.answered.remove(id),
+            Settlement::Settled(id, _) => {
+                done.running.remove(id);
+                done.answered.remove(id)
+            }
             _ => false,
         };
         let queued = match done.entries.as_mut() {
@@ -124,9 +131,9 @@ impl Queue {
         false
     }
 
-    /// Call `id` was answered on the JS thread while a runtime task still works for it: what
-    /// that task ends with is dropped, queued already (the task saw its waiter settled before
-    /// the thread got here) or yet to come.
+    /// Call `id` was answered on the JS thread: what its runtime task ends with, if it has
+    /// one, is dropped, queued already (the task saw its waiter settled before the thread got
+    /// here) or yet to come.
     pub(super) fn answered(&self, id: u32) {
         let mut done = lock(&self.done);
         let ended = |entry: &Settlement| matches!(entry, Settlement::Settled(at, _) if *at == id);
@@ -134,12 +141,19 @@ impl Queue {
         let stale = match (at, done.entries.as_mut()) {
             (Some(at), Some(entries)) => entries.remove(at),
             _ => {
-                done.answered.insert(id);
+                if done.running.contains(&id) {
+                    done.answered.insert(id);
+                }
                 return;
             }
         };
         drop(done);
         stale.forsake();
+    }
+
+    /// A runtime task for call `id` starts: its end is to come through `put`.
+    pub(super) fn started(&self, id: u32) {
+        lock(&self.done).running.insert(id);
     }
 
     /// What the runtime queued up to and including its last news of a waiter (`Seen`), in

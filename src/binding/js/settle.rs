@@ -174,7 +174,7 @@ impl Completer {
         });
     }
 
-    /// Call `id` was answered on the JS thread while a runtime task still works for it.
+    /// Call `id` was answered on the JS thread, its runtime task (if any) still working.
     pub fn answered(&self, id: u32) {
         self.0.answered(id);
     }
@@ -202,6 +202,7 @@ impl Completer {
         // several times on the JS thread; a box moves as a pointer.
         let work = Box::pin(work);
         let completer = self.clone();
+        self.0.started(id);
         let started = crate::binding::runtime::spawn(async move {
             // A panic must still settle the promise, or the caller would wait forever.
             let outcome = match AssertUnwindSafe(work).catch_unwind().await {
