@@ -277,10 +277,10 @@ async fn an_attempt_sent_again_waits_out_a_hand_over_under_way_then_sends_its_to
 /// a hand-over under way, during which `meanwhile` ends its caller's wait (given its
 /// reservation, kept until the end if handed back, and its cancellation). It ends
 /// `Aborted`, with nothing left held.
-async fn what_a_first_send_won_is_freed(
-    key: &'static str,
-    meanwhile: impl FnOnce(&Arc<Wakes>, &[u8], Reservation, &CancellationToken) -> Option<Reservation>,
-) {
+async fn what_a_first_send_won_is_freed<M>(key: &'static str, meanwhile: M)
+where
+    M: FnOnce(&Arc<Wakes>, &[u8], Reservation, &CancellationToken) -> Option<Reservation>,
+{
     let server = RedisServer::start();
     let locks = locker_at(server.url());
     let request = locks.attempt_request(key, MS(30_000));
