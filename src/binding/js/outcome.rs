@@ -67,31 +67,93 @@ pub struct Loss {
 
 /// What the runtime finished for one JS thread, waiting for that thread to take it.
 pub struct Queue {
-    /// `None` once the JS environment ended: nothing will take what joins it.
-    pub(super) done: Mutex<Option<Vec<Settlement>>>,
+    pub(super) done: Mutex<Done>,
     pub(super) waker: OnceLock<Arc<Waker>>,
+}
+
+/// What waits for the JS thread, and the calls it answered itself: under one lock, so
+/// that a call's end is either dropped as it is queued or found queued when its call is
+/// answered, never kept as answered for good (ids wrap, and a later call would never hear).
+pub(super) struct Done {
+    /// `None` once the JS environment ended: nothing will take what joins it.
+    pub(super) entries: Option<Vec<Settlement>>,
     /// Calls the JS thread answered itself while their runtime task still ran (a waiter
     /// handed the lock by a release on that thread): what the task ends with is dropped
-    /// here, without waking the thread for nothing.
-    pub(super) answered: Mutex<HashSet<u32>>,
+    /// as it comes, without waking the thread for nothing.
+    answered: HashSet<u32>,
+    /// Calls whose runtime task has not ended yet: only theirs is an end to come. One
+    /// answered with none (its attempt ended on the thread's socket) is not kept answered.
+    running: HashSet<u32>,
 }
 
 impl Default for Queue {
     fn default() -> Queue {
         Queue {
-            done: Mutex::new(Some(Vec::new())),
+            done: Mutex::new(Done {
+                entries: Some(Vec::new()),
+                answered: HashSet::new(),
+                running: HashSet::new(),
+            }),
             waker: OnceLock::new(),
-            answered: Mutex::new(HashSet::new()),
         }
     }
 }
 
 impl Queue {
     pub fn take(&self) -> Vec<Settlement> {
-        lock(&self.done)
-            .as_mut()
+        (lock(&self.done).entries.as_mut())
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+
+    /// Queues `entry`; `true` when it starts a batch (the thread is to be woken). The end of
+    /// a call the thread answered itself is dropped instead, as is anything once the
+    /// environment ended.
+    pub(super) fn put(&self, entry: Settlement) -> bool {
+        let mut done = lock(&self.done);
+        let answered = match &entry {
+            Settlement::Settled(id, _) => {
+                done.running.remove(id);
+                done.answered.remove(id)
+            }
+            _ => false,
+        };
+        let queued = match done.entries.as_mut() {
+            Some(entries) if !answered => {
+                entries.push(entry);
+                return entries.len() == 1;
+            }
+            _ => entry,
+        };
+        drop(done);
+        // Nobody hears it: a lock it hands out is freed, not left to its TTL.
+        queued.forsake();
+        false
+    }
+
+    /// Call `id` was answered on the JS thread: what its runtime task ends with, if it has
+    /// one, is dropped, queued already (the task saw its waiter settled before the thread got
+    /// here) or yet to come.
+    pub(super) fn answered(&self, id: u32) {
+        let mut done = lock(&self.done);
+        let ended = |entry: &Settlement| matches!(entry, Settlement::Settled(at, _) if *at == id);
+        let at = (done.entries.as_ref()).and_then(|entries| entries.iter().position(ended));
+        let stale = match (at, done.entries.as_mut()) {
+            (Some(at), Some(entries)) => entries.remove(at),
+            _ => {
+                if done.running.contains(&id) {
+                    done.answered.insert(id);
+                }
+                return;
+            }
+        };
+        drop(done);
+        stale.forsake();
+    }
+
+    /// A runtime task for call `id` starts: its end is to come through `put`.
+    pub(super) fn started(&self, id: u32) {
+        lock(&self.done).running.insert(id);
     }
 
     /// What the runtime queued up to and including its last news of a waiter (`Seen`), in
@@ -101,11 +163,12 @@ impl Queue {
     /// would be told `acquired` before the `handed-over` its release counted. Taking the news
     /// alone would tell it ahead of what was queued before it (a call's end, a listener's
     /// news), out of the order it happened. Nothing when no news waits; what follows the
-    /// last news stays queued. So does an end queued for a promise in `settling` (its runtime
-    /// task finished as the thread answered it): it comes after, and finds it settled.
+    /// last news stays queued. So does an end queued for a promise in `settling`, should one
+    /// be there (`answered` drops a runtime task's end found queued): it comes after, and
+    /// finds it settled.
     pub fn take_news(&self, settling: &[u32]) -> Vec<Settlement> {
         let mut done = lock(&self.done);
-        let Some(done) = done.as_mut() else {
+        let Some(done) = done.entries.as_mut() else {
             return Vec::new();
         };
         let is_news = |entry: &Settlement| matches!(entry, Settlement::Seen { .. });
@@ -120,13 +183,13 @@ impl Queue {
 
     /// Whether nothing waits to be delivered (and the environment has not ended).
     pub fn is_idle(&self) -> bool {
-        lock(&self.done).as_ref().is_some_and(Vec::is_empty)
+        lock(&self.done).entries.as_ref().is_some_and(Vec::is_empty)
     }
 
     /// The JS environment ended (see teardown.rs): what waits here, and what joins later,
     /// is never delivered, and is forsaken instead.
     pub fn close(&self) {
-        let left = lock(&self.done).take().unwrap_or_default();
+        let left = lock(&self.done).entries.take().unwrap_or_default();
         for entry in left {
             entry.forsake();
         }

@@ -34,7 +34,7 @@ fn names(entries: &[Settlement]) -> Vec<String> {
 
 fn queue_of(entries: Vec<Settlement>) -> Queue {
     let queue = Queue::default();
-    *lock(&queue.done) = Some(entries);
+    lock(&queue.done).entries = Some(entries);
     queue
 }
 

@@ -6,7 +6,6 @@ use super::thread::JsThread;
 use crate::binding::error::Result;
 use crate::binding::sys::env::{Scope, Value};
 use crate::core::basics::error::LockError;
-use crate::core::basics::sync::lock;
 use futures_util::FutureExt;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw, Unknown};
 use std::future::Future;
@@ -175,32 +174,14 @@ impl Completer {
         });
     }
 
-    /// Call `id` was answered on the JS thread while a runtime task still works for it.
+    /// Call `id` was answered on the JS thread, its runtime task (if any) still working.
     pub fn answered(&self, id: u32) {
-        lock(&self.0.answered).insert(id);
+        self.0.answered(id);
     }
 
     fn push(&self, entry: Settlement) {
-        let queue = &self.0;
-        if let Settlement::Settled(id, _) = &entry {
-            if lock(&queue.answered).remove(id) {
-                // Nobody hears it: a lock it hands out is freed, not left to its TTL.
-                entry.forsake();
-                return;
-            }
-        }
-        let wake = {
-            let mut done = lock(&queue.done);
-            let Some(done) = done.as_mut() else {
-                drop(done);
-                entry.forsake();
-                return;
-            };
-            done.push(entry);
-            done.len() == 1
-        };
-        if wake {
-            if let Some(waker) = queue.waker.get() {
+        if self.0.put(entry) {
+            if let Some(waker) = self.0.waker.get() {
                 waker.wake();
             }
         }
@@ -221,6 +202,7 @@ impl Completer {
         // several times on the JS thread; a box moves as a pointer.
         let work = Box::pin(work);
         let completer = self.clone();
+        self.0.started(id);
         let started = crate::binding::runtime::spawn(async move {
             // A panic must still settle the promise, or the caller would wait forever.
             let outcome = match AssertUnwindSafe(work).catch_unwind().await {
@@ -235,3 +217,7 @@ impl Completer {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "settle_tests.rs"]
+mod tests;

@@ -372,14 +372,12 @@ impl Locker {
             Start::Held { holder_ttl } => Some(holder_ttl),
             Start::Again { request, timeout } => {
                 self.check(cancel)?;
-                let PlainRequest { key, terms } = request;
-                let (token, sent, ttl) = (terms.token, terms.sent, terms.ttl);
-                match (self.attempt_with(&key, token, sent, ttl, timeout, None)).await? {
+                match (self.attempt_again(request, timeout, ticket.as_ref(), cancel)).await? {
                     Attempt::Acquired(lease) => {
                         return self.won(lease, cancel, ticket, scheme).await
                     }
                     Attempt::Held { ttl } => {
-                        self.stats().contended(&key);
+                        self.stats().contended(scheme.name());
                         Some(ttl)
                     }
                 }

@@ -10,10 +10,22 @@ use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::test_server::{calls, RedisServer};
 use crate::core::ops::store::Store;
 use crate::core::ops::test_support::locker_at;
+use crate::core::wait::wake::{Reservation, Wakes};
 use std::sync::Arc;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const SLOW_POLL: Duration = Duration::from_secs(5);
+const THREAD: usize = 9;
+
+/// A caller of JS thread `THREAD`, whom a release made there may answer in place.
+fn caller() -> Caller {
+    Caller {
+        thread: THREAD,
+        id: 5,
+        lent_start: false,
+        asked: Instant::now(),
+    }
+}
 
 async fn take(locks: &Locker, key: &str) -> Lease {
     match locks.attempt(key, MS(30_000)).await.expect("attempt") {
@@ -91,34 +103,39 @@ async fn a_release_of_ours_between_a_waiters_attempt_and_its_joining_has_it_try_
 
 type Pursuit = tokio::task::JoinHandle<Result<Option<Lease>, LockError>>;
 
-/// A waiter's `pursue` of `key` (joined before its first attempt) while the server holds
-/// every command back a while: its attempt is in flight for that long, and wins after.
-/// The waiter's channel, its task, and a connection of the test's own.
+/// A waiter's `pursue` of `key` from `start`, joined before it for a caller of JS thread
+/// `THREAD` who waits until a deadline. Its task and its channel.
+fn pursued(
+    locks: &Arc<Locker>,
+    key: &'static str,
+    cancel: &CancellationToken,
+    start: Start,
+) -> (Vec<u8>, Pursuit) {
+    let ticket = locks.join(key, MS(30_000), Some(caller()));
+    let channel = ticket.channel().to_vec();
+    let deadline = Instant::now() + MS(20_000);
+    let plan = Plan::until(Place::Joined(ticket), deadline, SLOW_POLL);
+    let (locks, cancel) = (locks.clone(), cancel.clone());
+    let waiting =
+        tokio::spawn(async move { locks.pursue(plan, key, MS(30_000), &cancel, start).await });
+    (channel, waiting)
+}
+
+/// `pursued`, its first attempt made while the server holds every command back a while: it
+/// is in flight for that long, and wins after. With a connection of the test's own.
 fn pursued_while_paused(
     server: &RedisServer,
     locks: &Arc<Locker>,
     key: &'static str,
-    cancel: &CancellationToken,
+    (cancel, start): (&CancellationToken, Start),
 ) -> (Vec<u8>, Pursuit, redis::Connection) {
-    let ticket = locks.join(key, MS(30_000), None);
-    let channel = ticket.channel().to_vec();
-    let plan = Plan::until(
-        Place::Joined(ticket),
-        Instant::now() + MS(20_000),
-        SLOW_POLL,
-    );
     let mut admin = server.raw();
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(300)
         .query(&mut admin)
         .unwrap();
-    let (locks, cancel) = (locks.clone(), cancel.clone());
-    let waiting = tokio::spawn(async move {
-        locks
-            .pursue(plan, key, MS(30_000), &cancel, Start::Attempt)
-            .await
-    });
+    let (channel, waiting) = pursued(locks, key, cancel, start);
     (channel, waiting, admin)
 }
 
@@ -135,7 +152,8 @@ async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_an
     let locks = locker_at(server.url());
     let cancel = CancellationToken::new();
     // The attempt is in flight when the caller gives up, and wins after.
-    let (_, waiting, mut admin) = pursued_while_paused(&server, &locks, "given-up", &cancel);
+    let (_, waiting, mut admin) =
+        pursued_while_paused(&server, &locks, "given-up", (&cancel, Start::Attempt));
     tokio::time::sleep(MS(100)).await;
     cancel.cancel();
     let ended = waiting.await.unwrap();
@@ -148,21 +166,193 @@ async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_an
     );
 }
 
-#[tokio::test]
-async fn a_release_of_ours_does_not_answer_a_waiter_whose_own_attempt_is_on_its_way() {
+/// A waiter's attempt at `key` is on its way (`again`: its first, sent elsewhere with an
+/// outcome unknown, sent again with its token): a release of its thread does not answer it
+/// in place. Its caller's handle could release the lock before the attempt lands, which
+/// would then win it for nobody.
+async fn an_attempt_on_its_way_is_not_answered_in_place(key: &'static str, again: bool) {
     let server = RedisServer::start();
     let locks = locker_at(server.url());
     let cancel = CancellationToken::new();
-    // Answered by a release of its thread, its caller's handle could release the lock before
-    // the attempt lands, which would then win it for nobody.
-    let (channel, waiting, mut admin) = pursued_while_paused(&server, &locks, "trying", &cancel);
+    let start = match again {
+        true => Start::Again {
+            request: locks.attempt_request(key, MS(30_000)),
+            timeout: MS(2000),
+        },
+        false => Start::Attempt,
+    };
+    let (channel, waiting, mut admin) =
+        pursued_while_paused(&server, &locks, key, (&cancel, start));
     tokio::time::sleep(MS(100)).await;
     let wakes = locks.store().wakes();
-    assert!(wakes.reserve(&channel).is_none(), "picked while trying");
+    assert!(
+        wakes.reserve_in_place(&channel, THREAD).is_none(),
+        "answerable in place while trying"
+    );
     let lease = waiting.await.unwrap().expect("wait").expect("won");
-    assert_eq!(exists(&mut admin, "trying"), 1);
+    assert_eq!(exists(&mut admin, key), 1);
     assert!(wakes.reserve(&channel).is_none(), "still a waiter");
     assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_release_of_ours_does_not_answer_a_waiter_whose_own_attempt_is_on_its_way() {
+    an_attempt_on_its_way_is_not_answered_in_place("trying", false).await;
+}
+
+#[tokio::test]
+async fn nor_one_whose_first_attempt_is_sent_again() {
+    an_attempt_on_its_way_is_not_answered_in_place("again", true).await;
+}
+
+#[tokio::test]
+async fn the_runtimes_release_during_a_waiters_attempt_hands_it_the_lock_in_order() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let cancel = CancellationToken::new();
+    let held = take(&locks, "in-order").await;
+    // The first waiter's attempt is on its way when the holder releases; a second waits
+    // behind it.
+    let (_, waiting, mut admin) =
+        pursued_while_paused(&server, &locks, "in-order", (&cancel, Start::Attempt));
+    let second = locks.join("in-order", MS(30_000), None);
+    tokio::time::sleep(MS(100)).await;
+    let handed_before = locks.stats().snapshot().handed_over;
+    assert!(locks.release(&held).await.unwrap());
+    assert!(
+        second.take_grant().is_none(),
+        "passed over to a later waiter"
+    );
+    // Answered by its own task once its attempt found the lock held (ours, or handed to it).
+    let lease = tokio::time::timeout(MS(2000), waiting)
+        .await
+        .expect("handed over, not left to its poll")
+        .unwrap()
+        .expect("wait")
+        .expect("won");
+    // Not its own attempt's win, which would come with the same fence.
+    let handed = locks.stats().snapshot().handed_over - handed_before;
+    assert_eq!(handed, 1, "not the lock handed over");
+    assert_eq!(exists(&mut admin, "in-order"), 1);
+    drop(second);
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+#[tokio::test]
+async fn an_attempt_sent_again_waits_out_a_hand_over_under_way_then_sends_its_token() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let request = locks.attempt_request("again-reserved", MS(30_000));
+    let token = request.terms.token.clone();
+    // Its waiter joins before the hand-over, which is dropped unused (a fast-lane release
+    // that was not sent): its first send may have won, so it is sent again all the same,
+    // though the hand-over outlasted its time.
+    let cancel = CancellationToken::new();
+    let start = Start::Again {
+        request,
+        timeout: MS(50),
+    };
+    let (channel, waiting) = pursued(&locks, "again-reserved", &cancel, start);
+    let to = locks.store().wakes().reserve(&channel);
+    tokio::time::sleep(MS(100)).await;
+    let mut admin = server.raw();
+    assert_eq!(
+        exists(&mut admin, "again-reserved"),
+        0,
+        "sent while reserved"
+    );
+    assert!(to.is_some(), "its waiter was not there to reserve");
+    drop(to);
+    let lease = tokio::time::timeout(MS(1000), waiting)
+        .await
+        .expect("woken as its hand-over was dropped")
+        .unwrap()
+        .expect("wait")
+        .expect("won");
+    assert_eq!(lease.token, token, "not the token sent first");
+    assert!(locks.release(&lease).await.unwrap());
+}
+
+/// A waiter's first attempt at `key` won, though no reply told it; sent again, it waits for
+/// a hand-over under way, during which `meanwhile` ends its caller's wait (given its
+/// reservation, kept until the end if handed back, and its cancellation). It ends
+/// `Aborted`, with nothing left held.
+async fn what_a_first_send_won_is_freed<M>(key: &'static str, meanwhile: M)
+where
+    M: FnOnce(&Arc<Wakes>, &[u8], Reservation, &CancellationToken) -> Option<Reservation>,
+{
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let request = locks.attempt_request(key, MS(30_000));
+    let (token, sent) = (request.terms.token.clone(), request.terms.sent);
+    let first = locks.attempt_with(key, token, sent, MS(30_000), MS(2000), None);
+    assert!(matches!(first.await, Ok(Attempt::Acquired(_))));
+    let cancel = CancellationToken::new();
+    let start = Start::Again {
+        request,
+        timeout: MS(2000),
+    };
+    let (channel, waiting) = pursued(&locks, key, &cancel, start);
+    let wakes = locks.store().wakes();
+    let to = wakes.reserve(&channel).expect("its waiter");
+    tokio::time::sleep(MS(100)).await;
+    let _kept = meanwhile(wakes, &channel, to, &cancel);
+    let ended = tokio::time::timeout(MS(1000), waiting)
+        .await
+        .expect("ended");
+    assert!(matches!(ended.unwrap(), Err(LockError::Aborted)));
+    let mut admin = server.raw();
+    assert_eq!(
+        exists(&mut admin, key),
+        0,
+        "its first send's lock left held"
+    );
+}
+
+#[tokio::test]
+async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_frees_what_its_first_send_won() {
+    // Answered by the hand-over it waited for (one from a lease no longer ours, say).
+    what_a_first_send_won_is_freed("again-won", |wakes, channel, to, _| {
+        assert!(wakes.settle(channel, to));
+        None
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_attempt_sent_again_for_a_caller_who_gave_up_meanwhile_frees_what_its_first_send_won() {
+    // Its caller gives up while the hand-over is still under way (kept until then).
+    what_a_first_send_won_is_freed("again-given-up", |_, _, to, cancel| {
+        cancel.cancel();
+        Some(to)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_that_finds_the_lock_held_ends() {
+    let server = RedisServer::start();
+    let locks = locker_at(server.url());
+    let key = "again-held";
+    let held = take(&locks, key).await;
+    let cancel = CancellationToken::new();
+    let start = Start::Again {
+        request: locks.attempt_request(key, MS(30_000)),
+        timeout: MS(2000),
+    };
+    let (channel, waiting) = pursued(&locks, key, &cancel, start);
+    let wakes = locks.store().wakes();
+    let to = wakes.reserve(&channel).expect("its waiter");
+    tokio::time::sleep(MS(100)).await;
+    let before = locks.stats().snapshot().contended;
+    assert!(wakes.settle(&channel, to), "its caller answered");
+    let ended = tokio::time::timeout(MS(1000), waiting)
+        .await
+        .expect("ended");
+    assert!(matches!(ended.unwrap(), Err(LockError::Aborted)));
+    // Its held reply ends it there: nobody waits on, nor was kept from the lock.
+    assert_eq!(locks.stats().snapshot().contended, before);
+    assert!(locks.release(&held).await.unwrap());
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! each atomically in Redis.
 
 pub mod acquire;
+pub mod again;
 pub mod attempt;
 pub mod claims;
 pub mod closing;
@@ -22,6 +23,8 @@ pub mod passing;
 pub mod pause;
 pub mod release;
 pub mod release_by_id;
+#[cfg(test)]
+mod reserved_down_tests;
 pub mod route;
 pub mod schedule;
 pub use crate::core::proto::scripts;

@@ -58,15 +58,17 @@ impl Locker {
         // every waiter tries at once instead of sleeping out its bound, and its attempt
         // decides: it fails as fast, or finds the server back. Found down already, it tries
         // at once too (a refusal heard before may be stale when the JS thread's socket did
-        // the talking).
+        // the talking). Not while a release of ours is handing it the lock: its attempt
+        // would be refused at once, without a wait that lets the hand-over's task run on
+        // the runtime's one thread; that hand-over's end wakes it instead.
         let drops = self.store().dropped();
         let refused = drops.next_refusal();
         let stale = drops.refusal().is_some();
         let mut notified = false;
         let pause = tokio::select! {
             biased;
-            _ = std::future::ready(()), if stale => Pause::Woken,
-            _ = refused => Pause::Woken,
+            _ = std::future::ready(()), if stale && !view.reserved => Pause::Woken,
+            _ = refused, if !view.reserved => Pause::Woken,
             _ = ticket.woken() => {
                 notified = true;
                 Pause::Woken

@@ -35,8 +35,9 @@ pub(crate) enum WaiterState {
     Woken,
     /// A release of this process is handing it the lock. `woken`: a wake came meanwhile (a
     /// lost connection wakes the first waiter whatever it is doing), kept if the hand-over
-    /// does not happen.
-    Reserved { woken: bool },
+    /// does not happen. `refused`: its task was refused an attempt meanwhile and sleeps on
+    /// the hand-over's word; should the reservation be dropped unused, it tries at once.
+    Reserved { woken: bool, refused: bool },
     /// Handed the lock; the lease waits for the waiter's task to take it. Counts as woken.
     Granted(Lease),
 }
@@ -49,7 +50,8 @@ pub(crate) enum Event {
     Rearm,
     /// A release of ours picks it to hand the lock to.
     Reserve,
-    /// The hand-over was given up before it ran (its reservation dropped unused).
+    /// The hand-over was given up before it ran (its reservation dropped unused): a waiter
+    /// refused its attempt meanwhile is told to try, as nobody else will (see `Reserved`).
     DropReservation,
     /// The hand-over did not happen: it tries on its own, at once.
     Unreserve,
@@ -61,9 +63,11 @@ pub(crate) enum Event {
     TakeGrant,
     /// A fair lock's waiter took (`true`) or gave up its place in the lock's line.
     Line(bool),
-    /// Its task sends an attempt of its own (`true`), or has its reply (`false`): a release
-    /// of ours meanwhile does not pick it (see `trying`). Refused while it is being handed
-    /// the lock: the hand-over answers it instead.
+    /// Its task sends an attempt of its own (`true`), or has its reply (`false`). A release
+    /// in place does not answer its caller meanwhile (see `trying`): that caller could
+    /// release the lock before the attempt lands, which would then win it for nobody. The
+    /// runtime's release may pick it all the same, since its own task answers it after the
+    /// reply. Refused while it is being handed the lock: the hand-over answers it instead.
     Trying(bool),
     /// It stops waiting (won, timed out, cancelled, its owner gone).
     Leave,
@@ -163,6 +167,11 @@ impl Waiter {
         !self.fair && self.is_wakeable()
     }
 
+    /// Whether a release of ours is handing it the lock now.
+    pub(crate) fn is_reserved(&self) -> bool {
+        matches!(self.state, WaiterState::Reserved { .. })
+    }
+
     /// The one writer of `state`: every change of a waiter goes through here, under the
     /// table's lock. The table tells the task (`notify`) when the answer says so.
     pub(crate) fn apply(&mut self, event: Event) -> Effect {
@@ -170,17 +179,32 @@ impl Waiter {
         let state = std::mem::replace(&mut self.state, Waiting);
         let (state, effect) = match (state, event) {
             (Granted(lease), Event::Wake) => (Granted(lease), notified()),
-            (Reserved { .. }, Event::Wake) => (Reserved { woken: true }, notified()),
+            (Reserved { refused, .. }, Event::Wake) => (
+                Reserved {
+                    woken: true,
+                    refused,
+                },
+                notified(),
+            ),
             (Waiting | Woken, Event::Wake) => (Woken, notified()),
             (Granted(lease), Event::Rearm | Event::TakeGrant) => (Waiting, Effect::Took(lease)),
-            (Reserved { .. }, Event::Rearm) => (Reserved { woken: false }, quiet()),
+            (Reserved { refused, .. }, Event::Rearm) => (
+                Reserved {
+                    woken: false,
+                    refused,
+                },
+                quiet(),
+            ),
             (Waiting | Woken, Event::Rearm) => (Waiting, quiet()),
-            (Waiting, Event::Reserve) if self.is_reservable_now() => {
-                (Reserved { woken: false }, quiet())
+            (Waiting, Event::Reserve) if self.is_reservable_now() => (reserved(), quiet()),
+            // Not `Woken`: the release that dropped it goes on through the runtime, which may
+            // pick it again (a woken waiter is passed over), or wake the first that sleeps.
+            (Reserved { woken, refused }, Event::DropReservation) => {
+                let effect = if refused { notified() } else { quiet() };
+                (unreserved(woken), effect)
             }
-            (Reserved { woken }, Event::DropReservation) => (unreserved(woken), quiet()),
             (Reserved { .. }, Event::Unreserve) => (Woken, notified()),
-            (Reserved { woken }, Event::Grant(lease)) if self.is_orphaned() => {
+            (Reserved { woken, .. }, Event::Grant(lease)) if self.is_orphaned() => {
                 (unreserved(woken), Effect::Refused(Some(lease)))
             }
             (Reserved { .. }, Event::Grant(lease)) => (Granted(lease), Effect::Handed),
@@ -198,18 +222,22 @@ impl Waiter {
                 self.in_line = in_line;
                 (state, quiet())
             }
-            (Reserved { woken }, Event::Trying(true)) => {
-                (Reserved { woken }, Effect::Refused(None))
+            (Reserved { woken, .. }, Event::Trying(true)) => {
+                let refused = Reserved {
+                    woken,
+                    refused: true,
+                };
+                (refused, Effect::Refused(None))
             }
             (state, Event::Trying(trying)) => {
                 self.trying = trying;
                 (state, quiet())
             }
             (Granted(lease), Event::Leave) => (Waiting, Effect::Left(Leaving::Lease(lease))),
-            (Woken | Reserved { woken: true }, Event::Leave) => {
+            (Woken | Reserved { woken: true, .. }, Event::Leave) => {
                 (Waiting, Effect::Left(Leaving::Wake))
             }
-            (Waiting | Reserved { woken: false }, Event::Leave) => {
+            (Waiting | Reserved { woken: false, .. }, Event::Leave) => {
                 (Waiting, Effect::Left(Leaving::Nothing))
             }
             (state, Event::Grant(lease)) => (state, Effect::Refused(Some(lease))),
@@ -231,6 +259,14 @@ fn notified() -> Effect {
 
 fn quiet() -> Effect {
     Effect::Done { notify: false }
+}
+
+/// A waiter just picked for a hand-over.
+fn reserved() -> WaiterState {
+    WaiterState::Reserved {
+        woken: false,
+        refused: false,
+    }
 }
 
 /// Where a reserved waiter stands once its hand-over is off.

@@ -1,11 +1,13 @@
 //! The wake table as a state machine: random interleavings of joins, attempts (rearm, take a
 //! grant), wakes of every kind (our releases, queue turns, a fair line naming a waiter, a
-//! lost connection), hand-overs (reserve, then grant, settle, unreserve or drop, with
-//! reservations held across other steps), departures (timeouts, cancellations) and ended
-//! owners. Every transition runs under the table's one lock, so orders of these calls cover
-//! the interleavings of the tasks that make them. After each step it checks that no waiter
-//! is both granted and settled, that no lease is lost or handed out twice, that no wake is
-//! dropped by a leaving waiter, and that no waiter holds a lock it was not told of.
+//! lost connection), hand-overs (reserve, by the runtime or in place on a JS thread, then
+//! grant, settle, unreserve or drop, with reservations held across other steps), departures
+//! (timeouts, cancellations) and ended owners. Every transition runs under the table's one
+//! lock, so orders of these calls cover the interleavings of the tasks that make them. After
+//! each step it checks that no waiter is both granted and settled, that no lease is lost or
+//! handed out twice, that no wake is dropped by a leaving waiter, that no waiter holds a lock
+//! it was not told of, that no waiter trying on its own is reserved in place, and that a
+//! waiter refused its attempt is told when its reservation is dropped.
 
 use super::*;
 use crate::core::basics::clock::Stamp;
@@ -18,6 +20,8 @@ use std::task::{Context, Poll, Waker};
 
 const LOCKS: [&[u8]; 2] = [b"lock:a", b"lock:b"];
 const TTL: Duration = Duration::from_millis(1000);
+/// JS threads whose callers wait; a waiter joined with `thread: THREADS` has no caller.
+const THREADS: usize = 2;
 
 #[derive(Clone, Debug)]
 enum Action {
@@ -25,6 +29,8 @@ enum Action {
         lock: usize,
         fair: bool,
         owner: usize,
+        /// The JS thread of its caller, when one may be answered in place (of `THREADS`).
+        thread: usize,
     },
     Rearm(usize),
     TakeGrant(usize),
@@ -37,6 +43,8 @@ enum Action {
     ConnectionLost,
     Queued(usize),
     Reserve(usize),
+    /// A release on JS thread `.1` of lock `.0`, answering the caller itself.
+    ReserveInPlace(usize, usize),
     Grant(usize),
     Settle(usize),
     Unreserve(usize),
@@ -47,8 +55,8 @@ enum Action {
 fn step() -> impl Strategy<Value = Action> {
     let i = 0usize..8;
     prop_oneof![
-        3 => (0usize..2, any::<bool>(), 0usize..2)
-            .prop_map(|(lock, fair, owner)| Action::Join { lock, fair, owner }),
+        3 => (0usize..2, any::<bool>(), 0usize..2, 0..=THREADS)
+            .prop_map(|(lock, fair, owner, thread)| Action::Join { lock, fair, owner, thread }),
         2 => i.clone().prop_map(Action::Rearm),
         2 => i.clone().prop_map(Action::TakeGrant),
         2 => i.clone().prop_map(Action::Leave),
@@ -59,7 +67,8 @@ fn step() -> impl Strategy<Value = Action> {
         1 => i.clone().prop_map(Action::WakeMember),
         1 => Just(Action::ConnectionLost),
         1 => (0usize..2).prop_map(Action::Queued),
-        3 => (0usize..2).prop_map(Action::Reserve),
+        2 => (0usize..2).prop_map(Action::Reserve),
+        2 => (0usize..2, 0..THREADS).prop_map(|(lock, thread)| Action::ReserveInPlace(lock, thread)),
         2 => i.clone().prop_map(Action::Grant),
         1 => i.clone().prop_map(Action::Settle),
         1 => i.clone().prop_map(Action::Unreserve),
@@ -95,12 +104,22 @@ struct Seen {
     orphaned: bool,
     in_line: bool,
     trying: bool,
+    thread: Option<usize>,
 }
 
 struct Joined {
     ticket: Ticket,
     lock: usize,
     settled: bool,
+    /// Refused an attempt while reserved, by the reservation still held.
+    refused: bool,
+}
+
+/// A reservation held across steps: its lock, and whether a release on a JS thread made it.
+struct Reserving {
+    lock: usize,
+    reservation: Reservation,
+    in_place: bool,
 }
 
 /// Where a lease passed to `grant` is.
@@ -118,7 +137,7 @@ struct Model {
     kept: Arc<Kept>,
     owners: Vec<Owner>,
     joined: Vec<Joined>,
-    reservations: Vec<(usize, Reservation)>,
+    reservations: Vec<Reserving>,
     leases: HashMap<String, Whereabouts>,
     next_lease: u32,
 }
@@ -168,7 +187,7 @@ impl Model {
                 let kind = match &waiter.state {
                     WaiterState::Waiting => SeenState::Waiting,
                     WaiterState::Woken => SeenState::Woken,
-                    WaiterState::Reserved { woken } => SeenState::Reserved { woken: *woken },
+                    WaiterState::Reserved { woken, .. } => SeenState::Reserved { woken: *woken },
                     WaiterState::Granted(lease) => SeenState::Granted(lease.token.clone()),
                 };
                 seen.push(Seen {
@@ -179,6 +198,7 @@ impl Model {
                     orphaned: waiter.is_orphaned(),
                     in_line: waiter.in_line,
                     trying: waiter.trying,
+                    thread: waiter.caller.map(|caller| caller.thread),
                 });
             }
         }
@@ -200,12 +220,19 @@ impl Model {
         (!self.joined.is_empty()).then(|| i % self.joined.len())
     }
 
-    fn reservation(&mut self, i: usize) -> Option<(usize, Reservation)> {
+    /// Reservation `i`, taken to be used up, and whether its waiter was refused an attempt
+    /// meanwhile (that refusal goes with it).
+    fn reservation(&mut self, i: usize) -> Option<(usize, Reservation, bool)> {
         if self.reservations.is_empty() {
             return None;
         }
         let at = i % self.reservations.len();
-        Some(self.reservations.remove(at))
+        let Reserving {
+            lock, reservation, ..
+        } = self.reservations.remove(at);
+        let joined = (self.joined.iter_mut()).find(|j| j.ticket.seq == reservation.seq);
+        let refused = joined.is_some_and(|j| std::mem::take(&mut j.refused));
+        Some((lock, reservation, refused))
     }
 
     fn took(&mut self, seq: u64, lease: Lease) {
@@ -237,18 +264,30 @@ impl Model {
     fn run(&mut self, step: Action) {
         let before = self.seen();
         match step {
-            Action::Join { lock, fair, owner } => {
+            Action::Join {
+                lock,
+                fair,
+                owner,
+                thread,
+            } => {
                 let owner = Some(self.owners[owner].clone());
+                let caller = (thread < THREADS).then(|| Caller {
+                    thread,
+                    id: 1,
+                    lent_start: false,
+                    asked: std::time::Instant::now(),
+                });
                 let ticket = if fair {
                     self.wakes.join_fair(LOCKS[lock], TTL, owner)
                 } else {
-                    self.wakes.join_as(LOCKS[lock], TTL, (None, None), owner)
+                    self.wakes.join_as(LOCKS[lock], TTL, (caller, None), owner)
                 };
                 assert!(!ticket.view().settled);
                 self.joined.push(Joined {
                     ticket,
                     lock,
                     settled: false,
+                    refused: false,
                 });
             }
             Action::Rearm(i) | Action::TakeGrant(i) => {
@@ -283,7 +322,7 @@ impl Model {
             }
             Action::Trying(i, on) => {
                 let Some(at) = self.live(i) else { return };
-                let joined = &self.joined[at];
+                let joined = &mut self.joined[at];
                 let was = before.iter().find(|w| w.seq == joined.ticket.seq);
                 let effect = joined.ticket.apply(Event::Trying(on));
                 match was {
@@ -292,6 +331,7 @@ impl Model {
                     // Being handed the lock: no attempt either.
                     Some(w) if on && matches!(w.kind, SeenState::Reserved { .. }) => {
                         assert!(matches!(effect, Some(Effect::Refused(None))));
+                        joined.refused = true;
                     }
                     Some(_) => assert!(matches!(effect, Some(Effect::Done { notify: false }))),
                 }
@@ -383,25 +423,36 @@ impl Model {
                 let queued = !self.queued(lock_index);
                 self.wakes.mark_queued(&name, queued);
             }
-            Action::Reserve(lock_index) => {
-                let expected = before
-                    .iter()
-                    .find(|w| {
-                        w.lock == lock_index
-                            && w.kind == SeenState::Waiting
-                            && !w.orphaned
-                            && !w.fair
-                            && !w.trying
-                    })
-                    .map(|w| w.seq);
-                let reserved = self.wakes.reserve(&channel(LOCKS[lock_index]));
-                assert_eq!(reserved.as_ref().map(|r| r.seq), expected);
+            Action::Reserve(lock_index) | Action::ReserveInPlace(lock_index, _) => {
+                // The first in order that may be handed the lock, whatever it is doing.
+                let first = before.iter().find(|w| {
+                    w.lock == lock_index && w.kind == SeenState::Waiting && !w.orphaned && !w.fair
+                });
+                let name = channel(LOCKS[lock_index]);
+                let (reserved, expected) = match step {
+                    Action::ReserveInPlace(_, thread) => {
+                        // Never one whose attempt is on its way, nor over it to a later one.
+                        let ours = first.filter(|w| !w.trying && w.thread == Some(thread));
+                        let reserved = self.wakes.reserve_in_place(&name, thread);
+                        if let Some((_, caller)) = &reserved {
+                            assert_eq!(caller.thread, thread, "answered on another thread");
+                        }
+                        (reserved.map(|(to, _)| to), ours)
+                    }
+                    _ => (self.wakes.reserve(&name), first),
+                };
+                assert_eq!(reserved.as_ref().map(|r| r.seq), expected.map(|w| w.seq));
                 if let Some(reservation) = reserved {
-                    self.reservations.push((lock_index, reservation));
+                    let in_place = matches!(step, Action::ReserveInPlace(..));
+                    self.reservations.push(Reserving {
+                        lock: lock_index,
+                        reservation,
+                        in_place,
+                    });
                 }
             }
             Action::Grant(i) => {
-                let Some((lock_index, to)) = self.reservation(i) else {
+                let Some((lock_index, to, _)) = self.reservation(i) else {
                     return;
                 };
                 let seq = to.seq;
@@ -427,7 +478,7 @@ impl Model {
                 }
             }
             Action::Settle(i) => {
-                let Some((lock_index, to)) = self.reservation(i) else {
+                let Some((lock_index, to, _)) = self.reservation(i) else {
                     return;
                 };
                 let seq = to.seq;
@@ -446,10 +497,11 @@ impl Model {
                 }
             }
             Action::Unreserve(i) | Action::DropReservation(i) => {
-                let Some((_, to)) = self.reservation(i) else {
+                let Some((_, to, refused)) = self.reservation(i) else {
                     return;
                 };
                 let seq = to.seq;
+                let there = before.iter().any(|w| w.seq == seq);
                 match step {
                     Action::Unreserve(_) => self.wakes.unreserve(to),
                     _ => drop(to),
@@ -466,6 +518,12 @@ impl Model {
                         SeenState::Waiting
                     };
                     assert_eq!(now.kind, expected);
+                }
+                // Refused its attempt, it sleeps on the hand-over's word: told it is off.
+                if there && (refused || matches!(step, Action::Unreserve(_))) {
+                    let at = self.joined.iter().position(|j| j.ticket.seq == seq);
+                    let told = at.is_some_and(|at| has_permit(&self.joined[at].ticket));
+                    assert!(told, "its hand-over off, yet not told");
                 }
             }
             Action::OwnerGone(o) => {
@@ -490,7 +548,13 @@ impl Model {
             assert!(seqs.windows(2).all(|w| w[0] < w[1]), "waiters out of order");
         }
         drop(channels);
-        let reserved: HashSet<u64> = self.reservations.iter().map(|(_, r)| r.seq).collect();
+        let reserved: HashSet<u64> = (self.reservations.iter())
+            .map(|held| held.reservation.seq)
+            .collect();
+        let in_place: HashSet<u64> = (self.reservations.iter())
+            .filter(|held| held.in_place)
+            .map(|held| held.reservation.seq)
+            .collect();
         for w in &seen {
             if w.fair {
                 assert!(
@@ -500,6 +564,12 @@ impl Model {
             }
             if matches!(w.kind, SeenState::Reserved { .. }) {
                 assert!(reserved.contains(&w.seq), "reserved with no reservation");
+                // Its caller, answered in place, could release the lock before that attempt
+                // lands (the runtime's release answers nobody itself: it may pick it).
+                assert!(
+                    !(w.trying && in_place.contains(&w.seq)),
+                    "trying and reserved in place"
+                );
             }
             if let SeenState::Granted(token) = &w.kind {
                 assert_eq!(self.leases.get(token), Some(&Whereabouts::Held(w.seq)));
@@ -550,10 +620,6 @@ proptest! {
         let mut model = Model::new();
         for step in steps {
             model.run(step);
-            // A waiter trying on its own is never being handed the lock by a release of ours
-            // (a grant from another process reserves and grants in one step).
-            let both = model.seen().into_iter().find(|w| w.trying && matches!(w.kind, SeenState::Reserved { .. }));
-            prop_assert!(both.is_none(), "trying and reserved: {:?}", both);
         }
         model.finish();
     }

@@ -51,13 +51,13 @@ pub fn queue_score() -> u64 {
 }
 
 /// The waiter a release of this process hands the lock to (see release.rs). Dropped
-/// unused, it lets the waiter be picked again.
+/// unused, it lets the waiter be picked again, and wakes it if it was refused an attempt
+/// meanwhile (see `WaiterState::Reserved`).
 pub struct Reservation {
     wakes: Arc<Wakes>,
     channel: Vec<u8>,
     seq: u64,
     ttl: Duration,
-    caller: Option<Caller>,
     counters: Option<Arc<CallCounters>>,
     /// Not yet used by `grant`, `settle` or `unreserve`: dropping it gives the waiter back.
     armed: bool,
@@ -77,11 +77,6 @@ impl Reservation {
     /// The TTL the waiter asked for.
     pub fn ttl(&self) -> Duration {
         self.ttl
-    }
-
-    /// Who waits, when its caller may be answered directly.
-    pub fn caller(&self) -> Option<Caller> {
-        self.caller
     }
 
     /// The counters of the object the waiter waits for, when it joined through one.
@@ -199,6 +194,11 @@ impl Channel {
 
     fn has(&self, seq: u64) -> bool {
         self.waiters.binary_search_by_key(&seq, |w| w.seq).is_ok()
+    }
+
+    fn is_reserved(&self, seq: u64) -> bool {
+        let at = self.waiters.binary_search_by_key(&seq, |w| w.seq);
+        at.is_ok_and(|at| self.waiters[at].is_reserved())
     }
 
     /// Wakes the first waiter that sleeps and whose owner is still there; `false` when
@@ -745,38 +745,65 @@ impl Wakes {
             .unwrap_or(false)
     }
 
-    /// Picks the waiter a release of ours hands the lock to: the first in order that
-    /// sleeps (neither woken, about to try or trying on its own, nor already being handed
-    /// one), and whose owner is still there. None once the chain is long enough (see
-    /// `chain_capped`).
+    /// Picks the waiter the runtime's release of ours hands the lock to: the first in order
+    /// that sleeps (neither woken nor already being handed one), and whose owner is still
+    /// there. One whose own attempt is on its way may be picked: its caller is answered by
+    /// its own task, after that attempt's reply, and the attempt finds the lock held (ours,
+    /// or handed to it) unless the hand-over fails (then it tries on its own anyway). None
+    /// once the chain is long enough (see `chain_capped`).
     pub fn reserve(self: &Arc<Self>, channel: &[u8]) -> Option<Reservation> {
+        let (to, ()) = self.reserve_first(channel, |_| Some(()))?;
+        Some(to)
+    }
+
+    /// As `reserve`, for a release made on JS thread `thread` that answers the waiter's
+    /// caller itself (see ops/fast/handoff.rs), whom it gives with the reservation: only
+    /// when the first in order waits on that thread, and no attempt of its own is on its
+    /// way. Its caller, answered now, could release the lock before that attempt lands,
+    /// which would then win it for nobody. A later waiter is never picked over it: the
+    /// runtime's release hands it the lock, in order, instead.
+    pub fn reserve_in_place(
+        self: &Arc<Self>,
+        channel: &[u8],
+        thread: usize,
+    ) -> Option<(Reservation, Caller)> {
+        self.reserve_first(channel, |first| {
+            (first.caller).filter(|caller| !first.trying && caller.thread == thread)
+        })
+    }
+
+    /// Reserves the first waiter that may be handed the lock, when `eligible` takes it, with
+    /// what `eligible` found.
+    fn reserve_first<T>(
+        self: &Arc<Self>,
+        channel: &[u8],
+        eligible: impl FnOnce(&Waiter) -> Option<T>,
+    ) -> Option<(Reservation, T)> {
         let picked = self.with(channel, |entry| {
             if entry.chain_full() {
                 return None;
             }
-            // Not one whose own attempt is on its way: its caller, answered by the release,
-            // could release the lock before that attempt lands, which would then win it for
-            // nobody. (A grant from another process may go to it: it answers nobody.)
-            let waiter = (entry.waiters.iter()).find(|w| w.is_reservable() && !w.trying)?;
-            let (seq, ttl, caller) = (waiter.seq, waiter.ttl, waiter.caller);
+            let waiter = (entry.waiters.iter()).find(|w| w.is_reservable())?;
+            let found = eligible(waiter)?;
+            let (seq, ttl) = (waiter.seq, waiter.ttl);
             let counters = waiter.counters.clone();
             let reserved = entry.apply(seq, Event::Reserve);
             let done = matches!(reserved, Some(Effect::Done { .. }));
             if done && entry.ring {
                 entry.chain += 1;
             }
-            done.then_some((seq, ttl, caller, counters))
+            done.then_some((seq, ttl, counters, found))
         });
-        let (seq, ttl, caller, counters) = picked.flatten()?;
-        Some(Reservation {
+        let (seq, ttl, counters, found) = picked.flatten()?;
+        let to = Reservation {
             wakes: self.clone(),
             channel: channel.to_vec(),
             seq,
             ttl,
-            caller,
             counters,
             armed: true,
-        })
+        };
+        Some((to, found))
     }
 
     /// The handoff to `to` happened: it holds `lease` now. The lease comes back when the
@@ -1005,6 +1032,9 @@ pub struct TicketView {
     /// This connection listens for grants of the lock and is in its ring as far as we know:
     /// a release grants it the lock in turn, so its polls are only a safety net.
     pub in_ring: bool,
+    /// A release of ours is handing it the lock: the hand-over's end is its news (see
+    /// `WaiterState::Reserved`).
+    pub reserved: bool,
 }
 
 impl Ticket {
@@ -1075,9 +1105,10 @@ impl Ticket {
     }
 
     /// Its task is about to send an attempt of its own: marked so that no release of ours
-    /// picks it until `Trying` drops (after the reply). `Err` when its caller was answered
-    /// already by the release that handed it the lock; `Ok(None)` when a release of ours is
-    /// handing it the lock now: no attempt then, the hand-over answers it.
+    /// answers its caller in place until `Trying` drops (after the reply, see
+    /// `Wakes::reserve_in_place`). `Err` when its caller was answered already by the release
+    /// that handed it the lock; `Ok(None)` when a release of ours is handing it the lock
+    /// now: no attempt then, the hand-over answers it.
     pub fn trying(&self) -> Result<Option<Trying<'_>>, Answered> {
         match self.apply(Event::Trying(true)) {
             None => Err(Answered),
@@ -1103,6 +1134,7 @@ impl Ticket {
                     && (entry.handoffs != self.handoffs_at_join || behind_others || entry.silent()),
                 barging: !fair && entry.tenure.kick_pending(),
                 in_ring: entry.ring && entry.subscribed && entry.queued.is_some(),
+                reserved: entry.is_reserved(seq),
             }
         });
         view.unwrap_or(TicketView {

@@ -149,6 +149,69 @@ async fn a_handoff_goes_to_the_first_waiter_in_request_order_with_its_ttl() {
     assert!(first.take_grant().is_none());
 }
 
+/// A caller of JS thread `thread`, whom a release made there may answer in place.
+fn caller(thread: usize) -> Caller {
+    Caller {
+        thread,
+        id: 1,
+        lent_start: false,
+        asked: std::time::Instant::now(),
+    }
+}
+
+#[tokio::test]
+async fn the_runtimes_release_hands_the_lock_to_the_first_waiter_even_while_it_tries() {
+    let wakes = Arc::new(Wakes::default());
+    let first = wakes.join_as(LOCK, TTL, (Some(caller(1)), None), None);
+    let _second = wakes.join_as(LOCK, TTL, (Some(caller(1)), None), None);
+    let trying = first.trying().expect("not answered").expect("not reserved");
+    // In place, its caller would be answered now, and could release the lock before its
+    // attempt lands; nor is the second picked over it.
+    assert!(wakes.reserve_in_place(&channel(LOCK), 1).is_none());
+    // The runtime's release answers nobody: its own task does, after the attempt's reply.
+    let to = wakes.reserve(&channel(LOCK)).expect("a waiter");
+    assert_eq!(to.seq, first.seq, "passed over the first waiter");
+    drop(trying);
+    assert!(wakes.grant(&channel(LOCK), to, lease_for("t9")).is_none());
+    assert!(is_woken(&first).await);
+    assert_eq!(
+        first.take_grant().map(|lease| lease.token),
+        Some("t9".into())
+    );
+}
+
+#[tokio::test]
+async fn a_release_in_place_answers_only_the_first_waiter_of_its_own_thread() {
+    let wakes = Arc::new(Wakes::default());
+    let first = wakes.join_as(LOCK, TTL, (Some(caller(1)), None), None);
+    let second = wakes.join_as(LOCK, TTL, (Some(caller(2)), None), None);
+    assert!(wakes.reserve_in_place(&channel(LOCK), 2).is_none());
+    let (to, caller) = wakes
+        .reserve_in_place(&channel(LOCK), 1)
+        .expect("the first");
+    assert_eq!((to.seq, caller.thread), (first.seq, 1));
+    assert!(wakes.settle(&channel(LOCK), to));
+    let (to, caller) = wakes
+        .reserve_in_place(&channel(LOCK), 2)
+        .expect("first by now");
+    assert_eq!((to.seq, caller.thread), (second.seq, 2));
+}
+
+#[tokio::test]
+async fn a_waiter_refused_its_attempt_is_woken_when_its_reservation_is_dropped_unused() {
+    let wakes = Arc::new(Wakes::default());
+    let (refused, other) = (wakes.join(LOCK, TTL), wakes.join(b"lock:other", TTL));
+    let to = wakes.reserve(&channel(LOCK)).expect("a waiter");
+    assert!(matches!(refused.trying(), Ok(None)), "tried while reserved");
+    drop(to);
+    assert!(is_woken(&refused).await, "left asleep until its next poll");
+    // Told to try, not woken by a release: the next release still picks it.
+    assert!(wakes.reserve(&channel(LOCK)).is_some());
+    // One that was not refused sleeps on: its task never stopped waiting for a release.
+    drop(wakes.reserve(&channel(b"lock:other")).expect("a waiter"));
+    assert!(!is_woken(&other).await);
+}
+
 #[tokio::test]
 async fn a_wake_skips_a_waiter_being_handed_the_lock() {
     let wakes = Arc::new(Wakes::default());

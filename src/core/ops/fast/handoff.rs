@@ -63,18 +63,16 @@ impl Releasing {
         if locker.is_fair() {
             return Releasing::Elsewhere;
         }
-        // Not after a release: checked before a waiter is reserved, since a reservation
-        // dropped unused leaves a waiter whose own try it refused asleep until its next poll.
+        // Not after a release: the runtime's would do nothing, and the waiter would wait
+        // for its next attempt.
         if lease.is_released() {
             return Releasing::Elsewhere;
         }
+        // Only the first waiter, of this thread and with no attempt on its way, is answered
+        // from here; any other is handed the lock by the runtime's release, in order.
         let wakes = locker.store().wakes();
-        let Some(to) = wakes.reserve(&wake::channel(&lease.redis_key)) else {
-            return Releasing::Elsewhere;
-        };
-        // Only a waiter of this thread can be answered from here. Dropped, the reservation
-        // lets the waiter be picked by the runtime's release.
-        let Some(caller) = to.caller().filter(|c| c.thread == thread) else {
+        let channel = wake::channel(&lease.redis_key);
+        let Some((to, caller)) = wakes.reserve_in_place(&channel, thread) else {
             return Releasing::Elsewhere;
         };
         let (ttl, bound) = (to.ttl(), locker.bound_for(lease));

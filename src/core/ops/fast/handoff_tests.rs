@@ -138,3 +138,23 @@ async fn a_handover_answered_late_frees_the_waiters_token_by_the_scripts_text() 
     assert!(text.starts_with("*8\r\n$4\r\nEVAL\r\n"), "{text}");
     assert!(text.contains(crate::core::proto::scripts::RELEASE_WAKE_SOURCE));
 }
+
+#[tokio::test]
+async fn a_first_waiter_trying_on_its_own_is_left_to_the_runtime_not_passed_over() {
+    let locker = locker(41307);
+    let lease = lease(&locker);
+    let first = waiter(&locker, THREAD, true);
+    let second = waiter(&locker, THREAD, true);
+    // Its caller, answered now, could release the lock before that attempt lands; the
+    // second, answered now, would jump ahead of it.
+    let _trying = first.trying().expect("waiting").expect("not reserved");
+    let (sent, asked) = send_on(&locker, &lease, true);
+    assert!(matches!(sent, FastRelease::Elsewhere) && !asked);
+    // The runtime's release picks it: its own task answers it, after its attempt.
+    let channel = wake::channel(&locker.redis_key("k"));
+    let _to = locker.store().wakes().reserve(&channel).expect("a waiter");
+    assert!(
+        first.view().reserved && !second.view().reserved,
+        "passed over the first waiter"
+    );
+}
