@@ -6,9 +6,13 @@
 //! One worker is enough: every Redis call is I/O on a multiplexed socket, and on a 2-core
 //! machine a second worker only competes with Node and Redis for the CPU.
 
+use crate::core::basics::sync::lock;
 use std::future::Future;
-use std::sync::OnceLock;
-use tokio::runtime::Runtime;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Wake, Waker};
+use tokio::runtime::{Handle, Runtime};
 
 static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
 
@@ -53,5 +57,69 @@ where
             Ok(())
         }
         None => Err(work),
+    }
+}
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// `spawn`, but polled once on the calling thread first: work that starts by sleeping
+/// (registering a timer, a wake-up) then reaches the runtime only once something wakes it,
+/// and is spawned from there. Spawning from another thread wakes the runtime's thread at
+/// once: with Node, Redis and that thread on one core, a context switch each way per call.
+pub fn start_here<F>(work: F) -> Result<(), F>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let Some(runtime) = runtime() else {
+        return Err(work);
+    };
+    // Timers and I/O registered by the first poll belong to the runtime.
+    let _context = runtime.enter();
+    let mut task: Task = Box::pin(work);
+    let parked = Arc::new(Parked {
+        task: Mutex::new(None),
+        woken: AtomicBool::new(false),
+        runtime: runtime.handle().clone(),
+    });
+    let waker = Waker::from(parked.clone());
+    if task
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready()
+    {
+        return Ok(());
+    }
+    *lock(&parked.task) = Some(task);
+    // A wake during that poll, or while the task was being put away, found no task to move.
+    if parked.woken.load(Ordering::SeqCst) {
+        parked.move_to_runtime();
+    }
+    Ok(())
+}
+
+/// A task polled outside the runtime, until a wake moves it there.
+struct Parked {
+    task: Mutex<Option<Task>>,
+    woken: AtomicBool,
+    runtime: Handle,
+}
+
+impl Parked {
+    fn move_to_runtime(&self) {
+        // Held only to put the task in or take it out; whoever holds it then moves it.
+        let Ok(mut slot) = self.task.try_lock() else {
+            return;
+        };
+        if let Some(task) = slot.take() {
+            drop(slot);
+            self.runtime.spawn(task);
+        }
+    }
+}
+
+impl Wake for Parked {
+    fn wake(self: Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.move_to_runtime();
     }
 }

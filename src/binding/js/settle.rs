@@ -217,21 +217,49 @@ impl Completer {
     where
         F: Future<Output = Outcome> + Send + 'static,
     {
+        self.start(id, work, false);
+    }
+
+    /// `run`, polled once here first; it reaches the runtime only once woken (see
+    /// runtime::start_here).
+    pub fn run_here_first<F>(&self, id: u32, work: F)
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
+        self.start(id, work, true);
+    }
+
+    fn start<F>(&self, id: u32, work: F, here_first: bool)
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
+        let task = self.task(id, work);
+        let started = match here_first {
+            true => crate::binding::runtime::start_here(task).is_ok(),
+            false => crate::binding::runtime::spawn(task).is_ok(),
+        };
+        if !started {
+            let err = LockError::Internal("no runtime: the OS refused its thread".into());
+            self.push(Settlement::Settled(id, Outcome::Failed(err)));
+        }
+    }
+
+    /// `work` as a task that settles promise `id`.
+    fn task<F>(&self, id: u32, work: F) -> impl Future<Output = ()> + Send + 'static
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
         // Boxed first: an acquire's future is over 2 KB, and spawning moves the task by value
         // several times on the JS thread; a box moves as a pointer.
         let work = Box::pin(work);
         let completer = self.clone();
-        let started = crate::binding::runtime::spawn(async move {
+        async move {
             // A panic must still settle the promise, or the caller would wait forever.
             let outcome = match AssertUnwindSafe(work).catch_unwind().await {
                 Ok(outcome) => outcome,
                 Err(_) => Outcome::Failed(LockError::Internal("a lock operation panicked".into())),
             };
             completer.push(Settlement::Settled(id, outcome));
-        });
-        if started.is_err() {
-            let err = LockError::Internal("no runtime: the OS refused its thread".into());
-            self.push(Settlement::Settled(id, Outcome::Failed(err)));
         }
     }
 }
