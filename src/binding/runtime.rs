@@ -10,7 +10,7 @@ use crate::core::basics::sync::lock;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Wake, Waker};
 use tokio::runtime::{Handle, Runtime};
 
@@ -66,7 +66,8 @@ type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// (registering a timer, a wake-up) then reaches the runtime only once something wakes it,
 /// and is spawned from there. Spawning from another thread wakes the runtime's thread at
 /// once: with Node, Redis and that thread on one core, a context switch each way per call.
-pub fn start_here<F>(work: F) -> Result<(), F>
+/// `register` is handed the task's `Unstarted` before that first poll.
+pub fn start_here<F>(work: F, register: impl FnOnce(Unstarted)) -> Result<(), F>
 where
     F: Future<Output = ()> + Send + 'static,
 {
@@ -81,6 +82,7 @@ where
         woken: AtomicBool::new(false),
         runtime: runtime.handle().clone(),
     });
+    register(Unstarted(Arc::downgrade(&parked)));
     let waker = Waker::from(parked.clone());
     if task
         .as_mut()
@@ -95,6 +97,31 @@ where
         parked.move_to_runtime();
     }
     Ok(())
+}
+
+/// A task started by `start_here`, for as long as it has not reached the runtime.
+pub struct Unstarted(Weak<Parked>);
+
+impl Unstarted {
+    /// Drops the task if no wake has moved it to the runtime yet (its end is then never
+    /// heard of); `false` when it is there, or over.
+    pub fn drop_task(&self) -> bool {
+        let Some(parked) = self.0.upgrade() else {
+            return false;
+        };
+        let task = match parked.task.try_lock() {
+            Ok(mut slot) => slot.take(),
+            // A wake holds it, moving the task.
+            Err(_) => None,
+        };
+        let Some(task) = task else {
+            return false;
+        };
+        // Its timers are the runtime's to cancel.
+        let _context = parked.runtime.enter();
+        drop(task);
+        true
+    }
 }
 
 /// A task polled outside the runtime, until a wake moves it there.

@@ -2,6 +2,7 @@
 //! runtime finished waits for that thread. The bottom of the JS-thread runtime: every other
 //! file of this folder uses it, and it uses none of them.
 
+use crate::binding::runtime::Unstarted;
 use crate::binding::sys::waker::Waker;
 use crate::core::api::Unclaimed;
 use crate::core::basics::background;
@@ -10,7 +11,7 @@ use crate::core::basics::sync::lock;
 use crate::core::front::exclusive_lock::Inspection;
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -74,6 +75,9 @@ pub struct Queue {
     /// handed the lock by a release on that thread): what the task ends with is dropped
     /// here, without waking the thread for nothing.
     pub(super) answered: Mutex<HashSet<u32>>,
+    /// Calls whose task still waits outside the runtime (runtime::start_here): one the JS
+    /// thread answers itself is dropped there, never to run.
+    pub(super) unstarted: Mutex<HashMap<u32, Unstarted>>,
 }
 
 impl Default for Queue {
@@ -82,6 +86,7 @@ impl Default for Queue {
             done: Mutex::new(Some(Vec::new())),
             waker: OnceLock::new(),
             answered: Mutex::new(HashSet::new()),
+            unstarted: Mutex::new(HashMap::new()),
         }
     }
 }

@@ -177,12 +177,17 @@ impl Completer {
 
     /// Call `id` was answered on the JS thread while a runtime task still works for it.
     pub fn answered(&self, id: u32) {
+        let unstarted = lock(&self.0.unstarted).remove(&id);
+        if unstarted.is_some_and(|task| task.drop_task()) {
+            return;
+        }
         lock(&self.0.answered).insert(id);
     }
 
     fn push(&self, entry: Settlement) {
         let queue = &self.0;
         if let Settlement::Settled(id, _) = &entry {
+            lock(&queue.unstarted).remove(id);
             if lock(&queue.answered).remove(id) {
                 // Nobody hears it: a lock it hands out is freed, not left to its TTL.
                 entry.forsake();
@@ -235,7 +240,10 @@ impl Completer {
     {
         let task = self.task(id, work);
         let started = match here_first {
-            true => crate::binding::runtime::start_here(task).is_ok(),
+            true => crate::binding::runtime::start_here(task, |unstarted| {
+                lock(&self.0.unstarted).insert(id, unstarted);
+            })
+            .is_ok(),
             false => crate::binding::runtime::spawn(task).is_ok(),
         };
         if !started {
