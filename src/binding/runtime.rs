@@ -6,9 +6,13 @@
 //! One worker is enough: every Redis call is I/O on a multiplexed socket, and on a 2-core
 //! machine a second worker only competes with Node and Redis for the CPU.
 
+use crate::core::basics::sync::lock;
 use std::future::Future;
-use std::sync::OnceLock;
-use tokio::runtime::Runtime;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::task::{Context, Wake, Waker};
+use tokio::runtime::{Handle, Runtime};
 
 static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
 
@@ -53,5 +57,96 @@ where
             Ok(())
         }
         None => Err(work),
+    }
+}
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// `spawn`, but polled once on the calling thread first: work that starts by sleeping
+/// (registering a timer, a wake-up) then reaches the runtime only once something wakes it,
+/// and is spawned from there. Spawning from another thread wakes the runtime's thread at
+/// once: with Node, Redis and that thread on one core, a context switch each way per call.
+/// `register` is handed the task's `Unstarted` before that first poll.
+pub fn start_here<F>(work: F, register: impl FnOnce(Unstarted)) -> Result<(), F>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let Some(runtime) = runtime() else {
+        return Err(work);
+    };
+    // Timers and I/O registered by the first poll belong to the runtime.
+    let _context = runtime.enter();
+    let mut task: Task = Box::pin(work);
+    let parked = Arc::new(Parked {
+        task: Mutex::new(None),
+        woken: AtomicBool::new(false),
+        runtime: runtime.handle().clone(),
+    });
+    register(Unstarted(Arc::downgrade(&parked)));
+    let waker = Waker::from(parked.clone());
+    if task
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_ready()
+    {
+        return Ok(());
+    }
+    *lock(&parked.task) = Some(task);
+    // A wake during that poll, or while the task was being put away, found no task to move.
+    if parked.woken.load(Ordering::SeqCst) {
+        parked.move_to_runtime();
+    }
+    Ok(())
+}
+
+/// A task started by `start_here`, for as long as it has not reached the runtime.
+pub struct Unstarted(Weak<Parked>);
+
+impl Unstarted {
+    /// Drops the task if no wake has moved it to the runtime yet (its end is then never
+    /// heard of); `false` when it is there, or over.
+    pub fn drop_task(&self) -> bool {
+        let Some(parked) = self.0.upgrade() else {
+            return false;
+        };
+        let task = match parked.task.try_lock() {
+            Ok(mut slot) => slot.take(),
+            // A wake holds it, moving the task.
+            Err(_) => None,
+        };
+        let Some(task) = task else {
+            return false;
+        };
+        // Its timers are the runtime's to cancel.
+        let _context = parked.runtime.enter();
+        drop(task);
+        true
+    }
+}
+
+/// A task polled outside the runtime, until a wake moves it there.
+struct Parked {
+    task: Mutex<Option<Task>>,
+    woken: AtomicBool,
+    runtime: Handle,
+}
+
+impl Parked {
+    fn move_to_runtime(&self) {
+        // Held only to put the task in or take it out; whoever holds it then moves it.
+        let Ok(mut slot) = self.task.try_lock() else {
+            return;
+        };
+        if let Some(task) = slot.take() {
+            drop(slot);
+            self.runtime.spawn(task);
+        }
+    }
+}
+
+impl Wake for Parked {
+    fn wake(self: Arc<Self>) {
+        self.woken.store(true, Ordering::SeqCst);
+        self.move_to_runtime();
     }
 }

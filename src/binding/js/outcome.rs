@@ -2,6 +2,7 @@
 //! runtime finished waits for that thread. The bottom of the JS-thread runtime: every other
 //! file of this folder uses it, and it uses none of them.
 
+use crate::binding::runtime::Unstarted;
 use crate::binding::sys::waker::Waker;
 use crate::core::api::Unclaimed;
 use crate::core::basics::background;
@@ -10,7 +11,7 @@ use crate::core::basics::sync::lock;
 use crate::core::front::exclusive_lock::Inspection;
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -69,6 +70,9 @@ pub struct Loss {
 pub struct Queue {
     pub(super) done: Mutex<Done>,
     pub(super) waker: OnceLock<Arc<Waker>>,
+    /// Calls whose task still waits outside the runtime (runtime::start_here): one the JS
+    /// thread answers itself is dropped there, never to run.
+    unstarted: Mutex<HashMap<u32, Unstarted>>,
 }
 
 /// What waits for the JS thread, and the calls it answered itself: under one lock, so
@@ -95,6 +99,7 @@ impl Default for Queue {
                 running: HashSet::new(),
             }),
             waker: OnceLock::new(),
+            unstarted: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -154,6 +159,21 @@ impl Queue {
     /// A runtime task for call `id` starts: its end is to come through `put`.
     pub(super) fn started(&self, id: u32) {
         lock(&self.done).running.insert(id);
+    }
+
+    /// Call `id`'s task was dropped before it ran: no end of it is to come.
+    pub(super) fn never_ends(&self, id: u32) {
+        lock(&self.done).running.remove(&id);
+    }
+
+    /// Call `id`'s task waits outside the runtime until something wakes it (start_here).
+    pub(super) fn park(&self, id: u32, task: Unstarted) {
+        lock(&self.unstarted).insert(id, task);
+    }
+
+    /// Call `id`'s task, if it still waits outside the runtime.
+    pub(super) fn unpark(&self, id: u32) -> Option<Unstarted> {
+        lock(&self.unstarted).remove(&id)
     }
 
     /// What the runtime queued up to and including its last news of a waiter (`Seen`), in

@@ -138,6 +138,13 @@ where
             .run(self.id, async move { convert(work.await) });
     }
 
+    fn run_after_pause(self, work: impl Future<Output = Settled<T>> + Send + 'static) {
+        let convert = self.convert;
+        self.calls
+            .completer
+            .run_here_first(self.id, async move { convert(work.await) });
+    }
+
     fn now(self, result: Settled<T>) {
         self.calls.completer.settle(self.id, (self.convert)(result));
     }

@@ -176,10 +176,18 @@ impl Completer {
 
     /// Call `id` was answered on the JS thread, its runtime task (if any) still working.
     pub fn answered(&self, id: u32) {
+        let unstarted = self.0.unpark(id);
+        if unstarted.is_some_and(|task| task.drop_task()) {
+            self.0.never_ends(id);
+            return;
+        }
         self.0.answered(id);
     }
 
     fn push(&self, entry: Settlement) {
+        if let Settlement::Settled(id, _) = &entry {
+            self.0.unpark(*id);
+        }
         if self.0.put(entry) {
             if let Some(waker) = self.0.waker.get() {
                 waker.wake();
@@ -198,22 +206,54 @@ impl Completer {
     where
         F: Future<Output = Outcome> + Send + 'static,
     {
+        self.start(id, work, false);
+    }
+
+    /// `run`, polled once here first; it reaches the runtime only once woken (see
+    /// runtime::start_here).
+    pub fn run_here_first<F>(&self, id: u32, work: F)
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
+        self.start(id, work, true);
+    }
+
+    fn start<F>(&self, id: u32, work: F, here_first: bool)
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
+        let task = self.task(id, work);
+        // Before the task can end (start_here polls it here, and it may end there).
+        self.0.started(id);
+        let started = match here_first {
+            true => crate::binding::runtime::start_here(task, |unstarted| {
+                self.0.park(id, unstarted);
+            })
+            .is_ok(),
+            false => crate::binding::runtime::spawn(task).is_ok(),
+        };
+        if !started {
+            let err = LockError::Internal("no runtime: the OS refused its thread".into());
+            self.push(Settlement::Settled(id, Outcome::Failed(err)));
+        }
+    }
+
+    /// `work` as a task that settles promise `id`.
+    fn task<F>(&self, id: u32, work: F) -> impl Future<Output = ()> + Send + 'static
+    where
+        F: Future<Output = Outcome> + Send + 'static,
+    {
         // Boxed first: an acquire's future is over 2 KB, and spawning moves the task by value
         // several times on the JS thread; a box moves as a pointer.
         let work = Box::pin(work);
         let completer = self.clone();
-        self.0.started(id);
-        let started = crate::binding::runtime::spawn(async move {
+        async move {
             // A panic must still settle the promise, or the caller would wait forever.
             let outcome = match AssertUnwindSafe(work).catch_unwind().await {
                 Ok(outcome) => outcome,
                 Err(_) => Outcome::Failed(LockError::Internal("a lock operation panicked".into())),
             };
             completer.push(Settlement::Settled(id, outcome));
-        });
-        if started.is_err() {
-            let err = LockError::Internal("no runtime: the OS refused its thread".into());
-            self.push(Settlement::Settled(id, Outcome::Failed(err)));
         }
     }
 }

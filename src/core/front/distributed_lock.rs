@@ -321,14 +321,22 @@ impl Acquisition<'_> {
                 win::settle(win, &locker, (started, &asked), result)
             });
         }
-        reply.run(async move {
+        // Queued behind waiters of ours, it pauses before any attempt: most such waits are
+        // answered by a release on this thread before that pause ends.
+        let pauses_first = caller.is_some()
+            && (mode.plan.ticket()).is_some_and(|ticket| ticket.view().turn_from_others);
+        let work = async move {
             win::prepare(&locker, win.watched()).await?;
             let Mode { plan, cancel } = mode;
             let result = locker
                 .pursue(plan, &key, ttl, &cancel, Start::Attempt)
                 .await;
             win::settle(win, &locker, (started, &asked), result)
-        });
+        };
+        match pauses_first {
+            true => reply.run_after_pause(work),
+            false => reply.run(work),
+        }
     }
 }
 

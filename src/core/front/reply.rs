@@ -43,6 +43,13 @@ pub trait Reply<T>: Sized {
     /// Runs `work` on the runtime; its result is the answer.
     fn run(self, work: impl Future<Output = Settled<T>> + Send + 'static);
 
+    /// As `run`, for work that starts by sleeping (a waiter queued behind waiters of ours):
+    /// it may be polled first where the caller is, and reach the runtime only once something
+    /// wakes it, so starting it need not wake the runtime's thread.
+    fn run_after_pause(self, work: impl Future<Output = Settled<T>> + Send + 'static) {
+        self.run(work);
+    }
+
     /// Answers now (the caller hears of it once its call has returned).
     fn now(self, result: Settled<T>);
 

@@ -65,6 +65,7 @@ impl Locker {
         let refused = drops.next_refusal();
         let stale = drops.refusal().is_some();
         let mut notified = false;
+        ticket.pausing(Instant::now() + left);
         let pause = tokio::select! {
             biased;
             _ = std::future::ready(()), if stale && !view.reserved => Pause::Woken,

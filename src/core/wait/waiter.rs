@@ -7,8 +7,14 @@ use super::owner::Owner;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::stats::CallCounters;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+/// A settled waiter whose pause ends within this is left to see it then, not told: telling
+/// it wakes the runtime's thread from the releaser's, once per hand-over, to end a task
+/// that ends within this anyway (on one core, a context switch each way). Longer pauses are
+/// told, so an answered task never lingers longer than this.
+pub(crate) const SETTLED_UNTOLD: Duration = Duration::from_millis(100);
 
 /// The caller of a wait, as the binding knows it: a call (`id`) of one JS thread
 /// (`thread`). A release made on that same thread may hand the lock over and answer the
@@ -71,6 +77,8 @@ pub(crate) enum Event {
     Trying(bool),
     /// It stops waiting (won, timed out, cancelled, its owner gone).
     Leave,
+    /// Its task sleeps until this (`Some`), or goes on (`None`, as it rearms).
+    Pausing(Option<Instant>),
 }
 
 /// What a transition asks of the table, or hands back.
@@ -84,8 +92,9 @@ pub(crate) enum Effect {
     Took(Lease),
     /// Granted: the table counts a hand-over and tells its task.
     Handed,
-    /// Settled: the table removes it, counts a hand-over and tells its task.
-    Settled,
+    /// Settled: the table removes it, counts a hand-over, and tells its task when `notify`
+    /// (see `SETTLED_UNTOLD`).
+    Settled { notify: bool },
     /// It leaves the table, owing what `Leaving` says.
     Left(Leaving),
 }
@@ -125,6 +134,8 @@ pub(crate) struct Waiter {
     /// it, and its wait ends (see owner.rs).
     pub(crate) owner: Option<Owner>,
     pub(crate) notify: Arc<Notify>,
+    /// When the pause its task sleeps in ends, while it sleeps.
+    pub(crate) pause_ends: Option<Instant>,
 }
 
 impl Waiter {
@@ -147,6 +158,7 @@ impl Waiter {
             fair,
             owner,
             notify: Arc::new(Notify::new()),
+            pause_ends: None,
         }
     }
 
@@ -176,6 +188,9 @@ impl Waiter {
     /// table's lock. The table tells the task (`notify`) when the answer says so.
     pub(crate) fn apply(&mut self, event: Event) -> Effect {
         use WaiterState::{Granted, Reserved, Waiting, Woken};
+        if matches!(event, Event::Rearm) {
+            self.pause_ends = None;
+        }
         let state = std::mem::replace(&mut self.state, Waiting);
         let (state, effect) = match (state, event) {
             (Granted(lease), Event::Wake) => (Granted(lease), notified()),
@@ -209,7 +224,12 @@ impl Waiter {
             }
             (Reserved { .. }, Event::Grant(lease)) => (Granted(lease), Effect::Handed),
             // Its state no longer matters: the table removes it.
-            (Reserved { .. }, Event::Settle) => (Waiting, Effect::Settled),
+            (Reserved { .. }, Event::Settle) => {
+                let notify = self.pause_ends.is_none_or(|ends| {
+                    ends.saturating_duration_since(Instant::now()) > SETTLED_UNTOLD
+                });
+                (Waiting, Effect::Settled { notify })
+            }
             (_, Event::Leave) if self.fair => {
                 let leaving = if self.in_line {
                     Leaving::Line
@@ -231,6 +251,10 @@ impl Waiter {
             }
             (state, Event::Trying(trying)) => {
                 self.trying = trying;
+                (state, quiet())
+            }
+            (state, Event::Pausing(ends)) => {
+                self.pause_ends = ends;
                 (state, quiet())
             }
             (Granted(lease), Event::Leave) => (Waiting, Effect::Left(Leaving::Lease(lease))),

@@ -179,9 +179,11 @@ impl Channel {
                 self.handoffs += 1;
                 waiter.notify.notify_one();
             }
-            Effect::Settled => {
+            Effect::Settled { notify } => {
                 self.handoffs += 1;
-                waiter.notify.notify_one();
+                if notify {
+                    waiter.notify.notify_one();
+                }
                 self.waiters.remove(at);
             }
             Effect::Left(_) => {
@@ -827,7 +829,7 @@ impl Wakes {
     pub fn settle(&self, channel: &[u8], to: Reservation) -> bool {
         let seq = to.spend();
         let settled = self.with(channel, |entry| entry.apply(seq, Event::Settle));
-        matches!(settled, Some(Some(Effect::Settled)))
+        matches!(settled, Some(Some(Effect::Settled { .. })))
     }
 
     /// The handoff to `to` did not happen: it tries on its own, at once.
@@ -1074,6 +1076,12 @@ impl Ticket {
     /// release picks another over it, and should it leave, it owes nobody a wake.
     pub fn nudge(&self) {
         self.notify.notify_one();
+    }
+
+    /// Its task sleeps until `ends` unless woken: a release that answers its caller
+    /// meanwhile need not wake it to end (see `SETTLED_UNTOLD`). `rearm` clears it.
+    pub fn pausing(&self, ends: Instant) {
+        self.apply(Event::Pausing(Some(ends)));
     }
 
     /// About to try: a wake from now on is news for this waiter.

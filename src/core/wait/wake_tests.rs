@@ -817,3 +817,29 @@ fn a_quiet_release_taken_back_after_its_entry_was_dropped_needs_no_kick() {
     assert_ne!(wakes.kick_step(LOCK).0, KickStep::Kick);
     assert!(!wakes.release_quietly(LOCK));
 }
+
+#[tokio::test]
+async fn a_settled_waiter_is_told_only_when_its_pause_ends_later_than_settled_untold() {
+    use super::super::waiter::SETTLED_UNTOLD;
+    let wakes = Arc::new(Wakes::default());
+    let (soon, late, busy) = (
+        wakes.join(LOCK, TTL),
+        wakes.join(LOCK, TTL),
+        wakes.join(LOCK, TTL),
+    );
+    soon.pausing(Instant::now() + SETTLED_UNTOLD / 2);
+    late.pausing(Instant::now() + SETTLED_UNTOLD * 3);
+    // `busy` is between pauses: it may be about to wait for the wake, so it is told.
+    for _ in 0..3 {
+        let to = wakes.reserve(&channel(LOCK)).expect("a sleeping waiter");
+        assert!(wakes.settle(&channel(LOCK), to));
+    }
+    assert!(!is_woken(&soon).await, "its pause ends soon enough");
+    assert!(is_woken(&late).await);
+    assert!(is_woken(&busy).await);
+    // Each still finds its wait over as it looks up from the pause.
+    for ticket in [&soon, &late, &busy] {
+        assert!(ticket.view().settled);
+        assert!(matches!(ticket.rearm(), Resume::Settled));
+    }
+}
