@@ -9,7 +9,6 @@
 use crate::core::basics::sync::lock;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Wake, Waker};
 use tokio::runtime::{Handle, Runtime};
@@ -78,8 +77,7 @@ where
     let _context = runtime.enter();
     let mut task: Task = Box::pin(work);
     let parked = Arc::new(Parked {
-        task: Mutex::new(None),
-        woken: AtomicBool::new(false),
+        slot: Mutex::new(Waiting::default()),
         runtime: runtime.handle().clone(),
     });
     register(Unstarted(Arc::downgrade(&parked)));
@@ -91,10 +89,13 @@ where
     {
         return Ok(());
     }
-    *lock(&parked.task) = Some(task);
-    // A wake during that poll, or while the task was being put away, found no task to move.
-    if parked.woken.load(Ordering::SeqCst) {
-        parked.move_to_runtime();
+    // A wake during that poll found no task to move; one after this finds it parked.
+    let mut slot = lock(&parked.slot);
+    if slot.woken {
+        drop(slot);
+        parked.runtime.spawn(task);
+    } else {
+        slot.task = Some(task);
     }
     Ok(())
 }
@@ -109,11 +110,8 @@ impl Unstarted {
         let Some(parked) = self.0.upgrade() else {
             return false;
         };
-        let task = match parked.task.try_lock() {
-            Ok(mut slot) => slot.take(),
-            // A wake holds it, moving the task.
-            Err(_) => None,
-        };
+        // A wake that took it first is moving it to the runtime.
+        let task = lock(&parked.slot).task.take();
         let Some(task) = task else {
             return false;
         };
@@ -126,27 +124,31 @@ impl Unstarted {
 
 /// A task polled outside the runtime, until a wake moves it there.
 struct Parked {
-    task: Mutex<Option<Task>>,
-    woken: AtomicBool,
+    slot: Mutex<Waiting>,
     runtime: Handle,
 }
 
-impl Parked {
-    fn move_to_runtime(&self) {
-        // Held only to put the task in or take it out; whoever holds it then moves it.
-        let Ok(mut slot) = self.task.try_lock() else {
-            return;
+/// Whether a wake came, and the task while it waits: under one lock, so that a wake and
+/// `start_here` parking the task after its first poll cannot miss each other.
+#[derive(Default)]
+struct Waiting {
+    task: Option<Task>,
+    woken: bool,
+}
+
+impl Wake for Parked {
+    fn wake(self: Arc<Self>) {
+        let task = {
+            let mut slot = lock(&self.slot);
+            slot.woken = true;
+            slot.task.take()
         };
-        if let Some(task) = slot.take() {
-            drop(slot);
+        if let Some(task) = task {
             self.runtime.spawn(task);
         }
     }
 }
 
-impl Wake for Parked {
-    fn wake(self: Arc<Self>) {
-        self.woken.store(true, Ordering::SeqCst);
-        self.move_to_runtime();
-    }
-}
+#[cfg(test)]
+#[path = "runtime_tests.rs"]
+mod tests;

@@ -44,3 +44,21 @@ fn a_call_the_thread_answered_with_no_runtime_task_leaves_no_id_behind() {
     completer.settle(9, Outcome::Done);
     assert_eq!(names(&completer.0.take()), ["settled 9"]);
 }
+
+#[test]
+fn a_parked_task_dropped_when_its_call_is_answered_leaves_no_id_behind() {
+    let completer = Completer(Arc::new(Queue::default()));
+    // Parked outside the runtime (its first poll only waits), then answered on the thread:
+    // the task is dropped unrun, so no end of it comes to clear the id.
+    let (_wake, woken) = tokio::sync::oneshot::channel::<()>();
+    completer.run_here_first(10, async move {
+        let _ = woken.await;
+        Outcome::Done
+    });
+    completer.answered(10);
+    // Call ids wrap: a later call with that id, answered on the thread with no runtime task
+    // (kept as answered only while one is to end), then another: the last is still heard.
+    completer.answered(10);
+    completer.settle(10, Outcome::Done);
+    assert_eq!(names(&completer.0.take()), ["settled 10"], "its id kept");
+}

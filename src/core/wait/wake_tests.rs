@@ -827,8 +827,9 @@ async fn a_settled_waiter_is_told_only_when_its_pause_ends_later_than_settled_un
         wakes.join(LOCK, TTL),
         wakes.join(LOCK, TTL),
     );
+    // Far from the bar either way, so that a stalled test still finds each on its side.
     soon.pausing(Instant::now() + SETTLED_UNTOLD / 2);
-    late.pausing(Instant::now() + SETTLED_UNTOLD * 3);
+    late.pausing(Instant::now() + SETTLED_UNTOLD * 30);
     // `busy` is between pauses: it may be about to wait for the wake, so it is told.
     for _ in 0..3 {
         let to = wakes.reserve(&channel(LOCK)).expect("a sleeping waiter");
