@@ -65,6 +65,7 @@ type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// (registering a timer, a wake-up) then reaches the runtime only once something wakes it,
 /// and is spawned from there. Spawning from another thread wakes the runtime's thread at
 /// once: with Node, Redis and that thread on one core, a context switch each way per call.
+/// (A timer registered here still wakes the runtime's driver when it is the earliest one.)
 /// `register` is handed the task's `Unstarted` before that first poll.
 pub fn start_here<F>(work: F, register: impl FnOnce(Unstarted)) -> Result<(), F>
 where

@@ -45,7 +45,7 @@ pub trait Reply<T>: Sized {
 
     /// As `run`, for work that starts by sleeping (a waiter queued behind waiters of ours):
     /// it may be polled first where the caller is, and reach the runtime only once something
-    /// wakes it, so starting it need not wake the runtime's thread.
+    /// wakes it, so starting it wakes the runtime's thread only if its timer is the earliest.
     fn run_after_pause(self, work: impl Future<Output = Settled<T>> + Send + 'static) {
         self.run(work);
     }
