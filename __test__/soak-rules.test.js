@@ -46,6 +46,16 @@ test('rssRule: samples caught high by traffic in flight pass; growth under every
   assert.equal(leak.lastMb, 106)
 })
 
+test('rssRule: RSS taken up by idle V8 pages passes; growth of what is live fails', () => {
+  // 8 MB more RSS at the end, all of it pages V8 kept after a collection.
+  const kept = samples((at) => (at < 40_000 ? 100 : 108)).map((s, i) => ({ ...s, v8Idle: s.rss - 100 + (i % 3) }))
+  const judged = rssRule(kept, RUN_MS)
+  assert.equal(judged.ok, true)
+  // The same RSS with the idle pages flat: the 8 MB are live, a leak.
+  const live = samples((at) => (at < 40_000 ? 100 : 108)).map((s) => ({ ...s, v8Idle: 3 }))
+  assert.equal(rssRule(live, RUN_MS).ok, false)
+})
+
 test('leakedResources: a type with more left after close than at start is named', () => {
   assert.deepEqual(leakedResources({ TCPSocketWrap: 1, Timeout: 2 }, { TCPSocketWrap: 3, Timeout: 2 }), {
     TCPSocketWrap: '1 -> 3',
@@ -212,7 +222,7 @@ test('verdict: each rule turns into a failure, and a clean run has none', () => 
   ])
   assert.deepEqual(judge({ result: { pendingAtClose: 2 } }), ['child 1: 2 ops pending at close'])
   assert.deepEqual(judge({ process: { samples: samples((at) => (at < 40_000 ? 100 : 120)) } }), [
-    'child 1: RSS lower quartile 120 MB at the end > 1.05 x 100 MB after warm-up',
+    'child 1: RSS (less idle V8 pages) lower quartile 120 MB at the end > 1.05 x 100 MB after warm-up',
   ])
   // RSS is judged only for a process that ran the whole time (a respawned child did not).
   assert.deepEqual(judge({ process: { wholeRun: false, samples: samples((at) => (at < 40_000 ? 100 : 120)) } }), [])

@@ -7,14 +7,14 @@
 // samples a minute, and the parent's heap grew 0.12 MB a minute over a 30-minute soak (heap
 // snapshots at minutes 3 and 9: new Maps, DescriptorArrays, property arrays), while its
 // children, which keep no samples, stayed flat. The parent's RSS, which the verdict judges as
-// the library's, grew with it. Kept now: per process `{ at, rss }` a sample (the RSS rule,
+// the library's, grew with it. Kept now: per process `{ at, rss, v8Idle }` a sample (the RSS rule,
 // rssSamplesMb), its latest sample (the minute's line), the counts since the last line, and
 // one row a minute for the JSON; counts sit in Maps, which take any key order in one shape.
 
 /** One process's samples as the parent keeps them. */
 class SampleLog {
   constructor() {
-    // { at, rss } per sample: what verdict.js's rssRule reads.
+    // { at, rss, v8Idle } per sample: what verdict.js's rssRule reads.
     this.samples = []
     this.last = undefined
     this.fresh = newCounts()
@@ -23,7 +23,7 @@ class SampleLog {
   }
 
   add(sample) {
-    this.samples.push({ at: sample.at, rss: sample.rss })
+    this.samples.push({ at: sample.at, rss: sample.rss, v8Idle: sample.v8Idle })
     this.last = sample
     addSampleCounts(this.fresh, sample)
     this.freshPid ??= sample.pid
