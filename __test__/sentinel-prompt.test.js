@@ -10,12 +10,15 @@
 // 2. The first sentinel silent (SIGSTOP, by pid): the sentinels are asked at once, so the
 //    lookups of calls bounded by a second succeed, before and across a forced failover (asked
 //    of the others), and a refresh-only holder is still told.
-// Servers are stopped by pid; the tests run in file order (the second fails over back).
+// 3. A master move is one drop: a holder is told `suspended` once, then `resumed`, and the
+//    watchdog re-checks its lock once (one refresh pipeline), not again for the switch.
+// Servers are stopped by pid; the tests run in file order (each fails over from the last).
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { RedisSentinelSet } = require('./helpers/redis-sentinel')
 const { told, within } = require('./helpers/told')
 const { DistributedLock, LockLostError } = require('..')
+const { watchdogStats } = require('../lib/native')
 
 const BOUNDS = { connectTimeoutMs: 1000, commandTimeoutMs: 1000 }
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -157,4 +160,49 @@ test('the first sentinel silent: calls bounded by a second look the master up in
   } finally {
     process.kill(silent.pid, 'SIGCONT')
   }
+})
+
+test('a master move is one drop: its holder is told suspended once, then resumed, after one re-check', async () => {
+  const master = await set.masterPort()
+  const replicaPort = set.servers.find((s) => s.port !== master).port
+  await set.replicaSeen(master, replicaPort)
+  // Settings of its own: a connection whose only refreshes are this lock's.
+  const settings = { connectTimeoutMs: 1300 }
+  const pipelines = () => watchdogStats({ url: set.url, ...settings }).pipelines
+  const locks = new DistributedLock(set.url, settings)
+  const events = []
+  const note = (type) => () => events.push(type)
+  // A refresh every 30 s: none falls due while the failover goes on (over 10 s right after
+  // another, which the sentinels hold back for a while).
+  const handle = await locks.acquire('sp:once', 90_000, {
+    autoRefresh: true,
+    onSuspended: note('suspended'),
+    onResumed: note('resumed'),
+    onLost: note('lost'),
+  })
+  await set.client(master).call('WAIT', '1', '2000')
+  const sent = pipelines()
+  // Calls on the connection, as an application makes them: each may start the re-check of
+  // the sentinels that finds the master moved.
+  let calling = true
+  const calls = (async () => {
+    while (calling) {
+      await locks.isLocked('sp:once:other').catch(() => {})
+      await sleep(100)
+    }
+  })()
+  try {
+    const { from, to } = await set.failover()
+    assert.deepEqual([from, to], [master, replicaPort])
+    assert.ok(await eventually(() => events.length >= 2, 6000), `told only ${events.join(', ') || 'nothing'}`)
+    // Time for a second drop, or a re-check sent again, to show.
+    await sleep(1500)
+  } finally {
+    calling = false
+    await calls
+  }
+  assert.deepEqual(events, ['suspended', 'resumed'])
+  assert.equal(pipelines() - sent, 1, 'the watchdog re-checked more than once')
+  await handle.release()
+  assert.equal(await set.client(replicaPort).exists('lock:sp:once'), 0, 'released on the new master')
 })

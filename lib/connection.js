@@ -317,13 +317,20 @@ function sentinelConnection(o, name, from) {
   if (Boolean(sentinelTls) !== Boolean(o.tls)) {
     throw invalidArgument(TypeError, field('sentinelTLS'), `${field('sentinelTLS')} and ${field('tls')} must be given together: one TLS setting serves the master and the sentinels`)
   }
+  const tls = tlsFields(o.tls, field('tls'))
+  // `sentinelTLS: true` takes `tls`'s CA and certificate; other settings of its own would be
+  // dropped unseen, since the master's serve the sentinels too.
+  if (typeof sentinelTls === 'object' && sentinelTls !== o.tls &&
+      JSON.stringify(tlsFields(sentinelTls, field('sentinelTLS'))) !== JSON.stringify(tls)) {
+    throw invalidArgument(TypeError, field('sentinelTLS'), `${field('sentinelTLS')} must give what ${field('tls')} gives (or be true): one TLS setting, its CA and client certificate, serves the master and the sentinels`)
+  }
   return {
     sentinels,
     sentinelName: o.name,
     sentinelUsername: o.sentinelUsername || undefined,
     sentinelPassword: o.sentinelPassword || undefined,
     natMap: natRoutes(o.natMap, field('natMap')),
-    ...tlsFields(o.tls, field('tls')),
+    ...tls,
     db: o.db || undefined,
     username: o.username || undefined,
     password: o.password || undefined,

@@ -8,12 +8,15 @@
 // sentinels, and through them to clients) at a forwarder that admits only the set's own
 // processes, which dial from 127.0.0.2 (`bind-source-addr`): a client on 127.0.0.1 reaches the
 // servers only through the forwarders `natMap` names (`mappedPort`).
+// `{ tls: certs }` (helpers/tls-certs.js): every server and sentinel speaks TLS only, with the
+// private CA's server certificate, and replicates and monitors over TLS (`tls-replication`).
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 const Redis = require('ioredis')
 const { RedisServer, freePort, redisServerBinary, track } = require('./redis-server')
 const { TcpProxy } = require('./tcp-proxy')
+const { TlsRedisServer, waitUntilTlsReady } = require('./tls-certs')
 
 const NAME = 'mymaster'
 /**
@@ -49,20 +52,33 @@ async function until(check, timeoutMs, what) {
  * `INSIDE` (and telling the others to reach it at 127.0.0.1).
  */
 class SentinelServer extends RedisServer {
-  constructor(masterPort, { name = NAME, downAfterMs = 1000, authPass, inside = false } = {}) {
+  constructor(masterPort, { name = NAME, downAfterMs = 1000, authPass, inside = false, certs } = {}) {
     super()
     this.masterPort = masterPort
     this.masterName = name
     this.downAfterMs = downAfterMs
     this.authPass = authPass
     this.inside = inside
+    this.certs = certs
+  }
+
+  /** Its listening lines: TLS only with `certs`, the other sentinels and the servers too. */
+  listenLines() {
+    if (!this.certs) return [`port ${this.port}`]
+    const { server, caFile } = this.certs
+    return ['port 0', `tls-port ${this.port}`, `tls-cert-file ${server.certFile}`, `tls-key-file ${server.keyFile}`,
+      `tls-ca-cert-file ${caFile}`, 'tls-auth-clients no', 'tls-replication yes']
+  }
+
+  waitReady() {
+    return this.certs ? waitUntilTlsReady(this.port, { ca: this.certs.ca }, this.child) : super.waitReady()
   }
 
   async start() {
     this.port ??= await freePort()
     const conf = path.join(this.dir, 'sentinel.conf')
     fs.writeFileSync(conf, [
-      `port ${this.port}`,
+      ...this.listenLines(),
       'bind 127.0.0.1',
       `dir ${this.dir}`,
       'sentinel resolve-hostnames no',
@@ -83,10 +99,11 @@ class SentinelServer extends RedisServer {
 }
 
 class RedisSentinelSet {
-  constructor({ password, nat = false } = {}) {
+  constructor({ password, nat = false, tls } = {}) {
     this.name = NAME
     this.password = password
     this.nat = nat
+    this.tls = tls
     this.servers = []
     this.sentinels = []
     this.clients = []
@@ -114,7 +131,7 @@ class RedisSentinelSet {
     this.servers.push(replica)
     await this.rejoin(replica, master.port)
     await until(async () => /master_link_status:up/.test(await this.client(replica.port).info('replication')), 10_000, 'the replica did not sync')
-    const sentinel = { authPass: this.password, inside: this.nat }
+    const sentinel = { authPass: this.password, inside: this.nat, certs: this.tls }
     for (let i = 0; i < 3; i++) this.sentinels.push(await new SentinelServer(this.seen(master.port), sentinel).start())
     await until(async () => {
       for (const sentinel of this.sentinels) {
@@ -133,9 +150,9 @@ class RedisSentinelSet {
    * two forwarders and the settings that announce the first.
    */
   async #server() {
-    const server = new RedisServer({ password: this.password })
+    const server = this.tls ? new TlsRedisServer({ certs: this.tls }) : new RedisServer({ password: this.password })
     server.port = await freePort()
-    server.setArgs = [...(this.password ? ['--masterauth', this.password] : [])]
+    server.setArgs = [...(this.password ? ['--masterauth', this.password] : []), ...(this.tls ? ['--tls-replication', 'yes'] : [])]
     if (this.nat) {
       const announced = await new TcpProxy(server.port, '127.0.0.1', { admit: INSIDE }).start()
       const mapped = await new TcpProxy(server.port).start()
@@ -175,7 +192,8 @@ class RedisSentinelSet {
    */
   client(port, { sentinel = this.sentinels.some((s) => s.port === port) } = {}) {
     const password = sentinel ? undefined : this.password
-    const c = new Redis({ port, host: '127.0.0.1', password, lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: true })
+    const tls = this.tls && { ca: this.tls.ca }
+    const c = new Redis({ port, host: '127.0.0.1', password, tls, lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: true })
     c.on('error', () => {})
     this.clients.push(c)
     return c
@@ -209,7 +227,7 @@ class RedisSentinelSet {
   }
 
   get url() {
-    return `redis+sentinel://${this.sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${NAME}`
+    return `${this.tls ? 'rediss' : 'redis'}+sentinel://${this.sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${NAME}`
   }
 
   /**

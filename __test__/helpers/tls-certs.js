@@ -169,4 +169,4 @@ async function startTlsRedis(options) {
   return new TlsRedisServer(options).start()
 }
 
-module.exports = { makeCerts, startTlsRedis, TlsRedisServer }
+module.exports = { makeCerts, startTlsRedis, TlsRedisServer, waitUntilTlsReady }

@@ -467,27 +467,47 @@ impl Endpoint {
     /// gets them here; one without verifies the server against the system's roots.
     pub fn client(&self, resp3: bool) -> Result<redis::Client, LockError> {
         let info = self.connection_info(resp3)?;
-        let tls = match &self.address {
-            Address::Tcp { tls: Some(tls), .. } if tls.ca.is_some() || tls.client.is_some() => tls,
-            _ => return redis::Client::open(info).map_err(LockError::from),
+        match &self.address {
+            Address::Tcp { tls, .. } => client_of(info, tls.as_ref()),
+            _ => client_of(info, None),
+        }
+    }
+
+    /// A client for each sentinel of a Sentinel set (`node_connection_infos`), with the set's
+    /// CA and client certificate: the sentinels are checked against the same roots as the
+    /// master they name.
+    pub fn sentinel_clients(&self, resp3: bool) -> Result<Vec<redis::Client>, LockError> {
+        let Address::Sentinel { tls, .. } = &self.address else {
+            return Err(LockError::Internal("not a Sentinel set".into()));
         };
-        let certificates = TlsCertificates {
-            client_tls: tls.client.as_ref().map(|client| ClientTlsConfig {
-                client_cert: client.cert.clone(),
-                client_key: client.key.clone(),
-            }),
-            root_cert: tls.ca.clone(),
-        };
-        // The PEM was checked when the endpoint was made, so this does not fail; if it does,
-        // its message could quote PEM lines, so it is not passed on.
-        redis::Client::build_with_tls(info, certificates).map_err(|_| {
-            LockError::invalid_type("tls", "the TLS certificates or key could not be loaded")
-        })
+        (self.node_connection_infos(resp3)?)
+            .into_iter()
+            .map(|info| client_of(info, tls.as_ref()))
+            .collect()
     }
 
     pub fn is_tls(&self) -> bool {
         matches!(self.address, Address::Tcp { tls: Some(_), .. })
     }
+}
+
+/// A client for `info`, given `tls`'s own CA and client certificate where it has them.
+fn client_of(info: ConnectionInfo, tls: Option<&Tls>) -> Result<redis::Client, LockError> {
+    let Some(tls) = tls.filter(|tls| tls.ca.is_some() || tls.client.is_some()) else {
+        return redis::Client::open(info).map_err(LockError::from);
+    };
+    let certificates = TlsCertificates {
+        client_tls: tls.client.as_ref().map(|client| ClientTlsConfig {
+            client_cert: client.cert.clone(),
+            client_key: client.key.clone(),
+        }),
+        root_cert: tls.ca.clone(),
+    };
+    // The PEM was checked when the endpoint was made, so this does not fail; if it does,
+    // its message could quote PEM lines, so it is not passed on.
+    redis::Client::build_with_tls(info, certificates).map_err(|_| {
+        LockError::invalid_type("tls", "the TLS certificates or key could not be loaded")
+    })
 }
 
 fn tcp_addr(host: &str, port: u16, tls: Option<&Tls>) -> ConnectionAddr {

@@ -9,6 +9,7 @@ use super::mismatch;
 use super::quarantine::Quarantine;
 use super::refusals::{refuses_command, refuses_resp3, turned_away};
 use super::silences::{SilenceBar, Silences};
+use super::staleness::Staleness;
 use super::upstream::Upstream;
 use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
 use crate::core::basics::clock::Stamp;
@@ -102,9 +103,9 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     endpoint: Endpoint,
     /// Where the connection goes: the endpoint's address, or a Sentinel set's master.
     upstream: Upstream,
-    /// Set when the connection must go to where `upstream` says now (a Sentinel set's master
-    /// moved or the connection to it dropped): the next call opens a new one.
-    stale: Arc<AtomicBool>,
+    /// Marked when the connection must go to where `upstream` says now (a Sentinel set's
+    /// master moved or the connection to it dropped): the next call opens a new one.
+    stale: Arc<Staleness>,
     /// The connection, and whether it was opened asking for RESP3.
     manager: Mutex<Option<(W, bool)>>,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
@@ -155,7 +156,7 @@ impl<W: Conduit> Link<W> {
         scripts: &'static [&'static str],
         listener: Arc<dyn Listener>,
     ) -> Self {
-        let stale = Arc::new(AtomicBool::new(false));
+        let stale = Arc::new(Staleness::default());
         let dropped = Arc::new(Drops::default());
         let fixed = matches!(endpoint.address, Address::Tcp { .. } | Address::Unix(_));
         Link {
@@ -289,14 +290,12 @@ impl<W: Conduit> Link<W> {
         };
         let manager = W::open(&self.endpoint, destination, resp3, pushes).await?;
         let mut slot = lock(&self.manager);
-        if let Some((kept, _)) = slot
-            .as_ref()
-            .filter(|_| !self.stale.load(Ordering::Acquire))
-        {
+        if let Some((kept, _)) = slot.as_ref().filter(|_| !self.stale.is_marked()) {
             // Another call opened one while we asked the sentinels.
             return Ok(kept.clone());
         }
         *slot = Some((manager.clone(), resp3));
+        self.stale.opened();
         *lock(&self.answered) = None;
         if trace::on() {
             *lock(&self.setup) = Some(Instant::now());
@@ -309,12 +308,17 @@ impl<W: Conduit> Link<W> {
     /// Sentinel set's master was.
     fn kept_manager(&self) -> Option<W> {
         let mut slot = lock(&self.manager);
-        if self.stale.swap(false, Ordering::AcqRel) && slot.take().is_some() {
+        let switch = self.stale.take();
+        if let Some(signal) = switch.filter(|_| slot.take().is_some()) {
             self.scripts_ready.store(false, Ordering::Relaxed);
             self.quarantine.forget();
             // Waiters listen again, on the new connection.
             self.listener.connection_lost(LostScope::All);
-            self.dropped.signal();
+            // A drop signalled after the mark already covers every call that reached the old
+            // connection (staleness.rs): a second would doubt and re-check each lock again.
+            if signal {
+                self.dropped.signal();
+            }
             return None;
         }
         match slot.as_ref() {
@@ -650,7 +654,7 @@ impl<W: Conduit> Link<W> {
                 || (replay == Replay::Safe && err.is_connection_dropped());
             if resendable && self.upstream.moves() {
                 // Ask the sentinels again: a failover may have moved the master.
-                self.stale.store(true, Ordering::Release);
+                self.stale.mark();
             }
             if self.fixed && err.is_connection_refusal() {
                 // The manager hands the first call after a failed reconnect that failure,

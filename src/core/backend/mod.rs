@@ -29,5 +29,6 @@ pub mod redlock_tally;
 mod refusals;
 mod sentinel;
 pub mod silences;
+mod staleness;
 mod upstream;
 pub mod wire;

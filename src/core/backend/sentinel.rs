@@ -5,10 +5,13 @@
 //! and in the background at most once per `RECHECK` while calls (refreshes included) are
 //! made: a failover that leaves the old master up (`SENTINEL FAILOVER`, a partition) would
 //! otherwise go unnoticed until the sentinels demote it. A master found moved that way is a
-//! drop for the watchdog, which re-checks its locks at once, on the new master.
+//! drop for the watchdog, which re-checks its locks at once, on the new master: one drop,
+//! signalled after the connection is marked stale, which covers every call that reached the
+//! old master (staleness.rs), so the switch that follows signals none of its own.
 
 use super::endpoint::{Address, Endpoint};
 use super::endpoint_multi::{routed, HostPort};
+use super::staleness::Staleness;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
@@ -35,8 +38,8 @@ struct Inner {
     endpoint: Endpoint,
     /// The master the current connection goes to, and when that was last confirmed.
     current: Mutex<Option<(HostPort, Instant)>>,
-    /// Set when the master moved away from `current`: `Link` then opens a new connection.
-    stale: Arc<AtomicBool>,
+    /// Marked when the master moved away from `current`: `Link` then opens a new connection.
+    stale: Arc<Staleness>,
     /// `Link`'s drops: a master found moved by the re-check is one, so that a holder whose
     /// only calls are refreshes hears of it now, not at the refresh after next.
     dropped: Arc<Drops>,
@@ -48,13 +51,9 @@ struct Inner {
 }
 
 impl Resolver {
-    /// `stale` is set, and `dropped` signalled, when the sentinels name another master than
-    /// the one in use.
-    pub(super) fn new(
-        endpoint: &Endpoint,
-        stale: Arc<AtomicBool>,
-        dropped: Arc<Drops>,
-    ) -> Resolver {
+    /// `stale` is marked, and `dropped` signalled, when the sentinels name another master
+    /// than the one in use.
+    pub(super) fn new(endpoint: &Endpoint, stale: Arc<Staleness>, dropped: Arc<Drops>) -> Resolver {
         Resolver {
             inner: Arc::new(Inner {
                 endpoint: endpoint.clone(),
@@ -106,9 +105,11 @@ impl Resolver {
                 match current.as_mut() {
                     Some((using, confirmed)) if *using == found => *confirmed = Instant::now(),
                     Some(_) => {
-                        inner.stale.store(true, Ordering::Release);
                         // The call that drove this check already went to the old master:
                         // the watchdog's re-check is the next call, and it goes to the new.
+                        // Marked first, signalled after: the drop's date is past the last
+                        // call that can take the old connection.
+                        inner.stale.mark_told();
                         inner.dropped.signal();
                     }
                     None => {}
@@ -141,12 +142,10 @@ impl Inner {
             *slot = None;
         }
         // At once, as a lookup asks them: a silent first sentinel holds nothing up.
-        let mut asking: FuturesUnordered<_> = (self.endpoint.node_connection_infos(true)?)
+        let mut asking: FuturesUnordered<_> = (self.endpoint.sentinel_clients(true)?)
             .into_iter()
-            .map(|info| async move {
-                let mut con = sentinel_lookup::sentinel_connection(info, bound)
-                    .await
-                    .ok()?;
+            .map(|sentinel| async move {
+                let mut con = sentinel_lookup::connected(&sentinel, bound).await.ok()?;
                 let found = asked(cmd, &mut con).await.ok()??;
                 Some((found, con))
             })
@@ -182,7 +181,8 @@ impl Inner {
                     self.about("the sentinels or the master they name turned down the credentials"),
                 )
             }
-            _ => err.detail().unwrap_or("no master found").to_owned(),
+            // An I/O error (a TLS certificate refused, say) has no detail: its own words.
+            _ => sentinel_lookup::reason(&err),
         };
         LockError::Connection(self.about(&detail))
     }

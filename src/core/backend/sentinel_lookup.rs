@@ -28,9 +28,9 @@ impl Inner {
         };
         let mut asked: FuturesUnordered<_> = self
             .endpoint
-            .node_connection_infos(true)?
+            .sentinel_clients(true)?
             .into_iter()
-            .map(|info| self.ask_one(info, name, nat))
+            .map(|sentinel| self.ask_one(sentinel, name, nat))
             .collect();
         let mut sentinel_err = None;
         let mut master_err = None;
@@ -47,26 +47,27 @@ impl Inner {
             .unwrap_or_else(|| LockError::Internal("a Sentinel set without sentinels".into())))
     }
 
-    /// The sentinel at `info` asked for master `name`, and the master it names checked.
+    /// The sentinel `sentinel` dials asked for master `name`, and the master it names checked.
     async fn ask_one(
         &self,
-        info: redis::ConnectionInfo,
+        sentinel: redis::Client,
         name: &str,
         nat: &[(HostPort, HostPort)],
     ) -> Result<HostPort, Miss> {
         let bound = self.endpoint.connect_timeout;
-        let announced = match tokio::time::timeout(bound, announced_by(info, name, bound)).await {
-            Ok(Ok(Some(found))) => found,
-            Ok(Ok(None)) => {
-                return Err(Miss::Sentinel(LockError::Connection(
-                    self.about("none of them names it"),
-                )))
-            }
-            // The connection's own bound (`bounded`) may end it first: the same silence.
-            Ok(Err(err)) if err.is_timeout() => return Err(Miss::Sentinel(self.no_answer())),
-            Ok(Err(err)) => return Err(Miss::Sentinel(self.failed(err))),
-            Err(_) => return Err(Miss::Sentinel(self.no_answer())),
-        };
+        let announced =
+            match tokio::time::timeout(bound, announced_by(&sentinel, name, bound)).await {
+                Ok(Ok(Some(found))) => found,
+                Ok(Ok(None)) => {
+                    return Err(Miss::Sentinel(LockError::Connection(
+                        self.about("none of them names it"),
+                    )))
+                }
+                // The connection's own bound (`bounded`) may end it first: the same silence.
+                Ok(Err(err)) if err.is_timeout() => return Err(Miss::Sentinel(self.no_answer())),
+                Ok(Err(err)) => return Err(Miss::Sentinel(self.failed(err))),
+                Err(_) => return Err(Miss::Sentinel(self.no_answer())),
+            };
         let dialled = routed(nat, &announced);
         let client =
             (self.master_endpoint(announced.clone()).client(false)).map_err(Miss::Sentinel)?;
@@ -107,20 +108,13 @@ fn bounded(bound: Duration) -> AsyncConnectionConfig {
         .set_response_timeout(Some(bound))
 }
 
-/// A connection to the server `client` dials, opening and answering within `bound`.
-async fn connected(
+/// A connection to the server (or sentinel) `client` dials, opening and answering within
+/// `bound`.
+pub(super) async fn connected(
     client: &redis::Client,
     bound: Duration,
 ) -> redis::RedisResult<MultiplexedConnection> {
     (client.get_multiplexed_async_connection_with_config(&bounded(bound))).await
-}
-
-/// A connection to the sentinel at `info`, opening and answering within `bound`.
-pub(super) async fn sentinel_connection(
-    info: redis::ConnectionInfo,
-    bound: Duration,
-) -> redis::RedisResult<MultiplexedConnection> {
-    connected(&redis::Client::open(info)?, bound).await
 }
 
 /// Whether the server `client` dials (a master the sentinels named, where `natMap` routes it,
@@ -147,11 +141,11 @@ async fn says_master(client: redis::Client, bound: Duration) -> redis::RedisResu
 /// The address a sentinel gives master `name` at, if it names it up (flagged a master, not
 /// down in its view or the set's), as the crate's lookup accepts one.
 async fn announced_by(
-    info: redis::ConnectionInfo,
+    sentinel: &redis::Client,
     name: &str,
     bound: Duration,
 ) -> redis::RedisResult<Option<HostPort>> {
-    let mut con = sentinel_connection(info, bound).await?;
+    let mut con = connected(sentinel, bound).await?;
     let mut cmd = redis::cmd("SENTINEL");
     cmd.arg("MASTER").arg(name);
     let started = std::time::Instant::now();
@@ -174,13 +168,15 @@ async fn announced_by(
     })
 }
 
-/// Why a master was not reached, in words that carry no credential.
-fn reason(err: &redis::RedisError) -> String {
+/// Why a sentinel or master was not reached, in words that carry no credential (the crate's
+/// errors carry none): an I/O error, which has no detail, in its own words, so that a
+/// certificate refused (`invalid peer certificate: UnknownIssuer`) says so.
+pub(super) fn reason(err: &redis::RedisError) -> String {
     if err.is_connection_refusal() {
         "connection refused".to_owned()
     } else if err.is_timeout() {
         "timed out".to_owned()
     } else {
-        err.detail().unwrap_or(err.category()).to_owned()
+        err.detail().map_or_else(|| err.to_string(), str::to_owned)
     }
 }

@@ -9,7 +9,6 @@ use super::Resolver;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
 use crate::core::backend::endpoint_multi::HostPort;
 use crate::core::basics::error::LockError;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -34,7 +33,7 @@ fn closed_port() -> u16 {
 
 /// One lookup of `endpoint` with `bound` to answer: its error and how long it took.
 async fn lookup_of(endpoint: Endpoint, bound: Duration) -> (LockError, Duration) {
-    let resolver = Resolver::new(&endpoint, Arc::new(AtomicBool::new(false)), Arc::default());
+    let resolver = Resolver::new(&endpoint, Arc::default(), Arc::default());
     let started = Instant::now();
     let err = resolver.master(started + bound).await.unwrap_err();
     (err, started.elapsed())

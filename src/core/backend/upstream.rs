@@ -3,11 +3,11 @@
 
 use super::endpoint::{Address, Endpoint};
 use super::sentinel::Resolver;
+use super::staleness::Staleness;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -17,9 +17,9 @@ pub(super) enum Upstream {
 }
 
 impl Upstream {
-    /// `stale` is set, and `dropped` signalled, when a Sentinel set names another master than
-    /// the one in use.
-    pub(super) fn of(endpoint: &Endpoint, stale: Arc<AtomicBool>, dropped: Arc<Drops>) -> Upstream {
+    /// `stale` is marked, and `dropped` signalled, when a Sentinel set names another master
+    /// than the one in use.
+    pub(super) fn of(endpoint: &Endpoint, stale: Arc<Staleness>, dropped: Arc<Drops>) -> Upstream {
         match endpoint.address {
             Address::Sentinel { .. } => Upstream::Sentinel(Resolver::new(endpoint, stale, dropped)),
             _ => Upstream::Fixed,

@@ -4,6 +4,7 @@
 
 use super::endpoint::Endpoint;
 use super::lock_store::{published, unsubscribed, Listener, LostScope};
+use super::staleness::Staleness;
 use super::upstream::Upstream;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
@@ -64,7 +65,7 @@ pub struct PushSink {
     pub(super) listener: Arc<dyn Listener>,
     /// Set on a dropped socket when the server behind it can change (a Sentinel set's
     /// master may have been demoted): `Link` then asks where it is now.
-    pub(super) stale: Option<Arc<AtomicBool>>,
+    pub(super) stale: Option<Arc<Staleness>>,
 }
 
 impl PushSink {
@@ -72,7 +73,8 @@ impl PushSink {
         match push.kind {
             redis::PushKind::Disconnection => {
                 if let Some(stale) = &self.stale {
-                    stale.store(true, Ordering::Release);
+                    // Signalled just below: the switch adds no drop of its own.
+                    stale.mark_told();
                 }
                 self.scripts_ready.store(false, Ordering::Relaxed);
                 if trace::on() {
