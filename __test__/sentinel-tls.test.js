@@ -6,7 +6,8 @@
 // the master they name, in the options form and an ioredis Sentinel client's (a URL has no
 // place for a CA: `{ url, tls }` carries it). A wrong CA fails ECONNECTION naming the
 // certificate, within the connect timeout; after `SENTINEL FAILOVER` new acquisitions reach
-// the new master. Servers are stopped by pid.
+// the new master. A second set asks every client for a certificate of the CA: `tls.cert` and
+// `tls.key` are shown to the sentinels and the master alike. Servers are stopped by pid.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const Redis = require('ioredis')
@@ -86,4 +87,17 @@ test('after SENTINEL FAILOVER a new acquisition reaches the new master over TLS'
     await got?.release().catch(() => {})
   }
   assert.ok(landed, 'no acquisition reached the new master within 8 s')
+})
+
+test('a set that asks for client certificates: tls.cert and tls.key reach the sentinels and the master', async (t) => {
+  const mtls = await RedisSentinelSet.start({ tls: certs, mtls: true })
+  t.after(() => mtls.close())
+  const tls = mtls.clientTls
+  const locks = new DistributedLock({ ...mtls.options, tls, sentinelTLS: tls })
+  const held = await locks.acquire('stls:mtls', 5000)
+  assert.ok(await mtls.client(await mtls.masterPort()).pttl('lock:stls:mtls') > 0, 'the key is not on the master')
+  await held.release()
+  const without = new DistributedLock({ ...mtls.options, tls: { ca: certs.ca }, sentinelTLS: { ca: certs.ca } }, { connectTimeoutMs: 1000 })
+  const err = await without.acquire('stls:mtls', 5000).then(() => null, (e) => e)
+  assert.equal(err?.code, 'ECONNECTION', String(err?.stack))
 })

@@ -122,6 +122,8 @@ test('refusals name the argument, before any call', () => {
   ioredisClients.push(slave)
   refused(() => new DistributedLock(slave), 'role')
   refused(() => new DistributedLock({ sentinels, name: 'm', tls: true }), 'redis.sentinelTLS')
+  // One TLS setting serves both: a CA of the sentinels' own would be dropped unseen.
+  refused(() => new DistributedLock({ sentinels, name: 'm', tls: { ca: 'one' }, sentinelTLS: { ca: 'other' } }), 'redis.sentinelTLS')
   refused(() => new DistributedLock('redis+sentinel://127.0.0.1:1'), 'redis')
 })
 

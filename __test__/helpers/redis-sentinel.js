@@ -9,7 +9,9 @@
 // processes, which dial from 127.0.0.2 (`bind-source-addr`): a client on 127.0.0.1 reaches the
 // servers only through the forwarders `natMap` names (`mappedPort`).
 // `{ tls: certs }` (helpers/tls-certs.js): every server and sentinel speaks TLS only, with the
-// private CA's server certificate, and replicates and monitors over TLS (`tls-replication`).
+// private CA's server certificate, and replicates and monitors over TLS (`tls-replication`);
+// with `mtls: true` each also asks its clients for a certificate of the CA, and shows its own
+// (`certs.client`) to the servers and sentinels it dials.
 const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -52,7 +54,7 @@ async function until(check, timeoutMs, what) {
  * `INSIDE` (and telling the others to reach it at 127.0.0.1).
  */
 class SentinelServer extends RedisServer {
-  constructor(masterPort, { name = NAME, downAfterMs = 1000, authPass, inside = false, certs } = {}) {
+  constructor(masterPort, { name = NAME, downAfterMs = 1000, authPass, inside = false, certs, mtls = false } = {}) {
     super()
     this.masterPort = masterPort
     this.masterName = name
@@ -60,18 +62,22 @@ class SentinelServer extends RedisServer {
     this.authPass = authPass
     this.inside = inside
     this.certs = certs
+    this.mtls = mtls
   }
 
   /** Its listening lines: TLS only with `certs`, the other sentinels and the servers too. */
   listenLines() {
     if (!this.certs) return [`port ${this.port}`]
-    const { server, caFile } = this.certs
+    const { server, client, caFile } = this.certs
     return ['port 0', `tls-port ${this.port}`, `tls-cert-file ${server.certFile}`, `tls-key-file ${server.keyFile}`,
-      `tls-ca-cert-file ${caFile}`, 'tls-auth-clients no', 'tls-replication yes']
+      `tls-ca-cert-file ${caFile}`, 'tls-replication yes',
+      ...(this.mtls ? ['tls-auth-clients yes', `tls-client-cert-file ${client.certFile}`, `tls-client-key-file ${client.keyFile}`] : ['tls-auth-clients no'])]
   }
 
   waitReady() {
-    return this.certs ? waitUntilTlsReady(this.port, { ca: this.certs.ca }, this.child) : super.waitReady()
+    if (!this.certs) return super.waitReady()
+    const { ca, client } = this.certs
+    return waitUntilTlsReady(this.port, { ca, ...(this.mtls ? { cert: client.cert, key: client.key } : {}) }, this.child)
   }
 
   async start() {
@@ -99,11 +105,12 @@ class SentinelServer extends RedisServer {
 }
 
 class RedisSentinelSet {
-  constructor({ password, nat = false, tls } = {}) {
+  constructor({ password, nat = false, tls, mtls = false } = {}) {
     this.name = NAME
     this.password = password
     this.nat = nat
     this.tls = tls
+    this.mtls = mtls
     this.servers = []
     this.sentinels = []
     this.clients = []
@@ -131,7 +138,7 @@ class RedisSentinelSet {
     this.servers.push(replica)
     await this.rejoin(replica, master.port)
     await until(async () => /master_link_status:up/.test(await this.client(replica.port).info('replication')), 10_000, 'the replica did not sync')
-    const sentinel = { authPass: this.password, inside: this.nat, certs: this.tls }
+    const sentinel = { authPass: this.password, inside: this.nat, certs: this.tls, mtls: this.mtls }
     for (let i = 0; i < 3; i++) this.sentinels.push(await new SentinelServer(this.seen(master.port), sentinel).start())
     await until(async () => {
       for (const sentinel of this.sentinels) {
@@ -150,9 +157,10 @@ class RedisSentinelSet {
    * two forwarders and the settings that announce the first.
    */
   async #server() {
-    const server = this.tls ? new TlsRedisServer({ certs: this.tls }) : new RedisServer({ password: this.password })
+    const server = this.tls ? new TlsRedisServer({ certs: this.tls, authClients: this.mtls }) : new RedisServer({ password: this.password })
     server.port = await freePort()
     server.setArgs = [...(this.password ? ['--masterauth', this.password] : []), ...(this.tls ? ['--tls-replication', 'yes'] : [])]
+    if (this.mtls) server.setArgs.push('--tls-client-cert-file', this.tls.client.certFile, '--tls-client-key-file', this.tls.client.keyFile)
     if (this.nat) {
       const announced = await new TcpProxy(server.port, '127.0.0.1', { admit: INSIDE }).start()
       const mapped = await new TcpProxy(server.port).start()
@@ -192,7 +200,7 @@ class RedisSentinelSet {
    */
   client(port, { sentinel = this.sentinels.some((s) => s.port === port) } = {}) {
     const password = sentinel ? undefined : this.password
-    const tls = this.tls && { ca: this.tls.ca }
+    const tls = this.tls && this.clientTls
     const c = new Redis({ port, host: '127.0.0.1', password, tls, lazyConnect: false, maxRetriesPerRequest: 1, enableOfflineQueue: true })
     c.on('error', () => {})
     this.clients.push(c)
@@ -219,6 +227,12 @@ class RedisSentinelSet {
   /** The data server (master or replica) listening on `port`. */
   server(port) {
     return this.servers.find((server) => server.port === port)
+  }
+
+  /** With `tls`: the Node TLS options a client of the set needs (the client certificate too with `mtls`). */
+  get clientTls() {
+    const { ca, client } = this.tls
+    return this.mtls ? { ca, cert: client.cert, key: client.key } : { ca }
   }
 
   /** `{ sentinels, name }` as ioredis and our options take them. */
