@@ -272,35 +272,48 @@ impl<W: Conduit> Link<W> {
     /// Must run inside the tokio runtime: the manager spawns its driver task there. No
     /// mutex is held while a Sentinel set is asked where its master is.
     async fn manager(&self, deadline: tokio::time::Instant) -> Result<W, LockError> {
-        if let Some(manager) = self.kept_manager() {
+        loop {
+            if let Some(manager) = self.kept_manager() {
+                return Ok(manager);
+            }
+            let marks = self.stale.marks();
+            let resp3 = !self.resp2_only.load(Ordering::Relaxed);
+            let pushes = PushSink {
+                dropped: self.dropped.clone(),
+                setup: self.setup.clone(),
+                scripts_ready: self.scripts_ready.clone(),
+                listener: self.listener.clone(),
+                // A master that dropped us may have been demoted: ask where it is now.
+                stale: self.upstream.moves().then(|| self.stale.clone()),
+            };
+            let destination = Destination {
+                upstream: &self.upstream,
+                deadline,
+            };
+            let manager = W::open(&self.endpoint, destination, resp3, pushes).await?;
+            let mut slot = lock(&self.manager);
+            if self.stale.marks() != marks {
+                // Marked while the sentinels were asked: their answer may name the master
+                // the mark left, and a call on it now would come after the drop (staleness.rs).
+                // Asked again, before the call's deadline (the lookup's own bound).
+                continue;
+            }
+            if let Some((kept, _)) = slot.as_ref().filter(|_| !self.stale.is_marked()) {
+                // Another call opened one while we asked the sentinels.
+                return Ok(kept.clone());
+            }
+            // A mark standing now was made before the lookup began: it is the replaced
+            // connection's (or that of one already gone), not this one's.
+            if let Some(signal) = self.stale.take() {
+                self.switched(signal);
+            }
+            *slot = Some((manager.clone(), resp3));
+            *lock(&self.answered) = None;
+            if trace::on() {
+                *lock(&self.setup) = Some(Instant::now());
+            }
             return Ok(manager);
         }
-        let resp3 = !self.resp2_only.load(Ordering::Relaxed);
-        let pushes = PushSink {
-            dropped: self.dropped.clone(),
-            setup: self.setup.clone(),
-            scripts_ready: self.scripts_ready.clone(),
-            listener: self.listener.clone(),
-            // A master that dropped us may have been demoted: ask where it is now.
-            stale: self.upstream.moves().then(|| self.stale.clone()),
-        };
-        let destination = Destination {
-            upstream: &self.upstream,
-            deadline,
-        };
-        let manager = W::open(&self.endpoint, destination, resp3, pushes).await?;
-        let mut slot = lock(&self.manager);
-        if let Some((kept, _)) = slot.as_ref().filter(|_| !self.stale.is_marked()) {
-            // Another call opened one while we asked the sentinels.
-            return Ok(kept.clone());
-        }
-        *slot = Some((manager.clone(), resp3));
-        self.stale.opened();
-        *lock(&self.answered) = None;
-        if trace::on() {
-            *lock(&self.setup) = Some(Instant::now());
-        }
-        Ok(manager)
     }
 
     /// The connection in use, unless it must be replaced: one opened for RESP3 before the
@@ -308,18 +321,14 @@ impl<W: Conduit> Link<W> {
     /// Sentinel set's master was.
     fn kept_manager(&self) -> Option<W> {
         let mut slot = lock(&self.manager);
-        let switch = self.stale.take();
-        if let Some(signal) = switch.filter(|_| slot.take().is_some()) {
-            self.scripts_ready.store(false, Ordering::Relaxed);
-            self.quarantine.forget();
-            // Waiters listen again, on the new connection.
-            self.listener.connection_lost(LostScope::All);
-            // A drop signalled after the mark already covers every call that reached the old
-            // connection (staleness.rs): a second would doubt and re-check each lock again.
-            if signal {
-                self.dropped.signal();
+        // With no connection in place the mark stays, for the one installed next: taken
+        // now, a connection whose lookup began before the mark could be installed unmarked.
+        if slot.is_some() {
+            if let Some(signal) = self.stale.take() {
+                *slot = None;
+                self.switched(signal);
+                return None;
             }
-            return None;
         }
         match slot.as_ref() {
             Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => None,
@@ -328,6 +337,19 @@ impl<W: Conduit> Link<W> {
                 Some(manager.clone())
             }
             None => None,
+        }
+    }
+
+    /// A stale connection was dropped for a new one; `signal`: the drop is still untold.
+    fn switched(&self, signal: bool) {
+        self.scripts_ready.store(false, Ordering::Relaxed);
+        self.quarantine.forget();
+        // Waiters listen again, on the new connection.
+        self.listener.connection_lost(LostScope::All);
+        // A drop signalled after the mark already covers every call that reached the old
+        // connection (staleness.rs): a second would doubt and re-check each lock again.
+        if signal {
+            self.dropped.signal();
         }
     }
 

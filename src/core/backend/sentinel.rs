@@ -7,7 +7,11 @@
 //! otherwise go unnoticed until the sentinels demote it. A master found moved that way is a
 //! drop for the watchdog, which re-checks its locks at once, on the new master: one drop,
 //! signalled after the connection is marked stale, which covers every call that reached the
-//! old master (staleness.rs), so the switch that follows signals none of its own.
+//! old master (staleness.rs), so the switch that follows signals none of its own. The old
+//! master still says ROLE master for seconds, and sentinels behind the failover still name
+//! it: the lookups after the move pass those over (their configuration epoch is older than
+//! the one followed, sentinel_lookup.rs), and a connection whose lookup began before the
+//! mark is never used (`Link::manager`), so no call after the drop reaches the old master.
 
 use super::endpoint::{Address, Endpoint};
 use super::endpoint_multi::{routed, HostPort};
@@ -36,6 +40,11 @@ pub(super) struct Resolver {
 struct Inner {
     /// The user's endpoint: the sentinels, the master's name, credentials and TLS.
     endpoint: Endpoint,
+    /// A client for each sentinel, made once: each parses the set's PEMs and builds a TLS
+    /// configuration. A client only dials, so clones share nothing but that.
+    sentinels: Result<Vec<redis::Client>, LockError>,
+    /// The newest Sentinel configuration a master was followed under (sentinel_lookup.rs).
+    followed: Followed,
     /// The master the current connection goes to, and when that was last confirmed.
     current: Mutex<Option<(HostPort, Instant)>>,
     /// Marked when the master moved away from `current`: `Link` then opens a new connection.
@@ -57,6 +66,8 @@ impl Resolver {
         Resolver {
             inner: Arc::new(Inner {
                 endpoint: endpoint.clone(),
+                sentinels: endpoint.sentinel_clients(true),
+                followed: Followed::default(),
                 current: Mutex::new(None),
                 stale,
                 dropped,
@@ -142,7 +153,7 @@ impl Inner {
             *slot = None;
         }
         // At once, as a lookup asks them: a silent first sentinel holds nothing up.
-        let mut asking: FuturesUnordered<_> = (self.endpoint.sentinel_clients(true)?)
+        let mut asking: FuturesUnordered<_> = (self.sentinels.clone()?)
             .into_iter()
             .map(|sentinel| async move {
                 let mut con = sentinel_lookup::connected(&sentinel, bound).await.ok()?;
@@ -233,6 +244,7 @@ fn trace_sentinel<T>(
 
 #[path = "sentinel_lookup.rs"]
 mod sentinel_lookup;
+use sentinel_lookup::Followed;
 
 #[cfg(test)]
 #[path = "sentinel_tests.rs"]

@@ -2,8 +2,9 @@
 //! flagged down; its ROLE a master's; the sentinels' and the master's credentials, TLS, db),
 //! but the sentinels asked at once rather than in turn, and ROLE asked where `natMap` routes
 //! the announced address (the one `Link` then connects to; the address itself without a
-//! route). Nothing of the sentinels is kept between lookups (a lookup happens only when
-//! `Link` opens a connection).
+//! route). A sentinel naming a master under an older configuration than one already
+//! followed is passed over (`Followed`). Nothing else of the sentinels is kept between
+//! lookups (a lookup happens only when `Link` opens a connection).
 
 use super::{trace_sentinel, Inner};
 use crate::core::backend::endpoint::{list, Address};
@@ -13,6 +14,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 impl Inner {
@@ -26,9 +28,7 @@ impl Inner {
         let Address::Sentinel { name, nat, .. } = &self.endpoint.address else {
             return Err(LockError::Internal("not a Sentinel set".into()));
         };
-        let mut asked: FuturesUnordered<_> = self
-            .endpoint
-            .sentinel_clients(true)?
+        let mut asked: FuturesUnordered<_> = (self.sentinels.clone()?)
             .into_iter()
             .map(|sentinel| self.ask_one(sentinel, name, nat))
             .collect();
@@ -36,7 +36,10 @@ impl Inner {
         let mut master_err = None;
         while let Some(answer) = asked.next().await {
             match answer {
-                Ok(found) => return Ok(found),
+                Ok((found, epoch)) => {
+                    self.followed.follow(epoch);
+                    return Ok(found);
+                }
                 Err(Miss::Sentinel(err)) => sentinel_err = Some(err),
                 Err(Miss::Master(err)) => master_err = Some(err),
                 Err(Miss::Auth(err)) => return Err(err),
@@ -53,9 +56,9 @@ impl Inner {
         sentinel: redis::Client,
         name: &str,
         nat: &[(HostPort, HostPort)],
-    ) -> Result<HostPort, Miss> {
+    ) -> Result<(HostPort, u64), Miss> {
         let bound = self.endpoint.connect_timeout;
-        let announced =
+        let (announced, epoch) =
             match tokio::time::timeout(bound, announced_by(&sentinel, name, bound)).await {
                 Ok(Ok(Some(found))) => found,
                 Ok(Ok(None)) => {
@@ -68,11 +71,20 @@ impl Inner {
                 Ok(Err(err)) => return Err(Miss::Sentinel(self.failed(err))),
                 Err(_) => return Err(Miss::Sentinel(self.no_answer())),
             };
+        if let Some(newer) = self.followed.newer_than(epoch) {
+            // During a failover the old master answers ROLE master for seconds, and a
+            // sentinel that has not heard of the failover yet still names it.
+            return Err(Miss::Sentinel(LockError::Connection(self.about(&format!(
+                "a sentinel names {} under configuration epoch {epoch}, older than epoch \
+                 {newer} already followed (a failover it has not heard of yet)",
+                list(std::slice::from_ref(&announced))
+            )))));
+        }
         let dialled = routed(nat, &announced);
         let client =
             (self.master_endpoint(announced.clone()).client(false)).map_err(Miss::Sentinel)?;
         let why = match tokio::time::timeout(bound, says_master(client, bound)).await {
-            Ok(Ok(true)) => return Ok(announced),
+            Ok(Ok(true)) => return Ok((announced, epoch)),
             Ok(Ok(false)) => "it says it is not a master".to_owned(),
             Ok(Err(err)) if err.kind() == redis::ErrorKind::AuthenticationFailed => {
                 return Err(Miss::Auth(self.failed(err)))
@@ -98,6 +110,25 @@ enum Miss {
     Sentinel(LockError),
     Master(LockError),
     Auth(LockError),
+}
+
+/// The highest Sentinel configuration epoch a master was followed under. Sentinels adopt
+/// the configuration with the highest epoch, and each failover raises it, so a sentinel
+/// naming a master under a lower one is behind (TILT, a partition, a failover in progress
+/// it has not heard of): once `Link` moved to the new master, it must not go back to the
+/// old one, which still says ROLE master until the sentinels demote it.
+#[derive(Default)]
+pub(super) struct Followed(AtomicU64);
+
+impl Followed {
+    /// The epoch already followed, if `epoch` is older.
+    pub(super) fn newer_than(&self, epoch: u64) -> Option<u64> {
+        Some(self.0.load(Ordering::Acquire)).filter(|&followed| epoch < followed)
+    }
+
+    pub(super) fn follow(&self, epoch: u64) {
+        self.0.fetch_max(epoch, Ordering::AcqRel);
+    }
 }
 
 /// A connection's own bounds: the crate's defaults (1 s to connect, 500 ms to answer) would
@@ -139,12 +170,13 @@ async fn says_master(client: redis::Client, bound: Duration) -> redis::RedisResu
 }
 
 /// The address a sentinel gives master `name` at, if it names it up (flagged a master, not
-/// down in its view or the set's), as the crate's lookup accepts one.
+/// down in its view or the set's), as the crate's lookup accepts one; with the configuration
+/// epoch it names it under (0 where not given).
 async fn announced_by(
     sentinel: &redis::Client,
     name: &str,
     bound: Duration,
-) -> redis::RedisResult<Option<HostPort>> {
+) -> redis::RedisResult<Option<(HostPort, u64)>> {
     let mut con = connected(sentinel, bound).await?;
     let mut cmd = redis::cmd("SENTINEL");
     cmd.arg("MASTER").arg(name);
@@ -162,8 +194,9 @@ async fn announced_by(
             && !flags.contains("o_down")
     });
     let port = fields.get("port").and_then(|port| port.parse::<u16>().ok());
+    let epoch = (fields.get("config-epoch")).and_then(|epoch| epoch.parse::<u64>().ok());
     Ok(match (up, fields.get("ip"), port) {
-        (true, Some(ip), Some(port)) => Some((ip.clone(), port)),
+        (true, Some(ip), Some(port)) => Some(((ip.clone(), port), epoch.unwrap_or(0))),
         _ => None,
     })
 }

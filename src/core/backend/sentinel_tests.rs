@@ -112,3 +112,17 @@ async fn silent_sentinels_are_waited_for_together_not_one_after_another() {
         held_second.abort();
     }
 }
+
+#[test]
+fn a_master_named_under_an_older_configuration_than_one_followed_is_passed_over() {
+    let followed = super::Followed::default();
+    assert_eq!(followed.newer_than(0), None);
+    // A failover (epoch 7) followed: a sentinel still at epoch 6 names the old master.
+    followed.follow(7);
+    assert_eq!(followed.newer_than(6), Some(7));
+    assert_eq!(followed.newer_than(7), None);
+    assert_eq!(followed.newer_than(8), None);
+    // A lookup that won with a behind answer never lowers what was followed.
+    followed.follow(3);
+    assert_eq!(followed.newer_than(6), Some(7));
+}
