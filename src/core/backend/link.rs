@@ -23,7 +23,7 @@ use crate::core::proto::{scripts, Request};
 use redis::aio::ConnectionManager;
 use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,10 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     stale: Arc<Staleness>,
     /// The connection, and whether it was opened asking for RESP3.
     manager: Mutex<Option<(W, bool)>>,
+    /// Which connection is in `manager` (0: none), numbered from `opened`: a call or a push
+    /// of one already replaced must not mark or signal for the new one.
+    current: Arc<AtomicU64>,
+    opened: AtomicU64,
     /// Set once the server turned down HELLO 3; from then on we speak RESP2.
     resp2_only: AtomicBool,
     /// Set once a call was answered: until then a failure may be a wrong address or TLS on
@@ -115,7 +119,7 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     reached: AtomicBool,
     /// The last call was answered: the next one that finds the connection gone is the drop
     /// (over RESP2 no push tells of it; over RESP3 the push may come first, which is harmless).
-    up: AtomicBool,
+    up: Arc<AtomicBool>,
     /// One fixed server (TCP or Unix socket): a refused connection means it is down, not that
     /// a failover moved it. Only such a link fails attempts fast and tells its waiters.
     fixed: bool,
@@ -166,9 +170,11 @@ impl<W: Conduit> Link<W> {
             stale,
             endpoint,
             manager: Mutex::new(None),
+            current: Arc::new(AtomicU64::new(0)),
+            opened: AtomicU64::new(0),
             resp2_only: AtomicBool::new(false),
             reached: AtomicBool::new(false),
-            up: AtomicBool::new(false),
+            up: Arc::new(AtomicBool::new(false)),
             unsharded: AtomicBool::new(false),
             dropped,
             scripts_ready: Arc::new(AtomicBool::new(false)),
@@ -272,11 +278,20 @@ impl<W: Conduit> Link<W> {
     /// Must run inside the tokio runtime: the manager spawns its driver task there. No
     /// mutex is held while a Sentinel set is asked where its master is.
     async fn manager(&self, deadline: tokio::time::Instant) -> Result<W, LockError> {
+        Ok(self.numbered_manager(deadline).await?.0)
+    }
+
+    /// `manager`, with which connection it is (see `current`).
+    async fn numbered_manager(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<(W, u64), LockError> {
         loop {
-            if let Some(manager) = self.kept_manager() {
-                return Ok(manager);
+            if let Some(kept) = self.kept_manager() {
+                return Ok(kept);
             }
             let marks = self.stale.marks();
+            let id = self.opened.fetch_add(1, Ordering::Relaxed) + 1;
             let resp3 = !self.resp2_only.load(Ordering::Relaxed);
             let pushes = PushSink {
                 dropped: self.dropped.clone(),
@@ -285,6 +300,9 @@ impl<W: Conduit> Link<W> {
                 listener: self.listener.clone(),
                 // A master that dropped us may have been demoted: ask where it is now.
                 stale: self.upstream.moves().then(|| self.stale.clone()),
+                id,
+                current: self.current.clone(),
+                up: self.up.clone(),
             };
             let destination = Destination {
                 upstream: &self.upstream,
@@ -300,7 +318,7 @@ impl<W: Conduit> Link<W> {
             }
             if let Some((kept, _)) = slot.as_ref().filter(|_| !self.stale.is_marked()) {
                 // Another call opened one while we asked the sentinels.
-                return Ok(kept.clone());
+                return Ok((kept.clone(), self.current.load(Ordering::Acquire)));
             }
             // A mark standing now was made before the lookup began: it is the replaced
             // connection's (or that of one already gone), not this one's.
@@ -308,24 +326,26 @@ impl<W: Conduit> Link<W> {
                 self.switched(signal);
             }
             *slot = Some((manager.clone(), resp3));
+            self.current.store(id, Ordering::Release);
             *lock(&self.answered) = None;
             if trace::on() {
                 *lock(&self.setup) = Some(Instant::now());
             }
-            return Ok(manager);
+            return Ok((manager, id));
         }
     }
 
     /// The connection in use, unless it must be replaced: one opened for RESP3 before the
     /// server was found to refuse it fails every call, and a stale one goes to where a
     /// Sentinel set's master was.
-    fn kept_manager(&self) -> Option<W> {
+    fn kept_manager(&self) -> Option<(W, u64)> {
         let mut slot = lock(&self.manager);
         // With no connection in place the mark stays, for the one installed next: taken
         // now, a connection whose lookup began before the mark could be installed unmarked.
         if slot.is_some() {
             if let Some(signal) = self.stale.take() {
                 *slot = None;
+                self.current.store(0, Ordering::Release);
                 self.switched(signal);
                 return None;
             }
@@ -334,7 +354,7 @@ impl<W: Conduit> Link<W> {
             Some((_, true)) if self.resp2_only.load(Ordering::Relaxed) => None,
             Some((manager, _)) => {
                 self.upstream.used();
-                Some(manager.clone())
+                Some((manager.clone(), self.current.load(Ordering::Acquire)))
             }
             None => None,
         }
@@ -357,6 +377,7 @@ impl<W: Conduit> Link<W> {
     /// (a rejected AUTH leaves its shared connect future failed for good).
     pub(super) fn discard_manager(&self) {
         *lock(&self.manager) = None;
+        self.current.store(0, Ordering::Release);
         self.bar.heard();
         self.quarantine.forget();
         self.scripts_ready.store(false, Ordering::Relaxed);
@@ -534,7 +555,7 @@ impl<W: Conduit> Link<W> {
         let mut extended = false;
         let mut asked_again = false;
         loop {
-            let manager = tokio::time::timeout_at(deadline, self.manager(deadline))
+            let (manager, id) = tokio::time::timeout_at(deadline, self.numbered_manager(deadline))
                 .await
                 .map_err(|_| (LockError::no_reply(timeout), None))?
                 .map_err(|err| (err, None))?;
@@ -618,12 +639,21 @@ impl<W: Conduit> Link<W> {
                         // would leave the old server's gate standing for the next one.
                         self.quarantine.forget();
                     }
-                    if gone && self.up.swap(false, Ordering::Relaxed) {
+                    // A connection already replaced had its drop dealt with at the switch;
+                    // `up` is the new one's. Over RESP3 the drop's push may have told it
+                    // first (`PushSink`, which clears `up` too): one drop either way.
+                    let ours = self.current.load(Ordering::Acquire) == id;
+                    if gone && ours && self.up.swap(false, Ordering::AcqRel) {
                         let resp2 = self.resp2_only.load(Ordering::Relaxed);
                         // A refusal over RESP3 follows a drop its push told of when it
                         // happened; told again now, it would also put in doubt what this very
                         // call wins on the new connection, sent before it met the refusal.
                         if resp2 || !err.is_connection_refusal() {
+                            if self.upstream.moves() {
+                                // The master may have moved: asked again, and this signal
+                                // is the switch's (staleness.rs); the push adds none.
+                                self.stale.mark_told();
+                            }
                             self.dropped.signal();
                         }
                         if resp2 {

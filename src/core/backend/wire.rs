@@ -14,7 +14,7 @@ use crate::core::proto::scripts;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, Pipeline, RedisResult, Value};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::time::Instant;
 
@@ -66,22 +66,38 @@ pub struct PushSink {
     /// Set on a dropped socket when the server behind it can change (a Sentinel set's
     /// master may have been demoted): `Link` then asks where it is now.
     pub(super) stale: Option<Arc<Staleness>>,
+    /// Which connection this is, and which is `Link`'s now: a connection already replaced
+    /// (still alive in a call that took it before) has had its drop dealt with at the switch.
+    pub(super) id: u64,
+    pub(super) current: Arc<AtomicU64>,
+    /// `Link::up`: a call was answered since the last drop signalled, by a push or a call.
+    pub(super) up: Arc<AtomicBool>,
 }
 
 impl PushSink {
     pub fn deliver(&self, push: &redis::PushInfo) {
         match push.kind {
             redis::PushKind::Disconnection => {
-                if let Some(stale) = &self.stale {
+                if self.current.load(Ordering::Acquire) != self.id {
+                    // Marked, it would be the new connection that is replaced.
+                    return;
+                }
+                // A call that met the drop first signalled it (`Link::call`): one drop.
+                let untold = self.up.swap(false, Ordering::AcqRel);
+                match &self.stale {
                     // Signalled just below: the switch adds no drop of its own.
-                    stale.mark_told();
+                    Some(stale) if untold => stale.mark_told(),
+                    Some(stale) => stale.mark(),
+                    None => {}
                 }
                 self.scripts_ready.store(false, Ordering::Relaxed);
                 if trace::on() {
                     // The manager reconnects now, and sends its setup again.
                     lock(&self.setup).get_or_insert_with(std::time::Instant::now);
                 }
-                self.dropped.signal();
+                if untold {
+                    self.dropped.signal();
+                }
                 self.listener.connection_lost(LostScope::All);
             }
             redis::PushKind::SUnsubscribe => {
@@ -281,3 +297,7 @@ impl Conduit for ConnectionManager {
         done
     }
 }
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;

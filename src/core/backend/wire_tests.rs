@@ -1,0 +1,81 @@
+//! A dropped connection's push: one drop per drop, told once whether the push or a call meets
+//! it first, and nothing at all from a connection already replaced.
+
+use super::PushSink;
+use crate::core::backend::lock_store::{Listener, LostScope};
+use crate::core::backend::staleness::Staleness;
+use crate::core::basics::drops::Drops;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How many times the waiters were told their subscriptions were lost.
+#[derive(Default)]
+struct Lost(Mutex<usize>);
+
+impl Listener for Lost {
+    fn message(&self, _: &[u8], _: &[u8]) {}
+    fn connection_lost(&self, _: LostScope) {
+        *self.0.lock().unwrap() += 1;
+    }
+    fn unsubscribed(&self, _: &[u8]) {}
+}
+
+/// Connection 1's pushes, answered since the last drop, with `current` in use now.
+fn sink(current: u64) -> (PushSink, Arc<Lost>) {
+    let lost = Arc::new(Lost::default());
+    let sink = PushSink {
+        dropped: Arc::new(Drops::default()),
+        setup: Arc::default(),
+        scripts_ready: Arc::new(AtomicBool::new(true)),
+        listener: lost.clone(),
+        stale: Some(Arc::new(Staleness::default())),
+        id: 1,
+        current: Arc::new(AtomicU64::new(current)),
+        up: Arc::new(AtomicBool::new(true)),
+    };
+    (sink, lost)
+}
+
+fn disconnection() -> redis::PushInfo {
+    redis::PushInfo {
+        kind: redis::PushKind::Disconnection,
+        data: vec![],
+    }
+}
+
+fn stale(sink: &PushSink) -> &Staleness {
+    sink.stale.as_deref().unwrap()
+}
+
+#[test]
+fn a_drop_of_the_connection_in_use_is_marked_told_and_signalled() {
+    let (sink, lost) = sink(1);
+    sink.deliver(&disconnection());
+    assert!(sink.dropped.last().is_some());
+    assert!(!sink.up.load(Ordering::Relaxed));
+    assert_eq!(stale(&sink).take(), Some(false));
+    assert_eq!(*lost.0.lock().unwrap(), 1);
+}
+
+#[test]
+fn a_drop_a_call_already_signalled_is_not_signalled_again() {
+    let (sink, _) = sink(1);
+    // `Link::call` met the drop first: it marked, signalled and cleared `up`.
+    sink.up.store(false, Ordering::Relaxed);
+    stale(&sink).mark_told();
+    sink.dropped.signal();
+    let signalled = sink.dropped.last();
+    sink.deliver(&disconnection());
+    assert_eq!(sink.dropped.last(), signalled);
+    assert_eq!(stale(&sink).take(), Some(false));
+}
+
+#[test]
+fn a_drop_of_a_connection_already_replaced_marks_and_signals_nothing() {
+    let (sink, lost) = sink(2);
+    sink.deliver(&disconnection());
+    assert_eq!(sink.dropped.last(), None);
+    assert!(!stale(&sink).is_marked());
+    assert!(sink.up.load(Ordering::Relaxed));
+    assert_eq!(*lost.0.lock().unwrap(), 0);
+}
