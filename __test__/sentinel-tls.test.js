@@ -59,6 +59,16 @@ test('the private CA checks the sentinels and the master: acquire and release th
   }
 })
 
+test('sentinelTLS a copy of tls (a Buffer CA) is the same setting: accepted and used; another CA refused', async () => {
+  const tls = { ca: Buffer.from(certs.ca) }
+  const locks = new DistributedLock({ ...set.options, tls, sentinelTLS: { ...tls } })
+  const held = await locks.acquire('stls:copy', 5000)
+  assert.ok(await set.client(await set.masterPort()).pttl('lock:stls:copy') > 0, 'the key is not on the master')
+  await held.release()
+  assert.throws(() => new DistributedLock({ ...set.options, tls, sentinelTLS: { ca: Buffer.from(certs.otherCa) } }),
+    (err) => err.code === 'EINVAL' && err.argument === 'redis.sentinelTLS')
+})
+
 test('a wrong CA, or none: ECONNECTION naming the certificate, within the connect timeout', async () => {
   const wrong = { ca: certs.otherCa }
   for (const [form, redis] of [['options', { ...set.options, tls: wrong, sentinelTLS: wrong }], ['the system roots', set.url]]) {

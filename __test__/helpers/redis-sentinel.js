@@ -157,7 +157,8 @@ class RedisSentinelSet {
    * two forwarders and the settings that announce the first.
    */
   async #server() {
-    const server = this.tls ? new TlsRedisServer({ certs: this.tls, authClients: this.mtls }) : new RedisServer({ password: this.password })
+    const { password } = this
+    const server = this.tls ? new TlsRedisServer({ certs: this.tls, authClients: this.mtls, password }) : new RedisServer({ password })
     server.port = await freePort()
     server.setArgs = [...(this.password ? ['--masterauth', this.password] : []), ...(this.tls ? ['--tls-replication', 'yes'] : [])]
     if (this.mtls) server.setArgs.push('--tls-client-cert-file', this.tls.client.certFile, '--tls-client-key-file', this.tls.client.keyFile)

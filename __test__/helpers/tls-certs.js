@@ -129,14 +129,15 @@ async function waitUntilTlsReady(port, tlsOptions, child, timeoutMs = 10_000) {
 
 /** A redis-server that speaks TLS only: no plain-text port at all. */
 class TlsRedisServer extends RedisServer {
-  constructor({ certs, authClients = false, args = [] }) {
-    super({ args })
+  constructor({ certs, authClients = false, args = [], password }) {
+    super({ args, password })
     this.certs = certs
     this.authClients = authClients
   }
 
   get url() {
-    return `rediss://127.0.0.1:${this.port}`
+    const auth = this.password ? `:${encodeURIComponent(this.password)}@` : ''
+    return `rediss://${auth}127.0.0.1:${this.port}`
   }
 
   /** Node tls options an admin client needs (with the client certificate when required). */

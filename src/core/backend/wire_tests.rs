@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 
 /// How many times the waiters were told their subscriptions were lost.
 #[derive(Default)]
-struct Lost(Mutex<usize>);
+struct LostCount(Mutex<usize>);
 
-impl Listener for Lost {
+impl Listener for LostCount {
     fn message(&self, _: &[u8], _: &[u8]) {}
     fn connection_lost(&self, _: LostScope) {
         *self.0.lock().unwrap() += 1;
@@ -21,8 +21,8 @@ impl Listener for Lost {
 }
 
 /// Connection 1's pushes, answered since the last drop, with `current` in use now.
-fn sink(current: u64) -> (PushSink, Arc<Lost>) {
-    let lost = Arc::new(Lost::default());
+fn sink(current: u64) -> (PushSink, Arc<LostCount>) {
+    let lost = Arc::new(LostCount::default());
     let sink = PushSink {
         dropped: Arc::new(Drops::default()),
         setup: Arc::default(),
