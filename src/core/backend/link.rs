@@ -117,8 +117,9 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// Set once a call was answered: until then a failure may be a wrong address or TLS on
     /// one side only, which is worth finding out (`mismatch.rs`).
     reached: AtomicBool,
-    /// The last call was answered: the next one that finds the connection gone is the drop
-    /// (over RESP2 no push tells of it; over RESP3 the push may come first, which is harmless).
+    /// A call was answered since the last drop was signalled: whichever meets the drop next
+    /// tells it, a call (over RESP2 no push tells of it) or the connection's push
+    /// (`PushSink`, over RESP3, which may come first): one drop either way.
     up: Arc<AtomicBool>,
     /// One fixed server (TCP or Unix socket): a refused connection means it is down, not that
     /// a failover moved it. Only such a link fails attempts fast and tells its waiters.
