@@ -249,3 +249,7 @@ use sentinel_lookup::Followed;
 #[cfg(test)]
 #[path = "sentinel_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sentinel_epoch_tests.rs"]
+mod epoch_tests;
