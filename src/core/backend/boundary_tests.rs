@@ -1,17 +1,8 @@
 //! What each backend says it offers, and the clock it answers with.
 use super::*;
 use crate::core::backend::endpoint::EndpointSpec;
-use crate::core::backend::lock_store::{
-    Caps, Fairness, FastPath, Fencing, Handover, LostScope, WakeKind,
-};
-
-struct Deaf;
-
-impl Listener for Deaf {
-    fn message(&self, _: &[u8], _: &[u8]) {}
-    fn connection_lost(&self, _: LostScope) {}
-    fn unsubscribed(&self, _: &[u8]) {}
-}
+use crate::core::backend::fake_resp::Deaf;
+use crate::core::backend::lock_store::{Caps, Fairness, FastPath, Fencing, Handover, WakeKind};
 
 fn open(url: &str) -> Backend {
     let endpoint = Endpoint::from_spec(EndpointSpec {

@@ -1001,3 +1001,7 @@ pub(super) fn after_noscript<W: Conduit>(evalsha: &Cmd) -> Cmd {
         ScriptLoading::ByCall => whole(evalsha).unwrap_or_else(|| evalsha.clone()),
     }
 }
+
+#[cfg(test)]
+#[path = "link_stale_tests.rs"]
+mod stale_tests;

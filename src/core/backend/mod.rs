@@ -10,6 +10,8 @@ mod cluster_wire;
 pub mod direct;
 pub mod endpoint;
 pub mod endpoint_multi;
+#[cfg(test)]
+mod fake_resp;
 mod link;
 pub mod lock_store;
 pub mod memory;
