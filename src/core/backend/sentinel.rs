@@ -9,9 +9,10 @@
 //! signalled after the connection is marked stale, which covers every call that reached the
 //! old master (staleness.rs), so the switch that follows signals none of its own. The old
 //! master still says ROLE master for seconds, and sentinels behind the failover still name
-//! it: the lookups after the move pass those over (their configuration epoch is older than
-//! the one followed, sentinel_lookup.rs), and a connection whose lookup began before the
-//! mark is never used (`Link::manager`), so no call after the drop reaches the old master.
+//! it: the lookups after the move pass those over while a sentinel answering names the epoch
+//! followed (theirs is older, sentinel_lookup.rs), and a connection whose lookup began
+//! before the mark is never used (`Link::manager`), so no call after the drop reaches the
+//! old master.
 
 use super::endpoint::{Address, Endpoint};
 use super::endpoint_multi::{routed, HostPort};
@@ -80,9 +81,7 @@ impl Resolver {
     /// The master's endpoint (its address, with the user's credentials, db and TLS), asked
     /// of the sentinels before `deadline`; it becomes the one in use.
     pub(super) async fn master(&self, deadline: Instant) -> Result<Endpoint, LockError> {
-        let found = tokio::time::timeout_at(deadline, self.inner.ask())
-            .await
-            .map_err(|_| self.inner.no_answer())??;
+        let found = self.inner.ask(deadline).await?;
         *lock(&self.inner.current) = Some((found.clone(), Instant::now()));
         Ok(self.inner.master_endpoint(found))
     }
@@ -99,19 +98,19 @@ impl Resolver {
         }
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            let bound = inner.endpoint.connect_timeout;
+            let deadline = Instant::now() + inner.endpoint.connect_timeout;
             let asked = async {
-                match inner.named().await {
-                    Ok(found) if found == using => Ok(found),
+                match tokio::time::timeout_at(deadline, inner.named()).await {
+                    Ok(Ok(found)) if found == using => Ok(found),
                     // One sentinel's word that the master moved is checked by a full lookup
                     // (ROLE and all) before the connection is dropped for it: a sentinel
                     // behind the others (TILT, a partition) may name the old master. And
                     // sentinels that will not answer the short question (an ACL without it)
                     // may still answer the lookup's SENTINEL MASTER.
-                    _ => inner.ask().await,
+                    _ => inner.ask(deadline).await,
                 }
             };
-            if let Ok(Ok(found)) = tokio::time::timeout(bound, asked).await {
+            if let Ok(found) = asked.await {
                 let mut current = lock(&inner.current);
                 match current.as_mut() {
                     Some((using, confirmed)) if *using == found => *confirmed = Instant::now(),

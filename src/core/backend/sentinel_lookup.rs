@@ -2,9 +2,10 @@
 //! flagged down; its ROLE a master's; the sentinels' and the master's credentials, TLS, db),
 //! but the sentinels asked at once rather than in turn, and ROLE asked where `natMap` routes
 //! the announced address (the one `Link` then connects to; the address itself without a
-//! route). A sentinel naming a master under an older configuration than one already
-//! followed is passed over (`Followed`). Nothing else of the sentinels is kept between
-//! lookups (a lookup happens only when `Link` opens a connection).
+//! route). A sentinel naming a master under an older configuration than one followed is
+//! passed over while another answering names that one or a newer (`Followed`). Nothing else
+//! of the sentinels is kept between lookups (a lookup happens only when `Link` opens a
+//! connection).
 
 use super::{trace_sentinel, Inner};
 use crate::core::backend::endpoint::{list, Address};
@@ -16,70 +17,109 @@ use redis::AsyncConnectionConfig;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio::time::Instant;
 
 impl Inner {
-    /// One lookup: a sentinel naming master `name` up, whose routed address says it is a
-    /// master. Returns the address announced (what `named` compares with). The sentinels are
-    /// asked at once and the first good answer wins: asked in turn, a silent first sentinel
-    /// held every lookup for a whole bound before the next was asked, and so failed every
-    /// call bounded by about that much. Each sentinel, and each master it names, still gets
-    /// `connect_timeout` to answer.
-    pub(super) async fn ask(&self) -> Result<HostPort, LockError> {
+    /// One lookup, made before `deadline`: a sentinel naming master `name` up, whose routed
+    /// address says it is a master. Returns the address announced (what `named` compares
+    /// with). The sentinels are asked at once and the first good answer under the epoch
+    /// followed or a newer one wins: asked in turn, a silent first sentinel held every lookup
+    /// for a whole bound before the next was asked, and so failed every call bounded by about
+    /// that much. Each sentinel, and each master it names, still gets `connect_timeout` to
+    /// answer. An answer under an older epoch waits for the others (`Followed`).
+    pub(super) async fn ask(&self, deadline: Instant) -> Result<HostPort, LockError> {
         let Address::Sentinel { name, nat, .. } = &self.endpoint.address else {
             return Err(LockError::Internal("not a Sentinel set".into()));
         };
+        let followed = self.followed.get();
+        let highest = AtomicU64::new(0);
         let mut asked: FuturesUnordered<_> = (self.sentinels.clone()?)
             .into_iter()
-            .map(|sentinel| self.ask_one(sentinel, name, nat))
+            .map(|sentinel| self.ask_one(sentinel, name, nat, &highest))
             .collect();
+        let mut behind: Option<(HostPort, u64)> = None;
         let mut sentinel_err = None;
         let mut master_err = None;
-        while let Some(answer) = asked.next().await {
+        let mut cut = false;
+        loop {
+            let answer = match tokio::time::timeout_at(deadline, asked.next()).await {
+                Ok(Some(answer)) => answer,
+                Ok(None) => break,
+                Err(_) => {
+                    cut = true;
+                    break;
+                }
+            };
             match answer {
-                Ok((found, epoch)) => {
+                Ok((found, epoch)) if epoch >= followed => {
                     self.followed.follow(epoch);
                     return Ok(found);
+                }
+                Ok((found, epoch)) => {
+                    if behind.as_ref().is_none_or(|(_, newest)| epoch > *newest) {
+                        behind = Some((found, epoch));
+                    }
                 }
                 Err(Miss::Sentinel(err)) => sentinel_err = Some(err),
                 Err(Miss::Master(err)) => master_err = Some(err),
                 Err(Miss::Auth(err)) => return Err(err),
             }
         }
+        // Every sentinel answered, or the bound passed: one still silent is gone as far as
+        // epochs go, or a set rebuilt beside a dead sentinel would never be followed.
+        let highest = highest.load(Ordering::Acquire);
+        match behind {
+            Some((found, epoch)) if epoch == highest => {
+                self.followed.reset(followed, epoch);
+                return Ok(found);
+            }
+            Some((found, epoch)) => {
+                sentinel_err = Some(LockError::Connection(self.about(&format!(
+                    "a sentinel names {} under configuration epoch {epoch}, older than the \
+                     epoch {highest} another names (a failover it has not heard of yet)",
+                    list(std::slice::from_ref(&found))
+                ))))
+            }
+            None => {}
+        }
+        if cut {
+            return Err(self.no_answer());
+        }
         // A master named but not reached says more than a sentinel that named none.
         Err((master_err.or(sentinel_err))
             .unwrap_or_else(|| LockError::Internal("a Sentinel set without sentinels".into())))
     }
 
-    /// The sentinel `sentinel` dials asked for master `name`, and the master it names checked.
+    /// The sentinel `sentinel` dials asked for master `name`, and the master it names
+    /// checked; `highest` raised to the configuration epoch it answers under, as soon as it
+    /// answers.
     async fn ask_one(
         &self,
         sentinel: redis::Client,
         name: &str,
         nat: &[(HostPort, HostPort)],
+        highest: &AtomicU64,
     ) -> Result<(HostPort, u64), Miss> {
         let bound = self.endpoint.connect_timeout;
-        let (announced, epoch) =
-            match tokio::time::timeout(bound, announced_by(&sentinel, name, bound)).await {
-                Ok(Ok(Some(found))) => found,
-                Ok(Ok(None)) => {
-                    return Err(Miss::Sentinel(LockError::Connection(
-                        self.about("none of them names it"),
-                    )))
-                }
-                // The connection's own bound (`bounded`) may end it first: the same silence.
-                Ok(Err(err)) if err.is_timeout() => return Err(Miss::Sentinel(self.no_answer())),
-                Ok(Err(err)) => return Err(Miss::Sentinel(self.failed(err))),
-                Err(_) => return Err(Miss::Sentinel(self.no_answer())),
-            };
-        if let Some(newer) = self.followed.newer_than(epoch) {
-            // During a failover the old master answers ROLE master for seconds, and a
-            // sentinel that has not heard of the failover yet still names it.
-            return Err(Miss::Sentinel(LockError::Connection(self.about(&format!(
-                "a sentinel names {} under configuration epoch {epoch}, older than epoch \
-                 {newer} already followed (a failover it has not heard of yet)",
-                list(std::slice::from_ref(&announced))
-            )))));
+        let named = match tokio::time::timeout(bound, announced_by(&sentinel, name, bound)).await {
+            Ok(Ok(named)) => named,
+            // The connection's own bound (`bounded`) may end it first: the same silence.
+            Ok(Err(err)) if err.is_timeout() => return Err(Miss::Sentinel(self.no_answer())),
+            Ok(Err(err)) => return Err(Miss::Sentinel(self.failed(err))),
+            Err(_) => return Err(Miss::Sentinel(self.no_answer())),
+        };
+        if let Some(Named { epoch, .. }) = named {
+            highest.fetch_max(epoch, Ordering::AcqRel);
         }
+        let Some(Named {
+            up: Some(announced),
+            epoch,
+        }) = named
+        else {
+            return Err(Miss::Sentinel(LockError::Connection(
+                self.about("none of them names it"),
+            )));
+        };
         let dialled = routed(nat, &announced);
         let client =
             (self.master_endpoint(announced.clone()).client(false)).map_err(Miss::Sentinel)?;
@@ -112,22 +152,32 @@ enum Miss {
     Auth(LockError),
 }
 
-/// The highest Sentinel configuration epoch a master was followed under. Sentinels adopt
-/// the configuration with the highest epoch, and each failover raises it, so a sentinel
-/// naming a master under a lower one is behind (TILT, a partition, a failover in progress
-/// it has not heard of): once `Link` moved to the new master, it must not go back to the
-/// old one, which still says ROLE master until the sentinels demote it.
+/// The Sentinel configuration epoch a master was last followed under. Sentinels adopt the
+/// configuration with the highest epoch, and each failover raises it, so a sentinel naming
+/// a master under a lower one is behind (TILT, a partition, a failover in progress it has
+/// not heard of): once `Link` moved to the new master, it must not go back to the old one,
+/// which still says ROLE master until the sentinels demote it. That holds while a sentinel
+/// answering the lookup names the epoch followed or a newer one: that is the failover's
+/// window. Once none does (a set rebuilt, its epochs back at 0; or the sentinels that named
+/// it gone), the highest epoch named is followed instead, or the client would find no master
+/// until restarted.
 #[derive(Default)]
 pub(super) struct Followed(AtomicU64);
 
 impl Followed {
-    /// The epoch already followed, if `epoch` is older.
-    pub(super) fn newer_than(&self, epoch: u64) -> Option<u64> {
-        Some(self.0.load(Ordering::Acquire)).filter(|&followed| epoch < followed)
+    pub(super) fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
     }
 
+    /// `epoch` followed, if newer than the one followed.
     pub(super) fn follow(&self, epoch: u64) {
         self.0.fetch_max(epoch, Ordering::AcqRel);
+    }
+
+    /// `epoch` followed in place of `from`, older: unless another lookup followed another
+    /// meanwhile, which saw the set later.
+    pub(super) fn reset(&self, from: u64, epoch: u64) {
+        let _ = (self.0).compare_exchange(from, epoch, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
@@ -169,14 +219,20 @@ async fn says_master(client: redis::Client, bound: Duration) -> redis::RedisResu
     }
 }
 
-/// The address a sentinel gives master `name` at, if it names it up (flagged a master, not
-/// down in its view or the set's), as the crate's lookup accepts one; with the configuration
-/// epoch it names it under (0 where not given).
+/// What a sentinel says of a master: the configuration epoch it knows it under (0 where not
+/// given), and the address it gives it at if it names it up (flagged a master, not down in
+/// its view or the set's), as the crate's lookup accepts one.
+struct Named {
+    up: Option<HostPort>,
+    epoch: u64,
+}
+
+/// What a sentinel says of master `name`: none where it knows no such master.
 async fn announced_by(
     sentinel: &redis::Client,
     name: &str,
     bound: Duration,
-) -> redis::RedisResult<Option<(HostPort, u64)>> {
+) -> redis::RedisResult<Option<Named>> {
     let mut con = connected(sentinel, bound).await?;
     let mut cmd = redis::cmd("SENTINEL");
     cmd.arg("MASTER").arg(name);
@@ -195,10 +251,14 @@ async fn announced_by(
     });
     let port = fields.get("port").and_then(|port| port.parse::<u16>().ok());
     let epoch = (fields.get("config-epoch")).and_then(|epoch| epoch.parse::<u64>().ok());
-    Ok(match (up, fields.get("ip"), port) {
-        (true, Some(ip), Some(port)) => Some(((ip.clone(), port), epoch.unwrap_or(0))),
+    let up = match (up, fields.get("ip"), port) {
+        (true, Some(ip), Some(port)) => Some((ip.clone(), port)),
         _ => None,
-    })
+    };
+    Ok(Some(Named {
+        up,
+        epoch: epoch.unwrap_or(0),
+    }))
 }
 
 /// Why a sentinel or master was not reached, in words that carry no credential (the crate's

@@ -114,15 +114,16 @@ async fn silent_sentinels_are_waited_for_together_not_one_after_another() {
 }
 
 #[test]
-fn a_master_named_under_an_older_configuration_than_one_followed_is_passed_over() {
+fn the_epoch_followed_rises_and_is_reset_only_from_what_the_lookup_saw() {
     let followed = super::Followed::default();
-    assert_eq!(followed.newer_than(0), None);
-    // A failover (epoch 7) followed: a sentinel still at epoch 6 names the old master.
+    assert_eq!(followed.get(), 0);
     followed.follow(7);
-    assert_eq!(followed.newer_than(6), Some(7));
-    assert_eq!(followed.newer_than(7), None);
-    assert_eq!(followed.newer_than(8), None);
-    // A lookup that won with a behind answer never lowers what was followed.
+    // A lookup that won with an older answer before 7 was followed never lowers it.
     followed.follow(3);
-    assert_eq!(followed.newer_than(6), Some(7));
+    assert_eq!(followed.get(), 7);
+    // A lookup that saw 5 followed, and a rebuilt set: another lookup followed 7 since.
+    followed.reset(5, 0);
+    assert_eq!(followed.get(), 7);
+    followed.reset(7, 0);
+    assert_eq!(followed.get(), 0);
 }
