@@ -244,7 +244,7 @@ test('watch in a terminal: the wake-ups of a lock on a non-first master, heard b
     assert.ok(output.includes('\x1b[?25h\x1b[?1049l'), 'cursor and screen restored')
     const frames = output.split('\x1b[H').slice(1)
     assert.match(frames[0], /native-redis-lock watch redis\+cluster:\/\/127\.0\.0\.1:\d+,\S+ lock:hot\*/)
-    assert.match(frames[0], /key\s+api\s+holder\s+ttlMs\s+waiters\s+acquisitions\/s\s+wakes\/s/)
+    assert.match(frames[0], /key\s+api\s+holder\s+ttlMs\s+waiters\s+acquisitions\/s\s+hand-overs\/s\s+wakes\/s/)
   } finally {
     stop()
   }

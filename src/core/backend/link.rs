@@ -11,12 +11,14 @@ use super::refusals::{refuses_command, refuses_resp3, turned_away};
 use super::silences::{SilenceBar, Silences};
 use super::upstream::Upstream;
 use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
+use crate::core::basics::background::spawn;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::{slot_moving, LockError};
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
 use crate::core::proto::epoch::Admit;
+use crate::core::proto::watch;
 use crate::core::proto::wire::whole;
 use crate::core::proto::{scripts, Request};
 use redis::aio::ConnectionManager;
@@ -96,6 +98,33 @@ impl<W: Conduit> Pinned<W> {
         }
         answer
     }
+}
+
+/// The pauses before each try of the subscription to `watch`'s requests: the first try may
+/// go while the server is still out of reach.
+const WATCH_SUBSCRIBE_PAUSES: [Duration; 4] = [
+    Duration::ZERO,
+    Duration::from_millis(200),
+    Duration::from_secs(2),
+    Duration::from_secs(20),
+];
+
+/// The bound of each try.
+const WATCH_SUBSCRIBE_BOUND: Duration = Duration::from_secs(5);
+
+/// Subscribes a connection just made to `watch`'s requests (`proto/watch.rs`), in the
+/// background: a lock call waits on none of it, and one that fails for good costs only the
+/// answers to a watch. The connection subscribes again by itself when it reconnects.
+fn watch_requests<W: Conduit>(mut manager: W) {
+    spawn(async move {
+        for pause in WATCH_SUBSCRIBE_PAUSES {
+            tokio::time::sleep(pause).await;
+            let subscribing = manager.subscribe_plain(watch::CHANNEL);
+            if let Ok(Ok(())) = tokio::time::timeout(WATCH_SUBSCRIBE_BOUND, subscribing).await {
+                return;
+            }
+        }
+    });
 }
 
 pub(super) struct Link<W: Conduit = ConnectionManager> {
@@ -297,6 +326,9 @@ impl<W: Conduit> Link<W> {
             return Ok(kept.clone());
         }
         *slot = Some((manager.clone(), resp3));
+        if resp3 {
+            watch_requests(manager.clone());
+        }
         *lock(&self.answered) = None;
         if trace::on() {
             *lock(&self.setup) = Some(Instant::now());

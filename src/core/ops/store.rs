@@ -14,11 +14,14 @@ use crate::core::backend::lock_store::{
 use crate::core::basics::background::spawn;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
+use crate::core::basics::glob;
+use crate::core::basics::key_counts::WATCH;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
 use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::ring::{GrantMessage, LeaveRing};
+use crate::core::proto::watch::{self, Publish, WatchRequest};
 use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake::{self, Turn, Wakes};
 use std::collections::HashMap;
@@ -104,6 +107,10 @@ const LISTEN_PAUSES: [Duration; 4] = [
     Duration::from_millis(300),
     Duration::from_millis(1000),
 ];
+
+/// This process's name in its answers to `watch`, which tells apart the processes of one pid
+/// on several hosts.
+static WATCHED_PROCESS: LazyLock<String> = LazyLock::new(crate::core::basics::token::new_token);
 
 static REGISTRY: LazyLock<Mutex<HashMap<Endpoint, Weak<Store>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
@@ -199,6 +206,10 @@ impl Store {
     /// next in a fair lock's line), or someone else. On our grant channel of a lock, a grant
     /// (see `granted`); on our wake channel of a lock, our turn.
     fn announced(&self, channel: &[u8], to: &[u8]) {
+        if channel == watch::CHANNEL {
+            self.watch_asked(to);
+            return;
+        }
         if let Some((lock_key, id)) = keys::grant_of_channel(channel) {
             if id == self.id {
                 self.granted(lock_key, to);
@@ -226,6 +237,32 @@ impl Store {
         if let Some(seq) = seq {
             self.wakes.wake_member(channel, seq);
         }
+    }
+
+    /// A `watch` asked for this process's counts per key: answered on its reply channel
+    /// through this connection, once per process (`KeyWatch::asked` drops a request seen
+    /// already on another connection). A failure costs the watch this process's counts for
+    /// one frame, nothing more.
+    fn watch_asked(&self, payload: &[u8]) {
+        let Some(request) = WatchRequest::parse(payload) else {
+            return;
+        };
+        let keep = |key: &[u8]| request.pattern.is_empty() || glob::matches(request.pattern, key);
+        let Some(tally) = WATCH.asked(request.id, keep, std::time::Instant::now()) else {
+            return;
+        };
+        let Some(store) = self.me.upgrade() else {
+            return;
+        };
+        let answer = watch::answer(request.id, &WATCHED_PROCESS, &tally);
+        let reply_to = request.reply_to.to_vec();
+        spawn(async move {
+            let publish = Publish {
+                channel: &reply_to,
+                payload: &answer,
+            };
+            let _ignored = store.backend.run(&publish, BACKGROUND_TIMEOUT).await;
+        });
     }
 
     /// A release popped this connection off a lock's queue and told us: wake our first

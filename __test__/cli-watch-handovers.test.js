@@ -1,0 +1,74 @@
+'use strict'
+
+// `native-redis-lock watch`'s hand-overs/s and wakes/s (issue 27): counted by the contending
+// processes themselves, which answer the watch's request each frame, against a private
+// redis-server. One process takes lock:hot with two waiters of its own, each resting after its
+// turn (a release hands the lock to the other, within the process, which Redis never sees, or
+// finding it resting wakes another process), two others wait on it alone (woken by releases).
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const path = require('node:path')
+const { startRedis } = require('./helpers/redis-server')
+const { startChild, killAll } = require('./helpers/child')
+const { cli } = require('./helpers/cli')
+const Redis = require('ioredis')
+const { DistributedLock } = require('..')
+
+let redis
+const children = new Set()
+let quiet
+
+before(async () => {
+  redis = await startRedis()
+  const fixture = path.join(__dirname, 'fixtures', 'watch-contender.js')
+  const kids = [[2, 10], [1, 0], [1, 0]].map(([loops, pause]) =>
+    startChild(fixture, { URL: redis.url, KEY: 'hot', LOOPS: String(loops), PAUSE: String(pause) }, children))
+  await Promise.all(kids.map((kid) => kid.ready))
+  quiet = await new DistributedLock(redis.url).acquire('quiet', 60_000)
+  // The contenders at work before the watch starts (they take a while to load).
+  const probe = new Redis(redis.url)
+  try {
+    const deadline = Date.now() + 30_000
+    while (!(await probe.exists('lock:hot')) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+  } finally {
+    probe.disconnect()
+  }
+})
+
+after(async () => {
+  killAll(children)
+  await quiet.release()
+  await redis.stop()
+})
+
+test('watch --json: hand-overs and wake-ups per second of a contended lock, as its processes count them', async () => {
+  const { code, stdout, stderr } = await cli(['watch', '--json', '--interval', '500', '--count', '6', '--url', redis.url])
+  assert.equal(code, 0, stderr)
+  const frames = stdout.trim().split('\n').map((line) => JSON.parse(line))
+  assert.equal(frames.length, 6)
+  for (const frame of frames) {
+    for (const lock of frame.locks) {
+      assert.deepEqual(Object.keys(lock), ['key', 'api', 'holder', 'ttlMs', 'waiters', 'acquisitionsPerSec', 'handOversPerSec', 'wakesPerSec'])
+    }
+  }
+  // The first frame asks the processes to start counting: rates from the second on.
+  const hot = frames.slice(1).map((f) => f.locks.find((l) => l.key === 'lock:hot')).filter(Boolean)
+  assert.ok(hot.some((l) => l.handOversPerSec > 0), stdout)
+  assert.ok(hot.some((l) => l.wakesPerSec > 0), stdout)
+  const calm = frames.map((f) => f.locks.find((l) => l.key === 'lock:quiet'))
+  assert.ok(calm.every((l) => l && l.handOversPerSec === 0 && l.wakesPerSec === 0), stdout)
+  // The most contended first.
+  for (const frame of frames.slice(2)) {
+    const at = (key) => frame.locks.findIndex((l) => l.key === key)
+    if (at('lock:hot') >= 0) assert.ok(at('lock:hot') < at('lock:quiet'), stdout)
+  }
+})
+
+test('watch: the table has the hand-overs/s column, and --help says who answers', async () => {
+  const { code, stdout, stderr } = await cli(['watch', '--interval', '300', '--count', '2', '--url', redis.url])
+  assert.equal(code, 0, stderr)
+  assert.match(stdout, /key\s+api\s+holder\s+ttlMs\s+waiters\s+acquisitions\/s\s+hand-overs\/s\s+wakes\/s/)
+  const help = await cli(['watch', '--help'])
+  assert.match(help.stdout, /hand-overs per second/)
+  assert.match(help.stdout, /only\s+processes running this version/)
+})
