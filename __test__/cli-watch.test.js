@@ -309,10 +309,10 @@ test('watch in a terminal: redrawn in place, per-second counts, q quits and rest
   assert.ok(since >= 0 && since < frames.length - 1, JSON.stringify(frames))
   for (const row of rows.slice(since + 1)) {
     assert.ok(row, JSON.stringify(frames))
-    const [acquisitions] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-2).map(Number)
+    const [acquisitions] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-3).map(Number)
     assert.ok(acquisitions > 0, row)
   }
-  assert.match(last, /syncguard:calm\s+syncguard\s+\S+\s+\d+\s+0\s+0\s+0/)
+  assert.match(last, /syncguard:calm\s+syncguard\s+\S+\s+\d+\s+0\s+0\s+0\s+0/)
 })
 
 test('watch in a terminal: Ctrl-C quits as q does, and restores it', async () => {
