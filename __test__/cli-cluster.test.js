@@ -235,7 +235,7 @@ test('watch in a terminal: the wake-ups of a lock on a non-first master, heard b
     const row = (frame) => frame.split(/\r?\n/).find((line) => line.startsWith(`lock:${key} `))
     const woken = (frame) => {
       const line = row(frame)
-      return line && Number(line.replace(/\x1b\[K/g, '').trim().split(/\s+/).at(-2)) > 0
+      return line && Number(line.replace(/\x1b\[K/g, '').trim().split(/\s+/).at(-1)) > 0
     }
     await until(run.output, (out) => out.split('\x1b[H').slice(1).some(woken))
     run.child.stdin.write('q')
