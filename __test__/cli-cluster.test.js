@@ -393,3 +393,36 @@ test('a bad cluster URL: exit 3 with the reason, never the password', async () =
     assert.equal(stderr.trim().split('\n').length, 1)
   }
 })
+
+test("watch's request reaches our processes on whichever master it is published, and is answered once", async () => {
+  // This process waits on the cluster (before): its connection subscribed to the control
+  // channel on one node; a request published on any master is broadcast to all.
+  const channel = require('../lib/native').watchChannel()
+  const replyTo = `native-redis-lock:watch:reply:cluster-${process.pid}`
+  const listener = new Redis(cluster.nodes[0].port, '127.0.0.1')
+  const answers = []
+  listener.on('message', (_, payload) => answers.push(JSON.parse(payload)))
+  try {
+    await listener.subscribe(replyTo)
+    for (const port of others) {
+      const publisher = new Redis(port, '127.0.0.1')
+      try {
+        const id = `cluster-${port}`
+        await publisher.publish(channel, `1\n${id}\n${replyTo}\nlock:*`)
+        // Asked twice with one id (a process with several connections hears it on each): one answer.
+        await publisher.publish(channel, `1\n${id}\n${replyTo}\nlock:*`)
+        await until(() => answers, (heard) => heard.some((a) => a.id === id), 10_000)
+      } finally {
+        publisher.disconnect()
+      }
+    }
+    await sleep(200)
+    for (const port of others) {
+      const mine = answers.filter((a) => a.id === `cluster-${port}` && a.pid === process.pid)
+      assert.equal(mine.length, 1, JSON.stringify(answers))
+      assert.ok(Array.isArray(mine[0].keys) && typeof mine[0].process === 'string', JSON.stringify(mine[0]))
+    }
+  } finally {
+    listener.disconnect()
+  }
+})
