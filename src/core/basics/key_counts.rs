@@ -23,6 +23,10 @@ pub const IDLE: Duration = Duration::from_secs(5);
 /// Request ids remembered, so that a process with several connections to a server (or a
 /// Redlock's nodes) answers each request once.
 const REMEMBERED: usize = 64;
+/// The most requests answered within one second: a flood of requests (anyone who may PUBLISH
+/// on the server can send them) must not make every process publish its map at its rate.
+/// Watches at their default interval stay far below it.
+pub const ANSWERS_PER_SECOND: u32 = 20;
 
 /// What happened to a waiter of a lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +70,9 @@ struct Book {
     asked: Instant,
     session: u64,
     answered: VecDeque<Vec<u8>>,
+    /// When the current second of answers began, and how many were given in it.
+    second: Instant,
+    in_second: u32,
 }
 
 /// The per-key counts of one process (`WATCH`), or of a test.
@@ -128,7 +135,8 @@ impl KeyWatch {
     }
 
     /// A watch's request `id`: counting goes on (or starts) for `IDLE` more, and the totals of
-    /// the keys `keep` accepts are the answer. `None` for a request answered already.
+    /// the keys `keep` accepts are the answer. `None` for a request answered already, or past
+    /// `ANSWERS_PER_SECOND` (which still keeps counting on).
     pub fn asked(&self, id: &[u8], keep: impl Fn(&[u8]) -> bool, now: Instant) -> Option<KeyTally> {
         let mut book = lock(&self.book);
         let stale = (book.as_ref()).is_none_or(|b| now.saturating_duration_since(b.asked) > IDLE);
@@ -139,12 +147,22 @@ impl KeyWatch {
                 asked: now,
                 session: self.sessions.fetch_add(1, Relaxed) + 1,
                 answered: VecDeque::new(),
+                second: now,
+                in_second: 0,
             });
         }
         let kept = book.as_mut()?;
         if kept.answered.iter().any(|seen| seen == id) {
             return None;
         }
+        if now.saturating_duration_since(kept.second) >= Duration::from_secs(1) {
+            kept.second = now;
+            kept.in_second = 0;
+        }
+        if kept.in_second == ANSWERS_PER_SECOND {
+            return None;
+        }
+        kept.in_second += 1;
         if kept.answered.len() == REMEMBERED {
             kept.answered.pop_front();
         }

@@ -1,4 +1,4 @@
-use super::{KeyEvent, KeyWatch, PerKey, IDLE, MAX_KEYS};
+use super::{KeyEvent, KeyWatch, PerKey, ANSWERS_PER_SECOND, IDLE, MAX_KEYS};
 use std::time::{Duration, Instant};
 
 fn all(_: &[u8]) -> bool {
@@ -87,4 +87,17 @@ fn keys_past_the_bound_are_counted_together() {
         zero.1.woken, 1,
         "a key kept is still counted once the map is full"
     );
+}
+
+#[test]
+fn a_flood_of_requests_is_answered_at_a_bounded_rate() {
+    let watch = KeyWatch::new();
+    let now = Instant::now();
+    let answered = (0..ANSWERS_PER_SECOND * 3)
+        .filter(|n| watch.asked(format!("r{n}").as_bytes(), all, now).is_some())
+        .count();
+    assert_eq!(answered, ANSWERS_PER_SECOND as usize);
+    assert!(watch.is_on(), "still counting while the requests come");
+    let next_second = now + Duration::from_secs(1);
+    assert!(watch.asked(b"later", all, next_second).is_some());
 }
