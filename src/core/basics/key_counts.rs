@@ -5,23 +5,62 @@
 //!
 //! Counts are totals since the map was made (its `session`): a watcher takes the difference
 //! between two answers itself, so several watchers need no state here each.
+//!
+//! Each `Store` keeps its own (`ops/store.rs`): an answer holds the counts of the server whose
+//! connection heard the request, never those of `memory://` or of another server or db.
 
+use super::error::LockError;
 use super::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where `watch` asks for these counts (plain pub/sub: a cluster broadcasts PUBLISH to every
 /// node); `proto/watch.rs` says what is sent there.
 pub const CHANNEL: &[u8] = b"native-redis-lock:watch";
 
+/// `NATIVE_REDIS_LOCK_WATCH=off` keeps a process out of `watch` altogether: its connections
+/// never subscribe to `CHANNEL`, so no answer tells anyone its lock keys. `on` (or unset) is
+/// the default; any other value fails every connection made, naming the variable.
+pub const WATCH_ENV: &str = "NATIVE_REDIS_LOCK_WATCH";
+
+/// What `WATCH_ENV` says, read once: on, off, or the value that is neither.
+static WATCHABLE: LazyLock<Result<bool, String>> =
+    LazyLock::new(|| match std::env::var_os(WATCH_ENV) {
+        None => Ok(true),
+        Some(value) => match value.to_str() {
+            Some("on") => Ok(true),
+            Some("off") => Ok(false),
+            _ => Err(value.to_string_lossy().into_owned()),
+        },
+    });
+
+/// Whether this process answers `watch` (`WATCH_ENV`).
+pub fn watchable() -> bool {
+    matches!(*WATCHABLE, Ok(true))
+}
+
+/// `WATCH_ENV`'s value, checked as a connection is made.
+pub fn check_watch_env() -> Result<(), LockError> {
+    match &*WATCHABLE {
+        Ok(_) => Ok(()),
+        Err(value) => Err(LockError::invalid_range(
+            WATCH_ENV,
+            format!("{WATCH_ENV} must be \"on\" or \"off\", got {value:?}"),
+        )),
+    }
+}
+
 /// The most keys counted one by one; the rest go to `KeyTally::others`.
 pub const MAX_KEYS: usize = 10_000;
+/// The most keys one answer names, the busiest; the rest go to its `others`, so an answer
+/// stays a small message.
+pub const MAX_ANSWERED: usize = 1000;
 /// How long the map is kept after the last request: a few of `watch`'s frames.
 pub const IDLE: Duration = Duration::from_secs(5);
-/// Request ids remembered, so that a process with several connections to a server (or a
-/// Redlock's nodes) answers each request once.
+/// Request ids remembered, so that a store whose nodes all hear a request (a Redlock's) answers
+/// it once.
 const REMEMBERED: usize = 64;
 /// The most requests answered within one second: a flood of requests (anyone who may PUBLISH
 /// on the server can send them) must not make every process publish its map at its rate.
@@ -53,15 +92,35 @@ impl PerKey {
     }
 }
 
-/// What a request is answered with.
+/// What a request is answered with: a copy of the map, taken under its lock and read (filtered,
+/// cut, written out) after, away from the thread that counts.
 #[derive(Debug, PartialEq, Eq)]
 pub struct KeyTally {
     /// Which map the totals are of: a new one starts from zero.
     pub session: u64,
-    /// The keys the request's filter kept, with their totals.
+    /// Every key counted one by one, with its totals.
     pub keys: Vec<(Vec<u8>, PerKey)>,
     /// The totals of the keys past `MAX_KEYS`.
     pub others: PerKey,
+}
+
+impl KeyTally {
+    /// Only the keys `keep` accepts, at most `MAX_ANSWERED` of them (the most hand-overs and
+    /// wakes), the others kept added into `others`.
+    pub fn narrowed(mut self, keep: impl Fn(&[u8]) -> bool) -> KeyTally {
+        self.keys.retain(|(key, _)| keep(key));
+        if self.keys.len() > MAX_ANSWERED {
+            let busy = |(_, counts): &(Vec<u8>, PerKey)| {
+                std::cmp::Reverse(counts.handed_over.saturating_add(counts.woken))
+            };
+            self.keys.select_nth_unstable_by_key(MAX_ANSWERED - 1, busy);
+            for (_, counts) in self.keys.drain(MAX_ANSWERED..) {
+                self.others.handed_over += counts.handed_over;
+                self.others.woken += counts.woken;
+            }
+        }
+        self
+    }
 }
 
 struct Book {
@@ -75,16 +134,12 @@ struct Book {
     in_second: u32,
 }
 
-/// The per-key counts of one process (`WATCH`), or of a test.
+/// The per-key counts of one store (one connection's server), or of a test.
 pub struct KeyWatch {
     on: AtomicBool,
     book: Mutex<Option<Book>>,
     sessions: AtomicU64,
 }
-
-/// The process's counts, which every lock operation counts into and every connection answers
-/// requests from.
-pub static WATCH: KeyWatch = KeyWatch::new();
 
 impl Default for KeyWatch {
     fn default() -> Self {
@@ -107,7 +162,7 @@ impl KeyWatch {
     }
 
     /// Counts `event` for the Redis lock key `key` names, if a watch asked lately (`key` is
-    /// asked for only then: it may allocate).
+    /// asked for only then: it may allocate). An empty key names no lock and is not counted.
     #[inline]
     pub fn count<K: AsRef<[u8]>>(&self, event: KeyEvent, key: impl FnOnce() -> K) {
         if self.on.load(Relaxed) {
@@ -117,6 +172,9 @@ impl KeyWatch {
 
     #[cold]
     pub fn count_watched(&self, event: KeyEvent, key: &[u8], now: Instant) {
+        if key.is_empty() {
+            return;
+        }
         let mut book = lock(&self.book);
         let Some(kept) = book.as_mut() else {
             return;
@@ -134,10 +192,20 @@ impl KeyWatch {
         }
     }
 
-    /// A watch's request `id`: counting goes on (or starts) for `IDLE` more, and the totals of
-    /// the keys `keep` accepts are the answer. `None` for a request answered already, or past
+    /// Drops the map once no request came for `IDLE`, when no count came to do it: asked a
+    /// little after the last answer, so an idle process does not keep a watch's map.
+    pub fn expire(&self, now: Instant) {
+        let mut book = lock(&self.book);
+        if (book.as_ref()).is_some_and(|b| now.saturating_duration_since(b.asked) > IDLE) {
+            *book = None;
+            self.on.store(false, Relaxed);
+        }
+    }
+
+    /// A watch's request `id`: counting goes on (or starts) for `IDLE` more, and a copy of
+    /// the totals is the answer. `None` for a request answered already, or past
     /// `ANSWERS_PER_SECOND` (which still keeps counting on).
-    pub fn asked(&self, id: &[u8], keep: impl Fn(&[u8]) -> bool, now: Instant) -> Option<KeyTally> {
+    pub fn asked(&self, id: &[u8], now: Instant) -> Option<KeyTally> {
         let mut book = lock(&self.book);
         let stale = (book.as_ref()).is_none_or(|b| now.saturating_duration_since(b.asked) > IDLE);
         if stale {
@@ -170,7 +238,6 @@ impl KeyWatch {
         kept.asked = now;
         self.on.store(true, Relaxed);
         let keys = (kept.keys.iter())
-            .filter(|(key, _)| keep(key))
             .map(|(key, counts)| (key.clone(), *counts))
             .collect();
         Some(KeyTally {

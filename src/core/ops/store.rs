@@ -15,7 +15,7 @@ use crate::core::basics::background::spawn;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
 use crate::core::basics::glob;
-use crate::core::basics::key_counts::WATCH;
+use crate::core::basics::key_counts::{KeyWatch, IDLE};
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
@@ -55,6 +55,11 @@ pub struct Store {
     /// Told when a release of ours ends a tenure by granting (ops/tenure.rs): the kickers
     /// look again while this thread runs anyway, rather than at their timers.
     pub(super) tenures_ended: tokio::sync::Notify,
+    /// Hand-overs and wakes per key on this store, while a `watch` asks for them.
+    key_watch: KeyWatch,
+    /// The store's name in its answers to `watch`: not `id`, which would tell anyone who may
+    /// subscribe where to publish a wake.
+    watch_name: String,
     me: Weak<Store>,
 }
 
@@ -68,8 +73,12 @@ struct Announcements {
 
 impl Listener for Announcements {
     fn message(&self, channel: &[u8], payload: &[u8]) {
+        self.message_on(None, channel, payload);
+    }
+
+    fn message_on(&self, node: Option<usize>, channel: &[u8], payload: &[u8]) {
         if let Some(store) = self.store.upgrade() {
-            store.announced(channel, payload);
+            store.announced(node, channel, payload);
         }
     }
 
@@ -108,10 +117,6 @@ const LISTEN_PAUSES: [Duration; 4] = [
     Duration::from_millis(1000),
 ];
 
-/// This process's name in its answers to `watch`, which tells apart the processes of one pid
-/// on several hosts.
-static WATCHED_PROCESS: LazyLock<String> = LazyLock::new(crate::core::basics::token::new_token);
-
 static REGISTRY: LazyLock<Mutex<HashMap<Endpoint, Weak<Store>>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
@@ -137,6 +142,8 @@ impl Store {
                 kept_fences: KeptFences::default(),
                 passing: Arc::default(),
                 tenures_ended: tokio::sync::Notify::new(),
+                key_watch: KeyWatch::new(),
+                watch_name: crate::core::basics::token::new_token(),
                 me: me.clone(),
             }
         });
@@ -205,9 +212,9 @@ impl Store {
     /// queue, under either of its names there), one waiter of ours by name (`<id>:<seq>`,
     /// next in a fair lock's line), or someone else. On our grant channel of a lock, a grant
     /// (see `granted`); on our wake channel of a lock, our turn.
-    fn announced(&self, channel: &[u8], to: &[u8]) {
+    fn announced(&self, node: Option<usize>, channel: &[u8], to: &[u8]) {
         if channel == watch::CHANNEL {
-            self.watch_asked(to);
+            self.watch_asked(node, to);
             return;
         }
         if let Some((lock_key, id)) = keys::grant_of_channel(channel) {
@@ -239,29 +246,47 @@ impl Store {
         }
     }
 
-    /// A `watch` asked for this process's counts per key: answered on its reply channel
-    /// through this connection, once per process (`KeyWatch::asked` drops a request seen
-    /// already on another connection). A failure costs the watch this process's counts for
-    /// one frame, nothing more.
-    fn watch_asked(&self, payload: &[u8]) {
+    /// The hand-overs and wakes per key of this store's locks, for a `watch`.
+    pub fn key_watch(&self) -> &KeyWatch {
+        &self.key_watch
+    }
+
+    /// A `watch` asked for this store's counts per key: answered on its reply channel, by the
+    /// connection that heard it (`node`, one of a Redlock's), once per store. Here, in the
+    /// connection's push callback, only the map is copied: the pattern is run and the answer
+    /// written in a task. A failure costs the watch this store's counts for one frame.
+    fn watch_asked(&self, node: Option<usize>, payload: &[u8]) {
         let Some(request) = WatchRequest::parse(payload) else {
             return;
         };
-        let keep = |key: &[u8]| request.pattern.is_empty() || glob::matches(request.pattern, key);
-        let Some(tally) = WATCH.asked(request.id, keep, std::time::Instant::now()) else {
+        let Some(tally) = self.key_watch.asked(request.id, std::time::Instant::now()) else {
             return;
         };
-        let Some(store) = self.me.upgrade() else {
-            return;
-        };
-        let answer = watch::answer(request.id, &WATCHED_PROCESS, &tally);
-        let reply_to = request.reply_to.to_vec();
+        let me = self.me.clone();
+        let (id, reply_to, pattern) = (
+            request.id.to_vec(),
+            request.reply_to.to_vec(),
+            request.pattern.to_vec(),
+        );
         spawn(async move {
+            let Some(store) = me.upgrade() else {
+                return;
+            };
+            let keep = |key: &[u8]| pattern.is_empty() || glob::matches(&pattern, key);
+            let answer = watch::answer(&id, &store.watch_name, &tally.narrowed(keep));
             let publish = Publish {
                 channel: &reply_to,
                 payload: &answer,
             };
-            let _ignored = store.backend.run(&publish, BACKGROUND_TIMEOUT).await;
+            let _ignored = (store.backend)
+                .run_on(node, &publish, BACKGROUND_TIMEOUT)
+                .await;
+            drop(store);
+            // Without a count to see it idle, the map would stay until the next request.
+            tokio::time::sleep(IDLE + Duration::from_millis(100)).await;
+            if let Some(store) = me.upgrade() {
+                store.key_watch.expire(std::time::Instant::now());
+            }
         });
     }
 

@@ -1,12 +1,15 @@
-//! `npx native-redis-lock watch`'s request and our processes' answer (issue 27): every
-//! connection that carries pushes subscribes to `CHANNEL` as it opens; a watch publishes a
-//! request there each frame, and each process publishes its per-key counts
-//! (`basics/key_counts.rs`) on the channel the request names.
+//! `npx native-redis-lock watch`'s request and our processes' answer (issue 27): a connection
+//! subscribes to `CHANNEL` with its first waiter's subscription (`backend/link.rs`); a watch
+//! publishes a request there each frame, and each store that heard it publishes its per-key
+//! counts (`basics/key_counts.rs`) on the channel the request names.
 //!
 //! Request, one line each: `1`, the request's id, the reply channel, the key pattern
 //! (Redis's glob; empty for every key). Answer, JSON: `{"v":1,"id","process","pid",
 //! "session","keys":[[key, handedOver, woken], ...],"others":[handedOver, woken]}`, totals
-//! since `session` began.
+//! since `session` began; `process` names the store that answers.
+//!
+//! Anyone who may PUBLISH on the server can send a request: one out of bounds is dropped
+//! unread, and the answer goes only to a channel of `REPLY_PREFIX`, never to a lock's.
 
 use super::{int, Op, Wire};
 use crate::core::basics::error::LockError;
@@ -19,6 +22,16 @@ pub use crate::core::basics::key_counts::CHANNEL;
 /// The requests this version reads: any other is ignored.
 const VERSION: &[u8] = b"1";
 
+/// Where every answer goes: a watch's reply channel starts so (`lib/cli/watch-answers.js`),
+/// and no channel of a lock does, whose message would wake its waiters.
+pub const REPLY_PREFIX: &[u8] = b"native-redis-lock:watch:reply:";
+
+/// The longest pattern, id and reply channel read: each is copied, and the pattern run against
+/// every key counted.
+const MAX_PATTERN: usize = 256;
+const MAX_ID: usize = 64;
+const MAX_REPLY_TO: usize = 128;
+
 /// A watch's request, read from its message.
 #[derive(Debug, PartialEq, Eq)]
 pub struct WatchRequest<'a> {
@@ -28,18 +41,29 @@ pub struct WatchRequest<'a> {
 }
 
 impl<'a> WatchRequest<'a> {
-    /// `None` for anything but a request of this version with an id and a reply channel.
+    /// `None` for anything but a request of this version with an id and a reply channel of
+    /// `REPLY_PREFIX`, each within its bound and free of control bytes.
     pub fn parse(payload: &'a [u8]) -> Option<Self> {
         let mut lines = payload.splitn(4, |&b| b == b'\n');
         if lines.next()? != VERSION {
             return None;
         }
-        let id = lines.next().filter(|id| !id.is_empty())?;
-        let reply_to = lines.next().filter(|to| !to.is_empty())?;
+        let fits =
+            |part: &[u8], max: usize| part.len() <= max && !part.iter().any(u8::is_ascii_control);
+        let id = lines
+            .next()
+            .filter(|id| !id.is_empty() && fits(id, MAX_ID))?;
+        let reply_to = lines.next().filter(|to| {
+            to.len() > REPLY_PREFIX.len() && to.starts_with(REPLY_PREFIX) && fits(to, MAX_REPLY_TO)
+        })?;
+        let pattern = lines.next().unwrap_or_default();
+        if !fits(pattern, MAX_PATTERN) {
+            return None;
+        }
         Some(WatchRequest {
             id,
             reply_to,
-            pattern: lines.next().unwrap_or_default(),
+            pattern,
         })
     }
 }
@@ -115,20 +139,44 @@ mod tests {
 
     #[test]
     fn a_request_is_read_line_by_line_and_anything_else_ignored() {
-        let request = WatchRequest::parse(b"1\nr1\nreply:x\nlock:*\n?").unwrap();
+        let request =
+            WatchRequest::parse(b"1\nr1\nnative-redis-lock:watch:reply:x\nlock:*?").unwrap();
         assert_eq!(request.id, b"r1");
-        assert_eq!(request.reply_to, b"reply:x");
-        assert_eq!(request.pattern, b"lock:*\n?");
-        assert_eq!(WatchRequest::parse(b"1\nr1\nreply:x").unwrap().pattern, b"");
+        assert_eq!(request.reply_to, b"native-redis-lock:watch:reply:x");
+        assert_eq!(request.pattern, b"lock:*?");
+        let bare = WatchRequest::parse(b"1\nr1\nnative-redis-lock:watch:reply:x").unwrap();
+        assert_eq!(bare.pattern, b"");
         for wrong in [
-            &b"2\nr1\nreply:x\n*"[..],
-            b"1\n\nreply:x\n*",
+            &b"2\nr1\nnative-redis-lock:watch:reply:x\n*"[..],
+            b"1\n\nnative-redis-lock:watch:reply:x\n*",
             b"1\nr1",
             b"",
             b"hello",
         ] {
             assert_eq!(WatchRequest::parse(wrong), None, "{wrong:?}");
         }
+    }
+
+    #[test]
+    fn a_hostile_or_oversized_request_is_dropped() {
+        let reply = "native-redis-lock:watch:reply:x";
+        let long = |n: usize| "a".repeat(n);
+        let wrong = [
+            // A lock's wake channel, or the prefix alone.
+            "1\nr1\nnative-redis-lock:wake:{k}\n*".to_string(),
+            "1\nr1\nnative-redis-lock:watch:reply:\n*".to_string(),
+            format!("1\n{}\n{reply}\n*", long(65)),
+            format!("1\nr1\nnative-redis-lock:watch:reply:{}\n*", long(99)),
+            format!("1\nr1\n{reply}\n{}", long(257)),
+            format!("1\nr\u{1}\n{reply}\n*"),
+            format!("1\nr1\n{reply}\nlock:\n*"),
+            format!("1\nr1\n{reply}\t\n*"),
+        ];
+        for request in wrong {
+            assert_eq!(WatchRequest::parse(request.as_bytes()), None, "{request:?}");
+        }
+        let widest = format!("1\n{}\n{reply}{}\n{}", long(64), long(97), long(256));
+        assert!(WatchRequest::parse(widest.as_bytes()).is_some());
     }
 
     #[test]
