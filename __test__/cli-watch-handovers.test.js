@@ -72,3 +72,29 @@ test('watch: the table has the hand-overs/s column, and --help says who answers'
   assert.match(help.stdout, /hand-overs per second/)
   assert.match(help.stdout, /only\s+processes running this version/)
 })
+
+test('watch: a user the ACL keeps from asking our processes still gets its table, - in their two columns, told once', async () => {
+  const admin = new Redis(redis.url)
+  try {
+    // One may not PUBLISH the request; the other may use no channel at all.
+    await admin.call('ACL', 'SETUSER', 'nopublish', 'on', '>pw', '~*', '&*', '+@all', '-publish')
+    await admin.call('ACL', 'SETUSER', 'nochannels', 'on', '>pw', '~*', 'resetchannels', '+@all')
+  } finally {
+    admin.disconnect()
+  }
+  const { port } = new URL(redis.url)
+  for (const user of ['nopublish', 'nochannels']) {
+    const url = `redis://${user}:pw@127.0.0.1:${port}`
+    const table = await cli(['watch', '--interval', '300', '--count', '3', '--url', url])
+    assert.equal(table.code, 0, `${user}: ${table.stderr}`)
+    const quietRow = table.stdout.split('\n').find((line) => line.startsWith('lock:quiet'))
+    assert.match(quietRow ?? '', /\s-\s+-$/, `${user}: ${table.stdout}`)
+    assert.equal(table.stderr.match(/ACL refuses/g)?.length, 1, `${user}: ${table.stderr}`)
+    const json = await cli(['watch', '--json', '--interval', '300', '--count', '2', '--url', url])
+    assert.equal(json.code, 0, `${user}: ${json.stderr}`)
+    const frames = json.stdout.trim().split('\n').map((line) => JSON.parse(line))
+    const quiet = frames.at(-1).locks.find((l) => l.key === 'lock:quiet')
+    assert.equal(quiet.handOversPerSec, null, json.stdout)
+    assert.equal(quiet.wakesPerSec, null, json.stdout)
+  }
+})

@@ -276,6 +276,7 @@ async function run(command, rest, values, io) {
       count: positiveInt(values.count, 'count', 1),
       json: Boolean(values.json),
       out: io.stdout,
+      err: io.stderr,
       input: io.stdin,
       timeoutMs,
     })

@@ -8,6 +8,7 @@
 
 const crypto = require('node:crypto')
 const native = require('../native')
+const { ReplyError } = require('./resp')
 
 // A process forgets its counts this long after the last request: a slower watch asks between
 // its frames too.
@@ -15,9 +16,18 @@ const ASK_EVERY_MS = 2000
 // A process that stopped answering (ended) is forgotten after this long.
 const FORGET_MS = 10_000
 
+/** Whether `err` is the server's refusal of a channel or command by its ACL. */
+function denied(err) {
+  return err instanceof ReplyError && /^NOPERM\b/.test(err.message)
+}
+
 class ProcessCounts {
-  constructor(subscriber, pattern) {
+  /** `warn(text)` is told once if the server's ACL keeps this watch from asking. */
+  constructor(subscriber, pattern, warn) {
     this.subscriber = subscriber
+    this.warn = warn
+    // Set when the ACL refuses the reply channel or the request: the watch goes on without.
+    this.refused = false
     this.pattern = pattern === '*' ? '' : pattern
     this.channel = native.watchChannel()
     this.replyTo = `native-redis-lock:watch:reply:${crypto.randomBytes(12).toString('hex')}`
@@ -28,7 +38,19 @@ class ProcessCounts {
 
   /** Subscribes to the reply channel; `hear(channel, payload)` is handed every message. */
   async start() {
-    await this.subscriber.call('SUBSCRIBE', this.replyTo)
+    await this.refusable(() => this.subscriber.call('SUBSCRIBE', this.replyTo))
+  }
+
+  /** Runs `command`; an ACL's refusal stops the asking (said once), any other error is thrown. */
+  async refusable(command) {
+    if (this.refused) return
+    try {
+      await command()
+    } catch (err) {
+      if (!denied(err)) throw err
+      this.refused = true
+      this.warn(`hand-overs/s and wakes/s not shown: the server's ACL refuses this user's request to the processes (${err.message})`)
+    }
   }
 
   /** Whether `channel` is this watch's reply channel (the answer then read). */
@@ -56,12 +78,17 @@ class ProcessCounts {
 
   /** Publishes a request (one line each: version, id, reply channel, pattern). */
   async ask(client) {
+    if (this.refused) return
     this.asked = Date.now()
     const id = crypto.randomBytes(8).toString('hex')
-    await client.call('PUBLISH', this.channel, `1\n${id}\n${this.replyTo}\n${this.pattern}`)
+    await this.refusable(() => client.call('PUBLISH', this.channel, `1\n${id}\n${this.replyTo}\n${this.pattern}`))
   }
 
-  /** Asks again if the last request is getting old (a watch slower than a process's patience). */
+  /**
+   * Asks again if the last request is getting old (a watch slower than a process's patience):
+   * called from the frame loop only, between frames, so it never comes between two commands
+   * of a frame (a cluster's ASKING and the command it admits).
+   */
   async keepAsking(client) {
     if (Date.now() - this.asked >= ASK_EVERY_MS) await this.ask(client)
   }
