@@ -98,3 +98,46 @@ test('watch: a user the ACL keeps from asking our processes still gets its table
     assert.equal(quiet.wakesPerSec, null, json.stdout)
   }
 })
+
+test("a Redis server's answer holds its own locks' counts, never those of memory:// locks of the same process", async () => {
+  const channel = require('../lib/native').watchChannel()
+  const replyTo = `native-redis-lock:watch:reply:memory-${process.pid}`
+  const onRedis = new DistributedLock(redis.url)
+  const inMemory = new DistributedLock('memory://')
+  const listener = new Redis(redis.url)
+  const publisher = new Redis(redis.url)
+  const answers = []
+  listener.on('message', (_, payload) => answers.push(JSON.parse(payload)))
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+  const ask = async (id) => {
+    await publisher.publish(channel, `1\n${id}\n${replyTo}\n`)
+    const deadline = Date.now() + 10_000
+    while (!answers.some((a) => a.id === id && a.pid === process.pid) && Date.now() < deadline) await sleep(20)
+    return answers.find((a) => a.id === id && a.pid === process.pid)
+  }
+  /** A waiter woken (or handed the lock) by each of `turns` releases of `key` on `lock`. */
+  const contend = async (lock, key, turns) => {
+    for (let n = 0; n < turns; n++) {
+      const held = await lock.acquire(key, 5_000)
+      const waiting = lock.waitForLock(key, 5_000, 5_000)
+      await sleep(30)
+      await held.release()
+      await (await waiting).release()
+    }
+  }
+  try {
+    await listener.subscribe(replyTo)
+    // A waiter on the server: its connection subscribes to the requests with it.
+    await contend(onRedis, 'own', 1)
+    assert.ok(await ask('memory-1'), 'no answer from this process')
+    await contend(inMemory, 'mem', 3)
+    await contend(onRedis, 'own', 3)
+    const answer = await ask('memory-2')
+    const keys = answer.keys.map(([key]) => key)
+    assert.ok(keys.includes('lock:own'), JSON.stringify(answer))
+    assert.ok(!keys.includes('lock:mem'), `memory:// counted into the server's answer: ${JSON.stringify(answer)}`)
+  } finally {
+    listener.disconnect()
+    publisher.disconnect()
+  }
+})
