@@ -141,3 +141,36 @@ test("a Redis server's answer holds its own locks' counts, never those of memory
     publisher.disconnect()
   }
 })
+
+test('NATIVE_REDIS_LOCK_WATCH=off: a waiting process never answers; a value other than on/off fails its constructors', async () => {
+  const fixture = path.join(__dirname, 'fixtures', 'watch-contender.js')
+  const off = startChild(fixture, { URL: redis.url, KEY: 'hidden', LOOPS: '2', PAUSE: '0', NATIVE_REDIS_LOCK_WATCH: 'off' }, children)
+  const on = startChild(fixture, { URL: redis.url, KEY: 'shown', LOOPS: '2', PAUSE: '0' }, children)
+  await Promise.all([off.ready, on.ready])
+  const channel = require('../lib/native').watchChannel()
+  const replyTo = `native-redis-lock:watch:reply:off-${process.pid}`
+  const listener = new Redis(redis.url)
+  const publisher = new Redis(redis.url)
+  const answers = []
+  listener.on('message', (_, payload) => answers.push(JSON.parse(payload)))
+  try {
+    await listener.subscribe(replyTo)
+    const deadline = Date.now() + 15_000
+    for (let n = 0; !answers.some((a) => a.pid === on.proc.pid) && Date.now() < deadline; n++) {
+      await publisher.publish(channel, `1\noff-${n}\n${replyTo}\n`)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+    assert.ok(answers.some((a) => a.pid === on.proc.pid), 'the process left on never answered')
+    assert.ok(!answers.some((a) => a.pid === off.proc.pid), JSON.stringify(answers))
+  } finally {
+    listener.disconnect()
+    publisher.disconnect()
+    process.kill(off.proc.pid, 'SIGKILL')
+    process.kill(on.proc.pid, 'SIGKILL')
+  }
+  const bad = startChild(fixture, { URL: redis.url, KEY: 'bad', LOOPS: '1', PAUSE: '0', NATIVE_REDIS_LOCK_WATCH: 'maybe' }, children)
+  await assert.rejects(bad.ready)
+  const stderr = bad.proc.stderr
+  await new Promise((resolve) => (stderr.readableEnded ? resolve() : stderr.once('end', resolve)))
+  assert.match(bad.stderr, /NATIVE_REDIS_LOCK_WATCH must be "on" or "off", got "maybe"/)
+})
