@@ -174,3 +174,37 @@ test('NATIVE_REDIS_LOCK_WATCH=off: a waiting process never answers; a value othe
   await new Promise((resolve) => (stderr.readableEnded ? resolve() : stderr.once('end', resolve)))
   assert.match(bad.stderr, /NATIVE_REDIS_LOCK_WATCH must be "on" or "off", got "maybe"/)
 })
+
+test("a connection the ACL refuses the control channel asks once, and its waiters are woken as before", async () => {
+  const admin = new Redis(redis.url)
+  try {
+    await admin.call('ACL', 'SETUSER', 'lockonly', 'on', '>pw', '~*', '&{lock:*', '+@all')
+    const { port } = new URL(redis.url)
+    const url = `redis://lockonly:pw@127.0.0.1:${port}`
+    const holder = new DistributedLock(url)
+    const waiter = new DistributedLock(url, { retryDelayMs: 10_000 })
+    for (let n = 0; n < 4; n++) {
+      const held = await holder.acquire(`acl-${n}`, 5_000)
+      const waiting = waiter.waitForLock(`acl-${n}`, 5_000, 5_000)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+      const released = Date.now()
+      await held.release()
+      await (await waiting).release()
+      // Woken by the release, not by its 10 s poll.
+      assert.ok(Date.now() - released < 2_000, `wait ${n} was not woken`)
+    }
+    // Long enough for a retry to have gone (earlier, one went 0.2 s and 2 s after the first).
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    const log = await admin.call('ACL', 'LOG')
+    const entries = log.map((entry) => {
+      const fields = {}
+      for (let i = 0; i < entry.length; i += 2) fields[entry[i]] = entry[i + 1]
+      return fields
+    })
+    const refused = entries.filter((e) => e.username === 'lockonly' && e.object === 'native-redis-lock:watch')
+    assert.equal(refused.length, 1, JSON.stringify(entries))
+    assert.equal(Number(refused[0].count), 1, `the refused SUBSCRIBE was sent again: ${JSON.stringify(refused)}`)
+  } finally {
+    admin.disconnect()
+  }
+})
