@@ -344,3 +344,39 @@ impl Conduit for ConnectionManager {
         done
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Conduit, Subscribed};
+    use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+    use redis::aio::ConnectionManager;
+
+    /// The `DEBUG` line of a reconnect names what the crate subscribes to again after its
+    /// setup; a new connection's names nothing more.
+    #[test]
+    fn a_reconnects_setup_ends_with_its_subscriptions_again() {
+        let endpoint = Endpoint::from_spec(EndpointSpec {
+            url: Some("redis://127.0.0.1:1".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        let text = |subscribed: &Subscribed| {
+            let setup = ConnectionManager::setup(&endpoint, true, subscribed).unwrap();
+            String::from_utf8_lossy(&setup.get_packed_pipeline()).into_owned()
+        };
+        let fresh = text(&Subscribed::default());
+        assert!(!fresh.contains("SUBSCRIBE"), "{fresh}");
+        let mut subscribed = Subscribed::default();
+        subscribed.add(b"native-redis-lock:watch", false);
+        subscribed.add(b"{lock:a}:released", true);
+        subscribed.add(b"{lock:b}:released", true);
+        subscribed.remove(&[b"{lock:b}:released".to_vec()]);
+        let again = text(&subscribed);
+        let tail = "*2\r\n$9\r\nSUBSCRIBE\r\n$23\r\nnative-redis-lock:watch\r\n\
+                    *2\r\n$10\r\nSSUBSCRIBE\r\n$17\r\n{lock:a}:released\r\n";
+        assert!(
+            again.starts_with(&fresh) && again.ends_with(tail),
+            "{again}"
+        );
+    }
+}
