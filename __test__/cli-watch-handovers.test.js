@@ -208,3 +208,36 @@ test("a connection the ACL refuses the control channel asks once, and its waiter
     admin.disconnect()
   }
 })
+
+test('a Redlock answers a request on the node that heard it only, once', async (t) => {
+  const nodes = await Promise.all([0, 1, 2].map(() => startRedis()))
+  t.after(() => Promise.all(nodes.map((node) => node.stop())))
+  const lock = new DistributedLock(nodes.map((node) => node.url), { retryDelayMs: 10_000 })
+  // A waiter subscribes on every node it waits through.
+  const held = await lock.acquire('quorum', 5_000)
+  const waiting = lock.waitForLock('quorum', 5_000, 5_000)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  await held.release()
+  await (await waiting).release()
+  const channel = require('../lib/native').watchChannel()
+  const replyTo = `native-redis-lock:watch:reply:redlock-${process.pid}`
+  const heard = nodes.map(() => [])
+  const listeners = nodes.map((node, n) => {
+    const listener = new Redis(node.url)
+    listener.on('message', (_, payload) => heard[n].push(JSON.parse(payload)))
+    return listener
+  })
+  const publisher = new Redis(nodes[1].url)
+  try {
+    await Promise.all(listeners.map((listener) => listener.subscribe(replyTo)))
+    await publisher.publish(channel, `1\nredlock-1\n${replyTo}\n`)
+    const deadline = Date.now() + 10_000
+    while (heard[1].length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    assert.equal(heard[1].filter((a) => a.pid === process.pid).length, 1, JSON.stringify(heard))
+    assert.deepEqual([heard[0].length, heard[2].length], [0, 0], `answered on nodes that did not ask: ${JSON.stringify(heard)}`)
+  } finally {
+    for (const listener of listeners) listener.disconnect()
+    publisher.disconnect()
+  }
+})
