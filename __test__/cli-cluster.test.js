@@ -409,7 +409,7 @@ test("watch's request reaches our processes on whichever master it is published,
       try {
         const id = `cluster-${port}`
         await publisher.publish(channel, `1\n${id}\n${replyTo}\nlock:*`)
-        // Asked twice with one id (a process with several connections hears it on each): one answer.
+        // Asked twice with one id (as a Redlock's nodes each hear one request): one answer.
         await publisher.publish(channel, `1\n${id}\n${replyTo}\nlock:*`)
         await until(() => answers, (heard) => heard.some((a) => a.id === id), 10_000)
       } finally {

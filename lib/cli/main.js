@@ -60,9 +60,10 @@ within one process, which Redis never sees, or a grant across processes) and wak
 second (a waiter woken by a release to try again). Hand-overs and wake-ups are counted by
 the processes themselves, asked each frame on the channel native-redis-lock:watch: only
 processes running this version or later that hold a subscriber connection (RESP3) to this
-server answer (a process counts only while a watch asks, and stops a few seconds after);
-wake-ups announced on the lock's channel (earlier versions) are heard there. memory:// is
-in-process and never watched. A lock seen held stays listed while free (holder -). q or
+server, with a waiter on it since it opened, answer (a process counts only while a watch
+asks, and stops a few seconds after; NATIVE_REDIS_LOCK_WATCH=off keeps one out); wake-ups
+announced on the lock's channel (earlier versions) are heard there. A user whose ACL refuses
+the request sees - in those two columns. memory:// is in-process and never watched. A lock seen held stays listed while free (holder -). q or
 Ctrl-C quits. With --json, one JSON line per refresh. --count stops after n refreshes.
 `,
   release: `Usage: native-redis-lock release <key> --force [--yes] [--url <url>] [--json]

@@ -1,10 +1,11 @@
 'use strict'
 
 // Hand-overs and wakes per key, as our processes count them (issue 27): each frame `watch`
-// publishes a request on the control channel every connection of this version subscribes to
-// (src/core/proto/watch.rs), and each process answers on this watch's own reply channel with
-// its totals per key since it began counting (a `session`). A process counts only while
-// asked, and stops a few seconds after the last request.
+// publishes a request on the control channel a connection of this version subscribes to with
+// its first waiter (src/core/proto/watch.rs), and each connection that heard it answers on this
+// watch's own reply channel with its server's totals per key since it began counting (a
+// `session`; `process` names the connection's store). A process counts only while asked, and
+// stops a few seconds after the last request.
 
 const crypto = require('node:crypto')
 const native = require('../native')
