@@ -596,6 +596,9 @@ export declare function validateFenceRetentionMs(value: number): void
  */
 export declare function validateTtlMs(value: number): void
 
+/** The channel `watch` asks our processes for their counts per key on (proto/watch.rs). */
+export declare function watchChannel(): Buffer
+
 export declare function watchdogStats(connection: ConnectionOptions): WatchdogStats
 
 /** What the refreshes of one connection have cost so far (for tests and benchmarks). */

@@ -854,4 +854,5 @@ module.exports.memoryCommand = nativeBinding.memoryCommand
 module.exports.syncguardClusterKey = nativeBinding.syncguardClusterKey
 module.exports.validateFenceRetentionMs = nativeBinding.validateFenceRetentionMs
 module.exports.validateTtlMs = nativeBinding.validateTtlMs
+module.exports.watchChannel = nativeBinding.watchChannel
 module.exports.watchdogStats = nativeBinding.watchdogStats

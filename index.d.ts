@@ -105,6 +105,11 @@ export interface RedisSentinelOptions {
  * An ioredis client (`Redis` or `Cluster`) or a node-redis client or cluster (only their
  * settings are read), a URL (`redis+cluster://h:p,h:p` for a cluster,
  * `redis+sentinel://h:p,h:p/<name>` for a Sentinel set), or settings.
+ *
+ * Every connection made in a process whose environment has `NATIVE_REDIS_LOCK_WATCH=off` keeps
+ * out of `npx native-redis-lock watch` (it never subscribes to its requests, so never tells
+ * anyone its lock key names); `on` or unset answers, and any other value makes every
+ * constructor throw `EINVAL` naming the variable (README "Command line", `watch`).
  */
 export type RedisInput =
   | IoredisLike

@@ -235,7 +235,7 @@ test('watch in a terminal: the wake-ups of a lock on a non-first master, heard b
     const row = (frame) => frame.split(/\r?\n/).find((line) => line.startsWith(`lock:${key} `))
     const woken = (frame) => {
       const line = row(frame)
-      return line && Number(line.replace(/\x1b\[K/g, '').trim().split(/\s+/).at(-2)) > 0
+      return line && Number(line.replace(/\x1b\[K/g, '').trim().split(/\s+/).at(-1)) > 0
     }
     await until(run.output, (out) => out.split('\x1b[H').slice(1).some(woken))
     run.child.stdin.write('q')
@@ -244,7 +244,7 @@ test('watch in a terminal: the wake-ups of a lock on a non-first master, heard b
     assert.ok(output.includes('\x1b[?25h\x1b[?1049l'), 'cursor and screen restored')
     const frames = output.split('\x1b[H').slice(1)
     assert.match(frames[0], /native-redis-lock watch redis\+cluster:\/\/127\.0\.0\.1:\d+,\S+ lock:hot\*/)
-    assert.match(frames[0], /key\s+api\s+holder\s+ttlMs\s+waiters\s+acquisitions\/s\s+wakes\/s/)
+    assert.match(frames[0], /key\s+api\s+holder\s+ttlMs\s+waiters\s+acquisitions\/s\s+hand-overs\/s\s+wakes\/s/)
   } finally {
     stop()
   }
@@ -391,5 +391,38 @@ test('a bad cluster URL: exit 3 with the reason, never the password', async () =
     assert.match(stderr, reason)
     assert.doesNotMatch(stderr, /s3cret|cret/)
     assert.equal(stderr.trim().split('\n').length, 1)
+  }
+})
+
+test("watch's request reaches our processes on whichever master it is published, and is answered once", async () => {
+  // This process waits on the cluster (before): its connection subscribed to the control
+  // channel on one node; a request published on any master is broadcast to all.
+  const channel = require('../lib/native').watchChannel()
+  const replyTo = `native-redis-lock:watch:reply:cluster-${process.pid}`
+  const listener = new Redis(cluster.nodes[0].port, '127.0.0.1')
+  const answers = []
+  listener.on('message', (_, payload) => answers.push(JSON.parse(payload)))
+  try {
+    await listener.subscribe(replyTo)
+    for (const port of others) {
+      const publisher = new Redis(port, '127.0.0.1')
+      try {
+        const id = `cluster-${port}`
+        await publisher.publish(channel, `1\n${id}\n${replyTo}\nlock:*`)
+        // Asked twice with one id (as a Redlock's nodes each hear one request): one answer.
+        await publisher.publish(channel, `1\n${id}\n${replyTo}\nlock:*`)
+        await until(() => answers, (heard) => heard.some((a) => a.id === id), 10_000)
+      } finally {
+        publisher.disconnect()
+      }
+    }
+    await sleep(200)
+    for (const port of others) {
+      const mine = answers.filter((a) => a.id === `cluster-${port}` && a.pid === process.pid)
+      assert.equal(mine.length, 1, JSON.stringify(answers))
+      assert.ok(Array.isArray(mine[0].keys) && typeof mine[0].process === 'string', JSON.stringify(mine[0]))
+    }
+  } finally {
+    listener.disconnect()
   }
 })

@@ -79,7 +79,7 @@ test('watch --json: one line per refresh, the contended lock first with its rate
     assert.deepEqual(Object.keys(frame), ['at', 'pattern', 'locks'])
     assert.equal(frame.pattern, '*')
     for (const lock of frame.locks) {
-      assert.deepEqual(Object.keys(lock), ['key', 'api', 'holder', 'ttlMs', 'waiters', 'acquisitionsPerSec', 'wakesPerSec'])
+      assert.deepEqual(Object.keys(lock), ['key', 'api', 'holder', 'ttlMs', 'waiters', 'acquisitionsPerSec', 'handOversPerSec', 'wakesPerSec'])
     }
   }
   const hot = frames.map((f) => f.locks.find((l) => l.key === 'lock:hot'))
@@ -301,7 +301,7 @@ test('watch in a terminal: redrawn in place, per-second counts, q quits and rest
   const frames = output.split('\x1b[H').slice(1)
   const last = frames[frames.length - 2]
   assert.match(last, /native-redis-lock watch redis:\/\/127\.0\.0\.1:\d+\/? \*/)
-  assert.match(last, /key\s+api\s+holder\s+ttlMs\s+waiters\s+acquisitions\/s\s+wakes\/s/)
+  assert.match(last, /key\s+api\s+holder\s+ttlMs\s+waiters\s+acquisitions\/s\s+hand-overs\/s\s+wakes\/s/)
   // A rate needs the frame before: from the second frame the hot lock shows in, it is busy
   // in each one.
   const rows = frames.map((frame) => frame.split(/\r?\n/).find((line) => line.startsWith('lock:hot')))
@@ -309,10 +309,10 @@ test('watch in a terminal: redrawn in place, per-second counts, q quits and rest
   assert.ok(since >= 0 && since < frames.length - 1, JSON.stringify(frames))
   for (const row of rows.slice(since + 1)) {
     assert.ok(row, JSON.stringify(frames))
-    const [acquisitions] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-2).map(Number)
+    const [acquisitions] = row.replace(/\x1b\[K/g, '').trim().split(/\s+/).slice(-3).map(Number)
     assert.ok(acquisitions > 0, row)
   }
-  assert.match(last, /syncguard:calm\s+syncguard\s+\S+\s+\d+\s+0\s+0\s+0/)
+  assert.match(last, /syncguard:calm\s+syncguard\s+\S+\s+\d+\s+0\s+0\s+0\s+0/)
 })
 
 test('watch in a terminal: Ctrl-C quits as q does, and restores it', async () => {

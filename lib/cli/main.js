@@ -17,7 +17,7 @@ const HELP = {
 Commands:
   list [pattern]          every lock of every API (SCAN), key pattern default *
   inspect <key>           one lock in full: holder, TTL, fence counter, queue
-  watch [pattern]         live table of locks, acquisitions and wake-ups per second
+  watch [pattern]         live table of locks: acquisitions, hand-overs, wake-ups per second
   release <key> --force   delete a stuck lock and move its fence counter on
 
 Options (every command):
@@ -52,14 +52,19 @@ no lock of this package (on no node).
 `,
   watch: `Usage: native-redis-lock watch [pattern] [--url <url>] [--json] [--interval <ms>] [--count <n>]
 
-A table redrawn in place every interval (default 1000 ms), most contended first: waiters,
-acquisitions per second (read from the lock's fence counter, less the fences attempts
-that found the lock held drew all the same, which their processes count beside it) and
-wake-ups per second (releases that woke a waiting process, heard on the lock's channel;
-on one server a release tells a waiting process of this version on a channel of its own,
-not listened on, so there the column counts only wake-ups of earlier versions). A lock
-seen held stays listed while free (holder -). q or Ctrl-C quits. With --json, one JSON line per refresh.
---count stops after n refreshes.
+A table redrawn in place every interval (default 1000 ms), most contended first (hand-overs
++ waiters + wake-ups): waiters, acquisitions per second (read from the lock's fence counter,
+less the fences attempts that found the lock held drew all the same, which their processes
+count beside it), hand-overs per second (a release giving the lock straight to a waiter:
+within one process, which Redis never sees, or a grant across processes) and wake-ups per
+second (a waiter woken by a release to try again). Hand-overs and wake-ups are counted by
+the processes themselves, asked each frame on the channel native-redis-lock:watch: only
+processes running this version or later that hold a subscriber connection (RESP3) to this
+server, with a waiter on it since it opened, answer (a process counts only while a watch
+asks, and stops a few seconds after; NATIVE_REDIS_LOCK_WATCH=off keeps one out); wake-ups
+announced on the lock's channel (earlier versions) are heard there. A user whose ACL refuses
+the request sees - in those two columns. memory:// is in-process and never watched. A lock seen held stays listed while free (holder -). q or
+Ctrl-C quits. With --json, one JSON line per refresh. --count stops after n refreshes.
 `,
   release: `Usage: native-redis-lock release <key> --force [--yes] [--url <url>] [--json]
 
@@ -272,6 +277,7 @@ async function run(command, rest, values, io) {
       count: positiveInt(values.count, 'count', 1),
       json: Boolean(values.json),
       out: io.stdout,
+      err: io.stderr,
       input: io.stdin,
       timeoutMs,
     })

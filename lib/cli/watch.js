@@ -1,17 +1,20 @@
 'use strict'
 
 // `watch`: the locks matching a pattern, redrawn in place every interval, with the
-// acquisitions per second each made (read from its fence counter) and the wake-ups its
-// releases announced (heard on its channel), the most contended first.
+// acquisitions per second each made (read from its fence counter), and the hand-overs and
+// wake-ups per second our processes counted for it (asked each frame, watch-answers.js; a
+// wake-up announced on the lock's channel, as earlier versions are told, is heard there),
+// the most contended first.
 
 const native = require('../native')
 const { connect } = require('./connect')
 const { listLocks, rereadCounters, readMissed } = require('./locks')
 const { ReplyError } = require('./resp')
+const { ProcessCounts, ASK_EVERY_MS } = require('./watch-answers')
 
 /** Counts wake-ups per lock key, heard on the lock channels (sharded and plain pub/sub). */
 class WakeCounter {
-  constructor(subscriber) {
+  constructor(subscriber, answers) {
     this.subscriber = subscriber
     this.counts = new Map()
     this.sharded = new Set()
@@ -20,6 +23,7 @@ class WakeCounter {
       // ['smessage'|'message', channel, payload] or ['pmessage', pattern, channel, payload]
       const kind = push[0].toString()
       const channel = kind === 'pmessage' ? push[2] : push[1]
+      if (kind === 'message' && answers.hear(channel, push[2])) return
       const key = native.lockKeyOfChannel(channel)
       if (!key) return
       // A cluster moved the slot: subscribed again, on its new master, at the next refresh.
@@ -37,7 +41,13 @@ class WakeCounter {
    * A cluster's locks announce by SPUBLISH only, and patterns do not exist for those.
    */
   async start() {
-    if (!this.subscriber.masters) await this.subscriber.call('PSUBSCRIBE', '*released*')
+    if (this.subscriber.masters) return
+    try {
+      await this.subscriber.call('PSUBSCRIBE', '*released*')
+    } catch (err) {
+      // An ACL without these channels: the wakes come from our processes' answers alone.
+      if (!(err instanceof ReplyError)) throw err
+    }
   }
 
   /**
@@ -121,19 +131,29 @@ function acquisitionsPerSec(lock, missed, last, now) {
   return round(acquisitions / (Math.max(now - before.at, 1) / 1000))
 }
 
-/** One refresh: each lock with its rates over the last `seconds`. */
-function frame(locks, missed, wakes, lastCounters, seconds, now) {
-  const rows = locks.map((lock, i) => ({
-    key: lock.key,
-    api: lock.api,
-    holder: lock.holder,
-    ttlMs: lock.ttlMs,
-    waiters: lock.waiters,
-    acquisitionsPerSec: acquisitionsPerSec(lock, missed[i], lastCounters, now),
-    wakesPerSec: round((wakes.get(lock.key) ?? 0) / seconds),
-  }))
-  return rows.sort((a, b) => b.waiters - a.waiters || b.acquisitionsPerSec - a.acquisitionsPerSec ||
-    b.wakesPerSec - a.wakesPerSec || a.key.localeCompare(b.key))
+/**
+ * One refresh: each lock with its rates over the last `seconds`. Wake-ups are those our
+ * processes counted, or those heard on the lock's channel where more (earlier versions, told
+ * there, do not answer; a waiter of ours told there is in both).
+ */
+function frame(locks, missed, heard, counted, lastCounters, seconds, now) {
+  const rows = locks.map((lock, i) => {
+    const own = counted?.get(lock.key) ?? { handOvers: 0, wakes: 0 }
+    return {
+      key: lock.key,
+      api: lock.api,
+      holder: lock.holder,
+      ttlMs: lock.ttlMs,
+      waiters: lock.waiters,
+      acquisitionsPerSec: acquisitionsPerSec(lock, missed[i], lastCounters, now),
+      // null (shown -) when the server's ACL keeps the watch from asking our processes.
+      handOversPerSec: counted ? round(own.handOvers / seconds) : null,
+      wakesPerSec: counted ? round(Math.max(own.wakes, heard.get(lock.key) ?? 0) / seconds) : null,
+    }
+  })
+  const contention = (r) => (r.handOversPerSec ?? 0) + r.waiters + (r.wakesPerSec ?? 0)
+  return rows.sort((a, b) => contention(b) - contention(a) || b.acquisitionsPerSec - a.acquisitionsPerSec ||
+    a.key.localeCompare(b.key))
 }
 
 function round(n) {
@@ -141,25 +161,48 @@ function round(n) {
 }
 
 function table(rows, header) {
-  const cols = ['key', 'api', 'holder', 'ttlMs', 'waiters', 'acquisitions/s', 'wakes/s']
-  const cells = rows.map((r) => [r.key, r.api, r.holder ?? '-', r.ttlMs ?? '-', r.waiters, r.acquisitionsPerSec, r.wakesPerSec].map(String))
+  const cols = ['key', 'api', 'holder', 'ttlMs', 'waiters', 'acquisitions/s', 'hand-overs/s', 'wakes/s']
+  const cells = rows.map((r) => [r.key, r.api, r.holder ?? '-', r.ttlMs ?? '-', r.waiters, r.acquisitionsPerSec, r.handOversPerSec ?? '-', r.wakesPerSec ?? '-'].map(String))
   const widths = cols.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i].length)))
   const line = (row) => row.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()
   return [header, '', line(cols), ...cells.map(line)]
 }
 
 /**
+ * Waits `ms` between frames, or until `stopped` (then true). A process stops counting a few
+ * seconds after the last request, so a slow watch asks again meanwhile (`keepAsking`), here
+ * and not beside the frame: a frame's commands on a cluster (ASKING, then the command it
+ * admits) must not have a request come between them.
+ */
+async function rest(ms, stopped, keepAsking) {
+  const until = Date.now() + ms
+  for (;;) {
+    const left = until - Date.now()
+    if (left <= 0) return false
+    let timer
+    const nap = new Promise((resolve) => { timer = setTimeout(resolve, Math.min(left, ASK_EVERY_MS)) })
+    const ended = await Promise.race([nap.then(() => false), stopped.then(() => true)])
+    clearTimeout(timer)
+    if (ended) return true
+    if (Date.now() < until) await keepAsking().catch(() => {})
+  }
+}
+
+/**
  * Runs until q, Ctrl-C, SIGTERM or `count` refreshes. A terminal gets the alternate screen,
  * redrawn in place, and gets its own screen and cursor back on the way out.
  */
-async function watch({ address, pattern, intervalMs, count, json, out, input, timeoutMs }) {
+async function watch({ address, pattern, intervalMs, count, json, out, err, input, timeoutMs }) {
   const client = await connect(address, { timeoutMs })
   let subscriber
   let wakes
+  let answers
   try {
     // On a cluster, one connection per master, opened as the watched keys need them.
     subscriber = client.subscriber ? client.subscriber() : await connect(address, { timeoutMs })
-    wakes = new WakeCounter(subscriber)
+    answers = new ProcessCounts(subscriber, pattern, (text) => err.write(`native-redis-lock: ${text}\n`))
+    wakes = new WakeCounter(subscriber, answers)
+    await answers.start()
     await wakes.start()
   } catch (err) {
     // An open connection would keep the process from ending.
@@ -205,8 +248,9 @@ async function watch({ address, pattern, intervalMs, count, json, out, input, ti
   try {
     let last = Date.now()
     for (let n = 0; count === undefined || n < count; n++) {
-      const rest = new Promise((resolve) => setTimeout(resolve, n === 0 ? 0 : intervalMs))
-      if ((await Promise.race([rest.then(() => false), stopped.then(() => true)]))) break
+      if (await rest(n === 0 ? 0 : intervalMs, stopped, () => answers.keepAsking(client))) break
+      // Answered while the locks are read: the answers heard by the end of the frame count.
+      await answers.ask(client)
       const locks = await listLocks(client, pattern)
       // A lock held in an earlier frame keeps its row while free: a busy lock often is, at
       // the instant SCAN passes.
@@ -217,7 +261,8 @@ async function watch({ address, pattern, intervalMs, count, json, out, input, ti
       await new Promise((resolve) => setTimeout(resolve, MISSED_LAG_MS))
       const missed = await readMissed(client, locks)
       const now = Date.now()
-      const rows = frame(locks, missed, wakes.take(), lastCounters, Math.max(now - last, 1) / 1000, now)
+      const counted = answers.refused ? null : answers.take()
+      const rows = frame(locks, missed, wakes.take(), counted, lastCounters, Math.max(now - last, 1) / 1000, now)
       last = now
       if (json) {
         out.write(`${JSON.stringify({ at: new Date(now).toISOString(), pattern, locks: rows })}\n`)

@@ -2,6 +2,7 @@
 //! sibling keys and channel, computed by `basics::keys`, so the layout lives in one place and
 //! the tool only sends commands.
 
+use crate::core::basics::key_counts;
 use crate::core::basics::keys;
 use crate::core::front::syncguard_slots;
 use napi::bindgen_prelude::Buffer;
@@ -39,6 +40,12 @@ pub fn lock_siblings(lock_key: Buffer) -> LockSiblings {
         ring: keys::ring_key(&lock_key).into(),
         missed: keys::missed_key(&lock_key).into(),
     }
+}
+
+/// The channel `watch` asks our processes for their counts per key on (proto/watch.rs).
+#[napi]
+pub fn watch_channel() -> Buffer {
+    key_counts::CHANNEL.into()
 }
 
 /// Whether `key` is a sibling (fence, owner, queue, line) rather than a possible lock key.

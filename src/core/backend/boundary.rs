@@ -80,6 +80,18 @@ impl LockStore for Backend {
         each!(self, s => s.run(op, bound).await)
     }
 
+    async fn run_on<O: Op + Sync>(
+        &self,
+        node: Option<usize>,
+        op: &O,
+        bound: Duration,
+    ) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        each!(self, s => s.run_on(node, op, bound).await)
+    }
+
     async fn acquire(
         &self,
         op: &AcquireAttempt<'_>,

@@ -149,6 +149,7 @@ impl Endpoint {
 
     /// The endpoint `spec` names, whatever backend it needs.
     pub(crate) fn parse(mut spec: EndpointSpec) -> Result<Self, LockError> {
+        crate::core::basics::key_counts::check_watch_env()?;
         if let Some(name) = spec
             .url
             .as_deref()

@@ -11,19 +11,24 @@ use super::refusals::{refuses_command, refuses_resp3, turned_away};
 use super::silences::{SilenceBar, Silences};
 use super::staleness::Staleness;
 use super::upstream::Upstream;
-use super::wire::{packed, trace_sent, Conduit, Destination, PushSink, ScriptLoading};
+use super::wire::{
+    packed, trace_sent, untraced_from_now, Conduit, Destination, PushSink, ScriptLoading,
+    Subscribed, Untraced,
+};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::{slot_moving, LockError};
+use crate::core::basics::key_counts;
 use crate::core::basics::sync::lock;
 use crate::core::basics::trace;
 use crate::core::proto::epoch::Admit;
+use crate::core::proto::watch;
 use crate::core::proto::wire::whole;
 use crate::core::proto::{scripts, Request};
 use redis::aio::ConnectionManager;
 use redis::{Cmd, ErrorKind, FromRedisValue, Pipeline, RedisResult, ServerErrorKind, Value};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -99,6 +104,11 @@ impl<W: Conduit> Pinned<W> {
     }
 }
 
+/// `Link::watching`: not asked yet on this connection, subscribed, or refused by the server.
+const WATCH_NOT_YET: u8 = 0;
+const WATCH_ON: u8 = 1;
+const WATCH_REFUSED: u8 = 2;
+
 pub(super) struct Link<W: Conduit = ConnectionManager> {
     endpoint: Endpoint,
     /// Where the connection goes: the endpoint's address, or a Sentinel set's master.
@@ -139,6 +149,11 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// Serialises SUBSCRIBE and UNSUBSCRIBE, so the server sees them in the order our state
     /// changed in.
     switching: tokio::sync::Mutex<()>,
+    /// Whether the current connection subscribed to `watch`'s requests (`WATCH_*`).
+    watching: AtomicU8,
+    /// What the current connection subscribed to, which the crate subscribes to again after
+    /// a reconnect: for the `DEBUG` line of its setup.
+    subscribed: Arc<Mutex<Subscribed>>,
     /// When the latest request answered on the current connection was sent (see
     /// `LockStore::answered_sent`); forgotten with the connection, whose order it vouches for.
     answered: Mutex<Option<Stamp>>,
@@ -146,7 +161,7 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     quarantine: Quarantine,
     /// With `DEBUG` on: since when the crate's setup of a (re)opened connection is untraced;
     /// written at the first answer after (see `Conduit::setup`).
-    setup: Arc<Mutex<Option<Instant>>>,
+    setup: Arc<Mutex<Option<Untraced>>>,
     /// A cluster's slots whose calls go unanswered (see `silences.rs`).
     silences: Silences,
     /// How long a call must go unanswered to show the server silent.
@@ -182,6 +197,8 @@ impl<W: Conduit> Link<W> {
             scripts,
             listener,
             switching: tokio::sync::Mutex::new(()),
+            watching: AtomicU8::new(WATCH_NOT_YET),
+            subscribed: Arc::default(),
             answered: Mutex::new(None),
             setup: Arc::new(Mutex::new(None)),
             silences: Silences::default(),
@@ -297,6 +314,7 @@ impl<W: Conduit> Link<W> {
             let pushes = PushSink {
                 dropped: self.dropped.clone(),
                 setup: self.setup.clone(),
+                subscribed: self.subscribed.clone(),
                 scripts_ready: self.scripts_ready.clone(),
                 listener: self.listener.clone(),
                 // A master that dropped us may have been demoted: ask where it is now.
@@ -328,9 +346,14 @@ impl<W: Conduit> Link<W> {
             }
             *slot = Some((manager.clone(), resp3));
             self.current.store(id, Ordering::Release);
+            self.watching.store(WATCH_NOT_YET, Ordering::Relaxed);
+            lock(&self.subscribed).clear();
             *lock(&self.answered) = None;
             if trace::on() {
-                *lock(&self.setup) = Some(Instant::now());
+                *lock(&self.setup) = Some(Untraced {
+                    since: Instant::now(),
+                    resubscribed: Subscribed::default(),
+                });
             }
             return Ok((manager, id));
         }
@@ -431,6 +454,9 @@ impl<W: Conduit> Link<W> {
             };
             if subscribed {
                 book.mark_subscribed(channel);
+                let sharded = !self.unsharded.load(Ordering::Relaxed);
+                lock(&self.subscribed).add(channel, sharded);
+                self.watch_requests(&mut manager).await;
             }
             subscribed
         };
@@ -486,9 +512,32 @@ impl<W: Conduit> Link<W> {
         }
     }
 
+    /// Subscribes the connection to `watch`'s requests (`proto/watch.rs`) along with its first
+    /// waiter's subscription: a connection that carries none has nothing to count, and one that
+    /// does has taken on pub/sub's output-buffer limit already. Plain SUBSCRIBE, where the
+    /// waiters' subscriptions go (a cluster's own connection for them; its PUBLISH reaches every
+    /// node). A server that refuses it (NOPERM) is not asked again on this connection; an I/O
+    /// error is the connection's, and the next subscription here tries again.
+    async fn watch_requests(&self, manager: &mut W) {
+        if !key_counts::watchable() || self.watching.load(Ordering::Relaxed) != WATCH_NOT_YET {
+            return;
+        }
+        match manager.subscribe_plain(watch::CHANNEL).await {
+            Ok(()) => {
+                self.watching.store(WATCH_ON, Ordering::Relaxed);
+                lock(&self.subscribed).add(watch::CHANNEL, false);
+            }
+            Err(err) if err.code().is_some() => {
+                self.watching.store(WATCH_REFUSED, Ordering::Relaxed)
+            }
+            Err(_) => {}
+        }
+    }
+
     /// Drops idle subscriptions, of whichever kind this connection makes.
     async fn unsubscribe(&self, manager: &mut W, channels: Vec<Vec<u8>>) -> RedisResult<()> {
         let sharded = !self.unsharded.load(Ordering::Relaxed);
+        lock(&self.subscribed).remove(&channels);
         manager.unsubscribe(channels, sharded).await
     }
 
@@ -633,7 +682,7 @@ impl<W: Conduit> Link<W> {
                         || err.is_io_error();
                     if gone && trace::on() {
                         // The manager reconnects for the next call, setup and all.
-                        lock(&self.setup).get_or_insert_with(Instant::now);
+                        untraced_from_now(&self.setup, &self.subscribed);
                     }
                     if gone && !self.quarantine.is_off() {
                         // Whatever `up` says: over RESP2 a drop met by no signalled call
@@ -787,13 +836,14 @@ impl<W: Conduit> Link<W> {
     /// The `DEBUG` line of what the crate sent by itself on (re)connecting, before the call
     /// just answered: with the time from the (re)opening to that answer, which it includes.
     fn trace_setup(&self) {
-        let Some(since) = lock(&self.setup).take() else {
+        let Some(untraced) = lock(&self.setup).take() else {
             return;
         };
         let resp3 = !self.resp2_only.load(Ordering::Relaxed);
-        if let Some(setup) = W::setup(&self.endpoint, resp3) {
+        if let Some(setup) = W::setup(&self.endpoint, resp3, &untraced.resubscribed) {
             let packed = setup.get_packed_pipeline();
-            trace::call("runtime", &packed, since.elapsed(), "ok", scripts::name_of);
+            let took = untraced.since.elapsed();
+            trace::call("runtime", &packed, took, "ok", scripts::name_of);
         }
     }
 

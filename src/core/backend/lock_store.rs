@@ -147,6 +147,12 @@ impl LostScope {
 /// subscriptions were lost (with messages in flight on them).
 pub trait Listener: Send + Sync {
     fn message(&self, channel: &[u8], payload: &[u8]);
+    /// A message heard by node `node` of a store of several (a Redlock's; `None`: the store's
+    /// one connection), for an answer that must go back where the request came from.
+    fn message_on(&self, node: Option<usize>, channel: &[u8], payload: &[u8]) {
+        let _any_node = node;
+        self.message(channel, payload)
+    }
     fn connection_lost(&self, scope: LostScope);
     /// The server dropped one subscription itself (a cluster's slot moved to another node):
     /// a release announced there is no longer heard. Only a cluster's nodes do this.
@@ -202,6 +208,21 @@ pub trait LockStore: Send + Sync {
     ) -> impl Future<Output = Result<O::Out, LockError>> + Send
     where
         O::Out: Send;
+
+    /// `run`, on node `node` only where the store has several (`Listener::message_on`): an
+    /// answer to the one that asked, not a quorum's round.
+    fn run_on<O: Op + Sync>(
+        &self,
+        node: Option<usize>,
+        op: &O,
+        bound: Duration,
+    ) -> impl Future<Output = Result<O::Out, LockError>> + Send
+    where
+        O::Out: Send,
+    {
+        let _one_node = node;
+        self.run(op, bound)
+    }
 
     /// One attempt. One that timed out may still run: the store frees what it may have won
     /// (One Redis sends the release behind it on the same connection), except for

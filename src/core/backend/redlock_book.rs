@@ -28,13 +28,15 @@ impl NodeBook {
 /// connection; and the Redlock's `lost`, signalled then (the watchdog's re-check).
 pub struct NodeListener {
     pub inner: Arc<dyn Listener>,
+    /// Which node this is, for `Listener::message_on`.
+    pub node: usize,
     pub book: Arc<NodeBook>,
     pub lost: Arc<Drops>,
 }
 
 impl Listener for NodeListener {
     fn message(&self, channel: &[u8], payload: &[u8]) {
-        self.inner.message(channel, payload)
+        self.inner.message_on(Some(self.node), channel, payload)
     }
 
     fn connection_lost(&self, scope: LostScope) {

@@ -22,6 +22,7 @@ fn a_channel_the_server_dropped_leaves_the_node_and_reaches_the_shared_listener(
     let heard = Arc::new(SharedHeard::default());
     let node = NodeListener {
         inner: heard.clone(),
+        node: 0,
         book: Arc::new(NodeBook::default()),
         lost: Arc::new(Drops::default()),
     };

@@ -162,10 +162,12 @@ impl RedlockStore {
         let nodes: Vec<Node> = match &endpoint.address {
             Address::Redlock(nodes) => nodes
                 .iter()
-                .map(|node| {
+                .enumerate()
+                .map(|(n, node)| {
                     let book = Arc::new(NodeBook::default());
                     let heard = Arc::new(NodeListener {
                         inner: listener.clone(),
+                        node: n,
                         book: book.clone(),
                         lost: lost.clone(),
                     });
@@ -569,6 +571,22 @@ impl LockStore for RedlockStore {
         answers
             .next()
             .ok_or_else(|| quorum_error(0, self.nodes.len(), self.quorum, "answered"))
+    }
+
+    /// On the node that heard the request: no quorum, and one answer.
+    async fn run_on<O: Op + Sync>(
+        &self,
+        node: Option<usize>,
+        op: &O,
+        bound: Duration,
+    ) -> Result<O::Out, LockError>
+    where
+        O::Out: Send,
+    {
+        match node.and_then(|n| self.nodes.get(n)) {
+            Some(node) => node.store.run(op, bound).await,
+            None => self.run(op, bound).await,
+        }
     }
 
     async fn acquire(

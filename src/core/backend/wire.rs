@@ -13,6 +13,7 @@ use crate::core::basics::trace::{self, ScriptNames};
 use crate::core::proto::scripts;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, Pipeline, RedisResult, Value};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,13 +55,75 @@ pub(super) fn packed(cmd: &Cmd) -> Vec<u8> {
     cmd.get_packed_command()
 }
 
+/// The channels a connection subscribed to, as the crate's resubscription after a reconnect
+/// sends them (`set_automatic_resubscription`: SUBSCRIBE, then SSUBSCRIBE, each naming all).
+#[derive(Clone, Default)]
+pub struct Subscribed {
+    plain: BTreeSet<Vec<u8>>,
+    sharded: BTreeSet<Vec<u8>>,
+}
+
+impl Subscribed {
+    pub(super) fn add(&mut self, channel: &[u8], sharded: bool) {
+        match sharded {
+            true => self.sharded.insert(channel.to_vec()),
+            false => self.plain.insert(channel.to_vec()),
+        };
+    }
+
+    pub(super) fn remove(&mut self, channels: &[Vec<u8>]) {
+        for channel in channels {
+            self.plain.remove(channel);
+            self.sharded.remove(channel);
+        }
+    }
+
+    /// A new connection subscribes to nothing until asked.
+    pub(super) fn clear(&mut self) {
+        *self = Subscribed::default();
+    }
+
+    /// The resubscription's commands, after `setup`'s.
+    fn again(&self, setup: &mut Pipeline) {
+        for (name, channels) in [("SUBSCRIBE", &self.plain), ("SSUBSCRIBE", &self.sharded)] {
+            if !channels.is_empty() {
+                setup.cmd(name).arg(channels.iter().collect::<Vec<_>>());
+            }
+        }
+    }
+}
+
+/// With `DEBUG` on: since when the crate's setup of a (re)opened connection is untraced, and
+/// what it subscribes to again (nothing on a new connection).
+pub(super) struct Untraced {
+    pub(super) since: std::time::Instant,
+    pub(super) resubscribed: Subscribed,
+}
+
+/// The setup untraced from now on, unless one is already: after a drop, with what
+/// `subscribed` holds then.
+pub(super) fn untraced_from_now(
+    setup: &std::sync::Mutex<Option<Untraced>>,
+    subscribed: &std::sync::Mutex<Subscribed>,
+) {
+    let mut setup = lock(setup);
+    if setup.is_none() {
+        *setup = Some(Untraced {
+            since: std::time::Instant::now(),
+            resubscribed: lock(subscribed).clone(),
+        });
+    }
+}
+
 /// Where a connection's pushes go: messages to the listener, a dropped socket to the
 /// watchdog (through `dropped`) and to the waiters, and the scripts marked unloaded.
 #[derive(Clone)]
 pub struct PushSink {
     pub(super) dropped: Arc<Drops>,
     /// With `DEBUG` on: since when a reconnect's setup is untraced (see `Conduit::setup`).
-    pub(super) setup: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    pub(super) setup: Arc<std::sync::Mutex<Option<Untraced>>>,
+    /// What the connection subscribed to, which the crate subscribes to again.
+    pub(super) subscribed: Arc<std::sync::Mutex<Subscribed>>,
     pub(super) scripts_ready: Arc<AtomicBool>,
     pub(super) listener: Arc<dyn Listener>,
     /// Set on a dropped socket when the server behind it can change (a Sentinel set's
@@ -93,7 +156,7 @@ impl PushSink {
                 self.scripts_ready.store(false, Ordering::Relaxed);
                 if trace::on() {
                     // The manager reconnects now, and sends its setup again.
-                    lock(&self.setup).get_or_insert_with(std::time::Instant::now);
+                    untraced_from_now(&self.setup, &self.subscribed);
                 }
                 if untold {
                     self.dropped.signal();
@@ -185,9 +248,10 @@ pub trait Conduit: ConnectionLike + Clone + Send + Sync + 'static {
     ) -> impl Future<Output = RedisResult<()>> + Send;
 
     /// What the redis crate sends by itself on each (re)connect of this connection, for a
-    /// `DEBUG` line (`Link` writes it at the first answer after): `None` where it cannot be
-    /// told (a cluster's connections, one per node, made as the crate sees fit).
-    fn setup(_endpoint: &Endpoint, _resp3: bool) -> Option<Pipeline> {
+    /// `DEBUG` line (`Link` writes it at the first answer after): its setup, then on a
+    /// reconnect the channels `subscribed` again. `None` where it cannot be told (a cluster's
+    /// connections, one per node, made as the crate sees fit).
+    fn setup(_endpoint: &Endpoint, _resp3: bool, _subscribed: &Subscribed) -> Option<Pipeline> {
         None
     }
 
@@ -233,7 +297,7 @@ impl Conduit for ConnectionManager {
 
     /// The crate's setup (redis 1.8, `connection_setup_pipeline`): HELLO 3 (with AUTH) or
     /// AUTH, SELECT, and two CLIENT SETINFO. Names only: no credential is put in it.
-    fn setup(endpoint: &Endpoint, resp3: bool) -> Option<Pipeline> {
+    fn setup(endpoint: &Endpoint, resp3: bool, subscribed: &Subscribed) -> Option<Pipeline> {
         let mut setup = Pipeline::new();
         if resp3 {
             setup.cmd("HELLO").arg(3);
@@ -245,6 +309,7 @@ impl Conduit for ConnectionManager {
         }
         setup.cmd("CLIENT").arg("SETINFO").arg("LIB-NAME");
         setup.cmd("CLIENT").arg("SETINFO").arg("LIB-VER");
+        subscribed.again(&mut setup);
         Some(setup)
     }
 

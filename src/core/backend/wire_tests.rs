@@ -2,9 +2,12 @@
 //! it first, and nothing at all from a connection already replaced.
 
 use super::PushSink;
+use super::{Conduit, Subscribed};
+use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
 use crate::core::backend::lock_store::{Listener, LostScope};
 use crate::core::backend::staleness::Staleness;
 use crate::core::basics::drops::Drops;
+use redis::aio::ConnectionManager;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +29,7 @@ fn sink(current: u64) -> (PushSink, Arc<LostCount>) {
     let sink = PushSink {
         dropped: Arc::new(Drops::default()),
         setup: Arc::default(),
+        subscribed: Arc::default(),
         scripts_ready: Arc::new(AtomicBool::new(true)),
         listener: lost.clone(),
         stale: Some(Arc::new(Staleness::default())),
@@ -78,4 +82,33 @@ fn a_drop_of_a_connection_already_replaced_marks_and_signals_nothing() {
     assert!(!stale(&sink).is_marked());
     assert!(sink.up.load(Ordering::Relaxed));
     assert_eq!(*lost.0.lock().unwrap(), 0);
+}
+
+/// The `DEBUG` line of a reconnect names what the crate subscribes to again after its
+/// setup; a new connection's names nothing more.
+#[test]
+fn a_reconnects_setup_ends_with_its_subscriptions_again() {
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some("redis://127.0.0.1:1".into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let text = |subscribed: &Subscribed| {
+        let setup = ConnectionManager::setup(&endpoint, true, subscribed).unwrap();
+        String::from_utf8_lossy(&setup.get_packed_pipeline()).into_owned()
+    };
+    let fresh = text(&Subscribed::default());
+    assert!(!fresh.contains("SUBSCRIBE"), "{fresh}");
+    let mut subscribed = Subscribed::default();
+    subscribed.add(b"native-redis-lock:watch", false);
+    subscribed.add(b"{lock:a}:released", true);
+    subscribed.add(b"{lock:b}:released", true);
+    subscribed.remove(&[b"{lock:b}:released".to_vec()]);
+    let again = text(&subscribed);
+    let tail = "*2\r\n$9\r\nSUBSCRIBE\r\n$23\r\nnative-redis-lock:watch\r\n\
+                *2\r\n$10\r\nSSUBSCRIBE\r\n$17\r\n{lock:a}:released\r\n";
+    assert!(
+        again.starts_with(&fresh) && again.ends_with(tail),
+        "{again}"
+    );
 }

@@ -7,6 +7,8 @@ pub mod backoff;
 pub mod clock;
 pub mod drops;
 pub mod error;
+pub mod glob;
+pub mod key_counts;
 pub mod keys;
 pub mod lease;
 pub mod pace;

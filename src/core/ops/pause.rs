@@ -8,6 +8,7 @@ use super::key_scheme::KeyScheme;
 use super::lock::Locker;
 use super::release::GRANT_CLAIM;
 use crate::core::basics::error::LockError;
+use crate::core::basics::key_counts::KeyEvent;
 use crate::core::basics::lease::Lease;
 use crate::core::wait::wake::{self, Resume, Ticket};
 use std::time::{Duration, Instant};
@@ -93,6 +94,9 @@ impl Locker {
             Resume::Waiting => {
                 if notified {
                     self.stats().woken(name);
+                    self.store()
+                        .key_watch()
+                        .count(KeyEvent::Woken, || ticket.lock_key());
                 }
                 Ok(pause)
             }
@@ -107,6 +111,7 @@ impl Locker {
     /// run out, and its caller should not start on a lock that is gone.
     async fn handed(&self, lease: Lease, name: &str, ticket: &Ticket) -> Pause {
         self.stats().handed_over(name);
+        (self.store().key_watch()).count(KeyEvent::HandedOver, || &lease.redis_key);
         let fresh = lease.remaining() > GRANT_CLAIM / 2;
         if ticket.lends_grants() && lease.is_claim_only() && fresh {
             return Pause::Granted(self.confirm_grant_later(lease, name));

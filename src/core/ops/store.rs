@@ -14,11 +14,14 @@ use crate::core::backend::lock_store::{
 use crate::core::basics::background::spawn;
 use crate::core::basics::drops::Drops;
 use crate::core::basics::error::LockError;
+use crate::core::basics::glob;
+use crate::core::basics::key_counts::{KeyWatch, IDLE};
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::sync::lock;
 use crate::core::proto::queue::{Enqueue, LeaveLine, LeaveQueue, WakeNext};
 use crate::core::proto::ring::{GrantMessage, LeaveRing};
+use crate::core::proto::watch::{self, Publish, WatchRequest};
 use crate::core::wait::cleanup::{Cleaner, Cleanup};
 use crate::core::wait::wake::{self, Turn, Wakes};
 use std::collections::HashMap;
@@ -52,6 +55,11 @@ pub struct Store {
     /// Told when a release of ours ends a tenure by granting (ops/tenure.rs): the kickers
     /// look again while this thread runs anyway, rather than at their timers.
     pub(super) tenures_ended: tokio::sync::Notify,
+    /// Hand-overs and wakes per key on this store, while a `watch` asks for them.
+    key_watch: KeyWatch,
+    /// The store's name in its answers to `watch`: not `id`, which would tell anyone who may
+    /// subscribe where to publish a wake.
+    watch_name: String,
     me: Weak<Store>,
 }
 
@@ -65,8 +73,12 @@ struct Announcements {
 
 impl Listener for Announcements {
     fn message(&self, channel: &[u8], payload: &[u8]) {
+        self.message_on(None, channel, payload);
+    }
+
+    fn message_on(&self, node: Option<usize>, channel: &[u8], payload: &[u8]) {
         if let Some(store) = self.store.upgrade() {
-            store.announced(channel, payload);
+            store.announced(node, channel, payload);
         }
     }
 
@@ -130,6 +142,8 @@ impl Store {
                 kept_fences: KeptFences::default(),
                 passing: Arc::default(),
                 tenures_ended: tokio::sync::Notify::new(),
+                key_watch: KeyWatch::new(),
+                watch_name: crate::core::basics::token::new_token(),
                 me: me.clone(),
             }
         });
@@ -198,7 +212,11 @@ impl Store {
     /// queue, under either of its names there), one waiter of ours by name (`<id>:<seq>`,
     /// next in a fair lock's line), or someone else. On our grant channel of a lock, a grant
     /// (see `granted`); on our wake channel of a lock, our turn.
-    fn announced(&self, channel: &[u8], to: &[u8]) {
+    fn announced(&self, node: Option<usize>, channel: &[u8], to: &[u8]) {
+        if channel == watch::CHANNEL {
+            self.watch_asked(node, to);
+            return;
+        }
         if let Some((lock_key, id)) = keys::grant_of_channel(channel) {
             if id == self.id {
                 self.granted(lock_key, to);
@@ -226,6 +244,50 @@ impl Store {
         if let Some(seq) = seq {
             self.wakes.wake_member(channel, seq);
         }
+    }
+
+    /// The hand-overs and wakes per key of this store's locks, for a `watch`.
+    pub fn key_watch(&self) -> &KeyWatch {
+        &self.key_watch
+    }
+
+    /// A `watch` asked for this store's counts per key: answered on its reply channel, by the
+    /// connection that heard it (`node`, one of a Redlock's), once per store. Here, in the
+    /// connection's push callback, only the map is copied: the pattern is run and the answer
+    /// written in a task. A failure costs the watch this store's counts for one frame.
+    fn watch_asked(&self, node: Option<usize>, payload: &[u8]) {
+        let Some(request) = WatchRequest::parse(payload) else {
+            return;
+        };
+        let Some(tally) = self.key_watch.asked(request.id, std::time::Instant::now()) else {
+            return;
+        };
+        let me = self.me.clone();
+        let (id, reply_to, pattern) = (
+            request.id.to_vec(),
+            request.reply_to.to_vec(),
+            request.pattern.to_vec(),
+        );
+        spawn(async move {
+            let Some(store) = me.upgrade() else {
+                return;
+            };
+            let keep = |key: &[u8]| pattern.is_empty() || glob::matches(&pattern, key);
+            let answer = watch::answer(&id, &store.watch_name, &tally.narrowed(keep));
+            let publish = Publish {
+                channel: &reply_to,
+                payload: &answer,
+            };
+            let _ignored = (store.backend)
+                .run_on(node, &publish, BACKGROUND_TIMEOUT)
+                .await;
+            drop(store);
+            // Without a count to see it idle, the map would stay until the next request.
+            tokio::time::sleep(IDLE + Duration::from_millis(100)).await;
+            if let Some(store) = me.upgrade() {
+                store.key_watch.expire(std::time::Instant::now());
+            }
+        });
     }
 
     /// A release popped this connection off a lock's queue and told us: wake our first

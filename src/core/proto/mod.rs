@@ -18,6 +18,7 @@ pub mod ring;
 pub mod scripts;
 pub mod syncguard;
 pub mod syncguard_eval;
+pub mod watch;
 pub mod wire;
 
 pub use wire::{Request, Wire};

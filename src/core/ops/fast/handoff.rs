@@ -17,6 +17,7 @@ use super::{FastCall, Later, PlainRelease, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
 use crate::core::basics::error::LockError;
+use crate::core::basics::key_counts::KeyEvent;
 use crate::core::basics::keys;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::stats::CallCounters;
@@ -235,6 +236,7 @@ impl Handoff {
     /// of different settings share the JS thread's connection, and so its waiters).
     fn answering(&self) {
         self.counters.handed_over(&self.lease.key);
+        (self.locker.store().key_watch()).count(KeyEvent::HandedOver, || &self.lease.redis_key);
         self.counters.acquired(self.caller.asked.elapsed());
     }
 
