@@ -578,3 +578,40 @@ async fn a_refused_reconnect_ends_waits_at_once() {
     let took = started.elapsed();
     assert!(took < MS(100), "a new attempt failed after {took:?}");
 }
+
+/// Errors `raw`'s server has answered with `code` so far (INFO errorstats).
+fn errors(raw: &mut redis::Connection, code: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("errorstats").query(raw).unwrap();
+    let prefix = format!("errorstat_{code}:count=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_fresh_connection_loads_its_scripts_before_its_first_call() {
+    // The first acquire and release on a new connection go as EVALSHA: were the scripts
+    // loaded only on a NOSCRIPT, each would cost a refused call, a SCRIPT LOAD and a resend.
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
+    let before = errors(&mut raw, "NOSCRIPT");
+    let locks = locker(&server, "lock:", MS(2000));
+    let lease = take(&locks, "fresh", MS(5000)).await;
+    assert!(locks.release(&lease).await.unwrap());
+    assert_eq!(errors(&mut raw, "NOSCRIPT"), before);
+    // On a reconnect too: the new connection loads them again.
+    server.kill_clients();
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.raw())
+        .unwrap();
+    let lease = match locks.attempt("again", MS(5000)).await {
+        Ok(Attempt::Acquired(lease)) => lease,
+        // The killed connection may fail the first call; the next one reconnects.
+        _ => take(&locks, "again", MS(5000)).await,
+    };
+    assert!(locks.release(&lease).await.unwrap());
+    assert_eq!(errors(&mut server.raw(), "NOSCRIPT"), before);
+}

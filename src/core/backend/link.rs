@@ -455,7 +455,6 @@ impl<W: Conduit> Link<W> {
         if self.scripts_ready() {
             return Ok(());
         }
-        let scripts = self.scripts;
         // Loading scripts takes no lock: the attempt after it passes the gate (a Redlock's
         // node, which refuses at a closed gate, would otherwise refuse its scripts).
         self.call(
@@ -463,12 +462,45 @@ impl<W: Conduit> Link<W> {
             Replay::Safe,
             refusals,
             Gating::Skip,
-            |mut con| async move { con.load_scripts(scripts).await },
+            // `call` loads them first (`preload`); what it let pass is loaded here, so that
+            // a refusal of SCRIPT LOAD fails this call.
+            |mut con| async move {
+                match self.scripts_ready() {
+                    true => Ok(()),
+                    false => con.load_scripts(self.scripts).await,
+                }
+            },
         )
         .await
         .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Loads the scripts on a connection that has not got them yet, ahead of the call about
+    /// to go on it (within that call's bound): so the first acquire and release after a
+    /// (re)connect, or a Sentinel set's failover, go as one EVALSHA each, not as a NOSCRIPT,
+    /// a SCRIPT LOAD and the call again. A server that refuses SCRIPT LOAD (an ACL) leaves
+    /// each call to load its own as before; a connection that failed under it fails the
+    /// call, which was not sent.
+    async fn preload(&self, manager: &W) -> RedisResult<()> {
+        if self.scripts_ready() {
+            return Ok(());
+        }
+        match manager.clone().load_scripts(self.scripts).await {
+            Ok(()) => {
+                self.scripts_ready.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(err)
+                if err.is_connection_dropped()
+                    || err.is_connection_refusal()
+                    || err.is_io_error() =>
+            {
+                Err(err)
+            }
+            Err(_) => Ok(()),
+        }
     }
 
     /// Whether every script is loaded on the current connection (as far as we know: a
@@ -516,6 +548,7 @@ impl<W: Conduit> Link<W> {
             // goes out on: one the call loop reconnects is asked again.
             let learning_failed = AtomicBool::new(false);
             let work = tokio::time::timeout_at(deadline, async {
+                self.preload(&manager).await?;
                 if let Gating::Pass(slot) = gating {
                     // Boxed, with its connection: the option-off path's future stays the size
                     // it was.
