@@ -32,7 +32,8 @@ pub use super::ops::attempt::Attempt;
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;
 /// One node's part of a call sent to every node of a Redlock on the JS thread's sockets.
-pub use super::ops::fast::quorum::{NodeCall, Told, UndoSent};
+pub use super::ops::fast::quorum::{NodeCall, Told};
+pub use super::ops::fast::undo::UndoSent;
 /// A fast call, sent on the JS thread's own socket: the core says what it writes, what a reply
 /// means and what follows; `direct` opens that socket.
 pub use super::ops::fast::{FastCall, Later, Step};

@@ -2,6 +2,7 @@
 //! thread's own connection (see mod.rs): a won lock is the caller's at once; a held one
 //! goes on through the runtime as the attempt's plan says.
 
+use super::undo::UndoSent;
 use super::{count_missed, FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -164,15 +165,16 @@ impl FastCall for PlainAttempt {
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent> {
         let answer = self.request.op(self.form.get()).decode(reply);
         if !answer.is_ok_and(|answer| answer.took_lock()) {
-            return false;
+            return None;
         }
         let terms = &self.request.terms;
         let free = Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair());
         write_whole(&free, out);
-        true
+        let stats = self.locker.stats().clone();
+        Some(UndoSent::new(&stats, move || self.abandon()))
     }
 
     fn resend(self, left: Option<Duration>) -> Later<Option<Lease>> {

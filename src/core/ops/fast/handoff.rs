@@ -13,6 +13,7 @@
 //! once; whatever goes wrong leaves the waiter to try on its own and frees the token it may
 //! have been given.
 
+use super::undo::UndoSent;
 use super::{FastCall, Later, PlainRelease, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
@@ -381,18 +382,19 @@ impl FastCall for Handoff {
     }
 
     /// A lock handed over meanwhile has nobody holding it.
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent> {
         // A lent waiter may still be in its section: its token expires on its own.
         if self.lent {
-            return false;
+            return None;
         }
         let handed = self.op().decode(reply);
         if !matches!(handed, Ok(Some(_))) {
-            return false;
+            return None;
         }
         let free = Release::late_win(&self.lease.redis_key, &self.token, false);
         write_whole(&free, out);
-        true
+        let stats = self.locker.stats().clone();
+        Some(UndoSent::new(&stats, move || self.free_token()))
     }
 
     /// The release goes again through the runtime, the waiter tries on its own, and the

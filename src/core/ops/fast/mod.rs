@@ -26,6 +26,7 @@ use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
+use undo::UndoSent;
 
 pub mod acquire;
 pub mod exclusive;
@@ -33,6 +34,7 @@ pub mod extend;
 pub mod handoff;
 pub mod quorum;
 pub mod syncguard;
+pub mod undo;
 
 pub type Settled<T> = Result<T, LockError>;
 
@@ -93,12 +95,12 @@ pub trait FastCall: Send + 'static {
     /// connection break first (`abandon`).
     fn timed_out(&mut self, bound: Duration) -> Settled<Self::Output>;
 
-    /// The reply came after the caller was told of the timeout. `true` when something had to
-    /// be undone (a lock won meanwhile, which nobody holds), and was written to `out`, on the
-    /// same connection so that it runs after the call, whenever that ran; its reply is for
-    /// nobody, so it goes whole (`wire::write_whole`): a NOSCRIPT would leave the lock to
-    /// its TTL.
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool;
+    /// The reply came after the caller was told of the timeout. The undo, when something had
+    /// to be undone (a lock won meanwhile, which nobody holds) and was written to `out`, on
+    /// the same connection so that it runs after the call, whenever that ran; its reply is
+    /// for nobody but the undo (`undo.rs`), so it goes whole (`wire::write_whole`): a
+    /// NOSCRIPT would leave the lock to its TTL.
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent>;
 
     /// The connection is gone with the call unanswered: it goes again through the runtime
     /// within what is left of its bound (`left`, or its own bound when `None`).
@@ -231,8 +233,8 @@ impl FastCall for PlainRelease {
         outcome(&self.lease, Err(LockError::no_reply(bound)))
     }
 
-    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
-        false
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> Option<UndoSent> {
+        None
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {
@@ -306,8 +308,8 @@ impl FastCall for IsLockedCall {
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
-        false
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> Option<UndoSent> {
+        None
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {

@@ -115,11 +115,11 @@ fn a_late_reply_frees_only_a_lock_the_attempt_took() {
         Err(LockError::Timeout(_))
     ));
     let lost = Value::Array(vec![Value::Int(0), Value::Int(250)]);
-    assert!(!attempt.answered_late(lost, &mut out));
+    assert!(attempt.answered_late(lost, &mut out).is_none());
     assert!(out.is_empty());
     let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
     let won = Value::Array(vec![Value::Int(1), Value::Int(7)]);
-    assert!(attempt.answered_late(won, &mut out));
+    assert!(attempt.answered_late(won, &mut out).is_some());
     // Whole: its reply is for nobody, so a NOSCRIPT would leave the lock to its TTL.
     let release_wake = crate::core::proto::scripts::RELEASE_WAKE_SOURCE;
     assert_eq!(evals(&out), vec![release_wake.as_bytes().to_vec()]);
@@ -156,7 +156,7 @@ fn a_transaction_that_finds_the_lock_held_counts_the_fences_it_drew_behind_it() 
     let _ = late.timed_out(Duration::from_millis(5));
     let mut out = Vec::new();
     assert!(late.follow_up(&exec(Value::Nil), &mut out));
-    assert!(!late.answered_late(exec(Value::Nil), &mut out));
+    assert!(late.answered_late(exec(Value::Nil), &mut out).is_none());
     assert_eq!(evals(&out).len(), 1);
     // Won, refused, or the script's held (it draws nothing when it fails): nothing.
     let mut out = Vec::new();
