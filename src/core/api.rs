@@ -60,8 +60,8 @@ pub use super::wait::owner::Owner;
 /// How long a process keeps a lock before its release grants it on, and when a lock it freed
 /// quietly is kicked to the ring (tests set a connection's own).
 pub use super::wait::tenure::{TenureTerms, KICK_AFTER, TENURE};
-/// A call as a waiter that a release on its own thread may answer.
-pub use super::wait::wake::Caller;
 /// How many hand-overs in a row within a process a release makes, in a ring, before it
 /// grants the lock across.
 pub use super::wait::wake::HANDOVER_CHAIN;
+/// A call as a waiter that a release on its own thread may answer.
+pub use super::wait::wake::{Caller, Parking, Parks};

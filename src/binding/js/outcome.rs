@@ -4,7 +4,7 @@
 
 use crate::binding::runtime::Unstarted;
 use crate::binding::sys::waker::Waker;
-use crate::core::api::Unclaimed;
+use crate::core::api::{Parking, Unclaimed};
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
@@ -262,3 +262,11 @@ pub fn boolean(result: Settled<bool>) -> Outcome {
 #[cfg(test)]
 #[path = "outcome_tests.rs"]
 mod tests;
+
+/// A release on this thread that answers a parked call in place drops its task unrun
+/// (`Completer::answered`).
+impl Parking for Queue {
+    fn parked(&self, id: u32) -> bool {
+        lock(&self.unstarted).contains_key(&id)
+    }
+}

@@ -29,7 +29,7 @@ use crate::core::proto::release::{FenceUpkeep, HandOver, Release};
 use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
 use crate::core::wait::lent::Lent;
-use crate::core::wait::wake::{self, Caller, Reservation};
+use crate::core::wait::wake::{self, Caller, Parking, Parks, Reservation};
 use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
@@ -92,6 +92,7 @@ impl Releasing {
             token: token::new_token(),
             sent: Stamp::now(),
             lent: false,
+            parking: None,
         })
     }
 }
@@ -124,7 +125,7 @@ impl Releasing {
     /// What to send. `sender` is the fast lane, if it is open (asked only for a
     /// handover, which must know it will be sent before it lends our lease: a lent waiter
     /// is answered at once, so no lease is lent for a handover that is not sent).
-    pub fn send_on<S>(self, sender: impl FnOnce() -> Option<S>) -> FastRelease<S> {
+    pub fn send_on<S: Parks>(self, sender: impl FnOnce() -> Option<S>) -> FastRelease<S> {
         let mut handoff = match self {
             Releasing::Elsewhere => return FastRelease::Elsewhere,
             Releasing::Plain(release) => return FastRelease::Plain(release),
@@ -135,6 +136,7 @@ impl Releasing {
         let Some(sender) = sender() else {
             return FastRelease::Elsewhere;
         };
+        handoff.parking = Some(sender.parking());
         let lent = match handoff.lend() {
             // The waiter left: the runtime's release picks the next one, or frees the lock.
             Lending::WaiterGone => return FastRelease::Elsewhere,
@@ -194,6 +196,8 @@ pub struct Handoff {
     upkeep: FenceUpkeep,
     /// The waiter was answered when this was sent (`lend`).
     lent: bool,
+    /// The calls parked on the releasing thread, once the lane it goes on is known.
+    parking: Option<Arc<dyn Parking>>,
 }
 
 impl Handoff {
@@ -215,7 +219,7 @@ impl Handoff {
         let Some(to) = self.to.take() else {
             return Lending::No;
         };
-        if !wakes.settle(&self.channel(), to) {
+        if !wakes.settle(&self.channel(), to, self.parked()) {
             return Lending::WaiterGone;
         }
         self.lent = true;
@@ -234,6 +238,11 @@ impl Handoff {
     /// task counts a lock handed over through the runtime (acquire.rs `handed`), into the
     /// counters of the object it waited for, which may not be the releaser's (two objects
     /// of different settings share the JS thread's connection, and so its waiters).
+    /// Whether the waiter's task waits parked on this thread, to be dropped there unrun.
+    fn parked(&self) -> bool {
+        (self.parking.as_ref()).is_some_and(|parking| parking.parked(self.caller.id))
+    }
+
     fn answering(&self) {
         self.counters.handed_over(&self.lease.key);
         self.counters.acquired(self.caller.asked.elapsed());
@@ -351,7 +360,7 @@ impl FastCall for Handoff {
             return Step::Now(Ok(()));
         };
         let granted = self.granted(fence);
-        if wakes.settle(&self.channel(), to) {
+        if wakes.settle(&self.channel(), to, self.parked()) {
             self.answering();
             return Step::Handed {
                 released: Ok(()),
