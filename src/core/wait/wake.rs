@@ -994,6 +994,23 @@ impl Drop for Trying<'_> {
     }
 }
 
+/// `Trying` for an attempt sent on a lane (ops/fast/acquire.rs), whose ticket goes on with
+/// its plan meanwhile: it holds the waiter's place in the table rather than its ticket.
+pub struct TryingSent {
+    wakes: Arc<Wakes>,
+    channel: Vec<u8>,
+    seq: u64,
+}
+
+impl Drop for TryingSent {
+    fn drop(&mut self) {
+        let seq = self.seq;
+        self.wakes.with(&self.channel, |entry| {
+            entry.apply(seq, Event::Trying(false))
+        });
+    }
+}
+
 /// A waiter's caller was answered by the release that handed it the lock: its wait is over.
 #[derive(Debug)]
 pub struct Answered;
@@ -1119,10 +1136,24 @@ impl Ticket {
     /// that handed it the lock; `Ok(None)` when a release of ours is handing it the lock
     /// now: no attempt then, the hand-over answers it.
     pub fn trying(&self) -> Result<Option<Trying<'_>>, Answered> {
+        Ok(self.mark_trying()?.then_some(Trying(self)))
+    }
+
+    /// `trying`, for an attempt sent on a lane: the mark outlives this borrow of the ticket.
+    pub fn trying_sent(&self) -> Result<Option<TryingSent>, Answered> {
+        Ok(self.mark_trying()?.then(|| TryingSent {
+            wakes: self.wakes.clone(),
+            channel: self.channel.clone(),
+            seq: self.seq,
+        }))
+    }
+
+    /// Marks it trying: `false` when a release of ours is handing it the lock now.
+    fn mark_trying(&self) -> Result<bool, Answered> {
         match self.apply(Event::Trying(true)) {
             None => Err(Answered),
-            Some(Effect::Refused(_)) => Ok(None),
-            Some(_) => Ok(Some(Trying(self))),
+            Some(Effect::Refused(_)) => Ok(false),
+            Some(_) => Ok(true),
         }
     }
 

@@ -15,6 +15,7 @@ use crate::core::proto::acquire::Acquired;
 use crate::core::proto::release::Release;
 use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
+use crate::core::wait::wake::TryingSent;
 use futures_util::FutureExt;
 use redis::Value;
 use std::cell::Cell;
@@ -38,13 +39,22 @@ pub struct PlainAttempt {
     form: Cell<AttemptForm>,
     mode: Mode,
     bound: Duration,
+    /// A waiter joined before this attempt (behind waiters of ours) is marked trying while
+    /// it is on its way, as the runtime's attempts are (ops/attempt.rs): no release of ours
+    /// answers its caller in place meanwhile. Cleared as the attempt is dropped, its reply
+    /// read (or the connection gone).
+    _trying: Option<TryingSent>,
 }
 
 impl PlainAttempt {
     /// `locker`'s first attempt at `key`; `sent` counts from now.
     pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
         let bound = mode.plan.attempts.bound(locker.command_timeout());
+        // Left unmarked when a release of ours is handing it the lock already (that
+        // hand-over answers it), as it was before this mark.
+        let trying = (mode.plan.ticket()).and_then(|ticket| ticket.trying_sent().ok().flatten());
         PlainAttempt {
+            _trying: trying,
             request: locker.attempt_request(key, ttl),
             locker: locker.clone(),
             form: Cell::new(AttemptForm::Script),

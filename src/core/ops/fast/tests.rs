@@ -237,3 +237,35 @@ fn every_script_a_fast_call_sends_is_loaded_when_the_socket_opens() {
         assert!(loaded.contains(&sha), "{sha} is not loaded on the socket");
     }
 }
+
+#[tokio::test]
+async fn a_joined_waiters_first_attempt_is_trying_until_its_reply_is_read() {
+    use crate::core::ops::acquire::{Attempts, Place};
+    use crate::core::wait::wake::{self, Caller};
+    let locker = locker(41010);
+    let caller = Caller {
+        thread: 7,
+        id: 3,
+        lent_start: true,
+        asked: std::time::Instant::now(),
+    };
+    let ticket = locker.join("k", Duration::from_secs(5), Some(caller));
+    let plan = Plan {
+        attempts: Attempts::Until {
+            deadline: std::time::Instant::now() + Duration::from_secs(5),
+            poll: Duration::from_secs(1),
+        },
+        place: Place::Joined(ticket),
+    };
+    let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(5), mode(plan));
+    let channel = wake::channel(&locker.redis_key("k"));
+    let wakes = locker.store().wakes();
+    // On its way: a release of this thread answering its caller now could see it win the
+    // lock that caller's handle just released, for nobody.
+    assert!(wakes.reserve_in_place(&channel, 7).is_none());
+    let held = Value::Array(vec![Value::Int(0), Value::Int(250)]);
+    let step = attempt.answered(held);
+    assert!(is_later(&step));
+    // Its reply read: it waits, and a release of its thread may answer it in place.
+    assert!(wakes.reserve_in_place(&channel, 7).is_some());
+}
