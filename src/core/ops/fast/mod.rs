@@ -20,6 +20,7 @@ use crate::core::proto::acquire::AcquireAttempt;
 use crate::core::proto::missed::CountMissed;
 use crate::core::proto::read::Exists as IsLocked;
 use crate::core::proto::release::{Release, ReleaseKind};
+use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
@@ -124,11 +125,11 @@ pub(super) fn count_missed(attempt: &AcquireAttempt<'_>, reply: &Value, out: &mu
         return false;
     }
     let missed_key = keys::missed_key(attempt.lock_key);
-    CountMissed {
+    let count = CountMissed {
         missed_key: &missed_key,
         fences,
-    }
-    .encode(out);
+    };
+    write_whole(&count, out);
     true
 }
 
