@@ -129,6 +129,9 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     scripts_ready: Arc<AtomicBool>,
     /// What `ensure_scripts` loads.
     scripts: &'static [&'static str],
+    /// A call is loading them ahead of itself (`preload`): the calls meanwhile go out behind
+    /// that SCRIPT LOAD on the one connection, so they need not send one each.
+    preloading: AtomicBool,
     listener: Arc<dyn Listener>,
     /// Serialises SUBSCRIBE and UNSUBSCRIBE, so the server sees them in the order our state
     /// changed in.
@@ -145,6 +148,15 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     silences: Silences,
     /// How long a call must go unanswered to show the server silent.
     bar: SilenceBar,
+}
+
+/// A call's load of the scripts ahead of itself (`Link::preload`), until dropped.
+struct Preloading<'a>(&'a AtomicBool);
+
+impl Drop for Preloading<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl<W: Conduit> Link<W> {
@@ -172,6 +184,7 @@ impl<W: Conduit> Link<W> {
             dropped,
             scripts_ready: Arc::new(AtomicBool::new(false)),
             scripts,
+            preloading: AtomicBool::new(false),
             listener,
             switching: tokio::sync::Mutex::new(()),
             answered: Mutex::new(None),
@@ -480,13 +493,16 @@ impl<W: Conduit> Link<W> {
     /// Loads the scripts on a connection that has not got them yet, ahead of the call about
     /// to go on it (within that call's bound): so the first acquire and release after a
     /// (re)connect, or a Sentinel set's failover, go as one EVALSHA each, not as a NOSCRIPT,
-    /// a SCRIPT LOAD and the call again. A server that refuses SCRIPT LOAD (an ACL) leaves
-    /// each call to load its own as before; a connection that failed under it fails the
-    /// call, which was not sent.
+    /// a SCRIPT LOAD and the call again. One call loads them at a time; the others go out
+    /// behind its SCRIPT LOAD (a silent server would otherwise be sent one per call). A
+    /// server that refuses SCRIPT LOAD (an ACL) leaves each call to load its own as before;
+    /// a connection that failed under it fails the call, which was not sent.
     async fn preload(&self, manager: &W) -> RedisResult<()> {
-        if self.scripts_ready() {
+        if self.scripts_ready() || self.preloading.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // Cleared however the load ends, the call's bound cutting it short included.
+        let _preloading = Preloading(&self.preloading);
         match manager.clone().load_scripts(self.scripts).await {
             Ok(()) => {
                 self.scripts_ready.store(true, Ordering::Relaxed);
