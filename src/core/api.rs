@@ -64,4 +64,4 @@ pub use super::wait::tenure::{TenureTerms, KICK_AFTER, TENURE};
 /// grants the lock across.
 pub use super::wait::wake::HANDOVER_CHAIN;
 /// A call as a waiter that a release on its own thread may answer.
-pub use super::wait::wake::{Caller, Parking, Parks};
+pub use super::wait::wake::{Caller, ClaimedTask, Parking, Parks};

@@ -2,9 +2,9 @@
 //! runtime finished waits for that thread. The bottom of the JS-thread runtime: every other
 //! file of this folder uses it, and it uses none of them.
 
-use crate::binding::runtime::Unstarted;
+use crate::binding::runtime::{Claimed, Unstarted};
 use crate::binding::sys::waker::Waker;
-use crate::core::api::{Parking, Unclaimed};
+use crate::core::api::{ClaimedTask, Parking, Unclaimed};
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
@@ -266,7 +266,14 @@ mod tests;
 /// A release on this thread that answers a parked call in place drops its task unrun
 /// (`Completer::answered`).
 impl Parking for Queue {
-    fn parked(&self, id: u32) -> bool {
-        lock(&self.unstarted).contains_key(&id)
+    fn claim(&self, id: u32) -> Option<Box<dyn ClaimedTask>> {
+        let claimed = lock(&self.unstarted).get(&id)?.claim()?;
+        Some(Box::new(claimed))
+    }
+}
+
+impl ClaimedTask for Claimed {
+    fn drop_unrun(self: Box<Self>) {
+        Claimed::drop_unrun(*self);
     }
 }

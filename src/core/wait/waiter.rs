@@ -21,7 +21,17 @@ pub(crate) const SETTLED_UNTOLD: Duration = Duration::from_millis(100);
 /// in place drops its task unrun, so the waiter is not told (telling it would move the task
 /// to the runtime just before it is dropped), however long its pause.
 pub trait Parking: Send + Sync {
-    fn parked(&self, id: u32) -> bool;
+    /// Takes call `id`'s task while it waits parked, so that no wake moves it to the runtime
+    /// between the release's choice not to tell it and its answer: `None` when a wake moved
+    /// it there already (it is told like any waiter), or it is over.
+    fn claim(&self, id: u32) -> Option<Box<dyn ClaimedTask>>;
+}
+
+/// A parked task taken by `Parking::claim`. Dropped, it goes on on the runtime (its waiter
+/// was not settled, or left).
+pub trait ClaimedTask: Send {
+    /// Its call was answered in place: the task is dropped unrun.
+    fn drop_unrun(self: Box<Self>);
 }
 
 /// The fast lane a release is sent on: what it knows of the calls parked on its thread.

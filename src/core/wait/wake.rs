@@ -11,7 +11,7 @@ use super::lent::Lends;
 use super::owner::Owner;
 use super::releases::{Mark, Releases};
 use super::tenure::{KickStep, Tenure, TenureTerms};
-pub use super::waiter::{Caller, Parking, Parks};
+pub use super::waiter::{Caller, ClaimedTask, Parking, Parks};
 use super::waiter::{Effect, Event, Leaving, Waiter};
 use crate::core::backend::lock_store::{LostScope, IDLE_SUBSCRIPTIONS};
 use crate::core::basics::keys;
@@ -826,7 +826,7 @@ impl Wakes {
     /// The handoff to `to` happened (or was sent, the waiter starting on a lent lease), and
     /// its caller was answered by the one who handed it over: its wait is over. `false` when
     /// the waiter left meanwhile (the lock is then the caller's to free). `parked`: its task
-    /// waits parked on the releaser's thread (see `Parking`).
+    /// was parked on the releaser's thread and is claimed (see `Parking::claim`).
     pub fn settle(&self, channel: &[u8], to: Reservation, parked: bool) -> bool {
         let seq = to.spend();
         let settled = self.with(channel, |entry| entry.apply(seq, Event::Settle { parked }));

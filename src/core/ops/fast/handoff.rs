@@ -219,7 +219,7 @@ impl Handoff {
         let Some(to) = self.to.take() else {
             return Lending::No;
         };
-        if !wakes.settle(&self.channel(), to, self.parked()) {
+        if !self.settle(&wakes, to) {
             return Lending::WaiterGone;
         }
         self.lent = true;
@@ -234,15 +234,23 @@ impl Handoff {
         }
     }
 
+    /// Settles the waiter, answered here. Its task, if parked on this thread, is claimed
+    /// first, so no wake moves it to the runtime after the choice not to tell it: dropped
+    /// unrun once settled, started on the runtime otherwise. (Claimed, not held under its
+    /// slot: a wake takes that slot under the table's lock, which `settle` takes.)
+    fn settle(&self, wakes: &wake::Wakes, to: Reservation) -> bool {
+        let claimed = (self.parking.as_ref()).and_then(|parking| parking.claim(self.caller.id));
+        let settled = wakes.settle(&self.channel(), to, claimed.is_some());
+        if let Some(task) = claimed.filter(|_| settled) {
+            task.drop_unrun();
+        }
+        settled
+    }
+
     /// The waiter is answered here, not by its own task: its wait is counted here, as its
     /// task counts a lock handed over through the runtime (acquire.rs `handed`), into the
     /// counters of the object it waited for, which may not be the releaser's (two objects
     /// of different settings share the JS thread's connection, and so its waiters).
-    /// Whether the waiter's task waits parked on this thread, to be dropped there unrun.
-    fn parked(&self) -> bool {
-        (self.parking.as_ref()).is_some_and(|parking| parking.parked(self.caller.id))
-    }
-
     fn answering(&self) {
         self.counters.handed_over(&self.lease.key);
         self.counters.acquired(self.caller.asked.elapsed());
@@ -360,7 +368,7 @@ impl FastCall for Handoff {
             return Step::Now(Ok(()));
         };
         let granted = self.granted(fence);
-        if wakes.settle(&self.channel(), to, self.parked()) {
+        if self.settle(&wakes, to) {
             self.answering();
             return Step::Handed {
                 released: Ok(()),

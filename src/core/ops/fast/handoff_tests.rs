@@ -2,16 +2,23 @@
 //! is lent only for a handover that is sent.
 use super::*;
 use crate::core::wait::waiter::SETTLED_UNTOLD;
-use crate::core::wait::wake::Ticket;
+use crate::core::wait::wake::{ClaimedTask, Ticket};
 use std::cell::Cell;
 
 /// The lane of a thread on which the waiters' calls are parked (`true`), or not.
 struct Lane(bool);
 
 impl Parking for Lane {
-    fn parked(&self, _id: u32) -> bool {
-        self.0
+    fn claim(&self, _id: u32) -> Option<Box<dyn ClaimedTask>> {
+        self.0.then(|| Box::new(NoTask) as Box<dyn ClaimedTask>)
     }
+}
+
+/// The claimed task of a waiter whose test drives its ticket by hand.
+struct NoTask;
+
+impl ClaimedTask for NoTask {
+    fn drop_unrun(self: Box<Self>) {}
 }
 
 impl Parks for Lane {
