@@ -127,6 +127,10 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// Every script is loaded on the current connection (cleared when it drops or is
     /// abandoned: a restarted Redis has an empty script cache).
     scripts_ready: Arc<AtomicBool>,
+    /// The current connection's server refused SCRIPT LOAD (an ACL without it): `preload`
+    /// sends it no more, each call loading its own as before (not all 25 scripts, ~50 KB,
+    /// per call). Cleared with `scripts_ready` when the connection is new, not on NOSCRIPT.
+    scripts_refused: Arc<AtomicBool>,
     /// What `ensure_scripts` loads.
     scripts: &'static [&'static str],
     /// A call is loading them ahead of itself (`preload`): the calls meanwhile go out behind
@@ -183,6 +187,7 @@ impl<W: Conduit> Link<W> {
             unsharded: AtomicBool::new(false),
             dropped,
             scripts_ready: Arc::new(AtomicBool::new(false)),
+            scripts_refused: Arc::new(AtomicBool::new(false)),
             scripts,
             preloading: AtomicBool::new(false),
             listener,
@@ -292,6 +297,7 @@ impl<W: Conduit> Link<W> {
             dropped: self.dropped.clone(),
             setup: self.setup.clone(),
             scripts_ready: self.scripts_ready.clone(),
+            scripts_refused: self.scripts_refused.clone(),
             listener: self.listener.clone(),
             // A master that dropped us may have been demoted: ask where it is now.
             stale: self.upstream.moves().then(|| self.stale.clone()),
@@ -323,7 +329,7 @@ impl<W: Conduit> Link<W> {
     fn kept_manager(&self) -> Option<W> {
         let mut slot = lock(&self.manager);
         if self.stale.swap(false, Ordering::AcqRel) && slot.take().is_some() {
-            self.scripts_ready.store(false, Ordering::Relaxed);
+            self.new_connection_scripts();
             self.quarantine.forget();
             // Waiters listen again, on the new connection.
             self.listener.connection_lost(LostScope::All);
@@ -346,8 +352,14 @@ impl<W: Conduit> Link<W> {
         *lock(&self.manager) = None;
         self.bar.heard();
         self.quarantine.forget();
-        self.scripts_ready.store(false, Ordering::Relaxed);
+        self.new_connection_scripts();
         self.listener.connection_lost(LostScope::All);
+    }
+
+    /// The next connection has none of the scripts loaded, and may be allowed to load them.
+    fn new_connection_scripts(&self) {
+        self.scripts_ready.store(false, Ordering::Relaxed);
+        self.scripts_refused.store(false, Ordering::Relaxed);
     }
 
     /// A call got no answer within `bound`: a server silent for a whole command timeout is
@@ -495,10 +507,14 @@ impl<W: Conduit> Link<W> {
     /// (re)connect, or a Sentinel set's failover, go as one EVALSHA each, not as a NOSCRIPT,
     /// a SCRIPT LOAD and the call again. One call loads them at a time; the others go out
     /// behind its SCRIPT LOAD (a silent server would otherwise be sent one per call). A
-    /// server that refuses SCRIPT LOAD (an ACL) leaves each call to load its own as before;
-    /// a connection that failed under it fails the call, which was not sent.
+    /// server that refuses SCRIPT LOAD (an ACL) is sent it no more on that connection
+    /// (`scripts_refused`), each call loading its own as before; a connection that failed
+    /// under it leaves the call, which was not sent, to go again as a refused one does.
     async fn preload(&self, manager: &W) -> RedisResult<()> {
-        if self.scripts_ready() || self.preloading.swap(true, Ordering::AcqRel) {
+        if self.scripts_ready()
+            || self.scripts_refused.load(Ordering::Relaxed)
+            || self.preloading.swap(true, Ordering::AcqRel)
+        {
             return Ok(());
         }
         // Cleared however the load ends, the call's bound cutting it short included.
@@ -515,7 +531,10 @@ impl<W: Conduit> Link<W> {
             {
                 Err(err)
             }
-            Err(_) => Ok(()),
+            Err(_) => {
+                self.scripts_refused.store(true, Ordering::Relaxed);
+                Ok(())
+            }
         }
     }
 
@@ -563,8 +582,11 @@ impl<W: Conduit> Link<W> {
             // An attempt passes the restart quarantine's gate first, on the connection it
             // goes out on: one the call loop reconnects is asked again.
             let learning_failed = AtomicBool::new(false);
+            // The scripts' load failed under the connection: the op itself was not sent.
+            let unsent = AtomicBool::new(false);
             let work = tokio::time::timeout_at(deadline, async {
-                self.preload(&manager).await?;
+                (self.preload(&manager).await)
+                    .inspect_err(|_| unsent.store(true, Ordering::Relaxed))?;
                 if let Gating::Pass(slot) = gating {
                     // Boxed, with its connection: the option-off path's future stays the size
                     // it was.
@@ -651,8 +673,10 @@ impl<W: Conduit> Link<W> {
                         }
                         if resp2 {
                             // No push tells of a RESP2 drop: the listener (a Redlock's doubt,
-                            // a store's waiters) hears it here instead.
+                            // a store's waiters) hears it here instead, and the scripts are
+                            // loaded again on the next connection.
                             self.listener.connection_lost(LostScope::All);
+                            self.new_connection_scripts();
                         }
                     }
                     err
@@ -696,6 +720,7 @@ impl<W: Conduit> Link<W> {
             let demoted = self.upstream.moves() && err.code() == Some("READONLY");
             let resendable = err.is_connection_refusal()
                 || demoted
+                || unsent.load(Ordering::Relaxed)
                 || (replay == Replay::Safe && err.is_connection_dropped());
             if resendable && self.upstream.moves() {
                 // Ask the sentinels again: a failover may have moved the master.

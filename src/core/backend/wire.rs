@@ -61,6 +61,7 @@ pub struct PushSink {
     /// With `DEBUG` on: since when a reconnect's setup is untraced (see `Conduit::setup`).
     pub(super) setup: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     pub(super) scripts_ready: Arc<AtomicBool>,
+    pub(super) scripts_refused: Arc<AtomicBool>,
     pub(super) listener: Arc<dyn Listener>,
     /// Set on a dropped socket when the server behind it can change (a Sentinel set's
     /// master may have been demoted): `Link` then asks where it is now.
@@ -75,6 +76,7 @@ impl PushSink {
                     stale.store(true, Ordering::Release);
                 }
                 self.scripts_ready.store(false, Ordering::Relaxed);
+                self.scripts_refused.store(false, Ordering::Relaxed);
                 if trace::on() {
                     // The manager reconnects now, and sends its setup again.
                     lock(&self.setup).get_or_insert_with(std::time::Instant::now);
