@@ -172,6 +172,8 @@ impl FastCall for PlainAttempt {
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<Option<Lease>> {
+        // Its caller stops waiting: a late reply is undone, not read as this waiter's.
+        self._trying = None;
         Err(LockError::no_reply(bound))
     }
 
@@ -184,7 +186,12 @@ impl FastCall for PlainAttempt {
         let free = Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair());
         write_whole(&free, out);
         let stats = self.locker.stats().clone();
-        Some(UndoSent::new(&stats, move || self.abandon()))
+        // Only what the undo needs: the waiter's ticket and its trying mark end now, not
+        // at the undo's reply, so a waiter that stopped waiting holds up no hand-over.
+        let PlainAttempt {
+            locker, request, ..
+        } = self;
+        Some(UndoSent::new(&stats, move || abandon(locker, request)))
     }
 
     fn resend(self, left: Option<Duration>) -> Later<Option<Lease>> {
@@ -198,14 +205,16 @@ impl FastCall for PlainAttempt {
     }
 
     fn abandon(self) {
-        let PlainAttempt {
-            locker, request, ..
-        } = self;
-        spawn(async move { locker.abandon(&request.terms).await });
+        abandon(self.locker, self.request);
     }
 
     fn orphaned(self) -> Option<Later<Option<Lease>>> {
         self.abandon();
         None
     }
+}
+
+/// Frees what an attempt may have won, through the runtime.
+fn abandon(locker: Arc<Locker>, request: PlainRequest) {
+    spawn(async move { locker.abandon(&request.terms).await });
 }

@@ -411,7 +411,12 @@ impl FastCall for Handoff {
         let free = Release::late_win(&self.lease.redis_key, &self.token, false);
         write_whole(&free, out);
         let stats = self.locker.stats().clone();
-        Some(UndoSent::new(&stats, move || self.free_token()))
+        // Only what the undo needs: the rest (the releaser's lease, the reservation's table,
+        // the lane's parked calls) is not kept until its reply.
+        let (locker, orphan) = (self.locker.clone(), self.granted(0));
+        Some(UndoSent::new(&stats, move || {
+            locker.store().release_orphan(orphan);
+        }))
     }
 
     /// The release goes again through the runtime, the waiter tries on its own, and the

@@ -178,7 +178,9 @@ impl FastCall for SyncguardAttempt {
         };
         write_whole(&release, out);
         let stats = self.locker.stats().clone();
-        Some(UndoSent::new(&stats, move || self.abandon()))
+        // Only what the undo needs, not the rest of a `lock()` (its pace, cancellation).
+        let SyncguardAttempt { locker, keys, .. } = self;
+        Some(UndoSent::new(&stats, move || abandon(locker, keys)))
     }
 
     // Within its command timeout again: an attempt is never bounded by less.
@@ -188,10 +190,7 @@ impl FastCall for SyncguardAttempt {
     }
 
     fn abandon(self) {
-        let SyncguardAttempt { locker, keys, .. } = self;
-        spawn(async move {
-            let _ignored = Self::release(locker, keys).await;
-        });
+        abandon(self.locker, self.keys);
     }
 
     fn orphaned(self) -> Option<Later<Option<Lease>>> {
@@ -285,4 +284,11 @@ impl FastCall for SyncguardRelease {
     fn orphaned(self) -> Option<Later<ReleasedById>> {
         Some(self.resend(None))
     }
+}
+
+/// Frees what a first attempt may have won, through the runtime.
+fn abandon(locker: Arc<Locker>, keys: SyncguardKeys) {
+    spawn(async move {
+        let _ignored = SyncguardAttempt::release(locker, keys).await;
+    });
 }
