@@ -206,11 +206,19 @@ test('an undo refused BUSY goes again through the runtime and is counted', async
     const lock = new DistributedLock(proxy.url, { commandTimeoutMs: 600, stats: true })
     await direct.withDirect(lock, admin)
     // 400 ms each way: the attempt runs at 400 ms and wins, its reply comes at 800, past
-    // the bound; the undo written then reaches the server at 1200, while the script below
-    // (from about 650 ms to 1650 ms) keeps it busy.
+    // the bound; the undo written then reaches the server at 1200. The script below keeps
+    // it busy from as soon as the win is seen (about 400 ms) for 1300 ms: 800 ms before
+    // the undo, 500 ms after it, and some 550 ms before the runtime's second undo (the
+    // BUSY back at 1600, 250 ms, 400 ms on its way) reaches the server at 2250.
     proxy.setDelay(400)
-    await assert.rejects(lock.acquire('late-busy', TTL_MS), (err) => err.code === 'ETIMEDOUT')
-    const spun = spinner.eval(SPIN, 0, 1000)
+    const acquiring = assert.rejects(lock.acquire('late-busy', TTL_MS), (err) => err.code === 'ETIMEDOUT')
+    // Awaited below; not left unhandled should the wait for the win fail first.
+    acquiring.catch(() => {})
+    for (const since = Date.now(); (await admin.exists('lock:late-busy')) === 0; await sleep(2)) {
+      assert.ok(Date.now() - since < 5_000, 'the attempt never ran')
+    }
+    const spun = spinner.eval(SPIN, 0, 1300)
+    await acquiring
     assert.ok(await freed(admin, 'lock:late-busy'), 'the refused undo was left to the TTL')
     assert.equal(await spun, 1)
     assert.equal(lock.stats().errors.EREDIS, 1, JSON.stringify(lock.stats().errors))
