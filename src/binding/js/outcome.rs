@@ -209,6 +209,9 @@ impl Queue {
     /// The JS environment ended (see teardown.rs): what waits here, and what joins later,
     /// is never delivered, and is forsaken instead.
     pub fn close(&self) {
+        // A parked task holds what settles it, this queue included: its entry here is let go,
+        // and the task ends as its wait does (the owner's end wakes it), answering nobody.
+        lock(&self.unstarted).clear();
         let left = lock(&self.done).entries.take().unwrap_or_default();
         for entry in left {
             entry.forsake();
