@@ -269,3 +269,35 @@ async fn a_joined_waiters_first_attempt_is_trying_until_its_reply_is_read() {
     // Its reply read: it waits, and a release of its thread may answer it in place.
     assert!(wakes.reserve_in_place(&channel, 7).is_some());
 }
+
+#[tokio::test]
+async fn a_timed_out_waiters_undo_keeps_neither_its_ticket_nor_its_trying_mark() {
+    // Its undo's reply may be 250 ms away (BUSY): meanwhile the waiter behind it is first,
+    // and a release of its thread answers it in place.
+    use crate::core::ops::acquire::{Attempts, Place};
+    use crate::core::wait::wake::{self, Caller};
+    let locker = locker(41011);
+    let caller = |id| Caller {
+        thread: 7,
+        id,
+        lent_start: true,
+        asked: std::time::Instant::now(),
+    };
+    let ttl = Duration::from_secs(5);
+    let plan = Plan {
+        attempts: Attempts::Until {
+            deadline: std::time::Instant::now() + ttl,
+            poll: Duration::from_secs(1),
+        },
+        place: Place::Joined(locker.join("k", ttl, Some(caller(3)))),
+    };
+    let mut attempt = PlainAttempt::new(&locker, "k", ttl, mode(plan));
+    let _behind = locker.join("k", ttl, Some(caller(4)));
+    assert!(attempt.timed_out(Duration::from_millis(1)).is_err());
+    let won = Value::Array(vec![Value::Int(1), Value::Int(7)]);
+    let mut out = Vec::new();
+    let _undo = attempt.answered_late(won, &mut out).expect("undone");
+    let channel = wake::channel(&locker.redis_key("k"));
+    let reserved = locker.store().wakes().reserve_in_place(&channel, 7);
+    assert_eq!(reserved.map(|(_, caller)| caller.id), Some(4));
+}
