@@ -4,7 +4,9 @@
 // undone behind that reply on the JS-thread connection, a command whose own reply nobody
 // reads. After a SCRIPT FLUSH an undo sent by its script's hash would come back NOSCRIPT
 // unseen, and the lock nobody holds would stay until its TTL: each undo here must free its
-// lock well before it.
+// lock well before it. An undo the server refuses all the same (BUSY: another client's
+// script runs on) is sent again through the runtime once the server is over it, and counted
+// among the stats' errors.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
 const { startRedis } = require('./helpers/redis-server')
@@ -14,6 +16,7 @@ const { DistributedLock } = require('..')
 const ExclusiveLock = require('../exclusive-lock')
 const sg = require('../syncguard')
 const { startProxy } = require('./helpers/tcp-proxy')
+const Redis = require('ioredis')
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const unhandled = []
@@ -22,6 +25,13 @@ process.on('unhandledRejection', (reason) => unhandled.push(reason))
 // Far longer than the wait below: a key still there at its end was not undone.
 const TTL_MS = 60_000
 const FREED_WITHIN_MS = 5_000
+// Spins for ARGV[1] ms, the server answering BUSY to everyone else meanwhile.
+const SPIN = `local t = redis.call('TIME')
+local from = t[1] * 1000 + math.floor(t[2] / 1000)
+while true do
+  t = redis.call('TIME')
+  if t[1] * 1000 + math.floor(t[2] / 1000) - from >= tonumber(ARGV[1]) then return 1 end
+end`
 
 let servers = []
 let admins = []
@@ -37,10 +47,10 @@ after(async () => {
   assert.deepEqual(unhandled, [])
 })
 
-/** Whether `key` is gone from `admin`'s server within FREED_WITHIN_MS. */
+/** Whether `key` is gone from `admin`'s server within FREED_WITHIN_MS (a BUSY server is asked again). */
 async function freed(admin, key) {
   for (const deadline = Date.now() + FREED_WITHIN_MS; Date.now() < deadline; await sleep(20)) {
-    if ((await admin.exists(key)) === 0) return true
+    if ((await admin.exists(key).catch(() => 1)) === 0) return true
   }
   return false
 }
@@ -182,6 +192,39 @@ test('a syncguard attempt that won after its timeout is freed though the scripts
     // Read raw: a call of ours would load the scripts again, hiding the flush.
     assert.ok(await freed(admin, `syncguard:${key}`), 'the late win was left to its TTL')
   } finally {
+    await proxy.close()
+  }
+})
+
+test('an undo refused BUSY goes again through the runtime and is counted', async () => {
+  const [server] = servers
+  const [admin] = admins
+  const proxy = await startProxy(server.port)
+  const spinner = new Redis(server.port)
+  assert.equal(await admin.config('SET', 'busy-reply-threshold', '50'), 'OK')
+  try {
+    const lock = new DistributedLock(proxy.url, { commandTimeoutMs: 600, stats: true })
+    await direct.withDirect(lock, admin)
+    // 400 ms each way: the attempt runs at 400 ms and wins, its reply comes at 800, past
+    // the bound; the undo written then reaches the server at 1200. The script below keeps
+    // it busy from as soon as the win is seen (about 400 ms) for 1300 ms: 800 ms before
+    // the undo, 500 ms after it, and some 550 ms before the runtime's second undo (the
+    // BUSY back at 1600, 250 ms, 400 ms on its way) reaches the server at 2250.
+    proxy.setDelay(400)
+    const acquiring = assert.rejects(lock.acquire('late-busy', TTL_MS), (err) => err.code === 'ETIMEDOUT')
+    // Awaited below; not left unhandled should the wait for the win fail first.
+    acquiring.catch(() => {})
+    for (const since = Date.now(); (await admin.exists('lock:late-busy')) === 0; await sleep(2)) {
+      assert.ok(Date.now() - since < 5_000, 'the attempt never ran')
+    }
+    const spun = spinner.eval(SPIN, 0, 1300)
+    await acquiring
+    assert.ok(await freed(admin, 'lock:late-busy'), 'the refused undo was left to the TTL')
+    assert.equal(await spun, 1)
+    assert.equal(lock.stats().errors.EREDIS, 1, JSON.stringify(lock.stats().errors))
+  } finally {
+    await admin.config('SET', 'busy-reply-threshold', '5000')
+    spinner.disconnect()
     await proxy.close()
   }
 })

@@ -578,3 +578,99 @@ async fn a_refused_reconnect_ends_waits_at_once() {
     let took = started.elapsed();
     assert!(took < MS(100), "a new attempt failed after {took:?}");
 }
+
+/// Errors `raw`'s server has answered with `code` so far (INFO errorstats).
+fn errors(raw: &mut redis::Connection, code: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("errorstats").query(raw).unwrap();
+    let prefix = format!("errorstat_{code}:count=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_fresh_connection_loads_its_scripts_before_its_first_call() {
+    // The first acquire and release on a new connection go as EVALSHA: were the scripts
+    // loaded only on a NOSCRIPT, each would cost a refused call, a SCRIPT LOAD and a resend.
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut raw).unwrap();
+    let before = errors(&mut raw, "NOSCRIPT");
+    let locks = locker(&server, "lock:", MS(2000));
+    let lease = take(&locks, "fresh", MS(5000)).await;
+    assert!(locks.release(&lease).await.unwrap());
+    assert_eq!(errors(&mut raw, "NOSCRIPT"), before);
+    // On a reconnect too: the new connection loads them again. The flush waits until the
+    // drop is heard (its push), not to race it with the next call.
+    server.kill_clients();
+    let heard = Instant::now();
+    while locks.store().scripts_ready() {
+        assert!(heard.elapsed() < MS(5000), "the drop was never heard");
+        tokio::time::sleep(MS(5)).await;
+    }
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut server.raw())
+        .unwrap();
+    let lease = match locks.attempt("again", MS(5000)).await {
+        Ok(Attempt::Acquired(lease)) => lease,
+        // The killed connection may fail the first call; the next one reconnects.
+        _ => take(&locks, "again", MS(5000)).await,
+    };
+    assert!(locks.release(&lease).await.unwrap());
+    assert_eq!(errors(&mut server.raw(), "NOSCRIPT"), before);
+}
+
+/// Refusals (an ACL's) of `SCRIPT LOAD` on `raw`'s server so far.
+fn refused_script_loads(raw: &mut redis::Connection) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_script|load:"))
+        .and_then(|stats| {
+            let rejected = stats
+                .split(',')
+                .find_map(|s| s.strip_prefix("rejected_calls="));
+            rejected.and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_refused_script_load_is_not_sent_again_on_the_same_connection() {
+    // An ACL without SCRIPT: the scripts are in the cache (loaded by another user), and the
+    // calls go as EVALSHA; the preload, refused once, is not sent again with every call.
+    let server = RedisServer::start();
+    let mut raw = server.raw();
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("noscript")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-script")
+        .query(&mut raw)
+        .unwrap();
+    for source in native_redis_lock::core::api::scripts::ALL_SOURCES {
+        let _: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(source)
+            .query(&mut raw)
+            .unwrap();
+    }
+    let endpoint = Endpoint::from_spec(EndpointSpec {
+        url: Some(format!("redis://noscript:pw@127.0.0.1:{}", server.port)),
+        ..Default::default()
+    })
+    .expect("endpoint");
+    let locks = Arc::new(Locker::new(Store::shared(endpoint), "lock:", MS(2000)));
+    for round in 0..4 {
+        let lease = take(&locks, &format!("acl:{round}"), MS(5000)).await;
+        assert!(locks.release(&lease).await.unwrap());
+    }
+    // One preload: its pipeline's SCRIPT LOAD of every script, each refused.
+    let every = native_redis_lock::core::api::scripts::ALL_SOURCES.len() as i64;
+    assert_eq!(refused_script_loads(&mut raw), every);
+}

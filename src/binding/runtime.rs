@@ -9,7 +9,7 @@
 use crate::core::basics::sync::lock;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Wake, Waker};
 use tokio::runtime::{Handle, Runtime};
 
@@ -81,7 +81,7 @@ where
         slot: Mutex::new(Waiting::default()),
         runtime: runtime.handle().clone(),
     });
-    register(Unstarted(Arc::downgrade(&parked)));
+    register(Unstarted(parked.clone()));
     let waker = Waker::from(parked.clone());
     if task
         .as_mut()
@@ -102,24 +102,65 @@ where
 }
 
 /// A task started by `start_here`, for as long as it has not reached the runtime.
-pub struct Unstarted(Weak<Parked>);
+/// Holds its `Parked` (the slot, not the task, once a wake moved that to the runtime), so
+/// that a task a release dropped unrun is known so until its call's answer asks.
+pub struct Unstarted(Arc<Parked>);
 
 impl Unstarted {
     /// Drops the task if no wake has moved it to the runtime yet (its end is then never
     /// heard of); `false` when it is there, or over.
     pub fn drop_task(&self) -> bool {
-        let Some(parked) = self.0.upgrade() else {
-            return false;
+        let parked = &self.0;
+        let task = {
+            let mut slot = lock(&parked.slot);
+            // A release that answered its call in place took it and dropped it already.
+            if slot.dropped {
+                return true;
+            }
+            slot.task.take()
         };
         // A wake that took it first is moving it to the runtime.
-        let task = lock(&parked.slot).task.take();
         let Some(task) = task else {
             return false;
         };
-        // Its timers are the runtime's to cancel.
-        let _context = parked.runtime.enter();
-        drop(task);
+        parked.drop_unrun(task);
         true
+    }
+
+    /// Takes the task while it waits parked: no wake moves it to the runtime until the
+    /// `Claimed` is dropped (it then goes there) or dropped unrun. `None` when a wake moved it
+    /// there already, or it is over.
+    pub fn claim(&self) -> Option<Claimed> {
+        let task = lock(&self.0.slot).task.take()?;
+        Some(Claimed {
+            task: Some(task),
+            parked: self.0.clone(),
+        })
+    }
+}
+
+/// A parked task taken by `Unstarted::claim`; dropped, it is started on the runtime, as the
+/// wake it may have missed meanwhile would have.
+pub struct Claimed {
+    task: Option<Task>,
+    parked: Arc<Parked>,
+}
+
+impl Claimed {
+    /// Its call was answered without it: dropped unrun, and `drop_task` says so after.
+    pub fn drop_unrun(mut self) {
+        lock(&self.parked.slot).dropped = true;
+        if let Some(task) = self.task.take() {
+            self.parked.drop_unrun(task);
+        }
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            self.parked.runtime.spawn(task);
+        }
     }
 }
 
@@ -135,6 +176,16 @@ struct Parked {
 struct Waiting {
     task: Option<Task>,
     woken: bool,
+    /// A release answered its call in place and dropped the task (`Claimed::drop_unrun`).
+    dropped: bool,
+}
+
+impl Parked {
+    fn drop_unrun(&self, task: Task) {
+        // Its timers are the runtime's to cancel.
+        let _context = self.runtime.enter();
+        drop(task);
+    }
 }
 
 impl Wake for Parked {

@@ -32,7 +32,8 @@ pub use super::ops::attempt::Attempt;
 pub use super::ops::delivery::Unclaimed;
 pub use super::ops::direct;
 /// One node's part of a call sent to every node of a Redlock on the JS thread's sockets.
-pub use super::ops::fast::quorum::{NodeCall, Told, UndoSent};
+pub use super::ops::fast::quorum::{NodeCall, Told};
+pub use super::ops::fast::undo::UndoSent;
 /// A fast call, sent on the JS thread's own socket: the core says what it writes, what a reply
 /// means and what follows; `direct` opens that socket.
 pub use super::ops::fast::{FastCall, Later, Step};
@@ -59,8 +60,8 @@ pub use super::wait::owner::Owner;
 /// How long a process keeps a lock before its release grants it on, and when a lock it freed
 /// quietly is kicked to the ring (tests set a connection's own).
 pub use super::wait::tenure::{TenureTerms, KICK_AFTER, TENURE};
-/// A call as a waiter that a release on its own thread may answer.
-pub use super::wait::wake::Caller;
 /// How many hand-overs in a row within a process a release makes, in a ring, before it
 /// grants the lock across.
 pub use super::wait::wake::HANDOVER_CHAIN;
+/// A call as a waiter that a release on its own thread may answer.
+pub use super::wait::wake::{Caller, ClaimedTask, Parking, Parks};

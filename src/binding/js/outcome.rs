@@ -2,9 +2,9 @@
 //! runtime finished waits for that thread. The bottom of the JS-thread runtime: every other
 //! file of this folder uses it, and it uses none of them.
 
-use crate::binding::runtime::Unstarted;
+use crate::binding::runtime::{Claimed, Unstarted};
 use crate::binding::sys::waker::Waker;
-use crate::core::api::Unclaimed;
+use crate::core::api::{ClaimedTask, Parking, Unclaimed};
 use crate::core::basics::background;
 use crate::core::basics::error::LockError;
 use crate::core::basics::sync::lock;
@@ -209,6 +209,9 @@ impl Queue {
     /// The JS environment ended (see teardown.rs): what waits here, and what joins later,
     /// is never delivered, and is forsaken instead.
     pub fn close(&self) {
+        // A parked task holds what settles it, this queue included: its entry here is let go,
+        // and the task ends as its wait does (the owner's end wakes it), answering nobody.
+        lock(&self.unstarted).clear();
         let left = lock(&self.done).entries.take().unwrap_or_default();
         for entry in left {
             entry.forsake();
@@ -262,3 +265,18 @@ pub fn boolean(result: Settled<bool>) -> Outcome {
 #[cfg(test)]
 #[path = "outcome_tests.rs"]
 mod tests;
+
+/// A release on this thread that answers a parked call in place drops its task unrun
+/// (`Completer::answered`).
+impl Parking for Queue {
+    fn claim(&self, id: u32) -> Option<Box<dyn ClaimedTask>> {
+        let claimed = lock(&self.unstarted).get(&id)?.claim()?;
+        Some(Box::new(claimed))
+    }
+}
+
+impl ClaimedTask for Claimed {
+    fn drop_unrun(self: Box<Self>) {
+        Claimed::drop_unrun(*self);
+    }
+}

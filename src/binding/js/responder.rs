@@ -6,7 +6,7 @@ use super::outcome::Outcome;
 use super::settle::Completer;
 use super::socket::{self, JsQuorum, JsSocket, QuorumSender, Sender};
 use super::thread::JsThread;
-use crate::core::api::{inline, Caller, FastCall, MemoryInline, NodeCall, Way};
+use crate::core::api::{inline, Caller, FastCall, MemoryInline, NodeCall, Parking, Parks, Way};
 use crate::core::front::connection::LockConnection;
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::{FastLane, Reply, Settled};
@@ -70,6 +70,12 @@ enum Via {
     Socket(Sender),
     /// A `memory://` keyspace, run inline.
     Inline(MemoryInline),
+}
+
+impl Parks for JsFastLane {
+    fn parking(&self) -> std::sync::Arc<dyn Parking> {
+        self.completer.0.clone()
+    }
 }
 
 impl FastLane for JsFastLane {

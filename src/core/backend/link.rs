@@ -143,8 +143,15 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     /// Every script is loaded on the current connection (cleared when it drops or is
     /// abandoned: a restarted Redis has an empty script cache).
     scripts_ready: Arc<AtomicBool>,
+    /// The current connection's server refused SCRIPT LOAD (an ACL without it): `preload`
+    /// sends it no more, each call loading its own as before (not all 25 scripts, ~50 KB,
+    /// per call). Cleared with `scripts_ready` when the connection is new, not on NOSCRIPT.
+    scripts_refused: Arc<AtomicBool>,
     /// What `ensure_scripts` loads.
     scripts: &'static [&'static str],
+    /// A call is loading them ahead of itself (`preload`): the calls meanwhile go out behind
+    /// that SCRIPT LOAD on the one connection, so they need not send one each.
+    preloading: AtomicBool,
     listener: Arc<dyn Listener>,
     /// Serialises SUBSCRIBE and UNSUBSCRIBE, so the server sees them in the order our state
     /// changed in.
@@ -166,6 +173,15 @@ pub(super) struct Link<W: Conduit = ConnectionManager> {
     silences: Silences,
     /// How long a call must go unanswered to show the server silent.
     bar: SilenceBar,
+}
+
+/// A call's load of the scripts ahead of itself (`Link::preload`), until dropped.
+struct Preloading<'a>(&'a AtomicBool);
+
+impl Drop for Preloading<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl<W: Conduit> Link<W> {
@@ -194,7 +210,9 @@ impl<W: Conduit> Link<W> {
             unsharded: AtomicBool::new(false),
             dropped,
             scripts_ready: Arc::new(AtomicBool::new(false)),
+            scripts_refused: Arc::new(AtomicBool::new(false)),
             scripts,
+            preloading: AtomicBool::new(false),
             listener,
             switching: tokio::sync::Mutex::new(()),
             watching: AtomicU8::new(WATCH_NOT_YET),
@@ -316,6 +334,7 @@ impl<W: Conduit> Link<W> {
                 setup: self.setup.clone(),
                 subscribed: self.subscribed.clone(),
                 scripts_ready: self.scripts_ready.clone(),
+                scripts_refused: self.scripts_refused.clone(),
                 listener: self.listener.clone(),
                 // A master that dropped us may have been demoted: ask where it is now.
                 stale: self.upstream.moves().then(|| self.stale.clone()),
@@ -386,7 +405,7 @@ impl<W: Conduit> Link<W> {
 
     /// A stale connection was dropped for a new one; `signal`: the drop is still untold.
     fn switched(&self, signal: bool) {
-        self.scripts_ready.store(false, Ordering::Relaxed);
+        self.new_connection_scripts();
         self.quarantine.forget();
         // Waiters listen again, on the new connection.
         self.listener.connection_lost(LostScope::All);
@@ -404,8 +423,14 @@ impl<W: Conduit> Link<W> {
         self.current.store(0, Ordering::Release);
         self.bar.heard();
         self.quarantine.forget();
-        self.scripts_ready.store(false, Ordering::Relaxed);
+        self.new_connection_scripts();
         self.listener.connection_lost(LostScope::All);
+    }
+
+    /// The next connection has none of the scripts loaded, and may be allowed to load them.
+    fn new_connection_scripts(&self) {
+        self.scripts_ready.store(false, Ordering::Relaxed);
+        self.scripts_refused.store(false, Ordering::Relaxed);
     }
 
     /// A call got no answer within `bound`: a server silent for a whole command timeout is
@@ -552,7 +577,6 @@ impl<W: Conduit> Link<W> {
         if self.scripts_ready() {
             return Ok(());
         }
-        let scripts = self.scripts;
         // Loading scripts takes no lock: the attempt after it passes the gate (a Redlock's
         // node, which refuses at a closed gate, would otherwise refuse its scripts).
         self.call(
@@ -560,12 +584,55 @@ impl<W: Conduit> Link<W> {
             Replay::Safe,
             refusals,
             Gating::Skip,
-            |mut con| async move { con.load_scripts(scripts).await },
+            // `call` loads them first (`preload`); what it let pass is loaded here, so that
+            // a refusal of SCRIPT LOAD fails this call.
+            |mut con| async move {
+                match self.scripts_ready() {
+                    true => Ok(()),
+                    false => con.load_scripts(self.scripts).await,
+                }
+            },
         )
         .await
         .map_err(|(err, _)| err)?;
         self.scripts_ready.store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Loads the scripts on a connection that has not got them yet, ahead of the call about
+    /// to go on it (within that call's bound): so the first acquire and release after a
+    /// (re)connect, or a Sentinel set's failover, go as one EVALSHA each, not as a NOSCRIPT,
+    /// a SCRIPT LOAD and the call again. One call loads them at a time; the others go out
+    /// behind its SCRIPT LOAD (a silent server would otherwise be sent one per call). A
+    /// server that refuses SCRIPT LOAD (an ACL) is sent it no more on that connection
+    /// (`scripts_refused`), each call loading its own as before; a connection that failed
+    /// under it leaves the call, which was not sent, to go again as a refused one does.
+    async fn preload(&self, manager: &W) -> RedisResult<()> {
+        if self.scripts_ready()
+            || self.scripts_refused.load(Ordering::Relaxed)
+            || self.preloading.swap(true, Ordering::AcqRel)
+        {
+            return Ok(());
+        }
+        // Cleared however the load ends, the call's bound cutting it short included.
+        let _preloading = Preloading(&self.preloading);
+        match manager.clone().load_scripts(self.scripts).await {
+            Ok(()) => {
+                self.scripts_ready.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(err)
+                if err.is_connection_dropped()
+                    || err.is_connection_refusal()
+                    || err.is_io_error() =>
+            {
+                Err(err)
+            }
+            Err(_) => {
+                self.scripts_refused.store(true, Ordering::Relaxed);
+                Ok(())
+            }
+        }
     }
 
     /// Whether every script is loaded on the current connection (as far as we know: a
@@ -612,7 +679,11 @@ impl<W: Conduit> Link<W> {
             // An attempt passes the restart quarantine's gate first, on the connection it
             // goes out on: one the call loop reconnects is asked again.
             let learning_failed = AtomicBool::new(false);
+            // The scripts' load failed under the connection: the op itself was not sent.
+            let unsent = AtomicBool::new(false);
             let work = tokio::time::timeout_at(deadline, async {
+                (self.preload(&manager).await)
+                    .inspect_err(|_| unsent.store(true, Ordering::Relaxed))?;
                 if let Gating::Pass(slot) = gating {
                     // Boxed, with its connection: the option-off path's future stays the size
                     // it was.
@@ -708,8 +779,10 @@ impl<W: Conduit> Link<W> {
                         }
                         if resp2 {
                             // No push tells of a RESP2 drop: the listener (a Redlock's doubt,
-                            // a store's waiters) hears it here instead.
+                            // a store's waiters) hears it here instead, and the scripts are
+                            // loaded again on the next connection.
                             self.listener.connection_lost(LostScope::All);
+                            self.new_connection_scripts();
                         }
                     }
                     err
@@ -753,6 +826,7 @@ impl<W: Conduit> Link<W> {
             let demoted = self.upstream.moves() && err.code() == Some("READONLY");
             let resendable = err.is_connection_refusal()
                 || demoted
+                || unsent.load(Ordering::Relaxed)
                 || (replay == Replay::Safe && err.is_connection_dropped());
             if resendable && self.upstream.moves() {
                 // Ask the sentinels again: a failover may have moved the master.

@@ -125,6 +125,7 @@ pub struct PushSink {
     /// What the connection subscribed to, which the crate subscribes to again.
     pub(super) subscribed: Arc<std::sync::Mutex<Subscribed>>,
     pub(super) scripts_ready: Arc<AtomicBool>,
+    pub(super) scripts_refused: Arc<AtomicBool>,
     pub(super) listener: Arc<dyn Listener>,
     /// Set on a dropped socket when the server behind it can change (a Sentinel set's
     /// master may have been demoted): `Link` then asks where it is now.
@@ -154,6 +155,7 @@ impl PushSink {
                     None => {}
                 }
                 self.scripts_ready.store(false, Ordering::Relaxed);
+                self.scripts_refused.store(false, Ordering::Relaxed);
                 if trace::on() {
                     // The manager reconnects now, and sends its setup again.
                     untraced_from_now(&self.setup, &self.subscribed);

@@ -31,6 +31,7 @@ fn sink(current: u64) -> (PushSink, Arc<LostCount>) {
         setup: Arc::default(),
         subscribed: Arc::default(),
         scripts_ready: Arc::new(AtomicBool::new(true)),
+        scripts_refused: Arc::new(AtomicBool::new(false)),
         listener: lost.clone(),
         stale: Some(Arc::new(Staleness::default())),
         id: 1,

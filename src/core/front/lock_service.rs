@@ -239,7 +239,13 @@ impl Acquire<'_> {
             ),
             listener,
         };
-        // Placed before the first attempt, as every waiter (see `Locker::place`).
+        // Placed before the first attempt, as every waiter (see `Locker::place`). With no
+        // caller, as DistributedLock's autoRefresh waiters: a release on this thread answers
+        // a caller in place with a handle's lease (binding `Outcome::Lease`), which would skip
+        // what this win starts (the watchdog's refresh, the service's record of the hold) and
+        // answer no lock value. Nor is its task parked on the caller's thread
+        // (`run_after_pause`): without an answer in place, the hand-over's wake would move it
+        // to the runtime all the same.
         let plan = Plan::backoff(
             locker.place(&key, lock_ttl, None),
             Instant::now() + max_wait,

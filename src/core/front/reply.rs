@@ -9,7 +9,7 @@ use crate::core::ops::fast::quorum::NodeCall;
 use crate::core::ops::fast::FastCall;
 pub use crate::core::ops::fast::Settled;
 use crate::core::ops::route::Way;
-use crate::core::wait::wake::Caller;
+use crate::core::wait::wake::{Caller, Parks};
 use std::future::Future;
 
 pub trait Reply<T>: Sized {
@@ -77,7 +77,8 @@ pub fn ready_quorum<T, R: Reply<T>>(reply: &R, way: Way) -> Option<R::Quorum> {
 }
 
 /// The caller's own transport outside the runtime, ready.
-pub trait FastLane {
+/// `Parks`: a release sent on it knows which calls of its thread wait parked there.
+pub trait FastLane: Parks {
     /// Answers call `waiter` of the same thread at once with a lock lent to it by a handover
     /// sent this way (see ops/fast/handoff.rs).
     fn answer_lent(&self, waiter: u32, granted: Granted);

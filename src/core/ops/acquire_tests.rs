@@ -313,7 +313,7 @@ where
 async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_frees_what_its_first_send_won() {
     // Answered by the hand-over it waited for (one from a lease no longer ours, say).
     what_a_first_send_won_is_freed("again-won", |wakes, channel, to, _| {
-        assert!(wakes.settle(channel, to));
+        assert!(wakes.settle(channel, to, false));
         None
     })
     .await;
@@ -345,7 +345,7 @@ async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_that_finds_the_lo
     let to = wakes.reserve(&channel).expect("its waiter");
     tokio::time::sleep(MS(100)).await;
     let before = locks.stats().snapshot().contended;
-    assert!(wakes.settle(&channel, to), "its caller answered");
+    assert!(wakes.settle(&channel, to, false), "its caller answered");
     let ended = tokio::time::timeout(MS(1000), waiting)
         .await
         .expect("ended");
@@ -366,7 +366,10 @@ async fn a_lock_won_for_a_caller_a_release_answered_already_is_freed() {
     let ticket = locks.join(key, MS(30_000), None);
     let wakes = locks.store().wakes();
     let to = wakes.reserve(ticket.channel()).expect("the waiter sleeps");
-    assert!(wakes.settle(ticket.channel(), to), "its caller answered");
+    assert!(
+        wakes.settle(ticket.channel(), to, false),
+        "its caller answered"
+    );
     let cancel = CancellationToken::new();
     let ended = (locks.won(lease, &cancel, Some(ticket), KeyScheme::Ours(key))).await;
     assert!(matches!(ended, Err(LockError::Aborted)), "{ended:?}");

@@ -52,6 +52,13 @@ pub(crate) trait Conn {
         op.decode(self.send(&out, replies)).expect("decode")
     }
 
+    /// `op` as the lane sends what nobody else reads: its script whole (`write_whole`).
+    fn run_whole<O: Op>(&mut self, op: &O) -> O::Out {
+        let mut out = Vec::new();
+        crate::core::proto::wire::write_whole(op, &mut out);
+        op.decode(self.send(&out, 1)).expect("decode")
+    }
+
     fn command(&mut self, parts: &[&[u8]]) -> Value {
         let mut out = Vec::new();
         resp::write_command(&mut out, parts);
@@ -180,7 +187,7 @@ impl Twin {
         let fences = op.drawn_in_vain(&reply);
         if fences > 0 {
             let missed_key = &self.missed_key;
-            let count = socket.run(&CountMissed { missed_key, fences }, 1);
+            let count = socket.run_whole(&CountMissed { missed_key, fences });
             assert!(count >= 2 && count % 2 == 0, "{count}");
         }
         match op.decode(reply).expect("decode") {

@@ -26,22 +26,20 @@ impl Op for CountMissed<'_> {
     /// Counted twice, it would hide an acquisition.
     const REPEATABLE: bool = false;
 
-    /// Sent whole (EVAL), never by its hash: its reply is for nobody, so a NOSCRIPT (after a
-    /// SCRIPT FLUSH, or a failover to a server that never loaded it) would be dropped unseen,
-    /// and every attempt after it read as an acquisition until the connection was opened
-    /// again. Rare enough for the text's bytes not to matter: only a transaction that found
-    /// its lock held draws in vain, and a lock found held is attempted by the script after.
+    /// The lane sends it whole (`wire::write_whole`, ops/fast `count_missed`), never by its
+    /// hash: its reply is for nobody, so a NOSCRIPT (after a SCRIPT FLUSH, or a failover to
+    /// a server that never loaded it) would be dropped unseen, and every attempt after it
+    /// read as an acquisition until the connection was opened again. Rare enough for the
+    /// text's bytes not to matter: only a transaction that found its lock held draws in
+    /// vain, and a lock found held is attempted by the script after.
     fn encode<W: Wire>(&self, wire: &mut W) {
         let fences = resp::decimal(self.fences);
         let life = resp::decimal(MISSED_LIFE.as_millis() as u64);
-        wire.command(&[
-            b"EVAL".as_slice(),
-            scripts::COUNT_MISSED_SOURCE.as_bytes(),
-            b"1",
-            self.missed_key,
-            fences.as_bytes(),
-            life.as_bytes(),
-        ]);
+        wire.script(
+            &scripts::COUNT_MISSED,
+            &[self.missed_key],
+            &[fences.as_bytes(), life.as_bytes()],
+        );
     }
 
     fn decode(&self, reply: Value) -> Result<i64, LockError> {

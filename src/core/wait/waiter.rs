@@ -16,6 +16,29 @@ use tokio::sync::Notify;
 /// told, so an answered task never lingers longer than this.
 pub(crate) const SETTLED_UNTOLD: Duration = Duration::from_millis(100);
 
+/// Which calls of the releasing thread wait parked on it, their task polled once there and
+/// never run on the runtime (the binding's `start_here`): a release that answers such a call
+/// in place drops its task unrun, so the waiter is not told (telling it would move the task
+/// to the runtime just before it is dropped), however long its pause.
+pub trait Parking: Send + Sync {
+    /// Takes call `id`'s task while it waits parked, so that no wake moves it to the runtime
+    /// between the release's choice not to tell it and its answer: `None` when a wake moved
+    /// it there already (it is told like any waiter), or it is over.
+    fn claim(&self, id: u32) -> Option<Box<dyn ClaimedTask>>;
+}
+
+/// A parked task taken by `Parking::claim`. Dropped, it goes on on the runtime (its waiter
+/// was not settled, or left).
+pub trait ClaimedTask: Send {
+    /// Its call was answered in place: the task is dropped unrun.
+    fn drop_unrun(self: Box<Self>);
+}
+
+/// The fast lane a release is sent on: what it knows of the calls parked on its thread.
+pub trait Parks {
+    fn parking(&self) -> Arc<dyn Parking>;
+}
+
 /// The caller of a wait, as the binding knows it: a call (`id`) of one JS thread
 /// (`thread`). A release made on that same thread may hand the lock over and answer the
 /// caller itself, with no trip through the runtime (see binding/js/socket).
@@ -64,7 +87,8 @@ pub(crate) enum Event {
     /// The hand-over ran: it holds the lease.
     Grant(Lease),
     /// The hand-over ran and its caller was answered by the releaser: its wait is over.
-    Settle,
+    /// `parked`: its task waits parked on the releaser's thread, dropped there unrun.
+    Settle { parked: bool },
     /// Its task takes the lease handed to it.
     TakeGrant,
     /// A fair lock's waiter took (`true`) or gave up its place in the lock's line.
@@ -224,10 +248,11 @@ impl Waiter {
             }
             (Reserved { .. }, Event::Grant(lease)) => (Granted(lease), Effect::Handed),
             // Its state no longer matters: the table removes it.
-            (Reserved { .. }, Event::Settle) => {
-                let notify = self.pause_ends.is_none_or(|ends| {
-                    ends.saturating_duration_since(Instant::now()) > SETTLED_UNTOLD
-                });
+            (Reserved { .. }, Event::Settle { parked }) => {
+                let notify = !parked
+                    && self.pause_ends.is_none_or(|ends| {
+                        ends.saturating_duration_since(Instant::now()) > SETTLED_UNTOLD
+                    });
                 (Waiting, Effect::Settled { notify })
             }
             (_, Event::Leave) if self.fair => {

@@ -482,7 +482,7 @@ impl Model {
                     return;
                 };
                 let seq = to.seq;
-                let settled = self.wakes.settle(&channel(LOCKS[lock_index]), to);
+                let settled = self.wakes.settle(&channel(LOCKS[lock_index]), to, false);
                 assert_eq!(settled, before.iter().any(|w| w.seq == seq));
                 if settled {
                     let at = self.joined.iter().position(|j| j.ticket.seq == seq);

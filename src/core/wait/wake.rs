@@ -11,7 +11,7 @@ use super::lent::Lends;
 use super::owner::Owner;
 use super::releases::{Mark, Releases};
 use super::tenure::{KickStep, Tenure, TenureTerms};
-pub use super::waiter::Caller;
+pub use super::waiter::{Caller, ClaimedTask, Parking, Parks};
 use super::waiter::{Effect, Event, Leaving, Waiter};
 use crate::core::backend::lock_store::{LostScope, IDLE_SUBSCRIPTIONS};
 use crate::core::basics::keys;
@@ -825,10 +825,11 @@ impl Wakes {
 
     /// The handoff to `to` happened (or was sent, the waiter starting on a lent lease), and
     /// its caller was answered by the one who handed it over: its wait is over. `false` when
-    /// the waiter left meanwhile (the lock is then the caller's to free).
-    pub fn settle(&self, channel: &[u8], to: Reservation) -> bool {
+    /// the waiter left meanwhile (the lock is then the caller's to free). `parked`: its task
+    /// was parked on the releaser's thread and is claimed (see `Parking::claim`).
+    pub fn settle(&self, channel: &[u8], to: Reservation, parked: bool) -> bool {
         let seq = to.spend();
-        let settled = self.with(channel, |entry| entry.apply(seq, Event::Settle));
+        let settled = self.with(channel, |entry| entry.apply(seq, Event::Settle { parked }));
         matches!(settled, Some(Some(Effect::Settled { .. })))
     }
 
@@ -993,6 +994,23 @@ impl Drop for Trying<'_> {
     }
 }
 
+/// `Trying` for an attempt sent on a lane (ops/fast/acquire.rs), whose ticket goes on with
+/// its plan meanwhile: it holds the waiter's place in the table rather than its ticket.
+pub struct TryingSent {
+    wakes: Arc<Wakes>,
+    channel: Vec<u8>,
+    seq: u64,
+}
+
+impl Drop for TryingSent {
+    fn drop(&mut self) {
+        let seq = self.seq;
+        self.wakes.with(&self.channel, |entry| {
+            entry.apply(seq, Event::Trying(false))
+        });
+    }
+}
+
 /// A waiter's caller was answered by the release that handed it the lock: its wait is over.
 #[derive(Debug)]
 pub struct Answered;
@@ -1118,10 +1136,24 @@ impl Ticket {
     /// that handed it the lock; `Ok(None)` when a release of ours is handing it the lock
     /// now: no attempt then, the hand-over answers it.
     pub fn trying(&self) -> Result<Option<Trying<'_>>, Answered> {
+        Ok(self.mark_trying()?.then_some(Trying(self)))
+    }
+
+    /// `trying`, for an attempt sent on a lane: the mark outlives this borrow of the ticket.
+    pub fn trying_sent(&self) -> Result<Option<TryingSent>, Answered> {
+        Ok(self.mark_trying()?.then(|| TryingSent {
+            wakes: self.wakes.clone(),
+            channel: self.channel.clone(),
+            seq: self.seq,
+        }))
+    }
+
+    /// Marks it trying: `false` when a release of ours is handing it the lock now.
+    fn mark_trying(&self) -> Result<bool, Answered> {
         match self.apply(Event::Trying(true)) {
             None => Err(Answered),
-            Some(Effect::Refused(_)) => Ok(None),
-            Some(_) => Ok(Some(Trying(self))),
+            Some(Effect::Refused(_)) => Ok(false),
+            Some(_) => Ok(true),
         }
     }
 

@@ -190,7 +190,7 @@ async fn a_release_in_place_answers_only_the_first_waiter_of_its_own_thread() {
         .reserve_in_place(&channel(LOCK), 1)
         .expect("the first");
     assert_eq!((to.seq, caller.thread), (first.seq, 1));
-    assert!(wakes.settle(&channel(LOCK), to));
+    assert!(wakes.settle(&channel(LOCK), to, false));
     let (to, caller) = wakes
         .reserve_in_place(&channel(LOCK), 2)
         .expect("first by now");
@@ -642,7 +642,7 @@ async fn a_grant_from_another_process_skips_a_settled_or_trying_waiter() {
     let wakes = Arc::new(Wakes::default());
     let (settled, trying) = (wakes.join(LOCK, TTL), wakes.join(LOCK, TTL));
     let to = wakes.reserve(&channel(LOCK)).expect("reserved");
-    assert!(wakes.settle(&channel(LOCK), to));
+    assert!(wakes.settle(&channel(LOCK), to, false));
     assert!(settled.view().settled);
     // Woken by a release of ours: it is about to try on its own.
     wakes.wake_local(&channel(LOCK));
@@ -833,7 +833,7 @@ async fn a_settled_waiter_is_told_only_when_its_pause_ends_later_than_settled_un
     // `busy` is between pauses: it may be about to wait for the wake, so it is told.
     for _ in 0..3 {
         let to = wakes.reserve(&channel(LOCK)).expect("a sleeping waiter");
-        assert!(wakes.settle(&channel(LOCK), to));
+        assert!(wakes.settle(&channel(LOCK), to, false));
     }
     assert!(!is_woken(&soon).await, "its pause ends soon enough");
     assert!(is_woken(&late).await);

@@ -19,7 +19,8 @@ use std::time::Duration;
 #[derive(Default)]
 pub struct Behind {
     pub commands: usize,
-    /// The undo among them, the core's to owe should the connection break before its reply.
+    /// The undo among them, the core's to owe should the connection break before its reply,
+    /// and to hear its reply (`UndoSent::heard`).
     pub undo: Option<UndoSent>,
 }
 
@@ -185,7 +186,7 @@ where
 
     fn answered_late(self: Box<Self>, reply: Value, out: &mut Vec<u8>) -> Behind {
         let followed = self.call.follow_up(&reply, out);
-        Behind::count(usize::from(followed) + usize::from(self.call.answered_late(reply, out)))
+        Behind::undo(self.call.answered_late(reply, out)).and(usize::from(followed))
     }
 
     fn silent_after(&self) -> Duration {

@@ -348,7 +348,9 @@ impl SocketConnection {
             self.bar.heard();
             if front.leading > 0 {
                 front.leading -= 1;
-                if matches!(reply, redis::Value::ServerError(_)) {
+                // A transaction's refusal is its answer; what was written behind a call
+                // (a follow-up, then an undo) is answered each by its own reply.
+                if front.transaction && matches!(reply, redis::Value::ServerError(_)) {
                     front.refused.get_or_insert(reply);
                 }
                 continue;
@@ -384,6 +386,10 @@ impl SocketConnection {
             trace::call(&self.via, packed, sent.elapsed(), outcome, script_name);
         }
         let Some(call) = pending.call else {
+            // The last reply of what was written behind a call is its undo's, when it has one.
+            if let Some(undo) = pending.undo {
+                undo.heard(reply);
+            }
             return;
         };
         let from = self.out.len();

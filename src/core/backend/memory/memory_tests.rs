@@ -449,14 +449,13 @@ fn a_script_not_loaded_is_refused_rather_than_run_natively() {
 #[test]
 fn fences_drawn_in_vain_are_counted_as_sent_with_no_script_loaded() {
     use crate::core::proto::missed::{CountMissed, MISSED_LIFE};
-    use crate::core::proto::Op;
     let con = open("count-missed");
     let count = CountMissed {
         missed_key: b"{lock:k}\xffmissed",
         fences: 2,
     };
     let mut wire = Vec::new();
-    count.encode(&mut wire);
+    crate::core::proto::wire::write_whole(&count, &mut wire);
     let Ok(Some((Value::Array(parts), _))) = crate::core::basics::resp::parse(&wire) else {
         panic!("one command");
     };

@@ -2,6 +2,7 @@
 //! thread's own connection (see mod.rs): a won lock is the caller's at once; a held one
 //! goes on through the runtime as the attempt's plan says.
 
+use super::undo::UndoSent;
 use super::{count_missed, FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::error::LockError;
@@ -14,6 +15,7 @@ use crate::core::proto::acquire::Acquired;
 use crate::core::proto::release::Release;
 use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
+use crate::core::wait::wake::TryingSent;
 use futures_util::FutureExt;
 use redis::Value;
 use std::cell::Cell;
@@ -37,13 +39,22 @@ pub struct PlainAttempt {
     form: Cell<AttemptForm>,
     mode: Mode,
     bound: Duration,
+    /// A waiter joined before this attempt (behind waiters of ours) is marked trying while
+    /// it is on its way, as the runtime's attempts are (ops/attempt.rs): no release of ours
+    /// answers its caller in place meanwhile. Cleared as the attempt is dropped, its reply
+    /// read (or the connection gone).
+    _trying: Option<TryingSent>,
 }
 
 impl PlainAttempt {
     /// `locker`'s first attempt at `key`; `sent` counts from now.
     pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
         let bound = mode.plan.attempts.bound(locker.command_timeout());
+        // Left unmarked when a release of ours is handing it the lock already (that
+        // hand-over answers it), as it was before this mark.
+        let trying = (mode.plan.ticket()).and_then(|ticket| ticket.trying_sent().ok().flatten());
         PlainAttempt {
+            _trying: trying,
             request: locker.attempt_request(key, ttl),
             locker: locker.clone(),
             form: Cell::new(AttemptForm::Script),
@@ -161,18 +172,26 @@ impl FastCall for PlainAttempt {
     }
 
     fn timed_out(&mut self, bound: Duration) -> Settled<Option<Lease>> {
+        // Its caller stops waiting: a late reply is undone, not read as this waiter's.
+        self._trying = None;
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent> {
         let answer = self.request.op(self.form.get()).decode(reply);
         if !answer.is_ok_and(|answer| answer.took_lock()) {
-            return false;
+            return None;
         }
         let terms = &self.request.terms;
         let free = Release::late_win(&terms.redis_key, &terms.token, self.locker.is_fair());
         write_whole(&free, out);
-        true
+        let stats = self.locker.stats().clone();
+        // Only what the undo needs: the waiter's ticket and its trying mark end now, not
+        // at the undo's reply, so a waiter that stopped waiting holds up no hand-over.
+        let PlainAttempt {
+            locker, request, ..
+        } = self;
+        Some(UndoSent::new(&stats, move || abandon(locker, request)))
     }
 
     fn resend(self, left: Option<Duration>) -> Later<Option<Lease>> {
@@ -186,14 +205,16 @@ impl FastCall for PlainAttempt {
     }
 
     fn abandon(self) {
-        let PlainAttempt {
-            locker, request, ..
-        } = self;
-        spawn(async move { locker.abandon(&request.terms).await });
+        abandon(self.locker, self.request);
     }
 
     fn orphaned(self) -> Option<Later<Option<Lease>>> {
         self.abandon();
         None
     }
+}
+
+/// Frees what an attempt may have won, through the runtime.
+fn abandon(locker: Arc<Locker>, request: PlainRequest) {
+    spawn(async move { locker.abandon(&request.terms).await });
 }

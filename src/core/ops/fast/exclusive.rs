@@ -4,6 +4,7 @@
 //! acquire script recognises the attempt's token and a release only deletes a lock still
 //! ours.
 
+use super::undo::UndoSent;
 use super::{count_missed, is_refusal, FastCall, Later, Settled, Step};
 use crate::core::backend::lock_store::ScriptsFor;
 use crate::core::basics::background::spawn;
@@ -101,13 +102,16 @@ impl FastCall for ExclusiveAttempt {
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent> {
         match self.request.op(self.form.get()).decode(reply) {
             Ok(Acquired::Won { set_at, .. } | Acquired::SetWithoutFence { set_at }) => {
                 self.request.write_release(out, set_at);
-                true
+                let ExclusiveAttempt { lock, request, .. } = self;
+                let stats = lock.stats().clone();
+                let again = move || spawn(async move { lock.undo(&request, set_at).await });
+                Some(UndoSent::new(&stats, again))
             }
-            _ => false,
+            _ => None,
         }
     }
 
@@ -206,8 +210,8 @@ impl FastCall for ExclusiveRelease {
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
-        false
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> Option<UndoSent> {
+        None
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {

@@ -87,7 +87,7 @@ fn undo_of(lock: &Arc<Exclusive>, set: bool, expiry: i64) -> (bool, String) {
         Value::Int(expiry),
     ]);
     let mut out = Vec::new();
-    let sent = transaction(lock).answered_late(answer, &mut out);
+    let sent = transaction(lock).answered_late(answer, &mut out).is_some();
     (sent, String::from_utf8_lossy(&out).into_owned())
 }
 

@@ -3,6 +3,7 @@
 //! connection that breaks under it ends it with the error the runtime's would give (see
 //! `Replay::Never`); only a refusal, which ran nothing, goes again through the runtime.
 
+use super::undo::UndoSent;
 use super::{is_refusal, FastCall, Later, Settled, Step};
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
@@ -82,8 +83,8 @@ impl FastCall for ExtendCall {
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
-        false
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> Option<UndoSent> {
+        None
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<()> {

@@ -13,6 +13,7 @@
 //! once; whatever goes wrong leaves the waiter to try on its own and frees the token it may
 //! have been given.
 
+use super::undo::UndoSent;
 use super::{FastCall, Later, PlainRelease, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::{self, Stamp};
@@ -29,7 +30,7 @@ use crate::core::proto::release::{FenceUpkeep, HandOver, Release};
 use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
 use crate::core::wait::lent::Lent;
-use crate::core::wait::wake::{self, Caller, Reservation};
+use crate::core::wait::wake::{self, Caller, Parking, Parks, Reservation};
 use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
@@ -92,6 +93,7 @@ impl Releasing {
             token: token::new_token(),
             sent: Stamp::now(),
             lent: false,
+            parking: None,
         })
     }
 }
@@ -124,7 +126,7 @@ impl Releasing {
     /// What to send. `sender` is the fast lane, if it is open (asked only for a
     /// handover, which must know it will be sent before it lends our lease: a lent waiter
     /// is answered at once, so no lease is lent for a handover that is not sent).
-    pub fn send_on<S>(self, sender: impl FnOnce() -> Option<S>) -> FastRelease<S> {
+    pub fn send_on<S: Parks>(self, sender: impl FnOnce() -> Option<S>) -> FastRelease<S> {
         let mut handoff = match self {
             Releasing::Elsewhere => return FastRelease::Elsewhere,
             Releasing::Plain(release) => return FastRelease::Plain(release),
@@ -135,6 +137,7 @@ impl Releasing {
         let Some(sender) = sender() else {
             return FastRelease::Elsewhere;
         };
+        handoff.parking = Some(sender.parking());
         let lent = match handoff.lend() {
             // The waiter left: the runtime's release picks the next one, or frees the lock.
             Lending::WaiterGone => return FastRelease::Elsewhere,
@@ -194,6 +197,8 @@ pub struct Handoff {
     upkeep: FenceUpkeep,
     /// The waiter was answered when this was sent (`lend`).
     lent: bool,
+    /// The calls parked on the releasing thread, once the lane it goes on is known.
+    parking: Option<Arc<dyn Parking>>,
 }
 
 impl Handoff {
@@ -215,7 +220,7 @@ impl Handoff {
         let Some(to) = self.to.take() else {
             return Lending::No;
         };
-        if !wakes.settle(&self.channel(), to) {
+        if !self.settle(&wakes, to) {
             return Lending::WaiterGone;
         }
         self.lent = true;
@@ -228,6 +233,19 @@ impl Handoff {
             until: self.lease.deadline(),
             unclaimed: Unclaimed::lent(&self.locker, self.granted(fence)),
         }
+    }
+
+    /// Settles the waiter, answered here. Its task, if parked on this thread, is claimed
+    /// first, so no wake moves it to the runtime after the choice not to tell it: dropped
+    /// unrun once settled, started on the runtime otherwise. (Claimed, not held under its
+    /// slot: a wake takes that slot under the table's lock, which `settle` takes.)
+    fn settle(&self, wakes: &wake::Wakes, to: Reservation) -> bool {
+        let claimed = (self.parking.as_ref()).and_then(|parking| parking.claim(self.caller.id));
+        let settled = wakes.settle(&self.channel(), to, claimed.is_some());
+        if let Some(task) = claimed.filter(|_| settled) {
+            task.drop_unrun();
+        }
+        settled
     }
 
     /// The waiter is answered here, not by its own task: its wait is counted here, as its
@@ -352,7 +370,7 @@ impl FastCall for Handoff {
             return Step::Now(Ok(()));
         };
         let granted = self.granted(fence);
-        if wakes.settle(&self.channel(), to) {
+        if self.settle(&wakes, to) {
             self.answering();
             return Step::Handed {
                 released: Ok(()),
@@ -383,18 +401,24 @@ impl FastCall for Handoff {
     }
 
     /// A lock handed over meanwhile has nobody holding it.
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent> {
         // A lent waiter may still be in its section: its token expires on its own.
         if self.lent {
-            return false;
+            return None;
         }
         let handed = self.op().decode(reply);
         if !matches!(handed, Ok(Some(_))) {
-            return false;
+            return None;
         }
         let free = Release::late_win(&self.lease.redis_key, &self.token, false);
         write_whole(&free, out);
-        true
+        let stats = self.locker.stats().clone();
+        // Only what the undo needs: the rest (the releaser's lease, the reservation's table,
+        // the lane's parked calls) is not kept until its reply.
+        let (locker, orphan) = (self.locker.clone(), self.granted(0));
+        Some(UndoSent::new(&stats, move || {
+            locker.store().release_orphan(orphan);
+        }))
     }
 
     /// The release goes again through the runtime, the waiter tries on its own, and the

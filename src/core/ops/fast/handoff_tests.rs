@@ -1,8 +1,38 @@
 //! Unit tests of `handoff.rs`: which release the fast lane sends, and that a lease
 //! is lent only for a handover that is sent.
 use super::*;
-use crate::core::wait::wake::Ticket;
+use crate::core::wait::waiter::SETTLED_UNTOLD;
+use crate::core::wait::wake::{ClaimedTask, Ticket};
 use std::cell::Cell;
+
+/// The lane of a thread on which the waiters' calls are parked (`true`), or not.
+struct Lane(bool);
+
+impl Parking for Lane {
+    fn claim(&self, _id: u32) -> Option<Box<dyn ClaimedTask>> {
+        self.0.then(|| Box::new(NoTask) as Box<dyn ClaimedTask>)
+    }
+}
+
+/// The claimed task of a waiter whose test drives its ticket by hand.
+struct NoTask;
+
+impl ClaimedTask for NoTask {
+    fn drop_unrun(self: Box<Self>) {}
+}
+
+impl Parks for Lane {
+    fn parking(&self) -> Arc<dyn Parking> {
+        Arc::new(Lane(self.0))
+    }
+}
+
+/// A lane with nothing parked on its thread.
+impl Parks for () {
+    fn parking(&self) -> Arc<dyn Parking> {
+        Arc::new(Lane(false))
+    }
+}
 
 const THREAD: usize = 7;
 
@@ -132,7 +162,7 @@ async fn a_handover_answered_late_frees_the_waiters_token_by_the_scripts_text() 
     };
     assert!(late.timed_out(Duration::from_millis(5)).is_err());
     let mut out = Vec::new();
-    assert!(late.answered_late(Value::Int(4), &mut out));
+    assert!(late.answered_late(Value::Int(4), &mut out).is_some());
     // Its reply is for nobody: by its hash, a NOSCRIPT would leave the token to its TTL.
     let text = String::from_utf8_lossy(&out);
     assert!(text.starts_with("*8\r\n$4\r\nEVAL\r\n"), "{text}");
@@ -157,4 +187,24 @@ async fn a_first_waiter_trying_on_its_own_is_left_to_the_runtime_not_passed_over
         first.view().reserved && !second.view().reserved,
         "passed over the first waiter"
     );
+}
+
+#[tokio::test]
+async fn a_parked_waiter_answered_in_place_is_not_told_however_long_its_pause() {
+    // Told, its task would move to the runtime just before the binding drops it unrun.
+    for (port, parked) in [(41308, true), (41309, false)] {
+        let locker = locker(port);
+        let lease = lease(&locker);
+        let waiter = waiter(&locker, THREAD, false);
+        waiter.pausing(std::time::Instant::now() + SETTLED_UNTOLD * 30);
+        let sent = Releasing::of(&locker, &lease, THREAD).send_on(|| Some(Lane(parked)));
+        let FastRelease::HandOver { handoff, .. } = sent else {
+            panic!("not handed over");
+        };
+        let handed = handoff.answered(Value::Int(lease.fence as i64 + 1));
+        assert!(matches!(handed, Step::Handed { .. }));
+        let told = tokio::time::timeout(Duration::from_millis(20), waiter.woken()).await;
+        assert_eq!(told.is_ok(), !parked, "parked: {parked}");
+        assert!(waiter.view().settled);
+    }
 }

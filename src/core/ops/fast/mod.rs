@@ -20,12 +20,14 @@ use crate::core::proto::acquire::AcquireAttempt;
 use crate::core::proto::missed::CountMissed;
 use crate::core::proto::read::Exists as IsLocked;
 use crate::core::proto::release::{Release, ReleaseKind};
+use crate::core::proto::wire::write_whole;
 use crate::core::proto::{Op, Wire};
 use futures_util::future::BoxFuture;
 use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
+use undo::UndoSent;
 
 pub mod acquire;
 pub mod exclusive;
@@ -33,6 +35,7 @@ pub mod extend;
 pub mod handoff;
 pub mod quorum;
 pub mod syncguard;
+pub mod undo;
 
 pub type Settled<T> = Result<T, LockError>;
 
@@ -93,12 +96,12 @@ pub trait FastCall: Send + 'static {
     /// connection break first (`abandon`).
     fn timed_out(&mut self, bound: Duration) -> Settled<Self::Output>;
 
-    /// The reply came after the caller was told of the timeout. `true` when something had to
-    /// be undone (a lock won meanwhile, which nobody holds), and was written to `out`, on the
-    /// same connection so that it runs after the call, whenever that ran; its reply is for
-    /// nobody, so it goes whole (`wire::write_whole`): a NOSCRIPT would leave the lock to
-    /// its TTL.
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool;
+    /// The reply came after the caller was told of the timeout. The undo, when something had
+    /// to be undone (a lock won meanwhile, which nobody holds) and was written to `out`, on
+    /// the same connection so that it runs after the call, whenever that ran; its reply is
+    /// for nobody but the undo (`undo.rs`), so it goes whole (`wire::write_whole`): a
+    /// NOSCRIPT would leave the lock to its TTL.
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent>;
 
     /// The connection is gone with the call unanswered: it goes again through the runtime
     /// within what is left of its bound (`left`, or its own bound when `None`).
@@ -122,11 +125,11 @@ pub(super) fn count_missed(attempt: &AcquireAttempt<'_>, reply: &Value, out: &mu
         return false;
     }
     let missed_key = keys::missed_key(attempt.lock_key);
-    CountMissed {
+    let count = CountMissed {
         missed_key: &missed_key,
         fences,
-    }
-    .encode(out);
+    };
+    write_whole(&count, out);
     true
 }
 
@@ -231,8 +234,8 @@ impl FastCall for PlainRelease {
         outcome(&self.lease, Err(LockError::no_reply(bound)))
     }
 
-    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
-        false
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> Option<UndoSent> {
+        None
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {
@@ -306,8 +309,8 @@ impl FastCall for IsLockedCall {
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
-        false
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> Option<UndoSent> {
+        None
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<bool> {

@@ -13,6 +13,7 @@
 //! what it was to free (its release never got there): that node alone is owed the free,
 //! through the runtime's connection to it (backend/redlock_owed.rs), each node on its own.
 
+use super::undo::UndoSent;
 use super::{count_missed, Later, Step};
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::redlock_late::{Late, TokenWatch};
@@ -217,9 +218,12 @@ impl Undo {
     }
 
     /// The undo written on node `node`'s connection, its reply not read yet.
+    /// Should that connection break first, the undo may never have run there: it is owed to
+    /// the node through the runtime (backend/redlock_owed.rs), as is one the node refused
+    /// for a passing state (`UndoSent::heard`).
     fn sent(&self, node: usize) -> UndoSent {
         let undo = Undo::new(self.locker.clone(), self.terms.clone());
-        UndoSent { undo, node }
+        UndoSent::new(self.locker.stats(), move || undo.owe(node))
     }
 
     /// Frees the token on node `node` through the runtime, once the node answers.
@@ -228,21 +232,6 @@ impl Undo {
             let ttl = self.terms.ttl;
             store.owe(node, &self.release(), ttl, self.locker.command_timeout());
         }
-    }
-}
-
-/// An undo written on a node's own connection, its reply not read yet. Should that
-/// connection break first, the undo may never have run there: `owe` hands it to the runtime,
-/// owed to the node (backend/redlock_owed.rs). Dropped once its reply is read.
-pub struct UndoSent {
-    undo: Undo,
-    node: usize,
-}
-
-impl UndoSent {
-    /// The node's connection broke before the undo's reply came.
-    pub fn owe(self) {
-        self.undo.owe(self.node);
     }
 }
 

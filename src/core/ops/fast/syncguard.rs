@@ -2,6 +2,7 @@
 //! mod.rs). Both may run twice: an attempt resent with its lockId finds its own lock and
 //! answers won (sg_acquire.lua), and a release by lockId only deletes that lockId's record.
 
+use super::undo::UndoSent;
 use super::{is_refusal, FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock::Stamp;
@@ -163,10 +164,10 @@ impl FastCall for SyncguardAttempt {
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> bool {
+    fn answered_late(self, reply: Value, out: &mut Vec<u8>) -> Option<UndoSent> {
         let answer = attempt_op(&self.keys, self.ttl, self.sent.at).decode(reply);
         if !answer.is_ok_and(|answer| answer.took_lock()) {
-            return false;
+            return None;
         }
         let keys = &self.keys;
         let release = ReleaseById {
@@ -176,7 +177,10 @@ impl FastCall for SyncguardAttempt {
             ours_wait: false,
         };
         write_whole(&release, out);
-        true
+        let stats = self.locker.stats().clone();
+        // Only what the undo needs, not the rest of a `lock()` (its pace, cancellation).
+        let SyncguardAttempt { locker, keys, .. } = self;
+        Some(UndoSent::new(&stats, move || abandon(locker, keys)))
     }
 
     // Within its command timeout again: an attempt is never bounded by less.
@@ -186,10 +190,7 @@ impl FastCall for SyncguardAttempt {
     }
 
     fn abandon(self) {
-        let SyncguardAttempt { locker, keys, .. } = self;
-        spawn(async move {
-            let _ignored = Self::release(locker, keys).await;
-        });
+        abandon(self.locker, self.keys);
     }
 
     fn orphaned(self) -> Option<Later<Option<Lease>>> {
@@ -263,8 +264,8 @@ impl FastCall for SyncguardRelease {
         Err(LockError::no_reply(bound))
     }
 
-    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> bool {
-        false
+    fn answered_late(self, _reply: Value, _out: &mut Vec<u8>) -> Option<UndoSent> {
+        None
     }
 
     fn resend(self, _left: Option<Duration>) -> Later<ReleasedById> {
@@ -283,4 +284,11 @@ impl FastCall for SyncguardRelease {
     fn orphaned(self) -> Option<Later<ReleasedById>> {
         Some(self.resend(None))
     }
+}
+
+/// Frees what a first attempt may have won, through the runtime.
+fn abandon(locker: Arc<Locker>, keys: SyncguardKeys) {
+    spawn(async move {
+        let _ignored = SyncguardAttempt::release(locker, keys).await;
+    });
 }

@@ -115,11 +115,11 @@ fn a_late_reply_frees_only_a_lock_the_attempt_took() {
         Err(LockError::Timeout(_))
     ));
     let lost = Value::Array(vec![Value::Int(0), Value::Int(250)]);
-    assert!(!attempt.answered_late(lost, &mut out));
+    assert!(attempt.answered_late(lost, &mut out).is_none());
     assert!(out.is_empty());
     let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
     let won = Value::Array(vec![Value::Int(1), Value::Int(7)]);
-    assert!(attempt.answered_late(won, &mut out));
+    assert!(attempt.answered_late(won, &mut out).is_some());
     // Whole: its reply is for nobody, so a NOSCRIPT would leave the lock to its TTL.
     let release_wake = crate::core::proto::scripts::RELEASE_WAKE_SOURCE;
     assert_eq!(evals(&out), vec![release_wake.as_bytes().to_vec()]);
@@ -156,7 +156,7 @@ fn a_transaction_that_finds_the_lock_held_counts_the_fences_it_drew_behind_it() 
     let _ = late.timed_out(Duration::from_millis(5));
     let mut out = Vec::new();
     assert!(late.follow_up(&exec(Value::Nil), &mut out));
-    assert!(!late.answered_late(exec(Value::Nil), &mut out));
+    assert!(late.answered_late(exec(Value::Nil), &mut out).is_none());
     assert_eq!(evals(&out).len(), 1);
     // Won, refused, or the script's held (it draws nothing when it fails): nothing.
     let mut out = Vec::new();
@@ -236,4 +236,68 @@ fn every_script_a_fast_call_sends_is_loaded_when_the_socket_opens() {
         let sha = String::from_utf8(sha).unwrap();
         assert!(loaded.contains(&sha), "{sha} is not loaded on the socket");
     }
+}
+
+#[tokio::test]
+async fn a_joined_waiters_first_attempt_is_trying_until_its_reply_is_read() {
+    use crate::core::ops::acquire::{Attempts, Place};
+    use crate::core::wait::wake::{self, Caller};
+    let locker = locker(41010);
+    let caller = Caller {
+        thread: 7,
+        id: 3,
+        lent_start: true,
+        asked: std::time::Instant::now(),
+    };
+    let ticket = locker.join("k", Duration::from_secs(5), Some(caller));
+    let plan = Plan {
+        attempts: Attempts::Until {
+            deadline: std::time::Instant::now() + Duration::from_secs(5),
+            poll: Duration::from_secs(1),
+        },
+        place: Place::Joined(ticket),
+    };
+    let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(5), mode(plan));
+    let channel = wake::channel(&locker.redis_key("k"));
+    let wakes = locker.store().wakes();
+    // On its way: a release of this thread answering its caller now could see it win the
+    // lock that caller's handle just released, for nobody.
+    assert!(wakes.reserve_in_place(&channel, 7).is_none());
+    let held = Value::Array(vec![Value::Int(0), Value::Int(250)]);
+    let step = attempt.answered(held);
+    assert!(is_later(&step));
+    // Its reply read: it waits, and a release of its thread may answer it in place.
+    assert!(wakes.reserve_in_place(&channel, 7).is_some());
+}
+
+#[tokio::test]
+async fn a_timed_out_waiters_undo_keeps_neither_its_ticket_nor_its_trying_mark() {
+    // Its undo's reply may be 250 ms away (BUSY): meanwhile the waiter behind it is first,
+    // and a release of its thread answers it in place.
+    use crate::core::ops::acquire::{Attempts, Place};
+    use crate::core::wait::wake::{self, Caller};
+    let locker = locker(41011);
+    let caller = |id| Caller {
+        thread: 7,
+        id,
+        lent_start: true,
+        asked: std::time::Instant::now(),
+    };
+    let ttl = Duration::from_secs(5);
+    let plan = Plan {
+        attempts: Attempts::Until {
+            deadline: std::time::Instant::now() + ttl,
+            poll: Duration::from_secs(1),
+        },
+        place: Place::Joined(locker.join("k", ttl, Some(caller(3)))),
+    };
+    let mut attempt = PlainAttempt::new(&locker, "k", ttl, mode(plan));
+    let _behind = locker.join("k", ttl, Some(caller(4)));
+    assert!(attempt.timed_out(Duration::from_millis(1)).is_err());
+    let won = Value::Array(vec![Value::Int(1), Value::Int(7)]);
+    let mut out = Vec::new();
+    let _undo = attempt.answered_late(won, &mut out).expect("undone");
+    let channel = wake::channel(&locker.redis_key("k"));
+    let reserved = locker.store().wakes().reserve_in_place(&channel, 7);
+    assert_eq!(reserved.map(|(_, caller)| caller.id), Some(4));
 }

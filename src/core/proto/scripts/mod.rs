@@ -1,6 +1,7 @@
 //! The atomic operations, one Lua file each. A `Script` knows its SHA-1, so every call is an
-//! EVALSHA. On one server the store loads every script once per connection
-//! (`Store::ensure_scripts`) before a lock is taken, so that an acquire is one round trip and
+//! EVALSHA. On one server (a Sentinel set's master, a Redlock's node) every script is loaded
+//! once per connection, ahead of the first call after each (re)connect (`Link::preload`; a
+//! caller that needs them known loaded asks `Store::ensure_scripts`), so that an acquire is one round trip and
 //! its TTL is counted from the EVALSHA that ran; a NOSCRIPT that slips through (a SCRIPT FLUSH
 //! without a reconnect) loads that script and sends the call again. A cluster loads nothing
 //! ahead: a call answered NOSCRIPT goes again whole (EVAL, `source_of`) to its key's node. Lua scripts cannot share functions, so the
