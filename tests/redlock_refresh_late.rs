@@ -25,6 +25,14 @@ fn node(url: String) -> Endpoint {
     .expect("endpoint")
 }
 
+fn exists(server: &RedisServer, key: &str) -> bool {
+    let found: i64 = redis::cmd("EXISTS")
+        .arg(key)
+        .query(&mut server.raw())
+        .expect("EXISTS");
+    found == 1
+}
+
 fn del(server: &RedisServer, key: &str) {
     let _: i64 = redis::cmd("DEL")
         .arg(key)
@@ -49,6 +57,12 @@ async fn a_lock_slow_nodes_said_is_not_ours_is_lost_once_one_more_node_lost_it()
     let locks = Locker::new(store.clone(), "lock:", MS(2000));
     let (_lease, recorder, _watch) =
         watched::hold(&store, &locks, "k", (TTL, MS(200)), Limits::default()).await;
+    // The hold is granted at a quorum: a node's acquisition may still be on its way (a
+    // fresh connection loads its scripts first), and would land after the DELs below.
+    assert!(
+        within(MS(2000), || servers.iter().all(|s| exists(s, "lock:k"))).await,
+        "the lock reached every node"
+    );
     for proxy in &proxies {
         proxy.set_delay(MS(150));
     }
