@@ -108,7 +108,7 @@ export interface RedisSentinelOptions {
  *
  * Every connection made in a process whose environment has `NATIVE_REDIS_LOCK_WATCH=off` keeps
  * out of `npx native-redis-lock watch` (it never subscribes to its requests, so never tells
- * anyone its lock key names); `on` or unset answers, and any other value makes every
+ * anyone its lock key names); `on` or unset answers, and every other value makes each
  * constructor throw `EINVAL` naming the variable (README "Command line", `watch`).
  */
 export type RedisInput =

@@ -29,14 +29,14 @@ function sample(i, { pid = 7, every = 2500 } = {}) {
   for (const kind of shuffled(KINDS)) ops[kind] = 1
   const errors = {}
   for (const code of shuffled(CODES)) errors[code] = 2
-  const raw = { pid, at: STARTED + i * every, rss: 100 + i, heapUsed: 7, external: 2, arrayBuffers: 0.1, resources: { Timeout: 3 }, watched: { redis: 1 }, pending: 0, stallMaxMs: i, ops, errors, grants: 1, passes: 2, lost: 0 }
+  const raw = { pid, at: STARTED + i * every, rss: 100 + i, v8Idle: 3 + i, heapUsed: 7, external: 2, arrayBuffers: 0.1, resources: { Timeout: 3 }, watched: { redis: 1 }, pending: 0, stallMaxMs: i, ops, errors, grants: 1, passes: 2, lost: 0 }
   return JSON.parse(JSON.stringify(raw))
 }
 
-test('SampleLog keeps { at, rss } per sample and the counts since the last line', () => {
+test('SampleLog keeps { at, rss, v8Idle } per sample and the counts since the last line', () => {
   const log = new SampleLog()
   for (let i = 0; i < 3; i += 1) log.add(sample(i))
-  assert.deepEqual(log.samples, [0, 1, 2].map((i) => ({ at: STARTED + i * 2500, rss: 100 + i })))
+  assert.deepEqual(log.samples, [0, 1, 2].map((i) => ({ at: STARTED + i * 2500, rss: 100 + i, v8Idle: 3 + i })))
   assert.equal(log.last.rss, 102)
   const fresh = log.takeFresh()
   assert.equal(fresh.pid, 7)
