@@ -11,6 +11,7 @@ pub mod direct;
 pub mod endpoint;
 pub mod endpoint_multi;
 #[cfg(test)]
+#[path = "fake_resp_tests.rs"]
 mod fake_resp;
 mod link;
 pub mod lock_store;
