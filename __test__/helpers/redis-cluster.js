@@ -5,18 +5,22 @@
 // stopped by its pid. redis-cli comes with redis-server (Debian: redis-tools). With `password`,
 // every node requires it (`requirepass`) and replicas give it to their master (`masterauth`);
 // `user` ({ name, password }) adds an ACL user with every right on every node; `args` are
-// added to every node's command line.
+// added to every node's command line. With `tls: certs` (helpers/tls-certs.js), every node
+// speaks TLS only, with the private CA's server certificate, on its client port, its bus and
+// its replication link (`tls-cluster`, `tls-replication`).
 
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
 const Redis = require('ioredis')
 const { RedisServer, freePort } = require('./redis-server')
+const { TlsRedisServer } = require('./tls-certs')
 const { slot } = require('./keys')
 
 const run = promisify(execFile)
 
 class RedisCluster {
-  constructor({ masters = 3, replicas = 1, password, user, args = [] } = {}) {
+  constructor({ masters = 3, replicas = 1, password, user, args = [], tls } = {}) {
+    this.tls = tls
     this.extraArgs = args
     this.masterCount = masters
     this.replicas = replicas
@@ -43,8 +47,10 @@ class RedisCluster {
     const count = this.masterCount * (1 + this.replicas)
     for (let i = 0; i < count; i++) {
       const bus = await freePort()
-      const node = new RedisServer({
-        args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--cluster-port', String(bus),
+      const Server = this.tls ? TlsRedisServer : RedisServer
+      const node = new Server({
+        certs: this.tls,
+        args: [...this.#tlsArgs(), '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--cluster-port', String(bus),
           // A replica's full sync waits 5 s by default for more replicas to share it (see
           // redis-sentinel.js REPLICATION); none comes here.
           '--repl-diskless-sync-delay', '0',
@@ -59,7 +65,7 @@ class RedisCluster {
       for (const node of this.nodes) await this.command(node.port, 'ACL', 'SETUSER', name, 'on', `>${password}`, '~*', '&*', '+@all')
     }
     const addrs = this.nodes.map((n) => `127.0.0.1:${n.port}`)
-    const auth = this.password ? ['-a', this.password, '--no-auth-warning'] : []
+    const auth = [...(this.password ? ['-a', this.password, '--no-auth-warning'] : []), ...(this.tls ? ['--tls', '--cacert', this.tls.caFile] : [])]
     try {
       await run('redis-cli', [...auth, '--cluster', 'create', ...addrs, '--cluster-replicas', String(this.replicas), '--cluster-yes'], { timeout: 20_000 })
     } catch (err) {
@@ -67,6 +73,17 @@ class RedisCluster {
     }
     await this.waitOk()
     return this
+  }
+
+  /**
+   * With `tls`: the bus and replication over TLS. A node dialling another's bus shows a
+   * certificate, which the bus always checks: the client one (the server certificate is for
+   * serverAuth only).
+   */
+  #tlsArgs() {
+    if (!this.tls) return []
+    const { client } = this.tls
+    return ['--tls-cluster', 'yes', '--tls-replication', 'yes', '--tls-client-cert-file', client.certFile, '--tls-client-key-file', client.keyFile]
   }
 
   /** One command on the node at `port`, on a connection of its own; replies as strings. */
@@ -80,7 +97,8 @@ class RedisCluster {
   }
 
   async #send(port, how, args) {
-    const client = new Redis({ port, host: '127.0.0.1', password: this.password, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
+    const tls = this.tls && { ca: this.tls.ca }
+    const client = new Redis({ port, host: '127.0.0.1', password: this.password, tls, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
     client.on('error', () => {})
     try {
       await client.connect()
@@ -208,7 +226,7 @@ class RedisCluster {
 
   get url() {
     const auth = this.password ? `:${encodeURIComponent(this.password)}@` : ''
-    return `redis+cluster://${auth}${this.nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`
+    return `${this.tls ? 'rediss' : 'redis'}+cluster://${auth}${this.nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`
   }
 
   get seeds() {

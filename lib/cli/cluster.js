@@ -64,7 +64,7 @@ class ClusterClient {
       if (this.nodes.get(name) === client) this.nodes.delete(name)
       lost.add(name)
     }
-    client = connectServer({ host: at.host, port: at.port, tls: a.tls, username: a.username, password: a.password, db: 0, shown: `cluster node ${name}` },
+    client = connectServer({ host: at.host, port: at.port, tls: a.tls, tlsFiles: a.tlsFiles, username: a.username, password: a.password, db: 0, shown: `cluster node ${name}` },
       { timeoutMs: this.timeoutMs }).then((c) => {
       if (this.closed) {
         c.close()

@@ -8,6 +8,7 @@ const readline = require('node:readline')
 const { parseAddress, splitUrls, CliError, EXIT, SEVERAL_SERVERS } = require('./address')
 const { badUrl } = require('./errors')
 const { connect } = require('./connect')
+const { tlsFiles } = require('./tls-files')
 const { listLocks, inspectLock, forceRelease } = require('./locks')
 const { watch } = require('./watch')
 
@@ -26,12 +27,17 @@ Options (every command):
                           Redlock's nodes as --url given once per node (or a JSON
                           array, or URLs joined by commas): list, inspect and release
                           read each node, watch one address at a time
+  --cacert <file>         TLS: the CA (PEM) that signed the servers' certificates,
+                          trusted instead of the system's roots (every server,
+                          sentinel and node the command reaches)
+  --cert <file>           TLS: a client certificate (PEM), for servers that ask for
+                          one; with --key <file>, its unencrypted private key
   --json                  machine-readable output
   --timeout <ms>          bound on connecting and on each command (default 5000)
   -h, --help              this help, or a command's: native-redis-lock list --help
 
 Exit codes:
-  0 success   1 other failure   2 usage error (bad command, option or pattern)
+  0 success   1 other failure   2 usage error (bad command, option, pattern or TLS file)
   3 bad or missing URL          4 Redis unreachable, refused or timed out
   5 key not found (no lock of this package there)   6 confirmation refused
 `,
@@ -86,6 +92,9 @@ const OPTIONS = {
   interval: { type: 'string' },
   count: { type: 'string' },
   timeout: { type: 'string' },
+  cacert: { type: 'string' },
+  cert: { type: 'string' },
+  key: { type: 'string' },
 }
 
 const usage = (message) => new CliError(EXIT.usage, `${message} (see --help)`)
@@ -263,6 +272,9 @@ async function runOnNodes(command, rest, values, io, addresses, timeoutMs) {
 async function run(command, rest, values, io) {
   const addresses = addressesOf(values, io.env)
   const timeoutMs = positiveInt(values.timeout, 'timeout', 1) ?? 5000
+  // Read before any connection; the same files for every node, sentinel and master.
+  const files = tlsFiles(values, addresses)
+  for (const address of addresses) address.tlsFiles = files
   if (addresses.length > 1) {
     if (command === 'watch') throw badUrl(SEVERAL_SERVERS)
     return runOnNodes(command, rest, values, io, addresses, timeoutMs)

@@ -7,6 +7,7 @@
 const net = require('node:net')
 const tls = require('node:tls')
 const { CliError, EXIT } = require('./errors')
+const { certificateProblem } = require('./tls-files')
 
 class ReplyError extends Error {}
 
@@ -107,7 +108,8 @@ class RespClient {
       const unreachable = (why) =>
         new CliError(EXIT.unreachable, `cannot reach Redis at ${a.shown}: ${why}`)
       const options = socketOptions(a)
-      const socket = a.tls ? tls.connect(options) : net.connect(options)
+      // --cacert, --cert and --key (lib/cli/tls-files.js), read once, given to every node.
+      const socket = a.tls ? tls.connect({ ...options, ...a.tlsFiles }) : net.connect(options)
       const timer = setTimeout(() => {
         socket.destroy()
         reject(unreachable(`no connection within ${this.timeoutMs} ms`))
@@ -118,12 +120,16 @@ class RespClient {
       })
       socket.once('error', (err) => {
         clearTimeout(timer)
-        reject(unreachable(err.code || err.message))
+        reject(unreachable(certificateProblem(err, a) || err.code || err.message))
       })
       this.socket = socket
     })
     this.socket.on('data', (chunk) => this.read(chunk))
-    this.socket.on('error', (err) => this.fail(new CliError(EXIT.unreachable, `Redis connection failed: ${err.code || err.message}`)))
+    // A server that wants a client certificate says so after the handshake (TLS 1.3): here.
+    this.socket.on('error', (err) => {
+      const problem = certificateProblem(err, a)
+      this.fail(new CliError(EXIT.unreachable, problem ? `cannot reach Redis at ${a.shown}: ${problem}` : `Redis connection failed: ${err.code || err.message}`))
+    })
     this.socket.on('close', () => this.fail(new CliError(EXIT.unreachable, 'Redis closed the connection')))
     try {
       if (this.address.password !== undefined) {
