@@ -273,7 +273,7 @@ async function run(command, rest, values, io) {
   const addresses = addressesOf(values, io.env)
   const timeoutMs = positiveInt(values.timeout, 'timeout', 1) ?? 5000
   // Read before any connection; the same files for every node, sentinel and master.
-  const files = tlsFiles(values, addresses)
+  const files = await tlsFiles(values, addresses, timeoutMs)
   for (const address of addresses) address.tlsFiles = files
   if (addresses.length > 1) {
     if (command === 'watch') throw badUrl(SEVERAL_SERVERS)
