@@ -7,7 +7,9 @@
 // `user` ({ name, password }) adds an ACL user with every right on every node; `args` are
 // added to every node's command line. With `tls: certs` (helpers/tls-certs.js), every node
 // speaks TLS only, with the private CA's server certificate, on its client port, its bus and
-// its replication link (`tls-cluster`, `tls-replication`).
+// its replication link (`tls-cluster`, `tls-replication`); with `mtls: true` as well, each node
+// also asks its clients for a certificate of the CA (`tls-auth-clients`), and this helper shows
+// the CA's client certificate.
 
 const { execFile } = require('node:child_process')
 const { promisify } = require('node:util')
@@ -19,8 +21,9 @@ const { slot } = require('./keys')
 const run = promisify(execFile)
 
 class RedisCluster {
-  constructor({ masters = 3, replicas = 1, password, user, args = [], tls } = {}) {
+  constructor({ masters = 3, replicas = 1, password, user, args = [], tls, mtls = false } = {}) {
     this.tls = tls
+    this.mtls = mtls
     this.extraArgs = args
     this.masterCount = masters
     this.replicas = replicas
@@ -50,6 +53,7 @@ class RedisCluster {
       const Server = this.tls ? TlsRedisServer : RedisServer
       const node = new Server({
         certs: this.tls,
+        authClients: this.mtls,
         args: [...this.#tlsArgs(), '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '1000', '--cluster-port', String(bus),
           // A replica's full sync waits 5 s by default for more replicas to share it (see
           // redis-sentinel.js REPLICATION); none comes here.
@@ -65,7 +69,8 @@ class RedisCluster {
       for (const node of this.nodes) await this.command(node.port, 'ACL', 'SETUSER', name, 'on', `>${password}`, '~*', '&*', '+@all')
     }
     const addrs = this.nodes.map((n) => `127.0.0.1:${n.port}`)
-    const auth = [...(this.password ? ['-a', this.password, '--no-auth-warning'] : []), ...(this.tls ? ['--tls', '--cacert', this.tls.caFile] : [])]
+    const auth = [...(this.password ? ['-a', this.password, '--no-auth-warning'] : []), ...(this.tls ? ['--tls', '--cacert', this.tls.caFile] : []),
+      ...(this.mtls ? ['--cert', this.tls.client.certFile, '--key', this.tls.client.keyFile] : [])]
     try {
       await run('redis-cli', [...auth, '--cluster', 'create', ...addrs, '--cluster-replicas', String(this.replicas), '--cluster-yes'], { timeout: 20_000 })
     } catch (err) {
@@ -97,7 +102,7 @@ class RedisCluster {
   }
 
   async #send(port, how, args) {
-    const tls = this.tls && { ca: this.tls.ca }
+    const tls = this.tls && { ca: this.tls.ca, ...(this.mtls ? { cert: this.tls.client.cert, key: this.tls.client.key } : {}) }
     const client = new Redis({ port, host: '127.0.0.1', password: this.password, tls, lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null })
     client.on('error', () => {})
     try {
