@@ -155,12 +155,16 @@ where
         self.calls.completer.settle(self.id, (self.convert)(result));
     }
 
-    fn caller(&self, lent_start: bool) -> Caller {
+    fn caller(&self, lent_start: bool, asked: std::time::Instant) -> Caller {
         Caller {
-            thread: Rc::as_ptr(&self.calls.thread) as usize,
+            thread: self.thread(),
             id: self.id,
             lent_start,
-            asked: std::time::Instant::now(),
+            asked,
         }
+    }
+
+    fn thread(&self) -> usize {
+        Rc::as_ptr(&self.calls.thread) as usize
     }
 }

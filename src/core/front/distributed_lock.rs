@@ -279,7 +279,9 @@ impl Acquisition<'_> {
         let locker = lock.locker.clone();
         // An autoRefresh waiter is handed its lock through the runtime (its watch starts
         // there); others may be answered by a release on the caller's thread.
-        let caller = auto.is_none().then(|| reply.caller(lock.lend_on_handover));
+        let caller = auto
+            .is_none()
+            .then(|| reply.caller(lock.lend_on_handover, started));
         let plan = match kind {
             WaitPolicy::Once => Plan::once(),
             WaitPolicy::Retries => Plan::retries(

@@ -156,7 +156,7 @@ impl HandleRelease<'_> {
             .wakes()
             .lends()
             .forget_grant(&self.lease.token);
-        let thread = reply.caller(false).thread;
+        let thread = reply.thread();
         let releasing = Releasing::of(locker, &self.lease, thread);
         let way = Route::way(locker.store(), RouteFacts::Any);
         // A Redlock's plain release: every node's socket at once, done at a quorum.

@@ -54,8 +54,13 @@ pub trait Reply<T>: Sized {
     fn now(self, result: Settled<T>);
 
     /// This call as a waiter that a release made on the same thread may answer directly
-    /// (see wait/wake.rs); `lent_start` when it may start on the releaser's lease.
-    fn caller(&self, lent_start: bool) -> Caller;
+    /// (see wait/wake.rs); `lent_start` when it may start on the releaser's lease; `asked`
+    /// when the call was made (read once by the front: each clock reading costs a pair
+    /// some 20 ns on the JS thread).
+    fn caller(&self, lent_start: bool, asked: std::time::Instant) -> Caller;
+
+    /// The thread the call was made on, as `Caller::thread` names it.
+    fn thread(&self) -> usize;
 }
 
 /// Where a front's call goes: the caller's transport for `way` when it has it ready (the

@@ -194,15 +194,16 @@ impl AttemptTerms {
         ttl: Duration,
         fence_retention_ms: u64,
     ) -> Self {
+        let sent = Stamp::now();
         let news = store
             .kept_fences()
-            .attempt(&fence_key, ttl, fence_retention_ms);
+            .attempt(&fence_key, ttl, fence_retention_ms, sent.at);
         AttemptTerms {
             redis_key,
             fence_key,
             token: token::new_token(),
             ttl,
-            sent: Stamp::now(),
+            sent,
             fence_retention_ms,
             keep_fences: news.push,
             contended: news.contended,

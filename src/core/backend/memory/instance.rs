@@ -54,11 +54,15 @@ impl Instance {
         self.next_connection.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Runs `commands` one after the other as one atomic step: one command, or a
-    /// transaction's.
+    /// Runs `commands` one after the other as one atomic step, at one reading of the
+    /// clock: one command, or a transaction's.
     pub fn run<'a, C: AsRef<[&'a [u8]]>>(&self, commands: &[C]) -> Vec<MemoryReply> {
         let (replies, outbox) = {
             let mut engine = lock(&self.engine);
+            // One reading of the clock for the whole step, as Redis 7.2+ gives a transaction
+            // or a script: its commands see time stand still (and a pair reads the clock
+            // twice, not once per command).
+            engine.keyspace.tick();
             let replies = commands
                 .iter()
                 .map(|args| {
@@ -114,7 +118,6 @@ impl Engine {
         } else if name.eq_ignore_ascii_case(b"SCRIPT") {
             self.script(&args[1..])
         } else {
-            self.keyspace.tick();
             self.keyspace.execute(args)
         }
     }
@@ -153,7 +156,6 @@ impl Engine {
         let (keys, argv) = rest.split_at(numkeys);
         // Run natively only what the script would run: one not loaded is refused alike.
         if let Some((_, form)) = native::form(sha).filter(|(at, _)| self.natives & (1 << at) != 0) {
-            self.keyspace.tick();
             if let Some(reply) = form(&mut self.keyspace, keys, argv) {
                 return reply;
             }

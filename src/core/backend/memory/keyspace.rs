@@ -1,8 +1,9 @@
 //! The data of one `memory://` keyspace and the generic commands on it (existence, expiry,
 //! time). Strings, hashes and sorted sets have their commands in their own files; `execute`
 //! dispatches to all of them.
-//! Every command runs against one reading of the clock (`tick`), taken when the command or
-//! the script around it starts: a script sees time stand still, as on Redis 7.2+.
+//! Every command runs against one reading of the clock (`tick`), taken when the command,
+//! or the transaction or script around it, starts: these see time stand still, as on
+//! Redis 7.2+.
 
 use super::clock::{Clock, Now};
 use super::deadlines::Deadlines;

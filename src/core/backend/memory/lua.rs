@@ -143,7 +143,7 @@ impl LuaHost {
         let Some(function) = self.scripts.get(&*sha) else {
             return MemoryReply::error("NOSCRIPT No matching script. Please use EVAL.");
         };
-        keyspace.tick();
+        // The clock was read as the step began (instance.rs `Instance::run`).
         let lent = KeyspaceLoan::new(&self.lua, keyspace);
         let reply = self.invoke(function, keys, args).unwrap_or_else(|err| {
             ScriptOutcome::Done(MemoryReply::error(format!(
