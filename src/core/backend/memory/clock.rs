@@ -11,7 +11,7 @@ pub struct Clock {
     wall_origin_us: i64,
 }
 
-/// One reading, taken once per command or script so everything in it sees the same time.
+/// One reading, taken once per step (`Instance::run`) so everything in it sees the same time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Now {
     pub us: i64,

@@ -55,14 +55,23 @@ impl Instance {
     }
 
     /// Runs `commands` one after the other as one atomic step, at one reading of the
-    /// clock: one command, or a transaction's.
+    /// clock: one command, a transaction's, or the several commands of one call (which
+    /// Redis would time one by one outside MULTI; nothing can tell, as no other step runs
+    /// between them).
     pub fn run<'a, C: AsRef<[&'a [u8]]>>(&self, commands: &[C]) -> Vec<MemoryReply> {
         let (replies, outbox) = {
             let mut engine = lock(&self.engine);
             // One reading of the clock for the whole step, as Redis 7.2+ gives a transaction
             // or a script: its commands see time stand still (and a pair reads the clock
-            // twice, not once per command).
-            engine.keyspace.tick();
+            // twice, not once per command). The tick sweeps expired keys, so a bug there is
+            // caught as the commands' are.
+            if catch_unwind(AssertUnwindSafe(|| engine.keyspace.tick())).is_err() {
+                let failed = commands
+                    .iter()
+                    .map(|_| MemoryReply::error("ERR internal error in the memory:// backend"))
+                    .collect();
+                return failed;
+            }
             let replies = commands
                 .iter()
                 .map(|args| {

@@ -1,9 +1,9 @@
 //! The data of one `memory://` keyspace and the generic commands on it (existence, expiry,
 //! time). Strings, hashes and sorted sets have their commands in their own files; `execute`
 //! dispatches to all of them.
-//! Every command runs against one reading of the clock (`tick`), taken when the command,
-//! or the transaction or script around it, starts: these see time stand still, as on
-//! Redis 7.2+.
+//! Every command runs against one reading of the clock (`tick`), taken when its step starts
+//! (the command, or the transaction, script or call around it): these see time stand still,
+//! as on Redis 7.2+.
 
 use super::clock::{Clock, Now};
 use super::deadlines::Deadlines;
@@ -14,9 +14,9 @@ use super::sorted_set::ZSet;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-/// The most expired keys one command sweeps out before it runs. Every command sweeps, so a
-/// crowd of keys expiring together goes out over the next commands, none of which waits for
-/// more than this many removals (tens of microseconds) while holding the keyspace.
+/// The most expired keys one step (`Instance::run`) sweeps out before it runs. Every step
+/// sweeps, so a crowd of keys expiring together goes out over the next steps, none of which
+/// waits for more than this many removals (tens of microseconds) while holding the keyspace.
 const SWEEP_SLICE: usize = 256;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -57,8 +57,8 @@ impl Keyspace {
         Self::default()
     }
 
-    /// Reads the clock for the command or script about to run, and drops a slice of the keys
-    /// that expired unread.
+    /// Reads the clock for the step about to run (`Instance::run`: a command, a transaction,
+    /// a script or a call's commands), and drops a slice of the keys that expired unread.
     pub fn tick(&mut self) -> Now {
         let now = self.clock.now();
         self.now = Some(now);
