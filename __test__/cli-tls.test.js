@@ -15,9 +15,11 @@
 // certificate without its key (or the reverse), a file that is no PEM certificate or key (DER
 // included), a key not the certificate's, or the options given with a plain address are usage
 // errors (exit 2) naming the option, never printing what a key file holds. A pipe that
-// delivers a file (`<(cmd)`) is read. Servers are stopped by pid.
+// delivers a file (`<(cmd)`) is read; one whose writer stays silent, or trickles bytes for
+// ever, is refused while its writer still runs (the process ends all the same). Servers are
+// stopped by pid; the writers behind pipes by their process group.
 const { test, before, after } = require('node:test')
-const { execFile, execFileSync } = require('node:child_process')
+const { spawn, execFileSync } = require('node:child_process')
 const assert = require('node:assert/strict')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -270,13 +272,45 @@ test('usage errors, before any connection: exit 2 naming the option, no key cont
   assert.deepEqual([await connectionsReceived(onServer), await connectionsReceived(onPlain)], before, 'a usage error opened a connection')
 })
 
-/** Runs the binary under bash with `script` after it (process substitution): `{ code, stdout, stderr }`. */
+/** Whether any process of group `pgid` still runs. */
+function groupAlive(pgid) {
+  try {
+    process.kill(-pgid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Runs the binary under bash with `script` after it (process substitution), bash replaced by
+ * the binary (`exec`) in a process group of its own, with the pipes' writers: `{ code, stdout,
+ * stderr, writersLeft }`, `writersLeft` whether any writer still ran when the binary ended.
+ * The group is then killed (by its id), writers included; so is it, binary and all, after 30 s.
+ */
 function viaBash(args, script) {
   const quoted = [process.execPath, BIN, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ')
   return new Promise((resolve) => {
-    execFile('bash', ['-c', `${quoted} ${script}`], { timeout: 30_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-    )
+    const child = spawn('bash', ['-c', `exec ${quoted} ${script}`], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk) => { stdout += chunk })
+    child.stderr.on('data', (chunk) => { stderr += chunk })
+    const endGroup = () => {
+      try {
+        process.kill(-child.pid, 'SIGKILL')
+      } catch {}
+    }
+    const limit = setTimeout(endGroup, 30_000)
+    let writersLeft
+    child.on('exit', () => {
+      writersLeft = groupAlive(child.pid)
+      endGroup()
+    })
+    child.on('close', (code) => {
+      clearTimeout(limit)
+      resolve({ code: code ?? 1, stdout, stderr, writersLeft })
+    })
   })
 }
 
@@ -285,9 +319,20 @@ test('files from pipes (<(cmd)): read when the writer delivers, even late; refus
   const listed = await viaBash(['list', '--json', '--url', mtls.url], `--cacert ${late(caFile())} --cert ${late(certs.client.certFile)} --key ${late(certs.client.keyFile)}`)
   assert.equal(listed.code, 0, listed.stderr)
   assert.deepEqual(JSON.parse(listed.stdout), [])
-  const silent = await viaBash(['list', '--url', server.url, '--timeout', '500'], '--cacert <(sleep 3 2>/dev/null)')
+  // A writer that stays silent far longer than the test: the command ends without it.
+  const silent = await viaBash(['list', '--url', server.url, '--timeout', '500'], '--cacert <(exec sleep 60)')
   assert.equal(silent.code, 2, silent.stderr)
   assert.match(silent.stderr, /--cacert \/dev\/fd\/\d+: nothing more came from it within 500 ms \(--timeout\)/)
+  assert.equal(silent.writersLeft, true, 'the writer ended before the command: its end, not the refusal, may have ended it')
+})
+
+test('a pipe that trickles bytes for ever: refused after 3 x --timeout in all', async () => {
+  // A byte every 100 ms, never an end: each gap well within --timeout. The writer ignores
+  // SIGPIPE so that it outlives the command's end, as the silent one does.
+  const trickle = await viaBash(['list', '--url', server.url, '--timeout', '1000'], "--cacert <(trap '' PIPE; while :; do printf x 2>/dev/null; sleep 0.1; done)")
+  assert.equal(trickle.code, 2, trickle.stderr)
+  assert.match(trickle.stderr, /--cacert \/dev\/fd\/\d+: not ended within 3000 ms \(3 × --timeout\)/)
+  assert.equal(trickle.writersLeft, true)
 })
 
 test('--help names the TLS options', async () => {

@@ -33,7 +33,8 @@ Options (every command):
   --cert <file>           TLS: a client certificate (PEM), for servers that ask for
                           one; with --key <file>, its unencrypted private key
   --json                  machine-readable output
-  --timeout <ms>          bound on connecting and on each command (default 5000)
+  --timeout <ms>          bound on connecting, on each command and on the wait for a
+                          TLS file's pipe (default 5000)
   -h, --help              this help, or a command's: native-redis-lock list --help
 
 Exit codes:

@@ -7,70 +7,14 @@
 // failed handshake on some node later. A refusal names the option and the file's path, never
 // what the file holds (a private key).
 
-const fs = require('node:fs')
 const tls = require('node:tls')
 const { X509Certificate } = require('node:crypto')
-const { CliError, EXIT } = require('./errors')
+const { readBounded, usage } = require('./read-bounded')
 
 const OPTIONS = ['cacert', 'cert', 'key']
 const TLS_SCHEMES = 'rediss://, rediss+sentinel:// or rediss+cluster://'
 
-const usage = (message) => new CliError(EXIT.usage, `${message} (see --help)`)
-
-// More than any certificate chain or key: a larger file (or /dev/zero) is refused unread.
-const MAX_BYTES = 1024 * 1024
 const CERTIFICATE_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function cannotRead(option, file, err) {
-  const why = { ENOENT: 'no such file', EACCES: 'permission denied', EISDIR: 'a directory', ELOOP: 'too many symbolic links', ENOTDIR: 'a path through a file' }[err.code] ?? err.code ?? err.message
-  return usage(`--${option} ${file}: cannot read it (${why})`)
-}
-
-/**
- * The file's bytes, at most MAX_BYTES. Opened without blocking, so a FIFO that no process
- * writes to reads at once as empty instead of hanging; a pipe that is written to (`--key
- * <(cmd)`) is read until its writer ends it, waiting at most `timeoutMs` for more.
- */
-async function read(option, file, timeoutMs) {
-  if (file === '') throw usage(`--${option} names no file`)
-  let fd
-  try {
-    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)
-  } catch (err) {
-    throw cannotRead(option, file, err)
-  }
-  const tooBig = () => usage(`--${option} ${file} holds more than 1 MiB: no certificate or key file is that large`)
-  try {
-    const stat = fs.fstatSync(fd)
-    if (stat.isDirectory()) throw usage(`--${option} ${file}: cannot read it (a directory)`)
-    if (stat.isFile() && stat.size > MAX_BYTES) throw tooBig()
-    const chunks = []
-    let total = 0
-    const chunk = Buffer.alloc(64 * 1024)
-    for (let waitUntil = Date.now() + timeoutMs; ;) {
-      let n
-      try {
-        n = fs.readSync(fd, chunk, 0, chunk.length, null)
-      } catch (err) {
-        if (err.code !== 'EAGAIN') throw cannotRead(option, file, err)
-        // A pipe whose writer has not written yet (or not all).
-        if (Date.now() >= waitUntil) throw usage(`--${option} ${file}: nothing more came from it within ${timeoutMs} ms (--timeout)`)
-        await sleep(10)
-        continue
-      }
-      if (n === 0) break
-      total += n
-      if (total > MAX_BYTES) throw tooBig()
-      chunks.push(Buffer.from(chunk.subarray(0, n)))
-      waitUntil = Date.now() + timeoutMs
-    }
-    if (total === 0) throw usage(`--${option} ${file} is empty`)
-    return Buffer.concat(chunks)
-  } finally {
-    fs.closeSync(fd)
-  }
-}
 
 /**
  * Refuses `pem` unless it holds PEM certificates, each of which parses. node:tls takes only
@@ -98,7 +42,7 @@ function usable(option, file, what, check, which = '') {
  * The files `values` (the parsed options) name, read: `{ ca, cert, key }` as node:tls takes
  * them (each only when given), or undefined when none is. Every one of `addresses` must be a
  * TLS one: on a plain connection the files would be silently unused. `timeoutMs` bounds the
- * wait for a pipe's next bytes.
+ * wait for a pipe's next bytes (and three times it, its whole reading: see read-bounded.js).
  */
 async function tlsFiles(values, addresses, timeoutMs) {
   const given = OPTIONS.filter((option) => values[option] !== undefined)
@@ -111,15 +55,15 @@ async function tlsFiles(values, addresses, timeoutMs) {
   }
   const files = {}
   if (values.cacert !== undefined) {
-    files.ca = await read('cacert', values.cacert, timeoutMs)
+    files.ca = await readBounded('cacert', values.cacert, timeoutMs)
     certificates('cacert', values.cacert, files.ca)
   }
   if (values.cert !== undefined) {
     // Each file alone first, so that a refusal of the pair can only be their mismatch.
-    files.cert = await read('cert', values.cert, timeoutMs)
+    files.cert = await readBounded('cert', values.cert, timeoutMs)
     certificates('cert', values.cert, files.cert)
     usable('cert', values.cert, 'a PEM certificate', () => tls.createSecureContext({ cert: files.cert }))
-    files.key = await read('key', values.key, timeoutMs)
+    files.key = await readBounded('key', values.key, timeoutMs)
     usable('key', values.key, 'an unencrypted PEM private key', () => tls.createSecureContext({ key: files.key }))
     usable('key', values.key, `the private key of --cert ${values.cert}`, () => tls.createSecureContext({ cert: files.cert, key: files.key }))
   }
