@@ -13,11 +13,14 @@
 // one). The files are checked before any connection (the servers' connection counters do not
 // move): a missing, unreadable, empty or over 1 MiB file (/dev/zero), a FIFO with no writer, a
 // certificate without its key (or the reverse), a file that is no PEM certificate or key (DER
-// included), a key not the certificate's, or the options given with a plain address are usage
-// errors (exit 2) naming the option, never printing what a key file holds. A pipe that
-// delivers a file (`<(cmd)`) is read; one whose writer stays silent, or trickles bytes for
-// ever, is refused while its writer still runs (the process ends all the same). Servers are
-// stopped by pid; the writers behind pipes by their process group.
+// included, told apart from a PEM file of other blocks), a certificate block cut short (a
+// file of many BEGIN lines and no END refused without reading the rest of the file from each),
+// a key not the certificate's, or the options given with a plain address are usage errors
+// (exit 2) naming the option, never printing what a key file holds. A CA under OpenSSL's other
+// labels (TRUSTED CERTIFICATE, X509 CERTIFICATE) is taken. A pipe that delivers a file
+// (`<(cmd)`) is read; one whose writer stays silent, or trickles bytes for ever, is refused
+// while its writer still runs (the process ends all the same). Servers are stopped by pid;
+// the writers behind pipes by their process group.
 const { test, before, after } = require('node:test')
 const { spawn, execFileSync } = require('node:child_process')
 const assert = require('node:assert/strict')
@@ -28,6 +31,7 @@ const { RedisSentinelSet } = require('./helpers/redis-sentinel')
 const { RedisCluster } = require('./helpers/redis-cluster')
 const { startRedis } = require('./helpers/redis-server')
 const { cli, BIN } = require('./helpers/cli')
+const { certificateProblem } = require('../lib/cli/tls-files')
 const { X509Certificate } = require('node:crypto')
 const Redis = require('ioredis')
 const { DistributedLock } = require('..')
@@ -224,6 +228,11 @@ test('usage errors, before any connection: exit 2 naming the option, no key cont
   fs.writeFileSync(derCert, new X509Certificate(certs.client.cert).raw)
   const brokenBlock = path.join(dir, 'broken.pem')
   fs.writeFileSync(brokenBlock, `${certs.ca}-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n`)
+  // The CA with its last lines lost, and a file just under 1 MiB of BEGIN lines and no END.
+  const cutShort = path.join(dir, 'cut.pem')
+  fs.writeFileSync(cutShort, certs.ca.slice(0, certs.ca.indexOf('-----END')))
+  const begins = path.join(dir, 'begins.pem')
+  fs.writeFileSync(begins, '-----BEGIN CERTIFICATE-----\n'.repeat(37_000))
   const keyFiles = [certs.client, certs.otherClient]
   const url = `rediss://127.0.0.1:${server.port}`
   const cases = [
@@ -238,6 +247,10 @@ test('usage errors, before any connection: exit 2 naming the option, no key cont
     [['--cacert', big], /^--cacert \S+ holds more than 1 MiB/],
     [['--cacert', notPem], /^--cacert \S+ is not a PEM certificate \(no -----BEGIN CERTIFICATE----- block; a DER file must be converted/],
     [['--cacert', derCa], /^--cacert \S+ is not a PEM certificate \(no -----BEGIN CERTIFICATE----- block/],
+    // PEM, but a key: not told it may be DER.
+    [['--cacert', certs.client.keyFile], /^--cacert \S+ is not a PEM certificate \(its PEM blocks are of other kinds: a certificate's starts -----BEGIN CERTIFICATE-----\)/],
+    [['--cacert', cutShort], /^--cacert \S+ is not a PEM certificate \(no -----END CERTIFICATE----- line before the next block or the end of the file\)/],
+    [['--cacert', begins], /^--cacert \S+ is not a PEM certificate \(certificate 1 of 37000: no -----END CERTIFICATE----- line/],
     [['--cacert', brokenBlock], /^--cacert \S+ is not a PEM certificate \(certificate 2 of 2: ERR_OSSL_[A-Z0-9_]+\)/],
     [['--cert', certs.client.certFile], /^--cert needs --key/],
     [['--key', certs.client.keyFile], /^--key needs --cert/],
@@ -333,6 +346,28 @@ test('a pipe that trickles bytes for ever: refused after 3 x --timeout in all', 
   assert.equal(trickle.code, 2, trickle.stderr)
   assert.match(trickle.stderr, /--cacert \/dev\/fd\/\d+: not ended within 3000 ms \(3 × --timeout\)/)
   assert.equal(trickle.writersLeft, true)
+})
+
+test("a CA under OpenSSL's other labels (TRUSTED CERTIFICATE, X509 CERTIFICATE) is taken", async () => {
+  const dir = fs.mkdtempSync(path.join(certs.dir, 'labels-'))
+  const trusted = path.join(dir, 'trusted.crt')
+  execFileSync('openssl', ['x509', '-in', caFile(), '-trustout', '-out', trusted])
+  assert.match(fs.readFileSync(trusted, 'latin1'), /^-----BEGIN TRUSTED CERTIFICATE-----\n/)
+  const x509 = path.join(dir, 'x509.crt')
+  fs.writeFileSync(x509, certs.ca.replace(/(BEGIN|END) CERTIFICATE/g, '$1 X509 CERTIFICATE'))
+  for (const file of [trusted, x509]) {
+    const listed = await cli(['list', '--json', '--url', server.url, '--cacert', file])
+    assert.equal(listed.code, 0, `${file}: ${listed.stderr}`)
+    assert.deepEqual(JSON.parse(listed.stdout), [])
+  }
+})
+
+test('a bare HANDSHAKE_FAILURE is a guess: a missing client certificate, or with --cert its refusal', () => {
+  const err = { code: 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE' }
+  assert.equal(certificateProblem(err, { tlsFiles: { ca: 'x' } }),
+    'the TLS handshake failed (ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE): the server may want a client certificate: pass --cert <file> and --key <file>')
+  assert.equal(certificateProblem(err, { tlsFiles: { ca: 'x', cert: 'y', key: 'z' } }),
+    'the TLS handshake failed (ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE): the server may have refused the client certificate: is --cert signed by a CA the server trusts?')
 })
 
 test('--help names the TLS options', async () => {

@@ -14,18 +14,67 @@ const { readBounded, usage } = require('./read-bounded')
 const OPTIONS = ['cacert', 'cert', 'key']
 const TLS_SCHEMES = 'rediss://, rediss+sentinel:// or rediss+cluster://'
 
-const CERTIFICATE_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g
+// The labels OpenSSL reads a certificate under, as node:tls does for --cacert: TRUSTED
+// CERTIFICATE is `openssl x509 -trustout`'s, X509 CERTIFICATE an old one.
+const CERTIFICATE_LABELS = new Set(['CERTIFICATE', 'TRUSTED CERTIFICATE', 'X509 CERTIFICATE'])
+const BEGIN = '-----BEGIN '
+const END = '-----END '
+const DASHES = '-----'
+
+/** The label of the `BEGIN ` or `END ` line at `at` (`lead` its length), or null: at most 64 characters. */
+function labelAt(text, at, lead) {
+  const close = text.slice(at + lead.length, at + lead.length + 64 + DASHES.length).indexOf(DASHES)
+  if (close < 0) return null
+  const label = text.slice(at + lead.length, at + lead.length + close)
+  return /^[A-Z0-9 ]+$/.test(label) ? label : null
+}
+
+/**
+ * The PEM blocks of `text`, in order: `{ label, text, ended }`, `ended` false for a BEGIN line
+ * with no END line of its label before the next BEGIN. Each search starts where the last one
+ * stopped, so a file of many BEGIN lines and no END is read once (a lazy regex from each BEGIN
+ * would read the rest of the file from every one of them).
+ */
+function pemBlocks(text) {
+  const blocks = []
+  let at = text.indexOf(BEGIN)
+  let end = -2 // the first END line after `at`: -1 when none, -2 before the first search
+  while (at >= 0) {
+    const label = labelAt(text, at, BEGIN)
+    const next = text.indexOf(BEGIN, at + BEGIN.length)
+    // Searched again only once passed: an END found ahead of `at` is still the first.
+    if (end !== -1 && end < at + BEGIN.length) end = text.indexOf(END, at + BEGIN.length)
+    if (label !== null) {
+      const closes = end >= 0 && (next < 0 || end < next) && labelAt(text, end, END) === label
+      const stop = closes ? end + END.length + label.length + DASHES.length : next < 0 ? text.length : next
+      blocks.push({ label, text: text.slice(at, stop), ended: closes })
+    }
+    at = next
+  }
+  return blocks
+}
 
 /**
  * Refuses `pem` unless it holds PEM certificates, each of which parses. node:tls takes only
  * PEM: a DER file would be silently ignored as a CA, or refused later in a way that blames
- * another file. Text around the blocks (openssl's "Bag Attributes") is allowed, as node:tls does.
+ * another file. Text around the blocks (openssl's "Bag Attributes") and blocks of other kinds
+ * are allowed, as node:tls does; a certificate block cut short is not.
  */
 function certificates(option, file, pem) {
-  const blocks = pem.toString('latin1').match(CERTIFICATE_BLOCK) ?? []
-  if (blocks.length === 0) throw usage(`--${option} ${file} is not a PEM certificate (no -----BEGIN CERTIFICATE----- block; a DER file must be converted: openssl x509 -inform der)`)
+  const text = pem.toString('latin1')
+  const blocks = pemBlocks(text).filter((block) => CERTIFICATE_LABELS.has(block.label))
+  if (blocks.length === 0) {
+    // Only a file with no PEM block at all may be DER; the labels found are not printed, as
+    // a file's words are not (it may be a key).
+    const why = text.includes(BEGIN)
+      ? 'its PEM blocks are of other kinds: a certificate\'s starts -----BEGIN CERTIFICATE-----'
+      : 'no -----BEGIN CERTIFICATE----- block; a DER file must be converted: openssl x509 -inform der'
+    throw usage(`--${option} ${file} is not a PEM certificate (${why})`)
+  }
   blocks.forEach((block, i) => {
-    usable(option, file, 'a PEM certificate', () => new X509Certificate(block), blocks.length > 1 ? `certificate ${i + 1} of ${blocks.length}: ` : '')
+    const which = blocks.length > 1 ? `certificate ${i + 1} of ${blocks.length}: ` : ''
+    if (!block.ended) throw usage(`--${option} ${file} is not a PEM certificate (${which}no -----END ${block.label}----- line before the next block or the end of the file)`)
+    usable(option, file, 'a PEM certificate', () => new X509Certificate(block.text), which)
   })
 }
 
@@ -89,9 +138,13 @@ function certificateProblem(err, address) {
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `the server's TLS certificate does not name the host dialled (${code})`
   const hint = files.cert ? 'is --cert signed by a CA the server trusts?' : 'pass --cert <file> and --key <file>'
   if (/CERTIFICATE_REQUIRED|BAD_CERTIFICATE|UNKNOWN_CA/.test(code)) return `the server refused the client certificate (${code}): ${hint}`
-  // TLS 1.2 servers send this one alert for a missing client certificate and for many other
-  // disagreements (no common cipher or version): a guess, worded as one.
-  if (/HANDSHAKE_FAILURE/.test(code)) return `the TLS handshake failed (${code}): the server may want a client certificate: ${hint}`
+  // TLS 1.2 servers send this one alert for a missing or refused client certificate and for
+  // many other disagreements (no common cipher or version): a guess, worded as one, and as
+  // a refusal of the one shown when --cert was given.
+  if (/HANDSHAKE_FAILURE/.test(code)) {
+    const guess = files.cert ? 'the server may have refused the client certificate' : 'the server may want a client certificate'
+    return `the TLS handshake failed (${code}): ${guess}: ${hint}`
+  }
   return ''
 }
 
