@@ -13,7 +13,13 @@
 // `resumed`. New acquisitions reach the promoted replica. No speed is asserted: the waits for
 // the promotion and for a new acquisition end before the kept locks' keys would expire on the
 // replica, so a slow machine fails with a timeout saying so rather than with a contender
-// holding a kept lock.
+// holding a kept lock. Those waits are bounded by the kept keys' TTL: the keys live TTL (15 s)
+// on the replica from their last write, and their holders need a refresh interval (TTL / 3)
+// and a second more to refresh them there once it is promoted, which leaves about 9 s from
+// the kill (15 s - 5 s - 1 s, less the few ms since the keys were written; its diagnostic
+// prints it) for the promotion and a new acquisition together. Waiting longer would let a kept
+// key expire on the new master before its holder refreshes it, so that a contender takes it
+// and the test fails as two holders at once instead of saying the promotion was slow.
 // Servers are stopped by pid.
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
@@ -91,6 +97,9 @@ test('SIGKILL of the master: each holder told once (suspended, then resumed or l
   const keys = { dKept: 'sk:kept', dLost: 'sk:lost', xKept: 'sk-x-kept', xLost: 'sk-x-lost' }
   const holdings = Object.fromEntries(Object.values(keys).map((k) => [k, new Holdings()]))
   const followed = {}
+  // Registered before the acquisitions: whatever fails after the first, no holder is left
+  // refreshing (an entry without its handle yet releases nothing).
+  t.after(() => Promise.all(Object.values(followed).map(({ handle, lock }) => (handle ?? lock)?.release().catch(() => {}))))
 
   for (const name of [keys.dKept, keys.dLost]) {
     const { events, times, note } = follow(holdings[name], 'holder')
@@ -109,12 +118,10 @@ test('SIGKILL of the master: each holder told once (suspended, then resumed or l
     lock.on('suspended', () => note('suspended'))
     lock.on('resumed', () => note('resumed'))
     lock.on('error', (err) => note(err.code === 'ELOST' ? 'lost' : `error ${err.code}`))
+    followed[name] = { events, times, lock }
     assert.equal(await lock.acquire(), true, `${name} not acquired`)
     holdings[name].start('holder')
-    followed[name] = { events, times, lock }
   }
-  // Whatever the test's end, no holder is left refreshing.
-  t.after(() => Promise.all(Object.values(followed).map(({ handle, lock }) => (handle ?? lock).release().catch(() => {}))))
 
   // The contenders: each key tried every 50 ms, held 30 ms when got, all through the kill.
   let killedAt
