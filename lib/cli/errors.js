@@ -20,6 +20,9 @@ const EXIT = Object.freeze({
   refused: 6,
 })
 
+/** A usage error (exit 2): bad command, option, pattern or TLS file. */
+const usage = (message) => new CliError(EXIT.usage, `${message} (see --help)`)
+
 function badUrl(message) {
   return new CliError(EXIT.badUrl, message)
 }
@@ -33,4 +36,4 @@ function decodeUrlPart(part, what) {
   }
 }
 
-module.exports = { CliError, EXIT, badUrl, decodeUrlPart }
+module.exports = { CliError, EXIT, usage, badUrl, decodeUrlPart }

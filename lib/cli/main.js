@@ -6,7 +6,7 @@
 const { parseArgs } = require('node:util')
 const readline = require('node:readline')
 const { parseAddress, splitUrls, CliError, EXIT, SEVERAL_SERVERS } = require('./address')
-const { badUrl } = require('./errors')
+const { usage, badUrl } = require('./errors')
 const { connect } = require('./connect')
 const { tlsFiles } = require('./tls-files')
 const { listLocks, inspectLock, forceRelease } = require('./locks')
@@ -98,7 +98,6 @@ const OPTIONS = {
   key: { type: 'string' },
 }
 
-const usage = (message) => new CliError(EXIT.usage, `${message} (see --help)`)
 
 function positiveInt(text, name, min) {
   if (text === undefined) return undefined

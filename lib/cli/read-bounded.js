@@ -6,7 +6,7 @@
 
 const fs = require('node:fs')
 const net = require('node:net')
-const { CliError, EXIT } = require('./errors')
+const { usage } = require('./errors')
 
 // More than any certificate chain or key. A regular file larger is refused unread; a pipe or
 // device (/dev/zero) is read up to this bound, then refused.
@@ -14,7 +14,6 @@ const MAX_BYTES = 1024 * 1024
 // A writer that sends a byte every so often would keep a per-gap bound waiting for ever.
 const OVERALL_TIMEOUTS = 3
 
-const usage = (message) => new CliError(EXIT.usage, `${message} (see --help)`)
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 function cannotRead(option, file, err) {
@@ -66,37 +65,19 @@ async function readBounded(option, file, timeoutMs) {
     if (stat.isDirectory()) throw usage(`--${option} ${file}: cannot read it (a directory)`)
     if (stat.isFile()) {
       if (stat.size > MAX_BYTES) throw tooBig(option, file)
-      bytes = readFile(option, file, fd)
+      // Read as a device is: it may have grown since its size was read.
+      bytes = await readNonBlocking(option, file, fd, timeoutMs)
     } else if (stat.isFIFO() || stat.isSocket()) {
       handedOver = true
       bytes = await readPipe(option, file, fd, timeoutMs)
     } else {
-      bytes = await readDevice(option, file, fd, timeoutMs)
+      bytes = await readNonBlocking(option, file, fd, timeoutMs)
     }
   } finally {
     if (!handedOver) fs.closeSync(fd)
   }
   if (bytes.length === 0) throw usage(`--${option} ${file} is empty`)
   return bytes
-}
-
-/** A regular file: read at once (it may have grown since its size was read). */
-function readFile(option, file, fd) {
-  const chunks = []
-  let total = 0
-  const chunk = Buffer.alloc(64 * 1024)
-  for (;;) {
-    let n
-    try {
-      n = fs.readSync(fd, chunk, 0, chunk.length, null)
-    } catch (err) {
-      throw cannotRead(option, file, err)
-    }
-    if (n === 0) return Buffer.concat(chunks)
-    total += n
-    if (total > MAX_BYTES) throw tooBig(option, file)
-    chunks.push(Buffer.from(chunk.subarray(0, n)))
-  }
 }
 
 /**
@@ -160,10 +141,11 @@ function readPipe(option, file, fd, timeoutMs) {
 }
 
 /**
- * A character or block device (/dev/zero, a terminal): read without blocking, as the file
- * was opened, EAGAIN (nothing typed yet) tried again every 10 ms within the bounds.
+ * A regular file, or a character or block device (/dev/zero, a terminal): read without
+ * blocking, as the file was opened, EAGAIN (nothing typed yet) tried again every 10 ms within
+ * the bounds (a regular file never answers EAGAIN).
  */
-async function readDevice(option, file, fd, timeoutMs) {
+async function readNonBlocking(option, file, fd, timeoutMs) {
   const bounds = waitBounds(option, file, timeoutMs)
   const chunks = []
   let total = 0
@@ -186,4 +168,4 @@ async function readDevice(option, file, fd, timeoutMs) {
   }
 }
 
-module.exports = { readBounded, usage, OVERALL_TIMEOUTS }
+module.exports = { readBounded, OVERALL_TIMEOUTS }

@@ -9,7 +9,8 @@
 
 const tls = require('node:tls')
 const { X509Certificate } = require('node:crypto')
-const { readBounded, usage } = require('./read-bounded')
+const { readBounded } = require('./read-bounded')
+const { usage } = require('./errors')
 
 const OPTIONS = ['cacert', 'cert', 'key']
 const TLS_SCHEMES = 'rediss://, rediss+sentinel:// or rediss+cluster://'

@@ -49,6 +49,11 @@ pub fn instance(name: &str) -> Arc<Instance> {
         .clone()
 }
 
+/// What a step answers for a bug of ours (a panic caught before it reaches the caller).
+fn internal_error() -> MemoryReply {
+    MemoryReply::error("ERR internal error in the memory:// backend")
+}
+
 impl Instance {
     pub fn new_connection_id(&self) -> u64 {
         self.next_connection.fetch_add(1, Ordering::Relaxed)
@@ -66,20 +71,15 @@ impl Instance {
             // twice, not once per command). The tick sweeps expired keys, so a bug there is
             // caught as the commands' are.
             if catch_unwind(AssertUnwindSafe(|| engine.keyspace.tick())).is_err() {
-                let failed = commands
-                    .iter()
-                    .map(|_| MemoryReply::error("ERR internal error in the memory:// backend"))
-                    .collect();
-                return failed;
+                return commands.iter().map(|_| internal_error()).collect();
             }
             let replies = commands
                 .iter()
                 .map(|args| {
                     // A bug of ours must come back as an error reply, not unwind into the
                     // caller (or through Node).
-                    catch_unwind(AssertUnwindSafe(|| engine.execute(args.as_ref()))).unwrap_or_else(
-                        |_| MemoryReply::error("ERR internal error in the memory:// backend"),
-                    )
+                    catch_unwind(AssertUnwindSafe(|| engine.execute(args.as_ref())))
+                        .unwrap_or_else(|_| internal_error())
                 })
                 .collect();
             (replies, engine.keyspace.pubsub.take_outbox())
