@@ -349,7 +349,7 @@ fn the_native_forms_were_written_against_these_scripts() {
         (
             "release_wake.lua",
             scripts::RELEASE_WAKE.get_hash(),
-            "024afaf89eb90364449edbf2e03438e8ae928009",
+            "f66bfe9b2ee6883e56e4c148b029a76161be715d",
         ),
         (
             "release.lua",

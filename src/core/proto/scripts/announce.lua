@@ -25,22 +25,33 @@ end
 -- is alive (one server counts every subscriber; Cluster stores never queue so), and one that
 -- is gone (its process killed) is dropped and the next tried in this same step, so a dead
 -- waiter cannot swallow the wake. Any other member is told on `channel`, as before: no
--- receiver count can single it out there. Returns whether one was told.
-local function wake_first(queue, channel)
-  -- The tag holds no '}', and one separator byte follows it; 8 is #'released'.
-  local close = string.find(channel, '}', 1, true) or 0
-  local before = string.sub(channel, 1, close + 1) .. 'wake:'
-  local after = string.sub(channel, close + 2 + 8)
+-- receiver count can single it out there. `popped`, when given, is the member a caller
+-- already took off the queue (release_wake.lua pops before it defines these helpers).
+-- Returns whether one was told.
+local function wake_first(queue, channel, popped)
+  -- Built at the first member that needs them: most wakes (and every release of a lock
+  -- nobody waits for) need neither.
+  local before, after
   while true do
-    -- pcall: a user whose ACL allows no sorted sets or channels still releases; waiters poll.
-    local next = redis.pcall('ZPOPMIN', queue)
-    if type(next) ~= 'table' or not next[1] then
-      return false
+    local member = popped
+    popped = nil
+    if not member then
+      -- pcall: a user whose ACL allows no sorted sets or channels still releases; waiters poll.
+      local next = redis.pcall('ZPOPMIN', queue)
+      if type(next) ~= 'table' or not next[1] then
+        return false
+      end
+      member = next[1]
     end
-    local member = next[1]
     if string.sub(member, -1) ~= '!' then
       announce(channel, member)
       return true
+    end
+    if not before then
+      -- The tag holds no '}', and one separator byte follows it; 8 is #'released'.
+      local close = string.find(channel, '}', 1, true) or 0
+      before = string.sub(channel, 1, close + 1) .. 'wake:'
+      after = string.sub(channel, close + 2 + 8)
     end
     if told(before .. string.sub(member, 1, -2) .. after, member) > 0 then
       return true

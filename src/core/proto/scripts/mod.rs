@@ -6,7 +6,7 @@
 //! without a reconnect) loads that script and sends the call again. A cluster loads nothing
 //! ahead: a call answered NOSCRIPT goes again whole (EVAL, `source_of`) to its key's node. Lua scripts cannot share functions, so the
 //! ones that check an ExclusiveLock's two keys get `same_expiry.lua` prepended, the ones that
-//! wake a waiter `announce.lua`, the ones that draw fences or keep a lock's counter
+//! wake a waiter `announce.lua` (release_wake.lua only past its hot path), the ones that draw fences or keep a lock's counter
 //! `fence.lua`, a waiter's attempts `queued_attempt.lua`; syncguard's layout (`sg_*.lua`) gets `sg_common.lua`.
 
 use redis::Script;
@@ -32,9 +32,11 @@ const REFRESH_SOURCE: &str = concat!(
 );
 const INSPECT_SOURCE: &str = include_str!("inspect.lua");
 const FENCED_SET_SOURCE: &str = include_str!("fenced_set.lua");
+// announce.lua in the middle: see release_wake.lua.
 pub(crate) const RELEASE_WAKE_SOURCE: &str = concat!(
+    include_str!("release_wake.lua"),
     include_str!("announce.lua"),
-    include_str!("release_wake.lua")
+    include_str!("release_wake_tail.lua")
 );
 const WAKE_NEXT_SOURCE: &str = concat!(include_str!("announce.lua"), include_str!("wake_next.lua"));
 const ENQUEUE_SOURCE: &str = include_str!("enqueue.lua");

@@ -5,6 +5,9 @@
 -- ARGV[1] token, ARGV[2] the lock's channel, ARGV[3] '1' when the releasing connection has
 -- waiters of its own: it wakes one itself, and the queue is left alone.
 -- Returns 1 when our lock was deleted, 0 when it was gone or not ours.
+-- announce.lua comes after this part (release_wake_tail.lua after it), not before: its
+-- helpers are defined only when someone is queued. Defining them costs Redis more than the
+-- rest of a release of a lock nobody waits for (the usual one), measured under callgrind.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
@@ -12,5 +15,8 @@ redis.call('DEL', KEYS[1])
 if ARGV[3] == '1' then
   return 1
 end
-wake_first(KEYS[2], ARGV[2])
-return 1
+-- pcall: a user whose ACL allows no sorted sets or channels still releases; waiters poll.
+local popped = redis.pcall('ZPOPMIN', KEYS[2])
+if type(popped) ~= 'table' or not popped[1] then
+  return 1
+end
