@@ -3,7 +3,7 @@
 //! other outcome ends through the runtime, in the same code as the runtime's own attempt
 //! (`RedlockStore::conclude`) or release.
 
-use super::{parts, redlock_of, Decided, NodeAnswers, Part, Quorum, Undo};
+use super::{parts, redlock_of, Decided, NodeAnswers, Part, Quorum, Shape, Undo};
 use crate::core::backend::redlock_tally::{acquire_verdict, release_verdict, Tally, Verdict};
 use crate::core::basics::background::spawn;
 use crate::core::basics::clock;
@@ -160,11 +160,17 @@ impl Quorum for QuorumAttempt {
     /// A transaction pushes the node's fence counter unless that node's own replies showed
     /// it kept long enough (`AttemptTerms::node_push`): one node's counter says nothing of
     /// another's, and a node that missed a push must not be left short.
-    fn write(&self, out: &mut Vec<u8>, form: AttemptForm, node: usize) -> usize {
-        let mut op = self.op(form);
+    fn shape(&self, form: AttemptForm, node: usize) -> Shape {
         // Read only by a transaction (the script pushes the counter itself).
-        if form != AttemptForm::Script {
-            op.keep_fences = (self.request.terms).node_push(self.locker.store(), node);
+        let keep_fences = form != AttemptForm::Script
+            && (self.request.terms).node_push(self.locker.store(), node);
+        Shape { form, keep_fences }
+    }
+
+    fn write(&self, out: &mut Vec<u8>, shape: Shape) -> usize {
+        let mut op = self.op(shape.form);
+        if shape.form != AttemptForm::Script {
+            op.keep_fences = shape.keep_fences;
         }
         op.encode(out);
         op.replies()
@@ -332,7 +338,7 @@ impl Quorum for QuorumRelease {
         self.tally.nodes
     }
 
-    fn write(&self, out: &mut Vec<u8>, _form: AttemptForm, _node: usize) -> usize {
+    fn write(&self, out: &mut Vec<u8>, _shape: Shape) -> usize {
         self.op().encode(out);
         1
     }

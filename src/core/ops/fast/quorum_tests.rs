@@ -665,3 +665,44 @@ fn a_node_s_counter_is_left_alone_only_where_that_node_showed_it_kept() {
     // MULTI, SET, INCRBY, EXEC where the node showed it; the two pushes too elsewhere.
     assert_eq!(next, [4, 4, 4, 6, 6]);
 }
+
+/// The commands in `bytes`, by their RESP array headers.
+fn commands_in(bytes: &[u8]) -> usize {
+    let lines = bytes.split(|&b| b == b'\n');
+    lines.filter(|line| line.first() == Some(&b'*')).count()
+}
+
+#[test]
+fn nodes_of_one_shape_are_sent_the_same_bytes_and_others_their_own() {
+    let locker = own_locker(41291);
+    let parts = written_as_transactions(&locker);
+    // Nodes 0 and 2 show they pushed their counters: shapes alternate along the nodes.
+    for part in parts.into_iter().step_by(2).take(2) {
+        let _told = part.answered(exec(true, 8), &mut Vec::new());
+    }
+    let (mut bytes, mut replies) = (Vec::new(), Vec::new());
+    for part in &attempt(&locker) {
+        let mut out = b"behind another call".to_vec();
+        replies.push(part.write(&mut out, 10 + part.node as u64, AttemptForm::Transaction));
+        bytes.push(out.split_off(b"behind another call".len()));
+    }
+    assert_eq!(replies, [4, 6, 4, 6, 6]);
+    let commands: Vec<usize> = bytes.iter().map(|b| commands_in(b)).collect();
+    assert_eq!(commands, replies);
+    assert_eq!(bytes[0], bytes[2]);
+    assert_eq!((&bytes[1], &bytes[1]), (&bytes[3], &bytes[4]));
+    assert_ne!(bytes[0], bytes[1]);
+
+    let mut released = Vec::new();
+    for part in &release(&locker) {
+        let mut out = Vec::new();
+        assert_eq!(
+            part.write(&mut out, 20 + part.node as u64, AttemptForm::Script),
+            1
+        );
+        released.push(out);
+    }
+    assert!(released
+        .iter()
+        .all(|b| *b == released[0] && commands_in(b) == 1));
+}
