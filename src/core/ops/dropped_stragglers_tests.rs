@@ -73,11 +73,15 @@ async fn owed_once_settled(store: &RedlockStore, node: usize, expected: usize) -
     store.owed(node)
 }
 
-/// A Redlock over `servers` whose calls are bounded by `bound`.
+/// A Redlock over `servers` whose calls, and connections opened, are bounded by `bound`: a
+/// connection opened to a stopped server would otherwise fail at the default connect timeout
+/// (5 s), which a loaded machine reaches within a test, ending the calls waiting on it as
+/// failures rather than stragglers the pool drops.
 fn redlock(servers: &[RedisServer], bound: Duration) -> Arc<Locker> {
     let node = |server: &RedisServer| {
         let spec = EndpointSpec {
             url: Some(server.url()),
+            connect_timeout: Some(bound),
             ..Default::default()
         };
         Endpoint::from_spec(spec).unwrap()
