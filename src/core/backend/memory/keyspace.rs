@@ -34,9 +34,14 @@ pub struct Entry {
     pub expire_at: Option<i64>,
 }
 
+/// SipHash's cost showed in every command; foldhash is several times cheaper and, seeded
+/// at random per map, still keeps chosen keys from being made to collide at will (keys
+/// are the application's, which may take them from its users).
+type Entries = HashMap<Vec<u8>, Entry, foldhash::quality::RandomState>;
+
 #[derive(Default)]
 pub struct Keyspace {
-    entries: HashMap<Vec<u8>, Entry>,
+    entries: Entries,
     /// When each entry with an expiry expires: what a sweep reads.
     deadlines: Deadlines,
     clock: Clock,
@@ -136,7 +141,7 @@ impl Keyspace {
     /// An empty keyspace on the same clock, standing in while a script has this one.
     pub(super) fn placeholder(&self) -> Self {
         Keyspace {
-            entries: HashMap::new(),
+            entries: Entries::default(),
             deadlines: Deadlines::default(),
             clock: self.clock,
             now: self.now,
