@@ -54,9 +54,3 @@ impl From<&CancellationToken> for Cancel {
         Cancel(Some(token.clone()))
     }
 }
-
-impl From<&Cancel> for Cancel {
-    fn from(cancel: &Cancel) -> Self {
-        cancel.clone()
-    }
-}
