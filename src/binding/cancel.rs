@@ -1,3 +1,4 @@
+use crate::core::basics::cancel::Cancel;
 use napi_derive::napi;
 use tokio_util::sync::CancellationToken;
 
@@ -20,4 +21,9 @@ impl NativeCancel {
     pub fn cancel(&self) {
         self.token.cancel();
     }
+}
+
+/// What a call's optional signal gives the core: its token, or none to watch.
+pub(crate) fn signal(cancel: Option<&NativeCancel>) -> Cancel {
+    cancel.map_or_else(Cancel::never, |c| c.token.clone().into())
 }

@@ -1,19 +1,19 @@
 //! `NativeDistributedLock`: converts the JS layer's calls for core::front::distributed_lock
 //! and answers them through the call's promise.
 
-use super::cancel::NativeCancel;
+use super::cancel::{signal, NativeCancel};
 use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
 use super::heartbeat::NativeHeartbeat;
 use super::js::outcome::{boolean, Outcome};
 use super::js::responder::JsCalls;
 use super::stats::{observe, NativeStats};
+use crate::core::basics::cancel::Cancel;
 use crate::core::front::distributed_lock::{DistributedLock, DistributedLockSettings};
 use crate::core::front::granted::Granted;
 use crate::core::front::reply::Settled;
 use napi::bindgen_prelude::{Env, Object, PromiseRaw, Unknown};
 use napi_derive::napi;
-use tokio_util::sync::CancellationToken;
 
 /// Options of `new DistributedLock(redis, options)`, defaults as in @lilith/distributed-lock.
 #[napi(object)]
@@ -57,10 +57,6 @@ fn handle(result: Settled<Option<Granted>>) -> Outcome {
         Ok(None) => Outcome::NoHandle,
         Err(err) => Outcome::Failed(err),
     }
-}
-
-fn cancel_token(cancel: Option<&NativeCancel>) -> CancellationToken {
-    cancel.map(|c| c.token.clone()).unwrap_or_default()
 }
 
 #[napi]
@@ -123,7 +119,7 @@ impl NativeDistributedLock {
     ) -> Result<Unknown<'env>> {
         let acquire = self.front.acquire(key, ttl_ms, listener).or_throw(&env)?;
         let call = self.calls.thread.call_in_place(&env, Some(&owner))?;
-        acquire.start(cancel_token(cancel), self.calls.reply(call.id, handle));
+        acquire.start(signal(cancel), self.calls.reply(call.id, handle));
         Ok(self.calls.thread.returned(call))
     }
 
@@ -143,7 +139,7 @@ impl NativeDistributedLock {
             .try_acquire(key, ttl_ms, listener)
             .or_throw(&env)?;
         let call = self.calls.thread.call_in_place(&env, Some(&owner))?;
-        attempt.start(CancellationToken::new(), self.calls.reply(call.id, handle));
+        attempt.start(Cancel::never(), self.calls.reply(call.id, handle));
         Ok(self.calls.thread.returned(call))
     }
 
@@ -166,7 +162,7 @@ impl NativeDistributedLock {
             .wait_for_lock(key, timeout_ms, ttl_ms, listener)
             .or_throw(&env)?;
         let call = self.calls.thread.call_in_place(&env, Some(&owner))?;
-        wait.start(cancel_token(cancel), self.calls.reply(call.id, handle));
+        wait.start(signal(cancel), self.calls.reply(call.id, handle));
         Ok(self.calls.thread.returned(call))
     }
 

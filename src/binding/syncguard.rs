@@ -2,7 +2,7 @@
 //! core::front::syncguard and answers them through the call's promise. JS has validated
 //! every argument and computed every key (syncguard's storage scheme); nothing is decided here.
 
-use super::cancel::NativeCancel;
+use super::cancel::{signal, NativeCancel};
 use super::connection::{LockParts, NativeConnection};
 use super::error::{OrThrow, Result};
 use super::js::outcome::{boolean, Outcome};
@@ -255,7 +255,7 @@ impl NativeSyncguard {
         let now = Instant::now();
         let ago = Duration::try_from_secs_f64(elapsed_ms.max(0.0) / 1000.0).unwrap_or_default();
         let started = now.checked_sub(ago).unwrap_or(now);
-        let token = cancel.map(|c| c.token.clone()).unwrap_or_default();
+        let token = signal(cancel);
         let acquisition = self
             .front
             .lock(&call_of(&keys), ttl_ms, pace.pace, started, token)

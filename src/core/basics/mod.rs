@@ -4,6 +4,7 @@
 
 pub mod background;
 pub mod backoff;
+pub mod cancel;
 pub mod clock;
 pub mod drops;
 pub mod error;

@@ -8,6 +8,7 @@ use super::granted::Granted;
 use super::reply::{ready, ready_quorum, Reply};
 use super::win::{self, Win};
 use crate::core::backend::lock_store::{Fairness, LockStore};
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::stats::{CallCounters, StatsSnapshot};
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
@@ -22,7 +23,6 @@ use crate::core::ops::store::Store;
 use crate::core::wait::owner::Owner;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// Options of `new DistributedLock(redis, options)`, as the caller gave them.
 #[derive(Default)]
@@ -266,7 +266,7 @@ pub struct Acquisition<'a> {
 impl Acquisition<'_> {
     /// Answers with the handle's parts once won; `None` when `tryAcquire` found it held.
     /// `cancel` (an AbortSignal) ends the wait; a lock won meanwhile is released.
-    pub fn start<R: Reply<Option<Granted>>>(self, cancel: CancellationToken, reply: R) {
+    pub fn start<R: Reply<Option<Granted>>>(self, cancel: Cancel, reply: R) {
         let Acquisition {
             lock,
             kind,

@@ -7,6 +7,7 @@
 use super::connection::LockConnection;
 use super::reply::{ready, Reply};
 use super::win::{self, Win};
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::stats::{CallCounters, StatsSnapshot};
@@ -207,8 +208,9 @@ impl Acquire<'_> {
             max_wait,
             listener,
         } = self;
-        let cancel = CancellationToken::new();
-        sync::lock(&service.acquiring).insert(listener, cancel.clone());
+        let token = CancellationToken::new();
+        sync::lock(&service.acquiring).insert(listener, token.clone());
+        let cancel = Cancel::from(token);
         service.heartbeat.beat();
         let started = Instant::now();
         let locker = service.locker.clone();

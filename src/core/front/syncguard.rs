@@ -15,6 +15,7 @@ pub use super::syncguard_calls::{
 };
 use super::syncguard_slots;
 use crate::core::backend::endpoint::Address;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::keys;
 use crate::core::basics::pace::Pace;
@@ -30,7 +31,6 @@ use crate::core::wait::owner::Owner;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// Options of `createRedisBackend(redis, options)` that reach the core.
 #[derive(Default)]
@@ -258,7 +258,7 @@ impl Syncguard {
         ttl_ms: f64,
         pace: Pace,
         started: Instant,
-        cancel: CancellationToken,
+        cancel: impl Into<Cancel>,
     ) -> Result<SyncguardLock, LockError> {
         let (keys, ttl) = (self.keys(call)?, ttl(ttl_ms)?);
         let (locker, held) = (self.locker.clone(), self.held.clone());
@@ -269,7 +269,7 @@ impl Syncguard {
             ttl,
             pace,
             started,
-            cancel,
+            cancel: cancel.into(),
         })
     }
 

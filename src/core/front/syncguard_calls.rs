@@ -3,6 +3,7 @@
 //! and `.await` runs it on the runtime (how the core's own tests drive it).
 
 use super::reply::{ready, Reply, Settled};
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::pace::Pace;
@@ -20,7 +21,6 @@ use std::collections::HashMap;
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// Below this many remembered locks, the lockId table is not pruned.
 const PRUNE_FLOOR: usize = 1024;
@@ -124,7 +124,7 @@ pub struct SyncguardLock {
     pub(super) ttl: Duration,
     pub(super) pace: Pace,
     pub(super) started: Instant,
-    pub(super) cancel: CancellationToken,
+    pub(super) cancel: Cancel,
 }
 
 impl SyncguardLock {

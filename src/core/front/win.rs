@@ -2,6 +2,7 @@
 //! API's own answer, made by its `Win`.
 
 use crate::core::basics::background;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::delivery::{won, Won};
@@ -9,7 +10,6 @@ use crate::core::ops::fast::Settled;
 use crate::core::ops::lock::Locker;
 use crate::core::ops::watchdog::Watchdog;
 use std::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 /// An API's answer to a won lock (and what it starts with it: a watchdog entry, a record of
 /// the hold).
@@ -45,7 +45,7 @@ pub async fn prepare(locker: &Locker, watched: bool) -> Result<(), LockError> {
 pub fn settle<W: Win>(
     win: W,
     locker: &Locker,
-    (started, cancel): (Instant, &CancellationToken),
+    (started, cancel): (Instant, &Cancel),
     result: Settled<Option<Lease>>,
 ) -> Settled<Option<W::Output>> {
     let answer = answer(win, locker, result);

@@ -11,13 +11,13 @@ use super::key_scheme::KeyScheme;
 use super::lock::{Locker, GRACE};
 use super::pause::Pause;
 use crate::core::basics::backoff;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::basics::pace::{GaveUp, Pace};
 use crate::core::wait::releases::Mark;
 use crate::core::wait::wake::{Caller, Ticket};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// What an acquisition does once an attempt found the lock held: when its next attempts
 /// are due, and where its waiter stands in its connection's wake table meanwhile.
@@ -321,7 +321,7 @@ impl Locker {
         plan: Plan,
         key: &str,
         ttl: Duration,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
         start: Start,
     ) -> Result<Option<Lease>, LockError> {
         (self.pursue_in(plan, KeyScheme::Ours(key), ttl, cancel, start)).await
@@ -333,7 +333,7 @@ impl Locker {
         plan: Plan,
         scheme: KeyScheme<'_>,
         ttl: Duration,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
         start: Start,
     ) -> Result<Option<Lease>, LockError> {
         let lock_key = self.scheme_key(&scheme);
@@ -460,7 +460,7 @@ impl Locker {
         attempts: &Attempts,
         ticket: Option<&Ticket>,
         name: &str,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> Result<Option<Next>, LockError> {
         let (deadline, first) = match *attempts {
             Attempts::Until { deadline, poll } => (deadline, poll),
@@ -518,7 +518,7 @@ impl Locker {
     pub(super) async fn won<T: StopsWaiting>(
         &self,
         lease: Lease,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
         leaving: T,
         scheme: KeyScheme<'_>,
     ) -> Result<Option<Lease>, LockError> {
@@ -541,11 +541,12 @@ impl Locker {
         ttl: Duration,
         max_retries: u32,
         base_delay: Duration,
-        cancel: &CancellationToken,
+        cancel: impl Into<Cancel>,
     ) -> Result<Lease, LockError> {
         let mark = (max_retries > 0).then(|| self.mark(key));
         let plan = Plan::retries(max_retries, base_delay, None, mark);
-        let won = self.pursue(plan, key, ttl, cancel, Start::Attempt).await?;
+        let cancel = cancel.into();
+        let won = self.pursue(plan, key, ttl, &cancel, Start::Attempt).await?;
         won.ok_or_else(|| LockError::Locked {
             key: key.to_owned(),
             retries: max_retries,
@@ -560,11 +561,12 @@ impl Locker {
         ttl: Duration,
         timeout: Duration,
         poll: Duration,
-        cancel: &CancellationToken,
+        cancel: impl Into<Cancel>,
     ) -> Result<Lease, LockError> {
         let deadline = Instant::now() + timeout;
         let plan = Plan::until(self.place(key, ttl, None), deadline, poll);
-        let won = self.pursue(plan, key, ttl, cancel, Start::Attempt).await?;
+        let cancel = cancel.into();
+        let won = self.pursue(plan, key, ttl, &cancel, Start::Attempt).await?;
         won.ok_or_else(|| LockError::Locked {
             key: key.to_owned(),
             retries: 0,

@@ -48,7 +48,7 @@ async fn a_waiter_first_in_line_only_by_the_time_it_runs_waits_for_the_handover(
     assert!(locks.release(&held).await.unwrap());
     let first_lease = first.take_grant().expect("handed to the first waiter");
     drop(first);
-    let (late, cancel) = (locks.clone(), CancellationToken::new());
+    let (late, cancel) = (locks.clone(), Cancel::never());
     let deadline = Instant::now() + MS(20_000);
     let waiting = tokio::spawn(async move {
         let plan = Plan::until(Place::Joined(second), deadline, SLOW_POLL);
@@ -90,7 +90,7 @@ async fn a_release_of_ours_between_a_waiters_attempt_and_its_joining_has_it_try_
     let start = Start::Held {
         holder_ttl: Some(MS(30_000)),
     };
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let lease = locks
         .pursue(plan, "between", MS(30_000), &cancel, start)
         .await
@@ -108,7 +108,7 @@ type Pursuit = tokio::task::JoinHandle<Result<Option<Lease>, LockError>>;
 fn pursued(
     locks: &Arc<Locker>,
     key: &'static str,
-    cancel: &CancellationToken,
+    cancel: &Cancel,
     start: Start,
 ) -> (Vec<u8>, Pursuit) {
     let ticket = locks.join(key, MS(30_000), Some(caller()));
@@ -127,7 +127,7 @@ fn pursued_while_paused(
     server: &RedisServer,
     locks: &Arc<Locker>,
     key: &'static str,
-    (cancel, start): (&CancellationToken, Start),
+    (cancel, start): (&Cancel, Start),
 ) -> (Vec<u8>, Pursuit, redis::Connection) {
     let mut admin = server.raw();
     let _: () = redis::cmd("CLIENT")
@@ -150,7 +150,7 @@ fn exists(admin: &mut redis::Connection, key: &str) -> i64 {
 async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_answers() {
     let server = RedisServer::start();
     let locks = locker_at(server.url());
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::signal();
     // The attempt is in flight when the caller gives up, and wins after.
     let (_, waiting, mut admin) =
         pursued_while_paused(&server, &locks, "given-up", (&cancel, Start::Attempt));
@@ -173,7 +173,7 @@ async fn a_waiter_that_wins_after_its_caller_gave_up_frees_the_lock_before_it_an
 async fn an_attempt_on_its_way_is_not_answered_in_place(key: &'static str, again: bool) {
     let server = RedisServer::start();
     let locks = locker_at(server.url());
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let start = match again {
         true => Start::Again {
             request: locks.attempt_request(key, MS(30_000)),
@@ -209,7 +209,7 @@ async fn nor_one_whose_first_attempt_is_sent_again() {
 async fn the_runtimes_release_during_a_waiters_attempt_hands_it_the_lock_in_order() {
     let server = RedisServer::start();
     let locks = locker_at(server.url());
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let held = take(&locks, "in-order").await;
     // The first waiter's attempt is on its way when the holder releases; a second waits
     // behind it.
@@ -247,7 +247,7 @@ async fn an_attempt_sent_again_waits_out_a_hand_over_under_way_then_sends_its_to
     // Its waiter joins before the hand-over, which is dropped unused (a fast-lane release
     // that was not sent): its first send may have won, so it is sent again all the same,
     // though the hand-over outlasted its time.
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let start = Start::Again {
         request,
         timeout: MS(50),
@@ -279,7 +279,7 @@ async fn an_attempt_sent_again_waits_out_a_hand_over_under_way_then_sends_its_to
 /// `Aborted`, with nothing left held.
 async fn what_a_first_send_won_is_freed<M>(key: &'static str, meanwhile: M)
 where
-    M: FnOnce(&Arc<Wakes>, &[u8], Reservation, &CancellationToken) -> Option<Reservation>,
+    M: FnOnce(&Arc<Wakes>, &[u8], Reservation, &Cancel) -> Option<Reservation>,
 {
     let server = RedisServer::start();
     let locks = locker_at(server.url());
@@ -287,7 +287,7 @@ where
     let (token, sent) = (request.terms.token.clone(), request.terms.sent);
     let first = locks.attempt_with(key, token, sent, MS(30_000), MS(2000), None);
     assert!(matches!(first.await, Ok(Attempt::Acquired(_))));
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::signal();
     let start = Start::Again {
         request,
         timeout: MS(2000),
@@ -335,7 +335,7 @@ async fn an_attempt_sent_again_for_a_caller_answered_meanwhile_that_finds_the_lo
     let locks = locker_at(server.url());
     let key = "again-held";
     let held = take(&locks, key).await;
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let start = Start::Again {
         request: locks.attempt_request(key, MS(30_000)),
         timeout: MS(2000),
@@ -370,7 +370,7 @@ async fn a_lock_won_for_a_caller_a_release_answered_already_is_freed() {
         wakes.settle(ticket.channel(), to, false),
         "its caller answered"
     );
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let ended = (locks.won(lease, &cancel, Some(ticket), KeyScheme::Ours(key))).await;
     assert!(matches!(ended, Err(LockError::Aborted)), "{ended:?}");
     // Freed before it ends: nobody would ever release a lock won for a caller answered.
@@ -397,13 +397,7 @@ async fn an_acquire_that_retries_learns_of_a_release_of_ours_that_landed_before_
         holder_ttl: Some(MS(30_000)),
     };
     let lease = locks
-        .pursue(
-            plan,
-            "retried",
-            MS(30_000),
-            &CancellationToken::new(),
-            start,
-        )
+        .pursue(plan, "retried", MS(30_000), &Cancel::never(), start)
         .await
         .expect("acquire")
         .expect("won");
@@ -422,7 +416,7 @@ async fn a_waiter_is_woken_by_the_release_not_by_its_poll() {
     let Attempt::Acquired(lease) = holder.attempt("w", MS(10_000)).await.expect("attempt") else {
         panic!("a free lock was not won");
     };
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let plan = Plan::until(
         waiter.place("w", MS(5000), None),
         Instant::now() + MS(5000),
@@ -487,7 +481,7 @@ async fn an_attempt_handed_over_keeps_its_first_sends_clock_for_its_lease() {
         request,
         timeout: MS(2000),
     };
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let won = locks.pursue(Plan::once(), "kept", MS(5000), &cancel, start);
     let lease = won.await.expect("pursue").expect("won");
     assert_eq!(lease.sent().at, first);
@@ -509,7 +503,7 @@ async fn a_redlock_attempt_first_sent_longer_ago_than_its_validity_is_time_and_u
         request,
         timeout: MS(2000),
     };
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let late = locks
         .pursue(Plan::once(), "late", ttl, &cancel, start)
         .await;

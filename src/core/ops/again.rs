@@ -4,11 +4,11 @@
 use super::attempt::{Attempt, PlainRequest};
 use super::lock::Locker;
 use super::pause::Pause;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::wait::wake::{Ticket, Trying};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// What a waiter whose attempt is sent again does first.
 enum Resend<'t> {
@@ -33,7 +33,7 @@ impl Locker {
         request: PlainRequest,
         timeout: Duration,
         waiting: Option<&Ticket>,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> Result<Attempt, LockError> {
         let PlainRequest { key, terms } = request;
         let budget = Instant::now() + timeout;
@@ -70,7 +70,7 @@ impl Locker {
         &self,
         ticket: &'t Ticket,
         key: &str,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> Resend<'t> {
         loop {
             match ticket.trying() {

@@ -6,6 +6,7 @@ use super::key_scheme::KeyScheme;
 use super::store::Store;
 use crate::core::backend::boundary::Backend;
 use crate::core::backend::lock_store::{LockStore, ScriptsFor};
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -21,7 +22,6 @@ use crate::core::wait::wake::{Caller, Ticket};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// Slack on bounds derived from a deadline, so a call that starts just before it can finish.
 /// Half the 50 ms we promise: the rest is for the hop back to the JS thread.
@@ -306,11 +306,11 @@ impl Locker {
 
 impl Locker {
     /// The caller gave up, or its owner went away.
-    pub(super) fn is_cancelled(&self, cancel: &CancellationToken) -> bool {
+    pub(super) fn is_cancelled(&self, cancel: &Cancel) -> bool {
         cancel.is_cancelled() || self.owner.is_gone()
     }
 
-    pub(super) fn check(&self, cancel: &CancellationToken) -> Result<(), LockError> {
+    pub(super) fn check(&self, cancel: &Cancel) -> Result<(), LockError> {
         if self.is_cancelled(cancel) {
             Err(LockError::Aborted)
         } else {
@@ -324,7 +324,7 @@ impl Locker {
         &self,
         scheme: KeyScheme<'_>,
         bound: Duration,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> Result<(), LockError> {
         tokio::select! {
             passed = self.store.pass_gate(|| self.scheme_key(&scheme), bound) => passed,
@@ -333,11 +333,7 @@ impl Locker {
         }
     }
 
-    pub(super) async fn sleep(
-        &self,
-        delay: Duration,
-        cancel: &CancellationToken,
-    ) -> Result<(), LockError> {
+    pub(super) async fn sleep(&self, delay: Duration, cancel: &Cancel) -> Result<(), LockError> {
         tokio::select! {
             _ = tokio::time::sleep(delay) => Ok(()),
             _ = cancel.cancelled() => Err(LockError::Aborted),

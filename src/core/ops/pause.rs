@@ -7,12 +7,12 @@ use super::attempt::Attempt;
 use super::key_scheme::KeyScheme;
 use super::lock::Locker;
 use super::release::GRANT_CLAIM;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::key_counts::KeyEvent;
 use crate::core::basics::lease::Lease;
 use crate::core::wait::wake::{self, Resume, Ticket};
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// What a pause between attempts ended with.
 pub(super) enum Pause {
@@ -36,7 +36,7 @@ impl Locker {
         ticket: &Ticket,
         due: Instant,
         name: &str,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> Result<Pause, LockError> {
         match ticket.look() {
             Resume::Granted(lease) => return Ok(self.handed(lease, name, ticket).await),
@@ -130,7 +130,7 @@ impl Locker {
         ttl: Duration,
         ticket: &Ticket,
         due: Instant,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> Result<Option<Lease>, LockError> {
         loop {
             match self.pause_until(ticket, due, scheme.name(), cancel).await? {

@@ -2,6 +2,7 @@
 //! pauses wait for that hand-over's end, on a runtime of one thread as the binding's, whose
 //! task that ends it must get to run.
 
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::drops::PERSIST;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -12,7 +13,6 @@ use crate::core::ops::test_support::locker_at;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
 const KEY: &str = "reserved-down";
@@ -57,7 +57,7 @@ fn pursued_while_reserved(
         runtime.block_on(async move {
             tokio::spawn(async move { drop(to) });
             let (plan, start) = (plan(Place::Joined(ticket)), start(&pursuing));
-            let cancel = CancellationToken::new();
+            let cancel = Cancel::never();
             let ended = pursuing.pursue(plan, KEY, MS(30_000), &cancel, start);
             let _ = tell.send(ended.await);
         });

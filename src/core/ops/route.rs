@@ -9,9 +9,9 @@ use super::fast::acquire::Mode;
 use super::lock::Locker;
 use super::store::Store;
 use crate::core::backend::lock_store::{FastPath, LockStore};
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::lease::Lease;
 use crate::core::wait::wake::Ticket;
-use tokio_util::sync::CancellationToken;
 
 /// The transport of one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +126,7 @@ impl FirstAttempt {
         FirstAttempt { watched, ..self }
     }
 
-    pub fn cancelled_by(self, cancel: &CancellationToken) -> Self {
+    pub fn cancelled_by(self, cancel: &Cancel) -> Self {
         let cancelled = cancel.is_cancelled();
         FirstAttempt { cancelled, ..self }
     }

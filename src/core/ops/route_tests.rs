@@ -1,10 +1,10 @@
 //! Unit tests of `route.rs`: which facts keep a first attempt off the caller's connection.
 use super::*;
 use crate::core::backend::endpoint::{Endpoint, EndpointSpec};
+use crate::core::basics::cancel::Cancel;
 use crate::core::ops::acquire::Plan;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 fn locker(port: u16, fair: bool) -> Arc<Locker> {
     let endpoint = Endpoint::from_spec(EndpointSpec {
@@ -77,8 +77,8 @@ fn a_store_whose_scripts_were_never_loaded_keeps_watched_attempts_off() {
 #[test]
 fn the_mode_tells_cancellation_and_a_waiter_behind_ours() {
     let locker = locker(41103, false);
-    let cancel = CancellationToken::new();
-    let retries = |cancel: &CancellationToken| Mode {
+    let cancel = Cancel::signal();
+    let retries = |cancel: &Cancel| Mode {
         plan: Plan::retries(1, Duration::from_millis(1), None, None),
         cancel: cancel.clone(),
     };
@@ -91,7 +91,7 @@ fn the_mode_tells_cancellation_and_a_waiter_behind_ours() {
             Instant::now() + Duration::from_secs(1),
             Duration::from_millis(10),
         ),
-        cancel: CancellationToken::new(),
+        cancel: Cancel::never(),
     };
     let ttl = Duration::from_secs(1);
     let first = until(locker.place("k", ttl, None));

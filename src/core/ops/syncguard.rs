@@ -8,6 +8,7 @@ use super::attempt::Attempt;
 use super::key_scheme::{KeyScheme, SyncguardKeys};
 use super::lock::Locker;
 use crate::core::backend::lock_store::LockStore;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -17,7 +18,6 @@ use crate::core::proto::syncguard::{ExtendById, ReleasedById, SyncguardIsLocked,
 use crate::core::wait::releases::Mark;
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// A syncguard lock won: what its caller reports (the lockId and keys are the caller's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,7 +112,7 @@ impl Locker {
         ttl: Duration,
     ) -> Result<Option<Lease>, LockError> {
         let scheme = KeyScheme::Syncguard(keys);
-        let never = CancellationToken::new();
+        let never = Cancel::never();
         (self.pursue_in(Plan::once(), scheme, ttl, &never, Start::Attempt)).await
     }
 
@@ -137,7 +137,7 @@ impl Locker {
         ttl: Duration,
         pace: Pace,
         started: Instant,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> Result<Lease, LockError> {
         let mark = self.mark_at(&keys.lock_key);
         (self.sg_lock_from(keys, ttl, (pace, started), cancel, mark, Start::Attempt)).await
@@ -151,7 +151,7 @@ impl Locker {
         keys: &SyncguardKeys,
         ttl: Duration,
         (pace, started): (Pace, Instant),
-        cancel: &CancellationToken,
+        cancel: &Cancel,
         mark: Mark,
         start: Start,
     ) -> Result<Lease, LockError> {

@@ -30,7 +30,7 @@ async fn paced(
     keys: &SyncguardKeys,
     pace: Pace,
 ) -> Result<SyncguardWon, LockError> {
-    let cancel = CancellationToken::new();
+    let cancel = Cancel::never();
     let won = locks.sg_lock(keys, MS(30_000), pace, Instant::now(), &cancel);
     won.await.map(|lease| SyncguardWon::of(&lease))
 }
@@ -142,7 +142,7 @@ async fn a_release_wakes_a_paced_waiter_before_its_backoff() {
         let held = keys("job", &id(1));
         assert!(locks.sg_acquire(&held, MS(30_000)).await.unwrap().is_some());
         let waiter = keys("job", &id(2));
-        let (late, cancel) = (Arc::clone(&locks), CancellationToken::new());
+        let (late, cancel) = (Arc::clone(&locks), Cancel::never());
         let started = Instant::now();
         let waiting = tokio::spawn(async move {
             (late.sg_lock(
@@ -177,7 +177,7 @@ async fn a_paced_waiter_cancelled_ends_aborted_and_holds_nothing() {
     let held = keys("c", &id(1));
     assert!(locks.sg_acquire(&held, MS(30_000)).await.unwrap().is_some());
     let waiter = keys("c", &id(2));
-    let (late, cancel) = (Arc::clone(&locks), CancellationToken::new());
+    let (late, cancel) = (Arc::clone(&locks), Cancel::signal());
     let stop = cancel.clone();
     let waiting = tokio::spawn(async move {
         let pace = Pace::fixed(5.0, 5000.0, 60_000.0);
@@ -226,7 +226,7 @@ async fn woken_attempts_that_fail_do_not_count() {
     let held = keys("kept", &id(1));
     assert!(locks.sg_acquire(&held, MS(30_000)).await.unwrap().is_some());
     let waiter = keys("kept", &id(2));
-    let (late, cancel) = (Arc::clone(&locks), CancellationToken::new());
+    let (late, cancel) = (Arc::clone(&locks), Cancel::never());
     let started = Instant::now();
     let waiting = tokio::spawn(async move {
         let pace = Pace::fixed(1.0, 500.0, f64::INFINITY);

@@ -34,9 +34,46 @@ pub struct Entry {
     pub expire_at: Option<i64>,
 }
 
+/// SipHash's cost showed in every command; foldhash is several times cheaper. Keys are the
+/// application's, which may take them from its users, and the map lives as long as the
+/// process: foldhash's own random seeds come from addresses and the clock, which it does not
+/// claim resist a study of the process, so both of its seeds are drawn here from the OS's
+/// random source instead, as SipHash's were.
+type Entries = HashMap<Vec<u8>, Entry, KeyHashing>;
+
+#[derive(Clone)]
+struct KeyHashing(foldhash::quality::SeedableRandomState);
+
+static SHARED_SEED: std::sync::LazyLock<foldhash::SharedSeed> =
+    std::sync::LazyLock::new(|| foldhash::SharedSeed::from_u64(os_random()));
+
+/// A draw from the OS; should it refuse, foldhash's own seeding (the weaker one) stands in.
+fn os_random() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        use std::hash::BuildHasher;
+        foldhash::quality::RandomState::default().hash_one(0u8)
+    })
+}
+
+impl Default for KeyHashing {
+    fn default() -> Self {
+        KeyHashing(foldhash::quality::SeedableRandomState::with_seed(
+            os_random(),
+            &SHARED_SEED,
+        ))
+    }
+}
+
+impl std::hash::BuildHasher for KeyHashing {
+    type Hasher = foldhash::quality::FoldHasher<'static>;
+    fn build_hasher(&self) -> Self::Hasher {
+        self.0.build_hasher()
+    }
+}
+
 #[derive(Default)]
 pub struct Keyspace {
-    entries: HashMap<Vec<u8>, Entry>,
+    entries: Entries,
     /// When each entry with an expiry expires: what a sweep reads.
     deadlines: Deadlines,
     clock: Clock,
@@ -136,7 +173,7 @@ impl Keyspace {
     /// An empty keyspace on the same clock, standing in while a script has this one.
     pub(super) fn placeholder(&self) -> Self {
         Keyspace {
-            entries: HashMap::new(),
+            entries: Entries::default(),
             deadlines: Deadlines::default(),
             clock: self.clock,
             now: self.now,

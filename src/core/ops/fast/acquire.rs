@@ -5,6 +5,7 @@
 use super::undo::UndoSent;
 use super::{count_missed, FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::{Plan, Start};
@@ -21,13 +22,12 @@ use redis::Value;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// How an acquisition sent here goes on: its plan should the lock be held, and the
 /// caller's cancellation.
 pub struct Mode {
     pub plan: Plan,
-    pub cancel: CancellationToken,
+    pub cancel: Cancel,
 }
 
 /// A first attempt at a DistributedLock (or maestro's service) lock. `Ok(None)`: not won,

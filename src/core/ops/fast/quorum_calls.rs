@@ -6,6 +6,7 @@
 use super::{parts, redlock_of, Decided, NodeAnswers, Part, Quorum, Shape, Undo};
 use crate::core::backend::redlock_tally::{acquire_verdict, release_verdict, Tally, Verdict};
 use crate::core::basics::background::spawn;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::clock;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -23,7 +24,6 @@ use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// A first attempt at a DistributedLock lock on every node of a Redlock, one token for all.
 pub struct QuorumAttempt {
@@ -97,7 +97,7 @@ impl QuorumAttempt {
 /// How an attempt goes on once concluded.
 struct Ends {
     plan: Plan,
-    cancel: CancellationToken,
+    cancel: Cancel,
     /// A release of ours may have missed the waiter before it joined: the next attempt is
     /// due at once.
     missed: bool,

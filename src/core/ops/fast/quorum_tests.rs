@@ -1,19 +1,19 @@
 //! Unit tests of the quorum calls (quorum.rs, quorum_calls.rs): canned replies handed to
 //! the parts in every order, no connection (the lanes only hand replies over).
 use super::*;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::Plan;
 use crate::core::ops::fast::acquire::Mode;
 use crate::core::ops::fast::Settled;
 use crate::core::ops::test_support::redlock_locker;
-use tokio_util::sync::CancellationToken;
 
 const PORTS: [u16; 5] = [41101, 41102, 41103, 41104, 41105];
 
 fn attempt(locker: &Arc<Locker>) -> Vec<Part<QuorumAttempt>> {
     let mode = Mode {
         plan: Plan::once(),
-        cancel: CancellationToken::new(),
+        cancel: Cancel::never(),
     };
     QuorumAttempt::new(locker, "k", Duration::from_secs(10), mode)
         .ok()

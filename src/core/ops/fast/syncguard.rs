@@ -5,6 +5,7 @@
 use super::undo::UndoSent;
 use super::{is_refusal, FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
@@ -23,7 +24,6 @@ use futures_util::FutureExt;
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
 /// `backend.acquire`: one attempt. `Ok(None)` when the lock is held. Or `lock()`'s first
 /// attempt (`then`): a held lock is then waited for on the runtime, paced and woken.
@@ -40,7 +40,7 @@ pub struct SyncguardAttempt {
 pub struct PacedRest {
     pub pace: Pace,
     pub started: Instant,
-    pub cancel: CancellationToken,
+    pub cancel: Cancel,
     pub mark: Mark,
 }
 
@@ -61,7 +61,7 @@ impl SyncguardAttempt {
         keys: SyncguardKeys,
         ttl: Duration,
         (pace, started): (Pace, Instant),
-        cancel: CancellationToken,
+        cancel: Cancel,
     ) -> Self {
         let mark = locker.mark_at(&keys.lock_key);
         let then = Some(PacedRest {
@@ -79,8 +79,7 @@ impl SyncguardAttempt {
     /// A won attempt: the caller's at once, unless its `lock()` was cancelled or its owner
     /// ended meanwhile; then the runtime frees it as acquire.rs `won` says.
     fn won(self, lease: Lease) -> Step<Option<Lease>> {
-        let cancel =
-            (self.then.as_ref()).map_or_else(CancellationToken::new, |rest| rest.cancel.clone());
+        let cancel = (self.then.as_ref()).map_or_else(Cancel::never, |rest| rest.cancel.clone());
         if !self.locker.is_cancelled(&cancel) {
             return Step::Now(Ok(Some(lease)));
         }

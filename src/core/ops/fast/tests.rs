@@ -3,9 +3,9 @@
 //! files hold no test-only unwraps.
 use super::acquire::{Mode, PlainAttempt};
 use super::*;
+use crate::core::basics::cancel::Cancel;
 use crate::core::basics::clock::Stamp;
 use crate::core::ops::acquire::Plan;
-use tokio_util::sync::CancellationToken;
 
 fn locker(port: u16) -> Arc<Locker> {
     crate::core::ops::test_support::locker(port, "t:")
@@ -25,7 +25,7 @@ fn lease(locker: &Locker) -> Arc<Lease> {
 fn mode(plan: Plan) -> Mode {
     Mode {
         plan,
-        cancel: CancellationToken::new(),
+        cancel: Cancel::never(),
     }
 }
 
@@ -98,7 +98,10 @@ fn a_won_attempt_is_the_lease_unless_its_caller_cancelled() {
     let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), mode(Plan::once()));
     let lease = now(attempt.answered(won())).unwrap().unwrap();
     assert_eq!(lease.fence, 7);
-    let cancelled = mode(Plan::once());
+    let cancelled = Mode {
+        cancel: Cancel::signal(),
+        ..mode(Plan::once())
+    };
     cancelled.cancel.cancel();
     let attempt = PlainAttempt::new(&locker, "k", Duration::from_secs(1), cancelled);
     // Answered (aborted) on the runtime, once the lock it won is freed.
