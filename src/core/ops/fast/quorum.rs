@@ -305,6 +305,9 @@ impl<Q: Quorum> QuorumState<Q> {
             self.watch = undo.watch();
         }
         self.decided = Some(decided);
+        // No node is written the call after this (a late one gets a PING): a straggler out
+        // for its whole bound need not keep the request's bytes alive.
+        self.encoded = None;
     }
 
     /// The open call, taken for the runtime (or its end), which concludes it.
