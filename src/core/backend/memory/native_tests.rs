@@ -349,7 +349,7 @@ fn the_native_forms_were_written_against_these_scripts() {
         (
             "release_wake.lua",
             scripts::RELEASE_WAKE.get_hash(),
-            "f66bfe9b2ee6883e56e4c148b029a76161be715d",
+            "a20c1402a891ea22b14c4a48b729d17930d79c9b",
         ),
         (
             "release.lua",
