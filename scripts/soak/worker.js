@@ -5,7 +5,7 @@
 // opened and compares the resources left with those at its start.
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const Redis = require('ioredis')
-const { watchdogStats, collectNativeMemory } = require('../../lib/native')
+const { watchdogStats, collectNativeMemory, nativeMemory } = require('../../lib/native')
 const { Tally, sample, resourcesByType, RUN } = require('./tally')
 const { Sections } = require('./sections')
 const { Traffic } = require('./traffic')
@@ -51,10 +51,15 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
     // heap happened to grow since it last let go.
     globalThis.gc?.()
     collectNativeMemory()
+    const native = nativeMemory()
     onSample({
       pid: process.pid,
       at: Date.now(),
       ...sample(),
+      // The C allocator's figures (MB): in live allocations (verdict.js's native rule), and
+      // taken from the system, which keeps the extent of past peaks, its free pages given back.
+      nativeMb: native === null ? undefined : Math.round(native.inUseMb * 1000) / 1000,
+      nativeFromSystemMb: native === null ? undefined : Math.round(native.fromSystemMb * 1000) / 1000,
       watched: Object.fromEntries(traffics.map((t) => [t.backend.name, watched(t.backend.url)])),
       pending: tally.pending,
       stallMaxMs,
