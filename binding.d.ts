@@ -485,6 +485,21 @@ export interface NativeErrorCount {
   count: number
 }
 
+/** `null` where the allocator cannot be asked (not glibc, or glibc before 2.33). */
+export declare function nativeMemory(): NativeMemory | null
+
+/**
+ * What the C allocator holds (MB), for the soak's native memory rule (scripts/soak/verdict.js):
+ * every native allocation of the process (ours, Node's, V8's own outside its heap) and none of
+ * V8's heap pages, whose resident share moves by megabytes between samples.
+ */
+export interface NativeMemory {
+  /** Taken from the system by the allocator's arenas and its mmapped blocks. */
+  fromSystemMb: number
+  /** Of that, in live allocations. */
+  inUseMb: number
+}
+
 /** What one API object has done since it was made (lib/ reshapes `errors` into an object). */
 export interface NativeStats {
   /** False when the object was made with `stats: false` (every count then zero). */

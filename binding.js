@@ -851,6 +851,7 @@ module.exports.isSiblingKey = nativeBinding.isSiblingKey
 module.exports.lockKeyOfChannel = nativeBinding.lockKeyOfChannel
 module.exports.lockSiblings = nativeBinding.lockSiblings
 module.exports.memoryCommand = nativeBinding.memoryCommand
+module.exports.nativeMemory = nativeBinding.nativeMemory
 module.exports.syncguardClusterKey = nativeBinding.syncguardClusterKey
 module.exports.validateFenceRetentionMs = nativeBinding.validateFenceRetentionMs
 module.exports.validateTtlMs = nativeBinding.validateTtlMs

@@ -29,14 +29,14 @@ function sample(i, { pid = 7, every = 2500 } = {}) {
   for (const kind of shuffled(KINDS)) ops[kind] = 1
   const errors = {}
   for (const code of shuffled(CODES)) errors[code] = 2
-  const raw = { pid, at: STARTED + i * every, rss: 100 + i, v8Idle: 3 + i, heapUsed: 7, external: 2, arrayBuffers: 0.1, resources: { Timeout: 3 }, watched: { redis: 1 }, pending: 0, stallMaxMs: i, ops, errors, grants: 1, passes: 2, lost: 0 }
+  const raw = { pid, at: STARTED + i * every, rss: 100 + i, v8Idle: 3 + i, nativeMb: 10 + i / 10, nativeFromSystemMb: 15, heapUsed: 7, external: 2, arrayBuffers: 0.1, resources: { Timeout: 3 }, watched: { redis: 1 }, pending: 0, stallMaxMs: i, ops, errors, grants: 1, passes: 2, lost: 0 }
   return JSON.parse(JSON.stringify(raw))
 }
 
-test('SampleLog keeps { at, rss, v8Idle } per sample and the counts since the last line', () => {
+test('SampleLog keeps { at, rss, v8Idle, nativeMb, heapUsed } per sample and the counts since the last line', () => {
   const log = new SampleLog()
   for (let i = 0; i < 3; i += 1) log.add(sample(i))
-  assert.deepEqual(log.samples, [0, 1, 2].map((i) => ({ at: STARTED + i * 2500, rss: 100 + i, v8Idle: 3 + i })))
+  assert.deepEqual(log.samples, [0, 1, 2].map((i) => ({ at: STARTED + i * 2500, rss: 100 + i, v8Idle: 3 + i, nativeMb: 10 + i / 10, heapUsed: 7 })))
   assert.equal(log.last.rss, 102)
   const fresh = log.takeFresh()
   assert.equal(fresh.pid, 7)
@@ -57,9 +57,10 @@ test('MinuteTable sums counts per minute and keeps each process its minute\'s la
   }
   const rows = table.toJSON()
   assert.equal(rows.length, 2)
-  assert.deepEqual(Object.keys(rows[0]), ['minute', 'rss', 'heapUsed', 'external', 'arrayBuffers', 'resources', 'watched', 'stallMaxMs', 'ops', 'errors', 'grants', 'passes', 'lost'])
+  assert.deepEqual(Object.keys(rows[0]), ['minute', 'rss', 'heapUsed', 'external', 'nativeMb', 'nativeFromSystemMb', 'arrayBuffers', 'resources', 'watched', 'stallMaxMs', 'ops', 'errors', 'grants', 'passes', 'lost'])
   assert.deepEqual(rows[0].rss, { parent: 123, 'child 1': 123 })
   assert.deepEqual(rows[1].rss, { parent: 129, 'child 1': 129 })
+  assert.deepEqual(rows[1].nativeMb, { parent: 12.9, 'child 1': 12.9 })
   assert.deepEqual(rows[0].stallMaxMs, { 'parent (1)': 23, 'child 1 (2)': 23 })
   assert.equal(rows[0].ops['memory.op19'], 48)
   assert.equal(rows[1].errors.AbortError, 24)

@@ -192,7 +192,7 @@ async function main() {
   parent.result.resourcesAtStart = resourcesAtStart
   parent.result.resourcesAfterClose = resourcesByType()
 
-  const { failures, rss } = verdict({ processes, sections, runMs: args.runMs })
+  const { failures, rss, native, heap } = verdict({ processes, sections, runMs: args.runMs })
   const summary = {
     command: `npm run soak -- ${process.argv.slice(2).join(' ')}`.trim(),
     minutes: args.runMs / 60_000,
@@ -215,6 +215,9 @@ async function main() {
       restartsExcused: args.excuseRestarts,
     },
     rss,
+    native,
+    heap,
+    nativeSamplesMb: Object.fromEntries(processes.map((p) => [p.label, p.samples.map((s) => s.nativeMb)])),
     rssSamplesMb: Object.fromEntries(processes.map((p) => [p.label, p.samples.map((s) => s.rss)])),
     perMinute: minutes.toJSON(),
     exits: processes.filter((p) => p.exitMs !== undefined).map((p) => Math.round(p.exitMs)),

@@ -7,14 +7,15 @@
 // samples a minute, and the parent's heap grew 0.12 MB a minute over a 30-minute soak (heap
 // snapshots at minutes 3 and 9: new Maps, DescriptorArrays, property arrays), while its
 // children, which keep no samples, stayed flat. The parent's RSS, which the verdict judges as
-// the library's, grew with it. Kept now: per process `{ at, rss, v8Idle }` a sample (the RSS rule,
-// rssSamplesMb), its latest sample (the minute's line), the counts since the last line, and
-// one row a minute for the JSON; counts sit in Maps, which take any key order in one shape.
+// the library's, grew with it. Kept now: per process `{ at, rss, v8Idle, nativeMb, heapUsed }` a
+// sample (the memory rules, rssSamplesMb), its latest sample (the minute's line), the counts
+// since the last line, and one row a minute for the JSON; counts sit in Maps, which take any
+// key order in one shape.
 
 /** One process's samples as the parent keeps them. */
 class SampleLog {
   constructor() {
-    // { at, rss, v8Idle } per sample: what verdict.js's rssRule reads.
+    // { at, rss, v8Idle, nativeMb, heapUsed } per sample: what verdict.js's memory rules read.
     this.samples = []
     this.last = undefined
     this.fresh = newCounts()
@@ -23,7 +24,7 @@ class SampleLog {
   }
 
   add(sample) {
-    this.samples.push({ at: sample.at, rss: sample.rss, v8Idle: sample.v8Idle })
+    this.samples.push({ at: sample.at, rss: sample.rss, v8Idle: sample.v8Idle, nativeMb: sample.nativeMb, heapUsed: sample.heapUsed })
     this.last = sample
     addSampleCounts(this.fresh, sample)
     this.freshPid ??= sample.pid
@@ -54,6 +55,8 @@ class MinuteTable {
       rss: {},
       heapUsed: {},
       external: {},
+      nativeMb: {},
+      nativeFromSystemMb: {},
       arrayBuffers: {},
       resources: {},
       watched: {},
@@ -65,6 +68,8 @@ class MinuteTable {
     row.rss[label] = sample.rss
     row.heapUsed[label] = sample.heapUsed
     row.external[label] = sample.external
+    row.nativeMb[label] = sample.nativeMb
+    row.nativeFromSystemMb[label] = sample.nativeFromSystemMb
     row.arrayBuffers[label] = sample.arrayBuffers
     row.resources[label] = sample.resources
     row.watched[label] = sample.watched

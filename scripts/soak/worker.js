@@ -5,10 +5,13 @@
 // opened and compares the resources left with those at its start.
 const { monitorEventLoopDelay } = require('node:perf_hooks')
 const Redis = require('ioredis')
-const { watchdogStats, collectNativeMemory } = require('../../lib/native')
+const { watchdogStats, collectNativeMemory, nativeMemory } = require('../../lib/native')
 const { Tally, sample, resourcesByType, RUN } = require('./tally')
 const { Sections } = require('./sections')
 const { Traffic } = require('./traffic')
+
+// How long after a sample's collection its memory is read (see runProcess).
+const SETTLE_MS = 250
 
 const failures = []
 process.on('unhandledRejection', (reason) => failures.push(`unhandledRejection: ${reason?.stack ?? reason}`))
@@ -43,25 +46,42 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
   // The event loop's longest stall per sample: a holder stalled past its TTL writes late.
   const loopDelay = monitorEventLoopDelay({ resolution: 10 })
   loopDelay.enable()
-  const timer = setInterval(() => {
+  let stopping = false
+  const takeSample = async () => {
     const stallMaxMs = Math.round(loopDelay.max / 1e5) / 10
     loopDelay.reset()
     // A full collection first (with --expose-gc, as `npm run soak` runs), then the native
     // allocator's freed pages given back: RSS then follows what is live, not how far either
-    // heap happened to grow since it last let go.
+    // heap happened to grow since it last let go. V8 hands the pages a collection freed back
+    // to the system on its own threads, after `gc()` returns: a soak parent's RSS read at once
+    // was up to 14.5 MB above the same read 20 ms later, and moved under 1 MB between 100 and
+    // 400 ms. So RSS is read once that is done.
     globalThis.gc?.()
+    // The live heap is read at once: by the time RSS has settled, the traffic has left
+    // garbage in it (a 30-minute soak's parent read 12.7 -> 14.2 MB so, 7.1 -> 7.6 at once).
+    const heapUsed = Math.round((process.memoryUsage().heapUsed / 1048576) * 10) / 10
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
+    if (stopping) return
     collectNativeMemory()
+    const native = nativeMemory()
     onSample({
       pid: process.pid,
       at: Date.now(),
       ...sample(),
+      heapUsed,
+      // The C allocator's figures (MB): in live allocations (verdict.js's native rule), and
+      // taken from the system, which keeps the extent of past peaks, its free pages given back.
+      nativeMb: native === null ? undefined : Math.round(native.inUseMb * 1000) / 1000,
+      nativeFromSystemMb: native === null ? undefined : Math.round(native.fromSystemMb * 1000) / 1000,
       watched: Object.fromEntries(traffics.map((t) => [t.backend.name, watched(t.backend.url)])),
       pending: tally.pending,
       stallMaxMs,
       ...tally.take(),
     })
-  }, sampleMs)
+  }
+  const timer = setInterval(() => void takeSample(), sampleMs)
   await stopped
+  stopping = true
   clearInterval(timer)
   loopDelay.disable()
   await Promise.all(traffics.map((traffic) => traffic.stop()))

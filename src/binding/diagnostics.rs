@@ -37,6 +37,27 @@ pub fn collect_native_memory() {
     super::sys::memory::give_back_freed();
 }
 
+/// What the C allocator holds (MB), for the soak's native memory rule (scripts/soak/verdict.js):
+/// every native allocation of the process (ours, Node's, V8's own outside its heap) and none of
+/// V8's heap pages, whose resident share moves by megabytes between samples.
+#[napi(object)]
+pub struct NativeMemory {
+    /// Taken from the system by the allocator's arenas and its mmapped blocks.
+    pub from_system_mb: f64,
+    /// Of that, in live allocations.
+    pub in_use_mb: f64,
+}
+
+/// `null` where the allocator cannot be asked (not glibc, or glibc before 2.33).
+#[napi]
+pub fn native_memory() -> Option<NativeMemory> {
+    let mb = |bytes: u64| bytes as f64 / 1_048_576.0;
+    super::sys::memory::holding().map(|held| NativeMemory {
+        from_system_mb: mb(held.from_system),
+        in_use_mb: mb(held.in_use),
+    })
+}
+
 /// Runs one command on the `memory://` keyspace of `url` and answers its reply as JSON:
 /// integers, `null`, arrays, `{"bulk": base64}`, `{"status": text}`, `{"error": text}`. How
 /// tests read and write beside the locks on the embedded backend, as with a client on Redis.

@@ -84,11 +84,11 @@ fn load() -> Option<Uv> {
     }
 }
 
-/// A libuv function as the function pointer type `F`.
+/// A function of libuv (or of any library loaded) as the function pointer type `F`.
 ///
 /// # Safety
-/// `F` is an `extern "C"` function pointer with the signature libuv declares for `name`.
-unsafe fn function<F: Copy>(name: &CStr) -> Option<F> {
+/// `F` is an `extern "C"` function pointer with the signature declared for `name`.
+pub(super) unsafe fn function<F: Copy>(name: &CStr) -> Option<F> {
     let found = symbol(name)?;
     const { assert!(std::mem::size_of::<F>() == std::mem::size_of::<*mut c_void>()) };
     // SAFETY: same size (checked above), non-null, and `F` is the symbol's signature, as
