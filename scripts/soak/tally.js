@@ -132,19 +132,23 @@ function resourcesByType() {
   return byType
 }
 
-/** One sample of this process's memory (MB) and resources. */
-function sample() {
+/**
+ * One sample of this process's memory (MB) and resources. `liveHeap`: V8's used heap (bytes)
+ * read straight after the sample's full gc, when RSS is read later (scripts/soak/worker.js).
+ */
+function sample(liveHeap) {
   const mem = process.memoryUsage()
   const heap = v8.getHeapStatistics()
+  const live = liveHeap ?? heap.used_heap_size
   const mb = (n) => Math.round((n / 1048576) * 10) / 10
   return {
     rss: mb(mem.rss),
-    // V8's heap pages in RSS that hold no live object (read after the sample's full gc): V8
-    // keeps some of the pages a collection frees for its next allocations, 7.8-11.5 MB of old
-    // space from one sample to the next in a process whose live heap stayed at 7 MB. Pages
-    // kept, not memory leaked: verdict.js's RSS rule takes them out.
-    v8Idle: mb(Math.max(0, heap.total_physical_size - heap.used_heap_size)),
-    heapUsed: mb(mem.heapUsed),
+    // V8's heap pages in RSS that hold no live object after the sample's full gc: V8 keeps
+    // some of the pages a collection frees for its next allocations, 7.8-11.5 MB of old space
+    // from one sample to the next in a process whose live heap stayed at 7 MB. Pages kept, not
+    // memory leaked: verdict.js's RSS rule takes them out.
+    v8Idle: mb(Math.max(0, heap.total_physical_size - live)),
+    heapUsed: mb(live),
     external: mb(mem.external),
     arrayBuffers: mb(mem.arrayBuffers),
     resources: resourcesByType(),

@@ -4,6 +4,7 @@
 // memory, resources and counts every `sampleMs`, then a clean stop that closes everything it
 // opened and compares the resources left with those at its start.
 const { monitorEventLoopDelay } = require('node:perf_hooks')
+const v8 = require('node:v8')
 const Redis = require('ioredis')
 const { watchdogStats, collectNativeMemory, nativeMemory } = require('../../lib/native')
 const { Tally, sample, resourcesByType, RUN } = require('./tally')
@@ -47,7 +48,11 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
   const loopDelay = monitorEventLoopDelay({ resolution: 10 })
   loopDelay.enable()
   let stopping = false
+  // The sample waiting for RSS to settle, if any: stopped with the rest, so that its timer is
+  // not counted as left after close.
+  let settling = null
   const takeSample = async () => {
+    if (settling) return
     const stallMaxMs = Math.round(loopDelay.max / 1e5) / 10
     loopDelay.reset()
     // A full collection first (with --expose-gc, as `npm run soak` runs), then the native
@@ -57,18 +62,23 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
     // was up to 14.5 MB above the same read 20 ms later, and moved under 1 MB between 100 and
     // 400 ms. So RSS is read once that is done.
     globalThis.gc?.()
-    // The live heap is read at once: by the time RSS has settled, the traffic has left
-    // garbage in it (a 30-minute soak's parent read 12.7 -> 14.2 MB so, 7.1 -> 7.6 at once).
-    const heapUsed = Math.round((process.memoryUsage().heapUsed / 1048576) * 10) / 10
-    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS))
+    // What the collection left live, read at once: by the time RSS has settled, the heap also
+    // holds the traffic's garbage (a 30-minute soak's parent read 12.7 -> 14.2 MB so, 7.1 -> 7.6
+    // at once), which would count as neither idle pages nor a leak.
+    const liveHeap = v8.getHeapStatistics().used_heap_size
+    await new Promise((resolve) => {
+      settling = { timer: setTimeout(resolve, SETTLE_MS), resolve }
+    })
+    settling = null
     if (stopping) return
+    // Read after the settle too, so it holds the traffic's Buffers of those 250 ms: tenths of a
+    // MB, inside the native rule's slack.
     collectNativeMemory()
     const native = nativeMemory()
     onSample({
       pid: process.pid,
       at: Date.now(),
-      ...sample(),
-      heapUsed,
+      ...sample(liveHeap),
       // The C allocator's figures (MB): in live allocations (verdict.js's native rule), and
       // taken from the system, which keeps the extent of past peaks, its free pages given back.
       nativeMb: native === null ? undefined : Math.round(native.inUseMb * 1000) / 1000,
@@ -83,6 +93,10 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
   await stopped
   stopping = true
   clearInterval(timer)
+  if (settling) {
+    clearTimeout(settling.timer)
+    settling.resolve()
+  }
   loopDelay.disable()
   await Promise.all(traffics.map((traffic) => traffic.stop()))
   const last = tally.take()
