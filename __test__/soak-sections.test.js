@@ -92,6 +92,53 @@ test('checkSections: a seeded run of 3000 sections from 5 processes gets the ver
   ]) {
     const judged = await checkSections(data, options)
     assert.deepEqual(judged, expected[name], name)
+    // The JSON too: its verdicts listed as the records first met them.
+    assert.equal(JSON.stringify(judged), JSON.stringify(expected[name]), name)
     assert.deepEqual(judgeSections(memory, options), expected[name], name)
   }
+})
+
+/**
+ * `client` (ioredis), logging each command's name, how many arguments it sent and, for an
+ * array reply, how many entries came back; a pipeline's commands likewise.
+ */
+function logged(client, log) {
+  return new Proxy(client, {
+    get(target, name) {
+      const value = Reflect.get(target, name)
+      if (typeof value !== 'function') return value
+      if (name === 'pipeline' || name === 'multi') return (...args) => logged(value.apply(target, args), log)
+      return (...args) => {
+        const entry = { name, args: args.flat().length }
+        log.push(entry)
+        const reply = value.apply(target, args)
+        if (reply && typeof reply.then === 'function') {
+          return reply.then((out) => {
+            if (Array.isArray(out)) entry.entries = name === 'exec' ? Math.max(0, ...out.map(([, r]) => (Array.isArray(r) ? r.length : 0))) : out.length
+            return out
+          })
+        }
+        return reply
+      }
+    },
+  })
+}
+
+test('checkSections: however many sections, no command reads or sends more than a chunk of them, and the close leaves nothing on the data server', async () => {
+  await data.flushall()
+  const run = scenario(expected.seed, { count: expected.count })
+  await store(data, run)
+  const keysBefore = (await data.keys('*')).sort()
+  const log = []
+  const judged = await checkSections(logged(data, log), { restarts: run.restarts, wallSteps: run.wallSteps, chunk: 50 })
+  assert.deepEqual(judged, expected.strict)
+  const names = new Set(log.map((entry) => entry.name))
+  for (const whole of ['hgetall', 'smembers', 'hkeys', 'hvals', 'sort']) assert.ok(!names.has(whole), `${whole} reads a whole table`)
+  const widest = Math.max(...log.map((entry) => entry.entries ?? 0))
+  assert.ok(widest <= 50, `a reply of ${widest} entries`)
+  // zadd sends a score and a member a section.
+  const busiest = Math.max(...log.map((entry) => entry.args))
+  assert.ok(busiest <= 2 * 50 + 1, `a command of ${busiest} arguments`)
+  assert.ok(log.filter((entry) => entry.name === 'lrange').length >= 3000 / 50)
+  assert.deepEqual((await data.keys('*')).sort(), keysBefore)
 })

@@ -23,10 +23,11 @@ const BASE = 50_000_000
 const us = (x) => Math.round(x * 1e6) / 1e6
 
 /**
- * `count` sections over `keys` counter keys from `processes` process starts. Answers
+ * `count` sections over `keys` counter keys from `processes` process starts, a share `stalled`
+ * of them held 1-2.5 s. Answers
  * { sections (in the order their SETs ran), counters, doubtWithoutRecord, restarts, wallSteps }.
  */
-function scenario(seed, { count = 3000, keys = 8, processes = 5 } = {}) {
+function scenario(seed, { count = 3000, keys = 8, processes = 5, stalled = 0.03 } = {}) {
   const random = generator(seed)
   const pick = (list) => list[Math.floor(random() * list.length)]
   const runs = Array.from({ length: processes }, (_, i) => `${4000 + i}-${(0x1000_0000 + i * 0x1234567).toString(16)}`)
@@ -45,10 +46,10 @@ function scenario(seed, { count = 3000, keys = 8, processes = 5 } = {}) {
     else if (prev && roll < 0.15) start = prev.start
     else start = clocks[k] + 0.5 + random() * 5
     // A holder stalled past its lease: the key moves on while it sits, and its record comes late.
-    if (roll > 0.97) duration = 1000 + random() * 1500
+    if (roll > 1 - stalled) duration = 1000 + random() * 1500
     start = us(start)
     const end = us(start + duration)
-    clocks[k] = Math.max(clocks[k], roll > 0.97 ? start + 30 : end)
+    clocks[k] = Math.max(clocks[k], roll > 1 - stalled ? start + 30 : end)
     const run = pick(runs)
     seq.set(run, seq.get(run) + 1)
     const told = random()
