@@ -10,9 +10,7 @@ const { watchdogStats, collectNativeMemory, nativeMemory } = require('../../lib/
 const { Tally, sample, resourcesByType, RUN } = require('./tally')
 const { Sections } = require('./sections')
 const { Traffic } = require('./traffic')
-
-// How long after a sample's collection its memory is read (see runProcess).
-const SETTLE_MS = 250
+const { startSampler } = require('./sampler')
 
 const failures = []
 process.on('unhandledRejection', (reason) => failures.push(`unhandledRejection: ${reason?.stack ?? reason}`))
@@ -47,56 +45,45 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
   // The event loop's longest stall per sample: a holder stalled past its TTL writes late.
   const loopDelay = monitorEventLoopDelay({ resolution: 10 })
   loopDelay.enable()
-  let stopping = false
-  // The sample waiting for RSS to settle, if any: stopped with the rest, so that its timer is
-  // not counted as left after close.
-  let settling = null
-  const takeSample = async () => {
-    if (settling) return
-    const stallMaxMs = Math.round(loopDelay.max / 1e5) / 10
-    loopDelay.reset()
-    // A full collection first (with --expose-gc, as `npm run soak` runs), then the native
-    // allocator's freed pages given back: RSS then follows what is live, not how far either
-    // heap happened to grow since it last let go. V8 hands the pages a collection freed back
-    // to the system on its own threads, after `gc()` returns: a soak parent's RSS read at once
-    // was up to 14.5 MB above the same read 20 ms later, and moved under 1 MB between 100 and
-    // 400 ms. So RSS is read once that is done.
-    globalThis.gc?.()
-    // What the collection left live, read at once: by the time RSS has settled, the heap also
-    // holds the traffic's garbage (a 30-minute soak's parent read 12.7 -> 14.2 MB so, 7.1 -> 7.6
-    // at once), which would count as neither idle pages nor a leak.
-    const liveHeap = v8.getHeapStatistics().used_heap_size
-    await new Promise((resolve) => {
-      settling = { timer: setTimeout(resolve, SETTLE_MS), resolve }
-    })
-    settling = null
-    if (stopping) return
-    // Read after the settle too, so it holds the traffic's Buffers of those 250 ms: tenths of a
-    // MB, inside the native rule's slack.
-    collectNativeMemory()
-    const native = nativeMemory()
-    onSample({
-      pid: process.pid,
-      at: Date.now(),
-      ...sample(liveHeap),
-      // The C allocator's figures (MB): in live allocations (verdict.js's native rule), and
-      // taken from the system, which keeps the extent of past peaks, its free pages given back.
-      nativeMb: native === null ? undefined : Math.round(native.inUseMb * 1000) / 1000,
-      nativeFromSystemMb: native === null ? undefined : Math.round(native.fromSystemMb * 1000) / 1000,
-      watched: Object.fromEntries(traffics.map((t) => [t.backend.name, watched(t.backend.url)])),
-      pending: tally.pending,
-      stallMaxMs,
-      ...tally.take(),
-    })
-  }
-  const timer = setInterval(() => void takeSample(), sampleMs)
+  const sampler = startSampler({
+    everyMs: sampleMs,
+    begin: () => {
+      const stallMaxMs = Math.round(loopDelay.max / 1e5) / 10
+      loopDelay.reset()
+      // A full collection first (with --expose-gc, as `npm run soak` runs), then the native
+      // allocator's freed pages given back: RSS then follows what is live, not how far either
+      // heap happened to grow since it last let go. RSS is read once V8 has handed back what
+      // the collection freed (scripts/soak/sampler.js).
+      globalThis.gc?.()
+      // What the collection left live, read at once: by the time RSS has settled, the heap also
+      // holds the traffic's garbage (a 30-minute soak's parent read 12.7 -> 14.2 MB so, 7.1 -> 7.6
+      // at once), which would count as neither idle pages nor a leak.
+      return { stallMaxMs, liveHeap: v8.getHeapStatistics().used_heap_size }
+    },
+    finish: ({ stallMaxMs, liveHeap }) => {
+      // Read after the settle too, so it holds the traffic's Buffers of those 250 ms: tenths of a
+      // MB, inside the native rule's slack.
+      collectNativeMemory()
+      const native = nativeMemory()
+      onSample({
+        pid: process.pid,
+        at: Date.now(),
+        ...sample(liveHeap),
+        // The C allocator's figures (MB): in live allocations (verdict.js's native rule), and
+        // taken from the system, which keeps the extent of past peaks, its free pages given back.
+        nativeMb: native === null ? undefined : Math.round(native.inUseMb * 1000) / 1000,
+        nativeFromSystemMb: native === null ? undefined : Math.round(native.fromSystemMb * 1000) / 1000,
+        watched: Object.fromEntries(traffics.map((t) => [t.backend.name, watched(t.backend.url)])),
+        pending: tally.pending,
+        stallMaxMs,
+        ...tally.take(),
+      })
+    },
+    onError: (err) => failures.push(`sample failed: ${err?.stack ?? err}`),
+  })
   await stopped
-  stopping = true
-  clearInterval(timer)
-  if (settling) {
-    clearTimeout(settling.timer)
-    settling.resolve()
-  }
+  // The sample settling, if any, stopped with the run: its timer is not counted as left after close.
+  await sampler.stop()
   loopDelay.disable()
   await Promise.all(traffics.map((traffic) => traffic.stop()))
   const last = tally.take()
