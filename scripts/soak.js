@@ -236,6 +236,7 @@ async function main() {
 function printLine(minute, processes) {
   const counts = { ops: {}, errors: {}, grants: 0, passes: 0, lost: 0 }
   const rss = []
+  const native = []
   let heap = 0
   let external = 0
   let arrayBuffers = 0
@@ -248,6 +249,7 @@ function printLine(minute, processes) {
     const last = p.log.last
     if (!last || p.killed) continue
     rss.push(last.rss)
+    native.push(last.nativeMb ?? '?')
     heap += last.heapUsed
     external += last.external
     arrayBuffers += last.arrayBuffers
@@ -256,7 +258,7 @@ function printLine(minute, processes) {
   const ops = Object.values(counts.ops).reduce((a, b) => a + b, 0)
   const parentResources = processes[0].log.last?.resources ?? {}
   console.log(
-    `[soak] min ${minute}: rss MB ${rss.join('/')} heap ${heap.toFixed(1)} ext ${external.toFixed(1)} ab ${arrayBuffers.toFixed(1)}` +
+    `[soak] min ${minute}: rss MB ${rss.join('/')} native MB ${native.join('/')} heap ${heap.toFixed(1)} ext ${external.toFixed(1)} ab ${arrayBuffers.toFixed(1)}` +
       ` | parent handles ${JSON.stringify(parentResources)} | watched ${JSON.stringify(watched)}` +
       ` | ops ${ops} grants ${counts.grants} passes ${counts.passes} lost ${counts.lost} | errors ${JSON.stringify(counts.errors)}` +
       ` | loop stall max ms (pid:ms) ${stalls.join(' ')}`,
