@@ -161,25 +161,26 @@ class SectionJudge {
     }
     if (next.start < last.end) {
       const acrossRestart = this.spansRestart(last)
-      const kind = `${last.doubt || next.doubt ? 'in doubt' : 'clean'}${acrossRestart ? ', the first across a restart' : ''}`
-      let line = `${this.counterKey}: sections ${last.id} and ${next.id} (${kind}) overlap by ${(last.end - next.start).toFixed(2)} ms`
-      if (last.api !== undefined || next.api !== undefined) {
-        line += `; ${[describe(last, next), describe(next, last), dataOrder(last, next), this.nearestRestart(last)].filter(Boolean).join('; ')}`
-      }
       const stepped = this.wallStep(last, next)
-      if (stepped) {
-        this.nearWallSteps += 1
-        line += `; ${stepped}`
-      }
+      if (stepped) this.nearWallSteps += 1
       if (acrossRestart) this.acrossRestarts += 1
+      // Written only for the overlaps listed: a run can have many more.
+      const line = () => {
+        const kind = `${last.doubt || next.doubt ? 'in doubt' : 'clean'}${acrossRestart ? ', the first across a restart' : ''}`
+        let text = `${this.counterKey}: sections ${last.id} and ${next.id} (${kind}) overlap by ${(last.end - next.start).toFixed(2)} ms`
+        if (last.api !== undefined || next.api !== undefined) {
+          text += `; ${[describe(last, next), describe(next, last), dataOrder(last, next), this.nearestRestart(last)].filter(Boolean).join('; ')}`
+        }
+        return stepped ? `${text}; ${stepped}` : text
+      }
       if (acrossRestart && this.excuseRestarts) this.excused += 1
       else if (expiredAndTold(last, next) || expiredAndTold(next, last)) {
         this.expiredOverlaps += 1
         this.excused += 1
-        if (this.expired.length < 20) this.expired.push(line)
+        if (this.expired.length < 20) this.expired.push(line())
       } else {
         if (!acrossRestart) this.overlaps += 1
-        if (this.failures.length < 10) this.failures.push(line)
+        if (this.failures.length < 10) this.failures.push(line())
       }
     }
     if (next.end > last.end) this.last = next
