@@ -142,3 +142,11 @@ test('checkSections: however many sections, no command reads or sends more than 
   assert.ok(log.filter((entry) => entry.name === 'lrange').length >= 3000 / 50)
   assert.deepEqual((await data.keys('*')).sort(), keysBefore)
 })
+
+test('checkSections: a record without a grant time fails the check by name, leaving no sorted set behind', async () => {
+  await data.flushall()
+  await store(data, { sections: [section('c', '12-b:1', 140, 150, 'dl', 170, 'ok')], counters: { c: 1 }, doubtWithoutRecord: [] })
+  await data.rpush('soak:sections', 'c|not-a-time|151|12-b:2')
+  await assert.rejects(checkSections(data, { chunk: 1 }), /section record 1 has no grant time: c\|not-a-time/)
+  assert.deepEqual(await data.keys('soak:check*'), [])
+})
