@@ -184,10 +184,16 @@ async function main() {
 
   const data = new Redis(dataServer.url, { maxRetriesPerRequest: 1 })
   const wallSteps = wallClock.stop()
-  const sections = await checkSections(data, { restarts: restartClocks, excuseRestarts: args.excuseRestarts, wallSteps })
-  await data.quit()
-  await lockServer.close()
-  await dataServer.close()
+  let sections
+  try {
+    sections = await checkSections(data, { restarts: restartClocks, excuseRestarts: args.excuseRestarts, wallSteps })
+  } finally {
+    // A check that fails must still let the process exit: an open connection or a server
+    // child would keep it running after the error is printed.
+    data.disconnect()
+    await lockServer.close()
+    await dataServer.close()
+  }
   await sleep(100)
   parent.result.resourcesAtStart = resourcesAtStart
   parent.result.resourcesAfterClose = resourcesByType()

@@ -105,7 +105,9 @@ async function checkSections(data, options = {}) {
   let sections = 0
   try {
     for (;;) {
-      const lines = await data.lrange(RECORDS, sections, sections + chunk - 1)
+      // Taken off the list as they are copied: the data server holds each record once, not
+      // twice, at the close of a long run.
+      const lines = (await data.lpop(RECORDS, chunk)) ?? []
       const adds = new Map()
       for (const line of lines) {
         const [counterKey, grantAt] = line.split('|')
@@ -132,13 +134,13 @@ async function checkSections(data, options = {}) {
         if (members.length < chunk) break
       }
       judge.endKey(Number((await data.get(counterKey)) ?? 0))
-      await data.del(key)
+      await data.unlink(key)
       byGrant.delete(counterKey)
     }
   } finally {
     // Left by a check that failed part way: the error that stopped it is the one to see, not
     // a failed clean-up's on a server the soak is about to stop.
-    if (byGrant.size) await data.del(...byGrant.values()).catch(() => undefined)
+    if (byGrant.size) await data.unlink(...byGrant.values()).catch(() => undefined)
   }
   return judge.result({ sections, inDoubt: await data.scard(DOUBT) })
 }
