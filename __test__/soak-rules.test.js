@@ -128,6 +128,7 @@ test('judgeSections: an overlap across a restart fails unless restarts are excus
   const sections = [['c', 0, 10, 'a'], ['c', 5, 20, 'b']]
   const strict = judgeSections(readBack(sections, { c: 1 }, ['a']), { restarts: [3] })
   assert.equal(strict.overlapsAcrossRestarts, 1)
+  assert.equal(strict.failedAcrossRestarts, 1)
   assert.equal(strict.inDoubt, 1)
   assert.deepEqual(strict.failures, [
     'c: sections a and b (in doubt, the first across a restart) overlap by 5.00 ms',
@@ -230,6 +231,16 @@ test('Tally.watch: a promise pending past its bound + 1 s is listed as unsettled
   )
 })
 
+test('Tally.error: the restart quarantine\'s refusals are counted apart from a server that refuses connections', () => {
+  const tally = new Tally()
+  const refused = (code, message) => Object.assign(new Error(message), { code })
+  tally.error(refused('ECONNECTION', 'cannot reach Redis: Redis was restarted 3 ms ago; no lock is given for restartQuarantineMs (2000) after a restart'))
+  tally.error(refused('ServiceUnavailable', 'Redis connection error: cannot reach Redis: Redis was restarted 0 ms ago; no lock is given for restartQuarantineMs (2000) after a restart'))
+  tally.error(refused('ECONNECTION', 'cannot reach Redis: connection refused'))
+  tally.error(new DOMException('aborted', 'AbortError'))
+  assert.deepEqual(tally.errors, { 'ECONNECTION.quarantine': 1, 'ServiceUnavailable.quarantine': 1, ECONNECTION: 1, AbortError: 1 })
+})
+
 /** One process's report as runProcess answers it, clean unless `changes` say otherwise. */
 function processReport(changes = {}) {
   return {
@@ -289,6 +300,40 @@ test('judgeSections: a kill of the lock server after the acquisition was called 
   const judged = judgeSections(readBackJudged(unknown, { c: 1 }), { restarts: [98], excuseRestarts: true })
   assert.equal(judged.overlaps, 1)
   assert.equal(judged.failures.length, 2)
+})
+
+test('judgeSections: with restarts not excused (the soak\'s quarantine on), a holder across a restart whose lease had ended by its own account, told, is a frozen holder: counted apart, not failed', () => {
+  // a: granted at 0 with a lease to 2000, the server killed at 10, a frozen past the quarantine
+  // and told notHeld; b granted on the restarted server at 2015, after the quarantine.
+  const frozen = [
+    ['c', 0, 2100, 'a', 'dl', 2000, 'notHeld'],
+    ['c', 2015, 2030, 'b', 'dl', 4015, 'ok'],
+  ]
+  const judged = judgeSections(readBackJudged(frozen, { c: 1 }), { restarts: [10] })
+  assert.deepEqual(judged.failures, [])
+  assert.equal(judged.overlapsAcrossRestarts, 1)
+  assert.equal(judged.expiredAcrossRestarts, 1)
+  assert.equal(judged.failedAcrossRestarts, 0)
+  // Granted on the restarted server while the first's lease still ran: the guarantee broken.
+  const early = [
+    ['c', 0, 2100, 'a', 'dl', 2000, 'notHeld'],
+    ['c', 15, 30, 'b', 'dl', 2015, 'ok'],
+  ]
+  const broken = judgeSections(readBackJudged(early, { c: 1 }), { restarts: [10] })
+  assert.equal(broken.failedAcrossRestarts, 1)
+  assert.equal(broken.expiredAcrossRestarts, 0)
+  assert.match(broken.failures[0], /\(clean, the first across a restart\) overlap by 2085\.00 ms/)
+})
+
+test('soak.js: --excuse-restarts=yes is refused with the quarantine on, and a bad --restart-quarantine-ms named, before any server starts', () => {
+  const soak = require('node:path').join(__dirname, '..', 'scripts', 'soak.js')
+  const run = (...args) => require('node:child_process').spawnSync(process.execPath, [soak, ...args], { encoding: 'utf8', timeout: 10_000 })
+  const excused = run('--excuse-restarts=yes')
+  assert.equal(excused.status, 1)
+  assert.match(excused.stderr, /--excuse-restarts=yes excuses overlaps across restarts, which --restart-quarantine-ms=2000 forbids; pass --restart-quarantine-ms=0 with it/)
+  const bad = run('--restart-quarantine-ms=1.5')
+  assert.equal(bad.status, 1)
+  assert.match(bad.stderr, /--restart-quarantine-ms must be a whole number of ms from 0, got 1\.5/)
 })
 
 test('judgeSections: what each holder noted of its hold (fence, token, when told lost) is on the overlap\'s line', () => {

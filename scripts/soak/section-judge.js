@@ -95,6 +95,10 @@ class SectionJudge {
     this.keys = 0
     this.overlaps = 0
     this.acrossRestarts = 0
+    // Of those, the ones failed (no --excuse-restarts: the quarantine's guarantee broken, or
+    // strict rules) and the ones counted as a stalled holder's (expired and told).
+    this.failedAcrossRestarts = 0
+    this.expiredAcrossRestarts = 0
     this.expiredOverlaps = 0
     this.nearWallSteps = 0
   }
@@ -176,10 +180,12 @@ class SectionJudge {
       if (acrossRestart && this.excuseRestarts) this.excused += 1
       else if (expiredAndTold(last, next) || expiredAndTold(next, last)) {
         this.expiredOverlaps += 1
+        if (acrossRestart) this.expiredAcrossRestarts += 1
         this.excused += 1
         if (this.expired.length < 20) this.expired.push(line())
       } else {
         if (!acrossRestart) this.overlaps += 1
+        else this.failedAcrossRestarts += 1
         if (this.failures.length < 10) this.failures.push(line())
       }
     }
@@ -205,6 +211,8 @@ class SectionJudge {
       counters: this.keys,
       overlaps: this.overlaps,
       overlapsAcrossRestarts: this.acrossRestarts,
+      failedAcrossRestarts: this.failedAcrossRestarts,
+      expiredAcrossRestarts: this.expiredAcrossRestarts,
       expiredOverlaps: this.expiredOverlaps,
       overlapsNearWallSteps: this.nearWallSteps,
       expired: this.expired,

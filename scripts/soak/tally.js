@@ -93,10 +93,17 @@ class Tally {
     return promise
   }
 
-  /** Counts `err` by its code; expected refusals (ELOCKED, EABORTED, ...) are data, not failures. */
+  /**
+   * Counts `err` by its code; expected refusals (ELOCKED, EABORTED, ...) are data, not failures:
+   * no error count decides the verdict (scripts/soak/verdict.js). The restart quarantine's
+   * refusals (ECONNECTION, syncguard's ServiceUnavailable, naming restartQuarantineMs) are
+   * counted apart, under `<code>.quarantine`, so a server that refuses connections is told
+   * from one that is up and quarantined.
+   */
   error(err) {
     // DOMExceptions (AbortError, TimeoutError) carry numeric legacy codes: their name says more.
-    const code = typeof err?.code === 'string' ? err.code : (err?.name ?? 'unknown')
+    let code = typeof err?.code === 'string' ? err.code : (err?.name ?? 'unknown')
+    if (typeof err?.message === 'string' && err.message.includes('restartQuarantineMs (')) code += '.quarantine'
     this.bump(this.errors, code)
     if (code === 'TypeError' && !this.typeErrorShown) {
       this.typeErrorShown = true

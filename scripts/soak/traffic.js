@@ -22,13 +22,18 @@ const rand = (lo, hi) => lo + Math.floor(Math.random() * (hi - lo + 1))
 const pick = (list) => list[Math.floor(Math.random() * list.length)]
 
 class Traffic {
-  /** `backend`: { name, url, space } (space names the counters: one per memory:// process). */
+  /**
+   * `backend`: { name, url, space, quarantineMs } (space names the counters: one per memory://
+   * process; quarantineMs, the restart quarantine every lock on it is made with).
+   */
   constructor(backend, tally, sections) {
     this.backend = backend
     this.tally = tally
     this.sections = sections
     this.stopping = false
-    const options = { connectTimeoutMs: 1000, commandTimeoutMs: 1000, retryDelayMs: 20, maxRetries: 2 }
+    // Only where the server restarts: memory:// accepts the option, but its store never does.
+    this.quarantine = backend.quarantineMs ? { restartQuarantineMs: backend.quarantineMs } : {}
+    const options = { connectTimeoutMs: 1000, commandTimeoutMs: 1000, retryDelayMs: 20, maxRetries: 2, ...this.quarantine }
     this.dl = new DistributedLock(backend.url, options)
     // On the same keys as `dl`: a release by either hands the lock to a waiting process of
     // this one (README "Grants across processes"), the sections showing one holder at a time.
@@ -44,8 +49,8 @@ class Traffic {
       if (this.sgReleased.size > 1000) this.sgReleased.clear()
       this.sgReleased.add(event.lockId)
     }
-    this.sgBackend = syncguard.createRedisBackend(backend.url, { commandTimeoutMs: 1000, onEvent })
-    this.sgLock = syncguard.createLock(backend.url, { commandTimeoutMs: 1000, onEvent })
+    this.sgBackend = syncguard.createRedisBackend(backend.url, { commandTimeoutMs: 1000, onEvent, ...this.quarantine })
+    this.sgLock = syncguard.createLock(backend.url, { commandTimeoutMs: 1000, onEvent, ...this.quarantine })
     this.exclusives = []
     this.services = []
     // Asks the lock server, as a `using` section ends, who holds its key: the evidence, should
@@ -434,6 +439,7 @@ class Traffic {
         cache_connection: this.backend.url,
         lock_ttl_ms: 1500,
         lock_refresh_ms: 500,
+        ...(this.backend.quarantineMs ? { restart_quarantine_ms: this.backend.quarantineMs } : {}),
       })
       ex.soakKey = key
       ex.soakTtl = 1500
@@ -457,6 +463,7 @@ class Traffic {
     if (!service) {
       service = new DistributedLockService(`soak:maestro:${key}`, 1500, this.backend.url, {
         onLost: () => (service.soakLost = true),
+        ...this.quarantine,
       })
       service.soakKey = key
       this.services.push(service)

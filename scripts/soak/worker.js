@@ -29,7 +29,7 @@ function watched(url) {
  * Runs until `stopped` resolves; `onSample(sample)` gets each sample. Answers the closing
  * figures: resources at start and after close, ops still unsettled, failures seen.
  */
-async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stopped, onSample }) {
+async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, quarantineMs = 0, stopped, onSample }) {
   const resourcesAtStart = resourcesByType()
   const tally = new Tally()
   const data = new Redis(dataUrl, { maxRetriesPerRequest: 1 })
@@ -38,7 +38,7 @@ async function runProcess({ lockUrl, dataUrl, backends, actors, sampleMs, stoppe
     const backend =
       name === 'memory'
         ? { name, url: `memory://soak-${RUN}`, space: `memory-${RUN}` }
-        : { name, url: lockUrl, space: 'redis' }
+        : { name, url: lockUrl, space: 'redis', quarantineMs }
     return new Traffic(backend, tally, sections)
   })
   for (const traffic of traffics) traffic.start(actors)
