@@ -77,6 +77,22 @@ test('a fresh server gives no lock within restartQuarantineMs on any API; withou
   await handle.release()
 })
 
+test("maestro's maxWaitTime bounds its wait at a closed gate: false when the gate opens after it, true when before", async () => {
+  const fresh = await startRedis()
+  try {
+    const service = new DistributedLockService('rq:maestro:short', 10_000, fresh.url, { restartQuarantineMs: Q })
+    const started = performance.now()
+    assert.equal(await service.acquire(undefined, 100), false)
+    // 100 ms, 25 ms of grace and a hop; far from the gate's 1,000 ms.
+    assert.ok(since(started) < Q / 2, `acquire(ttl, 100) answered after ${since(started).toFixed(1)} ms`)
+    assert.equal(await service.acquire(undefined, 5_000), true)
+    assert.ok(since(started) >= Q - CLOCKS_MS, `won ${since(started).toFixed(1)} ms after the server was first met`)
+    await service.release()
+  } finally {
+    await fresh.close()
+  }
+})
+
 test('a lock that waited at the gate comes with its TTL, and an AbortSignal ends the wait', async () => {
   const own = await startRedis()
   try {

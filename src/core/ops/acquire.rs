@@ -292,6 +292,18 @@ impl Attempts {
         }
     }
 
+    /// How long an attempt may wait at the restart quarantine's gate: no longer than the
+    /// caller's own wait, maestro's `maxWaitTime` included (its attempt proper still gets the
+    /// command timeout, as `bound` says, but a gate closed past the wait is a wait that failed).
+    pub fn gate_bound(&self, command_timeout: Duration) -> Duration {
+        match *self {
+            Attempts::Until { deadline, .. } | Attempts::Backoff { deadline, .. } => {
+                within(deadline, command_timeout)
+            }
+            _ => command_timeout,
+        }
+    }
+
     /// Whether an attempt a release woke counts as the next one, the schedule going on from
     /// it (`waitForLock`'s polls). Otherwise it is extra: a failed one leaves the count and
     /// the schedule as they were, so the caller's backoff stays the original package's.
@@ -405,7 +417,8 @@ impl Locker {
                 Next::Attempt => {
                     attempts.before(failed + 1)?;
                     let bound = attempts.bound(self.command_timeout());
-                    self.pass_gate(scheme, bound, cancel).await?;
+                    let gate_bound = attempts.gate_bound(self.command_timeout());
+                    self.pass_gate(scheme, gate_bound, cancel).await?;
                     match self
                         .attempt_bounded(scheme, ttl, bound, ticket.as_ref())
                         .await?
