@@ -318,7 +318,7 @@ impl Acquisition<'_> {
             None => mode,
         };
         if let Some(on) = ready(&reply, way) {
-            let attempt = PlainAttempt::new(&locker, &key, ttl, mode);
+            let attempt = PlainAttempt::new(&locker, key, ttl, mode);
             return reply.call_fast(&on, attempt, move |result| {
                 win::settle(win, &locker, (started, &asked), result)
             });

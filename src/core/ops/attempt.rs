@@ -343,15 +343,14 @@ impl PlainRequest {
 
 impl Locker {
     /// A first attempt (as `attempt`) to send elsewhere; `sent` is now.
-    pub fn attempt_request(&self, key: &str, ttl: Duration) -> PlainRequest {
-        let redis_key = self.redis_key(key);
+    /// `key` moved in when the caller owns it: one copy of it fewer an acquisition.
+    pub fn attempt_request(&self, key: impl Into<String>, ttl: Duration) -> PlainRequest {
+        let key = key.into();
+        let redis_key = self.redis_key(&key);
         let fence_key = keys::fence_key(&redis_key);
         let window = self.fence_retention_ms();
         let terms = AttemptTerms::new(self.store(), redis_key, fence_key, ttl, window);
-        PlainRequest {
-            key: key.to_owned(),
-            terms,
-        }
+        PlainRequest { key, terms }
     }
 
     /// Frees a lock an attempt may have won after its caller stopped waiting, through the

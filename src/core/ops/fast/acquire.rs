@@ -48,7 +48,7 @@ pub struct PlainAttempt {
 
 impl PlainAttempt {
     /// `locker`'s first attempt at `key`; `sent` counts from now.
-    pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
+    pub fn new(locker: &Arc<Locker>, key: impl Into<String>, ttl: Duration, mode: Mode) -> Self {
         let bound = mode.plan.attempts.bound(locker.command_timeout());
         // Left unmarked when a release of ours is handing it the lock already (that
         // hand-over answers it), as it was before this mark.
