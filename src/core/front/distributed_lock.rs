@@ -9,6 +9,7 @@ use super::reply::{ready, ready_quorum, Reply};
 use super::win::{self, Win};
 use crate::core::backend::lock_store::{Fairness, LockStore};
 use crate::core::basics::cancel::Cancel;
+use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::stats::{CallCounters, StatsSnapshot};
 use crate::core::basics::validate::{self, DEFAULT_COMMAND_TIMEOUT};
@@ -274,7 +275,10 @@ impl Acquisition<'_> {
             ttl,
             listener,
         } = self;
-        let started = Instant::now();
+        // One reading for the call: when it started, and when its first attempt was sent
+        // (a moment before it was, so its lease's validity counts from no later).
+        let stamp = Stamp::now();
+        let started = stamp.at;
         let auto = lock.auto_refresh(ttl, listener);
         let locker = lock.locker.clone();
         // An autoRefresh waiter is handed its lock through the runtime (its watch starts
@@ -318,7 +322,7 @@ impl Acquisition<'_> {
             None => mode,
         };
         if let Some(on) = ready(&reply, way) {
-            let attempt = PlainAttempt::new(&locker, &key, ttl, mode);
+            let attempt = PlainAttempt::sent_at(&locker, key, ttl, mode, stamp);
             return reply.call_fast(&on, attempt, move |result| {
                 win::settle(win, &locker, (started, &asked), result)
             });

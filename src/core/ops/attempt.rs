@@ -186,15 +186,16 @@ pub struct AttemptTerms {
 }
 
 impl AttemptTerms {
-    /// A fresh token, sent now, on a connection of `store`'s; `fence_key` is `redis_key`'s.
+    /// A fresh token, sent at `sent` (read before the attempt is written, never after), on
+    /// a connection of `store`'s; `fence_key` is `redis_key`'s.
     pub fn new(
         store: &Store,
         redis_key: Vec<u8>,
         fence_key: Vec<u8>,
         ttl: Duration,
         fence_retention_ms: u64,
+        sent: Stamp,
     ) -> Self {
-        let sent = Stamp::now();
         let news = store
             .kept_fences()
             .attempt(&fence_key, ttl, fence_retention_ms, sent.at);
@@ -343,15 +344,25 @@ impl PlainRequest {
 
 impl Locker {
     /// A first attempt (as `attempt`) to send elsewhere; `sent` is now.
-    pub fn attempt_request(&self, key: &str, ttl: Duration) -> PlainRequest {
-        let redis_key = self.redis_key(key);
+    /// `key` moved in when the caller owns it: one copy of it fewer an acquisition.
+    pub fn attempt_request(&self, key: impl Into<String>, ttl: Duration) -> PlainRequest {
+        self.attempt_request_at(key, ttl, Stamp::now())
+    }
+
+    /// `attempt_request`, sent at `sent`: the caller's own reading, taken before it, so a
+    /// call reads the clock once (its lease's validity counts from then, a little early).
+    pub fn attempt_request_at(
+        &self,
+        key: impl Into<String>,
+        ttl: Duration,
+        sent: Stamp,
+    ) -> PlainRequest {
+        let key = key.into();
+        let redis_key = self.redis_key(&key);
         let fence_key = keys::fence_key(&redis_key);
         let window = self.fence_retention_ms();
-        let terms = AttemptTerms::new(self.store(), redis_key, fence_key, ttl, window);
-        PlainRequest {
-            key: key.to_owned(),
-            terms,
-        }
+        let terms = AttemptTerms::new(self.store(), redis_key, fence_key, ttl, window, sent);
+        PlainRequest { key, terms }
     }
 
     /// Frees a lock an attempt may have won after its caller stopped waiting, through the

@@ -169,7 +169,14 @@ impl Exclusive {
         let (redis_key, fence_key) = (self.redis_key.clone(), self.fence_key.clone());
         let window = self.fence_retention_ms;
         ExclusiveRequest {
-            terms: AttemptTerms::new(&self.store, redis_key, fence_key, terms.ttl, window),
+            terms: AttemptTerms::new(
+                &self.store,
+                redis_key,
+                fence_key,
+                terms.ttl,
+                window,
+                Stamp::now(),
+            ),
             owner_key: self.owner_key.clone(),
             contents: terms.contents.clone(),
         }

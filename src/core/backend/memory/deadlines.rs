@@ -6,10 +6,13 @@
 use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
+/// Its keys are the very allocations the keyspace's map holds (`Arc`): an entry given an
+/// expiry costs no copy of its key here.
 #[derive(Default)]
 pub struct Deadlines {
-    order: BTreeSet<(i64, Vec<u8>)>,
+    order: BTreeSet<(i64, Arc<[u8]>)>,
 }
 
 /// A point of the index, owned or borrowed: what lets a look-up name its key by reference
@@ -18,7 +21,7 @@ trait Point {
     fn point(&self) -> (i64, &[u8]);
 }
 
-impl Point for (i64, Vec<u8>) {
+impl Point for (i64, Arc<[u8]>) {
     fn point(&self) -> (i64, &[u8]) {
         (self.0, &self.1)
     }
@@ -30,7 +33,7 @@ impl Point for (i64, &[u8]) {
     }
 }
 
-impl<'a> Borrow<dyn Point + 'a> for (i64, Vec<u8>) {
+impl<'a> Borrow<dyn Point + 'a> for (i64, Arc<[u8]>) {
     fn borrow(&self) -> &(dyn Point + 'a) {
         self
     }
@@ -58,21 +61,21 @@ impl Ord for dyn Point + '_ {
 
 impl Deadlines {
     /// Records that `key`'s expiry moved from `old` to `new` (either may be none).
-    pub fn moved(&mut self, key: &[u8], old: Option<i64>, new: Option<i64>) {
+    pub fn moved(&mut self, key: &Arc<[u8]>, old: Option<i64>, new: Option<i64>) {
         if old == new {
             return;
         }
         if let Some(at) = old {
-            self.order.remove(&(at, key) as &dyn Point);
+            self.order.remove(&(at, &key[..]) as &dyn Point);
         }
         if let Some(at) = new {
-            self.order.insert((at, key.to_vec()));
+            self.order.insert((at, key.clone()));
         }
     }
 
     /// The earliest key whose expiry is before `now_ms` (Redis keeps a key through its very
     /// millisecond), taken out of the index.
-    pub fn pop_expired(&mut self, now_ms: i64) -> Option<(i64, Vec<u8>)> {
+    pub fn pop_expired(&mut self, now_ms: i64) -> Option<(i64, Arc<[u8]>)> {
         match self.order.first() {
             Some((at, _)) if now_ms > *at => self.order.pop_first(),
             _ => None,

@@ -13,6 +13,7 @@ use super::reply::{MemoryReply, NOT_INTEGER, SYNTAX};
 use super::sorted_set::ZSet;
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The most expired keys one step (`Instance::run`) sweeps out before it runs. Every step
 /// sweeps, so a crowd of keys expiring together goes out over the next steps, none of which
@@ -39,7 +40,9 @@ pub struct Entry {
 /// process: foldhash's own random seeds come from addresses and the clock, which it does not
 /// claim resist a study of the process, so both of its seeds are drawn here from the OS's
 /// random source instead, as SipHash's were.
-type Entries = HashMap<Vec<u8>, Entry, KeyHashing>;
+/// Each key is one allocation, shared with the index of deadlines (an entry with a TTL cost
+/// two copies of its key, and every acquisition writes one).
+type Entries = HashMap<Arc<[u8]>, Entry, KeyHashing>;
 
 #[derive(Clone)]
 struct KeyHashing(foldhash::quality::SeedableRandomState);
@@ -120,10 +123,10 @@ impl Keyspace {
             // that lives on.
             if self
                 .entries
-                .get(&key)
+                .get(&key[..])
                 .is_some_and(|entry| entry.expire_at == Some(at))
             {
-                self.entries.remove(&key);
+                self.entries.remove(&key[..]);
             }
         }
     }
@@ -132,26 +135,36 @@ impl Keyspace {
     pub(super) fn insert(&mut self, key: &[u8], entry: Entry) {
         let new = entry.expire_at;
         self.keep_clean(new);
+        // A key already there keeps its allocation (a map keeps the key it holds).
+        let shared = match self.entries.get_key_value(key) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::from(key),
+        };
         let old = self
             .entries
-            .insert(key.to_vec(), entry)
+            .insert(shared.clone(), entry)
             .and_then(|old| old.expire_at);
-        self.deadlines.moved(key, old, new);
+        self.deadlines.moved(&shared, old, new);
     }
 
     pub(super) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let entry = self.entries.remove(key)?;
-        self.deadlines.moved(key, entry.expire_at, None);
+        let (shared, entry) = self.entries.remove_entry(key)?;
+        self.deadlines.moved(&shared, entry.expire_at, None);
         Some(entry)
     }
 
     /// Sets the expiry of the entry at `key`, if there is one.
     fn set_expiry(&mut self, key: &[u8], at: Option<i64>) {
+        let Some((shared, entry)) = self.entries.get_key_value(key) else {
+            return;
+        };
+        let shared = shared.clone();
+        let old = entry.expire_at;
         if let Some(entry) = self.entries.get_mut(key) {
-            let old = std::mem::replace(&mut entry.expire_at, at);
-            self.deadlines.moved(key, old, at);
-            self.keep_clean(at);
+            entry.expire_at = at;
         }
+        self.deadlines.moved(&shared, old, at);
+        self.keep_clean(at);
     }
 
     /// An entry is given expiry `at`: one already past at `clean_at` ends what it promised.

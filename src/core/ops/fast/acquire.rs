@@ -6,6 +6,7 @@ use super::undo::UndoSent;
 use super::{count_missed, FastCall, Later, Settled, Step};
 use crate::core::basics::background::spawn;
 use crate::core::basics::cancel::Cancel;
+use crate::core::basics::clock::Stamp;
 use crate::core::basics::error::LockError;
 use crate::core::basics::lease::Lease;
 use crate::core::ops::acquire::{Plan, Start};
@@ -48,14 +49,26 @@ pub struct PlainAttempt {
 
 impl PlainAttempt {
     /// `locker`'s first attempt at `key`; `sent` counts from now.
-    pub fn new(locker: &Arc<Locker>, key: &str, ttl: Duration, mode: Mode) -> Self {
+    pub fn new(locker: &Arc<Locker>, key: impl Into<String>, ttl: Duration, mode: Mode) -> Self {
+        Self::sent_at(locker, key, ttl, mode, Stamp::now())
+    }
+
+    /// `new`, sent at `sent`, the caller's reading taken before it (see
+    /// `Locker::attempt_request_at`).
+    pub fn sent_at(
+        locker: &Arc<Locker>,
+        key: impl Into<String>,
+        ttl: Duration,
+        mode: Mode,
+        sent: Stamp,
+    ) -> Self {
         let bound = mode.plan.attempts.bound(locker.command_timeout());
         // Left unmarked when a release of ours is handing it the lock already (that
         // hand-over answers it), as it was before this mark.
         let trying = (mode.plan.ticket()).and_then(|ticket| ticket.trying_sent().ok().flatten());
         PlainAttempt {
             _trying: trying,
-            request: locker.attempt_request(key, ttl),
+            request: locker.attempt_request_at(key, ttl, sent),
             locker: locker.clone(),
             form: Cell::new(AttemptForm::Script),
             mode,
