@@ -292,15 +292,13 @@ impl Attempts {
         }
     }
 
-    /// How long an attempt may wait at the restart quarantine's gate: no longer than the
-    /// caller's own wait, maestro's `maxWaitTime` included (its attempt proper still gets the
-    /// command timeout, as `bound` says, but a gate closed past the wait is a wait that failed).
+    /// How long an attempt may wait at the restart quarantine's gate: its `bound`, and for
+    /// maestro's no longer than its `maxWaitTime` either (its attempt proper still gets the
+    /// command timeout, but a gate closed past the wait is a wait that failed).
     pub fn gate_bound(&self, command_timeout: Duration) -> Duration {
         match *self {
-            Attempts::Until { deadline, .. } | Attempts::Backoff { deadline, .. } => {
-                within(deadline, command_timeout)
-            }
-            _ => command_timeout,
+            Attempts::Backoff { deadline, .. } => within(deadline, command_timeout),
+            _ => self.bound(command_timeout),
         }
     }
 
